@@ -1,0 +1,99 @@
+#include "flashlab/cpu/multihead.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace flashlab::cpu {
+
+template <class T>
+HeadTensor<T>::HeadTensor(Index batch, Index heads, Index rows, Index cols)
+    : batch(batch), heads(heads), rows(rows), cols(cols),
+      data(static_cast<size_t>(batch * heads * rows * cols)) {}
+
+template <class T>
+Eigen::Map<Matrix<T>> HeadTensor<T>::head(Index b, Index h) {
+  return {data.data() + (b * heads + h) * rows * cols, rows, cols};
+}
+
+template <class T>
+Eigen::Map<const Matrix<T>> HeadTensor<T>::head(Index b, Index h) const {
+  return {data.data() + (b * heads + h) * rows * cols, rows, cols};
+}
+
+Index kv_head_for(Index h, Index heads_q, Index heads_kv) {
+  if (heads_kv < 1 || heads_q % heads_kv != 0) {
+    std::ostringstream why;
+    why << heads_q << " query heads cannot share " << heads_kv
+        << " KV heads: the number of query heads must be a positive multiple of the number "
+           "of KV heads (equal for multi-head, 1 KV head for MQA, a divisor for GQA)";
+    throw InvalidArgument(why.str());
+  }
+  return h / (heads_q / heads_kv);
+}
+
+namespace {
+template <class In>
+void check_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTensor<In>& V,
+                     const AttentionOptions& options) {
+  std::ostringstream why;
+  if (K.batch != Q.batch || V.batch != Q.batch) {
+    why << "batch sizes differ: Q has " << Q.batch << ", K " << K.batch << ", V " << V.batch
+        << "; Q, K and V must have the same batch size";
+  } else if (K.heads != V.heads) {
+    why << "K has " << K.heads << " heads but V has " << V.heads
+        << ": K and V must have the same number of (KV) heads";
+  }
+  if (!why.str().empty()) throw InvalidArgument(why.str());
+  kv_head_for(0, Q.heads, K.heads);
+  check_shapes(Q.rows, Q.cols, K.rows, K.cols, V.rows, V.cols, options);
+}
+}  // namespace
+
+template <class In>
+MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K,
+                                               const HeadTensor<In>& V,
+                                               const AttentionOptions& options) {
+  using Acc = accum_t<In>;
+  check_multihead(Q, K, V, options);
+  const Index Br = options.tiles.Br, Tr = (Q.rows + Br - 1) / Br;
+  MultiHeadResult<Acc> out{HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, Q.cols),
+                           HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, 1), {}};
+
+  // One flat list of independent work items: (batch, query head, query tile).
+  const Index items = Q.batch * Q.heads * Tr;
+  std::vector<TileCounts> counts(static_cast<size_t>(items));
+#pragma omp parallel for schedule(dynamic)
+  for (Index item = 0; item < items; ++item) {
+    const Index b = item / (Q.heads * Tr), h = (item / Tr) % Q.heads, i = item % Tr;
+    const Index h_kv = kv_head_for(h, Q.heads, K.heads);
+    const Index q0 = i * Br, rows = std::min(Br, Q.rows - q0);
+    auto tile = forward_query_tile<In>(Q.head(b, h).middleRows(q0, rows), q0, K.head(b, h_kv),
+                                       V.head(b, h_kv), Q.rows, options, i);
+    out.O.head(b, h).middleRows(q0, rows) = tile.O;
+    out.L.head(b, h).middleRows(q0, rows) = tile.L;
+    counts[item] = tile.tiles;
+  }
+  for (const auto& c : counts) out.tiles += c;
+  return out;
+}
+
+template struct HeadTensor<double>;
+template struct HeadTensor<float>;
+template struct HeadTensor<bf16>;
+template struct HeadTensor<fp16>;
+template MultiHeadResult<double> forward_multihead(const HeadTensor<double>&,
+                                                   const HeadTensor<double>&,
+                                                   const HeadTensor<double>&,
+                                                   const AttentionOptions&);
+template MultiHeadResult<float> forward_multihead(const HeadTensor<float>&,
+                                                  const HeadTensor<float>&,
+                                                  const HeadTensor<float>&,
+                                                  const AttentionOptions&);
+template MultiHeadResult<float> forward_multihead(const HeadTensor<bf16>&, const HeadTensor<bf16>&,
+                                                  const HeadTensor<bf16>&,
+                                                  const AttentionOptions&);
+template MultiHeadResult<float> forward_multihead(const HeadTensor<fp16>&, const HeadTensor<fp16>&,
+                                                  const HeadTensor<fp16>&,
+                                                  const AttentionOptions&);
+
+}  // namespace flashlab::cpu

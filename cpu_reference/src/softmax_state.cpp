@@ -1,0 +1,104 @@
+#include "flashlab/cpu/softmax_state.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace flashlab::cpu {
+
+namespace {
+template <class Acc>
+constexpr Acc minus_inf = -std::numeric_limits<Acc>::infinity();
+}
+
+template <class Acc>
+SoftmaxState<Acc> SoftmaxState<Acc>::empty(Index rows, Index d) {
+  return {Vector<Acc>::Constant(rows, minus_inf<Acc>), Vector<Acc>::Zero(rows),
+          Matrix<Acc>::Zero(rows, d)};
+}
+
+template <class Acc, class In>
+TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<In> V) {
+  const Index rows = S.rows();
+  TileStep<Acc> step{S.rowwise().maxCoeff(), state.m, Vector<Acc>::Ones(rows)};
+  Matrix<Acc> W = Matrix<Acc>::Zero(rows, S.cols());  // (rows, Bc) weights exp(S - m')
+
+  for (Index r = 0; r < rows; ++r) {
+    if (step.tile_max[r] == minus_inf<Acc>) {  // wholly masked in this tile: skip the row
+      ++step.rows_skipped;
+      continue;
+    }
+    const Acc m_new = std::max(state.m[r], step.tile_max[r]);
+    step.m_new[r] = m_new;
+    step.alpha[r] = std::exp(state.m[r] - m_new);  // 0 for a row that had seen nothing
+    W.row(r) = (S.row(r).array() - m_new).exp();
+  }
+
+  state.l = step.alpha.cwiseProduct(state.l) + W.rowwise().sum();
+  state.U = step.alpha.asDiagonal() * state.U;
+  if constexpr (is_low_precision<In>) {
+    // A tensor core multiplies W V in the input precision: round W to it first.
+    state.U.noalias() += W.template cast<In>().template cast<Acc>() * V.template cast<Acc>();
+  } else {
+    state.U.noalias() += W * V;
+  }
+  state.m = step.m_new;
+  return step;
+}
+
+template <class Acc, class In>
+SoftmaxState<Acc> tile_state(const Matrix<Acc>& S, MatrixView<In> V) {
+  auto state = SoftmaxState<Acc>::empty(S.rows(), V.cols());
+  update(state, S, V);
+  return state;
+}
+
+template <class Acc>
+SoftmaxState<Acc> merge(const SoftmaxState<Acc>& a, const SoftmaxState<Acc>& b) {
+  const Index rows = a.rows();
+  SoftmaxState<Acc> out{a.m.cwiseMax(b.m), Vector<Acc>(rows), Matrix<Acc>(rows, a.U.cols())};
+  for (Index r = 0; r < rows; ++r) {
+    if (out.m[r] == minus_inf<Acc>) {  // neither side saw a valid key: stay empty
+      out.l[r] = 0;
+      out.U.row(r).setZero();
+      continue;
+    }
+    const Acc alpha = std::exp(a.m[r] - out.m[r]);  // moves a to the common base
+    const Acc beta = std::exp(b.m[r] - out.m[r]);   // moves b to the common base
+    out.l[r] = alpha * a.l[r] + beta * b.l[r];
+    out.U.row(r) = alpha * a.U.row(r) + beta * b.U.row(r);
+  }
+  return out;
+}
+
+template <class Acc>
+Normalised<Acc> finalize(const SoftmaxState<Acc>& state) {
+  Normalised<Acc> out{Matrix<Acc>(state.U.rows(), state.U.cols()), Vector<Acc>(state.rows())};
+  for (Index r = 0; r < state.rows(); ++r) {
+    if (state.l[r] == Acc(0)) {  // no valid key for this query: O = 0, L = -inf
+      out.O.row(r).setZero();
+      out.L[r] = minus_inf<Acc>;
+    } else {
+      out.O.row(r) = state.U.row(r) / state.l[r];
+      out.L[r] = state.m[r] + std::log(state.l[r]);
+    }
+  }
+  return out;
+}
+
+#define FLASHLAB_INSTANTIATE(Acc, In)                                                      \
+  template TileStep<Acc> update(SoftmaxState<Acc>&, const Matrix<Acc>&, MatrixView<In>); \
+  template SoftmaxState<Acc> tile_state(const Matrix<Acc>&, MatrixView<In>);
+FLASHLAB_INSTANTIATE(double, double)
+FLASHLAB_INSTANTIATE(float, float)
+FLASHLAB_INSTANTIATE(float, bf16)
+FLASHLAB_INSTANTIATE(float, fp16)
+#undef FLASHLAB_INSTANTIATE
+
+template struct SoftmaxState<double>;
+template struct SoftmaxState<float>;
+template SoftmaxState<double> merge(const SoftmaxState<double>&, const SoftmaxState<double>&);
+template SoftmaxState<float> merge(const SoftmaxState<float>&, const SoftmaxState<float>&);
+template Normalised<double> finalize(const SoftmaxState<double>&);
+template Normalised<float> finalize(const SoftmaxState<float>&);
+
+}  // namespace flashlab::cpu

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages flashlab builds against, only those that are missing.
+# Run as root on Debian 12 (or with sudo available). Safe to run twice.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ make pkg-config
+  libeigen3-dev      # Eigen 3.4: the CPU reference's matrices
+  doctest-dev        # the unit tests
+  libcli11-dev       # the flashlab command line
+  libfmt-dev         # formatted output
+  nlohmann-json3-dev # JSON traces and reports
+  libomp-dev         # OpenMP (g++ ships its own libgomp; this keeps clang builds whole too)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: every package is already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -qq
+$sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
