@@ -1,0 +1,20 @@
+// flashlab: FlashAttention three ways (exact CPU numerics, a memory simulator, CUDA kernels).
+#include "commands.hpp"
+
+#include <exception>
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"flashlab: learn FlashAttention by running it three ways", "flashlab"};
+  app.require_subcommand(1);
+  flashlab::app::add_tour_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {  // bad input reaching the library: one clear line
+    std::cerr << "flashlab: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
