@@ -1,5 +1,7 @@
 #include "flashlab/cpu/forward.hpp"
 
+#include "flashlab/cpu/parallel.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -82,12 +84,7 @@ ForwardResult<accum_t<In>> forward_q_outer(const Matrix<In>& Q, const Matrix<In>
     out.L.segment(q0, rows) = tile.L;
     counts[i] = tile.tiles;
   };
-  if (observer) {  // a trace wants its events in order
-    for (Index i = 0; i < Tr; ++i) one_tile(i);
-  } else {
-#pragma omp parallel for schedule(dynamic)
-    for (Index i = 0; i < Tr; ++i) one_tile(i);
-  }
+  parallel_for(Tr, one_tile, /*serial=*/bool(observer));  // a trace wants its events in order
   for (const auto& c : counts) out.tiles += c;
   return out;
 }
@@ -139,14 +136,9 @@ ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In
     }
   };
 
-  for (Index j = 0; j < Tc; ++j) {  // outer: KV tiles, each loaded once
-    if (observer) {
-      for (Index i = 0; i < Tr; ++i) one_step(j, i);
-    } else {
-#pragma omp parallel for schedule(dynamic)
-      for (Index i = 0; i < Tr; ++i) one_step(j, i);  // inner: query tiles, disjoint rows
-    }
-  }
+  for (Index j = 0; j < Tc; ++j)  // outer: KV tiles, each loaded once
+    // inner: query tiles, whose rows of O, l, m are disjoint
+    parallel_for(Tr, [&](Index i) { one_step(j, i); }, /*serial=*/bool(observer));
 
   Vector<Acc> L = finalize(hbm).L;  // only L = m + log l is wanted: U holds O already
   ForwardResult<Acc> out{std::move(hbm.U), std::move(L), {}};

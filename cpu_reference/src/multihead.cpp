@@ -1,5 +1,7 @@
 #include "flashlab/cpu/multihead.hpp"
 
+#include "flashlab/cpu/parallel.hpp"
+
 #include <algorithm>
 #include <sstream>
 
@@ -62,8 +64,7 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
   // One flat list of independent work items: (batch, query head, query tile).
   const Index items = Q.batch * Q.heads * Tr;
   std::vector<TileCounts> counts(static_cast<size_t>(items));
-#pragma omp parallel for schedule(dynamic)
-  for (Index item = 0; item < items; ++item) {
+  parallel_for(items, [&](Index item) {
     const Index b = item / (Q.heads * Tr), h = (item / Tr) % Q.heads, i = item % Tr;
     const Index h_kv = kv_head_for(h, Q.heads, K.heads);
     const Index q0 = i * Br, rows = std::min(Br, Q.rows - q0);
@@ -72,7 +73,7 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
     out.O.head(b, h).middleRows(q0, rows) = tile.O;
     out.L.head(b, h).middleRows(q0, rows) = tile.L;
     counts[item] = tile.tiles;
-  }
+  });
   for (const auto& c : counts) out.tiles += c;
   return out;
 }

@@ -51,7 +51,7 @@ SoftmaxState<Acc> tile_state(const Matrix<Acc>& S, MatrixView<In> V);
 // The merge of two states of the same rows that saw disjoint sets of keys:
 //   m = max(m_a, m_b); alpha = exp(m_a - m); beta = exp(m_b - m)
 //   l = alpha l_a + beta l_b;  U = alpha U_a + beta U_b
-// Commutative exactly, associative up to rounding; an empty state is its identity.
+// Commutative and associative up to rounding; an empty state is its identity.
 template <class Acc>
 SoftmaxState<Acc> merge(const SoftmaxState<Acc>& a, const SoftmaxState<Acc>& b);
 

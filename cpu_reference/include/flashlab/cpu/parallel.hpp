@@ -1,0 +1,28 @@
+// An OpenMP loop over independent work items that is safe to throw from.
+#pragma once
+
+#include <exception>
+#include <mutex>
+
+namespace flashlab::cpu {
+
+// Runs body(i) for i in [0, n) across threads; in order on one thread when serial is true.
+// An exception may not leave an OpenMP region (the program would terminate), so the first
+// one is caught inside, the other items are left undone, and it is rethrown here.
+template <class Index, class Body>
+void parallel_for(Index n, Body&& body, bool serial = false) {
+  std::exception_ptr failure;
+  std::once_flag first;
+#pragma omp parallel for schedule(dynamic) if (!serial)
+  for (Index i = 0; i < n; ++i) {
+    if (failure) continue;  // a racy read at worst runs one more item
+    try {
+      body(i);
+    } catch (...) {
+      std::call_once(first, [&] { failure = std::current_exception(); });
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace flashlab::cpu

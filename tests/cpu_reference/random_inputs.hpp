@@ -1,0 +1,27 @@
+// Fresh random inputs for the tests: every run draws a new seed and reports it, so a
+// failure can be replayed with FLASHLAB_SEED=<seed>.
+#pragma once
+
+#include "flashlab/cpu/types.hpp"
+
+#include <cstdlib>
+#include <random>
+
+namespace flashlab::test {
+
+inline std::uint64_t fresh_seed() {
+  if (const char* fixed = std::getenv("FLASHLAB_SEED")) return std::strtoull(fixed, nullptr, 10);
+  return std::random_device{}();
+}
+
+// Entries drawn from N(0, sigma^2), rounded to T.
+template <class T>
+cpu::Matrix<T> random_matrix(cpu::Index rows, cpu::Index cols, std::mt19937_64& rng,
+                             double sigma = 1.0) {
+  std::normal_distribution<double> normal(0.0, sigma);
+  cpu::Matrix<T> X(rows, cols);
+  for (cpu::Index i = 0; i < X.size(); ++i) X.data()[i] = static_cast<T>(normal(rng));
+  return X;
+}
+
+}  // namespace flashlab::test
