@@ -34,8 +34,7 @@ NaiveResult<In> naive_attention(const Matrix<In>& Q, const Matrix<In>& K, const 
     const Vector<Acc> row = S.row(r).transpose();
     P.row(r) = (softmax == SoftmaxKind::stable ? stable_softmax(row) : unstable_softmax(row))
                    .transpose();
-    const auto n = online_normaliser(row);
-    L[r] = n.m + std::log(n.l);  // -inf for a row with no valid key
+    L[r] = log_sum_exp(row);  // -inf for a row with no valid key
   }
   P = stored<In>(P);
 

@@ -22,6 +22,13 @@ Vector<T> stable_softmax(const Vector<T>& x) {
 }
 
 template <class T>
+T log_sum_exp(const Vector<T>& x) {
+  const T m = x.size() ? x.maxCoeff() : -std::numeric_limits<T>::infinity();
+  if (m == -std::numeric_limits<T>::infinity()) return m;
+  return m + std::log((x.array() - m).exp().sum());
+}
+
+template <class T>
 OnlineNormaliser<T> online_normaliser(const Vector<T>& x) {
   OnlineNormaliser<T> s{-std::numeric_limits<T>::infinity(), T(0)};
   for (Index j = 0; j < x.size(); ++j) {
@@ -37,6 +44,8 @@ template Vector<double> unstable_softmax(const Vector<double>&);
 template Vector<float> unstable_softmax(const Vector<float>&);
 template Vector<double> stable_softmax(const Vector<double>&);
 template Vector<float> stable_softmax(const Vector<float>&);
+template double log_sum_exp(const Vector<double>&);
+template float log_sum_exp(const Vector<float>&);
 template OnlineNormaliser<double> online_normaliser(const Vector<double>&);
 template OnlineNormaliser<float> online_normaliser(const Vector<float>&);
 

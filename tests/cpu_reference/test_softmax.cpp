@@ -41,6 +41,7 @@ TEST_CASE("the online normaliser equals the two-pass one") {
     const double m = x.maxCoeff();
     CHECK(online.m == m);
     CHECK(online.l == doctest::Approx((x.array() - m).exp().sum()).epsilon(1e-14));
+    CHECK(log_sum_exp(x) == doctest::Approx(online.m + std::log(online.l)).epsilon(1e-14));
   }
 }
 
@@ -51,4 +52,5 @@ TEST_CASE("a row with no valid key: softmax is zero, the normaliser is (-inf, 0)
   const auto n = online_normaliser(x);
   CHECK(n.m == -inf);
   CHECK(n.l == 0.0);
+  CHECK(log_sum_exp(x) == -inf);
 }

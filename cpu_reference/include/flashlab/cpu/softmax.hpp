@@ -16,6 +16,11 @@ Vector<T> unstable_softmax(const Vector<T>& x);
 template <class T>
 Vector<T> stable_softmax(const Vector<T>& x);
 
+// log sum_j exp(x_j), computed stably as m + log sum_j exp(x_j - m); -inf for a row of
+// all -inf. This is the L that the forward pass stores for the backward pass.
+template <class T>
+T log_sum_exp(const Vector<T>& x);
+
 // The normaliser of a row, (m, l), after one pass that meets the scores one at a time:
 // when a new maximum arrives, the running sum is moved to the new base by exp(m_old - m).
 template <class T>
