@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace flashlab::cpu {
@@ -33,13 +34,22 @@ void count(TileCounts& counts, TileKind kind) {
   if (kind == TileKind::partial) ++counts.partial;
 }
 
+// The dropout multipliers Z (rows, cols) of one tile; none without dropout.
+template <class Acc>
+std::optional<Matrix<Acc>> dropout_tile(const DropoutMask* dropout, Index q0, Index rows,
+                                        Index k0, Index cols) {
+  if (!dropout) return std::nullopt;
+  return dropout->multipliers<Acc>(q0, rows, k0, cols);
+}
+
 }  // namespace
 
 template <class In>
 ForwardResult<accum_t<In>> forward_query_tile(MatrixView<In> Q_i, Index q0, MatrixView<In> K,
                                               MatrixView<In> V, Index n_q,
                                               const AttentionOptions& options, Index tile_number,
-                                              const TileObserver<accum_t<In>>& observer) {
+                                              const TileObserver<accum_t<In>>& observer,
+                                              const DropoutMask* dropout) {
   using Acc = accum_t<In>;
   const Mask mask{options.causal, n_q, K.rows()};
   const Index rows = Q_i.rows(), d = Q_i.cols(), Bc = options.tiles.Bc;
@@ -58,7 +68,8 @@ ForwardResult<accum_t<In>> forward_query_tile(MatrixView<In> Q_i, Index q0, Matr
     }
     const Matrix<Acc> S = score_tile<In>(Q_i_scaled, K.middleRows(k0, cols), q0, k0, kind,
                                          mask, options);
-    const TileStep<Acc> step = update<Acc, In>(state, S, V.middleRows(k0, cols));
+    const auto Z = dropout_tile<Acc>(dropout, q0, rows, k0, cols);
+    const TileStep<Acc> step = update<Acc, In>(state, S, V.middleRows(k0, cols), Z ? &*Z : nullptr);
     if (observer) observer({tile_number, j, q0, k0, kind, &S, &step, &state});
   }
   auto [O, L] = finalize(state);  // normalise once, at the end
@@ -68,7 +79,8 @@ ForwardResult<accum_t<In>> forward_query_tile(MatrixView<In> Q_i, Index q0, Matr
 template <class In>
 ForwardResult<accum_t<In>> forward_q_outer(const Matrix<In>& Q, const Matrix<In>& K,
                                            const Matrix<In>& V, const AttentionOptions& options,
-                                           const TileObserver<accum_t<In>>& observer) {
+                                           const TileObserver<accum_t<In>>& observer,
+                                           const DropoutMask* dropout) {
   using Acc = accum_t<In>;
   check_shapes(Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols(), options);
   const Index n_q = Q.rows(), Br = options.tiles.Br, Tr = tile_count(n_q, Br);
@@ -79,7 +91,7 @@ ForwardResult<accum_t<In>> forward_q_outer(const Matrix<In>& Q, const Matrix<In>
   auto one_tile = [&](Index i) {
     const Index q0 = i * Br, rows = std::min(Br, n_q - q0);
     auto tile = forward_query_tile<In>(Q.middleRows(q0, rows), q0, K, V, n_q, options, i,
-                                       observer);
+                                       observer, dropout);
     out.O.middleRows(q0, rows) = tile.O;
     out.L.segment(q0, rows) = tile.L;
     counts[i] = tile.tiles;
@@ -92,7 +104,8 @@ ForwardResult<accum_t<In>> forward_q_outer(const Matrix<In>& Q, const Matrix<In>
 template <class In>
 ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In>& K,
                                             const Matrix<In>& V, const AttentionOptions& options,
-                                            const TileObserver<accum_t<In>>& observer) {
+                                            const TileObserver<accum_t<In>>& observer,
+                                            const DropoutMask* dropout) {
   using Acc = accum_t<In>;
   check_shapes(Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols(), options);
   const Index n_q = Q.rows(), n_k = K.rows(), d = Q.cols();
@@ -118,7 +131,8 @@ ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In
     const Matrix<Acc> S = score_tile<In>(Q_scaled.middleRows(q0, rows), K.middleRows(k0, cols),
                                          q0, k0, kind, mask, options);
     auto tile = SoftmaxState<Acc>::empty(rows, d);
-    TileStep<Acc> step = update<Acc, In>(tile, S, V.middleRows(k0, cols));
+    const auto Z = dropout_tile<Acc>(dropout, q0, rows, k0, cols);
+    TileStep<Acc> step = update<Acc, In>(tile, S, V.middleRows(k0, cols), Z ? &*Z : nullptr);
 
     // Read O_i, l_i, m_i; undo the normalisation (U = l O); merge; write back O = U / l.
     const SoftmaxState<Acc> old{hbm.m.segment(q0, rows), hbm.l.segment(q0, rows),
@@ -149,13 +163,13 @@ ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In
 #define FLASHLAB_INSTANTIATE(In)                                                              \
   template ForwardResult<accum_t<In>> forward_query_tile<In>(                                 \
       MatrixView<In>, Index, MatrixView<In>, MatrixView<In>, Index, const AttentionOptions&,  \
-      Index, const TileObserver<accum_t<In>>&);                                               \
+      Index, const TileObserver<accum_t<In>>&, const DropoutMask*);                           \
   template ForwardResult<accum_t<In>> forward_q_outer<In>(                                    \
       const Matrix<In>&, const Matrix<In>&, const Matrix<In>&, const AttentionOptions&,       \
-      const TileObserver<accum_t<In>>&);                                                      \
+      const TileObserver<accum_t<In>>&, const DropoutMask*);                                  \
   template ForwardResult<accum_t<In>> forward_kv_outer<In>(                                   \
       const Matrix<In>&, const Matrix<In>&, const Matrix<In>&, const AttentionOptions&,       \
-      const TileObserver<accum_t<In>>&);
+      const TileObserver<accum_t<In>>&, const DropoutMask*);
 FLASHLAB_INSTANTIATE(double)
 FLASHLAB_INSTANTIATE(float)
 FLASHLAB_INSTANTIATE(bf16)

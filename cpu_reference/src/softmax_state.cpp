@@ -17,7 +17,8 @@ SoftmaxState<Acc> SoftmaxState<Acc>::empty(Index rows, Index d) {
 }
 
 template <class Acc, class In>
-TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<In> V) {
+TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<In> V,
+                     const Matrix<Acc>* Z) {
   const Index rows = S.rows();
   TileStep<Acc> step{S.rowwise().maxCoeff(), state.m, Vector<Acc>::Ones(rows)};
   Matrix<Acc> W = Matrix<Acc>::Zero(rows, S.cols());  // (rows, Bc) weights exp(S - m')
@@ -34,6 +35,7 @@ TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<
   }
 
   state.l = step.alpha.cwiseProduct(state.l) + W.rowwise().sum();
+  if (Z) W = W.cwiseProduct(*Z);  // dropout acts on the weights after l has counted them
   state.U = step.alpha.asDiagonal() * state.U;
   if constexpr (is_low_precision<In>) {
     // A tensor core multiplies W V in the input precision: round W to it first.
@@ -86,7 +88,8 @@ Normalised<Acc> finalize(const SoftmaxState<Acc>& state) {
 }
 
 #define FLASHLAB_INSTANTIATE(Acc, In)                                                      \
-  template TileStep<Acc> update(SoftmaxState<Acc>&, const Matrix<Acc>&, MatrixView<In>); \
+  template TileStep<Acc> update(SoftmaxState<Acc>&, const Matrix<Acc>&, MatrixView<In>,  \
+                                const Matrix<Acc>*);                                     \
   template SoftmaxState<Acc> tile_state(const Matrix<Acc>&, MatrixView<In>);
 FLASHLAB_INSTANTIATE(double, double)
 FLASHLAB_INSTANTIATE(float, float)

@@ -41,8 +41,12 @@ struct TileStep {
 // exp(S - m') there would mean exp(-inf - (-inf)) = NaN for a row that has seen nothing.
 // With low-precision V (bf16, fp16), W is rounded to V's type before W V, as a GPU kernel
 // must do to feed W to its tensor cores.
+// With dropout, Z (rows, Bc) holds 0 for a dropped weight and 1/(1 - p) for a kept one
+// (dropout.hpp): W enters l whole, since the softmax normalises over every key, but
+// U = alpha * U + (W o Z) V. Without Z (nullptr) the update is the one above, unchanged.
 template <class Acc, class In>
-TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<In> V);
+TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<In> V,
+                     const Matrix<Acc>* Z = nullptr);
 
 // The state of one tile on its own: update(empty, S, V).
 template <class Acc, class In>

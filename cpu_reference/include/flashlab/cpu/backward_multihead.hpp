@@ -1,0 +1,33 @@
+// The backward pass over batches and heads, with grouped-query attention: a KV head that
+// several query heads share receives the sum of their gradients, since its K and V enter
+// each of their outputs.
+#pragma once
+
+#include "flashlab/cpu/backward.hpp"
+#include "flashlab/cpu/multihead.hpp"
+
+#include <optional>
+
+namespace flashlab::cpu {
+
+template <class T>
+struct MultiHeadGradients {
+  HeadTensor<T> dQ;  // (batch, heads_q, N_q, d)
+  HeadTensor<T> dK;  // (batch, heads_kv, N_k, d)
+  HeadTensor<T> dV;  // (batch, heads_kv, N_k, d)
+  TileCounts tiles;
+};
+
+// Q, O, dO are (batch, heads_q, N_q, d); K, V are (batch, heads_kv, N_k, d); L is
+// (batch, heads_q, N_q, 1), as forward_multihead returns it. Each head runs
+// backward_kv_outer; query head h of batch entry b replays DropoutMask(*dropout, b, h).
+// Work is spread with OpenMP over (batch, KV head): the query heads of one group add into
+// the same dK and dV, so they run in order on one thread.
+template <class T>
+MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
+                                         const HeadTensor<T>& V, const HeadTensor<T>& O,
+                                         const HeadTensor<T>& L, const HeadTensor<T>& dO,
+                                         const AttentionOptions& options = {},
+                                         const std::optional<Dropout>& dropout = {});
+
+}  // namespace flashlab::cpu

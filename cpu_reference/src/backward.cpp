@@ -1,0 +1,192 @@
+#include "flashlab/cpu/backward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace flashlab::cpu {
+
+namespace {
+
+Index tile_count(Index n, Index block) { return (n + block - 1) / block; }
+
+// Everything a tile reads from memory: the inputs, and the per-row L and D.
+template <class T>
+struct Problem {
+  const Matrix<T>& Q;      // (N_q, d)
+  Matrix<T> Q_scaled;      // (N_q, d) Q * scale, exactly as the forward formed the scores
+  const Matrix<T>& K;      // (N_k, d)
+  const Matrix<T>& V;      // (N_k, d)
+  const Matrix<T>& dO;     // (N_q, d)
+  const Vector<T>& L;      // (N_q)
+  Vector<T> D;             // (N_q)
+  Mask mask;
+  T scale;
+  const DropoutMask* dropout;
+};
+
+template <class T>
+Problem<T> make_problem(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>& V,
+                        const Matrix<T>& O, const Vector<T>& L, const Matrix<T>& dO,
+                        const AttentionOptions& options, const DropoutMask* dropout) {
+  check_backward_inputs(Q, K, V, O, L, dO, options);
+  const T scale = static_cast<T>(options.scale_for(Q.cols()));
+  return {Q, Q * scale, K, V, dO, L, compute_D(dO, O),
+          Mask{options.causal, Q.rows(), K.rows()}, scale, dropout};
+}
+
+// P = exp(S - L) row by row: (rows, cols). A row with no valid key (L = -inf) gets P = 0,
+// where exp(-inf - (-inf)) would be NaN.
+template <class T>
+Matrix<T> probabilities(const Matrix<T>& S, const Eigen::Ref<const Vector<T>>& L) {
+  Matrix<T> P = Matrix<T>::Zero(S.rows(), S.cols());
+  for (Index r = 0; r < S.rows(); ++r)
+    if (L[r] != -std::numeric_limits<T>::infinity()) P.row(r) = (S.row(r).array() - L[r]).exp();
+  return P;
+}
+
+// Adds the contributions of the tile (query rows [q0, q0 + rows), keys [k0, k0 + cols))
+// to dQ_i (rows, d), dK_j and dV_j (cols, d).
+template <class T>
+void tile_gradients(const Problem<T>& in, Index q0, Index rows, Index k0, Index cols,
+                    TileKind kind, Eigen::Ref<Matrix<T>> dQ_i, Eigen::Ref<Matrix<T>> dK_j,
+                    Eigen::Ref<Matrix<T>> dV_j) {
+  const auto K_j = in.K.middleRows(k0, cols), V_j = in.V.middleRows(k0, cols);  // (cols, d)
+  const auto dO_i = in.dO.middleRows(q0, rows);                                  // (rows, d)
+
+  Matrix<T> S = in.Q_scaled.middleRows(q0, rows) * K_j.transpose();  // (rows, cols)
+  if (kind == TileKind::partial) in.mask.apply(S, q0, k0);
+  const Matrix<T> P = probabilities<T>(S, in.L.segment(q0, rows));     // (rows, cols)
+  Matrix<T> dP = dO_i * V_j.transpose();                            // (rows, cols)
+
+  if (in.dropout) {  // the forward used P o Z: replay the same Z
+    const Matrix<T> Z = in.dropout->template multipliers<T>(q0, rows, k0, cols);
+    dV_j.noalias() += P.cwiseProduct(Z).transpose() * dO_i;
+    dP = dP.cwiseProduct(Z);
+  } else {
+    dV_j.noalias() += P.transpose() * dO_i;
+  }
+  // dS = P o (dP - D): the softmax's backward, row by row.
+  const Matrix<T> dS =
+      P.cwiseProduct((dP.colwise() - in.D.segment(q0, rows)));  // (rows, cols)
+  dQ_i.noalias() += (dS * K_j) * in.scale;
+  dK_j.noalias() += (dS.transpose() * in.Q.middleRows(q0, rows)) * in.scale;
+}
+
+void count(TileCounts& counts, TileKind kind) {
+  if (kind == TileKind::skipped) {
+    ++counts.skipped;
+    return;
+  }
+  ++counts.computed;
+  if (kind == TileKind::partial) ++counts.partial;
+}
+
+template <class T>
+Gradients<T> zero_gradients(const Problem<T>& in) {
+  const Index d = in.Q.cols();
+  return {Matrix<T>::Zero(in.Q.rows(), d), Matrix<T>::Zero(in.K.rows(), d),
+          Matrix<T>::Zero(in.K.rows(), d), in.D, {}};
+}
+
+}  // namespace
+
+template <class T>
+Vector<T> compute_D(const Matrix<T>& dO, const Matrix<T>& O) {
+  return dO.cwiseProduct(O).rowwise().sum();
+}
+
+template <class T>
+void check_backward_inputs(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>& V,
+                           const Matrix<T>& O, const Vector<T>& L, const Matrix<T>& dO,
+                           const AttentionOptions& options) {
+  check_shapes(Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols(), options);
+  const Index n_q = Q.rows(), d = Q.cols();
+  std::ostringstream why;
+  if (O.rows() != n_q || O.cols() != d) {
+    why << "O is (" << O.rows() << ", " << O.cols() << ") but Q is (N_q, d) = (" << n_q << ", "
+        << d << "): pass the output that the forward returned for this Q";
+  } else if (dO.rows() != n_q || dO.cols() != d) {
+    why << "dO is (" << dO.rows() << ", " << dO.cols() << ") but O is (N_q, d) = (" << n_q
+        << ", " << d << "): dO is the loss's gradient with respect to O and has O's shape";
+  } else if (L.size() == 0 && n_q > 0) {
+    why << "L is missing (it has no entries): the backward recomputes P = exp(S - L) from "
+           "the log-sum-exp that the forward returned, one entry per query row (N_q = "
+        << n_q << ")";
+  } else if (L.size() != n_q) {
+    why << "L has " << L.size() << " entries but Q has N_q = " << n_q
+        << " rows: L is the forward's log-sum-exp, one entry per query row";
+  }
+  if (!why.str().empty()) throw InvalidArgument(why.str());
+}
+
+// The tiles run one after another, so every accumulation happens in a fixed order and the
+// gradients are bitwise reproducible. (A GPU runs the outer loop's tiles as parallel thread
+// blocks that add into the shared gradient with atomics, in an order that varies.)
+template <class T>
+Gradients<T> backward_kv_outer(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>& V,
+                               const Matrix<T>& O, const Vector<T>& L, const Matrix<T>& dO,
+                               const AttentionOptions& options, const DropoutMask* dropout) {
+  const Problem<T> in = make_problem(Q, K, V, O, L, dO, options, dropout);
+  const Index n_q = Q.rows(), n_k = K.rows(), d = Q.cols();
+  const Index Br = options.tiles.Br, Bc = options.tiles.Bc;
+  Gradients<T> out = zero_gradients(in);
+
+  for (Index j = 0; j < tile_count(n_k, Bc); ++j) {  // outer: KV tiles
+    const Index k0 = j * Bc, cols = std::min(Bc, n_k - k0);
+    Matrix<T> dK_j = Matrix<T>::Zero(cols, d), dV_j = Matrix<T>::Zero(cols, d);  // on chip
+    for (Index i = 0; i < tile_count(n_q, Br); ++i) {  // inner: query tiles
+      const Index q0 = i * Br, rows = std::min(Br, n_q - q0);
+      const TileKind kind = in.mask.classify(q0, rows, k0, cols);
+      count(out.tiles, kind);
+      if (kind == TileKind::skipped) continue;  // wholly in the future: P = 0 there
+      tile_gradients<T>(in, q0, rows, k0, cols, kind, out.dQ.middleRows(q0, rows), dK_j, dV_j);
+    }
+    out.dK.middleRows(k0, cols) = dK_j;  // finished: written once
+    out.dV.middleRows(k0, cols) = dV_j;
+  }
+  return out;
+}
+
+template <class T>
+Gradients<T> backward_q_outer(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>& V,
+                              const Matrix<T>& O, const Vector<T>& L, const Matrix<T>& dO,
+                              const AttentionOptions& options, const DropoutMask* dropout) {
+  const Problem<T> in = make_problem(Q, K, V, O, L, dO, options, dropout);
+  const Index n_q = Q.rows(), n_k = K.rows(), d = Q.cols();
+  const Index Br = options.tiles.Br, Bc = options.tiles.Bc;
+  Gradients<T> out = zero_gradients(in);
+
+  for (Index i = 0; i < tile_count(n_q, Br); ++i) {  // outer: query tiles
+    const Index q0 = i * Br, rows = std::min(Br, n_q - q0);
+    Matrix<T> dQ_i = Matrix<T>::Zero(rows, d);  // on chip
+    for (Index j = 0; j < tile_count(n_k, Bc); ++j) {  // inner: KV tiles
+      const Index k0 = j * Bc, cols = std::min(Bc, n_k - k0);
+      const TileKind kind = in.mask.classify(q0, rows, k0, cols);
+      count(out.tiles, kind);
+      if (kind == TileKind::skipped) continue;
+      tile_gradients<T>(in, q0, rows, k0, cols, kind, dQ_i, out.dK.middleRows(k0, cols),
+                     out.dV.middleRows(k0, cols));
+    }
+    out.dQ.middleRows(q0, rows) = dQ_i;  // finished: written once
+  }
+  return out;
+}
+
+#define FLASHLAB_INSTANTIATE(T)                                                                \
+  template Vector<T> compute_D(const Matrix<T>&, const Matrix<T>&);                            \
+  template void check_backward_inputs(const Matrix<T>&, const Matrix<T>&, const Matrix<T>&,    \
+                                      const Matrix<T>&, const Vector<T>&, const Matrix<T>&,    \
+                                      const AttentionOptions&);                                \
+  template Gradients<T> backward_kv_outer(const Matrix<T>&, const Matrix<T>&, const Matrix<T>&, \
+                                          const Matrix<T>&, const Vector<T>&, const Matrix<T>&, \
+                                          const AttentionOptions&, const DropoutMask*);         \
+  template Gradients<T> backward_q_outer(const Matrix<T>&, const Matrix<T>&, const Matrix<T>&,  \
+                                         const Matrix<T>&, const Vector<T>&, const Matrix<T>&,  \
+                                         const AttentionOptions&, const DropoutMask*);
+FLASHLAB_INSTANTIATE(double)
+FLASHLAB_INSTANTIATE(float)
+#undef FLASHLAB_INSTANTIATE
+
+}  // namespace flashlab::cpu
