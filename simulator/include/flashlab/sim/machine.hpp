@@ -1,0 +1,125 @@
+// The simulated GPU memory: HBM (unbounded, every byte counted per tensor) and SRAM (a
+// fixed capacity; a program that asks for more fails, naming the tile that did not fit).
+//
+// A program declares its HBM tensors, allocates its SRAM buffers up front as a kernel
+// declares its shared memory, then moves tiles explicitly with load (HBM -> SRAM) and
+// store (SRAM -> HBM), and reports what it computed on chip. The machine holds no values:
+// the program keeps the numbers; the machine keeps the books.
+#pragma once
+
+#include "flashlab/cpu/options.hpp"
+#include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/trace.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace flashlab::sim {
+
+// Work done on chip. A matrix FLOP is one multiply or one add of a matrix product
+// (2 per multiply-add); the rest are element-wise operations of the softmax.
+struct OpCounts {
+  std::int64_t matrix_flops = 0;  // S = Q K^T and W V (or P V)
+  std::int64_t exp = 0;           // exp and log: the special-function unit
+  std::int64_t max = 0;           // row maxima and max(m, rowmax)
+  std::int64_t sum = 0;           // row sums of the weights
+  std::int64_t rescale = 0;       // multiplications by alpha, beta or l
+  std::int64_t divide = 0;        // normalisation O = U / l, P = W / l
+
+  std::int64_t non_matrix() const { return exp + max + sum + rescale + divide; }
+  OpCounts& operator+=(const OpCounts& o);
+  OpCounts times(std::int64_t k) const;
+};
+
+// One HBM tensor and the bytes moved across its boundary.
+struct TensorTraffic {
+  std::string name;
+  DType dtype = DType::fp32;
+  std::int64_t elements = 0;
+  Bytes read = 0;     // HBM -> SRAM
+  Bytes written = 0;  // SRAM -> HBM
+};
+
+// Thrown when an SRAM buffer does not fit. what() names the buffer, its size, the
+// capacity and what was already resident.
+struct SramOverflow : std::runtime_error {
+  SramOverflow(const std::string& message, std::string tile, Bytes capacity, Bytes in_use)
+      : std::runtime_error(message), tile(std::move(tile)), capacity(capacity), in_use(in_use) {}
+  std::string tile;
+  Bytes capacity;
+  Bytes in_use;
+};
+
+class Machine {
+ public:
+  using TensorId = int;
+  using BufferId = int;
+  static constexpr Bytes kUnbounded = std::numeric_limits<Bytes>::max();
+
+  explicit Machine(Bytes sram_capacity);
+
+  // An HBM tensor of (rows, cols) elements.
+  TensorId add_tensor(std::string name, cpu::Index rows, cpu::Index cols, DType dtype);
+
+  // An SRAM buffer of (rows, cols) elements; role says what it holds, for error messages
+  // ("the KV tile K_j"). Throws SramOverflow when it does not fit beside those resident.
+  BufferId allocate(std::string name, std::string role, cpu::Index rows, cpu::Index cols,
+                    DType dtype);
+
+  // rows rows of tensor, starting anywhere, moved into (load) or out of (store) buffer.
+  // times > 1 books that many identical transfers at once (count-only mode).
+  void load(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
+            std::int64_t times = 1);
+  void store(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
+             std::int64_t times = 1);
+
+  // A whole tensor read or written by an operator whose on-chip tiling the model leaves
+  // out (the naive program's library kernels): counted in HBM, no SRAM involved.
+  void read_through(TensorId tensor);
+  void write_through(TensorId tensor);
+
+  // Work on SRAM-resident tiles. kind says whether a score tile was computed (full or
+  // partial) or none (std::nullopt for work that is not a score tile, e.g. finalize).
+  void compute(std::string_view what, const OpCounts& ops, TileCoord where,
+               std::optional<cpu::TileKind> kind, std::int64_t times = 1,
+               const cpu::SoftmaxState<float>* state = nullptr);
+  // A tile that lies wholly in the causal future: nothing moved, nothing computed.
+  void skip(TileCoord where, std::int64_t times = 1);
+
+  void set_trace(TraceSink sink) { trace_ = std::move(sink); }
+  bool tracing() const { return static_cast<bool>(trace_); }
+
+  const std::vector<TensorTraffic>& traffic() const { return tensors_; }
+  const OpCounts& ops() const { return ops_; }
+  const cpu::TileCounts& tiles() const { return tiles_; }
+  Bytes sram_capacity() const { return capacity_; }
+  Bytes sram_in_use() const { return in_use_; }
+  Bytes peak_sram() const { return peak_; }
+
+ private:
+  struct Buffer {
+    std::string name, role;
+    cpu::Index rows, cols;
+    DType dtype;
+    Bytes bytes() const { return rows * cols * bytes_of(dtype); }
+  };
+  Bytes transfer_bytes(BufferId buffer, TensorId tensor, cpu::Index rows) const;
+  void emit(EventKind kind, TileCoord where, std::string_view tensor, Bytes bytes,
+            std::int64_t times, const cpu::SoftmaxState<float>* state = nullptr);
+  [[noreturn]] void overflow(const Buffer& b) const;
+
+  Bytes capacity_, in_use_ = 0, peak_ = 0;
+  std::vector<TensorTraffic> tensors_;
+  std::vector<cpu::Index> tensor_cols_;
+  std::vector<Buffer> buffers_;
+  OpCounts ops_;
+  cpu::TileCounts tiles_;
+  TraceSink trace_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace flashlab::sim

@@ -1,0 +1,45 @@
+// Hardware profiles, and the bound they turn counts into:
+//   t >= max(matrix FLOPs / matrix throughput, exps / exp throughput, HBM bytes / bandwidth)
+// A lower bound, not a prediction: it ignores latency, synchronisation, occupancy and
+// whatever does not overlap. Its use is to say which resource binds.
+#pragma once
+
+#include "flashlab/sim/report.hpp"
+
+#include <span>
+#include <string_view>
+
+namespace flashlab::sim {
+
+struct HardwareProfile {
+  std::string_view name;         // "h200", as the CLI's --profile takes it
+  std::string_view description;  // the part and where its figures come from, in brief
+  int sm_count = 0;
+  Bytes sram_per_sm = 0;         // shared memory one SM offers a thread block
+  double hbm_bytes_per_s = 0;    // read + written
+  double matrix_flops_per_s = 0; // dense bf16 tensor-core throughput
+  double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip
+};
+
+// A100, H100, H200, B200 (sources in profiles.cpp, beside each figure).
+std::span<const HardwareProfile> profiles();
+
+// The profile of that name ("a100", "h100", "h200", "b200"); otherwise
+// cpu::InvalidArgument listing the names.
+const HardwareProfile& find_profile(std::string_view name);
+
+struct Bound {
+  double matrix_s = 0;  // matrix FLOPs / matrix throughput
+  double exp_s = 0;     // exps and logs / exp throughput
+  double memory_s = 0;  // HBM bytes / HBM bandwidth
+
+  double seconds() const;
+  std::string_view binding() const;  // "matrix", "exp" or "memory": the largest term
+};
+
+// The bound for the whole problem on the whole chip. The other element-wise operations
+// (max, sum, rescale, divide) run on the fp32 units, an order of magnitude faster than
+// the exp unit, and are left out of the bound.
+Bound roofline(const Report& report, const HardwareProfile& profile);
+
+}  // namespace flashlab::sim

@@ -1,0 +1,34 @@
+// What a simulated run reports: bytes per HBM tensor, work on chip, peak SRAM, tiles.
+#pragma once
+
+#include "flashlab/sim/machine.hpp"
+#include "flashlab/sim/problem.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string_view>
+#include <vector>
+
+namespace flashlab::sim {
+
+struct Report {
+  Algorithm algorithm = Algorithm::naive;
+  Problem problem;
+  std::optional<TileChoice> tiles;   // Br, Bc; none for the naive program
+  std::vector<TensorTraffic> tensors;
+  OpCounts ops;
+  Bytes peak_sram = 0;               // 0 for naive: its operators' tiling is not modelled
+  cpu::TileCounts tile_counts;       // score tiles computed (and partial) and skipped
+
+  Bytes bytes_read() const;
+  Bytes bytes_written() const;
+  Bytes bytes_total() const { return bytes_read() + bytes_written(); }
+  // The traffic of one tensor by name; throws std::out_of_range if the program has none.
+  const TensorTraffic& tensor(std::string_view name) const;
+};
+
+// Everything in the report as JSON: inputs, Br and Bc, per-tensor bytes, totals, FLOPs,
+// peak SRAM, tiles computed and skipped.
+nlohmann::json to_json(const Report& report);
+
+}  // namespace flashlab::sim

@@ -1,0 +1,19 @@
+// Byte sizes as people write them ("192KiB", "1.5MiB", "4096") and as tables print them.
+#pragma once
+
+#include "flashlab/sim/dtype.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace flashlab::sim {
+
+// A whole number of bytes with an optional unit: B, KiB, MiB, GiB (powers of 1024) or
+// KB, MB, GB (powers of 1000). Throws cpu::InvalidArgument for anything else, for a
+// negative or zero size, or for a fraction of a byte.
+Bytes parse_bytes(std::string_view text);
+
+// 201326592 -> "192.0 MiB"; below 1 KiB, "512 B".
+std::string format_bytes(double bytes);
+
+}  // namespace flashlab::sim

@@ -1,0 +1,96 @@
+// FlashAttention-2's loop order: the outer loop runs over query tiles Q_i; each keeps its
+// state (m, l, U) in SRAM while every KV tile streams past, and writes O_i and L_i once.
+//
+// HBM traffic, non-causal: Q, O and L once; K and V once per query tile, Tr times.
+#include "program.hpp"
+
+#include "flashlab/cpu/forward.hpp"
+
+namespace flashlab::sim::detail {
+
+namespace {
+
+struct Fa2Buffers {
+  Machine::BufferId sQ, sK, sV, sS, sU, sm, sl;
+
+  static Fa2Buffers allocate(Machine& machine, const Problem& p, cpu::TileSizes t) {
+    const Index Br = std::min(t.Br, p.N), Bc = std::min(t.Bc, p.N), d = p.d;
+    return {machine.allocate("sQ", "the query tile Q_i", Br, d, p.dtype),
+            machine.allocate("sK", "the key tile K_j", Bc, d, p.dtype),
+            machine.allocate("sV", "the value tile V_j", Bc, d, p.dtype),
+            machine.allocate("sS", "the score tile S_ij", Br, Bc, kAccumulator),
+            machine.allocate("sU", "the unnormalised output U_i", Br, d, kAccumulator),
+            machine.allocate("sm", "the running max m_i", Br, 1, kAccumulator),
+            machine.allocate("sl", "the running sum l_i", Br, 1, kAccumulator)};
+  }
+};
+
+}  // namespace
+
+Bytes fa2_footprint(const Problem& problem, cpu::TileSizes tiles) {
+  Machine machine(Machine::kUnbounded);
+  Fa2Buffers::allocate(machine, problem, tiles);
+  return machine.peak_sram();
+}
+
+template <class In>
+void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<In>* in,
+             Outputs* out) {
+  const Index N = p.N, d = p.d, Br = t.Br, Bc = t.Bc;
+  const cpu::Mask mask{p.causal, N, N};
+  const float scale = static_cast<float>(cpu::AttentionOptions{}.scale_for(d));
+  const auto gQ = machine.add_tensor("Q", N, d, p.dtype);
+  const auto gK = machine.add_tensor("K", N, d, p.dtype);
+  const auto gV = machine.add_tensor("V", N, d, p.dtype);
+  const auto gO = machine.add_tensor("O", N, d, p.dtype);
+  const auto gL = machine.add_tensor("L", N, 1, kAccumulator);
+  const Fa2Buffers s = Fa2Buffers::allocate(machine, p, t);
+  if (in) *out = {cpu::Matrix<float>(N, d), cpu::Vector<float>(N)};
+  const bool grouped = !in && !machine.tracing();
+
+  for (Index i = 0; i < tile_count(N, Br); ++i) {  // outer: query tiles, each loaded once
+    const Index q0 = i * Br, rows = tile_rows(N, Br, i);
+    machine.load(s.sQ, gQ, rows, {i, -1});
+    cpu::Matrix<float> rQ_scaled;  // (rows, d) Q_i * scale
+    auto state = cpu::SoftmaxState<float>::empty(rows, d);  // m = -inf, l = 0, U = 0
+    if (in) rQ_scaled = in->Q.middleRows(q0, rows).template cast<float>() * scale;
+
+    const auto kind_of = [&](Index j, Index cols) { return mask.classify(q0, rows, j * Bc, cols); };
+    for (const StepRun& run : inner_steps(N, Bc, grouped, kind_of)) {  // inner: KV tiles
+      const TileCoord at{i, run.first};
+      if (run.kind == cpu::TileKind::skipped) {  // wholly in the future: costs nothing
+        machine.skip(at, run.count);
+        continue;
+      }
+      const Index k0 = run.first * Bc, cols = run.rows;
+      machine.load(s.sK, gK, cols, at, run.count);
+      machine.load(s.sV, gV, cols, at, run.count);
+      machine.compute("S", score_ops(rows, cols, d), at, run.kind, run.count);
+      if (in) {
+        const auto S = score_tile<In>(rQ_scaled, in->K.middleRows(k0, cols), q0, k0, run.kind,
+                                      mask);
+        cpu::update<float, In>(state, S, in->V.middleRows(k0, cols));
+      }
+      machine.compute("update", update_ops(rows, cols, d), at, std::nullopt, run.count,
+                      in ? &state : nullptr);
+    }
+
+    machine.compute("finalize", finalize_ops(rows, d), {i, -1}, std::nullopt);
+    if (in) {
+      const auto [O_i, L_i] = cpu::finalize(state);  // normalise once, at the end
+      out->O.middleRows(q0, rows) = as_stored<In>(O_i);
+      out->L.segment(q0, rows) = L_i;
+    }
+    machine.store(s.sU, gO, rows, {i, -1});  // O_i = U / l, rounded to the input type
+    machine.store(s.sm, gL, rows, {i, -1});  // L_i = m + log l, computed in place of m
+  }
+}
+
+template void run_fa2<float>(Machine&, const Problem&, cpu::TileSizes, const Inputs<float>*,
+                             Outputs*);
+template void run_fa2<cpu::bf16>(Machine&, const Problem&, cpu::TileSizes,
+                                 const Inputs<cpu::bf16>*, Outputs*);
+template void run_fa2<cpu::fp16>(Machine&, const Problem&, cpu::TileSizes,
+                                 const Inputs<cpu::fp16>*, Outputs*);
+
+}  // namespace flashlab::sim::detail

@@ -1,0 +1,118 @@
+#include "flashlab/sim/machine.hpp"
+
+#include "flashlab/sim/units.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace flashlab::sim {
+
+OpCounts& OpCounts::operator+=(const OpCounts& o) {
+  matrix_flops += o.matrix_flops;
+  exp += o.exp;
+  max += o.max;
+  sum += o.sum;
+  rescale += o.rescale;
+  divide += o.divide;
+  return *this;
+}
+
+OpCounts OpCounts::times(std::int64_t k) const {
+  return {matrix_flops * k, exp * k, max * k, sum * k, rescale * k, divide * k};
+}
+
+Machine::Machine(Bytes sram_capacity) : capacity_(sram_capacity) {}
+
+Machine::TensorId Machine::add_tensor(std::string name, cpu::Index rows, cpu::Index cols,
+                                      DType dtype) {
+  tensors_.push_back({std::move(name), dtype, rows * cols, 0, 0});
+  tensor_cols_.push_back(cols);
+  return static_cast<TensorId>(tensors_.size() - 1);
+}
+
+Machine::BufferId Machine::allocate(std::string name, std::string role, cpu::Index rows,
+                                    cpu::Index cols, DType dtype) {
+  Buffer b{std::move(name), std::move(role), rows, cols, dtype};
+  if (b.bytes() > capacity_ - in_use_) overflow(b);
+  in_use_ += b.bytes();
+  peak_ = std::max(peak_, in_use_);
+  buffers_.push_back(std::move(b));
+  return static_cast<BufferId>(buffers_.size() - 1);
+}
+
+void Machine::overflow(const Buffer& b) const {
+  std::ostringstream why;
+  why << "SRAM overflow: " << b.name << " (" << b.role << ": " << b.rows << " x " << b.cols
+      << " " << to_string(b.dtype) << " = " << b.bytes() << " bytes) does not fit; the SRAM "
+      << "holds " << capacity_ << " bytes (" << format_bytes(static_cast<double>(capacity_))
+      << ") and " << in_use_ << " are already in use";
+  if (!buffers_.empty()) {
+    why << " by";
+    for (const auto& r : buffers_) why << " " << r.name;
+  }
+  why << "; choose smaller tiles (Br, Bc) or a larger SRAM";
+  throw SramOverflow(why.str(), b.name, capacity_, in_use_);
+}
+
+Bytes Machine::transfer_bytes(BufferId buffer, TensorId tensor, cpu::Index rows) const {
+  const Buffer& b = buffers_.at(buffer);
+  const cpu::Index cols = tensor_cols_.at(tensor);
+  if (rows > b.rows || cols != b.cols)
+    throw std::logic_error("a program moved " + std::to_string(rows) + " x " +
+                           std::to_string(cols) + " elements of " + tensors_[tensor].name +
+                           " through " + b.name + ", which holds " + std::to_string(b.rows) +
+                           " x " + std::to_string(b.cols));
+  return rows * cols * bytes_of(tensors_[tensor].dtype);
+}
+
+void Machine::load(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
+                   std::int64_t times) {
+  const Bytes bytes = transfer_bytes(buffer, tensor, rows);
+  tensors_[tensor].read += bytes * times;
+  emit(EventKind::load, where, tensors_[tensor].name, bytes, times);
+}
+
+void Machine::store(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
+                    std::int64_t times) {
+  const Bytes bytes = transfer_bytes(buffer, tensor, rows);
+  tensors_[tensor].written += bytes * times;
+  emit(EventKind::store, where, tensors_[tensor].name, bytes, times);
+}
+
+void Machine::read_through(TensorId tensor) {
+  TensorTraffic& t = tensors_.at(tensor);
+  const Bytes bytes = t.elements * bytes_of(t.dtype);
+  t.read += bytes;
+  emit(EventKind::load, {}, t.name, bytes, 1);
+}
+
+void Machine::write_through(TensorId tensor) {
+  TensorTraffic& t = tensors_.at(tensor);
+  const Bytes bytes = t.elements * bytes_of(t.dtype);
+  t.written += bytes;
+  emit(EventKind::store, {}, t.name, bytes, 1);
+}
+
+void Machine::compute(std::string_view what, const OpCounts& ops, TileCoord where,
+                      std::optional<cpu::TileKind> kind, std::int64_t times,
+                      const cpu::SoftmaxState<float>* state) {
+  ops_ += ops.times(times);
+  if (kind) {
+    tiles_.computed += times;
+    if (*kind == cpu::TileKind::partial) tiles_.partial += times;
+  }
+  emit(EventKind::compute, where, what, 0, times, state);
+}
+
+void Machine::skip(TileCoord where, std::int64_t times) {
+  tiles_.skipped += times;
+  emit(EventKind::skip, where, "", 0, times);
+}
+
+void Machine::emit(EventKind kind, TileCoord where, std::string_view tensor, Bytes bytes,
+                   std::int64_t times, const cpu::SoftmaxState<float>* state) {
+  if (trace_) trace_({step_, kind, where, tensor, bytes, times, state});
+  ++step_;
+}
+
+}  // namespace flashlab::sim

@@ -1,0 +1,92 @@
+#include "flashlab/sim/problem.hpp"
+
+#include "program.hpp"
+
+#include <fmt/format.h>
+
+namespace flashlab::sim {
+
+namespace {
+
+// Counts stay within 64 bits: 4 N^2 d < 2^63 with room to spare at these limits.
+constexpr cpu::Index kMaxN = cpu::Index{1} << 22;
+constexpr cpu::Index kMaxD = cpu::Index{1} << 12;
+
+// The paper's M / 4d: four (Bc, d) tiles (K_j, V_j, Q_i, O_i) in M elements.
+constexpr cpu::Index kPaperTilesInM = 4;
+
+cpu::TileSizes paper_tiles(const Problem& p) {
+  const cpu::Index Bc = (p.M() + kPaperTilesInM * p.d - 1) / (kPaperTilesInM * p.d);
+  return {std::min(Bc, p.d), Bc};
+}
+
+}  // namespace
+
+std::string_view to_string(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::naive: return "naive";
+    case Algorithm::fa1: return "fa1";
+    case Algorithm::fa2: return "fa2";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(std::string_view name) {
+  for (Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2})
+    if (name == to_string(a)) return a;
+  throw cpu::InvalidArgument(fmt::format(
+      "unknown algorithm '{}': the simulator runs naive, fa1 and fa2", name));
+}
+
+void check(const Problem& p) {
+  if (p.N < 1 || p.N > kMaxN)
+    throw cpu::InvalidArgument(fmt::format(
+        "N = {}: the sequence length must be between 1 and {} (larger counts would overflow "
+        "64-bit integers)", p.N, kMaxN));
+  if (p.d < 1 || p.d > kMaxD)
+    throw cpu::InvalidArgument(
+        fmt::format("d = {}: the head dimension must be between 1 and {}", p.d, kMaxD));
+  if (p.sram_bytes < 1)
+    throw cpu::InvalidArgument(
+        fmt::format("SRAM of {} bytes: the SRAM must hold at least one byte", p.sram_bytes));
+  if (p.M() < p.d)
+    throw cpu::InvalidArgument(fmt::format(
+        "M < d: an SRAM of {} bytes holds M = {} {} elements, fewer than one row of d = {}; "
+        "no tile of K or V fits, and the paper's analysis assumes d <= M <= Nd. Give at "
+        "least {} bytes (a useful tile needs far more)",
+        p.sram_bytes, p.M(), to_string(p.dtype), p.d, p.d * bytes_of(p.dtype)));
+  if (p.tiles && (p.tiles->Br < 1 || p.tiles->Bc < 1))
+    throw cpu::InvalidArgument(fmt::format(
+        "Br = {}, Bc = {}: block sizes must be at least 1 (they need not divide N)",
+        p.tiles->Br, p.tiles->Bc));
+}
+
+Bytes sram_footprint(Algorithm algorithm, const Problem& problem, cpu::TileSizes tiles) {
+  switch (algorithm) {
+    case Algorithm::naive: return 0;
+    case Algorithm::fa1: return detail::fa1_footprint(problem, tiles);
+    case Algorithm::fa2: return detail::fa2_footprint(problem, tiles);
+  }
+  return 0;
+}
+
+TileChoice choose_tiles(Algorithm algorithm, const Problem& p) {
+  check(p);
+  const cpu::TileSizes paper = paper_tiles(p);
+  if (p.tiles) return {*p.tiles, paper, "given"};
+  cpu::TileSizes t = paper;
+  while (sram_footprint(algorithm, p, t) > p.sram_bytes) {
+    if (t.Br == 1 && t.Bc == 1)
+      throw cpu::InvalidArgument(fmt::format(
+          "an SRAM of {} bytes is too small for one tile of {}: even Br = Bc = 1 needs {} "
+          "bytes at d = {} ({})",
+          p.sram_bytes, to_string(algorithm), sram_footprint(algorithm, p, t), p.d,
+          to_string(p.dtype)));
+    if (t.Bc >= t.Br) t.Bc = (t.Bc + 1) / 2;
+    else t.Br = (t.Br + 1) / 2;
+  }
+  const bool halved = t.Br != paper.Br || t.Bc != paper.Bc;
+  return {t, paper, halved ? "paper, halved to fit" : "paper"};
+}
+
+}  // namespace flashlab::sim

@@ -1,0 +1,93 @@
+#include "flashlab/sim/profiles.hpp"
+
+#include "flashlab/cpu/types.hpp"
+
+#include <array>
+#include <string>
+
+namespace flashlab::sim {
+
+namespace {
+
+constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
+constexpr Bytes kKB = 1024;  // NVIDIA's "KB" of shared memory are KiB
+
+// The SFU computes 16 exp2 per clock per SM on compute capability 8.0, 9.0 and 10.0
+// (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table).
+constexpr double kExpPerClockPerSm = 16;
+
+constexpr std::array kProfiles = {
+    HardwareProfile{
+        .name = "a100",
+        .description = "NVIDIA A100 SXM4 80GB (datasheet figures)",
+        .sm_count = 108,             // NVIDIA A100 Tensor Core GPU Architecture whitepaper
+        .sram_per_sm = 164 * kKB,    // CUDA Programming Guide, compute capability 8.0
+        .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
+        .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
+        .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga},  // 1410 MHz boost (whitepaper)
+    HardwareProfile{
+        .name = "h100",
+        .description = "NVIDIA H100 SXM5 80GB (datasheet figures)",
+        .sm_count = 132,             // NVIDIA H100 datasheet / Hopper architecture whitepaper
+        .sram_per_sm = 228 * kKB,    // CUDA Programming Guide, compute capability 9.0
+        .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
+        .matrix_flops_per_s = 989 * kTera,   // H100 SXM datasheet: BF16 1,979 TFLOPS sparse
+        // FlashAttention-3 (Shah et al., 2024): "989 TFLOPS of FP16 matmul but only 3.9
+        // TFLOPS of special functions" on the H100 SXM5.
+        .exp_per_s = 3.9 * kTera},
+    HardwareProfile{
+        .name = "h200",
+        .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
+        .sm_count = 132,             // the lent H200, ANCHORS.md
+        .sram_per_sm = 228 * kKB,    // compute capability 9.0, as the H100
+        // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
+        // datasheet says 4.8 TB/s.
+        .hbm_bytes_per_s = 4.25 * kTera,
+        // Measured bf16 GEMM 8192^3 through cuBLAS (ANCHORS.md); the datasheet says 989
+        // TFLOPS dense, as the H100.
+        .matrix_flops_per_s = 686 * kTera,
+        .exp_per_s = 3.9 * kTera},   // the same GH100 chip as the H100 SXM5 (FlashAttention-3)
+    HardwareProfile{
+        .name = "b200",
+        .description = "NVIDIA B200 (datasheet figures; exp throughput estimated)",
+        .sm_count = 148,             // NVIDIA Blackwell architecture technical brief
+        .sram_per_sm = 228 * kKB,    // CUDA Programming Guide, compute capability 10.0
+        .hbm_bytes_per_s = 8 * kTera,        // HGX B200 datasheet: 8 TB/s per GPU
+        // HGX B200 datasheet: BF16 4.5 PFLOPS with sparsity, so 2.25 dense; ANCHORS.md's
+        // FlashAttention-4 figure (1613 TFLOPS = 71% of peak) agrees.
+        .matrix_flops_per_s = 2250 * kTera,
+        // An estimate: 16 per clock per SM x 148 SMs x about 1.9 GHz, a boost clock that
+        // NVIDIA's datasheet does not state.
+        .exp_per_s = kExpPerClockPerSm * 148 * 1.9 * kGiga},
+};
+
+}  // namespace
+
+std::span<const HardwareProfile> profiles() { return kProfiles; }
+
+const HardwareProfile& find_profile(std::string_view name) {
+  std::string names;
+  for (const auto& p : kProfiles) {
+    if (p.name == name) return p;
+    names += names.empty() ? "" : ", ";
+    names += p.name;
+  }
+  throw cpu::InvalidArgument("unknown hardware profile '" + std::string(name) +
+                             "': the simulator knows " + names);
+}
+
+double Bound::seconds() const { return std::max({matrix_s, exp_s, memory_s}); }
+
+std::string_view Bound::binding() const {
+  if (memory_s >= matrix_s && memory_s >= exp_s) return "memory";
+  return matrix_s >= exp_s ? "matrix" : "exp";
+}
+
+Bound roofline(const Report& report, const HardwareProfile& profile) {
+  return {static_cast<double>(report.ops.matrix_flops) / profile.matrix_flops_per_s,
+          static_cast<double>(report.ops.exp) / profile.exp_per_s,
+          static_cast<double>(report.bytes_total()) / profile.hbm_bytes_per_s};
+}
+
+}  // namespace flashlab::sim

@@ -1,0 +1,84 @@
+#include "flashlab/sim/simulate.hpp"
+
+#include "program.hpp"
+
+#include <fmt/format.h>
+
+namespace flashlab::sim {
+
+namespace {
+
+template <class In>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<In, cpu::bf16>) return DType::bf16;
+  else if constexpr (std::is_same_v<In, cpu::fp16>) return DType::fp16;
+  else return DType::fp32;
+}
+
+template <class In>
+Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace,
+           const detail::Inputs<In>* inputs, detail::Outputs* outputs) {
+  check(p);
+  Report report;
+  report.algorithm = algorithm;
+  report.problem = p;
+  if (algorithm != Algorithm::naive) report.tiles = choose_tiles(algorithm, p);
+  Machine machine(p.sram_bytes);
+  machine.set_trace(trace);
+  switch (algorithm) {
+    case Algorithm::naive: detail::run_naive<In>(machine, p, inputs, outputs); break;
+    case Algorithm::fa1:
+      detail::run_fa1<In>(machine, p, report.tiles->tiles, inputs, outputs);
+      break;
+    case Algorithm::fa2:
+      detail::run_fa2<In>(machine, p, report.tiles->tiles, inputs, outputs);
+      break;
+  }
+  report.tensors = machine.traffic();
+  report.ops = machine.ops();
+  report.peak_sram = machine.peak_sram();
+  report.tile_counts = machine.tiles();
+  return report;
+}
+
+void check_input(std::string_view name, cpu::Index rows, cpu::Index cols, const Problem& p) {
+  if (rows != p.N || cols != p.d)
+    throw cpu::InvalidArgument(fmt::format(
+        "{} is ({}, {}) but the problem says N = {}, d = {}: Q, K and V must be (N, d)", name,
+        rows, cols, p.N, p.d));
+}
+
+}  // namespace
+
+Report count(Algorithm algorithm, const Problem& problem, const TraceSink& trace) {
+  return run<float>(algorithm, problem, trace, nullptr, nullptr);
+}
+
+template <class In>
+Simulation<In> simulate(Algorithm algorithm, const Problem& problem, const cpu::Matrix<In>& Q,
+                        const cpu::Matrix<In>& K, const cpu::Matrix<In>& V,
+                        const TraceSink& trace) {
+  if (problem.dtype != dtype_of<In>())
+    throw cpu::InvalidArgument(fmt::format(
+        "the problem's dtype is {} but the inputs are {}: give inputs of the problem's dtype",
+        to_string(problem.dtype), to_string(dtype_of<In>())));
+  check_input("Q", Q.rows(), Q.cols(), problem);
+  check_input("K", K.rows(), K.cols(), problem);
+  check_input("V", V.rows(), V.cols(), problem);
+  const detail::Inputs<In> inputs{Q, K, V};
+  detail::Outputs outputs;
+  Report report = run<In>(algorithm, problem, trace, &inputs, &outputs);
+  return {std::move(report), std::move(outputs.O), std::move(outputs.L)};
+}
+
+template Simulation<float> simulate(Algorithm, const Problem&, const cpu::Matrix<float>&,
+                                    const cpu::Matrix<float>&, const cpu::Matrix<float>&,
+                                    const TraceSink&);
+template Simulation<cpu::bf16> simulate(Algorithm, const Problem&, const cpu::Matrix<cpu::bf16>&,
+                                        const cpu::Matrix<cpu::bf16>&,
+                                        const cpu::Matrix<cpu::bf16>&, const TraceSink&);
+template Simulation<cpu::fp16> simulate(Algorithm, const Problem&, const cpu::Matrix<cpu::fp16>&,
+                                        const cpu::Matrix<cpu::fp16>&,
+                                        const cpu::Matrix<cpu::fp16>&, const TraceSink&);
+
+}  // namespace flashlab::sim
