@@ -55,7 +55,10 @@ enum class RescaleAction {
 
 // Counts of RescaleAction over every (row, tile) update, masked rows excluded.
 // rescaled + skipped is the number of rescales the standard algorithm would perform;
-// skipped_fraction() is the share of those that conditional rescaling saved.
+// skipped_fraction() is the share of those that conditional rescaling saved. (A branch-free
+// kernel multiplies U by alpha on every update, alpha = 1 or not: against it the saving is
+// every update but the `rescaled` ones.) On N(0, 1) scores the max grows at only a few
+// tiles per row, and by far less than 8 ln 2, so nearly every such growth is skipped.
 struct RescaleCounts {
   Index first = 0, rescaled = 0, skipped = 0, kept = 0;
 
@@ -89,8 +92,10 @@ struct RescaleStep {
 //   if rowmax(S) - r > tau ln 2:  r' = rowmax(S), alpha = exp(r - r')    (rescale)
 //   else                          r' = r,         alpha = 1              (keep the base)
 //   W = exp(S - r');  l = alpha l + rowsum(W);  U = alpha U + W V;  r = r'
-// tau = 0 makes it the standard update() step for step. threshold_nat is tau ln 2, the
-// threshold in the units of S. Wholly masked rows skip the update, as in update().
+// tau = 0 makes it the standard update(), bit for bit: the base then moves to the same
+// max, and a kept row multiplies by alpha = 1 where update() multiplies by exp(0) = 1.
+// threshold_nat is tau ln 2, the threshold in the units of S. Wholly masked rows skip the
+// update, as in update().
 template <class Acc, class In>
 RescaleStep<Acc> conditional_update(ConditionalState<Acc>& cs, const Matrix<Acc>& S,
                                     MatrixView<In> V, Acc threshold_nat,
