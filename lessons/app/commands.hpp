@@ -6,5 +6,8 @@
 namespace flashlab::app {
 
 void add_tour_command(CLI::App& app);
+void add_lessons_command(CLI::App& app);
+void add_lesson_command(CLI::App& app);
+void add_trace_command(CLI::App& app);
 
 }  // namespace flashlab::app

@@ -8,6 +8,9 @@ int main(int argc, char** argv) {
   CLI::App app{"flashlab: learn FlashAttention by running it three ways", "flashlab"};
   app.require_subcommand(1);
   flashlab::app::add_tour_command(app);
+  flashlab::app::add_lessons_command(app);
+  flashlab::app::add_lesson_command(app);
+  flashlab::app::add_trace_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

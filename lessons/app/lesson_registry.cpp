@@ -1,0 +1,47 @@
+#include "lesson_registry.hpp"
+
+#include <fmt/core.h>
+
+#include <array>
+
+namespace flashlab::app {
+
+void run_lesson_00(LessonContext&);
+void run_lesson_01(LessonContext&);
+void run_lesson_02(LessonContext&);
+void run_lesson_03(LessonContext&);
+void run_lesson_04(LessonContext&);
+
+namespace {
+
+constexpr std::array kLessons{
+    LessonInfo{0, "00-attention-cost", "Attention and its cost",
+               "the three operators, the N x N intermediates S and P, the HBM traffic they cause",
+               run_lesson_00},
+    LessonInfo{1, "01-stable-softmax", "Stable softmax",
+               "why exp overflows, and how subtracting the row max fixes it for free",
+               run_lesson_01},
+    LessonInfo{2, "02-online-softmax", "Online softmax and merging states",
+               "the state (m, l, u), the 49/15 example step by step, the general merge",
+               run_lesson_02},
+    LessonInfo{3, "03-tiled-forward", "The tiled forward pass",
+               "the 24-token example: the state after every tile, Bc = 4 vs 8, HBM bytes",
+               run_lesson_03},
+    LessonInfo{4, "04-causal-masking", "Causal masking",
+               "skipped tiles, the diagonal, wholly masked rows, rows with no key at all",
+               run_lesson_04},
+};
+
+}  // namespace
+
+std::span<const LessonInfo> all_lessons() { return kLessons; }
+
+const LessonInfo& find_lesson(int number) {
+  for (const auto& lesson : kLessons)
+    if (lesson.number == number) return lesson;
+  throw UnknownLesson(fmt::format(
+      "there is no lesson {}: the lessons are numbered {} to {}; `flashlab lessons` lists them",
+      number, kLessons.front().number, kLessons.back().number));
+}
+
+}  // namespace flashlab::app
