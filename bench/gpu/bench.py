@@ -1,0 +1,211 @@
+"""Times flashlab's GPU kernels against torch's scaled_dot_product_attention backends on the
+same tensors, in the same process, and summarises Nsight Compute's byte counts.
+
+  python3 bench.py --lib build/gpu/libflashlab.so --csv out.csv     # the timing sweep
+  python3 bench.py --lib ... --ncu-one fa2                          # one forward, for ncu
+  python3 bench.py --summarize-ncu ncu_naive.csv ncu_fa2.csv ...    # bytes vs prediction
+
+Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
+FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
+triton.testing.do_bench (which clears the L2 before every run).
+"""
+import argparse
+import csv
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlab_ctypes as fl  # noqa: E402
+
+HIDDEN = 2048
+TOKENS = 16384
+SEQ_LENS = [512, 1024, 2048, 4096, 8192, 16384]
+HEAD_DIMS = [64, 128]
+SCALAR_SEQ_LENS = {512, 2048, 8192}  # the scalar kernel is slow by design: a few points
+MATH_MAX_SEQ = 2048                  # torch's math backend materialises S and P
+TORCH_BACKENDS = ["flash", "cudnn", "efficient", "math"]
+NCU_SHAPE = dict(B=1, H=16, N=8192, d=128)
+BYTES_BF16 = 2
+
+
+def flops(B, H, N, d, causal):
+    return 4 * B * H * N * N * d / (2 if causal else 1)
+
+
+def make_inputs(torch, B, H, N, d):
+    gen = torch.Generator(device="cuda").manual_seed(B * 1000003 + N * 101 + d)
+    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+               for _ in range(3))
+    return q, k, v
+
+
+def torch_call(torch, backend, q, k, v, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    F = torch.nn.functional
+    kind = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[backend]
+
+    def run():
+        with sdpa_kernel(kind):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
+    p = lib.params(q, k, v, o, lse, causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE,
+                   kernel=fl.KERNELS[kernel])
+    return lambda: lib.forward(p)
+
+
+def implementations(N):
+    impls = ["fa2", "naive"] + (["scalar"] if N in SCALAR_SEQ_LENS else [])
+    return impls + [b for b in TORCH_BACKENDS if b != "math" or N <= MATH_MAX_SEQ]
+
+
+def bench_shape(torch, do_bench, lib, d, causal, N, writer):
+    B, H = TOKENS // N, HIDDEN // d
+    q, k, v = make_inputs(torch, B, H, N, d)
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
+    reference = torch_call(torch, "cudnn", q, k, v, causal)().float()
+    rows = {}
+    for impl in implementations(N):
+        if impl in fl.KERNELS:
+            fn = flashlab_call(lib, impl, q, k, v, o, lse, causal)
+        else:
+            fn = torch_call(torch, impl, q, k, v, causal)
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            result = o if impl in fl.KERNELS else out
+            max_diff = (result.float() - reference).abs().max().item()
+            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+        except RuntimeError as e:  # a backend that refuses the shape is reported, not fatal
+            print(f"  {impl}: {e}", flush=True)
+            continue
+        rows[impl] = (ms, flops(B, H, N, d, causal) / ms / 1e9, max_diff)
+    for impl, (ms, tflops, max_diff) in rows.items():
+        ratio = {b: tflops / rows[b][1] if b in rows else float("nan") for b in ("flash", "cudnn")}
+        writer.writerow([d, int(causal), N, B, H, impl, f"{ms:.4f}", f"{tflops:.1f}",
+                         f"{ratio['flash']:.3f}", f"{ratio['cudnn']:.3f}", f"{max_diff:.3e}"])
+    del q, k, v, o, lse, reference
+    torch.cuda.empty_cache()
+    return rows
+
+
+def print_summary(summary):
+    print("\nTFLOP/s (bf16, H = 2048/d, B = 16384/N); ratio = fa2 / backend")
+    print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa2':>6} {'naive':>6} {'scalar':>6} | "
+          f"{'flash':>6} {'cudnn':>6} {'effic':>6} {'math':>6} | {'fa2/fl':>6} {'fa2/cd':>6}"
+          f" | fa2 max|diff| vs cudnn")
+    for (d, causal, N), rows in summary:
+        t = {k: v[1] for k, v in rows.items()}
+        cell = lambda name: f"{t[name]:6.1f}" if name in t else f"{'-':>6}"
+        ratio = lambda b: f"{t['fa2'] / t[b]:6.3f}" if 'fa2' in t and b in t else f"{'-':>6}"
+        diff = f"{rows['fa2'][2]:.2e}" if 'fa2' in rows else "-"
+        print(f"{d:4d} {int(causal):6d} {N:6d} | {cell('fa2')} {cell('naive')} {cell('scalar')} | "
+              f"{cell('flash')} {cell('cudnn')} {cell('efficient')} {cell('math')} | "
+              f"{ratio('flash')} {ratio('cudnn')} | {diff}")
+
+
+def run_sweep(args):
+    import torch
+    from triton.testing import do_bench
+    lib = fl.Flashlab(args.lib)
+    summary = []
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["d", "causal", "N", "B", "H", "impl", "ms", "tflops",
+                         "ratio_to_flash", "ratio_to_cudnn", "max_abs_diff_vs_cudnn"])
+        for d in HEAD_DIMS:
+            for causal in (False, True):
+                for N in args.seq_lens:
+                    rows = bench_shape(torch, do_bench, lib, d, causal, N, writer)
+                    f.flush()
+                    summary.append(((d, causal, N), rows))
+                    print(f"d={d} causal={int(causal)} N={N}: " + ", ".join(
+                        f"{k} {v[1]:.1f}" for k, v in rows.items()), flush=True)
+    print_summary(summary)
+
+
+def run_ncu_one(args):
+    """One forward of one implementation between cudaProfilerStart/Stop, after a warm-up
+    outside that range (module load, cuBLAS handle, first-touch allocations)."""
+    import torch
+    s = NCU_SHAPE
+    q, k, v = make_inputs(torch, s["B"], s["H"], s["N"], s["d"])
+    o = torch.empty_like(q)
+    lse = torch.empty(s["B"], s["H"], s["N"], device="cuda", dtype=torch.float32)
+    if args.ncu_one in fl.KERNELS:
+        fn = flashlab_call(fl.Flashlab(args.lib), args.ncu_one, q, k, v, o, lse, False)
+    else:
+        fn = torch_call(torch, args.ncu_one, q, k, v, False)
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+
+
+def predicted_l2_bytes(impl):
+    """The closed-form L2-level traffic of one forward at NCU_SHAPE: what a two-level
+    (HBM + SRAM) model counts for these kernels' tile sizes, every tile load a transfer."""
+    B, H, N, d = (NCU_SHAPE[x] for x in ("B", "H", "N", "d"))
+    heads = B * H
+    qkvo = N * d * BYTES_BF16                   # one (N, d) bf16 matrix
+    lse = N * 4
+    if impl == "fa2":                            # Br = 128: K and V read once per query tile
+        return heads * (2 * qkvo + (N // 128) * 2 * qkvo + lse)
+    if impl == "scalar":                         # Br = 64
+        return heads * (2 * qkvo + (N // 64) * 2 * qkvo + lse)
+    if impl == "naive":                          # S fp32 out and back, P bf16 out and back
+        s_bytes, p_bytes = N * N * 4, N * N * BYTES_BF16
+        return heads * (4 * qkvo + 2 * s_bytes + 2 * p_bytes + lse)
+    return None
+
+
+def summarize_ncu(paths):
+    metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
+               "gpu__time_duration.sum"]
+    print("\nNsight Compute, one forward at B=1, H=16, N=8192, d=128, bf16, non-causal")
+    print("(prediction: closed-form L2-level bytes for each kernel's tile sizes; the simulator's"
+          " CLI was not used)")
+    print(f"{'impl':>10} {'kernels':>7} {'DRAM read':>12} {'DRAM write':>12} {'L2 bytes':>12}"
+          f" {'predicted L2':>13} {'time ms':>9}")
+    for path in paths:
+        impl = os.path.basename(path).removeprefix("ncu_").removesuffix(".csv")
+        totals, kernels = {m: 0.0 for m in metrics}, set()
+        with open(path) as f:
+            lines = [line for line in f if line.startswith('"')]
+        for row in csv.DictReader(lines):
+            if row.get("Metric Name") in totals:
+                totals[row["Metric Name"]] += float(row["Metric Value"].replace(",", ""))
+                kernels.add(row["ID"])
+        pred = predicted_l2_bytes(impl)
+        pred_s = f"{pred / 1e9:12.2f}G" if pred else f"{'-':>13}"
+        print(f"{impl:>10} {len(kernels):7d} {totals[metrics[0]] / 1e9:11.3f}G "
+              f"{totals[metrics[1]] / 1e9:11.3f}G {totals[metrics[2]] / 1e9:11.2f}G {pred_s} "
+              f"{totals[metrics[3]] / 1e6:9.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", help="path to libflashlab.so")
+    ap.add_argument("--csv", default="bench_gpu.csv")
+    ap.add_argument("--seq-lens", type=int, nargs="*", default=SEQ_LENS)
+    ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
+    ap.add_argument("--summarize-ncu", nargs="*")
+    args = ap.parse_args()
+    if args.summarize_ncu:
+        summarize_ncu(args.summarize_ncu)
+    elif args.ncu_one:
+        run_ncu_one(args)
+    else:
+        run_sweep(args)
+
+
+if __name__ == "__main__":
+    main()

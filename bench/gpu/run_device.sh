@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU device script: on a machine with an NVIDIA GPU (sm_90, e.g. the H200), from the
+# repository root, build flashlab's GPU library and tests, run the tests, run
+# compute-sanitizer (memcheck, racecheck) on a small case of every kernel, time every kernel
+# against torch's SDPA backends, and read one forward of each with Nsight Compute.
+#
+#   bench/gpu/run_device.sh [steps...]     steps: build test sanitize bench ncu (default: all)
+#
+# Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
+# /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
+# CLI11, fmt, nlohmann-json, for machines that lack them; default .deps/root), SEQ_LENS
+# (the benchmark's N values).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD=${BUILD:-/tmp/flashlab-build}
+DEPS=${DEPS:-$ROOT/.deps/root}
+STEPS=${*:-build test sanitize bench ncu}
+NCU_METRICS=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum
+mkdir -p "$OUT"
+status=0
+
+step() { echo; echo "=== $1 ($(date -u +%H:%M:%S))"; }
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+nvcc --version | tail -1
+echo "commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)," \
+     "$(git -C "$ROOT" status --short 2>/dev/null | wc -l) files differ from it"
+
+if want build; then
+  step "build"
+  prefix=()
+  if [[ -d $DEPS/usr ]]; then
+    prefix=(-DCMAKE_PREFIX_PATH="$DEPS/usr"
+            -DEigen3_DIR="$DEPS/usr/share/eigen3/cmake"
+            -Ddoctest_DIR="$DEPS/usr/lib/cmake/doctest"
+            -DCLI11_DIR="$DEPS/usr/share/cmake/CLI11"
+            -Dfmt_DIR="$DEPS/usr/lib/x86_64-linux-gnu/cmake/fmt"
+            -Dnlohmann_json_DIR="$DEPS/usr/share/cmake/nlohmann_json")
+  fi
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHLAB_NATIVE=OFF \
+        "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
+  cmake --build "$BUILD" --target test_gpu flashlab_gpu -j "$(nproc)" || exit 1
+  # The compiler's resource report for the kernels: registers, spills, shared memory.
+  cuobjdump --dump-resource-usage "$BUILD/gpu/libflashlab.so" | grep -E "Function|REG" |
+    sed -E 's/^ +//' | paste - - | sed -E 's/Function ([^ ]+):/\1/' | cut -c1-160
+fi
+
+if want test; then
+  step "GPU tests"
+  "$BUILD/tests/gpu/test_gpu" 2>&1 | tee "$OUT/tests.log" | tail -25 || status=1
+fi
+
+if want sanitize; then
+  for tool in memcheck racecheck; do
+    step "compute-sanitizer --tool $tool"
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.log" 2>&1 \
+      && echo "$tool: clean" || { status=1; tail -20 "$BUILD.$tool.log"; }
+    cat "$BUILD.$tool.log" >> "$OUT/sanitizer.log"
+  done
+fi
+
+if want bench; then
+  step "timing against torch SDPA"
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
+    --csv "$OUT/bench.csv" ${SEQ_LENS:+--seq-lens $SEQ_LENS} || status=1
+fi
+
+if want ncu; then
+  step "Nsight Compute, one forward each"
+  files=()
+  for impl in naive scalar fa2 flash; do
+    ncu --clock-control none --profile-from-start off --print-units base --csv \
+        --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
+        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" > "$OUT/ncu_$impl.csv" 2>&1 \
+      || { status=1; tail -5 "$OUT/ncu_$impl.csv"; }
+    files+=("$OUT/ncu_$impl.csv")
+  done
+  python3 "$ROOT/bench/gpu/bench.py" --summarize-ncu "${files[@]}" || status=1
+fi
+exit $status

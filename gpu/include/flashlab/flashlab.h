@@ -1,0 +1,116 @@
+/* flashlab's C ABI: the attention forward pass on an NVIDIA GPU, callable from C, C++ and
+ * Python (ctypes). Everything crosses this boundary as plain integers and pointers, so a
+ * torch user hands over tensor.data_ptr() and tensor.stride() untouched.
+ *
+ * Tensors are 4-d: Q and O are (batch, heads_q, N_q, d), K and V are (batch, heads_kv, N_k, d).
+ * Each is described by a device pointer and four strides, in ELEMENTS (not bytes), for the
+ * batch, head, row and column dimensions, exactly torch's tensor.stride() of a
+ * (batch, heads, N, d) view; the last dimension must be contiguous (column stride 1).
+ * So BHSD (torch's default for SDPA) and BSHD (flash-attn's layout, seen through
+ * .transpose(1, 2)) are both accepted:
+ *   BHSD contiguous: strides {H*N*d, N*d, d, 1};   BSHD contiguous: strides {N*H*d, d, H*d, 1}.
+ *
+ * No function here aborts or throws: each returns a status, and flashlab_last_error() gives
+ * the message of the last failure on the calling thread (what was wrong, what would be right).
+ */
+#ifndef FLASHLAB_FLASHLAB_H
+#define FLASHLAB_FLASHLAB_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHLAB_ABI_VERSION 1
+
+typedef enum flashlab_status {
+  FLASHLAB_OK = 0,
+  FLASHLAB_ERROR_NULL_POINTER = 1,     /* a required pointer was NULL */
+  FLASHLAB_ERROR_BAD_SHAPE = 2,        /* a size < 1, or heads_q not a multiple of heads_kv */
+  FLASHLAB_ERROR_BAD_STRIDE = 3,       /* last dimension not contiguous, a stride < 0, or
+                                          (naive) a row stride < d */
+  FLASHLAB_ERROR_MISALIGNED = 4,       /* a pointer or stride breaks the kernel's alignment */
+  FLASHLAB_ERROR_UNSUPPORTED = 5,      /* this kernel does not take this d or dtype */
+  FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, or a scale < 0 or inf */
+  FLASHLAB_ERROR_CUDA = 7,             /* the CUDA runtime reported an error */
+  FLASHLAB_ERROR_CUBLAS = 8,           /* cuBLAS reported an error */
+  FLASHLAB_ERROR_INTERNAL = 9          /* anything else; the message says what */
+} flashlab_status;
+
+typedef enum flashlab_dtype {
+  FLASHLAB_FP32 = 0,
+  FLASHLAB_FP16 = 1,
+  FLASHLAB_BF16 = 2
+} flashlab_dtype;
+
+/* Causal masking. With N_q == N_k both alignments are the same mask.
+ *   TOP_LEFT:     query i sees keys j <= i                (torch's is_causal=True)
+ *   BOTTOM_RIGHT: query i sees keys j <= i + (N_k - N_q)  (flash-attn's; decoding against a
+ *                 KV cache needs it: the last query sees every key)
+ * A query row that sees no key at all gets O = 0 and LSE = -inf (flashlab's convention). */
+typedef enum flashlab_causal {
+  FLASHLAB_CAUSAL_NONE = 0,
+  FLASHLAB_CAUSAL_TOP_LEFT = 1,
+  FLASHLAB_CAUSAL_BOTTOM_RIGHT = 2
+} flashlab_causal;
+
+/* The ladder of kernels, simplest first (gpu/kernels/NN_*.cu).
+ *   NAIVE:  cuBLAS S = Q K^T, softmax kernel, cuBLAS O = P V; S (fp32) and P live in HBM.
+ *           Any d; fp32, fp16, bf16.
+ *   SCALAR: one thread per query row, fp32 arithmetic, online softmax. d in {64, 128};
+ *           fp32, fp16, bf16.
+ *   FA2:    tensor cores (mma.sync), cp.async double buffering. d in {64, 128}; fp16, bf16.
+ *           Pointers 16-byte aligned and batch/head/row strides multiples of 8 elements,
+ *           because every load is a 16-byte cp.async.
+ * Every kernel needs pointers aligned to their element size (LSE to 4 bytes). */
+typedef enum flashlab_kernel {
+  FLASHLAB_KERNEL_NAIVE = 0,
+  FLASHLAB_KERNEL_SCALAR = 1,
+  FLASHLAB_KERNEL_FA2 = 2
+} flashlab_kernel;
+
+/* One forward call. Enums are carried as int32_t so the struct's layout never depends on
+ * the compiler's enum size (ctypes mirrors it field for field). */
+typedef struct flashlab_forward_params {
+  const void* q;             /* (batch, heads_q, N_q, d) */
+  const void* k;             /* (batch, heads_kv, N_k, d) */
+  const void* v;             /* (batch, heads_kv, N_k, d) */
+  void* o;                   /* (batch, heads_q, N_q, d), same dtype as Q */
+  float* lse;                /* optional (batch, heads_q, N_q) contiguous fp32, natural log:
+                                L = m + log(l), kept for the backward pass; NULL to skip */
+  int64_t q_stride[4];       /* (batch, head, row, column) strides of Q, in elements */
+  int64_t k_stride[4];
+  int64_t v_stride[4];
+  int64_t o_stride[4];
+  int64_t batch;
+  int64_t heads_q;           /* query heads; query head h reads KV head h / (heads_q / heads_kv) */
+  int64_t heads_kv;          /* must divide heads_q (GQA; heads_kv = 1 is MQA) */
+  int64_t n_q;               /* N_q, query rows */
+  int64_t n_k;               /* N_k, key/value rows */
+  int64_t d;                 /* head dimension */
+  double scale;              /* softmax scale, > 0; 0 or NaN means the default 1/sqrt(d) */
+  int32_t dtype;             /* flashlab_dtype, for Q, K, V and O alike */
+  int32_t causal;            /* flashlab_causal */
+  int32_t kernel;            /* flashlab_kernel */
+  int32_t reserved;          /* set to 0 */
+  void* stream;              /* cudaStream_t; NULL is the legacy default stream */
+} flashlab_forward_params;
+
+/* Enqueues the forward pass on params->stream and returns without waiting for it. */
+flashlab_status flashlab_forward(const flashlab_forward_params* params);
+
+/* The message of the last failing call on this thread ("" after a success). */
+const char* flashlab_last_error(void);
+
+/* A fixed name for a status, e.g. "FLASHLAB_ERROR_MISALIGNED". */
+const char* flashlab_status_name(flashlab_status status);
+
+/* FLASHLAB_ABI_VERSION of the library actually loaded. */
+int flashlab_abi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHLAB_FLASHLAB_H */

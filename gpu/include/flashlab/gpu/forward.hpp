@@ -1,0 +1,31 @@
+// The C++ host API of gpu/: the same call as flashlab.h's C ABI, with errors as exceptions.
+#pragma once
+
+#include "flashlab/flashlab.h"
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace flashlab::gpu {
+
+// Every failure of the host API: a status from flashlab.h and a message that says what was
+// wrong and what would be right. The C ABI turns it back into (status, flashlab_last_error()).
+struct Error : std::runtime_error {
+  flashlab_status status;
+  Error(flashlab_status status, const std::string& message)
+      : std::runtime_error(message), status(status) {}
+};
+
+// Throws Error unless params describe a call the chosen kernel can run: non-null pointers,
+// sizes >= 1, heads_q a multiple of heads_kv, contiguous last dimension, known enums, a
+// supported (d, dtype) for the kernel, and the alignment the kernel's loads need.
+void validate(const flashlab_forward_params& params);
+
+// Validates, then enqueues the forward pass on params.stream. Throws Error.
+void forward(const flashlab_forward_params& params);
+
+std::string_view kernel_name(flashlab_kernel kernel);
+std::string_view dtype_name(flashlab_dtype dtype);
+
+}  // namespace flashlab::gpu

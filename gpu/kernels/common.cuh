@@ -1,0 +1,55 @@
+// Small pieces every kernel file shares: element types and error checks.
+#pragma once
+
+#include "flashlab/gpu/forward.hpp"
+#include "problem.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace flashlab::gpu {
+
+// The element conversions a kernel needs: every arithmetic step happens in fp32.
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// log2(e): exp(x) = exp2(x * log2 e), and the hardware's fast exponential is exp2.
+inline constexpr float kLog2e = 1.4426950408889634f;
+// ln(2): log(x) = log2(x) * ln 2, to turn a base-2 log-sum-exp back into the natural one.
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+inline void throw_if_cuda_error(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw Error(FLASHLAB_ERROR_CUDA,
+                std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+// After a kernel launch: a bad configuration shows up here, not at the <<< >>> itself.
+inline void check_launch(const char* kernel) {
+  throw_if_cuda_error(cudaGetLastError(), kernel);
+}
+
+// Calls fn with a value of the element type that dtype names (float, __half, __nv_bfloat16).
+template <class Fn>
+void dispatch_dtype(Dtype dtype, Fn&& fn) {
+  switch (dtype) {
+    case Dtype::fp32: fn(float{}); return;
+    case Dtype::fp16: fn(__half{}); return;
+    case Dtype::bf16: fn(__nv_bfloat16{}); return;
+  }
+}
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,33 @@
+// One attention problem as the kernels see it: validated, with the defaults resolved.
+// Plain data only, so that .cu and .cpp files share it (no Eigen, no CUDA types).
+#pragma once
+
+#include <cstdint>
+
+namespace flashlab::gpu {
+
+enum class Dtype { fp32, fp16, bf16 };
+
+// (batch, head, row) strides of one tensor, in elements; the last dimension is contiguous.
+struct Strides {
+  int64_t batch = 0, head = 0, row = 0;
+};
+
+struct Problem {
+  const void* q = nullptr;  // (B, Hq, N_q, d)
+  const void* k = nullptr;  // (B, Hkv, N_k, d)
+  const void* v = nullptr;  // (B, Hkv, N_k, d)
+  void* o = nullptr;        // (B, Hq, N_q, d)
+  float* lse = nullptr;     // (B, Hq, N_q) contiguous, or null
+  Strides q_stride, k_stride, v_stride, o_stride;
+  int batch = 0, heads_q = 0, heads_kv = 0, n_q = 0, n_k = 0, d = 0;
+  float scale = 0.0f;       // resolved: 1/sqrt(d) when the caller gave 0 or NaN
+  bool causal = false;
+  // Under the causal mask query i sees key j exactly when j <= i + causal_offset:
+  // 0 for top-left alignment, N_k - N_q for bottom-right.
+  int causal_offset = 0;
+  int group_size = 1;       // heads_q / heads_kv: query head h reads KV head h / group_size
+  Dtype dtype = Dtype::bf16;
+};
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,94 @@
+// The handful of PTX instructions the tensor-core kernel is built from, each wrapped once
+// with the shapes it moves. PTX ISA names in the comments, so a learner can look them up.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace flashlab::gpu::ptx {
+
+__device__ __forceinline__ uint32_t sram_address(const void* sram) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(sram));
+}
+
+// cp.async: copy 16 bytes HBM -> SRAM without passing through registers, asynchronously.
+// With valid == false nothing is read and the 16 bytes are zero-filled (the ragged edge).
+__device__ __forceinline__ void cp_async_16(void* sram, const void* hbm, bool valid) {
+  constexpr int kBytes = 16;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(sram_address(sram)),
+               "l"(hbm), "n"(kBytes), "r"(valid ? kBytes : 0));
+}
+// Closes the group of cp.async issued so far by this thread.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most `pending` of this thread's groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
+}
+
+// ldmatrix.x4: four 8x8 tiles of 16-bit elements from SRAM into registers, laid out as an
+// mma operand. Lanes 8i..8i+7 give the row addresses of tile i; r[i] receives tile i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* sram) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sram_address(sram)));
+}
+// The same, each 8x8 tile transposed: what V needs, stored (keys, d) but used as (k, n).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* sram) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sram_address(sram)));
+}
+
+// mma.sync m16n8k16: C (16x8, fp32) += A (16x16, row) * B (16x8, col), one warp.
+// With g = lane / 4 and t = lane % 4 the fragments hold
+//   A: a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+//   B: b0 (k = 2t..2t+1, n = g)          b1 (k = 2t+8.., n = g)
+//   C: c0, c1 (g, 2t..2t+1)              c2, c3 (g+8, 2t..2t+1)
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
+                                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&c)[4], const uint32_t (&a)[4],
+                                                  uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two fp32 values rounded to the 16-bit type and packed, lo in the low half: one A register.
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// ex2.approx: 2^x on the special-function unit, one instruction; 2^-inf = 0.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace flashlab::gpu::ptx

@@ -1,0 +1,78 @@
+// The host API's one call: validate, resolve the defaults, hand the problem to a kernel.
+#include "flashlab/gpu/forward.hpp"
+
+#include "../kernels/launch.hpp"
+
+#include <cmath>
+
+namespace flashlab::gpu {
+namespace {
+
+Strides strides_of(const int64_t* s) { return {s[0], s[1], s[2]}; }
+
+Dtype dtype_of(int32_t dtype) {
+  switch (dtype) {
+    case FLASHLAB_FP32: return Dtype::fp32;
+    case FLASHLAB_FP16: return Dtype::fp16;
+    default: return Dtype::bf16;
+  }
+}
+
+Problem make_problem(const flashlab_forward_params& p) {
+  Problem problem;
+  problem.q = p.q;
+  problem.k = p.k;
+  problem.v = p.v;
+  problem.o = p.o;
+  problem.lse = p.lse;
+  problem.q_stride = strides_of(p.q_stride);
+  problem.k_stride = strides_of(p.k_stride);
+  problem.v_stride = strides_of(p.v_stride);
+  problem.o_stride = strides_of(p.o_stride);
+  problem.batch = int(p.batch);
+  problem.heads_q = int(p.heads_q);
+  problem.heads_kv = int(p.heads_kv);
+  problem.n_q = int(p.n_q);
+  problem.n_k = int(p.n_k);
+  problem.d = int(p.d);
+  problem.group_size = int(p.heads_q / p.heads_kv);
+  const bool default_scale = p.scale == 0.0 || std::isnan(p.scale);
+  problem.scale = float(default_scale ? 1.0 / std::sqrt(double(p.d)) : p.scale);
+  problem.causal = p.causal != FLASHLAB_CAUSAL_NONE;
+  problem.causal_offset = p.causal == FLASHLAB_CAUSAL_BOTTOM_RIGHT ? int(p.n_k - p.n_q) : 0;
+  problem.dtype = dtype_of(p.dtype);
+  return problem;
+}
+
+}  // namespace
+
+std::string_view kernel_name(flashlab_kernel kernel) {
+  switch (kernel) {
+    case FLASHLAB_KERNEL_NAIVE: return "naive";
+    case FLASHLAB_KERNEL_SCALAR: return "scalar";
+    case FLASHLAB_KERNEL_FA2: return "fa2";
+  }
+  return "unknown";
+}
+
+std::string_view dtype_name(flashlab_dtype dtype) {
+  switch (dtype) {
+    case FLASHLAB_FP32: return "fp32";
+    case FLASHLAB_FP16: return "fp16";
+    case FLASHLAB_BF16: return "bf16";
+  }
+  return "unknown";
+}
+
+void forward(const flashlab_forward_params& params) {
+  validate(params);
+  const Problem problem = make_problem(params);
+  const auto stream = static_cast<cudaStream_t>(params.stream);
+  switch (params.kernel) {
+    case FLASHLAB_KERNEL_NAIVE: launch_naive(problem, stream); break;
+    case FLASHLAB_KERNEL_SCALAR: launch_scalar(problem, stream); break;
+    case FLASHLAB_KERNEL_FA2: launch_fa2(problem, stream); break;
+  }
+}
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,154 @@
+// Checks of a forward call's arguments, before anything touches the GPU. Each failure names
+// what was wrong and what would be right.
+#include "flashlab/gpu/forward.hpp"
+
+#include "../kernels/launch.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace flashlab::gpu {
+namespace {
+
+// Grid y and z hold heads and batch; a grid dimension holds at most 65535 blocks.
+constexpr int64_t kMaxGridDim = 65535;
+// Row indices are 32-bit inside the kernels.
+constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max() / 2;
+
+[[noreturn]] void fail(flashlab_status status, const std::string& message) {
+  throw Error(status, message);
+}
+
+struct TensorArg {
+  const char* name;
+  const void* ptr;
+  const int64_t* stride;  // (batch, head, row, column)
+};
+
+void check_enums(const flashlab_forward_params& p) {
+  if (p.dtype < FLASHLAB_FP32 || p.dtype > FLASHLAB_BF16)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "dtype = " + std::to_string(p.dtype) +
+                                          " is unknown: use FLASHLAB_FP32 (0), FLASHLAB_FP16 "
+                                          "(1) or FLASHLAB_BF16 (2)");
+  if (p.causal < FLASHLAB_CAUSAL_NONE || p.causal > FLASHLAB_CAUSAL_BOTTOM_RIGHT)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "causal = " + std::to_string(p.causal) +
+                                          " is unknown: use FLASHLAB_CAUSAL_NONE (0), "
+                                          "TOP_LEFT (1) or BOTTOM_RIGHT (2)");
+  if (p.kernel < FLASHLAB_KERNEL_NAIVE || p.kernel > FLASHLAB_KERNEL_FA2)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "kernel = " + std::to_string(p.kernel) +
+                                          " is unknown: use FLASHLAB_KERNEL_NAIVE (0), "
+                                          "SCALAR (1) or FA2 (2)");
+  if (p.scale < 0 || std::isinf(p.scale))
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "scale = " + std::to_string(p.scale) +
+                                          " is not allowed: give a finite scale > 0, or 0 "
+                                          "(or NaN) for the default 1/sqrt(d)");
+}
+
+void check_size(const char* name, int64_t value, int64_t max) {
+  if (value < 1 || value > max)
+    fail(FLASHLAB_ERROR_BAD_SHAPE, std::string(name) + " = " + std::to_string(value) +
+                                       " is out of range: it must be in [1, " +
+                                       std::to_string(max) + "]");
+}
+
+void check_shapes(const flashlab_forward_params& p) {
+  check_size("batch", p.batch, kMaxGridDim);
+  check_size("heads_q", p.heads_q, kMaxGridDim);
+  check_size("heads_kv", p.heads_kv, kMaxGridDim);
+  check_size("n_q", p.n_q, kMaxRows);
+  check_size("n_k", p.n_k, kMaxRows);
+  check_size("d", p.d, kMaxRows);
+  if (p.heads_q % p.heads_kv != 0)
+    fail(FLASHLAB_ERROR_BAD_SHAPE,
+         "heads_q = " + std::to_string(p.heads_q) + " is not a multiple of heads_kv = " +
+             std::to_string(p.heads_kv) +
+             ": with grouped-query attention every KV head serves the same number of query "
+             "heads, so heads_kv must divide heads_q");
+}
+
+void check_tensor(const TensorArg& t, const flashlab_forward_params& p) {
+  if (t.ptr == nullptr)
+    fail(FLASHLAB_ERROR_NULL_POINTER,
+         std::string(t.name) + " is NULL: pass the device pointer of its first element");
+  static const char* kDims[] = {"batch", "head", "row", "column"};
+  for (int i = 0; i < 3; ++i)
+    if (t.stride[i] < 0)
+      fail(FLASHLAB_ERROR_BAD_STRIDE, std::string(t.name) + "'s " + kDims[i] + " stride = " +
+                                          std::to_string(t.stride[i]) +
+                                          " is negative: strides must be >= 0");
+  if (t.stride[3] != 1 && p.d > 1)
+    fail(FLASHLAB_ERROR_BAD_STRIDE,
+         std::string(t.name) + "'s column stride = " + std::to_string(t.stride[3]) +
+             ": the last dimension (d) must be contiguous, stride 1; call .contiguous() on a "
+             "transposed tensor first");
+}
+
+void check_supported(const flashlab_forward_params& p) {
+  const int d = int(p.d);
+  if (p.kernel == FLASHLAB_KERNEL_SCALAR && !scalar_supports_d(d))
+    fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + std::to_string(p.d) +
+                                         " is not supported by the scalar kernel: it supports "
+                                         "d in {64, 128}; the naive kernel takes any d");
+  if (p.kernel == FLASHLAB_KERNEL_FA2 && !fa2_supports_d(d))
+    fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + std::to_string(p.d) +
+                                         " is not supported by the fa2 kernel: it supports d "
+                                         "in {64, 128}; the naive kernel takes any d");
+  if (p.kernel == FLASHLAB_KERNEL_FA2 && p.dtype == FLASHLAB_FP32)
+    fail(FLASHLAB_ERROR_UNSUPPORTED,
+         "dtype fp32 is not supported by the fa2 kernel: its tensor-core path takes fp16 or "
+         "bf16; the naive and scalar kernels take fp32");
+}
+
+// cuBLAS reads a (rows, d) row-major matrix as column-major (d, rows) with leading
+// dimension = row stride, which it requires to be >= d and to fit in an int.
+void check_naive_rows(const TensorArg& t, const flashlab_forward_params& p) {
+  if (t.stride[2] < p.d || t.stride[2] > std::numeric_limits<int>::max())
+    fail(FLASHLAB_ERROR_BAD_STRIDE,
+         std::string(t.name) + "'s row stride = " + std::to_string(t.stride[2]) +
+             " does not suit the naive kernel (cuBLAS): it must be in [d = " +
+             std::to_string(p.d) + ", 2^31)");
+}
+
+void check_alignment(const TensorArg& t, const flashlab_forward_params& p) {
+  const size_t elem = p.dtype == FLASHLAB_FP32 ? 4 : 2;
+  const bool fa2 = p.kernel == FLASHLAB_KERNEL_FA2;
+  const size_t align = fa2 ? size_t(kFa2AlignBytes) : elem;
+  const auto address = reinterpret_cast<std::uintptr_t>(t.ptr);
+  if (address % align != 0)
+    fail(FLASHLAB_ERROR_MISALIGNED,
+         std::string(t.name) + " = " + std::to_string(address) + " is not " +
+             std::to_string(align) + "-byte aligned, which the " +
+             std::string(kernel_name(flashlab_kernel(p.kernel))) + " kernel needs" +
+             (fa2 ? " (every load is a 16-byte cp.async)" : ""));
+  if (!fa2) return;
+  const int64_t align_elems = kFa2AlignBytes / int64_t(elem);
+  for (int i = 0; i < 3; ++i)
+    if (t.stride[i] % align_elems != 0)
+      fail(FLASHLAB_ERROR_MISALIGNED,
+           std::string(t.name) + "'s stride " + std::to_string(t.stride[i]) +
+               " is not a multiple of " + std::to_string(align_elems) +
+               " elements: the fa2 kernel loads 16-byte chunks, so every row must start "
+               "16-byte aligned");
+}
+
+}  // namespace
+
+void validate(const flashlab_forward_params& p) {
+  check_enums(p);
+  check_shapes(p);
+  const TensorArg tensors[] = {
+      {"Q", p.q, p.q_stride}, {"K", p.k, p.k_stride}, {"V", p.v, p.v_stride},
+      {"O", p.o, p.o_stride}};
+  for (const TensorArg& t : tensors) check_tensor(t, p);
+  check_supported(p);
+  for (const TensorArg& t : tensors) {
+    if (p.kernel == FLASHLAB_KERNEL_NAIVE) check_naive_rows(t, p);
+    check_alignment(t, p);
+  }
+  if (reinterpret_cast<std::uintptr_t>(p.lse) % alignof(float) != 0)
+    fail(FLASHLAB_ERROR_MISALIGNED, "LSE is not 4-byte aligned: it is an fp32 array");
+}
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,301 @@
+#include "harness.hpp"
+
+#include "flashlab/cpu/naive.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+
+namespace flashlab::gpu::test {
+namespace {
+
+using cpu::Matrix;
+constexpr int kRowPad = 8;          // padding of Layout::bhsd_padded, a multiple of 8 for fa2
+constexpr uint8_t kPoison = 0xff;   // all-ones bytes are a NaN in fp32, fp16 and bf16
+// fp32 kernels are held to 2x naive fp32's error plus this many fp32 epsilons per
+// sqrt(N_k) (times max|V|): summing N_k terms in a different order than the CPU does moves
+// the result by about sqrt(N_k) roundings, and naive fp32's own error can be near zero.
+constexpr double kFp32OrderSlack = 8.0;
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { check_cuda(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// Strides (batch, head, row, column) and the element count of a (B, H, N, d) tensor.
+struct Geometry {
+  int64_t stride[4];
+  int64_t elems;
+  int64_t at(int b, int h, int n, int k) const {
+    return b * stride[0] + h * stride[1] + n * stride[2] + k;
+  }
+};
+
+Geometry geometry(Layout layout, int B, int H, int N, int d) {
+  switch (layout) {
+    case Layout::bshd: return {{int64_t(N) * H * d, d, int64_t(H) * d, 1}, int64_t(B) * N * H * d};
+    case Layout::bhsd_padded: {
+      const int64_t row = d + kRowPad;
+      return {{H * N * row, N * row, row, 1}, B * H * N * row};
+    }
+    case Layout::bhsd: break;
+  }
+  return {{int64_t(H) * N * d, int64_t(N) * d, d, 1}, int64_t(B) * H * N * d};
+}
+
+cpu::Causal causal_of(flashlab_causal c) {
+  switch (c) {
+    case FLASHLAB_CAUSAL_TOP_LEFT: return cpu::Causal::top_left;
+    case FLASHLAB_CAUSAL_BOTTOM_RIGHT: return cpu::Causal::bottom_right;
+    case FLASHLAB_CAUSAL_NONE: break;
+  }
+  return cpu::Causal::none;
+}
+
+// One tensor on the host, in its layout, with the values rounded to In.
+template <class In>
+struct HostTensor {
+  Geometry g;
+  int d;
+  std::vector<In> data;
+
+  HostTensor(Layout layout, int B, int H, int N, int d_, std::mt19937_64* rng)
+      : g(geometry(layout, B, H, N, d_)), d(d_), data(g.elems, In(0)) {
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < d; ++k) data[g.at(b, h, n, k)] = In(normal(*rng));
+  }
+
+  Matrix<In> head(int b, int h, int N) const {
+    Matrix<In> M(N, d);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < d; ++k) M(n, k) = data[g.at(b, h, n, k)];
+    return M;
+  }
+};
+
+// The inputs of one case, on the host and on the device, and the call that uses them.
+template <class In>
+struct Prepared {
+  Case c;
+  std::mt19937_64 rng;
+  HostTensor<In> Q, K, V;
+  Geometry gO;
+  DeviceBuffer dQ, dK, dV, dO, dL;
+  flashlab_forward_params params{};
+
+  Prepared(const Case& c_, uint64_t seed)
+      : c(c_), rng(seed),
+        Q(c.layout, c.batch, c.heads_q, c.n_q, c.d, &rng),
+        K(c.layout, c.batch, c.heads_kv, c.n_k, c.d, &rng),
+        V(c.layout, c.batch, c.heads_kv, c.n_k, c.d, &rng),
+        gO(geometry(c.layout, c.batch, c.heads_q, c.n_q, c.d)),
+        dQ(Q.data.size() * sizeof(In)), dK(K.data.size() * sizeof(In)),
+        dV(V.data.size() * sizeof(In)), dO(gO.elems * sizeof(In)),
+        dL(size_t(c.batch) * c.heads_q * c.n_q * sizeof(float)) {
+    upload(dQ, Q);
+    upload(dK, K);
+    upload(dV, V);
+    params.q = dQ.ptr;
+    params.k = dK.ptr;
+    params.v = dV.ptr;
+    params.o = dO.ptr;
+    params.lse = static_cast<float*>(dL.ptr);
+    std::memcpy(params.q_stride, Q.g.stride, sizeof(params.q_stride));
+    std::memcpy(params.k_stride, K.g.stride, sizeof(params.k_stride));
+    std::memcpy(params.v_stride, V.g.stride, sizeof(params.v_stride));
+    std::memcpy(params.o_stride, gO.stride, sizeof(params.o_stride));
+    params.batch = c.batch;
+    params.heads_q = c.heads_q;
+    params.heads_kv = c.heads_kv;
+    params.n_q = c.n_q;
+    params.n_k = c.n_k;
+    params.d = c.d;
+    params.scale = c.scale;
+    params.dtype = c.dtype;
+    params.causal = c.causal;
+    params.kernel = c.kernel;
+  }
+
+  static void upload(const DeviceBuffer& dst, const HostTensor<In>& t) {
+    check_cuda(cudaMemcpy(dst.ptr, t.data.data(), t.data.size() * sizeof(In),
+                          cudaMemcpyHostToDevice),
+               "upload");
+  }
+
+  // Poisons O and L, runs the kernel, and returns O (in its layout) and L.
+  std::pair<std::vector<In>, std::vector<float>> launch() {
+    check_cuda(cudaMemset(dO.ptr, kPoison, gO.elems * sizeof(In)), "poison O");
+    const size_t lse_count = size_t(c.batch) * c.heads_q * c.n_q;
+    check_cuda(cudaMemset(dL.ptr, kPoison, lse_count * sizeof(float)), "poison L");
+    if (flashlab_forward(&params) != FLASHLAB_OK)
+      throw std::runtime_error(std::string("flashlab_forward: ") + flashlab_last_error());
+    check_cuda(cudaDeviceSynchronize(), "kernel");
+    std::vector<In> O(gO.elems);
+    std::vector<float> L(lse_count);
+    check_cuda(cudaMemcpy(O.data(), dO.ptr, O.size() * sizeof(In), cudaMemcpyDeviceToHost), "O");
+    check_cuda(cudaMemcpy(L.data(), dL.ptr, L.size() * sizeof(float), cudaMemcpyDeviceToHost),
+               "L");
+    return {std::move(O), std::move(L)};
+  }
+};
+
+template <class In>
+double fp32_slack(const Case& c, const HostTensor<In>& V) {
+  if constexpr (!std::is_same_v<In, float>) return 0.0;
+  double v_max = 0;
+  for (const In& x : V.data) v_max = std::max(v_max, std::abs(double(x)));
+  return kFp32OrderSlack * std::numeric_limits<float>::epsilon() * std::sqrt(double(c.n_k)) *
+         v_max;
+}
+
+// Compares one (b, h) head of the kernel's output with the references.
+template <class In>
+void compare_head(const Prepared<In>& p, const std::vector<In>& O, const std::vector<float>& L,
+                  int b, int h, Outcome* out) {
+  const Case& c = p.c;
+  const int hk = h / (c.heads_q / c.heads_kv);
+  cpu::AttentionOptions options;
+  options.causal = causal_of(c.causal);
+  if (c.scale > 0) options.scale = c.scale;
+  const Matrix<In> Q = p.Q.head(b, h, c.n_q), K = p.K.head(b, hk, c.n_k), V = p.V.head(b, hk, c.n_k);
+  const auto ref = cpu::naive_attention<double>(Q.template cast<double>(), K.template cast<double>(),
+                                                V.template cast<double>(), options);
+  const auto low = cpu::naive_attention<In>(Q, K, V, options);
+  for (int n = 0; n < c.n_q; ++n) {
+    for (int k = 0; k < c.d; ++k) {
+      const double o = double(O[p.gO.at(b, h, n, k)]);
+      if (std::isnan(o)) ++out->unwritten;
+      else out->err = std::max(out->err, std::abs(o - ref.O(n, k)));
+      out->err_naive = std::max(out->err_naive, std::abs(double(low.O(n, k)) - ref.O(n, k)));
+    }
+    for (int k = c.d; c.layout == Layout::bhsd_padded && k < c.d + kRowPad; ++k)
+      if (!std::isnan(double(O[p.gO.at(b, h, n, k)]))) ++out->padding_written;
+    const double l = L[(size_t(b) * c.heads_q + h) * c.n_q + n];
+    if (std::isinf(ref.L[n])) out->lse_inf_matches &= std::isinf(l) && l < 0;
+    else if (std::isnan(l) || std::isinf(l)) out->lse_inf_matches = false;
+    else out->lse_err = std::max(out->lse_err, std::abs(l - ref.L[n]));
+  }
+}
+
+template <class In>
+Outcome run_typed(const Case& c, uint64_t seed) {
+  Prepared<In> p(c, seed);
+  const auto [O, L] = p.launch();
+  Outcome out;
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads_q; ++h) compare_head(p, O, L, b, h, &out);
+  out.bound = 2.0 * out.err_naive + fp32_slack(c, p.V);
+  return out;
+}
+
+template <class In>
+std::vector<RawRun> repeated_typed(const Case& c, uint64_t seed, int runs) {
+  Prepared<In> p(c, seed);
+  std::vector<RawRun> result;
+  for (int r = 0; r < runs; ++r) {
+    auto [O, L] = p.launch();
+    RawRun raw;
+    raw.o.resize(O.size() * sizeof(In));
+    std::memcpy(raw.o.data(), O.data(), raw.o.size());
+    raw.lse = std::move(L);
+    result.push_back(std::move(raw));
+  }
+  return result;
+}
+
+const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::bshd: return "BSHD";
+    case Layout::bhsd_padded: return "BHSD+pad";
+    case Layout::bhsd: break;
+  }
+  return "BHSD";
+}
+
+}  // namespace
+
+std::string Case::describe() const {
+  static const char* kKernels[] = {"naive", "scalar", "fa2"};
+  static const char* kDtypes[] = {"fp32", "fp16", "bf16"};
+  static const char* kCausal[] = {"none", "top_left", "bottom_right"};
+  return std::string(kKernels[kernel]) + " " + kDtypes[dtype] + " B=" + std::to_string(batch) +
+         " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
+         " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) +
+         " d=" + std::to_string(d) + " causal=" + kCausal[causal] + " " + layout_name(layout) +
+         (scale > 0 ? " scale=" + std::to_string(scale) : "");
+}
+
+Outcome run_case(const Case& c, uint64_t seed) {
+  switch (c.dtype) {
+    case FLASHLAB_FP32: return run_typed<float>(c, seed);
+    case FLASHLAB_FP16: return run_typed<cpu::fp16>(c, seed);
+    case FLASHLAB_BF16: break;
+  }
+  return run_typed<cpu::bf16>(c, seed);
+}
+
+std::vector<RawRun> run_repeated(const Case& c, uint64_t seed, int runs) {
+  switch (c.dtype) {
+    case FLASHLAB_FP32: return repeated_typed<float>(c, seed, runs);
+    case FLASHLAB_FP16: return repeated_typed<cpu::fp16>(c, seed, runs);
+    case FLASHLAB_BF16: break;
+  }
+  return repeated_typed<cpu::bf16>(c, seed, runs);
+}
+
+ValidCall::ValidCall(flashlab_kernel kernel, flashlab_dtype dtype, int d) {
+  constexpr int kHeadsQ = 2, kN = 16;
+  const size_t elem = dtype == FLASHLAB_FP32 ? 4 : 2;
+  const size_t bytes = size_t(kHeadsQ) * kN * d * elem;
+  for (int i = 0; i < 5; ++i) {
+    void* ptr = nullptr;
+    check_cuda(cudaMalloc(&ptr, bytes), "cudaMalloc");
+    owned.push_back(ptr);
+  }
+  params.q = owned[0];
+  params.k = owned[1];
+  params.v = owned[2];
+  params.o = owned[3];
+  params.lse = static_cast<float*>(owned[4]);
+  const int64_t q_strides[4] = {int64_t(kHeadsQ) * kN * d, int64_t(kN) * d, d, 1};
+  const int64_t kv_strides[4] = {int64_t(kN) * d, int64_t(kN) * d, d, 1};
+  std::memcpy(params.q_stride, q_strides, sizeof(q_strides));
+  std::memcpy(params.o_stride, q_strides, sizeof(q_strides));
+  std::memcpy(params.k_stride, kv_strides, sizeof(kv_strides));
+  std::memcpy(params.v_stride, kv_strides, sizeof(kv_strides));
+  params.batch = 1;
+  params.heads_q = kHeadsQ;
+  params.heads_kv = 1;
+  params.n_q = params.n_k = kN;
+  params.d = d;
+  params.dtype = dtype;
+  params.kernel = kernel;
+}
+
+ValidCall::~ValidCall() {
+  for (void* ptr : owned) cudaFree(ptr);
+}
+
+flashlab_status ValidCall::call(std::string* message) const {
+  const flashlab_status status = flashlab_forward(&params);
+  check_cuda(cudaDeviceSynchronize(), "ValidCall");
+  *message = flashlab_last_error();
+  return status;
+}
+
+}  // namespace flashlab::gpu::test

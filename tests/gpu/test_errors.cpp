@@ -1,0 +1,138 @@
+// Every bad input comes back as a status and a message that says what was wrong and what
+// would be right; nothing aborts, and a good call afterwards still succeeds.
+#include "checks.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace flashlab::gpu::test {
+namespace {
+
+// Expects `call` to fail with `status` and a message that contains `words`.
+void expect_error(const ValidCall& call, flashlab_status status, const char* words) {
+  std::string message;
+  const flashlab_status got = call.call(&message);
+  INFO("message: ", message);
+  CHECK(std::string(flashlab_status_name(got)) == flashlab_status_name(status));
+  CHECK(message.find(words) != std::string::npos);
+}
+
+TEST_CASE("a valid call succeeds and clears the last error") {
+  for (flashlab_kernel kernel : kAllKernels) {
+    ValidCall bad(kernel);
+    bad.params.n_q = 0;
+    std::string message;
+    CHECK(bad.call(&message) != FLASHLAB_OK);
+    CHECK(!message.empty());
+    const ValidCall good(kernel);
+    CHECK(good.call(&message) == FLASHLAB_OK);
+    CHECK(message.empty());
+  }
+  CHECK(flashlab_abi_version() == FLASHLAB_ABI_VERSION);
+}
+
+TEST_CASE("unsupported head dimension or dtype") {
+  {
+    const ValidCall call(FLASHLAB_KERNEL_FA2, FLASHLAB_BF16, 96);
+    expect_error(call, FLASHLAB_ERROR_UNSUPPORTED, "d = 96 is not supported by the fa2 kernel");
+  }
+  {
+    const ValidCall call(FLASHLAB_KERNEL_SCALAR, FLASHLAB_BF16, 59);
+    expect_error(call, FLASHLAB_ERROR_UNSUPPORTED, "d = 59 is not supported by the scalar");
+  }
+  {
+    const ValidCall call(FLASHLAB_KERNEL_FA2, FLASHLAB_FP32, 64);
+    expect_error(call, FLASHLAB_ERROR_UNSUPPORTED, "dtype fp32 is not supported by the fa2");
+  }
+  ValidCall call(FLASHLAB_KERNEL_NAIVE);
+  call.params.dtype = 9;
+  expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "dtype = 9 is unknown");
+}
+
+TEST_CASE("misaligned pointers and strides") {
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    call.params.q = static_cast<const char*>(call.params.q) + 2;  // one bf16 element off
+    expect_error(call, FLASHLAB_ERROR_MISALIGNED, "Q = ");
+    expect_error(call, FLASHLAB_ERROR_MISALIGNED, "16-byte aligned");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    call.params.v_stride[2] = 68;  // rows 136 bytes apart: every other row misaligned
+    expect_error(call, FLASHLAB_ERROR_MISALIGNED, "V's stride 68 is not a multiple of 8");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_SCALAR);
+    call.params.o = static_cast<char*>(call.params.o) + 1;  // inside an element
+    expect_error(call, FLASHLAB_ERROR_MISALIGNED, "O = ");
+  }
+}
+
+TEST_CASE("a last dimension that is not contiguous, and bad strides") {
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    call.params.k_stride[3] = 2;
+    expect_error(call, FLASHLAB_ERROR_BAD_STRIDE, "K's column stride = 2");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_SCALAR);
+    call.params.q_stride[1] = -64;
+    expect_error(call, FLASHLAB_ERROR_BAD_STRIDE, "Q's head stride = -64 is negative");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_NAIVE);
+    call.params.o_stride[2] = 32;  // rows overlap: cuBLAS needs a leading dimension >= d
+    expect_error(call, FLASHLAB_ERROR_BAD_STRIDE, "O's row stride = 32");
+  }
+}
+
+TEST_CASE("heads_q not a multiple of heads_kv, and sizes out of range") {
+  for (flashlab_kernel kernel : kAllKernels) {
+    {
+      ValidCall call(kernel);
+      call.params.heads_kv = 3;  // heads_q = 2
+      expect_error(call, FLASHLAB_ERROR_BAD_SHAPE,
+                   "heads_q = 2 is not a multiple of heads_kv = 3");
+    }
+    {
+      ValidCall call(kernel);
+      call.params.n_k = 0;
+      expect_error(call, FLASHLAB_ERROR_BAD_SHAPE, "n_k = 0 is out of range");
+    }
+  }
+}
+
+TEST_CASE("null pointers") {
+  const char* kNames[] = {"Q is NULL", "K is NULL", "V is NULL", "O is NULL"};
+  for (int which = 0; which < 4; ++which) {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    if (which == 0) call.params.q = nullptr;
+    if (which == 1) call.params.k = nullptr;
+    if (which == 2) call.params.v = nullptr;
+    if (which == 3) call.params.o = nullptr;
+    expect_error(call, FLASHLAB_ERROR_NULL_POINTER, kNames[which]);
+  }
+  CHECK(flashlab_forward(nullptr) == FLASHLAB_ERROR_NULL_POINTER);
+  CHECK(std::string(flashlab_last_error()).find("params is NULL") != std::string::npos);
+}
+
+TEST_CASE("unknown enums and a bad scale") {
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    call.params.kernel = 7;
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "kernel = 7 is unknown");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    call.params.causal = 5;
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "causal = 5 is unknown");
+  }
+  for (double scale : {-1.0, std::numeric_limits<double>::infinity()}) {
+    ValidCall call(FLASHLAB_KERNEL_SCALAR);
+    call.params.scale = scale;
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "is not allowed: give a finite scale > 0");
+  }
+}
+
+}  // namespace
+}  // namespace flashlab::gpu::test
