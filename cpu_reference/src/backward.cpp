@@ -1,5 +1,7 @@
 #include "flashlab/cpu/backward.hpp"
 
+#include "flashlab/cpu/score_tile.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,6 +24,7 @@ struct Problem {
   const Vector<T>& L;      // (N_q)
   Vector<T> D;             // (N_q)
   Mask mask;
+  const AttentionOptions& options;
   T scale;
   const DropoutMask* dropout;
 };
@@ -33,7 +36,7 @@ Problem<T> make_problem(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>&
   check_backward_inputs(Q, K, V, O, L, dO, options);
   const T scale = static_cast<T>(options.scale_for(Q.cols()));
   return {Q, Q * scale, K, V, dO, L, compute_D(dO, O),
-          Mask{options.causal, Q.rows(), K.rows()}, scale, dropout};
+          Mask{options.causal, Q.rows(), K.rows()}, options, scale, dropout};
 }
 
 // P = exp(S - L) row by row: (rows, cols). A row with no valid key (L = -inf) gets P = 0,
@@ -55,9 +58,10 @@ void tile_gradients(const Problem<T>& in, Index q0, Index rows, Index k0, Index 
   const auto K_j = in.K.middleRows(k0, cols), V_j = in.V.middleRows(k0, cols);  // (cols, d)
   const auto dO_i = in.dO.middleRows(q0, rows);                                  // (rows, d)
 
-  Matrix<T> S = in.Q_scaled.middleRows(q0, rows) * K_j.transpose();  // (rows, cols)
-  if (kind == TileKind::partial) in.mask.apply(S, q0, k0);
-  const Matrix<T> P = probabilities<T>(S, in.L.segment(q0, rows));     // (rows, cols)
+  // Recompute the scores exactly as the forward formed them, then P from L alone.
+  const Matrix<T> S = score_tile<T>(in.Q_scaled.middleRows(q0, rows), K_j, q0, k0, kind,
+                                    in.mask, in.options);          // (rows, cols)
+  const Matrix<T> P = probabilities<T>(S, in.L.segment(q0, rows));  // (rows, cols)
   Matrix<T> dP = dO_i * V_j.transpose();                            // (rows, cols)
 
   if (in.dropout) {  // the forward used P o Z: replay the same Z
@@ -68,19 +72,9 @@ void tile_gradients(const Problem<T>& in, Index q0, Index rows, Index k0, Index 
     dV_j.noalias() += P.transpose() * dO_i;
   }
   // dS = P o (dP - D): the softmax's backward, row by row.
-  const Matrix<T> dS =
-      P.cwiseProduct((dP.colwise() - in.D.segment(q0, rows)));  // (rows, cols)
+  const Matrix<T> dS = P.cwiseProduct(dP.colwise() - in.D.segment(q0, rows));  // (rows, cols)
   dQ_i.noalias() += (dS * K_j) * in.scale;
   dK_j.noalias() += (dS.transpose() * in.Q.middleRows(q0, rows)) * in.scale;
-}
-
-void count(TileCounts& counts, TileKind kind) {
-  if (kind == TileKind::skipped) {
-    ++counts.skipped;
-    return;
-  }
-  ++counts.computed;
-  if (kind == TileKind::partial) ++counts.partial;
 }
 
 template <class T>
@@ -139,7 +133,7 @@ Gradients<T> backward_kv_outer(const Matrix<T>& Q, const Matrix<T>& K, const Mat
     for (Index i = 0; i < tile_count(n_q, Br); ++i) {  // inner: query tiles
       const Index q0 = i * Br, rows = std::min(Br, n_q - q0);
       const TileKind kind = in.mask.classify(q0, rows, k0, cols);
-      count(out.tiles, kind);
+      count_tile(out.tiles, kind);
       if (kind == TileKind::skipped) continue;  // wholly in the future: P = 0 there
       tile_gradients<T>(in, q0, rows, k0, cols, kind, out.dQ.middleRows(q0, rows), dK_j, dV_j);
     }
@@ -164,7 +158,7 @@ Gradients<T> backward_q_outer(const Matrix<T>& Q, const Matrix<T>& K, const Matr
     for (Index j = 0; j < tile_count(n_k, Bc); ++j) {  // inner: KV tiles
       const Index k0 = j * Bc, cols = std::min(Bc, n_k - k0);
       const TileKind kind = in.mask.classify(q0, rows, k0, cols);
-      count(out.tiles, kind);
+      count_tile(out.tiles, kind);
       if (kind == TileKind::skipped) continue;
       tile_gradients<T>(in, q0, rows, k0, cols, kind, dQ_i, out.dK.middleRows(k0, cols),
                      out.dV.middleRows(k0, cols));
