@@ -25,7 +25,8 @@ NaiveResult<In> naive_attention(const Matrix<In>& Q, const Matrix<In>& K, const 
   // (Written as a plain product, then scaled: Eigen evaluates `(A B) * s` far more slowly.)
   Matrix<Acc> S(Q.rows(), K.rows());
   S.noalias() = Q.template cast<Acc>() * K.template cast<Acc>().transpose();
-  S = stored<In>(S * scale);
+  S *= scale;
+  S = stored<In>(S);
   mask.apply(S, 0, 0);
   if (options.check_finite) check_scores_finite(S, 0, 0, mask);
 
