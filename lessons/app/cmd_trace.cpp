@@ -17,6 +17,8 @@ namespace flashlab::app {
 namespace {
 
 constexpr std::string_view kWorkedExample = "49-15";
+constexpr double kExact = 49.0 / 15.0;
+constexpr int kAllDigits = 17;  // enough to tell fp64 values apart
 
 struct TraceArgs {
   std::string example;
@@ -58,7 +60,11 @@ void run(const TraceArgs& a) {
                                            trace.query_tiles.size() - 1));
   TracePrintOptions options;
   options.only_query_tile = a.query_tile;
+  if (!a.example.empty()) options.digits = kAllDigits;
   print_trace(std::cout, Style::for_stdout(a.no_colour), trace, options);
+  if (!a.example.empty())
+    std::cout << fmt::format("\n49/15 = {:.17g}; the trace's O differs from it by {:.3g}\n",
+                             kExact, trace.query_tiles[0].O(0, 0) - kExact);
   if (!a.json_path.empty()) write_jsonl(trace, a.json_path);
 }
 

@@ -3,7 +3,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "flashlab/sim/simulate.hpp"
+
 #include <cmath>
+#include <map>
 #include <random>
 
 namespace flashlab::app {
@@ -24,7 +27,6 @@ Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 // The byte model of FlashAttention-2's order, derived from the tile shapes alone: Q_i read
 // once, K_j and V_j read once per computed (query tile, KV tile) pair, O_i and L_i written
 // once; skipped tiles move nothing. This is exactly the traffic the loop issues.
-template <class Acc>
 void add_shape_bytes(TileTrace& trace) {
   const Bytes e = trace.element_bytes, d = trace.d;
   for (auto& q : trace.query_tiles) {
@@ -36,6 +38,28 @@ void add_shape_bytes(TileTrace& trace) {
   trace.bytes_source = fmt::format(
       "computed from the tile shapes: {}-byte elements, Q_i read once, K_j and V_j once per "
       "computed tile, O_i and L_i written once", e);
+}
+
+// The bytes the simulator's FlashAttention-2 program moves on the same inputs, booked to
+// the same tiles: K_j and V_j loads to tile (i, j); Q_i's load and O_i, L_i's stores, which
+// the program issues outside the KV loop (j = -1), to query tile i.
+void add_simulated_bytes(TileTrace& trace, const TraceInputs& in, const TraceSetup& setup) {
+  constexpr sim::Bytes kTraceSram = sim::Bytes{1} << 30;  // ample: a trace is about values
+  const sim::Problem problem{.N = setup.N, .d = setup.d, .dtype = sim::DType::fp32,
+                             .causal = setup.causal, .sram_bytes = kTraceSram,
+                             .tiles = setup.tiles};
+  std::map<std::pair<Index, Index>, Bytes> read, written;
+  sim::simulate<float>(sim::Algorithm::fa2, problem, in.Q, in.K, in.V, [&](const sim::Event& e) {
+    if (e.kind == sim::EventKind::load) read[{e.tile.i, e.tile.j}] += e.bytes * e.times;
+    if (e.kind == sim::EventKind::store) written[{e.tile.i, e.tile.j}] += e.bytes * e.times;
+  });
+  for (auto& q : trace.query_tiles) {
+    q.read = read[{q.i, -1}];
+    q.written = written[{q.i, -1}];
+  }
+  for (auto& t : trace.tiles) t.read = read[{t.i, t.j}];
+  trace.bytes_source = "counted by the simulator's FlashAttention-2 program on the same inputs "
+                       "(fp32, 4-byte elements)";
 }
 
 template <class Acc>
@@ -76,7 +100,6 @@ TileTrace trace_forward(const cpu::Matrix<In>& Q, const cpu::Matrix<In>& K,
     q.L = to_vector(result.L.segment(q.q0, q.rows));
     trace.query_tiles.push_back(std::move(q));
   }
-  add_shape_bytes<Acc>(trace);
   return trace;
 }
 
@@ -135,7 +158,9 @@ TileTrace trace_random(const TraceSetup& setup) {
   cpu::AttentionOptions options;
   options.causal = setup.causal;
   options.tiles = setup.tiles;
-  return trace_forward<float>(in.Q, in.K, in.V, options, "fp32");
+  auto trace = trace_forward<float>(in.Q, in.K, in.V, options, "fp32");
+  add_simulated_bytes(trace, in, setup);
+  return trace;
 }
 
 TileTrace trace_worked_example(Index kv_tile) {
@@ -147,7 +172,9 @@ TileTrace trace_worked_example(Index kv_tile) {
   cpu::AttentionOptions options;
   options.scale = 1.0;  // S = Q K^T exactly, so exp(S) is the list above
   options.tiles = {1, kv_tile};
-  return trace_forward<double>(Q, K, V, options, "fp64");
+  auto trace = trace_forward<double>(Q, K, V, options, "fp64");
+  add_shape_bytes(trace);  // the simulator models fp32 and 16-bit types, not fp64
+  return trace;
 }
 
 namespace {

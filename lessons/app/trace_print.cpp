@@ -77,8 +77,8 @@ void print_query_tile(std::ostream& out, const Style& style, const TileTrace& tr
       result.add({"...", "", ""});
       continue;
     }
-    result.add({fmt::format("{}", q.q0 + r + 1), num_row(row_of(q.O, r), 6, o.keep_cols),
-                num(q.L[r])});
+    result.add({fmt::format("{}", q.q0 + r + 1), num_row(row_of(q.O, r), o.digits, o.keep_cols),
+                num(q.L[r], o.digits)});
   }
   out << fmt::format("  after the sweep (store O_{} and L_{}: {} B):\n", i, i, q.written);
   result.print(out, style, 4);
@@ -86,7 +86,7 @@ void print_query_tile(std::ostream& out, const Style& style, const TileTrace& tr
 }
 
 void print_trace_totals(std::ostream& out, const Style& style, const TileTrace& t) {
-  out << paint(style, Tone::emphasis, "Totals") << '\n';
+  out << paint(style, Tone::emphasis, "Totals of the whole run") << '\n';
   out << fmt::format("  score tiles: {} computed ({} of them partial, masked in place), {} skipped\n",
                      t.counts.computed, t.counts.partial, t.counts.skipped);
   out << fmt::format("  HBM bytes: {} read, {} written\n", t.total_read(), t.total_written());

@@ -14,6 +14,7 @@ struct TracePrintOptions {
   std::size_t max_rows = 8;  // a tile with more query rows shows its first 3 and last 2
   std::size_t keep_cols = 3;  // U and O rows wider than 2 * keep_cols show their ends
   Index only_query_tile = -1;  // >= 0: print that query tile alone
+  int digits = 6;              // significant digits of O and L
 };
 
 void print_query_tile(std::ostream& out, const Style& style, const TileTrace& trace, Index i,

@@ -1,0 +1,60 @@
+// The `flashlab` command line as a script sees it: exit codes, plain output, clear errors.
+#include "lesson_registry.hpp"
+#include "run_flashlab.hpp"
+
+#include <doctest/doctest.h>
+
+using flashlab::test::run_flashlab;
+
+namespace {
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+constexpr int kUsageError = 2;  // main.cpp's exit status for bad input
+}  // namespace
+
+TEST_CASE("flashlab lessons lists every lesson with what it teaches") {
+  const auto run = run_flashlab("lessons");
+  REQUIRE(run.status == 0);
+  for (const auto& lesson : flashlab::app::all_lessons()) {
+    CHECK(contains(run.output, std::string(lesson.title)));
+    CHECK(contains(run.output, std::string(lesson.teaches)));
+  }
+}
+
+TEST_CASE("flashlab lesson N runs, and an unknown N is a clear error") {
+  const auto ok = run_flashlab("lesson 2");
+  CHECK(ok.status == 0);
+  CHECK(contains(ok.output, "Lesson 2:"));
+  CHECK_FALSE(contains(ok.output, "\033["));  // stdout is a pipe: no colour
+  const auto missing = run_flashlab("lesson 99 2>&1");
+  CHECK(missing.status == kUsageError);
+  CHECK(contains(missing.output, "there is no lesson 99"));
+  const auto word = run_flashlab("lesson two 2>&1");
+  CHECK(word.status == kUsageError);
+  CHECK(contains(word.output, "`two` is not a lesson number"));
+}
+
+TEST_CASE("flashlab trace refuses what it cannot trace, saying what would work") {
+  const auto example = run_flashlab("trace --example 3-4 2>&1");
+  CHECK(example.status == kUsageError);
+  CHECK(contains(example.output, "the one example is `49-15`"));
+  const auto tile = run_flashlab("trace --n 24 --query-tile 6 2>&1");
+  CHECK(tile.status == kUsageError);
+  CHECK(contains(tile.output, "numbered 0 to 5"));
+}
+
+TEST_CASE("flashlab trace --json writes one event per line") {
+  const std::string path = "test_cli_trace.jsonl";
+  const auto run = run_flashlab("trace --n 24 --bc 8 --json " + path + " 2>&1");
+  REQUIRE(run.status == 0);
+  CHECK(contains(run.output, "wrote 31 events"));  // setup + 6 x (start, 3 KV tiles, end)
+  std::remove(path.c_str());
+}
+
+TEST_CASE("every subcommand answers --help") {
+  for (const char* cmd : {"lessons", "lesson", "trace"}) {
+    CAPTURE(cmd);
+    CHECK(run_flashlab(std::string(cmd) + " --help").status == 0);
+  }
+}

@@ -1,0 +1,87 @@
+// Every lesson's program, run in-process as `flashlab lesson N` runs it: it finishes, prints
+// plain text when asked to, pauses between steps with --step, and prints the key numbers
+// the seed states (checked here against formulas, not against the program's own output).
+#include "lesson_registry.hpp"
+
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+using namespace flashlab::app;
+
+namespace {
+
+struct LessonRun {
+  std::string output;
+  int steps = 0;
+};
+
+LessonRun run_lesson(int number, bool step = false, const std::string& input = "") {
+  std::ostringstream out;
+  std::istringstream in(input);
+  LessonContext ctx(out, in, Style::plain(), step);
+  find_lesson(number).run(ctx);
+  return {out.str(), ctx.steps()};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("every lesson runs to its end in plain text") {
+  for (const auto& lesson : all_lessons()) {
+    CAPTURE(lesson.number);
+    const auto run = run_lesson(lesson.number);
+    CHECK(run.steps >= 3);
+    CHECK(contains(run.output, "Next:"));
+    CHECK_FALSE(contains(run.output, "\033["));  // no escape codes without a terminal
+  }
+}
+
+TEST_CASE("--step pauses before every step but the first") {
+  for (const int number : {2, 4}) {
+    const auto run = run_lesson(number, true, std::string(32, '\n'));
+    CHECK(count(run.output, "[press Enter for the next step]") ==
+          static_cast<std::size_t>(run.steps - 1));
+  }
+  CHECK(count(run_lesson(2).output, "press Enter") == 0);
+}
+
+TEST_CASE("lesson 0: the seed's sizes at N = 8192, d = 128, bf16") {
+  const auto out = run_lesson(0).output;
+  constexpr double kMiB = 1 << 20;
+  const double square = 8192.0 * 8192.0 * 2 / kMiB, input = 8192.0 * 128 * 2 / kMiB;
+  CHECK(contains(out, fmt::format("{:.0f} MiB", square)));           // S or P: 128 MiB
+  CHECK(contains(out, fmt::format("{:.0f} MiB", input)));            // Q: 2 MiB
+  CHECK(contains(out, fmt::format("{:.0f} GiB", 2 * square * 32 / 1024)));  // 8 GiB
+  CHECK(contains(out, fmt::format("moves {:.0f} MiB per head", 4 * square)));  // 512 MiB
+}
+
+TEST_CASE("lesson 2: 49/15 from the two tiles, and the shortcut that is wrong") {
+  const auto out = run_lesson(2).output;
+  CHECK(contains(out, "O = u / l = 6.125 / 1.875 = 3.26666666666666"));
+  CHECK(contains(out, "to get 2.66667"));  // (5/3 + 11/3) / 2 = 8/3
+}
+
+TEST_CASE("lesson 4: the causal tile counts of 24 tokens in tiles of 4") {
+  constexpr int kTiles = 6;
+  const int computed = kTiles * (kTiles + 1) / 2;
+  CHECK(contains(run_lesson(4).output,
+                 fmt::format("{} tiles computed ({} of them diagonal), {} skipped", computed,
+                             kTiles, kTiles * kTiles - computed)));
+}
+
+TEST_CASE("an unknown lesson number names the ones that exist") {
+  const auto last = all_lessons().back().number;
+  CHECK_THROWS_WITH_AS(find_lesson(last + 1),
+                       doctest::Contains(fmt::format("numbered 0 to {}", last).c_str()), UnknownLesson);
+  CHECK_THROWS_AS(find_lesson(-1), UnknownLesson);
+}
