@@ -41,12 +41,17 @@ if want build; then
             -Dfmt_DIR="$DEPS/usr/lib/x86_64-linux-gnu/cmake/fmt"
             -Dnlohmann_json_DIR="$DEPS/usr/share/cmake/nlohmann_json")
   fi
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHLAB_NATIVE=OFF \
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" --target test_gpu flashlab_gpu -j "$(nproc)" || exit 1
-  # The compiler's resource report for the kernels: registers, spills, shared memory.
-  cuobjdump --dump-resource-usage "$BUILD/gpu/libflashlab.so" | grep -E "Function|REG" |
-    sed -E 's/^ +//' | paste - - | sed -E 's/Function ([^ ]+):/\1/' | cut -c1-160
+  lib="$BUILD/gpu/libflashlab.so"
+  # The compiler's resource report (registers, shared memory, stack) and, per kernel that
+  # uses tensor cores, how many of each instruction that matters made it into the SASS.
+  cuobjdump --dump-resource-usage "$lib" | grep -E "Function|REG" | cut -c1-200
+  cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} /HMMA/ {h[f]++} /LDSM/ {m[f]++}
+    /LDGSTS/ {g[f]++} /MUFU.EX2/ {e[f]++} /LDL|STL/ {s[f]++}
+    END {for (f in h) printf "%s: HMMA %d LDSM %d LDGSTS %d MUFU.EX2 %d LDL/STL %d\n",
+         f, h[f], m[f], g[f], e[f], s[f]}'
 fi
 
 if want test; then
