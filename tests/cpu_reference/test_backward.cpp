@@ -68,7 +68,7 @@ TEST_CASE("D = rowsum(dO o O) equals rowsum(P o dP) without forming P") {
   }
 }
 
-TEST_CASE("tiled backward equals the naive backward in fp64, both loop orders") {
+TEST_CASE("tiled backward equals the naive backward in fp64 in both loop orders") {
   std::mt19937_64 rng(fresh_seed());
   for (Index n : {1, 3, 97, 128})
     for (Index d : {1, 59, 64})
@@ -76,7 +76,7 @@ TEST_CASE("tiled backward equals the naive backward in fp64, both loop orders") 
         check_against_naive({n, n, d, causal}, rng);
 }
 
-TEST_CASE("tiled backward equals the naive backward with N_q != N_k, both causal alignments") {
+TEST_CASE("tiled backward equals the naive backward with N_q != N_k and both causal alignments") {
   std::mt19937_64 rng(fresh_seed());
   const Index shapes[][2] = {{97, 128}, {128, 97}, {1, 128}, {128, 1}, {3, 97}};
   for (const auto& s : shapes)
@@ -110,7 +110,7 @@ TEST_CASE("a query row with no valid key contributes nothing") {
   }
 }
 
-TEST_CASE("causal backward skips the tiles above the diagonal, in both loop orders") {
+TEST_CASE("causal backward skips the tiles above the diagonal in both loop orders") {
   std::mt19937_64 rng(fresh_seed());
   const Index n = 100, d = 4;
   AttentionOptions options;

@@ -89,7 +89,7 @@ TEST_CASE("the multi-head backward refuses a missing L and a wrong dO") {
                  "dO is (1, 1, 6, 4)"));
 }
 
-TEST_CASE("dropout p outside [0, 1) is refused everywhere") {
+TEST_CASE("dropout p outside 0 <= p < 1 is refused everywhere") {
   for (double p : {-0.1, 1.0, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     CAPTURE(p);
     const Dropout bad{p, 1, 0};

@@ -43,7 +43,7 @@ TEST_CASE("gradients equal central finite differences over awkward shapes") {
       for (Causal causal : {Causal::none, Causal::top_left}) check_single_head(n, n, d, causal, rng);
 }
 
-TEST_CASE("gradients equal central finite differences with N_q != N_k, both alignments") {
+TEST_CASE("gradients equal central finite differences with N_q != N_k and both alignments") {
   std::mt19937_64 rng(fresh_seed());
   for (Causal causal : {Causal::top_left, Causal::bottom_right}) {
     check_single_head(97, 128, 59, causal, rng);

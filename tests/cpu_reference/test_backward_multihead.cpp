@@ -50,7 +50,7 @@ void check_against_naive(Index heads_q, Index heads_kv, Causal causal, std::mt19
 
 }  // namespace
 
-TEST_CASE("multi-head backward equals the naive backward head by head: MHA, GQA, MQA") {
+TEST_CASE("multi-head backward equals the naive backward head by head for MHA and GQA and MQA") {
   std::mt19937_64 rng(fresh_seed());
   for (Causal causal : {Causal::none, Causal::bottom_right}) {
     check_against_naive(3, 3, causal, rng);  // multi-head: one KV head each

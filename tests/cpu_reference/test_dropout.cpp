@@ -29,7 +29,7 @@ Matrix<double> full_mask(const DropoutMask& mask, Index rows, Index cols) {
 
 }  // namespace
 
-TEST_CASE("a tile of the mask is the same slice of the whole mask, wherever the tile lies") {
+TEST_CASE("a tile of the mask is the same slice of the whole mask wherever the tile lies") {
   std::mt19937_64 rng(fresh_seed());
   const DropoutMask mask(random_dropout(0.3, rng), 3, 5);
   const Index n_q = 70, n_k = 83;
@@ -44,7 +44,7 @@ TEST_CASE("a tile of the mask is the same slice of the whole mask, wherever the 
     for (Index c = 0; c < n_k; ++c) CHECK(mask.keep(r, c) == (Z(r, c) != 0));
 }
 
-TEST_CASE("the forward and the backward use the same mask, whatever their tiles") {
+TEST_CASE("the forward and the backward use the same mask whatever their tiles") {
   // With V = I (N_k = d) the forward's output is O = P o Z itself, and with dO = I
   // (N_q = d) the backward's dV = (P o Z)^T dO is its transpose: both masks can be read off.
   std::mt19937_64 rng(fresh_seed());
@@ -77,7 +77,7 @@ TEST_CASE("the forward and the backward use the same mask, whatever their tiles"
   }
 }
 
-TEST_CASE("two runs with the same seed and offset draw the same mask; others differ") {
+TEST_CASE("two runs with the same seed and offset draw the same mask and others differ") {
   std::mt19937_64 rng(fresh_seed());
   const Dropout dropout = random_dropout(0.2, rng);
   const Index n = 97;
@@ -105,7 +105,7 @@ TEST_CASE("two runs with the same seed and offset draw the same mask; others dif
   }
 }
 
-TEST_CASE("the kept fraction is 1 - p, and kept weights are scaled by exactly 1/(1 - p)") {
+TEST_CASE("the kept fraction is 1 - p and kept weights are scaled by exactly 1/(1 - p)") {
   std::mt19937_64 rng(fresh_seed());
   const Index n = 1024;
   // N^2 = 2^20 draws: the kept fraction's standard deviation is below 0.0005, so 0.01 is

@@ -26,7 +26,7 @@ TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors") {
   for (const Kat& kat : kats) CHECK(philox4x32_10(kat.counter, kat.key) == kat.expected);
 }
 
-TEST_CASE("Philox4x32-10: neighbouring counters and keys give unrelated words") {
+TEST_CASE("Philox4x32-10 gives unrelated words for neighbouring counters and keys") {
   // A counter-based generator is only useful if counters 0, 1, 2, ... (neighbouring
   // positions of the mask) do not give related outputs: no repeated word among many.
   constexpr std::uint32_t kCounters = 4096;
