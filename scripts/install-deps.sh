@@ -11,6 +11,7 @@ packages=(
   libfmt-dev         # formatted output
   nlohmann-json3-dev # JSON traces and reports
   libomp-dev         # OpenMP (g++ ships its own libgomp; this keeps clang builds whole too)
+  chromium           # the HTML viewer's browser test (headless; nothing is downloaded)
 )
 
 missing=()

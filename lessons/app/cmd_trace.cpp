@@ -1,8 +1,9 @@
 // `flashlab trace`: the FlashAttention-2 forward pass, tile by tile.
 //   flashlab trace --example 49-15
 //   flashlab trace --n 24 --d 4 --br 4 --bc 4 [--causal] [--seed S] [--json out.jsonl]
-//                  [--html out.html]
+//                  [--html out.html] [--query-tile i]
 #include "commands.hpp"
+#include "html_viewer.hpp"
 #include "tile_trace.hpp"
 #include "trace_print.hpp"
 
@@ -37,6 +38,28 @@ void write_jsonl(const TileTrace& trace, const std::string& path) {
   std::cerr << fmt::format("flashlab: wrote {} events to {}\n", events.size(), path);
 }
 
+void write_html(const TraceArgs& a, const std::string& path) {
+  std::vector<TileTrace> traces;
+  std::string title;
+  if (!a.example.empty()) {
+    for (Index Bc : {1, 2, 4}) traces.push_back(trace_worked_example(Bc));
+    title = "The 49/15 example: one query, four keys";
+  } else {
+    check_viewer_size(a.setup.N, a.setup.d);
+    TraceSetup setup = a.setup;
+    setup.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
+    for (Index Bc : viewer_kv_tile_sizes(a.setup.tiles.Bc, a.setup.N)) {
+      setup.tiles.Bc = Bc;
+      traces.push_back(trace_random(setup));
+    }
+    title = fmt::format("FlashAttention-2 forward, {} tokens{}", a.setup.N, a.causal ? ", causal" : "");
+  }
+  std::ofstream out(path);
+  if (!out) throw cpu::InvalidArgument("cannot open `" + path + "` for writing (--html)");
+  out << viewer_html(traces, title);
+  std::cerr << fmt::format("flashlab: wrote the viewer to {} ({} KV tile sizes)\n", path, traces.size());
+}
+
 TileTrace build(const TraceArgs& a) {
   if (!a.example.empty()) {
     if (a.example != kWorkedExample)
@@ -66,6 +89,7 @@ void run(const TraceArgs& a) {
     std::cout << fmt::format("\n49/15 = {:.17g}; the trace's O differs from it by {:.3g}\n",
                              kExact, trace.query_tiles[0].O(0, 0) - kExact);
   if (!a.json_path.empty()) write_jsonl(trace, a.json_path);
+  if (!a.html_path.empty()) write_html(a, a.html_path);
 }
 
 }  // namespace
@@ -83,6 +107,8 @@ void add_trace_command(CLI::App& app) {
   cmd->add_option("--seed", args.setup.seed, "Seed of the random inputs")->capture_default_str();
   cmd->add_option("--query-tile", args.query_tile, "Print this query tile only");
   cmd->add_option("--json", args.json_path, "Also write the events, one JSON object per line");
+  cmd->add_option("--html", args.html_path,
+                  "Also write the tile-scan viewer: one self-contained HTML page");
   cmd->add_flag("--no-color", args.no_colour, "Plain text even on a terminal");
   cmd->callback([] { run(args); });
 }
