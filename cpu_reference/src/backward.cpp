@@ -1,10 +1,9 @@
 #include "flashlab/cpu/backward.hpp"
 
+#include "flashlab/cpu/backward_tile.hpp"
 #include "flashlab/cpu/score_tile.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <sstream>
 
 namespace flashlab::cpu {
@@ -39,42 +38,24 @@ Problem<T> make_problem(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>&
           Mask{options.causal, Q.rows(), K.rows()}, options, scale, dropout};
 }
 
-// P = exp(S - L) row by row: (rows, cols). A row with no valid key (L = -inf) gets P = 0,
-// where exp(-inf - (-inf)) would be NaN.
-template <class T>
-Matrix<T> probabilities(const Matrix<T>& S, const Eigen::Ref<const Vector<T>>& L) {
-  Matrix<T> P = Matrix<T>::Zero(S.rows(), S.cols());
-  for (Index r = 0; r < S.rows(); ++r)
-    if (L[r] != -std::numeric_limits<T>::infinity()) P.row(r) = (S.row(r).array() - L[r]).exp();
-  return P;
-}
-
-// Adds the contributions of the tile (query rows [q0, q0 + rows), keys [k0, k0 + cols))
-// to dQ_i (rows, d), dK_j and dV_j (cols, d).
+// Recomputes the scores of the tile (query rows [q0, q0 + rows), keys [k0, k0 + cols))
+// exactly as the forward formed them, and adds the tile's contributions to dQ_i (rows, d),
+// dK_j and dV_j (cols, d).
 template <class T>
 void tile_gradients(const Problem<T>& in, Index q0, Index rows, Index k0, Index cols,
                     TileKind kind, Eigen::Ref<Matrix<T>> dQ_i, Eigen::Ref<Matrix<T>> dK_j,
                     Eigen::Ref<Matrix<T>> dV_j) {
-  const auto K_j = in.K.middleRows(k0, cols), V_j = in.V.middleRows(k0, cols);  // (cols, d)
-  const auto dO_i = in.dO.middleRows(q0, rows);                                  // (rows, d)
-
-  // Recompute the scores exactly as the forward formed them, then P from L alone.
-  const Matrix<T> S = score_tile<T>(in.Q_scaled.middleRows(q0, rows), K_j, q0, k0, kind,
-                                    in.mask, in.options);          // (rows, cols)
-  const Matrix<T> P = probabilities<T>(S, in.L.segment(q0, rows));  // (rows, cols)
-  Matrix<T> dP = dO_i * V_j.transpose();                            // (rows, cols)
-
-  if (in.dropout) {  // the forward used P o Z: replay the same Z
+  const BackwardTileInputs<T> tile{in.Q.middleRows(q0, rows), in.K.middleRows(k0, cols),
+                                   in.V.middleRows(k0, cols), in.dO.middleRows(q0, rows),
+                                   in.L.segment(q0, rows),    in.D.segment(q0, rows)};
+  const Matrix<T> S = score_tile<T>(in.Q_scaled.middleRows(q0, rows), tile.K_j, q0, k0, kind,
+                                    in.mask, in.options);  // (rows, cols)
+  if (in.dropout) {  // replay the forward's mask
     const Matrix<T> Z = in.dropout->template multipliers<T>(q0, rows, k0, cols);
-    dV_j.noalias() += P.cwiseProduct(Z).transpose() * dO_i;
-    dP = dP.cwiseProduct(Z);
+    backward_tile<T>(S, tile, in.scale, &Z, dQ_i, dK_j, dV_j);
   } else {
-    dV_j.noalias() += P.transpose() * dO_i;
+    backward_tile<T>(S, tile, in.scale, nullptr, dQ_i, dK_j, dV_j);
   }
-  // dS = P o (dP - D): the softmax's backward, row by row.
-  const Matrix<T> dS = P.cwiseProduct(dP.colwise() - in.D.segment(q0, rows));  // (rows, cols)
-  dQ_i.noalias() += (dS * K_j) * in.scale;
-  dK_j.noalias() += (dS.transpose() * in.Q.middleRows(q0, rows)) * in.scale;
 }
 
 template <class T>

@@ -14,6 +14,7 @@
 // dP_ij = (dO_i V_j^T) o Z, and D = rowsum(dO o O) still holds.
 //
 // A query row with no valid key (L = -inf) has P = 0: it contributes nothing anywhere.
+// The algebra of one tile lives in backward_tile.hpp; this file holds the two loops over it.
 #pragma once
 
 #include "flashlab/cpu/dropout.hpp"
