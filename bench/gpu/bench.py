@@ -160,9 +160,9 @@ def predicted_l2_bytes(impl):
         return heads * (2 * qkvo + (N // 128) * 2 * qkvo + lse)
     if impl == "scalar":                         # Br = 64
         return heads * (2 * qkvo + (N // 64) * 2 * qkvo + lse)
-    if impl == "naive":                          # S fp32 out and back, P bf16 out and back
+    if impl == "naive":  # S (fp32) written, read by the softmax's 3 passes; P written, read
         s_bytes, p_bytes = N * N * 4, N * N * BYTES_BF16
-        return heads * (4 * qkvo + 2 * s_bytes + 2 * p_bytes + lse)
+        return heads * (4 * qkvo + 4 * s_bytes + 2 * p_bytes + lse)
     return None
 
 
