@@ -237,7 +237,7 @@ TEST_CASE("every weight stays below 2^tau, so fp32 cannot overflow") {
   }
 }
 
-TEST_CASE("u(r) / l(r) does not depend on r; changing r alone breaks the invariant") {
+TEST_CASE("u(r) / l(r) does not depend on r, but changing r alone breaks the invariant") {
   const auto seed = flashlab::test::fresh_seed();
   CAPTURE(seed);
   std::mt19937_64 rng(seed);
@@ -266,7 +266,7 @@ TEST_CASE("u(r) / l(r) does not depend on r; changing r alone breaks the invaria
   }
 }
 
-TEST_CASE("the forward keeps the invariant; the variant that forgets to rescale fails it") {
+TEST_CASE("the forward keeps the invariant, and the variant that forgets to rescale fails it") {
   const auto seed = flashlab::test::fresh_seed();
   CAPTURE(seed);
   std::mt19937_64 rng(seed);
