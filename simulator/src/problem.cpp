@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace flashlab::sim {
 
 namespace {
@@ -36,6 +38,19 @@ Algorithm parse_algorithm(std::string_view name) {
     if (name == to_string(a)) return a;
   throw cpu::InvalidArgument(fmt::format(
       "unknown algorithm '{}': the simulator runs naive, fa1 and fa2", name));
+}
+
+std::vector<Algorithm> parse_algorithms(std::string_view list) {
+  std::vector<Algorithm> out;
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const Algorithm a = parse_algorithm(list.substr(start, comma - start));
+    if (std::find(out.begin(), out.end(), a) != out.end())
+      throw cpu::InvalidArgument(fmt::format("'{}' is listed twice in '{}'", to_string(a), list));
+    out.push_back(a);
+    start = comma + 1;
+  }
+  return out;
 }
 
 void check(const Problem& p) {
@@ -74,16 +89,20 @@ TileChoice choose_tiles(Algorithm algorithm, const Problem& p) {
   check(p);
   const cpu::TileSizes paper = paper_tiles(p);
   if (p.tiles) return {*p.tiles, paper, "given"};
+  // The outer loop's block sets the traffic (Tc re-reads of Q and O for fa1, Tr of K and V
+  // for fa2), so the inner loop's block is halved first.
   cpu::TileSizes t = paper;
+  cpu::Index& inner = algorithm == Algorithm::fa1 ? t.Br : t.Bc;
+  cpu::Index& outer = algorithm == Algorithm::fa1 ? t.Bc : t.Br;
   while (sram_footprint(algorithm, p, t) > p.sram_bytes) {
-    if (t.Br == 1 && t.Bc == 1)
+    if (inner == 1 && outer == 1)
       throw cpu::InvalidArgument(fmt::format(
           "an SRAM of {} bytes is too small for one tile of {}: even Br = Bc = 1 needs {} "
           "bytes at d = {} ({})",
           p.sram_bytes, to_string(algorithm), sram_footprint(algorithm, p, t), p.d,
           to_string(p.dtype)));
-    if (t.Bc >= t.Br) t.Bc = (t.Bc + 1) / 2;
-    else t.Br = (t.Br + 1) / 2;
+    if (inner > 1) inner = (inner + 1) / 2;
+    else outer = (outer + 1) / 2;
   }
   const bool halved = t.Br != paper.Br || t.Bc != paper.Bc;
   return {t, paper, halved ? "paper, halved to fit" : "paper"};

@@ -21,6 +21,8 @@ enum class Algorithm { naive, fa1, fa2 };
 std::string_view to_string(Algorithm algorithm);
 // "naive", "fa1", "fa2"; otherwise cpu::InvalidArgument listing them.
 Algorithm parse_algorithm(std::string_view name);
+// A comma-separated list, "naive,fa1,fa2"; empty names and repeats are refused.
+std::vector<Algorithm> parse_algorithms(std::string_view list);
 
 inline constexpr Bytes kKiB = 1024;
 
@@ -52,7 +54,8 @@ struct TileChoice {
 // program that overflows the SRAM with them throws SramOverflow). Otherwise the paper's
 // rule: it is a big-O budget that fits K_j, V_j, Q_i and O_i in M, but not also the score
 // tile and the fp32 state that a real kernel keeps on chip, so when the program's buffers
-// at those sizes exceed the SRAM, the larger of Br and Bc is halved until they fit.
+// at those sizes exceed the SRAM, the inner loop's block (Br for fa1, Bc for fa2) is
+// halved until they fit, and the outer loop's block, which sets the traffic, only after.
 // Throws cpu::InvalidArgument if nothing fits, not even Br = Bc = 1.
 TileChoice choose_tiles(Algorithm algorithm, const Problem& problem);
 

@@ -1,0 +1,50 @@
+// Sweeps: the count-only programs over grids of N, d and SRAM size, written as CSV and
+// drawn as log-log plots of HBM bytes (with gnuplot, where it is installed).
+#pragma once
+
+#include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/report.hpp"
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace flashlab::sim {
+
+struct SweepSpec {
+  std::vector<cpu::Index> N;
+  std::vector<cpu::Index> d;
+  std::vector<Bytes> sram_bytes;
+  std::vector<Algorithm> algorithms;
+  DType dtype = DType::bf16;
+  cpu::Causal causal = cpu::Causal::none;
+  std::optional<cpu::TileSizes> tiles;  // the paper's rule (fitted) when absent
+};
+
+// Called after each point with the number done and the number in all.
+using SweepProgress = std::function<void(std::size_t done, std::size_t total)>;
+
+// Every (N, d, SRAM, algorithm) of the grid, counted. A point that is not valid (M < d,
+// tiles that overflow) stops the sweep with cpu::InvalidArgument naming the point.
+std::vector<Report> run_sweep(const SweepSpec& spec, const SweepProgress& progress = {});
+
+// One line per report: algorithm, N, d, dtype, causal, sram_bytes, M, Br, Bc, bytes_read,
+// bytes_written, bytes_total, matrix_flops, non_matrix_ops, exp, peak_sram_bytes,
+// tiles_computed, tiles_skipped, and with a profile bound_s and binds.
+void write_csv(std::ostream& out, const std::vector<Report>& reports,
+               const HardwareProfile* profile);
+
+struct PlotOutcome {
+  bool drawn = false;
+  std::string message;  // what was drawn, or why not and what to do
+};
+
+// Draws HBM bytes against each swept axis (N, M, d: those with more than one value) on
+// log-log axes, one line per algorithm, from the CSV at csv_path into png_path. Writes
+// the gnuplot script beside the PNG (png_path + ".gp"), then runs gnuplot; when gnuplot
+// is not installed, says so instead of failing.
+PlotOutcome plot_sweep(const SweepSpec& spec, const std::string& csv_path,
+                       const std::string& png_path);
+
+}  // namespace flashlab::sim

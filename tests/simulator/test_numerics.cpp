@@ -1,0 +1,125 @@
+// The simulator's outputs are cpu_reference's: its programs compute through the same
+// algebra (tile_state, update, merge, finalize), on random inputs at awkward sizes.
+#include "helpers.hpp"
+
+#include "flashlab/cpu/forward.hpp"
+#include "flashlab/cpu/naive.hpp"
+
+#include <doctest/doctest.h>
+
+namespace flashlab::sim::test {
+
+namespace {
+
+struct Shape { Index N, d; };
+constexpr Shape kShapes[] = {{1, 59}, {97, 59}, {113, 64}, {1023, 32}};
+constexpr cpu::Causal kMasks[] = {cpu::Causal::none, cpu::Causal::top_left};
+
+// The same operations in the same order on the same fp32 values: the results agree to the
+// last bit but for the GEMM's internal blocking, which may regroup a sum of d products.
+constexpr float kSameAlgebraTolerance = 1e-5f;
+
+float max_abs_diff(const cpu::Matrix<float>& a, const cpu::Matrix<float>& b) {
+  return (a - b).cwiseAbs().maxCoeff();
+}
+
+template <class In>
+cpu::Matrix<float> reference_O(Algorithm a, const cpu::Matrix<In>& Q, const cpu::Matrix<In>& K,
+                               const cpu::Matrix<In>& V, const cpu::AttentionOptions& options) {
+  switch (a) {
+    case Algorithm::naive: return cpu::naive_attention<In>(Q, K, V, options).O.template cast<float>();
+    case Algorithm::fa1: return cpu::forward_kv_outer<In>(Q, K, V, options).O;
+    case Algorithm::fa2: return cpu::forward_q_outer<In>(Q, K, V, options).O;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("fp32: naive, FA1 and FA2 give cpu_reference's O (and L)") {
+  auto rng = fresh_rng();
+  for (const auto [N, d] : kShapes) {
+    for (const cpu::Causal causal : kMasks) {
+      for (const Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {
+        CAPTURE(N);
+        CAPTURE(to_string(a));
+        const auto Q = random_matrix<float>(N, d, rng), K = random_matrix<float>(N, d, rng),
+                   V = random_matrix<float>(N, d, rng);
+        Problem p = problem(N, d, DType::fp32, 48 * kKiB, causal);
+        p.tiles = cpu::TileSizes{7, 13};  // awkward: neither divides N
+        const auto sim = simulate<float>(a, p, Q, K, V);
+        cpu::AttentionOptions options;
+        options.causal = causal;
+        options.tiles = p.tiles.value();
+        CHECK(max_abs_diff(sim.O, reference_O<float>(a, Q, K, V, options)) <= kSameAlgebraTolerance);
+        if (a == Algorithm::fa2) {
+          const auto L = cpu::forward_q_outer<float>(Q, K, V, options).L;
+          CHECK((sim.L - L).cwiseAbs().maxCoeff() <= kSameAlgebraTolerance);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fp32 with the default block sizes: FA1's O and L are cpu_reference's") {
+  auto rng = fresh_rng();
+  const Index N = 1023, d = 59;
+  const auto Q = random_matrix<float>(N, d, rng), K = random_matrix<float>(N, d, rng),
+             V = random_matrix<float>(N, d, rng);
+  const Problem p = problem(N, d, DType::fp32, 64 * kKiB, cpu::Causal::top_left);
+  const auto sim = simulate<float>(Algorithm::fa1, p, Q, K, V);
+  cpu::AttentionOptions options;
+  options.causal = cpu::Causal::top_left;
+  options.tiles = sim.report.tiles->tiles;
+  const auto ref = cpu::forward_kv_outer<float>(Q, K, V, options);
+  CHECK(max_abs_diff(sim.O, ref.O) <= kSameAlgebraTolerance);
+  CHECK((sim.L - ref.L).cwiseAbs().maxCoeff() <= kSameAlgebraTolerance);
+}
+
+TEST_CASE("bf16: FA2's stored O is cpu_reference's O rounded to bf16") {
+  auto rng = fresh_rng();
+  for (const auto [N, d] : kShapes) {
+    for (const cpu::Causal causal : kMasks) {
+      const auto Q = random_matrix<cpu::bf16>(N, d, rng), K = random_matrix<cpu::bf16>(N, d, rng),
+                 V = random_matrix<cpu::bf16>(N, d, rng);
+      const Problem p = problem(N, d, DType::bf16, 64 * kKiB, causal);
+      const auto sim = simulate<cpu::bf16>(Algorithm::fa2, p, Q, K, V);
+      cpu::AttentionOptions options;
+      options.causal = causal;
+      options.tiles = sim.report.tiles->tiles;
+      const auto ref = cpu::forward_q_outer<cpu::bf16>(Q, K, V, options);
+      const cpu::Matrix<float> ref_stored = cpu::round_to<cpu::bf16>(ref.O).cast<float>();
+      // Values that agree to fp32 rounding can still round to neighbouring bf16 numbers:
+      // at most one bf16 ulp (2^-8 relative below |O| <= max|V|).
+      const float ulp = std::ldexp(1.0f, -8) * std::max(1.0f, ref_stored.cwiseAbs().maxCoeff());
+      CAPTURE(N);
+      CHECK(max_abs_diff(sim.O, ref_stored) <= ulp);
+    }
+  }
+}
+
+TEST_CASE("bf16: FA1 keeps its running O in fp32, equals cpu_reference's FA1 and passes the rule") {
+  // ANCHORS.md's rule: the error against an fp64 reference is at most twice that of the
+  // naive attention computed in the same low precision.
+  auto rng = fresh_rng();
+  for (const auto [N, d] : {Shape{97, 59}, Shape{1023, 64}}) {
+    const auto Q = random_matrix<cpu::bf16>(N, d, rng), K = random_matrix<cpu::bf16>(N, d, rng),
+               V = random_matrix<cpu::bf16>(N, d, rng);
+    Problem p = problem(N, d, DType::bf16, 64 * kKiB);
+    p.tiles = cpu::TileSizes{16, 16};  // many KV tiles: many round trips of O through HBM
+    const auto sim = simulate<cpu::bf16>(Algorithm::fa1, p, Q, K, V);
+    cpu::AttentionOptions options;
+    options.tiles = *p.tiles;
+    CHECK(max_abs_diff(sim.O, cpu::forward_kv_outer<cpu::bf16>(Q, K, V, options).O) <=
+          kSameAlgebraTolerance);
+    const auto exact = cpu::naive_attention<double>(Q.cast<double>(), K.cast<double>(),
+                                                    V.cast<double>()).O;
+    const auto low = cpu::naive_attention<cpu::bf16>(Q, K, V).O.cast<double>();
+    const double err_sim = (sim.O.cast<double>() - exact).cwiseAbs().maxCoeff();
+    const double err_naive = (low - exact).cwiseAbs().maxCoeff();
+    CAPTURE(N);
+    CHECK(err_sim <= 2 * err_naive);
+  }
+}
+
+}  // namespace flashlab::sim::test
