@@ -52,8 +52,18 @@ TEST_CASE("flashlab trace --json writes one event per line") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("flashlab check on an unwritten skeleton says so and fails") {
+  const auto run = run_flashlab("check 2");
+  CHECK(run.status == 1);
+  CHECK(contains(run.output, "NOT WRITTEN YET"));
+  CHECK(contains(run.output, "lessons/exercises/student/ex02_merge.cpp"));
+  const auto missing = run_flashlab("check 5 2>&1");
+  CHECK(missing.status == kUsageError);
+  CHECK(contains(missing.output, "the exercises are 1, 2, 3, 6 and 10"));
+}
+
 TEST_CASE("every subcommand answers --help") {
-  for (const char* cmd : {"lessons", "lesson", "trace"}) {
+  for (const char* cmd : {"lessons", "lesson", "trace", "exercise", "check"}) {
     CAPTURE(cmd);
     CHECK(run_flashlab(std::string(cmd) + " --help").status == 0);
   }
