@@ -9,5 +9,7 @@ void add_tour_command(CLI::App& app);
 void add_lessons_command(CLI::App& app);
 void add_lesson_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
+void add_exercise_command(CLI::App& app);
+void add_check_command(CLI::App& app);
 
 }  // namespace flashlab::app
