@@ -106,7 +106,7 @@ TEST_CASE("a query with no valid key gets O = 0 and L = -inf, never NaN") {
   }
 }
 
-TEST_CASE("N = 0 returns an empty result; N_k = 0 follows the no-valid-key convention") {
+TEST_CASE("N = 0 returns an empty result, and N_k = 0 follows the no-valid-key convention") {
   const Matrix<double> empty(0, 8), Q(3, 8);
   const auto r = forward_q_outer(empty, empty, empty);
   CHECK(r.O.rows() == 0);

@@ -43,7 +43,7 @@ TEST_CASE("fa1: Nd + 2N to initialise, then 2Nd + Tc (3Nd + 4N) elements") {
   }
 }
 
-TEST_CASE("fa2: Q, O, L once; K and V once per query tile") {
+TEST_CASE("fa2: Q, O, L once, K and V once per query tile") {
   for (const Case& c : kCases) {
     CAPTURE(c.N);
     CAPTURE(c.d);
