@@ -1,5 +1,6 @@
 # flashlab_add_test(NAME <target> LABEL <label> SOURCES <files...> LIBS <targets...>)
 # Builds one doctest program and registers each of its test cases with CTest under LABEL.
+# Test names must not contain ";" (CTest would split them into a list).
 # A program may exit with kFlashlabSkip (77) to report "skipped" (the GPU tests do that
 # where no GPU is present), which CTest shows as skipped rather than failed.
 function(flashlab_add_test)
