@@ -12,11 +12,13 @@ constexpr double kTwoTo32 = 4294967296.0;  // 2^32: the number of values a Philo
 constexpr Index kMaxCounterWord = Index{1} << kWordBits;
 
 // Rows and column groups each fill one 32-bit counter word.
-void check_position(Index last_row, Index last_column) {
-  if (last_row >= kMaxCounterWord || last_column / kColumnsPerPhiloxCall >= kMaxCounterWord) {
+void check_position(Index row, Index column) {
+  if (row < 0 || column < 0 || row >= kMaxCounterWord ||
+      column / kColumnsPerPhiloxCall >= kMaxCounterWord) {
     std::ostringstream why;
-    why << "dropout position (" << last_row << ", " << last_column
-        << ") does not fit the Philox counter: rows must be below 2^32 and columns below 2^34";
+    why << "dropout position (" << row << ", " << column
+        << ") does not fit the Philox counter: rows must lie in [0, 2^32) and columns in "
+           "[0, 2^34)";
     throw InvalidArgument(why.str());
   }
 }
@@ -67,6 +69,7 @@ template <class T>
 Matrix<T> DropoutMask::multipliers(Index q0, Index rows, Index k0, Index cols) const {
   Matrix<T> Z = Matrix<T>::Zero(rows, cols);  // (rows, cols)
   if (rows == 0 || cols == 0) return Z;
+  check_position(q0, k0);
   check_position(q0 + rows - 1, k0 + cols - 1);
   const T kept = T(1) / (T(1) - static_cast<T>(dropout_.p));
   for (Index r = 0; r < rows; ++r) {

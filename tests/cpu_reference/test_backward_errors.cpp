@@ -109,3 +109,14 @@ TEST_CASE("a dropout mask for a batch entry or head beyond 2^16 is refused") {
                  "[0, 65536)"));
   CHECK(contains(message_of([&] { DropoutMask mask(Dropout{0.1, 1, 0}, 0, -1); }), "[0, 65536)"));
 }
+
+TEST_CASE("a dropout position outside the Philox counter is refused") {
+  const DropoutMask mask(Dropout{0.1, 1, 0});
+  const Index too_far = Index{1} << 32;  // rows fill one 32-bit counter word
+  CHECK(contains(message_of([&] { (void)mask.keep(too_far, 0); }), "[0, 2^32)"));
+  CHECK(contains(message_of([&] { (void)mask.keep(-1, 0); }), "[0, 2^32)"));
+  CHECK(contains(message_of([&] { (void)mask.multipliers<double>(too_far - 1, 2, 0, 4); }),
+                 "does not fit the Philox counter"));
+  CHECK(contains(message_of([&] { (void)mask.keep(0, 4 * too_far); }), "[0, 2^34)"));
+  CHECK(message_of([&] { (void)mask.keep(too_far - 1, 4 * too_far - 1); }).empty());
+}
