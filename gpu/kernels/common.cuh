@@ -33,8 +33,8 @@ inline constexpr float kLn2 = 0.6931471805599453f;
 
 inline void throw_if_cuda_error(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
-    throw Error(FLASHLAB_ERROR_CUDA,
-                std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+    throw Error(FLASHLAB_ERROR_CUDA, std::string(what) + ": " + cudaGetErrorName(err) + " (" +
+                                         cudaGetErrorString(err) + ")");
 }
 
 // After a kernel launch: a bad configuration shows up here, not at the <<< >>> itself.

@@ -172,9 +172,10 @@ void compare_head(const Prepared<In>& p, const std::vector<In>& O, const std::ve
   cpu::AttentionOptions options;
   options.causal = causal_of(c.causal);
   if (c.scale > 0) options.scale = c.scale;
-  const Matrix<In> Q = p.Q.head(b, h, c.n_q), K = p.K.head(b, hk, c.n_k), V = p.V.head(b, hk, c.n_k);
-  const auto ref = cpu::naive_attention<double>(Q.template cast<double>(), K.template cast<double>(),
-                                                V.template cast<double>(), options);
+  const Matrix<In> Q = p.Q.head(b, h, c.n_q);
+  const Matrix<In> K = p.K.head(b, hk, c.n_k), V = p.V.head(b, hk, c.n_k);
+  const auto ref = cpu::naive_attention<double>(
+      Q.template cast<double>(), K.template cast<double>(), V.template cast<double>(), options);
   const auto low = cpu::naive_attention<In>(Q, K, V, options);
   for (int n = 0; n < c.n_q; ++n) {
     for (int k = 0; k < c.d; ++k) {
