@@ -11,6 +11,8 @@ void run_lesson_01(LessonContext&);
 void run_lesson_02(LessonContext&);
 void run_lesson_03(LessonContext&);
 void run_lesson_04(LessonContext&);
+void run_lesson_05(LessonContext&);
+void run_lesson_06(LessonContext&);
 
 namespace {
 
@@ -30,6 +32,12 @@ constexpr std::array kLessons{
     LessonInfo{4, "04-causal-masking", "Causal masking",
                "skipped tiles, the diagonal, wholly masked rows, rows with no key at all",
                run_lesson_04},
+    LessonInfo{5, "05-io-analysis", "The IO analysis",
+               "naive vs FA1 vs FA2 bytes over sweeps, the N^2 d^2 / M law, the roofline on an H200",
+               run_lesson_05},
+    LessonInfo{6, "06-backward", "Backward and recomputation",
+               "P rebuilt from L, D = rowsum(dO o O), the tiled backward, memory saved vs FLOPs added",
+               run_lesson_06},
 };
 
 }  // namespace
