@@ -1,6 +1,7 @@
 #include "flashlab/cpu/forward.hpp"
 
 #include "flashlab/cpu/parallel.hpp"
+#include "flashlab/cpu/score_tile.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,27 +13,6 @@ namespace flashlab::cpu {
 namespace {
 
 Index tile_count(Index n, Index block) { return (n + block - 1) / block; }
-
-// S_ij = (Q_i * scale) K_j^T for one tile, masked in place when it crosses the diagonal.
-template <class In>
-Matrix<accum_t<In>> score_tile(MatrixView<accum_t<In>> Q_i_scaled, MatrixView<In> K_j, Index q0,
-                               Index k0, TileKind kind, const Mask& mask,
-                               const AttentionOptions& options) {
-  using Acc = accum_t<In>;
-  Matrix<Acc> S = Q_i_scaled * K_j.template cast<Acc>().transpose();  // (rows, cols)
-  if (kind == TileKind::partial) mask.apply(S, q0, k0);
-  if (options.check_finite) check_scores_finite(S, q0, k0, mask);
-  return S;
-}
-
-void count(TileCounts& counts, TileKind kind) {
-  if (kind == TileKind::skipped) {
-    ++counts.skipped;
-    return;
-  }
-  ++counts.computed;
-  if (kind == TileKind::partial) ++counts.partial;
-}
 
 // The dropout multipliers Z (rows, cols) of one tile; none without dropout.
 template <class Acc>
@@ -61,7 +41,7 @@ ForwardResult<accum_t<In>> forward_query_tile(MatrixView<In> Q_i, Index q0, Matr
   for (Index j = 0; j < tile_count(K.rows(), Bc); ++j) {
     const Index k0 = j * Bc, cols = std::min(Bc, K.rows() - k0);
     const TileKind kind = mask.classify(q0, rows, k0, cols);
-    count(counts, kind);
+    count_tile(counts, kind);
     if (kind == TileKind::skipped) {  // wholly in the future: never computed
       if (observer) observer({tile_number, j, q0, k0, kind});
       continue;
@@ -123,7 +103,7 @@ ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In
     const Index k0 = j * Bc, cols = std::min(Bc, n_k - k0);
     const Index q0 = i * Br, rows = std::min(Br, n_q - q0);
     const TileKind kind = mask.classify(q0, rows, k0, cols);
-    count(counts[i], kind);
+    count_tile(counts[i], kind);
     if (kind == TileKind::skipped) {
       if (observer) observer({i, j, q0, k0, kind});
       return;

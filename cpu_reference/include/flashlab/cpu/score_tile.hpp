@@ -1,6 +1,6 @@
 // One tile of scores, S_ij = (Q_i * scale) K_j^T, masked in place where it crosses the
 // causal diagonal, and the tally of what kind of tile it was: the first step of every
-// tiled loop that sweeps KV tiles with its own update (conditional rescaling, decode).
+// tiled loop (forward, backward, conditional rescaling, decode).
 #pragma once
 
 #include "flashlab/cpu/options.hpp"
