@@ -86,5 +86,16 @@ if want ncu; then
     files+=("$OUT/ncu_$impl.csv")
   done
   python3 "$ROOT/bench/gpu/bench.py" --summarize-ncu "${files[@]}" || status=1
+  # The simulator's prediction for the same problem and tiles, where its CLI builds.
+  if timeout 150 cmake --build "$BUILD" --target flashlab -j "$(nproc)" > "$BUILD.cli.log" 2>&1
+  then
+    echo "simulator (flashlab simulate, per (batch, head); multiply by H = 16):"
+    "$BUILD/lessons/app/flashlab" simulate --n 8192 --d 128 --dtype bf16 --profile h200 \
+      --algo fa2 --br 128 --bc 64 --json || true
+    "$BUILD/lessons/app/flashlab" simulate --n 8192 --d 128 --dtype bf16 --profile h200 \
+      --algo naive --json || true
+  else
+    echo "the simulator's CLI did not build here: the closed-form prediction above stands"
+  fi
 fi
 exit $status
