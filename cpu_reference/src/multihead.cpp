@@ -54,9 +54,11 @@ void check_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K, const Hea
 template <class In>
 MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K,
                                                const HeadTensor<In>& V,
-                                               const AttentionOptions& options) {
+                                               const AttentionOptions& options,
+                                               const std::optional<Dropout>& dropout) {
   using Acc = accum_t<In>;
   check_multihead(Q, K, V, options);
+  if (dropout) check_dropout(*dropout);
   const Index Br = options.tiles.Br, Tr = (Q.rows + Br - 1) / Br;
   MultiHeadResult<Acc> out{HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, Q.cols),
                            HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, 1), {}};
@@ -68,8 +70,11 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
     const Index b = item / (Q.heads * Tr), h = (item / Tr) % Q.heads, i = item % Tr;
     const Index h_kv = kv_head_for(h, Q.heads, K.heads);
     const Index q0 = i * Br, rows = std::min(Br, Q.rows - q0);
+    const std::optional<DropoutMask> mask =
+        dropout ? std::optional<DropoutMask>(std::in_place, *dropout, b, h) : std::nullopt;
     auto tile = forward_query_tile<In>(Q.head(b, h).middleRows(q0, rows), q0, K.head(b, h_kv),
-                                       V.head(b, h_kv), Q.rows, options, i);
+                                       V.head(b, h_kv), Q.rows, options, i, {},
+                                       mask ? &*mask : nullptr);
     out.O.head(b, h).middleRows(q0, rows) = tile.O;
     out.L.head(b, h).middleRows(q0, rows) = tile.L;
     counts[item] = tile.tiles;
@@ -85,16 +90,16 @@ template struct HeadTensor<fp16>;
 template MultiHeadResult<double> forward_multihead(const HeadTensor<double>&,
                                                    const HeadTensor<double>&,
                                                    const HeadTensor<double>&,
-                                                   const AttentionOptions&);
+                                                   const AttentionOptions&, const std::optional<Dropout>&);
 template MultiHeadResult<float> forward_multihead(const HeadTensor<float>&,
                                                   const HeadTensor<float>&,
                                                   const HeadTensor<float>&,
-                                                  const AttentionOptions&);
+                                                  const AttentionOptions&, const std::optional<Dropout>&);
 template MultiHeadResult<float> forward_multihead(const HeadTensor<bf16>&, const HeadTensor<bf16>&,
                                                   const HeadTensor<bf16>&,
-                                                  const AttentionOptions&);
+                                                  const AttentionOptions&, const std::optional<Dropout>&);
 template MultiHeadResult<float> forward_multihead(const HeadTensor<fp16>&, const HeadTensor<fp16>&,
                                                   const HeadTensor<fp16>&,
-                                                  const AttentionOptions&);
+                                                  const AttentionOptions&, const std::optional<Dropout>&);
 
 }  // namespace flashlab::cpu

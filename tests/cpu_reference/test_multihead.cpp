@@ -50,3 +50,24 @@ TEST_CASE("kv_head_for maps consecutive query heads onto one KV head") {
   CHECK(kv_head_for(7, 8, 1) == 0);
   CHECK(kv_head_for(5, 8, 8) == 5);
 }
+
+TEST_CASE("multi-head dropout: each (batch, query head) replays its own mask") {
+  std::mt19937_64 rng(flashlab::test::fresh_seed());
+  const Index batch = 2, heads_q = 4, heads_kv = 2, n = 97, d = 16;
+  const auto Q = random_heads<double>(batch, heads_q, n, d, rng);
+  const auto K = random_heads<double>(batch, heads_kv, n, d, rng);
+  const auto V = random_heads<double>(batch, heads_kv, n, d, rng);
+  AttentionOptions options;
+  options.tiles = {32, 16};
+  const Dropout dropout{0.2, rng(), 7};
+  const auto r = forward_multihead(Q, K, V, options, dropout);
+  for (Index b = 0; b < batch; ++b)
+    for (Index h = 0; h < heads_q; ++h) {
+      const DropoutMask mask(dropout, b, h);
+      const Matrix<double> q = Q.head(b, h), k = K.head(b, h / 2), v = V.head(b, h / 2);
+      const auto single = forward_q_outer(q, k, v, options, {}, &mask);
+      CHECK((r.O.head(b, h) - single.O).cwiseAbs().maxCoeff() < 1e-12);
+    }
+  // A dropout probability outside [0, 1) is refused before any work.
+  CHECK_THROWS_AS(forward_multihead(Q, K, V, options, Dropout{1.0, 1, 0}), InvalidArgument);
+}

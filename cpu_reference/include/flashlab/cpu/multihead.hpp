@@ -4,6 +4,7 @@
 
 #include "flashlab/cpu/forward.hpp"
 
+#include <optional>
 #include <vector>
 
 namespace flashlab::cpu {
@@ -30,11 +31,14 @@ struct MultiHeadResult {
 };
 
 // Query head h reads KV head h / (heads_q / heads_kv): consecutive query heads share one
-// KV head, as in GQA. Work is spread with OpenMP over (batch, head, query tile).
+// KV head, as in GQA. Work is spread with OpenMP over (batch, head, query tile). With
+// dropout, each (batch, query head) draws its own mask, DropoutMask(dropout, b, h), exactly
+// as the backward pass replays it.
 template <class In>
 MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K,
                                                const HeadTensor<In>& V,
-                                               const AttentionOptions& options = {});
+                                               const AttentionOptions& options = {},
+                                               const std::optional<Dropout>& dropout = {});
 
 // The KV head that query head h reads, checked: heads_q must be a multiple of heads_kv.
 Index kv_head_for(Index h, Index heads_q, Index heads_kv);
