@@ -13,6 +13,8 @@ void run_lesson_03(LessonContext&);
 void run_lesson_04(LessonContext&);
 void run_lesson_05(LessonContext&);
 void run_lesson_06(LessonContext&);
+void run_lesson_09(LessonContext&);
+void run_lesson_10(LessonContext&);
 
 namespace {
 
@@ -38,6 +40,12 @@ constexpr std::array kLessons{
     LessonInfo{6, "06-backward", "Backward and recomputation",
                "P rebuilt from L, D = rowsum(dO o O), the tiled backward, memory saved vs FLOPs added",
                run_lesson_06},
+    LessonInfo{9, "09-conditional-rescaling", "FlashAttention-4's conditional rescaling",
+               "the base-independence invariant, rescales skipped on real inputs, the bug to avoid",
+               run_lesson_09},
+    LessonInfo{10, "10-decode", "Decode and split-KV",
+               "why one query needs splitting, the exact tree merge, bytes per token",
+               run_lesson_10},
 };
 
 }  // namespace

@@ -1,0 +1,113 @@
+// Lesson 10: decode. One new query token against a long KV cache: why the work must be
+// split along the keys, why the split results merge exactly, and what a token costs in bytes.
+#include "lesson_context.hpp"
+#include "tile_trace.hpp"
+
+#include "flashlab/cpu/decode.hpp"
+#include "flashlab/cpu/naive.hpp"
+#include "flashlab/sim/profiles.hpp"
+
+#include <cmath>
+
+namespace flashlab::app {
+
+namespace {
+
+constexpr std::uint64_t kSeed = 10;
+// ANCHORS.md's decode shape: batch 8, 32 query heads over 8 KV heads, d = 128, bf16.
+constexpr Index kBatch = 8, kHeadsQ = 32, kHeadsKV = 8, kD = 128;
+constexpr double kBf16 = 2, kFp32 = 4;
+
+void parallelism(LessonContext& ctx) {
+  ctx.step("One query leaves the GPU idle");
+  const auto& h200 = sim::find_profile("h200");
+  constexpr Index kBr = 128, kPrefillN = 8192;
+  const Index prefill_units = kBatch * kHeadsQ * (kPrefillN / kBr);
+  const Index decode_units = kBatch * kHeadsKV;  // a KV head's query heads share one block
+  ctx.print("In prefill (N = {} queries) the FA2 loop has one independent query tile per\n"
+            "(batch, head, Br = {} rows): {} thread blocks for the {} SMs of an H200.\n"
+            "In decode each (batch, KV head) has one query row per query head and nothing else:\n"
+            "{} blocks, each sweeping the whole cache alone. {} of {} SMs would sit idle.\n\n"
+            "Split-KV cuts each cache into S segments, one block each: B H_kv S blocks, then a\n"
+            "small combine step merges the S states.\n\n",
+            kPrefillN, kBr, prefill_units, h200.sm_count, decode_units,
+            h200.sm_count - std::min<Index>(decode_units, h200.sm_count), h200.sm_count);
+  Table t({"splits S", "blocks", "blocks per SM", "partial state bytes (fp32)"});
+  for (Index S : {1, 2, 4, 8, 16, 32}) {
+    const Index blocks = decode_units * S;
+    // Each block writes (m, l, u) for each of its query heads: d + 2 fp32 numbers per head.
+    const double partial = double(kBatch * kHeadsQ * S) * (kD + 2) * kFp32;
+    t.add({fmt::format("{}", S), fmt::format("{}", blocks),
+           fmt::format("{:.2f}", double(blocks) / h200.sm_count), num(partial, 3)});
+  }
+  ctx.table(t);
+}
+
+void exact_merge(LessonContext& ctx) {
+  ctx.step("The segments merge exactly, in any tree");
+  constexpr Index kCache = 4099;  // prime-ish: segments of unequal length
+  const auto in = random_inputs({.N = kCache, .d = 64, .seed = kSeed});
+  const cpu::Matrix<double> q = in.Q.topRows(1).cast<double>();
+  const cpu::Matrix<double> K = in.K.cast<double>(), V = in.V.cast<double>();
+  const auto exact = cpu::naive_attention<double>(q, K, V);
+  ctx.print("One query against a cache of {} keys, d = 64, fp64. Each segment's state (m, l, u)\n"
+            "is computed alone and the states are merged (lesson 2) in three tree shapes:\n\n",
+            kCache);
+  Table t({"splits S", "chain: max err", "balanced tree", "random tree"});
+  for (Index S : {1, 3, 16, 64, 1024}) {
+    std::vector<std::string> row{fmt::format("{}", S)};
+    for (const auto order : {cpu::MergeOrder::left_to_right, cpu::MergeOrder::balanced_tree,
+                             cpu::MergeOrder::random_tree}) {
+      const auto r = cpu::decode<double>(q, K, V, {.splits = S, .order = order, .order_seed = kSeed});
+      row.push_back(num((r.O - exact.O).cwiseAbs().maxCoeff(), 3));
+    }
+    t.add(row);
+  }
+  ctx.table(t);
+  ctx.say("Every tree gives attention over all keys; the trees differ only in rounding.\n\n");
+}
+
+void bytes_per_token(LessonContext& ctx) {
+  ctx.step("Bytes per token: decode is a memory-bound read of the cache");
+  const auto& h200 = sim::find_profile("h200");
+  ctx.print("Each new token reads the whole K and V cache once: 2 L H_kv d bf16 numbers per batch\n"
+            "entry, and does about 4 L d FLOPs per query head with them. B = {}, {} query heads\n"
+            "over {} KV heads, d = {}; the bound is bytes / {:.2f} TB/s:\n\n",
+            kBatch, kHeadsQ, kHeadsKV, kD, h200.hbm_bytes_per_s / 1e12);
+  Table t({"cache L", "KV bytes read", "FLOPs", "FLOPs per byte", "time bound", "steps/s bound"});
+  for (Index L : {4096, 32768, 131072}) {
+    const double bytes = 2.0 * double(L) * kHeadsKV * kD * kBf16 * kBatch;
+    const double flops = 4.0 * double(L) * kD * kHeadsQ * kBatch;
+    const double seconds = bytes / h200.hbm_bytes_per_s;
+    t.add({fmt::format("{}", L), num(bytes, 4), num(flops, 4), num(flops / bytes, 3),
+           fmt::format("{:.1f} us", seconds * 1e6), num(1.0 / seconds, 4)});
+  }
+  ctx.table(t);
+  ctx.print("A step produces one token per batch entry. {} FLOPs per byte, against the {:.0f} an\n"
+            "H200 can do per byte it reads: the matrix units wait on memory. GQA helps directly:\n"
+            "{} query heads share each KV head, so the cache is read once for all of them.\n"
+            "ANCHORS.md measured flash-attn's decode at 4.1 TB/s for L = 32768 on the H200:\n"
+            "close to the bound, which is all decode can hope for.\n\n",
+            num(4.0 * kHeadsQ / (2.0 * kHeadsKV * kBf16), 3),
+            h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kHeadsQ / kHeadsKV);
+}
+
+void gpu_counterpart(LessonContext& ctx) {
+  ctx.step("On a GPU");
+  ctx.say("flashlab's GPU forward takes N_q = 1 (bottom-right causal for a cache), but it has no\n"
+          "split-KV kernel yet: its one block per (batch, head) is the unsplit case of step 1.\n"
+          "`flashlab compare --n-q 1 --n 4096` runs it beside the CPU reference where a GPU is\n"
+          "present; without one it says so.\n\n");
+}
+
+}  // namespace
+
+void run_lesson_10(LessonContext& ctx) {
+  parallelism(ctx);
+  exact_merge(ctx);
+  bytes_per_token(ctx);
+  gpu_counterpart(ctx);
+  ctx.finish("back to `flashlab lessons`, or the exercises: `flashlab exercise`.");
+}
+
+}  // namespace flashlab::app
