@@ -13,6 +13,7 @@ void run_lesson_03(LessonContext&);
 void run_lesson_04(LessonContext&);
 void run_lesson_05(LessonContext&);
 void run_lesson_06(LessonContext&);
+void run_lesson_07(LessonContext&);
 void run_lesson_09(LessonContext&);
 void run_lesson_10(LessonContext&);
 
@@ -40,6 +41,9 @@ constexpr std::array kLessons{
     LessonInfo{6, "06-backward", "Backward and recomputation",
                "P rebuilt from L, D = rowsum(dO o O), the tiled backward, memory saved vs FLOPs added",
                run_lesson_06},
+    LessonInfo{7, "07-work-partitioning", "FlashAttention-2's work partitioning",
+               "split-K vs split-Q across the warps of a block: same O, the state exchanged counted",
+               run_lesson_07},
     LessonInfo{9, "09-conditional-rescaling", "FlashAttention-4's conditional rescaling",
                "the base-independence invariant, rescales skipped on real inputs, the bug to avoid",
                run_lesson_09},
