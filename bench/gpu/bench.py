@@ -170,8 +170,8 @@ def summarize_ncu(paths):
     metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
                "gpu__time_duration.sum"]
     print("\nNsight Compute, one forward at B=1, H=16, N=8192, d=128, bf16, non-causal")
-    print("(prediction: closed-form L2-level bytes for each kernel's tile sizes; the simulator's"
-          " CLI was not used)")
+    print("(predicted: closed-form L2-level bytes of a two-level HBM + SRAM model for each"
+          " kernel's tile sizes)")
     print(f"{'impl':>10} {'kernels':>7} {'DRAM read':>12} {'DRAM write':>12} {'L2 bytes':>12}"
           f" {'predicted L2':>13} {'time ms':>9}")
     for path in paths:
