@@ -10,6 +10,7 @@ packages=(
   libcli11-dev       # the flashlab command line
   libfmt-dev         # formatted output
   nlohmann-json3-dev # JSON traces and reports
+  gnuplot-nox        # the simulator's sweep plots (optional: without it the plot step says so)
   libomp-dev         # OpenMP (g++ ships its own libgomp; this keeps clang builds whole too)
   chromium           # the HTML viewer's browser test (headless; nothing is downloaded)
 )

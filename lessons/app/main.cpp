@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   flashlab::app::add_lessons_command(app);
   flashlab::app::add_lesson_command(app);
   flashlab::app::add_trace_command(app);
+  flashlab::app::add_simulate_command(app);
+  flashlab::app::add_sweep_command(app);
   flashlab::app::add_exercise_command(app);
   flashlab::app::add_check_command(app);
   try {

@@ -1,61 +1,95 @@
-// The sweep's plots, drawn by gnuplot (Debian's gnuplot-nox) from the sweep's own CSV.
+// The sweep's plots, drawn by gnuplot (Debian's gnuplot-nox) from a script that carries
+// its own data.
 #include "flashlab/sim/sweep.hpp"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <string_view>
+#include <vector>
 
 namespace flashlab::sim {
 
 namespace {
 
-// The CSV's columns, counted from 1 as gnuplot counts them.
-constexpr int kColAlgorithm = 1, kColN = 2, kColD = 3, kColSram = 6, kColM = 7, kColBytes = 12;
-
 struct Axis {
-  const char* title;  // the x axis
-  int column;         // the x column
+  std::string_view name;   // for the datablock's name
+  std::string_view title;  // the x axis
+  double (*x)(const Report&);
+  // Whether the report sits on this axis's line: every other swept value at its first.
+  bool (*on_line)(const SweepSpec&, const Report&);
 };
 
-// One line per algorithm: the rows of that algorithm whose other swept values are the
-// grid's first, so that only this axis varies along the line.
-std::string panel(const SweepSpec& spec, const std::string& csv, const Axis& x) {
-  std::string out = fmt::format("set xlabel '{}'\nplot ", x.title);
-  for (std::size_t k = 0; k < spec.algorithms.size(); ++k) {
-    std::string keep = fmt::format("strcol({}) eq '{}'", kColAlgorithm, to_string(spec.algorithms[k]));
-    if (x.column != kColN) keep += fmt::format(" && ${} == {}", kColN, spec.N.front());
-    if (x.column != kColD) keep += fmt::format(" && ${} == {}", kColD, spec.d.front());
-    if (x.column != kColM) keep += fmt::format(" && ${} == {}", kColSram, spec.sram_bytes.front());
-    out += fmt::format("{}'{}' using ({} ? ${} : 1/0):{} with linespoints title '{}'",
-                       k ? ", " : "", csv, keep, x.column, kColBytes, to_string(spec.algorithms[k]));
+const Axis kAxes[] = {
+    {"N", "N (sequence length)", [](const Report& r) { return double(r.problem.N); },
+     [](const SweepSpec& s, const Report& r) {
+       return r.problem.d == s.d.front() && r.problem.sram_bytes == s.sram_bytes.front();
+     }},
+    {"M", "M (SRAM, elements)", [](const Report& r) { return double(r.problem.M()); },
+     [](const SweepSpec& s, const Report& r) {
+       return r.problem.N == s.N.front() && r.problem.d == s.d.front();
+     }},
+    {"d", "d (head dimension)", [](const Report& r) { return double(r.problem.d); },
+     [](const SweepSpec& s, const Report& r) {
+       return r.problem.N == s.N.front() && r.problem.sram_bytes == s.sram_bytes.front();
+     }},
+};
+
+bool swept(const SweepSpec& spec, std::string_view axis) {
+  if (axis == "N") return spec.N.size() > 1;
+  if (axis == "M") return spec.sram_bytes.size() > 1;
+  return spec.d.size() > 1;
+}
+
+// One datablock per (axis, algorithm): x and HBM bytes, in the sweep's order.
+std::string datablocks(const SweepSpec& spec, const std::vector<Report>& reports,
+                       const Axis& axis) {
+  std::string out;
+  for (const Algorithm a : spec.algorithms) {
+    out += fmt::format("${}_{} << EOD\n", axis.name, to_string(a));
+    for (const Report& r : reports)
+      if (r.algorithm == a && axis.on_line(spec, r))
+        out += fmt::format("{} {}\n", axis.x(r), r.bytes_total());
+    out += "EOD\n";
   }
+  return out;
+}
+
+std::string panel(const SweepSpec& spec, const Axis& axis) {
+  std::string out = fmt::format("set xlabel '{}'\nplot ", axis.title);
+  for (std::size_t k = 0; k < spec.algorithms.size(); ++k)
+    out += fmt::format("{}${}_{} using 1:2 with linespoints title '{}'", k ? ", " : "",
+                       axis.name, to_string(spec.algorithms[k]), to_string(spec.algorithms[k]));
   return out + "\n";
 }
 
-std::string script(const SweepSpec& spec, const std::string& csv, const std::string& png) {
-  std::vector<Axis> axes;
-  if (spec.N.size() > 1) axes.push_back({"N (sequence length)", kColN});
-  if (spec.sram_bytes.size() > 1) axes.push_back({"M (SRAM, elements)", kColM});
-  if (spec.d.size() > 1) axes.push_back({"d (head dimension)", kColD});
+std::string script(const SweepSpec& spec, const std::vector<Report>& reports,
+                   const std::string& png) {
+  std::vector<const Axis*> axes;
+  for (const Axis& axis : kAxes)
+    if (swept(spec, axis.name)) axes.push_back(&axis);
+  std::string out;
+  for (const Axis* axis : axes) out += datablocks(spec, reports, *axis);
   constexpr int kPanelWidth = 640, kPanelHeight = 480;
-  std::string out = fmt::format(
-      "set terminal pngcairo size {},{}\nset output '{}'\nset datafile separator ','\n"
-      "set logscale xy 2\nset format y '%.0s %cB'\nset ylabel 'HBM bytes (read + written)'\n"
-      "set key top left\nset grid\nset multiplot layout 1,{}\n",
+  out += fmt::format(
+      "set terminal pngcairo size {},{}\nset output '{}'\n"
+      "set logscale xy 2\nset format x '2^{{%L}}'\nset format y '%.0b %BB'\n"
+      "set ylabel 'HBM bytes (read + written)'\nset key top left\nset grid\n"
+      "set multiplot layout 1,{}\n",
       kPanelWidth * static_cast<int>(axes.size()), kPanelHeight, png, axes.size());
-  for (const Axis& x : axes) out += panel(spec, csv, x);
+  for (const Axis* axis : axes) out += panel(spec, *axis);
   return out + "unset multiplot\n";
 }
 
 }  // namespace
 
-PlotOutcome plot_sweep(const SweepSpec& spec, const std::string& csv_path,
+PlotOutcome plot_sweep(const SweepSpec& spec, const std::vector<Report>& reports,
                        const std::string& png_path) {
   if (spec.N.size() < 2 && spec.sram_bytes.size() < 2 && spec.d.size() < 2)
     return {false, "nothing to plot: give more than one value of N, d or the SRAM size"};
   const std::string script_path = png_path + ".gp";
-  std::ofstream(script_path) << script(spec, csv_path, png_path);
+  std::ofstream(script_path) << script(spec, reports, png_path);
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
     return {false, fmt::format("gnuplot is not installed, so {} was not drawn; install it "
                                "(Debian: apt-get install gnuplot-nox) and run: gnuplot {}",

@@ -25,8 +25,8 @@ const TensorTraffic& Report::tensor(std::string_view name) const {
                           " program has no HBM tensor named '" + std::string(name) + "'");
 }
 
-nlohmann::json to_json(const Report& r) {
-  using nlohmann::json;
+nlohmann::ordered_json to_json(const Report& r) {
+  using json = nlohmann::ordered_json;
   const Problem& p = r.problem;
   json out = {
       {"algorithm", to_string(r.algorithm)},

@@ -16,13 +16,15 @@ std::string_view to_string(EventKind kind) {
 
 namespace {
 
-nlohmann::json tile_number(cpu::Index t) { return t < 0 ? nlohmann::json() : nlohmann::json(t); }
+using json = nlohmann::ordered_json;
+
+json tile_number(cpu::Index t) { return t < 0 ? json() : json(t); }
 
 // JSON has no infinity: an m of -inf (a row that has seen no valid key yet) is written null.
-nlohmann::json number(float x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
+json number(float x) { return std::isfinite(x) ? json(x) : json(); }
 
-nlohmann::json vector_json(const cpu::Vector<float>& v) {
-  auto out = nlohmann::json::array();
+json vector_json(const cpu::Vector<float>& v) {
+  auto out = json::array();
   for (cpu::Index r = 0; r < v.size(); ++r) out.push_back(number(v[r]));
   return out;
 }
@@ -33,14 +35,14 @@ JsonlTrace::JsonlTrace(std::ostream& out, std::int64_t max_state_elements)
     : out_(&out), max_state_elements_(max_state_elements) {}
 
 void JsonlTrace::operator()(const Event& e) const {
-  nlohmann::json line = {{"step", e.step},          {"op", to_string(e.kind)},
-                         {"i", tile_number(e.tile.i)}, {"j", tile_number(e.tile.j)},
-                         {"tensor", e.tensor},      {"bytes", e.bytes}};
+  json line = {{"step", e.step},           {"op", to_string(e.kind)},
+               {"i", tile_number(e.tile.i)}, {"j", tile_number(e.tile.j)},
+               {"tensor", e.tensor},       {"bytes", e.bytes}};
   if (e.times != 1) line["times"] = e.times;
   if (e.state && e.state->U.size() <= max_state_elements_) {
     line["m"] = vector_json(e.state->m);
     line["l"] = vector_json(e.state->l);
-    auto U = nlohmann::json::array();
+    auto U = json::array();
     for (cpu::Index r = 0; r < e.state->U.rows(); ++r)
       U.push_back(vector_json(e.state->U.row(r).transpose()));
     line["U"] = std::move(U);

@@ -37,7 +37,7 @@ struct OpCounts {
 
 // One HBM tensor and the bytes moved across its boundary.
 struct TensorTraffic {
-  std::string name;
+  std::string name{};
   DType dtype = DType::fp32;
   std::int64_t elements = 0;
   Bytes read = 0;     // HBM -> SRAM

@@ -32,7 +32,7 @@ struct Problem {
   DType dtype = DType::bf16;
   cpu::Causal causal = cpu::Causal::none;
   Bytes sram_bytes = 192 * kKiB;          // the SRAM of one SM
-  std::optional<cpu::TileSizes> tiles;    // Br, Bc; chosen by choose_tiles when absent
+  std::optional<cpu::TileSizes> tiles{};  // Br, Bc; chosen by choose_tiles when absent
 
   // The paper's M: the SRAM's capacity in elements of the input type.
   cpu::Index M() const { return sram_bytes / bytes_of(dtype); }
@@ -45,9 +45,9 @@ void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.
 struct TileChoice {
-  cpu::TileSizes tiles;   // what the program runs with
-  cpu::TileSizes paper;   // the paper's rule: Bc = ceil(M / 4d), Br = min(Bc, d)
-  std::string how;        // "given", "paper" or "paper, halved to fit"
+  cpu::TileSizes tiles{};  // what the program runs with
+  cpu::TileSizes paper{};  // the paper's rule: Bc = ceil(M / 4d), Br = min(Bc, d)
+  std::string how{};       // "given", "paper" or "paper, halved to fit"
 };
 
 // The block sizes for a tiled program (fa1 or fa2). Given tiles are used as they are (a

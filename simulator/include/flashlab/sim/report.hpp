@@ -13,12 +13,12 @@ namespace flashlab::sim {
 
 struct Report {
   Algorithm algorithm = Algorithm::naive;
-  Problem problem;
-  std::optional<TileChoice> tiles;   // Br, Bc; none for the naive program
-  std::vector<TensorTraffic> tensors;
-  OpCounts ops;
+  Problem problem{};
+  std::optional<TileChoice> tiles{};  // Br, Bc; none for the naive program
+  std::vector<TensorTraffic> tensors{};
+  OpCounts ops{};
   Bytes peak_sram = 0;               // 0 for naive: its operators' tiling is not modelled
-  cpu::TileCounts tile_counts;       // score tiles computed (and partial) and skipped
+  cpu::TileCounts tile_counts{};     // score tiles computed (and partial) and skipped
 
   Bytes bytes_read() const;
   Bytes bytes_written() const;
@@ -29,6 +29,6 @@ struct Report {
 
 // Everything in the report as JSON: inputs, Br and Bc, per-tensor bytes, totals, FLOPs,
 // peak SRAM, tiles computed and skipped.
-nlohmann::json to_json(const Report& report);
+nlohmann::ordered_json to_json(const Report& report);
 
 }  // namespace flashlab::sim

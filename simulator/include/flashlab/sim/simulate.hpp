@@ -20,10 +20,10 @@ Report count(Algorithm algorithm, const Problem& problem, const TraceSink& trace
 
 template <class In>
 struct Simulation {
-  Report report;
-  cpu::Matrix<float> O;  // (N, d) as stored in HBM: rounded to In (fa1 keeps it fp32)
-  cpu::Vector<float> L;  // (N) log-sum-exp; fa1 derives it from the l and m it keeps;
-                         // empty for naive, whose three operators do not produce it
+  Report report{};
+  cpu::Matrix<float> O{};  // (N, d) as stored in HBM: rounded to In (fa1 keeps it fp32)
+  cpu::Vector<float> L{};  // (N) log-sum-exp; fa1 derives it from the l and m it keeps;
+                           // empty for naive, whose three operators do not produce it
 };
 
 // The program on real inputs Q, K, V (N, d) of the problem's dtype (In = float for fp32,

@@ -13,13 +13,13 @@
 namespace flashlab::sim {
 
 struct SweepSpec {
-  std::vector<cpu::Index> N;
-  std::vector<cpu::Index> d;
-  std::vector<Bytes> sram_bytes;
-  std::vector<Algorithm> algorithms;
+  std::vector<cpu::Index> N{};
+  std::vector<cpu::Index> d{};
+  std::vector<Bytes> sram_bytes{};
+  std::vector<Algorithm> algorithms{};
   DType dtype = DType::bf16;
   cpu::Causal causal = cpu::Causal::none;
-  std::optional<cpu::TileSizes> tiles;  // the paper's rule (fitted) when absent
+  std::optional<cpu::TileSizes> tiles{};  // the paper's rule (fitted) when absent
 };
 
 // Called after each point with the number done and the number in all.
@@ -37,14 +37,14 @@ void write_csv(std::ostream& out, const std::vector<Report>& reports,
 
 struct PlotOutcome {
   bool drawn = false;
-  std::string message;  // what was drawn, or why not and what to do
+  std::string message{};  // what was drawn, or why not and what to do
 };
 
 // Draws HBM bytes against each swept axis (N, M, d: those with more than one value) on
-// log-log axes, one line per algorithm, from the CSV at csv_path into png_path. Writes
-// the gnuplot script beside the PNG (png_path + ".gp"), then runs gnuplot; when gnuplot
-// is not installed, says so instead of failing.
-PlotOutcome plot_sweep(const SweepSpec& spec, const std::string& csv_path,
+// log-log axes, one line per algorithm, the other swept values held at their first, into
+// png_path. Writes the gnuplot script, data included, beside the PNG (png_path + ".gp"),
+// then runs gnuplot; when gnuplot is not installed, says so instead of failing.
+PlotOutcome plot_sweep(const SweepSpec& spec, const std::vector<Report>& reports,
                        const std::string& png_path);
 
 }  // namespace flashlab::sim

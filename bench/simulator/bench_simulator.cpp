@@ -1,0 +1,93 @@
+// How long the simulator takes: count-only mode (the loops and transfers alone) against
+// full runs (the numerics too, on random inputs), for naive, FA1 and FA2.
+//
+//   ./build/bench/simulator/bench_simulator                 # the table of bench/RESULTS.md
+//   ./build/bench/simulator/bench_simulator --n 8192 --full-max-n 8192
+//
+// Count-only runs are repeated and the median kept. A full run costs the numerics, about
+// 4 N^2 d FLOPs on this CPU (and N^2 memory for naive), so it runs only up to --full-max-n
+// (naive only up to --naive-full-max-n); larger N are marked "not run".
+#include "flashlab/sim/simulate.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <vector>
+
+using namespace flashlab;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <class Work>
+double median_seconds(int repeats, Work&& work) {
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    work();
+    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::string format_seconds(double s) {
+  if (s >= 1) return fmt::format("{:.2f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+cpu::Matrix<cpu::bf16> random_bf16(cpu::Index rows, cpu::Index cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  cpu::Matrix<float> X(rows, cols);
+  for (cpu::Index k = 0; k < X.size(); ++k) X.data()[k] = normal(rng);
+  return X.cast<cpu::bf16>();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times the simulator's count-only and full runs"};
+  std::vector<cpu::Index> Ns = {1024, 8192, 65536, 1048576};
+  cpu::Index d = 128, full_max_n = 8192, naive_full_max_n = 8192;
+  std::string sram = "192KiB";
+  int repeats = 5;
+  app.add_option("--n", Ns, "sequence lengths")->capture_default_str();
+  app.add_option("--d", d, "head dimension")->capture_default_str();
+  app.add_option("--sram", sram, "SRAM size")->capture_default_str();
+  app.add_option("--repeats", repeats, "count-only repetitions (median kept)")->capture_default_str();
+  app.add_option("--full-max-n", full_max_n, "largest N for full runs of fa1, fa2")->capture_default_str();
+  app.add_option("--naive-full-max-n", naive_full_max_n, "largest N for full naive runs")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::mt19937 rng(std::random_device{}());
+  fmt::print("| N | program | Br x Bc | HBM bytes | count-only | full |\n|---|---|---|---|---|---|\n");
+  for (const cpu::Index N : Ns) {
+    sim::Problem p;
+    p.N = N;
+    p.d = d;
+    p.dtype = sim::DType::bf16;
+    p.sram_bytes = sim::parse_bytes(sram);
+    const bool any_full = N <= std::max(full_max_n, naive_full_max_n);
+    cpu::Matrix<cpu::bf16> Q, K, V;
+    if (any_full) Q = random_bf16(N, d, rng), K = random_bf16(N, d, rng), V = random_bf16(N, d, rng);
+    for (const sim::Algorithm a : {sim::Algorithm::naive, sim::Algorithm::fa1, sim::Algorithm::fa2}) {
+      sim::Report report;
+      const double count_s = median_seconds(repeats, [&] { report = sim::count(a, p); });
+      const cpu::Index limit = a == sim::Algorithm::naive ? naive_full_max_n : full_max_n;
+      std::string full = "not run";
+      if (N <= limit)
+        full = format_seconds(median_seconds(1, [&] { sim::simulate<cpu::bf16>(a, p, Q, K, V); }));
+      fmt::print("| {} | {} | {} | {} | {} | {} |\n", N, sim::to_string(a),
+                 report.tiles ? fmt::format("{} x {}", report.tiles->tiles.Br, report.tiles->tiles.Bc) : "-",
+                 sim::format_bytes(double(report.bytes_total())), format_seconds(count_s), full);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

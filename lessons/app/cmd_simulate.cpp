@@ -1,0 +1,159 @@
+// `flashlab simulate`: run naive attention, FA1 and FA2 on the simulated HBM + SRAM and
+// print what each moves, computes and keeps on chip, and the bound a GPU profile sets.
+//   flashlab simulate --n 8192 --d 128 --dtype bf16 --sram 192KiB --algo naive,fa1,fa2
+#include "commands.hpp"
+
+#include "flashlab/cpu/forward.hpp"
+#include "flashlab/cpu/naive.hpp"
+#include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/simulate.hpp"
+#include "flashlab/sim/table.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <memory>
+#include <random>
+
+namespace flashlab::app {
+
+namespace {
+
+// --full computes the numbers on this CPU; naive attention there holds several N x N
+// matrices, about 1.5 GiB at this N.
+constexpr cpu::Index kMaxFullN = 8192;
+
+struct SimulateArgs {
+  cpu::Index n = 8192, d = 128;
+  std::string dtype = "bf16", sram, algorithms = "naive,fa1,fa2", profile = "h200", trace;
+  bool causal = false, json = false, full = false;
+  cpu::Index br = 0, bc = 0;
+  CLI::Option* br_option = nullptr;
+  CLI::Option* bc_option = nullptr;
+};
+
+sim::Problem problem_of(const SimulateArgs& a, const sim::HardwareProfile& hw) {
+  sim::Problem p;
+  p.N = a.n;
+  p.d = a.d;
+  p.dtype = sim::parse_dtype(a.dtype);
+  p.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
+  p.sram_bytes = a.sram.empty() ? hw.sram_per_sm : sim::parse_bytes(a.sram);
+  if (a.br_option->count() != a.bc_option->count())
+    throw cpu::InvalidArgument("give both --br and --bc, or neither (then the paper's rule "
+                               "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
+  if (a.br_option->count()) p.tiles = cpu::TileSizes{a.br, a.bc};
+  sim::check(p);
+  return p;
+}
+
+// cpu_reference's O for the same problem, to set beside the simulator's.
+template <class In>
+cpu::Matrix<float> reference_O(sim::Algorithm a, const sim::Report& r, const cpu::Matrix<In>& Q,
+                               const cpu::Matrix<In>& K, const cpu::Matrix<In>& V) {
+  cpu::AttentionOptions options;
+  options.causal = r.problem.causal;
+  if (r.tiles) options.tiles = r.tiles->tiles;
+  switch (a) {
+    case sim::Algorithm::naive: return cpu::naive_attention<In>(Q, K, V, options).O.template cast<float>();
+    case sim::Algorithm::fa1: return cpu::forward_kv_outer<In>(Q, K, V, options).O;
+    case sim::Algorithm::fa2:
+      return cpu::round_to<In>(cpu::forward_q_outer<In>(Q, K, V, options).O).template cast<float>();
+  }
+  return {};
+}
+
+// The program on random inputs: its report, and how far its O is from cpu_reference's.
+template <class In>
+sim::Report run_full(sim::Algorithm a, const sim::Problem& p, const sim::TraceSink& trace,
+                     std::string& note) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&] {
+    return cpu::Matrix<float>(cpu::Matrix<float>::NullaryExpr(p.N, p.d, [&] { return normal(rng); }))
+        .template cast<In>()
+        .eval();
+  };
+  const cpu::Matrix<In> Q = random(), K = random(), V = random();
+  auto sim = sim::simulate<In>(a, p, Q, K, V, trace);
+  const float diff = (sim.O - reference_O<In>(a, sim.report, Q, K, V)).cwiseAbs().maxCoeff();
+  note += fmt::format("{}: max |O - cpu_reference's O| = {:.3g} on random normal inputs\n",
+                      sim::to_string(a), diff);
+  return std::move(sim.report);
+}
+
+sim::Report run_one(sim::Algorithm a, const sim::Problem& p, const SimulateArgs& args,
+                    const sim::TraceSink& trace, std::string& note) {
+  if (!args.full) return sim::count(a, p, trace);
+  switch (p.dtype) {
+    case sim::DType::fp32: return run_full<float>(a, p, trace, note);
+    case sim::DType::bf16: return run_full<cpu::bf16>(a, p, trace, note);
+    case sim::DType::fp16: return run_full<cpu::fp16>(a, p, trace, note);
+  }
+  return {};
+}
+
+void simulate(const SimulateArgs& args) {
+  const sim::HardwareProfile& hw = sim::find_profile(args.profile);
+  const sim::Problem p = problem_of(args, hw);
+  const auto algorithms = sim::parse_algorithms(args.algorithms);
+  if (args.full && p.N > kMaxFullN)
+    throw cpu::InvalidArgument(fmt::format(
+        "--full computes the numbers on this CPU and takes N <= {}; N = {} can be counted "
+        "without --full", kMaxFullN, p.N));
+  if (!args.trace.empty() && algorithms.size() != 1)
+    throw cpu::InvalidArgument("--trace records one program: give one --algo with it");
+
+  std::ofstream trace_file;
+  std::unique_ptr<sim::JsonlTrace> trace;
+  if (!args.trace.empty()) {
+    trace_file.open(args.trace);
+    if (!trace_file) throw cpu::InvalidArgument("cannot write the trace to '" + args.trace + "'");
+    trace = std::make_unique<sim::JsonlTrace>(trace_file);
+  }
+  std::vector<sim::Report> reports;
+  std::string note;
+  for (const sim::Algorithm a : algorithms)
+    reports.push_back(run_one(a, p, args, trace ? trace->sink() : sim::TraceSink{}, note));
+
+  if (args.json) {
+    auto out = nlohmann::ordered_json::array();
+    for (const auto& r : reports) {
+      auto j = sim::to_json(r);
+      const sim::Bound b = sim::roofline(r, hw);
+      j["bound"] = {{"profile", hw.name}, {"seconds", b.seconds()}, {"binds", b.binding()},
+                    {"matrix_s", b.matrix_s}, {"exp_s", b.exp_s}, {"memory_s", b.memory_s}};
+      out.push_back(std::move(j));
+    }
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("{}", sim::format_table(reports, &hw));
+    if (!note.empty()) fmt::print("\n{}", note);
+  }
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate", "Count the HBM bytes, work and SRAM of naive attention, FA1 and FA2");
+  cmd->add_option("--n", args->n, "sequence length N")->capture_default_str();
+  cmd->add_option("--d", args->d, "head dimension d")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--sram", args->sram, "SRAM of one SM, e.g. 192KiB (default: the profile's)");
+  cmd->add_option("--algo", args->algorithms, "programs to run: naive,fa1,fa2")->capture_default_str();
+  cmd->add_option("--profile", args->profile, "a100, h100, h200 or b200")->capture_default_str();
+  cmd->add_flag("--causal", args->causal, "causal mask (top-left)");
+  args->br_option = cmd->add_option("--br", args->br, "query rows per tile Br (with --bc)");
+  args->bc_option = cmd->add_option("--bc", args->bc, "keys per tile Bc (with --br)");
+  cmd->add_flag("--json", args->json, "print the reports as JSON");
+  cmd->add_option("--trace", args->trace, "write every step as JSON lines to this file");
+  cmd->add_flag("--full", args->full,
+                "compute the numbers too, on random inputs (N <= 8192); traces then carry m, l, U");
+  cmd->callback([args] { simulate(*args); });
+}
+
+}  // namespace flashlab::app

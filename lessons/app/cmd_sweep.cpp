@@ -1,0 +1,120 @@
+// `flashlab sweep`: count naive attention, FA1 and FA2 over grids of N, d and SRAM size,
+// write the counts as CSV and plot HBM bytes on log-log axes.
+//   flashlab sweep --n 1024..65536 --d 128 --sram 192KiB --csv sweep.csv --plot sweep.png
+#include "commands.hpp"
+
+#include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/sweep.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+namespace flashlab::app {
+
+namespace {
+
+struct SweepArgs {
+  std::string n = "1024..65536", d = "128", sram = "192KiB", algorithms = "naive,fa1,fa2";
+  std::string dtype = "bf16", profile = "h200", csv, plot;
+  bool causal = false;
+  cpu::Index br = 0, bc = 0;
+  CLI::Option* br_option = nullptr;
+  CLI::Option* bc_option = nullptr;
+};
+
+cpu::Index parse_size(std::string_view text) {
+  cpu::Index value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size())
+    throw cpu::InvalidArgument(fmt::format("'{}' is not a whole number", text));
+  return value;
+}
+
+// "a,b,c", and "a..b" for a, 2a, 4a, ... up to b; items may be mixed: "96,128..512".
+template <class T>
+std::vector<T> parse_list(std::string_view flag, std::string_view list,
+                          const std::function<T(std::string_view)>& parse_one) {
+  std::vector<T> out;
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const std::string_view item = list.substr(start, comma - start);
+    const std::size_t dots = item.find("..");
+    if (dots == std::string_view::npos) {
+      out.push_back(parse_one(item));
+    } else {
+      const T from = parse_one(item.substr(0, dots)), to = parse_one(item.substr(dots + 2));
+      if (from < 1 || to < from)
+        throw cpu::InvalidArgument(fmt::format(
+            "{} {}: a range a..b doubles from a up to b, so it needs 1 <= a <= b", flag, item));
+      for (T x = from; x <= to; x *= 2) out.push_back(x);
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+sim::SweepSpec spec_of(const SweepArgs& a) {
+  sim::SweepSpec spec;
+  spec.N = parse_list<cpu::Index>("--n", a.n, parse_size);
+  spec.d = parse_list<cpu::Index>("--d", a.d, parse_size);
+  spec.sram_bytes = parse_list<sim::Bytes>("--sram", a.sram, sim::parse_bytes);
+  spec.algorithms = sim::parse_algorithms(a.algorithms);
+  spec.dtype = sim::parse_dtype(a.dtype);
+  spec.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
+  if (a.br_option->count() != a.bc_option->count())
+    throw cpu::InvalidArgument("give both --br and --bc, or neither (then the paper's rule "
+                               "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
+  if (a.br_option->count()) spec.tiles = cpu::TileSizes{a.br, a.bc};
+  return spec;
+}
+
+void sweep(const SweepArgs& args) {
+  const sim::HardwareProfile& hw = sim::find_profile(args.profile);
+  const sim::SweepSpec spec = spec_of(args);
+  std::ofstream csv(args.csv);
+  if (!csv) throw cpu::InvalidArgument("cannot write the CSV to '" + args.csv + "'");
+
+  // Progress on a terminal only: a log file would fill with carriage returns.
+  const bool show_progress = isatty(fileno(stderr)) != 0;
+  const auto reports = sim::run_sweep(spec, [&](std::size_t done, std::size_t total) {
+    if (!show_progress) return;
+    fmt::print(stderr, "\rsweep: {}/{} points counted", done, total);
+    if (done == total) fmt::print(stderr, "\n");
+  });
+  sim::write_csv(csv, reports, &hw);
+  csv.close();
+  fmt::print("wrote {} rows to {}\n", reports.size(), args.csv);
+  if (args.plot.empty()) return;
+  const sim::PlotOutcome plot = sim::plot_sweep(spec, reports, args.plot);
+  fmt::print(plot.drawn ? stdout : stderr, "{}\n", plot.message);
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "Count naive, FA1 and FA2 over N, d and SRAM sizes; write CSV and plots");
+  cmd->add_option("--n", args->n, "sequence lengths: a,b,c or a..b (doubling)")->capture_default_str();
+  cmd->add_option("--d", args->d, "head dimensions: a,b,c or a..b")->capture_default_str();
+  cmd->add_option("--sram", args->sram, "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB")->capture_default_str();
+  cmd->add_option("--algo", args->algorithms, "programs: naive,fa1,fa2")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--profile", args->profile, "profile for the bound column: a100, h100, h200, b200")
+      ->capture_default_str();
+  cmd->add_flag("--causal", args->causal, "causal mask (top-left)");
+  args->br_option = cmd->add_option("--br", args->br, "query rows per tile Br (with --bc)");
+  args->bc_option = cmd->add_option("--bc", args->bc, "keys per tile Bc (with --br)");
+  cmd->add_option("--csv", args->csv, "where to write the CSV")->required();
+  cmd->add_option("--plot", args->plot, "where to draw the log-log plot (PNG, needs gnuplot)");
+  cmd->callback([args] { sweep(*args); });
+}
+
+}  // namespace flashlab::app
