@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 namespace flashlab::sim {
 
 namespace {
@@ -41,6 +43,21 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace,
   return report;
 }
 
+// The tiled programs run their steps one after another, as one SM does. The products of
+// one tile are too small to share among threads: Eigen's attempt to share each one costs more
+// than the product (20x slower on a busy 2-core machine), so it is held to one thread
+// while a program runs, and the caller's setting is restored afterwards.
+class OneEigenThread {
+ public:
+  OneEigenThread() : saved_(Eigen::nbThreads()) { Eigen::setNbThreads(1); }
+  ~OneEigenThread() { Eigen::setNbThreads(saved_); }
+  OneEigenThread(const OneEigenThread&) = delete;
+  OneEigenThread& operator=(const OneEigenThread&) = delete;
+
+ private:
+  int saved_;
+};
+
 void check_input(std::string_view name, cpu::Index rows, cpu::Index cols, const Problem& p) {
   if (rows != p.N || cols != p.d)
     throw cpu::InvalidArgument(fmt::format(
@@ -67,6 +84,8 @@ Simulation<In> simulate(Algorithm algorithm, const Problem& problem, const cpu::
   check_input("V", V.rows(), V.cols(), problem);
   const detail::Inputs<In> inputs{Q, K, V};
   detail::Outputs outputs;
+  std::optional<OneEigenThread> serial;  // the naive program's large GEMMs keep the threads
+  if (algorithm != Algorithm::naive) serial.emplace();
   Report report = run<In>(algorithm, problem, trace, &inputs, &outputs);
   return {std::move(report), std::move(outputs.O), std::move(outputs.L)};
 }
