@@ -294,14 +294,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
 
   for (int j = 0; j < Tc; ++j) {
     const int buf = j % kBuffers, k0 = j * Bc;
-    if (j + 1 < Tc) {  // prefetch K_{j+1}, V_{j+1} into the other buffer
+    // One barrier per tile does two jobs: K_j, V_j (and Q) have landed for every thread, and
+    // every warp is done with tile j - 1, whose buffer the prefetch below refills.
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    if (j + 1 < Tc) {  // prefetch K_{j+1}, V_{j+1} into the other buffer, behind this tile
       const int next = (j + 1) % kBuffers;
       load_tile<T, D, Bc>(sK + next * Bc * D, gK, p.k_stride.row, k0 + Bc, p.n_k);
       load_tile<T, D, Bc>(sV + next * Bc * D, gV, p.v_stride.row, k0 + Bc, p.n_k);
+      ptx::cp_async_commit();
     }
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<1>();  // everything but the prefetch just issued has landed
-    __syncthreads();
 
     float S[kMTiles][Bc / 8][4];  // (32, Bc) scores, then W, per warp
     compute_scores<T, D, Bc>(S, sQ, sK + buf * Bc * D, warp, lane);
@@ -314,9 +316,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) rescale_output<D>(U[mt], alpha[mt]);
     accumulate_wv<T, D, Bc>(U, S, sV + buf * Bc * D, lane);
-    __syncthreads();  // all warps are done with buffer `buf` before it is refilled
   }
-  ptx::cp_async_wait<0>();
+  ptx::cp_async_wait<0>();  // with Tc = 0 the Q copy may still be in flight
 
   T* gO = static_cast<T*>(p.o) + b * p.o_stride.batch + h * p.o_stride.head;
   float* lse = p.lse ? p.lse + (size_t(b) * p.heads_q + h) * p.n_q : nullptr;
