@@ -14,6 +14,7 @@ void run_lesson_04(LessonContext&);
 void run_lesson_05(LessonContext&);
 void run_lesson_06(LessonContext&);
 void run_lesson_07(LessonContext&);
+void run_lesson_08(LessonContext&);
 void run_lesson_09(LessonContext&);
 void run_lesson_10(LessonContext&);
 
@@ -44,6 +45,9 @@ constexpr std::array kLessons{
     LessonInfo{7, "07-work-partitioning", "FlashAttention-2's work partitioning",
                "split-K vs split-Q across the warps of a block: same O, the state exchanged counted",
                run_lesson_07},
+    LessonInfo{8, "08-pipelining", "FlashAttention-3's pipeline",
+               "a timeline model of loads, GEMMs and softmax: sequential, overlapped, ping-pong",
+               run_lesson_08},
     LessonInfo{9, "09-conditional-rescaling", "FlashAttention-4's conditional rescaling",
                "the base-independence invariant, rescales skipped on real inputs, the bug to avoid",
                run_lesson_09},
