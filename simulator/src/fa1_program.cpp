@@ -83,13 +83,13 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
   const auto gl = machine.add_tensor("l", N, 1, kAccumulator);
   const auto gm = machine.add_tensor("m", N, 1, kAccumulator);
   const Fa1Buffers s = Fa1Buffers::allocate(machine, p, t);
-  const bool grouped = !in && !machine.tracing();
+  const bool grouped = !in && !machine.tracing() && !machine.has_l2();
   const auto all_full = [](Index, Index) { return cpu::TileKind::full; };
 
   // Algorithm 1, line 2: O = 0, l = 0, m = -inf in HBM, written tile by tile.
   for (const StepRun& run : inner_steps(N, Br, grouped, all_full)) {
     for (auto [buffer, tensor] : {std::pair{s.sO, gO}, {s.sl, gl}, {s.sm, gm}})
-      machine.store(buffer, tensor, run.rows, {run.first, -1}, run.count);
+      machine.store(buffer, tensor, run.first * Br, run.rows, {run.first, -1}, run.count);
   }
   HbmState hbm;
   cpu::Matrix<float> Q_scaled;  // (N, d): Q * scale, the scale folded in as each Q_i loads
@@ -102,8 +102,8 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
 
   for (Index j = 0; j < tile_count(N, Bc); ++j) {  // outer: KV tiles, each loaded once
     const Index k0 = j * Bc, cols = tile_rows(N, Bc, j);
-    machine.load(s.sK, gK, cols, {-1, j});
-    machine.load(s.sV, gV, cols, {-1, j});
+    machine.load(s.sK, gK, k0, cols, {-1, j});
+    machine.load(s.sV, gV, k0, cols, {-1, j});
     const auto kind_of = [&](Index i, Index rows) { return mask.classify(i * Br, rows, k0, cols); };
     for (const StepRun& run : inner_steps(N, Br, grouped, kind_of)) {  // inner: query tiles
       const TileCoord at{run.first, j};
@@ -112,10 +112,10 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
         continue;
       }
       const Index q0 = run.first * Br, rows = run.rows, times = run.count;
-      machine.load(s.sQ, gQ, rows, at, times);
-      machine.load(s.sO, gO, rows, at, times);
-      machine.load(s.sl, gl, rows, at, times);
-      machine.load(s.sm, gm, rows, at, times);
+      machine.load(s.sQ, gQ, q0, rows, at, times);
+      machine.load(s.sO, gO, q0, rows, at, times);
+      machine.load(s.sl, gl, q0, rows, at, times);
+      machine.load(s.sm, gm, q0, rows, at, times);
       machine.compute("S", score_ops(rows, cols, d), at, run.kind, times);
       cpu::SoftmaxState<float> merged;
       if (in) merged = fa1_step<In>(hbm, *in, mask, Q_scaled, q0, rows, k0, cols, run.kind);
@@ -124,9 +124,9 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
       merge_work += merge_ops(rows, d);
       merge_work += finalize_ops(rows, d);
       machine.compute("merge", merge_work, at, std::nullopt, times, in ? &merged : nullptr);
-      machine.store(s.sO, gO, rows, at, times);
-      machine.store(s.sl, gl, rows, at, times);
-      machine.store(s.sm, gm, rows, at, times);
+      machine.store(s.sO, gO, q0, rows, at, times);
+      machine.store(s.sl, gl, q0, rows, at, times);
+      machine.store(s.sm, gm, q0, rows, at, times);
     }
   }
   if (in) {  // FA1 keeps l and m for the backward pass; L = m + log l is read off them

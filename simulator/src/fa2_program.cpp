@@ -46,11 +46,11 @@ void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
   const auto gL = machine.add_tensor("L", N, 1, kAccumulator);
   const Fa2Buffers s = Fa2Buffers::allocate(machine, p, t);
   if (in) *out = {cpu::Matrix<float>(N, d), cpu::Vector<float>(N)};
-  const bool grouped = !in && !machine.tracing();
+  const bool grouped = !in && !machine.tracing() && !machine.has_l2();
 
   for (Index i = 0; i < tile_count(N, Br); ++i) {  // outer: query tiles, each loaded once
     const Index q0 = i * Br, rows = tile_rows(N, Br, i);
-    machine.load(s.sQ, gQ, rows, {i, -1});
+    machine.load(s.sQ, gQ, q0, rows, {i, -1});
     cpu::Matrix<float> rQ_scaled;  // (rows, d) Q_i * scale
     auto state = cpu::SoftmaxState<float>::empty(rows, d);  // m = -inf, l = 0, U = 0
     if (in) rQ_scaled = in->Q.middleRows(q0, rows).template cast<float>() * scale;
@@ -63,8 +63,8 @@ void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
         continue;
       }
       const Index k0 = run.first * Bc, cols = run.rows;
-      machine.load(s.sK, gK, cols, at, run.count);
-      machine.load(s.sV, gV, cols, at, run.count);
+      machine.load(s.sK, gK, k0, cols, at, run.count);
+      machine.load(s.sV, gV, k0, cols, at, run.count);
       machine.compute("S", score_ops(rows, cols, d), at, run.kind, run.count);
       if (in) {
         const auto S = score_tile<In>(rQ_scaled, in->K.middleRows(k0, cols), q0, k0, run.kind,
@@ -81,8 +81,8 @@ void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
       out->O.middleRows(q0, rows) = as_stored<In>(O_i);
       out->L.segment(q0, rows) = L_i;
     }
-    machine.store(s.sU, gO, rows, {i, -1});  // O_i = U / l, rounded to the input type
-    machine.store(s.sm, gL, rows, {i, -1});  // L_i = m + log l, computed in place of m
+    machine.store(s.sU, gO, q0, rows, {i, -1});  // O_i = U / l, rounded to the input type
+    machine.store(s.sm, gL, q0, rows, {i, -1});  // L_i = m + log l, computed in place of m
   }
 }
 

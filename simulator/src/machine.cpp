@@ -2,6 +2,8 @@
 
 #include "flashlab/sim/units.hpp"
 
+#include "l2_cache.hpp"
+
 #include <algorithm>
 #include <sstream>
 
@@ -21,11 +23,15 @@ OpCounts OpCounts::times(std::int64_t k) const {
   return {matrix_flops * k, exp * k, max * k, sum * k, rescale * k, divide * k};
 }
 
-Machine::Machine(Bytes sram_capacity) : capacity_(sram_capacity) {}
+Machine::Machine(Bytes sram_capacity, Bytes l2_capacity)
+    : capacity_(sram_capacity),
+      l2_(l2_capacity > 0 ? std::make_unique<detail::L2Cache>(l2_capacity) : nullptr) {}
+
+Machine::~Machine() = default;
 
 Machine::TensorId Machine::add_tensor(std::string name, cpu::Index rows, cpu::Index cols,
                                       DType dtype) {
-  tensors_.push_back({std::move(name), dtype, rows * cols, 0, 0});
+  tensors_.push_back({std::move(name), dtype, rows * cols});
   tensor_cols_.push_back(cols);
   return static_cast<TensorId>(tensors_.size() - 1);
 }
@@ -65,32 +71,49 @@ Bytes Machine::transfer_bytes(BufferId buffer, TensorId tensor, cpu::Index rows)
   return rows * cols * bytes_of(tensors_[tensor].dtype);
 }
 
-void Machine::load(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
-                   std::int64_t times) {
+void Machine::move_rows(TensorId tensor, cpu::Index row0, cpu::Index rows, bool write,
+                        std::int64_t times) {
+  TensorTraffic& t = tensors_[tensor];
+  const Bytes row_bytes = tensor_cols_[tensor] * bytes_of(t.dtype);
+  (write ? t.written : t.read) += rows * row_bytes * times;
+  if (!l2_) {
+    (write ? t.dram_written : t.dram_read) += rows * row_bytes * times;
+    return;
+  }
+  if (times != 1) throw std::logic_error("grouped steps cannot go through an L2");
+  for (cpu::Index r = row0; r < row0 + rows; ++r) l2_->access(tensor, r, row_bytes, write, tensors_);
+}
+
+void Machine::load(BufferId buffer, TensorId tensor, cpu::Index row0, cpu::Index rows,
+                   TileCoord where, std::int64_t times) {
   const Bytes bytes = transfer_bytes(buffer, tensor, rows);
-  tensors_[tensor].read += bytes * times;
+  move_rows(tensor, row0, rows, /*write=*/false, times);
   emit(EventKind::load, where, tensors_[tensor].name, bytes, times);
 }
 
-void Machine::store(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
-                    std::int64_t times) {
+void Machine::store(BufferId buffer, TensorId tensor, cpu::Index row0, cpu::Index rows,
+                    TileCoord where, std::int64_t times) {
   const Bytes bytes = transfer_bytes(buffer, tensor, rows);
-  tensors_[tensor].written += bytes * times;
+  move_rows(tensor, row0, rows, /*write=*/true, times);
   emit(EventKind::store, where, tensors_[tensor].name, bytes, times);
 }
 
 void Machine::read_through(TensorId tensor) {
-  TensorTraffic& t = tensors_.at(tensor);
-  const Bytes bytes = t.elements * bytes_of(t.dtype);
-  t.read += bytes;
-  emit(EventKind::load, {}, t.name, bytes, 1);
+  const TensorTraffic& t = tensors_.at(tensor);
+  const cpu::Index rows = t.elements / tensor_cols_[tensor];
+  move_rows(tensor, 0, rows, /*write=*/false, 1);
+  emit(EventKind::load, {}, t.name, t.elements * bytes_of(t.dtype), 1);
 }
 
 void Machine::write_through(TensorId tensor) {
-  TensorTraffic& t = tensors_.at(tensor);
-  const Bytes bytes = t.elements * bytes_of(t.dtype);
-  t.written += bytes;
-  emit(EventKind::store, {}, t.name, bytes, 1);
+  const TensorTraffic& t = tensors_.at(tensor);
+  const cpu::Index rows = t.elements / tensor_cols_[tensor];
+  move_rows(tensor, 0, rows, /*write=*/true, 1);
+  emit(EventKind::store, {}, t.name, t.elements * bytes_of(t.dtype), 1);
+}
+
+void Machine::finish() {
+  if (l2_) l2_->flush(tensors_);
 }
 
 void Machine::compute(std::string_view what, const OpCounts& ops, TileCoord where,

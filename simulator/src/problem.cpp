@@ -64,6 +64,9 @@ void check(const Problem& p) {
   if (p.sram_bytes < 1)
     throw cpu::InvalidArgument(
         fmt::format("SRAM of {} bytes: the SRAM must hold at least one byte", p.sram_bytes));
+  if (p.l2_bytes < 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "L2 of {} bytes: give a positive size, or 0 for no L2", p.l2_bytes));
   if (p.M() < p.d)
     throw cpu::InvalidArgument(fmt::format(
         "M < d: an SRAM of {} bytes holds M = {} {} elements, fewer than one row of d = {}; "

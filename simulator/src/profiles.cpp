@@ -87,7 +87,7 @@ std::string_view Bound::binding() const {
 Bound roofline(const Report& report, const HardwareProfile& profile) {
   return {static_cast<double>(report.ops.matrix_flops) / profile.matrix_flops_per_s,
           static_cast<double>(report.ops.exp) / profile.exp_per_s,
-          static_cast<double>(report.bytes_total()) / profile.hbm_bytes_per_s};
+          static_cast<double>(report.dram_total()) / profile.hbm_bytes_per_s};
 }
 
 }  // namespace flashlab::sim

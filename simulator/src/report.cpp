@@ -18,6 +18,16 @@ Bytes Report::bytes_written() const {
                          [](Bytes s, const TensorTraffic& t) { return s + t.written; });
 }
 
+Bytes Report::dram_read() const {
+  return std::accumulate(tensors.begin(), tensors.end(), Bytes{0},
+                         [](Bytes s, const TensorTraffic& t) { return s + t.dram_read; });
+}
+
+Bytes Report::dram_written() const {
+  return std::accumulate(tensors.begin(), tensors.end(), Bytes{0},
+                         [](Bytes s, const TensorTraffic& t) { return s + t.dram_written; });
+}
+
 const TensorTraffic& Report::tensor(std::string_view name) const {
   for (const auto& t : tensors)
     if (t.name == name) return t;
@@ -33,7 +43,7 @@ nlohmann::ordered_json to_json(const Report& r) {
       {"inputs",
        {{"N", p.N}, {"d", p.d}, {"dtype", to_string(p.dtype)},
         {"causal", std::string(cpu::to_string(p.causal))}, {"sram_bytes", p.sram_bytes},
-        {"M", p.M()}}},
+        {"M", p.M()}, {"l2_bytes", p.l2_bytes}}},
   };
   if (r.tiles) {
     out["tiles"] = {{"Br", r.tiles->tiles.Br}, {"Bc", r.tiles->tiles.Bc},
@@ -43,13 +53,21 @@ nlohmann::ordered_json to_json(const Report& r) {
     out["tiles"] = nullptr;
   }
   json tensors = json::array();
-  for (const auto& t : r.tensors)
+  for (const auto& t : r.tensors) {
     tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)},
                        {"elements", t.elements}, {"bytes_read", t.read},
                        {"bytes_written", t.written}});
+    if (p.l2_bytes > 0) {
+      tensors.back()["dram_bytes_read"] = t.dram_read;
+      tensors.back()["dram_bytes_written"] = t.dram_written;
+    }
+  }
   out["tensors"] = std::move(tensors);
   out["bytes"] = {{"read", r.bytes_read()}, {"written", r.bytes_written()},
                   {"total", r.bytes_total()}};
+  if (p.l2_bytes > 0)
+    out["dram_bytes"] = {{"read", r.dram_read()}, {"written", r.dram_written()},
+                         {"total", r.dram_total()}};
   out["ops"] = {{"matrix_flops", r.ops.matrix_flops}, {"exp", r.ops.exp},
                 {"max", r.ops.max},        {"sum", r.ops.sum},
                 {"rescale", r.ops.rescale}, {"divide", r.ops.divide},

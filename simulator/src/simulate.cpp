@@ -25,7 +25,7 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace,
   report.algorithm = algorithm;
   report.problem = p;
   if (algorithm != Algorithm::naive) report.tiles = choose_tiles(algorithm, p);
-  Machine machine(p.sram_bytes);
+  Machine machine(p.sram_bytes, p.l2_bytes);
   machine.set_trace(trace);
   switch (algorithm) {
     case Algorithm::naive: detail::run_naive<In>(machine, p, inputs, outputs); break;
@@ -36,6 +36,7 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace,
       detail::run_fa2<In>(machine, p, report.tiles->tiles, inputs, outputs);
       break;
   }
+  machine.finish();
   report.tensors = machine.traffic();
   report.ops = machine.ops();
   report.peak_sram = machine.peak_sram();

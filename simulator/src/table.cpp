@@ -61,6 +61,7 @@ std::string header(const Report& r, const HardwareProfile* profile) {
       "N = {}, d = {}, {}, {}, SRAM {} (M = {} elements)", p.N, p.d, to_string(p.dtype),
       p.causal == cpu::Causal::none ? "non-causal" : "causal",
       format_bytes(static_cast<double>(p.sram_bytes)), p.M());
+  if (p.l2_bytes > 0) out += fmt::format(", L2 {}", format_bytes(static_cast<double>(p.l2_bytes)));
   if (profile) out += fmt::format(", profile {}", profile->name);
   return out + "\n\n";
 }
@@ -68,6 +69,8 @@ std::string header(const Report& r, const HardwareProfile* profile) {
 std::string summary(std::span<const Report> reports, const HardwareProfile* profile) {
   std::vector<Row> rows{{"program", "Br x Bc", "tiles", "skipped", "HBM read", "HBM written",
                          "HBM total", "matrix FLOPs", "other ops", "peak SRAM"}};
+  const bool l2 = reports.front().problem.l2_bytes > 0;
+  if (l2) rows[0].push_back("HBM past L2");
   if (profile) {
     rows[0].push_back("bound");
     rows[0].push_back("binds");
@@ -81,6 +84,7 @@ std::string summary(std::span<const Report> reports, const HardwareProfile* prof
             format_bytes(double(r.bytes_total())), si(double(r.ops.matrix_flops)),
             si(double(r.ops.non_matrix())),
             r.tiles ? format_bytes(double(r.peak_sram)) : "-"};
+    if (l2) row.push_back(format_bytes(double(r.dram_total())));
     if (profile) {
       const Bound b = roofline(r, *profile);
       row.push_back(seconds(b.seconds()));

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -40,8 +41,10 @@ struct TensorTraffic {
   std::string name{};
   DType dtype = DType::fp32;
   std::int64_t elements = 0;
-  Bytes read = 0;     // HBM -> SRAM
-  Bytes written = 0;  // SRAM -> HBM
+  Bytes read = 0;          // HBM -> SRAM, as the two-level model counts it
+  Bytes written = 0;       // SRAM -> HBM
+  Bytes dram_read = 0;     // of those, what an L2 could not serve: HBM's own (DRAM) reads
+  Bytes dram_written = 0;  // and writes; equal to read and written without an L2
 };
 
 // Thrown when an SRAM buffer does not fit. what() names the buffer, its size, the
@@ -54,13 +57,21 @@ struct SramOverflow : std::runtime_error {
   Bytes in_use;
 };
 
+namespace detail {
+class L2Cache;
+}
+
 class Machine {
  public:
   using TensorId = int;
   using BufferId = int;
   static constexpr Bytes kUnbounded = std::numeric_limits<Bytes>::max();
 
-  explicit Machine(Bytes sram_capacity);
+  // l2_capacity = 0: no L2, the paper's two-level model.
+  explicit Machine(Bytes sram_capacity, Bytes l2_capacity = 0);
+  ~Machine();
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
 
   // An HBM tensor of (rows, cols) elements.
   TensorId add_tensor(std::string name, cpu::Index rows, cpu::Index cols, DType dtype);
@@ -70,12 +81,13 @@ class Machine {
   BufferId allocate(std::string name, std::string role, cpu::Index rows, cpu::Index cols,
                     DType dtype);
 
-  // rows rows of tensor, starting anywhere, moved into (load) or out of (store) buffer.
-  // times > 1 books that many identical transfers at once (count-only mode).
-  void load(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
-            std::int64_t times = 1);
-  void store(BufferId buffer, TensorId tensor, cpu::Index rows, TileCoord where,
-             std::int64_t times = 1);
+  // Rows [row0, row0 + rows) of tensor moved into (load) or out of (store) buffer.
+  // times > 1 books that many identical transfers at once (count-only mode; not with an
+  // L2, which must see which rows move).
+  void load(BufferId buffer, TensorId tensor, cpu::Index row0, cpu::Index rows,
+            TileCoord where, std::int64_t times = 1);
+  void store(BufferId buffer, TensorId tensor, cpu::Index row0, cpu::Index rows,
+             TileCoord where, std::int64_t times = 1);
 
   // A whole tensor read or written by an operator whose on-chip tiling the model leaves
   // out (the naive program's library kernels): counted in HBM, no SRAM involved.
@@ -90,7 +102,11 @@ class Machine {
   // A tile that lies wholly in the causal future: nothing moved, nothing computed.
   void skip(TileCoord where, std::int64_t times = 1);
 
+  // Writes back what the L2 still holds dirty: call once, when the program is done.
+  void finish();
+
   void set_trace(TraceSink sink) { trace_ = std::move(sink); }
+  bool has_l2() const { return l2_ != nullptr; }
   bool tracing() const { return static_cast<bool>(trace_); }
 
   const std::vector<TensorTraffic>& traffic() const { return tensors_; }
@@ -111,6 +127,9 @@ class Machine {
   void emit(EventKind kind, TileCoord where, std::string_view tensor, Bytes bytes,
             std::int64_t times, const cpu::SoftmaxState<float>* state = nullptr);
   [[noreturn]] void overflow(const Buffer& b) const;
+  // Books rows [row0, row0 + rows) of tensor, `times` over, on the HBM side of the L2.
+  void move_rows(TensorId tensor, cpu::Index row0, cpu::Index rows, bool write,
+                 std::int64_t times);
 
   Bytes capacity_, in_use_ = 0, peak_ = 0;
   std::vector<TensorTraffic> tensors_;
@@ -120,6 +139,7 @@ class Machine {
   cpu::TileCounts tiles_;
   TraceSink trace_;
   std::int64_t step_ = 0;
+  std::unique_ptr<detail::L2Cache> l2_;
 };
 
 }  // namespace flashlab::sim

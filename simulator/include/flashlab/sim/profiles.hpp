@@ -31,7 +31,7 @@ const HardwareProfile& find_profile(std::string_view name);
 struct Bound {
   double matrix_s = 0;  // matrix FLOPs / matrix throughput
   double exp_s = 0;     // exps and logs / exp throughput
-  double memory_s = 0;  // HBM bytes / HBM bandwidth
+  double memory_s = 0;  // HBM bytes (past the L2, if the problem has one) / HBM bandwidth
 
   double seconds() const;
   std::string_view binding() const;  // "matrix", "exp" or "memory": the largest term

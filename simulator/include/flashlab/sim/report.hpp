@@ -23,12 +23,16 @@ struct Report {
   Bytes bytes_read() const;
   Bytes bytes_written() const;
   Bytes bytes_total() const { return bytes_read() + bytes_written(); }
+  // What reaches HBM's DRAM past the L2 (problem.l2_bytes); the same as above without one.
+  Bytes dram_read() const;
+  Bytes dram_written() const;
+  Bytes dram_total() const { return dram_read() + dram_written(); }
   // The traffic of one tensor by name; throws std::out_of_range if the program has none.
   const TensorTraffic& tensor(std::string_view name) const;
 };
 
 // Everything in the report as JSON: inputs, Br and Bc, per-tensor bytes, totals, FLOPs,
-// peak SRAM, tiles computed and skipped.
+// peak SRAM, tiles computed and skipped; with an L2, the DRAM bytes past it too.
 nlohmann::ordered_json to_json(const Report& report);
 
 }  // namespace flashlab::sim

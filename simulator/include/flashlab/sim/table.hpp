@@ -9,8 +9,9 @@
 
 namespace flashlab::sim {
 
-// A summary (one row per program: Br x Bc, tiles, HBM bytes, work, peak SRAM and, with a
-// profile, the bound and the term that binds it), then the bytes read and written per
+// A summary (one row per program: Br x Bc, tiles, HBM bytes, work, peak SRAM, the bytes
+// past the L2 if there is one and, with a profile, the bound and the term that binds
+// it), then the bytes read and written per
 // HBM tensor, one column per program. The reports should share one problem.
 std::string format_table(std::span<const Report> reports, const HardwareProfile* profile);
 

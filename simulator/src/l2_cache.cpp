@@ -1,0 +1,49 @@
+#include "l2_cache.hpp"
+
+namespace flashlab::sim::detail {
+
+namespace {
+// A row's key: the tensor in the high bits, the row (below 2^40) in the low ones.
+constexpr int kRowBits = 40;
+std::uint64_t key_of(int tensor, std::int64_t row) {
+  return (static_cast<std::uint64_t>(tensor) << kRowBits) | static_cast<std::uint64_t>(row);
+}
+}  // namespace
+
+void L2Cache::access(int tensor, std::int64_t row, Bytes row_bytes, bool write, std::vector<TensorTraffic>& tensors) {
+  if (row_bytes > capacity_) {  // cannot be cached at all
+    (write ? tensors[tensor].dram_written : tensors[tensor].dram_read) += row_bytes;
+    return;
+  }
+  const std::uint64_t key = key_of(tensor, row);
+  const auto hit = where_.find(key);
+  if (hit != where_.end()) {  // move to the front; a write makes it dirty
+    hit->second->dirty = hit->second->dirty || write;
+    lru_.splice(lru_.begin(), lru_, hit->second);
+    return;
+  }
+  evict_until_fits(row_bytes, tensors);
+  if (!write) tensors[tensor].dram_read += row_bytes;
+  lru_.push_front({key, tensor, row_bytes, write});
+  where_[key] = lru_.begin();
+  in_use_ += row_bytes;
+}
+
+void L2Cache::evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors) {
+  while (in_use_ + bytes > capacity_) {
+    const Line& victim = lru_.back();
+    if (victim.dirty) tensors[victim.tensor].dram_written += victim.bytes;
+    in_use_ -= victim.bytes;
+    where_.erase(victim.key);
+    lru_.pop_back();
+  }
+}
+
+void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
+  for (Line& line : lru_) {
+    if (line.dirty) tensors[line.tensor].dram_written += line.bytes;
+    line.dirty = false;
+  }
+}
+
+}  // namespace flashlab::sim::detail
