@@ -51,17 +51,23 @@ __device__ __forceinline__ int swizzled(int r, int c) {
 
 // Starts copying rows [row0, row0 + rows) of a (n_rows, D) matrix into a swizzled SRAM
 // tile, 16 bytes per cp.async; rows at or past n_rows are zero-filled, never read.
-// A plain strided loop, on purpose: unrolled, the compiler keeps every chunk's 64-bit
-// address live at once and, at 255 registers, spills (measured: bench/gpu/NOTES.md).
+// Thread t copies chunk t % (D/8) of rows t / (D/8) + i * kRowsPerPass: kRowsPerPass is a
+// multiple of 8, so the swizzle (row % 8) is the same for all of a thread's rows, and source
+// and destination just step by a fixed stride from one chunk to the next.
 template <class T, int D, int rows>
 __device__ __forceinline__ void load_tile(T* sram, const T* hbm, int64_t row_stride, int row0,
                                           int n_rows) {
   constexpr int kChunksPerRow = D / kChunk;
-  for (int idx = threadIdx.x; idx < rows * kChunksPerRow; idx += kThreads) {
-    const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
-    const bool inside = row0 + r < n_rows;
-    const T* src = inside ? hbm + (row0 + r) * row_stride + c * kChunk : hbm;
-    ptx::cp_async_16(sram + swizzled<D>(r, c), src, inside);
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static_assert(kRowsPerPass % kSwizzleRows == 0 && rows % kRowsPerPass == 0);
+  const int r = threadIdx.x / kChunksPerRow, c = threadIdx.x % kChunksPerRow;
+  const T* src = hbm + (row0 + r) * row_stride + c * kChunk;
+  T* dst = sram + swizzled<D>(r, c);
+#pragma unroll
+  for (int i = 0; i < rows / kRowsPerPass; ++i) {
+    const bool inside = row0 + r + i * kRowsPerPass < n_rows;
+    ptx::cp_async_16(dst + i * kRowsPerPass * D, inside ? src : hbm, inside);
+    src += kRowsPerPass * row_stride;
   }
 }
 
