@@ -13,5 +13,6 @@ void add_simulate_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_exercise_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 
 }  // namespace flashlab::app

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   flashlab::app::add_sweep_command(app);
   flashlab::app::add_exercise_command(app);
   flashlab::app::add_check_command(app);
+  flashlab::app::add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

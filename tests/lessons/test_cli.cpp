@@ -63,8 +63,24 @@ TEST_CASE("flashlab check on an unwritten skeleton says so and fails") {
 }
 
 TEST_CASE("every subcommand answers --help") {
-  for (const char* cmd : {"lessons", "lesson", "trace", "exercise", "check"}) {
+  for (const char* cmd : {"lessons", "lesson", "trace", "exercise", "check", "compare"}) {
     CAPTURE(cmd);
     CHECK(run_flashlab(std::string(cmd) + " --help").status == 0);
   }
+}
+
+TEST_CASE("flashlab compare runs the CPU reference and the simulator, and says what it could not run") {
+  const auto run = run_flashlab("compare --n 97 --d 59 --dtype fp32 --repeats 1 --no-ncu");
+  REQUIRE(run.status == 0);
+  CHECK(contains(run.output, "CPU tiled (FA2 order)"));
+  CHECK(contains(run.output, "simulator fa2"));
+  CHECK(contains(run.output, "CPU tiled: within"));
+  CHECK(contains(run.output, "GPU: "));  // the device, or why there is none
+  const auto decode = run_flashlab("compare --n 300 --n-q 1 --d 64 --causal --repeats 1 --no-ncu");
+  REQUIRE(decode.status == 0);
+  CHECK(contains(decode.output, "causal = bottom-right"));
+  CHECK(contains(decode.output, "the simulator takes N_q = N_k"));
+  const auto bad = run_flashlab("compare --n 0 2>&1");
+  CHECK(bad.status == kUsageError);
+  CHECK(contains(bad.output, "compare needs N >= 1"));
 }
