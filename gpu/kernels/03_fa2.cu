@@ -71,6 +71,23 @@ __device__ __forceinline__ void load_tile(T* sram, const T* hbm, int64_t row_str
   }
 }
 
+// The chunk offsets (in elements) of an ldmatrix lane's row, swizzled. Every row a lane
+// hands to ldmatrix has row % 8 == lane % 8 (one lane's rows differ by multiples of 8), so
+// the swizzle of chunk 8a + b is 8a + (b ^ lane % 8): chunks 2j + low for j < 4 give every
+// offset the lane needs, the rest are these plus a compile-time 64 elements per step of a.
+// Worked out once per tile instead of once per ldmatrix.
+struct LaneChunks {
+  int offset[4];  // element offset of chunk 2j + low, swizzled for this lane
+  __device__ __forceinline__ LaneChunks(int lane, int low) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) offset[j] = ((2 * j + low) ^ (lane % kSwizzleRows)) * kChunk;
+  }
+  // Chunk 2 jj + low, for any jj.
+  __device__ __forceinline__ int at(int jj) const {
+    return (jj / 4) * kSwizzleRows * kChunk + offset[jj % 4];
+  }
+};
+
 // S = Q_i K_j^T for the warp's 32 rows: (kMTiles, 16, Bc) as mma C fragments. Q comes from
 // SRAM 16 columns of d at a time (rQ), rather than living in registers for the whole sweep:
 // the registers are needed for U and S.
@@ -80,6 +97,7 @@ __device__ __forceinline__ void compute_scores(float (&S)[kMTiles][Bc / 8][4], c
   const int q_row = warp * kRowsPerWarp + (lane % 16);
   const int key = (lane % 8) + (lane / 16) * 8;  // lanes 16..31 address the upper 8 keys
   const int half = (lane / 8) % 2;               // lanes 8..15, 24..31: the upper 8 of k16
+  const LaneChunks q_chunks(lane, lane / 16), k_chunks(lane, half);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -90,11 +108,11 @@ __device__ __forceinline__ void compute_scores(float (&S)[kMTiles][Bc / 8][4], c
     uint32_t rQ[kMTiles][4];  // A fragments: (16, 16) of Q per m-tile
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
-      ptx::ldmatrix_x4(rQ[mt], sQ + swizzled<D>(q_row + mt * kMmaM, kk * 2 + lane / 16));
+      ptx::ldmatrix_x4(rQ[mt], sQ + (q_row + mt * kMmaM) * D + q_chunks.at(kk));
 #pragma unroll
     for (int np = 0; np < Bc / 16; ++np) {
       uint32_t b[4];  // B fragments of key n-tiles 2np and 2np + 1
-      ptx::ldmatrix_x4(b, sK + swizzled<D>(np * 16 + key, kk * 2 + half));
+      ptx::ldmatrix_x4(b, sK + (np * 16 + key) * D + k_chunks.at(kk));
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
         ptx::mma_16816<T>(S[mt][2 * np], rQ[mt], b[0], b[1]);
@@ -195,6 +213,7 @@ __device__ __forceinline__ void accumulate_wv(float (&U)[kMTiles][D / 8][4],
                                               const T* sV, int lane) {
   const int key = (lane % 8) + ((lane / 8) % 2) * 8;  // lanes 8..15, 24..31: keys 8..15
   const int upper = lane / 16;                        // lanes 16..31: the upper 8 of d16
+  const LaneChunks v_chunks(lane, upper);
 #pragma unroll
   for (int kk = 0; kk < Bc / 16; ++kk) {
     uint32_t a[kMTiles][4];  // A fragments: (16, 16) of W per m-tile
@@ -208,7 +227,7 @@ __device__ __forceinline__ void accumulate_wv(float (&U)[kMTiles][D / 8][4],
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];  // B fragments of d n-tiles 2dp and 2dp + 1
-      ptx::ldmatrix_x4_trans(b, sV + swizzled<D>(kk * 16 + key, dp * 2 + upper));
+      ptx::ldmatrix_x4_trans(b, sV + (kk * 16 + key) * D + v_chunks.at(dp));
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
         ptx::mma_16816<T>(U[mt][2 * dp], a[mt], b[0], b[1]);
