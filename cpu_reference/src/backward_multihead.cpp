@@ -27,15 +27,7 @@ void check_multihead_backward(const HeadTensor<T>& Q, const HeadTensor<T>& K,
                               const HeadTensor<T>& L, const HeadTensor<T>& dO,
                               const AttentionOptions& options,
                               const std::optional<Dropout>& dropout) {
-  if (K.batch != Q.batch || V.batch != Q.batch || K.heads != V.heads) {
-    std::ostringstream why;
-    why << "Q has batch " << Q.batch << ", K (" << K.batch << ", " << K.heads << " heads), V ("
-        << V.batch << ", " << V.heads << " heads): Q, K, V must share the batch size, and K "
-        << "and V the number of KV heads";
-    throw InvalidArgument(why.str());
-  }
-  kv_head_for(0, Q.heads, K.heads);
-  check_shapes(Q.rows, Q.cols, K.rows, K.cols, V.rows, V.cols, options);
+  check_heads(Q, K, V, options);
   check_same_shape("O", O, Q, Q.cols, "the output the forward returned");
   check_same_shape("dO", dO, Q, Q.cols, "the loss's gradient with respect to O, O's shape");
   if (L.data.empty() && Q.rows > 0)

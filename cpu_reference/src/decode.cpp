@@ -135,20 +135,13 @@ template <class In>
 void check_decode_inputs(const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTensor<In>& V,
                          const DecodeOptions& decode_options, const AttentionOptions& options,
                          const std::optional<std::vector<Index>>& kv_lengths) {
+  check_heads(Q, K, V, options);
   std::ostringstream why;
-  if (K.batch != Q.batch || V.batch != Q.batch) {
-    why << "batch sizes differ: Q has " << Q.batch << ", K " << K.batch << ", V " << V.batch
-        << "; Q, K and V must have the same batch size";
-  } else if (K.heads != V.heads) {
-    why << "K has " << K.heads << " heads but V has " << V.heads
-        << ": K and V must have the same number of (KV) heads";
-  } else if (kv_lengths && static_cast<Index>(kv_lengths->size()) != Q.batch) {
+  if (kv_lengths && static_cast<Index>(kv_lengths->size()) != Q.batch) {
     why << "kv_lengths has " << kv_lengths->size() << " entries for a batch of " << Q.batch
         << ": give one KV length per batch entry";
+    throw InvalidArgument(why.str());
   }
-  if (!why.str().empty()) throw InvalidArgument(why.str());
-  kv_head_for(0, Q.heads, K.heads);
-  check_shapes(Q.rows, Q.cols, K.rows, K.cols, V.rows, V.cols, options);
   check_splits(decode_options.splits, K.rows);
   for (Index b = 0; kv_lengths && b < Q.batch; ++b) {
     const Index length = (*kv_lengths)[static_cast<size_t>(b)];

@@ -33,10 +33,9 @@ Index kv_head_for(Index h, Index heads_q, Index heads_kv) {
   return h / (heads_q / heads_kv);
 }
 
-namespace {
 template <class In>
-void check_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTensor<In>& V,
-                     const AttentionOptions& options) {
+void check_heads(const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTensor<In>& V,
+                 const AttentionOptions& options) {
   std::ostringstream why;
   if (K.batch != Q.batch || V.batch != Q.batch) {
     why << "batch sizes differ: Q has " << Q.batch << ", K " << K.batch << ", V " << V.batch
@@ -49,7 +48,6 @@ void check_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K, const Hea
   kv_head_for(0, Q.heads, K.heads);
   check_shapes(Q.rows, Q.cols, K.rows, K.cols, V.rows, V.cols, options);
 }
-}  // namespace
 
 template <class In>
 MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const HeadTensor<In>& K,
@@ -57,7 +55,7 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
                                                const AttentionOptions& options,
                                                const std::optional<Dropout>& dropout) {
   using Acc = accum_t<In>;
-  check_multihead(Q, K, V, options);
+  check_heads(Q, K, V, options);
   if (dropout) check_dropout(*dropout);
   const Index Br = options.tiles.Br, Tr = (Q.rows + Br - 1) / Br;
   MultiHeadResult<Acc> out{HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, Q.cols),
@@ -83,6 +81,14 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
   return out;
 }
 
+template void check_heads(const HeadTensor<double>&, const HeadTensor<double>&,
+                          const HeadTensor<double>&, const AttentionOptions&);
+template void check_heads(const HeadTensor<float>&, const HeadTensor<float>&,
+                          const HeadTensor<float>&, const AttentionOptions&);
+template void check_heads(const HeadTensor<bf16>&, const HeadTensor<bf16>&,
+                          const HeadTensor<bf16>&, const AttentionOptions&);
+template void check_heads(const HeadTensor<fp16>&, const HeadTensor<fp16>&,
+                          const HeadTensor<fp16>&, const AttentionOptions&);
 template struct HeadTensor<double>;
 template struct HeadTensor<float>;
 template struct HeadTensor<bf16>;

@@ -40,6 +40,13 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
                                                const AttentionOptions& options = {},
                                                const std::optional<Dropout>& dropout = {});
 
+// Throws InvalidArgument unless Q, K, V share the batch size, K and V the number of KV
+// heads, heads_q is a multiple of heads_kv, and each head's shapes pass check_shapes.
+// Every multi-head entry point (forward, backward, decode) starts with it.
+template <class In>
+void check_heads(const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTensor<In>& V,
+                 const AttentionOptions& options);
+
 // The KV head that query head h reads, checked: heads_q must be a multiple of heads_kv.
 Index kv_head_for(Index h, Index heads_q, Index heads_kv);
 
