@@ -1,4 +1,5 @@
 // Lesson 0: attention as three operators, and what their N x N intermediates cost.
+#include "gpu_step.hpp"
 #include "lesson_context.hpp"
 #include "tile_trace.hpp"
 
@@ -95,6 +96,9 @@ void run_lesson_00(LessonContext& ctx) {
   small_example(ctx);
   memory_cost(ctx);
   simulated_traffic(ctx);
+  gpu_side_by_side(ctx, {.N = 4096, .d = 64, .kernels = {"naive", "fa2"},
+                         .what_it_shows = "The naive kernel writes S and P to HBM; fa2 never does: "
+                                          "the time column shows what that is worth."});
   ctx.finish("lesson 1 makes softmax safe to compute; lesson 2 makes it computable in pieces.");
 }
 

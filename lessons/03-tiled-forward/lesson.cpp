@@ -1,4 +1,5 @@
 // Lesson 3: the tiled forward pass on the seed's 24-token example, tile by tile.
+#include "gpu_step.hpp"
 #include "lesson_context.hpp"
 #include "tile_trace.hpp"
 #include "trace_print.hpp"
@@ -97,6 +98,9 @@ void run_lesson_03(LessonContext& ctx) {
   sweep(ctx, 8);
   same_answer(ctx);
   bytes_moved(ctx);
+  gpu_side_by_side(ctx, {.N = 4096, .d = 128, .kernels = {"scalar", "fa2"},
+                         .what_it_shows = "The scalar kernel is this lesson's loop with one GPU thread "
+                                          "per query row; fa2 is the same loop on tensor cores."});
   ctx.finish("lesson 4 adds the causal mask: which tiles can be skipped outright.");
 }
 
