@@ -85,3 +85,38 @@ TEST_CASE("an unknown lesson number names the ones that exist") {
                        doctest::Contains(fmt::format("numbered 0 to {}", last).c_str()), UnknownLesson);
   CHECK_THROWS_AS(find_lesson(-1), UnknownLesson);
 }
+
+// The first number printed after `prefix` in text.
+double number_after(const std::string& text, const std::string& prefix) {
+  const auto at = text.find(prefix);
+  REQUIRE_MESSAGE(at != std::string::npos, "no `" << prefix << "` in the output");
+  return std::stod(text.substr(at + prefix.size()));
+}
+
+TEST_CASE("lesson 5: the fitted exponents are the paper's") {
+  const auto out = run_lesson(5).output;
+  constexpr double kFitSlack = 0.2;  // five points, block sizes rounded to integers
+  CHECK(number_after(out, "Fitted exponents of N: naive ") == doctest::Approx(2.0).epsilon(kFitSlack / 2));
+  CHECK(number_after(out, "Fitted exponent of M: fa1 ") == doctest::Approx(-1.0).epsilon(kFitSlack));
+  CHECK(number_after(out, "Fitted exponent of d: ") == doctest::Approx(2.0).epsilon(kFitSlack));
+}
+
+TEST_CASE("lesson 6: P at N = 8192 in bf16 for 32 heads; backward FLOPs 2.5x the forward") {
+  const auto out = run_lesson(6).output;
+  constexpr double kMiB = 1 << 20;
+  CHECK(contains(out, fmt::format("{:.0f} MiB", 32 * 8192.0 * 8192.0 * 2 / kMiB)));
+  CHECK(contains(out, fmt::format("{:.1f}x", 5 / 2.0)));
+}
+
+TEST_CASE("lesson 9: the wrong variant is far off, the right one within fp32 rounding") {
+  const auto out = run_lesson(9).output;
+  constexpr double kFar = 0.1, kNear = 1e-3;
+  CHECK(number_after(out, "base moved, l and U not rescaled\t") > kFar);
+  CHECK(number_after(out, "\ncorrect\t") < kNear);
+}
+
+TEST_CASE("lesson 10: bytes per decoding step of ANCHORS.md's shape") {
+  const auto out = run_lesson(10).output;
+  constexpr double L = 131072, heads_kv = 8, d = 128, bf16 = 2, batch = 8;
+  CHECK(contains(out, num(2 * L * heads_kv * d * bf16 * batch, 4)));
+}
