@@ -18,6 +18,7 @@ using cpu::Index;
 using sim::Algorithm;
 constexpr sim::Bytes kKiB = 1024;
 constexpr sim::Bytes kSram = 192 * kKiB;  // about one SM's shared memory
+constexpr sim::Bytes kH200L2 = 60 * 1024 * kKiB;  // the H200's L2 (ANCHORS.md)
 
 // The slope of log y against log x by least squares: y ~ x^slope.
 double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y) {
@@ -136,35 +137,33 @@ void roofline(LessonContext& ctx) {
             "the simulator's profile of the H200 ({}). A lower bound, not a prediction.\n\n",
             h200.matrix_flops_per_s / 1e12, h200.exp_per_s / 1e12, h200.hbm_bytes_per_s / 1e12,
             h200.description);
-  Table t({"program", "N", "d", "matrix", "exp", "memory", "binds", "memory, inputs once",
-           "binds then"}, {true});
-  constexpr double kBf16 = 2, kInputsAndOutput = 4;  // Q, K, V, O
+  Table t({"program", "N", "d", "matrix", "exp", "memory", "binds", "DRAM past the L2",
+           "memory then", "binds then"}, {true});
   const auto us = [](double s) { return fmt::format("{:.1f} us", s * 1e6); };
   for (const auto [N, d] : {std::pair<Index, Index>{8192, 128}, {8192, 64}, {1024, 64}}) {
     for (const auto a : {Algorithm::naive, Algorithm::fa2}) {
-      const auto r = sim::count(a, {.N = N, .d = d, .dtype = sim::DType::bf16,
-                                    .sram_bytes = h200.sram_per_sm});
-      const auto b = sim::roofline(r, h200);
-      // The best a cache can do: each of Q, K, V, O crosses the DRAM boundary once.
-      sim::Bound once = b;
-      once.memory_s = kInputsAndOutput * double(N) * double(d) * kBf16 / h200.hbm_bytes_per_s;
-      const bool fused = a != Algorithm::naive;
+      sim::Problem p{.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = h200.sram_per_sm};
+      const auto b = sim::roofline(sim::count(a, p), h200);
+      p.l2_bytes = kH200L2;
+      const auto with_l2 = sim::count(a, p);
+      const auto b2 = sim::roofline(with_l2, h200);
       t.add({std::string(sim::to_string(a)), fmt::format("{}", N), fmt::format("{}", d),
              us(b.matrix_s), us(b.exp_s), us(b.memory_s), std::string(b.binding()),
-             fused ? us(once.memory_s) : "-", fused ? std::string(once.binding()) : "-"});
+             sim::format_bytes(double(with_l2.dram_total())), us(b2.memory_s),
+             std::string(b2.binding())});
     }
   }
   ctx.table(t);
-  ctx.say("The simulator has two levels, HBM and SRAM, so its `memory` column counts every\n"
-          "tile fetched from outside the SM: on this model memory binds for both programs.\n"
-          "A real H200 has a 60 MiB L2 between them. ANCHORS.md measured torch's fused kernel\n"
-          "at N = 8192, d = 128, 16 heads: 5.48 GB of L2 traffic (the order of what this\n"
-          "model counts) but only 110.6 MB read from DRAM, close to reading Q, K and V once.\n"
-          "With that, the fused program is bound by arithmetic (last column): the tensor\n"
-          "cores, with the exponentials (one per score, against 4d matrix FLOPs) not far\n"
-          "behind at d = 64. At N = 8192 naive's 128 MiB S and P cannot stay in L2, so naive\n"
-          "remains memory bound. Overlapping softmax with the matrix products is the subject\n"
-          "of lessons 8 and 9.\n\n");
+  ctx.print("Without an L2 (`memory`), every tile fetched from outside the SM is charged at HBM\n"
+            "bandwidth, and memory binds for both programs. A real H200 has a {} L2 between\n"
+            "HBM and the SMs; the simulator's optional L2 (LRU, write-back) predicts what still\n"
+            "reaches DRAM past it. For the fused program that is about Q, K, V and O once, and\n"
+            "arithmetic binds: the tensor cores, with the exponentials (one per score, against\n"
+            "4d matrix FLOPs) not far behind at d = 64. ANCHORS.md measured the same effect on\n"
+            "torch's kernel: 5.48 GB of L2 traffic but 110.6 MB read from DRAM. Naive's S and P\n"
+            "(128 MiB each at N = 8192) do not fit, and naive stays memory bound. Overlapping\n"
+            "softmax with the matrix products is the subject of lessons 8 and 9.\n\n",
+            sim::format_bytes(double(kH200L2)));
 }
 
 }  // namespace

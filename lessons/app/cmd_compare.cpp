@@ -106,12 +106,22 @@ std::string bytes(double b) { return sim::format_bytes(b); }
 // The FA2 kernel's tiles (gpu/kernels/03_fa2.cu): Br = 128; Bc = 128 for d = 64, else 64.
 cpu::TileSizes fa2_kernel_tiles(Index d) { return {128, d == 64 ? 128 : 64}; }
 
+constexpr sim::Bytes kH200L2 = sim::Bytes{60} << 20;  // the H200's L2 (ANCHORS.md)
+
+// The simulator's count for one head on one SM's SRAM, with the H200's L2 in front of HBM.
 std::optional<sim::Report> simulated(sim::Algorithm a, const CompareArgs& args, sim::DType dtype,
                                      const Inputs& in, std::optional<cpu::TileSizes> tiles) {
   if (in.Q.rows() != in.K.rows()) return std::nullopt;  // the simulator takes N_q = N_k
   const sim::Problem p{.N = args.n, .d = args.d, .dtype = dtype, .causal = in.options.causal,
-                       .sram_bytes = sim::find_profile("h200").sram_per_sm, .tiles = tiles};
+                       .sram_bytes = sim::find_profile("h200").sram_per_sm, .tiles = tiles,
+                       .l2_bytes = kH200L2};
   return sim::count(a, p);
+}
+
+// "L2-level traffic; DRAM past the L2", as the simulator predicts them.
+std::string predicted_bytes(const sim::Report& r) {
+  return fmt::format("{} to SMs; DRAM {}", sim::format_bytes(double(r.bytes_total())),
+                     sim::format_bytes(double(r.dram_total())));
 }
 
 std::string bound_of(const std::optional<sim::Report>& r) {
@@ -133,6 +143,7 @@ std::string measured(const CompareArgs& a, const std::string& kernel, const GpuR
   if (a.no_ncu) return "not measured (--no-ncu)";
   const auto ncu = find_ncu();
   if (!ncu) return "unavailable: ncu (Nsight Compute) is not installed";
+  std::cerr << "flashlab: measuring the " << kernel << " kernel's bytes with Nsight Compute...\n";
   const auto outcome = measure_with_ncu(*ncu, ncu_command(a, kernel));
   if (!outcome.bytes) return "unavailable: " + outcome.message;
   const auto& m = *outcome.bytes;
@@ -161,6 +172,7 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in, std::vec
       rows.push_back({name, "not run", "-", "-", "unavailable: no GPU"});
       continue;
     }
+    std::cerr << "flashlab: running the " << kernel << " kernel...\n";
     const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, gpu_dtype(dtype),
                                        causal_code(in.options.causal), /*warmups=*/2, a.repeats);
     const auto predicted = kernel == "naive" ? simulated(sim::Algorithm::naive, a, dtype, in, std::nullopt)
@@ -173,7 +185,7 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in, std::vec
     const double err = max_error(run.O, in.O_exact);
     errors.emplace_back(name, err);
     rows.push_back({name, num(err, 3), us(run.median_ms),
-                    predicted ? bytes(double(predicted->bytes_total())) : "not modelled",
+                    predicted ? predicted_bytes(*predicted) : "not modelled",
                     measured(a, kernel, run)});
   }
 }
@@ -196,10 +208,10 @@ void compare(const CompareArgs& a, sim::DType dtype) {
   const auto sim_fa2 = simulated(sim::Algorithm::fa2, a, dtype, in, fa2_kernel_tiles(a.d));
   const std::string no_sim = "not modelled (the simulator takes N_q = N_k)";
   rows.push_back({"simulator naive", "-", "model" + bound_of(sim_naive),
-                  sim_naive ? bytes(double(sim_naive->bytes_total())) : no_sim, "-"});
+                  sim_naive ? predicted_bytes(*sim_naive) : no_sim, "-"});
   const auto t = fa2_kernel_tiles(a.d);
   rows.push_back({fmt::format("simulator fa2 (Br {}, Bc {})", t.Br, t.Bc), "-", "model" + bound_of(sim_fa2),
-                  sim_fa2 ? bytes(double(sim_fa2->bytes_total())) : no_sim, "-"});
+                  sim_fa2 ? predicted_bytes(*sim_fa2) : no_sim, "-"});
   gpu_rows(a, dtype, in, rows, errors);
   Table table({"executor", "max error", "time", "HBM bytes predicted", "bytes measured"},
               {true, true, true, true, true});
@@ -212,8 +224,9 @@ void compare(const CompareArgs& a, sim::DType dtype) {
     std::cout << "  " << who << ": "
               << (err <= 2 * naive_err ? paint(style, Tone::good, "within") : paint(style, Tone::bad, "OUTSIDE"))
               << "\n";
-  std::cout << "Predicted bytes are the simulator's two-level count (every tile fetched from\n"
-               "outside the SM); DRAM bytes on a GPU with an L2 are lower, L2 traffic comparable.\n";
+  std::cout << "Predicted bytes: the simulator's count of what crosses into the SM (comparable\n"
+               "with ncu's L2 traffic) and of what reaches DRAM past a 60 MiB LRU L2 (comparable\n"
+               "with ncu's DRAM bytes). One head on one SM: the GPU runs many blocks at once.\n";
 }
 
 template <class In>
