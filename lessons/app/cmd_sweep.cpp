@@ -22,7 +22,7 @@ namespace {
 
 struct SweepArgs {
   std::string n = "1024..65536", d = "128", sram = "192KiB", algorithms = "naive,fa1,fa2";
-  std::string dtype = "bf16", profile = "h200", csv, plot;
+  std::string dtype = "bf16", profile = "h200", l2, csv, plot;
   bool causal = false;
   cpu::Index br = 0, bc = 0;
   CLI::Option* br_option = nullptr;
@@ -72,6 +72,7 @@ sim::SweepSpec spec_of(const SweepArgs& a) {
     throw cpu::InvalidArgument("give both --br and --bc, or neither (then the paper's rule "
                                "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
   if (a.br_option->count()) spec.tiles = cpu::TileSizes{a.br, a.bc};
+  if (!a.l2.empty()) spec.l2_bytes = sim::parse_bytes(a.l2);
   return spec;
 }
 
@@ -110,6 +111,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--profile", args->profile, "profile for the bound column: a100, h100, h200, b200")
       ->capture_default_str();
   cmd->add_flag("--causal", args->causal, "causal mask (top-left)");
+  cmd->add_option("--l2", args->l2, "an L2 of this size (e.g. 60MiB): adds DRAM bytes past it");
   args->br_option = cmd->add_option("--br", args->br, "query rows per tile Br (with --bc)");
   args->bc_option = cmd->add_option("--bc", args->bc, "keys per tile Bc (with --br)");
   cmd->add_option("--csv", args->csv, "where to write the CSV")->required();

@@ -42,7 +42,7 @@ bool swept(const SweepSpec& spec, std::string_view axis) {
   return spec.d.size() > 1;
 }
 
-// One datablock per (axis, algorithm): x and HBM bytes, in the sweep's order.
+// One datablock per (axis, algorithm): x, HBM bytes and the bytes past the L2.
 std::string datablocks(const SweepSpec& spec, const std::vector<Report>& reports,
                        const Axis& axis) {
   std::string out;
@@ -50,7 +50,7 @@ std::string datablocks(const SweepSpec& spec, const std::vector<Report>& reports
     out += fmt::format("${}_{} << EOD\n", axis.name, to_string(a));
     for (const Report& r : reports)
       if (r.algorithm == a && axis.on_line(spec, r))
-        out += fmt::format("{} {}\n", axis.x(r), r.bytes_total());
+        out += fmt::format("{} {} {}\n", axis.x(r), r.bytes_total(), r.dram_total());
     out += "EOD\n";
   }
   return out;
@@ -58,9 +58,14 @@ std::string datablocks(const SweepSpec& spec, const std::vector<Report>& reports
 
 std::string panel(const SweepSpec& spec, const Axis& axis) {
   std::string out = fmt::format("set xlabel '{}'\nplot ", axis.title);
-  for (std::size_t k = 0; k < spec.algorithms.size(); ++k)
-    out += fmt::format("{}${}_{} using 1:2 with linespoints title '{}'", k ? ", " : "",
-                       axis.name, to_string(spec.algorithms[k]), to_string(spec.algorithms[k]));
+  for (std::size_t k = 0; k < spec.algorithms.size(); ++k) {
+    const std::string_view a = to_string(spec.algorithms[k]);
+    out += fmt::format("{}${}_{} using 1:2 with linespoints lc {} title '{}'", k ? ", " : "",
+                       axis.name, a, k + 1, a);
+    if (spec.l2_bytes > 0)  // dashed, in the same colour: what still reaches DRAM
+      out += fmt::format(", ${}_{} using 1:3 with linespoints lc {} dt 2 title '{} past L2'",
+                         axis.name, a, k + 1, a);
+  }
   return out + "\n";
 }
 
@@ -75,7 +80,7 @@ std::string script(const SweepSpec& spec, const std::vector<Report>& reports,
   out += fmt::format(
       "set terminal pngcairo size {},{}\nset output '{}'\n"
       "set logscale xy 2\nset format x '2^{{%L}}'\nset format y '%.0b %BB'\n"
-      "set ylabel 'HBM bytes (read + written)'\nset key top left\nset grid\n"
+      "set ylabel 'bytes (read + written)'\nset key top left\nset grid\n"
       "set multiplot layout 1,{}\n",
       kPanelWidth * static_cast<int>(axes.size()), kPanelHeight, png, axes.size());
   for (const Axis* axis : axes) out += panel(spec, *axis);

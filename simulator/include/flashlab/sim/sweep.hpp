@@ -20,6 +20,7 @@ struct SweepSpec {
   DType dtype = DType::bf16;
   cpu::Causal causal = cpu::Causal::none;
   std::optional<cpu::TileSizes> tiles{};  // the paper's rule (fitted) when absent
+  Bytes l2_bytes = 0;                     // an L2 (see Problem::l2_bytes); 0 for none
 };
 
 // Called after each point with the number done and the number in all.
@@ -31,7 +32,8 @@ std::vector<Report> run_sweep(const SweepSpec& spec, const SweepProgress& progre
 
 // One line per report: algorithm, N, d, dtype, causal, sram_bytes, M, Br, Bc, bytes_read,
 // bytes_written, bytes_total, matrix_flops, non_matrix_ops, exp, peak_sram_bytes,
-// tiles_computed, tiles_skipped, and with a profile bound_s and binds.
+// tiles_computed, tiles_skipped, l2_bytes, dram_bytes_total (past the L2; bytes_total
+// without one), and with a profile bound_s and binds.
 void write_csv(std::ostream& out, const std::vector<Report>& reports,
                const HardwareProfile* profile);
 
