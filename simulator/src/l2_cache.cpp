@@ -1,32 +1,39 @@
 #include "l2_cache.hpp"
 
+#include <stdexcept>
+
 namespace flashlab::sim::detail {
 
 namespace {
-// A row's key: the tensor in the high bits, the row (below 2^40) in the low ones.
+// A tile's key: the tensor in the high bits, its first row (below 2^40) in the low ones.
 constexpr int kRowBits = 40;
 std::uint64_t key_of(int tensor, std::int64_t row) {
   return (static_cast<std::uint64_t>(tensor) << kRowBits) | static_cast<std::uint64_t>(row);
 }
 }  // namespace
 
-void L2Cache::access(int tensor, std::int64_t row, Bytes row_bytes, bool write, std::vector<TensorTraffic>& tensors) {
-  if (row_bytes > capacity_) {  // cannot be cached at all
-    (write ? tensors[tensor].dram_written : tensors[tensor].dram_read) += row_bytes;
+void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
+                     std::vector<TensorTraffic>& tensors) {
+  if (bytes > capacity_) {  // cannot be cached at all
+    (write ? tensors[tensor].dram_written : tensors[tensor].dram_read) += bytes;
     return;
   }
-  const std::uint64_t key = key_of(tensor, row);
+  const std::uint64_t key = key_of(tensor, row0);
   const auto hit = where_.find(key);
   if (hit != where_.end()) {  // move to the front; a write makes it dirty
+    if (hit->second->bytes != bytes)
+      throw std::logic_error("a program moved tiles of " + tensors[tensor].name +
+                             " that overlap but differ; the L2 model knows a tile by its "
+                             "first row");
     hit->second->dirty = hit->second->dirty || write;
     lru_.splice(lru_.begin(), lru_, hit->second);
     return;
   }
-  evict_until_fits(row_bytes, tensors);
-  if (!write) tensors[tensor].dram_read += row_bytes;
-  lru_.push_front({key, tensor, row_bytes, write});
+  evict_until_fits(bytes, tensors);
+  if (!write) tensors[tensor].dram_read += bytes;
+  lru_.push_front({key, tensor, bytes, write});
   where_[key] = lru_.begin();
-  in_use_ += row_bytes;
+  in_use_ += bytes;
 }
 
 void L2Cache::evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors) {

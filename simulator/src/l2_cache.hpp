@@ -1,5 +1,4 @@
-// An L2 between HBM and SRAM: least-recently-used whole tensor rows, write-back and
-// write-allocate. It turns the SRAM's traffic (what the two-level model counts) into the
+// An L2 between HBM and SRAM: least-recently-used tiles, write-back and write-allocate. It turns the SRAM's traffic (what the two-level model counts) into the
 // traffic that reaches HBM itself (what a GPU's DRAM counters report). Private to simulator/.
 //
 // The programs run one tile after another, as one SM would; a GPU runs a tile per SM at
@@ -20,14 +19,17 @@ class L2Cache {
  public:
   explicit L2Cache(Bytes capacity) : capacity_(capacity) {}
 
-  // One row of a tensor moving between the L2 and SRAM. A read that misses fetches the
-  // row from HBM; a write allocates the row without fetching it (the row is written
-  // whole) and marks it dirty. Rows larger than the whole L2 go straight to HBM. Evicted
-  // dirty rows are written back. What reaches HBM is booked in tensors[t].dram_read and
-  // .dram_written.
-  void access(int tensor, std::int64_t row, Bytes row_bytes, bool write, std::vector<TensorTraffic>& tensors);
+  // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
+  // Tiles are the units the programs move, and each program cuts a tensor into the same
+  // tiles every time (K by Bc, Q and O by Br, S whole), so a tile is known by its first
+  // row. A read that misses fetches the tile from HBM; a write allocates it without
+  // fetching (it is written whole) and marks it dirty. Tiles larger than the whole L2 go
+  // straight to HBM. Evicted dirty tiles are written back. What reaches HBM is booked in
+  // tensors[t].dram_read and .dram_written.
+  void access(int tensor, std::int64_t row0, Bytes bytes, bool write,
+              std::vector<TensorTraffic>& tensors);
 
-  // Writes every dirty row back: where the data ends up when the program is done.
+  // Writes every dirty tile back: where the data ends up when the program is done.
   void flush(std::vector<TensorTraffic>& tensors);
 
  private:

@@ -81,7 +81,7 @@ void Machine::move_rows(TensorId tensor, cpu::Index row0, cpu::Index rows, bool 
     return;
   }
   if (times != 1) throw std::logic_error("grouped steps cannot go through an L2");
-  for (cpu::Index r = row0; r < row0 + rows; ++r) l2_->access(tensor, r, row_bytes, write, tensors_);
+  l2_->access(tensor, row0, rows * row_bytes, write, tensors_);
 }
 
 void Machine::load(BufferId buffer, TensorId tensor, cpu::Index row0, cpu::Index rows,

@@ -1,4 +1,4 @@
-// The optional L2 between HBM and SRAM: what reaches HBM's DRAM past it.
+// The optional L2 between HBM and SRAM (LRU over tiles): what reaches HBM's DRAM past it.
 #include "helpers.hpp"
 
 #include <doctest/doctest.h>
@@ -39,23 +39,38 @@ TEST_CASE("an L2 that holds everything leaves each tensor read once and written 
   CHECK(fa1.dram_written() == N * d * e_acc + 2 * N * e_acc);
 }
 
-TEST_CASE("rows larger than the L2 bypass it") {
+TEST_CASE("tiles larger than the L2 bypass it") {
   Problem p = problem(500, 64, DType::bf16, 64 * kKiB);
   p.l2_bytes = 64 * 2 - 1;  // one byte short of one row of Q, K, V or O
-  for (const Algorithm a : {Algorithm::naive, Algorithm::fa2}) check_dram_equals_traffic(count(a, p));
+  for (const Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2})
+    check_dram_equals_traffic(count(a, p));
 }
 
-TEST_CASE("a scan larger than the L2 evicts itself: naive reads all of S and P from DRAM") {
+TEST_CASE("naive: S and P larger than the L2 are written to DRAM and read back") {
   const Index N = 512, d = 32;
-  const Bytes row_of_S = N * 2;
   Problem p = problem(N, d, DType::bf16, 64 * kKiB);
-  // A quarter of S's rows fit: when operator 2 starts reading S from the top, the rows
-  // still cached are the last ones written, and they are evicted before it gets there.
-  p.l2_bytes = (N / 4) * row_of_S;
+  p.l2_bytes = N * N * 2 / 4;  // a quarter of S
   const Report r = count(Algorithm::naive, p);
-  CHECK(r.tensor("S").dram_read == r.tensor("S").read);
-  CHECK(r.tensor("P").dram_read == r.tensor("P").read);
-  CHECK(r.tensor("S").dram_written == r.tensor("S").written);
+  for (const char* name : {"S", "P"}) {
+    CHECK(r.tensor(name).dram_read == r.tensor(name).read);
+    CHECK(r.tensor(name).dram_written == r.tensor(name).written);
+  }
+}
+
+TEST_CASE("LRU: K and V re-read in a cycle larger than the L2 miss every time") {
+  const Index N = 1024, d = 64, B = 64;
+  const Bytes kv_bytes = 2 * N * d * 2;
+  Problem p = problem(N, d, DType::bf16, 256 * kKiB);
+  p.tiles = cpu::TileSizes{B, B};
+  // Each query tile sweeps all of K and V in the same order: with room for half of them,
+  // every tile has been evicted by the time the sweep comes round to it again.
+  p.l2_bytes = kv_bytes / 2;
+  const Report thrashing = count(Algorithm::fa2, p);
+  CHECK(thrashing.tensor("K").dram_read == thrashing.tensor("K").read);
+  // With room for K, V and one query tile's Q, O and L, only the first sweep misses.
+  p.l2_bytes = kv_bytes + 3 * B * d * 4;
+  const Report fitting = count(Algorithm::fa2, p);
+  CHECK(fitting.tensor("K").dram_read == N * d * 2);
 }
 
 TEST_CASE("with an L2, DRAM traffic never exceeds the SRAM's, and count-only matches full") {

@@ -33,7 +33,7 @@ struct Problem {
   cpu::Causal causal = cpu::Causal::none;
   Bytes sram_bytes = 192 * kKiB;          // the SRAM of one SM
   std::optional<cpu::TileSizes> tiles{};  // Br, Bc; chosen by choose_tiles when absent
-  // An L2 between HBM and SRAM (LRU over tensor rows), to predict what reaches HBM's DRAM
+  // An L2 between HBM and SRAM (LRU over tiles), to predict what reaches HBM's DRAM
   // past it; 0 for the paper's two-level model. With an L2, count-only mode books every
   // step on its own (the L2 must see which rows move), so it is slower at large N.
   Bytes l2_bytes = 0;
