@@ -4,6 +4,7 @@
 // numbers through cpu_reference's update() and merge(), and the state that has to cross
 // between warps is counted. (The simulator models HBM and SRAM, not warps: these counts
 // are this lesson's own, from the shapes of the states the warps exchange.)
+#include "gpu_step.hpp"
 #include "lesson_context.hpp"
 #include "tile_trace.hpp"
 
@@ -129,20 +130,15 @@ void costs(LessonContext& ctx) {
           "reasons for its speed-up over FlashAttention-1.\n\n");
 }
 
-void gpu_counterpart(LessonContext& ctx) {
-  ctx.step("On a GPU");
-  ctx.say("flashlab's FA2 kernel (gpu/kernels/03_fa2.cu) uses split-Q: each warp owns 32 query\n"
-          "rows of the tile. `flashlab compare` times it against the CPU reference where a GPU\n"
-          "is present; without one it says so. A split-K variant to time against it is not\n"
-          "part of flashlab's GPU ladder.\n\n");
-}
-
 }  // namespace
 
 void run_lesson_07(LessonContext& ctx) {
   both_ways(ctx);
   costs(ctx);
-  gpu_counterpart(ctx);
+  gpu_side_by_side(ctx, {.N = 4096, .d = 128, .kernels = {"scalar", "fa2"},
+                         .what_it_shows = "fa2 (gpu/kernels/03_fa2.cu) is split-Q: each of its 4 warps "
+                                          "owns 32 query rows, so no state crosses between warps. A "
+                                          "split-K kernel to time beside it is not part of flashlab."});
   ctx.finish("lesson 8: FlashAttention-3's pipeline, loads and matrix products and softmax overlapped.");
 }
 

@@ -1,11 +1,13 @@
 // Lesson 10: decode. One new query token against a long KV cache: why the work must be
 // split along the keys, why the split results merge exactly, and what a token costs in bytes.
+#include "gpu_step.hpp"
 #include "lesson_context.hpp"
 #include "tile_trace.hpp"
 
 #include "flashlab/cpu/decode.hpp"
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/units.hpp"
 
 #include <cmath>
 
@@ -92,21 +94,19 @@ void bytes_per_token(LessonContext& ctx) {
             h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kHeadsQ / kHeadsKV);
 }
 
-void gpu_counterpart(LessonContext& ctx) {
-  ctx.step("On a GPU");
-  ctx.say("flashlab's GPU forward takes N_q = 1 (bottom-right causal for a cache), but it has no\n"
-          "split-KV kernel yet: its one block per (batch, head) is the unsplit case of step 1.\n"
-          "`flashlab compare --n-q 1 --n 4096` runs it beside the CPU reference where a GPU is\n"
-          "present; without one it says so.\n\n");
-}
-
 }  // namespace
 
 void run_lesson_10(LessonContext& ctx) {
   parallelism(ctx);
   exact_merge(ctx);
   bytes_per_token(ctx);
-  gpu_counterpart(ctx);
+  constexpr Index kGpuCache = 32768;
+  gpu_side_by_side(ctx, {.N = kGpuCache, .N_q = 1, .d = kD, .causal = cpu::Causal::bottom_right,
+                         .kernels = {"naive", "fa2"},
+                         .what_it_shows = fmt::format(
+                             "flashlab's kernels have no split-KV path yet: one block sweeps the whole "
+                             "cache on one SM, the unsplit case of step 1. Set the time against the {} "
+                             "of K and V it reads.", sim::format_bytes(2.0 * kGpuCache * kD * kBf16))});
   ctx.finish("back to `flashlab lessons`, or the exercises: `flashlab exercise`.");
 }
 
