@@ -2,7 +2,7 @@
 #pragma once
 
 #include "flashlab/cpu/types.hpp"
-#include "flashlab/sim/simulate.hpp"
+#include "flashlab/sim/sim.hpp"
 
 #include <cmath>
 #include <random>

@@ -1,5 +1,6 @@
 // The simulated GPU memory: HBM (unbounded, every byte counted per tensor) and SRAM (a
-// fixed capacity; a program that asks for more fails, naming the tile that did not fit).
+// fixed capacity; a program that asks for more fails, naming the tile that did not fit),
+// with an optional L2 between them that predicts which bytes reach HBM's DRAM.
 //
 // A program declares its HBM tensors, allocates its SRAM buffers up front as a kernel
 // declares its shared memory, then moves tiles explicitly with load (HBM -> SRAM) and
