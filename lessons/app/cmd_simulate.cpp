@@ -40,8 +40,8 @@ sim::Problem problem_of(const SimulateArgs& a, const sim::HardwareProfile& hw) {
   p.d = a.d;
   p.dtype = sim::parse_dtype(a.dtype);
   p.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
-  p.sram_bytes = a.sram.empty() ? hw.sram_per_sm : sim::parse_bytes(a.sram);
-  if (!a.l2.empty()) p.l2_bytes = sim::parse_bytes(a.l2);
+  p.sram_bytes = a.sram.empty() ? hw.sram_per_sm : sim::parse_capacity(a.sram, p.dtype);
+  if (!a.l2.empty()) p.l2_bytes = sim::parse_capacity(a.l2, p.dtype);
   if (a.br_option->count() != a.bc_option->count())
     throw cpu::InvalidArgument("give both --br and --bc, or neither (then the paper's rule "
                                "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
@@ -144,7 +144,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--n", args->n, "sequence length N")->capture_default_str();
   cmd->add_option("--d", args->d, "head dimension d")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--sram", args->sram, "SRAM of one SM, e.g. 192KiB (default: the profile's)");
+  cmd->add_option("--sram", args->sram,
+                  "SRAM of one SM: 192KiB, or elements of the dtype: 98304el (default: the profile's)");
   cmd->add_option("--l2", args->l2,
                   "an L2 of this size between HBM and SRAM (LRU), e.g. 60MiB: predicts DRAM bytes");
   cmd->add_option("--algo", args->algorithms, "programs to run: naive,fa1,fa2")->capture_default_str();

@@ -64,15 +64,16 @@ sim::SweepSpec spec_of(const SweepArgs& a) {
   sim::SweepSpec spec;
   spec.N = parse_list<cpu::Index>("--n", a.n, parse_size);
   spec.d = parse_list<cpu::Index>("--d", a.d, parse_size);
-  spec.sram_bytes = parse_list<sim::Bytes>("--sram", a.sram, sim::parse_bytes);
-  spec.algorithms = sim::parse_algorithms(a.algorithms);
   spec.dtype = sim::parse_dtype(a.dtype);
+  spec.sram_bytes = parse_list<sim::Bytes>(
+      "--sram", a.sram, [&](std::string_view s) { return sim::parse_capacity(s, spec.dtype); });
+  spec.algorithms = sim::parse_algorithms(a.algorithms);
   spec.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
   if (a.br_option->count() != a.bc_option->count())
     throw cpu::InvalidArgument("give both --br and --bc, or neither (then the paper's rule "
                                "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
   if (a.br_option->count()) spec.tiles = cpu::TileSizes{a.br, a.bc};
-  if (!a.l2.empty()) spec.l2_bytes = sim::parse_bytes(a.l2);
+  if (!a.l2.empty()) spec.l2_bytes = sim::parse_capacity(a.l2, spec.dtype);
   return spec;
 }
 
@@ -105,7 +106,8 @@ void add_sweep_command(CLI::App& app) {
       "sweep", "Count naive, FA1 and FA2 over N, d and SRAM sizes; write CSV and plots");
   cmd->add_option("--n", args->n, "sequence lengths: a,b,c or a..b (doubling)")->capture_default_str();
   cmd->add_option("--d", args->d, "head dimensions: a,b,c or a..b")->capture_default_str();
-  cmd->add_option("--sram", args->sram, "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB")->capture_default_str();
+  cmd->add_option("--sram", args->sram, "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB (or in elements: 49152el)")
+      ->capture_default_str();
   cmd->add_option("--algo", args->algorithms, "programs: naive,fa1,fa2")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "fp32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--profile", args->profile, "profile for the bound column: a100, h100, h200, b200")

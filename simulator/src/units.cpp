@@ -49,6 +49,19 @@ Bytes parse_bytes(std::string_view text) {
   bad(text, "unknown unit; use B, KiB, MiB, GiB, KB, MB or GB");
 }
 
+Bytes parse_capacity(std::string_view text, DType dtype) {
+  constexpr std::string_view kElements = "el";
+  if (!text.ends_with(kElements)) return parse_bytes(text);
+  const std::string_view count = text.substr(0, text.size() - kElements.size());
+  Bytes elements = 0;
+  const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), elements);
+  if (ec != std::errc{} || end != count.data() + count.size() || elements < 1)
+    throw cpu::InvalidArgument(fmt::format(
+        "'{}' is not a number of elements: write a positive whole number before 'el', "
+        "e.g. 98304el", text));
+  return elements * bytes_of(dtype);
+}
+
 std::string format_bytes(double bytes) {
   constexpr std::array<std::string_view, 5> kNames = {"B", "KiB", "MiB", "GiB", "TiB"};
   std::size_t k = 0;

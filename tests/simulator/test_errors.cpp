@@ -108,6 +108,11 @@ TEST_CASE("byte sizes: units parse, nonsense is refused") {
   CHECK(parse_bytes("4096") == 4096);
   for (const char* bad : {"", "-5", "0", "12XB", "KiB", "0.5", "1.3B"})
     CHECK_THROWS_AS(parse_bytes(bad), cpu::InvalidArgument);
+  CHECK(parse_capacity("98304el", DType::bf16) == 98304 * bytes_of(DType::bf16));
+  CHECK(parse_capacity("98304el", DType::fp32) == 98304 * bytes_of(DType::fp32));
+  CHECK(parse_capacity("192KiB", DType::fp32) == 192 * 1024);
+  for (const char* bad : {"el", "-3el", "1.5el", "12xel"})
+    CHECK_THROWS_AS(parse_capacity(bad, DType::bf16), cpu::InvalidArgument);
   CHECK(format_bytes(128.0 * 1024 * 1024) == "128.0 MiB");
   CHECK(format_bytes(512) == "512 B");
 }

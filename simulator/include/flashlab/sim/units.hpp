@@ -13,6 +13,10 @@ namespace flashlab::sim {
 // negative or zero size, or for a fraction of a byte.
 Bytes parse_bytes(std::string_view text);
 
+// An SRAM or L2 capacity: a size in bytes as parse_bytes takes it, or a whole number of
+// elements of dtype written with the suffix "el" ("98304el" is 192 KiB at bf16).
+Bytes parse_capacity(std::string_view text, DType dtype);
+
 // 201326592 -> "192.0 MiB"; below 1 KiB, "512 B".
 std::string format_bytes(double bytes);
 
