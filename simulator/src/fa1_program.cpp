@@ -42,6 +42,11 @@ struct HbmState {
   cpu::Matrix<float> O;  // (N, d) fp32, the running output
   cpu::Vector<float> l;  // (N)
   cpu::Vector<float> m;  // (N)
+
+  static HbmState initial(Index N, Index d) {  // O = 0, l = 0, m = -inf
+    return {cpu::Matrix<float>::Zero(N, d), cpu::Vector<float>::Zero(N),
+            cpu::Vector<float>::Constant(N, -std::numeric_limits<float>::infinity())};
+  }
 };
 
 // One inner step's numerics: S_ij, the tile's own state, and its merge into O_i, l_i, m_i.
@@ -61,6 +66,16 @@ cpu::SoftmaxState<float> fa1_step(HbmState& hbm, const Inputs<In>& in, const cpu
   hbm.l.segment(q0, rows) = merged.l;
   hbm.m.segment(q0, rows) = merged.m;
   return merged;
+}
+
+// The work of one inner step after S: the tile's own state, U = diag(l) O, the merge and
+// the normalisation.
+OpCounts merge_step_ops(Index rows, Index cols, Index d) {
+  OpCounts ops = update_ops(rows, cols, d);
+  ops += unnormalise_ops(rows, d);
+  ops += merge_ops(rows, d);
+  ops += finalize_ops(rows, d);
+  return ops;
 }
 
 }  // namespace
@@ -94,8 +109,7 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
   HbmState hbm;
   cpu::Matrix<float> Q_scaled;  // (N, d): Q * scale, the scale folded in as each Q_i loads
   if (in) {
-    hbm = {cpu::Matrix<float>::Zero(N, d), cpu::Vector<float>::Zero(N),
-           cpu::Vector<float>::Constant(N, -std::numeric_limits<float>::infinity())};
+    hbm = HbmState::initial(N, d);
     Q_scaled = in->Q.template cast<float>() *
                static_cast<float>(cpu::AttentionOptions{}.scale_for(d));
   }
@@ -119,11 +133,8 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
       machine.compute("S", score_ops(rows, cols, d), at, run.kind, times);
       cpu::SoftmaxState<float> merged;
       if (in) merged = fa1_step<In>(hbm, *in, mask, Q_scaled, q0, rows, k0, cols, run.kind);
-      OpCounts merge_work = update_ops(rows, cols, d);
-      merge_work += unnormalise_ops(rows, d);
-      merge_work += merge_ops(rows, d);
-      merge_work += finalize_ops(rows, d);
-      machine.compute("merge", merge_work, at, std::nullopt, times, in ? &merged : nullptr);
+      machine.compute("merge", merge_step_ops(rows, cols, d), at, std::nullopt, times,
+                      in ? &merged : nullptr);
       machine.store(s.sO, gO, q0, rows, at, times);
       machine.store(s.sl, gl, q0, rows, at, times);
       machine.store(s.sm, gm, q0, rows, at, times);

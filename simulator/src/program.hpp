@@ -7,6 +7,7 @@
 #include "flashlab/sim/machine.hpp"
 #include "flashlab/sim/problem.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
