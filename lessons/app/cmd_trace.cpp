@@ -41,14 +41,17 @@ void write_jsonl(const TileTrace& trace, const std::string& path) {
 void write_html(const TraceArgs& a, const std::string& path) {
   std::vector<TileTrace> traces;
   std::string title;
+  std::size_t initial = 0;  // the page opens on the KV tile size asked for
   if (!a.example.empty()) {
     for (Index Bc : {1, 2, 4}) traces.push_back(trace_worked_example(Bc));
+    initial = 1;  // Bc = 2: the seed's two tiles of two keys
     title = "The 49/15 example: one query, four keys";
   } else {
     check_viewer_size(a.setup.N, a.setup.d);
     TraceSetup setup = a.setup;
     setup.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
     for (Index Bc : viewer_kv_tile_sizes(a.setup.tiles.Bc, a.setup.N)) {
+      if (Bc == a.setup.tiles.Bc) initial = traces.size();
       setup.tiles.Bc = Bc;
       traces.push_back(trace_random(setup));
     }
@@ -56,7 +59,7 @@ void write_html(const TraceArgs& a, const std::string& path) {
   }
   std::ofstream out(path);
   if (!out) throw cpu::InvalidArgument("cannot open `" + path + "` for writing (--html)");
-  out << viewer_html(traces, title);
+  out << viewer_html(traces, title, initial);
   std::cerr << fmt::format("flashlab: wrote the viewer to {} ({} KV tile sizes)\n", path, traces.size());
 }
 

@@ -39,8 +39,9 @@ void check_viewer_size(Index N, Index d) {
         kViewerMaxN, kViewerMaxD, N, d));
 }
 
-std::string viewer_html(const std::vector<TileTrace>& traces, const std::string& title) {
-  nlohmann::json data{{"title", title}, {"traces", nlohmann::json::array()}};
+std::string viewer_html(const std::vector<TileTrace>& traces, const std::string& title,
+                        std::size_t initial) {
+  nlohmann::json data{{"title", title}, {"initial", initial}, {"traces", nlohmann::json::array()}};
   for (const auto& trace : traces) data["traces"].push_back({{"events", to_json_events(trace)}});
   std::string page(kViewerTemplate);
   page.replace(page.find(kPlaceholder), kPlaceholder.size(), script_safe(data.dump()));

@@ -9,8 +9,10 @@
 
 namespace flashlab::app {
 
-// The page, with the traces (one per KV tile size, in the order given) embedded as JSON.
-std::string viewer_html(const std::vector<TileTrace>& traces, const std::string& title);
+// The page, with the traces (one per KV tile size, in the order given) embedded as JSON;
+// it opens showing traces[initial].
+std::string viewer_html(const std::vector<TileTrace>& traces, const std::string& title,
+                        std::size_t initial = 0);
 
 // The KV tile sizes a page offers for a problem of n_k keys: the one asked for, and
 // 2, 4, 8, 16 and n_k where they fit, in increasing order.

@@ -22,8 +22,10 @@ TEST_CASE("the page embeds one trace per KV tile size, every event of each") {
   std::vector<app::TileTrace> traces;
   for (app::Index Bc : app::viewer_kv_tile_sizes(4, 24))
     traces.push_back(app::trace_random({.N = 24, .d = 4, .tiles = {4, Bc}}));
-  const std::string page = app::viewer_html(traces, "a <title> with </script> in it");
+  const std::size_t initial = traces.size() - 1;
+  const std::string page = app::viewer_html(traces, "a <title> with </script> in it", initial);
   const auto data = embedded(page);
+  CHECK(data["initial"] == initial);
   REQUIRE(data["traces"].size() == traces.size());
   for (std::size_t k = 0; k < traces.size(); ++k)
     CHECK(data["traces"][k]["events"].size() == app::to_json_events(traces[k]).size());

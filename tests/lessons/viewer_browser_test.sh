@@ -32,7 +32,7 @@ run_browser() {  # run_browser <url> <extra flags...>: the DOM on stdout, the lo
 : > "$out/browser.log"
 fresh=$(run_browser "file://$page" --dump-dom)
 stepped=$(run_browser "file://$page#selftest" --dump-dom)
-run_browser "file://$page#selftest" --screenshot="$out/viewer.png" --window-size=1280,1000 > /dev/null
+run_browser "file://$page#q=3&step=3" --screenshot="$out/viewer.png" --window-size=1280,1000 > /dev/null
 
 fail() { echo "FAILED: $*"; exit 1; }
 
