@@ -7,6 +7,7 @@ function(flashlab_add_test)
   cmake_parse_arguments(T "" "NAME;LABEL" "SOURCES;LIBS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE doctest::doctest ${T_LIBS})
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
   doctest_discover_tests(${T_NAME}
     TEST_PREFIX "${T_LABEL}: "
     PROPERTIES LABELS ${T_LABEL} SKIP_RETURN_CODE 77)

@@ -1,17 +1,22 @@
-// Fresh random inputs for the tests: every run draws a new seed and reports it, so a
-// failure can be replayed with FLASHLAB_SEED=<seed>.
+// Fresh random inputs for the tests: every run draws a new seed and prints it (CTest shows
+// a test's output when it fails), so a failure can be replayed with FLASHLAB_SEED=<seed>.
 #pragma once
 
 #include "flashlab/cpu/types.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
 namespace flashlab::test {
 
 inline std::uint64_t fresh_seed() {
-  if (const char* fixed = std::getenv("FLASHLAB_SEED")) return std::strtoull(fixed, nullptr, 10);
-  return std::random_device{}();
+  const char* fixed = std::getenv("FLASHLAB_SEED");
+  const std::uint64_t seed =
+      fixed ? std::strtoull(fixed, nullptr, 10) : std::uint64_t{std::random_device{}()};
+  std::printf("[flashlab] random inputs from seed %llu (FLASHLAB_SEED=%llu replays them)\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  return seed;
 }
 
 // Entries drawn from N(0, sigma^2), rounded to T.
