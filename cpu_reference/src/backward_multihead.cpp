@@ -1,5 +1,7 @@
 #include "flashlab/cpu/backward_multihead.hpp"
 
+#include "flashlab/cpu/parallel.hpp"
+
 #include <algorithm>
 #include <sstream>
 
@@ -20,7 +22,8 @@ void check_same_shape(const char* name, const HeadTensor<T>& X, const HeadTensor
   throw InvalidArgument(why.str());
 }
 
-// Every check happens here, before the parallel loop, so nothing throws inside it.
+// Every shape check happens here, before the parallel loop. What can still throw inside it
+// (a non-finite score, when the caller asked for checking) leaves through parallel_for.
 template <class T>
 void check_multihead_backward(const HeadTensor<T>& Q, const HeadTensor<T>& K,
                               const HeadTensor<T>& V, const HeadTensor<T>& O,
@@ -56,8 +59,7 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
   const Index items = Q.batch * K.heads;
   std::vector<TileCounts> counts(static_cast<size_t>(items));
 
-#pragma omp parallel for schedule(dynamic)
-  for (Index item = 0; item < items; ++item) {  // one (batch, KV head) per item
+  parallel_for(items, [&](Index item) {  // one (batch, KV head) per item
     const Index b = item / K.heads, h_kv = item % K.heads;
     const Matrix<T> K_h = K.head(b, h_kv), V_h = V.head(b, h_kv);  // (N_k, d)
     auto dK = out.dK.head(b, h_kv), dV = out.dV.head(b, h_kv);      // (N_k, d), zero
@@ -74,7 +76,7 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
       dV += g.dV;
       counts[item] += g.tiles;
     }
-  }
+  });
   for (const auto& c : counts) out.tiles += c;
   return out;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <numbers>
 #include <sstream>
 
@@ -85,14 +86,7 @@ RescaleStep<Acc> conditional_update(ConditionalState<Acc>& cs, const Matrix<Acc>
   // The mistake the invariant forbids: the base has moved, but l and U are not told.
   const Vector<Acc> applied =
       variant == RescaleVariant::correct ? step.alpha : Vector<Acc>::Ones(rows);
-  state.l = applied.cwiseProduct(state.l) + W.rowwise().sum();
-  state.U = applied.asDiagonal() * state.U;
-  if constexpr (is_low_precision<In>) {
-    // As in update(): a tensor core multiplies W V in the input precision.
-    state.U.noalias() += W.template cast<In>().template cast<Acc>() * V.template cast<Acc>();
-  } else {
-    state.U.noalias() += W * V;
-  }
+  accumulate<Acc, In>(state, applied, std::move(W), V);
   return step;
 }
 

@@ -71,7 +71,8 @@ Matrix<T> DropoutMask::multipliers(Index q0, Index rows, Index k0, Index cols) c
   if (rows == 0 || cols == 0) return Z;
   check_position(q0, k0);
   check_position(q0 + rows - 1, k0 + cols - 1);
-  const T kept = T(1) / (T(1) - static_cast<T>(dropout_.p));
+  // 1 / (1 - p) in double: in fp32, 1 - p loses p's low digits (and is 0 for p > 1 - 2^-25).
+  const T kept = static_cast<T>(1.0 / (1.0 - dropout_.p));
   for (Index r = 0; r < rows; ++r) {
     PhiloxCounter words{};
     for (Index c = 0; c < cols; ++c) {

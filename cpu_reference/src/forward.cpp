@@ -134,7 +134,8 @@ ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In
     // inner: query tiles, whose rows of O, l, m are disjoint
     parallel_for(Tr, [&](Index i) { one_step(j, i); }, /*serial=*/bool(observer));
 
-  Vector<Acc> L = finalize(hbm).L;  // only L = m + log l is wanted: U holds O already
+  // U holds the normalised O already; only L = m + log l is left to form (-inf where l = 0).
+  Vector<Acc> L = hbm.m + hbm.l.array().log().matrix();
   ForwardResult<Acc> out{std::move(hbm.U), std::move(L), {}};
   for (const auto& c : counts) out.tiles += c;
   return out;

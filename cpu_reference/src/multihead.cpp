@@ -37,6 +37,13 @@ template <class In>
 void check_heads(const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTensor<In>& V,
                  const AttentionOptions& options) {
   std::ostringstream why;
+  for (const auto* X : {&Q, &K, &V})
+    if (X->data.size() != static_cast<size_t>(X->batch * X->heads * X->rows * X->cols)) {
+      why << (X == &Q ? "Q" : X == &K ? "K" : "V") << " claims the shape (" << X->batch << ", "
+          << X->heads << ", " << X->rows << ", " << X->cols << ") but holds " << X->data.size()
+          << " entries: a HeadTensor must hold batch * heads * rows * cols of them";
+      throw InvalidArgument(why.str());
+    }
   if (K.batch != Q.batch || V.batch != Q.batch) {
     why << "batch sizes differ: Q has " << Q.batch << ", K " << K.batch << ", V " << V.batch
         << "; Q, K and V must have the same batch size";

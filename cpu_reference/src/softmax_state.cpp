@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <utility>
 
 namespace flashlab::cpu {
 
@@ -34,17 +36,23 @@ TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<
     W.row(r) = (S.row(r).array() - m_new).exp();
   }
 
-  state.l = step.alpha.cwiseProduct(state.l) + W.rowwise().sum();
+  accumulate<Acc, In>(state, step.alpha, std::move(W), V, Z);
+  state.m = step.m_new;
+  return step;
+}
+
+template <class Acc, class In>
+void accumulate(SoftmaxState<Acc>& state, const Vector<Acc>& alpha, Matrix<Acc> W,
+                MatrixView<In> V, const Matrix<Acc>* Z) {
+  state.l = alpha.cwiseProduct(state.l) + W.rowwise().sum();
   if (Z) W = W.cwiseProduct(*Z);  // dropout acts on the weights after l has counted them
-  state.U = step.alpha.asDiagonal() * state.U;
+  state.U = alpha.asDiagonal() * state.U;
   if constexpr (is_low_precision<In>) {
     // A tensor core multiplies W V in the input precision: round W to it first.
     state.U.noalias() += W.template cast<In>().template cast<Acc>() * V.template cast<Acc>();
   } else {
     state.U.noalias() += W * V;
   }
-  state.m = step.m_new;
-  return step;
 }
 
 template <class Acc, class In>
@@ -56,6 +64,13 @@ SoftmaxState<Acc> tile_state(const Matrix<Acc>& S, MatrixView<In> V) {
 
 template <class Acc>
 SoftmaxState<Acc> merge(const SoftmaxState<Acc>& a, const SoftmaxState<Acc>& b) {
+  if (a.rows() != b.rows() || a.U.cols() != b.U.cols()) {
+    std::ostringstream why;
+    why << "cannot merge a state of " << a.rows() << " rows and d = " << a.U.cols()
+        << " with one of " << b.rows() << " rows and d = " << b.U.cols()
+        << ": merge combines two states of the same query rows, so both shapes must match";
+    throw InvalidArgument(why.str());
+  }
   const Index rows = a.rows();
   SoftmaxState<Acc> out{a.m.cwiseMax(b.m), Vector<Acc>(rows), Matrix<Acc>(rows, a.U.cols())};
   for (Index r = 0; r < rows; ++r) {
@@ -88,6 +103,8 @@ Normalised<Acc> finalize(const SoftmaxState<Acc>& state) {
 }
 
 #define FLASHLAB_INSTANTIATE(Acc, In)                                                      \
+  template void accumulate(SoftmaxState<Acc>&, const Vector<Acc>&, Matrix<Acc>, MatrixView<In>, \
+                           const Matrix<Acc>*);                                            \
   template TileStep<Acc> update(SoftmaxState<Acc>&, const Matrix<Acc>&, MatrixView<In>,  \
                                 const Matrix<Acc>*);                                     \
   template SoftmaxState<Acc> tile_state(const Matrix<Acc>&, MatrixView<In>);

@@ -89,6 +89,24 @@ TEST_CASE("the multi-head backward refuses a missing L and a wrong dO") {
                  "dO is (1, 1, 6, 4)"));
 }
 
+TEST_CASE("the multi-head backward reports a non-finite score instead of aborting") {
+  // The score check throws inside the loop over (batch, KV head), which runs on OpenMP
+  // threads: the error must still reach the caller.
+  HeadTensor<double> Qh(1, 2, n_q, d), Kh(1, 1, n_k, d), Vh(1, 1, n_k, d), Oh(1, 2, n_q, d),
+      Lh(1, 2, n_q, 1), dOh(1, 2, n_q, d);
+  Qh.data[3] = std::numeric_limits<double>::quiet_NaN();
+  AttentionOptions options;
+  options.check_finite = true;
+  std::string msg;
+  try {
+    backward_multihead(Qh, Kh, Vh, Oh, Lh, dOh, options);
+  } catch (const NonFiniteScore& e) {
+    msg = e.what();
+  }
+  CHECK(contains(msg, "S[0, 0]"));
+  CHECK(contains(msg, "not finite"));
+}
+
 TEST_CASE("dropout p outside 0 <= p < 1 is refused everywhere") {
   for (double p : {-0.1, 1.0, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     CAPTURE(p);

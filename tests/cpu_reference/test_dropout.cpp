@@ -234,3 +234,14 @@ TEST_CASE("multi-head backward with dropout replays each head's own mask") {
       CHECK(relative_error(g.dK.head(b, h_kv), dK_sum) <= kGradientTolerance);
     }
 }
+
+TEST_CASE("the fp32 scale of a kept weight is 1/(1 - p) rounded once") {
+  // In fp32, 1 - p would first round p = 0.999 to 0.99900001 and give 1000.013 instead of
+  // the 1000 that 1/(1 - p) is.
+  const Dropout dropout{0.999, 11, 0};
+  const DropoutMask mask(dropout);
+  const Matrix<float> Z = mask.multipliers<float>(0, 64, 0, 4096);
+  REQUIRE(Z.maxCoeff() > 0.0f);  // ~262 of the 262144 weights are kept
+  CHECK(Z.maxCoeff() == static_cast<float>(1.0 / (1.0 - dropout.p)));
+  CHECK(Z.maxCoeff() == 1000.0f);
+}

@@ -99,3 +99,23 @@ TEST_CASE("non-finite scores are reported when the caller asks for checking") {
   options.check_finite = false;
   CHECK_NOTHROW(forward_q_outer(bad_q, K, V, options));
 }
+
+TEST_CASE("K and V with different numbers of heads are refused") {
+  HeadTensor<double> q(1, 4, 4, 8), k(1, 2, 5, 8), v(1, 1, 5, 8);
+  const auto msg = message_of<InvalidArgument>([&] { forward_multihead(q, k, v); });
+  CHECK(contains(msg, "K has 2 heads but V has 1"));
+}
+
+TEST_CASE("a HeadTensor whose data does not match its shape is refused") {
+  HeadTensor<double> q(1, 2, 4, 8), k(1, 2, 5, 8), v(1, 2, 5, 8);
+  k.data.pop_back();
+  const auto msg = message_of<InvalidArgument>([&] { forward_multihead(q, k, v); });
+  CHECK(contains(msg, "K claims the shape (1, 2, 5, 8) but holds 79 entries"));
+}
+
+TEST_CASE("merging states of different shapes is refused") {
+  const auto a = SoftmaxState<double>::empty(3, 8), b = SoftmaxState<double>::empty(4, 8),
+             c = SoftmaxState<double>::empty(3, 7);
+  CHECK(contains(message_of<InvalidArgument>([&] { merge(a, b); }), "3 rows and d = 8 with one of 4 rows"));
+  CHECK(contains(message_of<InvalidArgument>([&] { merge(a, c); }), "both shapes must match"));
+}

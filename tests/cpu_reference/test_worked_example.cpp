@@ -68,10 +68,16 @@ TEST_CASE("49/15: the FlashAttention-2 update, tile by tile, gives the same stat
 }
 
 TEST_CASE("49/15: averaging the two tiles' outputs is wrong") {
-  // Each tile normalised alone: 2.5/1.5 and 5.5/1.5. Their mean ignores that the right
-  // tile holds 12/15 of the denominator.
-  const double naive_mean = 0.5 * (2.5 / 1.5 + 5.5 / 1.5);
-  CHECK(std::abs(naive_mean - kExact) > 0.1);
+  // Each tile normalised alone gives 2.5/1.5 and 5.5/1.5. Their mean ignores that the
+  // right tile holds 12/15 of the denominator; the merge weighs them correctly.
+  const auto A = tile_state<double, double>(scores({1, 2}), values({1, 2}));
+  const auto B = tile_state<double, double>(scores({4, 8}), values({3, 4}));
+  const double O_A = finalize(A).O(0, 0), O_B = finalize(B).O(0, 0);
+  CHECK(O_A == doctest::Approx(2.5 / 1.5).epsilon(kTight));
+  CHECK(O_B == doctest::Approx(5.5 / 1.5).epsilon(kTight));
+  CHECK(std::abs(0.5 * (O_A + O_B) - kExact) > 0.5);
+  // The right weights are each tile's share of the whole denominator: 3/15 and 12/15.
+  CHECK(std::abs((3.0 * O_A + 12.0 * O_B) / 15.0 - kExact) <= kTight);
 }
 
 TEST_CASE("49/15: the full tiled forward reproduces the example") {

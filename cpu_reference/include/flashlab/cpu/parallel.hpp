@@ -1,6 +1,7 @@
 // An OpenMP loop over independent work items that is safe to throw from.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <mutex>
 
@@ -11,15 +12,19 @@ namespace flashlab::cpu {
 // one is caught inside, the other items are left undone, and it is rethrown here.
 template <class Index, class Body>
 void parallel_for(Index n, Body&& body, bool serial = false) {
-  std::exception_ptr failure;
+  std::exception_ptr failure;  // written once, under call_once; read after the loop
+  std::atomic<bool> failed{false};
   std::once_flag first;
 #pragma omp parallel for schedule(dynamic) if (!serial)
   for (Index i = 0; i < n; ++i) {
-    if (failure) continue;  // a racy read at worst runs one more item
+    if (failed.load(std::memory_order_relaxed)) continue;
     try {
       body(i);
     } catch (...) {
-      std::call_once(first, [&] { failure = std::current_exception(); });
+      std::call_once(first, [&] {
+        failure = std::current_exception();
+        failed = true;
+      });
     }
   }
   if (failure) std::rethrow_exception(failure);

@@ -48,6 +48,16 @@ template <class Acc, class In>
 TileStep<Acc> update(SoftmaxState<Acc>& state, const Matrix<Acc>& S, MatrixView<In> V,
                      const Matrix<Acc>* Z = nullptr);
 
+// The accumulation that ends every update, whatever chose the base and the weights:
+//   l = alpha * l + rowsum(W);  U = alpha * U + W V
+// W (rows, Bc) holds weights already exponentiated against the new base. With
+// low-precision V, W is rounded to V's type before W V; with dropout multipliers Z, U gets
+// (W o Z) V while l still counts every weight. update() and FlashAttention-4's conditional
+// update (conditional_rescaling.hpp) both end here.
+template <class Acc, class In>
+void accumulate(SoftmaxState<Acc>& state, const Vector<Acc>& alpha, Matrix<Acc> W,
+                MatrixView<In> V, const Matrix<Acc>* Z = nullptr);
+
 // The state of one tile on its own: update(empty, S, V).
 template <class Acc, class In>
 SoftmaxState<Acc> tile_state(const Matrix<Acc>& S, MatrixView<In> V);
