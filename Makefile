@@ -26,4 +26,4 @@ deps:
 	./scripts/install-deps.sh
 
 clean:
-	rm -rf build build-debug build-portable
+	rm -rf build build-*/

@@ -98,12 +98,13 @@ int main(int argc, char** argv) {
   std::vector<Index> sizes{1024, 4096, 16384, 65536}, dims{64, 128};
   Index Br = 128, Bc = 256;
   double limit_gib = 8.0;
-  app.add_option("--n", sizes, "sequence lengths N");
-  app.add_option("--d", dims, "head dimensions d");
+  app.add_option("--n", sizes, "sequence lengths N")->check(CLI::PositiveNumber);
+  app.add_option("--d", dims, "head dimensions d")->check(CLI::PositiveNumber);
   app.add_option("--br", Br, "query rows per tile")->check(CLI::PositiveNumber);
   app.add_option("--bc", Bc, "keys per tile")->check(CLI::PositiveNumber);
   app.add_option("--naive-limit-gib", limit_gib,
-                 "refuse naive attention when S and P together would exceed this many GiB");
+                 "refuse naive attention when S and P together would exceed this many GiB")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   // The peer is timed again beside every row, so that a machine whose load changes during
