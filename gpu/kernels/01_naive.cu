@@ -55,6 +55,32 @@ cudaDataType cuda_type(Dtype dtype) {
 
 size_t dtype_bytes(Dtype dtype) { return dtype == Dtype::fp32 ? 4 : 2; }
 
+// Scratch memory from cudaMallocAsync, returned with cudaFreeAsync on the same stream, so
+// the free is ordered after the work already enqueued on it. free() is the normal path and
+// reports a failed free; the destructor frees what is still held when a later step threw.
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
+    throw_if_cuda_error(cudaMallocAsync(&ptr_, bytes, stream), what);
+  }
+  ~StreamScratch() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);  // a destructor cannot throw
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+
+  void* get() const { return ptr_; }
+  void free(const char* what) {
+    void* ptr = ptr_;
+    ptr_ = nullptr;
+    throw_if_cuda_error(cudaFreeAsync(ptr, stream_), what);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
 // Sum or max of one value per thread over the block; every thread gets the result.
 template <bool kMax>
 __device__ float block_reduce(float x, float* sram_partials) {
@@ -162,21 +188,20 @@ void run_chunks(const Problem& p, cudaStream_t stream) {
   const int chunk = int(std::clamp<size_t>(kWorkspaceBudgetBytes / head_bytes, 1,
                                            std::min(heads, kMaxGridY)));
 
-  void* workspace = nullptr;  // S (chunk, N_q, N_k) fp32, then P (chunk, N_q, N_k) in T
-  void* device_ptrs = nullptr;
-  throw_if_cuda_error(cudaMallocAsync(&workspace, chunk * head_bytes, stream), "S and P");
-  float* S = static_cast<float*>(workspace);
+  // S (chunk, N_q, N_k) fp32, then P (chunk, N_q, N_k) in T
+  StreamScratch workspace(chunk * head_bytes, stream, "S and P");
+  float* S = static_cast<float*>(workspace.get());
   T* P = reinterpret_cast<T*>(S + chunk * score_elems);
 
   const HeadPointers host = head_pointers(p, S, P, chunk);
   const size_t array_bytes = heads * sizeof(void*);
   constexpr int kArrays = 6;
-  throw_if_cuda_error(cudaMallocAsync(&device_ptrs, kArrays * array_bytes, stream), "pointers");
+  StreamScratch device_ptrs(kArrays * array_bytes, stream, "pointers");
   const void* const* arrays[kArrays] = {host.q.data(), host.k.data(), host.v.data(),
                                         (const void* const*)host.o.data(),
                                         (const void* const*)host.s.data(),
                                         (const void* const*)host.p.data()};
-  auto** dev = static_cast<void**>(device_ptrs);
+  auto** dev = static_cast<void**>(device_ptrs.get());
   for (int a = 0; a < kArrays; ++a)
     throw_if_cuda_error(cudaMemcpyAsync(dev + a * heads, arrays[a], array_bytes,
                                         cudaMemcpyHostToDevice, stream),
@@ -197,8 +222,8 @@ void run_chunks(const Problem& p, cudaStream_t stream) {
     check_launch("softmax_rows");
     gemm_output(handle, p, pp + first, v + first, o + first, count);
   }
-  throw_if_cuda_error(cudaFreeAsync(device_ptrs, stream), "free pointers");
-  throw_if_cuda_error(cudaFreeAsync(workspace, stream), "free S and P");
+  device_ptrs.free("free pointers");
+  workspace.free("free S and P");
 }
 
 }  // namespace

@@ -4,10 +4,13 @@
 
 #include "../kernels/launch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace flashlab::gpu {
 namespace {
@@ -27,6 +30,26 @@ struct TensorArg {
   const int64_t* stride;  // (batch, head, row, column)
 };
 
+// %g formatting: std::to_string would print 1e-39 as 0.000000.
+std::string general(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+// The kernels multiply by the scale in fp32: a scale above FLT_MAX would become inf there,
+// and one below FLT_MIN a subnormal or 0 (every score 0).
+void check_scale_fits_fp32(double scale) {
+  const bool given = scale > 0;  // 0 and NaN ask for the default
+  const double lo = std::numeric_limits<float>::min(), hi = std::numeric_limits<float>::max();
+  if (given && (scale < lo || scale > hi))
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "scale = " + general(scale) + " does not fit in fp32, where the kernels use it (it " +
+             "would become " + (scale > hi ? "inf" : "0 or subnormal") +
+             "): give a scale in [FLT_MIN, FLT_MAX] = [" + general(lo) + ", " + general(hi) +
+             "], or 0 for the default 1/sqrt(d)");
+}
+
 void check_enums(const flashlab_forward_params& p) {
   if (p.dtype < FLASHLAB_FP32 || p.dtype > FLASHLAB_BF16)
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "dtype = " + std::to_string(p.dtype) +
@@ -44,6 +67,7 @@ void check_enums(const flashlab_forward_params& p) {
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "scale = " + std::to_string(p.scale) +
                                           " is not allowed: give a finite scale > 0, or 0 "
                                           "(or NaN) for the default 1/sqrt(d)");
+  check_scale_fits_fp32(p.scale);
 }
 
 void check_size(const char* name, int64_t value, int64_t max) {
@@ -83,6 +107,55 @@ void check_tensor(const TensorArg& t, const flashlab_forward_params& p) {
          std::string(t.name) + "'s column stride = " + std::to_string(t.stride[3]) +
              ": the last dimension (d) must be contiguous, stride 1; call .contiguous() on a "
              "transposed tensor first");
+}
+
+// One dimension of a tensor: its stride in elements and how many indices it has.
+struct Dim {
+  const char* name;
+  const char* plural;
+  int64_t stride;
+  int64_t extent;
+};
+
+[[noreturn]] void fail_overlap(const TensorArg& t, const Dim& dim, const std::string& right) {
+  fail(FLASHLAB_ERROR_BAD_STRIDE,
+       std::string(t.name) + "'s " + dim.name + " stride = " + std::to_string(dim.stride) +
+           " makes its " + std::to_string(dim.extent) + " " + dim.plural +
+           " overlap, so several blocks would write the same addresses: " + right);
+}
+
+// Blocks write O, so no two (batch, head, row, column) indices may share an address. Taking
+// the dimensions with more than one index from the smallest stride up, each stride must be
+// at least the span of those below it, 1 + sum (extent - 1) * stride: then offsets are
+// digits of a mixed-radix number and cannot collide. BHSD, BSHD and padded rows all pass;
+// a stride of 0 never does. Q, K and V are only read, so they may broadcast.
+void check_output_disjoint(const TensorArg& t, const flashlab_forward_params& p) {
+  // Innermost first, so that on equal strides the inner dimension keeps its place.
+  const Dim all[] = {{"column", "columns", t.stride[3], p.d},
+                     {"row", "rows", t.stride[2], p.n_q},
+                     {"head", "heads", t.stride[1], p.heads_q},
+                     {"batch", "batches", t.stride[0], p.batch}};
+  std::vector<Dim> dims;
+  for (const Dim& dim : all)
+    if (dim.extent > 1) dims.push_back(dim);
+  for (const Dim& dim : dims)
+    if (dim.stride == 0)
+      fail_overlap(t, dim, std::string("each of them needs its own memory, a ") + dim.name +
+                               " stride >= the span of one " + dim.name);
+  std::stable_sort(dims.begin(), dims.end(),
+                   [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  constexpr int64_t kMaxSpan = std::numeric_limits<int64_t>::max();
+  int64_t span = 1;  // elements covered by the dimensions below this one
+  std::string below;
+  for (const Dim& dim : dims) {
+    if (dim.stride < span)
+      fail_overlap(t, dim, "it must be >= " + std::to_string(span) + ", the span of its " +
+                               below);
+    // Saturates instead of overflowing: no buffer spans 2^63 elements.
+    const bool overflows = dim.stride > (kMaxSpan - span) / (dim.extent - 1);
+    span = overflows ? kMaxSpan : span + (dim.extent - 1) * dim.stride;
+    below += (below.empty() ? "" : " and ") + std::string(dim.plural);
+  }
 }
 
 void check_supported(const flashlab_forward_params& p) {
@@ -142,6 +215,7 @@ void validate(const flashlab_forward_params& p) {
       {"Q", p.q, p.q_stride}, {"K", p.k, p.k_stride}, {"V", p.v, p.v_stride},
       {"O", p.o, p.o_stride}};
   for (const TensorArg& t : tensors) check_tensor(t, p);
+  check_output_disjoint({"O", p.o, p.o_stride}, p);
   check_supported(p);
   for (const TensorArg& t : tensors) {
     if (p.kernel == FLASHLAB_KERNEL_NAIVE) check_naive_rows(t, p);

@@ -3,9 +3,9 @@
 
 #include "harness.hpp"
 
-#include <doctest/doctest.h>
+#include "random_inputs.hpp"
 
-#include <random>
+#include <doctest/doctest.h>
 
 namespace flashlab::gpu::test {
 
@@ -15,11 +15,8 @@ namespace flashlab::gpu::test {
 // from bf16-rounded scores, or with a wrong scale, would fail.
 constexpr double kLseTolerance = 1e-3;
 
-// Fresh inputs on every run; the seed is printed with any failure so it can be replayed.
-inline uint64_t fresh_seed() {
-  static std::random_device device;
-  return (uint64_t(device()) << 32) | device();
-}
+// Fresh inputs on every run; the seed is printed, and FLASHLAB_SEED=<seed> replays it.
+using ::flashlab::test::fresh_seed;
 
 inline void expect_matches_reference(const Case& c) {
   const uint64_t seed = fresh_seed();

@@ -2,8 +2,12 @@
 // would be right; nothing aborts, and a good call afterwards still succeeds.
 #include "checks.hpp"
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
 
 namespace flashlab::gpu::test {
 namespace {
@@ -66,6 +70,11 @@ TEST_CASE("misaligned pointers and strides") {
     call.params.o = static_cast<char*>(call.params.o) + 1;  // inside an element
     expect_error(call, FLASHLAB_ERROR_MISALIGNED, "O = ");
   }
+  for (flashlab_kernel kernel : kAllKernels) {
+    ValidCall call(kernel);
+    call.params.lse = reinterpret_cast<float*>(reinterpret_cast<char*>(call.params.lse) + 2);
+    expect_error(call, FLASHLAB_ERROR_MISALIGNED, "LSE is not 4-byte aligned");
+  }
 }
 
 TEST_CASE("a last dimension that is not contiguous, and bad strides") {
@@ -81,8 +90,53 @@ TEST_CASE("a last dimension that is not contiguous, and bad strides") {
   }
   {
     ValidCall call(FLASHLAB_KERNEL_NAIVE);
-    call.params.o_stride[2] = 32;  // rows overlap: cuBLAS needs a leading dimension >= d
-    expect_error(call, FLASHLAB_ERROR_BAD_STRIDE, "O's row stride = 32");
+    call.params.k_stride[2] = 32;  // cuBLAS needs a leading dimension >= d = 64
+    expect_error(call, FLASHLAB_ERROR_BAD_STRIDE,
+                 "K's row stride = 32 does not suit the naive kernel");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_NAIVE);
+    const int64_t past_int = int64_t(std::numeric_limits<int>::max()) + 1;  // cuBLAS: int
+    call.params.k_stride[2] = past_int;
+    expect_error(call, FLASHLAB_ERROR_BAD_STRIDE,
+                 ("K's row stride = " + std::to_string(past_int) + " does not suit the naive")
+                     .c_str());
+  }
+}
+
+TEST_CASE("an output whose batches, heads or rows overlap; inputs may broadcast") {
+  const std::string race = " overlap, so several blocks would write the same addresses: ";
+  for (flashlab_kernel kernel : kAllKernels) {
+    {
+      ValidCall call(kernel);
+      call.params.o_stride[1] = 0;  // both query heads into one place
+      expect_error(call, FLASHLAB_ERROR_BAD_STRIDE,
+                   ("O's head stride = 0 makes its " + std::to_string(call.params.heads_q) +
+                    " heads" + race + "each of them needs its own memory")
+                       .c_str());
+    }
+    {
+      ValidCall call(kernel);
+      call.params.o_stride[2] = 32;  // row r + 1 starts in the middle of row r
+      expect_error(call, FLASHLAB_ERROR_BAD_STRIDE,
+                   ("O's row stride = 32 makes its " + std::to_string(call.params.n_q) +
+                    " rows" + race + "it must be >= " + std::to_string(call.params.d) +
+                    ", the span of its columns")
+                       .c_str());
+    }
+    {
+      ValidCall call(kernel);
+      call.params.batch = 2;
+      call.params.o_stride[0] = 0;  // both batches into one place; rejected before any launch
+      expect_error(call, FLASHLAB_ERROR_BAD_STRIDE, "O's batch stride = 0 makes its 2 batches");
+    }
+    {
+      ValidCall call(kernel);
+      call.params.q_stride[1] = 0;  // both query heads read the same Q: allowed
+      std::string message;
+      CHECK(call.call(&message) == FLASHLAB_OK);
+      CHECK(message.empty());
+    }
   }
 }
 
@@ -99,6 +153,35 @@ TEST_CASE("heads_q not a multiple of heads_kv, and sizes out of range") {
       call.params.n_k = 0;
       expect_error(call, FLASHLAB_ERROR_BAD_SHAPE, "n_k = 0 is out of range");
     }
+  }
+}
+
+// Heads go on the grid's y dimension and batches on z; one past the device's limit is refused.
+TEST_CASE("batch or heads above the grid's limit") {
+  int max_y = 0, max_z = 0;
+  REQUIRE(cudaDeviceGetAttribute(&max_y, cudaDevAttrMaxGridDimY, 0) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&max_z, cudaDevAttrMaxGridDimZ, 0) == cudaSuccess);
+  const auto out_of_range = [](const char* name, int64_t value, int64_t max) {
+    return std::string(name) + " = " + std::to_string(value) +
+           " is out of range: it must be in [1, " + std::to_string(max) + "]";
+  };
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    call.params.batch = int64_t(max_z) + 1;
+    expect_error(call, FLASHLAB_ERROR_BAD_SHAPE,
+                 out_of_range("batch", call.params.batch, max_z).c_str());
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_NAIVE);
+    call.params.heads_q = int64_t(max_y) + 1;
+    expect_error(call, FLASHLAB_ERROR_BAD_SHAPE,
+                 out_of_range("heads_q", call.params.heads_q, max_y).c_str());
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_SCALAR);
+    call.params.heads_kv = int64_t(max_y) + 1;
+    expect_error(call, FLASHLAB_ERROR_BAD_SHAPE,
+                 out_of_range("heads_kv", call.params.heads_kv, max_y).c_str());
   }
 }
 
@@ -131,6 +214,14 @@ TEST_CASE("unknown enums and a bad scale") {
     ValidCall call(FLASHLAB_KERNEL_SCALAR);
     call.params.scale = scale;
     expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "is not allowed: give a finite scale > 0");
+  }
+  // Finite in fp64, but inf or 0 once the kernels convert it to fp32.
+  const double fp32_max = std::numeric_limits<float>::max();
+  const double fp32_min = std::numeric_limits<float>::min();
+  for (double scale : {2 * fp32_max, fp32_min / 2}) {
+    ValidCall call(FLASHLAB_KERNEL_NAIVE);
+    call.params.scale = scale;
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "does not fit in fp32");
   }
 }
 
