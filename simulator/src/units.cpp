@@ -32,6 +32,13 @@ constexpr std::array kUnits = {
       text, what));
 }
 
+static_assert(kMaxCapacityBytes == Bytes{1} << 50, "too_large() names it 1 PiB");
+
+std::string too_large() {
+  return fmt::format("more than 1 PiB = {} bytes, larger than any SRAM or L2",
+                     kMaxCapacityBytes);
+}
+
 }  // namespace
 
 Bytes parse_bytes(std::string_view text) {
@@ -43,6 +50,7 @@ Bytes parse_bytes(std::string_view text) {
     if (suffix != u.suffix) continue;
     const double bytes = number * u.bytes;
     if (!(bytes >= 1)) bad(text, "it must be at least one byte");
+    if (bytes > static_cast<double>(kMaxCapacityBytes)) bad(text, too_large());
     if (bytes != std::floor(bytes)) bad(text, "not a whole number of bytes");
     return static_cast<Bytes>(bytes);
   }
@@ -55,7 +63,14 @@ Bytes parse_capacity(std::string_view text, DType dtype) {
   const std::string_view count = text.substr(0, text.size() - kElements.size());
   Bytes elements = 0;
   const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), elements);
-  if (ec != std::errc{} || end != count.data() + count.size() || elements < 1)
+  const bool whole = end == count.data() + count.size() && !count.starts_with('-');
+  if (whole && (ec == std::errc::result_out_of_range ||
+                (ec == std::errc{} && elements > kMaxCapacityBytes / bytes_of(dtype))))
+    throw cpu::InvalidArgument(fmt::format("'{}' is too many {} elements ({}): write at "
+                                           "most {}el",
+                                           text, to_string(dtype), too_large(),
+                                           kMaxCapacityBytes / bytes_of(dtype)));
+  if (ec != std::errc{} || !whole || elements < 1)
     throw cpu::InvalidArgument(fmt::format(
         "'{}' is not a number of elements: write a positive whole number before 'el', "
         "e.g. 98304el", text));

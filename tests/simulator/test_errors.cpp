@@ -89,6 +89,9 @@ TEST_CASE("sizes and names that make no sense are refused") {
   CHECK(contains(message_of([&] { count(Algorithm::fa1, zero_tiles); }), "Br = 0"));
   CHECK_THROWS_AS(parse_dtype("fp8"), cpu::InvalidArgument);
   CHECK_THROWS_AS(parse_algorithm("fa3"), cpu::InvalidArgument);
+  CHECK(parse_algorithms("fa2,naive") == std::vector{Algorithm::fa2, Algorithm::naive});
+  CHECK(contains(message_of([] { parse_algorithms("fa1,fa2,fa1"); }),
+                 "'fa1' is listed twice in 'fa1,fa2,fa1'"));
   CHECK(contains(message_of([] { find_profile("v100"); }), "a100, h100, h200, b200"));
 }
 
@@ -111,9 +114,27 @@ TEST_CASE("byte sizes: units parse, nonsense is refused") {
   CHECK(parse_capacity("98304el", DType::bf16) == 98304 * bytes_of(DType::bf16));
   CHECK(parse_capacity("98304el", DType::fp32) == 98304 * bytes_of(DType::fp32));
   CHECK(parse_capacity("192KiB", DType::fp32) == 192 * 1024);
-  for (const char* bad : {"el", "-3el", "1.5el", "12xel"})
+  for (const char* bad : {"el", "-3el", "1.5el", "12xel", "-99999999999999999999el"})
     CHECK_THROWS_AS(parse_capacity(bad, DType::bf16), cpu::InvalidArgument);
   CHECK(format_bytes(128.0 * 1024 * 1024) == "128.0 MiB");
+}
+
+TEST_CASE("byte sizes: infinite and absurdly large sizes are refused, not cast") {
+  for (const std::string huge : {"inf", "1e30", "2000000GiB", "1e9GB"}) {
+    CAPTURE(huge);
+    CHECK(contains(message_of([&] { parse_bytes(huge); }), "more than 1 PiB"));
+  }
+  CHECK(parse_bytes(std::to_string(kMaxCapacityBytes)) == kMaxCapacityBytes);
+  CHECK(contains(message_of([] { parse_capacity("99999999999999999999el", DType::bf16); }),
+                 "too many bf16 elements"));
+  // One element past the limit, which the product elements * 4 would not overflow: the
+  // limit itself is what refuses it.
+  const Bytes fp32_limit = kMaxCapacityBytes / bytes_of(DType::fp32);
+  CHECK(parse_capacity(std::to_string(fp32_limit) + "el", DType::fp32) == kMaxCapacityBytes);
+  CHECK(contains(message_of([&] {
+                   parse_capacity(std::to_string(fp32_limit + 1) + "el", DType::fp32);
+                 }),
+                 "more than 1 PiB"));
   CHECK(format_bytes(512) == "512 B");
 }
 
