@@ -54,8 +54,8 @@ template <class In>
 cpu::SoftmaxState<float> fa1_step(HbmState& hbm, const Inputs<In>& in, const cpu::Mask& mask,
                                   const cpu::Matrix<float>& Q_scaled, Index q0, Index rows,
                                   Index k0, Index cols, cpu::TileKind kind) {
-  const auto S = score_tile<In>(Q_scaled.middleRows(q0, rows), in.K.middleRows(k0, cols), q0,
-                                k0, kind, mask);
+  const auto S = cpu::score_tile<In>(Q_scaled.middleRows(q0, rows), in.K.middleRows(k0, cols),
+                                     q0, k0, kind, mask, kScoreTileOptions);
   const auto tile = cpu::tile_state<float, In>(S, in.V.middleRows(k0, cols));
   // Undo the stored normalisation (U = diag(l) O), merge, and normalise again.
   const cpu::SoftmaxState<float> old{

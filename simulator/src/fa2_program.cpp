@@ -67,8 +67,8 @@ void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
       machine.load(s.sV, gV, k0, cols, at, run.count);
       machine.compute("S", score_ops(rows, cols, d), at, run.kind, run.count);
       if (in) {
-        const auto S = score_tile<In>(rQ_scaled, in->K.middleRows(k0, cols), q0, k0, run.kind,
-                                      mask);
+        const auto S = cpu::score_tile<In>(rQ_scaled, in->K.middleRows(k0, cols), q0, k0,
+                                           run.kind, mask, kScoreTileOptions);
         cpu::update<float, In>(state, S, in->V.middleRows(k0, cols));
       }
       machine.compute("update", update_ops(rows, cols, d), at, std::nullopt, run.count,

@@ -32,7 +32,9 @@ constexpr std::array kProfiles = {
         .sm_count = 132,             // NVIDIA H100 datasheet / Hopper architecture whitepaper
         .sram_per_sm = 228 * kKB,    // CUDA Programming Guide, compute capability 9.0
         .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
-        .matrix_flops_per_s = 989 * kTera,   // H100 SXM datasheet: BF16 1,979 TFLOPS sparse
+        // H100 SXM datasheet: BF16 989 TFLOPS dense, the figure used here (its 1,979
+        // TFLOPS is with 2:4 sparsity, which attention does not use).
+        .matrix_flops_per_s = 989 * kTera,
         // FlashAttention-3 (Shah et al., 2024): "989 TFLOPS of FP16 matmul but only 3.9
         // TFLOPS of special functions" on the H100 SXM5.
         .exp_per_s = 3.9 * kTera},

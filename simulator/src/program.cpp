@@ -30,23 +30,6 @@ std::vector<StepRun> inner_steps(Index n, Index B, bool grouped, const KindOf& k
   return runs;
 }
 
-template <class In>
-cpu::Matrix<float> score_tile(cpu::MatrixView<float> Q_i_scaled, cpu::MatrixView<In> K_j,
-                              Index q0, Index k0, cpu::TileKind kind, const cpu::Mask& mask) {
-  cpu::Matrix<float> S = Q_i_scaled * K_j.template cast<float>().transpose();  // (rows, cols)
-  if (kind == cpu::TileKind::partial) mask.apply(S, q0, k0);
-  return S;
-}
-
-template cpu::Matrix<float> score_tile<float>(cpu::MatrixView<float>, cpu::MatrixView<float>,
-                                              Index, Index, cpu::TileKind, const cpu::Mask&);
-template cpu::Matrix<float> score_tile<cpu::bf16>(cpu::MatrixView<float>,
-                                                  cpu::MatrixView<cpu::bf16>, Index, Index,
-                                                  cpu::TileKind, const cpu::Mask&);
-template cpu::Matrix<float> score_tile<cpu::fp16>(cpu::MatrixView<float>,
-                                                  cpu::MatrixView<cpu::fp16>, Index, Index,
-                                                  cpu::TileKind, const cpu::Mask&);
-
 // A matrix product of (a, k) by (k, b) costs a * b * k multiply-adds, 2 FLOPs each.
 constexpr std::int64_t kFlopsPerMultiplyAdd = 2;
 

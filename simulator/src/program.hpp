@@ -1,8 +1,9 @@
-// What the three programs share: their inputs and outputs, the inner loop's steps, the
-// score tile, and the operation counts of cpu_reference's algebra. Private to simulator/.
+// What the three programs share: their inputs and outputs, the inner loop's steps, and
+// the operation counts of cpu_reference's algebra. Private to simulator/.
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
+#include "flashlab/cpu/score_tile.hpp"
 #include "flashlab/cpu/softmax_state.hpp"
 #include "flashlab/sim/machine.hpp"
 #include "flashlab/sim/problem.hpp"
@@ -24,7 +25,8 @@ struct Inputs {
 };
 
 struct Outputs {
-  cpu::Matrix<float> O;  // (N, d), rounded to the input type as stored
+  cpu::Matrix<float> O;  // (N, d): naive and FA2 round it to In as stored; FA1 returns
+                         // its fp32 running O unrounded
   cpu::Vector<float> L;  // (N)
 };
 
@@ -50,10 +52,9 @@ using KindOf = std::function<cpu::TileKind(Index t, Index rows)>;
 // stretch's end is found by bisection.
 std::vector<StepRun> inner_steps(Index n, Index B, bool grouped, const KindOf& kind_of);
 
-// S = (Q_i * scale) K_j^T for one tile, masked in place when it crosses the diagonal.
-template <class In>
-cpu::Matrix<float> score_tile(cpu::MatrixView<float> Q_i_scaled, cpu::MatrixView<In> K_j,
-                              Index q0, Index k0, cpu::TileKind kind, const cpu::Mask& mask);
+// The options the programs hand to cpu::score_tile: like a GPU kernel, they do not stop at
+// a score that is inf or NaN (check_finite off).
+inline const cpu::AttentionOptions kScoreTileOptions{};
 
 // Rounds an fp32 tile to the input type, as a store of O to HBM does.
 template <class In>
