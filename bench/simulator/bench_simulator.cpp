@@ -15,6 +15,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <exception>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -49,37 +52,30 @@ cpu::Matrix<cpu::bf16> random_bf16(cpu::Index rows, cpu::Index cols, std::mt1993
   return X.cast<cpu::bf16>();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Times the simulator's count-only and full runs"};
+struct Options {
   std::vector<cpu::Index> Ns = {1024, 8192, 65536, 1048576};
   cpu::Index d = 128, full_max_n = 8192, naive_full_max_n = 8192;
   std::string sram = "192KiB";
   int repeats = 5;
-  app.add_option("--n", Ns, "sequence lengths")->capture_default_str();
-  app.add_option("--d", d, "head dimension")->capture_default_str();
-  app.add_option("--sram", sram, "SRAM size")->capture_default_str();
-  app.add_option("--repeats", repeats, "count-only repetitions (median kept)")->capture_default_str();
-  app.add_option("--full-max-n", full_max_n, "largest N for full runs of fa1, fa2")->capture_default_str();
-  app.add_option("--naive-full-max-n", naive_full_max_n, "largest N for full naive runs")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+};
 
+void print_table(const Options& o) {
   std::mt19937 rng(std::random_device{}());
+  const sim::Bytes sram_bytes = sim::parse_bytes(o.sram);
   fmt::print("| N | program | Br x Bc | HBM bytes | count-only | full |\n|---|---|---|---|---|---|\n");
-  for (const cpu::Index N : Ns) {
+  for (const cpu::Index N : o.Ns) {
     sim::Problem p;
     p.N = N;
-    p.d = d;
+    p.d = o.d;
     p.dtype = sim::DType::bf16;
-    p.sram_bytes = sim::parse_bytes(sram);
-    const bool any_full = N <= std::max(full_max_n, naive_full_max_n);
+    p.sram_bytes = sram_bytes;
+    const bool any_full = N <= std::max(o.full_max_n, o.naive_full_max_n);
     cpu::Matrix<cpu::bf16> Q, K, V;
-    if (any_full) Q = random_bf16(N, d, rng), K = random_bf16(N, d, rng), V = random_bf16(N, d, rng);
+    if (any_full) Q = random_bf16(N, o.d, rng), K = random_bf16(N, o.d, rng), V = random_bf16(N, o.d, rng);
     for (const sim::Algorithm a : {sim::Algorithm::naive, sim::Algorithm::fa1, sim::Algorithm::fa2}) {
       sim::Report report;
-      const double count_s = median_seconds(repeats, [&] { report = sim::count(a, p); });
-      const cpu::Index limit = a == sim::Algorithm::naive ? naive_full_max_n : full_max_n;
+      const double count_s = median_seconds(o.repeats, [&] { report = sim::count(a, p); });
+      const cpu::Index limit = a == sim::Algorithm::naive ? o.naive_full_max_n : o.full_max_n;
       std::string full = "not run";
       if (N <= limit)
         full = format_seconds(median_seconds(1, [&] { sim::simulate<cpu::bf16>(a, p, Q, K, V); }));
@@ -88,6 +84,33 @@ int main(int argc, char** argv) {
                  sim::format_bytes(double(report.bytes_total())), format_seconds(count_s), full);
       std::fflush(stdout);
     }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times the simulator's count-only and full runs"};
+  // CLI::PositiveNumber and NonNegativeNumber would print their bounds as doubles, 300
+  // digits long.
+  const CLI::Range kAtLeastOne(1, std::numeric_limits<int>::max());
+  const CLI::Range kAtLeastZero(0, std::numeric_limits<int>::max());
+  Options o;
+  app.add_option("--n", o.Ns, "sequence lengths")->capture_default_str()->check(kAtLeastOne);
+  app.add_option("--d", o.d, "head dimension")->capture_default_str()->check(kAtLeastOne);
+  app.add_option("--sram", o.sram, "SRAM size")->capture_default_str();
+  app.add_option("--repeats", o.repeats, "count-only repetitions (median kept)")
+      ->capture_default_str()->check(kAtLeastOne);
+  app.add_option("--full-max-n", o.full_max_n, "largest N for full runs of fa1, fa2")
+      ->capture_default_str()->check(kAtLeastZero);
+  app.add_option("--naive-full-max-n", o.naive_full_max_n, "largest N for full naive runs")
+      ->capture_default_str()->check(kAtLeastZero);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    print_table(o);
+  } catch (const std::exception& e) {  // a bad --sram, or an N or d the simulator refuses
+    fmt::print(stderr, "bench_simulator: {}\n", e.what());
+    return 1;
   }
   return 0;
 }

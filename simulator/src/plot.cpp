@@ -93,8 +93,20 @@ PlotOutcome plot_sweep(const SweepSpec& spec, const std::vector<Report>& reports
                        const std::string& png_path) {
   if (spec.N.size() < 2 && spec.sram_bytes.size() < 2 && spec.d.size() < 2)
     return {false, "nothing to plot: give more than one value of N, d or the SRAM size"};
+  // The path goes into the script and the shell command between single quotes, where
+  // nothing but another single quote has a meaning.
+  if (png_path.find('\'') != std::string::npos)
+    return {false, fmt::format("the plot path {} contains a single quote, which gnuplot's "
+                               "script cannot carry; choose a name without one",
+                               png_path)};
   const std::string script_path = png_path + ".gp";
-  std::ofstream(script_path) << script(spec, reports, png_path);
+  std::ofstream script_file(script_path);
+  script_file << script(spec, reports, png_path);
+  script_file.close();
+  if (!script_file)
+    return {false, fmt::format("could not write the gnuplot script {}: check that its "
+                               "directory exists and is writable; the CSV is complete",
+                               script_path)};
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
     return {false, fmt::format("gnuplot is not installed, so {} was not drawn; install it "
                                "(Debian: apt-get install gnuplot-nox) and run: gnuplot {}",

@@ -45,7 +45,8 @@ struct PlotOutcome {
 // Draws HBM bytes against each swept axis (N, M, d: those with more than one value) on
 // log-log axes, one line per algorithm, the other swept values held at their first, into
 // png_path. Writes the gnuplot script, data included, beside the PNG (png_path + ".gp"),
-// then runs gnuplot; when gnuplot is not installed, says so instead of failing.
+// then runs gnuplot; when gnuplot is not installed, when the script cannot be written, or
+// when png_path holds a single quote, says so instead of failing.
 PlotOutcome plot_sweep(const SweepSpec& spec, const std::vector<Report>& reports,
                        const std::string& png_path);
 
