@@ -3,6 +3,7 @@
 
 #include "flashlab/cpu/types.hpp"
 #include "flashlab/sim/sim.hpp"
+#include "random_inputs.hpp"
 
 #include <cmath>
 #include <random>
@@ -14,7 +15,7 @@ using cpu::Index;
 
 // A fresh (rows, cols) matrix of standard normal entries, rounded to In.
 template <class In>
-cpu::Matrix<In> random_matrix(Index rows, Index cols, std::mt19937& rng) {
+cpu::Matrix<In> random_matrix(Index rows, Index cols, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   cpu::Matrix<float> X(rows, cols);
   for (Index r = 0; r < rows; ++r)
@@ -22,7 +23,8 @@ cpu::Matrix<In> random_matrix(Index rows, Index cols, std::mt19937& rng) {
   return X.template cast<In>();
 }
 
-inline std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
+// Seeded by flashlab::test::fresh_seed(), which prints the seed; FLASHLAB_SEED replays it.
+inline std::mt19937_64 fresh_rng() { return std::mt19937_64(flashlab::test::fresh_seed()); }
 
 inline Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 
