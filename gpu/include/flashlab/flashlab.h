@@ -28,11 +28,14 @@ typedef enum flashlab_status {
   FLASHLAB_OK = 0,
   FLASHLAB_ERROR_NULL_POINTER = 1,     /* a required pointer was NULL */
   FLASHLAB_ERROR_BAD_SHAPE = 2,        /* a size < 1, or heads_q not a multiple of heads_kv */
-  FLASHLAB_ERROR_BAD_STRIDE = 3,       /* last dimension not contiguous, a stride < 0, or
+  FLASHLAB_ERROR_BAD_STRIDE = 3,       /* last dimension not contiguous, a stride < 0,
+                                          O's batches, heads or rows overlapping (Q, K, V
+                                          may broadcast with stride 0; O may not), or
                                           (naive) a row stride < d */
   FLASHLAB_ERROR_MISALIGNED = 4,       /* a pointer or stride breaks the kernel's alignment */
   FLASHLAB_ERROR_UNSUPPORTED = 5,      /* this kernel does not take this d or dtype */
-  FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, or a scale < 0 or inf */
+  FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, or a scale < 0, inf, or
+                                          outside fp32's normal range */
   FLASHLAB_ERROR_CUDA = 7,             /* the CUDA runtime reported an error */
   FLASHLAB_ERROR_CUBLAS = 8,           /* cuBLAS reported an error */
   FLASHLAB_ERROR_INTERNAL = 9          /* anything else; the message says what */

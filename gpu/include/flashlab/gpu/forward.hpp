@@ -19,7 +19,9 @@ struct Error : std::runtime_error {
 
 // Throws Error unless params describe a call the chosen kernel can run: non-null pointers,
 // sizes >= 1, heads_q a multiple of heads_kv, contiguous last dimension, known enums, a
-// supported (d, dtype) for the kernel, and the alignment the kernel's loads need.
+// supported (d, dtype) for the kernel, the alignment the kernel's loads need, an output O
+// whose batches, heads and rows do not overlap, and a scale that fp32 holds as a normal
+// number.
 void validate(const flashlab_forward_params& params);
 
 // Validates, then enqueues the forward pass on params.stream. Throws Error.
