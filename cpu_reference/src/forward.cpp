@@ -115,17 +115,14 @@ ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In
     TileStep<Acc> step = update<Acc, In>(tile, S, V.middleRows(k0, cols), Z ? &*Z : nullptr);
 
     // Read O_i, l_i, m_i; undo the normalisation (U = l O); merge; write back O = U / l.
-    const SoftmaxState<Acc> old{hbm.m.segment(q0, rows), hbm.l.segment(q0, rows),
-                                hbm.l.segment(q0, rows).asDiagonal() * hbm.U.middleRows(q0, rows)};
-    const SoftmaxState<Acc> merged = merge(old, tile);
-    hbm.m.segment(q0, rows) = merged.m;
-    hbm.l.segment(q0, rows) = merged.l;
-    hbm.U.middleRows(q0, rows) = finalize(merged).O;
+    const Vector<Acc> m_old = hbm.m.segment(q0, rows);
+    const SoftmaxState<Acc> merged = merge_into_normalised<Acc>(
+        hbm.U.middleRows(q0, rows), hbm.l.segment(q0, rows), hbm.m.segment(q0, rows), tile);
 
     if (observer) {
       step.m_new = merged.m;
       for (Index r = 0; r < rows; ++r)  // how much the stored state shrank at this step
-        step.alpha[r] = merged.m[r] == old.m[r] ? Acc(1) : std::exp(old.m[r] - merged.m[r]);
+        step.alpha[r] = merged.m[r] == m_old[r] ? Acc(1) : std::exp(m_old[r] - merged.m[r]);
       observer({i, j, q0, k0, kind, &S, &step, &merged});
     }
   };

@@ -88,6 +88,17 @@ SoftmaxState<Acc> merge(const SoftmaxState<Acc>& a, const SoftmaxState<Acc>& b) 
 }
 
 template <class Acc>
+SoftmaxState<Acc> merge_into_normalised(Eigen::Ref<Matrix<Acc>> O, Eigen::Ref<Vector<Acc>> l,
+                                        Eigen::Ref<Vector<Acc>> m, const SoftmaxState<Acc>& tile) {
+  const SoftmaxState<Acc> stored{m, l, l.asDiagonal() * O};  // U = diag(l) O
+  SoftmaxState<Acc> merged = merge(stored, tile);
+  O = finalize(merged).O;
+  l = merged.l;
+  m = merged.m;
+  return merged;
+}
+
+template <class Acc>
 Normalised<Acc> finalize(const SoftmaxState<Acc>& state) {
   Normalised<Acc> out{Matrix<Acc>(state.U.rows(), state.U.cols()), Vector<Acc>(state.rows())};
   for (Index r = 0; r < state.rows(); ++r) {
@@ -118,6 +129,14 @@ template struct SoftmaxState<double>;
 template struct SoftmaxState<float>;
 template SoftmaxState<double> merge(const SoftmaxState<double>&, const SoftmaxState<double>&);
 template SoftmaxState<float> merge(const SoftmaxState<float>&, const SoftmaxState<float>&);
+template SoftmaxState<double> merge_into_normalised(Eigen::Ref<Matrix<double>>,
+                                                    Eigen::Ref<Vector<double>>,
+                                                    Eigen::Ref<Vector<double>>,
+                                                    const SoftmaxState<double>&);
+template SoftmaxState<float> merge_into_normalised(Eigen::Ref<Matrix<float>>,
+                                                   Eigen::Ref<Vector<float>>,
+                                                   Eigen::Ref<Vector<float>>,
+                                                   const SoftmaxState<float>&);
 template Normalised<double> finalize(const SoftmaxState<double>&);
 template Normalised<float> finalize(const SoftmaxState<float>&);
 

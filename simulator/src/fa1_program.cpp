@@ -58,14 +58,8 @@ cpu::SoftmaxState<float> fa1_step(HbmState& hbm, const Inputs<In>& in, const cpu
                                      q0, k0, kind, mask, kScoreTileOptions);
   const auto tile = cpu::tile_state<float, In>(S, in.V.middleRows(k0, cols));
   // Undo the stored normalisation (U = diag(l) O), merge, and normalise again.
-  const cpu::SoftmaxState<float> old{
-      hbm.m.segment(q0, rows), hbm.l.segment(q0, rows),
-      hbm.l.segment(q0, rows).asDiagonal() * hbm.O.middleRows(q0, rows)};
-  cpu::SoftmaxState<float> merged = cpu::merge(old, tile);
-  hbm.O.middleRows(q0, rows) = cpu::finalize(merged).O;
-  hbm.l.segment(q0, rows) = merged.l;
-  hbm.m.segment(q0, rows) = merged.m;
-  return merged;
+  return cpu::merge_into_normalised<float>(hbm.O.middleRows(q0, rows), hbm.l.segment(q0, rows),
+                                           hbm.m.segment(q0, rows), tile);
 }
 
 // The work of one inner step after S: the tile's own state, U = diag(l) O, the merge and

@@ -90,3 +90,23 @@ TEST_CASE("update skips a row whose tile is wholly masked, and keeps the others"
   CHECK(state.U.row(1).isZero());
   CHECK(state.l[0] > 0.0);
 }
+
+TEST_CASE("merge_into_normalised: stored O = U / l with l and m, merged with a tile, stays normalised") {
+  std::mt19937_64 rng(flashlab::test::fresh_seed());
+  const Matrix<double> S = random_matrix<double>(kRows, 20, rng, 3.0);
+  const Matrix<double> V = random_matrix<double>(20, kD, rng);
+  const auto a = state_of(S, V, 0, 12), b = state_of(S, V, 12, 8);
+  // What FlashAttention-1 keeps in HBM after the first tile: O normalised, l and m beside it.
+  Matrix<double> O = finalize(a).O;
+  Vector<double> l = a.l, m = a.m;
+  const auto merged = merge_into_normalised<double>(O, l, m, b);
+  CHECK((O - finalize(state_of(S, V, 0, 20)).O).cwiseAbs().maxCoeff() < 1e-14);
+  CHECK(l == merged.l);
+  CHECK(m == merged.m);
+  // An empty stored row (nothing seen yet) takes the tile's state as it is.
+  Matrix<double> O0 = Matrix<double>::Zero(kRows, kD);
+  Vector<double> l0 = Vector<double>::Zero(kRows),
+                 m0 = Vector<double>::Constant(kRows, -std::numeric_limits<double>::infinity());
+  merge_into_normalised<double>(O0, l0, m0, b);
+  CHECK((O0 - finalize(b).O).cwiseAbs().maxCoeff() < 1e-15);
+}

@@ -69,6 +69,13 @@ SoftmaxState<Acc> tile_state(const Matrix<Acc>& S, MatrixView<In> V);
 template <class Acc>
 SoftmaxState<Acc> merge(const SoftmaxState<Acc>& a, const SoftmaxState<Acc>& b);
 
+// FlashAttention-1's inner step (the paper's Algorithm 1): rows of memory hold a normalised
+// output O = U / l beside its l and m. Undo the normalisation (U = diag(l) O), merge the
+// tile's state into it, and store O = U / l, l and m back. Returns the merged state.
+template <class Acc>
+SoftmaxState<Acc> merge_into_normalised(Eigen::Ref<Matrix<Acc>> O, Eigen::Ref<Vector<Acc>> l,
+                                        Eigen::Ref<Vector<Acc>> m, const SoftmaxState<Acc>& tile);
+
 // O = U / l and L = m + log l. A row that saw no valid key (l = 0) gets flashlab's
 // convention instead of 0/0: O row = 0 and L = -inf.
 template <class Acc>
