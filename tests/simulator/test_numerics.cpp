@@ -125,7 +125,7 @@ TEST_CASE("bf16: FA1 keeps its running O in fp32, equals cpu_reference's FA1 and
           kSameAlgebraTolerance);
     const auto exact = cpu::naive_attention<double>(Q.cast<double>(), K.cast<double>(),
                                                     V.cast<double>()).O;
-    const auto low = cpu::naive_attention<cpu::bf16>(Q, K, V).O.cast<double>();
+    const cpu::Matrix<double> low = cpu::naive_attention<cpu::bf16>(Q, K, V).O.cast<double>();
     const double err_sim = (sim.O.cast<double>() - exact).cwiseAbs().maxCoeff();
     const double err_naive = (low - exact).cwiseAbs().maxCoeff();
     CAPTURE(N);
