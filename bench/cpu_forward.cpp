@@ -78,8 +78,9 @@ Matrix<float> random_input(Index rows, Index cols, std::mt19937& rng) {
   return X;
 }
 
-// Repetitions: enough for a median at small sizes, one run where a run takes seconds.
-int repetitions_for(Index n) { return n <= 4096 ? 5 : 1; }
+// Repetitions: many where a run takes a millisecond (the median then means something), a
+// few up to N = 4096, one run where a run takes seconds.
+int repetitions_for(Index n) { return n <= 1024 ? 21 : n <= 4096 ? 5 : 1; }
 
 double gemm_gflops(Index n) {
   const auto m = in_child([n] {
