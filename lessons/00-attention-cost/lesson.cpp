@@ -29,7 +29,8 @@ void small_example(LessonContext& ctx) {
                                               in.V.cast<double>());
   Table shapes({"tensor", "shape", "row 1"}, {true, true, true});
   const auto row = [](const auto& X) {
-    return num_row(std::vector<double>(X.row(0).begin(), X.row(0).end()), 4, kSmallN);
+    const auto first = X.row(0);  // one block object: its begin() and end() must match
+    return num_row(std::vector<double>(first.begin(), first.end()), 4, kSmallN);
   };
   shapes.add({"Q, K, V", fmt::format("({}, {}) each", kSmallN, kSmallD), row(in.Q.cast<double>())});
   shapes.add({"S = Q K^T / sqrt(d)", fmt::format("({}, {})", kSmallN, kSmallN), row(r.S)});

@@ -81,8 +81,9 @@ void no_key_rows(LessonContext& ctx) {
   Table t({"query", "keys it sees", "O row", "L"});
   for (Index q = 0; q < kQueries; ++q) {
     const Index last = q + kKeys - kQueries;
+    const auto O_q = r.O.row(q);  // one block object: its begin() and end() must match
     t.add({fmt::format("{}", q + 1), last < 0 ? "none" : fmt::format("1-{}", last + 1),
-           num_row(std::vector<double>(r.O.row(q).begin(), r.O.row(q).end())), num(r.L[q])});
+           num_row(std::vector<double>(O_q.begin(), O_q.end())), num(r.L[q])});
   }
   ctx.table(t);
 }

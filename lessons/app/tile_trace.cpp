@@ -193,8 +193,10 @@ nlohmann::json numbers(const std::vector<double>& xs) {
 
 nlohmann::json rows_of(const cpu::Matrix<double>& X) {
   auto out = nlohmann::json::array();
-  for (Index r = 0; r < X.rows(); ++r)
-    out.push_back(numbers(std::vector<double>(X.row(r).begin(), X.row(r).end())));
+  for (Index r = 0; r < X.rows(); ++r) {
+    const auto row = X.row(r);  // one block object: its begin() and end() must match
+    out.push_back(numbers(std::vector<double>(row.begin(), row.end())));
+  }
   return out;
 }
 

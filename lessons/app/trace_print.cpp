@@ -25,7 +25,8 @@ std::vector<Index> shown_rows(Index rows, std::size_t max_rows) {
 }
 
 std::vector<double> row_of(const cpu::Matrix<double>& X, Index r) {
-  return std::vector<double>(X.row(r).begin(), X.row(r).end());
+  const auto row = X.row(r);  // one block object: its begin() and end() must match
+  return std::vector<double>(row.begin(), row.end());
 }
 
 std::string keys_of(const TileRecord& t) {
