@@ -41,7 +41,7 @@ constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "h200",
         .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
-        .sm_count = 132,             // the lent H200, ANCHORS.md
+        .sm_count = 132,             // the H200 measured in docs/ANCHORS.md
         .sram_per_sm = 228 * kKB,    // compute capability 9.0, as the H100
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.
