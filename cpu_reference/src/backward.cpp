@@ -10,8 +10,6 @@ namespace flashlab::cpu {
 
 namespace {
 
-Index tile_count(Index n, Index block) { return (n + block - 1) / block; }
-
 // Everything a tile reads from memory: the inputs, and the per-row L and D.
 template <class T>
 struct Problem {

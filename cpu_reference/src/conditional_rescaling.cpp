@@ -16,7 +16,6 @@ namespace {
 template <class Acc>
 constexpr Acc minus_inf = -std::numeric_limits<Acc>::infinity();
 
-Index tile_count(Index n, Index block) { return (n + block - 1) / block; }
 }  // namespace
 
 RescaleCounts& RescaleCounts::operator+=(const RescaleCounts& o) {

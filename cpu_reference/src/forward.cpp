@@ -12,8 +12,6 @@ namespace flashlab::cpu {
 
 namespace {
 
-Index tile_count(Index n, Index block) { return (n + block - 1) / block; }
-
 // The dropout multipliers Z (rows, cols) of one tile; none without dropout.
 template <class Acc>
 std::optional<Matrix<Acc>> dropout_tile(const DropoutMask* dropout, Index q0, Index rows,

@@ -64,7 +64,7 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
   using Acc = accum_t<In>;
   check_heads(Q, K, V, options);
   if (dropout) check_dropout(*dropout);
-  const Index Br = options.tiles.Br, Tr = (Q.rows + Br - 1) / Br;
+  const Index Br = options.tiles.Br, Tr = tile_count(Q.rows, Br);
   MultiHeadResult<Acc> out{HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, Q.cols),
                            HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, 1), {}};
 

@@ -29,7 +29,7 @@ void the_loop(LessonContext& ctx) {
           "      m' = max(m, rowmax S);  alpha = exp(m - m');  W = exp(S - m')\n"
           "      l = alpha l + rowsum W;  U = alpha U + W V_j;  m = m'\n"
           "    O_i = U / l;  L_i = m + log l;  store O_i, L_i\n\n");
-  const auto tiles = [](Index n, Index b) { return (n + b - 1) / b; };
+  const auto tiles = cpu::tile_count;  // ceil(n / block)
   const Index Tr = tiles(kN, kBr);
   ctx.print("The example: N = {} tokens, d = {}, Br = {}, so Tr = {} query tiles. With Bc = 4\n"
             "there are Tc = {} KV tiles and {} score tiles of 4 x 4; with Bc = 8, Tc = {} and {}.\n\n",

@@ -22,8 +22,6 @@ std::vector<double> to_vector(const auto& v) {
   return std::vector<double>(v.data(), v.data() + v.size());
 }
 
-Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
-
 // The byte model of FlashAttention-2's order, derived from the tile shapes alone: Q_i read
 // once, K_j and V_j read once per computed (query tile, KV tile) pair, O_i and L_i written
 // once; skipped tiles move nothing. This is exactly the traffic the loop issues.
@@ -93,7 +91,7 @@ TileTrace trace_forward(const cpu::Matrix<In>& Q, const cpu::Matrix<In>& K,
   const auto result = cpu::forward_q_outer<In>(
       Q, K, V, options, [&](const cpu::TileEvent<Acc>& e) { trace.tiles.push_back(record_of(e, trace)); });
   trace.counts = result.tiles;
-  for (Index i = 0; i < ceil_div(trace.N_q, options.tiles.Br); ++i) {
+  for (Index i = 0; i < cpu::tile_count(trace.N_q, options.tiles.Br); ++i) {
     QueryTileRecord q;
     q.i = i, q.q0 = i * options.tiles.Br, q.rows = std::min(options.tiles.Br, trace.N_q - q.q0);
     q.O = result.O.middleRows(q.q0, q.rows).template cast<double>();

@@ -30,7 +30,7 @@ struct Outputs {
   cpu::Vector<float> L;  // (N)
 };
 
-inline Index tile_count(Index n, Index B) { return (n + B - 1) / B; }
+using cpu::tile_count;
 inline Index tile_rows(Index n, Index B, Index t) { return std::min(B, n - t * B); }
 
 // Consecutive steps of an inner loop that are alike: tiles first .. first + count - 1,

@@ -15,6 +15,10 @@ struct TileSizes {
   Index Bc = 64;
 };
 
+// How many tiles of `block` rows cover n rows: Tr = tile_count(N_q, Br), Tc = tile_count(N_k, Bc).
+// The last tile is ragged when block does not divide n.
+inline Index tile_count(Index n, Index block) { return (n + block - 1) / block; }
+
 // How many score tiles were computed, how many of those crossed the causal diagonal and
 // were masked in place, and how many lay wholly in the future and were skipped.
 struct TileCounts {
