@@ -1,14 +1,16 @@
 # The two commands a newcomer needs (see README.md):
-#   make demo   installs what is missing, builds, lists the lessons, runs lesson 0 and the tour
-#   make test   installs what is missing, builds, and runs every test through CTest
+#   make demo   installs what is missing, builds the `flashlab` program alone (not the tests,
+#               not the CUDA kernels), lists the lessons, runs lesson 0 and the tour
+#   make test   installs what is missing, builds everything, and runs every test through CTest
 # Both go through CMake presets; the build lives in build/.
-.PHONY: demo test build deps clean
+.PHONY: demo test build configure deps clean
 
 JOBS ?= $(shell nproc)
 
 FLASHLAB = ./build/lessons/app/flashlab
 
-demo: build
+demo: configure
+	cmake --build --preset default -j $(JOBS) --target flashlab
 	$(FLASHLAB) lessons
 	@echo
 	$(FLASHLAB) lesson 0
@@ -18,9 +20,11 @@ demo: build
 test: build
 	ctest --preset default -j $(JOBS)
 
-build: deps
-	cmake --preset default
+build: configure
 	cmake --build --preset default -j $(JOBS)
+
+configure: deps
+	cmake --preset default
 
 deps:
 	./scripts/install-deps.sh

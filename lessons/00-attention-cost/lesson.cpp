@@ -1,7 +1,7 @@
 // Lesson 0: attention as three operators, and what their N x N intermediates cost.
-#include "gpu_step.hpp"
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
+#include "gpu_bridge/gpu_step.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/sim/simulate.hpp"

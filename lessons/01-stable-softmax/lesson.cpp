@@ -1,6 +1,6 @@
 // Lesson 1: the textbook softmax overflows; subtracting the row max fixes it at no cost.
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/cpu/softmax.hpp"

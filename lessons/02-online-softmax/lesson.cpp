@@ -1,7 +1,7 @@
 // Lesson 2: the online-softmax state (m, l, u), the 49/15 example, and the general merge.
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
-#include "trace_print.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
+#include "traces/trace_print.hpp"
 
 #include "flashlab/cpu/softmax.hpp"
 #include "flashlab/cpu/softmax_state.hpp"

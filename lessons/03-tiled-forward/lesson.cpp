@@ -1,8 +1,8 @@
 // Lesson 3: the tiled forward pass on the seed's 24-token example, tile by tile.
-#include "gpu_step.hpp"
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
-#include "trace_print.hpp"
+#include "gpu_bridge/gpu_step.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
+#include "traces/trace_print.hpp"
 
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/sim/simulate.hpp"

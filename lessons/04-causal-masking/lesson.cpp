@@ -1,9 +1,9 @@
 // Lesson 4: causal masking, tile by tile: skipped tiles, the diagonal, wholly masked rows,
 // and rows that see no key at all.
-#include "gpu_step.hpp"
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
-#include "trace_print.hpp"
+#include "gpu_bridge/gpu_step.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
+#include "traces/trace_print.hpp"
 
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/sim/simulate.hpp"

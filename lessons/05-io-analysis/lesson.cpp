@@ -2,7 +2,7 @@
 // FlashAttention-1 and FlashAttention-2 over sweeps of N, d and the SRAM size M; fitted
 // exponents show the paper's Theta(N^2 d^2 / M) law, and the roofline says which resource
 // binds on an H200.
-#include "lesson_context.hpp"
+#include "kit/lesson_context.hpp"
 
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"

@@ -1,7 +1,7 @@
 // Lesson 6: the backward pass with recomputation: D = rowsum(dO o O), P rebuilt from L
 // tile by tile, and what keeping L instead of P saves and costs.
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/backward.hpp"
 #include "flashlab/cpu/forward.hpp"

@@ -4,9 +4,9 @@
 // numbers through cpu_reference's update() and merge(), and the state that has to cross
 // between warps is counted. (The simulator models HBM and SRAM, not warps: these counts
 // are this lesson's own, from the shapes of the states the warps exchange.)
-#include "gpu_step.hpp"
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
+#include "gpu_bridge/gpu_step.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/softmax_state.hpp"

@@ -1,6 +1,6 @@
 // Lesson 8: FlashAttention-3's pipeline on Hopper, as a timeline model: the same tasks per
 // KV tile (load, S = Q K^T, softmax, P V) arranged four ways, and the time each predicts.
-#include "lesson_context.hpp"
+#include "kit/lesson_context.hpp"
 #include "timeline.hpp"
 
 #include "flashlab/sim/profiles.hpp"

@@ -1,7 +1,7 @@
 // Lesson 9: FlashAttention-4's conditional rescaling: the invariant that makes it exact,
 // the rescales it saves on real inputs, and the bug of moving the base without rescaling.
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/conditional_rescaling.hpp"
 #include "flashlab/cpu/naive.hpp"

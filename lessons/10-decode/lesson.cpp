@@ -1,8 +1,8 @@
 // Lesson 10: decode. One new query token against a long KV cache: why the work must be
 // split along the keys, why the split results merge exactly, and what a token costs in bytes.
-#include "gpu_step.hpp"
-#include "lesson_context.hpp"
-#include "tile_trace.hpp"
+#include "gpu_bridge/gpu_step.hpp"
+#include "kit/lesson_context.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/decode.hpp"
 #include "flashlab/cpu/naive.hpp"

@@ -2,7 +2,7 @@
 // reference and reports each case. Exit status 0 when every case passes, 1 otherwise.
 #include "checker.hpp"
 #include "commands.hpp"
-#include "terminal.hpp"
+#include "kit/terminal.hpp"
 
 #include <fmt/core.h>
 
@@ -12,6 +12,11 @@
 namespace flashlab::app {
 
 namespace {
+
+struct CheckArgs {
+  int number = 0;
+  bool no_colour = false;
+};
 
 constexpr int kCheckFailed = 1;
 
@@ -38,19 +43,17 @@ int report(const exercises::CheckReport& r, const Style& style) {
 }  // namespace
 
 void add_check_command(CLI::App& app) {
-  static int number = 0;
-  static bool no_colour = false;
   auto* cmd = app.add_subcommand("check", "Check your answer to exercise N against the reference");
-  cmd->add_option("N", number, "The exercise: 1, 2, 3, 6 or 10")->required();
-  cmd->add_flag("--no-color", no_colour, "Plain text even on a terminal");
-  cmd->callback([] {
-    const auto r = exercises::check_exercise(number, exercises::linked_exercises());
-    const int status = report(r, Style::for_stdout(no_colour));
+  auto& args = arguments_of<CheckArgs>(cmd, [](const CheckArgs& a) {
+    const auto r = exercises::check_exercise(a.number, exercises::linked_exercises());
+    const int status = report(r, Style::for_stdout(a.no_colour));
     if (status != 0) {
       std::cout.flush();
       std::exit(status);
     }
   });
+  add_integer_option(cmd, "N", args.number, "The exercise: 1, 2, 3, 6 or 10", 0)->required();
+  add_no_color_flag(cmd, args.no_colour);
 }
 
 }  // namespace flashlab::app

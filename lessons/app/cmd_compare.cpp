@@ -2,10 +2,11 @@
 // present) the GPU kernels, side by side: max error against fp64, time, the bytes the
 // simulator predicts, and the bytes Nsight Compute measures (when ncu is available).
 #include "commands.hpp"
-#include "gpu_runner.hpp"
-#include "ncu_bytes.hpp"
-#include "terminal.hpp"
-#include "tile_trace.hpp"
+#include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/kernels.hpp"
+#include "gpu_bridge/ncu_bytes.hpp"
+#include "kit/terminal.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/naive.hpp"
@@ -17,18 +18,29 @@
 
 #include <algorithm>
 #include <chrono>
-#include <sstream>
-#include <unistd.h>
 #include <iostream>
+#include <sstream>
+
+#include <unistd.h>
 
 namespace flashlab::app {
 
 namespace {
 
+constexpr int kMaxRepeats = 1000;
+// Everything on the CPU side is computed in full: fp64 attention and the naive attention in
+// the input's precision each hold S and P, (N_q, N_k) each, and the tiled forward runs once
+// per repeat. Beyond this many multiply-adds (N_q N_k d per pass; 4096 x 4096 x 128 with the
+// default 10 repeats and the 2 reference passes), the run takes minutes on a small machine.
+constexpr double kMaxMultiplyAdds = 4096.0 * 4096.0 * 128.0 * 12.0;
+// fp64 S and P, and S and P in the input's precision, at most 4 bytes an entry there.
+constexpr double kReferenceBytesPerEntry = 2 * 8 + 2 * 4;
+constexpr double kMaxReferenceBytes = 4.0 * (1ull << 30);
+
 struct CompareArgs {
   Index n = 1024, n_q = 0, d = 64;
-  bool causal = false;
-  std::string dtype = "bf16", kernels = "naive,scalar,fa2", gpu_only;
+  bool causal = false, large = false;
+  std::string dtype = "bf16", kernels = kernel_list(), gpu_only;
   std::uint64_t seed = 0;
   int repeats = 10;
   bool no_ncu = false, no_colour = false;
@@ -39,9 +51,6 @@ struct Inputs {
   cpu::Matrix<double> O_exact;      // fp64 attention of those same numbers
   cpu::AttentionOptions options;
 };
-
-// The flashlab.h causal value for the options (none, top-left, bottom-right).
-int causal_code(cpu::Causal c) { return c == cpu::Causal::none ? 0 : c == cpu::Causal::top_left ? 1 : 2; }
 
 template <class In>
 cpu::Matrix<float> rounded(const cpu::Matrix<float>& X) { return X.cast<In>().template cast<float>(); }
@@ -101,38 +110,52 @@ struct Row {
 };
 
 std::string us(double ms) { return fmt::format("{:.1f} us", ms * 1e3); }
-std::string bytes(double b) { return sim::format_bytes(b); }
+std::string bytes_text(double b) { return sim::format_bytes(b); }
 
-// The FA2 kernel's tiles (gpu/kernels/03_fa2.cu): Br = 128; Bc = 128 for d = 64, else 64.
-cpu::TileSizes fa2_kernel_tiles(Index d) { return {128, d == 64 ? 128 : 64}; }
+// The profile every figure of this command refers to: the machine the kernels were built for.
+const sim::HardwareProfile& h200() { return sim::find_profile("h200"); }
 
-constexpr sim::Bytes kH200L2 = sim::Bytes{60} << 20;  // the H200's L2 (ANCHORS.md)
+// What the simulator predicts for one GPU kernel: its program with the kernel's own tiles
+// (from gpu/'s kernel table), one head on one SM's SRAM, the H200's L2 in front of HBM.
+struct Prediction {
+  std::string kernel;              // "fa2"
+  std::string label;               // "fa2 (Br 128, Bc 64)"
+  std::optional<sim::Report> report;
+  std::string why_not;             // when there is no report
+};
 
-// The simulator's count for one head on one SM's SRAM, with the H200's L2 in front of HBM.
-std::optional<sim::Report> simulated(sim::Algorithm a, const CompareArgs& args, sim::DType dtype,
-                                     const Inputs& in, std::optional<cpu::TileSizes> tiles) {
-  if (in.Q.rows() != in.K.rows()) return std::nullopt;  // the simulator takes N_q = N_k
-  const sim::Problem p{.N = args.n, .d = args.d, .dtype = dtype, .causal = in.options.causal,
-                       .sram_bytes = sim::find_profile("h200").sram_per_sm, .tiles = tiles,
-                       .l2_bytes = kH200L2};
-  return sim::count(a, p);
+Prediction predict(const std::string& kernel, const CompareArgs& args, sim::DType dtype,
+                   const Inputs& in) {
+  const std::optional<KernelMirror> mirror = kernel_mirror(kernel, args.d);
+  if (!mirror) return {kernel, kernel, std::nullopt, "not modelled yet"};
+  Prediction p{kernel, kernel, std::nullopt, ""};
+  if (mirror->tiles)
+    p.label = fmt::format("{} (Br {}, Bc {})", kernel, mirror->tiles->Br, mirror->tiles->Bc);
+  if (in.Q.rows() != in.K.rows()) {
+    p.why_not = "not modelled (the simulator takes N_q = N_k)";
+    return p;
+  }
+  const sim::Problem problem{.N = args.n, .d = args.d, .dtype = dtype, .causal = in.options.causal,
+                             .sram_bytes = h200().sram_per_sm, .tiles = mirror->tiles,
+                             .l2_bytes = h200().l2_bytes};
+  p.report = sim::count(mirror->algorithm, problem);
+  return p;
 }
 
 // "L2-level traffic; DRAM past the L2", as the simulator predicts them.
-std::string predicted_bytes(const sim::Report& r) {
-  return fmt::format("{} to SMs; DRAM {}", sim::format_bytes(double(r.bytes_total())),
-                     sim::format_bytes(double(r.dram_total())));
+std::string predicted_bytes(const Prediction& p) {
+  if (!p.report) return p.why_not;
+  return fmt::format("{} to SMs; DRAM {}", bytes_text(double(p.report->bytes_total())),
+                     bytes_text(double(p.report->dram_total())));
 }
 
-std::string bound_of(const std::optional<sim::Report>& r) {
-  if (!r) return "";
-  return fmt::format(" (bound {})", us(sim::roofline(*r, sim::find_profile("h200")).seconds() * 1e3));
+std::string bound_of(const Prediction& p) {
+  if (!p.report) return "";
+  return fmt::format(" (bound {})", us(sim::roofline(*p.report, h200()).seconds() * 1e3));
 }
 
-}  // namespace
-
-namespace {
-
+// Nsight Compute measures a kernel by running a program under it: this same program, in the
+// hidden --gpu-only mode, which runs that one kernel once on the same inputs and prints nothing.
 std::string ncu_command(const CompareArgs& a, const std::string& kernel) {
   return fmt::format("/proc/{}/exe compare --gpu-only {} --n {} --n-q {} --d {} --dtype {} --seed {}{}",
                      getpid(), kernel, a.n, a.n_q, a.d, a.dtype, a.seed, a.causal ? " --causal" : "");
@@ -147,8 +170,8 @@ std::string measured(const CompareArgs& a, const std::string& kernel, const GpuR
   const auto outcome = measure_with_ncu(*ncu, ncu_command(a, kernel));
   if (!outcome.bytes) return "unavailable: " + outcome.message;
   const auto& m = *outcome.bytes;
-  return fmt::format("DRAM {} read, {} written; L2 {}", bytes(m.dram_read), bytes(m.dram_written),
-                     bytes(m.l2));
+  return fmt::format("DRAM {} read, {} written; L2 {}", bytes_text(m.dram_read), bytes_text(m.dram_written),
+                     bytes_text(m.l2));
 }
 
 GpuDtype gpu_dtype(sim::DType t) {
@@ -162,31 +185,44 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
-void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in, std::vector<Row>& rows,
-              std::vector<std::pair<std::string, double>>& errors) {
+using Errors = std::vector<std::pair<std::string, double>>;
+
+void simulator_rows(const std::vector<Prediction>& predictions, std::vector<Row>& rows) {
+  for (const auto& p : predictions)
+    rows.push_back({"simulator: " + p.label, "-", "model" + bound_of(p), predicted_bytes(p), "-"});
+}
+
+void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
+              const std::vector<Prediction>& predictions, std::vector<Row>& rows, Errors& errors) {
   const GpuStatus status = gpu_status();
   std::cout << "GPU: " << status.description << "\n";
-  for (const auto& kernel : split(a.kernels)) {
+  for (const auto& p : predictions) {
+    const std::string& kernel = p.kernel;
     const std::string name = "GPU " + kernel;
     if (!status.available) {
       rows.push_back({name, "not run", "-", "-", "unavailable: no GPU"});
       continue;
     }
     std::cerr << "flashlab: running the " << kernel << " kernel...\n";
-    const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, gpu_dtype(dtype),
-                                       causal_code(in.options.causal), /*warmups=*/2, a.repeats);
-    const auto predicted = kernel == "naive" ? simulated(sim::Algorithm::naive, a, dtype, in, std::nullopt)
-                           : kernel == "fa2" ? simulated(sim::Algorithm::fa2, a, dtype, in, fa2_kernel_tiles(a.d))
-                                             : std::nullopt;
+    const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, gpu_dtype(dtype), in.options.causal,
+                                       /*warmups=*/2, a.repeats);
     if (!run.ran) {
       rows.push_back({name, "not run: " + run.message, "-", "-", "-"});
       continue;
     }
     const double err = max_error(run.O, in.O_exact);
     errors.emplace_back(name, err);
-    rows.push_back({name, num(err, 3), us(run.median_ms),
-                    predicted ? predicted_bytes(*predicted) : "not modelled",
-                    measured(a, kernel, run)});
+    rows.push_back({name, num(err, 3), us(run.median_ms), predicted_bytes(p), measured(a, kernel, run)});
+  }
+}
+
+void print_verdicts(const Style& style, const std::string& dtype, double naive_err, const Errors& errors) {
+  std::cout << fmt::format("\nThe correctness rule (ANCHORS.md): error <= 2 x the naive {} error = {}\n",
+                           dtype, num(2 * naive_err, 3));
+  for (const auto& [who, err] : errors) {
+    const bool within = err <= 2 * naive_err;
+    std::cout << "  " << who << ": "
+              << (within ? paint(style, Tone::good, "within") : paint(style, Tone::bad, "OUTSIDE")) << "\n";
   }
 }
 
@@ -197,54 +233,56 @@ void compare(const CompareArgs& a, sim::DType dtype) {
                            "against fp64 attention of the same (rounded) inputs.\n",
                            in.Q.rows(), in.K.rows(), a.d, a.dtype, cpu::to_string(in.options.causal), a.seed);
   std::vector<Row> rows;
-  std::vector<std::pair<std::string, double>> errors;
+  Errors errors;
   const double naive_err = max_error(naive_same_precision<In>(in), in.O_exact);
   rows.push_back({fmt::format("CPU naive, {} (three operators)", a.dtype), num(naive_err, 3), "-", "-", "-"});
   const auto [O_cpu, cpu_ms] = cpu_run<In>(in, a.repeats);
   errors.emplace_back("CPU tiled", max_error(O_cpu, in.O_exact));
   rows.push_back({"CPU tiled (FA2 order)", num(errors.back().second, 3), fmt::format("{:.2f} ms", cpu_ms),
                   "-", "- (host memory)"});
-  const auto sim_naive = simulated(sim::Algorithm::naive, a, dtype, in, std::nullopt);
-  const auto sim_fa2 = simulated(sim::Algorithm::fa2, a, dtype, in, fa2_kernel_tiles(a.d));
-  const std::string no_sim = "not modelled (the simulator takes N_q = N_k)";
-  rows.push_back({"simulator naive", "-", "model" + bound_of(sim_naive),
-                  sim_naive ? predicted_bytes(*sim_naive) : no_sim, "-"});
-  const auto t = fa2_kernel_tiles(a.d);
-  rows.push_back({fmt::format("simulator fa2 (Br {}, Bc {})", t.Br, t.Bc), "-", "model" + bound_of(sim_fa2),
-                  sim_fa2 ? predicted_bytes(*sim_fa2) : no_sim, "-"});
-  gpu_rows(a, dtype, in, rows, errors);
+  std::vector<Prediction> predictions;
+  for (const auto& kernel : split(a.kernels)) predictions.push_back(predict(kernel, a, dtype, in));
+  simulator_rows(predictions, rows);
+  gpu_rows(a, dtype, in, predictions, rows, errors);
   Table table({"executor", "max error", "time", "HBM bytes predicted", "bytes measured"},
               {true, true, true, true, true});
   for (const auto& r : rows) table.add({r.executor, r.error, r.time, r.predicted, r.measured});
   const Style style = Style::for_stdout(a.no_colour);
   table.print(std::cout, style);
-  std::cout << fmt::format("\nThe correctness rule (ANCHORS.md): error <= 2 x the naive {} error = {}\n",
-                           a.dtype, num(2 * naive_err, 3));
-  for (const auto& [who, err] : errors)
-    std::cout << "  " << who << ": "
-              << (err <= 2 * naive_err ? paint(style, Tone::good, "within") : paint(style, Tone::bad, "OUTSIDE"))
-              << "\n";
-  std::cout << "Predicted bytes: the simulator's count of what crosses into the SM (comparable\n"
-               "with ncu's L2 traffic) and of what reaches DRAM past a 60 MiB LRU L2 (comparable\n"
-               "with ncu's DRAM bytes). One head on one SM: the GPU runs many blocks at once.\n";
+  print_verdicts(style, a.dtype, naive_err, errors);
+  std::cout << fmt::format(
+      "Predicted bytes: the simulator's count of what crosses into the SM (comparable\n"
+      "with ncu's L2 traffic) and of what reaches DRAM past a {} LRU L2 (comparable\n"
+      "with ncu's DRAM bytes). One head on one SM: the GPU runs many blocks at once.\n",
+      bytes_text(double(h200().l2_bytes)));
 }
 
 template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
-  run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, gpu_dtype(dtype), causal_code(in.options.causal),
+  run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, gpu_dtype(dtype), in.options.causal,
                   /*warmups=*/0, /*repeats=*/1);
 }
 
-void check_args(const CompareArgs& a) {
-  if (a.n < 1 || a.d < 1 || a.n_q < 0 || a.repeats < 1)
+// What the CPU side of the comparison will cost, checked before anything is allocated.
+void check_cost(const CompareArgs& a) {
+  const double n_q = double(a.n_q > 0 ? a.n_q : a.n), entries = n_q * double(a.n);
+  const double multiply_adds = entries * double(a.d) * (a.repeats + 2);
+  const double bytes = entries * kReferenceBytesPerEntry;
+  if (bytes > kMaxReferenceBytes)
     throw cpu::InvalidArgument(fmt::format(
-        "compare needs N >= 1, d >= 1, N_q >= 0 (0: N_q = N) and at least one repeat; got N = {}, "
-        "d = {}, N_q = {}, repeats = {}", a.n, a.d, a.n_q, a.repeats));
+        "compare computes N_q x N_k = {:.0f} attention scores exactly on this CPU, which needs about "
+        "{} of memory, more than the {} it allows; use a smaller N (8192 x 8192 fits) or --n-q",
+        entries, bytes_text(bytes), bytes_text(kMaxReferenceBytes)));
+  if (multiply_adds > kMaxMultiplyAdds && !a.large)
+    throw cpu::InvalidArgument(fmt::format(
+        "compare would do {:.3g} multiply-adds on this CPU (N_q N_k d x (repeats + 2)), above the "
+        "{:.3g} that finish in about a minute; pass --large to run it anyway, or lower N, d or "
+        "--repeats", multiply_adds, kMaxMultiplyAdds));
 }
 
 void run(const CompareArgs& a) {
-  check_args(a);
+  check_cost(a);
   const sim::DType dtype = sim::parse_dtype(a.dtype);
   const auto go = [&](auto tag) {
     using In = decltype(tag);
@@ -258,22 +296,24 @@ void run(const CompareArgs& a) {
 }  // namespace
 
 void add_compare_command(CLI::App& app) {
-  static CompareArgs args;
   auto* cmd = app.add_subcommand(
       "compare", "CPU reference, simulator and GPU on the same inputs: error, time, bytes");
-  cmd->add_option("--n", args.n, "Keys N (and queries, unless --n-q)")->capture_default_str();
-  cmd->add_option("--n-q", args.n_q, "Query rows N_q (1 for decode); 0 means N")->capture_default_str();
-  cmd->add_option("--d", args.d, "Head dimension d")->capture_default_str();
+  auto& args = arguments_of<CompareArgs>(cmd, run);
+  add_integer_option<Index>(cmd, "--n", args.n, "Keys N (and queries, unless --n-q)", 1);
+  add_integer_option<Index>(cmd, "--n-q", args.n_q, "Query rows N_q (1 for decode); 0 means N", 0);
+  add_integer_option<Index>(cmd, "--d", args.d, "Head dimension d", 1);
   cmd->add_flag("--causal", args.causal, "Causal mask (bottom-right aligned when N_q != N)");
   cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--seed", args.seed, "Seed of the random inputs")->capture_default_str();
-  cmd->add_option("--kernels", args.kernels, "GPU kernels to run, comma-separated")->capture_default_str();
-  cmd->add_option("--repeats", args.repeats, "Timed runs; the median is shown")->capture_default_str();
+  add_integer_option<std::uint64_t>(cmd, "--seed", args.seed, "Seed of the random inputs", 0);
+  cmd->add_option("--kernels", args.kernels, "GPU kernels to run, comma-separated")
+      ->capture_default_str();
+  add_integer_option(cmd, "--repeats", args.repeats, "Timed runs; the median is shown", 1, kMaxRepeats);
   cmd->add_flag("--no-ncu", args.no_ncu, "Do not measure bytes with Nsight Compute");
-  cmd->add_flag("--no-color", args.no_colour, "Plain text even on a terminal");
-  cmd->add_option("--gpu-only", args.gpu_only, "Run one GPU kernel once and print nothing (used under ncu)")
+  add_no_color_flag(cmd, args.no_colour);
+  cmd->add_flag("--large", args.large, "Run a problem above the CPU-time limit anyway");
+  cmd->add_option("--gpu-only", args.gpu_only,
+                  "Run one GPU kernel once and print nothing (used under ncu)")
       ->group("");
-  cmd->callback([] { run(args); });
 }
 
 }  // namespace flashlab::app

@@ -1,11 +1,12 @@
 // `flashlab exercise [N]`: what exercise N asks for and where to write it; without N, the list.
 #include "checker.hpp"
 #include "commands.hpp"
-#include "terminal.hpp"
+#include "kit/terminal.hpp"
 
 #include <fmt/core.h>
 
 #include <iostream>
+#include <climits>
 #include <optional>
 
 namespace flashlab::app {
@@ -22,23 +23,28 @@ void show(const exercises::ExerciseInfo& e, const Style& style) {
                            e.file, e.number, e.number);
 }
 
+struct ExerciseArgs {
+  std::optional<int> number;
+  bool no_colour = false;
+};
+
 }  // namespace
 
 void add_exercise_command(CLI::App& app) {
-  static std::optional<int> number;
-  static bool no_colour = false;
   auto* cmd = app.add_subcommand("exercise", "Show an exercise: what to write and where");
-  cmd->add_option("N", number, "The exercise (its lesson's number); leave out to list them");
-  cmd->add_flag("--no-color", no_colour, "Plain text even on a terminal");
-  cmd->callback([] {
-    const Style style = Style::for_stdout(no_colour);
-    if (number) return show(exercises::find_exercise(*number), style);
+  auto& args = arguments_of<ExerciseArgs>(cmd, [](const ExerciseArgs& a) {
+    const Style style = Style::for_stdout(a.no_colour);
+    if (a.number) return show(exercises::find_exercise(*a.number), style);
     Table t({"exercise", "what to write", "file"}, {false, true, true});
     for (const auto& e : exercises::all_exercises())
       t.add({fmt::format("{}", e.number), std::string(e.title), std::string(e.file)});
     t.print(std::cout, style, 0);
     std::cout << "\n`flashlab exercise N` shows one; `flashlab check N` checks your answer.\n";
   });
+  cmd->add_option_function<std::string>(
+      "N", [&args](const std::string& text) { args.number = int(parse_integer("N", text, 0, INT_MAX)); },
+      "The exercise (its lesson's number); leave out to list them");
+  add_no_color_flag(cmd, args.no_colour);
 }
 
 }  // namespace flashlab::app

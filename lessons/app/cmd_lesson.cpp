@@ -1,6 +1,6 @@
 // `flashlab lesson N [--step] [--no-color]`: runs lesson N's program.
 #include "commands.hpp"
-#include "lesson_registry.hpp"
+#include "kit/lesson_registry.hpp"
 
 #include <charconv>
 #include <iostream>
@@ -27,18 +27,17 @@ int parse_lesson_number(const std::string& text) {
 }  // namespace
 
 void add_lesson_command(CLI::App& app) {
-  static LessonArgs args;
   auto* cmd = app.add_subcommand("lesson", "Run one lesson's program (see `flashlab lessons`)");
-  cmd->add_option("N", args.number, "The lesson's number")->required();
-  cmd->add_flag("--step", args.step, "Pause after each step until Enter is pressed");
-  cmd->add_flag("--no-color", args.no_colour, "Plain text even on a terminal");
-  cmd->callback([] {
+  auto& args = arguments_of<LessonArgs>(cmd, [](const LessonArgs& args) {
     const LessonInfo& lesson = find_lesson(parse_lesson_number(args.number));
     LessonContext context(std::cout, std::cin, Style::for_stdout(args.no_colour), args.step);
     context.title(lesson.number, lesson.title);
     lesson.run(context);
     std::cout << "\n(The text of this lesson: lessons/" << lesson.folder << "/README.md)\n";
   });
+  cmd->add_option("N", args.number, "The lesson's number")->required();
+  cmd->add_flag("--step", args.step, "Pause after each step until Enter is pressed");
+  add_no_color_flag(cmd, args.no_colour);
 }
 
 }  // namespace flashlab::app

@@ -1,7 +1,7 @@
 // `flashlab lessons`: the list of lessons, each with what it teaches.
 #include "commands.hpp"
-#include "lesson_registry.hpp"
-#include "terminal.hpp"
+#include "kit/lesson_registry.hpp"
+#include "kit/terminal.hpp"
 
 #include <fmt/core.h>
 
@@ -11,9 +11,7 @@ namespace flashlab::app {
 
 void add_lessons_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("lessons", "List the lessons and what each one teaches");
-  static bool no_colour = false;
-  cmd->add_flag("--no-color", no_colour, "Plain text even on a terminal");
-  cmd->callback([] {
+  auto& no_colour = arguments_of<bool>(cmd, [](const bool& no_colour) {
     const Style style = Style::for_stdout(no_colour);
     Table table({"lesson", "title", "what it teaches"}, {false, true, true});
     for (const auto& lesson : all_lessons())
@@ -23,6 +21,7 @@ void add_lessons_command(CLI::App& app) {
     std::cout << "\nRun one with `flashlab lesson N` (add --step to pause after each step);\n"
                  "its text is lessons/<NN-topic>/README.md.\n";
   });
+  add_no_color_flag(cmd, no_colour);
 }
 
 }  // namespace flashlab::app

@@ -2,6 +2,7 @@
 // print what each moves, computes and keeps on chip, and the bound a GPU profile sets.
 //   flashlab simulate --n 8192 --d 128 --dtype bf16 --sram 192KiB --algo naive,fa1,fa2
 #include "commands.hpp"
+#include "output_file.hpp"
 
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/naive.hpp"
@@ -13,8 +14,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 
 namespace flashlab::app {
@@ -107,17 +108,17 @@ void simulate(const SimulateArgs& args) {
   if (!args.trace.empty() && algorithms.size() != 1)
     throw cpu::InvalidArgument("--trace records one program: give one --algo with it");
 
-  std::ofstream trace_file;
+  std::optional<OutputFile> trace_file;
   std::unique_ptr<sim::JsonlTrace> trace;
   if (!args.trace.empty()) {
-    trace_file.open(args.trace);
-    if (!trace_file) throw cpu::InvalidArgument("cannot write the trace to '" + args.trace + "'");
-    trace = std::make_unique<sim::JsonlTrace>(trace_file);
+    trace_file.emplace("--trace", args.trace);
+    trace = std::make_unique<sim::JsonlTrace>(trace_file->stream());
   }
   std::vector<sim::Report> reports;
   std::string note;
   for (const sim::Algorithm a : algorithms)
     reports.push_back(run_one(a, p, args, trace ? trace->sink() : sim::TraceSink{}, note));
+  if (trace_file) trace_file->commit();
 
   if (args.json) {
     auto out = nlohmann::ordered_json::array();
@@ -138,26 +139,25 @@ void simulate(const SimulateArgs& args) {
 }  // namespace
 
 void add_simulate_command(CLI::App& app) {
-  auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Count the HBM bytes, work and SRAM of naive attention, FA1 and FA2");
-  cmd->add_option("--n", args->n, "sequence length N")->capture_default_str();
-  cmd->add_option("--d", args->d, "head dimension d")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--sram", args->sram,
+  auto& args = arguments_of<SimulateArgs>(cmd, simulate);
+  add_integer_option<cpu::Index>(cmd, "--n", args.n, "sequence length N", 1);
+  add_integer_option<cpu::Index>(cmd, "--d", args.d, "head dimension d", 1);
+  cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--sram", args.sram,
                   "SRAM of one SM: 192KiB, or elements of the dtype: 98304el (default: the profile's)");
-  cmd->add_option("--l2", args->l2,
+  cmd->add_option("--l2", args.l2,
                   "an L2 of this size between HBM and SRAM (LRU), e.g. 60MiB: predicts DRAM bytes");
-  cmd->add_option("--algo", args->algorithms, "programs to run: naive,fa1,fa2")->capture_default_str();
-  cmd->add_option("--profile", args->profile, "a100, h100, h200 or b200")->capture_default_str();
-  cmd->add_flag("--causal", args->causal, "causal mask (top-left)");
-  args->br_option = cmd->add_option("--br", args->br, "query rows per tile Br (with --bc)");
-  args->bc_option = cmd->add_option("--bc", args->bc, "keys per tile Bc (with --br)");
-  cmd->add_flag("--json", args->json, "print the reports as JSON");
-  cmd->add_option("--trace", args->trace, "write every step as JSON lines to this file");
-  cmd->add_flag("--full", args->full,
+  cmd->add_option("--algo", args.algorithms, "programs to run: naive,fa1,fa2")->capture_default_str();
+  cmd->add_option("--profile", args.profile, "a100, h100, h200 or b200")->capture_default_str();
+  cmd->add_flag("--causal", args.causal, "causal mask (top-left)");
+  args.br_option = add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);
+  args.bc_option = add_integer_option<cpu::Index>(cmd, "--bc", args.bc, "keys per tile Bc (with --br)", 1);
+  cmd->add_flag("--json", args.json, "print the reports as JSON");
+  cmd->add_option("--trace", args.trace, "write every step as JSON lines to this file");
+  cmd->add_flag("--full", args.full,
                 "compute the numbers too, on random inputs (N <= 8192); traces then carry m, l, U");
-  cmd->callback([args] { simulate(*args); });
 }
 
 }  // namespace flashlab::app

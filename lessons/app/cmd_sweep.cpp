@@ -2,6 +2,7 @@
 // write the counts as CSV and plot HBM bytes on log-log axes.
 //   flashlab sweep --n 1024..65536 --d 128 --sram 192KiB --csv sweep.csv --plot sweep.png
 #include "commands.hpp"
+#include "output_file.hpp"
 
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/sweep.hpp"
@@ -10,9 +11,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 
@@ -29,31 +28,37 @@ struct SweepArgs {
   CLI::Option* bc_option = nullptr;
 };
 
-cpu::Index parse_size(std::string_view text) {
-  cpu::Index value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size())
-    throw cpu::InvalidArgument(fmt::format("'{}' is not a whole number", text));
-  return value;
-}
+// A sweep counts every combination of its N, d and SRAM values: this many at most, each
+// list at most kMaxValues long (a doubling range of 64-bit sizes has at most 63 values).
+constexpr std::size_t kMaxValues = 64;
+constexpr std::size_t kMaxPoints = 4096;
 
 // "a,b,c", and "a..b" for a, 2a, 4a, ... up to b; items may be mixed: "96,128..512".
 template <class T>
 std::vector<T> parse_list(std::string_view flag, std::string_view list,
                           const std::function<T(std::string_view)>& parse_one) {
   std::vector<T> out;
+  const auto add = [&](T x) {
+    if (out.size() == kMaxValues)
+      throw cpu::InvalidArgument(fmt::format("{} {}: more than {} values; a sweep takes at most {} per list",
+                                             flag, list, kMaxValues, kMaxValues));
+    out.push_back(x);
+  };
   for (std::size_t start = 0; start <= list.size();) {
     const std::size_t comma = std::min(list.find(',', start), list.size());
     const std::string_view item = list.substr(start, comma - start);
     const std::size_t dots = item.find("..");
     if (dots == std::string_view::npos) {
-      out.push_back(parse_one(item));
+      add(parse_one(item));
     } else {
       const T from = parse_one(item.substr(0, dots)), to = parse_one(item.substr(dots + 2));
       if (from < 1 || to < from)
         throw cpu::InvalidArgument(fmt::format(
             "{} {}: a range a..b doubles from a up to b, so it needs 1 <= a <= b", flag, item));
-      for (T x = from; x <= to; x *= 2) out.push_back(x);
+      for (T x = from;; x *= 2) {
+        add(x);
+        if (x > to / 2) break;  // the next doubling would pass b (or overflow)
+      }
     }
     start = comma + 1;
   }
@@ -62,8 +67,11 @@ std::vector<T> parse_list(std::string_view flag, std::string_view list,
 
 sim::SweepSpec spec_of(const SweepArgs& a) {
   sim::SweepSpec spec;
-  spec.N = parse_list<cpu::Index>("--n", a.n, parse_size);
-  spec.d = parse_list<cpu::Index>("--d", a.d, parse_size);
+  const auto size = [](std::string_view flag) {
+    return [flag](std::string_view text) { return parse_integer(flag, text, 1, INT64_MAX); };
+  };
+  spec.N = parse_list<cpu::Index>("--n", a.n, size("--n"));
+  spec.d = parse_list<cpu::Index>("--d", a.d, size("--d"));
   spec.dtype = sim::parse_dtype(a.dtype);
   spec.sram_bytes = parse_list<sim::Bytes>(
       "--sram", a.sram, [&](std::string_view s) { return sim::parse_capacity(s, spec.dtype); });
@@ -74,14 +82,19 @@ sim::SweepSpec spec_of(const SweepArgs& a) {
                                "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
   if (a.br_option->count()) spec.tiles = cpu::TileSizes{a.br, a.bc};
   if (!a.l2.empty()) spec.l2_bytes = sim::parse_capacity(a.l2, spec.dtype);
+  const std::size_t points = spec.N.size() * spec.d.size() * spec.sram_bytes.size();
+  if (points > kMaxPoints)
+    throw cpu::InvalidArgument(fmt::format(
+        "the sweep has {} x {} x {} = {} points (N x d x SRAM), more than the {} it takes; "
+        "shorten a list", spec.N.size(), spec.d.size(), spec.sram_bytes.size(), points, kMaxPoints));
   return spec;
 }
 
 void sweep(const SweepArgs& args) {
   const sim::HardwareProfile& hw = sim::find_profile(args.profile);
   const sim::SweepSpec spec = spec_of(args);
-  std::ofstream csv(args.csv);
-  if (!csv) throw cpu::InvalidArgument("cannot write the CSV to '" + args.csv + "'");
+  check_distinct_outputs({{"--csv", args.csv}, {"--plot", args.plot}});
+  OutputFile csv("--csv", args.csv);
 
   // Progress on a terminal only: a log file would fill with carriage returns.
   const bool show_progress = isatty(fileno(stderr)) != 0;
@@ -90,35 +103,35 @@ void sweep(const SweepArgs& args) {
     fmt::print(stderr, "\rsweep: {}/{} points counted", done, total);
     if (done == total) fmt::print(stderr, "\n");
   });
-  sim::write_csv(csv, reports, &hw);
-  csv.close();
+  sim::write_csv(csv.stream(), reports, &hw);
+  csv.commit();
   fmt::print("wrote {} rows to {}\n", reports.size(), args.csv);
   if (args.plot.empty()) return;
   const sim::PlotOutcome plot = sim::plot_sweep(spec, reports, args.plot);
-  fmt::print(plot.drawn ? stdout : stderr, "{}\n", plot.message);
+  if (!plot.drawn) throw cpu::InvalidArgument(fmt::format("--plot: {}", plot.message));
+  fmt::print("{}\n", plot.message);
 }
 
 }  // namespace
 
 void add_sweep_command(CLI::App& app) {
-  auto args = std::make_shared<SweepArgs>();
   CLI::App* cmd = app.add_subcommand(
       "sweep", "Count naive, FA1 and FA2 over N, d and SRAM sizes; write CSV and plots");
-  cmd->add_option("--n", args->n, "sequence lengths: a,b,c or a..b (doubling)")->capture_default_str();
-  cmd->add_option("--d", args->d, "head dimensions: a,b,c or a..b")->capture_default_str();
-  cmd->add_option("--sram", args->sram, "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB (or in elements: 49152el)")
+  auto& args = arguments_of<SweepArgs>(cmd, sweep);
+  cmd->add_option("--n", args.n, "sequence lengths: a,b,c or a..b (doubling)")->capture_default_str();
+  cmd->add_option("--d", args.d, "head dimensions: a,b,c or a..b")->capture_default_str();
+  cmd->add_option("--sram", args.sram, "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB (or in elements: 49152el)")
       ->capture_default_str();
-  cmd->add_option("--algo", args->algorithms, "programs: naive,fa1,fa2")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--profile", args->profile, "profile for the bound column: a100, h100, h200, b200")
+  cmd->add_option("--algo", args.algorithms, "programs: naive,fa1,fa2")->capture_default_str();
+  cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--profile", args.profile, "profile for the bound column: a100, h100, h200, b200")
       ->capture_default_str();
-  cmd->add_flag("--causal", args->causal, "causal mask (top-left)");
-  cmd->add_option("--l2", args->l2, "an L2 of this size (e.g. 60MiB): adds DRAM bytes past it");
-  args->br_option = cmd->add_option("--br", args->br, "query rows per tile Br (with --bc)");
-  args->bc_option = cmd->add_option("--bc", args->bc, "keys per tile Bc (with --br)");
-  cmd->add_option("--csv", args->csv, "where to write the CSV")->required();
-  cmd->add_option("--plot", args->plot, "where to draw the log-log plot (PNG, needs gnuplot)");
-  cmd->callback([args] { sweep(*args); });
+  cmd->add_flag("--causal", args.causal, "causal mask (top-left)");
+  cmd->add_option("--l2", args.l2, "an L2 of this size (e.g. 60MiB): adds DRAM bytes past it");
+  args.br_option = add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);
+  args.bc_option = add_integer_option<cpu::Index>(cmd, "--bc", args.bc, "keys per tile Bc (with --br)", 1);
+  cmd->add_option("--csv", args.csv, "where to write the CSV")->required();
+  cmd->add_option("--plot", args.plot, "where to draw the log-log plot (PNG, needs gnuplot)");
 }
 
 }  // namespace flashlab::app

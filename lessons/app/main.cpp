@@ -1,8 +1,41 @@
 // flashlab: FlashAttention three ways (exact CPU numerics, a memory simulator, CUDA kernels).
 #include "commands.hpp"
+#include "output_file.hpp"
+
+#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <exception>
 #include <iostream>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The exit status of every refusal: a bad option, bad input, a file that could not be written.
+constexpr int kUsageError = 2;
+
+std::vector<std::string> command_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+// CLI11 answers an unknown first word with "A subcommand is required"; name the word and
+// the commands there are instead. Empty when the first word is an option or a command.
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string word = argv[1];
+  const auto names = command_names(app);
+  for (const auto& name : names)
+    if (name == word) return "";
+  return fmt::format("`{}` is not a flashlab command: the commands are {}; `flashlab --help` says what each does",
+                     word, fmt::join(names, ", "));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"flashlab: learn FlashAttention by running it three ways", "flashlab"};
@@ -16,13 +49,22 @@ int main(int argc, char** argv) {
   flashlab::app::add_exercise_command(app);
   flashlab::app::add_check_command(app);
   flashlab::app::add_compare_command(app);
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::cerr << "flashlab: " << unknown << "\n";
+    return kUsageError;
+  }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    flashlab::app::flush_standard_streams();
+  } catch (const CLI::ParseError& e) {  // --help is one too, with exit code 0
+    return app.exit(e) == 0 ? 0 : kUsageError;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "flashlab: out of memory: the request needs more memory than this machine could "
+                 "give; try a smaller N or d\n";
+    return kUsageError;
   } catch (const std::exception& e) {  // bad input reaching the library: one clear line
     std::cerr << "flashlab: " << e.what() << "\n";
-    return 2;
+    return kUsageError;
   }
   return 0;
 }

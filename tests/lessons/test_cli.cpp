@@ -1,5 +1,5 @@
 // The `flashlab` command line as a script sees it: exit codes, plain output, clear errors.
-#include "lesson_registry.hpp"
+#include "kit/lesson_registry.hpp"
 #include "run_flashlab.hpp"
 
 #include <doctest/doctest.h>
@@ -78,7 +78,7 @@ TEST_CASE("flashlab compare runs the CPU reference and the simulator, and says w
   const auto run = run_flashlab("compare --n 97 --d 59 --dtype fp32 --repeats 1 --no-ncu");
   REQUIRE(run.status == 0);
   CHECK(contains(run.output, "CPU tiled (FA2 order)"));
-  CHECK(contains(run.output, "simulator fa2"));
+  CHECK(contains(run.output, "simulator: fa2 (Br"));
   CHECK(contains(run.output, "CPU tiled: within"));
   CHECK(contains(run.output, "GPU: "));  // the device, or why there is none
   const auto decode = run_flashlab("compare --n 300 --n-q 1 --d 64 --causal --repeats 1 --no-ncu");
@@ -87,5 +87,5 @@ TEST_CASE("flashlab compare runs the CPU reference and the simulator, and says w
   CHECK(contains(decode.output, "the simulator takes N_q = N_k"));
   const auto bad = run_flashlab("compare --n 0 2>&1");
   CHECK(bad.status == kUsageError);
-  CHECK(contains(bad.output, "compare needs N >= 1"));
+  CHECK(contains(bad.output, "--n: `0` is not a whole number from 1"));
 }

@@ -1,7 +1,7 @@
 // Every lesson's program, run in-process as `flashlab lesson N` runs it: it finishes, prints
 // plain text when asked to, pauses between steps with --step, and prints the key numbers
 // the seed states (checked here against formulas, not against the program's own output).
-#include "lesson_registry.hpp"
+#include "kit/lesson_registry.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // The parser of Nsight Compute's --csv output: metrics summed over kernels, units converted.
-#include "ncu_bytes.hpp"
+#include "gpu_bridge/ncu_bytes.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // The per-tile trace against what is known without it: the 49/15 example's closed form,
 // the tile counts of a causal mask, the byte counts implied by the tile shapes, and the
 // fp64 naive attention of the same inputs.
-#include "tile_trace.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/sim/simulate.hpp"

@@ -1,6 +1,6 @@
 // The viewer page as text: the traces are embedded whole, safely, and the page needs nothing
 // from the network. (Its behaviour in a browser is viewer_browser_test.sh's job.)
-#include "html_viewer.hpp"
+#include "traces/html_viewer.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "ncu_bytes.hpp"
+#include "gpu_bridge/ncu_bytes.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "trace_print.hpp"
+#include "traces/trace_print.hpp"
 
 #include <fmt/core.h>
 

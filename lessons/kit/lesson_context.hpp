@@ -3,7 +3,7 @@
 // so the same program runs in a terminal, in a script, and under a golden-output test.
 #pragma once
 
-#include "terminal.hpp"
+#include "kit/terminal.hpp"
 
 #include <fmt/core.h>
 

@@ -3,8 +3,8 @@
 // state (m, l, U) afterwards, then the normalised output O = U / l and L = m + log l.
 #pragma once
 
-#include "terminal.hpp"
-#include "tile_trace.hpp"
+#include "kit/terminal.hpp"
+#include "traces/tile_trace.hpp"
 
 #include <iosfwd>
 

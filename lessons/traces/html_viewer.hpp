@@ -1,8 +1,8 @@
-// The HTML tile-scan viewer: lessons/viewer/viewer.html with traces embedded, one page
+// The HTML tile-scan viewer: lessons/traces/viewer.html with traces embedded, one page
 // that replays them in any browser with no network and no server.
 #pragma once
 
-#include "tile_trace.hpp"
+#include "traces/tile_trace.hpp"
 
 #include <string>
 #include <vector>

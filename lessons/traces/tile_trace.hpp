@@ -73,8 +73,14 @@ struct TraceInputs {
 };
 TraceInputs random_inputs(const TraceSetup& setup);
 
+// The memory a trace of this setup holds: one record per pair of query tile and KV tile,
+// each with its rows' tile max, alpha, m and l and their (rows, d) U, in fp64.
+double trace_bytes(const TraceSetup& setup);
+inline constexpr double kMaxTraceBytes = 256.0 * 1024 * 1024;
+
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, for N or d
-// below 1, a tile size below 1, or a problem too big to print (N or d above 4096).
+// below 1, a tile size below 1, or a problem too big to print (N or d above 4096, or a
+// trace above kMaxTraceBytes).
 void check_setup(const TraceSetup& setup);
 
 // The trace of the FlashAttention-2 forward pass on random_inputs(setup), in fp32.

@@ -1,4 +1,4 @@
-#include "html_viewer.hpp"
+#include "traces/html_viewer.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>

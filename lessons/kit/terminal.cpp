@@ -1,4 +1,4 @@
-#include "terminal.hpp"
+#include "kit/terminal.hpp"
 
 #include <fmt/core.h>
 #include <unistd.h>

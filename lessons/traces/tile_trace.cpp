@@ -1,10 +1,11 @@
-#include "tile_trace.hpp"
+#include "traces/tile_trace.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "flashlab/sim/simulate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -133,6 +134,20 @@ void check_setup(const TraceSetup& s) {
   if (s.tiles.Br < 1 || s.tiles.Bc < 1)
     throw cpu::InvalidArgument(fmt::format(
         "tile sizes must be at least 1, got Br = {}, Bc = {}", s.tiles.Br, s.tiles.Bc));
+  if (const double bytes = trace_bytes(s); bytes > kMaxTraceBytes)
+    throw cpu::InvalidArgument(fmt::format(
+        "a trace of N = {}, d = {} with Br = {}, Bc = {} would hold {:.0f} MiB of tile records, "
+        "more than the {:.0f} MiB a trace may take; use larger tiles or a smaller N or d, or "
+        "`flashlab simulate`, which counts without recording",
+        s.N, s.d, s.tiles.Br, s.tiles.Bc, bytes / (1 << 20), kMaxTraceBytes / (1 << 20)));
+}
+
+double trace_bytes(const TraceSetup& s) {
+  constexpr double kRecordOverhead = sizeof(TileRecord);  // the record and its vectors' headers
+  constexpr double kNumbersPerRow = 4;                      // tile max, alpha, m, l
+  const double rows = double(std::min(s.tiles.Br, s.N)), cols = double(std::min(s.tiles.Bc, s.N));
+  const double Tr = std::ceil(double(s.N) / rows), Tc = std::ceil(double(s.N) / cols);
+  return Tr * Tc * (kRecordOverhead + rows * (kNumbersPerRow + double(s.d)) * sizeof(double));
 }
 
 TraceInputs random_inputs(const TraceSetup& s) {

@@ -1,4 +1,4 @@
-#include "lesson_context.hpp"
+#include "kit/lesson_context.hpp"
 
 #include <istream>
 #include <ostream>

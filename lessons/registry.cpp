@@ -1,4 +1,4 @@
-#include "lesson_registry.hpp"
+#include "kit/lesson_registry.hpp"
 
 #include <fmt/core.h>
 

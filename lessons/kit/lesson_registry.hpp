@@ -1,9 +1,9 @@
 // The lessons, in order: what each teaches, where its text lives, and its program.
-// Each lessons/NN-topic/lesson.cpp defines run_lesson_NN; this list is the only place
-// that knows them all.
+// Each lessons/NN-topic/lesson.cpp defines run_lesson_NN; the list in lessons/registry.cpp,
+// compiled with the lessons, is the only place that knows them all.
 #pragma once
 
-#include "lesson_context.hpp"
+#include "kit/lesson_context.hpp"
 
 #include <span>
 #include <stdexcept>

@@ -1,7 +1,7 @@
-#include "gpu_step.hpp"
+#include "gpu_bridge/gpu_step.hpp"
 
-#include "gpu_runner.hpp"
-#include "tile_trace.hpp"
+#include "gpu_bridge/gpu_runner.hpp"
+#include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/naive.hpp"
 
@@ -14,8 +14,6 @@ namespace {
 
 constexpr int kWarmups = 2, kRepeats = 10;
 constexpr std::uint64_t kSeed = 0;
-
-int causal_code(cpu::Causal c) { return c == cpu::Causal::none ? 0 : c == cpu::Causal::top_left ? 1 : 2; }
 
 std::string compare_command(const GpuStep& s) {
   return fmt::format("flashlab compare --n {}{} --d {}{}", s.N, s.N_q ? fmt::format(" --n-q {}", s.N_q) : std::string(),
@@ -47,7 +45,7 @@ void gpu_side_by_side(LessonContext& ctx, const GpuStep& s) {
             cpu::to_string(s.causal));
   Table t({"kernel", "max |O - O_fp64|", "median time"}, {true});
   for (const auto& kernel : s.kernels) {
-    const auto run = run_gpu_forward(kernel, Q, K, V, GpuDtype::bf16, causal_code(s.causal), kWarmups, kRepeats);
+    const auto run = run_gpu_forward(kernel, Q, K, V, GpuDtype::bf16, s.causal, kWarmups, kRepeats);
     if (!run.ran) {
       t.add({kernel, "not run: " + run.message, "-"});
       continue;

@@ -3,7 +3,8 @@
 // statement of what that step would show and how to run it.
 #pragma once
 
-#include "lesson_context.hpp"
+#include "gpu_bridge/kernels.hpp"
+#include "kit/lesson_context.hpp"
 
 #include "flashlab/cpu/mask.hpp"
 
@@ -17,7 +18,7 @@ using cpu::Index;
 struct GpuStep {
   Index N = 1024, N_q = 0, d = 64;  // N_q = 0: N_q = N
   cpu::Causal causal = cpu::Causal::none;
-  std::vector<std::string> kernels{"naive", "scalar", "fa2"};
+  std::vector<std::string> kernels = kernel_names();  // the whole ladder by default
   std::string what_it_shows;  // one or two sentences for the step without a GPU
 };
 

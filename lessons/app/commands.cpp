@@ -1,0 +1,44 @@
+#include "commands.hpp"
+
+#include <fmt/core.h>
+
+#include <charconv>
+
+namespace flashlab::app {
+
+void add_no_color_flag(CLI::App* cmd, bool& no_colour) {
+  cmd->add_flag("--no-color", no_colour, "Plain text even on a terminal");
+}
+
+namespace {
+
+template <class T>
+bool read_decimal(std::string_view text, T& value) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc{} && end == text.data() + text.size() && !text.empty();
+}
+
+}  // namespace
+
+std::int64_t parse_integer(std::string_view flag, std::string_view text, std::int64_t min,
+                           std::int64_t max) {
+  std::int64_t value = 0;
+  const bool digits = !text.empty() && text.find_first_not_of("-0123456789") == std::string_view::npos;
+  if (!digits || !read_decimal(text, value) || value < min || value > max)
+    throw CLI::ValidationError(std::string(flag), fmt::format(
+        "`{}` is not a whole number from {} to {}: give one in decimal, such as {}", text, min,
+        max, std::max<std::int64_t>(min, std::min<std::int64_t>(max, 64))));
+  return value;
+}
+
+std::uint64_t parse_unsigned(std::string_view flag, std::string_view text) {
+  std::uint64_t value = 0;
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!digits || !read_decimal(text, value))
+    throw CLI::ValidationError(std::string(flag), fmt::format(
+        "`{}` is not a whole number from 0 to {}: give one in decimal, such as 42", text,
+        std::numeric_limits<std::uint64_t>::max()));
+  return value;
+}
+
+}  // namespace flashlab::app

@@ -1,0 +1,14 @@
+// `flashlab tour`: the first thing a newcomer runs. Two stops:
+//   1. the worked example (exponentials 1, 2, 4, 8 over V = 1, 2, 3, 4) traced tile by tile
+//      through the online-softmax state, ending at exactly 49/15;
+//   2. what the three-operator baseline stores and moves at N = 8192, d = 128 in bf16,
+//      against the O(N) state that the tiled algorithm keeps instead.
+#pragma once
+
+#include <iosfwd>
+
+namespace flashlab::app {
+
+void run_tour(std::ostream& out);
+
+}  // namespace flashlab::app
