@@ -87,6 +87,12 @@ sim::SweepSpec spec_of(const SweepArgs& a) {
     throw cpu::InvalidArgument(fmt::format(
         "the sweep has {} x {} x {} = {} points (N x d x SRAM), more than the {} it takes; "
         "shorten a list", spec.N.size(), spec.d.size(), spec.sram_bytes.size(), points, kMaxPoints));
+  // Every point is checked before the first is counted, so a bad one is not found an hour in.
+  for (const cpu::Index N : spec.N)
+    for (const cpu::Index d : spec.d)
+      for (const sim::Bytes sram : spec.sram_bytes)
+        sim::check(sim::Problem{.N = N, .d = d, .dtype = spec.dtype, .causal = spec.causal,
+                                .sram_bytes = sram, .tiles = spec.tiles, .l2_bytes = spec.l2_bytes});
   return spec;
 }
 

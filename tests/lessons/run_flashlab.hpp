@@ -13,10 +13,9 @@ struct Run {
   std::string output;  // stdout, and stderr when the command line redirects it
 };
 
-// args are appended to the program's path as they are: quote them in the caller if needed.
-inline Run run_flashlab(const std::string& args) {
+// A shell command line, run as it is; its stdout is captured.
+inline Run run_command(const std::string& command) {
   Run run;
-  const std::string command = std::string(FLASHLAB_BINARY) + " " + args;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return run;
   std::array<char, 4096> buffer{};
@@ -25,6 +24,11 @@ inline Run run_flashlab(const std::string& args) {
   const int raw = pclose(pipe);
   run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return run;
+}
+
+// args are appended to the program's path as they are: quote them in the caller if needed.
+inline Run run_flashlab(const std::string& args) {
+  return run_command(std::string(FLASHLAB_BINARY) + " " + args);
 }
 
 }  // namespace flashlab::test
