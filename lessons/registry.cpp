@@ -28,7 +28,7 @@ constexpr std::array kLessons{
                "why exp overflows, and how subtracting the row max fixes it for free",
                run_lesson_01},
     LessonInfo{2, "02-online-softmax", "Online softmax and merging states",
-               "the state (m, l, u), the 49/15 example step by step, the general merge",
+               "the state (m, l, U), the 49/15 example step by step, the general merge",
                run_lesson_02},
     LessonInfo{3, "03-tiled-forward", "The tiled forward pass",
                "the 24-token example: the state after every tile, Bc = 4 vs 8, HBM bytes",
