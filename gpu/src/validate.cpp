@@ -1,8 +1,7 @@
 // Checks of a forward call's arguments, before anything touches the GPU. Each failure names
 // what was wrong and what would be right.
 #include "flashlab/gpu/forward.hpp"
-
-#include "../kernels/launch.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -51,18 +50,16 @@ void check_scale_fits_fp32(double scale) {
 }
 
 void check_enums(const flashlab_forward_params& p) {
-  if (p.dtype < FLASHLAB_FP32 || p.dtype > FLASHLAB_BF16)
-    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "dtype = " + std::to_string(p.dtype) +
-                                          " is unknown: use FLASHLAB_FP32 (0), FLASHLAB_FP16 "
-                                          "(1) or FLASHLAB_BF16 (2)");
+  if (!is_known_dtype(p.dtype))
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "dtype = " + std::to_string(p.dtype) + " is unknown: use " + text::known_dtypes());
   if (p.causal < FLASHLAB_CAUSAL_NONE || p.causal > FLASHLAB_CAUSAL_BOTTOM_RIGHT)
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "causal = " + std::to_string(p.causal) +
                                           " is unknown: use FLASHLAB_CAUSAL_NONE (0), "
                                           "TOP_LEFT (1) or BOTTOM_RIGHT (2)");
-  if (p.kernel < FLASHLAB_KERNEL_NAIVE || p.kernel > FLASHLAB_KERNEL_FA2)
-    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "kernel = " + std::to_string(p.kernel) +
-                                          " is unknown: use FLASHLAB_KERNEL_NAIVE (0), "
-                                          "SCALAR (1) or FA2 (2)");
+  if (find_kernel(p.kernel) == nullptr)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "kernel = " + std::to_string(p.kernel) + " is unknown: use " + text::known_kernels());
   if (p.scale < 0 || std::isinf(p.scale))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "scale = " + std::to_string(p.scale) +
                                           " is not allowed: give a finite scale > 0, or 0 "
@@ -159,19 +156,8 @@ void check_output_disjoint(const TensorArg& t, const flashlab_forward_params& p)
 }
 
 void check_supported(const flashlab_forward_params& p) {
-  const int d = int(p.d);
-  if (p.kernel == FLASHLAB_KERNEL_SCALAR && !scalar_supports_d(d))
-    fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + std::to_string(p.d) +
-                                         " is not supported by the scalar kernel: it supports "
-                                         "d in {64, 128}; the naive kernel takes any d");
-  if (p.kernel == FLASHLAB_KERNEL_FA2 && !fa2_supports_d(d))
-    fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + std::to_string(p.d) +
-                                         " is not supported by the fa2 kernel: it supports d "
-                                         "in {64, 128}; the naive kernel takes any d");
-  if (p.kernel == FLASHLAB_KERNEL_FA2 && p.dtype == FLASHLAB_FP32)
-    fail(FLASHLAB_ERROR_UNSUPPORTED,
-         "dtype fp32 is not supported by the fa2 kernel: its tensor-core path takes fp16 or "
-         "bf16; the naive and scalar kernels take fp32");
+  const KernelInfo info = kernel_info(p.kernel, p.d, p.dtype);
+  if (!info.supported) fail(FLASHLAB_ERROR_UNSUPPORTED, info.reason);
 }
 
 // cuBLAS reads a (rows, d) row-major matrix as column-major (d, rows) with leading
@@ -185,25 +171,26 @@ void check_naive_rows(const TensorArg& t, const flashlab_forward_params& p) {
 }
 
 void check_alignment(const TensorArg& t, const flashlab_forward_params& p) {
-  const size_t elem = p.dtype == FLASHLAB_FP32 ? 4 : 2;
-  const bool fa2 = p.kernel == FLASHLAB_KERNEL_FA2;
-  const size_t align = fa2 ? size_t(kFa2AlignBytes) : elem;
+  const KernelRecord& kernel = *find_kernel(p.kernel);
+  const auto dtype = flashlab_dtype(p.dtype);
+  const KernelConfig config = kernel_config(kernel.id, p.d, dtype);
+  const std::string align = std::to_string(config.pointer_align_bytes);
+  const std::string why = config.pointer_align_bytes > dtype_bytes(dtype)
+                              ? "it loads " + align + "-byte chunks"
+                              : "an element of " + std::string(dtype_name(dtype)) + " is " +
+                                    std::to_string(dtype_bytes(dtype)) + " bytes";
   const auto address = reinterpret_cast<std::uintptr_t>(t.ptr);
-  if (address % align != 0)
-    fail(FLASHLAB_ERROR_MISALIGNED,
-         std::string(t.name) + " = " + std::to_string(address) + " is not " +
-             std::to_string(align) + "-byte aligned, which the " +
-             std::string(kernel_name(flashlab_kernel(p.kernel))) + " kernel needs" +
-             (fa2 ? " (every load is a 16-byte cp.async)" : ""));
-  if (!fa2) return;
-  const int64_t align_elems = kFa2AlignBytes / int64_t(elem);
+  if (address % config.pointer_align_bytes != 0)
+    fail(FLASHLAB_ERROR_MISALIGNED, std::string(t.name) + " = " + std::to_string(address) +
+                                        " is not " + align + "-byte aligned, which the " +
+                                        std::string(kernel.name) + " kernel needs: " + why);
   for (int i = 0; i < 3; ++i)
-    if (t.stride[i] % align_elems != 0)
+    if (t.stride[i] % config.stride_align_elements != 0)
       fail(FLASHLAB_ERROR_MISALIGNED,
            std::string(t.name) + "'s stride " + std::to_string(t.stride[i]) +
-               " is not a multiple of " + std::to_string(align_elems) +
-               " elements: the fa2 kernel loads 16-byte chunks, so every row must start "
-               "16-byte aligned");
+               " is not a multiple of " + std::to_string(config.stride_align_elements) +
+               " elements: the " + std::string(kernel.name) + " kernel needs every row to " +
+               "start " + align + "-byte aligned, because " + why);
 }
 
 }  // namespace

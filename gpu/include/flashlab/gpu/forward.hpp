@@ -5,7 +5,6 @@
 
 #include <stdexcept>
 #include <string>
-#include <string_view>
 
 namespace flashlab::gpu {
 
@@ -26,8 +25,5 @@ void validate(const flashlab_forward_params& params);
 
 // Validates, then enqueues the forward pass on params.stream. Throws Error.
 void forward(const flashlab_forward_params& params);
-
-std::string_view kernel_name(flashlab_kernel kernel);
-std::string_view dtype_name(flashlab_dtype dtype);
 
 }  // namespace flashlab::gpu
