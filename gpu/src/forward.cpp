@@ -2,6 +2,7 @@
 #include "flashlab/gpu/forward.hpp"
 
 #include "../kernels/launch.hpp"
+#include "device_pointers.hpp"
 
 #include <cmath>
 
@@ -40,6 +41,7 @@ Problem make_problem(const flashlab_forward_params& p) {
 
 void forward(const flashlab_forward_params& params) {
   validate(params);
+  check_device_pointers(params);
   const Problem problem = make_problem(params);
   const auto stream = static_cast<cudaStream_t>(params.stream);
   switch (params.kernel) {

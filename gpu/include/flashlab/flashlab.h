@@ -27,15 +27,21 @@ extern "C" {
 typedef enum flashlab_status {
   FLASHLAB_OK = 0,
   FLASHLAB_ERROR_NULL_POINTER = 1,     /* a required pointer was NULL */
-  FLASHLAB_ERROR_BAD_SHAPE = 2,        /* a size < 1, or heads_q not a multiple of heads_kv */
-  FLASHLAB_ERROR_BAD_STRIDE = 3,       /* last dimension not contiguous, a stride < 0,
-                                          O's batches, heads or rows overlapping (Q, K, V
-                                          may broadcast with stride 0; O may not), or
-                                          (naive) a row stride < d */
+  FLASHLAB_ERROR_BAD_SHAPE = 2,        /* a size < 1 or above its limit, batch * heads_q
+                                          above INT_MAX, or heads_q not a multiple of
+                                          heads_kv */
+  FLASHLAB_ERROR_BAD_STRIDE = 3,       /* last dimension not contiguous, a used stride < 0,
+                                          a tensor whose extent overflows int64 or the
+                                          address space, O's batches, heads or rows
+                                          overlapping (Q, K, V may broadcast with stride 0;
+                                          O may not), or (naive) a row stride < d.
+                                          A dimension of extent 1 may have any stride */
   FLASHLAB_ERROR_MISALIGNED = 4,       /* a pointer or stride breaks the kernel's alignment */
   FLASHLAB_ERROR_UNSUPPORTED = 5,      /* this kernel does not take this d or dtype */
-  FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, or a scale < 0, inf, or
-                                          outside fp32's normal range */
+  FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, reserved != 0, a scale < 0,
+                                          inf, or outside fp32's normal range, O sharing
+                                          memory with Q, K, V or LSE, or a pointer that is
+                                          host memory or another device's */
   FLASHLAB_ERROR_CUDA = 7,             /* the CUDA runtime reported an error */
   FLASHLAB_ERROR_CUBLAS = 8,           /* cuBLAS reported an error */
   FLASHLAB_ERROR_INTERNAL = 9          /* anything else; the message says what */
@@ -135,11 +141,11 @@ typedef struct flashlab_forward_params {
   int64_t n_q;               /* N_q, query rows */
   int64_t n_k;               /* N_k, key/value rows */
   int64_t d;                 /* head dimension */
-  double scale;              /* softmax scale, > 0; 0 or NaN means the default 1/sqrt(d) */
+  double scale;              /* softmax scale, > 0; 0, -0.0 or NaN: the default 1/sqrt(d) */
   int32_t dtype;             /* flashlab_dtype, for Q, K, V and O alike */
   int32_t causal;            /* flashlab_causal */
   int32_t kernel;            /* flashlab_kernel */
-  int32_t reserved;          /* set to 0 */
+  int32_t reserved;          /* must be 0 */
   void* stream;              /* cudaStream_t; NULL is the legacy default stream */
 } flashlab_forward_params;
 
