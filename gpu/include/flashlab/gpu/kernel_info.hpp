@@ -57,7 +57,7 @@ struct HeadDims {
 // A set of dtypes: bit (1 << dtype) for each one in it, as in flashlab_kernel_info_t.
 struct DtypeSet {
   uint32_t bits = 0;
-  constexpr bool contains(flashlab_dtype dtype) const {
+  constexpr bool contains(int32_t dtype) const {
     return dtype >= 0 && dtype < 32 && (bits >> dtype & 1u) != 0;
   }
 };
