@@ -149,24 +149,25 @@ def run_ncu_one(args):
     torch.cuda.profiler.stop()
 
 
-def predicted_l2_bytes(impl):
+def predicted_l2_bytes(lib, impl):
     """The closed-form L2-level traffic of one forward at NCU_SHAPE: what a two-level
-    (HBM + SRAM) model counts for these kernels' tile sizes, every tile load a transfer."""
+    (HBM + SRAM) model counts for the kernel as the library describes it
+    (flashlab_kernel_info), every tile load a transfer."""
+    if impl not in fl.KERNELS:
+        return None
     B, H, N, d = (NCU_SHAPE[x] for x in ("B", "H", "N", "d"))
+    info = lib.kernel_info(fl.KERNELS[impl], d, fl.BF16)
     heads = B * H
     qkvo = N * d * BYTES_BF16                   # one (N, d) bf16 matrix
     lse = N * 4
-    if impl == "fa2":                            # Br = 128: K and V read once per query tile
-        return heads * (2 * qkvo + (N // 128) * 2 * qkvo + lse)
-    if impl == "scalar":                         # Br = 64
-        return heads * (2 * qkvo + (N // 64) * 2 * qkvo + lse)
-    if impl == "naive":  # S (fp32) written, read by the softmax's 3 passes; P written, read
-        s_bytes, p_bytes = N * N * 4, N * N * BYTES_BF16
-        return heads * (4 * qkvo + 4 * s_bytes + 2 * p_bytes + lse)
-    return None
+    if info.br > 0:  # K and V read kv_passes times per query tile; Q read and O written once
+        return heads * (2 * qkvo + (N // info.br) * info.kv_passes * 2 * qkvo + lse)
+    # S (fp32) written and read back s_hbm_reads times; P written and read by P V
+    s_bytes, p_bytes = N * N * 4, N * N * BYTES_BF16
+    return heads * (4 * qkvo + (1 + info.s_hbm_reads) * s_bytes + 2 * p_bytes + lse)
 
 
-def summarize_ncu(paths):
+def summarize_ncu(lib, paths):
     metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
                "gpu__time_duration.sum"]
     print("\nNsight Compute, one forward at B=1, H=16, N=8192, d=128, bf16, non-causal")
@@ -183,7 +184,7 @@ def summarize_ncu(paths):
             if row.get("Metric Name") in totals:
                 totals[row["Metric Name"]] += float(row["Metric Value"].replace(",", ""))
                 kernels.add(row["ID"])
-        pred = predicted_l2_bytes(impl)
+        pred = predicted_l2_bytes(lib, impl)
         pred_s = f"{pred / 1e9:12.2f}G" if pred else f"{'-':>13}"
         print(f"{impl:>10} {len(kernels):7d} {totals[metrics[0]] / 1e9:11.3f}G "
               f"{totals[metrics[1]] / 1e9:11.3f}G {totals[metrics[2]] / 1e9:11.2f}G {pred_s} "
@@ -200,7 +201,7 @@ def main():
     ap.add_argument("--summarize-ncu", nargs="*")
     args = ap.parse_args()
     if args.summarize_ncu:
-        summarize_ncu(args.summarize_ncu)
+        summarize_ncu(fl.Flashlab(args.lib), args.summarize_ncu)
     elif args.ncu_one:
         run_ncu_one(args)
     else:

@@ -10,6 +10,9 @@ NAIVE, SCALAR, FA2 = 0, 1, 2
 KERNELS = {"naive": NAIVE, "scalar": SCALAR, "fa2": FA2}
 CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 FP32, FP16, BF16 = 0, 1, 2
+MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
+MAX_HEAD_DIMS = 8
+ABI_VERSION = 2
 
 
 class ForwardParams(ctypes.Structure):
@@ -28,6 +31,22 @@ class ForwardParams(ctypes.Structure):
     ]
 
 
+class KernelInfo(ctypes.Structure):
+    """Field for field the C struct flashlab_kernel_info_t."""
+    _fields_ = [
+        ("name", ctypes.c_char_p), ("summary", ctypes.c_char_p),
+        ("supported", ctypes.c_int32), ("br", ctypes.c_int32), ("bc", ctypes.c_int32),
+        ("threads", ctypes.c_int32), ("sram_bytes", ctypes.c_int64),
+        ("blocks_per_sm", ctypes.c_int32),
+        ("s_level", ctypes.c_int32), ("s_dtype", ctypes.c_int32),
+        ("w_level", ctypes.c_int32), ("w_dtype", ctypes.c_int32),
+        ("kv_passes", ctypes.c_int32), ("s_hbm_reads", ctypes.c_int32),
+        ("pointer_align_bytes", ctypes.c_int32), ("stride_align_elements", ctypes.c_int32),
+        ("dtypes", ctypes.c_uint32), ("head_dim_count", ctypes.c_int32),
+        ("head_dims", ctypes.c_int64 * MAX_HEAD_DIMS), ("max_head_dim", ctypes.c_int64),
+    ]
+
+
 class Flashlab:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -36,6 +55,12 @@ class Flashlab:
         self.lib.flashlab_last_error.restype = ctypes.c_char_p
         self.lib.flashlab_status_name.argtypes = [ctypes.c_int]
         self.lib.flashlab_status_name.restype = ctypes.c_char_p
+        self.lib.flashlab_kernel_info.argtypes = [ctypes.c_int32, ctypes.c_int64, ctypes.c_int32,
+                                                  ctypes.POINTER(KernelInfo)]
+        self.lib.flashlab_kernel_info.restype = ctypes.c_int
+        if self.lib.flashlab_abi_version() != ABI_VERSION:
+            raise RuntimeError(f"{path} has ABI version {self.lib.flashlab_abi_version()}; "
+                               f"this mirror is of version {ABI_VERSION}")
 
     def params(self, q, k, v, o, lse=None, causal=CAUSAL_NONE, kernel=FA2, scale=0.0,
                stream=None):
@@ -52,6 +77,16 @@ class Flashlab:
         p.scale, p.dtype, p.causal, p.kernel = scale, dtypes[q.dtype], causal, kernel
         p.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
         return p
+
+    def kernel_info(self, kernel, d, dtype):
+        """What `kernel` is for head dimension d and `dtype` (a KernelInfo); raises when it
+        does not take them, with the library's reason."""
+        info = KernelInfo()
+        status = self.lib.flashlab_kernel_info(kernel, d, dtype, ctypes.byref(info))
+        if status != 0:
+            raise RuntimeError(self.lib.flashlab_status_name(status).decode() + ": " +
+                               self.lib.flashlab_last_error().decode())
+        return info
 
     def forward(self, params):
         status = self.lib.flashlab_forward(ctypes.byref(params))

@@ -85,7 +85,8 @@ if want ncu; then
       || { status=1; tail -5 "$OUT/ncu_$impl.csv"; }
     files+=("$OUT/ncu_$impl.csv")
   done
-  python3 "$ROOT/bench/gpu/bench.py" --summarize-ncu "${files[@]}" || status=1
+  python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
+    --summarize-ncu "${files[@]}" || status=1
   # The simulator's prediction for the same problem and tiles, where its CLI builds.
   if timeout 150 cmake --build "$BUILD" --target flashlab -j "$(nproc)" > "$BUILD.cli.log" 2>&1
   then

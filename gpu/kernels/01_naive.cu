@@ -3,9 +3,10 @@
 //   1. cuBLAS:        S = Q K^T * scale         fp32, written whole to HBM   (N_q, N_k) per head
 //   2. softmax_rows:  P = softmax(S), L          reads S back, writes P in the input dtype
 //   3. cuBLAS:        O = P V                   reads P back
-// S and P are real tensors in HBM, (4 + sizeof(T)) * N_q * N_k bytes per head, and Nsight
-// Compute sees every one of those bytes go out and come back: that traffic is what
-// FlashAttention removes. Any d; fp32, fp16 and bf16 (fp32 accumulation throughout).
+// S and P are real tensors in HBM (gS, gP), (4 + sizeof(T)) * N_q * N_k bytes per head, and
+// Nsight Compute sees every one of those bytes go out and come back: that traffic is what
+// FlashAttention removes. fp32 accumulation throughout. Its softmax block size, the passes
+// over S, and the head dimensions and dtypes it takes: naive:: in kernel_info.hpp.
 #include "common.cuh"
 #include "launch.hpp"
 
@@ -18,8 +19,7 @@
 namespace flashlab::gpu {
 namespace {
 
-constexpr int kSoftmaxThreads = 256;
-constexpr int kWarpSize = 32;
+using naive::kSoftmaxThreads;
 // The softmax grid puts the heads of one chunk on its y dimension, which holds at most 65535.
 constexpr int kMaxGridY = 65535;
 // S and P of all heads at once can exceed the card (B=1, H=16, N=16384: 26 GB), so heads
@@ -44,16 +44,14 @@ cublasHandle_t cublas_handle() {
   return handles[device];
 }
 
-cudaDataType cuda_type(Dtype dtype) {
+cudaDataType cuda_type(flashlab_dtype dtype) {
   switch (dtype) {
-    case Dtype::fp32: return CUDA_R_32F;
-    case Dtype::fp16: return CUDA_R_16F;
-    case Dtype::bf16: return CUDA_R_16BF;
+    case FLASHLAB_FP32: return CUDA_R_32F;
+    case FLASHLAB_FP16: return CUDA_R_16F;
+    case FLASHLAB_BF16: return CUDA_R_16BF;
   }
   return CUDA_R_32F;
 }
-
-size_t dtype_bytes(Dtype dtype) { return dtype == Dtype::fp32 ? 4 : 2; }
 
 // Scratch memory from cudaMallocAsync, returned with cudaFreeAsync on the same stream, so
 // the free is ordered after the work already enqueued on it. free() is the normal path and
@@ -83,49 +81,48 @@ class StreamScratch {
 
 // Sum or max of one value per thread over the block; every thread gets the result.
 template <bool kMax>
-__device__ float block_reduce(float x, float* sram_partials) {
+__device__ float block_reduce(float x, float* sPartials) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     const float other = __shfl_xor_sync(0xffffffffu, x, offset);
     x = kMax ? fmaxf(x, other) : x + other;
   }
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  __syncthreads();  // sram_partials may still be read by the previous reduction
-  if (lane == 0) sram_partials[warp] = x;
+  __syncthreads();  // sPartials may still be read by the previous reduction
+  if (lane == 0) sPartials[warp] = x;
   __syncthreads();
-  x = sram_partials[0];
+  x = sPartials[0];
   for (int w = 1; w < kSoftmaxThreads / kWarpSize; ++w)
-    x = kMax ? fmaxf(x, sram_partials[w]) : x + sram_partials[w];
+    x = kMax ? fmaxf(x, sPartials[w]) : x + sPartials[w];
   return x;
 }
 
 // One block per row of S: P[r, :] = softmax(S[r, :]) with the causal mask applied, and
-// L[r] = m + log(l). Three passes over the row (max, sum, write), each reading S from memory.
+// L[r] = m + log(l) (flashlab::cpu::stable_softmax and log_sum_exp, of one whole row).
+// naive::kSoftmaxPasses passes over the row (max, sum, write), each reading S from HBM.
 // blockIdx.y is the head within the chunk; first_head is the chunk's first (b, h) index.
 template <class T>
-__global__ void softmax_rows(const float* hbm_S, T* hbm_P, float* hbm_L, Problem p,
-                             int first_head) {
-  __shared__ float sram_partials[kSoftmaxThreads / kWarpSize];
+__global__ void softmax_rows(const float* gS, T* gP, float* gL, Problem p, int64_t first_head) {
+  __shared__ float sPartials[kSoftmaxThreads / kWarpSize];
   const int r = blockIdx.x;
   const size_t row_offset = (size_t(blockIdx.y) * p.n_q + r) * p.n_k;
-  const float* S = hbm_S + row_offset;  // (N_k)
-  T* P = hbm_P + row_offset;            // (N_k)
-  // Keys [0, valid) are visible to query r; a causal row may see none at all.
-  const int valid = p.causal ? max(0, min(p.n_k, r + p.causal_offset + 1)) : p.n_k;
+  const float* gS_row = gS + row_offset;  // (N_k)
+  T* gP_row = gP + row_offset;            // (N_k)
+  const int valid = visible_keys(p, r);   // keys [0, valid); a causal row may see none
 
   float m = -INFINITY;
-  for (int j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, S[j]);
-  m = block_reduce<true>(m, sram_partials);
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, gS_row[j]);
+  m = block_reduce<true>(m, sPartials);
 
   float l = 0.0f;
-  for (int j = threadIdx.x; j < valid; j += blockDim.x) l += expf(S[j] - m);
-  l = block_reduce<false>(l, sram_partials);
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) l += expf(gS_row[j] - m);
+  l = block_reduce<false>(l, sPartials);
 
   // A row with no visible key: P = 0 (so O = 0) and L = -inf, flashlab's convention.
   const float inv_l = valid > 0 ? 1.0f / l : 0.0f;
   for (int j = threadIdx.x; j < p.n_k; j += blockDim.x)
-    P[j] = from_float<T>(j < valid ? expf(S[j] - m) * inv_l : 0.0f);
-  if (hbm_L != nullptr && threadIdx.x == 0)
-    hbm_L[size_t(first_head + blockIdx.y) * p.n_q + r] = valid > 0 ? m + logf(l) : -INFINITY;
+    gP_row[j] = from_float<T>(j < valid ? expf(gS_row[j] - m) * inv_l : 0.0f);
+  if (gL != nullptr && threadIdx.x == 0)
+    gL[size_t(first_head + blockIdx.y) * p.n_q + r] = valid > 0 ? m + logf(l) : -INFINITY;
 }
 
 // Device pointers of every (b, h) pair, for cublasGemmBatchedEx: one array per operand.
@@ -134,23 +131,25 @@ struct HeadPointers {
   std::vector<void*> o, s, p;
 };
 
-HeadPointers head_pointers(const Problem& p, void* S, void* P, int chunk) {
+// gS and gP hold `chunk` heads' (N_q, N_k) scores and probabilities; (b, h) uses slot
+// (b * heads_q + h) % chunk of each.
+HeadPointers head_pointers(const Problem& p, float* gS, void* gP, int64_t chunk) {
   HeadPointers ptrs;
-  const size_t elem = dtype_bytes(p.dtype);
-  const size_t score_elems = size_t(p.n_q) * p.n_k;
+  const int64_t elem = dtype_bytes(p.dtype);
+  const int64_t score_elems = int64_t(p.n_q) * p.n_k;
   auto at = [elem](const void* base, int64_t offset) {
-    return static_cast<const char*>(base) + offset * int64_t(elem);
+    return static_cast<const char*>(base) + offset * elem;
   };
-  for (int b = 0; b < p.batch; ++b)
-    for (int h = 0; h < p.heads_q; ++h) {
-      const int hk = h / p.group_size;
-      const int in_chunk = (b * p.heads_q + h) % chunk;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t hk = h / p.group_size;
+      const int64_t slot = (b * p.heads_q + h) % chunk;
       ptrs.q.push_back(at(p.q, b * p.q_stride.batch + h * p.q_stride.head));
       ptrs.k.push_back(at(p.k, b * p.k_stride.batch + hk * p.k_stride.head));
       ptrs.v.push_back(at(p.v, b * p.v_stride.batch + hk * p.v_stride.head));
       ptrs.o.push_back(const_cast<char*>(at(p.o, b * p.o_stride.batch + h * p.o_stride.head)));
-      ptrs.s.push_back(static_cast<float*>(S) + in_chunk * score_elems);
-      ptrs.p.push_back(static_cast<char*>(P) + in_chunk * score_elems * elem);
+      ptrs.s.push_back(gS + slot * score_elems);
+      ptrs.p.push_back(static_cast<char*>(gP) + slot * score_elems * elem);
     }
   return ptrs;
 }
@@ -182,18 +181,19 @@ void gemm_output(cublasHandle_t handle, const Problem& p, const void* const* pp,
 
 template <class T>
 void run_chunks(const Problem& p, cudaStream_t stream) {
-  const int heads = p.batch * p.heads_q;
+  // 64-bit: batch * heads_q may pass INT_MAX (validation bounds each by the grid, 65535).
+  const int64_t heads = int64_t(p.batch) * p.heads_q;
   const size_t score_elems = size_t(p.n_q) * p.n_k;
   const size_t head_bytes = score_elems * (sizeof(float) + sizeof(T));
   const int chunk = int(std::clamp<size_t>(kWorkspaceBudgetBytes / head_bytes, 1,
-                                           std::min(heads, kMaxGridY)));
+                                           std::min<int64_t>(heads, kMaxGridY)));
 
-  // S (chunk, N_q, N_k) fp32, then P (chunk, N_q, N_k) in T
+  // gS (chunk, N_q, N_k) fp32, then gP (chunk, N_q, N_k) in T
   StreamScratch workspace(chunk * head_bytes, stream, "S and P");
-  float* S = static_cast<float*>(workspace.get());
-  T* P = reinterpret_cast<T*>(S + chunk * score_elems);
+  float* gS = static_cast<float*>(workspace.get());
+  T* gP = reinterpret_cast<T*>(gS + chunk * score_elems);
 
-  const HeadPointers host = head_pointers(p, S, P, chunk);
+  const HeadPointers host = head_pointers(p, gS, gP, chunk);
   const size_t array_bytes = heads * sizeof(void*);
   constexpr int kArrays = 6;
   StreamScratch device_ptrs(kArrays * array_bytes, stream, "pointers");
@@ -215,10 +215,10 @@ void run_chunks(const Problem& p, cudaStream_t stream) {
 
   cublasHandle_t handle = cublas_handle();
   throw_if_cublas_error(cublasSetStream(handle, stream), "cublasSetStream");
-  for (int first = 0; first < heads; first += chunk) {
-    const int count = std::min(chunk, heads - first);
+  for (int64_t first = 0; first < heads; first += chunk) {
+    const int count = int(std::min<int64_t>(chunk, heads - first));
     gemm_scores(handle, p, q + first, k + first, s + first, count);
-    softmax_rows<T><<<dim3(p.n_q, count), kSoftmaxThreads, 0, stream>>>(S, P, p.lse, p, first);
+    softmax_rows<T><<<dim3(p.n_q, count), kSoftmaxThreads, 0, stream>>>(gS, gP, p.lse, p, first);
     check_launch("softmax_rows");
     gemm_output(handle, p, pp + first, v + first, o + first, count);
   }

@@ -1,7 +1,8 @@
-// Small pieces every kernel file shares: element types and error checks.
+// Small pieces every kernel file shares: element types, the causal mask, error checks.
 #pragma once
 
 #include "flashlab/gpu/forward.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 #include "problem.hpp"
 
 #include <cuda_bf16.h>
@@ -26,6 +27,23 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
   return __float2bfloat16_rn(x);
 }
 
+// The flashlab_dtype of an element type, to look a kernel's configuration up by it.
+template <class T> inline constexpr flashlab_dtype kDtypeOf = FLASHLAB_FP32;
+template <> inline constexpr flashlab_dtype kDtypeOf<__half> = FLASHLAB_FP16;
+template <> inline constexpr flashlab_dtype kDtypeOf<__nv_bfloat16> = FLASHLAB_BF16;
+
+// The mask: query row `row` does not see key `key` when the key is past N_k or, under the
+// causal mask, in the row's future, key > row + causal_offset (Problem says which alignment
+// the offset encodes).
+__device__ __forceinline__ bool is_masked(const Problem& p, int row, int key) {
+  return key >= p.n_k || (p.causal && key > row + p.causal_offset);
+}
+// How many keys row `row` sees: they are keys [0, visible_keys), all N_k without the causal
+// mask, and none at all for the first N_q - N_k rows under bottom-right alignment.
+__device__ __forceinline__ int visible_keys(const Problem& p, int row) {
+  return p.causal ? max(0, min(p.n_k, row + p.causal_offset + 1)) : p.n_k;
+}
+
 // log2(e): exp(x) = exp2(x * log2 e), and the hardware's fast exponential is exp2.
 inline constexpr float kLog2e = 1.4426950408889634f;
 // ln(2): log(x) = log2(x) * ln 2, to turn a base-2 log-sum-exp back into the natural one.
@@ -44,11 +62,11 @@ inline void check_launch(const char* kernel) {
 
 // Calls fn with a value of the element type that dtype names (float, __half, __nv_bfloat16).
 template <class Fn>
-void dispatch_dtype(Dtype dtype, Fn&& fn) {
+void dispatch_dtype(flashlab_dtype dtype, Fn&& fn) {
   switch (dtype) {
-    case Dtype::fp32: fn(float{}); return;
-    case Dtype::fp16: fn(__half{}); return;
-    case Dtype::bf16: fn(__nv_bfloat16{}); return;
+    case FLASHLAB_FP32: fn(float{}); return;
+    case FLASHLAB_FP16: fn(__half{}); return;
+    case FLASHLAB_BF16: fn(__nv_bfloat16{}); return;
   }
 }
 

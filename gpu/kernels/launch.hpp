@@ -1,6 +1,6 @@
 // The entry points of the kernel ladder, one per file in gpu/kernels/. Each enqueues one
 // forward pass of an already validated Problem on a stream and throws flashlab::gpu::Error
-// if the launch fails.
+// if the launch fails. What each kernel takes (d, dtypes, alignment) is kernel_info.hpp's.
 #pragma once
 
 #include "problem.hpp"
@@ -12,11 +12,5 @@ namespace flashlab::gpu {
 void launch_naive(const Problem& problem, cudaStream_t stream);   // 01_naive.cu
 void launch_scalar(const Problem& problem, cudaStream_t stream);  // 02_tiled_scalar.cu
 void launch_fa2(const Problem& problem, cudaStream_t stream);     // 03_fa2.cu
-
-// What each kernel accepts, so that validation and the kernels agree by construction.
-bool scalar_supports_d(int d);
-bool fa2_supports_d(int d);
-// The byte alignment FA2 needs of every pointer, and (in elements) of every stride.
-inline constexpr int kFa2AlignBytes = 16;
 
 }  // namespace flashlab::gpu

@@ -2,11 +2,11 @@
 // Plain data only, so that .cu and .cpp files share it (no Eigen, no CUDA types).
 #pragma once
 
+#include "flashlab/flashlab.h"
+
 #include <cstdint>
 
 namespace flashlab::gpu {
-
-enum class Dtype { fp32, fp16, bf16 };
 
 // (batch, head, row) strides of one tensor, in elements; the last dimension is contiguous.
 struct Strides {
@@ -27,7 +27,7 @@ struct Problem {
   // 0 for top-left alignment, N_k - N_q for bottom-right.
   int causal_offset = 0;
   int group_size = 1;       // heads_q / heads_kv: query head h reads KV head h / group_size
-  Dtype dtype = Dtype::bf16;
+  flashlab_dtype dtype = FLASHLAB_BF16;
 };
 
 }  // namespace flashlab::gpu

@@ -2,23 +2,20 @@
 // message is kept per thread for flashlab_last_error().
 #include "flashlab/flashlab.h"
 #include "flashlab/gpu/forward.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 
 #include <exception>
 #include <string>
 
 namespace {
+
 thread_local std::string last_error;
-}  // namespace
 
-extern "C" {
-
-flashlab_status flashlab_forward(const flashlab_forward_params* params) {
-  if (params == nullptr) {
-    last_error = "params is NULL: pass a filled flashlab_forward_params";
-    return FLASHLAB_ERROR_NULL_POINTER;
-  }
+// Runs fn; a throw becomes its status, with the message kept for flashlab_last_error().
+template <class Fn>
+flashlab_status guarded(Fn&& fn) {
   try {
-    flashlab::gpu::forward(*params);
+    fn();
     last_error.clear();
     return FLASHLAB_OK;
   } catch (const flashlab::gpu::Error& e) {
@@ -31,6 +28,60 @@ flashlab_status flashlab_forward(const flashlab_forward_params* params) {
     last_error = "an unknown exception";
     return FLASHLAB_ERROR_INTERNAL;
   }
+}
+
+void fill(flashlab_kernel_info_t* out, const flashlab::gpu::KernelInfo& info) {
+  *out = {};
+  const flashlab::gpu::KernelRecord& k = *info.kernel;
+  out->name = k.name.data();  // string literals: NUL-terminated, static storage
+  out->summary = k.summary.data();
+  out->supported = info.supported ? 1 : 0;
+  const flashlab::gpu::KernelConfig& c = info.config;
+  out->br = c.Br;
+  out->bc = c.Bc;
+  out->threads = c.threads;
+  out->sram_bytes = c.sram_bytes;
+  out->blocks_per_sm = c.blocks_per_sm;
+  out->s_level = c.s.level;
+  out->s_dtype = c.s.dtype;
+  out->w_level = c.w.level;
+  out->w_dtype = c.w.dtype;
+  out->kv_passes = c.kv_passes;
+  out->s_hbm_reads = c.s_hbm_reads;
+  out->pointer_align_bytes = c.pointer_align_bytes;
+  out->stride_align_elements = c.stride_align_elements;
+  out->dtypes = k.dtypes.bits;
+  out->head_dim_count = k.head_dims.count;
+  for (int i = 0; i < k.head_dims.count; ++i) out->head_dims[i] = k.head_dims.values[i];
+  out->max_head_dim = k.head_dims.largest();
+}
+
+}  // namespace
+
+extern "C" {
+
+flashlab_status flashlab_forward(const flashlab_forward_params* params) {
+  if (params == nullptr) {
+    last_error = "params is NULL: pass a filled flashlab_forward_params";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([params] { flashlab::gpu::forward(*params); });
+}
+
+flashlab_status flashlab_kernel_info(int32_t kernel, int64_t d, int32_t dtype,
+                                     flashlab_kernel_info_t* out) {
+  if (out == nullptr) {
+    last_error = "out is NULL: pass a flashlab_kernel_info_t to fill";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([&] {
+    const flashlab::gpu::KernelInfo info = flashlab::gpu::kernel_info(kernel, d, dtype);
+    *out = {};
+    if (info.kernel == nullptr || !flashlab::gpu::is_known_dtype(dtype))
+      throw flashlab::gpu::Error(FLASHLAB_ERROR_BAD_ARGUMENT, info.reason);
+    fill(out, info);
+    if (!info.supported) throw flashlab::gpu::Error(FLASHLAB_ERROR_UNSUPPORTED, info.reason);
+  });
 }
 
 const char* flashlab_last_error(void) { return last_error.c_str(); }

@@ -2,6 +2,7 @@
 #include "flashlab/gpu/forward.hpp"
 
 #include "../kernels/launch.hpp"
+#include "device_pointers.hpp"
 
 #include <cmath>
 
@@ -9,14 +10,6 @@ namespace flashlab::gpu {
 namespace {
 
 Strides strides_of(const int64_t* s) { return {s[0], s[1], s[2]}; }
-
-Dtype dtype_of(int32_t dtype) {
-  switch (dtype) {
-    case FLASHLAB_FP32: return Dtype::fp32;
-    case FLASHLAB_FP16: return Dtype::fp16;
-    default: return Dtype::bf16;
-  }
-}
 
 Problem make_problem(const flashlab_forward_params& p) {
   Problem problem;
@@ -40,32 +33,15 @@ Problem make_problem(const flashlab_forward_params& p) {
   problem.scale = float(default_scale ? 1.0 / std::sqrt(double(p.d)) : p.scale);
   problem.causal = p.causal != FLASHLAB_CAUSAL_NONE;
   problem.causal_offset = p.causal == FLASHLAB_CAUSAL_BOTTOM_RIGHT ? int(p.n_k - p.n_q) : 0;
-  problem.dtype = dtype_of(p.dtype);
+  problem.dtype = flashlab_dtype(p.dtype);
   return problem;
 }
 
 }  // namespace
 
-std::string_view kernel_name(flashlab_kernel kernel) {
-  switch (kernel) {
-    case FLASHLAB_KERNEL_NAIVE: return "naive";
-    case FLASHLAB_KERNEL_SCALAR: return "scalar";
-    case FLASHLAB_KERNEL_FA2: return "fa2";
-  }
-  return "unknown";
-}
-
-std::string_view dtype_name(flashlab_dtype dtype) {
-  switch (dtype) {
-    case FLASHLAB_FP32: return "fp32";
-    case FLASHLAB_FP16: return "fp16";
-    case FLASHLAB_BF16: return "bf16";
-  }
-  return "unknown";
-}
-
 void forward(const flashlab_forward_params& params) {
   validate(params);
+  check_device_pointers(params);
   const Problem problem = make_problem(params);
   const auto stream = static_cast<cudaStream_t>(params.stream);
   switch (params.kernel) {

@@ -1,8 +1,8 @@
-// Checks of a forward call's arguments, before anything touches the GPU. Each failure names
-// what was wrong and what would be right.
+// Checks of a forward call's arguments, before anything touches the GPU: pure arithmetic on
+// the parameters, no CUDA (the device-side checks of the pointers are device_pointers.cpp's).
+// Each failure names what was wrong and what would be right.
 #include "flashlab/gpu/forward.hpp"
-
-#include "../kernels/launch.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -17,18 +17,41 @@ namespace {
 
 // Grid y and z hold heads and batch; a grid dimension holds at most 65535 blocks.
 constexpr int64_t kMaxGridDim = 65535;
-// Row indices are 32-bit inside the kernels.
-constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max() / 2;
+constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 [[noreturn]] void fail(flashlab_status status, const std::string& message) {
   throw Error(status, message);
 }
 
+// One tensor argument: its pointer, strides and extents, (batch, head, row, column).
 struct TensorArg {
   const char* name;
   const void* ptr;
-  const int64_t* stride;  // (batch, head, row, column)
+  const int64_t* stride;
+  int64_t extent[4];
 };
+
+const char* const kDimNames[] = {"batch", "head", "row", "column"};
+
+// a * b, or the failure `status` naming both factors and int64's limit: every product of
+// sizes and strides in this file goes through here or through checked_add.
+int64_t checked_mul(int64_t a, int64_t b, const std::string& what, flashlab_status status) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    fail(status, what + " = " + std::to_string(a) + " * " + std::to_string(b) +
+                     " overflows int64 (at most " + std::to_string(kMaxInt64) +
+                     "): no buffer is that large, so the sizes or strides are wrong");
+  return out;
+}
+int64_t checked_add(int64_t a, int64_t b, const std::string& what, flashlab_status status) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    fail(status, what + " = " + std::to_string(a) + " + " + std::to_string(b) +
+                     " overflows int64 (at most " + std::to_string(kMaxInt64) +
+                     "): no buffer is that large, so the sizes or strides are wrong");
+  return out;
+}
 
 // %g formatting: std::to_string would print 1e-39 as 0.000000.
 std::string general(double x) {
@@ -51,22 +74,23 @@ void check_scale_fits_fp32(double scale) {
 }
 
 void check_enums(const flashlab_forward_params& p) {
-  if (p.dtype < FLASHLAB_FP32 || p.dtype > FLASHLAB_BF16)
-    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "dtype = " + std::to_string(p.dtype) +
-                                          " is unknown: use FLASHLAB_FP32 (0), FLASHLAB_FP16 "
-                                          "(1) or FLASHLAB_BF16 (2)");
+  if (!is_known_dtype(p.dtype))
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "dtype = " + std::to_string(p.dtype) + " is unknown: use " + text::known_dtypes());
   if (p.causal < FLASHLAB_CAUSAL_NONE || p.causal > FLASHLAB_CAUSAL_BOTTOM_RIGHT)
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "causal = " + std::to_string(p.causal) +
                                           " is unknown: use FLASHLAB_CAUSAL_NONE (0), "
                                           "TOP_LEFT (1) or BOTTOM_RIGHT (2)");
-  if (p.kernel < FLASHLAB_KERNEL_NAIVE || p.kernel > FLASHLAB_KERNEL_FA2)
-    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "kernel = " + std::to_string(p.kernel) +
-                                          " is unknown: use FLASHLAB_KERNEL_NAIVE (0), "
-                                          "SCALAR (1) or FA2 (2)");
+  if (find_kernel(p.kernel) == nullptr)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "kernel = " + std::to_string(p.kernel) + " is unknown: use " + text::known_kernels());
+  if (p.reserved != 0)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "reserved = " + std::to_string(p.reserved) +
+                                          ": it must be 0 (it is kept for a later version)");
   if (p.scale < 0 || std::isinf(p.scale))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "scale = " + std::to_string(p.scale) +
                                           " is not allowed: give a finite scale > 0, or 0 "
-                                          "(or NaN) for the default 1/sqrt(d)");
+                                          "(or -0.0 or NaN) for the default 1/sqrt(d)");
   check_scale_fits_fp32(p.scale);
 }
 
@@ -81,9 +105,15 @@ void check_shapes(const flashlab_forward_params& p) {
   check_size("batch", p.batch, kMaxGridDim);
   check_size("heads_q", p.heads_q, kMaxGridDim);
   check_size("heads_kv", p.heads_kv, kMaxGridDim);
-  check_size("n_q", p.n_q, kMaxRows);
-  check_size("n_k", p.n_k, kMaxRows);
-  check_size("d", p.d, kMaxRows);
+  check_size("n_q", p.n_q, kMaxIndex);
+  check_size("n_k", p.n_k, kMaxIndex);
+  check_size("d", p.d, kMaxIndex);
+  // The naive kernel counts the (batch, head) pairs in int where it hands them to cuBLAS.
+  const int64_t pairs = checked_mul(p.batch, p.heads_q, "batch * heads_q", FLASHLAB_ERROR_BAD_SHAPE);
+  if (pairs > kMaxInt)
+    fail(FLASHLAB_ERROR_BAD_SHAPE, "batch * heads_q = " + std::to_string(pairs) +
+                                       " is more than INT_MAX = " + std::to_string(kMaxInt) +
+                                       " (batch, head) pairs: split the batch");
   if (p.heads_q % p.heads_kv != 0)
     fail(FLASHLAB_ERROR_BAD_SHAPE,
          "heads_q = " + std::to_string(p.heads_q) + " is not a multiple of heads_kv = " +
@@ -96,11 +126,12 @@ void check_tensor(const TensorArg& t, const flashlab_forward_params& p) {
   if (t.ptr == nullptr)
     fail(FLASHLAB_ERROR_NULL_POINTER,
          std::string(t.name) + " is NULL: pass the device pointer of its first element");
-  static const char* kDims[] = {"batch", "head", "row", "column"};
+  // A dimension of extent 1 never uses its stride (index 0 times anything), so only the
+  // others are checked here and below: a (1, H, N, d) view may carry any batch stride.
   for (int i = 0; i < 3; ++i)
-    if (t.stride[i] < 0)
-      fail(FLASHLAB_ERROR_BAD_STRIDE, std::string(t.name) + "'s " + kDims[i] + " stride = " +
-                                          std::to_string(t.stride[i]) +
+    if (t.extent[i] > 1 && t.stride[i] < 0)
+      fail(FLASHLAB_ERROR_BAD_STRIDE, std::string(t.name) + "'s " + kDimNames[i] +
+                                          " stride = " + std::to_string(t.stride[i]) +
                                           " is negative: strides must be >= 0");
   if (t.stride[3] != 1 && p.d > 1)
     fail(FLASHLAB_ERROR_BAD_STRIDE,
@@ -128,50 +159,81 @@ struct Dim {
 // the dimensions with more than one index from the smallest stride up, each stride must be
 // at least the span of those below it, 1 + sum (extent - 1) * stride: then offsets are
 // digits of a mixed-radix number and cannot collide. BHSD, BSHD and padded rows all pass;
-// a stride of 0 never does. Q, K and V are only read, so they may broadcast.
-void check_output_disjoint(const TensorArg& t, const flashlab_forward_params& p) {
-  // Innermost first, so that on equal strides the inner dimension keeps its place.
-  const Dim all[] = {{"column", "columns", t.stride[3], p.d},
-                     {"row", "rows", t.stride[2], p.n_q},
-                     {"head", "heads", t.stride[1], p.heads_q},
-                     {"batch", "batches", t.stride[0], p.batch}};
+// a stride of 0 never does. Q, K and V are only read, so they may broadcast. Runs after
+// check_span, so no partial span here can overflow.
+void check_output_disjoint(const TensorArg& t) {
+  const char* const kPlurals[] = {"batches", "heads", "rows", "columns"};
   std::vector<Dim> dims;
-  for (const Dim& dim : all)
-    if (dim.extent > 1) dims.push_back(dim);
+  for (int i = 3; i >= 0; --i)  // innermost first: on equal strides the inner one stays first
+    if (t.extent[i] > 1) dims.push_back({kDimNames[i], kPlurals[i], t.stride[i], t.extent[i]});
   for (const Dim& dim : dims)
     if (dim.stride == 0)
       fail_overlap(t, dim, std::string("each of them needs its own memory, a ") + dim.name +
                                " stride >= the span of one " + dim.name);
   std::stable_sort(dims.begin(), dims.end(),
                    [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
-  constexpr int64_t kMaxSpan = std::numeric_limits<int64_t>::max();
   int64_t span = 1;  // elements covered by the dimensions below this one
   std::string below;
   for (const Dim& dim : dims) {
     if (dim.stride < span)
       fail_overlap(t, dim, "it must be >= " + std::to_string(span) + ", the span of its " +
                                below);
-    // Saturates instead of overflowing: no buffer spans 2^63 elements.
-    const bool overflows = dim.stride > (kMaxSpan - span) / (dim.extent - 1);
-    span = overflows ? kMaxSpan : span + (dim.extent - 1) * dim.stride;
+    span += (dim.extent - 1) * dim.stride;
     below += (below.empty() ? "" : " and ") + std::string(dim.plural);
   }
 }
 
+// The bytes [begin, end) a tensor touches.
+struct Span {
+  std::uintptr_t begin = 0, end = 0;
+};
+
+// Its last element sits sum (extent - 1) * stride elements past its first, over the
+// dimensions it uses: every term, the sum, the bytes and the end address must fit, or the
+// strides describe memory that cannot exist (a stride near INT64_MAX, say).
+Span check_span(const TensorArg& t, int64_t element_bytes) {
+  const std::string name(t.name);
+  int64_t last = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (t.extent[i] <= 1) continue;
+    const std::string dim = kDimNames[i];
+    const int64_t term = checked_mul(t.extent[i] - 1, t.stride[i],
+                                     name + "'s (" + dim + " extent - 1) * " + dim + " stride",
+                                     FLASHLAB_ERROR_BAD_STRIDE);
+    last = checked_add(last, term, name + "'s offset of its last element",
+                       FLASHLAB_ERROR_BAD_STRIDE);
+  }
+  const int64_t elements = checked_add(last, 1, name + "'s span in elements",
+                                       FLASHLAB_ERROR_BAD_STRIDE);
+  const int64_t bytes = checked_mul(elements, element_bytes, name + "'s span in bytes",
+                                    FLASHLAB_ERROR_BAD_STRIDE);
+  Span span;
+  span.begin = reinterpret_cast<std::uintptr_t>(t.ptr);
+  if (__builtin_add_overflow(span.begin, std::uintptr_t(bytes), &span.end))
+    fail(FLASHLAB_ERROR_BAD_STRIDE, name + " = " + std::to_string(span.begin) + " spans " +
+                                        std::to_string(bytes) +
+                                        " bytes, past the end of the address space: its "
+                                        "pointer or strides are wrong");
+  return span;
+}
+
+// The kernels read Q, K, V while they write O and L: O may share no byte with any of them
+// (Q, K and V may share theirs with each other, and often do: one packed QKV buffer).
+void check_no_overlap(const char* out_name, const Span& out, const char* in_name,
+                      const Span& in) {
+  if (out.begin < in.end && in.begin < out.end)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         std::string(out_name) + "'s bytes [" + std::to_string(out.begin) + ", " +
+             std::to_string(out.end) + ") overlap " + in_name + "'s [" +
+             std::to_string(in.begin) + ", " + std::to_string(in.end) + "): the kernels " +
+             (std::string(in_name) == "LSE" ? "write both" : "read " + std::string(in_name) +
+                                                                 " while they write " + out_name) +
+             ", so " + out_name + " needs memory of its own");
+}
+
 void check_supported(const flashlab_forward_params& p) {
-  const int d = int(p.d);
-  if (p.kernel == FLASHLAB_KERNEL_SCALAR && !scalar_supports_d(d))
-    fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + std::to_string(p.d) +
-                                         " is not supported by the scalar kernel: it supports "
-                                         "d in {64, 128}; the naive kernel takes any d");
-  if (p.kernel == FLASHLAB_KERNEL_FA2 && !fa2_supports_d(d))
-    fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + std::to_string(p.d) +
-                                         " is not supported by the fa2 kernel: it supports d "
-                                         "in {64, 128}; the naive kernel takes any d");
-  if (p.kernel == FLASHLAB_KERNEL_FA2 && p.dtype == FLASHLAB_FP32)
-    fail(FLASHLAB_ERROR_UNSUPPORTED,
-         "dtype fp32 is not supported by the fa2 kernel: its tensor-core path takes fp16 or "
-         "bf16; the naive and scalar kernels take fp32");
+  const KernelInfo info = kernel_info(p.kernel, p.d, p.dtype);
+  if (!info.supported) fail(FLASHLAB_ERROR_UNSUPPORTED, info.reason);
 }
 
 // cuBLAS reads a (rows, d) row-major matrix as column-major (d, rows) with leading
@@ -185,25 +247,26 @@ void check_naive_rows(const TensorArg& t, const flashlab_forward_params& p) {
 }
 
 void check_alignment(const TensorArg& t, const flashlab_forward_params& p) {
-  const size_t elem = p.dtype == FLASHLAB_FP32 ? 4 : 2;
-  const bool fa2 = p.kernel == FLASHLAB_KERNEL_FA2;
-  const size_t align = fa2 ? size_t(kFa2AlignBytes) : elem;
+  const KernelRecord& kernel = *find_kernel(p.kernel);
+  const auto dtype = flashlab_dtype(p.dtype);
+  const KernelConfig config = kernel_config(kernel.id, p.d, dtype);
+  const std::string align = std::to_string(config.pointer_align_bytes);
+  const std::string why = config.pointer_align_bytes > dtype_bytes(dtype)
+                              ? "it loads " + align + "-byte chunks"
+                              : "an element of " + std::string(dtype_name(dtype)) + " is " +
+                                    std::to_string(dtype_bytes(dtype)) + " bytes";
   const auto address = reinterpret_cast<std::uintptr_t>(t.ptr);
-  if (address % align != 0)
-    fail(FLASHLAB_ERROR_MISALIGNED,
-         std::string(t.name) + " = " + std::to_string(address) + " is not " +
-             std::to_string(align) + "-byte aligned, which the " +
-             std::string(kernel_name(flashlab_kernel(p.kernel))) + " kernel needs" +
-             (fa2 ? " (every load is a 16-byte cp.async)" : ""));
-  if (!fa2) return;
-  const int64_t align_elems = kFa2AlignBytes / int64_t(elem);
+  if (address % config.pointer_align_bytes != 0)
+    fail(FLASHLAB_ERROR_MISALIGNED, std::string(t.name) + " = " + std::to_string(address) +
+                                        " is not " + align + "-byte aligned, which the " +
+                                        std::string(kernel.name) + " kernel needs: " + why);
   for (int i = 0; i < 3; ++i)
-    if (t.stride[i] % align_elems != 0)
+    if (t.extent[i] > 1 && t.stride[i] % config.stride_align_elements != 0)
       fail(FLASHLAB_ERROR_MISALIGNED,
            std::string(t.name) + "'s stride " + std::to_string(t.stride[i]) +
-               " is not a multiple of " + std::to_string(align_elems) +
-               " elements: the fa2 kernel loads 16-byte chunks, so every row must start "
-               "16-byte aligned");
+               " is not a multiple of " + std::to_string(config.stride_align_elements) +
+               " elements: the " + std::string(kernel.name) + " kernel needs every row to " +
+               "start " + align + "-byte aligned, because " + why);
 }
 
 }  // namespace
@@ -212,17 +275,28 @@ void validate(const flashlab_forward_params& p) {
   check_enums(p);
   check_shapes(p);
   const TensorArg tensors[] = {
-      {"Q", p.q, p.q_stride}, {"K", p.k, p.k_stride}, {"V", p.v, p.v_stride},
-      {"O", p.o, p.o_stride}};
+      {"Q", p.q, p.q_stride, {p.batch, p.heads_q, p.n_q, p.d}},
+      {"K", p.k, p.k_stride, {p.batch, p.heads_kv, p.n_k, p.d}},
+      {"V", p.v, p.v_stride, {p.batch, p.heads_kv, p.n_k, p.d}},
+      {"O", p.o, p.o_stride, {p.batch, p.heads_q, p.n_q, p.d}}};
+  const TensorArg& out = tensors[3];
   for (const TensorArg& t : tensors) check_tensor(t, p);
-  check_output_disjoint({"O", p.o, p.o_stride}, p);
   check_supported(p);
+  Span spans[4];
+  for (int i = 0; i < 4; ++i) spans[i] = check_span(tensors[i], dtype_bytes(flashlab_dtype(p.dtype)));
+  check_output_disjoint(out);
   for (const TensorArg& t : tensors) {
     if (p.kernel == FLASHLAB_KERNEL_NAIVE) check_naive_rows(t, p);
     check_alignment(t, p);
   }
+  for (int i = 0; i < 3; ++i) check_no_overlap("O", spans[3], tensors[i].name, spans[i]);
+  if (p.lse == nullptr) return;
   if (reinterpret_cast<std::uintptr_t>(p.lse) % alignof(float) != 0)
     fail(FLASHLAB_ERROR_MISALIGNED, "LSE is not 4-byte aligned: it is an fp32 array");
+  // LSE is (batch, heads_q, N_q) contiguous; shapes are checked, so heads_q * N_q fits.
+  const int64_t lse_stride[4] = {p.heads_q * p.n_q, p.n_q, 1, 1};
+  const TensorArg lse{"LSE", p.lse, lse_stride, {p.batch, p.heads_q, p.n_q, 1}};
+  check_no_overlap("O", spans[3], "LSE", check_span(lse, sizeof(float)));
 }
 
 }  // namespace flashlab::gpu

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace flashlab::gpu::test {
 namespace {
@@ -104,7 +105,7 @@ TEST_CASE("a last dimension that is not contiguous, and bad strides") {
   }
 }
 
-TEST_CASE("an output whose batches, heads or rows overlap; inputs may broadcast") {
+TEST_CASE("an output whose batches, heads or rows overlap is refused, while inputs may broadcast") {
   const std::string race = " overlap, so several blocks would write the same addresses: ";
   for (flashlab_kernel kernel : kAllKernels) {
     {
@@ -182,6 +183,25 @@ TEST_CASE("batch or heads above the grid's limit") {
     call.params.heads_kv = int64_t(max_y) + 1;
     expect_error(call, FLASHLAB_ERROR_BAD_SHAPE,
                  out_of_range("heads_kv", call.params.heads_kv, max_y).c_str());
+  }
+}
+
+TEST_CASE("host memory where device memory is required, and reserved != 0") {
+  std::vector<uint16_t> host(64 * 64 * 2);
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA2);
+    call.params.k = host.data();
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "is host memory");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_NAIVE);
+    call.params.reserved = 1;
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "reserved = 1: it must be 0");
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_SCALAR);
+    call.params.o = const_cast<void*>(call.params.q);  // O written over the Q it reads
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "overlap Q's");
   }
 }
 

@@ -22,20 +22,26 @@
 extern "C" {
 #endif
 
-#define FLASHLAB_ABI_VERSION 1
+#define FLASHLAB_ABI_VERSION 2
 
 typedef enum flashlab_status {
   FLASHLAB_OK = 0,
   FLASHLAB_ERROR_NULL_POINTER = 1,     /* a required pointer was NULL */
-  FLASHLAB_ERROR_BAD_SHAPE = 2,        /* a size < 1, or heads_q not a multiple of heads_kv */
-  FLASHLAB_ERROR_BAD_STRIDE = 3,       /* last dimension not contiguous, a stride < 0,
-                                          O's batches, heads or rows overlapping (Q, K, V
-                                          may broadcast with stride 0; O may not), or
-                                          (naive) a row stride < d */
+  FLASHLAB_ERROR_BAD_SHAPE = 2,        /* a size < 1 or above its limit, batch * heads_q
+                                          above INT_MAX, or heads_q not a multiple of
+                                          heads_kv */
+  FLASHLAB_ERROR_BAD_STRIDE = 3,       /* last dimension not contiguous, a used stride < 0,
+                                          a tensor whose extent overflows int64 or the
+                                          address space, O's batches, heads or rows
+                                          overlapping (Q, K, V may broadcast with stride 0;
+                                          O may not), or (naive) a row stride < d.
+                                          A dimension of extent 1 may have any stride */
   FLASHLAB_ERROR_MISALIGNED = 4,       /* a pointer or stride breaks the kernel's alignment */
   FLASHLAB_ERROR_UNSUPPORTED = 5,      /* this kernel does not take this d or dtype */
-  FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, or a scale < 0, inf, or
-                                          outside fp32's normal range */
+  FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, reserved != 0, a scale < 0,
+                                          inf, or outside fp32's normal range, O sharing
+                                          memory with Q, K, V or LSE, or a pointer that is
+                                          host memory or another device's */
   FLASHLAB_ERROR_CUDA = 7,             /* the CUDA runtime reported an error */
   FLASHLAB_ERROR_CUBLAS = 8,           /* cuBLAS reported an error */
   FLASHLAB_ERROR_INTERNAL = 9          /* anything else; the message says what */
@@ -58,20 +64,63 @@ typedef enum flashlab_causal {
   FLASHLAB_CAUSAL_BOTTOM_RIGHT = 2
 } flashlab_causal;
 
-/* The ladder of kernels, simplest first (gpu/kernels/NN_*.cu).
+/* The ladder of kernels, simplest first (gpu/kernels/NN_*.cu). Which head dimensions and
+ * dtypes each takes, its tiles, threads, shared memory and the alignment it needs:
+ * flashlab_kernel_info() below (in C++, flashlab/gpu/kernel_info.hpp, where they are written).
  *   NAIVE:  cuBLAS S = Q K^T, softmax kernel, cuBLAS O = P V; S (fp32) and P live in HBM.
- *           Any d; fp32, fp16, bf16.
- *   SCALAR: one thread per query row, fp32 arithmetic, online softmax. d in {64, 128};
- *           fp32, fp16, bf16.
- *   FA2:    tensor cores (mma.sync), cp.async double buffering. d in {64, 128}; fp16, bf16.
- *           Pointers 16-byte aligned and batch/head/row strides multiples of 8 elements,
- *           because every load is a 16-byte cp.async.
- * Every kernel needs pointers aligned to their element size (LSE to 4 bytes). */
+ *   SCALAR: one thread per query row, fp32 arithmetic, online softmax.
+ *   FA2:    tensor cores (mma.sync), cp.async double buffering. */
 typedef enum flashlab_kernel {
   FLASHLAB_KERNEL_NAIVE = 0,
   FLASHLAB_KERNEL_SCALAR = 1,
   FLASHLAB_KERNEL_FA2 = 2
 } flashlab_kernel;
+
+/* Where a kernel keeps an intermediate (flashlab_kernel_info_t's s_level and w_level). */
+typedef enum flashlab_memory {
+  FLASHLAB_MEMORY_NONE = 0,
+  FLASHLAB_MEMORY_HBM = 1,        /* global memory */
+  FLASHLAB_MEMORY_SRAM = 2,       /* shared memory, one block's */
+  FLASHLAB_MEMORY_REGISTERS = 3   /* one thread's */
+} flashlab_memory;
+
+/* The most head dimensions a kernel lists as supported. */
+#define FLASHLAB_MAX_HEAD_DIMS 8
+
+/* What one kernel is, for one head dimension d and dtype. */
+typedef struct flashlab_kernel_info_t {
+  const char* name;              /* "naive", "scalar", "fa2"; static storage */
+  const char* summary;           /* one line; static storage */
+  int32_t supported;             /* 1 if the kernel takes (d, dtype); else 0, and every field
+                                    from br to stride_align_elements is 0 */
+  int32_t br;                    /* query rows per block; 0 where the kernel has no tiles */
+  int32_t bc;                    /* keys per K/V tile; 0 where the kernel has no tiles */
+  int32_t threads;               /* threads per block (naive: of its softmax kernel) */
+  int64_t sram_bytes;            /* shared memory per block */
+  int32_t blocks_per_sm;         /* the occupancy it is built for; 0 where it asks for none */
+  int32_t s_level;               /* flashlab_memory of the scores S = Q K^T * scale */
+  int32_t s_dtype;               /* flashlab_dtype of S */
+  int32_t w_level;               /* flashlab_memory of P (naive) or W = exp(S - m'), as fed
+                                    to the product with V */
+  int32_t w_dtype;               /* flashlab_dtype of P or W there */
+  int32_t kv_passes;             /* times each query tile streams all of K and V */
+  int32_t s_hbm_reads;           /* times S is read back from HBM; 0: never stored there */
+  int32_t pointer_align_bytes;   /* alignment of the Q, K, V, O pointers (LSE: 4 bytes) */
+  int32_t stride_align_elements; /* every batch, head and row stride that is used (its
+                                    extent > 1) must be a multiple of this */
+  uint32_t dtypes;               /* the dtypes it takes: bit (1 << dtype) for each */
+  int32_t head_dim_count;        /* how many of head_dims hold; 0: any d in [1, max_head_dim] */
+  int64_t head_dims[FLASHLAB_MAX_HEAD_DIMS];
+  int64_t max_head_dim;
+} flashlab_kernel_info_t;
+
+/* Fills *out with what `kernel` is for head dimension d and `dtype`. Returns FLASHLAB_OK
+ * when the kernel takes (d, dtype); FLASHLAB_ERROR_UNSUPPORTED when it does not (*out is
+ * still filled: name, summary, dtypes and head dims, supported = 0, and flashlab_last_error()
+ * says why and which kernel would); FLASHLAB_ERROR_BAD_ARGUMENT for an unknown kernel or
+ * dtype; FLASHLAB_ERROR_NULL_POINTER when out is NULL. */
+flashlab_status flashlab_kernel_info(int32_t kernel, int64_t d, int32_t dtype,
+                                     flashlab_kernel_info_t* out);
 
 /* One forward call. Enums are carried as int32_t so the struct's layout never depends on
  * the compiler's enum size (ctypes mirrors it field for field). */
@@ -92,11 +141,11 @@ typedef struct flashlab_forward_params {
   int64_t n_q;               /* N_q, query rows */
   int64_t n_k;               /* N_k, key/value rows */
   int64_t d;                 /* head dimension */
-  double scale;              /* softmax scale, > 0; 0 or NaN means the default 1/sqrt(d) */
+  double scale;              /* softmax scale, > 0; 0, -0.0 or NaN: the default 1/sqrt(d) */
   int32_t dtype;             /* flashlab_dtype, for Q, K, V and O alike */
   int32_t causal;            /* flashlab_causal */
   int32_t kernel;            /* flashlab_kernel */
-  int32_t reserved;          /* set to 0 */
+  int32_t reserved;          /* must be 0 */
   void* stream;              /* cudaStream_t; NULL is the legacy default stream */
 } flashlab_forward_params;
 

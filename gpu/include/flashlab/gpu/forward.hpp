@@ -5,7 +5,6 @@
 
 #include <stdexcept>
 #include <string>
-#include <string_view>
 
 namespace flashlab::gpu {
 
@@ -18,16 +17,16 @@ struct Error : std::runtime_error {
 };
 
 // Throws Error unless params describe a call the chosen kernel can run: non-null pointers,
-// sizes >= 1, heads_q a multiple of heads_kv, contiguous last dimension, known enums, a
-// supported (d, dtype) for the kernel, the alignment the kernel's loads need, an output O
-// whose batches, heads and rows do not overlap, and a scale that fp32 holds as a normal
-// number.
+// sizes in range, heads_q a multiple of heads_kv, contiguous last dimension, known enums and
+// reserved = 0, a supported (d, dtype) for the kernel, the alignment the kernel's loads
+// need, tensors whose extents fit int64 and the address space, an output O whose batches,
+// heads and rows do not overlap and that shares no byte with Q, K, V or LSE, and a scale
+// that fp32 holds as a normal number. Pure arithmetic on the parameters: it needs no CUDA
+// (library flashlab::gpu_check). forward() then also asks the CUDA runtime that every
+// pointer is device or managed memory.
 void validate(const flashlab_forward_params& params);
 
 // Validates, then enqueues the forward pass on params.stream. Throws Error.
 void forward(const flashlab_forward_params& params);
-
-std::string_view kernel_name(flashlab_kernel kernel);
-std::string_view dtype_name(flashlab_dtype dtype);
 
 }  // namespace flashlab::gpu

@@ -1,0 +1,327 @@
+// What each kernel of the ladder is, written once: its tiles, threads, shared memory, where
+// its intermediates live and in which precision, and which head dimensions and dtypes it
+// takes. The kernels take their constants from here (gpu/kernels/NN_*.cu), validation builds
+// its messages from here, flashlab_kernel_info() answers from here, and the simulator's
+// mirrors of the kernels are configured from here by their caller. Plain C++17 and
+// flashlab.h: it builds without CUDA.
+#pragma once
+
+#include "flashlab/flashlab.h"
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace flashlab::gpu {
+
+inline constexpr int kWarpSize = 32;
+
+// N_q, N_k and d are indexed with int inside the kernels; half of INT32_MAX leaves room for
+// row + causal_offset + 1, where causal_offset = N_k - N_q may be as large as N_k.
+inline constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max() / 2;
+
+constexpr int64_t dtype_bytes(flashlab_dtype dtype) { return dtype == FLASHLAB_FP32 ? 4 : 2; }
+
+constexpr std::string_view dtype_name(flashlab_dtype dtype) {
+  switch (dtype) {
+    case FLASHLAB_FP32: return "fp32";
+    case FLASHLAB_FP16: return "fp16";
+    case FLASHLAB_BF16: return "bf16";
+  }
+  return "unknown";
+}
+
+inline constexpr std::array kDtypes = {FLASHLAB_FP32, FLASHLAB_FP16, FLASHLAB_BF16};
+
+// The head dimensions a kernel takes: the listed values, or (count == 0) any d in [1, max].
+struct HeadDims {
+  std::array<int64_t, FLASHLAB_MAX_HEAD_DIMS> values{};
+  int count = 0;
+  int64_t max = kMaxIndex;  // used only when count == 0
+
+  constexpr bool contains(int64_t d) const {
+    if (count == 0) return d >= 1 && d <= max;
+    for (int i = 0; i < count; ++i)
+      if (values[i] == d) return true;
+    return false;
+  }
+  constexpr int64_t largest() const {
+    int64_t out = count == 0 ? max : 0;
+    for (int i = 0; i < count; ++i) out = values[i] > out ? values[i] : out;
+    return out;
+  }
+};
+
+// A set of dtypes: bit (1 << dtype) for each one in it, as in flashlab_kernel_info_t.
+struct DtypeSet {
+  uint32_t bits = 0;
+  constexpr bool contains(int32_t dtype) const {
+    return dtype >= 0 && dtype < 32 && (bits >> dtype & 1u) != 0;
+  }
+};
+constexpr uint32_t dtype_bit(flashlab_dtype dtype) { return 1u << dtype; }
+
+// The facts of a kernel that hold for every problem it takes.
+struct KernelRecord {
+  flashlab_kernel id;
+  std::string_view name;     // "naive", "scalar", "fa2": what the CLI and the tests call it
+  std::string_view summary;  // one line
+  HeadDims head_dims;
+  DtypeSet dtypes;
+};
+
+// Where an intermediate lives and in which precision.
+struct Intermediate {
+  flashlab_memory level = FLASHLAB_MEMORY_NONE;
+  flashlab_dtype dtype = FLASHLAB_FP32;
+};
+
+// One kernel's launch configuration and data flow for one (d, dtype).
+struct KernelConfig {
+  int Br = 0;               // query rows per block; 0 where the kernel has no tiles
+  int Bc = 0;               // keys per K/V tile; 0 where the kernel has no tiles
+  int threads = 0;          // threads per block (naive: of its softmax kernel)
+  int64_t sram_bytes = 0;   // shared memory per block
+  int blocks_per_sm = 0;    // the occupancy it is built for; 0 where it asks for none
+  Intermediate s;           // the scores S = Q K^T * scale
+  Intermediate w;           // P (naive) or W = exp(S - m') as fed to the product with V
+  int kv_passes = 0;        // how many times each query tile streams all of K and V
+  int s_hbm_reads = 0;      // how many times S is read back from HBM (0: never stored there)
+  int pointer_align_bytes = 0;    // of Q, K, V and O
+  int stride_align_elements = 0;  // of every batch, head and row stride that is used
+};
+
+// 01_naive.cu: three operators, S and P in HBM.
+namespace naive {
+inline constexpr int kSoftmaxThreads = 256;
+// The softmax reads each row of S three times: its max, its sum, and to write P.
+inline constexpr int kSoftmaxPasses = 3;
+constexpr KernelConfig config(flashlab_dtype dtype) {
+  KernelConfig c;
+  c.threads = kSoftmaxThreads;
+  c.sram_bytes = int64_t(sizeof(float)) * (kSoftmaxThreads / kWarpSize);  // warp partials
+  c.s = {FLASHLAB_MEMORY_HBM, FLASHLAB_FP32};
+  c.w = {FLASHLAB_MEMORY_HBM, dtype};
+  c.kv_passes = 1;
+  c.s_hbm_reads = kSoftmaxPasses;
+  c.pointer_align_bytes = int(dtype_bytes(dtype));
+  c.stride_align_elements = 1;
+  return c;
+}
+}  // namespace naive
+
+// 02_tiled_scalar.cu: one thread per query row, fp32 tiles in SRAM.
+namespace scalar {
+inline constexpr int kBr = 64;  // query rows per block = threads per block
+inline constexpr int kBc = 32;  // keys per K/V tile
+// sQ and sS rows are padded by one float against shared-memory bank conflicts.
+inline constexpr int kRowPad = 1;
+// sQ (Br, d + pad), sK and sV (Bc, d), sS (Br, Bc + pad), all fp32.
+constexpr int64_t sram_bytes(int64_t d) {
+  return int64_t(sizeof(float)) * (kBr * (d + kRowPad) + 2 * kBc * d + kBr * (kBc + kRowPad));
+}
+constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
+  KernelConfig c;
+  c.Br = kBr;
+  c.Bc = kBc;
+  c.threads = kBr;
+  c.sram_bytes = sram_bytes(d);
+  c.s = {FLASHLAB_MEMORY_SRAM, FLASHLAB_FP32};
+  c.w = {FLASHLAB_MEMORY_SRAM, FLASHLAB_FP32};
+  c.kv_passes = 1;
+  c.pointer_align_bytes = int(dtype_bytes(dtype));
+  c.stride_align_elements = 1;
+  return c;
+}
+}  // namespace scalar
+
+// 03_fa2.cu: tensor cores, cp.async double buffering, 4 warps x 32 query rows.
+namespace fa2 {
+inline constexpr int kThreads = 4 * kWarpSize;
+inline constexpr int kBr = 128;
+inline constexpr int kBlocksPerSm = 2;  // 2 x 128 threads x <= 256 registers fill an SM
+inline constexpr int kBuffers = 2;      // K and V tiles double-buffered
+inline constexpr int kAlignBytes = 16;  // every load is a 16-byte cp.async
+// Measured on the H200 (bench/gpu/NOTES.md): with d = 64 a 128-key tile fits the registers
+// and beats 64 (270 against 250 TFLOP/s); with d = 128, 64 beats 32.
+constexpr int bc(int64_t d) { return d == 64 ? 128 : 64; }
+// sQ (Br, d), sK and sV (kBuffers, Bc, d), in the input dtype.
+constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
+  return dtype_bytes(dtype) * (kBr * d + kBuffers * 2 * bc(d) * d);
+}
+constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
+  KernelConfig c;
+  c.Br = kBr;
+  c.Bc = bc(d);
+  c.threads = kThreads;
+  c.sram_bytes = sram_bytes(d, dtype);
+  c.blocks_per_sm = kBlocksPerSm;
+  c.s = {FLASHLAB_MEMORY_REGISTERS, FLASHLAB_FP32};
+  c.w = {FLASHLAB_MEMORY_REGISTERS, dtype};  // rounded to the input dtype for mma.sync
+  c.kv_passes = 1;
+  c.pointer_align_bytes = kAlignBytes;
+  c.stride_align_elements = int(kAlignBytes / dtype_bytes(dtype));
+  return c;
+}
+}  // namespace fa2
+
+// The ladder, simplest first: the one list of kernels.
+inline constexpr std::array kKernels = {
+    KernelRecord{FLASHLAB_KERNEL_NAIVE, "naive",
+                 "cuBLAS S = Q K^T, a softmax kernel, cuBLAS O = P V; S and P live in HBM",
+                 HeadDims{},
+                 {dtype_bit(FLASHLAB_FP32) | dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
+    KernelRecord{FLASHLAB_KERNEL_SCALAR, "scalar",
+                 "one thread per query row, fp32 online softmax over K/V tiles in SRAM",
+                 HeadDims{{64, 128}, 2},
+                 {dtype_bit(FLASHLAB_FP32) | dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
+    KernelRecord{FLASHLAB_KERNEL_FA2, "fa2",
+                 "FlashAttention-2: mma.sync tensor cores, cp.async double buffering",
+                 HeadDims{{64, 128}, 2},
+                 {dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
+};
+
+// The record of a kernel, or nullptr for an id or name that is not in the ladder.
+constexpr const KernelRecord* find_kernel(int32_t id) {
+  for (const KernelRecord& k : kKernels)
+    if (k.id == id) return &k;
+  return nullptr;
+}
+constexpr const KernelRecord* find_kernel(std::string_view name) {
+  for (const KernelRecord& k : kKernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+constexpr bool is_known_dtype(int32_t dtype) {
+  for (flashlab_dtype t : kDtypes)
+    if (t == dtype) return true;
+  return false;
+}
+
+constexpr bool supports(flashlab_kernel kernel, int64_t d, flashlab_dtype dtype) {
+  const KernelRecord* k = find_kernel(kernel);
+  return k != nullptr && k->head_dims.contains(d) && k->dtypes.contains(dtype);
+}
+
+// The configuration of a supported (kernel, d, dtype); all zero for one not supported.
+constexpr KernelConfig kernel_config(flashlab_kernel kernel, int64_t d, flashlab_dtype dtype) {
+  if (!supports(kernel, d, dtype)) return {};
+  switch (kernel) {
+    case FLASHLAB_KERNEL_NAIVE: return naive::config(dtype);
+    case FLASHLAB_KERNEL_SCALAR: return scalar::config(d, dtype);
+    case FLASHLAB_KERNEL_FA2: return fa2::config(d, dtype);
+  }
+  return {};
+}
+
+// The sentences that validation and flashlab_kernel_info() say, built from the table above.
+namespace text {
+
+// "a", "a or b", "a, b or c".
+inline std::string one_of(const std::string* items, int count, const char* last_word) {
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    out += (i == 0 ? "" : i + 1 == count ? std::string(" ") + last_word + " " : ", ") + items[i];
+  return out;
+}
+
+// "d in {64, 128}" or "any d in [1, 1073741823]".
+inline std::string describe(const HeadDims& dims) {
+  if (dims.count == 0) return "any d in [1, " + std::to_string(dims.max) + "]";
+  std::string out = "d in {";
+  for (int i = 0; i < dims.count; ++i) out += (i ? ", " : "") + std::to_string(dims.values[i]);
+  return out + "}";
+}
+
+// "fp16 or bf16".
+inline std::string describe(const DtypeSet& dtypes) {
+  std::string names[kDtypes.size()];
+  int count = 0;
+  for (flashlab_dtype t : kDtypes)
+    if (dtypes.contains(t)) names[count++] = std::string(dtype_name(t));
+  return one_of(names, count, "or");
+}
+
+// "0 (naive), 1 (scalar) or 2 (fa2)": the values an unknown kernel id could have been.
+inline std::string known_kernels() {
+  std::string items[kKernels.size()];
+  for (size_t i = 0; i < kKernels.size(); ++i)
+    items[i] = std::to_string(kKernels[i].id) + " (" + std::string(kKernels[i].name) + ")";
+  return one_of(items, int(kKernels.size()), "or");
+}
+
+// "0 (fp32), 1 (fp16) or 2 (bf16)".
+inline std::string known_dtypes() {
+  std::string items[kDtypes.size()];
+  for (size_t i = 0; i < kDtypes.size(); ++i)
+    items[i] = std::to_string(kDtypes[i]) + " (" + std::string(dtype_name(kDtypes[i])) + ")";
+  return one_of(items, int(kDtypes.size()), "or");
+}
+
+// "the naive kernel takes " or "the naive and scalar kernels take ", for the kernels other
+// than `except` that `takes`; empty when there are none.
+template <class Takes>
+std::string other_kernels(flashlab_kernel except, Takes takes) {
+  std::string names[kKernels.size()];
+  int count = 0;
+  for (const KernelRecord& k : kKernels)
+    if (k.id != except && takes(k)) names[count++] = std::string(k.name);
+  if (count == 0) return "";
+  return "the " + one_of(names, count, "and") + (count == 1 ? " kernel takes " : " kernels take ");
+}
+
+// Why `kernel` does not take (d, dtype), and what would; empty when it does.
+inline std::string unsupported_reason(const KernelRecord& kernel, int64_t d,
+                                      flashlab_dtype dtype) {
+  const std::string by = " is not supported by the " + std::string(kernel.name) + " kernel: it ";
+  if (!kernel.head_dims.contains(d)) {
+    const std::string d_text = "d = " + std::to_string(d);
+    const std::string others =
+        other_kernels(kernel.id, [d](const KernelRecord& k) { return k.head_dims.contains(d); });
+    return d_text + by + "takes " + describe(kernel.head_dims) +
+           (others.empty() ? "" : "; " + others + d_text);
+  }
+  if (!kernel.dtypes.contains(dtype)) {
+    const std::string name(dtype_name(dtype));
+    const std::string others = other_kernels(
+        kernel.id, [dtype](const KernelRecord& k) { return k.dtypes.contains(dtype); });
+    return "dtype " + name + by + "takes " + describe(kernel.dtypes) +
+           (others.empty() ? "" : "; " + others + name);
+  }
+  return "";
+}
+
+}  // namespace text
+
+// Everything known about one (kernel, d, dtype).
+struct KernelInfo {
+  const KernelRecord* kernel = nullptr;  // nullptr for an unknown kernel id
+  bool supported = false;
+  std::string reason;   // why not, and what would be right; empty when supported
+  KernelConfig config;  // all zero when not supported
+};
+
+// kernel and dtype are taken as plain integers, so that a value outside the enums is
+// answered with a reason rather than being undefined.
+inline KernelInfo kernel_info(int32_t kernel, int64_t d, int32_t dtype) {
+  KernelInfo info;
+  info.kernel = find_kernel(kernel);
+  if (info.kernel == nullptr) {
+    info.reason = "kernel = " + std::to_string(kernel) + " is unknown: use " + text::known_kernels();
+    return info;
+  }
+  if (!is_known_dtype(dtype)) {
+    info.reason = "dtype = " + std::to_string(dtype) + " is unknown: use " + text::known_dtypes();
+    return info;
+  }
+  const auto t = flashlab_dtype(dtype);
+  info.reason = text::unsupported_reason(*info.kernel, d, t);
+  info.supported = info.reason.empty();
+  info.config = kernel_config(info.kernel->id, d, t);
+  return info;
+}
+
+}  // namespace flashlab::gpu

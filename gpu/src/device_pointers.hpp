@@ -1,0 +1,13 @@
+// The checks of a forward call that ask the CUDA runtime: every pointer must be memory the
+// current device can read and write. The rest of validation is pure arithmetic (validate.cpp).
+#pragma once
+
+#include "flashlab/flashlab.h"
+
+namespace flashlab::gpu {
+
+// Throws Error unless Q, K, V, O (and LSE when given) are device memory of the current
+// device or managed memory.
+void check_device_pointers(const flashlab_forward_params& params);
+
+}  // namespace flashlab::gpu

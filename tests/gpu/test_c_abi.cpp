@@ -1,0 +1,87 @@
+// The C ABI's answers that need no GPU: flashlab_kernel_info() returns kernel_info.hpp's
+// facts as a plain C struct, with the status and message of every other call.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "flashlab/flashlab.h"
+#include "flashlab/gpu/kernel_info.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace flashlab::gpu {
+namespace {
+
+std::string status_name(flashlab_status status) { return flashlab_status_name(status); }
+
+TEST_CASE("flashlab_kernel_info returns the table, field for field") {
+  CHECK(flashlab_abi_version() == FLASHLAB_ABI_VERSION);
+  for (const KernelRecord& k : kKernels)
+    for (flashlab_dtype dtype : kDtypes)
+      for (int64_t d : {int64_t{64}, int64_t{96}, int64_t{128}}) {
+        INFO(k.name, " d = ", d, " ", dtype_name(dtype));
+        const KernelInfo want = kernel_info(k.id, d, dtype);
+        flashlab_kernel_info_t got;
+        const flashlab_status status = flashlab_kernel_info(k.id, d, dtype, &got);
+        CHECK(status_name(status) ==
+              status_name(want.supported ? FLASHLAB_OK : FLASHLAB_ERROR_UNSUPPORTED));
+        CHECK(std::string(flashlab_last_error()) == want.reason);
+        CHECK(std::string(got.name) == k.name);
+        CHECK(std::string(got.summary) == k.summary);
+        CHECK(got.supported == int(want.supported));
+        CHECK(got.br == want.config.Br);
+        CHECK(got.bc == want.config.Bc);
+        CHECK(got.threads == want.config.threads);
+        CHECK(got.sram_bytes == want.config.sram_bytes);
+        CHECK(got.blocks_per_sm == want.config.blocks_per_sm);
+        CHECK(got.s_level == want.config.s.level);
+        CHECK(got.s_dtype == want.config.s.dtype);
+        CHECK(got.w_level == want.config.w.level);
+        CHECK(got.w_dtype == want.config.w.dtype);
+        CHECK(got.kv_passes == want.config.kv_passes);
+        CHECK(got.s_hbm_reads == want.config.s_hbm_reads);
+        CHECK(got.pointer_align_bytes == want.config.pointer_align_bytes);
+        CHECK(got.stride_align_elements == want.config.stride_align_elements);
+        CHECK(got.dtypes == k.dtypes.bits);
+        CHECK(got.head_dim_count == k.head_dims.count);
+        for (int i = 0; i < k.head_dims.count; ++i) CHECK(got.head_dims[i] == k.head_dims.values[i]);
+        CHECK(got.max_head_dim == k.head_dims.largest());
+      }
+}
+
+TEST_CASE("flashlab_kernel_info: unsupported, unknown and NULL") {
+  flashlab_kernel_info_t info;
+  CHECK(status_name(flashlab_kernel_info(FLASHLAB_KERNEL_FA2, 96, FLASHLAB_BF16, &info)) ==
+        "FLASHLAB_ERROR_UNSUPPORTED");
+  CHECK(std::string(flashlab_last_error()) ==
+        "d = 96 is not supported by the fa2 kernel: it takes d in {64, 128}; the naive kernel "
+        "takes d = 96");
+  CHECK(info.supported == 0);
+  CHECK(info.head_dim_count == 2);
+  CHECK(info.head_dims[0] == 64);
+  CHECK(info.head_dims[1] == 128);
+  CHECK(info.br == 0);
+
+  CHECK(flashlab_kernel_info(FLASHLAB_KERNEL_NAIVE, 96, FLASHLAB_FP32, &info) == FLASHLAB_OK);
+  CHECK(std::string(flashlab_last_error()).empty());
+  CHECK(info.head_dim_count == 0);  // any d
+  CHECK(info.max_head_dim == kMaxIndex);
+
+  CHECK(status_name(flashlab_kernel_info(7, 64, FLASHLAB_BF16, &info)) ==
+        "FLASHLAB_ERROR_BAD_ARGUMENT");
+  CHECK(std::string(flashlab_last_error()) ==
+        "kernel = 7 is unknown: use 0 (naive), 1 (scalar) or 2 (fa2)");
+  CHECK(info.name == nullptr);  // nothing known about an unknown kernel
+
+  CHECK(status_name(flashlab_kernel_info(FLASHLAB_KERNEL_FA2, 64, -1, &info)) ==
+        "FLASHLAB_ERROR_BAD_ARGUMENT");
+  CHECK(std::string(flashlab_last_error()) == "dtype = -1 is unknown: use 0 (fp32), 1 (fp16) or 2 (bf16)");
+
+  CHECK(status_name(flashlab_kernel_info(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_BF16, nullptr)) ==
+        "FLASHLAB_ERROR_NULL_POINTER");
+  CHECK(std::string(flashlab_last_error()).find("out is NULL") == 0);
+}
+
+}  // namespace
+}  // namespace flashlab::gpu

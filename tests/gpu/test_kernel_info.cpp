@@ -1,0 +1,159 @@
+// The kernels' description (kernel_info.hpp) on its own: it needs no GPU and no CUDA, so
+// these tests run on every machine. The kernels themselves static_assert that they launch
+// what it says (02_tiled_scalar.cu, 03_fa2.cu); here the table is checked against itself,
+// against the hardware it is built for, and for the messages it gives.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "flashlab/gpu/kernel_info.hpp"
+
+#include "random_inputs.hpp"
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+
+namespace flashlab::gpu {
+namespace {
+
+// An H200 SM has 228 KiB of shared memory; a block may take at most 227 KiB of it, and the
+// runtime reserves 1 KiB per resident block (CUDA C Programming Guide, compute capability 9.0).
+constexpr int64_t kSmSramBytes = 228 * 1024;
+constexpr int64_t kBlockSramBytes = 227 * 1024;
+constexpr int64_t kReservedPerBlock = 1024;
+constexpr int kMaxThreadsPerBlock = 1024;
+
+// A d that no kernel lists, drawn fresh: in [1, 4096] and not 64 or 128.
+int64_t unlisted_d(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> pick(1, 4096);
+  int64_t d = 64;
+  while (d == 64 || d == 128) d = pick(rng);
+  return d;
+}
+
+TEST_CASE("the list of kernels: one record per flashlab_kernel, found by id and by name") {
+  std::set<int> ids;
+  std::set<std::string_view> names;
+  for (const KernelRecord& k : kKernels) {
+    ids.insert(k.id);
+    names.insert(k.name);
+    CHECK(find_kernel(k.id) == &k);
+    CHECK(find_kernel(k.name) == &k);
+    CHECK(!k.summary.empty());
+    CHECK(k.head_dims.count <= FLASHLAB_MAX_HEAD_DIMS);
+  }
+  CHECK(ids == std::set<int>{FLASHLAB_KERNEL_NAIVE, FLASHLAB_KERNEL_SCALAR, FLASHLAB_KERNEL_FA2});
+  CHECK(names.size() == kKernels.size());
+  CHECK(find_kernel("fa2")->id == FLASHLAB_KERNEL_FA2);
+  CHECK(find_kernel("scalar")->id == FLASHLAB_KERNEL_SCALAR);
+  CHECK(find_kernel("naive")->id == FLASHLAB_KERNEL_NAIVE);
+  CHECK(find_kernel("flash") == nullptr);
+  CHECK(find_kernel(int32_t{3}) == nullptr);
+  CHECK(find_kernel(int32_t{-1}) == nullptr);
+}
+
+TEST_CASE("every supported (kernel, d, dtype) fits the hardware it is built for") {
+  for (const KernelRecord& k : kKernels)
+    for (flashlab_dtype dtype : kDtypes) {
+      const int64_t dims[] = {64, 128};
+      for (int64_t d : dims) {
+        const KernelInfo info = kernel_info(k.id, d, dtype);
+        INFO(k.name, " d = ", d, " ", dtype_name(dtype));
+        CHECK(info.supported == (k.head_dims.contains(d) && k.dtypes.contains(dtype)));
+        if (!info.supported) continue;
+        const KernelConfig& c = info.config;
+        CHECK(info.reason.empty());
+        CHECK((c.Br == 0) == (c.Bc == 0));  // tiles in both directions, or none
+        CHECK(c.threads % kWarpSize == 0);
+        CHECK(c.threads <= kMaxThreadsPerBlock);
+        CHECK(c.sram_bytes > 0);
+        CHECK(c.sram_bytes <= kBlockSramBytes);
+        CHECK(c.blocks_per_sm * (c.sram_bytes + kReservedPerBlock) <= kSmSramBytes);
+        CHECK(c.pointer_align_bytes % dtype_bytes(dtype) == 0);
+        CHECK(c.stride_align_elements * dtype_bytes(dtype) <= c.pointer_align_bytes);
+        CHECK(c.kv_passes == 1);
+        CHECK(c.s.dtype == FLASHLAB_FP32);  // every kernel accumulates scores in fp32
+        CHECK((c.s.level == FLASHLAB_MEMORY_HBM) == (c.s_hbm_reads > 0));
+      }
+    }
+}
+
+// The numbers the kernels were written with (and measured with, bench/gpu/NOTES.md).
+TEST_CASE("the ladder's configurations") {
+  const KernelConfig fa2_128 = kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
+  CHECK(fa2_128.Br == 128);
+  CHECK(fa2_128.Bc == 64);
+  CHECK(fa2_128.threads == 128);
+  CHECK(fa2_128.blocks_per_sm == 2);
+  CHECK(fa2_128.sram_bytes == 2 * (128 * 128 + 2 * 2 * 64 * 128));  // sQ, 2 x (sK, sV)
+  CHECK(fa2_128.w.level == FLASHLAB_MEMORY_REGISTERS);
+  CHECK(fa2_128.w.dtype == FLASHLAB_BF16);
+  CHECK(fa2_128.pointer_align_bytes == 16);
+  CHECK(fa2_128.stride_align_elements == 8);
+  const KernelConfig fa2_64 = kernel_config(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_FP16);
+  CHECK(fa2_64.Bc == 128);
+  CHECK(fa2_64.sram_bytes == 2 * (128 * 64 + 2 * 2 * 128 * 64));
+  CHECK(fa2_64.w.dtype == FLASHLAB_FP16);
+
+  const KernelConfig scalar_64 = kernel_config(FLASHLAB_KERNEL_SCALAR, 64, FLASHLAB_BF16);
+  CHECK(scalar_64.Br == 64);
+  CHECK(scalar_64.Bc == 32);
+  CHECK(scalar_64.threads == 64);
+  CHECK(scalar_64.sram_bytes == 4 * (64 * 65 + 2 * 32 * 64 + 64 * 33));  // fp32 sQ, sK, sV, sS
+  CHECK(scalar_64.s.level == FLASHLAB_MEMORY_SRAM);
+  CHECK(scalar_64.pointer_align_bytes == 2);
+
+  const KernelConfig naive = kernel_config(FLASHLAB_KERNEL_NAIVE, 59, FLASHLAB_FP16);
+  CHECK(naive.Br == 0);
+  CHECK(naive.Bc == 0);
+  CHECK(naive.threads == 256);
+  CHECK(naive.s.level == FLASHLAB_MEMORY_HBM);
+  CHECK(naive.w.level == FLASHLAB_MEMORY_HBM);
+  CHECK(naive.w.dtype == FLASHLAB_FP16);
+  CHECK(naive.s_hbm_reads == 3);
+}
+
+TEST_CASE("unsupported d: the reason names d, the set taken, and the kernels that take it") {
+  std::mt19937_64 rng(test::fresh_seed());
+  const int64_t d = unlisted_d(rng);
+  const std::string ds = "d = " + std::to_string(d);
+  for (flashlab_kernel id : {FLASHLAB_KERNEL_SCALAR, FLASHLAB_KERNEL_FA2}) {
+    const KernelInfo info = kernel_info(id, d, FLASHLAB_BF16);
+    CHECK(!info.supported);
+    CHECK(info.config.Br == 0);
+    CHECK(info.config.sram_bytes == 0);
+    CHECK(info.reason == ds + " is not supported by the " + std::string(info.kernel->name) +
+                             " kernel: it takes d in {64, 128}; the naive kernel takes " + ds);
+  }
+  CHECK(kernel_info(FLASHLAB_KERNEL_NAIVE, d, FLASHLAB_BF16).supported);
+  for (int64_t bad : {int64_t{0}, int64_t{-1}, kMaxIndex + 1, (int64_t{1} << 31) + 1,
+                      std::numeric_limits<int64_t>::max()}) {
+    const KernelInfo info = kernel_info(FLASHLAB_KERNEL_NAIVE, bad, FLASHLAB_FP32);
+    CHECK(!info.supported);
+    CHECK(info.reason == "d = " + std::to_string(bad) +
+                             " is not supported by the naive kernel: it takes any d in [1, " +
+                             std::to_string(kMaxIndex) + "]");
+  }
+}
+
+TEST_CASE("unsupported or unknown dtype, unknown kernel") {
+  CHECK(kernel_info(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_FP32).reason ==
+        "dtype fp32 is not supported by the fa2 kernel: it takes fp16 or bf16; the naive and "
+        "scalar kernels take fp32");
+  for (int32_t dtype : {-1, 3, std::numeric_limits<int32_t>::max()}) {
+    const KernelInfo info = kernel_info(FLASHLAB_KERNEL_NAIVE, 64, dtype);
+    CHECK(!info.supported);
+    CHECK(info.reason == "dtype = " + std::to_string(dtype) +
+                             " is unknown: use 0 (fp32), 1 (fp16) or 2 (bf16)");
+  }
+  for (int32_t kernel : {-1, 3, std::numeric_limits<int32_t>::min()}) {
+    const KernelInfo info = kernel_info(kernel, 64, FLASHLAB_BF16);
+    CHECK(info.kernel == nullptr);
+    CHECK(info.reason == "kernel = " + std::to_string(kernel) +
+                             " is unknown: use 0 (naive), 1 (scalar) or 2 (fa2)");
+  }
+}
+
+}  // namespace
+}  // namespace flashlab::gpu
