@@ -13,6 +13,7 @@ packages=(
   gnuplot-nox        # the simulator's sweep plots (optional: without it the plot step says so)
   libomp-dev         # OpenMP (g++ ships its own libgomp; this keeps clang builds whole too)
   chromium           # the HTML viewer's browser test (headless; nothing is downloaded)
+  clang-14 libclang-rt-14-dev  # the fuzz targets (libFuzzer with AddressSanitizer and UBSan)
 )
 
 missing=()

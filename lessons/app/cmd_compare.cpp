@@ -126,19 +126,18 @@ struct Prediction {
 
 Prediction predict(const std::string& kernel, const CompareArgs& args, sim::DType dtype,
                    const Inputs& in) {
-  const std::optional<KernelMirror> mirror = kernel_mirror(kernel, args.d);
-  if (!mirror) return {kernel, kernel, std::nullopt, "not modelled yet"};
+  const KernelMirror mirror = kernel_mirror(kernel, args.d, dtype);
+  if (!mirror.algorithm) return {kernel, kernel, std::nullopt, mirror.why_not};
   Prediction p{kernel, kernel, std::nullopt, ""};
-  if (mirror->tiles)
-    p.label = fmt::format("{} (Br {}, Bc {})", kernel, mirror->tiles->Br, mirror->tiles->Bc);
+  if (mirror.tiles) p.label = fmt::format("{} (Br {}, Bc {})", kernel, mirror.tiles->Br, mirror.tiles->Bc);
   if (in.Q.rows() != in.K.rows()) {
     p.why_not = "not modelled (the simulator takes N_q = N_k)";
     return p;
   }
   const sim::Problem problem{.N = args.n, .d = args.d, .dtype = dtype, .causal = in.options.causal,
-                             .sram_bytes = h200().sram_per_sm, .tiles = mirror->tiles,
+                             .sram_bytes = h200().sram_per_sm, .tiles = mirror.tiles,
                              .l2_bytes = h200().l2_bytes};
-  p.report = sim::count(mirror->algorithm, problem);
+  p.report = sim::count(*mirror.algorithm, problem);
   return p;
 }
 
@@ -156,9 +155,13 @@ std::string bound_of(const Prediction& p) {
 
 // Nsight Compute measures a kernel by running a program under it: this same program, in the
 // hidden --gpu-only mode, which runs that one kernel once on the same inputs and prints nothing.
-std::string ncu_command(const CompareArgs& a, const std::string& kernel) {
-  return fmt::format("/proc/{}/exe compare --gpu-only {} --n {} --n-q {} --d {} --dtype {} --seed {}{}",
-                     getpid(), kernel, a.n, a.n_q, a.d, a.dtype, a.seed, a.causal ? " --causal" : "");
+std::vector<std::string> ncu_command(const CompareArgs& a, const std::string& kernel) {
+  std::vector<std::string> argv{fmt::format("/proc/{}/exe", getpid()), "compare", "--gpu-only", kernel,
+                                "--n", std::to_string(a.n), "--n-q", std::to_string(a.n_q),
+                                "--d", std::to_string(a.d), "--dtype", a.dtype,
+                                "--seed", std::to_string(a.seed), "--large"};
+  if (a.causal) argv.push_back("--causal");
+  return argv;
 }
 
 std::string measured(const CompareArgs& a, const std::string& kernel, const GpuRun& run) {
@@ -174,10 +177,6 @@ std::string measured(const CompareArgs& a, const std::string& kernel, const GpuR
                      bytes_text(m.l2));
 }
 
-GpuDtype gpu_dtype(sim::DType t) {
-  return t == sim::DType::bf16 ? GpuDtype::bf16 : t == sim::DType::fp16 ? GpuDtype::fp16 : GpuDtype::fp32;
-}
-
 std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream s(list);
@@ -189,7 +188,7 @@ using Errors = std::vector<std::pair<std::string, double>>;
 
 void simulator_rows(const std::vector<Prediction>& predictions, std::vector<Row>& rows) {
   for (const auto& p : predictions)
-    rows.push_back({"simulator: " + p.label, "-", "model" + bound_of(p), predicted_bytes(p), "-"});
+    rows.push_back({"simulator: " + p.label, "-", p.report ? "model" + bound_of(p) : "-", predicted_bytes(p), "-"});
 }
 
 void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
@@ -204,7 +203,7 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
       continue;
     }
     std::cerr << "flashlab: running the " << kernel << " kernel...\n";
-    const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, gpu_dtype(dtype), in.options.causal,
+    const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, dtype, in.options.causal,
                                        /*warmups=*/2, a.repeats);
     if (!run.ran) {
       rows.push_back({name, "not run: " + run.message, "-", "-", "-"});
@@ -260,7 +259,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
 template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
-  run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, gpu_dtype(dtype), in.options.causal,
+  run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
                   /*warmups=*/0, /*repeats=*/1);
 }
 

@@ -77,15 +77,6 @@ const Loaded& loaded() {
   return once;
 }
 
-flashlab_dtype c_dtype(GpuDtype t) {
-  switch (t) {
-    case GpuDtype::fp32: return FLASHLAB_FP32;
-    case GpuDtype::fp16: return FLASHLAB_FP16;
-    case GpuDtype::bf16: break;
-  }
-  return FLASHLAB_BF16;
-}
-
 }  // namespace
 
 GpuStatus gpu_status() {
@@ -97,7 +88,7 @@ GpuStatus gpu_status() {
 }
 
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q, const cpu::Matrix<float>& K,
-                       const cpu::Matrix<float>& V, GpuDtype dtype, cpu::Causal causal, int warmups,
+                       const cpu::Matrix<float>& V, sim::DType dtype, cpu::Causal causal, int warmups,
                        int repeats) {
   GpuRun run{kernel, false, "", {}, 0};
   const GpuStatus status = gpu_status();

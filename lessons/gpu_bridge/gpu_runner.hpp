@@ -6,6 +6,7 @@
 
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/types.hpp"
+#include "flashlab/sim/dtype.hpp"
 
 #include <string>
 
@@ -19,7 +20,6 @@ struct GpuStatus {
 // Loads the plugin on first use; later calls answer from what the first one found.
 GpuStatus gpu_status();
 
-enum class GpuDtype { fp32, fp16, bf16 };
 
 struct GpuRun {
   std::string kernel;       // a name from the kernel table ("naive", "scalar", "fa2", ...)
@@ -33,7 +33,7 @@ struct GpuRun {
 // dtype on the way in. `warmups` untimed calls come first (module loading, cuBLAS set-up),
 // then `repeats` >= 1 timed ones.
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
-                       const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, GpuDtype dtype,
+                       const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
                        cpu::Causal causal, int warmups, int repeats);
 
 }  // namespace flashlab::app

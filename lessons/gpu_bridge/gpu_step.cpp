@@ -45,7 +45,7 @@ void gpu_side_by_side(LessonContext& ctx, const GpuStep& s) {
             cpu::to_string(s.causal));
   Table t({"kernel", "max |O - O_fp64|", "median time"}, {true});
   for (const auto& kernel : s.kernels) {
-    const auto run = run_gpu_forward(kernel, Q, K, V, GpuDtype::bf16, s.causal, kWarmups, kRepeats);
+    const auto run = run_gpu_forward(kernel, Q, K, V, sim::DType::bf16, s.causal, kWarmups, kRepeats);
     if (!run.ran) {
       t.add({kernel, "not run: " + run.message, "-"});
       continue;

@@ -6,8 +6,8 @@
 
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
-#include "flashlab/sim/problem.hpp"
 #include "flashlab/flashlab.h"
+#include "flashlab/sim/problem.hpp"
 
 #include <optional>
 #include <string>
@@ -24,14 +24,17 @@ std::optional<flashlab_kernel> kernel_by_name(std::string_view name);
 // "unknown GPU kernel `x`: the kernels are naive, scalar, fa2"
 std::string unknown_kernel_message(std::string_view name);
 
-// The simulator's mirror of a kernel: the program that moves its bytes and the kernel's own
-// tiles; nothing for a kernel the simulator does not model yet.
+// The simulator's mirror of a kernel as built: the program that moves its bytes, with the
+// kernel's own tiles from the table. Without a mirror, why_not says why (not modelled yet,
+// or the kernel does not take this d or dtype).
 struct KernelMirror {
-  sim::Algorithm algorithm;
+  std::optional<sim::Algorithm> algorithm;
   std::optional<cpu::TileSizes> tiles;  // absent where the kernel has none (naive)
+  std::string why_not;
 };
-std::optional<KernelMirror> kernel_mirror(std::string_view kernel, cpu::Index d);
+KernelMirror kernel_mirror(std::string_view kernel, cpu::Index d, sim::DType dtype);
 
+flashlab_dtype c_dtype(sim::DType dtype);
 flashlab_causal c_causal(cpu::Causal causal);
 
 }  // namespace flashlab::app

@@ -1,5 +1,7 @@
 #include "gpu_bridge/ncu_bytes.hpp"
 
+#include "kit/process.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -94,16 +96,14 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
   return m;
 }
 
-NcuOutcome measure_with_ncu(const std::string& ncu, const std::string& command) {
-  const std::string line = ncu + " --csv --clock-control none --metrics " + kMetrics + " " + command + " 2>&1";
-  FILE* pipe = popen(line.c_str(), "r");
-  if (!pipe) return {std::nullopt, "could not start ncu"};
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
+NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command) {
+  std::vector<std::string> argv{ncu, "--csv", "--clock-control", "none", "--metrics", kMetrics};
+  argv.insert(argv.end(), command.begin(), command.end());
+  const ProcessResult run = run_program(argv);
+  if (!run.started) return {std::nullopt, run.message};
+  const std::string& out = run.output;
   auto bytes = parse_ncu_csv(out);
-  if (status != 0 || !bytes || bytes->kernels == 0) {
+  if (!run.succeeded() || !bytes || bytes->kernels == 0) {
     const auto tail = out.size() > 300 ? out.substr(out.size() - 300) : out;
     return {std::nullopt, "ncu gave no metrics (it may need permission to read the GPU's "
                           "performance counters); its output ended: " + tail};

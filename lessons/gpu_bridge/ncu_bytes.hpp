@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace flashlab::app {
 
@@ -20,8 +21,9 @@ struct NcuOutcome {
   std::string message;  // why there are no bytes
 };
 
-// Runs `ncu --csv --metrics ... <command>` and sums the metrics over every kernel.
-NcuOutcome measure_with_ncu(const std::string& ncu, const std::string& command);
+// Runs `ncu --csv --metrics ... <command...>` (no shell: each word is one argument) and sums
+// the metrics over every kernel.
+NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command);
 
 // The sum of the three metrics in ncu's --csv output (exposed for testing the parser).
 std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv);

@@ -1,4 +1,5 @@
 // The `flashlab` command line as a script sees it: exit codes, plain output, clear errors.
+#include "flashlab/gpu/kernel_info.hpp"
 #include "kit/lesson_registry.hpp"
 #include "run_flashlab.hpp"
 
@@ -78,9 +79,15 @@ TEST_CASE("flashlab compare runs the CPU reference and the simulator, and says w
   const auto run = run_flashlab("compare --n 97 --d 59 --dtype fp32 --repeats 1 --no-ncu");
   REQUIRE(run.status == 0);
   CHECK(contains(run.output, "CPU tiled (FA2 order)"));
-  CHECK(contains(run.output, "simulator: fa2 (Br"));
+  CHECK(contains(run.output, "d = 59 is not supported by the fa2 kernel"));
   CHECK(contains(run.output, "CPU tiled: within"));
   CHECK(contains(run.output, "GPU: "));  // the device, or why there is none
+  // The simulator mirrors fa2 with the kernel's own tiles, from gpu/'s table.
+  const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_BF16);
+  const auto tiled = run_flashlab("compare --n 128 --d 64 --repeats 1 --no-ncu");
+  REQUIRE(tiled.status == 0);
+  CHECK(contains(tiled.output, "simulator: fa2 (Br " + std::to_string(fa2.Br) + ", Bc " +
+                                   std::to_string(fa2.Bc) + ")"));
   const auto decode = run_flashlab("compare --n 300 --n-q 1 --d 64 --causal --repeats 1 --no-ncu");
   REQUIRE(decode.status == 0);
   CHECK(contains(decode.output, "causal = bottom-right"));
