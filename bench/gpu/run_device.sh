@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU device script: on a machine with an NVIDIA GPU (sm_90, e.g. the H200), from the
-# repository root, build flashlab's GPU library and tests, run the tests, run
-# compute-sanitizer (memcheck, racecheck) on a small case of every kernel, time every kernel
-# against torch's SDPA backends, and read one forward of each with Nsight Compute.
+# repository root, build flashlab's GPU library, its tests and the flashlab program, run the
+# tests, run compute-sanitizer (memcheck, racecheck, synccheck) on a small case of every
+# kernel, run `flashlab compare` through its GPU runner, time every kernel against torch's
+# SDPA backends, and read one forward of each with Nsight Compute.
 #
-#   bench/gpu/run_device.sh [steps...]     steps: build test sanitize bench ncu (default: all)
+#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli bench ncu (default: all)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -16,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize bench ncu}
+STEPS=${*:-build test sanitize cli bench ncu}
 NCU_METRICS=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,gpu__time_duration.sum
 mkdir -p "$OUT"
 status=0
@@ -43,7 +44,8 @@ if want build; then
   fi
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
-  cmake --build "$BUILD" --target test_gpu flashlab_gpu -j "$(nproc)" || exit 1
+  cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
+        test_gpu_validate flashlab flashlab_gpu_runner || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
   # uses tensor cores, how many of each instruction that matters made it into the SASS.
@@ -56,17 +58,28 @@ fi
 
 if want test; then
   step "GPU tests"
-  "$BUILD/tests/gpu/test_gpu" 2>&1 | tee "$OUT/tests.log" | tail -25 || status=1
+  for t in test_gpu test_gpu_abi test_gpu_info test_gpu_validate; do
+    "$BUILD/tests/gpu/$t" 2>&1 | tee -a "$OUT/tests.log" | tail -4
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  done
 fi
 
 if want sanitize; then
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     step "compute-sanitizer --tool $tool"
     compute-sanitizer --tool "$tool" --error-exitcode 1 \
       "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.log" 2>&1 \
       && echo "$tool: clean" || { status=1; tail -20 "$BUILD.$tool.log"; }
     cat "$BUILD.$tool.log" >> "$OUT/sanitizer.log"
   done
+fi
+
+if want cli; then
+  step "flashlab compare on the GPU (the runner loaded with dlopen), with Nsight Compute"
+  "$BUILD/lessons/app/flashlab" compare --n 1024 --d 64 --causal --repeats 5 --no-color 2>&1 |
+    tee "$OUT/compare.log" || status=1
+  "$BUILD/lessons/app/flashlab" compare --n 4096 --n-q 1 --d 128 --repeats 5 --no-ncu --no-color 2>&1 |
+    tee -a "$OUT/compare.log" || status=1
 fi
 
 if want bench; then
