@@ -1,6 +1,8 @@
 // Each subcommand of `flashlab` lives in its own cmd_<name>.cpp and registers itself here.
 #pragma once
 
+#include "cli.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -26,10 +28,13 @@ void add_compare_command(CLI::App& app);
 // The parsed arguments of one subcommand. They are owned by the subcommand's callback,
 // which the parser keeps for as long as it lives, so the options can bind to their fields;
 // once parsing succeeds the callback hands them to `run`.
+// (Under the command line's fuzz target, parse_only() in cli.hpp, nothing runs.)
 template <class Args>
 Args& arguments_of(CLI::App* cmd, std::function<void(const Args&)> run) {
   auto args = std::make_shared<Args>();
-  cmd->callback([args, run = std::move(run)] { run(*args); });
+  cmd->callback([args, run = std::move(run)] {
+    if (!parse_only()) run(*args);
+  });
   return *args;
 }
 
