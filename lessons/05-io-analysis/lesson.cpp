@@ -143,7 +143,7 @@ void roofline(LessonContext& ctx) {
   Table t({"program", "N", "d", "matrix", "exp", "memory", "binds", "DRAM past the L2",
            "memory then", "binds then"}, {true});
   const auto us = [](double s) { return fmt::format("{:.1f} us", s * 1e6); };
-  for (const auto [N, d] : {std::pair<Index, Index>{8192, 128}, {8192, 64}, {1024, 64}}) {
+  for (const auto& [N, d] : {std::pair<Index, Index>{8192, 128}, {8192, 64}, {1024, 64}}) {
     for (const auto a : {Algorithm::naive, Algorithm::fa2}) {
       sim::Problem p{.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = hw.sram_per_sm};
       const auto b = sim::roofline(sim::count(a, p), hw);
