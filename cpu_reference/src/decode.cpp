@@ -24,8 +24,8 @@ void check_splits(Index splits, Index n_k) {
 }
 
 Segment kv_segment(Index s, Index splits, Index n_k) {
-  const Index len = (n_k + splits - 1) / splits;  // ceil(n_k / n_splits)
-  const Index k0 = std::min(s * len, n_k);
+  const Index len = tile_count(n_k, splits);  // ceil(n_k / n_splits)
+  const Index k0 = std::min(checked_mul(s, len, "a segment's first key"), n_k);
   return {k0, std::min(len, n_k - k0)};
 }
 
@@ -39,9 +39,9 @@ SoftmaxState<accum_t<In>> segment_state(MatrixView<In> Q, MatrixView<In> K, Matr
   const Matrix<Acc> Q_scaled = Q.template cast<Acc>() * scale;  // (N_q, d), on chip
 
   auto state = SoftmaxState<Acc>::empty(n_q, d);  // stays empty if no key is valid
-  const Index k_end = segment.k0 + segment.keys;
-  for (Index k0 = segment.k0; k0 < k_end; k0 += Bc) {
-    const Index cols = std::min(Bc, k_end - k0);
+  // Tile by tile, k0 = k0_segment + j Bc: never k0 + Bc, which overflows for Bc near 2^63.
+  for (Index j = 0; j < tile_count(segment.keys, Bc); ++j) {
+    const Index k0 = segment.k0 + j * Bc, cols = std::min(Bc, segment.keys - j * Bc);
     const TileKind kind = mask.classify(0, n_q, k0, cols);
     if (kind == TileKind::skipped) continue;  // every query row is before these keys
     const Matrix<Acc> S =

@@ -50,7 +50,7 @@ Eigen::Map<const Matrix<T>> HeadTensor<T>::head(Index b, Index h) const {
 }
 
 Index kv_head_for(Index h, Index heads_q, Index heads_kv) {
-  if (heads_kv < 1 || heads_q % heads_kv != 0) {
+  if (heads_q < 1 || heads_kv < 1 || heads_q % heads_kv != 0) {
     std::ostringstream why;
     why << heads_q << " query heads cannot share " << heads_kv
         << " KV heads: the number of query heads must be a positive multiple of the number "

@@ -169,3 +169,18 @@ TEST_CASE("NaN, -0.0, infinities and 2^63 - 1 as numbers of the API") {
                    std::to_string(length)));
   }
 }
+
+TEST_CASE("found by the fuzzer: decode with Bc near 2^63, and zero query heads") {
+  std::mt19937_64 rng(flashlab::test::fresh_seed());
+  const Matrix<double> q = random_matrix(1, 6, rng), K = random_matrix(19, 6, rng),
+                       V = random_matrix(19, 6, rng);
+  const auto exact = naive_attention<double>(q, K, V);
+  for (const Index Bc : {kTwo31 + 1, kMax - 1, kMax}) {
+    AttentionOptions options;
+    options.tiles = {1, Bc};
+    CAPTURE(Bc);
+    CHECK((decode<double>(q, K, V, {3}, options).O - exact.O).cwiseAbs().maxCoeff() <= 1e-12);
+  }
+  HeadTensor<double> Q0(1, 0, 4, 8), X(1, 1, 4, 8);
+  CHECK(contains(refusal([&] { forward_multihead<double>(Q0, X, X); }), "0 query heads"));
+}

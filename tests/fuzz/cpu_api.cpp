@@ -106,7 +106,7 @@ void check_agrees(const Matrix<double>& a, const Matrix<double>& b) {
 void one_head(Bytes& in, std::uint8_t entry) {
   AttentionOptions options;
   const Index n_q = size(in, kLargestMatrix), n_k = size(in, kLargestMatrix);
-  const Index d = size(in, 16), d_k = in.byte() % 16 == 0 ? d + 1 : d;
+  const Index d = size(in, 16), d_k = in.byte() % 16 == 0 && d < kMax ? d + 1 : d;
   options.tiles = {size(in, 20), size(in, 20)};
   options.scale = scale(in);
   options.causal = static_cast<Causal>(static_cast<std::int8_t>(in.byte()) % 5);

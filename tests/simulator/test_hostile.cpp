@@ -123,4 +123,20 @@ TEST_CASE("the checked helpers: the largest values that fit, and the first that 
   CHECK(cpu::checked_product({0, kMax, 2}, "x") == 0);
 }
 
+TEST_CASE("a kernel's S and P dtypes, given as plain fields, set the SRAM its tiles take") {
+  Problem p = problem(1000, 64, DType::bf16, 227 * kKiB);
+  const cpu::TileSizes tiles{128, 64};
+  const Bytes paper = sram_footprint(Algorithm::fa2, p, tiles);  // S fp32, P in place of S
+  p.score_dtype = DType::bf16;
+  CHECK(sram_footprint(Algorithm::fa2, p, tiles) == paper - 128 * 64 * 2);
+  p.score_dtype = DType::fp32;
+  p.weight_dtype = DType::bf16;  // P in a buffer of its own, as a kernel converts S for W V
+  CHECK(sram_footprint(Algorithm::fa2, p, tiles) == paper + 128 * 64 * 2);
+  CHECK(sram_footprint(Algorithm::fa1, p, tiles) ==
+        sram_footprint(Algorithm::fa1, problem(1000, 64, DType::bf16, 227 * kKiB), tiles) +
+            128 * 64 * 2);
+  p.tiles = tiles;
+  CHECK(count(Algorithm::fa2, p).peak_sram == paper + 128 * 64 * 2);
+}
+
 }  // namespace flashlab::sim::test
