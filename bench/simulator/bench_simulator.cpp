@@ -3,7 +3,10 @@
 //
 //   ./build/bench/simulator/bench_simulator                 # the table of bench/RESULTS.md
 //   ./build/bench/simulator/bench_simulator --n 8192 --full-max-n 8192
+//   ./build/bench/simulator/bench_simulator --n 1048576 --d 64 --l2 60MiB --full-max-n 0
 //
+// With --l2, the count-only runs go through an L2 of that size and the table adds the bytes
+// that reach DRAM past it.
 // Count-only runs are repeated and the median kept. A full run costs the numerics, about
 // 4 N^2 d FLOPs on this CPU (and N^2 memory for naive), so it runs only up to --full-max-n
 // (naive only up to --naive-full-max-n); larger N are marked "not run".
@@ -56,19 +59,23 @@ struct Options {
   std::vector<cpu::Index> Ns = {1024, 8192, 65536, 1048576};
   cpu::Index d = 128, full_max_n = 8192, naive_full_max_n = 8192;
   std::string sram = "192KiB";
+  std::string l2;  // none when empty
   int repeats = 5;
 };
 
 void print_table(const Options& o) {
   std::mt19937 rng(std::random_device{}());
   const sim::Bytes sram_bytes = sim::parse_bytes(o.sram);
-  fmt::print("| N | program | Br x Bc | HBM bytes | count-only | full |\n|---|---|---|---|---|---|\n");
+  const sim::Bytes l2_bytes = o.l2.empty() ? 0 : sim::parse_bytes(o.l2);
+  fmt::print("| N | program | Br x Bc | HBM bytes |{} count-only | full |\n|---|---|---|---|{}---|---|\n",
+             l2_bytes ? " DRAM bytes past the L2 |" : "", l2_bytes ? "---|" : "");
   for (const cpu::Index N : o.Ns) {
     sim::Problem p;
     p.N = N;
     p.d = o.d;
     p.dtype = sim::DType::bf16;
     p.sram_bytes = sram_bytes;
+    p.l2_bytes = l2_bytes;
     const bool any_full = N <= std::max(o.full_max_n, o.naive_full_max_n);
     cpu::Matrix<cpu::bf16> Q, K, V;
     if (any_full) Q = random_bf16(N, o.d, rng), K = random_bf16(N, o.d, rng), V = random_bf16(N, o.d, rng);
@@ -79,9 +86,12 @@ void print_table(const Options& o) {
       std::string full = "not run";
       if (N <= limit)
         full = format_seconds(median_seconds(1, [&] { sim::simulate<cpu::bf16>(a, p, Q, K, V); }));
-      fmt::print("| {} | {} | {} | {} | {} | {} |\n", N, sim::to_string(a),
+      const std::string dram =
+          l2_bytes ? fmt::format(" {} |", sim::format_bytes(double(report.dram_total()))) : "";
+      fmt::print("| {} | {} | {} | {} |{} {} | {} |\n", N, sim::to_string(a),
                  report.tiles ? fmt::format("{} x {}", report.tiles->tiles.Br, report.tiles->tiles.Bc) : "-",
-                 sim::format_bytes(double(report.bytes_total())), format_seconds(count_s), full);
+                 sim::format_bytes(double(report.bytes_total())), dram, format_seconds(count_s),
+                 full);
       std::fflush(stdout);
     }
   }
@@ -99,6 +109,7 @@ int main(int argc, char** argv) {
   app.add_option("--n", o.Ns, "sequence lengths")->capture_default_str()->check(kAtLeastOne);
   app.add_option("--d", o.d, "head dimension")->capture_default_str()->check(kAtLeastOne);
   app.add_option("--sram", o.sram, "SRAM size")->capture_default_str();
+  app.add_option("--l2", o.l2, "an L2 of this size between HBM and SRAM (default: none)");
   app.add_option("--repeats", o.repeats, "count-only repetitions (median kept)")
       ->capture_default_str()->check(kAtLeastOne);
   app.add_option("--full-max-n", o.full_max_n, "largest N for full runs of fa1, fa2")

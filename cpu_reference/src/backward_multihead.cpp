@@ -1,5 +1,6 @@
 #include "flashlab/cpu/backward_multihead.hpp"
 
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/parallel.hpp"
 
 #include <algorithm>
@@ -13,7 +14,8 @@ template <class T>
 void check_same_shape(const char* name, const HeadTensor<T>& X, const HeadTensor<T>& like,
                       Index cols, const char* what) {
   if (X.batch == like.batch && X.heads == like.heads && X.rows == like.rows && X.cols == cols &&
-      X.data.size() == static_cast<size_t>(X.batch * X.heads * X.rows * X.cols))
+      X.data.size() == static_cast<size_t>(checked_product({X.batch, X.heads, X.rows, X.cols},
+                                                              name)))
     return;
   std::ostringstream why;
   why << name << " is (" << X.batch << ", " << X.heads << ", " << X.rows << ", " << X.cols
@@ -56,7 +58,7 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
                             HeadTensor<T>(K.batch, K.heads, K.rows, K.cols),
                             HeadTensor<T>(V.batch, V.heads, V.rows, V.cols), {}};
   const Index group = K.heads > 0 ? Q.heads / K.heads : 0;  // query heads per KV head
-  const Index items = Q.batch * K.heads;
+  const Index items = checked_mul(Q.batch, K.heads, "(batch, KV head) items");
   std::vector<TileCounts> counts(static_cast<size_t>(items));
 
   parallel_for(items, [&](Index item) {  // one (batch, KV head) per item

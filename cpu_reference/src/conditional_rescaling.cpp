@@ -9,6 +9,7 @@
 #include <utility>
 #include <numbers>
 #include <sstream>
+#include <string>
 
 namespace flashlab::cpu {
 
@@ -68,17 +69,18 @@ RescaleStep<Acc> conditional_update(ConditionalState<Acc>& cs, const Matrix<Acc>
                         std::vector<RescaleAction>(static_cast<size_t>(rows))};
   Matrix<Acc> W = Matrix<Acc>::Zero(rows, S.cols());  // (rows, Bc) weights exp(S - r')
 
-  for (Index r = 0; r < rows; ++r) {
-    const Acc tile_max = step.tile_max[r];
-    const RescaleAction action = choose_action(state.m[r], cs.max_seen[r], tile_max, threshold_nat);
-    step.actions[static_cast<size_t>(r)] = action;
+  for (Index row = 0; row < rows; ++row) {
+    const Acc tile_max = step.tile_max[row];
+    const RescaleAction action =
+        choose_action(state.m[row], cs.max_seen[row], tile_max, threshold_nat);
+    step.actions[static_cast<size_t>(row)] = action;
     if (action == RescaleAction::masked) continue;  // exp(-inf - (-inf)) would be NaN
     if (action == RescaleAction::first || action == RescaleAction::rescaled) {
-      step.alpha[r] = std::exp(state.m[r] - tile_max);  // 0 for the first tile
-      state.m[r] = tile_max;                            // the base moves to the max
+      step.alpha[row] = std::exp(state.m[row] - tile_max);  // 0 for the first tile
+      state.m[row] = tile_max;                                // the base moves to the max
     }
-    cs.max_seen[r] = std::max(cs.max_seen[r], tile_max);
-    W.row(r) = (S.row(r).array() - state.m[r]).exp();  // every weight <= exp(tau ln 2)
+    cs.max_seen[row] = std::max(cs.max_seen[row], tile_max);
+    W.row(row) = (S.row(row).array() - state.m[row]).exp();  // each weight <= exp(tau ln 2)
   }
   if (W.size() > 0) step.max_weight = W.maxCoeff();
 
@@ -96,28 +98,28 @@ InvariantError invariant_error(const SoftmaxState<Acc>& state, const Matrix<Acc>
   const double v_max = V64.size() > 0 ? std::max(V64.cwiseAbs().maxCoeff(), 1e-300) : 1.0;
   const double inf = std::numeric_limits<double>::infinity();
   InvariantError worst;
-  for (Index r = 0; r < state.rows(); ++r) {
-    const double base = state.m[r];
-    if (base == -inf) {  // nothing seen: the empty state, or a broken one
-      const bool empty = state.l[r] == Acc(0) && state.U.row(r).isZero(0);
+  for (Index row = 0; row < state.rows(); ++row) {
+    const double r = state.m[row];  // this row's base
+    if (r == -inf) {  // nothing seen: the empty state, or a broken one
+      const bool empty = state.l[row] == Acc(0) && state.U.row(row).isZero(0);
       if (!empty) worst = {inf, inf};
       continue;
     }
-    double l_ref = 0;                                          // l(r) in fp64
-    Eigen::RowVectorXd u_ref = Eigen::RowVectorXd::Zero(V64.cols());  // (d) u(r) in fp64
+    double l_ref = 0;                                                 // l(r) in fp64
+    Eigen::RowVectorXd U_ref = Eigen::RowVectorXd::Zero(V64.cols());  // (d) U(r) in fp64
     for (Index j = 0; j < S_seen.cols(); ++j) {
-      if (S_seen(r, j) == minus_inf<Acc>) continue;  // masked: weight 0
-      const double w = std::exp(static_cast<double>(S_seen(r, j)) - base);
+      if (S_seen(row, j) == minus_inf<Acc>) continue;  // masked: weight 0
+      const double w = std::exp(static_cast<double>(S_seen(row, j)) - r);
       l_ref += w;
-      u_ref += w * V64.row(j);
+      U_ref += w * V64.row(j);
     }
     if (l_ref == 0) {
       worst = {inf, inf};
       continue;
     }
-    const double l_err = std::abs(static_cast<double>(state.l[r]) - l_ref) / l_ref;
+    const double l_err = std::abs(static_cast<double>(state.l[row]) - l_ref) / l_ref;
     const double U_err =
-        (state.U.row(r).template cast<double>() - u_ref).cwiseAbs().maxCoeff() / (l_ref * v_max);
+        (state.U.row(row).template cast<double>() - U_ref).cwiseAbs().maxCoeff() / (l_ref * v_max);
     worst.l = std::max(worst.l, l_err);
     worst.U = std::max(worst.U, U_err);
   }
@@ -182,7 +184,7 @@ ConditionalResult<accum_t<In>> conditional_query_tile(MatrixView<In> Q_i, Index 
       out.invariant_error = std::max(out.invariant_error, error);
     }
   }
-  auto [O, L] = finalize(cs.state);  // O = u(r) / l(r), L = r + log l(r): r cancels
+  auto [O, L] = finalize(cs.state);  // O = U(r) / l(r), L = r + log l(r): r cancels
   out.O = std::move(O);
   out.L = std::move(L);
   return out;
@@ -197,6 +199,10 @@ ConditionalResult<accum_t<In>> forward_conditional(const Matrix<In>& Q, const Ma
   using Acc = accum_t<In>;
   check_shapes(Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols(), options);
   check_rescale_threshold<Acc>(rescale.tau_log2, K.rows());
+  if (rescale.variant != RescaleVariant::correct &&
+      rescale.variant != RescaleVariant::base_without_rescale)
+    throw InvalidArgument("rescale variant " + std::to_string(static_cast<int>(rescale.variant)) +
+                          " is not a RescaleVariant: use correct (0) or base_without_rescale (1)");
   const Index n_q = Q.rows(), Br = options.tiles.Br, Tr = tile_count(n_q, Br);
   std::vector<ConditionalResult<Acc>> tiles(static_cast<size_t>(Tr));
 

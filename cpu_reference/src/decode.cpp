@@ -1,5 +1,6 @@
 #include "flashlab/cpu/decode.hpp"
 
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/parallel.hpp"
 #include "flashlab/cpu/score_tile.hpp"
 
@@ -7,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <string>
 #include <utility>
 
 namespace flashlab::cpu {
@@ -14,16 +16,16 @@ namespace flashlab::cpu {
 void check_splits(Index splits, Index n_k) {
   if (splits >= 1 && splits <= n_k) return;
   std::ostringstream why;
-  why << "split count S = " << splits << " for a KV of N_k = " << n_k
-      << " keys: S must be between 1 and N_k (" << (n_k < 1 ? "a KV with no keys cannot be split" :
-                                                   "one segment per key at most")
+  why << "split count n_splits = " << splits << " for a KV of N_k = " << n_k
+      << " keys: n_splits must be between 1 and N_k ("
+      << (n_k < 1 ? "a KV with no keys cannot be split" : "one segment per key at most")
       << ")";
   throw InvalidArgument(why.str());
 }
 
 Segment kv_segment(Index s, Index splits, Index n_k) {
-  const Index len = (n_k + splits - 1) / splits;  // ceil(n_k / S)
-  const Index k0 = std::min(s * len, n_k);
+  const Index len = tile_count(n_k, splits);  // ceil(n_k / n_splits)
+  const Index k0 = std::min(checked_mul(s, len, "a segment's first key"), n_k);
   return {k0, std::min(len, n_k - k0)};
 }
 
@@ -37,9 +39,9 @@ SoftmaxState<accum_t<In>> segment_state(MatrixView<In> Q, MatrixView<In> K, Matr
   const Matrix<Acc> Q_scaled = Q.template cast<Acc>() * scale;  // (N_q, d), on chip
 
   auto state = SoftmaxState<Acc>::empty(n_q, d);  // stays empty if no key is valid
-  const Index k_end = segment.k0 + segment.keys;
-  for (Index k0 = segment.k0; k0 < k_end; k0 += Bc) {
-    const Index cols = std::min(Bc, k_end - k0);
+  // Tile by tile, k0 = k0_segment + j Bc: never k0 + Bc, which overflows for Bc near 2^63.
+  for (Index j = 0; j < tile_count(segment.keys, Bc); ++j) {
+    const Index k0 = segment.k0 + j * Bc, cols = std::min(Bc, segment.keys - j * Bc);
     const TileKind kind = mask.classify(0, n_q, k0, cols);
     if (kind == TileKind::skipped) continue;  // every query row is before these keys
     const Matrix<Acc> S =
@@ -100,11 +102,12 @@ SoftmaxState<Acc> merge_states(std::vector<SoftmaxState<Acc>> states, MergeOrder
     case MergeOrder::balanced_tree: return merge_pairs(states);
     case MergeOrder::random_tree: return merge_random(states, order_seed);
   }
-  throw InvalidArgument("unknown MergeOrder");
+  throw InvalidArgument("MergeOrder " + std::to_string(static_cast<int>(order)) +
+                        " is not a merge order: use left_to_right, balanced_tree or random_tree");
 }
 
 namespace {
-// The S segment states of one head, merged and normalised: the combine step.
+// The n_splits segment states of one head, merged and normalised: the combine step.
 template <class Acc>
 DecodeResult<Acc> combine(std::vector<SoftmaxState<Acc>> states, const DecodeOptions& options) {
   const auto empty = static_cast<Index>(std::count_if(states.begin(), states.end(),
@@ -120,12 +123,12 @@ DecodeResult<accum_t<In>> decode(const Matrix<In>& Q, const Matrix<In>& K, const
                                  const AttentionOptions& options) {
   using Acc = accum_t<In>;
   check_shapes(Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols(), options);
-  const Index S = decode_options.splits;
-  check_splits(S, K.rows());
-  std::vector<SoftmaxState<Acc>> states(static_cast<size_t>(S));
-  parallel_for(S, [&](Index s) {  // the split step: segments are independent
+  const Index n_splits = decode_options.splits;
+  check_splits(n_splits, K.rows());
+  std::vector<SoftmaxState<Acc>> states(static_cast<size_t>(n_splits));
+  parallel_for(n_splits, [&](Index s) {  // the split step: segments are independent
     states[static_cast<size_t>(s)] =
-        segment_state<In>(Q, K, V, kv_segment(s, S, K.rows()), options);
+        segment_state<In>(Q, K, V, kv_segment(s, n_splits, K.rows()), options);
   });
   return combine(std::move(states), decode_options);
 }
@@ -161,17 +164,18 @@ MultiHeadDecodeResult<accum_t<In>> decode_multihead(
     const std::optional<std::vector<Index>>& kv_lengths) {
   using Acc = accum_t<In>;
   check_decode_inputs(Q, K, V, decode_options, options, kv_lengths);
-  const Index B = Q.batch, H = Q.heads, S = decode_options.splits;
+  const Index B = Q.batch, H = Q.heads, n_splits = decode_options.splits;
   auto length = [&](Index b) { return kv_lengths ? (*kv_lengths)[static_cast<size_t>(b)] : K.rows; };
 
   // Split step: one work item per (batch, query head, segment).
-  std::vector<SoftmaxState<Acc>> states(static_cast<size_t>(B * H * S));
-  parallel_for(B * H * S, [&](Index item) {
-    const Index b = item / (H * S), h = (item / S) % H, s = item % S;
+  const Index items = checked_product({B, H, n_splits}, "(batch, head, segment) items");
+  std::vector<SoftmaxState<Acc>> states(static_cast<size_t>(items));
+  parallel_for(items, [&](Index item) {
+    const Index b = item / (H * n_splits), h = (item / n_splits) % H, s = item % n_splits;
     const Index h_kv = kv_head_for(h, H, K.heads), n_k = length(b);
     states[static_cast<size_t>(item)] =
         segment_state<In>(Q.head(b, h), K.head(b, h_kv).topRows(n_k),
-                          V.head(b, h_kv).topRows(n_k), kv_segment(s, S, n_k), options);
+                          V.head(b, h_kv).topRows(n_k), kv_segment(s, n_splits, n_k), options);
   });
 
   // Combine step: one work item per (batch, query head).
@@ -179,9 +183,9 @@ MultiHeadDecodeResult<accum_t<In>> decode_multihead(
                                  HeadTensor<Acc>(B, H, Q.rows, 1), 0};
   std::vector<Index> empty(static_cast<size_t>(B * H));
   parallel_for(B * H, [&](Index bh) {
-    const auto first = states.begin() + bh * S;
+    const auto first = states.begin() + bh * n_splits;
     auto result = combine(std::vector<SoftmaxState<Acc>>(std::make_move_iterator(first),
-                                                         std::make_move_iterator(first + S)),
+                                                         std::make_move_iterator(first + n_splits)),
                           decode_options);
     out.O.head(bh / H, bh % H) = result.O;
     out.L.head(bh / H, bh % H) = result.L;

@@ -129,8 +129,8 @@ ForwardResult<accum_t<In>> forward_kv_outer(const Matrix<In>& Q, const Matrix<In
     // inner: query tiles, whose rows of O, l, m are disjoint
     parallel_for(Tr, [&](Index i) { one_step(j, i); }, /*serial=*/bool(observer));
 
-  // U holds the normalised O already; only L = m + log l is left to form (-inf where l = 0).
-  Vector<Acc> L = hbm.m + hbm.l.array().log().matrix();
+  // U holds the normalised O already; only L = m + log l is left to form.
+  Vector<Acc> L = log_sum_exp<Acc>(hbm.m, hbm.l);
   ForwardResult<Acc> out{std::move(hbm.U), std::move(L), {}};
   for (const auto& c : counts) out.tiles += c;
   return out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 namespace flashlab::cpu {
 
@@ -12,6 +13,14 @@ std::string_view to_string(Causal causal) {
     case Causal::bottom_right: return "bottom-right";
   }
   return "?";
+}
+
+void check_causal(Causal causal) {
+  if (causal == Causal::none || causal == Causal::top_left || causal == Causal::bottom_right)
+    return;
+  throw InvalidArgument("causal = " + std::to_string(static_cast<int>(causal)) +
+                        " is not a causal alignment: use Causal::none (0), Causal::top_left "
+                        "(1) or Causal::bottom_right (2)");
 }
 
 std::string_view to_string(TileKind kind) {

@@ -1,29 +1,56 @@
 #include "flashlab/cpu/multihead.hpp"
 
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/parallel.hpp"
 
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <utility>
 
 namespace flashlab::cpu {
+
+namespace {
+
+// The entries of a (batch, heads, rows, cols) tensor, checked: no extent negative, no
+// partial product past 2^63 - 1.
+Index entries(Index batch, Index heads, Index rows, Index cols) {
+  for (const auto& [name, extent] : {std::pair{"batch", batch}, {"heads", heads},
+                                     {"rows", rows}, {"cols", cols}})
+    check_nonnegative(extent, std::string("a HeadTensor's ") + name);
+  return checked_product({batch, heads, rows, cols}, "a HeadTensor's batch x heads x rows x cols");
+}
+
+template <class T>
+Index head_offset(const HeadTensor<T>& X, Index b, Index h) {
+  if (b < 0 || b >= X.batch || h < 0 || h >= X.heads) {
+    std::ostringstream why;
+    why << "head(" << b << ", " << h << ") of a tensor of " << X.batch << " batch entries and "
+        << X.heads << " heads: b must be in [0, batch) and h in [0, heads)";
+    throw InvalidArgument(why.str());
+  }
+  return (b * X.heads + h) * X.rows * X.cols;  // below the entries checked at construction
+}
+
+}  // namespace
 
 template <class T>
 HeadTensor<T>::HeadTensor(Index batch, Index heads, Index rows, Index cols)
     : batch(batch), heads(heads), rows(rows), cols(cols),
-      data(static_cast<size_t>(batch * heads * rows * cols)) {}
+      data(static_cast<size_t>(entries(batch, heads, rows, cols))) {}
 
 template <class T>
 Eigen::Map<Matrix<T>> HeadTensor<T>::head(Index b, Index h) {
-  return {data.data() + (b * heads + h) * rows * cols, rows, cols};
+  return {data.data() + head_offset(*this, b, h), rows, cols};
 }
 
 template <class T>
 Eigen::Map<const Matrix<T>> HeadTensor<T>::head(Index b, Index h) const {
-  return {data.data() + (b * heads + h) * rows * cols, rows, cols};
+  return {data.data() + head_offset(*this, b, h), rows, cols};
 }
 
 Index kv_head_for(Index h, Index heads_q, Index heads_kv) {
-  if (heads_kv < 1 || heads_q % heads_kv != 0) {
+  if (heads_q < 1 || heads_kv < 1 || heads_q % heads_kv != 0) {
     std::ostringstream why;
     why << heads_q << " query heads cannot share " << heads_kv
         << " KV heads: the number of query heads must be a positive multiple of the number "
@@ -38,7 +65,7 @@ void check_heads(const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTen
                  const AttentionOptions& options) {
   std::ostringstream why;
   for (const auto* X : {&Q, &K, &V})
-    if (X->data.size() != static_cast<size_t>(X->batch * X->heads * X->rows * X->cols)) {
+    if (X->data.size() != static_cast<size_t>(entries(X->batch, X->heads, X->rows, X->cols))) {
       why << (X == &Q ? "Q" : X == &K ? "K" : "V") << " claims the shape (" << X->batch << ", "
           << X->heads << ", " << X->rows << ", " << X->cols << ") but holds " << X->data.size()
           << " entries: a HeadTensor must hold batch * heads * rows * cols of them";
@@ -69,7 +96,7 @@ MultiHeadResult<accum_t<In>> forward_multihead(const HeadTensor<In>& Q, const He
                            HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, 1), {}};
 
   // One flat list of independent work items: (batch, query head, query tile).
-  const Index items = Q.batch * Q.heads * Tr;
+  const Index items = checked_product({Q.batch, Q.heads, Tr}, "(batch, head, query tile) items");
   std::vector<TileCounts> counts(static_cast<size_t>(items));
   parallel_for(items, [&](Index item) {
     const Index b = item / (Q.heads * Tr), h = (item / Tr) % Q.heads, i = item % Tr;

@@ -1,8 +1,11 @@
 #include "flashlab/cpu/options.hpp"
 
+#include "flashlab/cpu/checked.hpp"
+
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace flashlab::cpu {
 
@@ -10,9 +13,25 @@ double AttentionOptions::scale_for(Index d) const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
 }
 
+Index tile_count(Index n, Index block) {
+  if (n < 0 || block < 1) {
+    std::ostringstream why;
+    why << "tile_count(" << n << ", " << block << "): " << n
+        << " rows cannot be cut into tiles of " << block
+        << " rows; the rows must be at least 0 and the tile at least 1";
+    throw InvalidArgument(why.str());
+  }
+  return n / block + (n % block != 0 ? 1 : 0);
+}
+
 void check_shapes(Index q_rows, Index q_cols, Index k_rows, Index k_cols, Index v_rows,
                   Index v_cols, const AttentionOptions& options) {
   std::ostringstream why;
+  for (const auto& [name, extent] : {std::pair{"Q's rows N_q", q_rows}, {"Q's columns d", q_cols},
+                                     {"K's rows N_k", k_rows}, {"K's columns d", k_cols},
+                                     {"V's rows", v_rows}, {"V's columns d", v_cols}})
+    check_nonnegative(extent, name);
+  check_causal(options.causal);
   if (q_cols == 0) {
     why << "d = 0: Q has no columns; the head dimension d must be at least 1";
   } else if (k_cols != q_cols) {
@@ -32,7 +51,6 @@ void check_shapes(Index q_rows, Index q_cols, Index k_rows, Index k_cols, Index 
         << " is not a positive finite number; leave it unset for 1/sqrt(d)";
   }
   if (!why.str().empty()) throw InvalidArgument(why.str());
-  (void)q_rows;  // any N_q >= 0 is valid; N_q = 0 gives an empty result
 }
 
 template <class Acc>

@@ -99,16 +99,20 @@ SoftmaxState<Acc> merge_into_normalised(Eigen::Ref<Matrix<Acc>> O, Eigen::Ref<Ve
 }
 
 template <class Acc>
+Vector<Acc> log_sum_exp(const Vector<Acc>& m, const Vector<Acc>& l) {
+  Vector<Acc> L(m.size());
+  for (Index r = 0; r < m.size(); ++r)  // no valid key: log 0 = -inf, whatever m holds
+    L[r] = l[r] == Acc(0) ? minus_inf<Acc> : m[r] + std::log(l[r]);
+  return L;
+}
+
+template <class Acc>
 Normalised<Acc> finalize(const SoftmaxState<Acc>& state) {
-  Normalised<Acc> out{Matrix<Acc>(state.U.rows(), state.U.cols()), Vector<Acc>(state.rows())};
+  Normalised<Acc> out{Matrix<Acc>(state.U.rows(), state.U.cols()),
+                      log_sum_exp<Acc>(state.m, state.l)};
   for (Index r = 0; r < state.rows(); ++r) {
-    if (state.l[r] == Acc(0)) {  // no valid key for this query: O = 0, L = -inf
-      out.O.row(r).setZero();
-      out.L[r] = minus_inf<Acc>;
-    } else {
-      out.O.row(r) = state.U.row(r) / state.l[r];
-      out.L[r] = state.m[r] + std::log(state.l[r]);
-    }
+    if (state.l[r] == Acc(0)) out.O.row(r).setZero();  // no valid key for this query: O = 0
+    else out.O.row(r) = state.U.row(r) / state.l[r];
   }
   return out;
 }
@@ -137,6 +141,8 @@ template SoftmaxState<float> merge_into_normalised(Eigen::Ref<Matrix<float>>,
                                                    Eigen::Ref<Vector<float>>,
                                                    Eigen::Ref<Vector<float>>,
                                                    const SoftmaxState<float>&);
+template Vector<double> log_sum_exp(const Vector<double>&, const Vector<double>&);
+template Vector<float> log_sum_exp(const Vector<float>&, const Vector<float>&);
 template Normalised<double> finalize(const SoftmaxState<double>&);
 template Normalised<float> finalize(const SoftmaxState<float>&);
 

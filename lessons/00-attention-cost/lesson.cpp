@@ -4,6 +4,7 @@
 #include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/naive.hpp"
+#include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -59,10 +60,13 @@ void memory_cost(LessonContext& ctx) {
 
 void simulated_traffic(LessonContext& ctx) {
   ctx.step("The HBM traffic, counted by the simulator");
-  ctx.say("The simulator runs each program against a model of HBM (unbounded, every byte\n"
-          "counted) and on-chip SRAM (192 KiB, one SM's shared memory). naive is the three\n"
-          "operators; fa2 is the fused, tiled FlashAttention-2 loop of lesson 3.\n\n");
-  const sim::Problem p{.N = kN, .d = kD, .dtype = sim::DType::bf16};
+  const auto& hw = sim::find_profile("h200");
+  ctx.print("The simulator runs each program against a model of HBM (unbounded, every byte\n"
+            "counted) and on-chip SRAM ({}, what one SM of an H200 gives a thread block).\n"
+            "naive is the three operators; fa2 is the fused, tiled FlashAttention-2 loop of\n"
+            "lesson 3.\n\n",
+            sim::format_bytes(double(hw.sram_per_sm)));
+  const sim::Problem p{.N = kN, .d = kD, .dtype = sim::DType::bf16, .sram_bytes = hw.sram_per_sm};
   const auto naive = sim::count(sim::Algorithm::naive, p);
   const auto fa2 = sim::count(sim::Algorithm::fa2, p);
   std::vector<std::string> names;  // every tensor of either program, naive's first

@@ -1,4 +1,4 @@
-// Lesson 2: the online-softmax state (m, l, u), the 49/15 example, and the general merge.
+// Lesson 2: the online-softmax state (m, l, U), the 49/15 example, and the general merge.
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
 #include "traces/trace_print.hpp"
@@ -29,19 +29,19 @@ void full_formula(LessonContext& ctx) {
 void one_key_at_a_time(LessonContext& ctx) {
   ctx.step("One key at a time: the running state");
   ctx.say("Online softmax keeps, per query, m (the largest score so far), l (the sum of\n"
-          "exp(S - m) so far) and u (the sum of exp(S - m) V so far). When a larger score\n"
+          "exp(S - m) so far) and U (the sum of exp(S - m) V so far). When a larger score\n"
           "arrives, everything already summed is moved to the new base by one factor,\n"
           "alpha = exp(m_old - m_new). No score is ever read twice. Tile size Bc = 1:\n\n");
   const auto trace = trace_worked_example(1);
-  Table t({"key", "exp(S)", "m", "exp(m)", "alpha", "l", "u", "u / l"});
+  Table t({"key", "exp(S)", "m", "exp(m)", "alpha", "l", "U", "U / l"});
   for (const auto& r : trace.tiles) {
-    const double u = r.U(0, 0);
+    const double U = r.U(0, 0);
     t.add({fmt::format("{}", r.k0 + 1), num(std::exp(r.tile_max[0])), num(r.m[0]),
-           num(std::exp(r.m[0])), num(r.alpha[0]), num(r.l[0]), num(u), num(u / r.l[0])});
+           num(std::exp(r.m[0])), num(r.alpha[0]), num(r.l[0]), num(U), num(U / r.l[0])});
   }
   ctx.table(t);
   ctx.say("alpha is 0 at the first key (the empty state has m = -inf and contributes\n"
-          "nothing), then 1/2 each time: every new key here doubles the max. u / l is the\n"
+          "nothing), then 1/2 each time: every new key here doubles the max. U / l is the\n"
           "output of the keys seen so far; after the last key it is the answer.\n\n");
 }
 
@@ -51,23 +51,23 @@ void two_tiles(LessonContext& ctx) {
   const auto& a = trace.tiles[0];
   const auto& b = trace.tiles[1];
   ctx.print("Tile A (keys 1-2) on its own ends with m_A = log 2, l_A = 1/2 + 1 = {},\n"
-            "u_A = 1/2 + 2 = {}. Tile B (keys 3-4) raises the max to m = log 8, so\n"
+            "U_A = 1/2 + 2 = {}. Tile B (keys 3-4) raises the max to m = log 8, so\n"
             "alpha = exp(m_A - m) = {} shrinks A's sums before B's weights (1/2, 1) join:\n\n",
             num(a.l[0]), num(a.U(0, 0)), num(b.alpha[0]));
-  Table t({"after", "m", "alpha", "l", "u", "u / l"}, {true});
+  Table t({"after", "m", "alpha", "l", "U", "U / l"}, {true});
   for (const auto* r : {&a, &b})
     t.add({fmt::format("keys {}-{}", r->k0 + 1, r->k0 + r->cols), num(r->m[0]), num(r->alpha[0]),
            num(r->l[0]), num(r->U(0, 0)), num(r->U(0, 0) / r->l[0], 15)});
   ctx.table(t);
   const double O = trace.query_tiles[0].O(0, 0);
-  ctx.print("O = u / l = {} / {} = {}; |O - 49/15| = {}.\n\n", num(b.U(0, 0)), num(b.l[0]),
+  ctx.print("O = U / l = {} / {} = {}; |O - 49/15| = {}.\n\n", num(b.U(0, 0)), num(b.l[0]),
             num(O, 17), num(std::abs(O - kExact), 3));
   // Tile B's own sums, recovered from the trace: what B added on top of alpha * A.
-  const double l_B = b.l[0] - b.alpha[0] * a.l[0], u_B = b.U(0, 0) - b.alpha[0] * a.U(0, 0);
-  ctx.print("The wrong shortcut: average the two tiles' own outputs, u_A/l_A = {} and\n"
-            "u_B/l_B = {}, to get {}. {} tile B holds {} of the denominator\n"
+  const double l_B = b.l[0] - b.alpha[0] * a.l[0], U_B = b.U(0, 0) - b.alpha[0] * a.U(0, 0);
+  ctx.print("The wrong shortcut: average the two tiles' own outputs, U_A/l_A = {} and\n"
+            "U_B/l_B = {}, to get {}. {} tile B holds {} of the denominator\n"
             "l = {}, so its output must weigh that much, not 1/2.\n\n",
-            num(a.U(0, 0) / a.l[0]), num(u_B / l_B), num(0.5 * (a.U(0, 0) / a.l[0] + u_B / l_B)),
+            num(a.U(0, 0) / a.l[0]), num(U_B / l_B), num(0.5 * (a.U(0, 0) / a.l[0] + U_B / l_B)),
             ctx.bad("Wrong:"), num(l_B / b.l[0]), num(b.l[0]));
 }
 
@@ -77,7 +77,7 @@ void general_merge(LessonContext& ctx) {
   ctx.step("The general merge, in any order");
   ctx.say("Two states of the same query over disjoint keys merge exactly:\n"
           "  m = max(m_A, m_B), alpha = exp(m_A - m), beta = exp(m_B - m),\n"
-          "  l = alpha l_A + beta l_B,  u = alpha u_A + beta u_B.\n"
+          "  l = alpha l_A + beta l_B,  U = alpha U_A + beta U_B.\n"
           "Below, one row of 1000 random scores is cut into segments; each segment's state is\n"
           "computed alone; the states are merged left to right and in a shuffled order.\n\n");
   constexpr Index kKeys = 1000, kD = 3;

@@ -17,8 +17,10 @@ namespace {
 using cpu::Index;
 using sim::Algorithm;
 constexpr sim::Bytes kKiB = 1024;
-constexpr sim::Bytes kSram = 192 * kKiB;  // about one SM's shared memory
-constexpr sim::Bytes kH200L2 = 60 * 1024 * kKiB;  // the H200's L2 (ANCHORS.md)
+
+// The machine every step of this lesson is counted on: its SRAM per block and its L2 come
+// from the simulator's profile, which owns them.
+const sim::HardwareProfile& h200() { return sim::find_profile("h200"); }
 
 // The slope of log y against log x by least squares: y ~ x^slope.
 double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y) {
@@ -47,16 +49,17 @@ void three_programs(LessonContext& ctx) {
           "SRAM in elements (halved by the simulator when the real buffers would not fit).\n\n");
   constexpr Index kN = 4096, kD = 64;
   Table t({"program", "Br", "Bc", "HBM read", "HBM written", "total", "vs fa2"}, {true});
-  const double fa2_total = double(count(Algorithm::fa2, kN, kD, kSram).bytes_total());
+  const double fa2_total = double(count(Algorithm::fa2, kN, kD, h200().sram_per_sm).bytes_total());
   for (const auto a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {
-    const auto r = count(a, kN, kD, kSram);
+    const auto r = count(a, kN, kD, h200().sram_per_sm);
     const auto tiles = r.tiles ? r.tiles->tiles : cpu::TileSizes{0, 0};
     t.add({std::string(sim::to_string(a)), r.tiles ? fmt::format("{}", tiles.Br) : std::string("-"),
            r.tiles ? fmt::format("{}", tiles.Bc) : std::string("-"), sim::format_bytes(double(r.bytes_read())),
            sim::format_bytes(double(r.bytes_written())), sim::format_bytes(double(r.bytes_total())),
            fmt::format("{:.1f}x", double(r.bytes_total()) / fa2_total)});
   }
-  ctx.print("N = {}, d = {}, bf16, SRAM = {}:\n\n", kN, kD, sim::format_bytes(double(kSram)));
+  ctx.print("N = {}, d = {}, bf16, SRAM = {} (one H200 block's):\n\n", kN, kD,
+            sim::format_bytes(double(h200().sram_per_sm)));
   ctx.table(t);
 }
 
@@ -72,7 +75,7 @@ void sweep_N(LessonContext& ctx) {
     x.push_back(double(N));
     int k = 0;
     for (const auto a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {
-      const double bytes = double(count(a, N, kD, kSram).bytes_total());
+      const double bytes = double(count(a, N, kD, h200().sram_per_sm).bytes_total());
       y[k++].push_back(bytes);
       row.push_back(sim::format_bytes(bytes));
     }
@@ -120,7 +123,7 @@ void sweep_d(LessonContext& ctx) {
   std::vector<double> x, y;
   Table t({"d", "Bc", "fa1 bytes"});
   for (Index d : {32, 64, 128, 256}) {
-    const auto r = count(Algorithm::fa1, kN, d, 4 * kSram);
+    const auto r = count(Algorithm::fa1, kN, d, 4 * h200().sram_per_sm);
     x.push_back(double(d));
     y.push_back(double(r.bytes_total()));
     t.add({fmt::format("{}", d), fmt::format("{}", r.tiles->tiles.Bc), sim::format_bytes(y.back())});
@@ -132,21 +135,21 @@ void sweep_d(LessonContext& ctx) {
 
 void roofline(LessonContext& ctx) {
   ctx.step("Which resource binds on an H200");
-  const auto& h200 = sim::find_profile("h200");
+  const auto& hw = h200();
   ctx.print("t >= max(matrix FLOPs / {:.0f} TFLOP/s, exps / {:.1f} T/s, HBM bytes / {:.2f} TB/s),\n"
             "the simulator's profile of the H200 ({}). A lower bound, not a prediction.\n\n",
-            h200.matrix_flops_per_s / 1e12, h200.exp_per_s / 1e12, h200.hbm_bytes_per_s / 1e12,
-            h200.description);
+            hw.matrix_flops_per_s / 1e12, hw.exp_per_s / 1e12, hw.hbm_bytes_per_s / 1e12,
+            hw.description);
   Table t({"program", "N", "d", "matrix", "exp", "memory", "binds", "DRAM past the L2",
            "memory then", "binds then"}, {true});
   const auto us = [](double s) { return fmt::format("{:.1f} us", s * 1e6); };
-  for (const auto [N, d] : {std::pair<Index, Index>{8192, 128}, {8192, 64}, {1024, 64}}) {
+  for (const auto& [N, d] : {std::pair<Index, Index>{8192, 128}, {8192, 64}, {1024, 64}}) {
     for (const auto a : {Algorithm::naive, Algorithm::fa2}) {
-      sim::Problem p{.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = h200.sram_per_sm};
-      const auto b = sim::roofline(sim::count(a, p), h200);
-      p.l2_bytes = kH200L2;
+      sim::Problem p{.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = hw.sram_per_sm};
+      const auto b = sim::roofline(sim::count(a, p), hw);
+      p.l2_bytes = hw.l2_bytes;
       const auto with_l2 = sim::count(a, p);
-      const auto b2 = sim::roofline(with_l2, h200);
+      const auto b2 = sim::roofline(with_l2, hw);
       t.add({std::string(sim::to_string(a)), fmt::format("{}", N), fmt::format("{}", d),
              us(b.matrix_s), us(b.exp_s), us(b.memory_s), std::string(b.binding()),
              sim::format_bytes(double(with_l2.dram_total())), us(b2.memory_s),
@@ -163,7 +166,7 @@ void roofline(LessonContext& ctx) {
             "torch's kernel: 5.48 GB of L2 traffic but 110.6 MB read from DRAM. Naive's S and P\n"
             "(128 MiB each at N = 8192) do not fit, and naive stays memory bound. Overlapping\n"
             "softmax with the matrix products is the subject of lessons 8 and 9.\n\n",
-            sim::format_bytes(double(kH200L2)));
+            sim::format_bytes(double(hw.l2_bytes)));
 }
 
 }  // namespace

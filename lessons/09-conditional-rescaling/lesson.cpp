@@ -28,13 +28,13 @@ void invariant(LessonContext& ctx) {
   ctx.say("The standard update keeps m equal to the running max and rescales l and U by\n"
           "alpha = exp(m - m') whenever the max grows: a (Br, d) multiply per tile. But for\n"
           "any base r,\n"
-          "  l(r) = sum_j exp(x_j - r),   u(r) = sum_j exp(x_j - r) V_j,\n"
-          "and both carry the factor exp(-r), so O = u(r) / l(r) does not depend on r. The\n"
+          "  l(r) = sum_j exp(x_j - r),   U(r) = sum_j exp(x_j - r) V_j,\n"
+          "and both carry the factor exp(-r), so O = U(r) / l(r) does not depend on r. The\n"
           "base only has to keep the weights exp(x_j - r) in range. FlashAttention-4 keeps r\n"
           "until the max passes it by more than tau = 8 (in log2 units): every weight then\n"
           "stays below 2^8 = 256, far from fp32's limit near 2^128.\n\n");
   const cpu::Vector<double> x{{1.0, 4.0, 2.5, 3.0}}, V{{10.0, 20.0, 30.0, 40.0}};
-  Table t({"base r", "l(r)", "u(r)", "u(r) / l(r)"});
+  Table t({"base r", "l(r)", "U(r)", "U(r) / l(r)"});
   for (double r : {x.maxCoeff(), x.maxCoeff() - 3.0, x.maxCoeff() + 5.0}) {
     const cpu::Vector<double> w = (x.array() - r).exp().matrix();
     t.add({num(r), num(w.sum()), num(w.dot(V)), num(w.dot(V) / w.sum(), 15)});
@@ -83,7 +83,7 @@ void verified(LessonContext& ctx) {
   options.tiles = {kTile, kTile};
   const auto r = cpu::forward_conditional<float>(
       in.Q, in.K, in.V, options, {.tau_log2 = cpu::kFa4RescaleThresholdLog2, .verify_invariant = true});
-  ctx.print("After every tile the state must satisfy l = l(r) and U = u(r) at its own base r\n"
+  ctx.print("After every tile the state must satisfy l = l(r) and U = U(r) at its own base r\n"
             "(recomputed in fp64 from every score the rows have seen). Worst relative error over\n"
             "the run: {} (fp32 rounding).\n\n", num(r.invariant_error, 3));
 }

@@ -30,16 +30,16 @@ void parallelism(LessonContext& ctx) {
             "(batch, head, Br = {} rows): {} thread blocks for the {} SMs of an H200.\n"
             "In decode each (batch, KV head) has one query row per query head and nothing else:\n"
             "{} blocks, each sweeping the whole cache alone. {} of {} SMs would sit idle.\n\n"
-            "Split-KV cuts each cache into S segments, one block each: B H_kv S blocks, then a\n"
-            "small combine step merges the S states.\n\n",
+            "Split-KV cuts each cache into n_splits segments, one block each: B H_kv n_splits\n"
+            "blocks, then a small combine step merges the n_splits states.\n\n",
             kPrefillN, kBr, prefill_units, h200.sm_count, decode_units,
             h200.sm_count - std::min<Index>(decode_units, h200.sm_count), h200.sm_count);
-  Table t({"splits S", "blocks", "blocks per SM", "partial state bytes (fp32)"});
-  for (Index S : {1, 2, 4, 8, 16, 32}) {
-    const Index blocks = decode_units * S;
-    // Each block writes (m, l, u) for each of its query heads: d + 2 fp32 numbers per head.
-    const double partial = double(kBatch * kHeadsQ * S) * (kD + 2) * kFp32;
-    t.add({fmt::format("{}", S), fmt::format("{}", blocks),
+  Table t({"n_splits", "blocks", "blocks per SM", "partial state bytes (fp32)"});
+  for (Index n_splits : {1, 2, 4, 8, 16, 32}) {
+    const Index blocks = decode_units * n_splits;
+    // Each block writes (m, l, U) for each of its query heads: d + 2 fp32 numbers per head.
+    const double partial = double(kBatch * kHeadsQ * n_splits) * (kD + 2) * kFp32;
+    t.add({fmt::format("{}", n_splits), fmt::format("{}", blocks),
            fmt::format("{:.2f}", double(blocks) / h200.sm_count), num(partial, 3)});
   }
   ctx.table(t);
@@ -52,15 +52,16 @@ void exact_merge(LessonContext& ctx) {
   const cpu::Matrix<double> q = in.Q.topRows(1).cast<double>();
   const cpu::Matrix<double> K = in.K.cast<double>(), V = in.V.cast<double>();
   const auto exact = cpu::naive_attention<double>(q, K, V);
-  ctx.print("One query against a cache of {} keys, d = 64, fp64. Each segment's state (m, l, u)\n"
+  ctx.print("One query against a cache of {} keys, d = 64, fp64. Each segment's state (m, l, U)\n"
             "is computed alone and the states are merged (lesson 2) in three tree shapes:\n\n",
             kCache);
-  Table t({"splits S", "chain: max err", "balanced tree", "random tree"});
-  for (Index S : {1, 3, 16, 64, 1024}) {
-    std::vector<std::string> row{fmt::format("{}", S)};
+  Table t({"n_splits", "chain: max err", "balanced tree", "random tree"});
+  for (Index n_splits : {1, 3, 16, 64, 1024}) {
+    std::vector<std::string> row{fmt::format("{}", n_splits)};
     for (const auto order : {cpu::MergeOrder::left_to_right, cpu::MergeOrder::balanced_tree,
                              cpu::MergeOrder::random_tree}) {
-      const auto r = cpu::decode<double>(q, K, V, {.splits = S, .order = order, .order_seed = kSeed});
+      const auto r =
+          cpu::decode<double>(q, K, V, {.splits = n_splits, .order = order, .order_seed = kSeed});
       row.push_back(num((r.O - exact.O).cwiseAbs().maxCoeff(), 3));
     }
     t.add(row);
@@ -72,23 +73,23 @@ void exact_merge(LessonContext& ctx) {
 void bytes_per_token(LessonContext& ctx) {
   ctx.step("Bytes per token: decode is a memory-bound read of the cache");
   const auto& h200 = sim::find_profile("h200");
-  ctx.print("Each new token reads the whole K and V cache once: 2 L H_kv d bf16 numbers per batch\n"
-            "entry, and does about 4 L d FLOPs per query head with them. B = {}, {} query heads\n"
-            "over {} KV heads, d = {}; the bound is bytes / {:.2f} TB/s:\n\n",
+  ctx.print("Each new token reads the whole K and V cache once: 2 N_k H_kv d bf16 numbers per\n"
+            "batch entry, and does about 4 N_k d FLOPs per query head with them. B = {}, {}\n"
+            "query heads over {} KV heads, d = {}; the bound is bytes / {:.2f} TB/s:\n\n",
             kBatch, kHeadsQ, kHeadsKV, kD, h200.hbm_bytes_per_s / 1e12);
-  Table t({"cache L", "KV bytes read", "FLOPs", "FLOPs per byte", "time bound", "steps/s bound"});
-  for (Index L : {4096, 32768, 131072}) {
-    const double bytes = 2.0 * double(L) * kHeadsKV * kD * kBf16 * kBatch;
-    const double flops = 4.0 * double(L) * kD * kHeadsQ * kBatch;
+  Table t({"cache N_k", "KV bytes read", "FLOPs", "FLOPs per byte", "time bound", "steps/s bound"});
+  for (Index N_k : {4096, 32768, 131072}) {
+    const double bytes = 2.0 * double(N_k) * kHeadsKV * kD * kBf16 * kBatch;
+    const double flops = 4.0 * double(N_k) * kD * kHeadsQ * kBatch;
     const double seconds = bytes / h200.hbm_bytes_per_s;
-    t.add({fmt::format("{}", L), num(bytes, 4), num(flops, 4), num(flops / bytes, 3),
+    t.add({fmt::format("{}", N_k), num(bytes, 4), num(flops, 4), num(flops / bytes, 3),
            fmt::format("{:.1f} us", seconds * 1e6), num(1.0 / seconds, 4)});
   }
   ctx.table(t);
   ctx.print("A step produces one token per batch entry. {} FLOPs per byte, against the {:.0f} an\n"
             "H200 can do per byte it reads: the matrix units wait on memory. GQA helps directly:\n"
             "{} query heads share each KV head, so the cache is read once for all of them.\n"
-            "ANCHORS.md measured flash-attn's decode at 4.1 TB/s for L = 32768 on the H200:\n"
+            "ANCHORS.md measured flash-attn's decode at 4.1 TB/s for N_k = 32768 on the H200:\n"
             "close to the bound, which is all decode can hope for.\n\n",
             num(4.0 * kHeadsQ / (2.0 * kHeadsKV * kBf16), 3),
             h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kHeadsQ / kHeadsKV);

@@ -11,6 +11,7 @@
 // ANCHORS.md allows (tests/simulator/test_numerics.cpp shows the rule holding with fp32).
 #include "program.hpp"
 
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/forward.hpp"
 
 #include <limits>
@@ -24,16 +25,18 @@ struct Fa1Buffers {
 
   static Fa1Buffers allocate(Machine& machine, const Problem& p, cpu::TileSizes t) {
     const Index Br = std::min(t.Br, p.N), Bc = std::min(t.Bc, p.N), d = p.d;
-    return {machine.allocate("sK", "the key tile K_j", Bc, d, p.dtype),
-            machine.allocate("sV", "the value tile V_j", Bc, d, p.dtype),
-            machine.allocate("sQ", "the query tile Q_i", Br, d, p.dtype),
-            machine.allocate("sO", "the output tile O_i", Br, d, kAccumulator),
-            machine.allocate("sS", "the score tile S_ij", Br, Bc, kAccumulator),
-            machine.allocate("sU", "the tile's unnormalised output", Br, d, kAccumulator),
-            machine.allocate("sl", "the stored sums l_i", Br, 1, kAccumulator),
-            machine.allocate("sm", "the stored maxima m_i", Br, 1, kAccumulator),
-            machine.allocate("sl_tile", "the tile's row sums", Br, 1, kAccumulator),
-            machine.allocate("sm_tile", "the tile's row maxima", Br, 1, kAccumulator)};
+    Fa1Buffers b{machine.allocate("sK", "the key tile K_j", Bc, d, p.dtype),
+                 machine.allocate("sV", "the value tile V_j", Bc, d, p.dtype),
+                 machine.allocate("sQ", "the query tile Q_i", Br, d, p.dtype),
+                 machine.allocate("sO", "the output tile O_i", Br, d, kAccumulator),
+                 machine.allocate("sS", "the score tile S_ij", Br, Bc, p.score_dtype),
+                 machine.allocate("sU", "the tile's unnormalised output", Br, d, kAccumulator),
+                 machine.allocate("sl", "the stored sums l_i", Br, 1, kAccumulator),
+                 machine.allocate("sm", "the stored maxima m_i", Br, 1, kAccumulator),
+                 machine.allocate("sl_tile", "the tile's row sums", Br, 1, kAccumulator),
+                 machine.allocate("sm_tile", "the tile's row maxima", Br, 1, kAccumulator)};
+    allocate_weights(machine, p, Br, Bc);
+    return b;
   }
 };
 
@@ -80,9 +83,15 @@ Bytes fa1_footprint(const Problem& problem, cpu::TileSizes tiles) {
   return machine.peak_sram();
 }
 
+Bytes fa1_numerics_bytes(const Problem& p) {
+  // The HBM state O (N, d), l, m (N); the scaled Q (N, d); L (N). O is handed out as it is.
+  const Index floats = cpu::checked_product({p.N, 2 * p.d + 3}, "fa1's numbers");
+  return cpu::checked_mul(floats, bytes_of(kAccumulator), "fa1's numbers");
+}
+
 template <class In>
 void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<In>* in,
-             Outputs* out) {
+             Outputs* out, const Progress& progress) {
   const Index N = p.N, d = p.d, Br = t.Br, Bc = t.Bc;
   const cpu::Mask mask{p.causal, N, N};
   const auto gQ = machine.add_tensor("Q", N, d, p.dtype);
@@ -108,7 +117,9 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
                static_cast<float>(cpu::AttentionOptions{}.scale_for(d));
   }
 
-  for (Index j = 0; j < tile_count(N, Bc); ++j) {  // outer: KV tiles, each loaded once
+  const Index Tc = tile_count(N, Bc), Tc_whole = N / Bc;
+  SteadyState steady(machine, !in && !machine.tracing() && machine.has_l2(), {gK, gV}, Bc);
+  for (Index j = 0; j < Tc; ++j) {  // outer: KV tiles, each loaded once
     const Index k0 = j * Bc, cols = tile_rows(N, Bc, j);
     machine.load(s.sK, gK, k0, cols, {-1, j});
     machine.load(s.sV, gV, k0, cols, {-1, j});
@@ -133,18 +144,22 @@ void run_fa1(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
       machine.store(s.sl, gl, q0, rows, at, times);
       machine.store(s.sm, gm, q0, rows, at, times);
     }
+    // Whole KV tiles with no mask meet the same query tiles: each is alike to the next.
+    const Index alike = p.causal == cpu::Causal::none && j < Tc_whole ? Tc_whole - 1 - j : 0;
+    j += steady.after(j, alike);
+    if (progress) progress(j + 1, Tc);
   }
-  if (in) {  // FA1 keeps l and m for the backward pass; L = m + log l is read off them
+  if (in) {  // O is normalised at every step already; L = m + log l is read off l and m
     out->O = std::move(hbm.O);
-    out->L = cpu::finalize(cpu::SoftmaxState<float>{hbm.m, hbm.l, out->O}).L;
+    out->L = cpu::log_sum_exp<float>(hbm.m, hbm.l);
   }
 }
 
 template void run_fa1<float>(Machine&, const Problem&, cpu::TileSizes, const Inputs<float>*,
-                             Outputs*);
+                             Outputs*, const Progress&);
 template void run_fa1<cpu::bf16>(Machine&, const Problem&, cpu::TileSizes,
-                                 const Inputs<cpu::bf16>*, Outputs*);
+                                 const Inputs<cpu::bf16>*, Outputs*, const Progress&);
 template void run_fa1<cpu::fp16>(Machine&, const Problem&, cpu::TileSizes,
-                                 const Inputs<cpu::fp16>*, Outputs*);
+                                 const Inputs<cpu::fp16>*, Outputs*, const Progress&);
 
 }  // namespace flashlab::sim::detail

@@ -4,6 +4,7 @@
 // HBM traffic, non-causal: Q, O and L once; K and V once per query tile, Tr times.
 #include "program.hpp"
 
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/forward.hpp"
 
 namespace flashlab::sim::detail {
@@ -15,13 +16,15 @@ struct Fa2Buffers {
 
   static Fa2Buffers allocate(Machine& machine, const Problem& p, cpu::TileSizes t) {
     const Index Br = std::min(t.Br, p.N), Bc = std::min(t.Bc, p.N), d = p.d;
-    return {machine.allocate("sQ", "the query tile Q_i", Br, d, p.dtype),
-            machine.allocate("sK", "the key tile K_j", Bc, d, p.dtype),
-            machine.allocate("sV", "the value tile V_j", Bc, d, p.dtype),
-            machine.allocate("sS", "the score tile S_ij", Br, Bc, kAccumulator),
-            machine.allocate("sU", "the unnormalised output U_i", Br, d, kAccumulator),
-            machine.allocate("sm", "the running max m_i", Br, 1, kAccumulator),
-            machine.allocate("sl", "the running sum l_i", Br, 1, kAccumulator)};
+    Fa2Buffers b{machine.allocate("sQ", "the query tile Q_i", Br, d, p.dtype),
+                 machine.allocate("sK", "the key tile K_j", Bc, d, p.dtype),
+                 machine.allocate("sV", "the value tile V_j", Bc, d, p.dtype),
+                 machine.allocate("sS", "the score tile S_ij", Br, Bc, p.score_dtype),
+                 machine.allocate("sU", "the unnormalised output U_i", Br, d, kAccumulator),
+                 machine.allocate("sm", "the running max m_i", Br, 1, kAccumulator),
+                 machine.allocate("sl", "the running sum l_i", Br, 1, kAccumulator)};
+    allocate_weights(machine, p, Br, Bc);
+    return b;
   }
 };
 
@@ -33,9 +36,18 @@ Bytes fa2_footprint(const Problem& problem, cpu::TileSizes tiles) {
   return machine.peak_sram();
 }
 
+Bytes fa2_numerics_bytes(const Problem& p, cpu::TileSizes t) {
+  const Index Br = std::min(t.Br, p.N), Bc = std::min(t.Bc, p.N);
+  // O (N, d) and L (N); one query tile's scaled Q_i, S_ij and state (m, l, U) at a time.
+  const Index floats = cpu::checked_add(
+      cpu::checked_product({p.N, p.d + 1}, "fa2's outputs"),
+      cpu::checked_product({Br, 2 * p.d + Bc + 2}, "fa2's tile"), "fa2's numbers");
+  return cpu::checked_mul(floats, bytes_of(kAccumulator), "fa2's numbers");
+}
+
 template <class In>
 void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<In>* in,
-             Outputs* out) {
+             Outputs* out, const Progress& progress) {
   const Index N = p.N, d = p.d, Br = t.Br, Bc = t.Bc;
   const cpu::Mask mask{p.causal, N, N};
   const float scale = static_cast<float>(cpu::AttentionOptions{}.scale_for(d));
@@ -47,8 +59,10 @@ void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
   const Fa2Buffers s = Fa2Buffers::allocate(machine, p, t);
   if (in) *out = {cpu::Matrix<float>(N, d), cpu::Vector<float>(N)};
   const bool grouped = !in && !machine.tracing() && !machine.has_l2();
+  const Index Tr = tile_count(N, Br), Tr_whole = N / Br;
+  SteadyState steady(machine, !in && !machine.tracing() && machine.has_l2(), {gQ, gO, gL}, Br);
 
-  for (Index i = 0; i < tile_count(N, Br); ++i) {  // outer: query tiles, each loaded once
+  for (Index i = 0; i < Tr; ++i) {  // outer: query tiles, each loaded once
     const Index q0 = i * Br, rows = tile_rows(N, Br, i);
     machine.load(s.sQ, gQ, q0, rows, {i, -1});
     cpu::Matrix<float> rQ_scaled;  // (rows, d) Q_i * scale
@@ -83,14 +97,19 @@ void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
     }
     machine.store(s.sU, gO, q0, rows, {i, -1});  // O_i = U / l, rounded to the input type
     machine.store(s.sm, gL, q0, rows, {i, -1});  // L_i = m + log l, computed in place of m
+
+    // Whole query tiles with no mask sweep the same KV tiles: each is alike to the next.
+    const Index alike = p.causal == cpu::Causal::none && i < Tr_whole ? Tr_whole - 1 - i : 0;
+    i += steady.after(i, alike);
+    if (progress) progress(i + 1, Tr);
   }
 }
 
 template void run_fa2<float>(Machine&, const Problem&, cpu::TileSizes, const Inputs<float>*,
-                             Outputs*);
+                             Outputs*, const Progress&);
 template void run_fa2<cpu::bf16>(Machine&, const Problem&, cpu::TileSizes,
-                                 const Inputs<cpu::bf16>*, Outputs*);
+                                 const Inputs<cpu::bf16>*, Outputs*, const Progress&);
 template void run_fa2<cpu::fp16>(Machine&, const Problem&, cpu::TileSizes,
-                                 const Inputs<cpu::fp16>*, Outputs*);
+                                 const Inputs<cpu::fp16>*, Outputs*, const Progress&);
 
 }  // namespace flashlab::sim::detail

@@ -31,7 +31,7 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
   }
   evict_until_fits(bytes, tensors);
   if (!write) tensors[tensor].dram_read += bytes;
-  lru_.push_front({key, tensor, bytes, write});
+  lru_.push_front({key, tensor, row0, bytes, write});
   where_[key] = lru_.begin();
   in_use_ += bytes;
 }
@@ -50,6 +50,29 @@ void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
   for (Line& line : lru_) {
     if (line.dirty) tensors[line.tensor].dram_written += line.bytes;
     line.dirty = false;
+  }
+}
+
+std::vector<std::int64_t> L2Cache::signature(const std::vector<int>& moving,
+                                             std::int64_t origin) const {
+  std::vector<std::int64_t> out;
+  out.reserve(4 * lru_.size());
+  for (const Line& line : lru_) {
+    const bool moves = std::find(moving.begin(), moving.end(), line.tensor) != moving.end();
+    out.insert(out.end(), {line.tensor, moves ? line.row0 - origin : line.row0, line.bytes,
+                           line.dirty ? 1 : 0});
+  }
+  return out;
+}
+
+void L2Cache::shift(const std::vector<int>& moving, std::int64_t rows) {
+  where_.clear();
+  for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+    if (std::find(moving.begin(), moving.end(), it->tensor) != moving.end()) {
+      it->row0 += rows;
+      it->key = key_of(it->tensor, it->row0);
+    }
+    where_[it->key] = it;
   }
 }
 

@@ -9,6 +9,7 @@
 #include "flashlab/sim/machine.hpp"
 
 #include <cstdint>
+#include <algorithm>
 #include <list>
 #include <unordered_map>
 #include <vector>
@@ -32,10 +33,15 @@ class L2Cache {
   // Writes every dirty tile back: where the data ends up when the program is done.
   void flush(std::vector<TensorTraffic>& tensors);
 
+  // Machine::l2_signature and Machine::shift_l2.
+  std::vector<std::int64_t> signature(const std::vector<int>& moving, std::int64_t origin) const;
+  void shift(const std::vector<int>& moving, std::int64_t rows);
+
  private:
   struct Line {
     std::uint64_t key;
     int tensor;
+    std::int64_t row0;
     Bytes bytes;
     bool dirty;
   };

@@ -1,5 +1,6 @@
 #include "flashlab/sim/machine.hpp"
 
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include "l2_cache.hpp"
@@ -10,17 +11,21 @@
 namespace flashlab::sim {
 
 OpCounts& OpCounts::operator+=(const OpCounts& o) {
-  matrix_flops += o.matrix_flops;
-  exp += o.exp;
-  max += o.max;
-  sum += o.sum;
-  rescale += o.rescale;
-  divide += o.divide;
+  constexpr std::string_view kWhat = "an operation count";
+  matrix_flops = cpu::checked_add(matrix_flops, o.matrix_flops, kWhat);
+  exp = cpu::checked_add(exp, o.exp, kWhat);
+  max = cpu::checked_add(max, o.max, kWhat);
+  sum = cpu::checked_add(sum, o.sum, kWhat);
+  rescale = cpu::checked_add(rescale, o.rescale, kWhat);
+  divide = cpu::checked_add(divide, o.divide, kWhat);
   return *this;
 }
 
 OpCounts OpCounts::times(std::int64_t k) const {
-  return {matrix_flops * k, exp * k, max * k, sum * k, rescale * k, divide * k};
+  constexpr std::string_view kWhat = "an operation count";
+  return {cpu::checked_mul(matrix_flops, k, kWhat), cpu::checked_mul(exp, k, kWhat),
+          cpu::checked_mul(max, k, kWhat),          cpu::checked_mul(sum, k, kWhat),
+          cpu::checked_mul(rescale, k, kWhat),      cpu::checked_mul(divide, k, kWhat)};
 }
 
 Machine::Machine(Bytes sram_capacity, Bytes l2_capacity)
@@ -31,13 +36,16 @@ Machine::~Machine() = default;
 
 Machine::TensorId Machine::add_tensor(std::string name, cpu::Index rows, cpu::Index cols,
                                       DType dtype) {
-  tensors_.push_back({std::move(name), dtype, rows * cols});
+  const cpu::Index elements = cpu::checked_product({rows, cols}, "the elements of " + name);
+  cpu::checked_mul(elements, bytes_of(dtype), "the bytes of " + name);
+  tensors_.push_back({std::move(name), dtype, elements});
   tensor_cols_.push_back(cols);
   return static_cast<TensorId>(tensors_.size() - 1);
 }
 
 Machine::BufferId Machine::allocate(std::string name, std::string role, cpu::Index rows,
                                     cpu::Index cols, DType dtype) {
+  cpu::checked_product({rows, cols, bytes_of(dtype)}, "the bytes of the SRAM buffer " + name);
   Buffer b{std::move(name), std::move(role), rows, cols, dtype};
   if (b.bytes() > capacity_ - in_use_) overflow(b);
   in_use_ += b.bytes();
@@ -75,9 +83,13 @@ void Machine::move_rows(TensorId tensor, cpu::Index row0, cpu::Index rows, bool 
                         std::int64_t times) {
   TensorTraffic& t = tensors_[tensor];
   const Bytes row_bytes = tensor_cols_[tensor] * bytes_of(t.dtype);
-  (write ? t.written : t.read) += rows * row_bytes * times;
+  constexpr std::string_view kWhat = "the bytes a tensor moves";  // no string built per step
+  const Bytes bytes = cpu::checked_product({rows, row_bytes, times}, kWhat);
+  Bytes& moved = write ? t.written : t.read;
+  moved = cpu::checked_add(moved, bytes, kWhat);
   if (!l2_) {
-    (write ? t.dram_written : t.dram_read) += rows * row_bytes * times;
+    Bytes& dram = write ? t.dram_written : t.dram_read;
+    dram = cpu::checked_add(dram, bytes, kWhat);
     return;
   }
   if (times != 1) throw std::logic_error("grouped steps cannot go through an L2");
@@ -136,6 +148,40 @@ void Machine::emit(EventKind kind, TileCoord where, std::string_view tensor, Byt
                    std::int64_t times, const cpu::SoftmaxState<float>* state) {
   if (trace_) trace_({step_, kind, where, tensor, bytes, times, state});
   ++step_;
+  steps_ = cpu::checked_add(steps_, times, "the steps of a program");
+}
+
+void Machine::add_books(const Books& before, const Books& after, std::int64_t k) {
+  constexpr std::string_view kWhat = "the books of repeated iterations";
+  const auto add = [&](std::int64_t& total, std::int64_t from, std::int64_t to) {
+    total = cpu::checked_add(total, cpu::checked_mul(to - from, k, kWhat), kWhat);
+  };
+  for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    const TensorTraffic &b = before.tensors.at(t), &a = after.tensors.at(t);
+    add(tensors_[t].read, b.read, a.read);
+    add(tensors_[t].written, b.written, a.written);
+    add(tensors_[t].dram_read, b.dram_read, a.dram_read);
+    add(tensors_[t].dram_written, b.dram_written, a.dram_written);
+  }
+  add(ops_.matrix_flops, before.ops.matrix_flops, after.ops.matrix_flops);
+  add(ops_.exp, before.ops.exp, after.ops.exp);
+  add(ops_.max, before.ops.max, after.ops.max);
+  add(ops_.sum, before.ops.sum, after.ops.sum);
+  add(ops_.rescale, before.ops.rescale, after.ops.rescale);
+  add(ops_.divide, before.ops.divide, after.ops.divide);
+  add(tiles_.computed, before.tiles.computed, after.tiles.computed);
+  add(tiles_.partial, before.tiles.partial, after.tiles.partial);
+  add(tiles_.skipped, before.tiles.skipped, after.tiles.skipped);
+  add(steps_, before.steps, after.steps);
+}
+
+std::vector<std::int64_t> Machine::l2_signature(const std::vector<TensorId>& moving,
+                                                cpu::Index origin) const {
+  return l2_ ? l2_->signature(moving, origin) : std::vector<std::int64_t>{};
+}
+
+void Machine::shift_l2(const std::vector<TensorId>& moving, cpu::Index rows) {
+  if (l2_) l2_->shift(moving, rows);
 }
 
 }  // namespace flashlab::sim

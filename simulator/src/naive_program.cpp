@@ -9,9 +9,18 @@
 // still materialise the whole of S and P; the masked scores are set to -inf in operator 2.
 #include "program.hpp"
 
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/naive.hpp"
 
 namespace flashlab::sim::detail {
+
+Bytes naive_numerics_bytes(const Problem& p) {
+  // cpu::naive_attention's S and P (N, N), its O (N, d) and L (N), and O handed out, in fp32.
+  const Index floats = cpu::checked_add(cpu::checked_product({2, p.N, p.N}, "naive's S and P"),
+                                        cpu::checked_product({p.N, 2 * p.d + 1}, "naive's O"),
+                                        "naive's numbers");
+  return cpu::checked_mul(floats, bytes_of(kAccumulator), "naive's numbers");
+}
 
 template <class In>
 void run_naive(Machine& machine, const Problem& p, const Inputs<In>* in, Outputs* out) {

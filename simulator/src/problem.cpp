@@ -1,5 +1,7 @@
 #include "flashlab/sim/problem.hpp"
 
+#include "flashlab/sim/units.hpp"
+
 #include "program.hpp"
 
 #include <fmt/format.h>
@@ -61,12 +63,24 @@ void check(const Problem& p) {
   if (p.d < 1 || p.d > kMaxD)
     throw cpu::InvalidArgument(
         fmt::format("d = {}: the head dimension must be between 1 and {}", p.d, kMaxD));
-  if (p.sram_bytes < 1)
-    throw cpu::InvalidArgument(
-        fmt::format("SRAM of {} bytes: the SRAM must hold at least one byte", p.sram_bytes));
-  if (p.l2_bytes < 0)
+  if (p.sram_bytes < 1 || p.sram_bytes > kMaxCapacityBytes)
     throw cpu::InvalidArgument(fmt::format(
-        "L2 of {} bytes: give a positive size, or 0 for no L2", p.l2_bytes));
+        "SRAM of {} bytes: the SRAM must hold between 1 byte and {} bytes (1 PiB)",
+        p.sram_bytes, kMaxCapacityBytes));
+  if (p.l2_bytes < 0 || p.l2_bytes > kMaxCapacityBytes)
+    throw cpu::InvalidArgument(fmt::format(
+        "L2 of {} bytes: give a size of at most {} bytes (1 PiB), or 0 for no L2", p.l2_bytes,
+        kMaxCapacityBytes));
+  cpu::check_causal(p.causal);
+  for (const DType t : {p.dtype, p.score_dtype})
+    if (t != DType::fp32 && t != DType::bf16 && t != DType::fp16)
+      throw cpu::InvalidArgument(fmt::format(
+          "dtype {}: not a DType; use fp32, bf16 or fp16", static_cast<int>(t)));
+  if (p.weight_dtype && *p.weight_dtype != DType::fp32 && *p.weight_dtype != DType::bf16 &&
+      *p.weight_dtype != DType::fp16)
+    throw cpu::InvalidArgument(fmt::format(
+        "weight dtype {}: not a DType; use fp32, bf16 or fp16",
+        static_cast<int>(*p.weight_dtype)));
   if (p.M() < p.d)
     throw cpu::InvalidArgument(fmt::format(
         "M < d: an SRAM of {} bytes holds M = {} {} elements, fewer than one row of d = {}; "

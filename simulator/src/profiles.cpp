@@ -11,7 +11,8 @@ namespace {
 
 constexpr double kTera = 1e12;
 constexpr double kGiga = 1e9;
-constexpr Bytes kKB = 1024;  // NVIDIA's "KB" of shared memory are KiB
+constexpr Bytes kKB = 1024;  // NVIDIA's "KB" and "MB" of on-chip memory are KiB and MiB
+constexpr Bytes kMB = 1024 * kKB;
 
 // The SFU computes 16 exp2 per clock per SM on compute capability 8.0, 9.0 and 10.0
 // (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table).
@@ -22,7 +23,9 @@ constexpr std::array kProfiles = {
         .name = "a100",
         .description = "NVIDIA A100 SXM4 80GB (datasheet figures)",
         .sm_count = 108,             // NVIDIA A100 Tensor Core GPU Architecture whitepaper
-        .sram_per_sm = 164 * kKB,    // CUDA Programming Guide, compute capability 8.0
+        // CUDA Programming Guide, compute capability 8.0: 164 KB per SM, 163 KB per block.
+        .sram_per_sm = 163 * kKB,
+        .l2_bytes = 40 * kMB,        // A100 whitepaper: 40 MB L2
         .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
         .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
         .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga},  // 1410 MHz boost (whitepaper)
@@ -30,7 +33,9 @@ constexpr std::array kProfiles = {
         .name = "h100",
         .description = "NVIDIA H100 SXM5 80GB (datasheet figures)",
         .sm_count = 132,             // NVIDIA H100 datasheet / Hopper architecture whitepaper
-        .sram_per_sm = 228 * kKB,    // CUDA Programming Guide, compute capability 9.0
+        // CUDA Programming Guide, compute capability 9.0: 228 KB per SM, 227 KB per block.
+        .sram_per_sm = 227 * kKB,
+        .l2_bytes = 50 * kMB,        // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5)
         .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
         // H100 SXM datasheet: BF16 989 TFLOPS dense, the figure used here (its 1,979
         // TFLOPS is with 2:4 sparsity, which attention does not use).
@@ -42,7 +47,9 @@ constexpr std::array kProfiles = {
         .name = "h200",
         .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
         .sm_count = 132,             // the H200 measured in docs/ANCHORS.md
-        .sram_per_sm = 228 * kKB,    // compute capability 9.0, as the H100
+        // Measured: 232,448 bytes (227 KiB) per block with the opt-in attribute (DEVICE-NOTES.md).
+        .sram_per_sm = 227 * kKB,
+        .l2_bytes = 60 * kMB,        // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.
         .hbm_bytes_per_s = 4.25 * kTera,
@@ -54,7 +61,13 @@ constexpr std::array kProfiles = {
         .name = "b200",
         .description = "NVIDIA B200 (datasheet figures; exp throughput estimated)",
         .sm_count = 148,             // NVIDIA Blackwell architecture technical brief
-        .sram_per_sm = 228 * kKB,    // CUDA Programming Guide, compute capability 10.0
+        // CUDA Programming Guide, compute capability 10.0: 228 KB per SM, 227 KB per block.
+        .sram_per_sm = 227 * kKB,
+        // NVIDIA's datasheets give no L2 size. 126 MB is what Chips and Cheese measured on a
+        // B200 ("Nvidia's B200: Keeping the CUDA Juggernaut Rolling", 2025), read here as
+        // MiB like NVIDIA's own figures. It is split between the two dies, half beside each;
+        // the model treats it as one pool, so it errs towards hits where K and V outgrow a half.
+        .l2_bytes = 126 * kMB,
         .hbm_bytes_per_s = 8 * kTera,        // HGX B200 datasheet: 8 TB/s per GPU
         // HGX B200 datasheet: BF16 4.5 PFLOPS with sparsity, so 2.25 dense; ANCHORS.md's
         // FlashAttention-4 figure (1613 TFLOPS = 71% of peak) agrees.

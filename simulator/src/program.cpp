@@ -30,6 +30,34 @@ std::vector<StepRun> inner_steps(Index n, Index B, bool grouped, const KindOf& k
   return runs;
 }
 
+SteadyState::SteadyState(Machine& machine, bool enabled, std::vector<Machine::TensorId> moving,
+                         Index block)
+    : machine_(machine), enabled_(enabled), moving_(std::move(moving)), block_(block) {}
+
+Index SteadyState::after(Index it, Index alike) {
+  if (!enabled_ || alike < 1) {
+    have_last_ = false;
+    return 0;
+  }
+  std::vector<std::int64_t> signature = machine_.l2_signature(moving_, it * block_);
+  Machine::Books books = machine_.books();
+  if (have_last_ && signature == last_signature_) {  // iteration `it` left the L2 as `it - 1` did
+    machine_.add_books(last_books_, books, alike);
+    machine_.shift_l2(moving_, alike * block_);
+    have_last_ = false;
+    return alike;
+  }
+  last_signature_ = std::move(signature);
+  last_books_ = std::move(books);
+  have_last_ = true;
+  return 0;
+}
+
+void allocate_weights(Machine& machine, const Problem& problem, Index Br, Index Bc) {
+  if (problem.weight_dtype)
+    machine.allocate("sP", "the weight tile P_ij", Br, Bc, *problem.weight_dtype);
+}
+
 // A matrix product of (a, k) by (k, b) costs a * b * k multiply-adds, 2 FLOPs each.
 constexpr std::int64_t kFlopsPerMultiplyAdd = 2;
 

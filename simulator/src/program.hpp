@@ -7,6 +7,7 @@
 #include "flashlab/cpu/softmax_state.hpp"
 #include "flashlab/sim/machine.hpp"
 #include "flashlab/sim/problem.hpp"
+#include "flashlab/sim/simulate.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -52,9 +53,40 @@ using KindOf = std::function<cpu::TileKind(Index t, Index rows)>;
 // stretch's end is found by bisection.
 std::vector<StepRun> inner_steps(Index n, Index B, bool grouped, const KindOf& kind_of);
 
+// A count-only run with an L2 must book every step on its own (the L2 must see which rows
+// move), but an outer loop whose iterations are alike (the same steps, the outer tiles one
+// block further down their tensors) soon leaves the L2 in the same state relative to the
+// loop after every iteration: from then on each iteration books exactly what the last one
+// did. SteadyState notices that (equal Machine::l2_signature two iterations running) and
+// books the remaining alike iterations at once, so N = 1,048,576 takes seconds; the counts
+// are those of booking every step (tests/simulator/test_l2.cpp compares the two).
+class SteadyState {
+ public:
+  // enabled: count-only, with an L2, untraced. moving: the HBM tensors the outer loop walks
+  // down, `block` rows per iteration (Q, O, L for fa2; K, V for fa1).
+  SteadyState(Machine& machine, bool enabled, std::vector<Machine::TensorId> moving, Index block);
+
+  // Call after outer iteration `it`, with the number of iterations after it that are alike
+  // to it. Returns how many of those it booked at once: the loop skips them.
+  Index after(Index it, Index alike);
+
+ private:
+  Machine& machine_;
+  bool enabled_;
+  std::vector<Machine::TensorId> moving_;
+  Index block_;
+  std::vector<std::int64_t> last_signature_{};
+  Machine::Books last_books_{};
+  bool have_last_ = false;
+};
+
 // The options the programs hand to cpu::score_tile: like a GPU kernel, they do not stop at
 // a score that is inf or NaN (check_finite off).
 inline const cpu::AttentionOptions kScoreTileOptions{};
+
+// The (Br, Bc) buffer of the weights P, when the problem keeps them apart from S
+// (Problem::weight_dtype); nothing when they overwrite S in place.
+void allocate_weights(Machine& machine, const Problem& problem, Index Br, Index Bc);
 
 // Rounds an fp32 tile to the input type, as a store of O to HBM does.
 template <class In>
@@ -71,16 +103,22 @@ OpCounts unnormalise_ops(Index rows, Index d);         // U = diag(l) O
 OpCounts finalize_ops(Index rows, Index d);            // cpu::finalize: O = U / l, L = m + log l
 OpCounts softmax_ops(Index rows, Index cols);          // P = softmax(S), row by row
 
-// The programs. inputs is null in count-only mode; outputs is then left alone.
+// The programs. inputs is null in count-only mode; outputs is then left alone. The tiled
+// programs report their outer loop's progress after each iteration (or skipped stretch).
 template <class In>
 void run_naive(Machine& machine, const Problem& problem, const Inputs<In>* inputs,
                Outputs* outputs);
 template <class In>
 void run_fa1(Machine& machine, const Problem& problem, cpu::TileSizes tiles,
-             const Inputs<In>* inputs, Outputs* outputs);
+             const Inputs<In>* inputs, Outputs* outputs, const Progress& progress);
 template <class In>
 void run_fa2(Machine& machine, const Problem& problem, cpu::TileSizes tiles,
-             const Inputs<In>* inputs, Outputs* outputs);
+             const Inputs<In>* inputs, Outputs* outputs, const Progress& progress);
+
+// The host memory each program's numerics allocate beyond the inputs, in bytes.
+Bytes naive_numerics_bytes(const Problem& problem);
+Bytes fa1_numerics_bytes(const Problem& problem);
+Bytes fa2_numerics_bytes(const Problem& problem, cpu::TileSizes tiles);
 
 // The SRAM each tiled program allocates at these block sizes.
 Bytes fa1_footprint(const Problem& problem, cpu::TileSizes tiles);

@@ -76,6 +76,7 @@ nlohmann::ordered_json to_json(const Report& r) {
   out["score_tiles"] = {{"computed", r.tile_counts.computed},
                         {"partial", r.tile_counts.partial},
                         {"skipped", r.tile_counts.skipped}};
+  out["steps"] = r.steps;
   return out;
 }
 

@@ -18,7 +18,7 @@ constexpr DType dtype_of() {
 }
 
 template <class In>
-Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace,
+Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace, const Progress& progress,
            const detail::Inputs<In>* inputs, detail::Outputs* outputs) {
   check(p);
   Report report;
@@ -30,10 +30,10 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace,
   switch (algorithm) {
     case Algorithm::naive: detail::run_naive<In>(machine, p, inputs, outputs); break;
     case Algorithm::fa1:
-      detail::run_fa1<In>(machine, p, report.tiles->tiles, inputs, outputs);
+      detail::run_fa1<In>(machine, p, report.tiles->tiles, inputs, outputs, progress);
       break;
     case Algorithm::fa2:
-      detail::run_fa2<In>(machine, p, report.tiles->tiles, inputs, outputs);
+      detail::run_fa2<In>(machine, p, report.tiles->tiles, inputs, outputs, progress);
       break;
   }
   machine.finish();
@@ -41,6 +41,7 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace,
   report.ops = machine.ops();
   report.peak_sram = machine.peak_sram();
   report.tile_counts = machine.tiles();
+  report.steps = machine.steps();
   return report;
 }
 
@@ -68,14 +69,28 @@ void check_input(std::string_view name, cpu::Index rows, cpu::Index cols, const 
 
 }  // namespace
 
-Report count(Algorithm algorithm, const Problem& problem, const TraceSink& trace) {
-  return run<float>(algorithm, problem, trace, nullptr, nullptr);
+Report count(Algorithm algorithm, const Problem& problem, const TraceSink& trace,
+             const Progress& progress) {
+  return run<float>(algorithm, problem, trace, progress, nullptr, nullptr);
+}
+
+Estimate estimate(Algorithm algorithm, const Problem& problem) {
+  Problem grouped = problem;
+  grouped.l2_bytes = 0;  // the L2 changes which bytes reach DRAM, not which steps run
+  const Report r = count(algorithm, grouped);
+  switch (algorithm) {
+    case Algorithm::naive: return {r.steps, detail::naive_numerics_bytes(problem)};
+    case Algorithm::fa1: return {r.steps, detail::fa1_numerics_bytes(problem)};
+    case Algorithm::fa2:
+      return {r.steps, detail::fa2_numerics_bytes(problem, r.tiles->tiles)};
+  }
+  return {r.steps, 0};
 }
 
 template <class In>
 Simulation<In> simulate(Algorithm algorithm, const Problem& problem, const cpu::Matrix<In>& Q,
                         const cpu::Matrix<In>& K, const cpu::Matrix<In>& V,
-                        const TraceSink& trace) {
+                        const TraceSink& trace, const Progress& progress) {
   if (problem.dtype != dtype_of<In>())
     throw cpu::InvalidArgument(fmt::format(
         "the problem's dtype is {} but the inputs are {}: give inputs of the problem's dtype",
@@ -87,18 +102,20 @@ Simulation<In> simulate(Algorithm algorithm, const Problem& problem, const cpu::
   detail::Outputs outputs;
   std::optional<OneEigenThread> serial;  // the naive program's large GEMMs keep the threads
   if (algorithm != Algorithm::naive) serial.emplace();
-  Report report = run<In>(algorithm, problem, trace, &inputs, &outputs);
+  Report report = run<In>(algorithm, problem, trace, progress, &inputs, &outputs);
   return {std::move(report), std::move(outputs.O), std::move(outputs.L)};
 }
 
 template Simulation<float> simulate(Algorithm, const Problem&, const cpu::Matrix<float>&,
                                     const cpu::Matrix<float>&, const cpu::Matrix<float>&,
-                                    const TraceSink&);
+                                    const TraceSink&, const Progress&);
 template Simulation<cpu::bf16> simulate(Algorithm, const Problem&, const cpu::Matrix<cpu::bf16>&,
                                         const cpu::Matrix<cpu::bf16>&,
-                                        const cpu::Matrix<cpu::bf16>&, const TraceSink&);
+                                        const cpu::Matrix<cpu::bf16>&, const TraceSink&,
+                                        const Progress&);
 template Simulation<cpu::fp16> simulate(Algorithm, const Problem&, const cpu::Matrix<cpu::fp16>&,
                                         const cpu::Matrix<cpu::fp16>&,
-                                        const cpu::Matrix<cpu::fp16>&, const TraceSink&);
+                                        const cpu::Matrix<cpu::fp16>&, const TraceSink&,
+                                        const Progress&);
 
 }  // namespace flashlab::sim

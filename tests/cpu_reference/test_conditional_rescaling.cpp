@@ -1,6 +1,6 @@
 // FlashAttention-4's conditional rescaling: the same output as the standard algorithm,
 // most rescales skipped on ordinary inputs, tau = 0 exactly the standard algorithm, and
-// the invariant l = l(r), U = u(r) that a careless change of base breaks.
+// the invariant l = l(r), U = U(r) that a careless change of base breaks.
 #include "flashlab/cpu/conditional_rescaling.hpp"
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/naive.hpp"
@@ -237,7 +237,7 @@ TEST_CASE("every weight stays below 2^tau, so fp32 cannot overflow") {
   }
 }
 
-TEST_CASE("u(r) / l(r) does not depend on r, but changing r alone breaks the invariant") {
+TEST_CASE("U(r) / l(r) does not depend on r, but changing r alone breaks the invariant") {
   const auto seed = flashlab::test::fresh_seed();
   CAPTURE(seed);
   std::mt19937_64 rng(seed);

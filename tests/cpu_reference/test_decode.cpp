@@ -43,10 +43,10 @@ HeadTensor<T> random_heads(Index batch, Index heads, Index rows, Index cols, std
 
 TEST_CASE("segments cover the KV exactly once, the last ones possibly empty") {
   for (Index n_k : {1, 5, 97, 1023})
-    for (Index S = 1; S <= std::min<Index>(n_k, 64); ++S) {
+    for (Index n_splits = 1; n_splits <= std::min<Index>(n_k, 64); ++n_splits) {
       Index next = 0;
-      for (Index s = 0; s < S; ++s) {
-        const Segment seg = kv_segment(s, S, n_k);
+      for (Index s = 0; s < n_splits; ++s) {
+        const Segment seg = kv_segment(s, n_splits, n_k);
         CHECK(seg.k0 == next);  // contiguous, in order
         CHECK(seg.keys >= 0);
         next += seg.keys;
@@ -67,12 +67,12 @@ TEST_CASE("any split count 1..64 and any merge order gives naive attention (fp64
     AttentionOptions options;
     options.tiles.Bc = 16;  // each segment is swept in tiles of 16 keys
     const auto ref = naive_attention(Q, K, V, options);
-    for (Index S = 1; S <= std::min<Index>(n_k, 64); ++S)
+    for (Index n_splits = 1; n_splits <= std::min<Index>(n_k, 64); ++n_splits)
       for (MergeOrder order : kOrders) {
         CAPTURE(n_k);
-        CAPTURE(S);
+        CAPTURE(n_splits);
         CAPTURE(int(order));
-        const auto r = decode(Q, K, V, {S, order, rng()}, options);
+        const auto r = decode(Q, K, V, {n_splits, order, rng()}, options);
         check_result(r.O, r.L, ref, kFp64Tolerance);
       }
   }
@@ -91,11 +91,11 @@ TEST_CASE("fp32 decode: split counts and merge orders differ only by rounding") 
   // ANCHORS.md's rule against fp32 naive attention, with a floor of a few fp32 ulps of the
   // output's scale (max|V| ~ 4) for when the naive result lands almost on the fp64 one.
   const double floor = 4 * std::numeric_limits<float>::epsilon() * 4.0;
-  for (Index S : {1, 2, 3, 7, 16, 33, 64})
+  for (Index n_splits : {1, 2, 3, 7, 16, 33, 64})
     for (MergeOrder order : kOrders) {
-      CAPTURE(S);
+      CAPTURE(n_splits);
       CAPTURE(int(order));
-      const auto r = decode(Q, K, V, {S, order, rng()});
+      const auto r = decode(Q, K, V, {n_splits, order, rng()});
       CHECK((r.O.cast<double>() - ref.O).cwiseAbs().maxCoeff() <= 2 * naive_error + floor);
     }
 }
@@ -213,10 +213,10 @@ TEST_CASE("bf16 decode keeps the low-precision rule") {
       naive_attention<double>(Q.cast<double>(), K.cast<double>(), V.cast<double>()).O;
   const double naive_error =
       (naive_attention(Q, K, V).O.cast<double>() - O_ref).cwiseAbs().maxCoeff();
-  for (Index S : {1, 16, 64}) {
-    const auto r = decode(Q, K, V, {S});
+  for (Index n_splits : {1, 16, 64}) {
+    const auto r = decode(Q, K, V, {n_splits});
     const double error = (r.O.cast<bf16>().cast<double>() - O_ref).cwiseAbs().maxCoeff();
-    CAPTURE(S);
+    CAPTURE(n_splits);
     CAPTURE(error);
     CAPTURE(naive_error);
     CHECK(error <= 2 * naive_error);  // ANCHORS.md's rule
@@ -227,9 +227,11 @@ TEST_CASE("bad decode inputs are refused with a clear error") {
   std::mt19937_64 rng(flashlab::test::fresh_seed());
   const Matrix<double> Q = random_matrix<double>(1, 8, rng), K = random_matrix<double>(10, 8, rng),
                        V = random_matrix<double>(10, 8, rng);
-  CHECK_THROWS_WITH_AS(decode(Q, K, V, {0}), doctest::Contains("S must be between 1 and N_k"),
+  CHECK_THROWS_WITH_AS(decode(Q, K, V, {0}),
+                       doctest::Contains("n_splits must be between 1 and N_k"),
                        InvalidArgument);
-  CHECK_THROWS_WITH_AS(decode(Q, K, V, {11}), doctest::Contains("S = 11 for a KV of N_k = 10"),
+  CHECK_THROWS_WITH_AS(decode(Q, K, V, {11}),
+                       doctest::Contains("n_splits = 11 for a KV of N_k = 10"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(decode<double>(Q, K.topRows(0), V.topRows(0), {1}),
                        doctest::Contains("cannot be split"), InvalidArgument);
@@ -246,7 +248,7 @@ TEST_CASE("bad decode inputs are refused with a clear error") {
                        doctest::Contains("kv_lengths[0] = -1"), InvalidArgument);
   CHECK_THROWS_WITH_AS(decode_multihead(Qh, Kh, Vh, {2}, {}, Lengths{3}),
                        doctest::Contains("one KV length per batch entry"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(decode_multihead(Qh, Kh, Vh, {11}), doctest::Contains("S = 11"),
+  CHECK_THROWS_WITH_AS(decode_multihead(Qh, Kh, Vh, {11}), doctest::Contains("n_splits = 11"),
                        InvalidArgument);
   const auto K3 = random_heads<double>(2, 3, 10, 8, rng), V3 = random_heads<double>(2, 3, 10, 8, rng);
   CHECK_THROWS_WITH_AS(decode_multihead(Qh, K3, V3, {2}), doctest::Contains("cannot share 3 KV heads"),

@@ -31,11 +31,11 @@ constexpr double kTight = 1e-15;  // a few ulps of 3.27: the example involves no
 TEST_CASE("49/15: each tile's own state") {
   const auto A = tile_state<double, double>(scores({1, 2}), values({1, 2}));
   const auto B = tile_state<double, double>(scores({4, 8}), values({3, 4}));
-  // Left tile against its own max m_A = log 2: weights 1/2, 1; l_A = 1.5, u_A = 1/2*1 + 1*2.
+  // Left tile against its own max m_A = log 2: weights 1/2, 1; l_A = 1.5, U_A = 1/2*1 + 1*2.
   CHECK(A.m[0] == doctest::Approx(std::log(2.0)).epsilon(kTight));
   CHECK(A.l[0] == doctest::Approx(1.5).epsilon(kTight));
   CHECK(A.U(0, 0) == doctest::Approx(2.5).epsilon(kTight));
-  // Right tile against m_B = log 8: weights 1/2, 1; l_B = 1.5, u_B = 1/2*3 + 1*4.
+  // Right tile against m_B = log 8: weights 1/2, 1; l_B = 1.5, U_B = 1/2*3 + 1*4.
   CHECK(B.m[0] == doctest::Approx(std::log(8.0)).epsilon(kTight));
   CHECK(B.l[0] == doctest::Approx(1.5).epsilon(kTight));
   CHECK(B.U(0, 0) == doctest::Approx(5.5).epsilon(kTight));
@@ -46,7 +46,7 @@ TEST_CASE("49/15: merging rescales the left tile by exp(m_A - m) = 1/4") {
   const auto B = tile_state<double, double>(scores({4, 8}), values({3, 4}));
   const auto merged = merge(A, B);
   CHECK(std::exp(A.m[0] - merged.m[0]) == doctest::Approx(0.25).epsilon(kTight));
-  // u = 2.5/4 + 5.5 = 6.125 and l = 1.5/4 + 1.5 = 1.875: the hand values.
+  // U = 2.5/4 + 5.5 = 6.125 and l = 1.5/4 + 1.5 = 1.875: the hand values.
   CHECK(merged.U(0, 0) == doctest::Approx(6.125).epsilon(kTight));
   CHECK(merged.l[0] == doctest::Approx(1.875).epsilon(kTight));
   const auto [O, L] = finalize(merged);

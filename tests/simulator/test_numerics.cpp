@@ -63,13 +63,33 @@ TEST_CASE("fp32: naive, FA1 and FA2 give cpu_reference's O (and L)") {
         const float tolerance =
             a == Algorithm::naive ? kOtherOrderTolerance : kSameAlgebraTolerance;
         CHECK(max_abs_diff(sim.O, reference_O<float>(a, Q, K, V, options)) <= tolerance);
-        if (a == Algorithm::fa2) {
-          const auto L = cpu::forward_q_outer<float>(Q, K, V, options).L;
-          CHECK((sim.L - L).cwiseAbs().maxCoeff() <= kSameAlgebraTolerance);
+        if (a != Algorithm::naive) {  // L from the row's whole score vector at once
+          const auto L = cpu::naive_attention<float>(Q, K, V, options).L;
+          REQUIRE(sim.L.size() == N);
+          CHECK((sim.L - L).cwiseAbs().maxCoeff() <= kOtherOrderTolerance);
         }
       }
     }
   }
+}
+
+TEST_CASE("FA1's O is the normalised O it kept in HBM, and its L is m + log l") {
+  // A row whose first KV tiles are masked away entirely, and a large score range: O must be
+  // U / l (not divided by l once more) and L the log-sum-exp, for every row.
+  auto rng = fresh_rng();
+  const Index N = 37, d = 5;
+  auto Q = random_matrix<float>(N, d, rng), K = random_matrix<float>(N, d, rng),
+       V = random_matrix<float>(N, d, rng);
+  Q *= 4.0f;  // scores of tens: l far from 1, so dividing by it twice would show
+  Problem p = problem(N, d, DType::fp32, 48 * kKiB, cpu::Causal::top_left);
+  p.tiles = cpu::TileSizes{4, 3};
+  const auto sim = simulate<float>(Algorithm::fa1, p, Q, K, V);
+  cpu::AttentionOptions options;
+  options.causal = cpu::Causal::top_left;
+  const auto exact = cpu::naive_attention<double>(Q.cast<double>(), K.cast<double>(),
+                                                  V.cast<double>(), options);
+  CHECK((sim.O.cast<double>() - exact.O).cwiseAbs().maxCoeff() <= kOtherOrderTolerance);
+  CHECK((sim.L.cast<double>() - exact.L).cwiseAbs().maxCoeff() <= kOtherOrderTolerance);
 }
 
 TEST_CASE("fp32 with the default block sizes: FA1's O and L are cpu_reference's") {

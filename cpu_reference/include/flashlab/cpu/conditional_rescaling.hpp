@@ -5,8 +5,8 @@
 // tile whose max is larger, and pays for it by multiplying l and U by alpha = exp(m - m').
 // Nothing in the algebra asks for the base to be the max. For any base r, over the keys A
 // a row has seen,
-//   l(r) = sum_{j in A} exp(S_j - r),    u(r) = sum_{j in A} exp(S_j - r) V_j,
-// and both carry the common factor exp(-r), so O = u(r) / l(r) and L = r + log l(r) do
+//   l(r) = sum_{j in A} exp(S_j - r),    U(r) = sum_{j in A} exp(S_j - r) V_j,
+// and both carry the common factor exp(-r), so O = U(r) / l(r) and L = r + log l(r) do
 // not depend on r. The base only has to keep exp(S_j - r) inside the accumulator's range.
 // Keeping r while S_j - r <= tau ln 2 bounds every weight by 2^tau (256 for FA4's tau = 8),
 // far from fp32's limit of 2^128, so the rescale of U, a (Br, d) multiply per tile, can be
@@ -36,7 +36,7 @@ enum class RescaleVariant {
 struct RescaleOptions {
   double tau_log2 = kFa4RescaleThresholdLog2;  // tau; 0 gives the standard algorithm
   RescaleVariant variant = RescaleVariant::correct;
-  // Check the invariant l = l(r), U = u(r) after every tile (slow: it keeps every score a
+  // Check the invariant l = l(r), U = U(r) after every tile (slow: it keeps every score a
   // row has seen, Theta(Br N) per query tile, and recomputes the sums in fp64).
   bool verify_invariant = false;
 };
@@ -73,7 +73,7 @@ struct RescaleCounts {
 // only to tell a skipped rescale from an update where the max did not grow.
 template <class Acc>
 struct ConditionalState {
-  SoftmaxState<Acc> state;  // (r, l, U) with l = l(r), U = u(r)
+  SoftmaxState<Acc> state;  // (r, l, U) with l = l(r), U = U(r)
   Vector<Acc> max_seen;     // (rows)
 
   static ConditionalState empty(Index rows, Index d);
@@ -101,10 +101,10 @@ RescaleStep<Acc> conditional_update(ConditionalState<Acc>& cs, const Matrix<Acc>
                                     MatrixView<In> V, Acc threshold_nat,
                                     RescaleVariant variant = RescaleVariant::correct);
 
-// How far a state is from the invariant l = l(r), U = u(r) at its own base r, given every
+// How far a state is from the invariant l = l(r), U = U(r) at its own base r, given every
 // score the rows have seen, S_seen (rows, n), and the matching values V_seen (n, d).
 // The sums are recomputed in fp64. Errors are relative: |l - l(r)| / l(r) and
-// max|U - u(r)| / (l(r) max|V_seen|), the scale of u(r) since |u(r)| <= l(r) max|V|.
+// max|U - U(r)| / (l(r) max|V_seen|), the scale of U(r) since |U(r)| <= l(r) max|V|.
 // A row that has seen no valid score must have l = 0 and U = 0, or its error is +inf.
 struct InvariantError {
   double l = 0;

@@ -2,8 +2,8 @@
 //
 // With N_q = 1 a query tile has one row, so the Q-outer loop has almost no parallel work:
 // one (batch, head) is one long, serial sweep over the KV. Split-KV decoding cuts the KV
-// into S segments, computes each segment's state (m, l, U) independently (on a GPU, one
-// thread block each), merges the S states, and normalises once:
+// into n_splits segments, computes each segment's state (m, l, U) independently (on a GPU, one
+// thread block each), merges the n_splits states, and normalises once:
 //   state_s = the tiles of segment s through update()         (independent, in parallel)
 //   state   = merge(state_0, merge(state_1, ...))              (any tree, any order)
 //   O = U / l,  L = m + log l                                   (finalize, once)
@@ -21,15 +21,15 @@
 
 namespace flashlab::cpu {
 
-// The shape of the merge tree over the S segment states.
+// The shape of the merge tree over the n_splits segment states.
 enum class MergeOrder {
   left_to_right,  // ((s0 + s1) + s2) + ...: a chain, as one thread would fold them
-  balanced_tree,  // pairs, then pairs of pairs: log2(S) levels, as a parallel reduction
+  balanced_tree,  // pairs, then pairs of pairs: log2(n_splits) levels, as a parallel reduction
   random_tree     // two states drawn at random from the pool, merged, put back; repeat
 };
 
 struct DecodeOptions {
-  Index splits = 1;  // S, the number of KV segments: 1 <= S <= the KV (cache) length
+  Index splits = 1;  // n_splits, the number of KV segments: 1 <= n_splits <= N_k
   MergeOrder order = MergeOrder::balanced_tree;
   std::uint64_t order_seed = 0;  // picks the tree of MergeOrder::random_tree
 };
@@ -41,9 +41,10 @@ struct DecodeResult {
   Index empty_segments = 0;  // segments whose state stayed empty for every row
 };
 
-// Segment s of a KV of n_k keys split S ways covers keys [s len, min((s + 1) len, n_k))
-// with len = ceil(n_k / S): equal fixed-size segments, as a kernel's blocks would cut them.
-// The last segments are empty when S len overshoots n_k (n_k = 5, S = 4: 2, 2, 1, 0 keys).
+// Segment s of a KV of n_k keys split n_splits ways covers keys [s len, min((s + 1) len, n_k))
+// with len = ceil(n_k / n_splits): equal fixed-size segments, as a kernel's blocks would cut them.
+// The last segments are empty when n_splits len overshoots n_k (n_k = 5, n_splits = 4:
+// 2, 2, 1, 0 keys).
 struct Segment {
   Index k0 = 0, keys = 0;
 };
@@ -64,7 +65,7 @@ SoftmaxState<Acc> merge_states(std::vector<SoftmaxState<Acc>> states, MergeOrder
 
 // One head: Q (N_q, d) against K, V (N_k, d). With several query rows, options.causal
 // says how they align with the keys (bottom_right: the last query row is the newest
-// token and sees every key). Throws InvalidArgument for S = 0 or S > N_k.
+// token and sees every key). Throws InvalidArgument for n_splits = 0 or n_splits > N_k.
 template <class In>
 DecodeResult<accum_t<In>> decode(const Matrix<In>& Q, const Matrix<In>& K, const Matrix<In>& V,
                                  const DecodeOptions& decode_options,
@@ -82,7 +83,7 @@ struct MultiHeadDecodeResult {
 // cache holds kv_lengths[b] valid keys, its first rows; without kv_lengths every entry is
 // full. Work is spread over (batch, head, segment), then the states of each (batch, head)
 // are merged, as a split kernel and a combine kernel would do. Throws InvalidArgument for
-// S = 0, S > N_cache, a length outside [0, N_cache], or kv_lengths not of size batch.
+// n_splits = 0, n_splits > N_cache, a length outside [0, N_cache], or kv_lengths not of size batch.
 template <class In>
 MultiHeadDecodeResult<accum_t<In>> decode_multihead(
     const HeadTensor<In>& Q, const HeadTensor<In>& K, const HeadTensor<In>& V,

@@ -15,6 +15,10 @@ enum class Causal { none, top_left, bottom_right };
 
 std::string_view to_string(Causal causal);
 
+// Throws InvalidArgument for a value that is none of the three (a cast from a bad integer),
+// which would otherwise be read as one of them.
+void check_causal(Causal causal);
+
 // What a tile of scores looks like under the mask.
 //   full:    every pair is allowed, no masking work at all
 //   partial: the tile crosses the diagonal; masked scores are set to -inf in place

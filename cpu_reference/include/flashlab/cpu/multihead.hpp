@@ -17,8 +17,10 @@ struct HeadTensor {
   std::vector<T> data;
 
   HeadTensor() = default;
+  // Throws InvalidArgument for a negative extent or more entries than 2^63 - 1.
   HeadTensor(Index batch, Index heads, Index rows, Index cols);
 
+  // The (rows, cols) matrix of batch entry b, head h; InvalidArgument outside the tensor.
   Eigen::Map<Matrix<T>> head(Index b, Index h);
   Eigen::Map<const Matrix<T>> head(Index b, Index h) const;
 };

@@ -16,8 +16,10 @@ struct TileSizes {
 };
 
 // How many tiles of `block` rows cover n rows: Tr = tile_count(N_q, Br), Tc = tile_count(N_k, Bc).
-// The last tile is ragged when block does not divide n.
-inline Index tile_count(Index n, Index block) { return (n + block - 1) / block; }
+// The last tile is ragged when block does not divide n. Rounded up without forming
+// n + block - 1, which overflows for a block near 2^63. Throws InvalidArgument for n < 0 or
+// block < 1.
+Index tile_count(Index n, Index block);
 
 // How many score tiles were computed, how many of those crossed the causal diagonal and
 // were masked in place, and how many lay wholly in the future and were skipped.
@@ -45,7 +47,8 @@ struct AttentionOptions {
 };
 
 // Throws InvalidArgument, naming what was wrong and what would be right, unless
-// Q is (N_q, d), K and V are (N_k, d) with d >= 1, and both tile sizes are >= 1.
+// Q is (N_q, d), K and V are (N_k, d) with N_q, N_k >= 0 and d >= 1, both tile sizes are
+// >= 1, the scale (if given) is positive and finite, and causal is one of its three values.
 void check_shapes(Index q_rows, Index q_cols, Index k_rows, Index k_cols, Index v_rows,
                   Index v_cols, const AttentionOptions& options);
 

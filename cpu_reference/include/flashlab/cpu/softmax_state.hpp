@@ -76,6 +76,12 @@ template <class Acc>
 SoftmaxState<Acc> merge_into_normalised(Eigen::Ref<Matrix<Acc>> O, Eigen::Ref<Vector<Acc>> l,
                                         Eigen::Ref<Vector<Acc>> m, const SoftmaxState<Acc>& tile);
 
+// L = m + log l: each row's log-sum-exp, from its base m and its sum l. A row that saw no
+// valid key (l = 0) gets -inf. finalize() ends here, and so does FlashAttention-1, which
+// keeps m and l beside an O it has already normalised.
+template <class Acc>
+Vector<Acc> log_sum_exp(const Vector<Acc>& m, const Vector<Acc>& l);
+
 // O = U / l and L = m + log l. A row that saw no valid key (l = 0) gets flashlab's
 // convention instead of 0/0: O row = 0 and L = -inf.
 template <class Acc>

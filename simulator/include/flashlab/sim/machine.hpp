@@ -106,6 +106,27 @@ class Machine {
   // Writes back what the L2 still holds dirty: call once, when the program is done.
   void finish();
 
+  // Everything the machine has counted so far. A count-only run with an L2 books an outer
+  // loop's iterations one by one until the L2 repeats its state (l2_signature), then books
+  // the remaining alike iterations at once: add_books(before, after, k) adds k times what
+  // was counted between two snapshots, and shift_l2 moves the L2's tiles to match.
+  struct Books {
+    std::vector<TensorTraffic> tensors;
+    OpCounts ops;
+    cpu::TileCounts tiles;
+    std::int64_t steps = 0;
+  };
+  Books books() const { return {tensors_, ops_, tiles_, steps_}; }
+  void add_books(const Books& before, const Books& after, std::int64_t k);
+  // What the L2 holds, most recently used first, one entry per tile (tensor, first row,
+  // bytes, dirty), with the rows of the `moving` tensors counted from row `origin`. Two
+  // equal signatures taken at origins one iteration apart mean that the L2 is in the same
+  // state relative to the outer loop. Empty without an L2.
+  std::vector<std::int64_t> l2_signature(const std::vector<TensorId>& moving,
+                                         cpu::Index origin) const;
+  // Moves the L2's tiles of the `moving` tensors `rows` rows further down their tensors.
+  void shift_l2(const std::vector<TensorId>& moving, cpu::Index rows);
+
   void set_trace(TraceSink sink) { trace_ = std::move(sink); }
   bool has_l2() const { return l2_ != nullptr; }
   bool tracing() const { return static_cast<bool>(trace_); }
@@ -116,6 +137,9 @@ class Machine {
   Bytes sram_capacity() const { return capacity_; }
   Bytes sram_in_use() const { return in_use_; }
   Bytes peak_sram() const { return peak_; }
+  // Loads, stores, computes and skips so far, each group of identical steps counted `times`
+  // over: the events a trace of the run lists.
+  std::int64_t steps() const { return steps_; }
 
  private:
   struct Buffer {
@@ -139,7 +163,8 @@ class Machine {
   OpCounts ops_;
   cpu::TileCounts tiles_;
   TraceSink trace_;
-  std::int64_t step_ = 0;
+  std::int64_t step_ = 0;   // events emitted (a group of steps is one)
+  std::int64_t steps_ = 0;  // steps booked (a group of steps is `times`)
   std::unique_ptr<detail::L2Cache> l2_;
 };
 

@@ -31,8 +31,17 @@ struct Problem {
   cpu::Index d = 64;    // head dimension
   DType dtype = DType::bf16;
   cpu::Causal causal = cpu::Causal::none;
-  Bytes sram_bytes = 192 * kKiB;          // the SRAM of one SM
+  // The SRAM one thread block may use. 192 KiB is a round example; a GPU's figure is its
+  // profile's HardwareProfile::sram_per_sm.
+  Bytes sram_bytes = 192 * kKiB;
   std::optional<cpu::TileSizes> tiles{};  // Br, Bc; chosen by choose_tiles when absent
+  // What a kernel keeps on chip, for a program that mirrors one (its description gives
+  // them): the score tile S in score_dtype; the weights P = exp(S - m) in weight_dtype, in
+  // a (Br, Bc) buffer of their own, or, when absent, in place of S (the paper's programs).
+  // They set the SRAM the buffers take; the numerics stay cpu_reference's (S in fp32, the
+  // weights rounded to the input type before W V).
+  DType score_dtype = kAccumulator;
+  std::optional<DType> weight_dtype{};
   // An L2 between HBM and SRAM (LRU over tiles), to predict what reaches HBM's DRAM
   // past it; 0 for the paper's two-level model. With an L2, count-only mode books every
   // step on its own (the L2 must see which rows move), so it is slower at large N.
@@ -43,8 +52,9 @@ struct Problem {
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
-// N >= 1, d >= 1, d <= M (the paper's analysis assumes d <= M <= Nd; below d not even one
-// row of K fits) and any given Br, Bc are >= 1.
+// 1 <= N <= 2^22, 1 <= d <= 2^12, the SRAM and the L2 are at most kMaxCapacityBytes (1 PiB),
+// d <= M (the paper's analysis assumes d <= M <= Nd; below d not even one row of K fits),
+// any given Br, Bc are >= 1, and causal and the dtypes hold valid values.
 void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.

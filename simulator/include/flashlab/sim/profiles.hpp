@@ -15,7 +15,9 @@ struct HardwareProfile {
   std::string_view name;         // "h200", as the CLI's --profile takes it
   std::string_view description;  // the part and where its figures come from, in brief
   int sm_count = 0;
-  Bytes sram_per_sm = 0;         // shared memory one SM offers a thread block
+  Bytes sram_per_sm = 0;         // shared memory one SM offers one thread block (the most
+                                 // a block can opt in to, a little below the SM's total)
+  Bytes l2_bytes = 0;            // the L2 between HBM and the SMs, whole chip
   double hbm_bytes_per_s = 0;    // read + written
   double matrix_flops_per_s = 0; // dense bf16 tensor-core throughput
   double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip

@@ -19,6 +19,7 @@ struct Report {
   OpCounts ops{};
   Bytes peak_sram = 0;               // 0 for naive: its operators' tiling is not modelled
   cpu::TileCounts tile_counts{};     // score tiles computed (and partial) and skipped
+  std::int64_t steps = 0;            // loads, stores, computes and skips, as a trace lists them
 
   Bytes bytes_read() const;
   Bytes bytes_written() const;

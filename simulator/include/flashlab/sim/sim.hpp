@@ -15,11 +15,13 @@
 //                                     [](const sim::Event& e) { /* e.kind, e.tile, e.bytes, e.state */ });
 //
 // What each header holds:
-//   problem.hpp   Algorithm, Problem (N, d, dtype, causal, SRAM, tiles, L2), the block-size rule
-//   simulate.hpp  count() and simulate()
+//   problem.hpp   Algorithm, Problem (N, d, dtype, causal, SRAM, tiles, L2, S and P dtypes),
+//                 the block-size rule
+//   simulate.hpp  count(), simulate(), estimate() (a run's cost, before it) and Progress
 //   report.hpp    Report: bytes per tensor, totals, work, peak SRAM, tiles; to_json
 //   trace.hpp     Event, TraceSink, JsonlTrace (JSON lines)
-//   profiles.hpp  A100, H100, H200, B200 and the bound max(FLOPs/throughput, bytes/bandwidth)
+//   profiles.hpp  A100, H100, H200, B200 (SRAM per block, L2, ...) and the bound
+//                 max(FLOPs/throughput, bytes/bandwidth)
 //   table.hpp     the aligned text table of `flashlab simulate`
 //   sweep.hpp     grids of N, d, SRAM to CSV and gnuplot plots
 //   machine.hpp   the HBM/SRAM machine the programs run on (OpCounts, TensorTraffic, SramOverflow)
