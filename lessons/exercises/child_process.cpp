@@ -256,7 +256,7 @@ ChildEnd wait_for_child(pid_t pid, int result_fd, int output_fd, const CaseLimit
 void validate(const CaseLimits& limits) {
   if (!(limits.seconds > 0 && limits.seconds <= kMaxSeconds))
     throw cpu::InvalidArgument(fmt::format(
-        "the time limit per case is {} s: it must be more than 0 and at most {:g} s (a day)",
+        "the time limit per case is {:g} s: it must be more than 0 and at most {:g} s (a day)",
         limits.seconds, kMaxSeconds));
   if (limits.memory_bytes == 0)
     throw cpu::InvalidArgument("the memory limit per case is 0 bytes: it must be at least one byte");
