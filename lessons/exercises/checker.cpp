@@ -53,8 +53,8 @@ constexpr std::array kExercises{
 std::string entries(const auto& v) {
   std::string s;
   const Index n = static_cast<Index>(v.size());
-  for (Index k = 0; k < std::min<Index>(n, kShownEntries); ++k)
-    s += (k ? ", " : "") + fmt::format("{:.6g}", v(k));
+  for (Index k = 0; k < std::min<Index>(n, kShownEntries); ++k)  // a NaN's sign means nothing here
+    s += (k ? ", " : "") + (std::isnan(v(k)) ? std::string("nan") : fmt::format("{:.6g}", v(k)));
   return n > kShownEntries ? s + ", ..." : s;
 }
 

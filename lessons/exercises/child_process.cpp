@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 #include <cxxabi.h>
+#include <fcntl.h>
 #include <fmt/core.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -47,21 +48,24 @@ constexpr auto kReapInterval = std::chrono::milliseconds(10);  // polling a chil
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kMaxSeconds = 24 * 3600.0;  // a day: far past any case, and no overflow of the clock
 
-struct Pipe {
-  int read = -1, write = -1;
-};
-
-Pipe make_pipe() {
-  int fds[2];
-  if (::pipe(fds) != 0)
-    throw std::system_error(errno, std::generic_category(), "could not create a pipe to run a case");
-  return {fds[0], fds[1]};
-}
-
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
 }
+
+// Its ends are closed when it goes out of scope, in the parent; the child leaves by _exit().
+struct Pipe {
+  int read = -1, write = -1;
+  Pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      throw std::system_error(errno, std::generic_category(), "could not create a pipe to run a case");
+    read = fds[0], write = fds[1];
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  ~Pipe() { close_fd(read), close_fd(write); }
+};
 
 // ---- in the child -------------------------------------------------------------------------
 
@@ -91,9 +95,24 @@ std::string demangle(const char* mangled) {
 // "an int", "a char const*": the type of the exception being handled in a catch (...).
 std::string current_exception_type() {
   const std::type_info* type = abi::__cxa_current_exception_type();
-  if (!type) return "something";
-  const std::string name = demangle(type->name());
+  const std::string name = type ? demangle(type->name()) : "";
+  if (name.empty()) return "something";
   return (std::strchr("aeiou", name.front()) ? "an " : "a ") + name;
+}
+
+// Called in a catch (...): tells the parent what was thrown.
+[[noreturn]] void report_current_exception(int fd) {
+  try {
+    throw;
+  } catch (const NotWrittenYet& e) {
+    report_and_exit(fd, kNotWritten, e.what());
+  } catch (const std::bad_alloc&) {
+    report_and_exit(fd, kOutOfMemory, "");
+  } catch (const std::exception& e) {
+    report_and_exit(fd, kFailed, fmt::format("threw {}: \"{}\"", demangle(typeid(e).name()), e.what()));
+  } catch (...) {
+    report_and_exit(fd, kFailed, fmt::format("threw {}, not a std::exception", current_exception_type()));
+  }
 }
 
 // The address space the child may reach: what it has now (the checker's copy) plus the budget.
@@ -131,16 +150,14 @@ void limit_resources([[maybe_unused]] const CaseLimits& limits) {
   try {
     const std::string differences = body();
     report_and_exit(result_fd, differences.empty() ? kPassed : kFailed, differences);
-  } catch (const NotWrittenYet& e) {
-    report_and_exit(result_fd, kNotWritten, e.what());
-  } catch (const std::bad_alloc&) {
-    report_and_exit(result_fd, kOutOfMemory, "");
-  } catch (const std::exception& e) {
-    report_and_exit(result_fd, kFailed,
-                    fmt::format("threw {}: \"{}\"", demangle(typeid(e).name()), e.what()));
   } catch (...) {
-    report_and_exit(result_fd, kFailed,
-                    fmt::format("threw {}, not a std::exception", current_exception_type()));
+    // Describing the exception allocates; with the memory a leaking student's code left, that
+    // can fail in turn, and then running out of memory is what happened.
+    try {
+      report_current_exception(result_fd);
+    } catch (...) {
+      report_and_exit(result_fd, kOutOfMemory, "");
+    }
   }
 }
 
@@ -194,33 +211,40 @@ std::string last_lines(std::string_view tail, bool cut) {
 
 // How the child ended and what it sent.
 struct ChildEnd {
-  int status = 0;          // from waitpid
-  bool timed_out = false;  // killed by the parent at the deadline
-  std::string message;     // the verdict byte and the detail
-  std::string output;      // the end of what it printed
-  bool output_cut = false;
+  int status = 0;               // from waitpid
+  bool timed_out = false;       // killed by the parent at the deadline
+  std::string message;          // the verdict byte and the detail
+  std::string output;           // the end of what it printed
+  std::size_t output_bytes = 0; // how much it printed in all
 };
-void read_some(int& fd, std::string& into, std::size_t keep, bool keep_tail, bool& cut) {
+
+// Appends what is ready on fd to `into`, keeping at most `keep` bytes: the first ones, or the
+// last ones with keep_tail. Closes fd at the end of the stream. Returns the bytes read.
+std::size_t read_some(int& fd, std::string& into, std::size_t keep, bool keep_tail) {
   char buffer[4096];
   const ssize_t n = ::read(fd, buffer, sizeof buffer);
-  if (n < 0 && errno == EINTR) return;
-  if (n <= 0) return close_fd(fd);
+  if (n < 0 && errno == EINTR) return 0;
+  if (n <= 0) {
+    close_fd(fd);
+    return 0;
+  }
   into.append(buffer, static_cast<std::size_t>(n));
-  if (into.size() <= keep) return;
-  cut = true;
-  if (keep_tail) into.erase(0, into.size() - keep);
-  else into.resize(keep);
+  if (into.size() > keep) {
+    if (keep_tail) into.erase(0, into.size() - keep);
+    else into.resize(keep);
+  }
+  return static_cast<std::size_t>(n);
 }
 
 // Reads what the child sends until both pipes close and it has ended, or the deadline passes
 // (then kills it); reaps it either way.
-ChildEnd wait_for_child(pid_t pid, int result_fd, int output_fd, const CaseLimits& limits) {
+ChildEnd wait_for_child(pid_t pid, Pipe& result, Pipe& output, const CaseLimits& limits) {
   ChildEnd end;
-  bool message_cut = false, reaped = false;
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.seconds));
+  bool reaped = false;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(limits.seconds));
   while (true) {
-    if (result_fd < 0 && output_fd < 0) {
+    if (result.read < 0 && output.read < 0) {
       const pid_t done = ::waitpid(pid, &end.status, WNOHANG);
       if (done == pid || (done < 0 && errno != EINTR)) {
         reaped = done == pid;
@@ -231,23 +255,24 @@ ChildEnd wait_for_child(pid_t pid, int result_fd, int output_fd, const CaseLimit
     if (left.count() <= 0) break;
     pollfd fds[2];
     nfds_t n = 0;
-    for (int fd : {result_fd, output_fd})
+    for (int fd : {result.read, output.read})
       if (fd >= 0) fds[n++] = {fd, POLLIN, 0};
     const auto wait = n ? left : std::min<std::chrono::milliseconds>(left, kReapInterval);
     if (::poll(fds, n, static_cast<int>(std::min<long long>(wait.count(), INT_MAX))) <= 0) continue;
     for (nfds_t k = 0; k < n; ++k) {
       if (!fds[k].revents) continue;
-      if (fds[k].fd == result_fd) read_some(result_fd, end.message, kMaxMessageBytes + 1, false, message_cut);
-      else read_some(output_fd, end.output, kKeptOutputBytes, true, end.output_cut);
+      if (fds[k].fd == result.read) read_some(result.read, end.message, kMaxMessageBytes + 1, false);
+      else end.output_bytes += read_some(output.read, end.output, kKeptOutputBytes, true);
     }
   }
-  close_fd(result_fd), close_fd(output_fd);
   if (!reaped) {
     end.timed_out = true;
     ::kill(-pid, SIGKILL), ::kill(pid, SIGKILL);
     while (::waitpid(pid, &end.status, 0) < 0 && errno == EINTR) {}
   }
-  ::kill(-pid, SIGKILL);  // any process the code started; its group outlives it, so -pid is safe
+  // Any process the code started is in the child's group, whose id is not reused while one of
+  // them lives: this ends them and nothing else.
+  ::kill(-pid, SIGKILL);
   return end;
 }
 
@@ -264,25 +289,22 @@ void validate(const CaseLimits& limits) {
 
 CaseOutcome run_in_child(const std::function<std::string()>& body, const CaseLimits& limits) {
   validate(limits);
-  Pipe result = make_pipe(), output = make_pipe();
+  Pipe result, output;
   // Whatever the checker has buffered must leave now, or the child would print it again.
   std::cout.flush(), std::cerr.flush(), std::fflush(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int error = errno;
-    close_fd(result.read), close_fd(result.write), close_fd(output.read), close_fd(output.write);
-    throw std::system_error(error, std::generic_category(), "could not start a process to run a case");
-  }
+  if (pid < 0)
+    throw std::system_error(errno, std::generic_category(), "could not start a process to run a case");
   if (pid == 0) {
-    ::close(result.read), ::close(output.read);
+    close_fd(result.read), close_fd(output.read);
     run_case(body, limits, result.write, output.write);
   }
   ::setpgid(pid, pid);  // also done by the child: whichever runs first
-  close_fd(result.write), close_fd(output.write);
-  ChildEnd end = wait_for_child(pid, result.read, output.read, limits);
+  close_fd(result.write), close_fd(output.write);  // so that the child's end means end of stream
+  const ChildEnd end = wait_for_child(pid, result, output, limits);
 
   CaseOutcome outcome;
-  outcome.output = end.output.empty() ? "" : last_lines(end.output, end.output_cut);
+  if (!end.output.empty()) outcome.output = last_lines(end.output, end.output_bytes > end.output.size());
   const bool reported = !end.timed_out && !end.message.empty() && WIFEXITED(end.status) &&
                         WEXITSTATUS(end.status) == 0;
   if (!reported) {
