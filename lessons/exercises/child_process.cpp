@@ -10,6 +10,9 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -144,8 +147,11 @@ void limit_resources([[maybe_unused]] const CaseLimits& limits) {
   ::close(output_fd);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // what was printed before a crash still arrives
   limit_resources(limits);
-  // The parent may have run OpenMP threads, which a forked child does not have: Eigen must not
-  // try to use them.
+  // A forked child has none of the OpenMP threads the parent may have started, and GNU OpenMP
+  // would wait for them forever: the student's code (and Eigen inside it) runs on one thread.
+#if defined(_OPENMP)
+  omp_set_num_threads(1);
+#endif
   Eigen::setNbThreads(1);
   try {
     const std::string differences = body();

@@ -139,6 +139,24 @@ TEST_CASE("checker: a skeleton not written yet stops the check with its message"
   CHECK_FALSE(r.passed());
 }
 
+TEST_CASE("checker: OpenMP in the student's code runs after the checker itself used OpenMP") {
+  // A forked child lacks the parent's OpenMP threads: unless the checker runs it on one
+  // thread, the student's parallel loop waits for them and every case times out.
+  int team = 0;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp atomic
+    ++team;
+  }
+  CHECK(team >= 1);
+  const CheckReport r = check_exercise(1, with_softmax(&failing::softmax_with_openmp), kQuick);
+  CHECK(r.passed());
+  for (const auto& c : r.cases) {
+    CAPTURE(c.name);
+    CHECK(c.detail == "");
+  }
+}
+
 TEST_CASE("checker: a missing function fails every case and the checker lives on") {
   const CheckReport r = check_exercise(1, ExerciseSet{}, kQuick);
   CHECK(r.cases.size() >= 4);

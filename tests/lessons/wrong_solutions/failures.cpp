@@ -97,6 +97,19 @@ Vector softmax_not_written(const Vector&) {
   throw NotWrittenYet("exercise 1: stable_softmax is not written yet");
 }
 
+Vector softmax_with_openmp(const Vector& x) {
+  const double m = x.size() ? x.maxCoeff() : -std::numeric_limits<double>::infinity();
+  if (std::isinf(m) && m < 0) return Vector::Zero(x.size());
+  Vector w(x.size());
+  double sum = 0.0;
+#pragma omp parallel for reduction(+ : sum)
+  for (Index j = 0; j < x.size(); ++j) {
+    w(j) = std::exp(x(j) - m);
+    sum += w(j);
+  }
+  return w / sum;
+}
+
 Vector compute_D(const Matrix& dO, const Matrix& O) { return dO.cwiseProduct(O).rowwise().sum(); }
 
 Matrix score_gradient_too_wide(const Matrix& P, const Matrix& dP, const Vector& D) {

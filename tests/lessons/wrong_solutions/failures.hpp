@@ -23,6 +23,7 @@ Vector softmax_returns_nan(const Vector& x);          // one NaN entry
 Vector softmax_prints_then_crashes(const Vector& x);  // prints a line, then a null dereference
 Vector softmax_prints_a_lot(const Vector& x);         // prints kManyLines lines, then is right
 Vector softmax_not_written(const Vector& x);          // the skeleton's NotWrittenYet, always
+Vector softmax_with_openmp(const Vector& x);          // right everywhere, its sum an OpenMP loop
 
 constexpr int kManyLines = 10000;
 
