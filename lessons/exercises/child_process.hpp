@@ -13,7 +13,7 @@ namespace flashlab::exercises {
 // What one case of the student's code may use. The defaults are far above what a correct
 // answer needs (every case takes milliseconds and a few MiB); the tests use short limits.
 struct CaseLimits {
-  double seconds = 10.0;                             // wall-clock time
+  double seconds = 5.0;                              // wall-clock time
   std::size_t memory_bytes = std::size_t{1} << 30;   // address space on top of the checker's own
 };
 
