@@ -195,8 +195,13 @@ std::string describe_ending(int status, bool timed_out, const CaseLimits& limits
   if (timed_out) return fmt::format("did not finish within {:g} s (an infinite loop?)", limits.seconds);
   if (WIFSIGNALED(status)) return describe_signal(WTERMSIG(status));
   const int code = WEXITSTATUS(status);
-  if (output.find("Sanitizer") != std::string_view::npos)
-    return fmt::format("was stopped by a sanitizer (exit status {}): see what it printed", code);
+  // A sanitizer ends its long report with one line that says it all.
+  constexpr std::string_view kSummary = "SUMMARY: ";
+  if (const std::size_t at = output.rfind(kSummary); at != std::string_view::npos) {
+    const std::string_view summary = output.substr(at + kSummary.size());
+    return fmt::format("was stopped by a sanitizer (exit status {}): {}", code,
+                       summary.substr(0, summary.find('\n')));
+  }
   return fmt::format("called exit({}) instead of returning: a function under test must return "
                      "its result, not end the program",
                      code);

@@ -50,6 +50,16 @@ Vector softmax_dereferences_null(const Vector& x) {
   return softmax(x);
 }
 
+Vector softmax_reads_past_the_end(const Vector& x) {
+  Vector p = softmax(x);
+  if (triggers(x)) {
+    const std::vector<double> copy(p.data(), p.data() + p.size());
+    const volatile double past = copy.data()[copy.size()];
+    (void)past;
+  }
+  return p;
+}
+
 Vector softmax_loops_forever(const Vector& x) {
   volatile bool forever = true;  // an empty loop without a side effect may be removed
   while (triggers(x) && forever) {}

@@ -15,6 +15,7 @@ Vector softmax(const Vector& x);                      // (right everywhere: the 
 Vector softmax_throws_int(const Vector& x);           // throw 42
 Vector softmax_throws_out_of_range(const Vector& x);  // a std::exception, with a message
 Vector softmax_dereferences_null(const Vector& x);
+Vector softmax_reads_past_the_end(const Vector& x);   // of a heap array: only a sanitizer notices
 Vector softmax_loops_forever(const Vector& x);
 Vector softmax_allocates_without_end(const Vector& x);  // stops at kGiveUpBytes (see .cpp)
 Vector softmax_calls_exit(const Vector& x);           // exit(3)
