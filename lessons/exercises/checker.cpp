@@ -9,11 +9,14 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
 
 namespace flashlab::exercises {
 
@@ -31,7 +34,7 @@ constexpr std::array kExercises{
                  "Write stable_softmax(x): subtract the row max before exp, so that scores\n"
                  "of 1e300 give finite probabilities, and a row of all -inf gives zeros."},
     ExerciseInfo{2, "merging two online-softmax states", "lessons/exercises/student/ex02_merge.cpp",
-                 "Write merge(a, b) for states (m, l, u): move both to the base\n"
+                 "Write merge(a, b) for states (m, l, U): move both to the base\n"
                  "m = max(m_a, m_b) with alpha = exp(m_a - m), beta = exp(m_b - m), then add.\n"
                  "Empty states (m = -inf) must merge without NaN."},
     ExerciseInfo{3, "one query tile of the tiled forward pass",
@@ -44,53 +47,75 @@ constexpr std::array kExercises{
                  "score_gradient(P, dP, D) = P o (dP - D)."},
     ExerciseInfo{10, "split-KV decode", "lessons/exercises/student/ex10_decode.cpp",
                  "Write decode_split_kv(q, K, V, splits): one state per segment of keys,\n"
-                 "merged, then o = u / l."},
+                 "merged, then o = U / l."},
 };
 
 std::string entries(const auto& v) {
   std::string s;
   const Index n = static_cast<Index>(v.size());
-  for (Index k = 0; k < std::min<Index>(n, kShownEntries); ++k)
-    s += (k ? ", " : "") + fmt::format("{:.6g}", v(k));
+  for (Index k = 0; k < std::min<Index>(n, kShownEntries); ++k)  // a NaN's sign means nothing here
+    s += (k ? ", " : "") + (std::isnan(v(k)) ? std::string("nan") : fmt::format("{:.6g}", v(k)));
   return n > kShownEntries ? s + ", ..." : s;
 }
 
-// Runs one case: `body` returns "" when it passed, else what differed.
+// Runs each case in a child process (child_process.hpp) and records how it ended.
 class Cases {
  public:
-  explicit Cases(CheckReport& report) : report_(&report) {}
+  Cases(CheckReport& report, const CaseLimits& limits) : report_(&report), limits_(&limits) {}
+  // body returns "" when the case passed, else what differed. It runs the student's code, so
+  // whatever it needs from the reference is computed before, here in the checker.
   void run(std::string name, const std::function<std::string()>& body) {
     if (!report_->not_written.empty()) return;  // nothing to learn from the other cases
-    CaseResult result{std::move(name), false, ""};
-    try {
-      result.detail = body();
-      result.passed = result.detail.empty();
-    } catch (const NotWrittenYet& e) {
-      report_->not_written = e.what();
+    CaseOutcome outcome = run_in_child(body, *limits_);
+    if (outcome.verdict == CaseOutcome::Verdict::not_written) {
+      report_->not_written = std::move(outcome.detail);
       return;
-    } catch (const std::exception& e) {
-      result.detail = fmt::format("threw an exception: {}", e.what());
     }
-    report_->cases.push_back(std::move(result));
+    report_->cases.push_back({std::move(name), outcome.verdict == CaseOutcome::Verdict::passed,
+                              std::move(outcome.detail), std::move(outcome.output)});
   }
 
  private:
   CheckReport* report_;
+  const CaseLimits* limits_;
 };
 
-// "" when got matches expected to kTolerance (relative to the size of expected).
-std::string compare(std::string_view what, const auto& expected, const auto& got) {
-  if (got.rows() != expected.rows() || got.cols() != expected.cols())
-    return fmt::format("{}: expected shape ({}, {}), got ({}, {})", what, expected.rows(),
-                       expected.cols(), got.rows(), got.cols());
-  const double scale = std::max(1.0, expected.cwiseAbs().maxCoeff());
-  if (!got.allFinite() && expected.allFinite())
-    return fmt::format("{}: expected finite values [{}], got [{}]", what,
-                       entries(expected.reshaped()), entries(got.reshaped()));
-  const double error = (got - expected).cwiseAbs().maxCoeff();
+// "" when `got` is (rows, cols); else what the student's code returned and what it should
+// have, `why` saying where the right shape comes from ("like P", "one per row of Q_i").
+template <class M>
+std::string wrong_shape(std::string_view what, const M& got, Index rows, Index cols,
+                        std::string_view why) {
+  if (got.rows() == rows && got.cols() == cols) return "";
+  if constexpr (M::ColsAtCompileTime == 1)
+    return fmt::format("{} has {} entries; it should have {}, {}", what, got.rows(), rows, why);
+  return fmt::format("{} has shape ({}, {}); it should be ({}, {}) {}", what, got.rows(),
+                     got.cols(), rows, cols, why);
+}
+
+// "" when got has the shape of expected (see wrong_shape) and its values to kTolerance,
+// relative to the size of expected.
+std::string compare(std::string_view what, const auto& expected, const auto& got,
+                    std::string_view why) {
+  if (std::string e = wrong_shape(what, got, expected.rows(), expected.cols(), why); !e.empty())
+    return e;
+  const auto want = expected.reshaped(), have = got.reshaped();
+  double scale = 1.0, error = 0.0;
+  Index not_finite = 0;
+  for (Index k = 0; k < want.size(); ++k) {
+    if (!std::isfinite(want(k))) continue;  // no case expects one; if it did, only == would match
+    scale = std::max(scale, std::abs(want(k)));
+    not_finite += !std::isfinite(have(k));
+  }
+  if (not_finite > 0)
+    return fmt::format("{}: expected finite values [{}], got [{}] ({} of {} entries NaN or inf)",
+                       what, entries(want), entries(have), not_finite, want.size());
+  for (Index k = 0; k < want.size(); ++k) {
+    const double difference = want(k) == have(k) ? 0.0 : std::abs(have(k) - want(k));
+    if (!(difference <= error)) error = difference;  // a NaN difference sticks
+  }
   if (error <= kTolerance * scale) return "";
   return fmt::format("{}: expected [{}], got [{}] (max |difference| {:.3g})", what,
-                     entries(expected.reshaped()), entries(got.reshaped()), error);
+                     entries(want), entries(have), error);
 }
 
 Matrix random_matrix(std::mt19937_64& gen, Index rows, Index cols, double range = 1.0) {
@@ -102,29 +127,26 @@ Matrix random_matrix(std::mt19937_64& gen, Index rows, Index cols, double range 
 
 void check_softmax(const ExerciseSet& set, Cases& cases) {
   std::mt19937_64 gen(kSeed);
-  const auto against_reference = [&](const Vector& x) {
-    return compare("p", cpu::stable_softmax<double>(x), set.softmax(x));
+  const auto against = [&](std::string name, const Vector& x, const Vector& expected) {
+    cases.run(std::move(name),
+              [&] { return compare("p", expected, set.softmax(x), "one per score in x"); });
   };
-  for (Index n : {1, 7, 1000}) {
-    const Vector x = random_matrix(gen, n, 1, 5.0);
-    cases.run(fmt::format("random scores, N = {}", n), [&] { return against_reference(x); });
-  }
-  cases.run("large scores (700, 710, 720): exp overflows without the max", [&] {
-    return against_reference(Vector{{700.0, 710.0, 720.0}});
-  });
-  cases.run("scores up to 1e300", [&] { return against_reference(Vector{{1e300, -1e300, 0.0}}); });
-  cases.run("some keys masked (-inf) get p = 0", [&] {
-    return against_reference(Vector{{-kInf, 1.0, -kInf, 2.0}});
-  });
-  cases.run("every key masked: all zeros, not NaN", [&] {
-    return compare("p", Vector::Zero(3), set.softmax(Vector::Constant(3, -kInf)));
-  });
+  const auto against_reference = [&](std::string name, const Vector& x) {
+    against(std::move(name), x, cpu::stable_softmax<double>(x));
+  };
+  for (Index n : {1, 7, 1000})
+    against_reference(fmt::format("random scores, N = {}", n), random_matrix(gen, n, 1, 5.0));
+  against_reference("large scores (700, 710, 720): exp overflows without the max",
+                    Vector{{700.0, 710.0, 720.0}});
+  against_reference("scores up to 1e300", Vector{{1e300, -1e300, 0.0}});
+  against_reference("some keys masked (-inf) get p = 0", Vector{{-kInf, 1.0, -kInf, 2.0}});
+  against("every key masked: all zeros, not NaN", Vector::Constant(3, -kInf), Vector::Zero(3));
 }
 
 cpu::SoftmaxState<double> to_reference(const RowState& s) {
-  cpu::SoftmaxState<double> out = cpu::SoftmaxState<double>::empty(1, Index(s.u.size()));
+  cpu::SoftmaxState<double> out = cpu::SoftmaxState<double>::empty(1, Index(s.U.size()));
   out.m[0] = s.m, out.l[0] = s.l;
-  for (std::size_t k = 0; k < s.u.size(); ++k) out.U(0, Index(k)) = s.u[k];
+  for (std::size_t k = 0; k < s.U.size(); ++k) out.U(0, Index(k)) = s.U[k];
   return out;
 }
 
@@ -134,14 +156,9 @@ RowState state_of(const Vector& x, const Matrix& V) {
   return {s.m[0], s.l[0], std::vector<double>(s.U.data(), s.U.data() + s.U.size())};
 }
 
-std::string compare_states(const RowState& a, const RowState& b, const ExerciseSet& set) {
-  const auto expected = cpu::finalize(cpu::merge(to_reference(a), to_reference(b)));
-  const RowState got = set.merge_states(a, b);
-  if (got.u.size() != a.u.size())
-    return fmt::format("u: expected {} entries, got {}", a.u.size(), got.u.size());
-  const auto normalised = cpu::finalize(to_reference(got));
-  if (std::string e = compare("O = u / l", expected.O, normalised.O); !e.empty()) return e;
-  return compare("L = m + log l", expected.L, normalised.L);
+std::string wrong_U_size(const RowState& got, std::size_t d) {
+  if (got.U.size() == d) return "";
+  return fmt::format("U has {} entries; it should have {}, like a.U and b.U", got.U.size(), d);
 }
 
 void check_merge(const ExerciseSet& set, Cases& cases) {
@@ -152,19 +169,32 @@ void check_merge(const ExerciseSet& set, Cases& cases) {
     return state_of((random_matrix(gen, keys, 1, 3.0).array() + offset).matrix(),
                     random_matrix(gen, keys, kD));
   };
+  const auto merged = [&](std::string name, const RowState& a, const RowState& b) {
+    const auto expected = cpu::finalize(cpu::merge(to_reference(a), to_reference(b)));
+    cases.run(std::move(name), [&] {
+      const RowState got = set.merge_states(a, b);
+      if (std::string e = wrong_U_size(got, kD); !e.empty()) return e;
+      const auto normalised = cpu::finalize(to_reference(got));
+      if (std::string e = compare("O = U / l", expected.O, normalised.O, "like U"); !e.empty())
+        return e;
+      return compare("L = m + log l", expected.L, normalised.L, "one number");
+    });
+  };
   const RowState a = random_state(5, 0.0), b = random_state(9, 2.0);
-  cases.run("two random states, the second with the larger max", [&] { return compare_states(a, b, set); });
-  cases.run("the same two, the other way round", [&] { return compare_states(b, a, set); });
-  cases.run("maxes 1000 apart: nothing may overflow", [&] {
-    return compare_states(random_state(4, 0.0), random_state(4, 1000.0), set);
-  });
-  cases.run("empty state on the left", [&] { return compare_states(empty, b, set); });
-  cases.run("empty state on the right", [&] { return compare_states(a, empty, set); });
+  merged("two random states, the second with the larger max", a, b);
+  merged("the same two, the other way round", b, a);
+  merged("maxes 1000 apart: nothing may overflow", random_state(4, 0.0), random_state(4, 1000.0));
+  merged("empty state on the left", empty, b);
+  merged("empty state on the right", a, empty);
   cases.run("two empty states stay empty (l = 0, no NaN)", [&] {
     const RowState got = set.merge_states(empty, empty);
-    const bool ok = got.l == 0.0 && std::isinf(got.m) && got.m < 0 && got.u.size() == kD &&
-                    std::all_of(got.u.begin(), got.u.end(), [](double x) { return x == 0.0; });
-    return ok ? std::string() : fmt::format("expected m = -inf, l = 0, u = 0; got m = {}, l = {}", got.m, got.l);
+    if (std::string e = wrong_U_size(got, kD); !e.empty()) return e;
+    const bool ok = got.l == 0.0 && std::isinf(got.m) && got.m < 0 &&
+                    std::all_of(got.U.begin(), got.U.end(), [](double x) { return x == 0.0; });
+    const Eigen::Map<const Vector> U(got.U.data(), kD);
+    return ok ? std::string()
+              : fmt::format("expected m = -inf, l = 0, U = [0, 0, 0]; got m = {}, l = {}, U = [{}]",
+                            got.m, got.l, entries(U));
   });
 }
 
@@ -176,51 +206,56 @@ void check_query_tile(const ExerciseSet& set, Cases& cases) {
     const double range = 3.0;  // scores of several units, so the max moves between tiles
     const Matrix Q = random_matrix(gen, s.Br, s.d, range), K = random_matrix(gen, s.N, s.d, range),
                  V = random_matrix(gen, s.N, s.d);
+    const auto expected = cpu::naive_attention<double>(Q, K, V);
     cases.run(fmt::format("Br = {}, N = {}, d = {}, Bc = {}", s.Br, s.N, s.d, s.Bc), [&] {
-      const auto expected = cpu::naive_attention<double>(Q, K, V);
       const auto got = set.query_tile(Q, K, V, s.Bc);
-      if (std::string e = compare("O_i", expected.O, got.O); !e.empty()) return e;
-      return compare("L_i", expected.L, got.L);
+      if (std::string e = compare("O_i", expected.O, got.O, "like Q_i"); !e.empty()) return e;
+      return compare("L_i", expected.L, got.L, "one per row of Q_i");
     });
   }
 }
 
 void check_backward(const ExerciseSet& set, Cases& cases) {
   std::mt19937_64 gen(kSeed);
-  for (const auto [N, d] : {std::pair<Index, Index>{1, 1}, {24, 4}, {97, 59}}) {
+  for (const auto& [N, d] : {std::pair<Index, Index>{1, 1}, {24, 4}, {97, 59}}) {
     const Matrix Q = random_matrix(gen, N, d, 2.0), K = random_matrix(gen, N, d, 2.0),
                  V = random_matrix(gen, N, d), dO = random_matrix(gen, N, d);
     const auto ref = cpu::naive_backward<double>(Q, K, V, dO);
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
     cases.run(fmt::format("D = rowsum(dO o O) equals rowsum(P o dP), N = {}, d = {}", N, d),
-              [&] { return compare("D", ref.D, set.D(dO, ref.O)); });
+              [&] { return compare("D", ref.D, set.D(dO, ref.O), "one per row of dO"); });
     cases.run(fmt::format("dS gives the reference dQ and dK, N = {}, d = {}", N, d), [&] {
       const Matrix dS = set.dS(ref.P, ref.dP, ref.D);
-      if (std::string e = compare("dQ = dS K scale", ref.dQ, Matrix(dS * K * scale)); !e.empty()) return e;
-      return compare("dK = dS^T Q scale", ref.dK, Matrix(dS.transpose() * Q * scale));
+      // dS is multiplied below: a wrong shape must be caught before, not read out of bounds.
+      if (std::string e = wrong_shape("dS", dS, ref.P.rows(), ref.P.cols(), "like P"); !e.empty())
+        return e;
+      if (std::string e = compare("dQ = dS K scale", ref.dQ, Matrix(dS * K * scale), "like Q");
+          !e.empty())
+        return e;
+      return compare("dK = dS^T Q scale", ref.dK, Matrix(dS.transpose() * Q * scale), "like K");
     });
   }
 }
 
 void check_decode(const ExerciseSet& set, Cases& cases) {
   std::mt19937_64 gen(kSeed);
-  for (const auto [N, d] : {std::pair<Index, Index>{1, 4}, {97, 59}, {1000, 8}}) {
+  const auto decoded = [&](std::string name, const Matrix& q, const Matrix& K, const Matrix& V,
+                           Index splits) {
+    const Vector expected = cpu::naive_attention<double>(q, K, V).O.row(0).transpose();
+    cases.run(std::move(name), [&] {
+      return compare("o", expected, set.decode(q.row(0).transpose(), K, V, splits),
+                     "one per column of V");
+    });
+  };
+  for (const auto& [N, d] : {std::pair<Index, Index>{1, 4}, {97, 59}, {1000, 8}}) {
     const Matrix q = random_matrix(gen, 1, d, 3.0), K = random_matrix(gen, N, d, 3.0),
                  V = random_matrix(gen, N, d);
-    const Vector expected = cpu::naive_attention<double>(q, K, V).O.row(0).transpose();
-    for (Index splits : {Index{1}, Index{3}, N}) {
-      if (splits > N) continue;
-      cases.run(fmt::format("N = {}, d = {}, {} splits", N, d, splits), [&] {
-        return compare("o", expected, set.decode(q.row(0).transpose(), K, V, splits));
-      });
-    }
+    for (Index splits : {Index{1}, Index{3}, N})
+      if (splits <= N) decoded(fmt::format("N = {}, d = {}, {} splits", N, d, splits), q, K, V, splits);
   }
   const Index N = 5, d = 2;  // 4 splits of ceil(5 / 4) = 2 keys: 2, 2, 1 and an empty one
   const Matrix q = random_matrix(gen, 1, d), K = random_matrix(gen, N, d), V = random_matrix(gen, N, d);
-  cases.run("N = 5 in 4 splits: the last segment is empty", [&] {
-    return compare("o", Vector(cpu::naive_attention<double>(q, K, V).O.row(0).transpose()),
-                   set.decode(q.row(0).transpose(), K, V, 4));
-  });
+  decoded("N = 5 in 4 splits: the last segment is empty", q, K, V, 4);
 }
 
 }  // namespace
@@ -241,10 +276,11 @@ bool CheckReport::passed() const {
          std::all_of(cases.begin(), cases.end(), [](const CaseResult& c) { return c.passed; });
 }
 
-CheckReport check_exercise(int number, const ExerciseSet& set) {
+CheckReport check_exercise(int number, const ExerciseSet& set, const CaseLimits& limits) {
   find_exercise(number);
+  validate(limits);
   CheckReport report{number, {}, {}};
-  Cases cases(report);
+  Cases cases(report, limits);
   switch (number) {
     case 1: check_softmax(set, cases); break;
     case 2: check_merge(set, cases); break;

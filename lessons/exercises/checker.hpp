@@ -1,7 +1,10 @@
 // `flashlab check N`: runs a student's exercise N against cpu_reference, case by case, and
-// says which case failed, what was expected and what came back.
+// says which case failed, what was expected and what came back. Each case runs in a child
+// process of its own (child_process.hpp): a crash, a hang or an exit of the student's code
+// fails that case, says what the code did, and the other cases are still checked.
 #pragma once
 
+#include "child_process.hpp"
 #include "exercises.hpp"
 
 #include <span>
@@ -42,7 +45,8 @@ const ExerciseInfo& find_exercise(int number);
 struct CaseResult {
   std::string name;
   bool passed = false;
-  std::string detail;  // for a failure: expected vs got, or what was thrown
+  std::string detail;  // for a failure: expected vs got, a wrong shape, or what the code did
+  std::string output;  // the last lines the student's code printed in this case, if any
 };
 
 struct CheckReport {
@@ -52,6 +56,7 @@ struct CheckReport {
   bool passed() const;
 };
 
-CheckReport check_exercise(int number, const ExerciseSet& set);
+// Throws cpu::InvalidArgument for an exercise that does not exist or limits out of range.
+CheckReport check_exercise(int number, const ExerciseSet& set, const CaseLimits& limits = {});
 
 }  // namespace flashlab::exercises

@@ -29,12 +29,13 @@ struct NotWrittenYet : std::logic_error {
 Vector stable_softmax(const Vector& x);
 
 // Exercise 2 (lesson 2). The online-softmax state of one query row over some set of keys:
-//   m = the largest score, l = sum exp(x_j - m), u = sum exp(x_j - m) V_j (a d-vector).
-// The empty state (no keys yet) is m = -inf, l = 0, u = 0.
+//   m = the largest score, l = sum exp(x_j - m), U = sum exp(x_j - m) V_j (a d-vector: the
+//   output not yet divided by l, one row of the lessons' U).
+// The empty state (no keys yet) is m = -inf, l = 0, U = 0.
 struct RowState {
   double m = 0;
   double l = 0;
-  std::vector<double> u;  // (d)
+  std::vector<double> U;  // (d)
 };
 
 // The state of the union of two disjoint sets of keys, from the states a and b of each.
@@ -67,8 +68,8 @@ Matrix score_gradient(const Matrix& P, const Matrix& dP, const Vector& D);
 
 // Exercise 10 (lesson 10). Decode with split-KV: one query q (d) against K, V (N, d), scale
 // 1 / sqrt(d). Cut the keys into `splits` contiguous segments of ceil(N / splits) keys (the
-// last ones shorter or empty), compute each segment's state (m, l, u) on its own, merge the
-// states, and return o = u / l (d).
+// last ones shorter or empty), compute each segment's state (m, l, U) on its own, merge the
+// states, and return o = U / l (d).
 //   - 1 <= splits <= N; an empty segment has the empty state;
 //   - the result must equal attention over all N keys, for every number of splits.
 Vector decode_split_kv(const Vector& q, const Matrix& K, const Matrix& V, Index splits);

@@ -17,8 +17,8 @@ RowState segment_state(const Vector& q, const Matrix& K, const Matrix& V, Index 
   s.m = x.maxCoeff();
   const Vector w = (x.array() - s.m).exp().matrix();      // (keys) weights
   s.l = w.sum();
-  const Vector u = V.middleRows(k0, keys).transpose() * w;  // (d)
-  s.u.assign(u.data(), u.data() + u.size());
+  const Vector U = V.middleRows(k0, keys).transpose() * w;  // (d)
+  s.U.assign(U.data(), U.data() + U.size());
   return s;
 }
 
@@ -32,7 +32,7 @@ Vector decode_split_kv(const Vector& q, const Matrix& K, const Matrix& V, Index 
     total = merge(total, segment_state(q, K, V, k0, keys));
   }
   Vector o(V.cols());
-  for (Index c = 0; c < o.size(); ++c) o[c] = total.u[c] / total.l;
+  for (Index c = 0; c < o.size(); ++c) o[c] = total.U[c] / total.l;
   return o;
 }
 

@@ -7,8 +7,8 @@
 namespace flashlab::exercises {
 
 RowState merge(const RowState& a, const RowState& b) {
-  RowState out{std::max(a.m, b.m), a.l + b.l, a.u};
-  for (std::size_t k = 0; k < out.u.size(); ++k) out.u[k] += b.u[k];
+  RowState out{std::max(a.m, b.m), a.l + b.l, a.U};
+  for (std::size_t k = 0; k < out.U.size(); ++k) out.U[k] += b.U[k];
   return out;
 }
 
