@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 namespace flashlab::app {
 
@@ -34,6 +35,11 @@ int report(const exercises::CheckReport& r, const Style& style) {
     std::cout << (c.passed ? paint(style, Tone::good, "PASS") : paint(style, Tone::bad, "FAIL"))
               << "  " << c.name << "\n";
     if (!c.passed) std::cout << "      " << c.detail << "\n";
+    if (!c.passed && !c.output.empty()) {  // the last lines the student's code printed
+      std::cout << "      it printed:\n";
+      std::istringstream lines(c.output);
+      for (std::string line; std::getline(lines, line);) std::cout << "      | " << line << "\n";
+    }
   }
   std::cout << fmt::format("\n{} of {} cases passed.{}\n", passed, r.cases.size(),
                            r.passed() ? " Well done." : "");

@@ -67,7 +67,7 @@ TEST_CASE("lesson 0: the seed's sizes at N = 8192, d = 128, bf16") {
 
 TEST_CASE("lesson 2: 49/15 from the two tiles, and the shortcut that is wrong") {
   const auto out = run_lesson(2).output;
-  CHECK(contains(out, "O = u / l = 6.125 / 1.875 = 3.26666666666666"));
+  CHECK(contains(out, "O = U / l = 6.125 / 1.875 = 3.26666666666666"));
   CHECK(contains(out, "to get 2.66667"));  // (5/3 + 11/3) / 2 = 8/3
 }
 
