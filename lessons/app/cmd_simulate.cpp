@@ -3,6 +3,7 @@
 //   flashlab simulate --n 8192 --d 128 --dtype bf16 --sram 192KiB --algo naive,fa1,fa2
 #include "commands.hpp"
 #include "output_file.hpp"
+#include "progress.hpp"
 
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/naive.hpp"
@@ -25,10 +26,15 @@ namespace {
 // --full computes the numbers on this CPU; naive attention there holds several N x N
 // matrices, about 1.5 GiB at this N.
 constexpr cpu::Index kMaxFullN = 8192;
+// What one step of a --trace file takes (a JSON line with the step, the tile, its bytes):
+// about 150 bytes; counted generously so that the estimate is an upper bound.
+constexpr std::int64_t kTraceBytesPerStep = 256;
+constexpr std::int64_t kDefaultMaxTraceBytes = 256ll << 20;
 
 struct SimulateArgs {
   cpu::Index n = 8192, d = 128;
   std::string dtype = "bf16", sram, l2, algorithms = "naive,fa1,fa2", profile = "h200", trace;
+  std::int64_t max_trace_bytes = kDefaultMaxTraceBytes;
   bool causal = false, json = false, full = false;
   cpu::Index br = 0, bc = 0;
   CLI::Option* br_option = nullptr;
@@ -88,13 +94,24 @@ sim::Report run_full(sim::Algorithm a, const sim::Problem& p, const sim::TraceSi
 
 sim::Report run_one(sim::Algorithm a, const sim::Problem& p, const SimulateArgs& args,
                     const sim::TraceSink& trace, std::string& note) {
-  if (!args.full) return sim::count(a, p, trace);
+  ProgressLine progress(fmt::format("simulate {}", sim::to_string(a)), sim::estimate(a, p).steps);
+  if (!args.full) return sim::count(a, p, trace, std::ref(progress));
   switch (p.dtype) {
     case sim::DType::fp32: return run_full<float>(a, p, trace, note);
     case sim::DType::bf16: return run_full<cpu::bf16>(a, p, trace, note);
     case sim::DType::fp16: return run_full<cpu::fp16>(a, p, trace, note);
   }
   return {};
+}
+
+// A --trace file holds a line per step: refused before the run when it would pass the limit.
+void check_trace_size(const sim::Estimate& e, const SimulateArgs& args) {
+  const double bytes = double(e.steps) * kTraceBytesPerStep;
+  if (bytes > double(args.max_trace_bytes))
+    throw cpu::InvalidArgument(fmt::format(
+        "--trace would write {} steps, up to {} of JSON lines, more than the {} allowed; raise "
+        "the limit with --max-trace-bytes, or trace a smaller N",
+        e.steps, sim::format_bytes(bytes), sim::format_bytes(double(args.max_trace_bytes))));
 }
 
 void simulate(const SimulateArgs& args) {
@@ -107,6 +124,7 @@ void simulate(const SimulateArgs& args) {
         "without --full", kMaxFullN, p.N));
   if (!args.trace.empty() && algorithms.size() != 1)
     throw cpu::InvalidArgument("--trace records one program: give one --algo with it");
+  if (!args.trace.empty()) check_trace_size(sim::estimate(algorithms.front(), p), args);
 
   std::optional<OutputFile> trace_file;
   std::unique_ptr<sim::JsonlTrace> trace;
@@ -156,6 +174,8 @@ void add_simulate_command(CLI::App& app) {
   args.bc_option = add_integer_option<cpu::Index>(cmd, "--bc", args.bc, "keys per tile Bc (with --br)", 1);
   cmd->add_flag("--json", args.json, "print the reports as JSON");
   cmd->add_option("--trace", args.trace, "write every step as JSON lines to this file");
+  add_integer_option<std::int64_t>(cmd, "--max-trace-bytes", args.max_trace_bytes,
+                                   "refuse a --trace file estimated larger than this", 1);
   cmd->add_flag("--full", args.full,
                 "compute the numbers too, on random inputs (N <= 8192); traces then carry m, l, U");
 }

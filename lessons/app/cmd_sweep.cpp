@@ -3,16 +3,19 @@
 //   flashlab sweep --n 1024..65536 --d 128 --sram 192KiB --csv sweep.csv --plot sweep.png
 #include "commands.hpp"
 #include "output_file.hpp"
+#include "progress.hpp"
+
+#include "kit/process.hpp"
 
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/sweep.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <memory>
 
 namespace flashlab::app {
@@ -32,6 +35,7 @@ struct SweepArgs {
 // list at most kMaxValues long (a doubling range of 64-bit sizes has at most 63 values).
 constexpr std::size_t kMaxValues = 64;
 constexpr std::size_t kMaxPoints = 4096;
+constexpr std::int64_t kPointsWorthShowing = 64;  // fewer are counted before anyone waits
 
 // "a,b,c", and "a..b" for a, 2a, 4a, ... up to b; items may be mixed: "96,128..512".
 template <class T>
@@ -96,26 +100,55 @@ sim::SweepSpec spec_of(const SweepArgs& a) {
   return spec;
 }
 
+// The plot's two files, opened (and their paths checked) before the sweep runs: the PNG and
+// the gnuplot script beside it, which the learner can edit and run again.
+struct Plot {
+  OutputFile png, script;
+  Plot(const sim::SweepSpec& spec, const std::string& png_path, const std::string& script_path)
+      : png("--plot", png_path), script("--plot", script_path) {
+    if (!sim::plottable(spec))
+      throw cpu::InvalidArgument("--plot: nothing to plot: give more than one value of N, d or the SRAM size");
+    if (!run_program({"gnuplot", "--version"}).succeeded())
+      throw cpu::InvalidArgument("--plot needs gnuplot, which is not installed (Debian: apt-get install "
+                                 "gnuplot-nox); leave out --plot to write the CSV alone");
+  }
+};
+
+std::string script_path(const SweepArgs& args) { return args.plot.empty() ? "" : args.plot + ".gp"; }
+
+// gnuplot runs the script with its PNG going to the plot's file (no shell, no file name in
+// the script); a failure is an error, with what gnuplot said.
+void draw(Plot& plot, const sim::SweepSpec& spec, const std::vector<sim::Report>& reports) {
+  plot.script.write(sim::gnuplot_script(spec, reports));
+  plot.script.commit();
+  const ProcessResult run = run_program({"gnuplot", plot.script.path()}, plot.png.writing_to());
+  if (!run.succeeded()) {
+    constexpr std::size_t kShown = 300;  // the end of what gnuplot said
+    const std::string said = run.output.size() > kShown ? run.output.substr(run.output.size() - kShown) : run.output;
+    throw cpu::InvalidArgument(fmt::format("--plot {}: gnuplot failed ({}{}); the CSV is complete",
+                                           plot.png.path(), run.message, said));
+  }
+  plot.png.commit();
+  fmt::print("drew {} (gnuplot script: {})\n", plot.png.path(), plot.script.path());
+}
+
 void sweep(const SweepArgs& args) {
   const sim::HardwareProfile& hw = sim::find_profile(args.profile);
   const sim::SweepSpec spec = spec_of(args);
-  check_distinct_outputs({{"--csv", args.csv}, {"--plot", args.plot}});
+  check_distinct_outputs({{"--csv", args.csv}, {"--plot", args.plot}, {"--plot", script_path(args)}});
   OutputFile csv("--csv", args.csv);
+  std::optional<Plot> plot;
+  if (!args.plot.empty()) plot.emplace(spec, args.plot, script_path(args));
 
-  // Progress on a terminal only: a log file would fill with carriage returns.
-  const bool show_progress = isatty(fileno(stderr)) != 0;
+  const std::size_t points = spec.N.size() * spec.d.size() * spec.sram_bytes.size() * spec.algorithms.size();
+  ProgressLine progress("sweep, points counted", std::int64_t(points), kPointsWorthShowing);
   const auto reports = sim::run_sweep(spec, [&](std::size_t done, std::size_t total) {
-    if (!show_progress) return;
-    fmt::print(stderr, "\rsweep: {}/{} points counted", done, total);
-    if (done == total) fmt::print(stderr, "\n");
+    progress(std::int64_t(done), std::int64_t(total));
   });
   sim::write_csv(csv.stream(), reports, &hw);
   csv.commit();
   fmt::print("wrote {} rows to {}\n", reports.size(), args.csv);
-  if (args.plot.empty()) return;
-  const sim::PlotOutcome plot = sim::plot_sweep(spec, reports, args.plot);
-  if (!plot.drawn) throw cpu::InvalidArgument(fmt::format("--plot: {}", plot.message));
-  fmt::print("{}\n", plot.message);
+  if (plot) draw(*plot, spec, reports);
 }
 
 }  // namespace

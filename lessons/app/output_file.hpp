@@ -36,6 +36,8 @@ class OutputFile {
   void commit();
 
   const std::string& path() const { return path_; }
+  // Where the bytes go until commit(): for another program that writes the file itself.
+  const std::string& writing_to() const { return temporary_.empty() ? path_ : temporary_; }
   std::int64_t bytes() const { return bytes_; }
 
  private:

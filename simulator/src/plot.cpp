@@ -1,11 +1,11 @@
-// The sweep's plots, drawn by gnuplot (Debian's gnuplot-nox) from a script that carries
-// its own data.
+// The sweep's plots: a gnuplot script (for Debian's gnuplot-nox) that carries its own data
+// and writes the PNG to its standard output.
 #include "flashlab/sim/sweep.hpp"
+
+#include "flashlab/cpu/types.hpp"
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <string_view>
 #include <vector>
 
@@ -69,8 +69,15 @@ std::string panel(const SweepSpec& spec, const Axis& axis) {
   return out + "\n";
 }
 
-std::string script(const SweepSpec& spec, const std::vector<Report>& reports,
-                   const std::string& png) {
+}  // namespace
+
+bool plottable(const SweepSpec& spec) {
+  return spec.N.size() > 1 || spec.sram_bytes.size() > 1 || spec.d.size() > 1;
+}
+
+std::string gnuplot_script(const SweepSpec& spec, const std::vector<Report>& reports) {
+  if (!plottable(spec))
+    throw cpu::InvalidArgument("nothing to plot: give more than one value of N, d or the SRAM size");
   std::vector<const Axis*> axes;
   for (const Axis& axis : kAxes)
     if (swept(spec, axis.name)) axes.push_back(&axis);
@@ -78,42 +85,13 @@ std::string script(const SweepSpec& spec, const std::vector<Report>& reports,
   for (const Axis* axis : axes) out += datablocks(spec, reports, *axis);
   constexpr int kPanelWidth = 640, kPanelHeight = 480;
   out += fmt::format(
-      "set terminal pngcairo size {},{}\nset output '{}'\n"
+      "set terminal pngcairo size {},{}\nset output\n"
       "set logscale xy 2\nset format x '2^{{%L}}'\nset format y '%.0b %BB'\n"
       "set ylabel 'bytes (read + written)'\nset key top left\nset grid\n"
       "set multiplot layout 1,{}\n",
-      kPanelWidth * static_cast<int>(axes.size()), kPanelHeight, png, axes.size());
+      kPanelWidth * static_cast<int>(axes.size()), kPanelHeight, axes.size());
   for (const Axis* axis : axes) out += panel(spec, *axis);
   return out + "unset multiplot\n";
-}
-
-}  // namespace
-
-PlotOutcome plot_sweep(const SweepSpec& spec, const std::vector<Report>& reports,
-                       const std::string& png_path) {
-  if (spec.N.size() < 2 && spec.sram_bytes.size() < 2 && spec.d.size() < 2)
-    return {false, "nothing to plot: give more than one value of N, d or the SRAM size"};
-  // The path goes into the script and the shell command between single quotes, where
-  // nothing but another single quote has a meaning.
-  if (png_path.find('\'') != std::string::npos)
-    return {false, fmt::format("the plot path {} contains a single quote, which gnuplot's "
-                               "script cannot carry; choose a name without one",
-                               png_path)};
-  const std::string script_path = png_path + ".gp";
-  std::ofstream script_file(script_path);
-  script_file << script(spec, reports, png_path);
-  script_file.close();
-  if (!script_file)
-    return {false, fmt::format("could not write the gnuplot script {}: check that its "
-                               "directory exists and is writable; the CSV is complete",
-                               script_path)};
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
-    return {false, fmt::format("gnuplot is not installed, so {} was not drawn; install it "
-                               "(Debian: apt-get install gnuplot-nox) and run: gnuplot {}",
-                               png_path, script_path)};
-  if (std::system(fmt::format("gnuplot '{}'", script_path).c_str()) != 0)
-    return {false, fmt::format("gnuplot failed on {}; the CSV is complete", script_path)};
-  return {true, fmt::format("drew {} (gnuplot script: {})", png_path, script_path)};
 }
 
 }  // namespace flashlab::sim

@@ -5,6 +5,7 @@
 // traps, and libFuzzer reports it with the input that caused it.
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
+#include "valid_call.hpp"
 
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -29,27 +30,6 @@ void require(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-flashlab_forward_params valid_call() {
-  flashlab_forward_params p{};
-  p.q = reinterpret_cast<const void*>(uintptr_t{1} << 32);
-  p.k = reinterpret_cast<const void*>(uintptr_t{2} << 32);
-  p.v = reinterpret_cast<const void*>(uintptr_t{3} << 32);
-  p.o = reinterpret_cast<void*>(uintptr_t{4} << 32);
-  p.lse = reinterpret_cast<float*>(uintptr_t{5} << 32);
-  p.batch = 1;
-  p.heads_q = p.heads_kv = 2;
-  p.n_q = p.n_k = 64;
-  p.d = 64;
-  for (int64_t* s : {p.q_stride, p.k_stride, p.v_stride, p.o_stride}) {
-    s[0] = 2 * 64 * 64;
-    s[1] = 64 * 64;
-    s[2] = 64;
-    s[3] = 1;
-  }
-  p.dtype = FLASHLAB_BF16;
-  p.kernel = FLASHLAB_KERNEL_FA2;
-  return p;
-}
 
 int64_t value(FuzzedDataProvider& in) {
   if (in.ConsumeBool()) return in.PickValueInArray(kInteresting);
@@ -159,7 +139,7 @@ void check_accepted(const flashlab_forward_params& p) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  flashlab_forward_params p = valid_call();
+  flashlab_forward_params p = flashlab::test::valid_call();
   while (in.remaining_bytes() > 0) edit(p, in);
   try {
     flashlab::gpu::validate(p);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "flashlab/gpu/forward.hpp"
+#include "valid_call.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -17,30 +18,9 @@ namespace {
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t k2To31 = int64_t{1} << 31;
 
-const void* address(uint64_t gib) { return reinterpret_cast<const void*>(gib << 30); }
+using test::address;
 
-// BHSD contiguous, batch 1, 2 heads, N = 64, d = 64, bf16; each tensor 1 GiB from the next.
-flashlab_forward_params valid(flashlab_kernel kernel = FLASHLAB_KERNEL_FA2) {
-  flashlab_forward_params p{};
-  p.q = address(1);
-  p.k = address(2);
-  p.v = address(3);
-  p.o = const_cast<void*>(address(4));
-  p.lse = static_cast<float*>(const_cast<void*>(address(5)));
-  p.batch = 1;
-  p.heads_q = p.heads_kv = 2;
-  p.n_q = p.n_k = 64;
-  p.d = 64;
-  for (int64_t* s : {p.q_stride, p.k_stride, p.v_stride, p.o_stride}) {
-    s[0] = 2 * 64 * 64;
-    s[1] = 64 * 64;
-    s[2] = 64;
-    s[3] = 1;
-  }
-  p.dtype = FLASHLAB_BF16;
-  p.kernel = kernel;
-  return p;
-}
+flashlab_forward_params valid(flashlab_kernel kernel = FLASHLAB_KERNEL_FA2) { return test::valid_call(kernel); }
 
 void expect_ok(const flashlab_forward_params& p) {
   try {

@@ -84,6 +84,9 @@ TEST_CASE("requests that would exhaust the machine are refused before they start
   CHECK(slow.status == kUsageError);
   CHECK(contains(slow.output, "pass --large to run it anyway"));
   Scratch scratch("sweep-range");
+  const auto trace_file = run_flashlab("simulate --n 1048576 --algo fa2 --trace /dev/null 2>&1");
+  CHECK(trace_file.status == kUsageError);
+  CHECK(contains(trace_file.output, "raise the limit with --max-trace-bytes"));
   const auto grid = run_flashlab("sweep --n 1..4194304 --d 1..4194304 --sram 1KiB..1024GiB --csv " +
                                  scratch.quoted("s.csv") + " 2>&1");
   CHECK(grid.status == kUsageError);
@@ -94,6 +97,12 @@ TEST_CASE("requests that would exhaust the machine are refused before they start
   CHECK(contains(range.output, "the sequence length must be between 1 and"));
   CHECK_FALSE(contains(range.output, "sweep point"));  // refused before the first point ran
   CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));
+}
+
+TEST_CASE("a long run shows its progress on stderr") {
+  const auto run = run_flashlab("simulate --n 1048576 --d 128 --l2 60MiB --algo fa2 2>&1 >/dev/null");
+  CHECK(run.status == 0);
+  CHECK(contains(run.output, "simulate fa2: 100%"));
 }
 
 TEST_CASE("a write error is an error: /dev/full, a directory, a missing folder") {
@@ -146,6 +155,37 @@ TEST_CASE("hostile file names are written as names, nothing more") {
   }
   CHECK_FALSE(fs::exists("pwned"));
   CHECK_FALSE(fs::exists(scratch.dir / "pwned"));
+}
+
+TEST_CASE("a plot path reaches no interpreter: gnuplot draws into exactly that file") {
+  Scratch scratch("plot");
+  const std::string hostile = "it's\nsystem \"touch pwned\"\n.png";
+  const auto run = run_flashlab("sweep --n 256,512 --d 64 --algo fa2 --csv " + scratch.quoted("s.csv") +
+                                " --plot " + scratch.quoted(hostile) + " 2>&1");
+  CHECK_FALSE(fs::exists("pwned"));
+  CHECK_FALSE(fs::exists(scratch.dir / "pwned"));
+  if (contains(run.output, "needs gnuplot, which is not installed")) {
+    CHECK(run.status == kUsageError);
+    CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));  // refused before the sweep ran
+    return;
+  }
+  REQUIRE(run.status == 0);
+  CHECK(read(scratch.dir / hostile).substr(1, 3) == "PNG");
+  CHECK(contains(read(scratch.dir / (hostile + ".gp")), "set output\n"));
+}
+
+TEST_CASE("a plot that cannot be drawn is an error, and nothing is half-written") {
+  Scratch scratch("plot-fail");
+  const auto single = run_flashlab("sweep --n 256 --d 64 --csv " + scratch.quoted("s.csv") + " --plot " +
+                                   scratch.quoted("p.png") + " 2>&1");
+  CHECK(single.status == kUsageError);
+  CHECK(contains(single.output, "nothing to plot"));
+  CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));
+  const auto folder = run_flashlab("sweep --n 256,512 --d 64 --csv " + scratch.quoted("s.csv") +
+                                   " --plot /nonexistent-folder/p.png 2>&1");
+  CHECK(folder.status == kUsageError);
+  CHECK(contains(folder.output, "folder that does not exist"));
+  CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));
 }
 
 TEST_CASE("the tour ends the worked example at 49/15") {

@@ -1,57 +1,52 @@
-// The sweep's plot: what plot_sweep says when it cannot write its script, and the paths it
-// refuses (gnuplot need not be installed for either).
+// The sweep's plot script: its data, its axes, and no file name anywhere in it.
 #include "helpers.hpp"
 
 #include "flashlab/sim/sweep.hpp"
 
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <random>
 #include <string>
 
 namespace flashlab::sim::test {
 
 namespace {
 
-// A grid with two values of N, so that there is something to plot.
-SweepSpec two_point_spec() {
-  SweepSpec spec;
-  spec.N = {256, 512};
-  spec.d = {64};
-  spec.sram_bytes = {192 * kKiB};
-  spec.algorithms = {Algorithm::fa2};
-  return spec;
-}
-
-// A directory name in the temporary folder that does not exist.
-std::filesystem::path missing_directory() {
-  auto rng = fresh_rng();
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("flashlab-no-such-dir-" + std::to_string(rng()));
-  REQUIRE_FALSE(std::filesystem::exists(dir));
-  return dir;
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace
 
-TEST_CASE("plot: a script that cannot be written is reported, not ignored") {
-  const SweepSpec spec = two_point_spec();
-  const std::string png = (missing_directory() / "sweep.png").string();
-  const PlotOutcome outcome = plot_sweep(spec, run_sweep(spec), png);
-  CHECK_FALSE(outcome.drawn);
-  CHECK(outcome.message.find("could not write the gnuplot script " + png + ".gp") !=
-        std::string::npos);
+TEST_CASE("plot: one panel per swept axis, one datablock per program, the PNG to stdout") {
+  SweepSpec spec;
+  spec.N = {256, 512, 1024};
+  spec.d = {64, 128};
+  spec.sram_bytes = {192 * kKiB};
+  spec.algorithms = {Algorithm::naive, Algorithm::fa2};
+  const auto reports = run_sweep(spec);
+  const std::string script = gnuplot_script(spec, reports);
+  CHECK(count(script, "set multiplot layout 1,2") == 1);  // N and d are swept, M is not
+  CHECK(count(script, "<< EOD") == 4);                     // (N, d) x (naive, fa2)
+  CHECK(count(script, "\nset output\n") == 1);             // no file name: standard output
+  // Each datablock line is "x bytes dram": the N line of fa2 holds the reports' own bytes.
+  for (const Report& r : reports)
+    if (r.algorithm == Algorithm::fa2 && r.problem.d == 64)
+      CHECK(script.find(std::to_string(r.problem.N) + " " + std::to_string(r.bytes_total())) !=
+            std::string::npos);
 }
 
-TEST_CASE("plot: a path with a single quote is refused before anything is written") {
-  const SweepSpec spec = two_point_spec();
-  const std::string name = "flashlab-it's-" + std::to_string(fresh_rng()()) + ".png";
-  const std::filesystem::path png = std::filesystem::temp_directory_path() / name;
-  const PlotOutcome outcome = plot_sweep(spec, run_sweep(spec), png.string());
-  CHECK_FALSE(outcome.drawn);
-  CHECK(outcome.message.find("contains a single quote") != std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(png.string() + ".gp"));
+TEST_CASE("plot: a sweep with a single point has nothing to plot, and says so") {
+  SweepSpec spec;
+  spec.N = {256};
+  spec.d = {64};
+  spec.sram_bytes = {192 * kKiB};
+  spec.algorithms = {Algorithm::fa2};
+  CHECK_FALSE(plottable(spec));
+  CHECK_THROWS_WITH_AS(gnuplot_script(spec, run_sweep(spec)),
+                       doctest::Contains("nothing to plot: give more than one value"),
+                       cpu::InvalidArgument);
 }
 
 }  // namespace flashlab::sim::test

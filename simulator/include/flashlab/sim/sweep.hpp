@@ -37,17 +37,14 @@ std::vector<Report> run_sweep(const SweepSpec& spec, const SweepProgress& progre
 void write_csv(std::ostream& out, const std::vector<Report>& reports,
                const HardwareProfile* profile);
 
-struct PlotOutcome {
-  bool drawn = false;
-  std::string message{};  // what was drawn, or why not and what to do
-};
+// Whether a sweep has an axis to plot: more than one value of N, d or the SRAM size.
+bool plottable(const SweepSpec& spec);
 
-// Draws HBM bytes against each swept axis (N, M, d: those with more than one value) on
-// log-log axes, one line per algorithm, the other swept values held at their first, into
-// png_path. Writes the gnuplot script, data included, beside the PNG (png_path + ".gp"),
-// then runs gnuplot; when gnuplot is not installed, when the script cannot be written, or
-// when png_path holds a single quote, says so instead of failing.
-PlotOutcome plot_sweep(const SweepSpec& spec, const std::vector<Report>& reports,
-                       const std::string& png_path);
+// The gnuplot script that draws HBM bytes against each swept axis (N, M, d: those with
+// more than one value) on log-log axes, one line per algorithm, the other swept values
+// held at their first, data included. It writes the PNG to gnuplot's standard output:
+// no file name is ever part of the script, so none can be read as a gnuplot command.
+// Throws cpu::InvalidArgument when the sweep is not plottable.
+std::string gnuplot_script(const SweepSpec& spec, const std::vector<Report>& reports);
 
 }  // namespace flashlab::sim
