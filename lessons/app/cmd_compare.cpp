@@ -280,7 +280,19 @@ void check_cost(const CompareArgs& a) {
         "--repeats", multiply_adds, kMaxMultiplyAdds));
 }
 
+// Every name in --kernels is a kernel of the ladder, named once.
+void check_kernels(const CompareArgs& a) {
+  const auto names = split(a.kernels);
+  if (names.empty()) throw cpu::InvalidArgument("--kernels is empty: give one or more of " + kernel_list());
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    if (!kernel_by_name(names[k])) throw cpu::InvalidArgument("--kernels: " + unknown_kernel_message(names[k]));
+    if (std::find(names.begin(), names.begin() + std::ptrdiff_t(k), names[k]) != names.begin() + std::ptrdiff_t(k))
+      throw cpu::InvalidArgument(fmt::format("--kernels names {} twice: name each kernel once", names[k]));
+  }
+}
+
 void run(const CompareArgs& a) {
+  check_kernels(a);
   check_cost(a);
   const sim::DType dtype = sim::parse_dtype(a.dtype);
   const auto go = [&](auto tag) {

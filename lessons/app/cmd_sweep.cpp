@@ -23,7 +23,7 @@ namespace flashlab::app {
 namespace {
 
 struct SweepArgs {
-  std::string n = "1024..65536", d = "128", sram = "192KiB", algorithms = "naive,fa1,fa2";
+  std::string n = "1024..65536", d = "128", sram, algorithms = "naive,fa1,fa2";
   std::string dtype = "bf16", profile = "h200", l2, csv, plot;
   bool causal = false;
   cpu::Index br = 0, bc = 0;
@@ -69,7 +69,7 @@ std::vector<T> parse_list(std::string_view flag, std::string_view list,
   return out;
 }
 
-sim::SweepSpec spec_of(const SweepArgs& a) {
+sim::SweepSpec spec_of(const SweepArgs& a, const sim::HardwareProfile& hw) {
   sim::SweepSpec spec;
   const auto size = [](std::string_view flag) {
     return [flag](std::string_view text) { return parse_integer(flag, text, 1, INT64_MAX); };
@@ -77,8 +77,10 @@ sim::SweepSpec spec_of(const SweepArgs& a) {
   spec.N = parse_list<cpu::Index>("--n", a.n, size("--n"));
   spec.d = parse_list<cpu::Index>("--d", a.d, size("--d"));
   spec.dtype = sim::parse_dtype(a.dtype);
-  spec.sram_bytes = parse_list<sim::Bytes>(
-      "--sram", a.sram, [&](std::string_view s) { return sim::parse_capacity(s, spec.dtype); });
+  spec.sram_bytes = a.sram.empty() ? std::vector<sim::Bytes>{hw.sram_per_sm}
+                                    : parse_list<sim::Bytes>("--sram", a.sram, [&](std::string_view s) {
+                                        return sim::parse_capacity(s, spec.dtype);
+                                      });
   spec.algorithms = sim::parse_algorithms(a.algorithms);
   spec.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
   if (a.br_option->count() != a.bc_option->count())
@@ -134,7 +136,7 @@ void draw(Plot& plot, const sim::SweepSpec& spec, const std::vector<sim::Report>
 
 void sweep(const SweepArgs& args) {
   const sim::HardwareProfile& hw = sim::find_profile(args.profile);
-  const sim::SweepSpec spec = spec_of(args);
+  const sim::SweepSpec spec = spec_of(args, hw);
   check_distinct_outputs({{"--csv", args.csv}, {"--plot", args.plot}, {"--plot", script_path(args)}});
   OutputFile csv("--csv", args.csv);
   std::optional<Plot> plot;
@@ -159,7 +161,8 @@ void add_sweep_command(CLI::App& app) {
   auto& args = arguments_of<SweepArgs>(cmd, sweep);
   cmd->add_option("--n", args.n, "sequence lengths: a,b,c or a..b (doubling)")->capture_default_str();
   cmd->add_option("--d", args.d, "head dimensions: a,b,c or a..b")->capture_default_str();
-  cmd->add_option("--sram", args.sram, "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB (or in elements: 49152el)")
+  cmd->add_option("--sram", args.sram,
+                  "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB (or in elements: 49152el); default: the profile's")
       ->capture_default_str();
   cmd->add_option("--algo", args.algorithms, "programs: naive,fa1,fa2")->capture_default_str();
   cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();

@@ -5,7 +5,12 @@
 
 #include "random_inputs.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
+
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
 
 namespace flashlab::gpu::test {
 
@@ -30,7 +35,31 @@ inline void expect_matches_reference(const Case& c) {
   CHECK(out.lse_err <= kLseTolerance);
 }
 
-inline constexpr flashlab_kernel kAllKernels[] = {FLASHLAB_KERNEL_NAIVE, FLASHLAB_KERNEL_SCALAR,
-                                                  FLASHLAB_KERNEL_FA2};
+// Every kernel of the ladder, from gpu/'s table: a kernel added there is tested here.
+inline const std::vector<flashlab_kernel>& all_kernels() {
+  static const std::vector<flashlab_kernel> ids = [] {
+    std::vector<flashlab_kernel> out;
+    for (const KernelRecord& k : kKernels) out.push_back(k.id);
+    return out;
+  }();
+  return ids;
+}
+
+// The head dimensions every kernel takes (the table's sets, intersected), so that each case
+// runs on all of them.
+inline const std::vector<int>& shared_head_dims() {
+  static const std::vector<int> dims = [] {
+    std::vector<int> out;
+    for (const KernelRecord& k : kKernels)
+      for (int i = 0; i < k.head_dims.count; ++i) {
+        const int64_t d = k.head_dims.values[i];
+        bool everywhere = true;
+        for (const KernelRecord& other : kKernels) everywhere = everywhere && other.head_dims.contains(d);
+        if (everywhere && std::find(out.begin(), out.end(), int(d)) == out.end()) out.push_back(int(d));
+      }
+    return out;
+  }();
+  return dims;
+}
 
 }  // namespace flashlab::gpu::test

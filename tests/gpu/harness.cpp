@@ -1,6 +1,7 @@
 #include "harness.hpp"
 
 #include "flashlab/cpu/naive.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -231,10 +232,9 @@ const char* layout_name(Layout layout) {
 }  // namespace
 
 std::string Case::describe() const {
-  static const char* kKernels[] = {"naive", "scalar", "fa2"};
-  static const char* kDtypes[] = {"fp32", "fp16", "bf16"};
   static const char* kCausal[] = {"none", "top_left", "bottom_right"};
-  return std::string(kKernels[kernel]) + " " + kDtypes[dtype] + " B=" + std::to_string(batch) +
+  return std::string(find_kernel(kernel)->name) + " " + std::string(dtype_name(flashlab_dtype(dtype))) +
+         " B=" + std::to_string(batch) +
          " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
          " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) +
          " d=" + std::to_string(d) + " causal=" + kCausal[causal] + " " + layout_name(layout) +

@@ -6,11 +6,10 @@ namespace flashlab::gpu::test {
 namespace {
 
 constexpr int kSquareN[] = {1, 17, 97, 128, 1023};
-constexpr int kHeadDims[] = {64, 128};
 constexpr flashlab_causal kCausalModes[] = {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT};
 
 void square_sweep(flashlab_kernel kernel) {
-  for (int d : kHeadDims)
+  for (int d : shared_head_dims())
     for (int n : kSquareN)
       for (flashlab_causal causal : kCausalModes) {
         Case c;
@@ -25,20 +24,20 @@ void square_sweep(flashlab_kernel kernel) {
       }
 }
 
-TEST_CASE("naive kernel matches the fp64 reference: bf16, N in {1..1023}, d in {64, 128}, GQA") {
+TEST_CASE("naive kernel matches the fp64 reference: bf16, N in {1..1023}, every d all kernels take, GQA") {
   square_sweep(FLASHLAB_KERNEL_NAIVE);
 }
 
-TEST_CASE("scalar kernel matches the fp64 reference: bf16, N in {1..1023}, d in {64, 128}, GQA") {
+TEST_CASE("scalar kernel matches the fp64 reference: bf16, N in {1..1023}, every d all kernels take, GQA") {
   square_sweep(FLASHLAB_KERNEL_SCALAR);
 }
 
-TEST_CASE("fa2 kernel matches the fp64 reference: bf16, N in {1..1023}, d in {64, 128}, GQA") {
+TEST_CASE("fa2 kernel matches the fp64 reference: bf16, N in {1..1023}, every d all kernels take, GQA") {
   square_sweep(FLASHLAB_KERNEL_FA2);
 }
 
 TEST_CASE("every kernel at N = 4096, d = 128, causal and not") {
-  for (flashlab_kernel kernel : kAllKernels)
+  for (flashlab_kernel kernel : all_kernels())
     for (flashlab_causal causal : kCausalModes) {
       Case c;
       c.kernel = kernel;
@@ -55,8 +54,8 @@ TEST_CASE("every kernel with N_q != N_k under no mask and both causal alignments
   constexpr int kPairs[][2] = {{113, 203}, {203, 113}, {1, 339}, {1023, 1024}};
   constexpr flashlab_causal kAll[] = {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT,
                                       FLASHLAB_CAUSAL_BOTTOM_RIGHT};
-  for (flashlab_kernel kernel : kAllKernels)
-    for (int d : kHeadDims)
+  for (flashlab_kernel kernel : all_kernels())
+    for (int d : shared_head_dims())
       for (const auto& pair : kPairs)
         for (flashlab_causal causal : kAll) {
           Case c;
@@ -72,10 +71,10 @@ TEST_CASE("every kernel with N_q != N_k under no mask and both causal alignments
 }
 
 TEST_CASE("every kernel in fp16, and naive and scalar in fp32") {
-  for (flashlab_kernel kernel : kAllKernels)
+  for (flashlab_kernel kernel : all_kernels())
     for (flashlab_dtype dtype : {FLASHLAB_FP16, FLASHLAB_FP32}) {
       if (kernel == FLASHLAB_KERNEL_FA2 && dtype == FLASHLAB_FP32) continue;  // bf16/fp16 only
-      for (int d : kHeadDims)
+      for (int d : shared_head_dims())
         for (int n : {97, 1023}) {
           Case c;
           c.kernel = kernel;
@@ -91,7 +90,7 @@ TEST_CASE("every kernel in fp16, and naive and scalar in fp32") {
 }
 
 TEST_CASE("every kernel with MQA (one KV head for eight query heads) and a given scale") {
-  for (flashlab_kernel kernel : kAllKernels) {
+  for (flashlab_kernel kernel : all_kernels()) {
     Case c;
     c.kernel = kernel;
     c.batch = 3;
@@ -106,8 +105,8 @@ TEST_CASE("every kernel with MQA (one KV head for eight query heads) and a given
 }
 
 TEST_CASE("sanitizer: every kernel once at a small size (compute-sanitizer runs only this)") {
-  for (flashlab_kernel kernel : kAllKernels)
-    for (int d : kHeadDims) {
+  for (flashlab_kernel kernel : all_kernels())
+    for (int d : shared_head_dims()) {
       Case c;
       c.kernel = kernel;
       c.heads_q = 2;

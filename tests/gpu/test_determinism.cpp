@@ -16,7 +16,7 @@ bool same_bits(const RawRun& a, const RawRun& b) {
 
 TEST_CASE("every kernel is bitwise deterministic over repeated runs") {
   constexpr int kRuns = 3;
-  for (flashlab_kernel kernel : kAllKernels) {
+  for (flashlab_kernel kernel : all_kernels()) {
     Case c;
     c.kernel = kernel;
     c.batch = 2;
@@ -32,7 +32,7 @@ TEST_CASE("every kernel is bitwise deterministic over repeated runs") {
 }
 
 TEST_CASE("scale 0 and NaN both mean exactly 1/sqrt(d)") {
-  for (flashlab_kernel kernel : kAllKernels) {
+  for (flashlab_kernel kernel : all_kernels()) {
     Case c;
     c.kernel = kernel;
     c.n_q = c.n_k = 97;

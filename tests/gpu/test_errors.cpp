@@ -23,7 +23,7 @@ void expect_error(const ValidCall& call, flashlab_status status, const char* wor
 }
 
 TEST_CASE("a valid call succeeds and clears the last error") {
-  for (flashlab_kernel kernel : kAllKernels) {
+  for (flashlab_kernel kernel : all_kernels()) {
     ValidCall bad(kernel);
     bad.params.n_q = 0;
     std::string message;
@@ -71,7 +71,7 @@ TEST_CASE("misaligned pointers and strides") {
     call.params.o = static_cast<char*>(call.params.o) + 1;  // inside an element
     expect_error(call, FLASHLAB_ERROR_MISALIGNED, "O = ");
   }
-  for (flashlab_kernel kernel : kAllKernels) {
+  for (flashlab_kernel kernel : all_kernels()) {
     ValidCall call(kernel);
     call.params.lse = reinterpret_cast<float*>(reinterpret_cast<char*>(call.params.lse) + 2);
     expect_error(call, FLASHLAB_ERROR_MISALIGNED, "LSE is not 4-byte aligned");
@@ -107,7 +107,7 @@ TEST_CASE("a last dimension that is not contiguous, and bad strides") {
 
 TEST_CASE("an output whose batches, heads or rows overlap is refused, while inputs may broadcast") {
   const std::string race = " overlap, so several blocks would write the same addresses: ";
-  for (flashlab_kernel kernel : kAllKernels) {
+  for (flashlab_kernel kernel : all_kernels()) {
     {
       ValidCall call(kernel);
       call.params.o_stride[1] = 0;  // both query heads into one place
@@ -142,7 +142,7 @@ TEST_CASE("an output whose batches, heads or rows overlap is refused, while inpu
 }
 
 TEST_CASE("heads_q not a multiple of heads_kv, and sizes out of range") {
-  for (flashlab_kernel kernel : kAllKernels) {
+  for (flashlab_kernel kernel : all_kernels()) {
     {
       ValidCall call(kernel);
       call.params.heads_kv = 3;  // heads_q = 2

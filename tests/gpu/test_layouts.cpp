@@ -6,8 +6,8 @@ namespace flashlab::gpu::test {
 namespace {
 
 void layout_sweep(Layout layout) {
-  for (flashlab_kernel kernel : kAllKernels)
-    for (int d : {64, 128})
+  for (flashlab_kernel kernel : all_kernels())
+    for (int d : shared_head_dims())
       for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT}) {
         Case c;
         c.kernel = kernel;

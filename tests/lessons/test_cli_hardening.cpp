@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 using flashlab::test::run_flashlab;
 namespace fs = std::filesystem;
@@ -64,6 +66,18 @@ TEST_CASE("integer options are decimal, refused out of range, never clamped") {
     const auto run = run_flashlab(std::string(args) + " 2>&1");
     CHECK(run.status == kUsageError);
     CHECK(contains(run.output, "is not a whole number from"));
+  }
+}
+
+TEST_CASE("compare's kernels are the ladder's, each named once") {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--kernels foo", "unknown GPU kernel `foo`: the kernels are naive, scalar, fa2"},
+           {"--kernels fa2,fa2", "names fa2 twice"},
+           {"--kernels ''", "--kernels is empty"}}) {
+    CAPTURE(args);
+    const auto run = run_flashlab("compare --n 64 " + args + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, message));
   }
 }
 
