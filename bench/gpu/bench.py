@@ -149,10 +149,11 @@ def run_ncu_one(args):
     torch.cuda.profiler.stop()
 
 
-def predicted_l2_bytes(lib, impl):
-    """The closed-form L2-level traffic of one forward at NCU_SHAPE: what a two-level
-    (HBM + SRAM) model counts for the kernel as the library describes it
-    (flashlab_kernel_info), every tile load a transfer."""
+def predicted_sm_bytes(lib, impl):
+    """The closed-form traffic between the L2 and the SMs (read + written) of one forward at
+    NCU_SHAPE: what a two-level (HBM + SRAM) model counts for the kernel as the library
+    describes it (flashlab_kernel_info), every tile load a transfer, each GEMM operand read
+    once (cuBLAS re-reads panels, so naive's measured figure is higher)."""
     if impl not in fl.KERNELS:
         return None
     B, H, N, d = (NCU_SHAPE[x] for x in ("B", "H", "N", "d"))
@@ -168,13 +169,14 @@ def predicted_l2_bytes(lib, impl):
 
 
 def summarize_ncu(lib, paths):
-    metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
+    metrics = ["l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes.sum",
+               "lts__t_bytes.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
                "gpu__time_duration.sum"]
     print("\nNsight Compute, one forward at B=1, H=16, N=8192, d=128, bf16, non-causal")
-    print("(predicted: closed-form L2-level bytes of a two-level HBM + SRAM model for each"
-          " kernel's tile sizes)")
-    print(f"{'impl':>10} {'kernels':>7} {'DRAM read':>12} {'DRAM write':>12} {'L2 bytes':>12}"
-          f" {'predicted L2':>13} {'time ms':>9}")
+    print("(predicted: closed-form bytes between the L2 and the SMs of a two-level HBM + SRAM"
+          " model for each kernel's tile sizes; compare with SM read + SM write)")
+    print(f"{'impl':>10} {'kernels':>7} {'SM read':>10} {'SM write':>10} {'L2 bytes':>10}"
+          f" {'DRAM read':>10} {'DRAM write':>10} {'predicted':>10} {'ratio':>6} {'time ms':>9}")
     for path in paths:
         impl = os.path.basename(path).removeprefix("ncu_").removesuffix(".csv")
         totals, kernels = {m: 0.0 for m in metrics}, set()
@@ -184,11 +186,13 @@ def summarize_ncu(lib, paths):
             if row.get("Metric Name") in totals:
                 totals[row["Metric Name"]] += float(row["Metric Value"].replace(",", ""))
                 kernels.add(row["ID"])
-        pred = predicted_l2_bytes(lib, impl)
-        pred_s = f"{pred / 1e9:12.2f}G" if pred else f"{'-':>13}"
-        print(f"{impl:>10} {len(kernels):7d} {totals[metrics[0]] / 1e9:11.3f}G "
-              f"{totals[metrics[1]] / 1e9:11.3f}G {totals[metrics[2]] / 1e9:11.2f}G {pred_s} "
-              f"{totals[metrics[3]] / 1e6:9.3f}")
+        pred = predicted_sm_bytes(lib, impl)
+        sm = totals[metrics[0]] + totals[metrics[1]]
+        pred_s = f"{pred / 1e9:9.3f}G" if pred else f"{'-':>10}"
+        ratio_s = f"{sm / pred:6.3f}" if pred else f"{'-':>6}"
+        gb = [f"{totals[m] / 1e9:9.3f}G" for m in metrics[:5]]
+        print(f"{impl:>10} {len(kernels):7d} {' '.join(gb)} {pred_s} {ratio_s} "
+              f"{totals[metrics[5]] / 1e6:9.3f}")
 
 
 def main():

@@ -106,7 +106,7 @@ cpu::Matrix<float> naive_same_precision(const Inputs& in) {
 }
 
 struct Row {
-  std::string executor, error, time, predicted, measured;
+  std::string executor, error, time, predicted, measured, ratio = "-";
 };
 
 std::string us(double ms) { return fmt::format("{:.1f} us", ms * 1e3); }
@@ -126,26 +126,32 @@ struct Prediction {
 
 Prediction predict(const std::string& kernel, const CompareArgs& args, sim::DType dtype,
                    const Inputs& in) {
-  const KernelMirror mirror = kernel_mirror(kernel, args.d, dtype);
+  const sim::Problem asked{.N = args.n, .d = args.d, .dtype = dtype, .causal = in.options.causal,
+                           .sram_bytes = h200().sram_per_sm, .l2_bytes = h200().l2_bytes};
+  const KernelMirror mirror = kernel_mirror(kernel, asked);
   if (!mirror.algorithm) return {kernel, kernel, std::nullopt, mirror.why_not};
   Prediction p{kernel, kernel, std::nullopt, ""};
-  if (mirror.tiles) p.label = fmt::format("{} (Br {}, Bc {})", kernel, mirror.tiles->Br, mirror.tiles->Bc);
+  if (const auto& t = mirror.problem.tiles) p.label = fmt::format("{} (Br {}, Bc {})", kernel, t->Br, t->Bc);
   if (in.Q.rows() != in.K.rows()) {
     p.why_not = "not modelled (the simulator takes N_q = N_k)";
     return p;
   }
-  const sim::Problem problem{.N = args.n, .d = args.d, .dtype = dtype, .causal = in.options.causal,
-                             .sram_bytes = h200().sram_per_sm, .tiles = mirror.tiles,
-                             .l2_bytes = h200().l2_bytes};
-  p.report = sim::count(*mirror.algorithm, problem);
+  p.report = sim::count(*mirror.algorithm, mirror.problem);
   return p;
 }
 
-// "L2-level traffic; DRAM past the L2", as the simulator predicts them.
+// Into and out of the SMs, and DRAM past the L2, as the simulator predicts them.
 std::string predicted_bytes(const Prediction& p) {
   if (!p.report) return p.why_not;
-  return fmt::format("{} to SMs; DRAM {}", bytes_text(double(p.report->bytes_total())),
+  return fmt::format("SMs read {}, write {}; DRAM {}", bytes_text(double(p.report->bytes_read())),
+                     bytes_text(double(p.report->bytes_written())),
                      bytes_text(double(p.report->dram_total())));
+}
+
+// measured / predicted for the bytes into the SMs, the level the two-level model is about.
+std::string ratio(const Prediction& p, const std::optional<MeasuredBytes>& m) {
+  if (!p.report || !m || p.report->bytes_read() == 0) return "-";
+  return fmt::format("{:.3f}", m->sm_read / double(p.report->bytes_read()));
 }
 
 std::string bound_of(const Prediction& p) {
@@ -164,17 +170,23 @@ std::vector<std::string> ncu_command(const CompareArgs& a, const std::string& ke
   return argv;
 }
 
-std::string measured(const CompareArgs& a, const std::string& kernel, const GpuRun& run) {
-  if (!run.ran) return "unavailable: the kernel did not run";
-  if (a.no_ncu) return "not measured (--no-ncu)";
+// The kernel's bytes under Nsight Compute, or why there are none.
+NcuOutcome measure(const CompareArgs& a, const std::string& kernel) {
+  if (a.no_ncu) return {std::nullopt, "not measured (--no-ncu)"};
   const auto ncu = find_ncu();
-  if (!ncu) return "unavailable: ncu (Nsight Compute) is not installed";
+  if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
   std::cerr << "flashlab: measuring the " << kernel << " kernel's bytes with Nsight Compute...\n";
-  const auto outcome = measure_with_ncu(*ncu, ncu_command(a, kernel));
-  if (!outcome.bytes) return "unavailable: " + outcome.message;
-  const auto& m = *outcome.bytes;
-  return fmt::format("DRAM {} read, {} written; L2 {}", bytes_text(m.dram_read), bytes_text(m.dram_written),
-                     bytes_text(m.l2));
+  NcuOutcome outcome = measure_with_ncu(*ncu, ncu_command(a, kernel));
+  if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
+  return outcome;
+}
+
+std::string measured_text(const NcuOutcome& o) {
+  if (!o.bytes) return o.message;
+  const auto& m = *o.bytes;
+  return fmt::format("SMs read {}, write {}; L2 {}; DRAM {} read, {} written", bytes_text(m.sm_read),
+                     bytes_text(m.sm_written), bytes_text(m.l2), bytes_text(m.dram_read),
+                     bytes_text(m.dram_written));
 }
 
 std::vector<std::string> split(const std::string& list) {
@@ -211,7 +223,8 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
     }
     const double err = max_error(run.O, in.O_exact);
     errors.emplace_back(name, err);
-    rows.push_back({name, num(err, 3), us(run.median_ms), predicted_bytes(p), measured(a, kernel, run)});
+    const NcuOutcome m = measure(a, kernel);
+    rows.push_back({name, num(err, 3), us(run.median_ms), predicted_bytes(p), measured_text(m), ratio(p, m.bytes)});
   }
 }
 
@@ -243,16 +256,18 @@ void compare(const CompareArgs& a, sim::DType dtype) {
   for (const auto& kernel : split(a.kernels)) predictions.push_back(predict(kernel, a, dtype, in));
   simulator_rows(predictions, rows);
   gpu_rows(a, dtype, in, predictions, rows, errors);
-  Table table({"executor", "max error", "time", "HBM bytes predicted", "bytes measured"},
-              {true, true, true, true, true});
-  for (const auto& r : rows) table.add({r.executor, r.error, r.time, r.predicted, r.measured});
+  Table table({"executor", "max error", "time", "bytes predicted", "bytes measured", "SM read: measured/predicted"},
+              {true, true, true, true, true, false});
+  for (const auto& r : rows) table.add({r.executor, r.error, r.time, r.predicted, r.measured, r.ratio});
   const Style style = Style::for_stdout(a.no_colour);
   table.print(std::cout, style);
   print_verdicts(style, a.dtype, naive_err, errors);
   std::cout << fmt::format(
-      "Predicted bytes: the simulator's count of what crosses into the SM (comparable\n"
-      "with ncu's L2 traffic) and of what reaches DRAM past a {} LRU L2 (comparable\n"
-      "with ncu's DRAM bytes). One head on one SM: the GPU runs many blocks at once.\n",
+      "Predicted bytes: the simulator's count of what crosses between the L2 and the SMs\n"
+      "(measured by l1tex__m_xbar2l1tex_read_bytes and l1tex__m_l1tex2xbar_write_bytes) and of\n"
+      "what reaches DRAM past a {} LRU L2 run as one SM would (dram__bytes_read/write).\n"
+      "lts__t_bytes, at the L2 slices, sits lower: Hopper merges simultaneous requests of\n"
+      "several SMs for the same sectors before they reach the slices.\n",
       bytes_text(double(h200().l2_bytes)));
 }
 

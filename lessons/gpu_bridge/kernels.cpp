@@ -27,28 +27,44 @@ std::string unknown_kernel_message(std::string_view name) {
 
 namespace {
 
-// Which of the simulator's programs moves a kernel's bytes; none for a kernel not yet
-// modelled (the scalar kernel's fp32 SRAM tiles are not).
+// Which of the simulator's programs moves a kernel's bytes: the scalar kernel and fa2 both
+// stream K and V tile by tile past a query tile held on chip (FlashAttention-2's order), so
+// the FA2 program with their tiles and score dtype mirrors them.
 std::optional<sim::Algorithm> mirror_program(flashlab_kernel kernel) {
   switch (kernel) {
     case FLASHLAB_KERNEL_NAIVE: return sim::Algorithm::naive;
+    case FLASHLAB_KERNEL_SCALAR:
     case FLASHLAB_KERNEL_FA2: return sim::Algorithm::fa2;
-    case FLASHLAB_KERNEL_SCALAR: break;
   }
   return std::nullopt;
 }
 
+sim::DType sim_dtype(flashlab_dtype dtype) {
+  switch (dtype) {
+    case FLASHLAB_FP32: return sim::DType::fp32;
+    case FLASHLAB_FP16: return sim::DType::fp16;
+    case FLASHLAB_BF16: break;
+  }
+  return sim::DType::bf16;
+}
+
 }  // namespace
 
-KernelMirror kernel_mirror(std::string_view kernel, cpu::Index d, sim::DType dtype) {
+KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem) {
+  KernelMirror mirror{std::nullopt, problem, ""};
   const auto id = kernel_by_name(kernel);
-  if (!id) return {std::nullopt, std::nullopt, unknown_kernel_message(kernel)};
-  const gpu::KernelInfo info = gpu::kernel_info(*id, d, c_dtype(dtype));
-  if (!info.supported) return {std::nullopt, std::nullopt, info.reason};
-  const auto program = mirror_program(*id);
-  if (!program) return {std::nullopt, std::nullopt, "not modelled yet"};
-  KernelMirror mirror{program, std::nullopt, ""};
-  if (info.config.Br > 0) mirror.tiles = cpu::TileSizes{info.config.Br, info.config.Bc};
+  if (!id) {
+    mirror.why_not = unknown_kernel_message(kernel);
+    return mirror;
+  }
+  const gpu::KernelInfo info = gpu::kernel_info(*id, problem.d, c_dtype(problem.dtype));
+  mirror.algorithm = info.supported ? mirror_program(*id) : std::nullopt;
+  if (!info.supported) mirror.why_not = info.reason;
+  else if (!mirror.algorithm) mirror.why_not = "not modelled yet";
+  if (!mirror.algorithm) return mirror;
+  const gpu::KernelConfig& c = info.config;
+  if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};
+  mirror.problem.score_dtype = sim_dtype(c.s.dtype);
   return mirror;
 }
 

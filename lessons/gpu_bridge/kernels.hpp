@@ -24,15 +24,17 @@ std::optional<flashlab_kernel> kernel_by_name(std::string_view name);
 // "unknown GPU kernel `x`: the kernels are naive, scalar, fa2"
 std::string unknown_kernel_message(std::string_view name);
 
-// The simulator's mirror of a kernel as built: the program that moves its bytes, with the
-// kernel's own tiles from the table. Without a mirror, why_not says why (not modelled yet,
-// or the kernel does not take this d or dtype).
+// The simulator's mirror of a kernel as built: the program that moves its bytes, and the
+// problem set up with the kernel's own facts from the table (its tiles, the dtype its score
+// tile is kept in). Without a mirror, why_not says why (not modelled yet, or the kernel
+// does not take this d or dtype).
 struct KernelMirror {
   std::optional<sim::Algorithm> algorithm;
-  std::optional<cpu::TileSizes> tiles;  // absent where the kernel has none (naive)
+  sim::Problem problem;  // the caller's problem with the kernel's facts filled in
   std::string why_not;
 };
-KernelMirror kernel_mirror(std::string_view kernel, cpu::Index d, sim::DType dtype);
+// problem: N, d, dtype, causal, SRAM and L2 as the caller wants them simulated.
+KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem);
 
 flashlab_dtype c_dtype(sim::DType dtype);
 flashlab_causal c_causal(cpu::Causal causal);

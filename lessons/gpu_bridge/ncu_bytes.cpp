@@ -14,7 +14,12 @@ namespace flashlab::app {
 
 namespace {
 
-constexpr const char* kMetrics = "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum";
+// "a,b,c": the metrics as ncu's --metrics takes them.
+std::string metric_list() {
+  std::string out;
+  for (const NcuMetric& m : kNcuMetrics) out += (out.empty() ? "" : ",") + std::string(m.name);
+  return out;
+}
 
 // The fields of one CSV line whose fields are all quoted: "a","b,c","d".
 std::vector<std::string> fields(const std::string& line) {
@@ -87,9 +92,8 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
     const auto v = number(f[value]);
     if (!s || !v) return std::nullopt;
     const double bytes = *s * *v;
-    if (f[name] == "dram__bytes_read.sum") m.dram_read += bytes;
-    if (f[name] == "dram__bytes_write.sum") m.dram_written += bytes;
-    if (f[name] == "lts__t_bytes.sum") m.l2 += bytes;
+    for (const NcuMetric& metric : kNcuMetrics)
+      if (f[name] == metric.name) m.*metric.field += bytes;
     if (id >= 0 && f[id] != last_id) ++m.kernels, last_id = f[id];
   }
   if (header.empty()) return std::nullopt;
@@ -97,7 +101,7 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
 }
 
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command) {
-  std::vector<std::string> argv{ncu, "--csv", "--clock-control", "none", "--metrics", kMetrics};
+  std::vector<std::string> argv{ncu, "--csv", "--clock-control", "none", "--metrics", metric_list()};
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);
   if (!run.started) return {std::nullopt, run.message};

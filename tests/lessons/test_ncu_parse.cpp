@@ -25,6 +25,19 @@ TEST_CASE("ncu CSV: three metrics of two kernels, in mixed units, are summed in 
   CHECK(m->l2 == doctest::Approx((l2_1 + l2_2) * 1e9));
 }
 
+TEST_CASE("ncu CSV: the bytes into and out of the SMs are read as well") {
+  const auto m = flashlab::app::parse_ncu_csv(
+      "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"l1tex__m_xbar2l1tex_read_bytes.sum\",\"Mbyte\",\"68.16\"\n"
+      "\"0\",\"l1tex__m_l1tex2xbar_write_bytes.sum\",\"Kbyte\",\"1,048.58\"\n"
+      "\"1\",\"l1tex__m_xbar2l1tex_read_bytes.sum\",\"byte\",\"4096\"\n");
+  REQUIRE(m);
+  CHECK(m->kernels == 2);
+  CHECK(m->sm_read == doctest::Approx(68.16e6 + 4096));
+  CHECK(m->sm_written == doctest::Approx(1048.58e3));
+  CHECK(m->l2 == 0);
+}
+
 TEST_CASE("ncu CSV: thousands separators are read, unknown units refused, no header is no data") {
   const auto m = flashlab::app::parse_ncu_csv(
       "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
