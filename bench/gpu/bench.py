@@ -3,6 +3,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
 
   python3 bench.py --lib build/gpu/libflashlab.so --csv out.csv     # the timing sweep
   python3 bench.py --lib ... --ncu-one fa2                          # one forward, for ncu
+  python3 bench.py --lib ... --ncu-one fa2 --shape 1,16,4,4096,128  # B,Hq,Hkv,N,d (GQA)
   python3 bench.py --summarize-ncu ncu_naive.csv ncu_fa2.csv ...    # bytes vs prediction
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
@@ -129,12 +130,24 @@ def run_sweep(args):
     print_summary(summary)
 
 
+def parse_shape(text):
+    """"B,Hq,Hkv,N,d" into a dict; Hkv must divide Hq (GQA; Hkv = 1 is MQA)."""
+    try:
+        B, Hq, Hkv, N, d = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: give five whole numbers B,Hq,Hkv,N,d")
+    if min(B, Hq, Hkv, N, d) < 1 or Hq % Hkv:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: sizes >= 1 and Hkv dividing Hq")
+    return dict(B=B, H=Hq, Hkv=Hkv, N=N, d=d)
+
+
 def run_ncu_one(args):
     """One forward of one implementation between cudaProfilerStart/Stop, after a warm-up
     outside that range (module load, cuBLAS handle, first-touch allocations)."""
     import torch
-    s = NCU_SHAPE
-    q, k, v = make_inputs(torch, s["B"], s["H"], s["N"], s["d"])
+    s = args.shape or dict(NCU_SHAPE, Hkv=NCU_SHAPE["H"])
+    q, _, _ = make_inputs(torch, s["B"], s["H"], s["N"], s["d"])
+    _, k, v = make_inputs(torch, s["B"], s["Hkv"], s["N"], s["d"])
     o = torch.empty_like(q)
     lse = torch.empty(s["B"], s["H"], s["N"], device="cuda", dtype=torch.float32)
     if args.ncu_one in fl.KERNELS:
@@ -202,6 +215,7 @@ def main():
     ap.add_argument("--csv", default="bench_gpu.csv")
     ap.add_argument("--seq-lens", type=int, nargs="*", default=SEQ_LENS)
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
+    ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--summarize-ncu", nargs="*")
     args = ap.parse_args()
     if args.summarize_ncu:

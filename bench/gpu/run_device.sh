@@ -5,7 +5,8 @@
 # kernel, run `flashlab compare` through its GPU runner, time every kernel against torch's
 # SDPA backends, and read one forward of each with Nsight Compute.
 #
-#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli bench ncu (default: all)
+#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli bench ncu levels
+#                                        (default: all)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -17,7 +18,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize cli bench ncu}
+STEPS=${*:-build test sanitize cli bench ncu levels}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -113,5 +114,22 @@ if want ncu; then
   else
     echo "the simulator's CLI did not build here: the closed-form prediction above stands"
   fi
+fi
+if want levels; then
+  # Which counter measures which level, by experiment: fa2's loads are known exactly, so the
+  # bytes into the SMs must equal the model's; what sits below them at the L2 slices should
+  # shrink as more blocks read the same K/V tiles at once (one head, GQA, MQA), if the
+  # difference is Hopper merging simultaneous requests before the slices.
+  step "levels: fa2 bytes at the SMs, the L2 slices and DRAM, one metric set per shape"
+  echo "shape(B,Hq,Hkv,N,d),metric,value" > "$OUT/levels.csv"
+  for shape in 1,1,1,4096,128 1,16,16,4096,128 1,16,4,4096,128 1,16,1,4096,128 \
+               1,16,16,8192,128 1,16,1,8192,128 4,32,32,8192,128; do
+    ncu --clock-control none --profile-from-start off --print-units base --csv \
+        --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
+        --lib "$BUILD/gpu/libflashlab.so" --ncu-one fa2 --shape "$shape" 2>&1 |
+      awk -F'","' -v s="$shape" '/^"[0-9]/ {gsub(/"|,/, "", $15); print "\"" s "\"," $13 "," $15}' \
+      >> "$OUT/levels.csv" || status=1
+  done
+  cat "$OUT/levels.csv"
 fi
 exit $status
