@@ -13,15 +13,16 @@ std::uint64_t key_of(int tensor, std::int64_t row) {
 }  // namespace
 
 void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
-                     std::vector<TensorTraffic>& tensors) {
+                     std::vector<TensorTraffic>& tensors, std::int64_t times) {
   if (bytes > capacity_) {  // cannot be cached at all
-    (write ? tensors[tensor].dram_written : tensors[tensor].dram_read) += bytes;
+    (write ? tensors[tensor].dram_written : tensors[tensor].dram_read) += bytes * times;
     return;
   }
   const std::uint64_t key = key_of(tensor, row0);
   const auto hit = where_.find(key);
   if (hit != where_.end()) {  // move to the front; a write makes it dirty
-    if (hit->second->bytes != bytes)
+    const bool leading_part = !write && bytes < hit->second->bytes;
+    if (hit->second->bytes != bytes && !leading_part)
       throw std::logic_error("a program moved tiles of " + tensors[tensor].name +
                              " that overlap but differ; the L2 model knows a tile by its "
                              "first row");

@@ -23,12 +23,14 @@ class L2Cache {
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
   // tiles every time (K by Bc, Q and O by Br, S whole), so a tile is known by its first
-  // row. A read that misses fetches the tile from HBM; a write allocates it without
+  // row; a read of a resident tile's leading part (the visible scores of a causal row) hits
+  // it. A read that misses fetches the tile from HBM; a write allocates it without
   // fetching (it is written whole) and marks it dirty. Tiles larger than the whole L2 go
   // straight to HBM. Evicted dirty tiles are written back. What reaches HBM is booked in
-  // tensors[t].dram_read and .dram_written.
+  // tensors[t].dram_read and .dram_written. times > 1: the same tile again and again; after
+  // the first access it is resident, so the rest hit, unless it is larger than the L2.
   void access(int tensor, std::int64_t row0, Bytes bytes, bool write,
-              std::vector<TensorTraffic>& tensors);
+              std::vector<TensorTraffic>& tensors, std::int64_t times = 1);
 
   // Writes every dirty tile back: where the data ends up when the program is done.
   void flush(std::vector<TensorTraffic>& tensors);

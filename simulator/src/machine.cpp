@@ -81,19 +81,25 @@ Bytes Machine::transfer_bytes(BufferId buffer, TensorId tensor, cpu::Index rows)
 
 void Machine::move_rows(TensorId tensor, cpu::Index row0, cpu::Index rows, bool write,
                         std::int64_t times) {
+  if (l2_ && times != 1) throw std::logic_error("grouped steps cannot go through an L2");
+  const Bytes row_bytes = tensor_cols_[tensor] * bytes_of(tensors_[tensor].dtype);
+  move_bytes(tensor, row0, cpu::checked_mul(rows, row_bytes, "the bytes of a tile"), write,
+             times);
+}
+
+void Machine::move_bytes(TensorId tensor, cpu::Index row0, Bytes bytes, bool write,
+                         std::int64_t times) {
   TensorTraffic& t = tensors_[tensor];
-  const Bytes row_bytes = tensor_cols_[tensor] * bytes_of(t.dtype);
   constexpr std::string_view kWhat = "the bytes a tensor moves";  // no string built per step
-  const Bytes bytes = cpu::checked_product({rows, row_bytes, times}, kWhat);
+  const Bytes total = cpu::checked_mul(bytes, times, kWhat);
   Bytes& moved = write ? t.written : t.read;
-  moved = cpu::checked_add(moved, bytes, kWhat);
+  moved = cpu::checked_add(moved, total, kWhat);
   if (!l2_) {
     Bytes& dram = write ? t.dram_written : t.dram_read;
-    dram = cpu::checked_add(dram, bytes, kWhat);
+    dram = cpu::checked_add(dram, total, kWhat);
     return;
   }
-  if (times != 1) throw std::logic_error("grouped steps cannot go through an L2");
-  l2_->access(tensor, row0, rows * row_bytes, write, tensors_);
+  l2_->access(tensor, row0, bytes, write, tensors_, times);
 }
 
 void Machine::load(BufferId buffer, TensorId tensor, cpu::Index row0, cpu::Index rows,
@@ -122,6 +128,28 @@ void Machine::write_through(TensorId tensor) {
   const cpu::Index rows = t.elements / tensor_cols_[tensor];
   move_rows(tensor, 0, rows, /*write=*/true, 1);
   emit(EventKind::store, {}, t.name, t.elements * bytes_of(t.dtype), 1);
+}
+
+void Machine::read_through(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times) {
+  through(tensor, row0, bytes, /*write=*/false, times);
+}
+
+void Machine::write_through(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times) {
+  through(tensor, row0, bytes, /*write=*/true, times);
+}
+
+void Machine::through(TensorId tensor, cpu::Index row0, Bytes bytes, bool write,
+                      std::int64_t times) {
+  const TensorTraffic& t = tensors_.at(tensor);
+  const cpu::Index rows = t.elements / tensor_cols_[tensor];
+  const Bytes row_bytes = tensor_cols_[tensor] * bytes_of(t.dtype);
+  if (row0 < 0 || row0 >= rows || bytes < 0 || bytes > (rows - row0) * row_bytes || times < 1)
+    throw std::logic_error("a program moved " + std::to_string(bytes) + " bytes of " + t.name +
+                           " from row " + std::to_string(row0) + ", " + std::to_string(times) +
+                           " times; it has " + std::to_string(rows) + " rows of " +
+                           std::to_string(row_bytes) + " bytes");
+  move_bytes(tensor, row0, bytes, write, times);
+  emit(write ? EventKind::store : EventKind::load, {}, t.name, bytes, times);
 }
 
 void Machine::finish() {

@@ -24,6 +24,24 @@ cpu::TileSizes paper_tiles(const Problem& p) {
   return {std::min(Bc, p.d), Bc};
 }
 
+// Problem's fields for a kernel mirror: the passes over S and the GEMMs' output tiles.
+void check_kernel_facts(const Problem& p) {
+  if (p.score_reads < 1 || p.score_reads > kMaxScoreReads)
+    throw cpu::InvalidArgument(fmt::format(
+        "score_reads = {}: the softmax reads S back from HBM between 1 and {} times (1 as "
+        "the paper counts)",
+        p.score_reads, kMaxScoreReads));
+  const auto check_tile = [](const GemmTile& t, std::string_view gemm) {
+    if (t.m < 0 || t.n < 0)
+      throw cpu::InvalidArgument(fmt::format(
+          "the {} GEMM's output tile is {} x {}: give sizes of at least 1, or 0 for a whole "
+          "dimension in one tile",
+          gemm, t.m, t.n));
+  };
+  check_tile(p.score_gemm, "S = Q K^T");
+  check_tile(p.output_gemm, "O = P V");
+}
+
 }  // namespace
 
 std::string_view to_string(Algorithm algorithm) {
@@ -31,15 +49,16 @@ std::string_view to_string(Algorithm algorithm) {
     case Algorithm::naive: return "naive";
     case Algorithm::fa1: return "fa1";
     case Algorithm::fa2: return "fa2";
+    case Algorithm::naive_kernel: return "naive-kernel";
   }
   return "?";
 }
 
 Algorithm parse_algorithm(std::string_view name) {
-  for (Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2})
+  for (Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2, Algorithm::naive_kernel})
     if (name == to_string(a)) return a;
   throw cpu::InvalidArgument(fmt::format(
-      "unknown algorithm '{}': the simulator runs naive, fa1 and fa2", name));
+      "unknown algorithm '{}': the simulator runs naive, fa1, fa2 and naive-kernel", name));
 }
 
 std::vector<Algorithm> parse_algorithms(std::string_view list) {
@@ -91,11 +110,13 @@ void check(const Problem& p) {
     throw cpu::InvalidArgument(fmt::format(
         "Br = {}, Bc = {}: block sizes must be at least 1 (they need not divide N)",
         p.tiles->Br, p.tiles->Bc));
+  check_kernel_facts(p);
 }
 
 Bytes sram_footprint(Algorithm algorithm, const Problem& problem, cpu::TileSizes tiles) {
   switch (algorithm) {
-    case Algorithm::naive: return 0;
+    case Algorithm::naive:
+    case Algorithm::naive_kernel: return 0;
     case Algorithm::fa1: return detail::fa1_footprint(problem, tiles);
     case Algorithm::fa2: return detail::fa2_footprint(problem, tiles);
   }

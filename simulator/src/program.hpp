@@ -1,4 +1,4 @@
-// What the three programs share: their inputs and outputs, the inner loop's steps, and
+// What the programs share: their inputs and outputs, the inner loop's steps, and
 // the operation counts of cpu_reference's algebra. Private to simulator/.
 #pragma once
 
@@ -26,8 +26,8 @@ struct Inputs {
 };
 
 struct Outputs {
-  cpu::Matrix<float> O;  // (N, d): naive and FA2 round it to In as stored; FA1 returns
-                         // its fp32 running O unrounded
+  cpu::Matrix<float> O;  // (N, d): naive, naive-kernel and FA2 round it to In as stored;
+                         // FA1 returns its fp32 running O unrounded
   cpu::Vector<float> L;  // (N)
 };
 
@@ -109,13 +109,17 @@ template <class In>
 void run_naive(Machine& machine, const Problem& problem, const Inputs<In>* inputs,
                Outputs* outputs);
 template <class In>
+void run_naive_kernel(Machine& machine, const Problem& problem, const Inputs<In>* inputs,
+                      Outputs* outputs);
+template <class In>
 void run_fa1(Machine& machine, const Problem& problem, cpu::TileSizes tiles,
              const Inputs<In>* inputs, Outputs* outputs, const Progress& progress);
 template <class In>
 void run_fa2(Machine& machine, const Problem& problem, cpu::TileSizes tiles,
              const Inputs<In>* inputs, Outputs* outputs, const Progress& progress);
 
-// The host memory each program's numerics allocate beyond the inputs, in bytes.
+// The host memory each program's numerics allocate beyond the inputs, in bytes (the naive
+// kernel's are the naive program's: the same cpu_reference call).
 Bytes naive_numerics_bytes(const Problem& problem);
 Bytes fa1_numerics_bytes(const Problem& problem);
 Bytes fa2_numerics_bytes(const Problem& problem, cpu::TileSizes tiles);

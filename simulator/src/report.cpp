@@ -52,6 +52,14 @@ nlohmann::ordered_json to_json(const Report& r) {
   } else {
     out["tiles"] = nullptr;
   }
+  if (r.algorithm == Algorithm::naive_kernel) {
+    const auto tile = [](const GemmTile& t) { return json{{"m", t.m}, {"n", t.n}}; };
+    out["kernel"] = {{"score_dtype", to_string(p.score_dtype)},
+                     {"weight_dtype", to_string(p.weight_dtype.value_or(p.dtype))},
+                     {"score_reads", p.score_reads},
+                     {"score_gemm_tile", tile(p.score_gemm)},
+                     {"output_gemm_tile", tile(p.output_gemm)}};
+  }
   json tensors = json::array();
   for (const auto& t : r.tensors) {
     tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)},

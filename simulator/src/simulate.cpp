@@ -17,6 +17,11 @@ constexpr DType dtype_of() {
   else return DType::fp32;
 }
 
+// The three-operator programs: their library kernels' on-chip tiling is not modelled.
+bool untiled(Algorithm algorithm) {
+  return algorithm == Algorithm::naive || algorithm == Algorithm::naive_kernel;
+}
+
 template <class In>
 Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace, const Progress& progress,
            const detail::Inputs<In>* inputs, detail::Outputs* outputs) {
@@ -24,11 +29,14 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace, const 
   Report report;
   report.algorithm = algorithm;
   report.problem = p;
-  if (algorithm != Algorithm::naive) report.tiles = choose_tiles(algorithm, p);
+  if (!untiled(algorithm)) report.tiles = choose_tiles(algorithm, p);
   Machine machine(p.sram_bytes, p.l2_bytes);
   machine.set_trace(trace);
   switch (algorithm) {
     case Algorithm::naive: detail::run_naive<In>(machine, p, inputs, outputs); break;
+    case Algorithm::naive_kernel:
+      detail::run_naive_kernel<In>(machine, p, inputs, outputs);
+      break;
     case Algorithm::fa1:
       detail::run_fa1<In>(machine, p, report.tiles->tiles, inputs, outputs, progress);
       break;
@@ -79,7 +87,8 @@ Estimate estimate(Algorithm algorithm, const Problem& problem) {
   grouped.l2_bytes = 0;  // the L2 changes which bytes reach DRAM, not which steps run
   const Report r = count(algorithm, grouped);
   switch (algorithm) {
-    case Algorithm::naive: return {r.steps, detail::naive_numerics_bytes(problem)};
+    case Algorithm::naive:
+    case Algorithm::naive_kernel: return {r.steps, detail::naive_numerics_bytes(problem)};
     case Algorithm::fa1: return {r.steps, detail::fa1_numerics_bytes(problem)};
     case Algorithm::fa2:
       return {r.steps, detail::fa2_numerics_bytes(problem, r.tiles->tiles)};
@@ -100,8 +109,8 @@ Simulation<In> simulate(Algorithm algorithm, const Problem& problem, const cpu::
   check_input("V", V.rows(), V.cols(), problem);
   const detail::Inputs<In> inputs{Q, K, V};
   detail::Outputs outputs;
-  std::optional<OneEigenThread> serial;  // the naive program's large GEMMs keep the threads
-  if (algorithm != Algorithm::naive) serial.emplace();
+  std::optional<OneEigenThread> serial;  // the naive programs' large GEMMs keep the threads
+  if (!untiled(algorithm)) serial.emplace();
   Report report = run<In>(algorithm, problem, trace, progress, &inputs, &outputs);
   return {std::move(report), std::move(outputs.O), std::move(outputs.L)};
 }

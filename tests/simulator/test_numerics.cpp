@@ -1,6 +1,6 @@
 // The simulator's outputs are cpu_reference's: FA1 and FA2 compute through the same
 // algebra (tile_state, update, merge, finalize) and must match its tiled forwards; the
-// naive program is checked against FA2's order, an independent computation. Random inputs
+// naive programs are checked against FA2's order, an independent computation. Random inputs
 // at awkward sizes.
 #include "helpers.hpp"
 
@@ -34,9 +34,10 @@ template <class In>
 cpu::Matrix<float> reference_O(Algorithm a, const cpu::Matrix<In>& Q, const cpu::Matrix<In>& K,
                                const cpu::Matrix<In>& V, const cpu::AttentionOptions& options) {
   switch (a) {
-    // Not naive_attention, which the simulator's naive program calls: an independent
+    // Not naive_attention, which the simulator's naive programs call: an independent
     // algorithm, so that the check can fail.
-    case Algorithm::naive: return cpu::forward_q_outer<In>(Q, K, V, options).O;
+    case Algorithm::naive:
+    case Algorithm::naive_kernel: return cpu::forward_q_outer<In>(Q, K, V, options).O;
     case Algorithm::fa1: return cpu::forward_kv_outer<In>(Q, K, V, options).O;
     case Algorithm::fa2: return cpu::forward_q_outer<In>(Q, K, V, options).O;
   }
@@ -45,11 +46,12 @@ cpu::Matrix<float> reference_O(Algorithm a, const cpu::Matrix<In>& Q, const cpu:
 
 }  // namespace
 
-TEST_CASE("fp32: naive, FA1 and FA2 give cpu_reference's O (and L)") {
+TEST_CASE("fp32: naive, FA1, FA2 and the naive kernel give cpu_reference's O (and L)") {
   auto rng = fresh_rng();
   for (const auto [N, d] : kShapes) {
     for (const cpu::Causal causal : kMasks) {
-      for (const Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {
+      for (const Algorithm a :
+           {Algorithm::naive, Algorithm::fa1, Algorithm::fa2, Algorithm::naive_kernel}) {
         CAPTURE(N);
         CAPTURE(to_string(a));
         const auto Q = random_matrix<float>(N, d, rng), K = random_matrix<float>(N, d, rng),
@@ -60,8 +62,8 @@ TEST_CASE("fp32: naive, FA1 and FA2 give cpu_reference's O (and L)") {
         cpu::AttentionOptions options;
         options.causal = causal;
         options.tiles = p.tiles.value();
-        const float tolerance =
-            a == Algorithm::naive ? kOtherOrderTolerance : kSameAlgebraTolerance;
+        const bool three_operators = a == Algorithm::naive || a == Algorithm::naive_kernel;
+        const float tolerance = three_operators ? kOtherOrderTolerance : kSameAlgebraTolerance;
         CHECK(max_abs_diff(sim.O, reference_O<float>(a, Q, K, V, options)) <= tolerance);
         if (a != Algorithm::naive) {  // L from the row's whole score vector at once
           const auto L = cpu::naive_attention<float>(Q, K, V, options).L;

@@ -91,9 +91,15 @@ class Machine {
              TileCoord where, std::int64_t times = 1);
 
   // A whole tensor read or written by an operator whose on-chip tiling the model leaves
-  // out (the naive program's library kernels): counted in HBM, no SRAM involved.
+  // out (the naive programs' library kernels): counted in HBM, no SRAM involved.
   void read_through(TensorId tensor);
   void write_through(TensorId tensor);
+  // A piece of a tensor moved the same way: `bytes` from the start of row row0 (whole rows,
+  // or the leading part of one row), `times` times. Through an L2 the `times` transfers are
+  // this one piece again and again (the first may miss, the rest hit unless the piece is
+  // larger than the L2); without an L2 they may be any pieces of that size.
+  void read_through(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times = 1);
+  void write_through(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times = 1);
 
   // Work on SRAM-resident tiles. kind says whether a score tile was computed (full or
   // partial) or none (std::nullopt for work that is not a score tile, e.g. finalize).
@@ -155,6 +161,10 @@ class Machine {
   // Books rows [row0, row0 + rows) of tensor, `times` over, on the HBM side of the L2.
   void move_rows(TensorId tensor, cpu::Index row0, cpu::Index rows, bool write,
                  std::int64_t times);
+  // Books `bytes` from row row0 on, `times` over (the same piece again, through an L2).
+  void move_bytes(TensorId tensor, cpu::Index row0, Bytes bytes, bool write, std::int64_t times);
+  // The *_through of a piece: checks that it lies inside the tensor, books it, emits it.
+  void through(TensorId tensor, cpu::Index row0, Bytes bytes, bool write, std::int64_t times);
 
   Bytes capacity_, in_use_ = 0, peak_ = 0;
   std::vector<TensorTraffic> tensors_;

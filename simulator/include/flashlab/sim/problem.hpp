@@ -1,5 +1,6 @@
-// What to simulate: the algorithm, the attention shape, the dtype and the SRAM size; and
-// how the block sizes Br, Bc are chosen when the caller does not give them.
+// What to simulate: the algorithm, the attention shape, the dtype and the SRAM size, and for
+// a program that mirrors a GPU kernel the facts of that kernel; and how the block sizes
+// Br, Bc are chosen when the caller does not give them.
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
@@ -13,18 +14,36 @@
 
 namespace flashlab::sim {
 
-// naive: three operators, S and P materialised in HBM (the paper's Algorithm 0)
-// fa1:   KV-outer, O, l, m read and written at every inner step (the paper's Algorithm 1)
-// fa2:   Q-outer, the state stays on chip; O and L written once per query tile
-enum class Algorithm { naive, fa1, fa2 };
+// The paper's algorithms, for the lessons' analysis:
+// naive:        three operators, S and P materialised in HBM (the paper's Algorithm 0)
+// fa1:          KV-outer, O, l, m read and written at every inner step (the paper's Algorithm 1)
+// fa2:          Q-outer, the state stays on chip; O and L written once per query tile
+// A GPU kernel as built, configured by its caller from the kernel's own description:
+// naive_kernel: flashlab's naive kernel: the three operators with S in score_dtype, the
+//               softmax's score_reads passes over S, and the GEMMs' output tiles
+enum class Algorithm { naive, fa1, fa2, naive_kernel };
 
 std::string_view to_string(Algorithm algorithm);
-// "naive", "fa1", "fa2"; otherwise cpu::InvalidArgument listing them.
+// "naive", "fa1", "fa2", "naive-kernel"; otherwise cpu::InvalidArgument listing them.
 Algorithm parse_algorithm(std::string_view name);
 // A comma-separated list, "naive,fa1,fa2"; empty names and repeats are refused.
 std::vector<Algorithm> parse_algorithms(std::string_view list);
 
 inline constexpr Bytes kKiB = 1024;
+
+// The output tile of a matrix product as the library kernel that runs it (cuBLAS) picks
+// it: m rows and n columns of the row-major output. Each output tile reads its panel of
+// each operand, so the left operand is read once per column of tiles and the right one
+// once per row of tiles. 0 in either: that whole dimension in one tile, so the operand
+// along it is read once, as the paper counts.
+struct GemmTile {
+  cpu::Index m = 0;
+  cpu::Index n = 0;
+};
+
+// The most passes over S that Problem::score_reads may ask for: a kernel makes a handful,
+// and the bound keeps every count far inside 64 bits.
+inline constexpr cpu::Index kMaxScoreReads = 1024;
 
 struct Problem {
   cpu::Index N = 1024;  // sequence length of queries and keys
@@ -46,6 +65,12 @@ struct Problem {
   // past it; 0 for the paper's two-level model. With an L2, count-only mode books every
   // step on its own (the L2 must see which rows move), so it is slower at large N.
   Bytes l2_bytes = 0;
+  // The three-operator kernel as built (Algorithm::naive_kernel; the other programs leave
+  // them alone): S lives in HBM in score_dtype and P in weight_dtype (the input dtype when
+  // absent); the softmax reads S back score_reads times; each GEMM tiles its output so.
+  cpu::Index score_reads = 1;  // 1: once, as the paper counts
+  GemmTile score_gemm{};       // S = Q K^T, output (N, N)
+  GemmTile output_gemm{};      // O = P V, output (N, d)
 
   // The paper's M: the SRAM's capacity in elements of the input type.
   cpu::Index M() const { return sram_bytes / bytes_of(dtype); }
@@ -54,7 +79,8 @@ struct Problem {
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
 // 1 <= N <= 2^22, 1 <= d <= 2^12, the SRAM and the L2 are at most kMaxCapacityBytes (1 PiB),
 // d <= M (the paper's analysis assumes d <= M <= Nd; below d not even one row of K fits),
-// any given Br, Bc are >= 1, and causal and the dtypes hold valid values.
+// any given Br, Bc are >= 1, causal and the dtypes hold valid values, 1 <= score_reads <=
+// kMaxScoreReads and the GEMM tiles are >= 0.
 void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.

@@ -14,10 +14,11 @@ namespace flashlab::sim {
 struct Report {
   Algorithm algorithm = Algorithm::naive;
   Problem problem{};
-  std::optional<TileChoice> tiles{};  // Br, Bc; none for the naive program
+  std::optional<TileChoice> tiles{};  // Br, Bc; none for the naive programs
   std::vector<TensorTraffic> tensors{};
   OpCounts ops{};
-  Bytes peak_sram = 0;               // 0 for naive: its operators' tiling is not modelled
+  Bytes peak_sram = 0;               // 0 for the naive programs: their operators' tiling is
+                                     // not modelled
   cpu::TileCounts tile_counts{};     // score tiles computed (and partial) and skipped
   std::int64_t steps = 0;            // loads, stores, computes and skips, as a trace lists them
 
@@ -33,7 +34,8 @@ struct Report {
 };
 
 // Everything in the report as JSON: inputs, Br and Bc, per-tensor bytes, totals, FLOPs,
-// peak SRAM, tiles computed and skipped; with an L2, the DRAM bytes past it too.
+// peak SRAM, tiles computed and skipped; with an L2, the DRAM bytes past it too; for a
+// kernel mirror, the kernel's facts it ran with.
 nlohmann::ordered_json to_json(const Report& report);
 
 }  // namespace flashlab::sim

@@ -1,5 +1,6 @@
 // The simulator in one include: a GPU's memory hierarchy (HBM, optional L2, SRAM) on which
-// naive attention, FlashAttention-1 and FlashAttention-2 run and every byte is counted.
+// naive attention, FlashAttention-1 and FlashAttention-2 run and every byte is counted, and
+// beside them a mirror of a GPU kernel as built (naive-kernel).
 //
 //   #include "flashlab/sim/sim.hpp"
 //   namespace sim = flashlab::sim;
@@ -15,8 +16,8 @@
 //                                     [](const sim::Event& e) { /* e.kind, e.tile, e.bytes, e.state */ });
 //
 // What each header holds:
-//   problem.hpp   Algorithm, Problem (N, d, dtype, causal, SRAM, tiles, L2, S and P dtypes),
-//                 the block-size rule
+//   problem.hpp   Algorithm, Problem (N, d, dtype, causal, SRAM, tiles, L2, S and P dtypes,
+//                 a kernel's passes over S and GEMM tiles), the block-size rule
 //   simulate.hpp  count(), simulate(), estimate() (a run's cost, before it) and Progress
 //   report.hpp    Report: bytes per tensor, totals, work, peak SRAM, tiles; to_json
 //   trace.hpp     Event, TraceSink, JsonlTrace (JSON lines)

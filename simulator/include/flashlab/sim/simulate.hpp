@@ -36,7 +36,7 @@ struct Estimate {
   // by one. Without an L2 and a trace, count() groups them and takes milliseconds.
   std::int64_t steps = 0;
   // Host memory that simulate() allocates for the numbers beyond the caller's Q, K, V: the
-  // outputs and each program's working copies (naive's S and P are N x N).
+  // outputs and each program's working copies (the naive programs' S and P are N x N).
   Bytes numerics_bytes = 0;
 };
 
@@ -50,6 +50,7 @@ struct Simulation {
   cpu::Matrix<float> O{};  // (N, d) as stored in HBM: rounded to In (fa1 keeps it fp32)
   cpu::Vector<float> L{};  // (N) log-sum-exp; fa1 derives it from the l and m it keeps;
                            // empty for naive, whose three operators do not produce it
+                           // (the naive kernel's softmax does)
 };
 
 // The program on real inputs Q, K, V (N, d) of the problem's dtype (In = float for fp32,
