@@ -81,6 +81,10 @@ if want cli; then
   step "flashlab compare on the GPU (the runner loaded with dlopen), with Nsight Compute"
   "$BUILD/lessons/app/flashlab" compare --n 1024 --d 64 --causal --repeats 5 --no-color 2>&1 |
     tee "$OUT/compare.log" || status=1
+  for n in 4096 8192; do
+    "$BUILD/lessons/app/flashlab" compare --n $n --d 128 --repeats 3 --large --no-color 2>&1 |
+      tee -a "$OUT/compare.log" || status=1
+  done
   "$BUILD/lessons/app/flashlab" compare --n 4096 --n-q 1 --d 128 --repeats 5 --no-ncu --no-color 2>&1 |
     tee -a "$OUT/compare.log" || status=1
 fi
@@ -120,15 +124,19 @@ if want levels; then
   # bytes into the SMs must equal the model's; what sits below them at the L2 slices should
   # shrink as more blocks read the same K/V tiles at once (one head, GQA, MQA), if the
   # difference is Hopper merging simultaneous requests before the slices.
-  step "levels: fa2 bytes at the SMs, the L2 slices and DRAM, one metric set per shape"
-  echo "shape(B,Hq,Hkv,N,d),metric,value" > "$OUT/levels.csv"
-  for shape in 1,1,1,4096,128 1,16,16,4096,128 1,16,4,4096,128 1,16,1,4096,128 \
-               1,16,16,8192,128 1,16,1,8192,128 4,32,32,8192,128; do
+  # The naive kernel's cuBLAS GEMMs are named by the tile they use (nvjet_..._256x128_...):
+  # its rows, one per launched kernel, say which tile read how many bytes.
+  step "levels: bytes at the SMs, the L2 slices and DRAM, one metric set per kernel and shape"
+  echo "impl,shape(B,Hq,Hkv,N,d),kernel,metric,value" > "$OUT/levels.csv"
+  for run in fa2:1,1,1,4096,128 fa2:1,16,16,4096,128 fa2:1,16,4,4096,128 fa2:1,16,1,4096,128 \
+             fa2:1,16,16,8192,128 fa2:1,16,1,8192,128 fa2:4,32,32,8192,128 \
+             naive:1,1,1,4096,128 naive:1,1,1,8192,128 naive:1,16,16,4096,64 scalar:1,1,1,4096,128; do
+    impl=${run%%:*} shape=${run#*:}
     ncu --clock-control none --profile-from-start off --print-units base --csv \
         --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
-        --lib "$BUILD/gpu/libflashlab.so" --ncu-one fa2 --shape "$shape" 2>&1 |
-      awk -F'","' -v s="$shape" '/^"[0-9]/ {gsub(/"|,/, "", $15); print "\"" s "\"," $13 "," $15}' \
-      >> "$OUT/levels.csv" || status=1
+        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" --shape "$shape" 2>&1 |
+      awk -F'","' -v s="$shape" -v i="$impl" '/^"[0-9]/ {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
+        print i ",\"" s "\"," $5 "," $13 "," $15}' >> "$OUT/levels.csv" || status=1
   done
   cat "$OUT/levels.csv"
 fi

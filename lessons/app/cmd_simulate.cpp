@@ -65,7 +65,9 @@ cpu::Matrix<float> reference_O(sim::Algorithm a, const sim::Report& r, const cpu
   options.causal = r.problem.causal;
   if (r.tiles) options.tiles = r.tiles->tiles;
   switch (a) {
-    case sim::Algorithm::naive: return cpu::naive_attention<In>(Q, K, V, options).O.template cast<float>();
+    case sim::Algorithm::naive:
+    case sim::Algorithm::naive_kernel:
+      return cpu::naive_attention<In>(Q, K, V, options).O.template cast<float>();
     case sim::Algorithm::fa1: return cpu::forward_kv_outer<In>(Q, K, V, options).O;
     case sim::Algorithm::fa2:
       return cpu::round_to<In>(cpu::forward_q_outer<In>(Q, K, V, options).O).template cast<float>();
@@ -167,7 +169,7 @@ void add_simulate_command(CLI::App& app) {
                   "SRAM of one SM: 192KiB, or elements of the dtype: 98304el (default: the profile's)");
   cmd->add_option("--l2", args.l2,
                   "an L2 of this size between HBM and SRAM (LRU), e.g. 60MiB: predicts DRAM bytes");
-  cmd->add_option("--algo", args.algorithms, "programs to run: naive,fa1,fa2")->capture_default_str();
+  cmd->add_option("--algo", args.algorithms, "programs to run: naive,fa1,fa2 (the paper's) or naive-kernel (flashlab's naive kernel as built)")->capture_default_str();
   cmd->add_option("--profile", args.profile, "a100, h100, h200 or b200")->capture_default_str();
   cmd->add_flag("--causal", args.causal, "causal mask (top-left)");
   args.br_option = add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);

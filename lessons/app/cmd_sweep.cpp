@@ -164,7 +164,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--sram", args.sram,
                   "SRAM sizes: 96KiB,192KiB or 48KiB..768KiB (or in elements: 49152el); default: the profile's")
       ->capture_default_str();
-  cmd->add_option("--algo", args.algorithms, "programs: naive,fa1,fa2")->capture_default_str();
+  cmd->add_option("--algo", args.algorithms, "programs: naive,fa1,fa2 (the paper's), naive-kernel")->capture_default_str();
   cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--profile", args.profile, "profile for the bound column: a100, h100, h200, b200")
       ->capture_default_str();

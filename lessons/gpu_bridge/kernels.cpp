@@ -27,12 +27,13 @@ std::string unknown_kernel_message(std::string_view name) {
 
 namespace {
 
-// Which of the simulator's programs moves a kernel's bytes: the scalar kernel and fa2 both
-// stream K and V tile by tile past a query tile held on chip (FlashAttention-2's order), so
-// the FA2 program with their tiles and score dtype mirrors them.
+// Which of the simulator's programs moves a kernel's bytes: the naive kernel's own program
+// (S in fp32, read back by the softmax, P in the input dtype); the scalar kernel and fa2
+// both stream K and V tile by tile past a query tile held on chip (FlashAttention-2's
+// order), so the FA2 program with their tiles and score dtype mirrors them.
 std::optional<sim::Algorithm> mirror_program(flashlab_kernel kernel) {
   switch (kernel) {
-    case FLASHLAB_KERNEL_NAIVE: return sim::Algorithm::naive;
+    case FLASHLAB_KERNEL_NAIVE: return sim::Algorithm::naive_kernel;
     case FLASHLAB_KERNEL_SCALAR:
     case FLASHLAB_KERNEL_FA2: return sim::Algorithm::fa2;
   }
@@ -65,6 +66,10 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
   const gpu::KernelConfig& c = info.config;
   if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};
   mirror.problem.score_dtype = sim_dtype(c.s.dtype);
+  if (c.s.level == FLASHLAB_MEMORY_HBM) {  // three operators: S and P are tensors in HBM
+    mirror.problem.weight_dtype = sim_dtype(c.w.dtype);
+    mirror.problem.score_reads = c.s_hbm_reads;
+  }
   return mirror;
 }
 

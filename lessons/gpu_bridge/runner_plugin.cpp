@@ -80,8 +80,11 @@ template <class T>
 double run_typed(const flashlab_runner_call& c) {
   const ConstMap Q(c.q, c.n_q, c.d), K(c.k, c.n_k, c.d), V(c.v, c.n_k, c.d);
   DeviceMatrix<T> q(Q), k(K), v(V), o(Matrix<float>::Zero(c.n_q, c.d));
+  // L is written as in a training forward (the backward pass needs it), so the bytes
+  // measured are those of the full forward the simulator's mirrors count.
+  DeviceMatrix<float> lse(Matrix<float>::Zero(c.n_q, 1));
   flashlab_forward_params p{};
-  p.q = q.ptr, p.k = k.ptr, p.v = v.ptr, p.o = o.ptr, p.lse = nullptr;
+  p.q = q.ptr, p.k = k.ptr, p.v = v.ptr, p.o = o.ptr, p.lse = static_cast<float*>(lse.ptr);
   contiguous(p.q_stride, c.n_q, c.d);
   contiguous(p.o_stride, c.n_q, c.d);
   contiguous(p.k_stride, c.n_k, c.d);
