@@ -103,7 +103,8 @@ std::string num_row(const std::vector<double>& xs, int significant, std::size_t 
       text += " ...";
       k = xs.size() - keep;
     }
-    text += (text.empty() ? "" : " ") + num(xs[k], significant);
+    if (!text.empty()) text += ' ';
+    text += num(xs[k], significant);
   }
   return text;
 }
