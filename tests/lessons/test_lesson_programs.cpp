@@ -1,6 +1,7 @@
 // Every lesson's program, run in-process as `flashlab lesson N` runs it: it finishes, prints
 // plain text when asked to, pauses between steps with --step, and prints the key numbers
 // the seed states (checked here against formulas, not against the program's own output).
+#include "flashlab/gpu/kernel_info.hpp"
 #include "kit/lesson_registry.hpp"
 
 #include <doctest/doctest.h>
@@ -99,6 +100,16 @@ TEST_CASE("lesson 5: the fitted exponents are the paper's") {
   CHECK(number_after(out, "Fitted exponents of N: naive ") == doctest::Approx(2.0).epsilon(kFitSlack / 2));
   CHECK(number_after(out, "Fitted exponent of M: fa1 ") == doctest::Approx(-1.0).epsilon(kFitSlack));
   CHECK(number_after(out, "Fitted exponent of d: ") == doctest::Approx(2.0).epsilon(kFitSlack));
+}
+
+TEST_CASE("lesson 5: the bytes into the SMs of fa2 as built, in closed form") {
+  const auto out = run_lesson(5).output;
+  // One head, N = 4096, d = 128, bf16: Q once, K and V once per query tile of Br rows.
+  const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
+  const double mib = 4096.0 * 128 * 2 / (1 << 20);  // one (N, d) matrix
+  const double read = mib + (4096 / fa2.Br) * 2 * mib;
+  CHECK(contains(out, "Step 6: Three levels, three counters"));
+  CHECK(contains(out, fmt::format("fa2\t{:.1f} MiB", read)));
 }
 
 TEST_CASE("lesson 6: P at N = 8192 in bf16 for 32 heads; backward FLOPs 2.5x the forward") {
