@@ -1,7 +1,11 @@
 // `flashlab compare`: the same inputs through the CPU reference, the simulator and (where
 // present) the GPU kernels, side by side: max error against fp64, time, the bytes the
-// simulator predicts, and the bytes Nsight Compute measures (when ncu is available).
+// simulator's mirror of each kernel predicts, and the bytes Nsight Compute measures (when
+// ncu is available). With --sweep, the bytes alone over a grid of N, d and heads
+// (compare_sweep.cpp).
 #include "commands.hpp"
+#include "compare_sweep.hpp"
+#include "kernel_bytes.hpp"
 #include "gpu_bridge/gpu_runner.hpp"
 #include "gpu_bridge/kernels.hpp"
 #include "gpu_bridge/ncu_bytes.hpp"
@@ -28,6 +32,7 @@ namespace flashlab::app {
 namespace {
 
 constexpr int kMaxRepeats = 1000;
+constexpr Index kMaxHeads = 1024;
 // Everything on the CPU side is computed in full: fp64 attention and the naive attention in
 // the input's precision each hold S and P, (N_q, N_k) each, and the tiled forward runs once
 // per repeat. Beyond this many multiply-adds (N_q N_k d per pass; 4096 x 4096 x 128 with the
@@ -38,13 +43,19 @@ constexpr double kReferenceBytesPerEntry = 2 * 8 + 2 * 4;
 constexpr double kMaxReferenceBytes = 4.0 * (1ull << 30);
 
 struct CompareArgs {
-  Index n = 1024, n_q = 0, d = 64;
+  Index n = 1024, n_q = 0, d = 64, heads = 1;
   bool causal = false, large = false;
   std::string dtype = "bf16", kernels = kernel_list(), gpu_only;
   std::uint64_t seed = 0;
   int repeats = 10;
   bool no_ncu = false, no_colour = false;
+  std::vector<std::string> sweep;  // "n=1024..65536", "d=64,128", "heads=1,16"
+  std::string csv, plot;
 };
+
+KernelRun run_of(const CompareArgs& a, const std::string& kernel) {
+  return {kernel, a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.seed};
+}
 
 struct Inputs {
   cpu::Matrix<float> Q, K, V;       // (N_q, d), (N, d), (N, d), already rounded to the dtype
@@ -55,6 +66,7 @@ struct Inputs {
 template <class In>
 cpu::Matrix<float> rounded(const cpu::Matrix<float>& X) { return X.cast<In>().template cast<float>(); }
 
+// Random inputs rounded to the dtype; O_exact is left for compare() to fill.
 Inputs make_inputs(const CompareArgs& a, sim::DType dtype) {
   const Index n_q = a.n_q > 0 ? a.n_q : a.n;
   const auto kv = random_inputs({.N = a.n, .d = a.d, .seed = a.seed});
@@ -64,13 +76,13 @@ Inputs make_inputs(const CompareArgs& a, sim::DType dtype) {
            : dtype == sim::DType::fp16 ? rounded<cpu::fp16>(X) : X;
   };
   Inputs in{round(q.Q), round(kv.K), round(kv.V), {}, {}};
-  // With N_q != N, a causal mask must say how queries align with keys: a cache needs the last
-  // query to see every key (bottom-right).
-  in.options.causal = !a.causal ? cpu::Causal::none
-                      : n_q == a.n ? cpu::Causal::top_left : cpu::Causal::bottom_right;
-  in.O_exact = cpu::naive_attention<double>(in.Q.cast<double>(), in.K.cast<double>(),
-                                            in.V.cast<double>(), in.options).O;
+  in.options.causal = run_of(a, "").alignment();
   return in;
+}
+
+cpu::Matrix<double> exact_attention(const Inputs& in) {
+  return cpu::naive_attention<double>(in.Q.cast<double>(), in.K.cast<double>(), in.V.cast<double>(),
+                                      in.options).O;
 }
 
 double max_error(const cpu::Matrix<float>& O, const cpu::Matrix<double>& exact) {
@@ -112,81 +124,9 @@ struct Row {
 std::string us(double ms) { return fmt::format("{:.1f} us", ms * 1e3); }
 std::string bytes_text(double b) { return sim::format_bytes(b); }
 
-// The profile every figure of this command refers to: the machine the kernels were built for.
-const sim::HardwareProfile& h200() { return sim::find_profile("h200"); }
-
-// What the simulator predicts for one GPU kernel: its program with the kernel's own tiles
-// (from gpu/'s kernel table), one head on one SM's SRAM, the H200's L2 in front of HBM.
-struct Prediction {
-  std::string kernel;              // "fa2"
-  std::string label;               // "fa2 (Br 128, Bc 64)"
-  std::optional<sim::Report> report;
-  std::string why_not;             // when there is no report
-};
-
-Prediction predict(const std::string& kernel, const CompareArgs& args, sim::DType dtype,
-                   const Inputs& in) {
-  const sim::Problem asked{.N = args.n, .d = args.d, .dtype = dtype, .causal = in.options.causal,
-                           .sram_bytes = h200().sram_per_sm, .l2_bytes = h200().l2_bytes};
-  const KernelMirror mirror = kernel_mirror(kernel, asked);
-  if (!mirror.algorithm) return {kernel, kernel, std::nullopt, mirror.why_not};
-  Prediction p{kernel, kernel, std::nullopt, ""};
-  if (const auto& t = mirror.problem.tiles) p.label = fmt::format("{} (Br {}, Bc {})", kernel, t->Br, t->Bc);
-  if (in.Q.rows() != in.K.rows()) {
-    p.why_not = "not modelled (the simulator takes N_q = N_k)";
-    return p;
-  }
-  p.report = sim::count(*mirror.algorithm, mirror.problem);
-  return p;
-}
-
-// Into and out of the SMs, and DRAM past the L2, as the simulator predicts them.
-std::string predicted_bytes(const Prediction& p) {
-  if (!p.report) return p.why_not;
-  return fmt::format("SMs read {}, write {}; DRAM {}", bytes_text(double(p.report->bytes_read())),
-                     bytes_text(double(p.report->bytes_written())),
-                     bytes_text(double(p.report->dram_total())));
-}
-
-// measured / predicted for the bytes into the SMs, the level the two-level model is about.
-std::string ratio(const Prediction& p, const std::optional<MeasuredBytes>& m) {
-  if (!p.report || !m || p.report->bytes_read() == 0) return "-";
-  return fmt::format("{:.3f}", m->sm_read / double(p.report->bytes_read()));
-}
-
 std::string bound_of(const Prediction& p) {
   if (!p.report) return "";
   return fmt::format(" (bound {})", us(sim::roofline(*p.report, h200()).seconds() * 1e3));
-}
-
-// Nsight Compute measures a kernel by running a program under it: this same program, in the
-// hidden --gpu-only mode, which runs that one kernel once on the same inputs and prints nothing.
-std::vector<std::string> ncu_command(const CompareArgs& a, const std::string& kernel) {
-  std::vector<std::string> argv{fmt::format("/proc/{}/exe", getpid()), "compare", "--gpu-only", kernel,
-                                "--n", std::to_string(a.n), "--n-q", std::to_string(a.n_q),
-                                "--d", std::to_string(a.d), "--dtype", a.dtype,
-                                "--seed", std::to_string(a.seed), "--large"};
-  if (a.causal) argv.push_back("--causal");
-  return argv;
-}
-
-// The kernel's bytes under Nsight Compute, or why there are none.
-NcuOutcome measure(const CompareArgs& a, const std::string& kernel) {
-  if (a.no_ncu) return {std::nullopt, "not measured (--no-ncu)"};
-  const auto ncu = find_ncu();
-  if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
-  std::cerr << "flashlab: measuring the " << kernel << " kernel's bytes with Nsight Compute...\n";
-  NcuOutcome outcome = measure_with_ncu(*ncu, ncu_command(a, kernel));
-  if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
-  return outcome;
-}
-
-std::string measured_text(const NcuOutcome& o) {
-  if (!o.bytes) return o.message;
-  const auto& m = *o.bytes;
-  return fmt::format("SMs read {}, write {}; L2 {}; DRAM {} read, {} written", bytes_text(m.sm_read),
-                     bytes_text(m.sm_written), bytes_text(m.l2), bytes_text(m.dram_read),
-                     bytes_text(m.dram_written));
 }
 
 std::vector<std::string> split(const std::string& list) {
@@ -200,7 +140,7 @@ using Errors = std::vector<std::pair<std::string, double>>;
 
 void simulator_rows(const std::vector<Prediction>& predictions, std::vector<Row>& rows) {
   for (const auto& p : predictions)
-    rows.push_back({"simulator: " + p.label, "-", p.report ? "model" + bound_of(p) : "-", predicted_bytes(p), "-"});
+    rows.push_back({"simulator: " + p.label, "-", p.report ? "model" + bound_of(p) : "-", predicted_text(p), "-"});
 }
 
 void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
@@ -216,15 +156,17 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
     }
     std::cerr << "flashlab: running the " << kernel << " kernel...\n";
     const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, dtype, in.options.causal,
-                                       /*warmups=*/2, a.repeats);
+                                       /*warmups=*/2, a.repeats, a.heads);
     if (!run.ran) {
       rows.push_back({name, "not run: " + run.message, "-", "-", "-"});
       continue;
     }
     const double err = max_error(run.O, in.O_exact);
     errors.emplace_back(name, err);
-    const NcuOutcome m = measure(a, kernel);
-    rows.push_back({name, num(err, 3), us(run.median_ms), predicted_bytes(p), measured_text(m), ratio(p, m.bytes)});
+    const NcuOutcome m = measure(run_of(a, kernel), a.no_ncu);
+    const std::optional<double> sm_read = m.bytes ? std::optional(m.bytes->sm_read) : std::nullopt;
+    rows.push_back({name, num(err, 3), us(run.median_ms), predicted_text(p), measured_text(m),
+                    ratio_text(sm_read, p.sm_read())});
   }
 }
 
@@ -240,10 +182,12 @@ void print_verdicts(const Style& style, const std::string& dtype, double naive_e
 
 template <class In>
 void compare(const CompareArgs& a, sim::DType dtype) {
-  const Inputs in = make_inputs(a, dtype);
-  std::cout << fmt::format("N_q = {}, N_k = {}, d = {}, {}, causal = {}, seed {}; errors are max |O - O_fp64|\n"
-                           "against fp64 attention of the same (rounded) inputs.\n",
-                           in.Q.rows(), in.K.rows(), a.d, a.dtype, cpu::to_string(in.options.causal), a.seed);
+  Inputs in = make_inputs(a, dtype);
+  in.O_exact = exact_attention(in);
+  std::cout << fmt::format("N_q = {}, N_k = {}, d = {}, {} head{}, {}, causal = {}, seed {}; errors are max\n"
+                           "|O - O_fp64| of head 0 against fp64 attention of the same (rounded) inputs.\n",
+                           in.Q.rows(), in.K.rows(), a.d, a.heads, a.heads > 1 ? "s" : "", a.dtype,
+                           cpu::to_string(in.options.causal), a.seed);
   std::vector<Row> rows;
   Errors errors;
   const double naive_err = max_error(naive_same_precision<In>(in), in.O_exact);
@@ -253,7 +197,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
   rows.push_back({"CPU tiled (FA2 order)", num(errors.back().second, 3), fmt::format("{:.2f} ms", cpu_ms),
                   "-", "- (host memory)"});
   std::vector<Prediction> predictions;
-  for (const auto& kernel : split(a.kernels)) predictions.push_back(predict(kernel, a, dtype, in));
+  for (const auto& kernel : split(a.kernels)) predictions.push_back(predict(run_of(a, kernel)));
   simulator_rows(predictions, rows);
   gpu_rows(a, dtype, in, predictions, rows, errors);
   Table table({"executor", "max error", "time", "bytes predicted", "bytes measured", "SM read: measured/predicted"},
@@ -275,7 +219,7 @@ template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
   run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
-                  /*warmups=*/0, /*repeats=*/1);
+                  /*warmups=*/0, /*repeats=*/1, a.heads);
 }
 
 // What the CPU side of the comparison will cost, checked before anything is allocated.
@@ -308,6 +252,13 @@ void check_kernels(const CompareArgs& a) {
 
 void run(const CompareArgs& a) {
   check_kernels(a);
+  if (!a.sweep.empty()) {
+    const KernelRun base = run_of(a, "");
+    return run_compare_sweep({base, split(a.kernels), parse_sweep(a.sweep, base), a.no_ncu, a.no_colour,
+                              a.csv, a.plot});
+  }
+  if (!a.csv.empty() || !a.plot.empty())
+    throw cpu::InvalidArgument("--csv and --plot write a sweep's rows: give --sweep n=... with them");
   check_cost(a);
   const sim::DType dtype = sim::parse_dtype(a.dtype);
   const auto go = [&](auto tag) {
@@ -337,6 +288,12 @@ void add_compare_command(CLI::App& app) {
   cmd->add_flag("--no-ncu", args.no_ncu, "Do not measure bytes with Nsight Compute");
   add_no_color_flag(cmd, args.no_colour);
   cmd->add_flag("--large", args.large, "Run a problem above the CPU-time limit anyway");
+  add_integer_option<Index>(cmd, "--heads", args.heads, "Heads (batch 1), each a copy in memory of its own", 1,
+                            kMaxHeads);
+  cmd->add_option("--sweep", args.sweep,
+                  "Bytes alone over a grid, repeatable: n=1024..65536, d=64,128, heads=1,16");
+  cmd->add_option("--csv", args.csv, "With --sweep: write the rows as CSV");
+  cmd->add_option("--plot", args.plot, "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");
   cmd->add_option("--gpu-only", args.gpu_only,
                   "Run one GPU kernel once and print nothing (used under ncu)")
       ->group("");

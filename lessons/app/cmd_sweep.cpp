@@ -3,9 +3,9 @@
 //   flashlab sweep --n 1024..65536 --d 128 --sram 192KiB --csv sweep.csv --plot sweep.png
 #include "commands.hpp"
 #include "output_file.hpp"
+#include "plot_output.hpp"
 #include "progress.hpp"
 
-#include "kit/process.hpp"
 
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/sweep.hpp"
@@ -31,51 +31,14 @@ struct SweepArgs {
   CLI::Option* bc_option = nullptr;
 };
 
-// A sweep counts every combination of its N, d and SRAM values: this many at most, each
-// list at most kMaxValues long (a doubling range of 64-bit sizes has at most 63 values).
-constexpr std::size_t kMaxValues = 64;
+// A sweep counts every combination of its N, d and SRAM values: this many at most.
 constexpr std::size_t kMaxPoints = 4096;
 constexpr std::int64_t kPointsWorthShowing = 64;  // fewer are counted before anyone waits
 
-// "a,b,c", and "a..b" for a, 2a, 4a, ... up to b; items may be mixed: "96,128..512".
-template <class T>
-std::vector<T> parse_list(std::string_view flag, std::string_view list,
-                          const std::function<T(std::string_view)>& parse_one) {
-  std::vector<T> out;
-  const auto add = [&](T x) {
-    if (out.size() == kMaxValues)
-      throw cpu::InvalidArgument(fmt::format("{} {}: more than {} values; a sweep takes at most {} per list",
-                                             flag, list, kMaxValues, kMaxValues));
-    out.push_back(x);
-  };
-  for (std::size_t start = 0; start <= list.size();) {
-    const std::size_t comma = std::min(list.find(',', start), list.size());
-    const std::string_view item = list.substr(start, comma - start);
-    const std::size_t dots = item.find("..");
-    if (dots == std::string_view::npos) {
-      add(parse_one(item));
-    } else {
-      const T from = parse_one(item.substr(0, dots)), to = parse_one(item.substr(dots + 2));
-      if (from < 1 || to < from)
-        throw cpu::InvalidArgument(fmt::format(
-            "{} {}: a range a..b doubles from a up to b, so it needs 1 <= a <= b", flag, item));
-      for (T x = from;; x *= 2) {
-        add(x);
-        if (x > to / 2) break;  // the next doubling would pass b (or overflow)
-      }
-    }
-    start = comma + 1;
-  }
-  return out;
-}
-
 sim::SweepSpec spec_of(const SweepArgs& a, const sim::HardwareProfile& hw) {
   sim::SweepSpec spec;
-  const auto size = [](std::string_view flag) {
-    return [flag](std::string_view text) { return parse_integer(flag, text, 1, INT64_MAX); };
-  };
-  spec.N = parse_list<cpu::Index>("--n", a.n, size("--n"));
-  spec.d = parse_list<cpu::Index>("--d", a.d, size("--d"));
+  spec.N = parse_size_list("--n", a.n);
+  spec.d = parse_size_list("--d", a.d);
   spec.dtype = sim::parse_dtype(a.dtype);
   spec.sram_bytes = a.sram.empty() ? std::vector<sim::Bytes>{hw.sram_per_sm}
                                     : parse_list<sim::Bytes>("--sram", a.sram, [&](std::string_view s) {
@@ -102,45 +65,16 @@ sim::SweepSpec spec_of(const SweepArgs& a, const sim::HardwareProfile& hw) {
   return spec;
 }
 
-// The plot's two files, opened (and their paths checked) before the sweep runs: the PNG and
-// the gnuplot script beside it, which the learner can edit and run again.
-struct Plot {
-  OutputFile png, script;
-  Plot(const sim::SweepSpec& spec, const std::string& png_path, const std::string& script_path)
-      : png("--plot", png_path), script("--plot", script_path) {
-    if (!sim::plottable(spec))
-      throw cpu::InvalidArgument("--plot: nothing to plot: give more than one value of N, d or the SRAM size");
-    if (!run_program({"gnuplot", "--version"}).succeeded())
-      throw cpu::InvalidArgument("--plot needs gnuplot, which is not installed (Debian: apt-get install "
-                                 "gnuplot-nox); leave out --plot to write the CSV alone");
-  }
-};
-
-std::string script_path(const SweepArgs& args) { return args.plot.empty() ? "" : args.plot + ".gp"; }
-
-// gnuplot runs the script with its PNG going to the plot's file (no shell, no file name in
-// the script); a failure is an error, with what gnuplot said.
-void draw(Plot& plot, const sim::SweepSpec& spec, const std::vector<sim::Report>& reports) {
-  plot.script.write(sim::gnuplot_script(spec, reports));
-  plot.script.commit();
-  const ProcessResult run = run_program({"gnuplot", plot.script.path()}, plot.png.writing_to());
-  if (!run.succeeded()) {
-    constexpr std::size_t kShown = 300;  // the end of what gnuplot said
-    const std::string said = run.output.size() > kShown ? run.output.substr(run.output.size() - kShown) : run.output;
-    throw cpu::InvalidArgument(fmt::format("--plot {}: gnuplot failed ({}{}); the CSV is complete",
-                                           plot.png.path(), run.message, said));
-  }
-  plot.png.commit();
-  fmt::print("drew {} (gnuplot script: {})\n", plot.png.path(), plot.script.path());
-}
-
 void sweep(const SweepArgs& args) {
   const sim::HardwareProfile& hw = sim::find_profile(args.profile);
   const sim::SweepSpec spec = spec_of(args, hw);
-  check_distinct_outputs({{"--csv", args.csv}, {"--plot", args.plot}, {"--plot", script_path(args)}});
+  check_distinct_outputs({{"--csv", args.csv}, {"--plot", args.plot},
+                          {"--plot", args.plot.empty() ? "" : PlotOutput::script_path(args.plot)}});
+  if (!args.plot.empty() && !sim::plottable(spec))
+    throw cpu::InvalidArgument("--plot: nothing to plot: give more than one value of N, d or the SRAM size");
   OutputFile csv("--csv", args.csv);
-  std::optional<Plot> plot;
-  if (!args.plot.empty()) plot.emplace(spec, args.plot, script_path(args));
+  std::optional<PlotOutput> plot;
+  if (!args.plot.empty()) plot.emplace(args.plot);
 
   const std::size_t points = spec.N.size() * spec.d.size() * spec.sram_bytes.size() * spec.algorithms.size();
   ProgressLine progress("sweep, points counted", std::int64_t(points), kPointsWorthShowing);
@@ -150,7 +84,7 @@ void sweep(const SweepArgs& args) {
   sim::write_csv(csv.stream(), reports, &hw);
   csv.commit();
   fmt::print("wrote {} rows to {}\n", reports.size(), args.csv);
-  if (plot) draw(*plot, spec, reports);
+  if (plot) plot->draw(sim::gnuplot_script(spec, reports));
 }
 
 }  // namespace

@@ -41,4 +41,13 @@ std::uint64_t parse_unsigned(std::string_view flag, std::string_view text) {
   return value;
 }
 
+std::string flag_message(std::string_view flag, std::string_view value, std::string_view what) {
+  return fmt::format("{} {}: {}", flag, value, what);
+}
+
+std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view list) {
+  return parse_list<std::int64_t>(
+      flag, list, [flag](std::string_view text) { return parse_integer(flag, text, 1, INT64_MAX); });
+}
+
 }  // namespace flashlab::app

@@ -3,7 +3,10 @@
 
 #include "cli.hpp"
 
+#include "flashlab/cpu/types.hpp"
+
 #include <CLI/CLI.hpp>
+#include <fmt/core.h>
 
 #include <cstdint>
 #include <functional>
@@ -12,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace flashlab::app {
 
@@ -47,6 +51,18 @@ void add_no_color_flag(CLI::App* cmd, bool& no_colour);
 std::int64_t parse_integer(std::string_view flag, std::string_view text, std::int64_t min,
                            std::int64_t max);
 std::uint64_t parse_unsigned(std::string_view flag, std::string_view text);
+// "--n 64..32: what was wrong" (for parse_list's messages).
+std::string flag_message(std::string_view flag, std::string_view value, std::string_view what);
+
+// A list of values for a sweep: "a,b,c", and "a..b" for a, 2a, 4a, ... up to b; items may be
+// mixed ("96,128..512"). At most kMaxListValues (a doubling range of 64-bit sizes has at most
+// 63); a range needs 1 <= a <= b. Throws cpu::InvalidArgument naming the flag.
+inline constexpr std::size_t kMaxListValues = 64;
+template <class T>
+std::vector<T> parse_list(std::string_view flag, std::string_view list,
+                          const std::function<T(std::string_view)>& parse_one);
+// A list of sizes (whole numbers >= 1) in that form.
+std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view list);
 
 // An integer option that goes through parse_integer (or parse_unsigned for a seed), with
 // its default shown in --help.
@@ -64,6 +80,37 @@ CLI::Option* add_integer_option(CLI::App* cmd, const std::string& name, Int& val
       },
       description);
   return option->default_str(std::to_string(value));
+}
+
+template <class T>
+std::vector<T> parse_list(std::string_view flag, std::string_view list,
+                          const std::function<T(std::string_view)>& parse_one) {
+  std::vector<T> out;
+  const auto add = [&](T x) {
+    if (out.size() == kMaxListValues)
+      throw cpu::InvalidArgument(flag_message(
+          flag, list, fmt::format("more than {0} values; a sweep takes at most {0} per list", kMaxListValues)));
+    out.push_back(x);
+  };
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const std::string_view item = list.substr(start, comma - start);
+    const std::size_t dots = item.find("..");
+    if (dots == std::string_view::npos) {
+      add(parse_one(item));
+    } else {
+      const T from = parse_one(item.substr(0, dots)), to = parse_one(item.substr(dots + 2));
+      if (from < 1 || to < from)
+        throw cpu::InvalidArgument(
+            flag_message(flag, item, "a range a..b doubles from a up to b, so it needs 1 <= a <= b"));
+      for (T x = from;; x *= 2) {
+        add(x);
+        if (x > to / 2) break;  // the next doubling would pass b (or overflow)
+      }
+    }
+    start = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace flashlab::app

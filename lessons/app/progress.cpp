@@ -20,7 +20,7 @@ void ProgressLine::operator()(std::int64_t done, std::int64_t total) {
     fmt::print(stderr, "\r{}: {}/{} ({:.0f}%)", what_, done, total, 100.0 * double(done) / double(total));
     if (done >= total) fmt::print(stderr, "\n");
   } else if (tenth != last_tenth_) {
-    fmt::print(stderr, "{}: {}0% ({}/{})\n", what_, tenth, done, total);
+    fmt::print(stderr, "{}: {}% ({}/{})\n", what_, 10 * tenth, done, total);
   }
   last_tenth_ = tenth;
 }

@@ -89,7 +89,7 @@ GpuStatus gpu_status() {
 
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q, const cpu::Matrix<float>& K,
                        const cpu::Matrix<float>& V, sim::DType dtype, cpu::Causal causal, int warmups,
-                       int repeats) {
+                       int repeats, cpu::Index heads) {
   GpuRun run{kernel, false, "", {}, 0};
   const GpuStatus status = gpu_status();
   if (!status.available) {
@@ -103,7 +103,7 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q, c
   }
   run.O = cpu::Matrix<float>::Zero(Q.rows(), Q.cols());
   const flashlab_runner_call call{Q.data(), K.data(), V.data(), run.O.data(), Q.rows(), K.rows(), Q.cols(),
-                                  c_dtype(dtype), c_causal(causal), *id, warmups, repeats};
+                                  heads, c_dtype(dtype), c_causal(causal), *id, warmups, repeats};
   flashlab_runner_result result{};
   loaded().plugin->forward(&call, &result);
   run.ran = result.ran == 1;

@@ -29,11 +29,12 @@ struct GpuRun {
   double median_ms = 0;     // CUDA events around the call, median of the repeats
 };
 
-// One (batch 1, head 1) forward call of `kernel` on Q (N_q, d), K, V (N_k, d), rounded to
-// dtype on the way in. `warmups` untimed calls come first (module loading, cuBLAS set-up),
-// then `repeats` >= 1 timed ones.
+// One forward call of `kernel` on Q (N_q, d), K, V (N_k, d), rounded to dtype on the way in,
+// in batch 1 with `heads` heads (each a copy of the same matrices in memory of its own; O is
+// head 0's). `warmups` untimed calls come first (module loading, cuBLAS set-up), then
+// `repeats` >= 1 timed ones.
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
-                       cpu::Causal causal, int warmups, int repeats);
+                       cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1);
 
 }  // namespace flashlab::app

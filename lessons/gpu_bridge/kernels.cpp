@@ -51,6 +51,12 @@ sim::DType sim_dtype(flashlab_dtype dtype) {
 
 }  // namespace
 
+std::string kernel_refusal(std::string_view kernel, cpu::Index d, sim::DType dtype) {
+  const auto id = kernel_by_name(kernel);
+  if (!id) return unknown_kernel_message(kernel);
+  return gpu::kernel_info(*id, d, c_dtype(dtype)).reason;
+}
+
 KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem) {
   KernelMirror mirror{std::nullopt, problem, ""};
   const auto id = kernel_by_name(kernel);

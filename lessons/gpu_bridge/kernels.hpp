@@ -24,6 +24,9 @@ std::optional<flashlab_kernel> kernel_by_name(std::string_view name);
 // "unknown GPU kernel `x`: the kernels are naive, scalar, fa2"
 std::string unknown_kernel_message(std::string_view name);
 
+// Why the kernel does not take this d and dtype (the table's sentence), or "" when it does.
+std::string kernel_refusal(std::string_view kernel, cpu::Index d, sim::DType dtype);
+
 // The simulator's mirror of a kernel as built: the program that moves its bytes, and the
 // problem set up with the kernel's own facts from the table (its tiles, the dtype its score
 // tile is kept in). Without a mirror, why_not says why (not modelled yet, or the kernel

@@ -15,15 +15,17 @@ extern "C" {
 #endif
 
 /* Raised whenever a struct below changes; the program refuses a plugin of another version. */
-#define FLASHLAB_RUNNER_VERSION 1
+#define FLASHLAB_RUNNER_VERSION 2
 
-/* One forward call of one kernel on host matrices (batch 1, one head). */
+/* One forward call of one kernel on host matrices: batch 1, `heads` heads, each head given
+ * the same Q, K and V in memory of its own (so that its traffic is a separate head's). */
 typedef struct flashlab_runner_call {
   const float* q;      /* (n_q, d) row-major, host memory; rounded to dtype on the way in */
   const float* k;      /* (n_k, d) */
   const float* v;      /* (n_k, d) */
-  float* o;            /* (n_q, d): the kernel's O, read back and widened to fp32 */
+  float* o;            /* (n_q, d): head 0's O, read back and widened to fp32 */
   int64_t n_q, n_k, d;
+  int64_t heads;       /* >= 1 */
   int32_t dtype;       /* flashlab_dtype */
   int32_t causal;      /* flashlab_causal */
   int32_t kernel;      /* flashlab_kernel */

@@ -25,15 +25,19 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(e)));
 }
 
-// A device buffer holding X rounded to T, row-major (rows, cols).
+// A device buffer holding `copies` copies of X rounded to T, row-major (rows, cols) each.
 template <class T>
 struct DeviceMatrix {
   void* ptr = nullptr;
-  std::size_t bytes = 0;
-  explicit DeviceMatrix(const Matrix<float>& X) : bytes(std::size_t(X.size()) * sizeof(T)) {
+  std::size_t bytes = 0;  // of one copy
+  explicit DeviceMatrix(const Matrix<float>& X, int64_t copies = 1)
+      : bytes(std::size_t(X.size()) * sizeof(T)) {
     const Matrix<T> rounded = X.cast<T>();
-    check(cudaMalloc(&ptr, bytes), "cudaMalloc");
-    check(cudaMemcpy(ptr, rounded.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+    check(cudaMalloc(&ptr, bytes * std::size_t(copies)), "cudaMalloc");
+    for (int64_t c = 0; c < copies; ++c)
+      check(cudaMemcpy(static_cast<char*>(ptr) + std::size_t(c) * bytes, rounded.data(), bytes,
+                       cudaMemcpyHostToDevice),
+            "cudaMemcpy to device");
   }
   DeviceMatrix(const DeviceMatrix&) = delete;
   ~DeviceMatrix() { cudaFree(ptr); }
@@ -44,9 +48,9 @@ struct DeviceMatrix {
   }
 };
 
-// Contiguous (batch 1, head 1, rows, d): the (batch, head, row, column) strides.
-void contiguous(int64_t (&s)[4], int64_t rows, int64_t d) {
-  s[0] = rows * d, s[1] = rows * d, s[2] = d, s[3] = 1;
+// Contiguous (batch 1, heads, rows, d): the (batch, head, row, column) strides.
+void contiguous(int64_t (&s)[4], int64_t heads, int64_t rows, int64_t d) {
+  s[0] = heads * rows * d, s[1] = rows * d, s[2] = d, s[3] = 1;
 }
 
 // Median milliseconds of c.repeats timed calls after c.warmups untimed ones; throws with
@@ -79,17 +83,17 @@ double time_forward(const flashlab_forward_params& p, const flashlab_runner_call
 template <class T>
 double run_typed(const flashlab_runner_call& c) {
   const ConstMap Q(c.q, c.n_q, c.d), K(c.k, c.n_k, c.d), V(c.v, c.n_k, c.d);
-  DeviceMatrix<T> q(Q), k(K), v(V), o(Matrix<float>::Zero(c.n_q, c.d));
+  DeviceMatrix<T> q(Q, c.heads), k(K, c.heads), v(V, c.heads), o(Matrix<float>::Zero(c.n_q, c.d), c.heads);
   // L is written as in a training forward (the backward pass needs it), so the bytes
   // measured are those of the full forward the simulator's mirrors count.
-  DeviceMatrix<float> lse(Matrix<float>::Zero(c.n_q, 1));
+  DeviceMatrix<float> lse(Matrix<float>::Zero(c.n_q, 1), c.heads);
   flashlab_forward_params p{};
   p.q = q.ptr, p.k = k.ptr, p.v = v.ptr, p.o = o.ptr, p.lse = static_cast<float*>(lse.ptr);
-  contiguous(p.q_stride, c.n_q, c.d);
-  contiguous(p.o_stride, c.n_q, c.d);
-  contiguous(p.k_stride, c.n_k, c.d);
-  contiguous(p.v_stride, c.n_k, c.d);
-  p.batch = 1, p.heads_q = 1, p.heads_kv = 1, p.n_q = c.n_q, p.n_k = c.n_k, p.d = c.d;
+  contiguous(p.q_stride, c.heads, c.n_q, c.d);
+  contiguous(p.o_stride, c.heads, c.n_q, c.d);
+  contiguous(p.k_stride, c.heads, c.n_k, c.d);
+  contiguous(p.v_stride, c.heads, c.n_k, c.d);
+  p.batch = 1, p.heads_q = c.heads, p.heads_kv = c.heads, p.n_q = c.n_q, p.n_k = c.n_k, p.d = c.d;
   p.scale = 0;  // the default 1 / sqrt(d)
   p.dtype = c.dtype, p.causal = c.causal, p.kernel = c.kernel;
   const double median = time_forward(p, c);
@@ -98,7 +102,8 @@ double run_typed(const flashlab_runner_call& c) {
 }
 
 double run(const flashlab_runner_call& c) {
-  if (c.repeats < 1 || c.warmups < 0) throw std::invalid_argument("repeats must be >= 1, warmups >= 0");
+  if (c.repeats < 1 || c.warmups < 0 || c.heads < 1)
+    throw std::invalid_argument("repeats and heads must be >= 1, warmups >= 0");
   switch (c.dtype) {
     case FLASHLAB_FP32: return run_typed<float>(c);
     case FLASHLAB_FP16: return run_typed<flashlab::cpu::fp16>(c);

@@ -1,0 +1,196 @@
+#include "compare_sweep.hpp"
+
+#include "commands.hpp"
+#include "output_file.hpp"
+#include "plot_output.hpp"
+#include "progress.hpp"
+
+#include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/kernels.hpp"
+#include "kit/terminal.hpp"
+
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/core.h>
+
+#include <iostream>
+#include <optional>
+
+namespace flashlab::app {
+
+namespace {
+
+// Each measured point runs a kernel under Nsight Compute (seconds each): a sweep takes at
+// most this many (kernel, N, d, heads) points.
+constexpr std::size_t kMaxSweepPoints = 512;
+
+struct Point {
+  KernelRun run;
+  Prediction predicted;
+  std::optional<MeasuredBytes> measured;
+  std::string note;  // why a measured or predicted figure is missing
+};
+
+std::string bytes_text(double b) { return sim::format_bytes(b); }
+
+// The prediction, or a row that says why there is none (a problem the simulator refuses).
+Prediction predict_or_say(const KernelRun& run) {
+  try {
+    return predict(run);
+  } catch (const cpu::InvalidArgument& e) {
+    return {run.kernel, run.kernel, std::nullopt, run.heads, e.what()};
+  }
+}
+
+std::vector<KernelRun> runs_of(const CompareSweepRequest& r) {
+  std::vector<KernelRun> runs;
+  for (const std::string& kernel : r.kernels)
+    for (Index d : r.grid.d)
+      for (Index heads : r.grid.heads)
+        for (Index n : r.grid.n) {
+          KernelRun run = r.base;
+          run.kernel = kernel, run.n = n, run.n_q = 0, run.d = d, run.heads = heads;
+          runs.push_back(run);
+        }
+  return runs;
+}
+
+std::string optional_bytes(std::optional<double> b) { return b ? bytes_text(*b) : "-"; }
+std::string csv_number(std::optional<double> b) { return b ? fmt::format("{:.0f}", *b) : ""; }
+
+void print_table(const std::vector<Point>& points, const Style& style) {
+  Table t({"kernel", "N", "d", "heads", "SM read pred.", "SM read meas.", "ratio", "SM write pred.",
+           "SM write meas.", "ratio", "L2 slices meas.", "DRAM pred.", "DRAM meas.", "note"},
+          {true, false, false, false, false, false, false, false, false, false, false, false, false, true});
+  for (const Point& p : points) {
+    const auto& m = p.measured;
+    const bool have = p.predicted.report.has_value();
+    const auto meas = [&](double MeasuredBytes::*f) { return m ? std::optional((*m).*f) : std::nullopt; };
+    const std::optional<double> dram = m ? std::optional(m->dram_read + m->dram_written) : std::nullopt;
+    t.add({p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d), fmt::format("{}", p.run.heads),
+           have ? bytes_text(p.predicted.sm_read()) : "-", optional_bytes(meas(&MeasuredBytes::sm_read)),
+           ratio_text(meas(&MeasuredBytes::sm_read), p.predicted.sm_read()),
+           have ? bytes_text(p.predicted.sm_written()) : "-", optional_bytes(meas(&MeasuredBytes::sm_written)),
+           ratio_text(meas(&MeasuredBytes::sm_written), p.predicted.sm_written()),
+           optional_bytes(meas(&MeasuredBytes::l2)), have ? bytes_text(p.predicted.dram()) : "-",
+           optional_bytes(dram), p.note});
+  }
+  t.print(std::cout, style);
+}
+
+void write_csv(OutputFile& out, const std::vector<Point>& points) {
+  out.write("kernel,N,d,heads,causal,dtype,sm_read_predicted,sm_read_measured,sm_written_predicted,"
+            "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured\n");
+  for (const Point& p : points) {
+    const auto& m = p.measured;
+    const bool have = p.predicted.report.has_value();
+    const auto pred = [&](double v) { return have ? std::optional(v) : std::nullopt; };
+    const auto meas = [&](double MeasuredBytes::*f) { return m ? std::optional((*m).*f) : std::nullopt; };
+    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel, p.run.n, p.run.d,
+                          p.run.heads, p.run.causal ? 1 : 0, p.run.dtype, csv_number(pred(p.predicted.sm_read())),
+                          csv_number(meas(&MeasuredBytes::sm_read)), csv_number(pred(p.predicted.sm_written())),
+                          csv_number(meas(&MeasuredBytes::sm_written)), csv_number(meas(&MeasuredBytes::l2)),
+                          csv_number(pred(p.predicted.dram())), csv_number(meas(&MeasuredBytes::dram_read)),
+                          csv_number(meas(&MeasuredBytes::dram_written))));
+  }
+  out.commit();
+}
+
+// Bytes into the SMs against N on log-log axes, at the grid's first d and heads: per kernel
+// the prediction as a line and the measurement as points, in the same colour.
+std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& points) {
+  std::string out, plots;
+  for (std::size_t k = 0; k < r.kernels.size(); ++k) {
+    const std::string& kernel = r.kernels[k];
+    out += fmt::format("$predicted_{0} << EOD\n", k);
+    std::string measured = fmt::format("$measured_{0} << EOD\n", k);
+    for (const Point& p : points) {
+      if (p.run.kernel != kernel || p.run.d != r.grid.d.front() || p.run.heads != r.grid.heads.front())
+        continue;
+      if (p.predicted.report) out += fmt::format("{} {:.0f}\n", p.run.n, p.predicted.sm_read());
+      if (p.measured) measured += fmt::format("{} {:.0f}\n", p.run.n, p.measured->sm_read);
+    }
+    out += "EOD\n" + measured + "EOD\n";
+    plots += fmt::format("{}$predicted_{} using 1:2 with lines lc {} title '{} predicted', "
+                         "$measured_{} using 1:2 with points pt 7 lc {} title '{} measured'",
+                         k ? ", " : "", k, k + 1, kernel, k, k + 1, kernel);
+  }
+  return out + fmt::format(
+      "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\nset format x '2^{{%L}}'\n"
+      "set format y '%.0b %BB'\nset xlabel 'N'\nset ylabel 'bytes into the SMs (l1tex__m_xbar2l1tex_read_bytes)' noenhanced\n"
+      "set title 'd = {}, heads = {}, {}'\nset key top left\nset grid\nplot {}\n",
+      r.grid.d.front(), r.grid.heads.front(), r.base.dtype, plots);
+}
+
+// Why nothing can be measured here, or nothing when the kernels can run under ncu.
+std::string why_unmeasured(bool no_ncu) {
+  if (no_ncu) return "not measured (--no-ncu)";
+  const GpuStatus gpu = gpu_status();
+  if (!gpu.available) return "the measured columns need a GPU: " + gpu.description;
+  if (!find_ncu()) return "the measured columns need Nsight Compute (ncu), which is not installed";
+  return "";
+}
+
+}  // namespace
+
+SweepGrid parse_sweep(const std::vector<std::string>& items, const KernelRun& base) {
+  SweepGrid grid{{base.n}, {base.d}, {base.heads}};
+  for (const std::string& item : items) {
+    const std::size_t eq = item.find('=');
+    const std::string axis = item.substr(0, eq);
+    if (eq == std::string::npos || (axis != "n" && axis != "d" && axis != "heads"))
+      throw cpu::InvalidArgument(fmt::format(
+          "--sweep {}: give an axis and its values, such as n=1024..65536, d=64,128 or heads=1,16", item));
+    auto values = parse_size_list("--sweep " + axis, item.substr(eq + 1));
+    (axis == "n" ? grid.n : axis == "d" ? grid.d : grid.heads) = std::move(values);
+  }
+  return grid;
+}
+
+void run_compare_sweep(const CompareSweepRequest& r) {
+  const std::size_t count = r.kernels.size() * r.grid.n.size() * r.grid.d.size() * r.grid.heads.size();
+  if (count > kMaxSweepPoints)
+    throw cpu::InvalidArgument(fmt::format("--sweep: {} points (kernels x N x d x heads), more than the {} a "
+                                           "sweep takes; shorten a list", count, kMaxSweepPoints));
+  if (!r.plot.empty() && r.grid.n.size() < 2)
+    throw cpu::InvalidArgument("--plot draws bytes against N: give --sweep n= more than one value");
+  check_distinct_outputs({{"--csv", r.csv}, {"--plot", r.plot},
+                          {"--plot", r.plot.empty() ? "" : PlotOutput::script_path(r.plot)}});
+  std::optional<OutputFile> csv;
+  if (!r.csv.empty()) csv.emplace("--csv", r.csv);
+  std::optional<PlotOutput> plot;
+  if (!r.plot.empty()) plot.emplace(r.plot);
+
+  const std::string unmeasured = why_unmeasured(r.no_ncu);
+  std::vector<Point> points;
+  ProgressLine progress("compare sweep", std::int64_t(count), /*worth_showing=*/2);
+  for (const KernelRun& run : runs_of(r)) {
+    Point p{run, predict_or_say(run), std::nullopt, ""};
+    if (!unmeasured.empty()) {
+      p.note = p.predicted.report ? "" : p.predicted.why_not;
+    } else if (const std::string refusal = kernel_refusal(run.kernel, run.d, sim::parse_dtype(run.dtype));
+               !refusal.empty()) {
+      p.note = refusal;
+    } else {
+      const NcuOutcome m = measure(run, /*no_ncu=*/false);
+      p.measured = m.bytes;
+      p.note = m.bytes ? (p.predicted.report ? "" : p.predicted.why_not) : m.message;
+    }
+    points.push_back(std::move(p));
+    progress(std::int64_t(points.size()), std::int64_t(count));
+  }
+  std::cout << fmt::format("{}, causal = {}, seed {}: bytes of one forward per (kernel, N, d, heads);\n"
+                           "predicted by the simulator's mirror of each kernel (per head, times the heads),\n"
+                           "measured by Nsight Compute (docs/IO-LEVELS.md says which counter is which level).\n",
+                           r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed);
+  if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
+  std::cout << "\n";
+  print_table(points, Style::for_stdout(r.no_colour));
+  if (csv) {
+    write_csv(*csv, points);
+    fmt::print("wrote {} rows to {}\n", points.size(), csv->path());
+  }
+  if (plot) plot->draw(plot_script(r, points));
+}
+
+}  // namespace flashlab::app

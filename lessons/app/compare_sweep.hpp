@@ -1,0 +1,33 @@
+// `flashlab compare --sweep`: the bytes of each kernel over a grid of N, d and heads, set
+// side by side as the simulator's mirror predicts them and (on a GPU, with Nsight Compute)
+// as measured at the SMs, the L2 slices and DRAM, with measured / predicted per level; as a
+// table, a CSV and a log-log plot against N. Without a GPU it prints the predictions and
+// says the measured columns need one.
+#pragma once
+
+#include "kernel_bytes.hpp"
+
+#include <string>
+#include <vector>
+
+namespace flashlab::app {
+
+struct SweepGrid {
+  std::vector<Index> n, d, heads;
+};
+
+// Items "n=LIST", "d=LIST", "heads=LIST" (LIST as sweep's: a,b,c or a..b doubling); an axis
+// not named keeps base's one value. Throws cpu::InvalidArgument naming the item.
+SweepGrid parse_sweep(const std::vector<std::string>& items, const KernelRun& base);
+
+struct CompareSweepRequest {
+  KernelRun base;                    // dtype, causal, seed; the grid sets n, d and heads
+  std::vector<std::string> kernels;  // from the kernel table
+  SweepGrid grid;
+  bool no_ncu = false, no_colour = false;
+  std::string csv, plot;             // empty: not written
+};
+
+void run_compare_sweep(const CompareSweepRequest& request);
+
+}  // namespace flashlab::app
