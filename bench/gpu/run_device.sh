@@ -5,7 +5,7 @@
 # kernel, run `flashlab compare` through its GPU runner, time every kernel against torch's
 # SDPA backends, and read one forward of each with Nsight Compute.
 #
-#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli bench ncu levels
+#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench ncu levels
 #                                        (default: all)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
@@ -18,7 +18,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize cli bench ncu levels}
+STEPS=${*:-build test sanitize cli sweep bench ncu levels}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -87,6 +87,14 @@ if want cli; then
   done
   "$BUILD/lessons/app/flashlab" compare --n 4096 --n-q 1 --d 128 --repeats 5 --no-ncu --no-color 2>&1 |
     tee -a "$OUT/compare.log" || status=1
+fi
+
+if want sweep; then
+  step "flashlab compare --sweep: predicted against measured bytes over N, one head and 16"
+  "$BUILD/lessons/app/flashlab" compare --sweep n=1024..32768 --sweep d=128 --no-color \
+    --csv "$OUT/compare_sweep_h1.csv" --plot "$OUT/compare_sweep_h1.png" 2>&1 | tail -25 || status=1
+  "$BUILD/lessons/app/flashlab" compare --sweep n=1024..16384 --sweep heads=16 --d 128 --no-color \
+    --csv "$OUT/compare_sweep_h16.csv" 2>&1 | tail -20 || status=1
 fi
 
 if want bench; then
