@@ -91,8 +91,10 @@ fi
 
 if want sweep; then
   step "flashlab compare --sweep: predicted against measured bytes over N, one head and 16"
+  plot=()
+  command -v gnuplot > /dev/null && plot=(--plot "$OUT/compare_sweep_h1.png")
   "$BUILD/lessons/app/flashlab" compare --sweep n=1024..32768 --sweep d=128 --no-color \
-    --csv "$OUT/compare_sweep_h1.csv" --plot "$OUT/compare_sweep_h1.png" 2>&1 | tail -25 || status=1
+    --csv "$OUT/compare_sweep_h1.csv" "${plot[@]}" 2>&1 | tail -25 || status=1
   "$BUILD/lessons/app/flashlab" compare --sweep n=1024..16384 --sweep heads=16 --d 128 --no-color \
     --csv "$OUT/compare_sweep_h16.csv" 2>&1 | tail -20 || status=1
 fi

@@ -259,7 +259,7 @@ void run(const CompareArgs& a) {
   }
   if (!a.csv.empty() || !a.plot.empty())
     throw cpu::InvalidArgument("--csv and --plot write a sweep's rows: give --sweep n=... with them");
-  check_cost(a);
+  if (a.gpu_only.empty()) check_cost(a);  // --gpu-only computes nothing on the CPU
   const sim::DType dtype = sim::parse_dtype(a.dtype);
   const auto go = [&](auto tag) {
     using In = decltype(tag);

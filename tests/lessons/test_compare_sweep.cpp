@@ -66,6 +66,14 @@ TEST_CASE("compare --sweep without a GPU: predictions, and why the measured colu
   for (const char* kernel : {"naive", "scalar", "fa2"}) CHECK(contains(run.output, std::string(kernel) + "\t128"));
 }
 
+TEST_CASE("compare --gpu-only computes nothing on the CPU, so the CPU's cost limit does not apply") {
+  // Without a GPU it only says why nothing ran (on stderr, nothing on stdout) and succeeds;
+  // with one it runs the kernel once. Either way N = 16384 is not refused for the CPU's sake.
+  const auto run = run_flashlab("compare --gpu-only fa2 --n 16384 --d 128 2>&1");
+  CHECK(run.status == 0);
+  CHECK_FALSE(contains(run.output, "on this CPU"));
+}
+
 TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request refused") {
   const fs::path png = fs::temp_directory_path() / "flashlab-compare-sweep.png";
   const auto drawn = run_flashlab("compare --sweep n=256,512 --no-ncu --plot " + png.string() + " 2>&1");
