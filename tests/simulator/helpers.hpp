@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace flashlab::sim::test {
@@ -51,6 +52,21 @@ inline Problem problem(Index N, Index d, DType dtype, Bytes sram,
   p.sram_bytes = sram;
   p.causal = causal;
   return p;
+}
+
+// What f threw (its what()), or "" when it threw nothing.
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 }  // namespace flashlab::sim::test

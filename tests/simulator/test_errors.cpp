@@ -10,24 +10,6 @@
 
 namespace flashlab::sim::test {
 
-namespace {
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
-
 TEST_CASE("SRAM overflow is an error naming the tile, the capacity and the occupancy") {
   const Index d = 64, Br = 64, Bc = 64;
   const Bytes e = bytes_of(DType::fp32);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <doctest/doctest.h>
+#include <fmt/core.h>
 
 #include <chrono>
 #include <sstream>
@@ -82,20 +83,6 @@ Problem random_kernel_problem(std::mt19937_64& rng) {
                                      cpu::Causal::bottom_right};
   p.causal = kCausal[rng() % 3];
   return p;
-}
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -350,7 +337,8 @@ TEST_CASE("naive-kernel by name, and in the table, JSON and CSV") {
   std::ostringstream csv;
   write_csv(csv, reports, nullptr);
   CHECK(contains(csv.str(), "\nnaive-kernel,256,32,bf16,none,"));
-  CHECK(contains(csv.str(), "," + std::to_string(reports[1].bytes_total()) + ","));
+  const std::string total = std::to_string(reports[1].bytes_total());
+  CHECK(contains(csv.str(), fmt::format(",{},", total)));
 
   SweepSpec spec;
   spec.N = {128, 512};
