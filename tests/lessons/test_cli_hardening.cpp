@@ -221,10 +221,13 @@ TEST_CASE("the flashlab program itself does not need CUDA or cuBLAS to load") {
 }
 
 TEST_CASE("a GPU runner that cannot be loaded is reported, not fatal") {
-  setenv("FLASHLAB_GPU_RUNNER", "/etc/hostname", 1);  // a file, but no plugin
+  Scratch scratch("runner");
+  const fs::path not_a_plugin = scratch.dir / "libflashlab_gpu_runner.so";
+  std::ofstream(not_a_plugin) << "a file, but no shared library\n";
+  setenv("FLASHLAB_GPU_RUNNER", not_a_plugin.c_str(), 1);
   const auto run = run_flashlab("compare --n 64 --d 64 --repeats 1 --no-ncu 2>&1");
   unsetenv("FLASHLAB_GPU_RUNNER");
   CHECK(run.status == 0);
-  CHECK(contains(run.output, "GPU: the GPU runner /etc/hostname could not be loaded"));
+  CHECK(contains(run.output, "GPU: the GPU runner " + not_a_plugin.string() + " could not be loaded"));
   CHECK(contains(run.output, "CPU tiled: within"));
 }
