@@ -49,13 +49,19 @@ int main(int argc, char** argv) {
   CLI::App app{"Start-up time of the flashlab program, command by command"};
   std::string flashlab;
   int runs = 21;
-  app.add_option("--flashlab", flashlab, "The flashlab program")->required()->check(CLI::ExistingFile);
-  app.add_option("--runs", runs, "Runs per command; the median is shown")->check(CLI::PositiveNumber);
+  app.add_option("--flashlab", flashlab, "The flashlab program")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--runs", runs, "Runs per command; the median is shown")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  const std::vector<std::vector<std::string>> commands{
-      {"--help"}, {"lessons"}, {"exercise"}, {"trace", "--example", "49-15"},
-      {"simulate", "--n", "1024", "--d", "64"}, {"tour"}};
+  const std::vector<std::vector<std::string>> commands{{"--help"},
+                                                       {"lessons"},
+                                                       {"exercise"},
+                                                       {"trace", "--example", "49-15"},
+                                                       {"simulate", "--n", "1024", "--d", "64"},
+                                                       {"tour"}};
   fmt::print("{:<32} {:>10} {:>10} {:>10}\n", "command", "min ms", "median ms", "max ms");
   try {
     for (const auto& args : commands) {
@@ -64,7 +70,8 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       std::string name = "flashlab";
       for (const auto& a : args) name += " " + a;
-      fmt::print("{:<32} {:>10.1f} {:>10.1f} {:>10.1f}\n", name, ms.front(), ms[ms.size() / 2], ms.back());
+      fmt::print("{:<32} {:>10.1f} {:>10.1f} {:>10.1f}\n", name, ms.front(), ms[ms.size() / 2],
+                 ms.back());
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_cli_startup: {}\n", e.what());

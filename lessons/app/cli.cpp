@@ -47,9 +47,10 @@ std::string unknown_command(const CLI::App& app, int argc, const char* const* ar
   const auto names = command_names(app);
   for (const auto& name : names)
     if (name == word) return "";
-  return fmt::format("`{}` is not a flashlab command: the commands are {}; `flashlab --help` "
-                     "says what each does",
-                     word, fmt::join(names, ", "));
+  return fmt::format(
+      "`{}` is not a flashlab command: the commands are {}; `flashlab --help` "
+      "says what each does",
+      word, fmt::join(names, ", "));
 }
 
 int run_cli(int argc, const char* const* argv) {

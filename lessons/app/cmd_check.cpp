@@ -23,10 +23,12 @@ constexpr int kCheckFailed = 1;
 
 int report(const exercises::CheckReport& r, const Style& style) {
   const auto& info = exercises::find_exercise(r.exercise);
-  std::cout << fmt::format("Checking exercise {} ({}) in {}\n\n", r.exercise, info.title, info.file);
+  std::cout << fmt::format("Checking exercise {} ({}) in {}\n\n", r.exercise, info.title,
+                           info.file);
   if (!r.not_written.empty()) {
-    std::cout << paint(style, Tone::bad, "NOT WRITTEN YET") << "  " << r.not_written << "\n"
-              << "Open the file above, replace the throw with your code, rebuild and check again.\n";
+    std::cout
+        << paint(style, Tone::bad, "NOT WRITTEN YET") << "  " << r.not_written << "\n"
+        << "Open the file above, replace the throw with your code, rebuild and check again.\n";
     return kCheckFailed;
   }
   std::size_t passed = 0;

@@ -58,13 +58,15 @@ KernelRun run_of(const CompareArgs& a, const std::string& kernel) {
 }
 
 struct Inputs {
-  cpu::Matrix<float> Q, K, V;       // (N_q, d), (N, d), (N, d), already rounded to the dtype
-  cpu::Matrix<double> O_exact;      // fp64 attention of those same numbers
+  cpu::Matrix<float> Q, K, V;   // (N_q, d), (N, d), (N, d), already rounded to the dtype
+  cpu::Matrix<double> O_exact;  // fp64 attention of those same numbers
   cpu::AttentionOptions options;
 };
 
 template <class In>
-cpu::Matrix<float> rounded(const cpu::Matrix<float>& X) { return X.cast<In>().template cast<float>(); }
+cpu::Matrix<float> rounded(const cpu::Matrix<float>& X) {
+  return X.cast<In>().template cast<float>();
+}
 
 // Random inputs rounded to the dtype; O_exact is left for compare() to fill.
 Inputs make_inputs(const CompareArgs& a, sim::DType dtype) {
@@ -72,8 +74,9 @@ Inputs make_inputs(const CompareArgs& a, sim::DType dtype) {
   const auto kv = random_inputs({.N = a.n, .d = a.d, .seed = a.seed});
   const auto q = random_inputs({.N = n_q, .d = a.d, .seed = a.seed + 1});
   const auto round = [&](const cpu::Matrix<float>& X) {
-    return dtype == sim::DType::bf16 ? rounded<cpu::bf16>(X)
-           : dtype == sim::DType::fp16 ? rounded<cpu::fp16>(X) : X;
+    return dtype == sim::DType::bf16   ? rounded<cpu::bf16>(X)
+           : dtype == sim::DType::fp16 ? rounded<cpu::fp16>(X)
+                                       : X;
   };
   Inputs in{round(q.Q), round(kv.K), round(kv.V), {}, {}};
   in.options.causal = run_of(a, "").alignment();
@@ -82,7 +85,8 @@ Inputs make_inputs(const CompareArgs& a, sim::DType dtype) {
 
 cpu::Matrix<double> exact_attention(const Inputs& in) {
   return cpu::naive_attention<double>(in.Q.cast<double>(), in.K.cast<double>(), in.V.cast<double>(),
-                                      in.options).O;
+                                      in.options)
+      .O;
 }
 
 double max_error(const cpu::Matrix<float>& O, const cpu::Matrix<double>& exact) {
@@ -95,7 +99,8 @@ double median_ms(int repeats, F&& f) {
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -105,9 +110,8 @@ template <class In>
 std::pair<cpu::Matrix<float>, double> cpu_run(const Inputs& in, int repeats) {
   const cpu::Matrix<In> Q = in.Q.cast<In>(), K = in.K.cast<In>(), V = in.V.cast<In>();
   cpu::Matrix<float> O;
-  const double ms = median_ms(repeats, [&] {
-    O = cpu::forward_q_outer<In>(Q, K, V, in.options).O.template cast<float>();
-  });
+  const double ms = median_ms(
+      repeats, [&] { O = cpu::forward_q_outer<In>(Q, K, V, in.options).O.template cast<float>(); });
   return {O, ms};
 }
 
@@ -140,7 +144,8 @@ using Errors = std::vector<std::pair<std::string, double>>;
 
 void simulator_rows(const std::vector<Prediction>& predictions, std::vector<Row>& rows) {
   for (const auto& p : predictions)
-    rows.push_back({"simulator: " + p.label, "-", p.report ? "model" + bound_of(p) : "-", predicted_text(p), "-"});
+    rows.push_back({"simulator: " + p.label, "-", p.report ? "model" + bound_of(p) : "-",
+                    predicted_text(p), "-"});
 }
 
 void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
@@ -170,13 +175,16 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
   }
 }
 
-void print_verdicts(const Style& style, const std::string& dtype, double naive_err, const Errors& errors) {
-  std::cout << fmt::format("\nThe correctness rule (ANCHORS.md): error <= 2 x the naive {} error = {}\n",
-                           dtype, num(2 * naive_err, 3));
+void print_verdicts(const Style& style, const std::string& dtype, double naive_err,
+                    const Errors& errors) {
+  std::cout << fmt::format(
+      "\nThe correctness rule (ANCHORS.md): error <= 2 x the naive {} error = {}\n", dtype,
+      num(2 * naive_err, 3));
   for (const auto& [who, err] : errors) {
     const bool within = err <= 2 * naive_err;
     std::cout << "  " << who << ": "
-              << (within ? paint(style, Tone::good, "within") : paint(style, Tone::bad, "OUTSIDE")) << "\n";
+              << (within ? paint(style, Tone::good, "within") : paint(style, Tone::bad, "OUTSIDE"))
+              << "\n";
   }
 }
 
@@ -184,25 +192,29 @@ template <class In>
 void compare(const CompareArgs& a, sim::DType dtype) {
   Inputs in = make_inputs(a, dtype);
   in.O_exact = exact_attention(in);
-  std::cout << fmt::format("N_q = {}, N_k = {}, d = {}, {} head{}, {}, causal = {}, seed {}; errors are max\n"
-                           "|O - O_fp64| of head 0 against fp64 attention of the same (rounded) inputs.\n",
-                           in.Q.rows(), in.K.rows(), a.d, a.heads, a.heads > 1 ? "s" : "", a.dtype,
-                           cpu::to_string(in.options.causal), a.seed);
+  std::cout << fmt::format(
+      "N_q = {}, N_k = {}, d = {}, {} head{}, {}, causal = {}, seed {}; errors are max\n"
+      "|O - O_fp64| of head 0 against fp64 attention of the same (rounded) inputs.\n",
+      in.Q.rows(), in.K.rows(), a.d, a.heads, a.heads > 1 ? "s" : "", a.dtype,
+      cpu::to_string(in.options.causal), a.seed);
   std::vector<Row> rows;
   Errors errors;
   const double naive_err = max_error(naive_same_precision<In>(in), in.O_exact);
-  rows.push_back({fmt::format("CPU naive, {} (three operators)", a.dtype), num(naive_err, 3), "-", "-", "-"});
+  rows.push_back(
+      {fmt::format("CPU naive, {} (three operators)", a.dtype), num(naive_err, 3), "-", "-", "-"});
   const auto [O_cpu, cpu_ms] = cpu_run<In>(in, a.repeats);
   errors.emplace_back("CPU tiled", max_error(O_cpu, in.O_exact));
-  rows.push_back({"CPU tiled (FA2 order)", num(errors.back().second, 3), fmt::format("{:.2f} ms", cpu_ms),
-                  "-", "- (host memory)"});
+  rows.push_back({"CPU tiled (FA2 order)", num(errors.back().second, 3),
+                  fmt::format("{:.2f} ms", cpu_ms), "-", "- (host memory)"});
   std::vector<Prediction> predictions;
   for (const auto& kernel : split(a.kernels)) predictions.push_back(predict(run_of(a, kernel)));
   simulator_rows(predictions, rows);
   gpu_rows(a, dtype, in, predictions, rows, errors);
-  Table table({"executor", "max error", "time", "bytes predicted", "bytes measured", "SM read: measured/predicted"},
+  Table table({"executor", "max error", "time", "bytes predicted", "bytes measured",
+               "SM read: measured/predicted"},
               {true, true, true, true, true, false});
-  for (const auto& r : rows) table.add({r.executor, r.error, r.time, r.predicted, r.measured, r.ratio});
+  for (const auto& r : rows)
+    table.add({r.executor, r.error, r.time, r.predicted, r.measured, r.ratio});
   const Style style = Style::for_stdout(a.no_colour);
   table.print(std::cout, style);
   print_verdicts(style, a.dtype, naive_err, errors);
@@ -229,24 +241,30 @@ void check_cost(const CompareArgs& a) {
   const double bytes = entries * kReferenceBytesPerEntry;
   if (bytes > kMaxReferenceBytes)
     throw cpu::InvalidArgument(fmt::format(
-        "compare computes N_q x N_k = {:.0f} attention scores exactly on this CPU, which needs about "
+        "compare computes N_q x N_k = {:.0f} attention scores exactly on this CPU, which needs "
+        "about "
         "{} of memory, more than the {} it allows; use a smaller N (8192 x 8192 fits) or --n-q",
         entries, bytes_text(bytes), bytes_text(kMaxReferenceBytes)));
   if (multiply_adds > kMaxMultiplyAdds && !a.large)
     throw cpu::InvalidArgument(fmt::format(
         "compare would do {:.3g} multiply-adds on this CPU (N_q N_k d x (repeats + 2)), above the "
         "{:.3g} that finish in about a minute; pass --large to run it anyway, or lower N, d or "
-        "--repeats", multiply_adds, kMaxMultiplyAdds));
+        "--repeats",
+        multiply_adds, kMaxMultiplyAdds));
 }
 
 // Every name in --kernels is a kernel of the ladder, named once.
 void check_kernels(const CompareArgs& a) {
   const auto names = split(a.kernels);
-  if (names.empty()) throw cpu::InvalidArgument("--kernels is empty: give one or more of " + kernel_list());
+  if (names.empty())
+    throw cpu::InvalidArgument("--kernels is empty: give one or more of " + kernel_list());
   for (std::size_t k = 0; k < names.size(); ++k) {
-    if (!kernel_by_name(names[k])) throw cpu::InvalidArgument("--kernels: " + unknown_kernel_message(names[k]));
-    if (std::find(names.begin(), names.begin() + std::ptrdiff_t(k), names[k]) != names.begin() + std::ptrdiff_t(k))
-      throw cpu::InvalidArgument(fmt::format("--kernels names {} twice: name each kernel once", names[k]));
+    if (!kernel_by_name(names[k]))
+      throw cpu::InvalidArgument("--kernels: " + unknown_kernel_message(names[k]));
+    if (std::find(names.begin(), names.begin() + std::ptrdiff_t(k), names[k]) !=
+        names.begin() + std::ptrdiff_t(k))
+      throw cpu::InvalidArgument(
+          fmt::format("--kernels names {} twice: name each kernel once", names[k]));
   }
 }
 
@@ -254,20 +272,24 @@ void run(const CompareArgs& a) {
   check_kernels(a);
   if (!a.sweep.empty()) {
     const KernelRun base = run_of(a, "");
-    return run_compare_sweep({base, split(a.kernels), parse_sweep(a.sweep, base), a.no_ncu, a.no_colour,
-                              a.csv, a.plot});
+    return run_compare_sweep(
+        {base, split(a.kernels), parse_sweep(a.sweep, base), a.no_ncu, a.no_colour, a.csv, a.plot});
   }
   if (!a.csv.empty() || !a.plot.empty())
-    throw cpu::InvalidArgument("--csv and --plot write a sweep's rows: give --sweep n=... with them");
+    throw cpu::InvalidArgument(
+        "--csv and --plot write a sweep's rows: give --sweep n=... with them");
   if (a.gpu_only.empty()) check_cost(a);  // --gpu-only computes nothing on the CPU
   const sim::DType dtype = sim::parse_dtype(a.dtype);
   const auto go = [&](auto tag) {
     using In = decltype(tag);
     a.gpu_only.empty() ? compare<In>(a, dtype) : gpu_only<In>(a, dtype);
   };
-  if (dtype == sim::DType::bf16) go(cpu::bf16{});
-  else if (dtype == sim::DType::fp16) go(cpu::fp16{});
-  else go(float{});
+  if (dtype == sim::DType::bf16)
+    go(cpu::bf16{});
+  else if (dtype == sim::DType::fp16)
+    go(cpu::fp16{});
+  else
+    go(float{});
 }
 
 }  // namespace
@@ -284,16 +306,18 @@ void add_compare_command(CLI::App& app) {
   add_integer_option<std::uint64_t>(cmd, "--seed", args.seed, "Seed of the random inputs", 0);
   cmd->add_option("--kernels", args.kernels, "GPU kernels to run, comma-separated")
       ->capture_default_str();
-  add_integer_option(cmd, "--repeats", args.repeats, "Timed runs; the median is shown", 1, kMaxRepeats);
+  add_integer_option(cmd, "--repeats", args.repeats, "Timed runs; the median is shown", 1,
+                     kMaxRepeats);
   cmd->add_flag("--no-ncu", args.no_ncu, "Do not measure bytes with Nsight Compute");
   add_no_color_flag(cmd, args.no_colour);
   cmd->add_flag("--large", args.large, "Run a problem above the CPU-time limit anyway");
-  add_integer_option<Index>(cmd, "--heads", args.heads, "Heads (batch 1), each a copy in memory of its own", 1,
-                            kMaxHeads);
+  add_integer_option<Index>(cmd, "--heads", args.heads,
+                            "Heads (batch 1), each a copy in memory of its own", 1, kMaxHeads);
   cmd->add_option("--sweep", args.sweep,
                   "Bytes alone over a grid, repeatable: n=1024..65536, d=64,128, heads=1,16");
   cmd->add_option("--csv", args.csv, "With --sweep: write the rows as CSV");
-  cmd->add_option("--plot", args.plot, "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");
+  cmd->add_option("--plot", args.plot,
+                  "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");
   cmd->add_option("--gpu-only", args.gpu_only,
                   "Run one GPU kernel once and print nothing (used under ncu)")
       ->group("");

@@ -15,12 +15,14 @@ namespace {
 
 void show(const exercises::ExerciseInfo& e, const Style& style) {
   std::cout << paint(style, Tone::heading, fmt::format("Exercise {}: {}", e.number, e.title))
-            << "\n\n" << e.task << "\n\n"
-            << fmt::format("  the contract:  lessons/exercises/exercises.hpp\n"
-                           "  your file:     {}\n"
-                           "  the lesson:    flashlab lesson {}\n"
-                           "  when done:     cmake --build build --target flashlab && flashlab check {}\n",
-                           e.file, e.number, e.number);
+            << "\n\n"
+            << e.task << "\n\n"
+            << fmt::format(
+                   "  the contract:  lessons/exercises/exercises.hpp\n"
+                   "  your file:     {}\n"
+                   "  the lesson:    flashlab lesson {}\n"
+                   "  when done:     cmake --build build --target flashlab && flashlab check {}\n",
+                   e.file, e.number, e.number);
 }
 
 struct ExerciseArgs {
@@ -42,7 +44,8 @@ void add_exercise_command(CLI::App& app) {
     std::cout << "\n`flashlab exercise N` shows one; `flashlab check N` checks your answer.\n";
   });
   cmd->add_option_function<std::string>(
-      "N", [&args](const std::string& text) { args.number = int(parse_integer("N", text, 0, INT_MAX)); },
+      "N",
+      [&args](const std::string& text) { args.number = int(parse_integer("N", text, 0, INT_MAX)); },
       "The exercise (its lesson's number); leave out to list them");
   add_no_color_flag(cmd, args.no_colour);
 }

@@ -19,7 +19,8 @@ int parse_lesson_number(const std::string& text) {
   int number = -1;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
   if (error != std::errc{} || end != text.data() + text.size())
-    throw UnknownLesson("`" + text + "` is not a lesson number: give a whole number such as "
+    throw UnknownLesson("`" + text +
+                        "` is not a lesson number: give a whole number such as "
                         "`flashlab lesson 2`; `flashlab lessons` lists them");
   return number;
 }

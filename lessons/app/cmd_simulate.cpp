@@ -50,8 +50,9 @@ sim::Problem problem_of(const SimulateArgs& a, const sim::HardwareProfile& hw) {
   p.sram_bytes = a.sram.empty() ? hw.sram_per_sm : sim::parse_capacity(a.sram, p.dtype);
   if (!a.l2.empty()) p.l2_bytes = sim::parse_capacity(a.l2, p.dtype);
   if (a.br_option->count() != a.bc_option->count())
-    throw cpu::InvalidArgument("give both --br and --bc, or neither (then the paper's rule "
-                               "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
+    throw cpu::InvalidArgument(
+        "give both --br and --bc, or neither (then the paper's rule "
+        "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
   if (a.br_option->count()) p.tiles = cpu::TileSizes{a.br, a.bc};
   sim::check(p);
   return p;
@@ -82,7 +83,8 @@ sim::Report run_full(sim::Algorithm a, const sim::Problem& p, const sim::TraceSi
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const auto random = [&] {
-    return cpu::Matrix<float>(cpu::Matrix<float>::NullaryExpr(p.N, p.d, [&] { return normal(rng); }))
+    return cpu::Matrix<float>(
+               cpu::Matrix<float>::NullaryExpr(p.N, p.d, [&] { return normal(rng); }))
         .template cast<In>()
         .eval();
   };
@@ -123,7 +125,8 @@ void simulate(const SimulateArgs& args) {
   if (args.full && p.N > kMaxFullN)
     throw cpu::InvalidArgument(fmt::format(
         "--full computes the numbers on this CPU and takes N <= {}; N = {} can be counted "
-        "without --full", kMaxFullN, p.N));
+        "without --full",
+        kMaxFullN, p.N));
   if (!args.trace.empty() && algorithms.size() != 1)
     throw cpu::InvalidArgument("--trace records one program: give one --algo with it");
   if (!args.trace.empty()) check_trace_size(sim::estimate(algorithms.front(), p), args);
@@ -145,8 +148,8 @@ void simulate(const SimulateArgs& args) {
     for (const auto& r : reports) {
       auto j = sim::to_json(r);
       const sim::Bound b = sim::roofline(r, hw);
-      j["bound"] = {{"profile", hw.name}, {"seconds", b.seconds()}, {"binds", b.binding()},
-                    {"matrix_s", b.matrix_s}, {"exp_s", b.exp_s}, {"memory_s", b.memory_s}};
+      j["bound"] = {{"profile", hw.name},     {"seconds", b.seconds()}, {"binds", b.binding()},
+                    {"matrix_s", b.matrix_s}, {"exp_s", b.exp_s},       {"memory_s", b.memory_s}};
       out.push_back(std::move(j));
     }
     fmt::print("{}\n", out.dump(2));
@@ -165,15 +168,21 @@ void add_simulate_command(CLI::App& app) {
   add_integer_option<cpu::Index>(cmd, "--n", args.n, "sequence length N", 1);
   add_integer_option<cpu::Index>(cmd, "--d", args.d, "head dimension d", 1);
   cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
-  cmd->add_option("--sram", args.sram,
-                  "SRAM of one SM: 192KiB, or elements of the dtype: 98304el (default: the profile's)");
+  cmd->add_option(
+      "--sram", args.sram,
+      "SRAM of one SM: 192KiB, or elements of the dtype: 98304el (default: the profile's)");
   cmd->add_option("--l2", args.l2,
                   "an L2 of this size between HBM and SRAM (LRU), e.g. 60MiB: predicts DRAM bytes");
-  cmd->add_option("--algo", args.algorithms, "programs to run: naive,fa1,fa2 (the paper's) or naive-kernel (flashlab's naive kernel as built)")->capture_default_str();
+  cmd->add_option("--algo", args.algorithms,
+                  "programs to run: naive,fa1,fa2 (the paper's) or naive-kernel (flashlab's naive "
+                  "kernel as built)")
+      ->capture_default_str();
   cmd->add_option("--profile", args.profile, "a100, h100, h200 or b200")->capture_default_str();
   cmd->add_flag("--causal", args.causal, "causal mask (top-left)");
-  args.br_option = add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);
-  args.bc_option = add_integer_option<cpu::Index>(cmd, "--bc", args.bc, "keys per tile Bc (with --br)", 1);
+  args.br_option =
+      add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);
+  args.bc_option =
+      add_integer_option<cpu::Index>(cmd, "--bc", args.bc, "keys per tile Bc (with --br)", 1);
   cmd->add_flag("--json", args.json, "print the reports as JSON");
   cmd->add_option("--trace", args.trace, "write every step as JSON lines to this file");
   add_integer_option<std::int64_t>(cmd, "--max-trace-bytes", args.max_trace_bytes,

@@ -57,7 +57,8 @@ void write_html(const TraceArgs& a, OutputFile& out) {
       setup.tiles.Bc = Bc;
       traces.push_back(trace_random(setup));
     }
-    title = fmt::format("FlashAttention-2 forward, {} tokens{}", a.setup.N, a.causal ? ", causal" : "");
+    title =
+        fmt::format("FlashAttention-2 forward, {} tokens{}", a.setup.N, a.causal ? ", causal" : "");
   }
   out.write(viewer_html(traces, title, initial));
   out.commit();
@@ -68,10 +69,10 @@ void write_html(const TraceArgs& a, OutputFile& out) {
 TileTrace build(const TraceArgs& a) {
   if (!a.example.empty()) {
     if (a.example != kWorkedExample)
-      throw cpu::InvalidArgument(fmt::format(
-          "unknown example `{}`: the one example is `{}` (exponentials 1, 2, 4, 8 over "
-          "V = 1, 2, 3, 4); or leave --example out and give --n, --d, --br, --bc",
-          a.example, kWorkedExample));
+      throw cpu::InvalidArgument(
+          fmt::format("unknown example `{}`: the one example is `{}` (exponentials 1, 2, 4, 8 over "
+                      "V = 1, 2, 3, 4); or leave --example out and give --n, --d, --br, --bc",
+                      a.example, kWorkedExample));
     return trace_worked_example();
   }
   TraceSetup setup = a.setup;
@@ -96,17 +97,17 @@ void run(const TraceArgs& a) {
   open_outputs(a, outputs);
   const TileTrace trace = build(a);
   if (a.query_tile >= static_cast<Index>(trace.query_tiles.size()))
-    throw cpu::InvalidArgument(fmt::format("--query-tile {} does not exist: there are {} query tiles, "
-                                           "numbered 0 to {}",
-                                           a.query_tile, trace.query_tiles.size(),
-                                           trace.query_tiles.size() - 1));
+    throw cpu::InvalidArgument(
+        fmt::format("--query-tile {} does not exist: there are {} query tiles, "
+                    "numbered 0 to {}",
+                    a.query_tile, trace.query_tiles.size(), trace.query_tiles.size() - 1));
   TracePrintOptions options;
   options.only_query_tile = a.query_tile;
   if (!a.example.empty()) options.digits = kAllDigits;
   print_trace(std::cout, Style::for_stdout(a.no_colour), trace, options);
   if (!a.example.empty())
-    std::cout << fmt::format("\n49/15 = {:.17g}; the trace's O differs from it by {:.3g}\n",
-                             kExact, trace.query_tiles[0].O(0, 0) - kExact);
+    std::cout << fmt::format("\n49/15 = {:.17g}; the trace's O differs from it by {:.3g}\n", kExact,
+                             trace.query_tiles[0].O(0, 0) - kExact);
   if (outputs.json) write_jsonl(trace, *outputs.json);
   if (outputs.html) write_html(a, *outputs.html);
 }
@@ -119,19 +120,21 @@ void add_trace_command(CLI::App& app) {
   auto& args = arguments_of<TraceArgs>(cmd, run);
   auto* example = cmd->add_option("--example", args.example,
                                   "A worked example instead of random inputs: 49-15");
-  auto* n = add_integer_option<Index>(cmd, "--n", args.setup.N, "Sequence length N (queries and keys)", 1);
+  auto* n = add_integer_option<Index>(cmd, "--n", args.setup.N,
+                                      "Sequence length N (queries and keys)", 1);
   auto* d = add_integer_option<Index>(cmd, "--d", args.setup.d, "Head dimension d", 1);
   auto* br = add_integer_option<Index>(cmd, "--br", args.setup.tiles.Br, "Query tile size Br", 1);
   auto* bc = add_integer_option<Index>(cmd, "--bc", args.setup.tiles.Bc, "KV tile size Bc", 1);
   auto* causal = cmd->add_flag("--causal", args.causal, "Causal mask (query i sees keys j <= i)");
-  auto* seed = add_integer_option<std::uint64_t>(cmd, "--seed", args.setup.seed, "Seed of the random inputs", 0);
+  auto* seed = add_integer_option<std::uint64_t>(cmd, "--seed", args.setup.seed,
+                                                 "Seed of the random inputs", 0);
   add_integer_option<Index>(cmd, "--query-tile", args.query_tile, "Print this query tile only", 0)
       ->default_str("all");
   cmd->add_option("--json", args.json_path, "Also write the events, one JSON object per line");
   cmd->add_option("--html", args.html_path,
                   "Also write the tile-scan viewer: one self-contained HTML page");
   add_integer_option<std::int64_t>(cmd, "--max-file-bytes", args.max_file_bytes,
-                                  "Refuse to write a --json or --html file larger than this", 1);
+                                   "Refuse to write a --json or --html file larger than this", 1);
   add_no_color_flag(cmd, args.no_colour);
   // The worked example has its own inputs: the options of a random problem would be ignored.
   for (CLI::Option* random_only : {n, d, br, bc, causal, seed}) example->excludes(random_only);

@@ -23,21 +23,25 @@ bool read_decimal(std::string_view text, T& value) {
 std::int64_t parse_integer(std::string_view flag, std::string_view text, std::int64_t min,
                            std::int64_t max) {
   std::int64_t value = 0;
-  const bool digits = !text.empty() && text.find_first_not_of("-0123456789") == std::string_view::npos;
+  const bool digits =
+      !text.empty() && text.find_first_not_of("-0123456789") == std::string_view::npos;
   if (!digits || !read_decimal(text, value) || value < min || value > max)
-    throw CLI::ValidationError(std::string(flag), fmt::format(
-        "`{}` is not a whole number from {} to {}: give one in decimal, such as {}", text, min,
-        max, std::max<std::int64_t>(min, std::min<std::int64_t>(max, 64))));
+    throw CLI::ValidationError(
+        std::string(flag),
+        fmt::format("`{}` is not a whole number from {} to {}: give one in decimal, such as {}",
+                    text, min, max, std::max<std::int64_t>(min, std::min<std::int64_t>(max, 64))));
   return value;
 }
 
 std::uint64_t parse_unsigned(std::string_view flag, std::string_view text) {
   std::uint64_t value = 0;
-  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+  const bool digits =
+      !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
   if (!digits || !read_decimal(text, value))
-    throw CLI::ValidationError(std::string(flag), fmt::format(
-        "`{}` is not a whole number from 0 to {}: give one in decimal, such as 42", text,
-        std::numeric_limits<std::uint64_t>::max()));
+    throw CLI::ValidationError(
+        std::string(flag),
+        fmt::format("`{}` is not a whole number from 0 to {}: give one in decimal, such as 42",
+                    text, std::numeric_limits<std::uint64_t>::max()));
   return value;
 }
 
@@ -46,8 +50,9 @@ std::string flag_message(std::string_view flag, std::string_view value, std::str
 }
 
 std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view list) {
-  return parse_list<std::int64_t>(
-      flag, list, [flag](std::string_view text) { return parse_integer(flag, text, 1, INT64_MAX); });
+  return parse_list<std::int64_t>(flag, list, [flag](std::string_view text) {
+    return parse_integer(flag, text, 1, INT64_MAX);
+  });
 }
 
 }  // namespace flashlab::app

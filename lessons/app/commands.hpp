@@ -89,7 +89,8 @@ std::vector<T> parse_list(std::string_view flag, std::string_view list,
   const auto add = [&](T x) {
     if (out.size() == kMaxListValues)
       throw cpu::InvalidArgument(flag_message(
-          flag, list, fmt::format("more than {0} values; a sweep takes at most {0} per list", kMaxListValues)));
+          flag, list,
+          fmt::format("more than {0} values; a sweep takes at most {0} per list", kMaxListValues)));
     out.push_back(x);
   };
   for (std::size_t start = 0; start <= list.size();) {
@@ -101,8 +102,8 @@ std::vector<T> parse_list(std::string_view flag, std::string_view list,
     } else {
       const T from = parse_one(item.substr(0, dots)), to = parse_one(item.substr(dots + 2));
       if (from < 1 || to < from)
-        throw cpu::InvalidArgument(
-            flag_message(flag, item, "a range a..b doubles from a up to b, so it needs 1 <= a <= b"));
+        throw cpu::InvalidArgument(flag_message(
+            flag, item, "a range a..b doubles from a up to b, so it needs 1 <= a <= b"));
       for (T x = from;; x *= 2) {
         add(x);
         if (x > to / 2) break;  // the next doubling would pass b (or overflow)

@@ -61,16 +61,22 @@ std::string csv_number(std::optional<double> b) { return b ? fmt::format("{:.0f}
 void print_table(const std::vector<Point>& points, const Style& style) {
   Table t({"kernel", "N", "d", "heads", "SM read pred.", "SM read meas.", "ratio", "SM write pred.",
            "SM write meas.", "ratio", "L2 slices meas.", "DRAM pred.", "DRAM meas.", "note"},
-          {true, false, false, false, false, false, false, false, false, false, false, false, false, true});
+          {true, false, false, false, false, false, false, false, false, false, false, false, false,
+           true});
   for (const Point& p : points) {
     const auto& m = p.measured;
     const bool have = p.predicted.report.has_value();
-    const auto meas = [&](double MeasuredBytes::*f) { return m ? std::optional((*m).*f) : std::nullopt; };
-    const std::optional<double> dram = m ? std::optional(m->dram_read + m->dram_written) : std::nullopt;
-    t.add({p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d), fmt::format("{}", p.run.heads),
-           have ? bytes_text(p.predicted.sm_read()) : "-", optional_bytes(meas(&MeasuredBytes::sm_read)),
+    const auto meas = [&](double MeasuredBytes::*f) {
+      return m ? std::optional((*m).*f) : std::nullopt;
+    };
+    const std::optional<double> dram =
+        m ? std::optional(m->dram_read + m->dram_written) : std::nullopt;
+    t.add({p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
+           fmt::format("{}", p.run.heads), have ? bytes_text(p.predicted.sm_read()) : "-",
+           optional_bytes(meas(&MeasuredBytes::sm_read)),
            ratio_text(meas(&MeasuredBytes::sm_read), p.predicted.sm_read()),
-           have ? bytes_text(p.predicted.sm_written()) : "-", optional_bytes(meas(&MeasuredBytes::sm_written)),
+           have ? bytes_text(p.predicted.sm_written()) : "-",
+           optional_bytes(meas(&MeasuredBytes::sm_written)),
            ratio_text(meas(&MeasuredBytes::sm_written), p.predicted.sm_written()),
            optional_bytes(meas(&MeasuredBytes::l2)), have ? bytes_text(p.predicted.dram()) : "-",
            optional_bytes(dram), p.note});
@@ -79,19 +85,23 @@ void print_table(const std::vector<Point>& points, const Style& style) {
 }
 
 void write_csv(OutputFile& out, const std::vector<Point>& points) {
-  out.write("kernel,N,d,heads,causal,dtype,sm_read_predicted,sm_read_measured,sm_written_predicted,"
-            "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured\n");
+  out.write(
+      "kernel,N,d,heads,causal,dtype,sm_read_predicted,sm_read_measured,sm_written_predicted,"
+      "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured\n");
   for (const Point& p : points) {
     const auto& m = p.measured;
     const bool have = p.predicted.report.has_value();
     const auto pred = [&](double v) { return have ? std::optional(v) : std::nullopt; };
-    const auto meas = [&](double MeasuredBytes::*f) { return m ? std::optional((*m).*f) : std::nullopt; };
-    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel, p.run.n, p.run.d,
-                          p.run.heads, p.run.causal ? 1 : 0, p.run.dtype, csv_number(pred(p.predicted.sm_read())),
-                          csv_number(meas(&MeasuredBytes::sm_read)), csv_number(pred(p.predicted.sm_written())),
-                          csv_number(meas(&MeasuredBytes::sm_written)), csv_number(meas(&MeasuredBytes::l2)),
-                          csv_number(pred(p.predicted.dram())), csv_number(meas(&MeasuredBytes::dram_read)),
-                          csv_number(meas(&MeasuredBytes::dram_written))));
+    const auto meas = [&](double MeasuredBytes::*f) {
+      return m ? std::optional((*m).*f) : std::nullopt;
+    };
+    out.write(fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel, p.run.n, p.run.d, p.run.heads,
+        p.run.causal ? 1 : 0, p.run.dtype, csv_number(pred(p.predicted.sm_read())),
+        csv_number(meas(&MeasuredBytes::sm_read)), csv_number(pred(p.predicted.sm_written())),
+        csv_number(meas(&MeasuredBytes::sm_written)), csv_number(meas(&MeasuredBytes::l2)),
+        csv_number(pred(p.predicted.dram())), csv_number(meas(&MeasuredBytes::dram_read)),
+        csv_number(meas(&MeasuredBytes::dram_written))));
   }
   out.commit();
 }
@@ -105,21 +115,25 @@ std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& 
     out += fmt::format("$predicted_{0} << EOD\n", k);
     std::string measured = fmt::format("$measured_{0} << EOD\n", k);
     for (const Point& p : points) {
-      if (p.run.kernel != kernel || p.run.d != r.grid.d.front() || p.run.heads != r.grid.heads.front())
+      if (p.run.kernel != kernel || p.run.d != r.grid.d.front() ||
+          p.run.heads != r.grid.heads.front())
         continue;
       if (p.predicted.report) out += fmt::format("{} {:.0f}\n", p.run.n, p.predicted.sm_read());
       if (p.measured) measured += fmt::format("{} {:.0f}\n", p.run.n, p.measured->sm_read);
     }
     out += "EOD\n" + measured + "EOD\n";
-    plots += fmt::format("{}$predicted_{} using 1:2 with lines lc {} title '{} predicted', "
-                         "$measured_{} using 1:2 with points pt 7 lc {} title '{} measured'",
-                         k ? ", " : "", k, k + 1, kernel, k, k + 1, kernel);
+    plots += fmt::format(
+        "{}$predicted_{} using 1:2 with lines lc {} title '{} predicted', "
+        "$measured_{} using 1:2 with points pt 7 lc {} title '{} measured'",
+        k ? ", " : "", k, k + 1, kernel, k, k + 1, kernel);
   }
   return out + fmt::format(
-      "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\nset format x '2^{{%L}}'\n"
-      "set format y '%.0b %BB'\nset xlabel 'N'\nset ylabel 'bytes into the SMs (l1tex__m_xbar2l1tex_read_bytes)' noenhanced\n"
-      "set title 'd = {}, heads = {}, {}'\nset key top left\nset grid\nplot {}\n",
-      r.grid.d.front(), r.grid.heads.front(), r.base.dtype, plots);
+                   "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\nset format "
+                   "x '2^{{%L}}'\n"
+                   "set format y '%.0b %BB'\nset xlabel 'N'\nset ylabel 'bytes into the SMs "
+                   "(l1tex__m_xbar2l1tex_read_bytes)' noenhanced\n"
+                   "set title 'd = {}, heads = {}, {}'\nset key top left\nset grid\nplot {}\n",
+                   r.grid.d.front(), r.grid.heads.front(), r.base.dtype, plots);
 }
 
 // Why nothing can be measured here, or nothing when the kernels can run under ncu.
@@ -140,7 +154,8 @@ SweepGrid parse_sweep(const std::vector<std::string>& items, const KernelRun& ba
     const std::string axis = item.substr(0, eq);
     if (eq == std::string::npos || (axis != "n" && axis != "d" && axis != "heads"))
       throw cpu::InvalidArgument(fmt::format(
-          "--sweep {}: give an axis and its values, such as n=1024..65536, d=64,128 or heads=1,16", item));
+          "--sweep {}: give an axis and its values, such as n=1024..65536, d=64,128 or heads=1,16",
+          item));
     auto values = parse_size_list("--sweep " + axis, item.substr(eq + 1));
     (axis == "n" ? grid.n : axis == "d" ? grid.d : grid.heads) = std::move(values);
   }
@@ -148,13 +163,17 @@ SweepGrid parse_sweep(const std::vector<std::string>& items, const KernelRun& ba
 }
 
 void run_compare_sweep(const CompareSweepRequest& r) {
-  const std::size_t count = r.kernels.size() * r.grid.n.size() * r.grid.d.size() * r.grid.heads.size();
+  const std::size_t count =
+      r.kernels.size() * r.grid.n.size() * r.grid.d.size() * r.grid.heads.size();
   if (count > kMaxSweepPoints)
-    throw cpu::InvalidArgument(fmt::format("--sweep: {} points (kernels x N x d x heads), more than the {} a "
-                                           "sweep takes; shorten a list", count, kMaxSweepPoints));
+    throw cpu::InvalidArgument(
+        fmt::format("--sweep: {} points (kernels x N x d x heads), more than the {} a "
+                    "sweep takes; shorten a list",
+                    count, kMaxSweepPoints));
   if (!r.plot.empty() && r.grid.n.size() < 2)
     throw cpu::InvalidArgument("--plot draws bytes against N: give --sweep n= more than one value");
-  check_distinct_outputs({{"--csv", r.csv}, {"--plot", r.plot},
+  check_distinct_outputs({{"--csv", r.csv},
+                          {"--plot", r.plot},
                           {"--plot", r.plot.empty() ? "" : PlotOutput::script_path(r.plot)}});
   std::optional<OutputFile> csv;
   if (!r.csv.empty()) csv.emplace("--csv", r.csv);
@@ -168,7 +187,8 @@ void run_compare_sweep(const CompareSweepRequest& r) {
     Point p{run, predict_or_say(run), std::nullopt, ""};
     if (!unmeasured.empty()) {
       p.note = p.predicted.report ? "" : p.predicted.why_not;
-    } else if (const std::string refusal = kernel_refusal(run.kernel, run.d, sim::parse_dtype(run.dtype));
+    } else if (const std::string refusal =
+                   kernel_refusal(run.kernel, run.d, sim::parse_dtype(run.dtype));
                !refusal.empty()) {
       p.note = refusal;
     } else {
@@ -179,10 +199,11 @@ void run_compare_sweep(const CompareSweepRequest& r) {
     points.push_back(std::move(p));
     progress(std::int64_t(points.size()), std::int64_t(count));
   }
-  std::cout << fmt::format("{}, causal = {}, seed {}: bytes of one forward per (kernel, N, d, heads);\n"
-                           "predicted by the simulator's mirror of each kernel (per head, times the heads),\n"
-                           "measured by Nsight Compute (docs/IO-LEVELS.md says which counter is which level).\n",
-                           r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed);
+  std::cout << fmt::format(
+      "{}, causal = {}, seed {}: bytes of one forward per (kernel, N, d, heads);\n"
+      "predicted by the simulator's mirror of each kernel (per head, times the heads),\n"
+      "measured by Nsight Compute (docs/IO-LEVELS.md says which counter is which level).\n",
+      r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed);
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";
   print_table(points, Style::for_stdout(r.no_colour));

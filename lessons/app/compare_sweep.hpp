@@ -25,7 +25,7 @@ struct CompareSweepRequest {
   std::vector<std::string> kernels;  // from the kernel table
   SweepGrid grid;
   bool no_ncu = false, no_colour = false;
-  std::string csv, plot;             // empty: not written
+  std::string csv, plot;  // empty: not written
 };
 
 void run_compare_sweep(const CompareSweepRequest& request);

@@ -22,7 +22,8 @@ std::string reason() { return errno != 0 ? std::strerror(errno) : "an unknown wr
 
 // A name beside the target that no other flashlab process picks: the pid makes it unique.
 std::string temporary_beside(const fs::path& target) {
-  return (target.parent_path() / fmt::format(".{}.{}.tmp", target.filename().string(), getpid())).string();
+  return (target.parent_path() / fmt::format(".{}.{}.tmp", target.filename().string(), getpid()))
+      .string();
 }
 
 }  // namespace
@@ -39,7 +40,8 @@ OutputFile::OutputFile(std::string_view flag, std::string path, std::int64_t max
   if (!direct) {
     const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
     if (!fs::is_directory(folder, error))
-      fail(fmt::format("is in a folder that does not exist ({}): create it first", folder.string()));
+      fail(
+          fmt::format("is in a folder that does not exist ({}): create it first", folder.string()));
     temporary_ = temporary_beside(target);
   }
   errno = 0;
@@ -59,8 +61,9 @@ void OutputFile::fail(std::string_view what) const {
 
 void OutputFile::write(std::string_view text) {
   if (std::int64_t(text.size()) > max_bytes_ - bytes_)
-    fail(fmt::format("would hold more than {} bytes, the limit of this output{}; nothing was written",
-                     max_bytes_, raise_with_.empty() ? "" : ": raise it with " + raise_with_));
+    fail(fmt::format(
+        "would hold more than {} bytes, the limit of this output{}; nothing was written",
+        max_bytes_, raise_with_.empty() ? "" : ": raise it with " + raise_with_));
   errno = 0;
   out_.write(text.data(), std::streamsize(text.size()));
   if (!out_) fail(fmt::format("could not be written ({}); nothing was kept", reason()));

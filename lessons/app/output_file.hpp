@@ -20,8 +20,8 @@ class OutputFile {
   // Checks the path at once (not a directory, its folder exists) and opens the temporary;
   // throws cpu::InvalidArgument naming the flag and the path otherwise. A file of more than
   // max_bytes is refused when written, with a message naming the limit and `raise_with`.
-  OutputFile(std::string_view flag, std::string path,
-             std::int64_t max_bytes = INT64_MAX, std::string_view raise_with = "");
+  OutputFile(std::string_view flag, std::string path, std::int64_t max_bytes = INT64_MAX,
+             std::string_view raise_with = "");
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   ~OutputFile();  // without commit(): the temporary is removed, the target left as it was

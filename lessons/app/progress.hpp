@@ -10,7 +10,8 @@ namespace flashlab::app {
 
 class ProgressLine {
  public:
-  ProgressLine(std::string what, std::int64_t estimated_steps, std::int64_t worth_showing = 1 << 22);
+  ProgressLine(std::string what, std::int64_t estimated_steps,
+               std::int64_t worth_showing = 1 << 22);
   // (done, total) of the run; total may differ from the estimate.
   void operator()(std::int64_t done, std::int64_t total);
 

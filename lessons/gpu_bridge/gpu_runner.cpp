@@ -47,8 +47,9 @@ struct Loaded {
 Loaded load_plugin() {
 #ifndef FLASHLAB_HAVE_CUDA
   if (!std::getenv("FLASHLAB_GPU_RUNNER"))
-    return {std::nullopt, "this flashlab was built without CUDA (no nvcc found at configure time), "
-                          "so gpu/ is not part of it"};
+    return {std::nullopt,
+            "this flashlab was built without CUDA (no nvcc found at configure time), "
+            "so gpu/ is not part of it"};
 #endif
   std::string tried;
   for (const auto& path : plugin_candidates()) {
@@ -57,19 +58,25 @@ Loaded load_plugin() {
       continue;
     }
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) return {std::nullopt, fmt::format("the GPU runner {} could not be loaded: {}", path.string(), dlerror())};
-    const auto version = reinterpret_cast<flashlab_runner_version_fn>(dlsym(handle, "flashlab_runner_version"));
-    Plugin p{reinterpret_cast<flashlab_runner_device_fn>(dlsym(handle, "flashlab_runner_device")),
-             reinterpret_cast<flashlab_runner_forward_fn>(dlsym(handle, "flashlab_runner_forward"))};
+    if (!handle)
+      return {std::nullopt,
+              fmt::format("the GPU runner {} could not be loaded: {}", path.string(), dlerror())};
+    const auto version =
+        reinterpret_cast<flashlab_runner_version_fn>(dlsym(handle, "flashlab_runner_version"));
+    Plugin p{
+        reinterpret_cast<flashlab_runner_device_fn>(dlsym(handle, "flashlab_runner_device")),
+        reinterpret_cast<flashlab_runner_forward_fn>(dlsym(handle, "flashlab_runner_forward"))};
     if (!version || !p.device || !p.forward || version() != FLASHLAB_RUNNER_VERSION)
-      return {std::nullopt, fmt::format("{} is not a GPU runner of this flashlab (version {} expected): "
-                                        "rebuild it with `cmake --build build --target flashlab_gpu_runner`",
-                                        path.string(), FLASHLAB_RUNNER_VERSION)};
+      return {std::nullopt,
+              fmt::format("{} is not a GPU runner of this flashlab (version {} expected): "
+                          "rebuild it with `cmake --build build --target flashlab_gpu_runner`",
+                          path.string(), FLASHLAB_RUNNER_VERSION)};
     return {p, ""};
   }
-  return {std::nullopt, fmt::format("the GPU runner ({}) is not built (looked at: {}); build it with "
-                                    "`cmake --build build --target flashlab_gpu_runner`",
-                                    kPluginFile, tried)};
+  return {std::nullopt,
+          fmt::format("the GPU runner ({}) is not built (looked at: {}); build it with "
+                      "`cmake --build build --target flashlab_gpu_runner`",
+                      kPluginFile, tried)};
 }
 
 const Loaded& loaded() {
@@ -87,9 +94,9 @@ GpuStatus gpu_status() {
   return {present, description};
 }
 
-GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q, const cpu::Matrix<float>& K,
-                       const cpu::Matrix<float>& V, sim::DType dtype, cpu::Causal causal, int warmups,
-                       int repeats, cpu::Index heads) {
+GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
+                       const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
+                       cpu::Causal causal, int warmups, int repeats, cpu::Index heads) {
   GpuRun run{kernel, false, "", {}, 0};
   const GpuStatus status = gpu_status();
   if (!status.available) {
@@ -102,8 +109,9 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q, c
     return run;
   }
   run.O = cpu::Matrix<float>::Zero(Q.rows(), Q.cols());
-  const flashlab_runner_call call{Q.data(), K.data(), V.data(), run.O.data(), Q.rows(), K.rows(), Q.cols(),
-                                  heads, c_dtype(dtype), c_causal(causal), *id, warmups, repeats};
+  const flashlab_runner_call call{Q.data(), K.data(), V.data(), run.O.data(),   Q.rows(),
+                                  K.rows(), Q.cols(), heads,    c_dtype(dtype), c_causal(causal),
+                                  *id,      warmups,  repeats};
   flashlab_runner_result result{};
   loaded().plugin->forward(&call, &result);
   run.ran = result.ran == 1;

@@ -20,13 +20,12 @@ struct GpuStatus {
 // Loads the plugin on first use; later calls answer from what the first one found.
 GpuStatus gpu_status();
 
-
 struct GpuRun {
-  std::string kernel;       // a name from the kernel table ("naive", "scalar", "fa2", ...)
+  std::string kernel;  // a name from the kernel table ("naive", "scalar", "fa2", ...)
   bool ran = false;
-  std::string message;      // why it did not run (unsupported shape, no device, ...)
-  cpu::Matrix<float> O;     // (N_q, d), read back and widened to fp32
-  double median_ms = 0;     // CUDA events around the call, median of the repeats
+  std::string message;   // why it did not run (unsupported shape, no device, ...)
+  cpu::Matrix<float> O;  // (N_q, d), read back and widened to fp32
+  double median_ms = 0;  // CUDA events around the call, median of the repeats
 };
 
 // One forward call of `kernel` on Q (N_q, d), K, V (N_k, d), rounded to dtype on the way in,

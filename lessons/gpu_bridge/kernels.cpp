@@ -22,7 +22,8 @@ std::optional<flashlab_kernel> kernel_by_name(std::string_view name) {
 }
 
 std::string unknown_kernel_message(std::string_view name) {
-  return fmt::format("unknown GPU kernel `{}`: the kernels are {}", name, fmt::join(kernel_names(), ", "));
+  return fmt::format("unknown GPU kernel `{}`: the kernels are {}", name,
+                     fmt::join(kernel_names(), ", "));
 }
 
 namespace {
@@ -66,8 +67,10 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
   }
   const gpu::KernelInfo info = gpu::kernel_info(*id, problem.d, c_dtype(problem.dtype));
   mirror.algorithm = info.supported ? mirror_program(*id) : std::nullopt;
-  if (!info.supported) mirror.why_not = info.reason;
-  else if (!mirror.algorithm) mirror.why_not = "not modelled yet";
+  if (!info.supported)
+    mirror.why_not = info.reason;
+  else if (!mirror.algorithm)
+    mirror.why_not = "not modelled yet";
   if (!mirror.algorithm) return mirror;
   const gpu::KernelConfig& c = info.config;
   if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};

@@ -27,9 +27,12 @@ std::vector<std::string> fields(const std::string& line) {
   std::string cur;
   bool quoted = false;
   for (char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) out.push_back(std::move(cur)), cur.clear();
-    else cur += c;
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      out.push_back(std::move(cur)), cur.clear();
+    else
+      cur += c;
   }
   out.push_back(cur);
   return out;
@@ -101,7 +104,8 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
 }
 
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command) {
-  std::vector<std::string> argv{ncu, "--csv", "--clock-control", "none", "--metrics", metric_list()};
+  std::vector<std::string> argv{ncu,    "--csv",     "--clock-control",
+                                "none", "--metrics", metric_list()};
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);
   if (!run.started) return {std::nullopt, run.message};
@@ -109,8 +113,10 @@ NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::strin
   auto bytes = parse_ncu_csv(out);
   if (!run.succeeded() || !bytes || bytes->kernels == 0) {
     const auto tail = out.size() > 300 ? out.substr(out.size() - 300) : out;
-    return {std::nullopt, "ncu gave no metrics (it may need permission to read the GPU's "
-                          "performance counters); its output ended: " + tail};
+    return {std::nullopt,
+            "ncu gave no metrics (it may need permission to read the GPU's "
+            "performance counters); its output ended: " +
+                tail};
   }
   return {bytes, ""};
 }

@@ -1,6 +1,7 @@
 // Bytes measured by Nsight Compute at the three levels a kernel's traffic crosses: runs a
 // command under `ncu` and sums, over every kernel it launched,
-//   into and out of the SMs  l1tex__m_xbar2l1tex_read_bytes.sum, l1tex__m_l1tex2xbar_write_bytes.sum
+//   into and out of the SMs  l1tex__m_xbar2l1tex_read_bytes.sum,
+//   l1tex__m_l1tex2xbar_write_bytes.sum
 //                            (what the simulator's two-level model counts: every load and
 //                            store of a tile between the L2 and an SM)
 //   at the L2 slices         lts__t_bytes.sum (lower: Hopper merges simultaneous requests of
@@ -18,7 +19,7 @@ struct MeasuredBytes {
   double sm_read = 0, sm_written = 0;  // into and out of the SMs
   double l2 = 0;                       // at the L2 slices
   double dram_read = 0, dram_written = 0;
-  int kernels = 0;                     // kernels profiled
+  int kernels = 0;  // kernels profiled
 };
 
 // The metrics, each once: ncu's name and the field it is summed into.

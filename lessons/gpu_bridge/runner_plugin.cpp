@@ -22,7 +22,8 @@ using Matrix = flashlab::cpu::Matrix<T>;
 using ConstMap = Eigen::Map<const Matrix<float>>;
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+  if (e != cudaSuccess)
+    throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(e)));
 }
 
 // A device buffer holding `copies` copies of X rounded to T, row-major (rows, cols) each.
@@ -83,7 +84,8 @@ double time_forward(const flashlab_forward_params& p, const flashlab_runner_call
 template <class T>
 double run_typed(const flashlab_runner_call& c) {
   const ConstMap Q(c.q, c.n_q, c.d), K(c.k, c.n_k, c.d), V(c.v, c.n_k, c.d);
-  DeviceMatrix<T> q(Q, c.heads), k(K, c.heads), v(V, c.heads), o(Matrix<float>::Zero(c.n_q, c.d), c.heads);
+  DeviceMatrix<T> q(Q, c.heads), k(K, c.heads), v(V, c.heads),
+      o(Matrix<float>::Zero(c.n_q, c.d), c.heads);
   // L is written as in a training forward (the backward pass needs it), so the bytes
   // measured are those of the full forward the simulator's mirrors count.
   DeviceMatrix<float> lse(Matrix<float>::Zero(c.n_q, 1), c.heads);
@@ -122,14 +124,18 @@ void copy_message(char (&to)[512], const std::string& from) {
 
 extern "C" {
 
-__attribute__((visibility("default"))) int flashlab_runner_version(void) { return FLASHLAB_RUNNER_VERSION; }
+__attribute__((visibility("default"))) int flashlab_runner_version(void) {
+  return FLASHLAB_RUNNER_VERSION;
+}
 
 __attribute__((visibility("default"))) int flashlab_runner_device(char* description, size_t size) {
   int count = 0;
   std::string text;
   bool present = false;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    text = "no CUDA device is present (this flashlab was built with CUDA, but there is no GPU to run on)";
+    text =
+        "no CUDA device is present (this flashlab was built with CUDA, but there is no GPU to run "
+        "on)";
   } else {
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, 0);
@@ -144,8 +150,8 @@ __attribute__((visibility("default"))) int flashlab_runner_device(char* descript
   return present ? 1 : 0;
 }
 
-__attribute__((visibility("default"))) void flashlab_runner_forward(const flashlab_runner_call* call,
-                                                                    flashlab_runner_result* result) {
+__attribute__((visibility("default"))) void flashlab_runner_forward(
+    const flashlab_runner_call* call, flashlab_runner_result* result) {
   *result = {};
   try {
     result->median_ms = run(*call);

@@ -18,6 +18,7 @@ struct ProcessResult {
 // Runs argv[0] (looked up on PATH when it has no slash) with argv, stdin from /dev/null,
 // and collects its output. When stdout_path is given, stdout goes to that file instead
 // (opened for writing and truncated) and only stderr is collected.
-ProcessResult run_program(const std::vector<std::string>& argv, const std::string& stdout_path = "");
+ProcessResult run_program(const std::vector<std::string>& argv,
+                          const std::string& stdout_path = "");
 
 }  // namespace flashlab::app

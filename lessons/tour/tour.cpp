@@ -20,9 +20,10 @@ void tour_worked_example(std::ostream& out) {
              "   values are V = 1, 2, 3, 4, so the answer is\n"
              "     O = (1*1 + 2*2 + 4*3 + 8*4) / (1 + 2 + 4 + 8) = 49/15 = {:.15f}\n\n",
              49.0 / 15.0);
-  fmt::print(out,
-             "   The tiled algorithm sees the keys two at a time (Bc = 2) and keeps only the\n"
-             "   state (m, l, U): the running max, the sum of exp(S - m), the weighted sum of V.\n\n");
+  fmt::print(
+      out,
+      "   The tiled algorithm sees the keys two at a time (Bc = 2) and keeps only the\n"
+      "   state (m, l, U): the running max, the sum of exp(S - m), the weighted sum of V.\n\n");
   const TileTrace trace = trace_worked_example(/*kv_tile=*/2);
   fmt::print(out, "   {:<10} {:>14} {:>10} {:>8} {:>8} {:>8} {:>8}\n", "KV tile", "exp(rowmax S)",
              "exp(m')", "alpha", "l", "U", "U/l");
@@ -47,9 +48,10 @@ void tour_memory(std::ostream& out) {
   constexpr double bf16_bytes = 2, fp32_bytes = 4;
   const double per_matrix = double(N) * N * bf16_bytes / kMiB;  // S or P: (N, N)
   const double per_input = double(N) * d * bf16_bytes / kMiB;   // Q, K, V or O: (N, d)
-  const double state = 2.0 * N * fp32_bytes / 1024.0;            // m and l, fp32, in KiB
+  const double state = 2.0 * N * fp32_bytes / 1024.0;           // m and l, fp32, in KiB
 
-  fmt::print(out, "2. What the three-operator baseline costs (N = {}, d = {}, bf16, one head)\n\n", N, d);
+  fmt::print(out, "2. What the three-operator baseline costs (N = {}, d = {}, bf16, one head)\n\n",
+             N, d);
   fmt::print(out, "   Q, K, V, O          {:>8.0f} MiB each   (N x d)\n", per_input);
   fmt::print(out, "   S = Q K^T / sqrt(d) {:>8.0f} MiB        (N x N), written, then read back\n",
              per_matrix);
@@ -69,10 +71,13 @@ void tour_memory(std::ostream& out) {
 }  // namespace
 
 void run_tour(std::ostream& out) {
-  fmt::print(out, "flashlab: FlashAttention computed three ways (CPU reference, memory simulator, GPU)\n\n");
+  fmt::print(
+      out,
+      "flashlab: FlashAttention computed three ways (CPU reference, memory simulator, GPU)\n\n");
   tour_worked_example(out);
   tour_memory(out);
-  fmt::print(out, "Next: `flashlab --help` lists every command; README.md says where to go from here.\n");
+  fmt::print(
+      out, "Next: `flashlab --help` lists every command; README.md says where to go from here.\n");
 }
 
 }  // namespace flashlab::app

@@ -33,7 +33,8 @@ std::string read(const fs::path& path) {
 // A folder of its own for each test case, removed afterwards.
 struct Scratch {
   fs::path dir;
-  explicit Scratch(const std::string& name) : dir(fs::temp_directory_path() / ("flashlab-" + name)) {
+  explicit Scratch(const std::string& name)
+      : dir(fs::temp_directory_path() / ("flashlab-" + name)) {
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -59,9 +60,10 @@ TEST_CASE("integer options are decimal, refused out of range, never clamped") {
   const auto leading_zero = run_flashlab("trace --n 010 --d 4 --br 4 --bc 4");
   REQUIRE(leading_zero.status == 0);
   CHECK(contains(leading_zero.output, "N_q = 10, N_k = 10"));  // ten, not octal eight
-  for (const char* args : {"trace --seed -1", "trace --n 9223372036854775808", "trace --n 1e3",
-                           "trace --n ' 24'", "trace --n 24x", "trace --n -0", "simulate --br 0 --bc 4",
-                           "compare --repeats 1001", "check 2147483648"}) {
+  for (const char* args :
+       {"trace --seed -1", "trace --n 9223372036854775808", "trace --n 1e3", "trace --n ' 24'",
+        "trace --n 24x", "trace --n -0", "simulate --br 0 --bc 4", "compare --repeats 1001",
+        "check 2147483648"}) {
     CAPTURE(args);
     const auto run = run_flashlab(std::string(args) + " 2>&1");
     CHECK(run.status == kUsageError);
@@ -105,8 +107,8 @@ TEST_CASE("requests that would exhaust the machine are refused before they start
                                  scratch.quoted("s.csv") + " 2>&1");
   CHECK(grid.status == kUsageError);
   CHECK(contains(grid.output, "more than the 4096 it takes"));
-  const auto range = run_flashlab("sweep --n 1..9223372036854775807 --d 64 --csv " + scratch.quoted("s.csv") +
-                                  " 2>&1");
+  const auto range = run_flashlab("sweep --n 1..9223372036854775807 --d 64 --csv " +
+                                  scratch.quoted("s.csv") + " 2>&1");
   CHECK(range.status == kUsageError);
   CHECK(contains(range.output, "the sequence length must be between 1 and"));
   CHECK_FALSE(contains(range.output, "sweep point"));  // refused before the first point ran
@@ -114,7 +116,8 @@ TEST_CASE("requests that would exhaust the machine are refused before they start
 }
 
 TEST_CASE("a long run shows its progress on stderr") {
-  const auto run = run_flashlab("simulate --n 1048576 --d 128 --l2 60MiB --algo fa2 2>&1 >/dev/null");
+  const auto run =
+      run_flashlab("simulate --n 1048576 --d 128 --l2 60MiB --algo fa2 2>&1 >/dev/null");
   CHECK(run.status == 0);
   CHECK(contains(run.output, "simulate fa2: 100%"));
 }
@@ -122,7 +125,8 @@ TEST_CASE("a long run shows its progress on stderr") {
 TEST_CASE("a write error is an error: /dev/full, a directory, a missing folder") {
   const auto json = run_flashlab("trace --n 24 --json /dev/full 2>&1");
   CHECK(json.status == kUsageError);
-  CHECK(contains(json.output, "--json /dev/full: the path could not be written (No space left on device)"));
+  CHECK(contains(json.output,
+                 "--json /dev/full: the path could not be written (No space left on device)"));
   const auto html = run_flashlab("trace --n 24 --html /dev/full 2>&1");
   CHECK(html.status == kUsageError);
   CHECK(contains(html.output, "No space left on device"));
@@ -137,7 +141,8 @@ TEST_CASE("a write error is an error: /dev/full, a directory, a missing folder")
   CHECK(contains(missing.output, "folder that does not exist"));
 }
 
-TEST_CASE("an existing file survives a refused or failed command, and two outputs may not collide") {
+TEST_CASE(
+    "an existing file survives a refused or failed command, and two outputs may not collide") {
   Scratch scratch("keep");
   const fs::path csv = scratch.dir / "kept.csv";
   std::ofstream(csv) << "the learner's data\n";
@@ -145,13 +150,14 @@ TEST_CASE("an existing file survives a refused or failed command, and two output
   CHECK(bad.status == kUsageError);
   CHECK(contains(bad.output, "needs 1 <= a <= b"));
   CHECK(read(csv) == "the learner's data\n");
-  const auto same = run_flashlab("sweep --n 64,128 --csv " + scratch.quoted("kept.csv") + " --plot " +
-                                 scratch.quoted("./kept.csv") + " 2>&1");
+  const auto same = run_flashlab("sweep --n 64,128 --csv " + scratch.quoted("kept.csv") +
+                                 " --plot " + scratch.quoted("./kept.csv") + " 2>&1");
   CHECK(same.status == kUsageError);
   CHECK(contains(same.output, "--csv and --plot both name"));
   CHECK(read(csv) == "the learner's data\n");
-  const auto pair = run_flashlab("trace --n 24 --json " + scratch.quoted("t") + " --html " +
-                                 scratch.quoted("../" + scratch.dir.filename().string() + "/t") + " 2>&1");
+  const auto pair =
+      run_flashlab("trace --n 24 --json " + scratch.quoted("t") + " --html " +
+                   scratch.quoted("../" + scratch.dir.filename().string() + "/t") + " 2>&1");
   CHECK(pair.status == kUsageError);
   CHECK(contains(pair.output, "--json and --html both name"));
   for (const auto& entry : fs::directory_iterator(scratch.dir))  // no temporary left behind
@@ -160,10 +166,11 @@ TEST_CASE("an existing file survives a refused or failed command, and two output
 
 TEST_CASE("hostile file names are written as names, nothing more") {
   Scratch scratch("names");
-  for (const std::string name : {"with space.jsonl", "quote'in.jsonl", "new\nline.jsonl", "\xff\xfe.jsonl",
-                                 "$(touch pwned).jsonl"}) {
+  for (const std::string name : {"with space.jsonl", "quote'in.jsonl", "new\nline.jsonl",
+                                 "\xff\xfe.jsonl", "$(touch pwned).jsonl"}) {
     CAPTURE(name);
-    const auto run = run_flashlab("trace --n 8 --d 2 --br 4 --bc 4 --json " + scratch.quoted(name) + " 2>&1");
+    const auto run =
+        run_flashlab("trace --n 8 --d 2 --br 4 --bc 4 --json " + scratch.quoted(name) + " 2>&1");
     CHECK(run.status == 0);
     CHECK(contains(read(scratch.dir / name), "\"event\":\"setup\""));
   }
@@ -174,8 +181,9 @@ TEST_CASE("hostile file names are written as names, nothing more") {
 TEST_CASE("a plot path reaches no interpreter: gnuplot draws into exactly that file") {
   Scratch scratch("plot");
   const std::string hostile = "it's\nsystem \"touch pwned\"\n.png";
-  const auto run = run_flashlab("sweep --n 256,512 --d 64 --algo fa2 --csv " + scratch.quoted("s.csv") +
-                                " --plot " + scratch.quoted(hostile) + " 2>&1");
+  const auto run =
+      run_flashlab("sweep --n 256,512 --d 64 --algo fa2 --csv " + scratch.quoted("s.csv") +
+                   " --plot " + scratch.quoted(hostile) + " 2>&1");
   CHECK_FALSE(fs::exists("pwned"));
   CHECK_FALSE(fs::exists(scratch.dir / "pwned"));
   if (contains(run.output, "needs gnuplot, which is not installed")) {
@@ -190,8 +198,8 @@ TEST_CASE("a plot path reaches no interpreter: gnuplot draws into exactly that f
 
 TEST_CASE("a plot that cannot be drawn is an error, and nothing is half-written") {
   Scratch scratch("plot-fail");
-  const auto single = run_flashlab("sweep --n 256 --d 64 --csv " + scratch.quoted("s.csv") + " --plot " +
-                                   scratch.quoted("p.png") + " 2>&1");
+  const auto single = run_flashlab("sweep --n 256 --d 64 --csv " + scratch.quoted("s.csv") +
+                                   " --plot " + scratch.quoted("p.png") + " 2>&1");
   CHECK(single.status == kUsageError);
   CHECK(contains(single.output, "nothing to plot"));
   CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));
@@ -228,6 +236,7 @@ TEST_CASE("a GPU runner that cannot be loaded is reported, not fatal") {
   const auto run = run_flashlab("compare --n 64 --d 64 --repeats 1 --no-ncu 2>&1");
   unsetenv("FLASHLAB_GPU_RUNNER");
   CHECK(run.status == 0);
-  CHECK(contains(run.output, "GPU: the GPU runner " + not_a_plugin.string() + " could not be loaded"));
+  CHECK(contains(run.output,
+                 "GPU: the GPU runner " + not_a_plugin.string() + " could not be loaded"));
   CHECK(contains(run.output, "CPU tiled: within"));
 }

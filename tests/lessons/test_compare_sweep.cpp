@@ -19,7 +19,9 @@ namespace {
 
 constexpr int kUsageError = 2;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
   std::vector<std::vector<std::string>> rows;
@@ -38,8 +40,10 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
 
 TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times the heads") {
   const fs::path csv = fs::temp_directory_path() / "flashlab-compare-sweep.csv";
-  const auto run = run_flashlab("compare --kernels fa2 --sweep n=256..1024 --sweep d=64,128 --sweep heads=1,3 "
-                                "--no-ncu --csv " + csv.string() + " 2>&1");
+  const auto run = run_flashlab(
+      "compare --kernels fa2 --sweep n=256..1024 --sweep d=64,128 --sweep heads=1,3 "
+      "--no-ncu --csv " +
+      csv.string() + " 2>&1");
   REQUIRE(run.status == 0);
   const auto rows = read_csv(csv);
   REQUIRE(rows.size() == 1 + 3 * 2 * 2);
@@ -51,9 +55,10 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
     const auto c = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, int64_t(d), FLASHLAB_BF16);
     const double matrix = N * d * 2;  // one (N, d) bf16 matrix
     const double query_tiles = std::ceil(N / c.Br);
-    CHECK(std::stod(r[6]) == heads * (matrix + query_tiles * 2 * matrix));  // Q once, K and V per tile
-    CHECK(std::stod(r[8]) == heads * (matrix + N * 4));                      // O and L once
-    CHECK(r[7].empty());  // not measured
+    CHECK(std::stod(r[6]) ==
+          heads * (matrix + query_tiles * 2 * matrix));  // Q once, K and V per tile
+    CHECK(std::stod(r[8]) == heads * (matrix + N * 4));  // O and L once
+    CHECK(r[7].empty());                                 // not measured
   }
   fs::remove(csv);
   CHECK(contains(run.output, "not measured (--no-ncu)"));
@@ -62,11 +67,14 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
 TEST_CASE("compare --sweep without a GPU: predictions, and why the measured columns are empty") {
   const auto run = run_flashlab("compare --sweep n=128,256 --sweep d=64 2>&1");
   REQUIRE(run.status == 0);
-  CHECK((contains(run.output, "the measured columns need") || contains(run.output, "SM read meas.")));
-  for (const char* kernel : {"naive", "scalar", "fa2"}) CHECK(contains(run.output, std::string(kernel) + "\t128"));
+  CHECK(
+      (contains(run.output, "the measured columns need") || contains(run.output, "SM read meas.")));
+  for (const char* kernel : {"naive", "scalar", "fa2"})
+    CHECK(contains(run.output, std::string(kernel) + "\t128"));
 }
 
-TEST_CASE("compare --gpu-only computes nothing on the CPU, so the CPU's cost limit does not apply") {
+TEST_CASE(
+    "compare --gpu-only computes nothing on the CPU, so the CPU's cost limit does not apply") {
   // Without a GPU it only says why nothing ran (on stderr, nothing on stdout) and succeeds;
   // with one it runs the kernel once. Either way N = 16384 is not refused for the CPU's sake.
   const auto run = run_flashlab("compare --gpu-only fa2 --n 16384 --d 128 2>&1");
@@ -76,7 +84,8 @@ TEST_CASE("compare --gpu-only computes nothing on the CPU, so the CPU's cost lim
 
 TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request refused") {
   const fs::path png = fs::temp_directory_path() / "flashlab-compare-sweep.png";
-  const auto drawn = run_flashlab("compare --sweep n=256,512 --no-ncu --plot " + png.string() + " 2>&1");
+  const auto drawn =
+      run_flashlab("compare --sweep n=256,512 --no-ncu --plot " + png.string() + " 2>&1");
   if (contains(drawn.output, "needs gnuplot, which is not installed")) {
     CHECK(drawn.status == kUsageError);
   } else {
@@ -88,7 +97,8 @@ TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request ref
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"--sweep m=1,2", "give an axis and its values"},
            {"--sweep n=64..32", "needs 1 <= a <= b"},
-           {"--sweep n=1..4194304 --sweep d=1..4096 --sweep heads=1,2", "more than the 512 a sweep takes"},
+           {"--sweep n=1..4194304 --sweep d=1..4096 --sweep heads=1,2",
+            "more than the 512 a sweep takes"},
            {"--sweep d=64,128 --plot x.png", "give --sweep n= more than one value"},
            {"--csv x.csv", "give --sweep n=... with them"},
            {"--sweep n=64,128 --csv same --plot same", "--csv and --plot both name"}}) {
