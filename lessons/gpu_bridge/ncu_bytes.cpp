@@ -17,7 +17,10 @@ namespace {
 // "a,b,c": the metrics as ncu's --metrics takes them.
 std::string metric_list() {
   std::string out;
-  for (const NcuMetric& m : kNcuMetrics) out += (out.empty() ? "" : ",") + std::string(m.name);
+  for (const NcuMetric& m : kNcuMetrics) {
+    if (!out.empty()) out += ',';
+    out += m.name;
+  }
   return out;
 }
 
