@@ -16,7 +16,7 @@ namespace {
 
 constexpr Index kSmallN = 6, kSmallD = 4;             // small enough to print whole
 constexpr std::uint64_t kSeed = 0;
-constexpr Index kN = 8192, kD = 128, kHeads = 32;    // the seed's example
+constexpr Index kN = 8192, kD = 128, kHeads = 32;    // the course's running example
 constexpr double kBf16Bytes = 2;
 constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 

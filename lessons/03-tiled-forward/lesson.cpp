@@ -1,4 +1,4 @@
-// Lesson 3: the tiled forward pass on the seed's 24-token example, tile by tile.
+// Lesson 3: the tiled forward pass on a 24-token example, tile by tile.
 #include "gpu_bridge/gpu_step.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"

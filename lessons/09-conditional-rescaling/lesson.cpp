@@ -90,7 +90,7 @@ void verified(LessonContext& ctx) {
 
 void the_bug(LessonContext& ctx) {
   ctx.step("The bug: moving the base without rescaling");
-  ctx.say("The seed warns of one mistake: update the base r but skip the rescale of l and U.\n"
+  ctx.say("The rule has one easy mistake: update the base r but skip the rescale of l and U.\n"
           "Then old and new weights sit at different bases and O = U / l is silently wrong.\n"
           "RescaleVariant::base_without_rescale makes that mistake on purpose:\n\n");
   const auto in = inputs(8.0);

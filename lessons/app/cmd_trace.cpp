@@ -46,7 +46,7 @@ void write_html(const TraceArgs& a, OutputFile& out) {
   std::size_t initial = 0;  // the page opens on the KV tile size asked for
   if (!a.example.empty()) {
     for (Index Bc : {1, 2, 4}) traces.push_back(trace_worked_example(Bc));
-    initial = 1;  // Bc = 2: the seed's two tiles of two keys
+    initial = 1;  // Bc = 2: the worked example's two tiles of two keys
     title = "The 49/15 example: one query, four keys";
   } else {
     check_viewer_size(a.setup.N, a.setup.d);

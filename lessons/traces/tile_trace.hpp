@@ -86,7 +86,7 @@ void check_setup(const TraceSetup& setup);
 // The trace of the FlashAttention-2 forward pass on random_inputs(setup), in fp32.
 TileTrace trace_random(const TraceSetup& setup);
 
-// The worked example of the seed: one query, four keys whose exponentiated scores are
+// The course's worked example: one query, four keys whose exponentiated scores are
 // 1, 2, 4, 8, values V = 1, 2, 3, 4, KV tiles of two keys; in fp64, so O = 49/15 to the
 // last digit. kv_tile = 4 gives the one-tile run for comparison.
 TileTrace trace_worked_example(Index kv_tile = 2);

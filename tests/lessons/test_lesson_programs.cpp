@@ -1,6 +1,6 @@
 // Every lesson's program, run in-process as `flashlab lesson N` runs it: it finishes, prints
 // plain text when asked to, pauses between steps with --step, and prints the key numbers
-// the seed states (checked here against formulas, not against the program's own output).
+// the lessons state (checked here against formulas, not against the program's own output).
 #include "flashlab/gpu/kernel_info.hpp"
 #include "kit/lesson_registry.hpp"
 
@@ -56,7 +56,7 @@ TEST_CASE("--step pauses before every step but the first") {
   CHECK(count(run_lesson(2).output, "press Enter") == 0);
 }
 
-TEST_CASE("lesson 0: the seed's sizes at N = 8192, d = 128, bf16") {
+TEST_CASE("lesson 0: the sizes of S, P and Q at N = 8192, d = 128, bf16") {
   const auto out = run_lesson(0).output;
   constexpr double kMiB = 1 << 20;
   const double square = 8192.0 * 8192.0 * 2 / kMiB, input = 8192.0 * 128 * 2 / kMiB;

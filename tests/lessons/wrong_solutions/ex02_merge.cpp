@@ -1,5 +1,5 @@
 // A WRONG exercise 2, for testing the checker: the sums are added without moving them to
-// a common base (the mistake the seed warns against).
+// a common base, so they add weights taken at two different bases.
 #include "exercises.hpp"
 
 #include <algorithm>
