@@ -174,7 +174,7 @@ void roofline(LessonContext& ctx) {
 void three_levels(LessonContext& ctx) {
   ctx.step("Three levels, three counters");
   constexpr Index N = 4096, d = 128;
-  const sim::HardwareProfile& hw = h200();
+  const sim::HardwareProfile& hw = target_profile();
   ctx.print("On its way from HBM to the tensor cores a byte crosses the L2 slices and then the\n"
             "link into an SM. Nsight Compute counts each level apart. The model of this lesson\n"
             "books every tile load and store between the L2 and one SM, so it predicts the first\n"
@@ -182,15 +182,12 @@ void three_levels(LessonContext& ctx) {
             "(their tiles from gpu/'s kernel table), one head, N = {}, d = {}, bf16, with the\n"
             "H200's {} L2 in the model:\n\n",
             N, d, sim::format_bytes(double(hw.l2_bytes)));
-  const sim::Problem asked{.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = hw.sram_per_sm,
-                           .l2_bytes = hw.l2_bytes};
   Table t({"kernel", "into the SMs", "out of the SMs", "past the L2 (DRAM)"}, {true});
   for (const std::string& kernel : kernel_names()) {
-    const KernelMirror mirror = kernel_mirror(kernel, asked);
-    if (!mirror.algorithm) continue;
-    const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
-    t.add({kernel, sim::format_bytes(double(r.bytes_read())), sim::format_bytes(double(r.bytes_written())),
-           sim::format_bytes(double(r.dram_total()))});
+    const Prediction p = predict({.kernel = kernel, .n = N, .d = d});
+    if (!p.report) continue;
+    t.add({kernel, sim::format_bytes(p.sm_read()), sim::format_bytes(p.sm_written()),
+           sim::format_bytes(p.dram())});
   }
   ctx.table(t);
   ctx.print("Measured on an H200 (docs/IO-LEVELS.md has the runs):\n"

@@ -130,7 +130,7 @@ std::string bytes_text(double b) { return sim::format_bytes(b); }
 
 std::string bound_of(const Prediction& p) {
   if (!p.report) return "";
-  return fmt::format(" (bound {})", us(sim::roofline(*p.report, h200()).seconds() * 1e3));
+  return fmt::format(" (bound {})", us(sim::roofline(*p.report, target_profile()).seconds() * 1e3));
 }
 
 std::vector<std::string> split(const std::string& list) {
@@ -224,7 +224,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "what reaches DRAM past a {} LRU L2 run as one SM would (dram__bytes_read/write).\n"
       "lts__t_bytes, at the L2 slices, sits lower: Hopper merges simultaneous requests of\n"
       "several SMs for the same sectors before they reach the slices.\n",
-      bytes_text(double(h200().l2_bytes)));
+      bytes_text(double(target_profile().l2_bytes)));
 }
 
 template <class In>

@@ -55,6 +55,30 @@ std::vector<KernelRun> runs_of(const CompareSweepRequest& r) {
   return runs;
 }
 
+// A point's figures, each absent where nothing was predicted or measured: what both the
+// table and the CSV show.
+struct Figures {
+  std::optional<double> sm_read_predicted, sm_read_measured, sm_written_predicted,
+      sm_written_measured, l2_measured, dram_predicted, dram_read_measured, dram_written_measured;
+};
+
+Figures figures_of(const Point& p) {
+  Figures f;
+  if (p.predicted.report) {
+    f.sm_read_predicted = p.predicted.sm_read();
+    f.sm_written_predicted = p.predicted.sm_written();
+    f.dram_predicted = p.predicted.dram();
+  }
+  if (const auto& m = p.measured) {
+    f.sm_read_measured = m->sm_read;
+    f.sm_written_measured = m->sm_written;
+    f.l2_measured = m->l2;
+    f.dram_read_measured = m->dram_read;
+    f.dram_written_measured = m->dram_written;
+  }
+  return f;
+}
+
 std::string optional_bytes(std::optional<double> b) { return b ? bytes_text(*b) : "-"; }
 std::string csv_number(std::optional<double> b) { return b ? fmt::format("{:.0f}", *b) : ""; }
 
@@ -64,22 +88,17 @@ void print_table(const std::vector<Point>& points, const Style& style) {
           {true, false, false, false, false, false, false, false, false, false, false, false, false,
            true});
   for (const Point& p : points) {
-    const auto& m = p.measured;
-    const bool have = p.predicted.report.has_value();
-    const auto meas = [&](double MeasuredBytes::*f) {
-      return m ? std::optional((*m).*f) : std::nullopt;
-    };
+    const Figures f = figures_of(p);
     const std::optional<double> dram =
-        m ? std::optional(m->dram_read + m->dram_written) : std::nullopt;
-    t.add({p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
-           fmt::format("{}", p.run.heads), have ? bytes_text(p.predicted.sm_read()) : "-",
-           optional_bytes(meas(&MeasuredBytes::sm_read)),
-           ratio_text(meas(&MeasuredBytes::sm_read), p.predicted.sm_read()),
-           have ? bytes_text(p.predicted.sm_written()) : "-",
-           optional_bytes(meas(&MeasuredBytes::sm_written)),
-           ratio_text(meas(&MeasuredBytes::sm_written), p.predicted.sm_written()),
-           optional_bytes(meas(&MeasuredBytes::l2)), have ? bytes_text(p.predicted.dram()) : "-",
-           optional_bytes(dram), p.note});
+        f.dram_read_measured ? std::optional(*f.dram_read_measured + *f.dram_written_measured)
+                             : std::nullopt;
+    t.add(
+        {p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
+         fmt::format("{}", p.run.heads), optional_bytes(f.sm_read_predicted),
+         optional_bytes(f.sm_read_measured), ratio_text(f.sm_read_measured, p.predicted.sm_read()),
+         optional_bytes(f.sm_written_predicted), optional_bytes(f.sm_written_measured),
+         ratio_text(f.sm_written_measured, p.predicted.sm_written()), optional_bytes(f.l2_measured),
+         optional_bytes(f.dram_predicted), optional_bytes(dram), p.note});
   }
   t.print(std::cout, style);
 }
@@ -89,19 +108,13 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
       "kernel,N,d,heads,causal,dtype,sm_read_predicted,sm_read_measured,sm_written_predicted,"
       "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured\n");
   for (const Point& p : points) {
-    const auto& m = p.measured;
-    const bool have = p.predicted.report.has_value();
-    const auto pred = [&](double v) { return have ? std::optional(v) : std::nullopt; };
-    const auto meas = [&](double MeasuredBytes::*f) {
-      return m ? std::optional((*m).*f) : std::nullopt;
-    };
-    out.write(fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel, p.run.n, p.run.d, p.run.heads,
-        p.run.causal ? 1 : 0, p.run.dtype, csv_number(pred(p.predicted.sm_read())),
-        csv_number(meas(&MeasuredBytes::sm_read)), csv_number(pred(p.predicted.sm_written())),
-        csv_number(meas(&MeasuredBytes::sm_written)), csv_number(meas(&MeasuredBytes::l2)),
-        csv_number(pred(p.predicted.dram())), csv_number(meas(&MeasuredBytes::dram_read)),
-        csv_number(meas(&MeasuredBytes::dram_written))));
+    const Figures f = figures_of(p);
+    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel, p.run.n,
+                          p.run.d, p.run.heads, p.run.causal ? 1 : 0, p.run.dtype,
+                          csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
+                          csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
+                          csv_number(f.l2_measured), csv_number(f.dram_predicted),
+                          csv_number(f.dram_read_measured), csv_number(f.dram_written_measured)));
   }
   out.commit();
 }

@@ -1,7 +1,5 @@
 #include "kernel_bytes.hpp"
 
-#include "gpu_bridge/kernels.hpp"
-
 #include "flashlab/sim/simulate.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -42,36 +40,6 @@ std::vector<std::string> gpu_only_command(const KernelRun& r) {
 }
 
 }  // namespace
-
-const sim::HardwareProfile& h200() { return sim::find_profile("h200"); }
-
-cpu::Causal KernelRun::alignment() const {
-  if (!causal) return cpu::Causal::none;
-  return queries() == n ? cpu::Causal::top_left : cpu::Causal::bottom_right;
-}
-
-Prediction predict(const KernelRun& run) {
-  const sim::Problem asked{.N = run.n,
-                           .d = run.d,
-                           .dtype = sim::parse_dtype(run.dtype),
-                           .causal = run.alignment(),
-                           .sram_bytes = h200().sram_per_sm,
-                           .l2_bytes = h200().l2_bytes};
-  const KernelMirror mirror = kernel_mirror(run.kernel, asked);
-  Prediction p{run.kernel, run.kernel, std::nullopt, run.heads, ""};
-  if (!mirror.algorithm) {
-    p.why_not = mirror.why_not;
-    return p;
-  }
-  if (const auto& t = mirror.problem.tiles)
-    p.label = fmt::format("{} (Br {}, Bc {})", run.kernel, t->Br, t->Bc);
-  if (run.queries() != run.n) {
-    p.why_not = "not modelled (the simulator takes N_q = N_k)";
-    return p;
-  }
-  p.report = sim::count(*mirror.algorithm, mirror.problem);
-  return p;
-}
 
 NcuOutcome measure(const KernelRun& run, bool no_ncu) {
   if (no_ncu) return {std::nullopt, "not measured (--no-ncu)"};

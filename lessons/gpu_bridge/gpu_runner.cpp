@@ -3,8 +3,8 @@
 // Nothing here links CUDA: a machine without it, or without a GPU, gets a sentence saying so.
 #include "gpu_bridge/gpu_runner.hpp"
 
-#include "gpu_bridge/runner_abi.h"
 #include "gpu_bridge/kernels.hpp"
+#include "gpu_bridge/runner_abi.h"
 
 #include <dlfcn.h>
 #include <fmt/core.h>
@@ -45,7 +45,7 @@ struct Loaded {
 };
 
 Loaded load_plugin() {
-#ifndef FLASHLAB_HAVE_CUDA
+#ifndef FLASHLAB_GPU_RUNNER_BUILT_AT  // set only where this build had CUDA and made the plugin
   if (!std::getenv("FLASHLAB_GPU_RUNNER"))
     return {std::nullopt,
             "this flashlab was built without CUDA (no nvcc found at configure time), "

@@ -1,6 +1,7 @@
 #include "gpu_bridge/kernels.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/simulate.hpp"
 
 #include <fmt/core.h>
 #include <fmt/format.h>
@@ -80,6 +81,36 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
     mirror.problem.score_reads = c.s_hbm_reads;
   }
   return mirror;
+}
+
+const sim::HardwareProfile& target_profile() { return sim::find_profile("h200"); }
+
+cpu::Causal KernelRun::alignment() const {
+  if (!causal) return cpu::Causal::none;
+  return queries() == n ? cpu::Causal::top_left : cpu::Causal::bottom_right;
+}
+
+Prediction predict(const KernelRun& run) {
+  const sim::Problem asked{.N = run.n,
+                           .d = run.d,
+                           .dtype = sim::parse_dtype(run.dtype),
+                           .causal = run.alignment(),
+                           .sram_bytes = target_profile().sram_per_sm,
+                           .l2_bytes = target_profile().l2_bytes};
+  const KernelMirror mirror = kernel_mirror(run.kernel, asked);
+  Prediction p{run.kernel, run.kernel, std::nullopt, run.heads, ""};
+  if (!mirror.algorithm) {
+    p.why_not = mirror.why_not;
+    return p;
+  }
+  if (const auto& t = mirror.problem.tiles)
+    p.label = fmt::format("{} (Br {}, Bc {})", run.kernel, t->Br, t->Bc);
+  if (run.queries() != run.n) {
+    p.why_not = "not modelled (the simulator takes N_q = N_k)";
+    return p;
+  }
+  p.report = sim::count(*mirror.algorithm, mirror.problem);
+  return p;
 }
 
 flashlab_dtype c_dtype(sim::DType dtype) {

@@ -8,13 +8,18 @@
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/flashlab.h"
 #include "flashlab/sim/problem.hpp"
+#include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/report.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace flashlab::app {
+
+using cpu::Index;
 
 // The ladder's names, simplest kernel first.
 std::vector<std::string> kernel_names();
@@ -38,6 +43,41 @@ struct KernelMirror {
 };
 // problem: N, d, dtype, causal, SRAM and L2 as the caller wants them simulated.
 KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem);
+
+// The profile of the GPU the kernels are built for (sm_90a) and measured on: the H200. Every
+// prediction of a kernel's mirror is made on its SRAM and its L2.
+const sim::HardwareProfile& target_profile();
+
+// One run of one kernel: batch 1, `heads` heads (copies of the same Q, K, V in memory of
+// their own), N_q queries against N keys.
+struct KernelRun {
+  std::string kernel;
+  Index n = 1024, n_q = 0, d = 64, heads = 1;  // n_q = 0: N_q = N
+  std::string dtype = "bf16";
+  bool causal = false;
+  std::uint64_t seed = 0;
+
+  Index queries() const { return n_q > 0 ? n_q : n; }
+  // With N_q != N a causal mask must say how queries align with keys: decoding against a
+  // cache needs the last query to see every key (bottom-right).
+  cpu::Causal alignment() const;
+};
+
+// The mirror's count for one head, on one SM's SRAM, with the target's L2 in front of HBM;
+// the run's figures are it times the heads (each head's blocks move their own tiles).
+struct Prediction {
+  std::string kernel;  // "fa2"
+  std::string label;   // "fa2 (Br 128, Bc 64)"
+  std::optional<sim::Report> report;
+  Index heads = 1;
+  std::string why_not;  // when there is no report
+
+  double sm_read() const { return report ? double(report->bytes_read()) * double(heads) : 0; }
+  double sm_written() const { return report ? double(report->bytes_written()) * double(heads) : 0; }
+  double dram() const { return report ? double(report->dram_total()) * double(heads) : 0; }
+};
+
+Prediction predict(const KernelRun& run);
 
 flashlab_dtype c_dtype(sim::DType dtype);
 flashlab_causal c_causal(cpu::Causal causal);

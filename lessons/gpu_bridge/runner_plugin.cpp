@@ -114,9 +114,11 @@ double run(const flashlab_runner_call& c) {
   throw std::invalid_argument(fmt::format("unknown dtype {}", c.dtype));
 }
 
-void copy_message(char (&to)[512], const std::string& from) {
-  const std::size_t n = std::min(from.size(), sizeof(to) - 1);
-  std::memcpy(to, from.data(), n);
+// text into a caller's buffer of `size` bytes, cut to fit and always terminated.
+void copy_text(char* to, std::size_t size, const std::string& text) {
+  if (size == 0) return;
+  const std::size_t n = std::min(text.size(), size - 1);
+  std::memcpy(to, text.data(), n);
   to[n] = '\0';
 }
 
@@ -142,11 +144,7 @@ __attribute__((visibility("default"))) int flashlab_runner_device(char* descript
     text = fmt::format("{} ({} SMs)", prop.name, prop.multiProcessorCount);
     present = true;
   }
-  if (size > 0) {
-    const std::size_t n = std::min(text.size(), size - 1);
-    std::memcpy(description, text.data(), n);
-    description[n] = '\0';
-  }
+  copy_text(description, size, text);
   return present ? 1 : 0;
 }
 
@@ -157,7 +155,7 @@ __attribute__((visibility("default"))) void flashlab_runner_forward(
     result->median_ms = run(*call);
     result->ran = 1;
   } catch (const std::exception& e) {
-    copy_message(result->message, e.what());
+    copy_text(result->message, sizeof result->message, e.what());
   }
 }
 
