@@ -181,7 +181,8 @@ void gemm_output(cublasHandle_t handle, const Problem& p, const void* const* pp,
 
 template <class T>
 void run_chunks(const Problem& p, cudaStream_t stream) {
-  // 64-bit: batch * heads_q may pass INT_MAX (validation bounds each by the grid, 65535).
+  // Validation caps batch * heads_q at INT_MAX; int64 keeps the pointer offsets built from
+  // it (head * head_bytes) out of int arithmetic.
   const int64_t heads = int64_t(p.batch) * p.heads_q;
   const size_t score_elems = size_t(p.n_q) * p.n_k;
   const size_t head_bytes = score_elems * (sizeof(float) + sizeof(T));

@@ -30,8 +30,8 @@ flashlab_status guarded(Fn&& fn) {
   }
 }
 
+// out was cleared by the caller.
 void fill(flashlab_kernel_info_t* out, const flashlab::gpu::KernelInfo& info) {
-  *out = {};
   const flashlab::gpu::KernelRecord& k = *info.kernel;
   out->name = k.name.data();  // string literals: NUL-terminated, static storage
   out->summary = k.summary.data();

@@ -34,22 +34,24 @@ struct TensorArg {
 
 const char* const kDimNames[] = {"batch", "head", "row", "column"};
 
-// a * b, or the failure `status` naming both factors and int64's limit: every product of
-// sizes and strides in this file goes through here or through checked_add.
-int64_t checked_mul(int64_t a, int64_t b, const std::string& what, flashlab_status status) {
+// A size or stride computation that overflowed int64: no buffer is that large, so the sizes
+// or strides that went into it are wrong (a tensor's extent is a stride problem).
+[[noreturn]] void overflow(const std::string& what, int64_t a, char op, int64_t b) {
+  fail(FLASHLAB_ERROR_BAD_STRIDE, what + " = " + std::to_string(a) + " " + op + " " +
+                                      std::to_string(b) + " overflows int64 (at most " +
+                                      std::to_string(kMaxInt64) +
+                                      "): no buffer is that large, so the sizes or strides are wrong");
+}
+
+// Every product and sum of sizes and strides in this file goes through these two.
+int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
   int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out))
-    fail(status, what + " = " + std::to_string(a) + " * " + std::to_string(b) +
-                     " overflows int64 (at most " + std::to_string(kMaxInt64) +
-                     "): no buffer is that large, so the sizes or strides are wrong");
+  if (__builtin_mul_overflow(a, b, &out)) overflow(what, a, '*', b);
   return out;
 }
-int64_t checked_add(int64_t a, int64_t b, const std::string& what, flashlab_status status) {
+int64_t checked_add(int64_t a, int64_t b, const std::string& what) {
   int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    fail(status, what + " = " + std::to_string(a) + " + " + std::to_string(b) +
-                     " overflows int64 (at most " + std::to_string(kMaxInt64) +
-                     "): no buffer is that large, so the sizes or strides are wrong");
+  if (__builtin_add_overflow(a, b, &out)) overflow(what, a, '+', b);
   return out;
 }
 
@@ -108,8 +110,9 @@ void check_shapes(const flashlab_forward_params& p) {
   check_size("n_q", p.n_q, kMaxIndex);
   check_size("n_k", p.n_k, kMaxIndex);
   check_size("d", p.d, kMaxIndex);
-  // The naive kernel counts the (batch, head) pairs in int where it hands them to cuBLAS.
-  const int64_t pairs = checked_mul(p.batch, p.heads_q, "batch * heads_q", FLASHLAB_ERROR_BAD_SHAPE);
+  // A deliberate limit of the ABI: every kernel may index (batch, head) pairs with an int.
+  // Each factor is at most 65535 here (the grid's limit), so the product cannot overflow.
+  const int64_t pairs = p.batch * p.heads_q;
   if (pairs > kMaxInt)
     fail(FLASHLAB_ERROR_BAD_SHAPE, "batch * heads_q = " + std::to_string(pairs) +
                                        " is more than INT_MAX = " + std::to_string(kMaxInt) +
@@ -198,15 +201,11 @@ Span check_span(const TensorArg& t, int64_t element_bytes) {
     if (t.extent[i] <= 1) continue;
     const std::string dim = kDimNames[i];
     const int64_t term = checked_mul(t.extent[i] - 1, t.stride[i],
-                                     name + "'s (" + dim + " extent - 1) * " + dim + " stride",
-                                     FLASHLAB_ERROR_BAD_STRIDE);
-    last = checked_add(last, term, name + "'s offset of its last element",
-                       FLASHLAB_ERROR_BAD_STRIDE);
+                                     name + "'s (" + dim + " extent - 1) * " + dim + " stride");
+    last = checked_add(last, term, name + "'s offset of its last element");
   }
-  const int64_t elements = checked_add(last, 1, name + "'s span in elements",
-                                       FLASHLAB_ERROR_BAD_STRIDE);
-  const int64_t bytes = checked_mul(elements, element_bytes, name + "'s span in bytes",
-                                    FLASHLAB_ERROR_BAD_STRIDE);
+  const int64_t elements = checked_add(last, 1, name + "'s span in elements");
+  const int64_t bytes = checked_mul(elements, element_bytes, name + "'s span in bytes");
   Span span;
   span.begin = reinterpret_cast<std::uintptr_t>(t.ptr);
   if (__builtin_add_overflow(span.begin, std::uintptr_t(bytes), &span.end))
@@ -239,7 +238,7 @@ void check_supported(const flashlab_forward_params& p) {
 // cuBLAS reads a (rows, d) row-major matrix as column-major (d, rows) with leading
 // dimension = row stride, which it requires to be >= d and to fit in an int.
 void check_naive_rows(const TensorArg& t, const flashlab_forward_params& p) {
-  if (t.stride[2] < p.d || t.stride[2] > std::numeric_limits<int>::max())
+  if (t.stride[2] < p.d || t.stride[2] > kMaxInt)
     fail(FLASHLAB_ERROR_BAD_STRIDE,
          std::string(t.name) + "'s row stride = " + std::to_string(t.stride[2]) +
              " does not suit the naive kernel (cuBLAS): it must be in [d = " +

@@ -261,7 +261,7 @@ std::vector<RawRun> run_repeated(const Case& c, uint64_t seed, int runs) {
 
 ValidCall::ValidCall(flashlab_kernel kernel, flashlab_dtype dtype, int d) {
   constexpr int kHeadsQ = 2, kN = 16;
-  const size_t elem = dtype == FLASHLAB_FP32 ? 4 : 2;
+  const size_t elem = size_t(dtype_bytes(dtype));
   const size_t bytes = size_t(kHeadsQ) * kN * d * elem;
   for (int i = 0; i < 5; ++i) {
     void* ptr = nullptr;

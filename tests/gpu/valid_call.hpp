@@ -24,9 +24,9 @@ inline flashlab_forward_params valid_call(flashlab_kernel kernel = FLASHLAB_KERN
   p.n_q = p.n_k = 64;
   p.d = 64;
   for (int64_t* s : {p.q_stride, p.k_stride, p.v_stride, p.o_stride}) {
-    s[0] = 2 * 64 * 64;
-    s[1] = 64 * 64;
-    s[2] = 64;
+    s[0] = p.heads_q * p.n_q * p.d;  // BHSD contiguous
+    s[1] = p.n_q * p.d;
+    s[2] = p.d;
     s[3] = 1;
   }
   p.dtype = FLASHLAB_BF16;
