@@ -39,9 +39,11 @@ Index checked_add(Index a, Index b, std::string_view what) {
 }
 
 Index checked_product(std::initializer_list<Index> sizes, std::string_view what) {
+  // Signs first, so that a negative size is named even where an earlier product would
+  // overflow.
+  for (Index s : sizes) check_nonnegative(s, what);
   // Every partial product must fit too (a tensor's offsets are formed from them), so a
   // zero late in the list does not excuse an overflow before it.
-  for (Index s : sizes) check_nonnegative(s, what);
   Index out = 1;
   for (Index s : sizes) out = checked_mul(out, s, what);
   return out;

@@ -59,10 +59,17 @@ RescaleAction choose_action(Acc r, Acc max_seen, Acc tile_max, Acc threshold_nat
 }
 }  // namespace
 
+void check_rescale_variant(RescaleVariant variant) {
+  if (variant != RescaleVariant::correct && variant != RescaleVariant::base_without_rescale)
+    throw InvalidArgument("rescale variant " + std::to_string(static_cast<int>(variant)) +
+                          " is not a RescaleVariant: use correct (0) or base_without_rescale (1)");
+}
+
 template <class Acc, class In>
 RescaleStep<Acc> conditional_update(ConditionalState<Acc>& cs, const Matrix<Acc>& S,
                                     MatrixView<In> V, Acc threshold_nat,
                                     RescaleVariant variant) {
+  check_rescale_variant(variant);
   SoftmaxState<Acc>& state = cs.state;  // state.m is the base r
   const Index rows = S.rows();
   RescaleStep<Acc> step{S.rowwise().maxCoeff(), Vector<Acc>::Ones(rows), Acc(0),
@@ -199,10 +206,7 @@ ConditionalResult<accum_t<In>> forward_conditional(const Matrix<In>& Q, const Ma
   using Acc = accum_t<In>;
   check_shapes(Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols(), options);
   check_rescale_threshold<Acc>(rescale.tau_log2, K.rows());
-  if (rescale.variant != RescaleVariant::correct &&
-      rescale.variant != RescaleVariant::base_without_rescale)
-    throw InvalidArgument("rescale variant " + std::to_string(static_cast<int>(rescale.variant)) +
-                          " is not a RescaleVariant: use correct (0) or base_without_rescale (1)");
+  check_rescale_variant(rescale.variant);  // here too: N_q = 0 never reaches an update
   const Index n_q = Q.rows(), Br = options.tiles.Br, Tr = tile_count(n_q, Br);
   std::vector<ConditionalResult<Acc>> tiles(static_cast<size_t>(Tr));
 

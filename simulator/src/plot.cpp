@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -72,7 +74,8 @@ std::string panel(const SweepSpec& spec, const Axis& axis) {
 }  // namespace
 
 bool plottable(const SweepSpec& spec) {
-  return spec.N.size() > 1 || spec.sram_bytes.size() > 1 || spec.d.size() > 1;
+  return std::any_of(std::begin(kAxes), std::end(kAxes),
+                     [&](const Axis& axis) { return swept(spec, axis.name); });
 }
 
 std::string gnuplot_script(const SweepSpec& spec, const std::vector<Report>& reports) {

@@ -91,15 +91,14 @@ void check(const Problem& p) {
         "L2 of {} bytes: give a size of at most {} bytes (1 PiB), or 0 for no L2", p.l2_bytes,
         kMaxCapacityBytes));
   cpu::check_causal(p.causal);
-  for (const DType t : {p.dtype, p.score_dtype})
+  const auto check_dtype = [](DType t, std::string_view what) {
     if (t != DType::fp32 && t != DType::bf16 && t != DType::fp16)
-      throw cpu::InvalidArgument(fmt::format(
-          "dtype {}: not a DType; use fp32, bf16 or fp16", static_cast<int>(t)));
-  if (p.weight_dtype && *p.weight_dtype != DType::fp32 && *p.weight_dtype != DType::bf16 &&
-      *p.weight_dtype != DType::fp16)
-    throw cpu::InvalidArgument(fmt::format(
-        "weight dtype {}: not a DType; use fp32, bf16 or fp16",
-        static_cast<int>(*p.weight_dtype)));
+      throw cpu::InvalidArgument(fmt::format("{} {}: not a DType; use fp32, bf16 or fp16", what,
+                                             static_cast<int>(t)));
+  };
+  check_dtype(p.dtype, "dtype");
+  check_dtype(p.score_dtype, "dtype");
+  if (p.weight_dtype) check_dtype(*p.weight_dtype, "weight dtype");
   if (p.M() < p.d)
     throw cpu::InvalidArgument(fmt::format(
         "M < d: an SRAM of {} bytes holds M = {} {} elements, fewer than one row of d = {}; "

@@ -59,7 +59,7 @@ std::vector<StepRun> inner_steps(Index n, Index B, bool grouped, const KindOf& k
 // loop after every iteration: from then on each iteration books exactly what the last one
 // did. SteadyState notices that (equal Machine::l2_signature two iterations running) and
 // books the remaining alike iterations at once, so N = 1,048,576 takes seconds; the counts
-// are those of booking every step (tests/simulator/test_l2.cpp compares the two).
+// are those of booking every step (tests/simulator/test_l2_steady.cpp compares the two).
 class SteadyState {
  public:
   // enabled: count-only, with an L2, untraced. moving: the HBM tensors the outer loop walks

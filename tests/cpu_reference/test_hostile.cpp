@@ -22,7 +22,7 @@ using namespace flashlab::cpu;
 
 namespace {
 
-constexpr Index kMax = std::numeric_limits<Index>::max();  // 2^63 - 1
+constexpr Index kMax = kMaxIndex;  // 2^63 - 1
 constexpr Index kTwo31 = Index{1} << 31;
 
 template <class F>
@@ -39,12 +39,7 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-Matrix<double> random_matrix(Index rows, Index cols, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal;
-  Matrix<double> X(rows, cols);
-  for (Index k = 0; k < X.size(); ++k) X.data()[k] = normal(rng);
-  return X;
-}
+using flashlab::test::random_matrix;
 
 }  // namespace
 
@@ -63,8 +58,8 @@ TEST_CASE("tile_count never overflows, and refuses what is not a count") {
 
 TEST_CASE("tile sizes near 2^63 give the O and L of one tile, in every loop order") {
   std::mt19937_64 rng(flashlab::test::fresh_seed());
-  const Matrix<double> Q = random_matrix(13, 5, rng), K = random_matrix(11, 5, rng),
-                       V = random_matrix(11, 5, rng);
+  const Matrix<double> Q = random_matrix<double>(13, 5, rng), K = random_matrix<double>(11, 5, rng),
+                       V = random_matrix<double>(11, 5, rng);
   const auto exact = naive_attention<double>(Q, K, V);
   for (const Index huge : {kTwo31 - 1, kTwo31 + 1, kMax - 1, kMax}) {
     CAPTURE(huge);
@@ -172,8 +167,8 @@ TEST_CASE("NaN, -0.0, infinities and 2^63 - 1 as numbers of the API") {
 
 TEST_CASE("found by the fuzzer: decode with Bc near 2^63, and zero query heads") {
   std::mt19937_64 rng(flashlab::test::fresh_seed());
-  const Matrix<double> q = random_matrix(1, 6, rng), K = random_matrix(19, 6, rng),
-                       V = random_matrix(19, 6, rng);
+  const Matrix<double> q = random_matrix<double>(1, 6, rng), K = random_matrix<double>(19, 6, rng),
+                       V = random_matrix<double>(19, 6, rng);
   const auto exact = naive_attention<double>(q, K, V);
   for (const Index Bc : {kTwo31 + 1, kMax - 1, kMax}) {
     AttentionOptions options;

@@ -14,7 +14,7 @@ namespace flashlab::sim::test {
 
 namespace {
 
-constexpr Index kMax = std::numeric_limits<Index>::max();  // 2^63 - 1
+constexpr Index kMax = cpu::kMaxIndex;  // 2^63 - 1
 constexpr Index kTwo31 = Index{1} << 31;
 
 std::string refusal(const Problem& p, Algorithm a = Algorithm::fa2) {

@@ -33,6 +33,10 @@ enum class RescaleVariant {
   base_without_rescale // WRONG on purpose: moves r but leaves l and U at the old base
 };
 
+// Throws InvalidArgument naming the value unless variant is one of the two above (an int cast
+// to the enum would otherwise run as the wrong variant without a word).
+void check_rescale_variant(RescaleVariant variant);
+
 struct RescaleOptions {
   double tau_log2 = kFa4RescaleThresholdLog2;  // tau; 0 gives the standard algorithm
   RescaleVariant variant = RescaleVariant::correct;
