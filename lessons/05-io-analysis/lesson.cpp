@@ -19,9 +19,9 @@ using cpu::Index;
 using sim::Algorithm;
 constexpr sim::Bytes kKiB = 1024;
 
-// The machine every step of this lesson is counted on: its SRAM per block and its L2 come
-// from the simulator's profile, which owns them.
-const sim::HardwareProfile& h200() { return sim::find_profile("h200"); }
+// The machine every step of this lesson is counted on, the one flashlab's kernels are built
+// for: its SRAM per block and its L2 come from the simulator's profile, which owns them.
+const sim::HardwareProfile& h200() { return target_profile(); }
 
 // The slope of log y against log x by least squares: y ~ x^slope.
 double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y) {
@@ -174,7 +174,7 @@ void roofline(LessonContext& ctx) {
 void three_levels(LessonContext& ctx) {
   ctx.step("Three levels, three counters");
   constexpr Index N = 4096, d = 128;
-  const sim::HardwareProfile& hw = target_profile();
+  const sim::HardwareProfile& hw = h200();
   ctx.print("On its way from HBM to the tensor cores a byte crosses the L2 slices and then the\n"
             "link into an SM. Nsight Compute counts each level apart. The model of this lesson\n"
             "books every tile load and store between the L2 and one SM, so it predicts the first\n"

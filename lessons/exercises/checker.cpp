@@ -111,7 +111,7 @@ std::string compare(std::string_view what, const auto& expected, const auto& got
                        what, entries(want), entries(have), not_finite, want.size());
   for (Index k = 0; k < want.size(); ++k) {
     const double difference = want(k) == have(k) ? 0.0 : std::abs(have(k) - want(k));
-    if (!(difference <= error)) error = difference;  // a NaN difference sticks
+    if (std::isnan(difference) || difference > error) error = difference;  // NaN sticks
   }
   if (error <= kTolerance * scale) return "";
   return fmt::format("{}: expected [{}], got [{}] (max |difference| {:.3g})", what,

@@ -18,7 +18,6 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -323,7 +322,7 @@ CaseOutcome run_in_child(const std::function<std::string()>& body, const CaseLim
     return outcome;
   }
   const char verdict = end.message.front();
-  outcome.detail = end.message.substr(1, kMaxMessageBytes);
+  outcome.detail = end.message.substr(1);  // the child wrote at most kMaxMessageBytes
   if (verdict == kPassed) outcome.verdict = CaseOutcome::Verdict::passed;
   if (verdict == kNotWritten) outcome.verdict = CaseOutcome::Verdict::not_written;
   if (verdict == kOutOfMemory)

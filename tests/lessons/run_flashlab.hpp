@@ -4,9 +4,18 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <sys/wait.h>
 
 namespace flashlab::test {
+
+// The exit status of every refusal: app::kUsageError in lessons/app/cli.hpp (not included
+// here: the tests drive the program from outside).
+inline constexpr int kUsageError = 2;
+
+inline bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
 
 struct Run {
   int status = -1;     // the exit status

@@ -7,12 +7,8 @@
 
 using flashlab::test::run_flashlab;
 
-namespace {
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-constexpr int kUsageError = 2;  // main.cpp's exit status for bad input
-}  // namespace
+using flashlab::test::contains;
+using flashlab::test::kUsageError;
 
 TEST_CASE("flashlab lessons lists every lesson with what it teaches") {
   const auto run = run_flashlab("lessons");

@@ -12,16 +12,12 @@
 #include <utility>
 #include <vector>
 
+using flashlab::test::contains;
+using flashlab::test::kUsageError;
 using flashlab::test::run_flashlab;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int kUsageError = 2;  // main.cpp's exit status for every refusal
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::string read(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -12,16 +12,12 @@
 #include <string>
 #include <vector>
 
+using flashlab::test::contains;
+using flashlab::test::kUsageError;
 using flashlab::test::run_flashlab;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int kUsageError = 2;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
   std::vector<std::vector<std::string>> rows;
@@ -47,18 +43,23 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
   REQUIRE(run.status == 0);
   const auto rows = read_csv(csv);
   REQUIRE(rows.size() == 1 + 3 * 2 * 2);
-  CHECK(rows[0][6] == "sm_read_predicted");
+  // The columns this test reads, by the header's names (the CSV's first line).
+  constexpr std::size_t kN = 1, kD = 2, kHeads = 3, kSmRead = 6, kSmReadMeasured = 7,
+                        kSmWritten = 8;
+  CHECK(rows[0][kSmRead] == "sm_read_predicted");
+  CHECK(rows[0][kSmReadMeasured] == "sm_read_measured");
+  CHECK(rows[0][kSmWritten] == "sm_written_predicted");
   for (std::size_t k = 1; k < rows.size(); ++k) {
     const auto& r = rows[k];
-    CAPTURE(r[1]);
-    const double N = std::stod(r[1]), d = std::stod(r[2]), heads = std::stod(r[3]);
+    CAPTURE(r[kN]);
+    const double N = std::stod(r[kN]), d = std::stod(r[kD]), heads = std::stod(r[kHeads]);
     const auto c = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, int64_t(d), FLASHLAB_BF16);
     const double matrix = N * d * 2;  // one (N, d) bf16 matrix
     const double query_tiles = std::ceil(N / c.Br);
-    CHECK(std::stod(r[6]) ==
-          heads * (matrix + query_tiles * 2 * matrix));  // Q once, K and V per tile
-    CHECK(std::stod(r[8]) == heads * (matrix + N * 4));  // O and L once
-    CHECK(r[7].empty());                                 // not measured
+    CHECK(std::stod(r[kSmRead]) ==
+          heads * (matrix + query_tiles * 2 * matrix));        // Q once, K and V per tile
+    CHECK(std::stod(r[kSmWritten]) == heads * (matrix + N * 4));  // O and L once
+    CHECK(r[kSmReadMeasured].empty());                           // not measured
   }
   fs::remove(csv);
   CHECK(contains(run.output, "not measured (--no-ncu)"));
