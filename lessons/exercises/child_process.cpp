@@ -256,9 +256,16 @@ ChildEnd wait_for_child(pid_t pid, Pipe& result, Pipe& output, const CaseLimits&
   while (true) {
     if (result.read < 0 && output.read < 0) {
       const pid_t done = ::waitpid(pid, &end.status, WNOHANG);
-      if (done == pid || (done < 0 && errno != EINTR)) {
-        reaped = done == pid;
+      if (done == pid) {
+        reaped = true;
         break;
+      }
+      if (done < 0 && errno != EINTR) {
+        // Not a timeout: the child can no longer be waited for (it was reaped elsewhere).
+        const int error = errno;
+        ::kill(-pid, SIGKILL);
+        throw std::system_error(error, std::generic_category(),
+                                "could not wait for the process that ran a case");
       }
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
