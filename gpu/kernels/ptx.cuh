@@ -20,6 +20,12 @@ __device__ __forceinline__ void cp_async_16(void* sram, const void* hbm, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(sram_address(sram)),
                "l"(hbm), "n"(kBytes), "r"(valid ? kBytes : 0));
 }
+// The same for 4 bytes (one fp32), through L1 (.ca: the only caching a 4-byte copy allows).
+__device__ __forceinline__ void cp_async_4(void* sram, const void* hbm, bool valid) {
+  constexpr int kBytes = 4;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(sram_address(sram)),
+               "l"(hbm), "n"(kBytes), "r"(valid ? kBytes : 0));
+}
 // Closes the group of cp.async issued so far by this thread.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `pending` of this thread's groups are still in flight.
