@@ -69,6 +69,37 @@ __device__ __forceinline__ QueryTiles query_tiles(const Problem& p, int k0) {
   return {begin, Tr - begin};
 }
 
+// One step of a block's loop: query tile [q0, q0 + Br) of query head h.
+struct Step {
+  int h, q0;
+};
+
+// Step s of KV head hk's block: query tile begin + s % count of query head
+// hk * group + s / count (the group's query heads one after the other).
+__device__ __forceinline__ Step step_of(const QueryTiles& tiles_i, int hk, int group, int s) {
+  return {hk * group + s / tiles_i.count, (tiles_i.begin + s % tiles_i.count) * kBr};
+}
+
+// Starts copying step's Q_i, dO_i (Br, D) into buffer buf of sQ, sdO, and its L_i, D_i
+// (Br) into sL, sD: threads [0, Br) copy L, threads [Br, 2 Br) copy D, one float each.
+// Rows past N_q are zero-filled (and masked where used).
+template <class T, int D>
+__device__ __forceinline__ void load_step(const BackwardProblem& bp, int b, Step step, int buf,
+                                          T* sQ, T* sdO, float* sL, float* sD) {
+  const Problem& p = bp.fwd;
+  const T* gQ = static_cast<const T*>(p.q) + b * p.q_stride.batch + step.h * p.q_stride.head;
+  const T* gdO = static_cast<const T*>(bp.dout) + b * bp.dout_stride.batch +
+                 step.h * bp.dout_stride.head;
+  tiles::load_tile<T, D, kBr, kThreads>(sQ + buf * kBr * D, gQ, p.q_stride.row, step.q0, p.n_q);
+  tiles::load_tile<T, D, kBr, kThreads>(sdO + buf * kBr * D, gdO, bp.dout_stride.row, step.q0,
+                                        p.n_q);
+  const int r = threadIdx.x % kBr, row = step.q0 + r;
+  const float* gRow = (threadIdx.x < kBr ? p.lse : bp.d_rows) +
+                      (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
+  float* sRow = (threadIdx.x < kBr ? sL : sD) + buf * kBr + r;
+  ptx::cp_async_4(sRow, row < p.n_q ? gRow + row : gRow, row < p.n_q);
+}
+
 // Whether query tile [q0, q0 + Br) against KV tile [k0, k0 + Bc) needs a mask: either is
 // ragged, or a key lies in the future of the tile's first row.
 __device__ __forceinline__ bool tile_needs_mask(const Problem& p, int q0, int k0) {
@@ -217,26 +248,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
   const QueryTiles tiles_i = query_tiles(p, k0);
   const int steps = p.group_size * tiles_i.count;  // (query head, query tile) pairs
 
-  // Step s is query tile begin + s % count of query head hk * group + s / count.
-  auto head_of = [&](int s) { return hk * p.group_size + s / tiles_i.count; };
-  auto q0_of = [&](int s) { return (tiles_i.begin + s % tiles_i.count) * kBr; };
-  auto load_step = [&](int s, int buf) {
-    const int h = head_of(s), q0 = q0_of(s);
-    const T* gQ = static_cast<const T*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head;
-    const T* gdO =
-        static_cast<const T*>(bp.dout) + b * bp.dout_stride.batch + h * bp.dout_stride.head;
-    tiles::load_tile<T, D, kBr, kThreads>(sQ + buf * kBr * D, gQ, p.q_stride.row, q0, p.n_q);
-    tiles::load_tile<T, D, kBr, kThreads>(sdO + buf * kBr * D, gdO, bp.dout_stride.row, q0,
-                                          p.n_q);
-    const int r = threadIdx.x % kBr, row = q0 + r;
-    const float* gRow = (threadIdx.x < kBr ? p.lse : bp.d_rows) + (int64_t(b) * p.heads_q + h) * p.n_q;
-    float* sRow = (threadIdx.x < kBr ? sL : sD) + buf * kBr + r;
-    ptx::cp_async_4(sRow, row < p.n_q ? gRow + row : gRow, row < p.n_q);
-  };
-
   tiles::load_tile<T, D, kBc, kThreads>(sK, gK, p.k_stride.row, k0, p.n_k);
   tiles::load_tile<T, D, kBc, kThreads>(sV, gV, p.v_stride.row, k0, p.n_k);
-  if (steps > 0) load_step(0, 0);
+  if (steps > 0) load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, 0), 0, sQ, sdO, sL, sD);
   ptx::cp_async_commit();
 
   float rdK[D / 8][4], rdV[D / 8][4];  // (16 keys, D) each, for the whole loop
@@ -246,13 +260,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
   const int key_g = k0 + warp * kMmaM + lane / 4;
 
   for (int s = 0; s < steps; ++s) {
-    const int buf = s % kBuffers, h = head_of(s), q0 = q0_of(s);
+    const int buf = s % kBuffers;
+    const Step step = step_of(tiles_i, hk, p.group_size, s);
+    const int h = step.h, q0 = step.q0;
     // One barrier: step s's tiles have landed for every thread, and every warp is done with
     // step s - 1 (its buffer, which the prefetch below refills, and sdS).
     ptx::cp_async_wait<0>();
     __syncthreads();
     if (s + 1 < steps) {
-      load_step(s + 1, (s + 1) % kBuffers);
+      load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, s + 1), (s + 1) % kBuffers, sQ, sdO, sL, sD);
       ptx::cp_async_commit();
     }
     const T* sQ_i = sQ + buf * kBr * D;
