@@ -127,5 +127,19 @@ TEST_CASE("backward, deterministic mode: the same rule, and bitwise equal over 5
   }
 }
 
+TEST_CASE("sanitizer: the backward once at a small size, both modes (compute-sanitizer runs this)") {
+  for (bool deterministic : {false, true}) {
+    BackwardCase c;
+    c.heads_q = 2;
+    c.heads_kv = 1;
+    c.n_q = 97;
+    c.n_k = 113;
+    c.d = 64;
+    c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
+    c.deterministic = deterministic;
+    expect_gradients_match(c);
+  }
+}
+
 }  // namespace
 }  // namespace flashlab::gpu::test
