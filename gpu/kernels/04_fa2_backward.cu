@@ -142,15 +142,21 @@ __device__ __forceinline__ void probabilities_t(float (&rS)[kBr / 8][4], const f
   }
 }
 
-// dS^T = P^T o (dP^T - D), written over dP^T; D is per query, per column: sD_i[c].
+// dS^T = P^T o (dP^T - D), written over dP^T; P^T comes packed in T (as the mma reads it,
+// and as the CPU's low-precision operators store it); D is per query, per column: sD_i[c].
+template <class T>
 __device__ __forceinline__ void grad_scores_t(float (&rdP)[kBr / 8][4],
-                                              const float (&rP)[kBr / 8][4], const float* sD_i,
-                                              int lane) {
+                                              const uint32_t (&rPa)[kBr / 16][4],
+                                              const float* sD_i, int lane) {
 #pragma unroll
   for (int nt = 0; nt < kBr / 8; ++nt) {
     const float2 Dv = *reinterpret_cast<const float2*>(sD_i + nt * 8 + (lane % 4) * 2);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) rdP[nt][e] = rP[nt][e] * (rdP[nt][e] - (e % 2 ? Dv.y : Dv.x));
+    for (int r = 0; r < 2; ++r) {  // rows g and g + 8 of the fragment
+      const float2 P = tiles::c_from_a<T, kBr>(rPa, nt, r);
+      rdP[nt][2 * r] = P.x * (rdP[nt][2 * r] - Dv.x);
+      rdP[nt][2 * r + 1] = P.y * (rdP[nt][2 * r + 1] - Dv.y);
+    }
   }
 }
 
@@ -279,13 +285,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     tiles::mma_a_bt<T, D, kBr>(rS, sK, warp * kMmaM, sQ_i, lane);
     if (tile_needs_mask(p, q0, k0)) mask_scores_t(rS, key_g, q0, lane, p);
     probabilities_t(rS, sL + buf * kBr, lane, scale_log2);
-    const auto& rP = rS;
+    uint32_t rPa[kBr / 16][4];  // P^T packed in T, as A fragments: half the registers of rS
+    tiles::pack_a<T, kBr>(rPa, rS);
 
     float rdP[kBr / 8][4];  // dP^T (16 keys, Br) = V_j dO_i^T, then dS^T
     tiles::zero<kBr>(rdP);
     tiles::mma_a_bt<T, D, kBr>(rdP, sV, warp * kMmaM, sdO_i, lane);
-    tiles::mma_c_b<T, kBr, D>(rdV, rP, sdO_i, lane);  // dV += P^T dO_i
-    grad_scores_t(rdP, rP, sD + buf * kBr, lane);
+    tiles::mma_a_b<T, kBr, D>(rdV, rPa, sdO_i, lane);  // dV += P^T dO_i
+    grad_scores_t<T>(rdP, rPa, sD + buf * kBr, lane);
     const auto& rdS = rdP;
     tiles::mma_c_b<T, kBr, D>(rdK, rdS, sQ_i, lane);  // dK += dS^T Q_i (scale: at the end)
 

@@ -90,6 +90,17 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// The inverse of pack2: the two 16-bit values of a register, as fp32 (lo, hi).
+template <class T> __device__ __forceinline__ float2 unpack2(uint32_t r);
+template <>
+__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t r) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
+}
+template <>
+__device__ __forceinline__ float2 unpack2<__half>(uint32_t r) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&r));
+}
+
 // ex2.approx: 2^x on the special-function unit, one instruction; 2^-inf = 0.
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;

@@ -98,27 +98,56 @@ __device__ __forceinline__ void a_from_c(uint32_t (&rA)[4], const float (&rC)[K 
   rA[3] = ptx::pack2<T>(rC[2 * kk + 1][2], rC[2 * kk + 1][3]);
 }
 
+// The same for a whole (16, K) matrix: rA[kk] is k-slice kk, (16, 16), packed in T.
+template <class T, int K>
+__device__ __forceinline__ void pack_a(uint32_t (&rA)[K / 16][4], const float (&rC)[K / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) a_from_c<T, K>(rA[kk], rC, kk);
+}
+
+// Element e of n-tile nt of a C fragment, read back from its packed A fragments (pack_a):
+// n-tile nt is half nt % 2 of k-slice nt / 2, rows g (e < 2) and g + 8 (e >= 2).
+template <class T, int K>
+__device__ __forceinline__ float2 c_from_a(const uint32_t (&rA)[K / 16][4], int nt, int row8) {
+  return ptx::unpack2<T>(rA[nt / 2][(nt % 2) * 2 + row8]);
+}
+
+// One k-slice of C (16, N) += A B with B the tile sB (K, N), stored (k, n) and so read
+// through ldmatrix.trans, as V in the forward's U += W V.
+template <class T, int N>
+__device__ __forceinline__ void mma_slice_b(float (&rC)[N / 8][4], const uint32_t (&rA)[4],
+                                            const T* sB, int kk, int lane) {
+  const int b_row = (lane % 8) + ((lane / 8) % 2) * 8;  // lanes 8..15, 24..31: k 8..15
+  const LaneChunks b_chunks(lane, lane / 16);           // lanes 16..31: the next n8 tile
+#pragma unroll
+  for (int np = 0; np < N / 16; ++np) {
+    uint32_t rB[4];
+    ptx::ldmatrix_x4_trans(rB, sB + (kk * 16 + b_row) * N + b_chunks.at(np));
+    ptx::mma_16816<T>(rC[2 * np], rA, rB[0], rB[1]);
+    ptx::mma_16816<T>(rC[2 * np + 1], rA, rB[2], rB[3]);
+  }
+}
+
 // C (16, N) += A B: A (16, K) is held in registers as C fragments (rounded to T here), B is
-// the tile sB (K, N), stored (k, n) and so read through ldmatrix.trans, as V in the
-// forward's U += W V.
-//   dV += P^T dO_i, dK += dS^T Q_i (main kernel);  dQ += dS K_j (dQ kernel).
+// the tile sB (K, N).
+//   dK += dS^T Q_i (main kernel);  dQ += dS K_j (dQ kernel).
 template <class T, int K, int N>
 __device__ __forceinline__ void mma_c_b(float (&rC)[N / 8][4], const float (&rA_c)[K / 8][4],
                                         const T* sB, int lane) {
-  const int b_row = (lane % 8) + ((lane / 8) % 2) * 8;  // lanes 8..15, 24..31: k 8..15
-  const LaneChunks b_chunks(lane, lane / 16);           // lanes 16..31: the next n8 tile
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
     uint32_t rA[4];
     a_from_c<T, K>(rA, rA_c, kk);
-#pragma unroll
-    for (int np = 0; np < N / 16; ++np) {
-      uint32_t rB[4];
-      ptx::ldmatrix_x4_trans(rB, sB + (kk * 16 + b_row) * N + b_chunks.at(np));
-      ptx::mma_16816<T>(rC[2 * np], rA, rB[0], rB[1]);
-      ptx::mma_16816<T>(rC[2 * np + 1], rA, rB[2], rB[3]);
-    }
+    mma_slice_b<T, N>(rC, rA, sB, kk, lane);
   }
+}
+
+// The same with A already packed (pack_a): dV += P^T dO_i (main kernel).
+template <class T, int K, int N>
+__device__ __forceinline__ void mma_a_b(float (&rC)[N / 8][4], const uint32_t (&rA)[K / 16][4],
+                                        const T* sB, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) mma_slice_b<T, N>(rC, rA[kk], sB, kk, lane);
 }
 
 // The A fragments of columns [a_col0, a_col0 + 16) of A^T, where the tile sA (K, M) holds
@@ -130,10 +159,14 @@ template <class T, int K, int M>
 __device__ __forceinline__ void load_a_transposed(uint32_t (&rA)[K / 16][4], const T* sA,
                                                   int a_col0, int lane) {
   const int row = (lane % 8) + (lane / 16) * 8;  // lanes 16..31: k 8..15 (a2, a3)
-  const LaneChunks chunks(lane, (lane / 8) % 2);  // lanes 8..15, 24..31: m 8..15 (a1, a3)
+  // Chunk a_col0 / 8 + (lanes 8..15, 24..31: m 8..15, for a1 and a3), swizzled by the row.
+  // Written out rather than LaneChunks::at: a_col0 is not known at compile time, and a
+  // run-time index into LaneChunks' array would put it in local memory.
+  const int chunk = a_col0 / kChunk + (lane / 8) % 2;
+  const int col = (chunk ^ (lane % kSwizzleRows)) * kChunk;
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk)
-    ptx::ldmatrix_x4_trans(rA[kk], sA + (kk * 16 + row) * M + chunks.at(a_col0 / 16));
+    ptx::ldmatrix_x4_trans(rA[kk], sA + (kk * 16 + row) * M + col);
 }
 
 }  // namespace flashlab::gpu::tiles
