@@ -100,7 +100,7 @@ TEST_CASE("backward: LSE missing or misaligned") {
   expect_error(p, FLASHLAB_ERROR_MISALIGNED, "LSE is not 4-byte aligned");
 }
 
-TEST_CASE("backward: dropout_p outside [0, 1) is refused; inside, not supported yet") {
+TEST_CASE("backward: dropout_p below 0, at or above 1 or NaN is refused, and any other p but 0 is not supported yet") {
   for (double p_drop : {-0.1, 1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
     auto p = valid_backward_call();
     p.dropout_p = p_drop;
