@@ -1,7 +1,7 @@
 // Tiles in SRAM and the warp-level products the backward kernels are built from, each
 // written once. A tile is (rows, ROW) elements of a 16-bit type, row-major, swizzled: the
 // 16-byte chunk c of row r lives at chunk c ^ (r % 8), so the 8 rows one ldmatrix reads fall
-// in 8 different bank groups (the same layout as 03_fa2.cu's tiles).
+// in 8 different bank groups. 03_fa2.cu (the forward) and the backward kernels share them.
 // Every product is one warp's m16 slice: C (16, N) fp32 in mma C fragments,
 // rC[N / 8][4] (ptx.cuh spells out which thread holds which element).
 #pragma once
