@@ -10,8 +10,10 @@ namespace {
 // What a low-precision operator does when it writes its output to memory: round it to In.
 template <class In, class Acc>
 Matrix<Acc> stored(const Matrix<Acc>& X) {
-  if constexpr (is_low_precision<In>) return X.template cast<In>().template cast<Acc>();
-  else return X;
+  if constexpr (is_low_precision<In>)
+    return X.template cast<In>().template cast<Acc>();
+  else
+    return X;
 }
 }  // namespace
 
@@ -55,9 +57,9 @@ NaiveGradients<In> naive_backward(const Matrix<In>& Q, const Matrix<In>& K, cons
   return out;
 }
 
-#define FLASHLAB_NAIVE_BACKWARD(In)                                                          \
-  template NaiveGradients<In> naive_backward(const Matrix<In>&, const Matrix<In>&,           \
-                                             const Matrix<In>&, const Matrix<In>&,           \
+#define FLASHLAB_NAIVE_BACKWARD(In)                                                \
+  template NaiveGradients<In> naive_backward(const Matrix<In>&, const Matrix<In>&, \
+                                             const Matrix<In>&, const Matrix<In>&, \
                                              const AttentionOptions&, const DropoutMask*);
 FLASHLAB_NAIVE_BACKWARD(double)
 FLASHLAB_NAIVE_BACKWARD(float)

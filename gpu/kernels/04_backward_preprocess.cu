@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(kPreprocessThreads) preprocess_kernel(Backward
   Row row;
   if (!row_of_warp(p, &row)) return;
   const int lane = threadIdx.x % kWarpSize;
-  const T* gO = static_cast<const T*>(p.o) + row.b * p.o_stride.batch +
-                row.h * p.o_stride.head + row.n * p.o_stride.row;  // (d)
+  const T* gO = static_cast<const T*>(p.o) + row.b * p.o_stride.batch + row.h * p.o_stride.head +
+                row.n * p.o_stride.row;  // (d)
   const T* gdO = static_cast<const T*>(bp.dout) + row.b * bp.dout_stride.batch +
                  row.h * bp.dout_stride.head + row.n * bp.dout_stride.row;  // (d)
   float sum = 0.0f;

@@ -52,8 +52,10 @@ static_assert(kThreads == 2 * kBr, "threads [0, Br) copy L_i, threads [Br, 2 Br)
 
 // SRAM, in elements of T: sK, sV (Bc, D); sQ, sdO (kBuffers, Br, D); sdS (Bc, Br);
 // then sL, sD (kBuffers, Br) fp32.
-template <int D> constexpr int kSKElems = kBc * D;
-template <int D> constexpr int kSQElems = kBuffers * kBr * D;
+template <int D>
+constexpr int kSKElems = kBc* D;
+template <int D>
+constexpr int kSQElems = kBuffers* kBr* D;
 constexpr int kSdSElems = kBc * kBr;
 constexpr int kRowVecs = kBuffers * kBr;  // floats in each of sL and sD
 
@@ -88,14 +90,14 @@ __device__ __forceinline__ void load_step(const BackwardProblem& bp, int b, Step
                                           T* sQ, T* sdO, float* sL, float* sD) {
   const Problem& p = bp.fwd;
   const T* gQ = static_cast<const T*>(p.q) + b * p.q_stride.batch + step.h * p.q_stride.head;
-  const T* gdO = static_cast<const T*>(bp.dout) + b * bp.dout_stride.batch +
-                 step.h * bp.dout_stride.head;
+  const T* gdO =
+      static_cast<const T*>(bp.dout) + b * bp.dout_stride.batch + step.h * bp.dout_stride.head;
   tiles::load_tile<T, D, kBr, kThreads>(sQ + buf * kBr * D, gQ, p.q_stride.row, step.q0, p.n_q);
   tiles::load_tile<T, D, kBr, kThreads>(sdO + buf * kBr * D, gdO, bp.dout_stride.row, step.q0,
                                         p.n_q);
   const int r = threadIdx.x % kBr, row = step.q0 + r;
-  const float* gRow = (threadIdx.x < kBr ? p.lse : bp.d_rows) +
-                      (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
+  const float* gRow =
+      (threadIdx.x < kBr ? p.lse : bp.d_rows) + (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
   float* sRow = (threadIdx.x < kBr ? sL : sD) + buf * kBr + r;
   ptx::cp_async_4(sRow, row < p.n_q ? gRow + row : gRow, row < p.n_q);
 }
@@ -103,15 +105,14 @@ __device__ __forceinline__ void load_step(const BackwardProblem& bp, int b, Step
 // Whether query tile [q0, q0 + Br) against KV tile [k0, k0 + Bc) needs a mask: either is
 // ragged, or a key lies in the future of the tile's first row.
 __device__ __forceinline__ bool tile_needs_mask(const Problem& p, int q0, int k0) {
-  return k0 + kBc > p.n_k || q0 + kBr > p.n_q ||
-         (p.causal && k0 + kBc - 1 > q0 + p.causal_offset);
+  return k0 + kBc > p.n_k || q0 + kBr > p.n_q || (p.causal && k0 + kBc - 1 > q0 + p.causal_offset);
 }
 
 // S^T (16 keys, Br queries): entries whose key is past N_k, whose query is past N_q, or
 // whose key is in the query's future become -inf, so P^T = 0 there. key_g is the key of
 // fragment row g; elements 2, 3 belong to key g + 8; columns are queries q0 + 8 nt + 2t (+1).
-__device__ __forceinline__ void mask_scores_t(float (&rS)[kBr / 8][4], int key_g, int q0,
-                                              int lane, const Problem& p) {
+__device__ __forceinline__ void mask_scores_t(float (&rS)[kBr / 8][4], int key_g, int q0, int lane,
+                                              const Problem& p) {
 #pragma unroll
   for (int nt = 0; nt < kBr / 8; ++nt)
 #pragma unroll
@@ -146,8 +147,8 @@ __device__ __forceinline__ void probabilities_t(float (&rS)[kBr / 8][4], const f
 // and as the CPU's low-precision operators store it); D is per query, per column: sD_i[c].
 template <class T>
 __device__ __forceinline__ void grad_scores_t(float (&rdP)[kBr / 8][4],
-                                              const uint32_t (&rPa)[kBr / 16][4],
-                                              const float* sD_i, int lane) {
+                                              const uint32_t (&rPa)[kBr / 16][4], const float* sD_i,
+                                              int lane) {
 #pragma unroll
   for (int nt = 0; nt < kBr / 8; ++nt) {
     const float2 Dv = *reinterpret_cast<const float2*>(sD_i + nt * 8 + (lane % 4) * 2);
@@ -180,8 +181,8 @@ __device__ __forceinline__ void store_ds_t(T* sdS, const float (&rdS)[kBr / 8][4
 // only (16, 16) of dQ is ever held. dS (16, Bc) comes from sdS through ldmatrix.trans; K_j
 // (Bc, D) is (k, n), read transposed as V is in the forward.
 template <class T, int D>
-__device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK, int q0,
-                                       int n_q, int warp, int lane) {
+__device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK, int q0, int n_q,
+                                       int warp, int lane) {
   uint32_t rdS[kBc / 16][4];  // A fragments of dS, all Bc keys
   tiles::load_a_transposed<T, kBc, kBr>(rdS, sdS, warp * kMmaM, lane);
   const int b_row = (lane % 8) + ((lane / 8) % 2) * 8;
@@ -215,8 +216,8 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
 // dK = scale * sum dS^T Q and dV = sum P^T dO of the warp's 16 keys, rounded to T.
 template <class T, int D>
 __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const float (&rdK)[D / 8][4],
-                                           const float (&rdV)[D / 8][4], int b, int hk,
-                                           int key_g, int lane) {
+                                            const float (&rdV)[D / 8][4], int b, int hk, int key_g,
+                                            int lane) {
   const Problem& p = bp.fwd;
   T* gdK = static_cast<T*>(bp.dk) + b * bp.dk_stride.batch + hk * bp.dk_stride.head;
   T* gdV = static_cast<T*>(bp.dv) + b * bp.dv_stride.batch + hk * bp.dv_stride.head;
@@ -238,13 +239,13 @@ __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const flo
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(BackwardProblem bp) {
   extern __shared__ __align__(128) unsigned char sram[];
-  T* sK = reinterpret_cast<T*>(sram);  // (Bc, D)
-  T* sV = sK + kSKElems<D>;            // (Bc, D)
-  T* sQ = sV + kSKElems<D>;            // (2, Br, D)
-  T* sdO = sQ + kSQElems<D>;           // (2, Br, D)
-  T* sdS = sdO + kSQElems<D>;          // (Bc, Br): dS^T of the current step
+  T* sK = reinterpret_cast<T*>(sram);                     // (Bc, D)
+  T* sV = sK + kSKElems<D>;                               // (Bc, D)
+  T* sQ = sV + kSKElems<D>;                               // (2, Br, D)
+  T* sdO = sQ + kSQElems<D>;                              // (2, Br, D)
+  T* sdS = sdO + kSQElems<D>;                             // (Bc, Br): dS^T of the current step
   float* sL = reinterpret_cast<float*>(sdS + kSdSElems);  // (2, Br)
-  float* sD = sL + kRowVecs;                               // (2, Br)
+  float* sD = sL + kRowVecs;                              // (2, Br)
 
   const Problem& p = bp.fwd;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -274,7 +275,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     ptx::cp_async_wait<0>();
     __syncthreads();
     if (s + 1 < steps) {
-      load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, s + 1), (s + 1) % kBuffers, sQ, sdO, sL, sD);
+      load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, s + 1), (s + 1) % kBuffers, sQ, sdO,
+                      sL, sD);
       ptx::cp_async_commit();
     }
     const T* sQ_i = sQ + buf * kBr * D;
@@ -311,15 +313,16 @@ template <class T, int D>
 void launch(const BackwardProblem& bp, cudaStream_t stream) {
   constexpr KernelConfig config = fa2_backward::config(D, kDtypeOf<T>);
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
-  static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) +
-                        sizeof(float) * 2 * kRowVecs == config.sram_bytes,
-                "the kernel carves up the SRAM that kernel_info.hpp says it takes");
+  static_assert(
+      sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) + sizeof(float) * 2 * kRowVecs ==
+          config.sram_bytes,
+      "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) % 16 == 0,
                 "sL starts 16-byte aligned");
-  throw_if_cuda_error(cudaFuncSetAttribute(fa2_backward_kernel<T, D>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(config.sram_bytes)),
-                      "fa2 backward kernel shared memory");
+  throw_if_cuda_error(
+      cudaFuncSetAttribute(fa2_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(config.sram_bytes)),
+      "fa2 backward kernel shared memory");
   const dim3 grid((bp.fwd.n_k + kBc - 1) / kBc, bp.fwd.heads_kv, bp.fwd.batch);
   fa2_backward_kernel<T, D><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
   check_launch("fa2_backward_kernel");
@@ -330,15 +333,19 @@ void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
   static_assert(fa2_backward::kHeadDims.count == 2 && fa2_backward::kHeadDims.values[0] == 64 &&
                     fa2_backward::kHeadDims.values[1] == 128,
                 "a head dimension in the table needs its instantiation here");
-  if (bp.fwd.d == 64) launch<T, 64>(bp, stream);
-  else launch<T, 128>(bp, stream);
+  if (bp.fwd.d == 64)
+    launch<T, 64>(bp, stream);
+  else
+    launch<T, 128>(bp, stream);
 }
 
 }  // namespace
 
 void launch_fa2_backward(const BackwardProblem& problem, cudaStream_t stream) {
-  if (problem.fwd.dtype == FLASHLAB_FP16) launch_for_d<__half>(problem, stream);
-  else launch_for_d<__nv_bfloat16>(problem, stream);
+  if (problem.fwd.dtype == FLASHLAB_FP16)
+    launch_for_d<__half>(problem, stream);
+  else
+    launch_for_d<__nv_bfloat16>(problem, stream);
 }
 
 }  // namespace flashlab::gpu

@@ -33,8 +33,10 @@ constexpr int kWarps = kThreads / kWarpSize;
 static_assert(kWarps * kMmaM == kBr, "each warp owns one m16 tile of the block's Br rows");
 
 // SRAM, in elements: sQ, sdO (Br, D); sK, sV (kBuffers, Bc, D).
-template <int D> constexpr int kSQElems = kBr * D;
-template <int D> constexpr int kSKVElems = kBuffers * kBc * D;
+template <int D>
+constexpr int kSQElems = kBr* D;
+template <int D>
+constexpr int kSKVElems = kBuffers* kBc* D;
 
 // How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, those past the
 // tile's last row + offset are in every row's future.
@@ -62,7 +64,8 @@ __device__ __forceinline__ void mask_scores(float (&rS)[kBc / 8][4], int row_g, 
 }
 
 template <class T, int D>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_dq_kernel(BackwardProblem bp) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    fa2_backward_dq_kernel(BackwardProblem bp) {
   extern __shared__ __align__(128) unsigned char sram[];
   T* sQ = reinterpret_cast<T*>(sram);  // (Br, D)
   T* sdO = sQ + kSQElems<D>;           // (Br, D)
@@ -162,10 +165,10 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
   static_assert(sizeof(T) * (2 * kSQElems<D> + 2 * kSKVElems<D>) == config.sram_bytes,
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
-  throw_if_cuda_error(cudaFuncSetAttribute(fa2_backward_dq_kernel<T, D>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(config.sram_bytes)),
-                      "fa2 backward dQ kernel shared memory");
+  throw_if_cuda_error(
+      cudaFuncSetAttribute(fa2_backward_dq_kernel<T, D>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(config.sram_bytes)),
+      "fa2 backward dQ kernel shared memory");
   const dim3 grid((bp.fwd.n_q + kBr - 1) / kBr, bp.fwd.heads_q, bp.fwd.batch);
   fa2_backward_dq_kernel<T, D><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
   check_launch("fa2_backward_dq_kernel");
@@ -173,15 +176,19 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
 
 template <class T>
 void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
-  if (bp.fwd.d == 64) launch<T, 64>(bp, stream);
-  else launch<T, 128>(bp, stream);
+  if (bp.fwd.d == 64)
+    launch<T, 64>(bp, stream);
+  else
+    launch<T, 128>(bp, stream);
 }
 
 }  // namespace
 
 void launch_fa2_backward_dq(const BackwardProblem& problem, cudaStream_t stream) {
-  if (problem.fwd.dtype == FLASHLAB_FP16) launch_for_d<__half>(problem, stream);
-  else launch_for_d<__nv_bfloat16>(problem, stream);
+  if (problem.fwd.dtype == FLASHLAB_FP16)
+    launch_for_d<__half>(problem, stream);
+  else
+    launch_for_d<__nv_bfloat16>(problem, stream);
 }
 
 }  // namespace flashlab::gpu

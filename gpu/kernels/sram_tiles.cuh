@@ -69,8 +69,8 @@ __device__ __forceinline__ void zero(float (&rC)[N / 8][4]) {
 template <class T, int K, int N>
 __device__ __forceinline__ void mma_a_bt(float (&rC)[N / 8][4], const T* sA, int a_row0,
                                          const T* sB, int lane) {
-  const int a_row = a_row0 + lane % 16;              // lanes 16..31: the upper 8 of k16
-  const int b_row = (lane % 8) + (lane / 16) * 8;    // lanes 16..31: the next n8 tile
+  const int a_row = a_row0 + lane % 16;            // lanes 16..31: the upper 8 of k16
+  const int b_row = (lane % 8) + (lane / 16) * 8;  // lanes 16..31: the next n8 tile
   const LaneChunks a_chunks(lane, lane / 16), b_chunks(lane, (lane / 8) % 2);
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
@@ -90,8 +90,7 @@ __device__ __forceinline__ void mma_a_bt(float (&rC)[N / 8][4], const T* sA, int
 // fragment's (g, 2t..2t+1) is exactly an A fragment's, so it is only rounded to T and
 // packed (as the forward feeds W to W V).
 template <class T, int K>
-__device__ __forceinline__ void a_from_c(uint32_t (&rA)[4], const float (&rC)[K / 8][4],
-                                         int kk) {
+__device__ __forceinline__ void a_from_c(uint32_t (&rA)[4], const float (&rC)[K / 8][4], int kk) {
   rA[0] = ptx::pack2<T>(rC[2 * kk][0], rC[2 * kk][1]);
   rA[1] = ptx::pack2<T>(rC[2 * kk][2], rC[2 * kk][3]);
   rA[2] = ptx::pack2<T>(rC[2 * kk + 1][0], rC[2 * kk + 1][1]);

@@ -22,7 +22,7 @@ BackwardProblem make_problem(const flashlab_backward_params& p) {
   f.q = p.q;
   f.k = p.k;
   f.v = p.v;
-  f.o = const_cast<void*>(p.o);  // read only: the forward's output is the backward's input
+  f.o = const_cast<void*>(p.o);       // read only: the forward's output is the backward's input
   f.lse = const_cast<float*>(p.lse);  // read only here
   f.q_stride = strides_of(p.q_stride);
   f.k_stride = strides_of(p.k_stride);
@@ -52,10 +52,10 @@ BackwardProblem make_problem(const flashlab_backward_params& p) {
   // The workspace's parts (fa2_backward::workspace_bytes): D, then the dQ accumulator.
   auto* base = static_cast<unsigned char*>(p.workspace);
   bp.d_rows = reinterpret_cast<float*>(base + fa2_backward::d_offset_bytes());
-  bp.dq_accum = bp.deterministic ? nullptr
-                                 : reinterpret_cast<float*>(
-                                       base + fa2_backward::dq_accum_offset_bytes(
-                                                  p.batch, p.heads_q, p.n_q));
+  bp.dq_accum = bp.deterministic
+                    ? nullptr
+                    : reinterpret_cast<float*>(
+                          base + fa2_backward::dq_accum_offset_bytes(p.batch, p.heads_q, p.n_q));
   return bp;
 }
 
@@ -68,8 +68,10 @@ void backward(const flashlab_backward_params& params) {
   const auto stream = static_cast<cudaStream_t>(params.stream);
   launch_backward_preprocess(problem, stream);
   launch_fa2_backward(problem, stream);
-  if (problem.deterministic) launch_fa2_backward_dq(problem, stream);
-  else launch_backward_convert_dq(problem, stream);
+  if (problem.deterministic)
+    launch_fa2_backward_dq(problem, stream);
+  else
+    launch_backward_convert_dq(problem, stream);
 }
 
 }  // namespace flashlab::gpu

@@ -1,5 +1,6 @@
 // Checks of a forward or backward call's arguments, before anything touches the GPU: pure
-// arithmetic on the parameters, no CUDA (the device-side checks of the pointers are device_pointers.cpp's).
+// arithmetic on the parameters, no CUDA (the device-side checks of the pointers are
+// device_pointers.cpp's).
 // Each failure names what was wrong and what would be right.
 #include "flashlab/gpu/backward.hpp"
 #include "flashlab/gpu/forward.hpp"
@@ -337,11 +338,13 @@ void check_backward_supported(const flashlab_backward_params& p) {
   if (!fa2_backward::kHeadDims.contains(p.d))
     fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + std::to_string(p.d) +
                                          " is not supported by the fa2 backward kernel: it "
-                                         "takes " + text::describe(fa2_backward::kHeadDims));
+                                         "takes " +
+                                         text::describe(fa2_backward::kHeadDims));
   if (!fa2_backward::kDtypes.contains(dtype))
     fail(FLASHLAB_ERROR_UNSUPPORTED, "dtype " + std::string(dtype_name(dtype)) +
                                          " is not supported by the fa2 backward kernel: it "
-                                         "takes " + text::describe(fa2_backward::kDtypes));
+                                         "takes " +
+                                         text::describe(fa2_backward::kDtypes));
 }
 
 // The bytes of the workspace, with every product checked (shapes are checked first).
@@ -369,7 +372,8 @@ void check_workspace(const flashlab_backward_params& p, int64_t needed) {
          "workspace_bytes = " + std::to_string(p.workspace_bytes) +
              " is too small: this call needs " + std::to_string(needed) +
              " bytes (flashlab_backward_workspace_bytes): D = rowsum(dO o O), 4 bytes per "
-             "query row" + (p.deterministic ? "" : ", and the fp32 dQ accumulator"));
+             "query row" +
+             (p.deterministic ? "" : ", and the fp32 dQ accumulator"));
   const auto address = reinterpret_cast<std::uintptr_t>(p.workspace);
   if (address % fa2_backward::kWorkspaceAlignBytes != 0)
     fail(FLASHLAB_ERROR_MISALIGNED,
@@ -383,8 +387,8 @@ void check_workspace(const flashlab_backward_params& p, int64_t needed) {
 
 int64_t backward_workspace_bytes(const flashlab_backward_params& p) {
   if (p.deterministic != 0 && p.deterministic != 1)
-    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "deterministic = " + std::to_string(p.deterministic) +
-                                          " is unknown: use 0 or 1");
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "deterministic = " + std::to_string(p.deterministic) + " is unknown: use 0 or 1");
   check_shapes(p);
   return checked_workspace_bytes(p);
 }
@@ -400,10 +404,10 @@ void validate_backward(const flashlab_backward_params& p) {
   };
   constexpr int kInputs = 5, kTensors = 8;
   const TensorArg tensors[kTensors] = {
-      arg("Q", p.q, p.q_stride, q_extent),         arg("K", p.k, p.k_stride, kv_extent),
-      arg("V", p.v, p.v_stride, kv_extent),        arg("O", p.o, p.o_stride, q_extent),
-      arg("dO", p.dout, p.dout_stride, q_extent),  arg("dQ", p.dq, p.dq_stride, q_extent),
-      arg("dK", p.dk, p.dk_stride, kv_extent),     arg("dV", p.dv, p.dv_stride, kv_extent)};
+      arg("Q", p.q, p.q_stride, q_extent),        arg("K", p.k, p.k_stride, kv_extent),
+      arg("V", p.v, p.v_stride, kv_extent),       arg("O", p.o, p.o_stride, q_extent),
+      arg("dO", p.dout, p.dout_stride, q_extent), arg("dQ", p.dq, p.dq_stride, q_extent),
+      arg("dK", p.dk, p.dk_stride, kv_extent),    arg("dV", p.dv, p.dv_stride, kv_extent)};
   for (const TensorArg& t : tensors) check_tensor(t, p.d);
   if (p.lse == nullptr)
     fail(FLASHLAB_ERROR_NULL_POINTER,
@@ -425,8 +429,8 @@ void validate_backward(const flashlab_backward_params& p) {
   Span workspace;
   workspace.begin = reinterpret_cast<std::uintptr_t>(p.workspace);
   if (__builtin_add_overflow(workspace.begin, std::uintptr_t(needed), &workspace.end))
-    fail(FLASHLAB_ERROR_BAD_STRIDE, "workspace = " + std::to_string(workspace.begin) +
-                                        " with " + std::to_string(needed) +
+    fail(FLASHLAB_ERROR_BAD_STRIDE, "workspace = " + std::to_string(workspace.begin) + " with " +
+                                        std::to_string(needed) +
                                         " bytes runs past the end of the address space");
   for (int out = kInputs; out < kTensors; ++out) {
     const char* name = tensors[out].name;

@@ -25,15 +25,15 @@ GradientErrors errors(Index n_q, Index n_k, Index d, Causal causal, std::mt19937
   AttentionOptions options;
   options.causal = causal;
   // The reference sees exactly the same (already rounded) inputs, in fp64.
-  const auto ref = naive_backward<double>(Q.template cast<double>(), K.template cast<double>(),
-                                          V.template cast<double>(), dO.template cast<double>(),
-                                          options);
+  const auto ref =
+      naive_backward<double>(Q.template cast<double>(), K.template cast<double>(),
+                             V.template cast<double>(), dO.template cast<double>(), options);
   const auto low = naive_backward<In>(Q, K, V, dO, options);
   auto err = [](const Matrix<In>& X, const Matrix<double>& X_ref) {
     return (X.template cast<double>() - X_ref).cwiseAbs().maxCoeff();
   };
-  const double scale = std::max({ref.dQ.cwiseAbs().maxCoeff(), ref.dK.cwiseAbs().maxCoeff(),
-                                 ref.dV.cwiseAbs().maxCoeff()});
+  const double scale = std::max(
+      {ref.dQ.cwiseAbs().maxCoeff(), ref.dK.cwiseAbs().maxCoeff(), ref.dV.cwiseAbs().maxCoeff()});
   return {err(low.dQ, ref.dQ), err(low.dK, ref.dK), err(low.dV, ref.dV), scale};
 }
 

@@ -44,15 +44,23 @@ struct BackwardRun {
   flashlab_backward_params params{};
 
   BackwardRun(const BackwardCase& c_, uint64_t seed)
-      : c(c_), rng(seed),
+      : c(c_),
+        rng(seed),
         Q(c.layout, c.batch, c.heads_q, c.n_q, c.d, &rng),
         K(c.layout, c.batch, c.heads_kv, c.n_k, c.d, &rng),
         V(c.layout, c.batch, c.heads_kv, c.n_k, c.d, &rng),
         dO(c.layout, c.batch, c.heads_q, c.n_q, c.d, &rng),
-        gQ(Q.g), gK(K.g),
-        bQ(bytes(gQ)), bK(bytes(gK)), bV(bytes(gK)), bO(bytes(gQ)), bdO(bytes(gQ)),
+        gQ(Q.g),
+        gK(K.g),
+        bQ(bytes(gQ)),
+        bK(bytes(gK)),
+        bV(bytes(gK)),
+        bO(bytes(gQ)),
+        bdO(bytes(gQ)),
         bL(size_t(c.batch) * c.heads_q * c.n_q * sizeof(float)),
-        bdQ(bytes(gQ)), bdK(bytes(gK)), bdV(bytes(gK)) {
+        bdQ(bytes(gQ)),
+        bdK(bytes(gK)),
+        bdV(bytes(gK)) {
     upload(bQ, Q);
     upload(bK, K);
     upload(bV, V);
@@ -70,9 +78,9 @@ struct BackwardRun {
   static size_t bytes(const Geometry& g) { return size_t(g.elems) * sizeof(In); }
 
   static void upload(const DeviceBuffer& dst, const HostTensor<In>& t) {
-    check_cuda(cudaMemcpy(dst.ptr, t.data.data(), t.data.size() * sizeof(In),
-                          cudaMemcpyHostToDevice),
-               "upload");
+    check_cuda(
+        cudaMemcpy(dst.ptr, t.data.data(), t.data.size() * sizeof(In), cudaMemcpyHostToDevice),
+        "upload");
   }
 
   // O and LSE as flashlab_forward writes them: the backward's inputs, as in training.
@@ -153,8 +161,10 @@ void compare(const std::vector<In>& X, const Geometry& g, int b, int h, const Ma
   for (Index n = 0; n < ref.rows(); ++n) {
     for (Index k = 0; k < ref.cols(); ++k) {
       const double x = double(X[g.at(b, h, int(n), int(k))]);
-      if (std::isnan(x)) ++out->unwritten;
-      else out->err = std::max(out->err, std::abs(x - ref(n, k)));
+      if (std::isnan(x))
+        ++out->unwritten;
+      else
+        out->err = std::max(out->err, std::abs(x - ref(n, k)));
       out->err_naive = std::max(out->err_naive, std::abs(naive(n, k) - ref(n, k)));
     }
     for (int k = int(ref.cols()); layout == Layout::bhsd_padded && k < ref.cols() + kRowPad; ++k)
@@ -180,10 +190,9 @@ BackwardOutcome run_typed(const BackwardCase& c, uint64_t seed) {
       const Matrix<In> K = run.K.head(b, hk, c.n_k), V = run.V.head(b, hk, c.n_k);
       for (int h = hk * group; h < (hk + 1) * group; ++h) {
         const Matrix<In> Q = run.Q.head(b, h, c.n_q), dO = run.dO.head(b, h, c.n_q);
-        const auto ref = cpu::naive_backward<double>(Q.template cast<double>(),
-                                                     K.template cast<double>(),
-                                                     V.template cast<double>(),
-                                                     dO.template cast<double>(), options);
+        const auto ref = cpu::naive_backward<double>(
+            Q.template cast<double>(), K.template cast<double>(), V.template cast<double>(),
+            dO.template cast<double>(), options);
         const auto low = cpu::naive_backward<In>(Q, K, V, dO, options);
         compare(got.dQ, run.gQ, b, h, ref.dQ, low.dQ.template cast<double>(), c.layout, &out.dq);
         dK_ref += ref.dK;
@@ -225,9 +234,9 @@ std::string BackwardCase::describe() const {
   static const char* kLayout[] = {"BHSD", "BSHD", "BHSD+pad"};
   return "backward " + std::string(dtype_name(dtype)) + " B=" + std::to_string(batch) +
          " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
-         " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) +
-         " d=" + std::to_string(d) + " causal=" + kCausal[causal] + " " +
-         kLayout[int(layout)] + (deterministic ? " deterministic" : "");
+         " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) + " d=" + std::to_string(d) +
+         " causal=" + kCausal[causal] + " " + kLayout[int(layout)] +
+         (deterministic ? " deterministic" : "");
 }
 
 BackwardOutcome run_backward_case(const BackwardCase& c, uint64_t seed) {

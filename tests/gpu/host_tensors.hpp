@@ -18,8 +18,8 @@ namespace flashlab::gpu::test {
 
 using cpu::Matrix;
 
-inline constexpr int kRowPad = 8;          // padding of Layout::bhsd_padded, a multiple of 8 for fa2
-inline constexpr uint8_t kPoison = 0xff;   // all-ones bytes are a NaN in fp32, fp16 and bf16
+inline constexpr int kRowPad = 8;         // padding of Layout::bhsd_padded, a multiple of 8 for fa2
+inline constexpr uint8_t kPoison = 0xff;  // all-ones bytes are a NaN in fp32, fp16 and bf16
 
 inline void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess)

@@ -56,7 +56,7 @@ TEST_CASE("backward: fp16") {
 
 TEST_CASE("backward: N_q != N_k both ways, both causal alignments") {
   const std::pair<int, int> sizes[] = {{113, 203}, {203, 113}, {1023, 1024}, {1024, 1023},
-                                       {1, 339}, {339, 1}, {17, 2049}};
+                                       {1, 339},   {339, 1},   {17, 2049}};
   for (const auto& [n_q, n_k] : sizes)
     for (flashlab_causal causal :
          {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
@@ -127,7 +127,8 @@ TEST_CASE("backward, deterministic mode: the same rule, and bitwise equal over 5
   }
 }
 
-TEST_CASE("sanitizer: the backward once at a small size, both modes (compute-sanitizer runs this)") {
+TEST_CASE(
+    "sanitizer: the backward once at a small size, both modes (compute-sanitizer runs this)") {
   for (bool deterministic : {false, true}) {
     BackwardCase c;
     c.heads_q = 2;

@@ -85,7 +85,8 @@ TEST_CASE("the backward's kernels fit the hardware, and the workspace is its for
       INFO("fa2 backward d = ", d, " ", dtype_name(dtype));
       CHECK(fa2_backward::kHeadDims.contains(d));
       CHECK(fa2_backward::kDtypes.contains(dtype));
-      for (const KernelConfig& c : {fa2_backward::config(d, dtype), fa2_backward::dq_config(d, dtype)}) {
+      for (const KernelConfig& c :
+           {fa2_backward::config(d, dtype), fa2_backward::dq_config(d, dtype)}) {
         CHECK(c.threads % kWarpSize == 0);
         CHECK(c.Br % 16 == 0);  // m16 tiles of rows, k16 slices of the dQ product
         CHECK(c.Bc % 16 == 0);

@@ -75,7 +75,8 @@ TEST_CASE("backward: the workspace is the formula of kernel_info.hpp, in bytes")
 TEST_CASE("backward: workspace missing, too small, misaligned or overlapping") {
   auto p = valid_backward_call();
   p.workspace = nullptr;
-  expect_error(p, FLASHLAB_ERROR_NULL_POINTER, "workspace is NULL: pass device memory of at least 33280 bytes");
+  expect_error(p, FLASHLAB_ERROR_NULL_POINTER,
+               "workspace is NULL: pass device memory of at least 33280 bytes");
   p = valid_backward_call();
   p.workspace_bytes -= 1;
   expect_error(p, FLASHLAB_ERROR_BAD_ARGUMENT,
@@ -100,7 +101,9 @@ TEST_CASE("backward: LSE missing or misaligned") {
   expect_error(p, FLASHLAB_ERROR_MISALIGNED, "LSE is not 4-byte aligned");
 }
 
-TEST_CASE("backward: dropout_p below 0, at or above 1 or NaN is refused, and any other p but 0 is not supported yet") {
+TEST_CASE(
+    "backward: dropout_p below 0, at or above 1 or NaN is refused, and any other p but 0 is not "
+    "supported yet") {
   for (double p_drop : {-0.1, 1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
     auto p = valid_backward_call();
     p.dropout_p = p_drop;
@@ -158,10 +161,16 @@ TEST_CASE("backward: every tensor is checked, by name") {
   const char* names[] = {"Q", "K", "V", "O", "dO", "dQ", "dK", "dV"};
   for (int i = 0; i < 8; ++i) {
     auto p = valid_backward_call();
-    const void** ptrs[] = {&p.q, &p.k, &p.v, &p.o, &p.dout, const_cast<const void**>(&p.dq),
-                           const_cast<const void**>(&p.dk), const_cast<const void**>(&p.dv)};
-    int64_t* strides[] = {p.q_stride, p.k_stride, p.v_stride, p.o_stride, p.dout_stride,
-                          p.dq_stride, p.dk_stride, p.dv_stride};
+    const void** ptrs[] = {&p.q,
+                           &p.k,
+                           &p.v,
+                           &p.o,
+                           &p.dout,
+                           const_cast<const void**>(&p.dq),
+                           const_cast<const void**>(&p.dk),
+                           const_cast<const void**>(&p.dv)};
+    int64_t* strides[] = {p.q_stride,    p.k_stride,  p.v_stride,  p.o_stride,
+                          p.dout_stride, p.dq_stride, p.dk_stride, p.dv_stride};
     INFO(names[i]);
     *ptrs[i] = nullptr;
     expect_error(p, FLASHLAB_ERROR_NULL_POINTER, std::string(names[i]) + " is NULL");
@@ -172,7 +181,8 @@ TEST_CASE("backward: every tensor is checked, by name") {
     strides[i][2] = 68;  // rows 136 bytes apart; heads and batches spaced to match
     strides[i][1] = 68 * 64;
     strides[i][0] = 2 * 68 * 64;
-    expect_error(p, FLASHLAB_ERROR_MISALIGNED, std::string(names[i]) + "'s stride 68 is not a multiple of 8");
+    expect_error(p, FLASHLAB_ERROR_MISALIGNED,
+                 std::string(names[i]) + "'s stride 68 is not a multiple of 8");
     p = valid_backward_call();
     strides[i][3] = 2;
     expect_error(p, FLASHLAB_ERROR_BAD_STRIDE, std::string(names[i]) + "'s column stride = 2");
