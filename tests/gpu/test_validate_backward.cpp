@@ -189,6 +189,17 @@ TEST_CASE("backward: every tensor is checked, by name") {
   }
 }
 
+TEST_CASE("backward: strides whose extent overflows int64 are refused, not wrapped") {
+  auto p = valid_backward_call();
+  p.dout_stride[0] = std::numeric_limits<int64_t>::max();
+  p.batch = 2;
+  p.workspace_bytes *= 2;
+  expect_error(p, FLASHLAB_ERROR_BAD_STRIDE, "dO's offset of its last element");
+  p = valid_backward_call();
+  p.dk_stride[2] = -8;
+  expect_error(p, FLASHLAB_ERROR_BAD_STRIDE, "dK's row stride = -8 is negative");
+}
+
 TEST_CASE("backward: outputs may not overlap themselves, each other or an input") {
   auto p = valid_backward_call();
   p.dk_stride[2] = 0;  // every key row on the same memory
