@@ -12,7 +12,7 @@ CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 FP32, FP16, BF16 = 0, 1, 2
 MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
 MAX_HEAD_DIMS = 8
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class ForwardParams(ctypes.Structure):
@@ -27,6 +27,28 @@ class ForwardParams(ctypes.Structure):
         ("scale", ctypes.c_double),
         ("dtype", ctypes.c_int32), ("causal", ctypes.c_int32), ("kernel", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+class BackwardParams(ctypes.Structure):
+    """Field for field the C struct flashlab_backward_params (backward.h)."""
+    _fields_ = [
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p), ("dout", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+        ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
+        ("q_stride", ctypes.c_int64 * 4), ("k_stride", ctypes.c_int64 * 4),
+        ("v_stride", ctypes.c_int64 * 4), ("o_stride", ctypes.c_int64 * 4),
+        ("dout_stride", ctypes.c_int64 * 4), ("dq_stride", ctypes.c_int64 * 4),
+        ("dk_stride", ctypes.c_int64 * 4), ("dv_stride", ctypes.c_int64 * 4),
+        ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+        ("n_q", ctypes.c_int64), ("n_k", ctypes.c_int64), ("d", ctypes.c_int64),
+        ("scale", ctypes.c_double),
+        ("dtype", ctypes.c_int32), ("causal", ctypes.c_int32),
+        ("deterministic", ctypes.c_int32), ("reserved", ctypes.c_int32),
+        ("dropout_p", ctypes.c_double), ("dropout_seed", ctypes.c_uint64),
+        ("dropout_offset", ctypes.c_uint64),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_int64),
         ("stream", ctypes.c_void_p),
     ]
 
@@ -58,6 +80,11 @@ class Flashlab:
         self.lib.flashlab_kernel_info.argtypes = [ctypes.c_int32, ctypes.c_int64, ctypes.c_int32,
                                                   ctypes.POINTER(KernelInfo)]
         self.lib.flashlab_kernel_info.restype = ctypes.c_int
+        self.lib.flashlab_backward.argtypes = [ctypes.POINTER(BackwardParams)]
+        self.lib.flashlab_backward.restype = ctypes.c_int
+        self.lib.flashlab_backward_workspace_bytes.argtypes = [ctypes.POINTER(BackwardParams),
+                                                               ctypes.POINTER(ctypes.c_int64)]
+        self.lib.flashlab_backward_workspace_bytes.restype = ctypes.c_int
         if self.lib.flashlab_abi_version() != ABI_VERSION:
             raise RuntimeError(f"{path} has ABI version {self.lib.flashlab_abi_version()}; "
                                f"this mirror is of version {ABI_VERSION}")
@@ -89,7 +116,74 @@ class Flashlab:
         return info
 
     def forward(self, params):
-        status = self.lib.flashlab_forward(ctypes.byref(params))
+        self._check(self.lib.flashlab_forward(ctypes.byref(params)))
+
+    def _check(self, status):
         if status != 0:
             raise RuntimeError(self.lib.flashlab_status_name(status).decode() + ": " +
                                self.lib.flashlab_last_error().decode())
+
+    def backward_params(self, q, k, v, o, lse, do, dq, dk, dv, causal=CAUSAL_NONE, scale=0.0,
+                        deterministic=False, stream=None):
+        """Q, O, dO, dQ: (B, Hq, N_q, d) torch tensors; K, V, dK, dV: (B, Hkv, N_k, d); any
+        strides; LSE (B, Hq, N_q) fp32 contiguous, as forward() wrote it. The workspace is
+        left empty: backward() allocates it."""
+        import torch
+        dtypes = {torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16}
+        p = BackwardParams()
+        p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+        p.dout, p.lse = do.data_ptr(), lse.data_ptr()
+        p.dq, p.dk, p.dv = dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+        p.q_stride[:], p.k_stride[:], p.v_stride[:] = q.stride(), k.stride(), v.stride()
+        p.o_stride[:], p.dout_stride[:] = o.stride(), do.stride()
+        p.dq_stride[:], p.dk_stride[:], p.dv_stride[:] = dq.stride(), dk.stride(), dv.stride()
+        p.batch, p.heads_q, p.n_q, p.d = q.shape
+        p.heads_kv, p.n_k = k.shape[1], k.shape[2]
+        p.scale, p.dtype, p.causal = scale, dtypes[q.dtype], causal
+        p.deterministic = 1 if deterministic else 0
+        p.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
+        return p
+
+    def workspace_bytes(self, params):
+        n = ctypes.c_int64()
+        self._check(self.lib.flashlab_backward_workspace_bytes(ctypes.byref(params),
+                                                               ctypes.byref(n)))
+        return n.value
+
+    def backward(self, params, workspace=None):
+        """Runs flashlab_backward; allocates the workspace (a torch uint8 tensor) unless one
+        large enough is given, and returns it so that a caller may reuse it."""
+        import torch
+        need = self.workspace_bytes(params)
+        if workspace is None or workspace.numel() < need:
+            workspace = torch.empty(max(need, 1), dtype=torch.uint8, device="cuda")
+        params.workspace, params.workspace_bytes = workspace.data_ptr(), workspace.numel()
+        self._check(self.lib.flashlab_backward(ctypes.byref(params)))
+        return workspace
+
+
+def attention_function(lib, causal=CAUSAL_NONE, deterministic=False):
+    """A torch.autograd.Function over flashlab: forward through flashlab_forward (fa2, with
+    LSE), backward through flashlab_backward. q, k, v are (B, H, N, d) bf16 or fp16 CUDA
+    tensors; use as attention_function(lib)(q, k, v)."""
+    import torch
+
+    class FlashlabAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            o = torch.empty_like(q)
+            lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+            lib.forward(lib.params(q, k, v, o, lse, causal=causal, kernel=FA2))
+            ctx.save_for_backward(q, k, v, o, lse)
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, o, lse = ctx.saved_tensors
+            do = do.contiguous() if do.stride(-1) != 1 else do
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            lib.backward(lib.backward_params(q, k, v, o, lse, do, dq, dk, dv, causal=causal,
+                                             deterministic=deterministic))
+            return dq, dk, dv
+
+    return FlashlabAttention.apply

@@ -2,11 +2,12 @@
 # The GPU device script: on a machine with an NVIDIA GPU (sm_90, e.g. the H200), from the
 # repository root, build flashlab's GPU library, its tests and the flashlab program, run the
 # tests, run compute-sanitizer (memcheck, racecheck, synccheck) on a small case of every
-# kernel, run `flashlab compare` through its GPU runner, time every kernel against torch's
-# SDPA backends, and read one forward of each with Nsight Compute.
+# kernel (the backward's included), run `flashlab compare` through its GPU runner, time every
+# kernel against torch's SDPA backends (the forward, then the backward: bench-backward), and
+# read one forward of each with Nsight Compute.
 #
-#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench ncu levels
-#                                        (default: all)
+#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench
+#                                        bench-backward ncu levels (default: all)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -18,7 +19,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize cli sweep bench ncu levels}
+STEPS=${*:-build test sanitize cli sweep bench bench-backward ncu levels}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -103,6 +104,14 @@ if want bench; then
   step "timing against torch SDPA"
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
     --csv "$OUT/bench.csv" ${SEQ_LENS:+--seq-lens $SEQ_LENS} || status=1
+fi
+
+if want bench-backward; then
+  step "backward timing against torch SDPA (flash, cuDNN), and the autograd check"
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/check_autograd.py" --lib "$BUILD/gpu/libflashlab.so" \
+    || status=1
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
+    --pass backward --csv "$OUT/bench_backward.csv" ${SEQ_LENS:+--seq-lens $SEQ_LENS} || status=1
 fi
 
 if want ncu; then

@@ -19,12 +19,14 @@
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
 //   finalize:   O = U / l, L = m + log l
 // SRAM tiles are swizzled (16-byte chunk c of row r lives at chunk c ^ (r % 8)), so the 8
-// rows that one ldmatrix reads fall in 8 different bank groups instead of one.
+// rows that one ldmatrix reads fall in 8 different bank groups instead of one: load_tile
+// and LaneChunks, in sram_tiles.cuh, which the backward kernels share.
 // Br, Bc per d, threads, blocks per SM, SRAM, and the head dimensions and dtypes it takes:
 // fa2:: in flashlab/gpu/kernel_info.hpp. Any N_q, N_k; batch, heads, GQA; strides as given.
 #include "common.cuh"
 #include "launch.hpp"
 #include "ptx.cuh"
+#include "sram_tiles.cuh"
 
 namespace flashlab::gpu {
 namespace {
@@ -34,14 +36,13 @@ using fa2::kBr;
 using fa2::kBuffers;
 using fa2::kThreads;
 
-constexpr int kMmaM = 16;                    // rows of one mma.sync m16n8k16 tile
+using tiles::kMmaM;                          // rows of one mma.sync m16n8k16 tile
 constexpr int kMTiles = 2;                   // m16 tiles of query rows per warp
 constexpr int kRowsPerWarp = kMTiles * kMmaM;
 constexpr int kWarps = kThreads / kWarpSize;
 static_assert(kWarps * kRowsPerWarp == kBr, "each warp owns kMTiles m16 tiles of the Br rows");
-constexpr int kChunk = 8;                    // 16-bit elements per 16-byte chunk
-static_assert(kChunk * 2 == fa2::kAlignBytes, "a cp.async chunk is the alignment it needs");
-constexpr int kSwizzleRows = 8;              // an ldmatrix reads 8 rows at once
+static_assert(tiles::kChunk * 2 == fa2::kAlignBytes,
+              "a cp.async chunk is the alignment it needs");
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 // SRAM, in elements: sQ (Br, D), sK and sV (kBuffers, Bc, D).
@@ -59,50 +60,8 @@ struct SoftmaxState {
   float rU[kMTiles][D / 8][4];  // (32, D) as mma C fragments: sum of W V, not divided by l
 };
 
-// Element offset of 16-byte chunk c of row r in a swizzled (rows, D) SRAM tile.
-template <int D>
-__device__ __forceinline__ int swizzled(int r, int c) {
-  return r * D + ((c ^ (r % kSwizzleRows)) * kChunk);
-}
-
-// Starts copying rows [row0, row0 + rows) of a (n_rows, D) matrix gX in HBM into a swizzled
-// SRAM tile sX, 16 bytes per cp.async; rows at or past n_rows are zero-filled, never read.
-// Thread t copies chunk t % (D/8) of rows t / (D/8) + i * kRowsPerPass: kRowsPerPass is a
-// multiple of 8, so the swizzle (row % 8) is the same for all of a thread's rows, and source
-// and destination just step by a fixed stride from one chunk to the next.
-template <class T, int D, int rows>
-__device__ __forceinline__ void load_tile(T* sX, const T* gX, int64_t row_stride, int row0,
-                                          int n_rows) {
-  constexpr int kChunksPerRow = D / kChunk;
-  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-  static_assert(kRowsPerPass % kSwizzleRows == 0 && rows % kRowsPerPass == 0);
-  const int r = threadIdx.x / kChunksPerRow, c = threadIdx.x % kChunksPerRow;
-  const T* src = gX + (row0 + r) * row_stride + c * kChunk;
-  T* dst = sX + swizzled<D>(r, c);
-#pragma unroll
-  for (int i = 0; i < rows / kRowsPerPass; ++i) {
-    const bool inside = row0 + r + i * kRowsPerPass < n_rows;
-    ptx::cp_async_16(dst + i * kRowsPerPass * D, inside ? src : gX, inside);
-    src += kRowsPerPass * row_stride;
-  }
-}
-
-// The chunk offsets (in elements) of an ldmatrix lane's row, swizzled. Every row a lane
-// hands to ldmatrix has row % 8 == lane % 8 (one lane's rows differ by multiples of 8), so
-// the swizzle of chunk 8a + b is 8a + (b ^ lane % 8): chunks 2j + low for j < 4 give every
-// offset the lane needs, the rest are these plus a compile-time 64 elements per step of a.
-// Worked out once per tile instead of once per ldmatrix.
-struct LaneChunks {
-  int offset[4];  // element offset of chunk 2j + low, swizzled for this lane
-  __device__ __forceinline__ LaneChunks(int lane, int low) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) offset[j] = ((2 * j + low) ^ (lane % kSwizzleRows)) * kChunk;
-  }
-  // Chunk 2 jj + low, for any jj.
-  __device__ __forceinline__ int at(int jj) const {
-    return (jj / 4) * kSwizzleRows * kChunk + offset[jj % 4];
-  }
-};
+using tiles::LaneChunks;
+using tiles::load_tile;
 
 // S = Q_i K_j^T for the warp's 32 rows: (kMTiles, 16, Bc) as mma C fragments. Q comes from
 // SRAM 16 columns of d at a time (rQ), rather than living in registers for the whole sweep:
@@ -342,11 +301,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
   const T* gV = static_cast<const T*>(p.v) + b * p.v_stride.batch + hk * p.v_stride.head;
   const int Tc = kv_tile_count<Bc>(p, q0);
 
-  load_tile<T, D, kBr>(sQ, gQ, p.q_stride.row, q0, p.n_q);
+  load_tile<T, D, kBr, kThreads>(sQ, gQ, p.q_stride.row, q0, p.n_q);
   ptx::cp_async_commit();
   if (Tc > 0) {
-    load_tile<T, D, Bc>(sK, gK, p.k_stride.row, 0, p.n_k);
-    load_tile<T, D, Bc>(sV, gV, p.v_stride.row, 0, p.n_k);
+    load_tile<T, D, Bc, kThreads>(sK, gK, p.k_stride.row, 0, p.n_k);
+    load_tile<T, D, Bc, kThreads>(sV, gV, p.v_stride.row, 0, p.n_k);
   }
   ptx::cp_async_commit();
 
@@ -370,8 +329,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
     __syncthreads();
     if (j + 1 < Tc) {  // prefetch K_{j+1}, V_{j+1} into the other buffer, behind this tile
       const int next = (j + 1) % kBuffers;
-      load_tile<T, D, Bc>(sK + next * Bc * D, gK, p.k_stride.row, k0 + Bc, p.n_k);
-      load_tile<T, D, Bc>(sV + next * Bc * D, gV, p.v_stride.row, k0 + Bc, p.n_k);
+      load_tile<T, D, Bc, kThreads>(sK + next * Bc * D, gK, p.k_stride.row, k0 + Bc, p.n_k);
+      load_tile<T, D, Bc, kThreads>(sV + next * Bc * D, gV, p.v_stride.row, k0 + Bc, p.n_k);
       ptx::cp_async_commit();
     }
 

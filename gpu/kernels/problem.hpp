@@ -30,4 +30,18 @@ struct Problem {
   flashlab_dtype dtype = FLASHLAB_BF16;
 };
 
+// One backward problem as the kernels see it: the forward's fields (o is the forward's
+// output, read here), plus dO, the gradients and the workspace's parts.
+struct BackwardProblem {
+  Problem fwd;               // q, k, v, o, lse (read), their strides, sizes, scale, mask
+  const void* dout = nullptr;  // (B, Hq, N_q, d)
+  void* dq = nullptr;          // (B, Hq, N_q, d)
+  void* dk = nullptr;          // (B, Hkv, N_k, d)
+  void* dv = nullptr;          // (B, Hkv, N_k, d)
+  Strides dout_stride, dq_stride, dk_stride, dv_stride;
+  float* d_rows = nullptr;     // D = rowsum(dO o O): (B, Hq, N_q) fp32, in the workspace
+  float* dq_accum = nullptr;   // (B, Hq, N_q, d) fp32 contiguous; null when deterministic
+  bool deterministic = false;
+};
+
 }  // namespace flashlab::gpu

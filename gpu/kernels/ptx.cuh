@@ -20,6 +20,12 @@ __device__ __forceinline__ void cp_async_16(void* sram, const void* hbm, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(sram_address(sram)),
                "l"(hbm), "n"(kBytes), "r"(valid ? kBytes : 0));
 }
+// The same for 4 bytes (one fp32), through L1 (.ca: the only caching a 4-byte copy allows).
+__device__ __forceinline__ void cp_async_4(void* sram, const void* hbm, bool valid) {
+  constexpr int kBytes = 4;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(sram_address(sram)),
+               "l"(hbm), "n"(kBytes), "r"(valid ? kBytes : 0));
+}
 // Closes the group of cp.async issued so far by this thread.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `pending` of this thread's groups are still in flight.
@@ -82,6 +88,17 @@ template <>
 __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The inverse of pack2: the two 16-bit values of a register, as fp32 (lo, hi).
+template <class T> __device__ __forceinline__ float2 unpack2(uint32_t r);
+template <>
+__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t r) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
+}
+template <>
+__device__ __forceinline__ float2 unpack2<__half>(uint32_t r) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&r));
 }
 
 // ex2.approx: 2^x on the special-function unit, one instruction; 2^-inf = 0.

@@ -1,6 +1,7 @@
 // flashlab.h's C ABI over the C++ host API: every exception becomes a status, and its
 // message is kept per thread for flashlab_last_error().
 #include "flashlab/flashlab.h"
+#include "flashlab/gpu/backward.hpp"
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -66,6 +67,24 @@ flashlab_status flashlab_forward(const flashlab_forward_params* params) {
     return FLASHLAB_ERROR_NULL_POINTER;
   }
   return guarded([params] { flashlab::gpu::forward(*params); });
+}
+
+flashlab_status flashlab_backward_workspace_bytes(const flashlab_backward_params* params,
+                                                  int64_t* bytes) {
+  if (params == nullptr || bytes == nullptr) {
+    last_error = std::string(params == nullptr ? "params" : "bytes") +
+                 " is NULL: pass a filled flashlab_backward_params and an int64_t to fill";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([&] { *bytes = flashlab::gpu::backward_workspace_bytes(*params); });
+}
+
+flashlab_status flashlab_backward(const flashlab_backward_params* params) {
+  if (params == nullptr) {
+    last_error = "params is NULL: pass a filled flashlab_backward_params";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([params] { flashlab::gpu::backward(*params); });
 }
 
 flashlab_status flashlab_kernel_info(int32_t kernel, int64_t d, int32_t dtype,

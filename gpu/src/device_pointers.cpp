@@ -40,18 +40,37 @@ void check_pointer(const char* name, const void* ptr, int device) {
               where + ": unknown cudaMemoryType " + std::to_string(int(attr.type)));
 }
 
-}  // namespace
-
-void check_device_pointers(const flashlab_forward_params& p) {
+int current_device() {
   int device = 0;
   const cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess)
     throw Error(FLASHLAB_ERROR_CUDA, std::string("cudaGetDevice: ") + cudaGetErrorName(err));
+  return device;
+}
+
+}  // namespace
+
+void check_device_pointers(const flashlab_forward_params& p) {
+  const int device = current_device();
   check_pointer("Q", p.q, device);
   check_pointer("K", p.k, device);
   check_pointer("V", p.v, device);
   check_pointer("O", p.o, device);
   if (p.lse != nullptr) check_pointer("LSE", p.lse, device);
+}
+
+void check_device_pointers(const flashlab_backward_params& p) {
+  const int device = current_device();
+  check_pointer("Q", p.q, device);
+  check_pointer("K", p.k, device);
+  check_pointer("V", p.v, device);
+  check_pointer("O", p.o, device);
+  check_pointer("dO", p.dout, device);
+  check_pointer("LSE", p.lse, device);
+  check_pointer("dQ", p.dq, device);
+  check_pointer("dK", p.dk, device);
+  check_pointer("dV", p.dv, device);
+  check_pointer("the workspace", p.workspace, device);
 }
 
 }  // namespace flashlab::gpu

@@ -9,5 +9,7 @@ namespace flashlab::gpu {
 // Throws Error unless Q, K, V, O (and LSE when given) are device memory of the current
 // device or managed memory.
 void check_device_pointers(const flashlab_forward_params& params);
+// The same for a backward call: Q, K, V, O, dO, LSE, dQ, dK, dV and the workspace.
+void check_device_pointers(const flashlab_backward_params& params);
 
 }  // namespace flashlab::gpu

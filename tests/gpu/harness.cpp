@@ -1,4 +1,5 @@
 #include "harness.hpp"
+#include "host_tensors.hpp"
 
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
@@ -15,79 +16,10 @@ namespace flashlab::gpu::test {
 namespace {
 
 using cpu::Matrix;
-constexpr int kRowPad = 8;          // padding of Layout::bhsd_padded, a multiple of 8 for fa2
-constexpr uint8_t kPoison = 0xff;   // all-ones bytes are a NaN in fp32, fp16 and bf16
 // fp32 kernels are held to 2x naive fp32's error plus this many fp32 epsilons per
 // sqrt(N_k) (times max|V|): summing N_k terms in a different order than the CPU does moves
 // the result by about sqrt(N_k) roundings, and naive fp32's own error can be near zero.
 constexpr double kFp32OrderSlack = 8.0;
-
-void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
-}
-
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { check_cuda(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-// Strides (batch, head, row, column) and the element count of a (B, H, N, d) tensor.
-struct Geometry {
-  int64_t stride[4];
-  int64_t elems;
-  int64_t at(int b, int h, int n, int k) const {
-    return b * stride[0] + h * stride[1] + n * stride[2] + k;
-  }
-};
-
-Geometry geometry(Layout layout, int B, int H, int N, int d) {
-  switch (layout) {
-    case Layout::bshd: return {{int64_t(N) * H * d, d, int64_t(H) * d, 1}, int64_t(B) * N * H * d};
-    case Layout::bhsd_padded: {
-      const int64_t row = d + kRowPad;
-      return {{H * N * row, N * row, row, 1}, B * H * N * row};
-    }
-    case Layout::bhsd: break;
-  }
-  return {{int64_t(H) * N * d, int64_t(N) * d, d, 1}, int64_t(B) * H * N * d};
-}
-
-cpu::Causal causal_of(flashlab_causal c) {
-  switch (c) {
-    case FLASHLAB_CAUSAL_TOP_LEFT: return cpu::Causal::top_left;
-    case FLASHLAB_CAUSAL_BOTTOM_RIGHT: return cpu::Causal::bottom_right;
-    case FLASHLAB_CAUSAL_NONE: break;
-  }
-  return cpu::Causal::none;
-}
-
-// One tensor on the host, in its layout, with the values rounded to In.
-template <class In>
-struct HostTensor {
-  Geometry g;
-  int d;
-  std::vector<In> data;
-
-  HostTensor(Layout layout, int B, int H, int N, int d_, std::mt19937_64* rng)
-      : g(geometry(layout, B, H, N, d_)), d(d_), data(g.elems, In(0)) {
-    std::normal_distribution<double> normal(0.0, 1.0);
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < H; ++h)
-        for (int n = 0; n < N; ++n)
-          for (int k = 0; k < d; ++k) data[g.at(b, h, n, k)] = In(normal(*rng));
-  }
-
-  Matrix<In> head(int b, int h, int N) const {
-    Matrix<In> M(N, d);
-    for (int n = 0; n < N; ++n)
-      for (int k = 0; k < d; ++k) M(n, k) = data[g.at(b, h, n, k)];
-    return M;
-  }
-};
 
 // The inputs of one case, on the host and on the device, and the call that uses them.
 template <class In>

@@ -5,6 +5,7 @@
 
 #include "flashlab/flashlab.h"
 #include "flashlab/gpu/kernel_info.hpp"
+#include "valid_call.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -81,6 +82,39 @@ TEST_CASE("flashlab_kernel_info: unsupported, unknown and NULL") {
   CHECK(status_name(flashlab_kernel_info(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_BF16, nullptr)) ==
         "FLASHLAB_ERROR_NULL_POINTER");
   CHECK(std::string(flashlab_last_error()).find("out is NULL") == 0);
+}
+
+TEST_CASE("flashlab_backward_workspace_bytes: kernel_info.hpp's formula through the ABI") {
+  flashlab_backward_params p = test::valid_backward_call();
+  int64_t bytes = -1;
+  REQUIRE(flashlab_backward_workspace_bytes(&p, &bytes) == FLASHLAB_OK);
+  CHECK(bytes == fa2_backward::workspace_bytes(p.batch, p.heads_q, p.n_q, p.d, false));
+  CHECK(std::string(flashlab_last_error()).empty());
+  p.deterministic = 1;
+  REQUIRE(flashlab_backward_workspace_bytes(&p, &bytes) == FLASHLAB_OK);
+  CHECK(bytes == fa2_backward::workspace_bytes(p.batch, p.heads_q, p.n_q, p.d, true));
+  p.n_q = 0;
+  CHECK(status_name(flashlab_backward_workspace_bytes(&p, &bytes)) == "FLASHLAB_ERROR_BAD_SHAPE");
+  CHECK(std::string(flashlab_last_error()).find("n_q = 0 is out of range") == 0);
+  CHECK(status_name(flashlab_backward_workspace_bytes(nullptr, &bytes)) ==
+        "FLASHLAB_ERROR_NULL_POINTER");
+  CHECK(status_name(flashlab_backward_workspace_bytes(&p, nullptr)) ==
+        "FLASHLAB_ERROR_NULL_POINTER");
+  CHECK(std::string(flashlab_last_error()).find("bytes is NULL") == 0);
+}
+
+TEST_CASE("flashlab_backward: bad parameters come back as statuses before any device work") {
+  flashlab_backward_params p = test::valid_backward_call();
+  p.dropout_p = 0.2;
+  CHECK(status_name(flashlab_backward(&p)) == "FLASHLAB_ERROR_UNSUPPORTED");
+  CHECK(std::string(flashlab_last_error()).find("dropout_p = 0.2 is not supported yet") == 0);
+  p = test::valid_backward_call();
+  p.workspace_bytes = 0;
+  CHECK(status_name(flashlab_backward(&p)) == "FLASHLAB_ERROR_BAD_ARGUMENT");
+  CHECK(std::string(flashlab_last_error()).find("workspace_bytes = 0 is too small") == 0);
+  CHECK(status_name(flashlab_backward(nullptr)) == "FLASHLAB_ERROR_NULL_POINTER");
+  CHECK(std::string(flashlab_last_error()) ==
+        "params is NULL: pass a filled flashlab_backward_params");
 }
 
 }  // namespace

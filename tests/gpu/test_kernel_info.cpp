@@ -79,6 +79,34 @@ TEST_CASE("every supported (kernel, d, dtype) fits the hardware it is built for"
     }
 }
 
+TEST_CASE("the backward's kernels fit the hardware, and the workspace is its formula") {
+  for (flashlab_dtype dtype : {FLASHLAB_FP16, FLASHLAB_BF16})
+    for (int64_t d : {64, 128}) {
+      INFO("fa2 backward d = ", d, " ", dtype_name(dtype));
+      CHECK(fa2_backward::kHeadDims.contains(d));
+      CHECK(fa2_backward::kDtypes.contains(dtype));
+      for (const KernelConfig& c :
+           {fa2_backward::config(d, dtype), fa2_backward::dq_config(d, dtype)}) {
+        CHECK(c.threads % kWarpSize == 0);
+        CHECK(c.Br % 16 == 0);  // m16 tiles of rows, k16 slices of the dQ product
+        CHECK(c.Bc % 16 == 0);
+        CHECK(c.sram_bytes <= kBlockSramBytes);
+        CHECK(c.blocks_per_sm * (c.sram_bytes + kReservedPerBlock) <= kSmSramBytes);
+        CHECK(c.stride_align_elements * dtype_bytes(dtype) == c.pointer_align_bytes);
+      }
+    }
+  CHECK(!fa2_backward::kHeadDims.contains(96));
+  CHECK(!fa2_backward::kDtypes.contains(FLASHLAB_FP32));
+  // B = 2, Hq = 3, N_q = 5, d = 64: D is 30 floats = 120 bytes, padded to 256; the
+  // accumulator 30 * 64 floats = 7680 bytes.
+  CHECK(fa2_backward::workspace_bytes(2, 3, 5, 64, /*deterministic=*/false) == 256 + 7680);
+  CHECK(fa2_backward::workspace_bytes(2, 3, 5, 64, /*deterministic=*/true) == 256);
+  CHECK(fa2_backward::dq_accum_offset_bytes(2, 3, 5) % fa2_backward::kWorkspaceAlignBytes == 0);
+  // Linear in N_q, never N_q * N_k: no N^2 memory.
+  CHECK(fa2_backward::workspace_bytes(1, 1, 2 * 4096, 128, false) ==
+        2 * fa2_backward::workspace_bytes(1, 1, 4096, 128, false));
+}
+
 // The numbers the kernels were written with (and measured with, bench/gpu/NOTES.md).
 TEST_CASE("the ladder's configurations") {
   const KernelConfig fa2_128 = kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);

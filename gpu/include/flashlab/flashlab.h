@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define FLASHLAB_ABI_VERSION 2
+#define FLASHLAB_ABI_VERSION 3  /* 3: flashlab_backward (backward.h) */
 
 typedef enum flashlab_status {
   FLASHLAB_OK = 0,
@@ -164,5 +164,8 @@ int flashlab_abi_version(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* The backward pass: flashlab_backward_params, flashlab_backward(). */
+#include "flashlab/backward.h"
 
 #endif /* FLASHLAB_FLASHLAB_H */

@@ -21,6 +21,10 @@ struct NaiveGradients {
 // Runs the naive forward (naive_attention), then
 //   dV = (P o Z)^T dO;  dP = (dO V^T) o Z;  dS = P o (dP - rowsum(P o dP));
 //   dQ = dS K * scale;  dK = dS^T Q * scale.
+// In fp64 and fp32 everything is computed in that type. With bf16 or fp16 inputs each
+// operator (P o Z, O, dV, dP, D, dS, dQ, dK) accumulates in fp32 and rounds its output to the
+// input type, as naive_attention does for the forward: the "naive backward in the same
+// precision" whose error sets the bound (3x) that a fused kernel's gradients must meet.
 // Throws InvalidArgument for bad shapes of Q, K, V (check_shapes) or dO (not (N_q, d)).
 template <class T>
 NaiveGradients<T> naive_backward(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>& V,

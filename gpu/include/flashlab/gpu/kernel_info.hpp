@@ -167,6 +167,80 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 }
 }  // namespace fa2
 
+// 04_fa2_backward.cu and its helpers: FlashAttention-2's backward on tensor cores. Three
+// kernels in the default mode, four in the deterministic one:
+//   preprocess (04_backward_preprocess.cu): D = rowsum(dO o O) in fp32; zeroes the dQ
+//     accumulator;
+//   main (04_fa2_backward.cu): a block owns Bc keys of one (batch, KV head), loops over the
+//     query heads of its GQA group and over their query tiles of Br rows, keeps dK and dV
+//     in registers and adds dQ's share into the fp32 accumulator with atomicAdd;
+//   convert (04_backward_preprocess.cu): dQ = accumulator * scale, in the input dtype;
+//   deterministic mode: no accumulator; a dQ kernel (04_fa2_backward_dq.cu) where a block
+//     owns Br query rows and loops over the KV tiles in order, so dQ is summed in one fixed
+//     order and written once.
+namespace fa2_backward {
+inline constexpr int kThreads = 4 * kWarpSize;  // 4 warps; in the main kernel each owns
+                                                // Bc / 4 = 16 keys, in the dQ kernel 16 rows
+inline constexpr int kBr = 64;                  // query rows per step (and per dQ block)
+inline constexpr int kBc = 64;                  // keys per block (and per dQ-kernel tile)
+inline constexpr int kBlocksPerSm = 2;          // 2 x 128 threads x <= 255 registers
+inline constexpr int kBuffers = 2;              // Q/dO (main) or K/V (dQ kernel) double-buffered
+inline constexpr int kAlignBytes = 16;          // every tile load is a 16-byte cp.async
+inline constexpr int kPreprocessThreads = 256;  // preprocess and convert: one warp per row
+inline constexpr int64_t kWorkspaceAlignBytes = 256;  // of the workspace and of each part
+inline constexpr HeadDims kHeadDims{{64, 128}, 2};
+inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)};
+
+// Main kernel: sK, sV (Bc, d); sQ, sdO (kBuffers, Br, d); sdS (Bc, Br), all in the input
+// dtype; sL, sD (kBuffers, Br) fp32.
+constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
+  return dtype_bytes(dtype) * (2 * kBc * d + 2 * kBuffers * kBr * d + kBc * kBr) +
+         int64_t(sizeof(float)) * 2 * kBuffers * kBr;
+}
+// dQ kernel (deterministic mode): sQ, sdO (Br, d); sK, sV (kBuffers, Bc, d).
+constexpr int64_t dq_sram_bytes(int64_t d, flashlab_dtype dtype) {
+  return dtype_bytes(dtype) * (2 * kBr * d + 2 * kBuffers * kBc * d);
+}
+
+constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
+  KernelConfig c;
+  c.Br = kBr;
+  c.Bc = kBc;
+  c.threads = kThreads;
+  c.sram_bytes = sram_bytes(d, dtype);
+  c.blocks_per_sm = kBlocksPerSm;
+  c.s = {FLASHLAB_MEMORY_REGISTERS, FLASHLAB_FP32};  // S^T, recomputed per step
+  c.w = {FLASHLAB_MEMORY_REGISTERS, dtype};          // P^T = exp(S - L), rounded for mma
+  c.kv_passes = 1;
+  c.pointer_align_bytes = kAlignBytes;
+  c.stride_align_elements = int(kAlignBytes / dtype_bytes(dtype));
+  return c;
+}
+constexpr KernelConfig dq_config(int64_t d, flashlab_dtype dtype) {
+  KernelConfig c = config(d, dtype);
+  c.sram_bytes = dq_sram_bytes(d, dtype);
+  return c;
+}
+
+// The workspace a call needs, in bytes: D (batch, heads_q, N_q) fp32, then, unless
+// deterministic, the dQ accumulator (batch, heads_q, N_q, d) fp32, each part starting
+// kWorkspaceAlignBytes-aligned:
+//   round_up(4 B Hq N_q) + (deterministic ? 0 : 4 B Hq N_q d).
+// The caller checks the products for overflow first (validation does).
+constexpr int64_t round_up(int64_t bytes) {
+  return (bytes + kWorkspaceAlignBytes - 1) / kWorkspaceAlignBytes * kWorkspaceAlignBytes;
+}
+constexpr int64_t d_offset_bytes() { return 0; }
+constexpr int64_t dq_accum_offset_bytes(int64_t batch, int64_t heads_q, int64_t n_q) {
+  return round_up(int64_t(sizeof(float)) * batch * heads_q * n_q);
+}
+constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, int64_t d,
+                                  bool deterministic) {
+  const int64_t accum = deterministic ? 0 : int64_t(sizeof(float)) * batch * heads_q * n_q * d;
+  return dq_accum_offset_bytes(batch, heads_q, n_q) + accum;
+}
+}  // namespace fa2_backward
+
 // The ladder, simplest first: the one list of kernels.
 inline constexpr std::array kKernels = {
     KernelRecord{FLASHLAB_KERNEL_NAIVE, "naive",

@@ -1,0 +1,108 @@
+"""The backward pass: flashlab's fa2 backward (default and deterministic) against torch's
+flash and cuDNN SDPA backward, on the same tensors, in the same process.
+
+  python3 bench.py --lib build/gpu/libflashlab.so --pass backward --csv bwd.csv
+
+Shapes as ANCHORS.md: bf16, H = 2048 / d, B = 16384 / N; FLOPs = 2.5x the forward's
+(4 B H N^2 d, halved when causal): the five products S, dP, dV, dK, dQ against the
+forward's two. Each time is the backward alone (the forward ran once, before), median of
+triton.testing.do_bench. max|diff| compares each gradient with cuDNN's.
+"""
+import flashlab_ctypes as fl
+
+BACKWARD_FLOP_RATIO = 2.5
+TORCH_BACKWARD = ["flash", "cudnn"]
+IMPLS = ["fa2_bwd", "fa2_bwd_det"] + TORCH_BACKWARD
+
+
+def torch_backward(torch, backend, q, k, v, do, causal):
+    """The backward of one SDPA forward run under `backend`, as a callable (the graph is
+    kept, so it can be timed again and again)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    kind = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    with sdpa_kernel(kind):
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+
+
+def flashlab_backward(torch, lib, q, k, v, do, causal, deterministic):
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], device="cuda", dtype=torch.float32)
+    mask = fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE
+    lib.forward(lib.params(q, k, v, o, lse, causal=mask, kernel=fl.FA2))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    p = lib.backward_params(q, k, v, o, lse, do, dq, dk, dv, causal=mask,
+                            deterministic=deterministic)
+    workspace = lib.backward(p)  # allocated once, reused by every timed run
+
+    def run():
+        lib.backward(p, workspace)
+        return dq, dk, dv
+    return run
+
+
+def bench_shape(torch, do_bench, lib, d, causal, N, writer):
+    B, H = 16384 // N, 2048 // d
+    gen = torch.Generator(device="cuda").manual_seed(B * 1000003 + N * 101 + d + 7)
+    q, k, v, do = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+                   for _ in range(4))
+    flops = BACKWARD_FLOP_RATIO * 4 * B * H * N * N * d / (2 if causal else 1)
+    reference = [g.float() for g in torch_backward(torch, "cudnn", q, k, v, do, causal)()]
+    rows = {}
+    for impl in IMPLS:
+        try:
+            if impl in TORCH_BACKWARD:
+                fn = torch_backward(torch, impl, q, k, v, do, causal)
+            else:
+                fn = flashlab_backward(torch, lib, q, k, v, do, causal, impl == "fa2_bwd_det")
+            grads = fn()
+            torch.cuda.synchronize()
+            diff = max((g.float() - r).abs().max().item() for g, r in zip(grads, reference))
+            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+        except RuntimeError as e:  # a backend that refuses the shape is reported, not fatal
+            print(f"  {impl}: {e}", flush=True)
+            continue
+        rows[impl] = (ms, flops / ms / 1e9, diff)
+    for impl, (ms, tflops, diff) in rows.items():
+        ratio = {b: tflops / rows[b][1] if b in rows else float("nan") for b in TORCH_BACKWARD}
+        writer.writerow([d, int(causal), N, B, H, impl, f"{ms:.4f}", f"{tflops:.1f}",
+                         f"{ratio['flash']:.3f}", f"{ratio['cudnn']:.3f}", f"{diff:.3e}"])
+    del q, k, v, do, reference
+    torch.cuda.empty_cache()
+    return rows
+
+
+def print_summary(summary):
+    print("\nBackward TFLOP/s (bf16, H = 2048/d, B = 16384/N, FLOPs = 2.5x forward); "
+          "ratio = fa2_bwd / backend")
+    print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa2':>6} {'fa2det':>6} | {'flash':>6} "
+          f"{'cudnn':>6} | {'/flash':>6} {'/cudnn':>6} | max|diff| vs cudnn")
+    for (d, causal, N), rows in summary:
+        t = {k: v[1] for k, v in rows.items()}
+        cell = lambda name: f"{t[name]:6.1f}" if name in t else f"{'-':>6}"
+        ratio = lambda b: f"{t['fa2_bwd'] / t[b]:6.3f}" if 'fa2_bwd' in t and b in t else f"{'-':>6}"
+        diff = f"{rows['fa2_bwd'][2]:.2e}" if 'fa2_bwd' in rows else "-"
+        print(f"{d:4d} {int(causal):6d} {N:6d} | {cell('fa2_bwd')} {cell('fa2_bwd_det')} | "
+              f"{cell('flash')} {cell('cudnn')} | {ratio('flash')} {ratio('cudnn')} | {diff}")
+
+
+def run_sweep(args, head_dims):
+    import csv
+    import torch
+    from triton.testing import do_bench
+    lib = fl.Flashlab(args.lib)
+    summary = []
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["d", "causal", "N", "B", "H", "impl", "ms", "tflops",
+                         "ratio_to_flash", "ratio_to_cudnn", "max_abs_diff_vs_cudnn"])
+        for d in head_dims:
+            for causal in (False, True):
+                for N in args.seq_lens:
+                    rows = bench_shape(torch, do_bench, lib, d, causal, N, writer)
+                    f.flush()
+                    summary.append(((d, causal, N), rows))
+                    print(f"backward d={d} causal={int(causal)} N={N}: " + ", ".join(
+                        f"{k} {v[1]:.1f}" for k, v in rows.items()), flush=True)
+    print_summary(summary)

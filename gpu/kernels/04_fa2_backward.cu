@@ -1,0 +1,351 @@
+// 04_fa2_backward: FlashAttention-2's backward pass on tensor cores, the main kernel.
+// The backward does not store P (N_q x N_k): it recomputes it, tile by tile, from the
+// forward's log-sum-exp L, which the forward already wrote:
+//   S = Q K^T * scale,  P = exp(S - L),  dV = P^T dO,  dP = dO V^T,
+//   dS = P o (dP - D) with D = rowsum(dO o O) (04_backward_preprocess.cu),
+//   dQ = dS K * scale,  dK = dS^T Q * scale.
+// The order (FlashAttention-2's): a block owns one KV tile, Bc = 64 keys of one (batch,
+// KV head), and loops over the query heads of its GQA group and over their query tiles of
+// Br = 64 rows. dK and dV of its keys stay in registers for the whole loop (summed over the
+// group's query heads on chip, no atomics), and are written once at the end. dQ of a query
+// tile gets a share from every KV tile, that is from many blocks: each adds its share into
+// an fp32 accumulator in HBM with atomicAdd (the order of those sums varies from run to
+// run; the deterministic mode computes dQ with 04_fa2_backward_dq.cu instead).
+// Warps split over keys: warp w owns keys [16w, 16w + 16) of the block's Bc, so its P^T,
+// dP^T and dS^T are (16, Br) m16 tiles whose rows are its keys: exactly the A operand of
+// dV += P^T dO and dK += dS^T Q, straight from the C fragments (as the forward feeds W to
+// W V). For dQ = dS K the block's dS^T goes through SRAM (sdS), where warp w reads back
+// rows [16w, 16w + 16) of dS, transposed by ldmatrix.trans.
+// Per step (one query tile of one query head), per block:
+//   loads: Q_i, dO_i (Br, d) by cp.async, double-buffered behind the previous step; L_i, D_i
+//   five products of 2 Br Bc d FLOPs each: S^T, dP^T, dV, dK, dQ (10 Br Bc d in all, 2.5x
+//   the forward's 4 Br Bc d);
+//   dQ: Br d fp32 atomicAdds into the accumulator.
+// Whole problem, non-causal: FLOPs = 10 B Hq N_q N_k d. HBM/L2 reads: K, V once (4 B Hkv N_k d
+// bytes in bf16/fp16) plus Q, dO, L, D once per KV tile: B Hq N_q (4 d + 8) ceil(N_k / Bc)
+// bytes; writes: dK, dV (4 B Hkv N_k d bytes) and the dQ atomics, B Hq N_q d ceil(N_k / Bc)
+// fp32 read-modify-writes, served by the L2. Causal: KV tile j starts at the first query
+// tile that sees its first key (whole-tile skipping); tiles across the diagonal are masked.
+// Tiles, threads, SRAM, blocks per SM: fa2_backward:: in flashlab/gpu/kernel_info.hpp.
+// What is slow and why: every warp reads all of Q_i and dO_i from SRAM twice (as B of S^T and
+// dP^T, then transposed as B of dK and dV) while an m16 slice feeds each fragment to one mma
+// only; the fp32 atomics of dQ cost L2 bandwidth. The forward's trick (two m16 tiles per
+// warp) does not fit here: dK and dV of 32 keys would need 256 fp32 registers at d = 128.
+#include "common.cuh"
+#include "launch_backward.hpp"
+#include "sram_tiles.cuh"
+
+namespace flashlab::gpu {
+namespace {
+
+using fa2_backward::kBc;
+using fa2_backward::kBlocksPerSm;
+using fa2_backward::kBr;
+using fa2_backward::kBuffers;
+using fa2_backward::kThreads;
+using tiles::kMmaM;
+using tiles::swizzled;
+
+constexpr int kWarps = kThreads / kWarpSize;
+static_assert(kWarps * kMmaM == kBc, "each warp owns one m16 tile of the block's Bc keys");
+static_assert(kThreads == 2 * kBr, "threads [0, Br) copy L_i, threads [Br, 2 Br) copy D_i");
+
+// SRAM, in elements of T: sK, sV (Bc, D); sQ, sdO (kBuffers, Br, D); sdS (Bc, Br);
+// then sL, sD (kBuffers, Br) fp32.
+template <int D>
+constexpr int kSKElems = kBc* D;
+template <int D>
+constexpr int kSQElems = kBuffers* kBr* D;
+constexpr int kSdSElems = kBc * kBr;
+constexpr int kRowVecs = kBuffers * kBr;  // floats in each of sL and sD
+
+// The query tiles of one query head that see KV tile [k0, k0 + Bc): from the tile of the
+// first row that sees key k0 (every row sees it without the causal mask) to the last.
+struct QueryTiles {
+  int begin, count;
+};
+__device__ __forceinline__ QueryTiles query_tiles(const Problem& p, int k0) {
+  const int Tr = (p.n_q + kBr - 1) / kBr;
+  const int first_row = p.causal ? max(0, k0 - p.causal_offset) : 0;  // key k0 <= row + offset
+  const int begin = first_row >= p.n_q ? Tr : first_row / kBr;
+  return {begin, Tr - begin};
+}
+
+// One step of a block's loop: query tile [q0, q0 + Br) of query head h.
+struct Step {
+  int h, q0;
+};
+
+// Step s of KV head hk's block: query tile begin + s % count of query head
+// hk * group + s / count (the group's query heads one after the other).
+__device__ __forceinline__ Step step_of(const QueryTiles& tiles_i, int hk, int group, int s) {
+  return {hk * group + s / tiles_i.count, (tiles_i.begin + s % tiles_i.count) * kBr};
+}
+
+// Starts copying step's Q_i, dO_i (Br, D) into buffer buf of sQ, sdO, and its L_i, D_i
+// (Br) into sL, sD: threads [0, Br) copy L, threads [Br, 2 Br) copy D, one float each.
+// Rows past N_q are zero-filled (and masked where used).
+template <class T, int D>
+__device__ __forceinline__ void load_step(const BackwardProblem& bp, int b, Step step, int buf,
+                                          T* sQ, T* sdO, float* sL, float* sD) {
+  const Problem& p = bp.fwd;
+  const T* gQ = static_cast<const T*>(p.q) + b * p.q_stride.batch + step.h * p.q_stride.head;
+  const T* gdO =
+      static_cast<const T*>(bp.dout) + b * bp.dout_stride.batch + step.h * bp.dout_stride.head;
+  tiles::load_tile<T, D, kBr, kThreads>(sQ + buf * kBr * D, gQ, p.q_stride.row, step.q0, p.n_q);
+  tiles::load_tile<T, D, kBr, kThreads>(sdO + buf * kBr * D, gdO, bp.dout_stride.row, step.q0,
+                                        p.n_q);
+  const int r = threadIdx.x % kBr, row = step.q0 + r;
+  const float* gRow =
+      (threadIdx.x < kBr ? p.lse : bp.d_rows) + (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
+  float* sRow = (threadIdx.x < kBr ? sL : sD) + buf * kBr + r;
+  ptx::cp_async_4(sRow, row < p.n_q ? gRow + row : gRow, row < p.n_q);
+}
+
+// Whether query tile [q0, q0 + Br) against KV tile [k0, k0 + Bc) needs a mask: either is
+// ragged, or a key lies in the future of the tile's first row.
+__device__ __forceinline__ bool tile_needs_mask(const Problem& p, int q0, int k0) {
+  return k0 + kBc > p.n_k || q0 + kBr > p.n_q || (p.causal && k0 + kBc - 1 > q0 + p.causal_offset);
+}
+
+// S^T (16 keys, Br queries): entries whose key is past N_k, whose query is past N_q, or
+// whose key is in the query's future become -inf, so P^T = 0 there. key_g is the key of
+// fragment row g; elements 2, 3 belong to key g + 8; columns are queries q0 + 8 nt + 2t (+1).
+__device__ __forceinline__ void mask_scores_t(float (&rS)[kBr / 8][4], int key_g, int q0, int lane,
+                                              const Problem& p) {
+#pragma unroll
+  for (int nt = 0; nt < kBr / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key_g + (e / 2) * 8;
+      const int row = q0 + nt * 8 + (lane % 4) * 2 + (e % 2);
+      if (row >= p.n_q || is_masked(p, row, key)) rS[nt][e] = -INFINITY;
+    }
+}
+
+// P^T = exp(S^T * scale - L) in place, as 2^(S^T scale log2e - L log2e). L is per query,
+// that is per column here: sL_i[c]. A row with L = -inf saw no key at all, so every score
+// of it is masked: exponentiate against 0 instead, since -inf - (-inf) is NaN.
+// Dropout, once wired in, is applied here and only here: P^T o Z / (1 - p) for dV, and dP
+// o Z / (1 - p) in dS, Z the keep mask of (batch, head, row, key) under the CPU reference's
+// Philox rule (cpu_reference/include/flashlab/cpu/dropout.hpp). Validation refuses
+// dropout_p != 0 until then.
+__device__ __forceinline__ void probabilities_t(float (&rS)[kBr / 8][4], const float* sL_i,
+                                                int lane, float scale_log2) {
+#pragma unroll
+  for (int nt = 0; nt < kBr / 8; ++nt) {
+    const float2 L = *reinterpret_cast<const float2*>(sL_i + nt * 8 + (lane % 4) * 2);
+    const float base[2] = {L.x == -INFINITY ? 0.0f : L.x * kLog2e,
+                           L.y == -INFINITY ? 0.0f : L.y * kLog2e};
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      rS[nt][e] = ptx::exp2_approx(fmaf(rS[nt][e], scale_log2, -base[e % 2]));
+  }
+}
+
+// dS^T = P^T o (dP^T - D), written over dP^T; P^T comes packed in T (as the mma reads it,
+// and as the CPU's low-precision operators store it); D is per query, per column: sD_i[c].
+template <class T>
+__device__ __forceinline__ void grad_scores_t(float (&rdP)[kBr / 8][4],
+                                              const uint32_t (&rPa)[kBr / 16][4], const float* sD_i,
+                                              int lane) {
+#pragma unroll
+  for (int nt = 0; nt < kBr / 8; ++nt) {
+    const float2 Dv = *reinterpret_cast<const float2*>(sD_i + nt * 8 + (lane % 4) * 2);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // rows g and g + 8 of the fragment
+      const float2 P = tiles::c_from_a<T, kBr>(rPa, nt, r);
+      rdP[nt][2 * r] = P.x * (rdP[nt][2 * r] - Dv.x);
+      rdP[nt][2 * r + 1] = P.y * (rdP[nt][2 * r + 1] - Dv.y);
+    }
+  }
+}
+
+// The warp's dS^T (16 keys, Br) into sdS (Bc, Br), rounded to T: fragment (g, 2t..2t+1) of
+// n-tile nt is keys 16w + g (and + 8), queries 8 nt + 2t, + 1: one 32-bit store each.
+template <class T>
+__device__ __forceinline__ void store_ds_t(T* sdS, const float (&rdS)[kBr / 8][4], int warp,
+                                           int lane) {
+  const int key = warp * kMmaM + lane / 4, col = (lane % 4) * 2;
+#pragma unroll
+  for (int nt = 0; nt < kBr / 8; ++nt) {
+    *reinterpret_cast<uint32_t*>(sdS + swizzled<kBr>(key, nt) + col) =
+        ptx::pack2<T>(rdS[nt][0], rdS[nt][1]);
+    *reinterpret_cast<uint32_t*>(sdS + swizzled<kBr>(key + 8, nt) + col) =
+        ptx::pack2<T>(rdS[nt][2], rdS[nt][3]);
+  }
+}
+
+// dQ_i += dS K_j for the warp's 16 query rows [q0 + 16w, + 16), added into the fp32
+// accumulator gdQacc (rows of D floats) with atomicAdd, 16 columns of d at a time so that
+// only (16, 16) of dQ is ever held. dS (16, Bc) comes from sdS through ldmatrix.trans; K_j
+// (Bc, D) is (k, n), read transposed as V is in the forward.
+template <class T, int D>
+__device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK, int q0, int n_q,
+                                       int warp, int lane) {
+  uint32_t rdS[kBc / 16][4];  // A fragments of dS, all Bc keys
+  tiles::load_a_transposed<T, kBc, kBr>(rdS, sdS, warp * kMmaM, lane);
+  const int b_row = (lane % 8) + ((lane / 8) % 2) * 8;
+  const tiles::LaneChunks b_chunks(lane, lane / 16);
+  const int row = q0 + warp * kMmaM + lane / 4, col = (lane % 4) * 2;
+#pragma unroll
+  for (int np = 0; np < D / 16; ++np) {
+    float rC[2][4] = {};  // dQ (16, 16): n-tiles 2np, 2np + 1
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      uint32_t rK[4];
+      ptx::ldmatrix_x4_trans(rK, sK + (kk * 16 + b_row) * D + b_chunks.at(np));
+      ptx::mma_16816<T>(rC[0], rdS[kk], rK[0], rK[1]);
+      ptx::mma_16816<T>(rC[1], rdS[kk], rK[2], rK[3]);
+    }
+#pragma unroll
+    for (int n2 = 0; n2 < 2; ++n2) {
+      const int c = (2 * np + n2) * 8 + col;
+      if (row < n_q) {
+        atomicAdd(gdQacc + int64_t(row) * D + c, rC[n2][0]);
+        atomicAdd(gdQacc + int64_t(row) * D + c + 1, rC[n2][1]);
+      }
+      if (row + 8 < n_q) {
+        atomicAdd(gdQacc + int64_t(row + 8) * D + c, rC[n2][2]);
+        atomicAdd(gdQacc + int64_t(row + 8) * D + c + 1, rC[n2][3]);
+      }
+    }
+  }
+}
+
+// dK = scale * sum dS^T Q and dV = sum P^T dO of the warp's 16 keys, rounded to T.
+template <class T, int D>
+__device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const float (&rdK)[D / 8][4],
+                                            const float (&rdV)[D / 8][4], int b, int hk, int key_g,
+                                            int lane) {
+  const Problem& p = bp.fwd;
+  T* gdK = static_cast<T*>(bp.dk) + b * bp.dk_stride.batch + hk * bp.dk_stride.head;
+  T* gdV = static_cast<T*>(bp.dv) + b * bp.dv_stride.batch + hk * bp.dv_stride.head;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_g + r * 8;
+    if (key >= p.n_k) continue;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int col = dt * 8 + (lane % 4) * 2;
+      *reinterpret_cast<uint32_t*>(gdK + key * bp.dk_stride.row + col) =
+          ptx::pack2<T>(rdK[dt][2 * r] * p.scale, rdK[dt][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(gdV + key * bp.dv_stride.row + col) =
+          ptx::pack2<T>(rdV[dt][2 * r], rdV[dt][2 * r + 1]);
+    }
+  }
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(BackwardProblem bp) {
+  extern __shared__ __align__(128) unsigned char sram[];
+  T* sK = reinterpret_cast<T*>(sram);                     // (Bc, D)
+  T* sV = sK + kSKElems<D>;                               // (Bc, D)
+  T* sQ = sV + kSKElems<D>;                               // (2, Br, D)
+  T* sdO = sQ + kSQElems<D>;                              // (2, Br, D)
+  T* sdS = sdO + kSQElems<D>;                             // (Bc, Br): dS^T of the current step
+  float* sL = reinterpret_cast<float*>(sdS + kSdSElems);  // (2, Br)
+  float* sD = sL + kRowVecs;                              // (2, Br)
+
+  const Problem& p = bp.fwd;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int k0 = blockIdx.x * kBc, hk = blockIdx.y, b = blockIdx.z;
+  const T* gK = static_cast<const T*>(p.k) + b * p.k_stride.batch + hk * p.k_stride.head;
+  const T* gV = static_cast<const T*>(p.v) + b * p.v_stride.batch + hk * p.v_stride.head;
+  const QueryTiles tiles_i = query_tiles(p, k0);
+  const int steps = p.group_size * tiles_i.count;  // (query head, query tile) pairs
+
+  tiles::load_tile<T, D, kBc, kThreads>(sK, gK, p.k_stride.row, k0, p.n_k);
+  tiles::load_tile<T, D, kBc, kThreads>(sV, gV, p.v_stride.row, k0, p.n_k);
+  if (steps > 0) load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, 0), 0, sQ, sdO, sL, sD);
+  ptx::cp_async_commit();
+
+  float rdK[D / 8][4], rdV[D / 8][4];  // (16 keys, D) each, for the whole loop
+  tiles::zero<D>(rdK);
+  tiles::zero<D>(rdV);
+  const float scale_log2 = p.scale * kLog2e;
+  const int key_g = k0 + warp * kMmaM + lane / 4;
+
+  for (int s = 0; s < steps; ++s) {
+    const int buf = s % kBuffers;
+    const Step step = step_of(tiles_i, hk, p.group_size, s);
+    const int h = step.h, q0 = step.q0;
+    // One barrier: step s's tiles have landed for every thread, and every warp is done with
+    // step s - 1 (its buffer, which the prefetch below refills, and sdS).
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    if (s + 1 < steps) {
+      load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, s + 1), (s + 1) % kBuffers, sQ, sdO,
+                      sL, sD);
+      ptx::cp_async_commit();
+    }
+    const T* sQ_i = sQ + buf * kBr * D;
+    const T* sdO_i = sdO + buf * kBr * D;
+
+    float rS[kBr / 8][4];  // S^T (16 keys, Br), then P^T
+    tiles::zero<kBr>(rS);
+    tiles::mma_a_bt<T, D, kBr>(rS, sK, warp * kMmaM, sQ_i, lane);
+    if (tile_needs_mask(p, q0, k0)) mask_scores_t(rS, key_g, q0, lane, p);
+    probabilities_t(rS, sL + buf * kBr, lane, scale_log2);
+    uint32_t rPa[kBr / 16][4];  // P^T packed in T, as A fragments: half the registers of rS
+    tiles::pack_a<T, kBr>(rPa, rS);
+
+    float rdP[kBr / 8][4];  // dP^T (16 keys, Br) = V_j dO_i^T, then dS^T
+    tiles::zero<kBr>(rdP);
+    tiles::mma_a_bt<T, D, kBr>(rdP, sV, warp * kMmaM, sdO_i, lane);
+    tiles::mma_a_b<T, kBr, D>(rdV, rPa, sdO_i, lane);  // dV += P^T dO_i
+    grad_scores_t<T>(rdP, rPa, sD + buf * kBr, lane);
+    const auto& rdS = rdP;
+    tiles::mma_c_b<T, kBr, D>(rdK, rdS, sQ_i, lane);  // dK += dS^T Q_i (scale: at the end)
+
+    if (bp.dq_accum != nullptr) {  // null in deterministic mode: 04_fa2_backward_dq.cu
+      store_ds_t<T>(sdS, rdS, warp, lane);
+      __syncthreads();  // every warp's keys of dS^T are in sdS
+      float* gdQacc = bp.dq_accum + (int64_t(b) * p.heads_q + h) * p.n_q * D;
+      add_dq<T, D>(gdQacc, sdS, sK, q0, p.n_q, warp, lane);
+    }
+  }
+  ptx::cp_async_wait<0>();  // with no step the K and V copies may still be in flight
+  write_dk_dv<T, D>(bp, rdK, rdV, b, hk, key_g, lane);
+}
+
+template <class T, int D>
+void launch(const BackwardProblem& bp, cudaStream_t stream) {
+  constexpr KernelConfig config = fa2_backward::config(D, kDtypeOf<T>);
+  static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
+  static_assert(
+      sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) + sizeof(float) * 2 * kRowVecs ==
+          config.sram_bytes,
+      "the kernel carves up the SRAM that kernel_info.hpp says it takes");
+  static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) % 16 == 0,
+                "sL starts 16-byte aligned");
+  throw_if_cuda_error(
+      cudaFuncSetAttribute(fa2_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(config.sram_bytes)),
+      "fa2 backward kernel shared memory");
+  const dim3 grid((bp.fwd.n_k + kBc - 1) / kBc, bp.fwd.heads_kv, bp.fwd.batch);
+  fa2_backward_kernel<T, D><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
+  check_launch("fa2_backward_kernel");
+}
+
+template <class T>
+void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
+  static_assert(fa2_backward::kHeadDims.count == 2 && fa2_backward::kHeadDims.values[0] == 64 &&
+                    fa2_backward::kHeadDims.values[1] == 128,
+                "a head dimension in the table needs its instantiation here");
+  if (bp.fwd.d == 64)
+    launch<T, 64>(bp, stream);
+  else
+    launch<T, 128>(bp, stream);
+}
+
+}  // namespace
+
+void launch_fa2_backward(const BackwardProblem& problem, cudaStream_t stream) {
+  if (problem.fwd.dtype == FLASHLAB_FP16)
+    launch_for_d<__half>(problem, stream);
+  else
+    launch_for_d<__nv_bfloat16>(problem, stream);
+}
+
+}  // namespace flashlab::gpu
