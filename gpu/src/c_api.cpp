@@ -1,6 +1,7 @@
 // flashlab.h's C ABI over the C++ host API: every exception becomes a status, and its
 // message is kept per thread for flashlab_last_error().
 #include "flashlab/flashlab.h"
+#include "flashlab/gpu/dropout.hpp"
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -66,6 +67,14 @@ flashlab_status flashlab_forward(const flashlab_forward_params* params) {
     return FLASHLAB_ERROR_NULL_POINTER;
   }
   return guarded([params] { flashlab::gpu::forward(*params); });
+}
+
+flashlab_status flashlab_dropout_mask(const flashlab_dropout_mask_params* params) {
+  if (params == nullptr) {
+    last_error = "params is NULL: pass a filled flashlab_dropout_mask_params";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([params] { flashlab::gpu::dropout_mask(*params); });
 }
 
 flashlab_status flashlab_kernel_info(int32_t kernel, int64_t d, int32_t dtype,

@@ -10,4 +10,7 @@ namespace flashlab::gpu {
 // device or managed memory.
 void check_device_pointers(const flashlab_forward_params& params);
 
+// The same for one pointer; `name` names it in the message.
+void check_device_pointer(const char* name, const void* ptr);
+
 }  // namespace flashlab::gpu

@@ -1,6 +1,7 @@
 // Checks of a forward call's arguments, before anything touches the GPU: pure arithmetic on
 // the parameters, no CUDA (the device-side checks of the pointers are device_pointers.cpp's).
 // Each failure names what was wrong and what would be right.
+#include "flashlab/gpu/dropout.hpp"
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -94,6 +95,7 @@ void check_enums(const flashlab_forward_params& p) {
                                           " is not allowed: give a finite scale > 0, or 0 "
                                           "(or -0.0 or NaN) for the default 1/sqrt(d)");
   check_scale_fits_fp32(p.scale);
+  check_dropout_p(p.dropout_p, "dropout_p");
 }
 
 void check_size(const char* name, int64_t value, int64_t max) {
@@ -233,6 +235,11 @@ void check_no_overlap(const char* out_name, const Span& out, const char* in_name
 void check_supported(const flashlab_forward_params& p) {
   const KernelInfo info = kernel_info(p.kernel, p.d, p.dtype);
   if (!info.supported) fail(FLASHLAB_ERROR_UNSUPPORTED, info.reason);
+  if (p.dropout_p != 0 && !info.kernel->dropout)
+    fail(FLASHLAB_ERROR_UNSUPPORTED,
+         "dropout_p = " + general(p.dropout_p) + ": the " + std::string(info.kernel->name) +
+             " kernel does not apply dropout; " + text::dropout_kernels() +
+             " does, or use dropout_p = 0");
 }
 
 // cuBLAS reads a (rows, d) row-major matrix as column-major (d, rows) with leading
