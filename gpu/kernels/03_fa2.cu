@@ -15,7 +15,9 @@
 //   - causal: KV tiles wholly in the future are never loaded; only tiles that cross the
 //     diagonal (or the ragged end of N_k) are masked, in registers.
 //   - dropout (dropout.cuh): W o Z after l has summed W, before W V, as the CPU reference.
-//     It is a template switch, not a runtime one: p = 0 runs the kernel without any of it.
+//     Each m16n8 fragment of W is drawn (one Philox call per lane) and multiplied just
+//     before it is packed for W V, where fewest other registers are live. It is a template
+//     switch, not a runtime one: p = 0 runs the kernel without any of it.
 // The per-tile steps are cut and named as in the CPU reference (softmax_state.hpp):
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); accumulate; m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
@@ -192,13 +194,21 @@ __device__ __forceinline__ bool warp_needs_rescale(const float (&alpha)[kMTiles]
   return __any_sync(kFullWarp, moved);
 }
 
+// Where a tile's dropout mask is drawn: the (batch, query head) counter word, the global
+// row of fragment row g of m-tile 0, the tile's first key.
+struct DropoutSite {
+  uint32_t head_word;
+  int row_g, k0;
+};
+
 // U += W V_j on the tensor cores: W (kMTiles, 16, Bc) goes straight from C fragments to A
 // fragments (rounded to T, as flashlab::cpu::accumulate rounds it), V_j (Bc, D) comes
-// through ldmatrix.trans.
-template <class T, int D, int Bc>
+// through ldmatrix.trans. With dropout each fragment becomes W o Z just before it is packed
+// (drawn here rather than for the whole tile at once: ptxas spills less).
+template <class T, int D, int Bc, bool kDropout>
 __device__ __forceinline__ void mma_wv(float (&rU)[kMTiles][D / 8][4],
-                                       const float (&rW)[kMTiles][Bc / 8][4], const T* sV,
-                                       int lane) {
+                                       float (&rW)[kMTiles][Bc / 8][4], const T* sV, int lane,
+                                       const DropoutRule& rule, const DropoutSite& site) {
   const int key = (lane % 8) + ((lane / 8) % 2) * 8;  // lanes 8..15, 24..31: keys 8..15
   const int upper = lane / 16;                        // lanes 16..31: the upper 8 of d16
   const LaneChunks v_chunks(lane, upper);
@@ -207,6 +217,13 @@ __device__ __forceinline__ void mma_wv(float (&rU)[kMTiles][D / 8][4],
     uint32_t rWa[kMTiles][4];  // A fragments: (16, 16) of W per m-tile
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
+      if constexpr (kDropout)
+#pragma unroll
+        for (int nt = 2 * kk; nt < 2 * kk + 2; ++nt)
+          apply_dropout(rW[mt][nt],
+                        dropout_keep_m16n8(rule, site.head_word, site.row_g + mt * kMmaM,
+                                           site.k0 + nt * 8, lane),
+                        rule.keep_scale);
       rWa[mt][0] = ptx::pack2<T>(rW[mt][2 * kk][0], rW[mt][2 * kk][1]);
       rWa[mt][1] = ptx::pack2<T>(rW[mt][2 * kk][2], rW[mt][2 * kk][3]);
       rWa[mt][2] = ptx::pack2<T>(rW[mt][2 * kk + 1][0], rW[mt][2 * kk + 1][1]);
@@ -225,32 +242,10 @@ __device__ __forceinline__ void mma_wv(float (&rU)[kMTiles][D / 8][4],
   }
 }
 
-// Where a tile's dropout mask is drawn: the (batch, query head) counter word, the global
-// row of fragment row g of m-tile 0, the tile's first key.
-struct DropoutSite {
-  uint32_t head_word;
-  int row_g, k0;
-};
-
-// W o Z for the warp's (32, Bc) weights: one dropout_keep_m16n8 per m16n8 fragment.
-template <int Bc>
-__device__ __forceinline__ void drop_weights(float (&rW)[kMTiles][Bc / 8][4],
-                                             const DropoutRule& rule, const DropoutSite& site,
-                                             int lane) {
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt)
-      apply_dropout(rW[mt][nt],
-                    dropout_keep_m16n8(rule, site.head_word, site.row_g + mt * kMmaM,
-                                       site.k0 + nt * 8, lane),
-                    rule.keep_scale);
-}
-
 // l = alpha l + rowsum W;  U = alpha U + W V   (flashlab::cpu::accumulate)
 // Per fragment row r in {g, g + 8}; l is this thread's share of the row sum (alpha is the
-// same in all four threads of a row, so the shares add up in finalize). With dropout, W
-// becomes W o Z after l has counted it: U = alpha U + (W o Z) V.
+// same in all four threads of a row, so the shares add up in finalize). With dropout,
+// mma_wv makes W o Z after l has counted W: U = alpha U + (W o Z) V.
 template <class T, int D, int Bc, bool kDropout>
 __device__ __forceinline__ void accumulate(SoftmaxState<D>& state,
                                            const float (&alpha)[kMTiles][2],
@@ -268,11 +263,10 @@ __device__ __forceinline__ void accumulate(SoftmaxState<D>& state,
         for (int e = 2 * r; e < 2 * r + 2; ++e) row_sum += rW[mt][nt][e];
       state.l[mt][r] = alpha[mt][r] * state.l[mt][r] + row_sum;
     }
-  if constexpr (kDropout) drop_weights<Bc>(rW, rule, site, lane);
   if (warp_needs_rescale(alpha))
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) rescale<D>(state.rU[mt], alpha[mt]);
-  mma_wv<T, D, Bc>(state.rU, rW, sV, lane);
+  mma_wv<T, D, Bc, kDropout>(state.rU, rW, sV, lane, rule, site);
 }
 
 // m' = max(m, rowmax S); alpha = 2^((m - m') s); W = 2^(S s - m' s); accumulate; m = m'
