@@ -7,6 +7,9 @@
 #include "dropout.cuh"
 #include "launch.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace flashlab::gpu {
 namespace {
 
