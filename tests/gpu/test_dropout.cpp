@@ -192,7 +192,7 @@ void expect_status(flashlab_status got, flashlab_status want, const std::string&
   CHECK(message.find(words) != std::string::npos);
 }
 
-TEST_CASE("dropout_p outside [0, 1) is refused, and so is dropout in the kernels without it") {
+TEST_CASE("dropout_p below 0, from 1 on, NaN or inf is refused, and so is dropout in the kernels without it") {
   for (double p : {1.0, -0.25, 1.5, std::numeric_limits<double>::quiet_NaN(),
                    std::numeric_limits<double>::infinity()}) {
     ValidCall call(FLASHLAB_KERNEL_FA2);
