@@ -38,8 +38,10 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint2 k) {
       k.x += cpu::kPhiloxWeyl0;
       k.y += cpu::kPhiloxWeyl1;
     }
-    const uint32_t hi0 = __umulhi(cpu::kPhiloxMultiplier0, c.x), lo0 = cpu::kPhiloxMultiplier0 * c.x;
-    const uint32_t hi1 = __umulhi(cpu::kPhiloxMultiplier1, c.z), lo1 = cpu::kPhiloxMultiplier1 * c.z;
+    const uint32_t hi0 = __umulhi(cpu::kPhiloxMultiplier0, c.x);
+    const uint32_t lo0 = cpu::kPhiloxMultiplier0 * c.x;
+    const uint32_t hi1 = __umulhi(cpu::kPhiloxMultiplier1, c.z);
+    const uint32_t lo1 = cpu::kPhiloxMultiplier1 * c.z;
     c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
   }
   return c;
@@ -60,7 +62,8 @@ __device__ __forceinline__ uint4 dropout_words(const DropoutRule& rule, uint32_t
 // Whether weight (row, column) of head_word is kept: one weight, one Philox call.
 __device__ __forceinline__ bool dropout_keep(const DropoutRule& rule, uint32_t head_word,
                                              uint32_t row, uint64_t column) {
-  const uint4 w = dropout_words(rule, head_word, row, uint32_t(column / cpu::kColumnsPerPhiloxCall));
+  const uint4 w =
+      dropout_words(rule, head_word, row, uint32_t(column / cpu::kColumnsPerPhiloxCall));
   const uint32_t words[4] = {w.x, w.y, w.z, w.w};
   return words[column % cpu::kColumnsPerPhiloxCall] >= rule.threshold;
 }

@@ -16,8 +16,8 @@ constexpr int64_t kMaxColumn = kMaxRow * cpu::kColumnsPerPhiloxCall;
 
 // One dimension of the region: [start, start + extent) within [0, limit).
 void check_range(const char* name,  // plural: "rows"
-                 int64_t start, int64_t extent, int64_t limit,
-                 const char* limit_text, const char* why) {
+                 int64_t start, int64_t extent, int64_t limit, const char* limit_text,
+                 const char* why) {
   if (extent < 1 || start < 0 || start > limit || extent > limit - start) {
     std::ostringstream what;
     what << name << " [" << start << ", " << start << " + " << extent

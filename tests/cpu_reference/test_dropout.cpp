@@ -273,7 +273,9 @@ TEST_CASE("naive attention with dropout equals the tiled forwards with the same 
       for (Index r = 0; r < n_q; ++r) {  // -inf where a row sees no key (bottom-right)
         CAPTURE(r);
         if (std::isinf(naive.L[r])) CHECK(tiled.L[r] == naive.L[r]);
-        else CHECK(std::abs(tiled.L[r] - naive.L[r]) <= kGradientTolerance * (1 + std::abs(naive.L[r])));
+        else
+          CHECK(std::abs(tiled.L[r] - naive.L[r]) <=
+                kGradientTolerance * (1 + std::abs(naive.L[r])));
       }
     }
 }
@@ -292,7 +294,8 @@ TEST_CASE("naive attention in bf16 with dropout: near the fp64 one, and p = 0 ch
   // 2^-9 relative, a few of them together stay well under 2^-5. A wrong or missing mask
   // (O computed from P instead of P o Z) is off by far more, about p / (1 - p).
   CHECK(relative_error(low.O.cast<double>(), exact.O) <= 1.0 / 32);
-  const auto unmasked = naive_attention<double>(Q.cast<double>(), K.cast<double>(), V.cast<double>());
+  const auto unmasked =
+      naive_attention<double>(Q.cast<double>(), K.cast<double>(), V.cast<double>());
   CHECK(relative_error(unmasked.O, exact.O) > 1.0 / 32);
   // p = 0: the fourth operator multiplies by exactly 1, and rounding a bf16 value is exact.
   const DropoutMask none(random_dropout(0.0, rng), 2, 5);

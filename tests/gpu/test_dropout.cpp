@@ -19,7 +19,8 @@ namespace flashlab::gpu::test {
 namespace {
 
 void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
 }
 
 // A (batch, heads, rows, cols) uint8 mask in device memory, poisoned before each export.
@@ -77,9 +78,9 @@ TEST_CASE("the GPU's dropout mask is the CPU reference's, bit for bit") {
   // up to 2^16 - 1, rows and column groups near the top of their 32-bit counter words.
   constexpr int64_t kTopRow = (int64_t{1} << 32) - 3;
   constexpr int64_t kTopColumn = (int64_t{1} << 34) - 7;
-  const Region regions[] = {{0, 1, 0, 1, 0, 1, 0, 1},          {0, 2, 0, 3, 0, 17, 0, 97},
+  const Region regions[] = {{0, 1, 0, 1, 0, 1, 0, 1},           {0, 2, 0, 3, 0, 17, 0, 97},
                             {65534, 2, 65533, 3, 5, 13, 3, 29}, {7, 1, 65535, 1, 0, 113, 1, 113},
-                            {1, 2, 2, 2, kTopRow, 3, 0, 11},     {3, 1, 4, 1, 9, 5, kTopColumn, 7}};
+                            {1, 2, 2, 2, kTopRow, 3, 0, 11},    {3, 1, 4, 1, 9, 5, kTopColumn, 7}};
   for (const Region& g : regions) {
     DeviceMask m(g.batch0, g.batch, g.head0, g.heads, g.row0, g.rows, g.col0, g.cols);
     for (double p : {0.1, 0.5, 0.9}) {
@@ -104,13 +105,14 @@ TEST_CASE("the exported mask keeps about 1 - p of the weights, and p = 0 keeps t
     for (uint8_t x : mask) kept += x;
     const double n = double(mask.size()), sigma = std::sqrt(p * (1 - p) / n);
     INFO("p=", p, " kept fraction=", kept / n);
-    if (p == 0) CHECK(kept == n);
-    else CHECK(std::abs(kept / n - (1 - p)) <= 5 * sigma);
+    if (p == 0)
+      CHECK(kept == n);
+    else
+      CHECK(std::abs(kept / n - (1 - p)) <= 5 * sigma);
   }
 }
 
-Case dropout_case(int n_q, int n_k, int d, flashlab_causal causal, double p,
-                  std::mt19937_64& rng) {
+Case dropout_case(int n_q, int n_k, int d, flashlab_causal causal, double p, std::mt19937_64& rng) {
   Case c;
   c.batch = 2;
   c.heads_q = 4;
@@ -151,7 +153,8 @@ bool same_bits(const RawRun& a, const RawRun& b) {
          std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0;
 }
 
-TEST_CASE("p = 0 is bitwise the kernel without dropout, and so is the dropout path that drops nothing") {
+TEST_CASE(
+    "p = 0 is bitwise the kernel without dropout, and so is the dropout path that drops nothing") {
   std::mt19937_64 rng(fresh_seed());
   for (int d : {64, 128})
     for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT}) {
@@ -192,7 +195,9 @@ void expect_status(flashlab_status got, flashlab_status want, const std::string&
   CHECK(message.find(words) != std::string::npos);
 }
 
-TEST_CASE("dropout_p below 0, from 1 on, NaN or inf is refused, and so is dropout in the kernels without it") {
+TEST_CASE(
+    "dropout_p below 0, from 1 on, NaN or inf is refused, and so is dropout in the kernels without "
+    "it") {
   for (double p : {1.0, -0.25, 1.5, std::numeric_limits<double>::quiet_NaN(),
                    std::numeric_limits<double>::infinity()}) {
     ValidCall call(FLASHLAB_KERNEL_FA2);
