@@ -26,6 +26,22 @@ class ForwardParams(ctypes.Structure):
         ("n_q", ctypes.c_int64), ("n_k", ctypes.c_int64), ("d", ctypes.c_int64),
         ("scale", ctypes.c_double),
         ("dtype", ctypes.c_int32), ("causal", ctypes.c_int32), ("kernel", ctypes.c_int32),
+        ("dropout_p", ctypes.c_double), ("dropout_seed", ctypes.c_uint64),
+        ("dropout_offset", ctypes.c_uint32),
+        ("reserved", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+class DropoutMaskParams(ctypes.Structure):
+    """Field for field the C struct flashlab_dropout_mask_params (flashlab/dropout.h)."""
+    _fields_ = [
+        ("mask", ctypes.c_void_p),
+        ("batch0", ctypes.c_int64), ("batch", ctypes.c_int64),
+        ("head0", ctypes.c_int64), ("heads", ctypes.c_int64),
+        ("row0", ctypes.c_int64), ("rows", ctypes.c_int64),
+        ("col0", ctypes.c_int64), ("cols", ctypes.c_int64),
+        ("p", ctypes.c_double), ("seed", ctypes.c_uint64), ("offset", ctypes.c_uint32),
         ("reserved", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
     ]
@@ -85,13 +101,16 @@ class Flashlab:
         self.lib.flashlab_backward_workspace_bytes.argtypes = [ctypes.POINTER(BackwardParams),
                                                                ctypes.POINTER(ctypes.c_int64)]
         self.lib.flashlab_backward_workspace_bytes.restype = ctypes.c_int
+        self.lib.flashlab_dropout_mask.argtypes = [ctypes.POINTER(DropoutMaskParams)]
+        self.lib.flashlab_dropout_mask.restype = ctypes.c_int
         if self.lib.flashlab_abi_version() != ABI_VERSION:
             raise RuntimeError(f"{path} has ABI version {self.lib.flashlab_abi_version()}; "
                                f"this mirror is of version {ABI_VERSION}")
 
     def params(self, q, k, v, o, lse=None, causal=CAUSAL_NONE, kernel=FA2, scale=0.0,
-               stream=None):
-        """Q, O: (B, Hq, N_q, d) torch tensors; K, V: (B, Hkv, N_k, d); any strides."""
+               stream=None, dropout_p=0.0, dropout_seed=0, dropout_offset=0):
+        """Q, O: (B, Hq, N_q, d) torch tensors; K, V: (B, Hkv, N_k, d); any strides.
+        dropout_p > 0 drops weights by the CPU reference's Philox rule (fa2 only)."""
         import torch
         dtypes = {torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16}
         p = ForwardParams()
@@ -102,6 +121,7 @@ class Flashlab:
         p.batch, p.heads_q, p.n_q, p.d = q.shape
         p.heads_kv, p.n_k = k.shape[1], k.shape[2]
         p.scale, p.dtype, p.causal, p.kernel = scale, dtypes[q.dtype], causal, kernel
+        p.dropout_p, p.dropout_seed, p.dropout_offset = dropout_p, dropout_seed, dropout_offset
         p.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
         return p
 
@@ -114,6 +134,23 @@ class Flashlab:
             raise RuntimeError(self.lib.flashlab_status_name(status).decode() + ": " +
                                self.lib.flashlab_last_error().decode())
         return info
+
+    def dropout_mask(self, mask, p, seed, offset=0, batch0=0, head0=0, row0=0, col0=0,
+                     stream=None):
+        """Fills `mask`, a contiguous (batch, heads, rows, cols) uint8 CUDA tensor, with the
+        keep decisions (1 kept, 0 dropped) of the region starting at (batch0, head0, row0,
+        col0)."""
+        import torch
+        m = DropoutMaskParams()
+        m.mask = mask.data_ptr()
+        m.batch0, m.head0, m.row0, m.col0 = batch0, head0, row0, col0
+        m.batch, m.heads, m.rows, m.cols = mask.shape
+        m.p, m.seed, m.offset = p, seed, offset
+        m.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
+        status = self.lib.flashlab_dropout_mask(ctypes.byref(m))
+        if status != 0:
+            raise RuntimeError(self.lib.flashlab_status_name(status).decode() + ": " +
+                               self.lib.flashlab_last_error().decode())
 
     def forward(self, params):
         self._check(self.lib.flashlab_forward(ctypes.byref(params)))

@@ -1,6 +1,5 @@
 #include "flashlab/cpu/dropout.hpp"
 
-#include <cmath>
 #include <sstream>
 
 namespace flashlab::cpu {
@@ -8,7 +7,6 @@ namespace flashlab::cpu {
 namespace {
 
 constexpr int kWordBits = 32;
-constexpr double kTwoTo32 = 4294967296.0;  // 2^32: the number of values a Philox word takes
 constexpr Index kMaxCounterWord = Index{1} << kWordBits;
 
 // Rows and column groups each fill one 32-bit counter word.
@@ -44,9 +42,8 @@ DropoutMask::DropoutMask(const Dropout& dropout, Index batch, Index head) : drop
         << ": both must lie in [0, 65536), since they share one 32-bit Philox counter word";
     throw InvalidArgument(why.str());
   }
-  head_word_ = static_cast<std::uint32_t>(batch * kMaxBatchOrHead + head);
-  // p < 1 makes p * 2^32 < 2^32, so its floor fits a 32-bit word.
-  threshold_ = static_cast<std::uint32_t>(std::floor(dropout.p * kTwoTo32));
+  head_word_ = dropout_head_word(batch, head);
+  threshold_ = dropout_threshold(dropout.p);
 }
 
 PhiloxCounter DropoutMask::counter(Index row, Index column_group) const {
@@ -71,8 +68,7 @@ Matrix<T> DropoutMask::multipliers(Index q0, Index rows, Index k0, Index cols) c
   if (rows == 0 || cols == 0) return Z;
   check_position(q0, k0);
   check_position(q0 + rows - 1, k0 + cols - 1);
-  // 1 / (1 - p) in double: in fp32, 1 - p loses p's low digits (and is 0 for p > 1 - 2^-25).
-  const T kept = static_cast<T>(1.0 / (1.0 - dropout_.p));
+  const T kept = static_cast<T>(dropout_keep_scale(dropout_.p));
   for (Index r = 0; r < rows; ++r) {
     PhiloxCounter words{};
     for (Index c = 0; c < cols; ++c) {

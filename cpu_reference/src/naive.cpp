@@ -15,7 +15,8 @@ Matrix<Acc> stored(const Matrix<Acc>& X) {
 
 template <class In>
 NaiveResult<In> naive_attention(const Matrix<In>& Q, const Matrix<In>& K, const Matrix<In>& V,
-                                const AttentionOptions& options, SoftmaxKind softmax) {
+                                const AttentionOptions& options, SoftmaxKind softmax,
+                                const DropoutMask* dropout) {
   using Acc = accum_t<In>;
   check_shapes(Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols(), options);
   const Mask mask{options.causal, Q.rows(), K.rows()};
@@ -41,23 +42,29 @@ NaiveResult<In> naive_attention(const Matrix<In>& Q, const Matrix<In>& K, const 
   }
   P = stored<In>(P);
 
-  // Operator 3: O = P V, read back: (N_q, d).
-  const Matrix<Acc> O = P * V.template cast<Acc>();
+  // With dropout, operator 2b: P o Z, read back and written out: (N_q, N_k).
+  Matrix<Acc> PZ;
+  if (dropout)
+    PZ = stored<In>(
+        Matrix<Acc>(P.cwiseProduct(dropout->multipliers<Acc>(0, P.rows(), 0, P.cols()))));
+
+  // Operator 3: O = P V (or (P o Z) V), read back: (N_q, d).
+  const Matrix<Acc> O = (dropout ? PZ : P) * V.template cast<Acc>();
   return {S.template cast<In>(), P.template cast<In>(), stored<In>(O).template cast<In>(),
           L.template cast<In>()};
 }
 
 template NaiveResult<double> naive_attention(const Matrix<double>&, const Matrix<double>&,
                                              const Matrix<double>&, const AttentionOptions&,
-                                             SoftmaxKind);
+                                             SoftmaxKind, const DropoutMask*);
 template NaiveResult<float> naive_attention(const Matrix<float>&, const Matrix<float>&,
                                             const Matrix<float>&, const AttentionOptions&,
-                                            SoftmaxKind);
+                                            SoftmaxKind, const DropoutMask*);
 template NaiveResult<bf16> naive_attention(const Matrix<bf16>&, const Matrix<bf16>&,
                                            const Matrix<bf16>&, const AttentionOptions&,
-                                           SoftmaxKind);
+                                           SoftmaxKind, const DropoutMask*);
 template NaiveResult<fp16> naive_attention(const Matrix<fp16>&, const Matrix<fp16>&,
                                            const Matrix<fp16>&, const AttentionOptions&,
-                                           SoftmaxKind);
+                                           SoftmaxKind, const DropoutMask*);
 
 }  // namespace flashlab::cpu

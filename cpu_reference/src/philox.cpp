@@ -4,12 +4,6 @@ namespace flashlab::cpu {
 
 namespace {
 
-// The round multipliers and the Weyl increments of the key (the golden ratio and
-// sqrt(3) - 1, as 32-bit fractions), as published with the generator.
-constexpr std::uint32_t kMultiplier0 = 0xD2511F53;
-constexpr std::uint32_t kMultiplier1 = 0xCD9E8D57;
-constexpr std::uint32_t kWeyl0 = 0x9E3779B9;
-constexpr std::uint32_t kWeyl1 = 0xBB67AE85;
 constexpr int kWordBits = 32;
 
 struct HiLo {
@@ -23,8 +17,8 @@ HiLo mulhilo(std::uint32_t a, std::uint32_t b) {
 }
 
 PhiloxCounter round(const PhiloxCounter& c, const PhiloxKey& k) {
-  const HiLo p0 = mulhilo(kMultiplier0, c[0]);
-  const HiLo p1 = mulhilo(kMultiplier1, c[2]);
+  const HiLo p0 = mulhilo(kPhiloxMultiplier0, c[0]);
+  const HiLo p1 = mulhilo(kPhiloxMultiplier1, c[2]);
   return {p1.hi ^ c[1] ^ k[0], p1.lo, p0.hi ^ c[3] ^ k[1], p0.lo};
 }
 
@@ -33,8 +27,8 @@ PhiloxCounter round(const PhiloxCounter& c, const PhiloxKey& k) {
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
   for (int r = 0; r < kPhiloxRounds; ++r) {
     if (r > 0) {  // the key advances between rounds, not before the first
-      key[0] += kWeyl0;
-      key[1] += kWeyl1;
+      key[0] += kPhiloxWeyl0;
+      key[1] += kPhiloxWeyl1;
     }
     counter = round(counter, key);
   }

@@ -14,6 +14,10 @@
 //   - LSE (L = m + log l) written for the backward pass.
 //   - causal: KV tiles wholly in the future are never loaded; only tiles that cross the
 //     diagonal (or the ragged end of N_k) are masked, in registers.
+//   - dropout (dropout.cuh): W o Z after l has summed W, before W V, as the CPU reference.
+//     Each m16n8 fragment of W is drawn (one Philox call per lane) and multiplied just
+//     before it is packed for W V, where fewest other registers are live. It is a template
+//     switch, not a runtime one: p = 0 runs the kernel without any of it.
 // The per-tile steps are cut and named as in the CPU reference (softmax_state.hpp):
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); accumulate; m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
@@ -24,6 +28,7 @@
 // Br, Bc per d, threads, blocks per SM, SRAM, and the head dimensions and dtypes it takes:
 // fa2:: in flashlab/gpu/kernel_info.hpp. Any N_q, N_k; batch, heads, GQA; strides as given.
 #include "common.cuh"
+#include "dropout.cuh"
 #include "launch.hpp"
 #include "ptx.cuh"
 #include "sram_tiles.cuh"
@@ -148,13 +153,21 @@ __device__ __forceinline__ bool warp_needs_rescale(const float (&alpha)[kMTiles]
   return __any_sync(kFullWarp, moved);
 }
 
+// Where a tile's dropout mask is drawn: the (batch, query head) counter word, the global
+// row of fragment row g of m-tile 0, the tile's first key.
+struct DropoutSite {
+  uint32_t head_word;
+  int row_g, k0;
+};
+
 // U += W V_j on the tensor cores: W (kMTiles, 16, Bc) goes straight from C fragments to A
 // fragments (rounded to T, as flashlab::cpu::accumulate rounds it), V_j (Bc, D) comes
-// through ldmatrix.trans.
-template <class T, int D, int Bc>
+// through ldmatrix.trans. With dropout each fragment becomes W o Z just before it is packed
+// (drawn here rather than for the whole tile at once: ptxas spills less).
+template <class T, int D, int Bc, bool kDropout>
 __device__ __forceinline__ void mma_wv(float (&rU)[kMTiles][D / 8][4],
-                                       const float (&rW)[kMTiles][Bc / 8][4], const T* sV,
-                                       int lane) {
+                                       float (&rW)[kMTiles][Bc / 8][4], const T* sV, int lane,
+                                       const DropoutRule& rule, const DropoutSite& site) {
   const int key = (lane % 8) + ((lane / 8) % 2) * 8;  // lanes 8..15, 24..31: keys 8..15
   const int upper = lane / 16;                        // lanes 16..31: the upper 8 of d16
   const LaneChunks v_chunks(lane, upper);
@@ -163,6 +176,13 @@ __device__ __forceinline__ void mma_wv(float (&rU)[kMTiles][D / 8][4],
     uint32_t rWa[kMTiles][4];  // A fragments: (16, 16) of W per m-tile
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
+      if constexpr (kDropout)
+#pragma unroll
+        for (int nt = 2 * kk; nt < 2 * kk + 2; ++nt)
+          apply_dropout(rW[mt][nt],
+                        dropout_keep_m16n8(rule, site.head_word, site.row_g + mt * kMmaM,
+                                           site.k0 + nt * 8, lane),
+                        rule.keep_scale);
       rWa[mt][0] = ptx::pack2<T>(rW[mt][2 * kk][0], rW[mt][2 * kk][1]);
       rWa[mt][1] = ptx::pack2<T>(rW[mt][2 * kk][2], rW[mt][2 * kk][3]);
       rWa[mt][2] = ptx::pack2<T>(rW[mt][2 * kk + 1][0], rW[mt][2 * kk + 1][1]);
@@ -183,12 +203,14 @@ __device__ __forceinline__ void mma_wv(float (&rU)[kMTiles][D / 8][4],
 
 // l = alpha l + rowsum W;  U = alpha U + W V   (flashlab::cpu::accumulate)
 // Per fragment row r in {g, g + 8}; l is this thread's share of the row sum (alpha is the
-// same in all four threads of a row, so the shares add up in finalize).
-template <class T, int D, int Bc>
+// same in all four threads of a row, so the shares add up in finalize). With dropout,
+// mma_wv makes W o Z after l has counted W: U = alpha U + (W o Z) V.
+template <class T, int D, int Bc, bool kDropout>
 __device__ __forceinline__ void accumulate(SoftmaxState<D>& state,
                                            const float (&alpha)[kMTiles][2],
-                                           const float (&rW)[kMTiles][Bc / 8][4], const T* sV,
-                                           int lane) {
+                                           float (&rW)[kMTiles][Bc / 8][4], const T* sV,
+                                           int lane, const DropoutRule& rule,
+                                           const DropoutSite& site) {
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -203,16 +225,17 @@ __device__ __forceinline__ void accumulate(SoftmaxState<D>& state,
   if (warp_needs_rescale(alpha))
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) rescale<D>(state.rU[mt], alpha[mt]);
-  mma_wv<T, D, Bc>(state.rU, rW, sV, lane);
+  mma_wv<T, D, Bc, kDropout>(state.rU, rW, sV, lane, rule, site);
 }
 
 // m' = max(m, rowmax S); alpha = 2^((m - m') s); W = 2^(S s - m' s); accumulate; m = m'
 // (flashlab::cpu::update), per fragment row, with s = scale * log2(e): exp(x) = 2^(x log2 e)
 // and m stays in raw score units. W is written over S.
-template <class T, int D, int Bc>
+template <class T, int D, int Bc, bool kDropout>
 __device__ __forceinline__ void update(SoftmaxState<D>& state,
                                        float (&rS)[kMTiles][Bc / 8][4], const T* sV, int lane,
-                                       float scale_log2) {
+                                       float scale_log2, const DropoutRule& rule,
+                                       const DropoutSite& site) {
   float alpha[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
@@ -236,8 +259,8 @@ __device__ __forceinline__ void update(SoftmaxState<D>& state,
         for (int e = 2 * r; e < 2 * r + 2; ++e)
           rS[mt][nt][e] = ptx::exp2_approx(fmaf(rS[mt][nt][e], scale_log2, -base));
     }
-  const auto& rW = rS;
-  accumulate<T, D, Bc>(state, alpha, rW, sV, lane);
+  auto& rW = rS;
+  accumulate<T, D, Bc, kDropout>(state, alpha, rW, sV, lane, rule, site);
 }
 
 // O = U / l and L = m + log l (flashlab::cpu::finalize) for m-tile mt's 16 rows; a row
@@ -284,7 +307,7 @@ __device__ __forceinline__ bool tile_needs_mask(const Problem& p, int q0, int k0
   return k0 + Bc > p.n_k || (p.causal && k0 + Bc - 1 > q0 + p.causal_offset);
 }
 
-template <class T, int D, int Bc>
+template <class T, int D, int Bc, bool kDropout>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) {
   extern __shared__ __align__(128) unsigned char sram[];
   T* sQ = reinterpret_cast<T*>(sram);  // (Br, D)
@@ -337,7 +360,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
     float rS[kMTiles][Bc / 8][4];  // (32, Bc) scores, then W, per warp
     compute_scores<T, D, Bc>(rS, sQ, sK + buf * Bc * D, warp, lane);
     if (tile_needs_mask<Bc>(p, q0, k0)) mask_scores<Bc>(rS, row_g, k0, lane, p);
-    update<T, D, Bc>(state, rS, sV + buf * Bc * D, lane, scale_log2);
+    update<T, D, Bc, kDropout>(state, rS, sV + buf * Bc * D, lane, scale_log2, p.dropout,
+                               {dropout_head_word(b, h), row_g, k0});
   }
   ptx::cp_async_wait<0>();  // with Tc = 0 the Q copy may still be in flight
 
@@ -349,38 +373,45 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
                    scale_log2);
 }
 
-template <class T, int D>
+template <class T, int D, bool kDropout>
 void launch(const Problem& p, cudaStream_t stream) {
   constexpr KernelConfig config = fa2::config(D, kDtypeOf<T>);
   constexpr int Bc = config.Bc;
   static_assert(config.Br == kBr && config.threads == kThreads);
   static_assert(sizeof(T) * (kSQElems<D> + 2 * kSKVElems<D, Bc>) == config.sram_bytes,
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
-  throw_if_cuda_error(cudaFuncSetAttribute(fa2_kernel<T, D, Bc>,
+  throw_if_cuda_error(cudaFuncSetAttribute(fa2_kernel<T, D, Bc, kDropout>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(config.sram_bytes)),
                       "fa2 kernel shared memory");
   const dim3 grid((p.n_q + kBr - 1) / kBr, p.heads_q, p.batch);
-  fa2_kernel<T, D, Bc><<<grid, config.threads, config.sram_bytes, stream>>>(p);
+  fa2_kernel<T, D, Bc, kDropout><<<grid, config.threads, config.sram_bytes, stream>>>(p);
   check_launch("fa2_kernel");
 }
 
-// The head dimensions of kernel_info.hpp's record, each compiled as its own kernel.
-template <class T>
+// The head dimensions of kernel_info.hpp's record, each compiled as its own kernel, with and
+// without dropout.
+template <class T, bool kDropout>
 void launch_for_d(const Problem& p, cudaStream_t stream) {
   static_assert(find_kernel(FLASHLAB_KERNEL_FA2)->head_dims.count == 2 &&
                 find_kernel(FLASHLAB_KERNEL_FA2)->head_dims.values[0] == 64 &&
                 find_kernel(FLASHLAB_KERNEL_FA2)->head_dims.values[1] == 128,
                 "a head dimension in the table needs its instantiation here");
-  if (p.d == 64) launch<T, 64>(p, stream);
-  else launch<T, 128>(p, stream);
+  if (p.d == 64) launch<T, 64, kDropout>(p, stream);
+  else launch<T, 128, kDropout>(p, stream);
 }
 
 }  // namespace
 
 void launch_fa2(const Problem& problem, cudaStream_t stream) {
-  if (problem.dtype == FLASHLAB_FP16) launch_for_d<__half>(problem, stream);
-  else launch_for_d<__nv_bfloat16>(problem, stream);
+  const bool fp16 = problem.dtype == FLASHLAB_FP16;
+  if (problem.dropout.enabled) {
+    if (fp16) launch_for_d<__half, true>(problem, stream);
+    else launch_for_d<__nv_bfloat16, true>(problem, stream);
+  } else {
+    if (fp16) launch_for_d<__half, false>(problem, stream);
+    else launch_for_d<__nv_bfloat16, false>(problem, stream);
+  }
 }
 
 }  // namespace flashlab::gpu

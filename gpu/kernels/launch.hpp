@@ -13,4 +13,8 @@ void launch_naive(const Problem& problem, cudaStream_t stream);   // 01_naive.cu
 void launch_scalar(const Problem& problem, cudaStream_t stream);  // 02_tiled_scalar.cu
 void launch_fa2(const Problem& problem, cudaStream_t stream);     // 03_fa2.cu
 
+// dropout_mask.cu: the keep mask of a validated region (flashlab_dropout_mask_params).
+void launch_dropout_mask(const MaskRegion& region, const DropoutRule& rule,
+                         cudaStream_t stream);
+
 }  // namespace flashlab::gpu

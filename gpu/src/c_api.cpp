@@ -2,6 +2,7 @@
 // message is kept per thread for flashlab_last_error().
 #include "flashlab/flashlab.h"
 #include "flashlab/gpu/backward.hpp"
+#include "flashlab/gpu/dropout.hpp"
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -85,6 +86,14 @@ flashlab_status flashlab_backward(const flashlab_backward_params* params) {
     return FLASHLAB_ERROR_NULL_POINTER;
   }
   return guarded([params] { flashlab::gpu::backward(*params); });
+}
+
+flashlab_status flashlab_dropout_mask(const flashlab_dropout_mask_params* params) {
+  if (params == nullptr) {
+    last_error = "params is NULL: pass a filled flashlab_dropout_mask_params";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([params] { flashlab::gpu::dropout_mask(*params); });
 }
 
 flashlab_status flashlab_kernel_info(int32_t kernel, int64_t d, int32_t dtype,

@@ -50,6 +50,10 @@ int current_device() {
 
 }  // namespace
 
+void check_device_pointer(const char* name, const void* ptr) {
+  check_pointer(name, ptr, current_device());
+}
+
 void check_device_pointers(const flashlab_forward_params& p) {
   const int device = current_device();
   check_pointer("Q", p.q, device);

@@ -12,4 +12,7 @@ void check_device_pointers(const flashlab_forward_params& params);
 // The same for a backward call: Q, K, V, O, dO, LSE, dQ, dK, dV and the workspace.
 void check_device_pointers(const flashlab_backward_params& params);
 
+// The same for one pointer; `name` names it in the message.
+void check_device_pointer(const char* name, const void* ptr);
+
 }  // namespace flashlab::gpu

@@ -3,6 +3,7 @@
 
 #include "../kernels/launch.hpp"
 #include "device_pointers.hpp"
+#include "flashlab/cpu/philox_rule.hpp"
 
 #include <cmath>
 
@@ -10,6 +11,21 @@ namespace flashlab::gpu {
 namespace {
 
 Strides strides_of(const int64_t* s) { return {s[0], s[1], s[2]}; }
+
+}  // namespace
+
+DropoutRule make_dropout_rule(double p, uint64_t seed, uint32_t offset) {
+  DropoutRule rule;
+  rule.enabled = p > 0;
+  rule.threshold = cpu::dropout_threshold(p);
+  rule.keep_scale = float(cpu::dropout_keep_scale(p));
+  rule.key0 = uint32_t(seed);
+  rule.key1 = uint32_t(seed >> 32);
+  rule.offset = offset;
+  return rule;
+}
+
+namespace {
 
 Problem make_problem(const flashlab_forward_params& p) {
   Problem problem;
@@ -34,6 +50,7 @@ Problem make_problem(const flashlab_forward_params& p) {
   problem.causal = p.causal != FLASHLAB_CAUSAL_NONE;
   problem.causal_offset = p.causal == FLASHLAB_CAUSAL_BOTTOM_RIGHT ? int(p.n_k - p.n_q) : 0;
   problem.dtype = flashlab_dtype(p.dtype);
+  problem.dropout = make_dropout_rule(p.dropout_p, p.dropout_seed, p.dropout_offset);
   return problem;
 }
 

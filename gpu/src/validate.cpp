@@ -3,6 +3,7 @@
 // device_pointers.cpp's).
 // Each failure names what was wrong and what would be right.
 #include "flashlab/gpu/backward.hpp"
+#include "flashlab/gpu/dropout.hpp"
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -95,6 +96,7 @@ void check_common_enums(const Params& p) {
                                           " is not allowed: give a finite scale > 0, or 0 "
                                           "(or -0.0 or NaN) for the default 1/sqrt(d)");
   check_scale_fits_fp32(p.scale);
+  check_dropout_p(p.dropout_p, "dropout_p");
 }
 
 void check_enums(const flashlab_forward_params& p) {
@@ -243,6 +245,11 @@ void check_no_overlap(const char* out_name, const Span& out, const char* in_name
 void check_supported(const flashlab_forward_params& p) {
   const KernelInfo info = kernel_info(p.kernel, p.d, p.dtype);
   if (!info.supported) fail(FLASHLAB_ERROR_UNSUPPORTED, info.reason);
+  if (p.dropout_p != 0 && !info.kernel->dropout)
+    fail(FLASHLAB_ERROR_UNSUPPORTED,
+         "dropout_p = " + general(p.dropout_p) + ": the " + std::string(info.kernel->name) +
+             " kernel does not apply dropout; " + text::dropout_kernels() +
+             " does, or use dropout_p = 0");
 }
 
 // cuBLAS reads a (rows, d) row-major matrix as column-major (d, rows) with leading

@@ -5,12 +5,14 @@
 #include "flashlab/cpu/backward_multihead.hpp"
 #include "flashlab/cpu/dropout.hpp"
 #include "flashlab/cpu/forward.hpp"
+#include "flashlab/cpu/naive.hpp"
 #include "flashlab/cpu/naive_backward.hpp"
 #include "test_backward_support.hpp"
 
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
 #include <tuple>
 #include <utility>
 
@@ -244,4 +246,59 @@ TEST_CASE("the fp32 scale of a kept weight is 1/(1 - p) rounded once") {
   REQUIRE(Z.maxCoeff() > 0.0f);  // ~262 of the 262144 weights are kept
   CHECK(Z.maxCoeff() == static_cast<float>(1.0 / (1.0 - dropout.p)));
   CHECK(Z.maxCoeff() == 1000.0f);
+}
+
+TEST_CASE("naive attention with dropout equals the tiled forwards with the same mask") {
+  // The naive baseline takes the same Z as the tiled forwards: (P o Z) V, with P and L
+  // those of the softmax (dropout does not change what the normalisation counted).
+  std::mt19937_64 rng(fresh_seed());
+  for (Causal causal : {Causal::none, Causal::top_left, Causal::bottom_right})
+    for (const auto& [n_q, n_k] : {std::pair<Index, Index>{1, 1}, {97, 113}, {113, 97}}) {
+      CAPTURE(to_string(causal));
+      CAPTURE(n_q);
+      CAPTURE(n_k);
+      AttentionOptions options;
+      options.causal = causal;
+      options.tiles = {16, 24};
+      const DropoutMask mask(random_dropout(0.25, rng), 7, 3);
+      const Problem p = random_problem(n_q, n_k, 59, rng);
+      const auto plain = naive_attention(p.Q, p.K, p.V, options);
+      const auto naive = naive_attention(p.Q, p.K, p.V, options, SoftmaxKind::stable, &mask);
+      CHECK(naive.P == plain.P);
+      CHECK(naive.L == plain.L);
+      const Matrix<double> Z = full_mask(mask, n_q, n_k);
+      CHECK(relative_error(naive.O, plain.P.cwiseProduct(Z) * p.V) <= kGradientTolerance);
+      const auto tiled = forward_q_outer(p.Q, p.K, p.V, options, {}, &mask);
+      CHECK(relative_error(naive.O, tiled.O) <= kGradientTolerance);
+      for (Index r = 0; r < n_q; ++r) {  // -inf where a row sees no key (bottom-right)
+        CAPTURE(r);
+        if (std::isinf(naive.L[r])) CHECK(tiled.L[r] == naive.L[r]);
+        else
+          CHECK(std::abs(tiled.L[r] - naive.L[r]) <=
+                kGradientTolerance * (1 + std::abs(naive.L[r])));
+      }
+    }
+}
+
+TEST_CASE("naive attention in bf16 with dropout: near the fp64 one, and p = 0 changes nothing") {
+  std::mt19937_64 rng(fresh_seed());
+  const Index n_q = 97, n_k = 113, d = 64;
+  const DropoutMask mask(random_dropout(0.3, rng), 2, 5);
+  const Matrix<bf16> Q = random_matrix<bf16>(n_q, d, rng);
+  const Matrix<bf16> K = random_matrix<bf16>(n_k, d, rng);
+  const Matrix<bf16> V = random_matrix<bf16>(n_k, d, rng);
+  const auto low = naive_attention<bf16>(Q, K, V, {}, SoftmaxKind::stable, &mask);
+  const auto exact = naive_attention<double>(Q.cast<double>(), K.cast<double>(),
+                                             V.cast<double>(), {}, SoftmaxKind::stable, &mask);
+  // bf16 keeps 8 significant bits: each of the four operators' outputs is off by up to
+  // 2^-9 relative, a few of them together stay well under 2^-5. A wrong or missing mask
+  // (O computed from P instead of P o Z) is off by far more, about p / (1 - p).
+  CHECK(relative_error(low.O.cast<double>(), exact.O) <= 1.0 / 32);
+  const auto unmasked =
+      naive_attention<double>(Q.cast<double>(), K.cast<double>(), V.cast<double>());
+  CHECK(relative_error(unmasked.O, exact.O) > 1.0 / 32);
+  // p = 0: the fourth operator multiplies by exactly 1, and rounding a bf16 value is exact.
+  const DropoutMask none(random_dropout(0.0, rng), 2, 5);
+  CHECK(naive_attention<bf16>(Q, K, V, {}, SoftmaxKind::stable, &none).O ==
+        naive_attention<bf16>(Q, K, V).O);
 }

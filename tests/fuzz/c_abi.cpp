@@ -25,6 +25,8 @@ constexpr int64_t kInteresting[] = {0, 1, -1, 2, 7, 8, 16, 63, 64, 65, 128, 129,
                                     (int64_t{1} << 31) + 1, int64_t{1} << 62, kInt64Max,
                                     kInt64Max - 7, std::numeric_limits<int64_t>::min()};
 constexpr double kScales[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, -1.0, 1e-39, 1e39, 0.125};
+constexpr double kDropoutPs[] = {0.0, -0.0, NAN, INFINITY, -1e-300, 0.5, 0.9999999999, 1.0,
+                                 1.0000001};
 
 void require(bool ok) {
   if (!ok) __builtin_trap();
@@ -37,7 +39,7 @@ int64_t value(FuzzedDataProvider& in) {
 }
 
 void edit(flashlab_forward_params& p, FuzzedDataProvider& in) {
-  const int field = in.ConsumeIntegralInRange<int>(0, 31);
+  const int field = in.ConsumeIntegralInRange<int>(0, 34);
   const int64_t v = value(in);
   int64_t* const strides[] = {p.q_stride, p.k_stride, p.v_stride, p.o_stride};
   const void** const inputs[] = {&p.q, &p.k, &p.v};
@@ -59,6 +61,9 @@ void edit(flashlab_forward_params& p, FuzzedDataProvider& in) {
       case 28: p.causal = int32_t(v); break;
       case 29: p.kernel = int32_t(v); break;
       case 30: p.reserved = int32_t(v); break;
+      case 32: p.dropout_p = in.ConsumeBool() ? in.PickValueInArray(kDropoutPs) : double(v); break;
+      case 33: p.dropout_seed = uint64_t(v); break;
+      case 34: p.dropout_offset = uint32_t(v); break;
       default: p.scale = in.ConsumeBool() ? in.PickValueInArray(kScales) : double(v); break;
     }
   }
@@ -84,6 +89,8 @@ Range range(const void* ptr, const int64_t* stride, const int64_t* extent, int64
 void check_accepted(const flashlab_forward_params& p) {
   using namespace flashlab::gpu;
   require(p.reserved == 0);
+  require(p.dropout_p >= 0 && p.dropout_p < 1);
+  require(p.dropout_p == 0 || find_kernel(p.kernel)->dropout);
   require(find_kernel(p.kernel) != nullptr && is_known_dtype(p.dtype));
   require(p.causal >= FLASHLAB_CAUSAL_NONE && p.causal <= FLASHLAB_CAUSAL_BOTTOM_RIGHT);
   const auto dtype = flashlab_dtype(p.dtype);

@@ -1,6 +1,7 @@
 #include "harness.hpp"
 #include "host_tensors.hpp"
 
+#include "flashlab/cpu/dropout.hpp"
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -62,6 +63,9 @@ struct Prepared {
     params.dtype = c.dtype;
     params.causal = c.causal;
     params.kernel = c.kernel;
+    params.dropout_p = c.dropout_p;
+    params.dropout_seed = c.dropout_seed;
+    params.dropout_offset = c.dropout_offset;
   }
 
   static void upload(const DeviceBuffer& dst, const HostTensor<In>& t) {
@@ -107,9 +111,14 @@ void compare_head(const Prepared<In>& p, const std::vector<In>& O, const std::ve
   if (c.scale > 0) options.scale = c.scale;
   const Matrix<In> Q = p.Q.head(b, h, c.n_q);
   const Matrix<In> K = p.K.head(b, hk, c.n_k), V = p.V.head(b, hk, c.n_k);
-  const auto ref = cpu::naive_attention<double>(
-      Q.template cast<double>(), K.template cast<double>(), V.template cast<double>(), options);
-  const auto low = cpu::naive_attention<In>(Q, K, V, options);
+  // The rule indexes the mask by the query head h, not the KV head it reads.
+  const cpu::DropoutMask mask({c.dropout_p, c.dropout_seed, c.dropout_offset}, b, h);
+  const cpu::DropoutMask* dropout = c.dropout_p > 0 ? &mask : nullptr;
+  const auto ref = cpu::naive_attention<double>(Q.template cast<double>(),
+                                                K.template cast<double>(),
+                                                V.template cast<double>(), options,
+                                                cpu::SoftmaxKind::stable, dropout);
+  const auto low = cpu::naive_attention<In>(Q, K, V, options, cpu::SoftmaxKind::stable, dropout);
   for (int n = 0; n < c.n_q; ++n) {
     for (int k = 0; k < c.d; ++k) {
       const double o = double(O[p.gO.at(b, h, n, k)]);
@@ -170,7 +179,11 @@ std::string Case::describe() const {
          " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
          " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) +
          " d=" + std::to_string(d) + " causal=" + kCausal[causal] + " " + layout_name(layout) +
-         (scale > 0 ? " scale=" + std::to_string(scale) : "");
+         (scale > 0 ? " scale=" + std::to_string(scale) : "") +
+         (dropout_p > 0 ? " dropout p=" + std::to_string(dropout_p) + " seed=" +
+                              std::to_string(dropout_seed) + " offset=" +
+                              std::to_string(dropout_offset)
+                        : "");
 }
 
 Outcome run_case(const Case& c, uint64_t seed) {

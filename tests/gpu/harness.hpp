@@ -1,6 +1,7 @@
 // What every GPU test does: draw fresh random Q, K, V, run one kernel through the C ABI on
 // device buffers poisoned with NaN, and measure its error against the fp64 CPU reference
 // beside the error of naive attention computed in the same precision (ANCHORS.md's rule).
+// With dropout, both references apply the CPU reference's mask for the same (p, seed, offset).
 #pragma once
 
 #include "flashlab/flashlab.h"
@@ -25,6 +26,10 @@ struct Case {
   flashlab_causal causal = FLASHLAB_CAUSAL_NONE;
   Layout layout = Layout::bhsd;
   double scale = 0;  // 0: the default 1/sqrt(d)
+  // Dropout (fa2): both references draw the same mask, cpu::DropoutMask(b, query head h).
+  double dropout_p = 0;
+  uint64_t dropout_seed = 0;
+  uint32_t dropout_offset = 0;
 
   std::string describe() const;
 };

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define FLASHLAB_ABI_VERSION 3  /* 3: flashlab_backward (backward.h) */
+#define FLASHLAB_ABI_VERSION 3  /* 3: flashlab_backward (backward.h), dropout (dropout.h) */
 
 typedef enum flashlab_status {
   FLASHLAB_OK = 0,
@@ -37,9 +37,11 @@ typedef enum flashlab_status {
                                           O may not), or (naive) a row stride < d.
                                           A dimension of extent 1 may have any stride */
   FLASHLAB_ERROR_MISALIGNED = 4,       /* a pointer or stride breaks the kernel's alignment */
-  FLASHLAB_ERROR_UNSUPPORTED = 5,      /* this kernel does not take this d or dtype */
+  FLASHLAB_ERROR_UNSUPPORTED = 5,      /* this kernel does not take this d or dtype, or
+                                          dropout (only fa2 does) */
   FLASHLAB_ERROR_BAD_ARGUMENT = 6,     /* an unknown enum value, reserved != 0, a scale < 0,
-                                          inf, or outside fp32's normal range, O sharing
+                                          inf, or outside fp32's normal range, a dropout
+                                          probability outside [0, 1), O sharing
                                           memory with Q, K, V or LSE, or a pointer that is
                                           host memory or another device's */
   FLASHLAB_ERROR_CUDA = 7,             /* the CUDA runtime reported an error */
@@ -145,6 +147,13 @@ typedef struct flashlab_forward_params {
   int32_t dtype;             /* flashlab_dtype, for Q, K, V and O alike */
   int32_t causal;            /* flashlab_causal */
   int32_t kernel;            /* flashlab_kernel */
+  /* Dropout on the attention weights (fa2 only; the other kernels refuse p != 0): weight
+   * (row, column) of (batch, query head) is dropped when its Philox4x32-10 word is below
+   * floor(p * 2^32), the CPU reference's rule (cpu_reference dropout.hpp), and the kept ones
+   * are scaled by 1/(1 - p). LSE stays the log-sum-exp of the undropped scores. */
+  double dropout_p;          /* in [0, 1); 0: no dropout, bit for bit the kernel without it */
+  uint64_t dropout_seed;     /* the Philox key */
+  uint32_t dropout_offset;   /* which dropout call: distinct offsets give independent masks */
   int32_t reserved;          /* must be 0 */
   void* stream;              /* cudaStream_t; NULL is the legacy default stream */
 } flashlab_forward_params;
@@ -167,5 +176,7 @@ int flashlab_abi_version(void);
 
 /* The backward pass: flashlab_backward_params, flashlab_backward(). */
 #include "flashlab/backward.h"
+/* The dropout mask as the kernels draw it: flashlab_dropout_mask(). */
+#include "flashlab/dropout.h"
 
 #endif /* FLASHLAB_FLASHLAB_H */

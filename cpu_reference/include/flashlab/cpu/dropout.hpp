@@ -11,6 +11,7 @@
 #pragma once
 
 #include "flashlab/cpu/philox.hpp"
+#include "flashlab/cpu/philox_rule.hpp"
 #include "flashlab/cpu/types.hpp"
 
 #include <cstdint>
@@ -23,10 +24,7 @@ struct Dropout {
   std::uint32_t offset = 0;  // which dropout call: distinct offsets give independent masks
 };
 
-// The columns one Philox call covers: its four output words.
-inline constexpr Index kColumnsPerPhiloxCall = 4;
-// batch and head share one 32-bit counter word, 16 bits each.
-inline constexpr Index kMaxBatchOrHead = Index{1} << 16;
+// kColumnsPerPhiloxCall and kMaxBatchOrHead, the counter's layout: philox_rule.hpp.
 
 // Throws InvalidArgument unless 0 <= p < 1 (p = 1 would drop everything and scale by 1/0).
 void check_dropout(const Dropout& dropout);

@@ -6,6 +6,8 @@
 // dropout mask be regenerated in the backward pass instead of being stored.
 #pragma once
 
+#include "flashlab/cpu/philox_rule.hpp"
+
 #include <array>
 #include <cstdint>
 
@@ -14,11 +16,10 @@ namespace flashlab::cpu {
 using PhiloxCounter = std::array<std::uint32_t, 4>;  // (c0, c1, c2, c3)
 using PhiloxKey = std::array<std::uint32_t, 2>;      // (k0, k1)
 
-// Ten rounds, the count the paper recommends (seven already pass BigCrush; three more are
-// a safety margin). Each round multiplies two counter words by fixed odd constants, takes
-// the high and low halves of the 64-bit products, and xors the high halves into the other
-// two words together with the key; the key is bumped by a Weyl sequence between rounds.
-inline constexpr int kPhiloxRounds = 10;
+// kPhiloxRounds rounds (philox_rule.hpp, with the constants). Each round multiplies two
+// counter words by fixed odd constants, takes the high and low halves of the 64-bit
+// products, and xors the high halves into the other two words together with the key; the
+// key is bumped by a Weyl sequence between rounds.
 
 // Four independent uniformly distributed 32-bit words for one (counter, key).
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);

@@ -18,7 +18,8 @@ struct Error : std::runtime_error {
 
 // Throws Error unless params describe a call the chosen kernel can run: non-null pointers,
 // sizes in range, heads_q a multiple of heads_kv, contiguous last dimension, known enums and
-// reserved = 0, a supported (d, dtype) for the kernel, the alignment the kernel's loads
+// reserved = 0, a supported (d, dtype) for the kernel, dropout_p in [0, 1) and 0 unless the
+// kernel applies dropout, the alignment the kernel's loads
 // need, tensors whose extents fit int64 and the address space, an output O whose batches,
 // heads and rows do not overlap and that shares no byte with Q, K, V or LSE, and a scale
 // that fp32 holds as a normal number. Pure arithmetic on the parameters: it needs no CUDA

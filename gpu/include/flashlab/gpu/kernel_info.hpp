@@ -70,6 +70,7 @@ struct KernelRecord {
   std::string_view summary;  // one line
   HeadDims head_dims;
   DtypeSet dtypes;
+  bool dropout = false;      // applies dropout on the weights (p > 0); the others refuse it
 };
 
 // Where an intermediate lives and in which precision.
@@ -254,7 +255,8 @@ inline constexpr std::array kKernels = {
     KernelRecord{FLASHLAB_KERNEL_FA2, "fa2",
                  "FlashAttention-2: mma.sync tensor cores, cp.async double buffering",
                  HeadDims{{64, 128}, 2},
-                 {dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
+                 {dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)},
+                 /*dropout=*/true},
 };
 
 // The record of a kernel, or nullptr for an id or name that is not in the ladder.
@@ -325,6 +327,15 @@ inline std::string known_kernels() {
   for (size_t i = 0; i < kKernels.size(); ++i)
     items[i] = std::to_string(kKernels[i].id) + " (" + std::string(kKernels[i].name) + ")";
   return one_of(items, int(kKernels.size()), "or");
+}
+
+// "fa2": the kernels that apply dropout, by name.
+inline std::string dropout_kernels() {
+  std::string names[kKernels.size()];
+  int count = 0;
+  for (const KernelRecord& k : kKernels)
+    if (k.dropout) names[count++] = std::string(k.name);
+  return one_of(names, count, "or");
 }
 
 // "0 (fp32), 1 (fp16) or 2 (bf16)".
