@@ -165,4 +165,6 @@ int flashlab_abi_version(void);
 }
 #endif
 
+#include "flashlab/decode.h"
+
 #endif /* FLASHLAB_FLASHLAB_H */
