@@ -44,6 +44,8 @@
 
 #include <stdint.h>
 
+#include "flashlab/flashlab.h" /* flashlab_status; flashlab.h includes this file last */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

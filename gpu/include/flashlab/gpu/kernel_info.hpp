@@ -191,11 +191,19 @@ inline constexpr int kMaxQueryRows = 16;   // N_q: a new token, or up to 16 spec
 inline constexpr int kMaxSplits = 64;      // num_splits: 0 = automatic, 1..kMaxSplits forced
 inline constexpr int kMinPageSize = 16;    // page_size: a power of two in [16, kMaxPageSize]
 inline constexpr int kMaxPageSize = 1 << 16;
-// The split heuristic: enough blocks for about one wave of kBlocksPerSm resident blocks on
-// every SM, and no split shorter than kMinKeysPerSplit keys, so that the combine (which reads
-// and writes (d + 2) floats per split and row) stays small beside the split's K and V
-// (d = 128, GQA 4 rows: 2 KiB of state against 256 KiB of K and V per 512 keys, under 1%).
-inline constexpr int kBlocksPerSm = 3;     // 3 x 64 KiB of SRAM fit an H200 SM's 228 KiB
+// Two instantiations hold the packed rows in registers: kMaxRowsPerBlock / 2 rows (GQA 4
+// with N_q = 1: 138 registers, 3 blocks per SM) or kMaxRowsPerBlock (2 blocks per SM,
+// ~255 registers allowed; 3 would force spills). 3 x 64 KiB of SRAM fit an SM's 228 KiB.
+constexpr int rows_per_block(int64_t group_size, int64_t n_q) {
+  return group_size * n_q <= kMaxRowsPerBlock / 2 ? kMaxRowsPerBlock / 2 : kMaxRowsPerBlock;
+}
+constexpr int blocks_per_sm(int rows_per_block) {
+  return rows_per_block <= kMaxRowsPerBlock / 2 ? 3 : 2;
+}
+// The split heuristic: enough blocks for about one wave of resident blocks on every SM, and
+// no split shorter than kMinKeysPerSplit keys, so that the combine (which reads and writes
+// (d + 2) floats per split and row) stays small beside the split's K and V (d = 128, GQA 4
+// rows: 2 KiB of state against 256 KiB of K and V per 512 keys, under 1%).
 inline constexpr int kMinKeysPerSplit = 512;
 // The combine kernel: one warp per query row (b, h, i), lanes over d.
 inline constexpr int kCombineThreads = 4 * kWarpSize;
@@ -232,12 +240,12 @@ constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
 }
 
 // The automatic split count: one wave of blocks, capped by the length and by kMaxSplits.
-//   splits = clamp(ceil(sm_count * kBlocksPerSm / (batch * heads_kv * row_blocks)),
+//   splits = clamp(ceil(sm_count * blocks_per_sm / (batch * heads_kv * row_blocks)),
 //                  1, min(kMaxSplits, ceil(max_seq_len / kMinKeysPerSplit)))
-constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t row_blocks,
+constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
                           int64_t max_seq_len, int64_t sm_count) {
-  const int64_t blocks = batch * heads_kv * row_blocks;
-  const int64_t wave = sm_count * kBlocksPerSm;
+  const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
+  const int64_t wave = sm_count * blocks_per_sm(rows_per_block(group_size, n_q));
   int64_t splits = blocks <= 0 ? 1 : (wave + blocks - 1) / blocks;
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   splits = splits < by_length ? splits : by_length;
