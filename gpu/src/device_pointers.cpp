@@ -42,11 +42,20 @@ void check_pointer(const char* name, const void* ptr, int device) {
 
 }  // namespace
 
-void check_device_pointers(const flashlab_forward_params& p) {
+int current_device() {
   int device = 0;
   const cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess)
     throw Error(FLASHLAB_ERROR_CUDA, std::string("cudaGetDevice: ") + cudaGetErrorName(err));
+  return device;
+}
+
+void check_device_pointer(const char* name, const void* ptr, int device) {
+  check_pointer(name, ptr, device);
+}
+
+void check_device_pointers(const flashlab_forward_params& p) {
+  const int device = current_device();
   check_pointer("Q", p.q, device);
   check_pointer("K", p.k, device);
   check_pointer("V", p.v, device);

@@ -10,4 +10,10 @@ namespace flashlab::gpu {
 // device or managed memory.
 void check_device_pointers(const flashlab_forward_params& params);
 
+// The current CUDA device. Throws Error.
+int current_device();
+
+// Throws Error unless ptr (called `name` in the message) is memory of `device` or managed.
+void check_device_pointer(const char* name, const void* ptr, int device);
+
 }  // namespace flashlab::gpu

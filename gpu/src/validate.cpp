@@ -1,6 +1,8 @@
 // Checks of a forward call's arguments, before anything touches the GPU: pure arithmetic on
 // the parameters, no CUDA (the device-side checks of the pointers are device_pointers.cpp's).
 // Each failure names what was wrong and what would be right.
+#include "validate_parts.hpp"
+
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -13,26 +15,14 @@
 #include <vector>
 
 namespace flashlab::gpu {
-namespace {
+namespace validation {
 
-// Grid y and z hold heads and batch; a grid dimension holds at most 65535 blocks.
-constexpr int64_t kMaxGridDim = 65535;
-constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 [[noreturn]] void fail(flashlab_status status, const std::string& message) {
   throw Error(status, message);
 }
 
-// One tensor argument: its pointer, strides and extents, (batch, head, row, column).
-struct TensorArg {
-  const char* name;
-  const void* ptr;
-  const int64_t* stride;
-  int64_t extent[4];
-};
-
-const char* const kDimNames[] = {"batch", "head", "row", "column"};
 
 // A size or stride computation that overflowed int64: no buffer is that large, so the sizes
 // or strides that went into it are wrong (a tensor's extent is a stride problem).
@@ -125,7 +115,7 @@ void check_shapes(const flashlab_forward_params& p) {
              "heads, so heads_kv must divide heads_q");
 }
 
-void check_tensor(const TensorArg& t, const flashlab_forward_params& p) {
+void check_tensor(const TensorArg& t, int64_t d) {
   if (t.ptr == nullptr)
     fail(FLASHLAB_ERROR_NULL_POINTER,
          std::string(t.name) + " is NULL: pass the device pointer of its first element");
@@ -136,7 +126,7 @@ void check_tensor(const TensorArg& t, const flashlab_forward_params& p) {
       fail(FLASHLAB_ERROR_BAD_STRIDE, std::string(t.name) + "'s " + kDimNames[i] +
                                           " stride = " + std::to_string(t.stride[i]) +
                                           " is negative: strides must be >= 0");
-  if (t.stride[3] != 1 && p.d > 1)
+  if (t.stride[3] != 1 && d > 1)
     fail(FLASHLAB_ERROR_BAD_STRIDE,
          std::string(t.name) + "'s column stride = " + std::to_string(t.stride[3]) +
              ": the last dimension (d) must be contiguous, stride 1; call .contiguous() on a "
@@ -186,10 +176,6 @@ void check_output_disjoint(const TensorArg& t) {
   }
 }
 
-// The bytes [begin, end) a tensor touches.
-struct Span {
-  std::uintptr_t begin = 0, end = 0;
-};
 
 // Its last element sits sum (extent - 1) * stride elements past its first, over the
 // dimensions it uses: every term, the sum, the bytes and the end address must fit, or the
@@ -268,7 +254,9 @@ void check_alignment(const TensorArg& t, const flashlab_forward_params& p) {
                "start " + align + "-byte aligned, because " + why);
 }
 
-}  // namespace
+}  // namespace validation
+
+using namespace validation;
 
 void validate(const flashlab_forward_params& p) {
   check_enums(p);
@@ -279,7 +267,7 @@ void validate(const flashlab_forward_params& p) {
       {"V", p.v, p.v_stride, {p.batch, p.heads_kv, p.n_k, p.d}},
       {"O", p.o, p.o_stride, {p.batch, p.heads_q, p.n_q, p.d}}};
   const TensorArg& out = tensors[3];
-  for (const TensorArg& t : tensors) check_tensor(t, p);
+  for (const TensorArg& t : tensors) check_tensor(t, p.d);
   check_supported(p);
   Span spans[4];
   for (int i = 0; i < 4; ++i) spans[i] = check_span(tensors[i], dtype_bytes(flashlab_dtype(p.dtype)));

@@ -213,10 +213,10 @@ inline constexpr int kCombineThreads = 4 * kWarpSize;
 inline constexpr int64_t kWorkspaceHeaderBytes = 256;
 
 inline constexpr std::array<int64_t, 2> kHeadDims = {64, 128};
-inline constexpr uint32_t kDtypes = dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16);
+inline constexpr uint32_t kDtypeBits = dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16);
 
 constexpr bool supports_head_dim(int64_t d) { return d == kHeadDims[0] || d == kHeadDims[1]; }
-constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypes}.contains(dtype); }
+constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.contains(dtype); }
 constexpr bool is_page_size(int64_t page_size) {
   return page_size >= kMinPageSize && page_size <= kMaxPageSize &&
          (page_size & (page_size - 1)) == 0;
