@@ -36,6 +36,11 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[kVecEle
   for (int e = 0; e < kVecElements; ++e) out[e] = to_float(x[e]);
 }
 
+// The cp.async wrappers of ptx.cuh do not tell the compiler that they touch memory, and this
+// kernel reads its SRAM slots with plain loads: this fence keeps those loads after the wait
+// that makes their data visible, and before the next copy into the same slot.
+__device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
+
 // Sets the workspace's error word: `bit`, and (first writer wins) the entry it concerns.
 __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, int b,
                            int page) {
@@ -139,6 +144,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
   const int tiles = (k1 - k0 + kBc - 1) / kBc;
   // Issues the copies of tile `tile` into stage `tile % kStages`: this thread's keys only.
   auto load_tile = [&](int tile) {
+    compiler_fence();  // the last reads of the slot this copy overwrites come first
     if (tile < tiles) {
       const int stage = tile % kStages;
 #pragma unroll
@@ -160,6 +166,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
   for (int tile = 0; tile < tiles; ++tile) {
     load_tile(tile + kStages - 1);
     ptx::cp_async_wait<kStages - 1>();  // tile `tile` has landed (this thread's part of it)
+    compiler_fence();
     const int stage = tile % kStages;
 
     // S = Q K^T for this lane's kKeysPerLane keys, base 2: reduce the kTpk column slices.

@@ -77,7 +77,7 @@ TEST_CASE("decode at a long cache: L = 32768, GQA 32/8, automatic splits") {
   expect_decode_matches(c);
 }
 
-TEST_CASE("the paged cache gives the contiguous cache's bits: page sizes 16, 64, 256, shuffled") {
+TEST_CASE("decode: the paged cache gives the contiguous cache's bits: page sizes 16, 64, 256, shuffled") {
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
     for (int d : decode::kHeadDims)
       for (int page_size : {16, 64, 256})
@@ -141,7 +141,7 @@ TEST_CASE("flashlab_decode_num_splits and _workspace_bytes answer from kernel_in
 
 // The lengths and the block table live on the device: a bad one is clamped or read as
 // zeros, never read out of bounds, and flashlab_decode_check reports it.
-TEST_CASE("a length beyond the capacity and a page index out of range are reported") {
+TEST_CASE("decode: a length beyond the capacity and a page index out of range are reported") {
   DecodeCase c;
   c.lens = {100, 200};
   c.capacity = 256;
