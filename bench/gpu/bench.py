@@ -5,6 +5,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --lib ... --ncu-one fa2                          # one forward, for ncu
   python3 bench.py --lib ... --ncu-one fa2 --shape 1,16,4,4096,128  # B,Hq,Hkv,N,d (GQA)
   python3 bench.py --summarize-ncu ncu_naive.csv ncu_fa2.csv ...    # bytes vs prediction
+  python3 bench.py --lib ... --decode --csv decode.csv               # decode (bench_decode.py)
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
@@ -18,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlab_ctypes as fl  # noqa: E402
+import bench_decode  # noqa: E402
 
 HIDDEN = 2048
 TOKENS = 16384
@@ -217,8 +219,11 @@ def main():
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--summarize-ncu", nargs="*")
+    ap.add_argument("--decode", action="store_true", help="the split-KV decode benchmark")
     args = ap.parse_args()
-    if args.summarize_ncu:
+    if args.decode:
+        bench_decode.run_decode_sweep(args)
+    elif args.summarize_ncu:
         summarize_ncu(fl.Flashlab(args.lib), args.summarize_ncu)
     elif args.ncu_one:
         run_ncu_one(args)
