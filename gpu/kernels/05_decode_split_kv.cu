@@ -49,24 +49,32 @@ __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, 
     error_word[kErrorPageIndex] = uint32_t(page);
 }
 
-// The HBM address of the 16-byte vector `vec` of key j of (b, kv_head), or null when a page
-// index is out of range (the copy then zero-fills, and the error word says so).
-template <class T>
-__device__ __forceinline__ const T* key_row(const DecodeProblem& p, const T* base,
-                                            const Strides& s, int b, int kv_head, int j,
-                                            int vec) {
-  int64_t offset = int64_t(kv_head) * s.head + int64_t(vec) * kVecElements;
+// Where key j of sequence b lives: its batch entry (contiguous) or page (paged) in `outer`,
+// its row there in `row`. False when the block table names a page outside [0, num_pages):
+// the copies then zero-fill, and the error word says so.
+__device__ __forceinline__ bool locate_key(const DecodeProblem& p, int b, int j, int* outer,
+                                           int* row) {
   if (p.block_table == nullptr) {
-    offset += int64_t(b) * s.batch + int64_t(j) * s.row;
-  } else {
-    const int page = p.block_table[int64_t(b) * p.block_table_stride + (j >> p.page_shift)];
-    if (page < 0 || page >= p.num_pages) {
-      flag_error(p.error_word, FLASHLAB_DECODE_BAD_PAGE, kErrorPageEntry, b, page);
-      return nullptr;
-    }
-    offset += int64_t(page) * s.batch + int64_t(j & ((1 << p.page_shift) - 1)) * s.row;
+    *outer = b;
+    *row = j;
+    return true;
   }
-  return base + offset;
+  const int page = p.block_table[int64_t(b) * p.block_table_stride + (j >> p.page_shift)];
+  if (page < 0 || page >= p.num_pages) {
+    flag_error(p.error_word, FLASHLAB_DECODE_BAD_PAGE, kErrorPageEntry, b, page);
+    return false;
+  }
+  *outer = page;
+  *row = j & ((1 << p.page_shift) - 1);
+  return true;
+}
+
+// The HBM address of the 16-byte vector `vec` of (outer, kv_head, row) in K or V.
+template <class T>
+__device__ __forceinline__ const T* vector_at(const T* base, const Strides& s, int outer,
+                                              int kv_head, int row, int vec) {
+  return base + int64_t(outer) * s.batch + int64_t(kv_head) * s.head + int64_t(row) * s.row +
+         vec * kVecElements;
 }
 
 // kernel_info.hpp's tile shape for head dimension kD, as constants device code can read.
@@ -150,11 +158,12 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
 #pragma unroll
       for (int kk = 0; kk < kKeysPerLane; ++kk) {
         const int j = k0 + tile * kBc + kk * kLanes + lane;
-        const T* k_row = j < k1 ? key_row(p, gK, p.k_stride, b, kv_head, j, vec) : nullptr;
-        const T* v_row = j < k1 ? key_row(p, gV, p.v_stride, b, kv_head, j, vec) : nullptr;
+        int outer = 0, row = 0;
+        const bool valid = j < k1 && locate_key(p, b, j, &outer, &row);
         const int slot = (stage * kKeysPerLane + kk) * kThreads + t;
-        ptx::cp_async_16(&sK[slot], k_row ? k_row : gK, k_row != nullptr);
-        ptx::cp_async_16(&sV[slot], v_row ? v_row : gV, v_row != nullptr);
+        // An invalid key copies nothing and zero-fills; its address is never read.
+        ptx::cp_async_16(&sK[slot], vector_at(gK, p.k_stride, outer, kv_head, row, vec), valid);
+        ptx::cp_async_16(&sV[slot], vector_at(gV, p.v_stride, outer, kv_head, row, vec), valid);
       }
     }
     ptx::cp_async_commit();  // an empty group past the end keeps the wait count uniform
