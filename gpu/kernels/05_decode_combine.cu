@@ -65,8 +65,10 @@ void launch_decode_combine(const DecodeProblem& p, cudaStream_t stream) {
   dispatch_dtype(p.dtype, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (!std::is_same_v<T, float>) {
-      if (p.d == 64) launch<T, 64>(p, stream);
-      else launch<T, 128>(p, stream);
+      if (p.d == 64)
+        launch<T, 64>(p, stream);
+      else
+        launch<T, 128>(p, stream);
     }
   });
 }

@@ -13,10 +13,10 @@
 // The pipeline: each thread cp.async-copies exactly the 16-byte vectors of K and V it will
 // use into its own SRAM slots, decode::kStages tiles deep, so no __syncthreads is needed
 // inside the sweep; 4 stages x 16 KiB per block and 2 or 3 blocks per SM keep up to
-// 96 to 144 KiB per SM in flight or landed, above the ~22 KiB that Little's law asks of HBM (4.8 TB/s x 600 ns / 132 SMs).
-// Bytes per split: its keys x 2 (K, V) x d x 2 read, rows x (d + 2) x 4 written.
-// Slow part, said plainly: Q K^T and W V are fp32 FMAs on the CUDA cores (no tensor cores),
-// fine for 4 packed rows, compute-bound for 8 (N_q = 16 takes 8 row blocks per KV head).
+// 96 to 144 KiB per SM in flight or landed, above the ~22 KiB that Little's law asks of HBM (4.8
+// TB/s x 600 ns / 132 SMs). Bytes per split: its keys x 2 (K, V) x d x 2 read, rows x (d + 2) x 4
+// written. Slow part, said plainly: Q K^T and W V are fp32 FMAs on the CUDA cores (no tensor
+// cores), fine for 4 packed rows, compute-bound for 8 (N_q = 16 takes 8 row blocks per KV head).
 #include "common.cuh"
 #include "decode_problem.hpp"
 #include "ptx.cuh"
@@ -42,8 +42,7 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[kVecEle
 __device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
 
 // Sets the workspace's error word: `bit`, and (first writer wins) the entry it concerns.
-__device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, int b,
-                           int page) {
+__device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, int b, int page) {
   atomicOr(&error_word[kErrorBits], bit);
   if (atomicCAS(&error_word[entry_field], 0u, uint32_t(b + 1)) == 0u && page >= 0)
     error_word[kErrorPageIndex] = uint32_t(page);
@@ -93,8 +92,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
   constexpr int kLanes = Shape<kD>::kLanes;
   constexpr int kBc = Shape<kD>::kBc;
   extern __shared__ __align__(16) unsigned char sram[];
-  uint4* sK = reinterpret_cast<uint4*>(sram);                     // (kStages, kKeysPerLane, kThreads)
-  uint4* sV = sK + kStages * kKeysPerLane * kThreads;             // (kStages, kKeysPerLane, kThreads)
+  uint4* sK = reinterpret_cast<uint4*>(sram);          // (kStages, kKeysPerLane, kThreads)
+  uint4* sV = sK + kStages * kKeysPerLane * kThreads;  // (kStages, kKeysPerLane, kThreads)
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.row_blocks;
@@ -130,8 +129,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
       const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
       visible_end[r] = min(k1, len - p.n_q + i + 1);
       const T* gQ = static_cast<const T*>(p.q) + int64_t(b) * p.q_stride.batch +
-                    int64_t(h) * p.q_stride.head + int64_t(i) * p.q_stride.row +
-                    vec * kVecElements;
+                    int64_t(h) * p.q_stride.head + int64_t(i) * p.q_stride.row + vec * kVecElements;
       float x[kVecElements];
       to_float8<T>(*reinterpret_cast<const uint4*>(gQ), x);
       for (int e = 0; e < kVecElements; ++e) rQ[r][e] = x[e] * q_scale;
@@ -296,8 +294,10 @@ void launch_decode_split_kv(const DecodeProblem& p, cudaStream_t stream) {
   dispatch_dtype(p.dtype, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (!std::is_same_v<T, float>) {
-      if (p.d == 64) launch_rows<T, 64>(p, stream);
-      else launch_rows<T, 128>(p, stream);
+      if (p.d == 64)
+        launch_rows<T, 64>(p, stream);
+      else
+        launch_rows<T, 128>(p, stream);
     }
   });
 }

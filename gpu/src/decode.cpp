@@ -57,8 +57,8 @@ DecodeProblem make_problem(const flashlab_decode_params& p, int splits) {
   problem.scale = p.scale > 0 ? float(p.scale) : float(1.0 / std::sqrt(double(p.d)));
   problem.dtype = flashlab_dtype(p.dtype);
   problem.error_word = static_cast<uint32_t*>(p.workspace);
-  problem.states = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
-                                            decode::kWorkspaceHeaderBytes);
+  problem.states =
+      reinterpret_cast<float*>(static_cast<char*>(p.workspace) + decode::kWorkspaceHeaderBytes);
   return problem;
 }
 
@@ -109,8 +109,9 @@ void check_decode(const flashlab_decode_params& p) {
   if (word[kErrorBits] & FLASHLAB_DECODE_BAD_PAGE)
     message += std::string(message.empty() ? "" : "; ") + "block_table row " +
                std::to_string(int64_t(word[kErrorPageEntry]) - 1) + " holds page index " +
-               std::to_string(int32_t(word[kErrorPageIndex])) + ", outside [0, num_pages = " +
-               std::to_string(p.num_pages) + ") (the kernel read zeros instead)";
+               std::to_string(int32_t(word[kErrorPageIndex])) +
+               ", outside [0, num_pages = " + std::to_string(p.num_pages) +
+               ") (the kernel read zeros instead)";
   if (!message.empty())
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT, message + ": O and LSE of that entry are wrong");
 }

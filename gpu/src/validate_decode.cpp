@@ -21,10 +21,9 @@ void check_enums(const flashlab_decode_params& p) {
     fail(FLASHLAB_ERROR_BAD_ARGUMENT,
          "dtype = " + to_string(p.dtype) + " is unknown: use " + text::known_dtypes());
   if (!decode::supports_dtype(p.dtype))
-    fail(FLASHLAB_ERROR_UNSUPPORTED,
-         "dtype " + std::string(dtype_name(flashlab_dtype(p.dtype))) +
-             " is not supported by the decode kernels: they take " +
-             text::describe(DtypeSet{decode::kDtypeBits}));
+    fail(FLASHLAB_ERROR_UNSUPPORTED, "dtype " + std::string(dtype_name(flashlab_dtype(p.dtype))) +
+                                         " is not supported by the decode kernels: they take " +
+                                         text::describe(DtypeSet{decode::kDtypeBits}));
   if (!decode::supports_head_dim(p.d))
     fail(FLASHLAB_ERROR_UNSUPPORTED, "d = " + to_string(p.d) +
                                          " is not supported by the decode kernels: they take " +
@@ -53,23 +52,22 @@ void check_shapes(const flashlab_decode_params& p) {
   check_size("max_seq_len", p.max_seq_len, kMaxIndex);
   if (p.heads_q % p.heads_kv != 0)
     fail(FLASHLAB_ERROR_BAD_SHAPE,
-         "heads_q = " + to_string(p.heads_q) + " is not a multiple of heads_kv = " +
-             to_string(p.heads_kv) +
+         "heads_q = " + to_string(p.heads_q) +
+             " is not a multiple of heads_kv = " + to_string(p.heads_kv) +
              ": with grouped-query attention every KV head serves the same number of query "
              "heads, so heads_kv must divide heads_q");
   const int64_t blocks_y = p.heads_kv * decode::row_blocks(p.heads_q / p.heads_kv, p.n_q);
   if (blocks_y > kMaxGridDim)
-    fail(FLASHLAB_ERROR_BAD_SHAPE,
-         "heads_kv x row blocks = " + to_string(blocks_y) + " is more than the grid's " +
-             to_string(kMaxGridDim) + ": use fewer heads or fewer query rows per call");
+    fail(FLASHLAB_ERROR_BAD_SHAPE, "heads_kv x row blocks = " + to_string(blocks_y) +
+                                       " is more than the grid's " + to_string(kMaxGridDim) +
+                                       ": use fewer heads or fewer query rows per call");
 }
 
 void check_paging(const flashlab_decode_params& p) {
   if (p.block_table == nullptr) {
     if (p.page_size != 0 || p.num_pages != 0)
       fail(FLASHLAB_ERROR_BAD_ARGUMENT,
-           "page_size = " + to_string(p.page_size) + " and num_pages = " +
-               to_string(p.num_pages) +
+           "page_size = " + to_string(p.page_size) + " and num_pages = " + to_string(p.num_pages) +
                " without a block_table: a contiguous cache takes 0 for both; a paged one "
                "needs its block_table");
     return;
@@ -77,20 +75,20 @@ void check_paging(const flashlab_decode_params& p) {
   if (!decode::is_page_size(p.page_size))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT,
          "page_size = " + to_string(p.page_size) + " is not accepted: it must be a power of " +
-             "two in [" + to_string(decode::kMinPageSize) + ", " +
-             to_string(decode::kMaxPageSize) + "] (16, 64 and 256 are the usual ones)");
+             "two in [" + to_string(decode::kMinPageSize) + ", " + to_string(decode::kMaxPageSize) +
+             "] (16, 64 and 256 are the usual ones)");
   check_size("num_pages", p.num_pages, kMaxInt);
   if (p.max_seq_len % p.page_size != 0)
     fail(FLASHLAB_ERROR_BAD_SHAPE,
-         "max_seq_len = " + to_string(p.max_seq_len) + " is not a multiple of page_size = " +
-             to_string(p.page_size) +
+         "max_seq_len = " + to_string(p.max_seq_len) +
+             " is not a multiple of page_size = " + to_string(p.page_size) +
              ": with a block table it is the capacity, pages per sequence x page_size");
   const int64_t pages_per_seq = p.max_seq_len / p.page_size;
   if (p.block_table_stride < pages_per_seq)
-    fail(FLASHLAB_ERROR_BAD_STRIDE,
-         "block_table_stride = " + to_string(p.block_table_stride) + " is less than the " +
-             to_string(pages_per_seq) + " pages per sequence (max_seq_len / page_size): the " +
-             "table's rows would overlap");
+    fail(FLASHLAB_ERROR_BAD_STRIDE, "block_table_stride = " + to_string(p.block_table_stride) +
+                                        " is less than the " + to_string(pages_per_seq) +
+                                        " pages per sequence (max_seq_len / page_size): the " +
+                                        "table's rows would overlap");
   if (reinterpret_cast<std::uintptr_t>(p.block_table) % alignof(int32_t) != 0)
     fail(FLASHLAB_ERROR_MISALIGNED, "block_table is not 4-byte aligned: it is an int32 array");
 }
@@ -119,8 +117,8 @@ int decode_num_splits(const flashlab_decode_params& p, int64_t sm_count) {
   check_enums(p);
   check_shapes(p);
   if (p.num_splits > 0) return p.num_splits;
-  return decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv, p.n_q,
-                             p.max_seq_len, sm_count);
+  return decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv, p.n_q, p.max_seq_len,
+                             sm_count);
 }
 
 int64_t decode_workspace_bytes(const flashlab_decode_params& p, int64_t sm_count) {
@@ -187,8 +185,8 @@ void validate_decode(const flashlab_decode_params& p, int64_t sm_count) {
   check_no_overlap("workspace", work, "O", spans[3]);
   if (paged) {
     const int64_t table_stride[4] = {p.block_table_stride, 1, 1, 1};
-    const TensorArg table{"block_table", p.block_table, table_stride,
-                          {p.batch, p.max_seq_len / p.page_size, 1, 1}};
+    const TensorArg table{
+        "block_table", p.block_table, table_stride, {p.batch, p.max_seq_len / p.page_size, 1, 1}};
     const Span table_span = check_span(table, sizeof(int32_t));
     check_no_overlap("O", spans[3], "block_table", table_span);
     check_no_overlap("workspace", work, "block_table", table_span);

@@ -46,7 +46,6 @@ void check_output_disjoint(const TensorArg& t);
 // The bytes a tensor touches; BAD_STRIDE when they overflow.
 Span check_span(const TensorArg& t, int64_t element_bytes);
 // BAD_ARGUMENT when an output shares a byte with another tensor.
-void check_no_overlap(const char* out_name, const Span& out, const char* in_name,
-                      const Span& in);
+void check_no_overlap(const char* out_name, const Span& out, const char* in_name, const Span& in);
 
 }  // namespace flashlab::gpu::validation

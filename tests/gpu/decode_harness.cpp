@@ -20,8 +20,8 @@ namespace {
 using cpu::Matrix;
 constexpr uint8_t kPoison = 0xff;  // all-ones bytes are a NaN in fp32, fp16 and bf16
 constexpr int kCapacityRound = 256;
-constexpr int kSparePages = 3;     // pages no sequence owns, NaN-filled: reading one shows
-constexpr int kTablePad = 1;       // the block table's rows are one entry longer than needed
+constexpr int kSparePages = 3;  // pages no sequence owns, NaN-filled: reading one shows
+constexpr int kTablePad = 1;    // the block table's rows are one entry longer than needed
 
 void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
@@ -36,8 +36,7 @@ void* device_alloc(size_t bytes) {
 
 template <class T>
 void upload(void* dst, const std::vector<T>& src) {
-  check_cuda(cudaMemcpy(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice),
-             "upload");
+  check_cuda(cudaMemcpy(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
 }
 
 template <class T>
@@ -63,8 +62,8 @@ std::string DecodeCase::describe() const {
   }
   return std::string(dtype_name(dtype)) + " Hq=" + std::to_string(heads_q) +
          " Hkv=" + std::to_string(heads_kv) + " N_q=" + std::to_string(n_q) +
-         " d=" + std::to_string(d) + " lens={" + lens_text + "} capacity=" +
-         std::to_string(capacity) + " page_size=" + std::to_string(page_size) +
+         " d=" + std::to_string(d) + " lens={" + lens_text +
+         "} capacity=" + std::to_string(capacity) + " page_size=" + std::to_string(page_size) +
          " splits=" + std::to_string(num_splits);
 }
 
@@ -86,9 +85,11 @@ struct DecodeRun::Impl {
   int64_t cache_at(int b, int h, int j, int k) const {
     return ((int64_t(b) * c.heads_kv + h) * c.capacity + j) * c.d + k;
   }
-  template <class In> void fill(std::mt19937_64* rng);
+  template <class In>
+  void fill(std::mt19937_64* rng);
   void build_paged(std::mt19937_64* rng);
-  template <class In> void references();
+  template <class In>
+  void references();
 };
 
 template <class In>
@@ -202,14 +203,16 @@ DecodeRun::DecodeRun(const DecodeCase& dc, uint64_t seed) : impl_(std::make_uniq
   m.batch = int(c.lens.size());
   if (c.capacity == 0) {
     const int longest = *std::max_element(c.lens.begin(), c.lens.end());
-    c.capacity = std::max(kCapacityRound, (longest + kCapacityRound - 1) / kCapacityRound *
-                                              kCapacityRound);
+    c.capacity =
+        std::max(kCapacityRound, (longest + kCapacityRound - 1) / kCapacityRound * kCapacityRound);
   }
   m.q_elems = int64_t(m.batch) * c.heads_q * c.n_q * c.d;
   m.cache_elems = int64_t(m.batch) * c.heads_kv * c.capacity * c.d;
   std::mt19937_64 rng(seed);
-  if (c.dtype == FLASHLAB_FP16) m.fill<cpu::fp16>(&rng);
-  else m.fill<cpu::bf16>(&rng);
+  if (c.dtype == FLASHLAB_FP16)
+    m.fill<cpu::fp16>(&rng);
+  else
+    m.fill<cpu::bf16>(&rng);
 
   flashlab_decode_params& p = m.p;
   void* dQ = m.alloc(m.q_elems * 2);
@@ -231,8 +234,8 @@ DecodeRun::DecodeRun(const DecodeCase& dc, uint64_t seed) : impl_(std::make_uniq
     upload(dV, m.hV);
     p.k_cache = dK;
     p.v_cache = dV;
-    const int64_t s[4] = {int64_t(c.heads_kv) * c.capacity * c.d, int64_t(c.capacity) * c.d,
-                          c.d, 1};
+    const int64_t s[4] = {int64_t(c.heads_kv) * c.capacity * c.d, int64_t(c.capacity) * c.d, c.d,
+                          1};
     std::memcpy(p.k_stride, s, sizeof(s));
     std::memcpy(p.v_stride, s, sizeof(s));
   } else {
@@ -245,8 +248,7 @@ DecodeRun::DecodeRun(const DecodeCase& dc, uint64_t seed) : impl_(std::make_uniq
   p.max_seq_len = c.capacity;
   p.d = c.d;
   p.dtype = c.dtype;
-  p.workspace_bytes =
-      decode::workspace_bytes(m.batch, c.heads_q, c.n_q, c.d, decode::kMaxSplits);
+  p.workspace_bytes = decode::workspace_bytes(m.batch, c.heads_q, c.n_q, c.d, decode::kMaxSplits);
   p.workspace = m.alloc(size_t(p.workspace_bytes));
 }
 
@@ -276,8 +278,10 @@ DecodeBits DecodeRun::run(int num_splits) {
 DecodeOutcome DecodeRun::run_and_compare(int num_splits) {
   Impl& m = *impl_;
   if (!m.have_refs) {
-    if (m.c.dtype == FLASHLAB_FP16) m.references<cpu::fp16>();
-    else m.references<cpu::bf16>();
+    if (m.c.dtype == FLASHLAB_FP16)
+      m.references<cpu::fp16>();
+    else
+      m.references<cpu::bf16>();
     m.have_refs = true;
   }
   const DecodeBits bits = run(num_splits);
@@ -293,15 +297,20 @@ DecodeOutcome DecodeRun::run_and_compare(int num_splits) {
       const double o = m.c.dtype == FLASHLAB_FP16
                            ? double(Eigen::numext::bit_cast<cpu::fp16>(bits.o[at]))
                            : double(Eigen::numext::bit_cast<cpu::bf16>(bits.o[at]));
-      if (std::isnan(o)) ++out.unwritten;
-      else out.err = std::max(out.err, std::abs(o - m.ref_o[at]));
+      if (std::isnan(o))
+        ++out.unwritten;
+      else
+        out.err = std::max(out.err, std::abs(o - m.ref_o[at]));
       if (empty && o != 0.0) out.empty_rows_zero = false;
       out.err_naive = std::max(out.err_naive, std::abs(m.naive_o[at] - m.ref_o[at]));
     }
     const double l = bits.lse[row];
-    if (empty) out.lse_inf_matches &= std::isinf(l) && l < 0;
-    else if (!std::isfinite(l)) out.lse_inf_matches = false;
-    else out.lse_err = std::max(out.lse_err, std::abs(l - m.ref_l[row]));
+    if (empty)
+      out.lse_inf_matches &= std::isinf(l) && l < 0;
+    else if (!std::isfinite(l))
+      out.lse_inf_matches = false;
+    else
+      out.lse_err = std::max(out.lse_err, std::abs(l - m.ref_l[row]));
   }
   out.bound = 2.0 * out.err_naive;
   return out;

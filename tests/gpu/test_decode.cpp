@@ -21,8 +21,7 @@ const std::vector<int> kRaggedLens = {0, 1, 17, 1023, 97, 113};
 void expect_decode_matches(const DecodeCase& c, DecodeRun* run, int num_splits) {
   const DecodeOutcome out = run->run_and_compare(num_splits);
   INFO(c.describe(), " forced splits=", num_splits, " used=", out.splits, " err=", out.err,
-       " naive-same-precision err=", out.err_naive, " bound=", out.bound,
-       " LSE err=", out.lse_err);
+       " naive-same-precision err=", out.err_naive, " bound=", out.bound, " LSE err=", out.lse_err);
   CHECK(out.unwritten == 0);
   CHECK(out.err <= out.bound);
   CHECK(out.lse_inf_matches);
@@ -77,7 +76,8 @@ TEST_CASE("decode at a long cache: L = 32768, GQA 32/8, automatic splits") {
   expect_decode_matches(c);
 }
 
-TEST_CASE("decode: the paged cache gives the contiguous cache's bits: page sizes 16, 64, 256, shuffled") {
+TEST_CASE(
+    "decode: the paged cache gives the contiguous cache's bits: page sizes 16, 64, 256, shuffled") {
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
     for (int d : decode::kHeadDims)
       for (int page_size : {16, 64, 256})
@@ -131,9 +131,9 @@ TEST_CASE("flashlab_decode_num_splits and _workspace_bytes answer from kernel_in
     int64_t bytes = -1;
     REQUIRE(flashlab_decode_num_splits(&p, &splits) == FLASHLAB_OK);
     REQUIRE(flashlab_decode_workspace_bytes(&p, &bytes) == FLASHLAB_OK);
-    const int expected =
-        forced ? forced : decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv,
-                                              p.n_q, p.max_seq_len, sms);
+    const int expected = forced ? forced
+                                : decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv,
+                                                      p.n_q, p.max_seq_len, sms);
     CHECK(splits == expected);
     CHECK(bytes == decode::workspace_bytes(p.batch, p.heads_q, p.n_q, p.d, expected));
   }
