@@ -192,8 +192,8 @@ inline constexpr int kMaxSplits = 64;      // num_splits: 0 = automatic, 1..kMax
 inline constexpr int kMinPageSize = 16;    // page_size: a power of two in [16, kMaxPageSize]
 inline constexpr int kMaxPageSize = 1 << 16;
 // Two instantiations hold the packed rows in registers: kMaxRowsPerBlock / 2 rows (GQA 4
-// with N_q = 1: 138 registers, 3 blocks per SM) or kMaxRowsPerBlock (2 blocks per SM,
-// ~255 registers allowed; 3 would force spills). 3 x 64 KiB of SRAM fit an SM's 228 KiB.
+// with N_q = 1: 137 to 159 registers by ptxas, 3 blocks per SM) or kMaxRowsPerBlock (2
+// blocks per SM: 231 to 252 registers, no spills; 3 would force spills). 3 x 64 KiB of SRAM fit an SM's 228 KiB.
 constexpr int rows_per_block(int64_t group_size, int64_t n_q) {
   return group_size * n_q <= kMaxRowsPerBlock / 2 ? kMaxRowsPerBlock / 2 : kMaxRowsPerBlock;
 }
@@ -209,7 +209,7 @@ inline constexpr int kMinKeysPerSplit = 512;
 inline constexpr int kCombineThreads = 4 * kWarpSize;
 // The workspace: a header of kWorkspaceHeaderBytes (the error word the kernel sets when it
 // clamps a bad length or page index, read back by flashlab_decode_check), then per
-// (b, h, i, split) the state (m, l) and U, fp32.
+// (b, h, i, split) the state U (d floats), m (natural log) and l, fp32.
 inline constexpr int64_t kWorkspaceHeaderBytes = 256;
 
 inline constexpr std::array<int64_t, 2> kHeadDims = {64, 128};
