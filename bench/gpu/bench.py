@@ -7,6 +7,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --summarize-ncu ncu_naive.csv ncu_fa2.csv ...    # bytes vs prediction
   python3 bench.py --lib ... --pass backward --csv bwd.csv          # the backward sweep
                                                                     # (bench_backward.py)
+  python3 bench.py --lib ... --decode --csv decode.csv               # decode (bench_decode.py)
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
@@ -21,6 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlab_ctypes as fl  # noqa: E402
 import bench_backward  # noqa: E402
+import bench_decode  # noqa: E402
 
 HIDDEN = 2048
 TOKENS = 16384
@@ -222,9 +224,12 @@ def main():
     ap.add_argument("--summarize-ncu", nargs="*")
     ap.add_argument("--pass", dest="which", choices=["forward", "backward"], default="forward",
                     help="which pass the timing sweep times")
+    ap.add_argument("--decode", action="store_true", help="the split-KV decode benchmark")
     args = ap.parse_args()
     if args.which == "backward":
         bench_backward.run_sweep(args, HEAD_DIMS)
+    elif args.decode:
+        bench_decode.run_decode_sweep(args)
     elif args.summarize_ncu:
         summarize_ncu(fl.Flashlab(args.lib), args.summarize_ncu)
     elif args.ncu_one:

@@ -85,6 +85,26 @@ class KernelInfo(ctypes.Structure):
     ]
 
 
+class DecodeParams(ctypes.Structure):
+    """Field for field the C struct flashlab_decode_params (gpu/include/flashlab/decode.h)."""
+    _fields_ = [
+        ("q", ctypes.c_void_p), ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
+        ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("seq_lens", ctypes.c_void_p),
+        ("block_table", ctypes.c_void_p),
+        ("q_stride", ctypes.c_int64 * 4), ("k_stride", ctypes.c_int64 * 4),
+        ("v_stride", ctypes.c_int64 * 4), ("o_stride", ctypes.c_int64 * 4),
+        ("block_table_stride", ctypes.c_int64), ("page_size", ctypes.c_int64),
+        ("num_pages", ctypes.c_int64),
+        ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+        ("n_q", ctypes.c_int64), ("max_seq_len", ctypes.c_int64), ("d", ctypes.c_int64),
+        ("scale", ctypes.c_double),
+        ("dtype", ctypes.c_int32), ("num_splits", ctypes.c_int32),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_int64),
+        ("reserved", ctypes.c_int32), ("reserved2", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
 class Flashlab:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -103,6 +123,15 @@ class Flashlab:
         self.lib.flashlab_backward_workspace_bytes.restype = ctypes.c_int
         self.lib.flashlab_dropout_mask.argtypes = [ctypes.POINTER(DropoutMaskParams)]
         self.lib.flashlab_dropout_mask.restype = ctypes.c_int
+        for name in ("flashlab_decode", "flashlab_decode_check"):
+            getattr(self.lib, name).argtypes = [ctypes.POINTER(DecodeParams)]
+            getattr(self.lib, name).restype = ctypes.c_int
+        self.lib.flashlab_decode_num_splits.argtypes = [ctypes.POINTER(DecodeParams),
+                                                        ctypes.POINTER(ctypes.c_int32)]
+        self.lib.flashlab_decode_num_splits.restype = ctypes.c_int
+        self.lib.flashlab_decode_workspace_bytes.argtypes = [ctypes.POINTER(DecodeParams),
+                                                             ctypes.POINTER(ctypes.c_int64)]
+        self.lib.flashlab_decode_workspace_bytes.restype = ctypes.c_int
         if self.lib.flashlab_abi_version() != ABI_VERSION:
             raise RuntimeError(f"{path} has ABI version {self.lib.flashlab_abi_version()}; "
                                f"this mirror is of version {ABI_VERSION}")
@@ -197,6 +226,54 @@ class Flashlab:
         params.workspace, params.workspace_bytes = workspace.data_ptr(), workspace.numel()
         self._check(self.lib.flashlab_backward(ctypes.byref(params)))
         return workspace
+
+    def decode_params(self, q, k_cache, v_cache, o, seq_lens, max_seq_len, lse=None,
+                      block_table=None, page_size=0, num_splits=0, scale=0.0, stream=None):
+        """Q, O: (B, Hq, N_q, d) torch tensors; seq_lens: (B) int32 on the GPU.
+        Contiguous cache (block_table None): K, V viewed (B, Hkv, max_seq_len, d).
+        Paged: K, V viewed (num_pages, Hkv, page_size, d), e.g. a (pages, page, Hkv, d)
+        tensor through .transpose(1, 2); block_table (B, max_seq_len / page_size) int32.
+        The workspace is allocated here, sized by flashlab_decode_workspace_bytes."""
+        import torch
+        dtypes = {torch.float16: FP16, torch.bfloat16: BF16}
+        p = DecodeParams()
+        p.q, p.k_cache, p.v_cache, p.o = (q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+                                          o.data_ptr())
+        p.lse = lse.data_ptr() if lse is not None else None
+        p.seq_lens = seq_lens.data_ptr()
+        p.q_stride[:], p.k_stride[:] = q.stride(), k_cache.stride()
+        p.v_stride[:], p.o_stride[:] = v_cache.stride(), o.stride()
+        if block_table is not None:
+            p.block_table = block_table.data_ptr()
+            p.block_table_stride = block_table.stride(0)
+            p.page_size, p.num_pages = page_size, k_cache.shape[0]
+        p.batch, p.heads_q, p.n_q, p.d = q.shape
+        p.heads_kv, p.max_seq_len = k_cache.shape[1], max_seq_len
+        p.scale, p.dtype, p.num_splits = scale, dtypes[q.dtype], num_splits
+        p.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
+        p.workspace_bytes = self.decode_workspace_bytes(p)
+        workspace = torch.empty(p.workspace_bytes, dtype=torch.uint8, device=q.device)
+        p.workspace = workspace.data_ptr()
+        return p, workspace  # keep the workspace alive as long as the params
+
+    def decode_num_splits(self, params):
+        out = ctypes.c_int32()
+        self._check(self.lib.flashlab_decode_num_splits(ctypes.byref(params), ctypes.byref(out)))
+        return out.value
+
+    def decode_workspace_bytes(self, params):
+        out = ctypes.c_int64()
+        self._check(self.lib.flashlab_decode_workspace_bytes(ctypes.byref(params),
+                                                             ctypes.byref(out)))
+        return out.value
+
+    def decode(self, params):
+        self._check(self.lib.flashlab_decode(ctypes.byref(params)))
+
+    def decode_check(self, params):
+        """Waits for the stream; raises when the kernel met a bad length or page index."""
+        self._check(self.lib.flashlab_decode_check(ctypes.byref(params)))
+
 
 
 def attention_function(lib, causal=CAUSAL_NONE, deterministic=False):

@@ -7,7 +7,7 @@
 # read one forward of each with Nsight Compute.
 #
 #   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench
-#                                        bench-backward ncu levels (default: all)
+#                                        bench-backward decode ncu levels (default: all)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -19,7 +19,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize cli sweep bench bench-backward ncu levels}
+STEPS=${*:-build test sanitize cli sweep bench bench-backward decode ncu levels}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -49,7 +49,7 @@ if want build; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
-        test_gpu_validate flashlab flashlab_gpu_runner || exit 1
+        test_gpu_validate test_gpu_validate_decode flashlab flashlab_gpu_runner || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
   # uses tensor cores, how many of each instruction that matters made it into the SASS.
@@ -62,7 +62,7 @@ fi
 
 if want test; then
   step "GPU tests"
-  for t in test_gpu test_gpu_abi test_gpu_info test_gpu_validate; do
+  for t in test_gpu test_gpu_abi test_gpu_info test_gpu_validate test_gpu_validate_decode; do
     "$BUILD/tests/gpu/$t" 2>&1 | tee -a "$OUT/tests.log" | tail -4
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   done
@@ -75,6 +75,12 @@ if want sanitize; then
       "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.log" 2>&1 \
       && echo "$tool: clean" || { status=1; tail -20 "$BUILD.$tool.log"; }
     cat "$BUILD.$tool.log" >> "$OUT/sanitizer.log"
+    # The decode kernels: paged and contiguous, bad lengths and page indices (clamped, never
+    # read out of bounds), determinism.
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
+      -tc='decode: *,decode is bitwise*' > "$BUILD.$tool.decode.log" 2>&1 \
+      && echo "$tool (decode): clean" || { status=1; tail -20 "$BUILD.$tool.decode.log"; }
+    cat "$BUILD.$tool.decode.log" >> "$OUT/sanitizer.log"
   done
 fi
 
@@ -112,6 +118,12 @@ if want bench-backward; then
     || status=1
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
     --pass backward --csv "$OUT/bench_backward.csv" ${SEQ_LENS:+--seq-lens $SEQ_LENS} || status=1
+fi
+
+if want decode; then
+  step "decode: split-KV against torch SDPA decode, contiguous and paged"
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
+    --decode --csv "$OUT/bench_decode.csv" || status=1
 fi
 
 if want ncu; then

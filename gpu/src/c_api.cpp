@@ -3,6 +3,7 @@
 #include "flashlab/flashlab.h"
 #include "flashlab/gpu/backward.hpp"
 #include "flashlab/gpu/dropout.hpp"
+#include "flashlab/gpu/decode.hpp"
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -110,6 +111,44 @@ flashlab_status flashlab_kernel_info(int32_t kernel, int64_t d, int32_t dtype,
     fill(out, info);
     if (!info.supported) throw flashlab::gpu::Error(FLASHLAB_ERROR_UNSUPPORTED, info.reason);
   });
+}
+
+flashlab_status flashlab_decode(const flashlab_decode_params* params) {
+  if (params == nullptr) {
+    last_error = "params is NULL: pass a filled flashlab_decode_params";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([params] { flashlab::gpu::run_decode(*params); });
+}
+
+flashlab_status flashlab_decode_num_splits(const flashlab_decode_params* params,
+                                           int32_t* out) {
+  if (params == nullptr || out == nullptr) {
+    last_error = "params or out is NULL: pass a filled flashlab_decode_params and an int32";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([&] {
+    *out = flashlab::gpu::decode_num_splits(*params, flashlab::gpu::current_sm_count());
+  });
+}
+
+flashlab_status flashlab_decode_workspace_bytes(const flashlab_decode_params* params,
+                                                int64_t* out) {
+  if (params == nullptr || out == nullptr) {
+    last_error = "params or out is NULL: pass a filled flashlab_decode_params and an int64";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([&] {
+    *out = flashlab::gpu::decode_workspace_bytes(*params, flashlab::gpu::current_sm_count());
+  });
+}
+
+flashlab_status flashlab_decode_check(const flashlab_decode_params* params) {
+  if (params == nullptr) {
+    last_error = "params is NULL: pass the flashlab_decode_params of the call to check";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([params] { flashlab::gpu::check_decode(*params); });
 }
 
 const char* flashlab_last_error(void) { return last_error.c_str(); }

@@ -40,6 +40,8 @@ void check_pointer(const char* name, const void* ptr, int device) {
               where + ": unknown cudaMemoryType " + std::to_string(int(attr.type)));
 }
 
+}  // namespace
+
 int current_device() {
   int device = 0;
   const cudaError_t err = cudaGetDevice(&device);
@@ -48,10 +50,12 @@ int current_device() {
   return device;
 }
 
-}  // namespace
-
 void check_device_pointer(const char* name, const void* ptr) {
   check_pointer(name, ptr, current_device());
+}
+
+void check_device_pointer(const char* name, const void* ptr, int device) {
+  check_pointer(name, ptr, device);
 }
 
 void check_device_pointers(const flashlab_forward_params& p) {

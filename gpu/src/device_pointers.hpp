@@ -15,4 +15,10 @@ void check_device_pointers(const flashlab_backward_params& params);
 // The same for one pointer; `name` names it in the message.
 void check_device_pointer(const char* name, const void* ptr);
 
+// The current CUDA device. Throws Error.
+int current_device();
+
+// Throws Error unless ptr (called `name` in the message) is memory of `device` or managed.
+void check_device_pointer(const char* name, const void* ptr, int device);
+
 }  // namespace flashlab::gpu

@@ -2,6 +2,8 @@
 // arithmetic on the parameters, no CUDA (the device-side checks of the pointers are
 // device_pointers.cpp's).
 // Each failure names what was wrong and what would be right.
+#include "validate_parts.hpp"
+
 #include "flashlab/gpu/backward.hpp"
 #include "flashlab/gpu/dropout.hpp"
 #include "flashlab/gpu/forward.hpp"
@@ -16,26 +18,14 @@
 #include <vector>
 
 namespace flashlab::gpu {
-namespace {
+namespace validation {
 
-// Grid y and z hold heads and batch; a grid dimension holds at most 65535 blocks.
-constexpr int64_t kMaxGridDim = 65535;
-constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 [[noreturn]] void fail(flashlab_status status, const std::string& message) {
   throw Error(status, message);
 }
 
-// One tensor argument: its pointer, strides and extents, (batch, head, row, column).
-struct TensorArg {
-  const char* name;
-  const void* ptr;
-  const int64_t* stride;
-  int64_t extent[4];
-};
-
-const char* const kDimNames[] = {"batch", "head", "row", "column"};
 
 // A size or stride computation that overflowed int64: no buffer is that large, so the sizes
 // or strides that went into it are wrong (a tensor's extent is a stride problem).
@@ -197,10 +187,6 @@ void check_output_disjoint(const TensorArg& t) {
   }
 }
 
-// The bytes [begin, end) a tensor touches.
-struct Span {
-  std::uintptr_t begin = 0, end = 0;
-};
 
 // Its last element sits sum (extent - 1) * stride elements past its first, over the
 // dimensions it uses: every term, the sum, the bytes and the end address must fit, or the
@@ -231,7 +217,7 @@ Span check_span(const TensorArg& t, int64_t element_bytes) {
 // (Q, K and V may share theirs with each other, and often do: one packed QKV buffer).
 // in_written: the kernels write `in` too (O and LSE in the forward, two gradients).
 void check_no_overlap(const char* out_name, const Span& out, const char* in_name, const Span& in,
-                      bool in_written = false) {
+                      bool in_written) {
   if (out.begin < in.end && in.begin < out.end)
     fail(FLASHLAB_ERROR_BAD_ARGUMENT,
          std::string(out_name) + "'s bytes [" + std::to_string(out.begin) + ", " +
@@ -284,7 +270,9 @@ void check_alignment(const TensorArg& t, std::string_view kernel_name, const Ker
                "start " + align + "-byte aligned, because " + why);
 }
 
-}  // namespace
+}  // namespace validation
+
+using namespace validation;
 
 void validate(const flashlab_forward_params& p) {
   check_enums(p);

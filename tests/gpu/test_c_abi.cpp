@@ -117,5 +117,26 @@ TEST_CASE("flashlab_backward: bad parameters come back as statuses before any de
         "params is NULL: pass a filled flashlab_backward_params");
 }
 
+TEST_CASE("the decode calls refuse NULL params and outputs with a status and a message") {
+  flashlab_decode_params p{};
+  int32_t splits = 0;
+  int64_t bytes = 0;
+  CHECK(status_name(flashlab_decode(nullptr)) == status_name(FLASHLAB_ERROR_NULL_POINTER));
+  CHECK(std::string(flashlab_last_error()).find("flashlab_decode_params") != std::string::npos);
+  CHECK(status_name(flashlab_decode_check(nullptr)) ==
+        status_name(FLASHLAB_ERROR_NULL_POINTER));
+  CHECK(status_name(flashlab_decode_num_splits(nullptr, &splits)) ==
+        status_name(FLASHLAB_ERROR_NULL_POINTER));
+  CHECK(status_name(flashlab_decode_num_splits(&p, nullptr)) ==
+        status_name(FLASHLAB_ERROR_NULL_POINTER));
+  CHECK(status_name(flashlab_decode_workspace_bytes(nullptr, &bytes)) ==
+        status_name(FLASHLAB_ERROR_NULL_POINTER));
+  CHECK(status_name(flashlab_decode_workspace_bytes(&p, nullptr)) ==
+        status_name(FLASHLAB_ERROR_NULL_POINTER));
+  // A check with no workspace says which argument it needs.
+  CHECK(status_name(flashlab_decode_check(&p)) == status_name(FLASHLAB_ERROR_NULL_POINTER));
+  CHECK(std::string(flashlab_last_error()).find("workspace is NULL") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace flashlab::gpu

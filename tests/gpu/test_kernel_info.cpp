@@ -183,5 +183,41 @@ TEST_CASE("unsupported or unknown dtype, unknown kernel") {
   }
 }
 
+// The decode kernels' facts: the tile is 16 KiB of K and V for both head dimensions, the
+// SRAM of the resident blocks fits an H200 SM (228 KiB), the merge fits in the pipeline's
+// SRAM, and the split heuristic stays in [1, kMaxSplits] and fills about one wave.
+TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace") {
+  constexpr int64_t kSmSramBytes = 228 * 1024, kH200Sms = 132;
+  for (int64_t d : decode::kHeadDims) {
+    CHECK(decode::threads_per_key(d) * decode::key_lanes(d) == decode::kThreads);
+    CHECK(decode::bc(d) * d * 2 * 2 == 16 * 1024);
+    CHECK(decode::merge_sram_bytes(d) <= decode::sram_bytes(d));
+    for (int rows : {decode::kMaxRowsPerBlock / 2, decode::kMaxRowsPerBlock})
+      CHECK(decode::blocks_per_sm(rows) * decode::sram_bytes(d) <= kSmSramBytes);
+  }
+  CHECK(!decode::supports_head_dim(96));
+  CHECK(!decode::supports_dtype(FLASHLAB_FP32));
+  CHECK(decode::supports_dtype(FLASHLAB_BF16));
+  for (int64_t ps : {16, 64, 256, 65536}) CHECK(decode::is_page_size(ps));
+  for (int64_t ps : {0, 8, 24, 48, 131072, -16}) CHECK(!decode::is_page_size(ps));
+  CHECK(decode::row_blocks(4, 1) == 1);
+  CHECK(decode::row_blocks(4, 16) == 8);
+  CHECK(decode::row_blocks(1, 9) == 2);
+  // ANCHORS.md's shape, B = 8, GQA 32/8, N_q = 1: 64 (b, KV head) pairs and 3 blocks per SM
+  // make floor(396 / 64) = 6 splits (one wave), unless the cache is too short for them.
+  CHECK(decode::auto_splits(8, 8, 4, 1, 131072, kH200Sms) == 6);
+  CHECK(decode::auto_splits(8, 8, 4, 1, 1024, kH200Sms) == 2);
+  CHECK(decode::auto_splits(1, 1, 4, 1, 1 << 20, kH200Sms) == decode::kMaxSplits);
+  CHECK(decode::auto_splits(64, 8, 4, 1, 32768, kH200Sms) == 1);
+  for (int64_t batch : {1, 3, 8, 64})
+    for (int64_t len : {1, 100, 4096, 131072}) {
+      const int s = decode::auto_splits(batch, 8, 4, 16, len, kH200Sms);
+      CHECK(s >= 1);
+      CHECK(s <= decode::kMaxSplits);
+    }
+  CHECK(decode::workspace_bytes(2, 8, 4, 128, 3) ==
+        decode::kWorkspaceHeaderBytes + 2 * 8 * 4 * 3 * 130 * 4);
+}
+
 }  // namespace
 }  // namespace flashlab::gpu

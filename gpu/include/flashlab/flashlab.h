@@ -178,5 +178,7 @@ int flashlab_abi_version(void);
 #include "flashlab/backward.h"
 /* The dropout mask as the kernels draw it: flashlab_dropout_mask(). */
 #include "flashlab/dropout.h"
+/* Split-KV decode against a (paged) KV cache: flashlab_decode_params, flashlab_decode(). */
+#include "flashlab/decode.h"
 
 #endif /* FLASHLAB_FLASHLAB_H */

@@ -241,6 +241,102 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
   return dq_accum_offset_bytes(batch, heads_q, n_q) + accum;
 }
 }  // namespace fa2_backward
+// 05_decode_split_kv.cu and 05_decode_combine.cu: split-KV decode (flash-decoding) with
+// GQA packing and a paged KV cache. Not a rung of the forward ladder (it has its own call,
+// flashlab_decode in flashlab/decode.h), so it has no KernelRecord: these are its facts.
+//
+// One block of kThreads handles one (batch entry, KV head, row block, split). Its packed
+// query rows are the N_q rows of every query head of the GQA group that reads this KV head,
+// row p = (head in group) * N_q + i, at most kMaxRowsPerBlock of them; a group with more
+// packed rows takes several row blocks (and reads K and V once per row block).
+// Inside a block, each key is read by threads_per_key(d) threads, one 16-byte vector of 8
+// elements each; the block's key_lanes(d) key lanes each keep their own state (m, l, U) over
+// their own keys, and the lanes' states are merged once at the end of the split.
+// K and V arrive in tiles of Bc = key_lanes(d) * kKeysPerLane keys through a kStages-deep
+// cp.async pipeline: 16 KiB of K and V per tile for d = 64 and d = 128 alike.
+namespace decode {
+inline constexpr int kThreads = 4 * kWarpSize;
+inline constexpr int kVecElements = 8;     // one 16-byte load of bf16 or fp16
+inline constexpr int kAlignBytes = 16;     // every K and V load is a 16-byte cp.async
+inline constexpr int kKeysPerLane = 4;     // keys one key lane takes from each tile
+inline constexpr int kStages = 4;          // K/V tiles in flight or in use per block
+inline constexpr int kMaxRowsPerBlock = 8; // packed query rows (group heads x N_q) per block
+inline constexpr int kMaxQueryRows = 16;   // N_q: a new token, or up to 16 speculated ones
+inline constexpr int kMaxSplits = 64;      // num_splits: 0 = automatic, 1..kMaxSplits forced
+inline constexpr int kMinPageSize = 16;    // page_size: a power of two in [16, kMaxPageSize]
+inline constexpr int kMaxPageSize = 1 << 16;
+// Two instantiations hold the packed rows in registers: kMaxRowsPerBlock / 2 rows (GQA 4
+// with N_q = 1: 137 to 159 registers by ptxas, 3 blocks per SM) or kMaxRowsPerBlock (2
+// blocks per SM: 231 to 252 registers, no spills; 3 would force spills). 3 x 64 KiB of SRAM fit an SM's 228 KiB.
+constexpr int rows_per_block(int64_t group_size, int64_t n_q) {
+  return group_size * n_q <= kMaxRowsPerBlock / 2 ? kMaxRowsPerBlock / 2 : kMaxRowsPerBlock;
+}
+constexpr int blocks_per_sm(int rows_per_block) {
+  return rows_per_block <= kMaxRowsPerBlock / 2 ? 3 : 2;
+}
+// The split heuristic: enough blocks for about one wave of resident blocks on every SM, and
+// no split shorter than kMinKeysPerSplit keys, so that the combine (which reads and writes
+// (d + 2) floats per split and row) stays small beside the split's K and V (d = 128, GQA 4
+// rows: 2 KiB of state against 256 KiB of K and V per 512 keys, under 1%).
+inline constexpr int kMinKeysPerSplit = 512;
+// The combine kernel: one warp per query row (b, h, i), lanes over d.
+inline constexpr int kCombineThreads = 4 * kWarpSize;
+// The workspace: a header of kWorkspaceHeaderBytes (the error word the kernel sets when it
+// clamps a bad length or page index, read back by flashlab_decode_check), then per
+// (b, h, i, split) the state U (d floats), m (natural log) and l, fp32.
+inline constexpr int64_t kWorkspaceHeaderBytes = 256;
+
+inline constexpr std::array<int64_t, 2> kHeadDims = {64, 128};
+inline constexpr uint32_t kDtypeBits = dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16);
+
+constexpr bool supports_head_dim(int64_t d) { return d == kHeadDims[0] || d == kHeadDims[1]; }
+constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.contains(dtype); }
+constexpr bool is_page_size(int64_t page_size) {
+  return page_size >= kMinPageSize && page_size <= kMaxPageSize &&
+         (page_size & (page_size - 1)) == 0;
+}
+
+constexpr int threads_per_key(int64_t d) { return int(d / kVecElements); }   // 16 or 8
+constexpr int key_lanes(int64_t d) { return kThreads / threads_per_key(d); }  // 8 or 16
+constexpr int bc(int64_t d) { return key_lanes(d) * kKeysPerLane; }          // 32 or 64
+// sK and sV, kStages tiles of (Bc, d) each, in the input dtype (2 bytes); the final merge of
+// the key lanes' states reuses the same SRAM.
+constexpr int64_t sram_bytes(int64_t d) { return int64_t(kStages) * 2 * bc(d) * d * 2; }
+// The lanes' states at the merge: key_lanes x kMaxRowsPerBlock x (U (d) + m + l), fp32.
+constexpr int64_t merge_sram_bytes(int64_t d) {
+  return int64_t(key_lanes(d)) * kMaxRowsPerBlock * (d + 2) * 4;
+}
+static_assert(merge_sram_bytes(64) <= sram_bytes(64) && merge_sram_bytes(128) <= sram_bytes(128));
+
+// Row blocks per (batch entry, KV head): ceil(group_size * N_q / kMaxRowsPerBlock).
+constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
+  return (group_size * n_q + kMaxRowsPerBlock - 1) / kMaxRowsPerBlock;
+}
+
+// The automatic split count: as many blocks as fit one wave, capped by the length and by
+// kMaxSplits. Rounded down, so that no second wave runs a handful of blocks on an idle GPU
+// (B = 8, 8 KV heads, 3 blocks per SM on 132 SMs: 6 splits, 384 of 396 slots busy).
+//   splits = clamp(floor(sm_count * blocks_per_sm / (batch * heads_kv * row_blocks)),
+//                  1, min(kMaxSplits, ceil(max_seq_len / kMinKeysPerSplit)))
+constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
+                          int64_t max_seq_len, int64_t sm_count) {
+  const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
+  const int64_t wave = sm_count * blocks_per_sm(rows_per_block(group_size, n_q));
+  int64_t splits = blocks <= 0 ? 1 : wave / blocks;
+  const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  splits = splits < by_length ? splits : by_length;
+  splits = splits < kMaxSplits ? splits : kMaxSplits;
+  return int(splits < 1 ? 1 : splits);
+}
+
+// Floats of one split's state for one query row: U (d), then m and l.
+constexpr int64_t state_floats(int64_t d) { return d + 2; }
+// Workspace bytes: the header, then batch x heads_q x N_q x splits states.
+constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, int64_t d,
+                                  int64_t splits) {
+  return kWorkspaceHeaderBytes + batch * heads_q * n_q * splits * state_floats(d) * 4;
+}
+}  // namespace decode
 
 // The ladder, simplest first: the one list of kernels.
 inline constexpr std::array kKernels = {

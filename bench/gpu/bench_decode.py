@@ -1,0 +1,122 @@
+"""The decode benchmark: flashlab's split-KV decode against torch's SDPA decode (flash and
+cuDNN backends) on the same tensors, in the same process; contiguous and paged caches.
+
+  python3 bench.py --lib build/gpu/libflashlab.so --decode --csv decode.csv
+
+ANCHORS.md's shape: bf16, d = 128, 32 query heads over 8 KV heads, one new token (N_q = 1).
+Bandwidth = bytes of K and V read / time = 2 B Hkv L d 2 / t. L sweeps 1024 .. 131072 at
+B = 8, and B sweeps 1 .. 64 at L = 32768 (with B L capped so K and V fit memory). The split
+count the library chose is printed beside each point. Times are medians of
+triton.testing.do_bench (which clears the L2 before every run).
+"""
+import flashlab_ctypes as fl
+
+D, HEADS_Q, HEADS_KV = 128, 32, 8
+LENGTHS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+BATCHES = [1, 2, 4, 8, 16, 32, 64]
+BATCH_SWEEP_LEN = 32768
+MAX_CACHE_TOKENS = 64 * 32768      # B L cap: 2 x 2M x 8 x 128 x 2 bytes = 8 GiB of K and V
+PAGE_SIZES = [64, 256]
+TORCH_DECODE_BACKENDS = ["flash", "cudnn"]
+
+
+def kv_bytes(B, L):
+    return 2 * B * HEADS_KV * L * D * 2
+
+
+def torch_decode(torch, backend, q, k, v):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    kind = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
+    F = torch.nn.functional
+
+    def run():
+        with sdpa_kernel(kind):
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    return run
+
+
+def to_pages(torch, x, page_size, order):
+    """x (B, Hkv, L, d) into pages (num_pages, page_size, Hkv, d), sequence b's page t
+    stored at page order[b * L / page_size + t]; returned as (num_pages, Hkv, page_size, d)."""
+    B, H, L, d = x.shape
+    per_seq = L // page_size
+    pages = torch.empty(B * per_seq, page_size, H, d, device="cuda", dtype=x.dtype)
+    pages[order.long()] = x.reshape(B, H, per_seq, page_size, d).permute(0, 2, 3, 1, 4).reshape(
+        B * per_seq, page_size, H, d)
+    return pages.transpose(1, 2)
+
+
+def bench_point(torch, do_bench, lib, B, L, writer):
+    gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
+    q = torch.randn(B, HEADS_Q, 1, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k, v = (torch.randn(B, HEADS_KV, L, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+            for _ in range(2))
+    o = torch.empty_like(q)
+    lse = torch.empty(B, HEADS_Q, 1, device="cuda", dtype=torch.float32)
+    lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+    try:
+        reference = torch_decode(torch, "cudnn", q, k, v)().float()
+    except RuntimeError:  # cuDNN refuses the shape: the flash backend is the reference
+        reference = torch_decode(torch, "flash", q, k, v)().float()
+    rows = {}
+
+    def record(name, fn, result, splits=""):
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            diff = ((result if result is not None else out).float() - reference).abs().max().item()
+            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+        except RuntimeError as e:
+            print(f"  {name}: {e}", flush=True)
+            return
+        rows[name] = (ms, kv_bytes(B, L) / (ms * 1e-3) / 1e12, diff, splits)  # TB/s
+
+    params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse)
+    splits = lib.decode_num_splits(params)
+    record("flashlab", lambda: lib.decode(params), o, splits)
+    lib.decode_check(params)
+    for page_size in PAGE_SIZES:
+        if L % page_size:
+            continue
+        per_seq = L // page_size
+        order = torch.randperm(B * per_seq, device="cuda", generator=gen).to(torch.int32)
+        pk, pv = to_pages(torch, k, page_size, order), to_pages(torch, v, page_size, order)
+        table = order.reshape(B, per_seq)
+        pparams, pwork = lib.decode_params(q, pk, pv, o, lens, L, lse=lse, block_table=table,
+                                           page_size=page_size)
+        record(f"paged{page_size}", lambda: lib.decode(pparams), o, splits)
+        lib.decode_check(pparams)
+        del pk, pv, table, pwork
+    for backend in TORCH_DECODE_BACKENDS:
+        record(backend, torch_decode(torch, backend, q, k, v), None)
+    for name, (ms, tbs, diff, sp) in rows.items():
+        writer.writerow([B, L, name, sp, f"{ms:.4f}", f"{tbs:.3f}", f"{diff:.3e}"])
+    del q, k, v, o, lse, reference, workspace
+    torch.cuda.empty_cache()
+    return rows
+
+
+def print_row(B, L, rows):
+    tbs = lambda name: f"{rows[name][1]:6.2f}" if name in rows else f"{'-':>6}"
+    sp = rows["flashlab"][3] if "flashlab" in rows else "-"
+    print(f"{B:4d} {L:7d} {sp!s:>6} | {tbs('flashlab')} {tbs('paged64')} {tbs('paged256')} | "
+          f"{tbs('flash')} {tbs('cudnn')}", flush=True)
+
+
+def run_decode_sweep(args):
+    import csv
+    import torch
+    from triton.testing import do_bench
+    lib = fl.Flashlab(args.lib)
+    points = [(8, L) for L in LENGTHS] + [(B, BATCH_SWEEP_LEN) for B in BATCHES if B != 8]
+    print("TB/s of K and V read (bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1)")
+    print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'pg64':>6} {'pg256':>6} | "
+          f"{'flash':>6} {'cudnn':>6}")
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["B", "L", "impl", "splits", "ms", "tb_per_s", "max_abs_diff_vs_cudnn"])
+        for B, L in points:
+            if B * L > MAX_CACHE_TOKENS:
+                continue
+            print_row(B, L, bench_point(torch, do_bench, lib, B, L, writer))
+            f.flush()

@@ -1,0 +1,45 @@
+// One decode call as the split and combine kernels see it: validated, defaults resolved,
+// the split count chosen. Plain data only, shared by .cu and .cpp files.
+#pragma once
+
+#include "problem.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace flashlab::gpu {
+
+struct DecodeProblem {
+  const void* q = nullptr;  // (B, Hq, N_q, d)
+  const void* k = nullptr;  // contiguous (B, Hkv, capacity, d) or paged (pages, Hkv, page, d)
+  const void* v = nullptr;
+  void* o = nullptr;                               // (B, Hq, N_q, d)
+  float* lse = nullptr;                            // (B, Hq, N_q) contiguous, or null
+  const int32_t* seq_lens = nullptr;               // (B)
+  const int32_t* block_table = nullptr;            // (B, pages per sequence), or null: contiguous
+  Strides q_stride, k_stride, v_stride, o_stride;  // k, v: `batch` is the page stride if paged
+  int64_t block_table_stride = 0;
+  int page_shift = 0;  // log2(page_size) when paged
+  int num_pages = 0;
+  int batch = 0, heads_q = 0, heads_kv = 0, n_q = 0, capacity = 0, d = 0;
+  int group_size = 1;  // heads_q / heads_kv
+  int row_blocks = 1;  // decode::row_blocks(group_size, n_q)
+  int splits = 1;
+  float scale = 0.0f;
+  flashlab_dtype dtype = FLASHLAB_BF16;
+  // The workspace: the error word (4 x uint32: bits, bad-length entry + 1, bad-page entry +
+  // 1, the bad page index), then the states, (B, Hq, N_q, splits, d + 2) fp32.
+  uint32_t* error_word = nullptr;
+  float* states = nullptr;
+};
+
+// Offsets of the error word's fields.
+inline constexpr int kErrorBits = 0, kErrorLengthEntry = 1, kErrorPageEntry = 2,
+                     kErrorPageIndex = 3, kErrorWords = 4;
+
+// 05_decode_split_kv.cu, then 05_decode_combine.cu, on the same stream.
+void launch_decode_split_kv(const DecodeProblem& problem, cudaStream_t stream);
+void launch_decode_combine(const DecodeProblem& problem, cudaStream_t stream);
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,206 @@
+// Split-KV decode (gpu/kernels/05_decode_*.cu) against the fp64 CPU reference decode: ragged
+// lengths including 0 and 1, N_q in {1, 4, 16}, every split count, GQA 32/8 and 4/1, d 64
+// and 128, bf16 and fp16; the paged cache bitwise equal to the contiguous one; repeated runs
+// bitwise equal; the device-side checks of lengths and page indices; every error status.
+#include "checks.hpp"
+#include "decode_harness.hpp"
+
+#include "flashlab/gpu/kernel_info.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+namespace flashlab::gpu::test {
+namespace {
+
+// Lengths with the awkward cases: empty, one key, shorter than N_q = 16, a ragged tile edge.
+const std::vector<int> kRaggedLens = {0, 1, 17, 1023, 97, 113};
+
+void expect_decode_matches(const DecodeCase& c, DecodeRun* run, int num_splits) {
+  const DecodeOutcome out = run->run_and_compare(num_splits);
+  INFO(c.describe(), " forced splits=", num_splits, " used=", out.splits, " err=", out.err,
+       " naive-same-precision err=", out.err_naive, " bound=", out.bound, " LSE err=", out.lse_err);
+  CHECK(out.unwritten == 0);
+  CHECK(out.err <= out.bound);
+  CHECK(out.lse_inf_matches);
+  CHECK(out.empty_rows_zero);
+  CHECK(out.lse_err <= kLseTolerance);
+}
+
+void expect_decode_matches(const DecodeCase& c) {
+  const uint64_t seed = fresh_seed();
+  DecodeRun run(c, seed);
+  INFO("seed=", seed);
+  expect_decode_matches(c, &run, c.num_splits);
+}
+
+TEST_CASE("decode matches the fp64 reference: dtypes, d, N_q in {1, 4, 16}, GQA 32/8 and 4/1") {
+  const int kGqa[][2] = {{32, 8}, {4, 1}};
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : decode::kHeadDims)
+      for (int n_q : {1, 4, 16})
+        for (const auto& gqa : kGqa) {
+          DecodeCase c;
+          c.dtype = dtype;
+          c.d = d;
+          c.n_q = n_q;
+          c.heads_q = gqa[0];
+          c.heads_kv = gqa[1];
+          c.lens = kRaggedLens;
+          expect_decode_matches(c);
+        }
+}
+
+TEST_CASE("decode with every split count from 1 to 64 (more splits than keys included)") {
+  for (int n_q : {1, 16}) {
+    DecodeCase c;
+    c.n_q = n_q;
+    c.heads_q = 8;
+    c.heads_kv = 2;
+    c.lens = {0, 1, 40, 700, 3000};
+    const uint64_t seed = fresh_seed();
+    DecodeRun run(c, seed);
+    INFO("seed=", seed);
+    for (int splits = 1; splits <= decode::kMaxSplits; ++splits)
+      expect_decode_matches(c, &run, splits);
+  }
+}
+
+TEST_CASE("decode at a long cache: L = 32768, GQA 32/8, automatic splits") {
+  DecodeCase c;
+  c.heads_q = 32;
+  c.heads_kv = 8;
+  c.lens = {32768, 20000};
+  expect_decode_matches(c);
+}
+
+TEST_CASE(
+    "decode: the paged cache gives the contiguous cache's bits: page sizes 16, 64, 256, shuffled") {
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : decode::kHeadDims)
+      for (int page_size : {16, 64, 256})
+        for (int splits : {1, 5, 0}) {
+          DecodeCase c;
+          c.dtype = dtype;
+          c.d = d;
+          c.n_q = 4;
+          c.heads_q = 8;
+          c.heads_kv = 2;
+          c.lens = {0, 1, 255, 257, 1500};
+          c.capacity = 2048;
+          c.num_splits = splits;
+          const uint64_t seed = fresh_seed();
+          DecodeRun contiguous(c, seed);
+          c.page_size = page_size;
+          DecodeRun paged(c, seed);
+          INFO(c.describe(), " seed=", seed);
+          const DecodeBits a = contiguous.run(splits), b = paged.run(splits);
+          CHECK(a == b);
+          expect_decode_matches(c, &paged, splits);
+        }
+}
+
+TEST_CASE("decode is bitwise deterministic over repeated runs") {
+  DecodeCase c;
+  c.heads_q = 32;
+  c.heads_kv = 8;
+  c.n_q = 4;
+  c.lens = {5000, 0, 1, 777};
+  c.page_size = 64;
+  const uint64_t seed = fresh_seed();
+  DecodeRun run(c, seed);
+  INFO(c.describe(), " seed=", seed);
+  const DecodeBits first = run.run(0);
+  for (int r = 1; r < 20; ++r) CHECK(run.run(0) == first);
+}
+
+TEST_CASE("flashlab_decode_num_splits and _workspace_bytes answer from kernel_info's formulas") {
+  DecodeCase c;
+  c.heads_q = 32;
+  c.heads_kv = 8;
+  c.lens = {4096, 4096};
+  DecodeRun run(c, fresh_seed());
+  flashlab_decode_params& p = run.params();
+  int sms = 0;
+  REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+  for (int forced : {0, 1, 7, 64}) {
+    p.num_splits = forced;
+    int32_t splits = -1;
+    int64_t bytes = -1;
+    REQUIRE(flashlab_decode_num_splits(&p, &splits) == FLASHLAB_OK);
+    REQUIRE(flashlab_decode_workspace_bytes(&p, &bytes) == FLASHLAB_OK);
+    const int expected = forced ? forced
+                                : decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv,
+                                                      p.n_q, p.max_seq_len, sms);
+    CHECK(splits == expected);
+    CHECK(bytes == decode::workspace_bytes(p.batch, p.heads_q, p.n_q, p.d, expected));
+  }
+}
+
+// The lengths and the block table live on the device: a bad one is clamped or read as
+// zeros, never read out of bounds, and flashlab_decode_check reports it.
+TEST_CASE("decode: a length beyond the capacity and a page index out of range are reported") {
+  DecodeCase c;
+  c.lens = {100, 200};
+  c.capacity = 256;
+  c.page_size = 64;
+  DecodeRun run(c, fresh_seed());
+  flashlab_decode_params& p = run.params();
+
+  SUBCASE("length") {
+    const int32_t bad[2] = {100, 300};
+    REQUIRE(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), bad, sizeof(bad),
+                       cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
+    CHECK(flashlab_decode_check(&p) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    const std::string message = flashlab_last_error();
+    CHECK(message.find("seq_lens[1]") != std::string::npos);
+    CHECK(message.find("max_seq_len = 256") != std::string::npos);
+  }
+  SUBCASE("negative length") {
+    const int32_t bad[2] = {-5, 100};
+    REQUIRE(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), bad, sizeof(bad),
+                       cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
+    CHECK(flashlab_decode_check(&p) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(std::string(flashlab_last_error()).find("seq_lens[0]") != std::string::npos);
+  }
+  SUBCASE("page index") {
+    const int32_t bad_page = int32_t(p.num_pages) + 5;
+    int32_t* entry = const_cast<int32_t*>(p.block_table) + p.block_table_stride + 1;
+    REQUIRE(cudaMemcpy(entry, &bad_page, 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
+    CHECK(flashlab_decode_check(&p) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    const std::string message = flashlab_last_error();
+    CHECK(message.find("block_table row 1") != std::string::npos);
+    CHECK(message.find(std::to_string(bad_page)) != std::string::npos);
+  }
+  SUBCASE("a valid call after a bad one is clean again") {
+    REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
+    CHECK(flashlab_decode_check(&p) == FLASHLAB_OK);
+  }
+}
+
+TEST_CASE("decode refuses host memory and a too-small workspace with a status and a message") {
+  DecodeCase c;
+  c.lens = {64};
+  DecodeRun run(c, fresh_seed());
+  flashlab_decode_params& p = run.params();
+  SUBCASE("host O") {
+    std::vector<uint16_t> host(size_t(p.heads_q) * p.d);
+    p.o = host.data();
+    p.o_stride[0] = p.heads_q * p.d;  // keep the strides those of a (1, Hq, 1, d) tensor
+    CHECK(flashlab_decode(&p) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(std::string(flashlab_last_error()).find("host memory") != std::string::npos);
+  }
+  SUBCASE("workspace") {
+    p.workspace_bytes = 1000;
+    CHECK(flashlab_decode(&p) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(std::string(flashlab_last_error()).find("needs") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace flashlab::gpu::test
