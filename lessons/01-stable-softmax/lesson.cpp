@@ -80,7 +80,7 @@ void in_attention(LessonContext& ctx) {
   const auto nan_count = [](const cpu::Matrix<float>& X) { return X.array().isNaN().count(); };
   ctx.print("Q and K scaled by {}: the largest score is {}.\n"
             "  textbook softmax: {} of the {} outputs are NaN\n"
-            "  stable softmax:   {} NaN; the log-sum-exp L of row 1 is {}\n\n",
+            "  stable softmax:   {} NaN; the log-sum-exp L of the first row is {}\n\n",
             num(kBigInput), num(good.S.maxCoeff()), ctx.bad(fmt::format("{}", nan_count(bad.O))),
             bad.O.size(), ctx.good(fmt::format("{}", nan_count(good.O))), num(good.L[0]));
   ctx.say("Every FlashAttention kernel uses the stable form. The catch: it needs the row max\n"
