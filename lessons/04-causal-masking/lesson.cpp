@@ -59,9 +59,10 @@ void diagonal(LessonContext& ctx) {
   const auto trace = trace_random(causal_setup(2 * kTile, kTile));
   constexpr Index kTileJ = 1;  // the KV tile just past the first kTile query rows
   ctx.print("With Br = {} and Bc = {} the diagonal cuts tiles unevenly: query rows {} see no key\n"
-            "of KV tile {} (keys {}) at all ({}). Their scores in that tile are all -inf, and\n"
-            "the update must skip them: exp(S - m') would be exp(-inf - (-inf)) = NaN for a row\n"
-            "that had seen nothing, and is pointless for one that had. rowmax(S) shows -inf there.\n\n",
+            "of KV tile {} (keys {}) at all. Their scores in that tile are all -inf, and the\n"
+            "update must skip them: exp(S - m') would be exp(-inf - (-inf)) = NaN for a row that\n"
+            "had seen nothing, and is pointless for one that had. rowmax(S) shows -inf there.\n"
+            "(As in every trace, {}.)\n\n",
             2 * kTile, kTile, index_range(0, kTile), kTileJ, index_range(kTileJ * kTile, kTile),
             kNumbering);
   print_query_tile(ctx.out(), ctx.style(), trace, 0);
