@@ -51,8 +51,8 @@ void tour_worked_example(std::ostream& out) {
 // per query row, L = m + log l; the running m and l never leave the chip.
 void tour_fa2_outputs(std::ostream& out, Index N, Index d) {
   const sim::Report fa2 = sim::count(
-      sim::Algorithm::fa2, {.N = N, .d = d, .dtype = sim::DType::bf16,
-                            .sram_bytes = target_profile().sram_per_sm});
+      sim::Algorithm::fa2, fa2_kernel_problem({.N = N, .d = d, .dtype = sim::DType::bf16,
+                                               .sram_bytes = target_profile().sram_per_sm}));
   std::vector<std::string> written;
   for (const sim::TensorTraffic& t : fa2.tensors)
     if (t.written > 0) written.push_back(t.name);

@@ -225,6 +225,9 @@ TEST_CASE("lesson 5: fa1 with the first paper's rule, fa2 with its kernel's tile
   CHECK(fa2_row[6] == flashlab::sim::format_bytes(fa2_bytes));
   CHECK(fa1_row[7] == fmt::format("{:.2f}x", fa1 / fa2_bytes));
   CHECK(fa2_row[7] == "1.00x");
+  CHECK(contains(out, fa1 < fa2_bytes
+                          ? fmt::format("Here fa1 moves fewer HBM bytes than fa2 ({:.2f}x)", fa1 / fa2_bytes)
+                          : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2", fa1 / fa2_bytes)));
 }
 
 TEST_CASE("lesson 5: fa1's bytes depend on Bc alone, as the lesson says of its halving") {
