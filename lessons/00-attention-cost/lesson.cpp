@@ -41,9 +41,10 @@ void small_example(LessonContext& ctx) {
   shapes.add({"P = softmax(S)", fmt::format("({}, {})", kSmallN, kSmallN), row(r.P)});
   shapes.add({"O = P V", fmt::format("({}, {})", kSmallN, kSmallD), row(r.O)});
   ctx.table(shapes);
-  ctx.print("Each row of P sums to 1 (the first: {}). S and P are N x N; the inputs and the\n"
-            "output are only N x d. At N = 6 nobody cares. At N = 8192 everybody does.\n\n",
-            num(r.P.row(0).sum(), 15));
+  ctx.print(
+      "Each row of P sums to 1 (the first: {}). S and P are N x N; the inputs and the\n"
+      "output are only N x d. At N = 6 nobody cares. At N = 8192 everybody does.\n\n",
+      num(r.P.row(0).sum(), 15));
 }
 
 void memory_cost(LessonContext& ctx) {
@@ -64,11 +65,12 @@ void memory_cost(LessonContext& ctx) {
 void simulated_traffic(LessonContext& ctx) {
   ctx.step("The HBM traffic, counted by the simulator");
   const sim::HardwareProfile& hw = target_profile();  // the profile owns its SRAM size
-  ctx.print("The simulator runs each program against a model of HBM (unbounded, every byte\n"
-            "counted) and on-chip SRAM ({}, what one SM of an H200 gives a thread block).\n"
-            "naive is the three operators; fa2 is the fused, tiled FlashAttention-2 loop of\n"
-            "lesson 3, with the tiles of flashlab's fa2 kernel.\n\n",
-            sim::format_bytes(double(hw.sram_per_sm)));
+  ctx.print(
+      "The simulator runs each program against a model of HBM (unbounded, every byte\n"
+      "counted) and on-chip SRAM ({}, what one SM of an H200 gives a thread block).\n"
+      "naive is the three operators; fa2 is the fused, tiled FlashAttention-2 loop of\n"
+      "lesson 3, with the tiles of flashlab's fa2 kernel.\n\n",
+      sim::format_bytes(double(hw.sram_per_sm)));
   const sim::Problem p{.N = kN, .d = kD, .dtype = sim::DType::bf16, .sram_bytes = hw.sram_per_sm};
   const auto naive = sim::count(sim::Algorithm::naive, p);
   const auto fa2 = sim::count(sim::Algorithm::fa2, fa2_kernel_problem(p));

@@ -58,13 +58,14 @@ void diagonal(LessonContext& ctx) {
   ctx.step("A diagonal tile, and rows that skip a tile");
   const auto trace = trace_random(causal_setup(2 * kTile, kTile));
   constexpr Index kTileJ = 1;  // the KV tile just past the first kTile query rows
-  ctx.print("With Br = {} and Bc = {} the diagonal cuts tiles unevenly: query rows {} see no key\n"
-            "of KV tile {} (keys {}) at all. Their scores in that tile are all -inf, and the\n"
-            "update must skip them: exp(S - m') would be exp(-inf - (-inf)) = NaN for a row that\n"
-            "had seen nothing, and is pointless for one that had. rowmax(S) shows -inf there.\n"
-            "(As in every trace, {}.)\n\n",
-            2 * kTile, kTile, index_range(0, kTile), kTileJ, index_range(kTileJ * kTile, kTile),
-            kNumbering);
+  ctx.print(
+      "With Br = {} and Bc = {} the diagonal cuts tiles unevenly: query rows {} see no key\n"
+      "of KV tile {} (keys {}) at all. Their scores in that tile are all -inf, and the\n"
+      "update must skip them: exp(S - m') would be exp(-inf - (-inf)) = NaN for a row that\n"
+      "had seen nothing, and is pointless for one that had. rowmax(S) shows -inf there.\n"
+      "(As in every trace, {}.)\n\n",
+      2 * kTile, kTile, index_range(0, kTile), kTileJ, index_range(kTileJ * kTile, kTile),
+      kNumbering);
   print_query_tile(ctx.out(), ctx.style(), trace, 0);
 }
 
@@ -100,7 +101,10 @@ void work_saved(LessonContext& ctx) {
   Table t({"causal", "tiles computed", "tiles skipped", "matrix FLOPs", "HBM bytes"}, {true});
   cpu::TileSizes tiles{};
   for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left}) {
-    const sim::Problem p{.N = kBigN, .d = kBigD, .dtype = sim::DType::bf16, .causal = causal,
+    const sim::Problem p{.N = kBigN,
+                         .d = kBigD,
+                         .dtype = sim::DType::bf16,
+                         .causal = causal,
                          .sram_bytes = target_profile().sram_per_sm};
     const auto r = sim::count(sim::Algorithm::fa2, fa2_kernel_problem(p));
     tiles = r.tiles->tiles;
@@ -108,11 +112,12 @@ void work_saved(LessonContext& ctx) {
            fmt::format("{}", r.tile_counts.skipped), num(double(r.ops.matrix_flops), 4),
            num(double(r.bytes_total()), 4)});
   }
-  ctx.print("The simulator's FlashAttention-2 at N = {}, d = {}, bf16, with the SRAM of one H200\n"
-            "block ({}) and the tiles of flashlab's fa2 kernel (from gpu/'s kernel table):\n"
-            "Br = {}, Bc = {}, so Tr = {} query tiles by Tc = {} KV tiles.\n\n",
-            kBigN, kBigD, sim::format_bytes(double(target_profile().sram_per_sm)), tiles.Br,
-            tiles.Bc, cpu::tile_count(kBigN, tiles.Br), cpu::tile_count(kBigN, tiles.Bc));
+  ctx.print(
+      "The simulator's FlashAttention-2 at N = {}, d = {}, bf16, with the SRAM of one H200\n"
+      "block ({}) and the tiles of flashlab's fa2 kernel (from gpu/'s kernel table):\n"
+      "Br = {}, Bc = {}, so Tr = {} query tiles by Tc = {} KV tiles.\n\n",
+      kBigN, kBigD, sim::format_bytes(double(target_profile().sram_per_sm)), tiles.Br, tiles.Bc,
+      cpu::tile_count(kBigN, tiles.Br), cpu::tile_count(kBigN, tiles.Bc));
   ctx.table(t);
   ctx.say("Roughly half the tiles, half the FLOPs and half the K, V traffic disappear; the\n"
           "mask itself costs nothing in memory (no N x N mask is ever stored).\n\n");

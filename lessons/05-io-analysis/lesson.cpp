@@ -111,16 +111,16 @@ void three_programs(LessonContext& ctx) {
   ctx.table(t);
   ctx.say(halving);
   const bool fa1_fewer = fa1_total < fa2_total;
-  ctx.print("{}:\n"
-            "fa1 re-streams Q and O once per KV tile of Bc keys, fa2 re-reads K and V once per\n"
-            "query tile of Br rows, and which is fewer depends on M, d and the kernel's Br.\n"
-            "FlashAttention-2's gains are not only bytes: no O, l, m written back at every step,\n"
-            "query tiles that run in parallel, fewer non-matrix operations (lesson 3), and on a\n"
-            "real GPU an L2 that serves most re-reads of K and V (step 5).\n\n",
-            fa1_fewer ? fmt::format("Here fa1 moves fewer HBM bytes than fa2 ({:.2f}x)",
-                                    fa1_total / fa2_total)
-                      : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2",
-                                    fa1_total / fa2_total));
+  ctx.print(
+      "{}:\n"
+      "fa1 re-streams Q and O once per KV tile of Bc keys, fa2 re-reads K and V once per\n"
+      "query tile of Br rows, and which is fewer depends on M, d and the kernel's Br.\n"
+      "FlashAttention-2's gains are not only bytes: no O, l, m written back at every step,\n"
+      "query tiles that run in parallel, fewer non-matrix operations (lesson 3), and on a\n"
+      "real GPU an L2 that serves most re-reads of K and V (step 5).\n\n",
+      fa1_fewer
+          ? fmt::format("Here fa1 moves fewer HBM bytes than fa2 ({:.2f}x)", fa1_total / fa2_total)
+          : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2", fa1_total / fa2_total));
 }
 
 void sweep_N(LessonContext& ctx) {
@@ -147,25 +147,26 @@ void sweep_N(LessonContext& ctx) {
   ctx.table(t);
   const double naive_last = y[0].back(), fa1_last = y[1].back(), fa2_last = y[2].back();
   const Index Br = problem_for(Algorithm::fa2, Ns.back(), kD, sram).tiles->Br;
-  ctx.print("Fitted exponents of N: naive {:.2f}, fa1 {:.2f}, fa2 {:.2f}. All three grow like N^2.\n"
-            "At N = {} naive moves {:.1f}x the bytes of fa1 and {:.1f}x those of fa2. fa2 reads K\n"
-            "and V once per query tile: 2 (N / Br) N d elements, which with its kernel's Br = {}\n"
-            "and d = {} is {} N^2, against naive's 4 N^2 for S and P. Fusion removes the N^2\n"
-            "*storage*; the N^2 *traffic* shrinks only as fast as the tiles grow. On a real GPU\n"
-            "most of those repeated K, V reads are served by the L2 cache (step 5).\n\n",
-            fitted_exponent(x, y[0]), fitted_exponent(x, y[1]), fitted_exponent(x, y[2]),
-            Ns.back(), naive_last / fa1_last, naive_last / fa2_last, Br, kD,
-            num(2.0 * double(kD) / double(Br)));
+  ctx.print(
+      "Fitted exponents of N: naive {:.2f}, fa1 {:.2f}, fa2 {:.2f}. All three grow like N^2.\n"
+      "At N = {} naive moves {:.1f}x the bytes of fa1 and {:.1f}x those of fa2. fa2 reads K\n"
+      "and V once per query tile: 2 (N / Br) N d elements, which with its kernel's Br = {}\n"
+      "and d = {} is {} N^2, against naive's 4 N^2 for S and P. Fusion removes the N^2\n"
+      "*storage*; the N^2 *traffic* shrinks only as fast as the tiles grow. On a real GPU\n"
+      "most of those repeated K, V reads are served by the L2 cache (step 5).\n\n",
+      fitted_exponent(x, y[0]), fitted_exponent(x, y[1]), fitted_exponent(x, y[2]), Ns.back(),
+      naive_last / fa1_last, naive_last / fa2_last, Br, kD, num(2.0 * double(kD) / double(Br)));
 }
 
 void sweep_M(LessonContext& ctx) {
   ctx.step("Sweep M: FlashAttention-1's traffic falls like 1 / M");
   constexpr Index kN = 8192, kD = 64;
-  ctx.print("The paper's Theorem 2: FA1 moves Theta(N^2 d^2 / M) elements. With Bc ~ M / 4d there\n"
-            "are about 4 N d / M KV tiles, and each outer step streams all of Q and O, about N d\n"
-            "elements, through the chip. N = {}, d = {}, bf16 (M = SRAM / {} bytes); fa1 with\n"
-            "the paper's rule, fa2 with its kernel's tiles:\n\n",
-            kN, kD, sim::bytes_of(sim::DType::bf16));
+  ctx.print(
+      "The paper's Theorem 2: FA1 moves Theta(N^2 d^2 / M) elements. With Bc ~ M / 4d there\n"
+      "are about 4 N d / M KV tiles, and each outer step streams all of Q and O, about N d\n"
+      "elements, through the chip. N = {}, d = {}, bf16 (M = SRAM / {} bytes); fa1 with\n"
+      "the paper's rule, fa2 with its kernel's tiles:\n\n",
+      kN, kD, sim::bytes_of(sim::DType::bf16));
   Table t({"SRAM", "M (elements)", "fa1 Br", "fa1 Bc", "fa1 bytes", "fa2 bytes"});
   std::vector<double> x, y1;
   const sim::Problem fa2_problem = problem_for(Algorithm::fa2, kN, kD, h200().sram_per_sm);
@@ -184,11 +185,12 @@ void sweep_M(LessonContext& ctx) {
            sim::format_bytes(y1.back()), fa2_bytes});
   }
   ctx.table(t);
-  ctx.print("Fitted exponent of M: fa1 {:.2f} (the theorem says -1). fa2's bytes do not move with\n"
-            "M: its tiles are its kernel's (Br = {}, Bc = {}), set by warps and registers, not by\n"
-            "the SRAM; where they do not fit, the table says what the simulated program needs\n"
-            "(it keeps S_ij and U in SRAM, where the kernel keeps them in registers).\n\n",
-            fitted_exponent(x, y1), fa2_problem.tiles->Br, fa2_problem.tiles->Bc);
+  ctx.print(
+      "Fitted exponent of M: fa1 {:.2f} (the theorem says -1). fa2's bytes do not move with\n"
+      "M: its tiles are its kernel's (Br = {}, Bc = {}), set by warps and registers, not by\n"
+      "the SRAM; where they do not fit, the table says what the simulated program needs\n"
+      "(it keeps S_ij and U in SRAM, where the kernel keeps them in registers).\n\n",
+      fitted_exponent(x, y1), fa2_problem.tiles->Br, fa2_problem.tiles->Bc);
 }
 
 void sweep_d(LessonContext& ctx) {
@@ -196,9 +198,10 @@ void sweep_d(LessonContext& ctx) {
   constexpr Index kN = 8192;
   constexpr sim::Bytes kBlocks = 4;  // SRAM of four H200 blocks: long KV tiles even at d = 256
   const sim::Bytes sram = kBlocks * h200().sram_per_sm;
-  ctx.print("N = {}, bf16, fa1 with the paper's rule in an SRAM of {} ({} times one H200\n"
-            "block's), so that even d = 256 gets long KV tiles:\n\n",
-            kN, sim::format_bytes(double(sram)), kBlocks);
+  ctx.print(
+      "N = {}, bf16, fa1 with the paper's rule in an SRAM of {} ({} times one H200\n"
+      "block's), so that even d = 256 gets long KV tiles:\n\n",
+      kN, sim::format_bytes(double(sram)), kBlocks);
   std::vector<double> x, y;
   Table t({"d", "Br", "Bc", "fa1 bytes"});
   for (Index d : {32, 64, 128, 256}) {

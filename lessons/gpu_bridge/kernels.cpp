@@ -86,8 +86,8 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
 sim::Problem fa2_kernel_problem(const sim::Problem& problem) {
   const KernelMirror mirror = kernel_mirror("fa2", problem);
   if (!mirror.algorithm || !mirror.problem.tiles)
-    throw cpu::InvalidArgument(fmt::format("the fa2 kernel's tiles are not defined here: {}",
-                                           mirror.why_not));
+    throw cpu::InvalidArgument(
+        fmt::format("the fa2 kernel's tiles are not defined here: {}", mirror.why_not));
   return mirror.problem;
 }
 

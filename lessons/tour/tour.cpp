@@ -33,8 +33,8 @@ void tour_worked_example(std::ostream& out) {
              "exp(m')", "alpha", "l", "U", "U/l");
   for (const TileRecord& t : trace.tiles)
     fmt::print(out, "   {:<10} {:>14.4g} {:>10.4g} {:>8.4g} {:>8.4g} {:>8.4g} {:>8.4f}\n",
-               "keys " + index_range(t.k0, t.cols), std::exp(t.tile_max[0]),
-               std::exp(t.m[0]), t.alpha[0], t.l[0], t.U(0, 0), t.U(0, 0) / t.l[0]);
+               "keys " + index_range(t.k0, t.cols), std::exp(t.tile_max[0]), std::exp(t.m[0]),
+               t.alpha[0], t.l[0], t.U(0, 0), t.U(0, 0) / t.l[0]);
   fmt::print(out,
              "\n   After the first tile the base is m = log 2, so the weights are 1/2 and 1.\n"
              "   The second tile raises the max to log 8: alpha = exp(log 2 - log 8) = 1/4\n"
@@ -51,8 +51,9 @@ void tour_worked_example(std::ostream& out) {
 // per query row, L = m + log l; the running m and l never leave the chip.
 void tour_fa2_outputs(std::ostream& out, Index N, Index d) {
   const sim::Report fa2 = sim::count(
-      sim::Algorithm::fa2, fa2_kernel_problem({.N = N, .d = d, .dtype = sim::DType::bf16,
-                                               .sram_bytes = target_profile().sram_per_sm}));
+      sim::Algorithm::fa2,
+      fa2_kernel_problem(
+          {.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = target_profile().sram_per_sm}));
   std::vector<std::string> written;
   for (const sim::TensorTraffic& t : fa2.tensors)
     if (t.written > 0) written.push_back(t.name);

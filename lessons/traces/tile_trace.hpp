@@ -102,7 +102,8 @@ TileTrace trace_random(const TraceSetup& setup);
 TileTrace trace_worked_example(Index kv_tile = 2);
 
 // Every tile and query-tile event as one JSON object per line (the --json format):
-//   {"event":"setup",...} (with "numbering": kNumbering), then per query tile {"event":"query_tile_start",...},
+//   {"event":"setup",...} (with "numbering": kNumbering), then per query tile
+//   {"event":"query_tile_start",...},
 //   {"event":"kv_tile",...} per KV tile, {"event":"query_tile_end",...}.
 // Non-finite numbers are written as the strings "-inf", "inf" and "nan".
 std::vector<nlohmann::json> to_json_events(const TileTrace& trace);

@@ -33,8 +33,8 @@ void add_tile_rows(Table& table, const TileRecord& t, const TracePrintOptions& o
   const std::string kind(cpu::to_string(t.kind));
   const std::string bytes = fmt::format("{}", t.read);
   if (t.kind == cpu::TileKind::skipped) {
-    table.add({fmt::format("{}", t.j), index_range(t.k0, t.cols), kind, "all", "(in the future: not computed)",
-               "", "", "", "", bytes});
+    table.add({fmt::format("{}", t.j), index_range(t.k0, t.cols), kind, "all",
+               "(in the future: not computed)", "", "", "", "", bytes});
     return;
   }
   bool first = true;
@@ -50,8 +50,8 @@ void add_tile_rows(Table& table, const TileRecord& t, const TracePrintOptions& o
     }
     const bool masked = std::isinf(t.tile_max[r]);  // the row skipped this tile's update
     table.add({head, keys, what, fmt::format("{}", t.q0 + r), num(t.tile_max[r]),
-               masked ? "(row masked)" : num(t.alpha[r]), num(t.m[r]), num(t.l[r]), num_row(row_of(t.U, r), 4, o.keep_cols),
-               read});
+               masked ? "(row masked)" : num(t.alpha[r]), num(t.m[r]), num(t.l[r]),
+               num_row(row_of(t.U, r), 4, o.keep_cols), read});
   }
 }
 

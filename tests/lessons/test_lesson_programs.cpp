@@ -216,7 +216,8 @@ TEST_CASE("lesson 5: fa1 with the first paper's rule, fa2 with its kernel's tile
   const double Br1 = std::stod(fa1_row[1]);
   CHECK(Br1 <= std::min(Bc1, d));
   if (Br1 < std::min(Bc1, d))  // halved to fit: the lesson must say why
-    CHECK(contains(out, fmt::format("fa1 runs with Br = {}, not the rule's {}", Br1, std::min(Bc1, d))));
+    CHECK(contains(out,
+                   fmt::format("fa1 runs with Br = {}, not the rule's {}", Br1, std::min(Bc1, d))));
   CHECK(fa2_row[1] == fmt::format("{}", fa2.Br));
   CHECK(fa2_row[2] == fmt::format("{}", fa2.Bc));
   CHECK(fa1_row[3] == fmt::format("Q, O, l, m x Tc = {}", Tc));
@@ -225,9 +226,10 @@ TEST_CASE("lesson 5: fa1 with the first paper's rule, fa2 with its kernel's tile
   CHECK(fa2_row[6] == flashlab::sim::format_bytes(fa2_bytes));
   CHECK(fa1_row[7] == fmt::format("{:.2f}x", fa1 / fa2_bytes));
   CHECK(fa2_row[7] == "1.00x");
-  CHECK(contains(out, fa1 < fa2_bytes
-                          ? fmt::format("Here fa1 moves fewer HBM bytes than fa2 ({:.2f}x)", fa1 / fa2_bytes)
-                          : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2", fa1 / fa2_bytes)));
+  CHECK(contains(
+      out, fa1 < fa2_bytes
+               ? fmt::format("Here fa1 moves fewer HBM bytes than fa2 ({:.2f}x)", fa1 / fa2_bytes)
+               : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2", fa1 / fa2_bytes)));
 }
 
 TEST_CASE("lesson 5: fa1's bytes depend on Bc alone, as the lesson says of its halving") {
@@ -241,8 +243,10 @@ TEST_CASE("lesson 5: fa1's bytes depend on Bc alone, as the lesson says of its h
     CHECK(flashlab::sim::count(Algorithm::fa1, p).bytes_total() == wide);
     p.tiles = flashlab::cpu::TileSizes{16, 228};  // more KV tiles once N > 228: more bytes
     const auto shorter = flashlab::sim::count(Algorithm::fa1, p).bytes_total();
-    if (N > 228) CHECK(shorter > wide);
-    else CHECK(shorter == wide);
+    if (N > 228)
+      CHECK(shorter > wide);
+    else
+      CHECK(shorter == wide);
   }
 }
 
@@ -273,9 +277,10 @@ TEST_CASE("the tour: FlashAttention-2 writes O and L to HBM, not m and l") {
   std::ostringstream out;
   run_tour(out);
   constexpr double N = 8192, fp32 = 4;
-  CHECK(contains(out.str(), fmt::format("what it writes to HBM is\n   O and L: O, and per query row "
-                                        "L = m + log l (fp32), {:.0f} KiB per head",
-                                        N * fp32 / 1024)));
+  CHECK(
+      contains(out.str(), fmt::format("what it writes to HBM is\n   O and L: O, and per query row "
+                                      "L = m + log l (fp32), {:.0f} KiB per head",
+                                      N * fp32 / 1024)));
   CHECK_FALSE(contains(out.str(), "m and l (fp32)"));
   // The worked example's keys, numbered from 0 as every trace numbers them.
   CHECK(contains(out.str(), "keys 0-1"));
