@@ -184,6 +184,12 @@ TEST_CASE("lesson 0: its SRAM is the h200 profile's, and fa2 runs with its kerne
   CHECK(contains(out, fmt::format("once per query tile (Br = {})", fa2.Br)));
 }
 
+TEST_CASE("lesson 3: its trace tables say how they number tiles, rows and keys") {
+  const auto out = run_lesson(3).output;
+  CHECK(contains(out, "Numbering, as in every trace: " + std::string(kNumbering) + "."));
+  CHECK(contains(out, "Query tile i = 0: query rows 0-3"));
+}
+
 TEST_CASE("lesson 4: step 4 states its SRAM and the fa2 kernel's tiles") {
   const auto out = run_lesson(4).output;
   const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
