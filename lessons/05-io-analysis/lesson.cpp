@@ -5,6 +5,7 @@
 #include "gpu_bridge/kernels.hpp"
 #include "kit/lesson_context.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"
 #include "flashlab/sim/units.hpp"
@@ -77,6 +78,8 @@ void three_programs(LessonContext& ctx) {
   constexpr Index kN = 4096, kD = 64;
   const sim::Bytes sram = h200().sram_per_sm;
   const auto fa2_tiles = *problem_for(Algorithm::fa2, kN, kD, sram).tiles;
+  const int warps =
+      gpu::kernel_config(FLASHLAB_KERNEL_FA2, kD, FLASHLAB_BF16).threads / gpu::kWarpSize;
   ctx.print(
       "naive: S and P written to HBM and read back.\n"
       "fa1:   the FlashAttention paper's Algorithm 1 (Dao et al. 2022): KV tiles outside,\n"
@@ -87,10 +90,10 @@ void three_programs(LessonContext& ctx) {
       "fa2:   query tiles outside (FlashAttention-2, Dao 2023); the state stays on chip; O_i\n"
       "       written once. Each outer step re-streams K and V, so the traffic falls as Br\n"
       "       grows. Its tiles are those of flashlab's fa2 kernel (gpu/'s kernel table):\n"
-      "       Br = {} (four warps of 32 query rows, lesson 7) and Bc = {} at d = {}, small\n"
+      "       Br = {} ({} warps of {} query rows, lesson 7) and Bc = {} at d = {}, small\n"
       "       because the score tile lives in registers. The FlashAttention-2 paper gives no\n"
       "       formula; it picks Br and Bc in {{64, 128}} by d and the shared memory.\n\n",
-      fa2_tiles.Br, fa2_tiles.Bc, kD);
+      fa2_tiles.Br, warps, fa2_tiles.Br / warps, fa2_tiles.Bc, kD);
   Table t({"program", "Br", "Bc", "re-streamed", "HBM read", "HBM written", "total", "vs fa2"},
           {true, false, false, true});
   const double fa2_total = double(count(Algorithm::fa2, kN, kD, sram).bytes_total());
