@@ -1,10 +1,10 @@
 // Lesson 0: attention as three operators, and what their N x N intermediates cost.
 #include "gpu_bridge/gpu_step.hpp"
+#include "gpu_bridge/kernels.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/naive.hpp"
-#include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -28,19 +28,23 @@ void small_example(LessonContext& ctx) {
   const auto in = random_inputs({.N = kSmallN, .d = kSmallD, .seed = kSeed});
   const auto r = cpu::naive_attention<double>(in.Q.cast<double>(), in.K.cast<double>(),
                                               in.V.cast<double>());
-  Table shapes({"tensor", "shape", "row 1"}, {true, true, true});
+  Table shapes({"tensor", "shape", "first row"}, {true, true, true});
   const auto row = [](const auto& X) {
     const auto first = X.row(0);  // one block object: its begin() and end() must match
     return num_row(std::vector<double>(first.begin(), first.end()), 4, kSmallN);
   };
-  shapes.add({"Q, K, V", fmt::format("({}, {}) each", kSmallN, kSmallD), row(in.Q.cast<double>())});
+  const std::string input_shape = fmt::format("({}, {})", kSmallN, kSmallD);
+  shapes.add({"Q", input_shape, row(in.Q.cast<double>())});
+  shapes.add({"K", input_shape, row(in.K.cast<double>())});
+  shapes.add({"V", input_shape, row(in.V.cast<double>())});
   shapes.add({"S = Q K^T / sqrt(d)", fmt::format("({}, {})", kSmallN, kSmallN), row(r.S)});
   shapes.add({"P = softmax(S)", fmt::format("({}, {})", kSmallN, kSmallN), row(r.P)});
   shapes.add({"O = P V", fmt::format("({}, {})", kSmallN, kSmallD), row(r.O)});
   ctx.table(shapes);
-  ctx.print("Each row of P sums to 1 (row 1: {}). S and P are N x N; the inputs and the\n"
-            "output are only N x d. At N = 6 nobody cares. At N = 8192 everybody does.\n\n",
-            num(r.P.row(0).sum(), 15));
+  ctx.print(
+      "Each row of P sums to 1 (the first: {}). S and P are N x N; the inputs and the\n"
+      "output are only N x d. At N = 6 nobody cares. At N = 8192 everybody does.\n\n",
+      num(r.P.row(0).sum(), 15));
 }
 
 void memory_cost(LessonContext& ctx) {
@@ -60,15 +64,16 @@ void memory_cost(LessonContext& ctx) {
 
 void simulated_traffic(LessonContext& ctx) {
   ctx.step("The HBM traffic, counted by the simulator");
-  const auto& hw = sim::find_profile("h200");
-  ctx.print("The simulator runs each program against a model of HBM (unbounded, every byte\n"
-            "counted) and on-chip SRAM ({}, what one SM of an H200 gives a thread block).\n"
-            "naive is the three operators; fa2 is the fused, tiled FlashAttention-2 loop of\n"
-            "lesson 3.\n\n",
-            sim::format_bytes(double(hw.sram_per_sm)));
+  const sim::HardwareProfile& hw = target_profile();  // the profile owns its SRAM size
+  ctx.print(
+      "The simulator runs each program against a model of HBM (unbounded, every byte\n"
+      "counted) and on-chip SRAM ({}, what one SM of an H200 gives a thread block).\n"
+      "naive is the three operators; fa2 is the fused, tiled FlashAttention-2 loop of\n"
+      "lesson 3, with the tiles of flashlab's fa2 kernel.\n\n",
+      sim::format_bytes(double(hw.sram_per_sm)));
   const sim::Problem p{.N = kN, .d = kD, .dtype = sim::DType::bf16, .sram_bytes = hw.sram_per_sm};
   const auto naive = sim::count(sim::Algorithm::naive, p);
-  const auto fa2 = sim::count(sim::Algorithm::fa2, p);
+  const auto fa2 = sim::count(sim::Algorithm::fa2, fa2_kernel_problem(p));
   std::vector<std::string> names;  // every tensor of either program, naive's first
   for (const auto* r : {&naive, &fa2})
     for (const auto& tensor : r->tensors)

@@ -78,11 +78,12 @@ void in_attention(LessonContext& ctx) {
   const auto bad = cpu::naive_attention<float>(in.Q, in.K, in.V, {}, cpu::SoftmaxKind::unstable);
   const auto good = cpu::naive_attention<float>(in.Q, in.K, in.V, {}, cpu::SoftmaxKind::stable);
   const auto nan_count = [](const cpu::Matrix<float>& X) { return X.array().isNaN().count(); };
-  ctx.print("Q and K scaled by {}: the largest score is {}.\n"
-            "  textbook softmax: {} of the {} outputs are NaN\n"
-            "  stable softmax:   {} NaN; the log-sum-exp L of row 1 is {}\n\n",
-            num(kBigInput), num(good.S.maxCoeff()), ctx.bad(fmt::format("{}", nan_count(bad.O))),
-            bad.O.size(), ctx.good(fmt::format("{}", nan_count(good.O))), num(good.L[0]));
+  ctx.print(
+      "Q and K scaled by {}: the largest score is {}.\n"
+      "  textbook softmax: {} of the {} outputs are NaN\n"
+      "  stable softmax:   {} NaN; the log-sum-exp L of the first row is {}\n\n",
+      num(kBigInput), num(good.S.maxCoeff()), ctx.bad(fmt::format("{}", nan_count(bad.O))),
+      bad.O.size(), ctx.good(fmt::format("{}", nan_count(good.O))), num(good.L[0]));
   ctx.say("Every FlashAttention kernel uses the stable form. The catch: it needs the row max\n"
           "before the first exponential, and the row max needs the whole row. Lesson 2 shows\n"
           "how to keep the stability while seeing the row a piece at a time.\n\n");

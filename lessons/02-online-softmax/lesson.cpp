@@ -36,7 +36,7 @@ void one_key_at_a_time(LessonContext& ctx) {
   Table t({"key", "exp(S)", "m", "exp(m)", "alpha", "l", "U", "U / l"});
   for (const auto& r : trace.tiles) {
     const double U = r.U(0, 0);
-    t.add({fmt::format("{}", r.k0 + 1), num(std::exp(r.tile_max[0])), num(r.m[0]),
+    t.add({fmt::format("{}", r.k0), num(std::exp(r.tile_max[0])), num(r.m[0]),
            num(std::exp(r.m[0])), num(r.alpha[0]), num(r.l[0]), num(U), num(U / r.l[0])});
   }
   ctx.table(t);
@@ -50,14 +50,17 @@ void two_tiles(LessonContext& ctx) {
   const auto trace = trace_worked_example(2);
   const auto& a = trace.tiles[0];
   const auto& b = trace.tiles[1];
-  ctx.print("Tile A (keys 1-2) on its own ends with m_A = log 2, l_A = 1/2 + 1 = {},\n"
-            "U_A = 1/2 + 2 = {}. Tile B (keys 3-4) raises the max to m = log 8, so\n"
-            "alpha = exp(m_A - m) = {} shrinks A's sums before B's weights (1/2, 1) join:\n\n",
-            num(a.l[0]), num(a.U(0, 0)), num(b.alpha[0]));
+  ctx.print(
+      "Keys count from 0, as in every trace. Tile A (keys {}) on its own ends with\n"
+      "m_A = log 2, l_A = 1/2 + 1 = {}, U_A = 1/2 + 2 = {}. Tile B (keys {}) raises the\n"
+      "max to m = log 8, so alpha = exp(m_A - m) = {} shrinks A's sums before B's\n"
+      "weights (1/2, 1) join:\n\n",
+      index_range(a.k0, a.cols), num(a.l[0]), num(a.U(0, 0)), index_range(b.k0, b.cols),
+      num(b.alpha[0]));
   Table t({"after", "m", "alpha", "l", "U", "U / l"}, {true});
   for (const auto* r : {&a, &b})
-    t.add({fmt::format("keys {}-{}", r->k0 + 1, r->k0 + r->cols), num(r->m[0]), num(r->alpha[0]),
-           num(r->l[0]), num(r->U(0, 0)), num(r->U(0, 0) / r->l[0], 15)});
+    t.add({"keys " + index_range(r->k0, r->cols), num(r->m[0]), num(r->alpha[0]), num(r->l[0]),
+           num(r->U(0, 0)), num(r->U(0, 0) / r->l[0], 15)});
   ctx.table(t);
   const double O = trace.query_tiles[0].O(0, 0);
   ctx.print("O = U / l = {} / {} = {}; |O - 49/15| = {}.\n\n", num(b.U(0, 0)), num(b.l[0]),

@@ -31,9 +31,12 @@ void the_loop(LessonContext& ctx) {
           "    O_i = U / l;  L_i = m + log l;  store O_i, L_i\n\n");
   const auto tiles = cpu::tile_count;  // ceil(n / block)
   const Index Tr = tiles(kN, kBr);
-  ctx.print("The example: N = {} tokens, d = {}, Br = {}, so Tr = {} query tiles. With Bc = 4\n"
-            "there are Tc = {} KV tiles and {} score tiles of 4 x 4; with Bc = 8, Tc = {} and {}.\n\n",
-            kN, kD, kBr, Tr, tiles(kN, 4), Tr * tiles(kN, 4), tiles(kN, 8), Tr * tiles(kN, 8));
+  ctx.print(
+      "The example: N = {} tokens, d = {}, Br = {}, so Tr = {} query tiles. With Bc = 4\n"
+      "there are Tc = {} KV tiles and {} score tiles of 4 x 4; with Bc = 8, Tc = {} and {}.\n"
+      "Numbering, as in every trace: {}.\n\n",
+      kN, kD, kBr, Tr, tiles(kN, 4), Tr * tiles(kN, 4), tiles(kN, 8), Tr * tiles(kN, 8),
+      kNumbering);
 }
 
 void sweep(LessonContext& ctx, Index Bc) {

@@ -1,13 +1,14 @@
 // Lesson 4: causal masking, tile by tile: skipped tiles, the diagonal, wholly masked rows,
 // and rows that see no key at all.
 #include "gpu_bridge/gpu_step.hpp"
+#include "gpu_bridge/kernels.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
 #include "traces/trace_print.hpp"
 
 #include "flashlab/cpu/forward.hpp"
-#include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"
+#include "flashlab/sim/units.hpp"
 
 namespace flashlab::app {
 
@@ -55,11 +56,16 @@ void tile_map(LessonContext& ctx) {
 
 void diagonal(LessonContext& ctx) {
   ctx.step("A diagonal tile, and rows that skip a tile");
-  ctx.say("With Br = 8 and Bc = 4 the diagonal cuts tiles unevenly: query rows 1-4 see no key\n"
-          "of KV tile 1 (keys 5-8) at all. Their scores in that tile are all -inf, and the\n"
-          "update must skip them: exp(S - m') would be exp(-inf - (-inf)) = NaN for a row that\n"
-          "had seen nothing, and is pointless for one that had. rowmax(S) shows -inf there.\n\n");
   const auto trace = trace_random(causal_setup(2 * kTile, kTile));
+  constexpr Index kTileJ = 1;  // the KV tile just past the first kTile query rows
+  ctx.print(
+      "With Br = {} and Bc = {} the diagonal cuts tiles unevenly: query rows {} see no key\n"
+      "of KV tile {} (keys {}) at all. Their scores in that tile are all -inf, and the\n"
+      "update must skip them: exp(S - m') would be exp(-inf - (-inf)) = NaN for a row that\n"
+      "had seen nothing, and is pointless for one that had. rowmax(S) shows -inf there.\n"
+      "(As in every trace, {}.)\n\n",
+      2 * kTile, kTile, index_range(0, kTile), kTileJ, index_range(kTileJ * kTile, kTile),
+      kNumbering);
   print_query_tile(ctx.out(), ctx.style(), trace, 0);
 }
 
@@ -83,7 +89,7 @@ void no_key_rows(LessonContext& ctx) {
   for (Index q = 0; q < kQueries; ++q) {
     const Index last = q + kKeys - kQueries;
     const auto O_q = r.O.row(q);  // one block object: its begin() and end() must match
-    t.add({fmt::format("{}", q + 1), last < 0 ? "none" : fmt::format("1-{}", last + 1),
+    t.add({fmt::format("{}", q), last < 0 ? "none" : index_range(0, last + 1),
            num_row(std::vector<double>(O_q.begin(), O_q.end())), num(r.L[q])});
   }
   ctx.table(t);
@@ -93,17 +99,25 @@ void work_saved(LessonContext& ctx) {
   ctx.step("What skipping saves at scale");
   constexpr Index kBigN = 8192, kBigD = 128;
   Table t({"causal", "tiles computed", "tiles skipped", "matrix FLOPs", "HBM bytes"}, {true});
+  cpu::TileSizes tiles{};
   for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left}) {
-    const sim::Problem p{.N = kBigN, .d = kBigD, .dtype = sim::DType::bf16, .causal = causal,
-                         .sram_bytes = sim::find_profile("h200").sram_per_sm};
-    const auto r = sim::count(sim::Algorithm::fa2, p);
+    const sim::Problem p{.N = kBigN,
+                         .d = kBigD,
+                         .dtype = sim::DType::bf16,
+                         .causal = causal,
+                         .sram_bytes = target_profile().sram_per_sm};
+    const auto r = sim::count(sim::Algorithm::fa2, fa2_kernel_problem(p));
+    tiles = r.tiles->tiles;
     t.add({std::string(cpu::to_string(causal)), fmt::format("{}", r.tile_counts.computed),
            fmt::format("{}", r.tile_counts.skipped), num(double(r.ops.matrix_flops), 4),
            num(double(r.bytes_total()), 4)});
   }
-  ctx.print("The simulator's FlashAttention-2 at N = {}, d = {}, bf16, with the SRAM of one H200\n"
-            "block and the paper's tiles for it:\n\n",
-            kBigN, kBigD);
+  ctx.print(
+      "The simulator's FlashAttention-2 at N = {}, d = {}, bf16, with the SRAM of one H200\n"
+      "block ({}) and the tiles of flashlab's fa2 kernel (from gpu/'s kernel table):\n"
+      "Br = {}, Bc = {}, so Tr = {} query tiles by Tc = {} KV tiles.\n\n",
+      kBigN, kBigD, sim::format_bytes(double(target_profile().sram_per_sm)), tiles.Br, tiles.Bc,
+      cpu::tile_count(kBigN, tiles.Br), cpu::tile_count(kBigN, tiles.Bc));
   ctx.table(t);
   ctx.say("Roughly half the tiles, half the FLOPs and half the K, V traffic disappear; the\n"
           "mask itself costs nothing in memory (no N x N mask is ever stored).\n\n");

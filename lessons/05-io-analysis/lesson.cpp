@@ -1,10 +1,11 @@
 // Lesson 5: the IO analysis. The simulator counts the HBM bytes of naive attention,
-// FlashAttention-1 and FlashAttention-2 over sweeps of N, d and the SRAM size M; fitted
-// exponents show the paper's Theta(N^2 d^2 / M) law, and the roofline says which resource
-// binds on an H200.
+// FlashAttention-1 (with the first paper's tile rule) and FlashAttention-2 (with the tiles of
+// flashlab's fa2 kernel) over sweeps of N, d and the SRAM size M; fitted exponents show the
+// paper's Theta(N^2 d^2 / M) law, and the roofline says which resource binds on an H200.
 #include "gpu_bridge/kernels.hpp"
 #include "kit/lesson_context.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"
 #include "flashlab/sim/units.hpp"
@@ -36,38 +37,102 @@ double fitted_exponent(const std::vector<double>& x, const std::vector<double>& 
   return sxy / sxx;
 }
 
+// Each tiled program with its own tile rule: fa1 the first paper's (the simulator's default,
+// Bc = ceil(M / 4d), Br = min(Bc, d)); fa2 the tiles of flashlab's fa2 kernel.
+sim::Problem problem_for(Algorithm a, Index N, Index d, sim::Bytes sram) {
+  const sim::Problem p{.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = sram};
+  return a == Algorithm::fa2 ? fa2_kernel_problem(p) : p;
+}
+
 sim::Report count(Algorithm a, Index N, Index d, sim::Bytes sram) {
-  return sim::count(a, {.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = sram});
+  return sim::count(a, problem_for(a, N, d, sram));
+}
+
+// What each program streams again on every step of its outer loop, and how many times.
+std::string restreamed(const sim::Report& r) {
+  if (!r.tiles) return "S, P once";
+  const cpu::TileSizes t = r.tiles->tiles;
+  if (r.algorithm == Algorithm::fa1)
+    return fmt::format("Q, O, l, m x Tc = {}", cpu::tile_count(r.problem.N, t.Bc));
+  return fmt::format("K, V x Tr = {}", cpu::tile_count(r.problem.N, t.Br));
+}
+
+// Why fa1 runs with a smaller Br than its rule gives, when it does; "" otherwise.
+std::string fa1_halving(const sim::Report& r) {
+  const sim::TileChoice& c = *r.tiles;
+  if (c.tiles.Br == c.paper.Br && c.tiles.Bc == c.paper.Bc) return "";
+  return fmt::format(
+      "fa1 runs with Br = {}, not the rule's {}: the rule budgets four (Bc, d) tiles (K_j,\n"
+      "V_j, Q_i, O_i) in M, but the program also keeps the score tile S_ij and the fp32\n"
+      "state on chip, {} in all at the rule's sizes, more than the {}. So the\n"
+      "simulator halves Br, the inner loop's block, until they fit (here and in steps 3\n"
+      "and 4). No byte changes: fa1's traffic is set by Bc alone (its Tc outer steps), and\n"
+      "Bc keeps the rule's value.\n\n",
+      c.tiles.Br, c.paper.Br,
+      sim::format_bytes(double(sim::sram_footprint(Algorithm::fa1, r.problem, c.paper))),
+      sim::format_bytes(double(r.problem.sram_bytes)));
 }
 
 void three_programs(LessonContext& ctx) {
   ctx.step("Three programs, one problem");
-  ctx.say("naive: S and P written to HBM and read back.\n"
-          "fa1:   the paper's Algorithm 1: KV tiles outside, query tiles inside; every inner\n"
-          "       step reads O_i, l_i, m_i from HBM and writes them back.\n"
-          "fa2:   query tiles outside; the state stays on chip; O_i written once.\n"
-          "Block sizes follow the paper: Bc = ceil(M / 4d), Br = min(Bc, d), where M is the\n"
-          "SRAM in elements (halved by the simulator when the real buffers would not fit).\n\n");
   constexpr Index kN = 4096, kD = 64;
-  Table t({"program", "Br", "Bc", "HBM read", "HBM written", "total", "vs fa2"}, {true});
-  const double fa2_total = double(count(Algorithm::fa2, kN, kD, h200().sram_per_sm).bytes_total());
+  const sim::Bytes sram = h200().sram_per_sm;
+  const auto fa2_tiles = *problem_for(Algorithm::fa2, kN, kD, sram).tiles;
+  const int warps =
+      gpu::kernel_config(FLASHLAB_KERNEL_FA2, kD, FLASHLAB_BF16).threads / gpu::kWarpSize;
+  ctx.print(
+      "naive: S and P written to HBM and read back.\n"
+      "fa1:   the FlashAttention paper's Algorithm 1 (Dao et al. 2022): KV tiles outside,\n"
+      "       query tiles inside; every inner step reads O_i, l_i, m_i from HBM and writes\n"
+      "       them back (O_i in fp32). Its tile rule is the paper's: Bc = ceil(M / 4d),\n"
+      "       Br = min(Bc, d), M the SRAM in elements. Each outer step re-streams Q, O, l, m,\n"
+      "       so the traffic falls as Bc grows, and the rule makes Bc as large as M allows.\n"
+      "fa2:   query tiles outside (FlashAttention-2, Dao 2023); the state stays on chip; O_i\n"
+      "       written once. Each outer step re-streams K and V, so the traffic falls as Br\n"
+      "       grows. Its tiles are those of flashlab's fa2 kernel (gpu/'s kernel table):\n"
+      "       Br = {} ({} warps of {} query rows, lesson 7) and Bc = {} at d = {}, small\n"
+      "       because the score tile lives in registers. The FlashAttention-2 paper gives no\n"
+      "       formula; it picks Br and Bc in {{64, 128}} by d and the shared memory.\n\n",
+      fa2_tiles.Br, warps, fa2_tiles.Br / warps, fa2_tiles.Bc, kD);
+  Table t({"program", "Br", "Bc", "re-streamed", "HBM read", "HBM written", "total", "vs fa2"},
+          {true, false, false, true});
+  const double fa2_total = double(count(Algorithm::fa2, kN, kD, sram).bytes_total());
+  std::string halving;
+  double fa1_total = 0;
   for (const auto a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {
-    const auto r = count(a, kN, kD, h200().sram_per_sm);
+    const auto r = count(a, kN, kD, sram);
     const auto tiles = r.tiles ? r.tiles->tiles : cpu::TileSizes{0, 0};
+    if (a == Algorithm::fa1) halving = fa1_halving(r), fa1_total = double(r.bytes_total());
     t.add({std::string(sim::to_string(a)), r.tiles ? fmt::format("{}", tiles.Br) : std::string("-"),
-           r.tiles ? fmt::format("{}", tiles.Bc) : std::string("-"), sim::format_bytes(double(r.bytes_read())),
-           sim::format_bytes(double(r.bytes_written())), sim::format_bytes(double(r.bytes_total())),
-           fmt::format("{:.1f}x", double(r.bytes_total()) / fa2_total)});
+           r.tiles ? fmt::format("{}", tiles.Bc) : std::string("-"), restreamed(r),
+           sim::format_bytes(double(r.bytes_read())), sim::format_bytes(double(r.bytes_written())),
+           sim::format_bytes(double(r.bytes_total())),
+           fmt::format("{:.2f}x", double(r.bytes_total()) / fa2_total)});
   }
-  ctx.print("N = {}, d = {}, bf16, SRAM = {} (one H200 block's):\n\n", kN, kD,
-            sim::format_bytes(double(h200().sram_per_sm)));
+  ctx.print("N = {}, d = {}, bf16, SRAM = {} (one H200 block's), M = {} elements:\n\n", kN, kD,
+            sim::format_bytes(double(sram)), sram / sim::bytes_of(sim::DType::bf16));
   ctx.table(t);
+  ctx.say(halving);
+  const bool fa1_fewer = fa1_total < fa2_total;
+  ctx.print(
+      "{}:\n"
+      "fa1 re-streams Q and O once per KV tile of Bc keys, fa2 re-reads K and V once per\n"
+      "query tile of Br rows, and which is fewer depends on M, d and the kernel's Br.\n"
+      "FlashAttention-2's gains are not only bytes: no O, l, m written back at every step,\n"
+      "query tiles that run in parallel, fewer non-matrix operations (lesson 3), and on a\n"
+      "real GPU an L2 that serves most re-reads of K and V (step 5).\n\n",
+      fa1_fewer
+          ? fmt::format("Here fa1 moves fewer HBM bytes than fa2 ({:.2f}x)", fa1_total / fa2_total)
+          : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2", fa1_total / fa2_total));
 }
 
 void sweep_N(LessonContext& ctx) {
   ctx.step("Sweep N: everything is quadratic, with very different constants");
   constexpr Index kD = 64;
+  const sim::Bytes sram = h200().sram_per_sm;
   const std::vector<Index> Ns{1024, 2048, 4096, 8192, 16384};
+  ctx.print("d = {}, bf16, SRAM = {} (one H200 block's), each program with its tile rule:\n\n", kD,
+            sim::format_bytes(double(sram)));
   Table t({"N", "naive", "fa1", "fa2"});
   std::vector<double> x;
   std::array<std::vector<double>, 3> y;
@@ -76,7 +141,7 @@ void sweep_N(LessonContext& ctx) {
     x.push_back(double(N));
     int k = 0;
     for (const auto a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {
-      const double bytes = double(count(a, N, kD, h200().sram_per_sm).bytes_total());
+      const double bytes = double(count(a, N, kD, sram).bytes_total());
       y[k++].push_back(bytes);
       row.push_back(sim::format_bytes(bytes));
     }
@@ -84,50 +149,70 @@ void sweep_N(LessonContext& ctx) {
   }
   ctx.table(t);
   const double naive_last = y[0].back(), fa1_last = y[1].back(), fa2_last = y[2].back();
-  ctx.print("Fitted exponents of N: naive {:.2f}, fa1 {:.2f}, fa2 {:.2f}. All three grow like N^2.\n"
-            "At N = {} naive moves {:.1f}x the bytes of fa1 and {:.1f}x those of fa2. fa2 reads K\n"
-            "and V once per query tile: 2 (N / Br) N d elements, which with the paper's Br = d is\n"
-            "2 N^2, half of naive's 4 N^2 for S and P. Fusion removes the N^2 *storage*; the N^2\n"
-            "*traffic* shrinks only as fast as the tiles grow. On a real GPU most of those\n"
-            "repeated K, V reads are served by the L2 cache (step 5).\n\n",
-            fitted_exponent(x, y[0]), fitted_exponent(x, y[1]), fitted_exponent(x, y[2]),
-            Ns.back(), naive_last / fa1_last, naive_last / fa2_last);
+  const Index Br = problem_for(Algorithm::fa2, Ns.back(), kD, sram).tiles->Br;
+  ctx.print(
+      "Fitted exponents of N: naive {:.2f}, fa1 {:.2f}, fa2 {:.2f}. All three grow like N^2.\n"
+      "At N = {} naive moves {:.1f}x the bytes of fa1 and {:.1f}x those of fa2. fa2 reads K\n"
+      "and V once per query tile: 2 (N / Br) N d elements, which with its kernel's Br = {}\n"
+      "and d = {} is {} N^2, against naive's 4 N^2 for S and P. Fusion removes the N^2\n"
+      "*storage*; the N^2 *traffic* shrinks only as fast as the tiles grow. On a real GPU\n"
+      "most of those repeated K, V reads are served by the L2 cache (step 5).\n\n",
+      fitted_exponent(x, y[0]), fitted_exponent(x, y[1]), fitted_exponent(x, y[2]), Ns.back(),
+      naive_last / fa1_last, naive_last / fa2_last, Br, kD, num(2.0 * double(kD) / double(Br)));
 }
 
 void sweep_M(LessonContext& ctx) {
   ctx.step("Sweep M: FlashAttention-1's traffic falls like 1 / M");
-  ctx.say("The paper's Theorem 2: FA1 moves Theta(N^2 d^2 / M) elements. With Bc ~ M / 4d there\n"
-          "are about 4 N d / M KV tiles, and each outer step streams all of Q and O, about N d\n"
-          "elements, through the chip.\n\n");
   constexpr Index kN = 8192, kD = 64;
-  Table t({"SRAM", "M (elements)", "Br", "Bc", "fa1 bytes", "fa2 bytes"});
-  std::vector<double> x, y1, y2;
+  ctx.print(
+      "The paper's Theorem 2: FA1 moves Theta(N^2 d^2 / M) elements. With Bc ~ M / 4d there\n"
+      "are about 4 N d / M KV tiles, and each outer step streams all of Q and O, about N d\n"
+      "elements, through the chip. N = {}, d = {}, bf16 (M = SRAM / {} bytes); fa1 with\n"
+      "the paper's rule, fa2 with its kernel's tiles:\n\n",
+      kN, kD, sim::bytes_of(sim::DType::bf16));
+  Table t({"SRAM", "M (elements)", "fa1 Br", "fa1 Bc", "fa1 bytes", "fa2 bytes"});
+  std::vector<double> x, y1;
+  const sim::Problem fa2_problem = problem_for(Algorithm::fa2, kN, kD, h200().sram_per_sm);
   for (sim::Bytes sram : {48 * kKiB, 96 * kKiB, 192 * kKiB, 384 * kKiB, 768 * kKiB}) {
-    const auto r1 = count(Algorithm::fa1, kN, kD, sram), r2 = count(Algorithm::fa2, kN, kD, sram);
+    const auto r1 = count(Algorithm::fa1, kN, kD, sram);
     x.push_back(double(r1.problem.M()));
     y1.push_back(double(r1.bytes_total()));
-    y2.push_back(double(r2.bytes_total()));
+    sim::Problem p2 = fa2_problem;
+    p2.sram_bytes = sram;
+    const sim::Bytes needed = sim::sram_footprint(Algorithm::fa2, p2, *p2.tiles);
+    const std::string fa2_bytes =
+        needed > sram ? fmt::format("needs {}", sim::format_bytes(double(needed)))
+                      : sim::format_bytes(double(sim::count(Algorithm::fa2, p2).bytes_total()));
     t.add({sim::format_bytes(double(sram)), fmt::format("{}", r1.problem.M()),
            fmt::format("{}", r1.tiles->tiles.Br), fmt::format("{}", r1.tiles->tiles.Bc),
-           sim::format_bytes(y1.back()), sim::format_bytes(y2.back())});
+           sim::format_bytes(y1.back()), fa2_bytes});
   }
   ctx.table(t);
-  ctx.print("Fitted exponent of M: fa1 {:.2f} (the theorem says -1). fa2 {:.2f}: its K, V\n"
-            "traffic is set by Br, which the paper's rule caps at d, so extra SRAM stops helping\n"
-            "once Br = d.\n\n",
-            fitted_exponent(x, y1), fitted_exponent(x, y2));
+  ctx.print(
+      "Fitted exponent of M: fa1 {:.2f} (the theorem says -1). fa2's bytes do not move with\n"
+      "M: its tiles are its kernel's (Br = {}, Bc = {}), set by warps and registers, not by\n"
+      "the SRAM; where they do not fit, the table says what the simulated program needs\n"
+      "(it keeps S_ij and U in SRAM, where the kernel keeps them in registers).\n\n",
+      fitted_exponent(x, y1), fa2_problem.tiles->Br, fa2_problem.tiles->Bc);
 }
 
 void sweep_d(LessonContext& ctx) {
   ctx.step("Sweep d: fa1's traffic grows like d^2");
   constexpr Index kN = 8192;
+  constexpr sim::Bytes kBlocks = 4;  // SRAM of four H200 blocks: long KV tiles even at d = 256
+  const sim::Bytes sram = kBlocks * h200().sram_per_sm;
+  ctx.print(
+      "N = {}, bf16, fa1 with the paper's rule in an SRAM of {} ({} times one H200\n"
+      "block's), so that even d = 256 gets long KV tiles:\n\n",
+      kN, sim::format_bytes(double(sram)), kBlocks);
   std::vector<double> x, y;
-  Table t({"d", "Bc", "fa1 bytes"});
+  Table t({"d", "Br", "Bc", "fa1 bytes"});
   for (Index d : {32, 64, 128, 256}) {
-    const auto r = count(Algorithm::fa1, kN, d, 4 * h200().sram_per_sm);
+    const auto r = count(Algorithm::fa1, kN, d, sram);
     x.push_back(double(d));
     y.push_back(double(r.bytes_total()));
-    t.add({fmt::format("{}", d), fmt::format("{}", r.tiles->tiles.Bc), sim::format_bytes(y.back())});
+    t.add({fmt::format("{}", d), fmt::format("{}", r.tiles->tiles.Br),
+           fmt::format("{}", r.tiles->tiles.Bc), sim::format_bytes(y.back())});
   }
   ctx.table(t);
   ctx.print("Fitted exponent of d: {:.2f} (the theorem says 2: each of ~4Nd/M outer steps moves\n"
@@ -146,7 +231,7 @@ void roofline(LessonContext& ctx) {
   const auto us = [](double s) { return fmt::format("{:.1f} us", s * 1e6); };
   for (const auto& [N, d] : {std::pair<Index, Index>{8192, 128}, {8192, 64}, {1024, 64}}) {
     for (const auto a : {Algorithm::naive, Algorithm::fa2}) {
-      sim::Problem p{.N = N, .d = d, .dtype = sim::DType::bf16, .sram_bytes = hw.sram_per_sm};
+      sim::Problem p = problem_for(a, N, d, hw.sram_per_sm);
       const auto b = sim::roofline(sim::count(a, p), hw);
       p.l2_bytes = hw.l2_bytes;
       const auto with_l2 = sim::count(a, p);

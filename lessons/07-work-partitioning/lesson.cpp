@@ -101,33 +101,62 @@ void both_ways(LessonContext& ctx) {
           "back, and the warps must wait for each other (a barrier) before reading.\n\n");
 }
 
+// Split-K's per-tile merges against K and V read once, per query tile: both are linear in N
+// (Tc = N / Bc merge rounds; K and V have N rows), so their ratio is not.
+struct MergeShare {
+  double ratio;    // merge-per-tile state bytes / bytes of K and V
+  Index Bc_below;  // the smallest Bc at which the merges exchange fewer bytes than K and V
+};
+MergeShare merge_share(Index N, Index d, Index W, Index Br, Index Bc, Bytes element) {
+  const Bytes per_round = (W - 1) * state_traffic(Br, d);  // one merge round per KV tile
+  const Bytes kv = 2 * N * d * element;                    // K and V, each read once
+  const double ratio = double((N / Bc) * per_round) / double(kv);
+  // (N / Bc) per_round < kv  <=>  Bc > per_round N / kv = per_round / (2 d element)
+  const Index Bc_equal = per_round / (2 * d * element);
+  return {ratio, Bc_equal + 1};
+}
+
 void costs(LessonContext& ctx) {
   ctx.step("What each split costs per query tile");
-  ctx.say("Counted from the shapes, per query tile of Br = 128 rows, N = 8192, Bc = 64, in\n"
-          "bytes. FlashAttention-1 merged the warps' partial results after every KV tile;\n"
-          "merging once at the end is the best split-K can do. Both keep Q_i in registers.\n\n");
   constexpr Index kBr = 128, kN = 8192, kBc = 64;
   constexpr Bytes kBf16 = 2;
+  ctx.print(
+      "Counted from the shapes, per query tile of Br = {} rows, N = {}, Bc = {}, in\n"
+      "bytes. FlashAttention-1 merged the warps' partial results after every KV tile;\n"
+      "merging once at the end is the best split-K can do. Both keep Q_i in registers.\n"
+      "`K, V` is what the query tile reads of K and V from HBM (bf16, once each).\n\n",
+      kBr, kN, kBc);
   const Index Tc = kN / kBc;
-  Table t({"d", "W", "split-K state, merge per tile", "split-K state, merge at end", "split-Q state",
+  Table t({"d", "W", "split-K state, merge per tile", "K, V", "merges / (K, V)",
+           "Bc for merges < K, V", "split-K state, merge at end", "split-Q state",
            "K, V smem reads per tile (K / Q)", "barriers per tile (K / Q)"});
   for (Index d : {64, 128}) {
     for (Index W : {4, 8}) {
       const Bytes per_merge_round = (W - 1) * state_traffic(kBr, d);
       const Bytes kv_tile = 2 * kBc * d * kBf16;  // K_j and V_j in shared memory
+      const MergeShare share = merge_share(kN, d, W, kBr, kBc, kBf16);
       t.add({fmt::format("{}", d), fmt::format("{}", W), num(double(Tc * per_merge_round), 3),
-             num(double(per_merge_round), 3), "0",
+             num(double(2 * kN * d * kBf16), 3), fmt::format("{:.1f}x", share.ratio),
+             fmt::format("{}", share.Bc_below), num(double(per_merge_round), 3), "0",
              fmt::format("{} / {}", kv_tile, W * kv_tile), "2 / 1"});
     }
   }
   ctx.table(t);
-  ctx.say("Split-Q exchanges no state and needs one barrier per KV tile (the shared K_j, V_j\n"
-          "must be loaded before anyone reads them); split-K needs a second barrier to merge.\n"
-          "Split-Q is not free: each of its W warps reads all of K_j and V_j from shared\n"
-          "memory, where a split-K warp reads only its slice. Shared memory is fast enough for\n"
-          "that trade to pay off on Ampere and Hopper; the FlashAttention-2 paper counts it,\n"
-          "with fewer non-matrix operations (lesson 3's delayed normalisation), among the\n"
-          "reasons for its speed-up over FlashAttention-1.\n\n");
+  constexpr Index kOtherN = 1024;
+  ctx.print(
+      "Merging after every tile exchanges more state than the whole of K and V, and by the\n"
+      "same factor at every N: both grow linearly in N (at N = {} the factor for d = 128,\n"
+      "W = 4 is {:.1f}x, as at N = {}). Only longer KV tiles (fewer merge rounds) or fewer\n"
+      "warps shrink it; the column before last says how long the tiles would have to be.\n\n",
+      kOtherN, merge_share(kOtherN, 128, 4, kBr, kBc, kBf16).ratio, kN);
+  ctx.say(
+      "Split-Q exchanges no state and needs one barrier per KV tile (the shared K_j, V_j\n"
+      "must be loaded before anyone reads them); split-K needs a second barrier to merge.\n"
+      "Split-Q is not free: each of its W warps reads all of K_j and V_j from shared\n"
+      "memory, where a split-K warp reads only its slice. Shared memory is fast enough for\n"
+      "that trade to pay off on Ampere and Hopper; the FlashAttention-2 paper (Dao 2023)\n"
+      "counts it, with fewer non-matrix operations (lesson 3's delayed normalisation), among\n"
+      "the reasons for its speed-up over FlashAttention-1.\n\n");
 }
 
 }  // namespace

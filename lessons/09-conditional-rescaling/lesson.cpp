@@ -90,9 +90,11 @@ void verified(LessonContext& ctx) {
 
 void the_bug(LessonContext& ctx) {
   ctx.step("The bug: moving the base without rescaling");
-  ctx.say("The rule has one easy mistake: update the base r but skip the rescale of l and U.\n"
-          "Then old and new weights sit at different bases and O = U / l is silently wrong.\n"
-          "RescaleVariant::base_without_rescale makes that mistake on purpose:\n\n");
+  ctx.say(
+      "FlashAttention-4's rule has one easy mistake: update the base r but skip the\n"
+      "rescale of l and U. Then old and new weights sit at different bases and O = U / l\n"
+      "is silently wrong.\n"
+      "RescaleVariant::base_without_rescale makes that mistake on purpose:\n\n");
   const auto in = inputs(8.0);
   cpu::AttentionOptions options;
   options.tiles = {kTile, kTile};

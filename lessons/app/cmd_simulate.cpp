@@ -1,6 +1,6 @@
 // `flashlab simulate`: run naive attention, FA1 and FA2 on the simulated HBM + SRAM and
 // print what each moves, computes and keeps on chip, and the bound a GPU profile sets.
-//   flashlab simulate --n 8192 --d 128 --dtype bf16 --sram 192KiB --algo naive,fa1,fa2
+//   flashlab simulate --n 8192 --d 128 --dtype bf16 --sram 96KiB --algo naive,fa1,fa2
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
@@ -170,7 +170,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
   cmd->add_option(
       "--sram", args.sram,
-      "SRAM of one SM: 192KiB, or elements of the dtype: 98304el (default: the profile's)");
+      "SRAM one thread block may use, in bytes (e.g. 96KiB) or elements of the dtype (e.g. "
+      "49152el); default: the profile's sram_per_sm");
   cmd->add_option("--l2", args.l2,
                   "an L2 of this size between HBM and SRAM (LRU), e.g. 60MiB: predicts DRAM bytes");
   cmd->add_option("--algo", args.algorithms,

@@ -128,7 +128,8 @@ void add_trace_command(CLI::App& app) {
   auto* causal = cmd->add_flag("--causal", args.causal, "Causal mask (query i sees keys j <= i)");
   auto* seed = add_integer_option<std::uint64_t>(cmd, "--seed", args.setup.seed,
                                                  "Seed of the random inputs", 0);
-  add_integer_option<Index>(cmd, "--query-tile", args.query_tile, "Print this query tile only", 0)
+  add_integer_option<Index>(cmd, "--query-tile", args.query_tile,
+                            "Print this query tile only (numbered from 0)", 0)
       ->default_str("all");
   cmd->add_option("--json", args.json_path, "Also write the events, one JSON object per line");
   cmd->add_option("--html", args.html_path,

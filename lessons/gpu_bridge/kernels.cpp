@@ -83,6 +83,14 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
   return mirror;
 }
 
+sim::Problem fa2_kernel_problem(const sim::Problem& problem) {
+  const KernelMirror mirror = kernel_mirror("fa2", problem);
+  if (!mirror.algorithm || !mirror.problem.tiles)
+    throw cpu::InvalidArgument(
+        fmt::format("the fa2 kernel's tiles are not defined here: {}", mirror.why_not));
+  return mirror.problem;
+}
+
 const sim::HardwareProfile& target_profile() { return sim::find_profile("h200"); }
 
 cpu::Causal KernelRun::alignment() const {

@@ -44,6 +44,12 @@ struct KernelMirror {
 // problem: N, d, dtype, causal, SRAM and L2 as the caller wants them simulated.
 KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem);
 
+// The caller's problem with the tiles (Br, Bc) and score dtype of flashlab's fa2 kernel, for
+// the simulator's FlashAttention-2 program: the lessons' FA2 uses the tile rule its kernel
+// uses, not the first paper's. Throws cpu::InvalidArgument with the kernel table's reason
+// when fa2 does not take the problem's d and dtype.
+sim::Problem fa2_kernel_problem(const sim::Problem& problem);
+
 // The profile of the GPU the kernels are built for (sm_90a) and measured on: the H200. Every
 // prediction of a kernel's mirror is made on its SRAM and its L2.
 const sim::HardwareProfile& target_profile();

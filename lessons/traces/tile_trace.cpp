@@ -215,12 +215,22 @@ nlohmann::json rows_of(const cpu::Matrix<double>& X) {
 
 }  // namespace
 
+std::string index_range(Index first, Index count) {
+  return count == 1 ? fmt::format("{}", first) : fmt::format("{}-{}", first, first + count - 1);
+}
+
 std::vector<nlohmann::json> to_json_events(const TileTrace& t) {
   std::vector<nlohmann::json> events;
-  events.push_back({{"event", "setup"}, {"N_q", t.N_q}, {"N_k", t.N_k}, {"d", t.d},
-                    {"Br", t.tile_sizes.Br}, {"Bc", t.tile_sizes.Bc},
-                    {"causal", std::string(cpu::to_string(t.causal))}, {"dtype", t.dtype},
-                    {"bytes_source", t.bytes_source}});
+  events.push_back({{"event", "setup"},
+                    {"N_q", t.N_q},
+                    {"N_k", t.N_k},
+                    {"d", t.d},
+                    {"Br", t.tile_sizes.Br},
+                    {"Bc", t.tile_sizes.Bc},
+                    {"causal", std::string(cpu::to_string(t.causal))},
+                    {"dtype", t.dtype},
+                    {"bytes_source", t.bytes_source},
+                    {"numbering", std::string(kNumbering)}});
   Bytes read = 0, written = 0;  // running HBM totals, as the viewer's counters show them
   for (const auto& q : t.query_tiles) {
     read += q.read;

@@ -10,12 +10,22 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace flashlab::app {
 
 using cpu::Index;
 using Bytes = std::int64_t;
+
+// The one numbering of every trace, printed, in JSON and in the HTML viewer: query tiles i,
+// KV tiles j, query rows and keys all count from 0, as the code indexes them, so query tile
+// i holds rows i Br to i Br + Br - 1 and row r of the problem is row r everywhere.
+inline constexpr std::string_view kNumbering =
+    "query tiles i, KV tiles j, query rows and keys all count from 0";
+
+// "first-last" for `count` consecutive indices from `first`, or "first" when count is 1.
+std::string index_range(Index first, Index count);
 
 // What to trace: a random problem of N tokens, head dimension d, in fp32.
 struct TraceSetup {
@@ -92,7 +102,8 @@ TileTrace trace_random(const TraceSetup& setup);
 TileTrace trace_worked_example(Index kv_tile = 2);
 
 // Every tile and query-tile event as one JSON object per line (the --json format):
-//   {"event":"setup",...}, then per query tile {"event":"query_tile_start",...},
+//   {"event":"setup",...} (with "numbering": kNumbering), then per query tile
+//   {"event":"query_tile_start",...},
 //   {"event":"kv_tile",...} per KV tile, {"event":"query_tile_end",...}.
 // Non-finite numbers are written as the strings "-inf", "inf" and "nan".
 std::vector<nlohmann::json> to_json_events(const TileTrace& trace);

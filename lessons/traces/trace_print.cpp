@@ -29,22 +29,18 @@ std::vector<double> row_of(const cpu::Matrix<double>& X, Index r) {
   return std::vector<double>(row.begin(), row.end());
 }
 
-std::string keys_of(const TileRecord& t) {
-  return t.cols == 1 ? fmt::format("{}", t.k0 + 1) : fmt::format("{}-{}", t.k0 + 1, t.k0 + t.cols);
-}
-
 void add_tile_rows(Table& table, const TileRecord& t, const TracePrintOptions& o) {
   const std::string kind(cpu::to_string(t.kind));
   const std::string bytes = fmt::format("{}", t.read);
   if (t.kind == cpu::TileKind::skipped) {
-    table.add({fmt::format("{}", t.j), keys_of(t), kind, "all", "(in the future: not computed)",
-               "", "", "", "", bytes});
+    table.add({fmt::format("{}", t.j), index_range(t.k0, t.cols), kind, "all",
+               "(in the future: not computed)", "", "", "", "", bytes});
     return;
   }
   bool first = true;
   for (Index r : shown_rows(t.rows, o.max_rows)) {
     const std::string head = first ? fmt::format("{}", t.j) : "";
-    const std::string keys = first ? keys_of(t) : "";
+    const std::string keys = first ? index_range(t.k0, t.cols) : "";
     const std::string what = first ? kind : "";
     const std::string read = first ? bytes : "";
     first = false;
@@ -53,9 +49,9 @@ void add_tile_rows(Table& table, const TileRecord& t, const TracePrintOptions& o
       continue;
     }
     const bool masked = std::isinf(t.tile_max[r]);  // the row skipped this tile's update
-    table.add({head, keys, what, fmt::format("{}", t.q0 + r + 1), num(t.tile_max[r]),
-               masked ? "(row masked)" : num(t.alpha[r]), num(t.m[r]), num(t.l[r]), num_row(row_of(t.U, r), 4, o.keep_cols),
-               read});
+    table.add({head, keys, what, fmt::format("{}", t.q0 + r), num(t.tile_max[r]),
+               masked ? "(row masked)" : num(t.alpha[r]), num(t.m[r]), num(t.l[r]),
+               num_row(row_of(t.U, r), 4, o.keep_cols), read});
   }
 }
 
@@ -65,7 +61,7 @@ void print_query_tile(std::ostream& out, const Style& style, const TileTrace& tr
                       const TracePrintOptions& o) {
   const QueryTileRecord& q = trace.query_tiles.at(static_cast<std::size_t>(i));
   out << paint(style, Tone::heading,
-               fmt::format("Query tile i = {}: query rows {}-{}", i, q.q0 + 1, q.q0 + q.rows))
+               fmt::format("Query tile i = {}: query rows {}", i, index_range(q.q0, q.rows)))
       << fmt::format("   (load Q_{}: {} B)\n", i, q.read);
   Table table({"KV tile j", "keys", "kind", "row", "rowmax(S)", "alpha", "m", "l", "U row",
                "HBM read B"},
@@ -78,7 +74,7 @@ void print_query_tile(std::ostream& out, const Style& style, const TileTrace& tr
       result.add({"...", "", ""});
       continue;
     }
-    result.add({fmt::format("{}", q.q0 + r + 1), num_row(row_of(q.O, r), o.digits, o.keep_cols),
+    result.add({fmt::format("{}", q.q0 + r), num_row(row_of(q.O, r), o.digits, o.keep_cols),
                 num(q.L[r], o.digits)});
   }
   out << fmt::format("  after the sweep (store O_{} and L_{}: {} B):\n", i, i, q.written);
@@ -100,6 +96,7 @@ void print_trace(std::ostream& out, const Style& style, const TileTrace& t,
   out << fmt::format("FlashAttention-2 forward, {}: N_q = {}, N_k = {}, d = {}, Br = {}, Bc = {}, "
                      "causal = {}, Tr = {} query tiles\n",
                      t.dtype, t.N_q, t.N_k, t.d, t.tile_sizes.Br, t.tile_sizes.Bc, cpu::to_string(t.causal), Tr);
+  out << fmt::format("Numbering: {}.\n", kNumbering);
   out << "Each line: the state of one query row after the KV tile was merged in.\n"
          "alpha = exp(m_old - m_new) is the factor the old l and U were multiplied by.\n\n";
   for (Index i = 0; i < Tr; ++i)

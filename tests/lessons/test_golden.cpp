@@ -82,14 +82,14 @@ double last_field(const std::string& text, const std::string& prefix) {
 
 TEST_CASE("golden: flashlab trace --example 49-15") {
   const std::string golden = check_golden("trace-49-15.txt", "trace --example 49-15");
-  // The O line is "1<TAB>O<TAB>L"; O is the middle field.
+  // The O line is "0<TAB>O<TAB>L" (the one query is row 0); O is the middle field.
   std::istringstream lines(golden);
   bool found = false;
   for (std::string line; std::getline(lines, line);)
-    if (line.rfind("1\t3.26", 0) == 0) {
+    if (line.rfind("0\t3.26", 0) == 0) {
       const double O = std::stod(line.substr(2, line.find('\t', 2) - 2));
       CHECK(std::abs(O - 49.0 / 15.0) < 1e-15);
-      CHECK(last_field(line, "1\t") == doctest::Approx(std::log(15.0)));  // L = log 15
+      CHECK(last_field(line, "0\t") == doctest::Approx(std::log(15.0)));  // L = log 15
       found = true;
     }
   CHECK(found);

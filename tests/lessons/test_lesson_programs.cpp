@@ -2,10 +2,17 @@
 // plain text when asked to, pauses between steps with --step, and prints the key numbers
 // the lessons state (checked here against formulas, not against the program's own output).
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/simulate.hpp"
+#include "flashlab/sim/units.hpp"
 #include "kit/lesson_registry.hpp"
+#include "tour/tour.hpp"
+#include "traces/tile_trace.hpp"
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 using namespace flashlab::app;
@@ -130,4 +137,182 @@ TEST_CASE("lesson 10: bytes per decoding step of ANCHORS.md's shape") {
   const auto out = run_lesson(10).output;
   constexpr double L = 131072, heads_kv = 8, d = 128, bf16 = 2, batch = 8;
   CHECK(contains(out, num(2 * L * heads_kv * d * bf16 * batch, 4)));
+}
+
+namespace {
+
+// The SRAM one H200 block gets, from the simulator's profile (its one owner).
+flashlab::sim::Bytes h200_sram() { return flashlab::sim::find_profile("h200").sram_per_sm; }
+
+// The line of text that starts with prefix; "" when there is none.
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+// The tab-separated cells of a line.
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string cell; std::getline(in, cell, '\t');) out.push_back(cell);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("lesson 0: Q, K and V each print their own first row") {
+  const auto out = run_lesson(0).output;
+  const auto in = random_inputs({.N = 6, .d = 4, .seed = 0});
+  std::vector<std::string> rows;
+  for (const auto* X : {&in.Q, &in.K, &in.V}) {
+    const auto row = X->row(0);
+    rows.push_back(num_row(std::vector<double>(row.begin(), row.end()), 4, 6));
+  }
+  CHECK(rows[0] != rows[1]);
+  CHECK(rows[1] != rows[2]);
+  CHECK(contains(out, "Q\t(6, 4)\t" + rows[0] + "\n"));
+  CHECK(contains(out, "K\t(6, 4)\t" + rows[1] + "\n"));
+  CHECK(contains(out, "V\t(6, 4)\t" + rows[2] + "\n"));
+}
+
+TEST_CASE("lesson 0: its SRAM is the h200 profile's, and fa2 runs with its kernel's Br") {
+  const auto out = run_lesson(0).output;
+  CHECK(contains(out, "on-chip SRAM (" + flashlab::sim::format_bytes(double(h200_sram())) + ","));
+  const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
+  CHECK(contains(out, fmt::format("once per query tile (Br = {})", fa2.Br)));
+}
+
+TEST_CASE("lesson 3: its trace tables say how they number tiles, rows and keys") {
+  const auto out = run_lesson(3).output;
+  CHECK(contains(out, "Numbering, as in every trace: " + std::string(kNumbering) + "."));
+  CHECK(contains(out, "Query tile i = 0: query rows 0-3"));
+}
+
+TEST_CASE("lesson 4: step 4 states its SRAM and the fa2 kernel's tiles") {
+  const auto out = run_lesson(4).output;
+  const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
+  CHECK(contains(out, "block (" + flashlab::sim::format_bytes(double(h200_sram())) + ")"));
+  CHECK(contains(out, fmt::format("Br = {}, Bc = {}, so Tr = {} query tiles by Tc = {} KV tiles",
+                                  fa2.Br, fa2.Bc, 8192 / fa2.Br, 8192 / fa2.Bc)));
+  // The diagonal step's rows and keys, from 0: Br = 8, Bc = 4, rows 0-3 miss keys 4-7.
+  CHECK(contains(out, "query rows 0-3 see no key\nof KV tile 1 (keys 4-7)"));
+}
+
+TEST_CASE("lesson 5: fa1 with the first paper's rule, fa2 with its kernel's tiles, bytes right") {
+  using flashlab::sim::Algorithm;
+  const auto out = run_lesson(5).output;
+  constexpr double N = 4096, d = 64, bf16 = 2, fp32 = 4;
+  const double M = double(h200_sram()) / bf16;
+  const double Bc1 = std::ceil(M / (4 * d));  // the paper: Bc = ceil(M / 4d), Br = min(Bc, d)
+  const double Tc = std::ceil(N / Bc1);
+  const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_BF16);
+  const double Tr = N / fa2.Br;
+  // fa1 (simulator/src/fa1_program.cpp): O (fp32), l, m initialised; K, V once; per KV tile
+  // Q read, O, l, m read and written. fa2: Q once, K, V per query tile, O and L once.
+  const double fa1 = N * d * fp32 + 2 * N * fp32 + 2 * N * d * bf16 +
+                     Tc * (N * d * bf16 + 2 * N * d * fp32 + 4 * N * fp32);
+  const double fa2_bytes = 2 * N * d * bf16 + N * fp32 + Tr * 2 * N * d * bf16;
+  const auto fa1_row = cells(line_starting(out, "fa1\t"));
+  const auto fa2_row = cells(line_starting(out, "fa2\t"));
+  REQUIRE(fa1_row.size() == 8);
+  REQUIRE(fa2_row.size() == 8);
+  CHECK(fa1_row[2] == fmt::format("{}", Bc1));
+  const double Br1 = std::stod(fa1_row[1]);
+  CHECK(Br1 <= std::min(Bc1, d));
+  if (Br1 < std::min(Bc1, d))  // halved to fit: the lesson must say why
+    CHECK(contains(out,
+                   fmt::format("fa1 runs with Br = {}, not the rule's {}", Br1, std::min(Bc1, d))));
+  CHECK(fa2_row[1] == fmt::format("{}", fa2.Br));
+  CHECK(fa2_row[2] == fmt::format("{}", fa2.Bc));
+  CHECK(fa1_row[3] == fmt::format("Q, O, l, m x Tc = {}", Tc));
+  CHECK(fa2_row[3] == fmt::format("K, V x Tr = {}", Tr));
+  CHECK(fa1_row[6] == flashlab::sim::format_bytes(fa1));
+  CHECK(fa2_row[6] == flashlab::sim::format_bytes(fa2_bytes));
+  CHECK(fa1_row[7] == fmt::format("{:.2f}x", fa1 / fa2_bytes));
+  CHECK(fa2_row[7] == "1.00x");
+  CHECK(contains(
+      out, fa1 < fa2_bytes
+               ? fmt::format("Here fa1 moves fewer HBM bytes than fa2 ({:.2f}x)", fa1 / fa2_bytes)
+               : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2", fa1 / fa2_bytes)));
+}
+
+TEST_CASE("lesson 5: fa1's bytes depend on Bc alone, as the lesson says of its halving") {
+  using flashlab::sim::Algorithm;
+  for (const flashlab::cpu::Index N : {97, 1023, 4096}) {
+    CAPTURE(N);
+    flashlab::sim::Problem p{.N = N, .d = 64, .sram_bytes = 64 * h200_sram()};
+    p.tiles = flashlab::cpu::TileSizes{64, 456};
+    const auto wide = flashlab::sim::count(Algorithm::fa1, p).bytes_total();
+    p.tiles = flashlab::cpu::TileSizes{16, 456};
+    CHECK(flashlab::sim::count(Algorithm::fa1, p).bytes_total() == wide);
+    p.tiles = flashlab::cpu::TileSizes{16, 228};  // more KV tiles once N > 228: more bytes
+    const auto shorter = flashlab::sim::count(Algorithm::fa1, p).bytes_total();
+    if (N > 228)
+      CHECK(shorter > wide);
+    else
+      CHECK(shorter == wide);
+  }
+}
+
+TEST_CASE("lesson 5: steps 2 to 4 state N, d and the SRAM they use") {
+  const auto out = run_lesson(5).output;
+  const std::string sram = flashlab::sim::format_bytes(double(h200_sram()));
+  CHECK(contains(out, "d = 64, bf16, SRAM = " + sram + " (one H200 block's)"));
+  CHECK(contains(out, "N = 8192, d = 64, bf16 (M = SRAM / 2 bytes)"));
+  CHECK(contains(out, "N = 8192, bf16, fa1 with the paper's rule in an SRAM of " +
+                          flashlab::sim::format_bytes(4.0 * double(h200_sram())) + " (4 times"));
+}
+
+TEST_CASE("lesson 7: split-K's per-tile merges against K and V, the same ratio at every N") {
+  const auto out = run_lesson(7).output;
+  // Per query tile of Br rows: (N / Bc) rounds of (W - 1) merges, each writing and reading
+  // Br (d + 2) fp32 numbers; K and V are 2 N d bf16 numbers.
+  constexpr double Br = 128, Bc = 64, d = 128, W = 4, fp32 = 4, bf16 = 2;
+  const double ratio = (W - 1) * 2 * Br * (d + 2) * fp32 / (Bc * 2 * d * bf16);
+  const double Bc_equal = (W - 1) * 2 * Br * (d + 2) * fp32 / (2 * d * bf16);
+  const auto row = cells(line_starting(out, "128\t4\t"));
+  REQUIRE(row.size() == 10);
+  CHECK(row[4] == fmt::format("{:.1f}x", ratio));
+  CHECK(row[5] == fmt::format("{}", std::floor(Bc_equal) + 1));
+  CHECK(contains(out, fmt::format("W = 4 is {:.1f}x, as at N = 8192", ratio)));
+}
+
+TEST_CASE("the tour: FlashAttention-2 writes O and L to HBM, not m and l") {
+  std::ostringstream out;
+  run_tour(out);
+  constexpr double N = 8192, fp32 = 4;
+  CHECK(
+      contains(out.str(), fmt::format("what it writes to HBM is\n   O and L: O, and per query row "
+                                      "L = m + log l (fp32), {:.0f} KiB per head",
+                                      N * fp32 / 1024)));
+  CHECK_FALSE(contains(out.str(), "m and l (fp32)"));
+  // The worked example's keys, numbered from 0 as every trace numbers them.
+  CHECK(contains(out.str(), "keys 0-1"));
+  CHECK(contains(out.str(), "keys 2-3"));
+}
+
+TEST_CASE("no lesson speaks of a source document the learner has never seen") {
+  for (const auto& lesson : all_lessons()) {
+    CAPTURE(lesson.number);
+    const auto out = run_lesson(lesson.number).output;
+    CHECK_FALSE(contains(out, "the seed"));
+    CHECK_FALSE(contains(out, "seed's"));
+  }
+  // The lessons' texts and the docs name the FlashAttention papers instead.
+  namespace fs = std::filesystem;
+  int texts = 0;
+  for (const char* folder : {FLASHLAB_LESSONS_DIR, FLASHLAB_DOCS_DIR})
+    for (const auto& entry : fs::recursive_directory_iterator(folder)) {
+      if (entry.path().extension() != ".md") continue;
+      CAPTURE(entry.path().string());
+      std::ifstream file(entry.path());
+      std::stringstream text;
+      text << file.rdbuf();
+      CHECK_FALSE(contains(text.str(), "the seed"));
+      CHECK_FALSE(contains(text.str(), "seed's"));
+      ++texts;
+    }
+  CHECK(texts > 11);  // every lesson's README.md, at least
 }

@@ -2,6 +2,7 @@
 // the tile counts of a causal mask, the byte counts implied by the tile shapes, and the
 // fp64 naive attention of the same inputs.
 #include "traces/tile_trace.hpp"
+#include "traces/trace_print.hpp"
 
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/sim/simulate.hpp"
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <sstream>
 
 using namespace flashlab;
 using app::Index;
@@ -133,7 +135,7 @@ TEST_CASE("a wholly masked row keeps its state and shows rowmax -inf") {
   const auto tiles = t.tiles_of(0);
   REQUIRE(tiles.size() == 6);
   const auto& before = *tiles[0];
-  const auto& tile = *tiles[1];  // keys 5-8: rows 1-4 see none of them
+  const auto& tile = *tiles[1];  // keys 4-7: rows 0-3 see none of them
   CHECK(tile.rows_skipped == 4);
   for (Index r = 0; r < 4; ++r) {
     CHECK(std::isinf(tile.tile_max[r]));
@@ -160,4 +162,32 @@ TEST_CASE("bad trace setups are refused with what would be right") {
                        cpu::InvalidArgument);
   CHECK_THROWS_WITH_AS(app::trace_random({.tiles = {0, 4}}), doctest::Contains("at least 1"),
                        cpu::InvalidArgument);
+}
+
+TEST_CASE("one numbering from 0: printed ranges, the printed trace and the JSON agree") {
+  CHECK(app::index_range(0, 4) == "0-3");
+  CHECK(app::index_range(20, 4) == "20-23");
+  CHECK(app::index_range(7, 1) == "7");
+  // N = 17 with Br = 4: a ragged last query tile, rows 16 alone.
+  constexpr Index kN = 17, kBr = 4, kBc = 8;
+  const auto t = app::trace_random({.N = kN, .d = 4, .tiles = {kBr, kBc}});
+  std::ostringstream out;
+  app::print_trace(out, app::Style::plain(), t);
+  const std::string text = out.str();
+  CHECK(text.find(std::string("Numbering: ") + std::string(app::kNumbering)) != std::string::npos);
+  const Index last = ceil_div(kN, kBr) - 1;
+  CHECK(text.find("Query tile i = 0: query rows 0-3") != std::string::npos);
+  CHECK(text.find("Query tile i = " + std::to_string(last) + ": query rows " +
+                  std::to_string(kN - 1) + " ") != std::string::npos);
+  // The first KV tile line of query tile 0: tile 0, keys 0-7, first row 0.
+  CHECK(text.find("\n0\t0-" + std::to_string(kBc - 1) + "\tfull\t0\t") != std::string::npos);
+  // No row or key number past N - 1 anywhere: the last key tile ends at key N - 1.
+  CHECK(text.find("16-" + std::to_string(kN)) == std::string::npos);
+  CHECK(text.find("\t" + std::to_string(kN) + "\t") == std::string::npos);
+  const auto events = app::to_json_events(t);
+  CHECK(events.front()["numbering"] == std::string(app::kNumbering));
+  for (const auto& e : events) {
+    if (e["event"] == "query_tile_start") CHECK(e["q0"].get<Index>() == e["i"].get<Index>() * kBr);
+    if (e["event"] == "kv_tile") CHECK(e["k0"].get<Index>() == e["j"].get<Index>() * kBc);
+  }
 }

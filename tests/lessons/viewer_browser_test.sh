@@ -48,6 +48,11 @@ passes=$(grep -c "PASS" <<< "$report" || true)
 [ "$passes" -ge 3 ] || fail "the self-test reported $passes passes, expected at least 3"
 ! grep -q "FAIL" <<< "$report" || fail "the self-test failed a check"
 
+# One numbering with the printed trace: tiles, rows and keys from 0, said on the page.
+grep -q "Q_0: rows 0-3<" <<< "$fresh" || fail "query tile 0 is not labelled rows 0-3"
+grep -q "Numbering: query tiles i, KV tiles j, query rows and keys all count from 0" <<< "$fresh" ||
+  fail "the page does not state its numbering"
+
 state_of() { sed -n '/<div id="state">/,/<\/div>/p' <<< "$1"; }
 [ -n "$(state_of "$fresh")" ] || fail "no state shown on a fresh page"
 [ "$(state_of "$fresh")" != "$(state_of "$stepped")" ] || fail "stepping did not change the state shown"
