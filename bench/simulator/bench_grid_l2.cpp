@@ -55,8 +55,8 @@ void print_table(const Options& o) {
     }
     if (!o.causal)
       if (const auto c = sim::l2_crossover(p))
-        fmt::print("crossover at {} heads: N = {} ({} KV heads live, {})\n", heads, c->N,
-                   c->heads_live, mib(c->live));
+        fmt::print("crossover at {} heads: from N = {} ({} KV heads live, {}); every wave from {}\n",
+                   heads, c->first_N, c->heads_live, mib(c->live), c->one_head_N);
   }
 }
 

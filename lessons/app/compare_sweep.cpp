@@ -76,7 +76,7 @@ Figures figures_of(const Point& p) {
     f.dram_written_predicted = p.predicted.dram_written();
     f.left_dirty_predicted = p.predicted.left_dirty();
   }
-  if (const auto& c = p.predicted.crossover) f.crossover_n = double(c->N);
+  if (const auto& c = p.predicted.crossover) f.crossover_n = double(c->first_N);
   if (const auto& m = p.measured) {
     f.sm_read_measured = m->sm_read;
     f.sm_written_measured = m->sm_written;
@@ -122,10 +122,11 @@ void print_crossovers(const std::vector<Point>& points) {
     seen.push_back(key);
     fmt::print(
         "L2 crossover, {} at d = {}, {} head{}: K and V re-read from DRAM from N = {} ({} KV "
-        "head{} live between waves, {} > the {} L2)\n",
-        p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "", c->N, c->heads_live,
-        c->heads_live > 1 ? "s" : "", bytes_text(double(c->live)),
-        bytes_text(double(target_profile().l2_bytes)));
+        "head{} live between waves: {:.2f} MiB against the L2's {:.2f}); by every wave from "
+        "N = {}\n",
+        p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "", c->first_N,
+        c->heads_live, c->heads_live > 1 ? "s" : "", double(c->live) / double(1 << 20),
+        double(target_profile().l2_bytes) / double(1 << 20), c->one_head_N);
   }
 }
 

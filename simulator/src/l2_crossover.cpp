@@ -1,6 +1,7 @@
 // Where K and V stop fitting the L2 between one wave of blocks and the next: the closed form
-// of grid.hpp, live(N) = h(N) x 2 N d s + R x (2 Br d s + 4 Br), and the smallest N at which
-// it exceeds the L2. Arithmetic over the waves' block ranges; nothing is simulated.
+// of grid.hpp, live(N) = 2 N d s + (h(N) - 1) x 2 (N - Bc) d s + R x (2 Br d s + 4 Br), and
+// the smallest N at which it exceeds the L2. Arithmetic over the waves' block ranges;
+// nothing is simulated.
 #include "flashlab/sim/grid.hpp"
 
 #include "flashlab/cpu/checked.hpp"
@@ -32,7 +33,13 @@ Bytes live_bytes(const GridProblem& p) {
   const Index h = reread_heads(p);
   if (h == 0) return 0;
   const Bytes s = bytes_of(p.dtype), acc = bytes_of(kAccumulator);
-  const Bytes kv = cpu::checked_product({h, 2, p.N, p.d, s}, "the live K and V");
+  // The re-read head's K and V whole (the re-read tile included), and the others' but one
+  // tile each: the tile at the same step, which the worst re-read (the first or the last
+  // step) has not touched since.
+  const Bytes kv = cpu::checked_add(
+      cpu::checked_product({2, p.N, p.d, s}, "the live K and V"),
+      cpu::checked_product({h - 1, 2, std::max<Index>(0, p.N - p.Bc), p.d, s}, "the live K and V"),
+      "the live K and V");
   const Bytes tiles = cpu::checked_product({p.resident_blocks(), p.Br, 2 * p.d * s + acc},
                                            "a wave's Q, O and L tiles");
   return kv + tiles;

@@ -219,21 +219,32 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
   }
 }
 
-TEST_CASE("grid L2: the H200's crossover for fa2 at d = 128, from the header's closed form") {
+TEST_CASE("grid L2: the H200's crossover for fa2 at d = 128, by the closed form and the model") {
   GridProblem p{.d = 128, .heads = 16, .Br = 128, .Bc = 64, .blocks_per_sm = 2,
                 .sm_count = 132, .l2_bytes = 60 * Bytes{1} << 20};
   const auto c = l2_crossover(p);
   REQUIRE(c);
-  // live(N) = h 2 N d s + R (2 Br d s + 4 Br), R = 264: the wave's tiles take
-  // 264 x 128 x 516 = 17,436,672 bytes, leaving 45,477,888 of the 60 MiB for K and V.
-  // Three heads live (Tr = 232 < R: some waves span three heads) pass it above
-  // 45,477,888 / (3 x 2 x 128 x 2) = 29,608; the next multiple of Bc = 64 is 29,632.
-  CHECK(c->first_N == 29632);
+  // live(N) = 2 N d s + (h - 1) 2 (N - Bc) d s + R (2 Br d s + 4 Br), R = 264: the wave's
+  // tiles take 264 x 128 x 516 = 17,436,672 bytes, leaving 45,477,888 of the 60 MiB. With
+  // three heads live (Tr = 232 < R, so some waves span three) 1536 N - 65,536 passes it
+  // above N = 29,650.7: at 29,696, the next multiple of Bc = 64.
+  CHECK(c->first_N == 29696);
   CHECK(c->heads_live == 3);
-  CHECK(c->live == 3 * 2 * Bytes{29632} * 128 * 2 + 17436672);
-  // One head: above 45,477,888 / (2 x 128 x 2) = 88,824, so from 88,832.
+  CHECK(c->live == 512 * Bytes{29696} + 1024 * Bytes{29696 - 64} + 17436672);
+  // One head: 512 N > 45,477,888 above N = 88,824, so from 88,832.
   CHECK(c->one_head_N == 88832);
-  // One head alone has no waves that span three heads, or two: it starts at one_head_N.
+  // The model agrees: K is read once at N = 29,632, and more at 29,696. Two heads live
+  // (1024 N - 32,768 > 45,477,888) from 44,480 on: K once at 44,416, more at 44,480.
+  const auto K_reread = [&](Index N) {
+    p.N = N;
+    return run_grid(p).tensor("K").dram_read > 16 * N * 128 * 2;
+  };
+  CHECK_FALSE(K_reread(29632));
+  CHECK(K_reread(29696));
+  CHECK_FALSE(K_reread(32768));  // Tr = 256: no wave spans three heads, two fit
+  CHECK_FALSE(K_reread(44416));
+  CHECK(K_reread(44480));
+  // One head alone never has a wave of two: it starts at one_head_N.
   p.heads = 1;
   CHECK(l2_crossover(p)->first_N == 88832);
 }

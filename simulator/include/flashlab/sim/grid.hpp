@@ -29,16 +29,21 @@
 // (dirty_at_end), and the hardware's DRAM write counter, read at the kernel's end, does not
 // see them.
 //
-// The crossover (l2_crossover): a tile of K re-read by the next wave survives in the L2
-// when what was touched between its two reads fits. The most that is touched between them
-// is the K and V of the KV heads the two waves stream (h of them: the larger of the two
-// waves' KV-head counts) plus one wave's Q, O and L tiles:
+// The crossover (l2_crossover): a KV head whose blocks span two waves is re-read by the
+// second; its tile j survives in the LRU when what was touched since its first read, itself
+// included, fits. The wave's KV heads are h_w, the next wave's h_w+1, and the shared head is
+// the last of one and the first of the other. Since tile j it has seen the shared head's K
+// and V whole, the other heads' but for one tile each (at the first or the last step, the
+// worst j), and one wave's O and L and the next's Q:
 //
-//     live(N) = h(N) x 2 N d s  +  R x (2 Br d s + 4 Br)
+//     live(N) = 2 N d s  +  (h - 1) x 2 (N - Bc) d s  +  R x (2 Br d s + 4 Br),
+//     h = max(h_w, h_w+1) over the waves that share a KV head,
 //
-// and re-reads reach DRAM from the smallest N with live(N) > L2. With Tr >= R (a head
-// spans a wave or more) h is 1, or 2 where a wave straddles two heads; with 60 MiB, R =
-// 264, Br = 128, d = 128, bf16, that is N ~ 89,000 (h = 1) and ~44,500 (h = 2).
+// and re-reads reach DRAM from the smallest N with live(N) > L2. h is 1, or 2 where a wave
+// straddles two heads, once Tr >= R; more where a wave holds several heads. The H200 (60
+// MiB, R = 264) with fa2 at d = 128 (Br 128, Bc 64, bf16), 16 heads: h = 3 from N = 29,696
+// (Tr = 232 < R), h = 2 from N = 44,480, and from N = 88,832 one head's K and V alone do not
+// fit, so every wave re-reads (tests/simulator/test_grid_l2.cpp runs the grid at these N).
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
@@ -129,9 +134,9 @@ struct GridReport {
 // N = 262144 at 16 heads in well under a second).
 GridReport run_grid(const GridProblem& problem, const L2Observer& observer = {});
 
-// The closed form above: h(N), the most KV heads the two waves around a re-read stream
-// (0 when no KV head's blocks span two waves: nothing is re-read from one wave to the
-// next), and live(N) in bytes (0 with h = 0).
+// The closed form above: h(N), the most KV heads of two waves that share one (0 when no KV
+// head's blocks span two waves: nothing is re-read from one wave to the next), and live(N)
+// in bytes (0 with h = 0).
 cpu::Index reread_heads(const GridProblem& problem);
 Bytes live_bytes(const GridProblem& problem);
 
@@ -145,8 +150,7 @@ struct L2Crossover {
   cpu::Index first_N = 0;     // the smallest N (a multiple of Bc) with live(N) > L2
   cpu::Index heads_live = 0;  // h(N) at first_N
   Bytes live = 0;             // live(N) at first_N
-  cpu::Index one_head_N = 0;  // the smallest multiple of Bc with 2 N d s + R (2 Br d s + 4 Br)
-                              // > L2
+  cpu::Index one_head_N = 0;  // the smallest multiple of Bc with live(N) > L2 at h = 1
 };
 // problem.N is ignored; N ranges over multiples of Bc up to 2^22. Empty when live(N) stays
 // within the L2 there. The closed form is the non-causal grid's: a causal problem is
