@@ -79,7 +79,7 @@ TEST_CASE("grid L2: a hand-worked grid of 2 SMs and 4 blocks, event by event") {
   CHECK(r.dram_written() + r.left_dirty() == r.sm_written());  // all of O and L, once
 }
 
-TEST_CASE("grid L2: blocks start in grid order as slots free; causal runs the longest first") {
+TEST_CASE("grid L2: blocks start in grid order as slots free, and causal runs the longest first") {
   GridProblem p = small_grid();
   p.l2_bytes = Bytes{1} << 20;  // no evictions: only the order matters here
   p.causal = cpu::Causal::top_left;
