@@ -25,7 +25,7 @@ namespace {
 struct Options {
   std::vector<cpu::Index> Ns = {4096, 16384, 32768, 65536, 131072, 262144};
   std::vector<cpu::Index> heads = {16};
-  cpu::Index d = 128, Br = 128, Bc = 64, blocks_per_sm = 2;
+  cpu::Index d = 128, Br = 128, Bc = 64, blocks_per_sm = 2, kv_heads = 0;
   bool causal = false;
   std::string l2;  // the profile's when empty
 };
@@ -38,7 +38,7 @@ void print_table(const Options& o) {
   fmt::print("| heads | N | DRAM read | DRAM written | left dirty | K+V once | L2 accesses | "
              "time |\n|---|---|---|---|---|---|---|---|\n");
   for (const cpu::Index heads : o.heads) {
-    sim::GridProblem p{.d = o.d, .heads = heads,
+    sim::GridProblem p{.d = o.d, .heads = heads, .kv_heads = o.kv_heads,
                        .causal = o.causal ? cpu::Causal::top_left : cpu::Causal::none,
                        .Br = o.Br, .Bc = o.Bc, .blocks_per_sm = o.blocks_per_sm,
                        .sm_count = h200.sm_count, .l2_bytes = l2_bytes};
@@ -49,7 +49,7 @@ void print_table(const Options& o) {
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.3f} s |\n", heads, N, mib(r.dram_read()),
-                 mib(r.dram_written()), mib(r.left_dirty()), mib(2 * heads * N * o.d * 2),
+                 mib(r.dram_written()), mib(r.left_dirty()), mib(2 * p.kv_head_count() * N * o.d * 2),
                  r.l2_accesses, s);
       std::fflush(stdout);
     }
@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   Options o;
   app.add_option("--n", o.Ns, "sequence lengths")->capture_default_str()->check(kAtLeastOne);
   app.add_option("--heads", o.heads, "heads (batch 1)")->capture_default_str()->check(kAtLeastOne);
+  app.add_option("--kv-heads", o.kv_heads, "KV heads (GQA, MQA); 0: as many as heads")
+      ->capture_default_str();
   app.add_option("--d", o.d, "head dimension")->capture_default_str()->check(kAtLeastOne);
   app.add_option("--br", o.Br, "query rows per block")->capture_default_str()->check(kAtLeastOne);
   app.add_option("--bc", o.Bc, "keys per K/V tile")->capture_default_str()->check(kAtLeastOne);
