@@ -35,13 +35,19 @@ std::string mib(sim::Bytes b) { return sim::format_bytes(double(b)); }
 void print_table(const Options& o) {
   const sim::HardwareProfile& h200 = sim::find_profile("h200");
   const sim::Bytes l2_bytes = o.l2.empty() ? h200.l2_bytes : sim::parse_bytes(o.l2);
-  fmt::print("| heads | N | DRAM read | DRAM written | left dirty | K+V once | L2 accesses | "
-             "time |\n|---|---|---|---|---|---|---|---|\n");
+  fmt::print(
+      "| heads | N | DRAM read | DRAM written | left dirty | K+V once | L2 accesses | "
+      "time |\n|---|---|---|---|---|---|---|---|\n");
   for (const cpu::Index heads : o.heads) {
-    sim::GridProblem p{.d = o.d, .heads = heads, .kv_heads = o.kv_heads,
+    sim::GridProblem p{.d = o.d,
+                       .heads = heads,
+                       .kv_heads = o.kv_heads,
                        .causal = o.causal ? cpu::Causal::top_left : cpu::Causal::none,
-                       .Br = o.Br, .Bc = o.Bc, .blocks_per_sm = o.blocks_per_sm,
-                       .sm_count = h200.sm_count, .l2_bytes = l2_bytes};
+                       .Br = o.Br,
+                       .Bc = o.Bc,
+                       .blocks_per_sm = o.blocks_per_sm,
+                       .sm_count = h200.sm_count,
+                       .l2_bytes = l2_bytes};
     for (const cpu::Index N : o.Ns) {
       p.N = N;
       const auto start = std::chrono::steady_clock::now();
@@ -49,14 +55,15 @@ void print_table(const Options& o) {
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.3f} s |\n", heads, N, mib(r.dram_read()),
-                 mib(r.dram_written()), mib(r.left_dirty()), mib(2 * p.kv_head_count() * N * o.d * 2),
-                 r.l2_accesses, s);
+                 mib(r.dram_written()), mib(r.left_dirty()),
+                 mib(2 * p.kv_head_count() * N * o.d * 2), r.l2_accesses, s);
       std::fflush(stdout);
     }
     if (!o.causal)
       if (const auto c = sim::l2_crossover(p))
-        fmt::print("crossover at {} heads: from N = {} ({} KV heads live, {}); every wave from {}\n",
-                   heads, c->first_N, c->heads_live, mib(c->live), c->one_head_N);
+        fmt::print(
+            "crossover at {} heads: from N = {} ({} KV heads live, {}); every wave from {}\n",
+            heads, c->first_N, c->heads_live, mib(c->live), c->one_head_N);
   }
 }
 
@@ -74,7 +81,8 @@ int main(int argc, char** argv) {
   app.add_option("--br", o.Br, "query rows per block")->capture_default_str()->check(kAtLeastOne);
   app.add_option("--bc", o.Bc, "keys per K/V tile")->capture_default_str()->check(kAtLeastOne);
   app.add_option("--blocks-per-sm", o.blocks_per_sm, "resident blocks per SM")
-      ->capture_default_str()->check(kAtLeastOne);
+      ->capture_default_str()
+      ->check(kAtLeastOne);
   app.add_option("--l2", o.l2, "the L2's capacity (default: the H200's 60 MiB)");
   app.add_flag("--causal", o.causal, "causal (top-left): every block's accesses one by one");
   CLI11_PARSE(app, argc, argv);

@@ -124,8 +124,8 @@ void print_crossovers(const std::vector<Point>& points) {
         "L2 crossover, {} at d = {}, {} head{}: K and V re-read from DRAM from N = {} ({} KV "
         "head{} live between waves: {:.2f} MiB against the L2's {:.2f}); by every wave from "
         "N = {}\n",
-        p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "", c->first_N,
-        c->heads_live, c->heads_live > 1 ? "s" : "", double(c->live) / double(1 << 20),
+        p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "", c->first_N, c->heads_live,
+        c->heads_live > 1 ? "s" : "", double(c->live) / double(1 << 20),
         double(target_profile().l2_bytes) / double(1 << 20), c->one_head_N);
   }
 }
@@ -137,14 +137,14 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
       "dram_read_predicted,dram_written_predicted,left_dirty_predicted,l2_crossover_n\n");
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    out.write(fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel, p.run.n, p.run.d,
-        p.run.heads, p.run.causal ? 1 : 0, p.run.dtype, csv_number(f.sm_read_predicted),
-        csv_number(f.sm_read_measured), csv_number(f.sm_written_predicted),
-        csv_number(f.sm_written_measured), csv_number(f.l2_measured), csv_number(f.dram_predicted),
-        csv_number(f.dram_read_measured), csv_number(f.dram_written_measured),
-        csv_number(f.dram_read_predicted), csv_number(f.dram_written_predicted),
-        csv_number(f.left_dirty_predicted), csv_number(f.crossover_n)));
+    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel,
+                          p.run.n, p.run.d, p.run.heads, p.run.causal ? 1 : 0, p.run.dtype,
+                          csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
+                          csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
+                          csv_number(f.l2_measured), csv_number(f.dram_predicted),
+                          csv_number(f.dram_read_measured), csv_number(f.dram_written_measured),
+                          csv_number(f.dram_read_predicted), csv_number(f.dram_written_predicted),
+                          csv_number(f.left_dirty_predicted), csv_number(f.crossover_n)));
   }
   out.commit();
 }

@@ -76,8 +76,8 @@ struct Prediction {
   std::string label;   // "fa2 (Br 128, Bc 64)"
   std::optional<sim::Report> report;
   Index heads = 1;
-  std::string why_not;  // when there is no report
-  std::optional<sim::GridReport> grid{};       // the grid through the shared L2
+  std::string why_not;                          // when there is no report
+  std::optional<sim::GridReport> grid{};        // the grid through the shared L2
   std::optional<sim::L2Crossover> crossover{};  // where its K and V stop fitting the L2
 
   double sm_read() const { return report ? double(report->bytes_read()) * double(heads) : 0; }

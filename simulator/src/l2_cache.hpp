@@ -1,5 +1,6 @@
 // An L2 between HBM and SRAM: least-recently-used tiles, write-back and write-allocate. It
-// turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM itself (what a GPU's DRAM counters report). Private to simulator/.
+// turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM
+// itself (what a GPU's DRAM counters report). Private to simulator/.
 //
 // The programs (simulate.hpp) run one tile after another through it, as one SM would; the
 // grid model (grid.hpp) runs a kernel's resident blocks together through one of it, as the

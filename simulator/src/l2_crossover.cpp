@@ -60,12 +60,13 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
   const Index R = cpu::checked_mul(p.sm_count, p.blocks_per_sm, "the resident blocks");
   const Bytes wave_tiles = cpu::checked_product({R, p.Br, 2 * p.d * s + bytes_of(kAccumulator)},
                                                 "a wave's Q, O and L tiles");
-  const Index one_head = std::max<Index>(0, p.l2_bytes - wave_tiles) / (2 * p.d * s) / p.Bc * p.Bc + p.Bc;
-  const Index last =
-      std::min(kMaxN, std::max(one_head, cpu::checked_mul(R, p.Br, "R Br") + p.Bc));
+  const Index one_head =
+      std::max<Index>(0, p.l2_bytes - wave_tiles) / (2 * p.d * s) / p.Bc * p.Bc + p.Bc;
+  const Index last = std::min(kMaxN, std::max(one_head, cpu::checked_mul(R, p.Br, "R Br") + p.Bc));
   for (p.N = p.Bc; p.N <= last; p.N += p.Bc) {
     const Bytes live = live_bytes(p);
-    if (live > p.l2_bytes) return L2Crossover{p.N, reread_heads(p), live, std::min(one_head, kMaxN)};
+    if (live > p.l2_bytes)
+      return L2Crossover{p.N, reread_heads(p), live, std::min(one_head, kMaxN)};
   }
   return std::nullopt;
 }

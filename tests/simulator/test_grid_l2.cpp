@@ -31,8 +31,15 @@ std::vector<std::string> events_of(const GridProblem& p) {
 // d = 16 in bf16 a row is 32 bytes, one sector: a Q, K, V or O tile is 256 bytes and an L
 // tile (8 fp32) 32 bytes. The L2 holds 1024 bytes: four K/V tiles.
 GridProblem small_grid() {
-  return {.N = 16, .d = 16, .dtype = DType::bf16, .heads = 2, .Br = 8, .Bc = 8,
-          .blocks_per_sm = 1, .sm_count = 2, .l2_bytes = 1024};
+  return {.N = 16,
+          .d = 16,
+          .dtype = DType::bf16,
+          .heads = 2,
+          .Br = 8,
+          .Bc = 8,
+          .blocks_per_sm = 1,
+          .sm_count = 2,
+          .l2_bytes = 1024};
 }
 
 Bytes sum_dirty(const GridReport& r, int t) { return r.dirty_at_end.at(t); }
@@ -49,8 +56,8 @@ TEST_CASE("grid L2: a hand-worked grid of 2 SMs and 4 blocks, event by event") {
       "evict Q 0 256", "miss K 8 256", "evict Q 8 256", "miss V 8 256", "hit K 8 256",
       "hit V 8 256",
       // the wave ends: O_0 is allocated dirty (K_0 goes), L_0 pushes V_0 out; O_1 pushes K_1
-      "evict K 0 256", "allocate O 0 256", "evict V 0 256", "allocate L 0 32",
-      "evict K 8 256", "allocate O 8 256", "allocate L 8 32",
+      "evict K 0 256", "allocate O 0 256", "evict V 0 256", "allocate L 0 32", "evict K 8 256",
+      "allocate O 8 256", "allocate L 8 32",
       // wave 1: blocks 2 and 3 (head 1, rows 16 on); Q_3 pushes the dirty O_0 to DRAM
       "evict V 8 256", "miss Q 16 256", "write-back O 0 256", "miss Q 24 256",
       // KV step 0 of head 1: L_0 and O_1 written back, then L_1
@@ -60,15 +67,15 @@ TEST_CASE("grid L2: a hand-worked grid of 2 SMs and 4 blocks, event by event") {
       "evict Q 16 256", "miss K 24 256", "evict Q 24 256", "miss V 24 256", "hit K 24 256",
       "hit V 24 256",
       // the wave ends; its O and L stay dirty in the L2
-      "evict K 16 256", "allocate O 16 256", "evict V 16 256", "allocate L 16 32",
-      "evict K 24 256", "allocate O 24 256", "allocate L 24 32"};
+      "evict K 16 256", "allocate O 16 256", "evict V 16 256", "allocate L 16 32", "evict K 24 256",
+      "allocate O 24 256", "allocate L 24 32"};
   CHECK(events_of(small_grid()) == expected);
 
   const GridReport r = run_grid(small_grid());
   CHECK(r.resident_blocks == 2);
   CHECK(r.steps == 4);  // 2 waves of Tc = 2 KV steps
   CHECK(r.tensor("Q").read == 4 * 256);
-  CHECK(r.tensor("K").read == 4 * 2 * 256);  // every block loads both K tiles of its head
+  CHECK(r.tensor("K").read == 4 * 2 * 256);   // every block loads both K tiles of its head
   CHECK(r.tensor("K").dram_read == 4 * 256);  // each K tile once from DRAM
   CHECK(r.tensor("V").dram_read == 4 * 256);
   CHECK(r.tensor("O").dram_written == 2 * 256);  // wave 0's O, evicted during the grid
@@ -105,7 +112,12 @@ TEST_CASE("grid L2: the header's closed forms, into the SMs and through a large 
   for (const Index N : {1, 17, 97, 113, 1023}) {
     for (const Index heads : {1, 3, 8}) {
       const Index d = std::uniform_int_distribution<Index>(1, 4)(rng) * 16;
-      GridProblem p{.N = N, .d = d, .heads = heads, .Br = 32, .Bc = 16, .sm_count = 3,
+      GridProblem p{.N = N,
+                    .d = d,
+                    .heads = heads,
+                    .Br = 32,
+                    .Bc = 16,
+                    .sm_count = 3,
                     .l2_bytes = Bytes{1} << 40};
       CAPTURE(N);
       CAPTURE(heads);
@@ -148,8 +160,7 @@ TEST_CASE("grid L2: a tile shorter than a sector costs a whole sector at DRAM") 
 TEST_CASE("grid L2: K and V of a head re-read by each wave miss once they outgrow the L2") {
   // One head of N = 64, Br = 8: 8 blocks, 2 resident: 4 waves each sweeping K and V (2 KiB
   // each, rows of 32 bytes) from the start.
-  GridProblem p{.N = 64, .d = 16, .heads = 1, .Br = 8, .Bc = 8, .blocks_per_sm = 1,
-                .sm_count = 2};
+  GridProblem p{.N = 64, .d = 16, .heads = 1, .Br = 8, .Bc = 8, .blocks_per_sm = 1, .sm_count = 2};
   const Bytes K = 64 * 32;
   p.l2_bytes = K;  // K and V together are twice the L2: LRU keeps none of them a whole wave
   CHECK(run_grid(p).tensor("K").dram_read == 4 * K);
@@ -166,11 +177,15 @@ TEST_CASE("grid L2: booking blocks that run alike as one group changes no count"
   for (int trial = 0; trial < 40; ++trial) {
     const Index N = std::vector<Index>{1, 17, 97, 113, 200}[pick(rng) % 5];
     const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
-    GridProblem p{.N = N, .d = 8 * (1 + pick(rng) % 4), .heads = kv_heads * group,
+    GridProblem p{.N = N,
+                  .d = 8 * (1 + pick(rng) % 4),
+                  .heads = kv_heads * group,
                   .kv_heads = kv_heads,
                   .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
-                  .Br = 8 * (1 + pick(rng) % 4), .Bc = 8 * (1 + pick(rng) % 4),
-                  .blocks_per_sm = 1 + pick(rng) % 2, .sm_count = 1 + pick(rng) % 5,
+                  .Br = 8 * (1 + pick(rng) % 4),
+                  .Bc = 8 * (1 + pick(rng) % 4),
+                  .blocks_per_sm = 1 + pick(rng) % 2,
+                  .sm_count = 1 + pick(rng) % 5,
                   .l2_bytes = 256 + pick(rng) % 16384};
     CAPTURE(N);
     CAPTURE(p.d);
@@ -202,8 +217,14 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
   // at which K is read from DRAM more than once.
   for (const Index heads : {1, 2, 3, 5}) {
     for (const Bytes l2 : {Bytes{3} * kKiB, Bytes{6} * kKiB}) {
-      GridProblem p{.N = 0, .d = 16, .heads = heads, .Br = 8, .Bc = 4, .blocks_per_sm = 2,
-                    .sm_count = 2, .l2_bytes = l2};
+      GridProblem p{.N = 0,
+                    .d = 16,
+                    .heads = heads,
+                    .Br = 8,
+                    .Bc = 4,
+                    .blocks_per_sm = 2,
+                    .sm_count = 2,
+                    .l2_bytes = l2};
       CAPTURE(heads);
       CAPTURE(l2);
       const auto crossover = l2_crossover(p);
@@ -220,8 +241,13 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
 }
 
 TEST_CASE("grid L2: the H200's crossover for fa2 at d = 128, by the closed form and the model") {
-  GridProblem p{.d = 128, .heads = 16, .Br = 128, .Bc = 64, .blocks_per_sm = 2,
-                .sm_count = 132, .l2_bytes = 60 * Bytes{1} << 20};
+  GridProblem p{.d = 128,
+                .heads = 16,
+                .Br = 128,
+                .Bc = 64,
+                .blocks_per_sm = 2,
+                .sm_count = 132,
+                .l2_bytes = 60 * Bytes{1} << 20};
   const auto c = l2_crossover(p);
   REQUIRE(c);
   // live(N) = 2 N d s + (h - 1) 2 (N - Bc) d s + R (2 Br d s + 4 Br), R = 264: the wave's

@@ -63,12 +63,12 @@ namespace flashlab::sim {
 inline constexpr Bytes kSectorBytes = 32;
 
 struct GridProblem {
-  cpu::Index N = 1024;       // queries and keys per head
-  cpu::Index d = 128;        // head dimension
+  cpu::Index N = 1024;  // queries and keys per head
+  cpu::Index d = 128;   // head dimension
   DType dtype = DType::bf16;
-  cpu::Index heads = 1;      // query heads times batch: the grid's y and z
-  cpu::Index kv_heads = 0;   // 0: as many as heads; else heads / kv_heads query heads
-                             // share each KV head (GQA, MQA)
+  cpu::Index heads = 1;  // query heads times batch: the grid's y and z
+  // 0: as many as heads; else heads / kv_heads query heads share each KV head (GQA, MQA).
+  cpu::Index kv_heads = 0;
   cpu::Causal causal = cpu::Causal::none;  // none or top_left (N_q = N_k)
   cpu::Index Br = 128, Bc = 64;            // the kernel's tiles
   cpu::Index blocks_per_sm = 2;            // the kernel's occupancy
@@ -101,10 +101,10 @@ std::string_view to_string(L2EventKind kind);
 
 struct L2Event {
   L2EventKind kind;
-  int tensor;         // index into the report's tensors (Q, K, V, O, L)
-  cpu::Index row0;    // the tile's first row in its tensor (heads stacked: head h at h N)
-  Bytes bytes;        // sectors the tile occupies, in bytes
-  bool write;         // for hit, miss, allocate, bypass: the access was a store
+  int tensor;       // index into the report's tensors (Q, K, V, O, L)
+  cpu::Index row0;  // the tile's first row in its tensor (heads stacked: head h at h N)
+  Bytes bytes;      // sectors the tile occupies, in bytes
+  bool write;       // for hit, miss, allocate, bypass: the access was a store
 };
 using L2Observer = std::function<void(const L2Event&)>;
 
@@ -123,8 +123,8 @@ struct GridReport {
   Bytes sm_read() const;
   Bytes sm_written() const;
   Bytes dram_read() const;
-  Bytes dram_written() const;   // during the kernel: what its DRAM write counter sees
-  Bytes left_dirty() const;     // written to DRAM only after the kernel ends
+  Bytes dram_written() const;  // during the kernel: what its DRAM write counter sees
+  Bytes left_dirty() const;    // written to DRAM only after the kernel ends
   const TensorTraffic& tensor(std::string_view name) const;
 };
 
