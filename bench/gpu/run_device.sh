@@ -104,6 +104,15 @@ if want sweep; then
     --csv "$OUT/compare_sweep_h1.csv" "${plot[@]}" 2>&1 | tail -25 || status=1
   "$BUILD/lessons/app/flashlab" compare --sweep n=1024..16384 --sweep heads=16 --d 128 --no-color \
     --csv "$OUT/compare_sweep_h16.csv" 2>&1 | tail -20 || status=1
+  # The L2 crossover (docs/IO-LEVELS.md): fa2, d = 128, B = 1, N far past where K and V of the
+  # heads resident at once stop fitting the 60 MiB L2 (the run prints the predicted N per
+  # heads). The CSV puts the grid model's DRAM read, write and left-dirty bytes beside
+  # dram__bytes_read/write and lts__t_bytes for every row, and the predicted crossover N.
+  # 64 heads at N = 262144: Q, K, V and O take 16 GiB; the kernel about 6 s per ncu pass.
+  step "flashlab compare --sweep: DRAM bytes across the L2 crossover, fa2, 16, 32 and 64 heads"
+  "$BUILD/lessons/app/flashlab" compare --kernels fa2 --d 128 --no-color \
+    --sweep n=16384,32768,49152,65536,98304,131072,196608,262144 --sweep heads=16,32,64 \
+    --csv "$OUT/compare_sweep_crossover.csv" 2>&1 | tail -32 || status=1
 fi
 
 if want bench; then
@@ -170,5 +179,29 @@ if want levels; then
         print i ",\"" s "\"," $5 "," $13 "," $15}' >> "$OUT/levels.csv" || status=1
   done
   cat "$OUT/levels.csv"
+
+  # Coalescing before the L2 slices: Hopper's L2 Request Coalescer (LRC) merges requests of
+  # several SMs for the same sectors. Its counters are listed first (their names as this
+  # ncu knows them), then the requests and sectors into and out of it are read beside
+  # lts__t_bytes, at a fixed amount of work (H N^2 the same) while the number of blocks
+  # reading each K/V tile at once changes: 128 (one head, N = 16384: every block of the head
+  # resident), 64, 32, 16, and 1024 with one KV head for 64 query heads (MQA). If the LRC is
+  # what lowers lts__t_bytes below the SMs' bytes, its sectors in should follow the SMs' and
+  # its sectors out the slices'.
+  step "levels: the L2 Request Coalescer (lrc__*) as more blocks read the same tile at once"
+  ncu --query-metrics 2>/dev/null | awk '$1 ~ /^lrc__/' > "$OUT/lrc_metrics.txt"
+  lrc=$(awk '$1 ~ /^lrc__t_(requests|sectors)/ {printf ",%s.sum", $1}' "$OUT/lrc_metrics.txt")
+  echo "lrc metrics: ${lrc#,}"
+  echo "impl,shape(B,Hq,Hkv,N,d),kernel,metric,value" > "$OUT/levels_lrc.csv"
+  for run in fa2:1,1,1,16384,128 fa2:1,4,4,8192,128 fa2:1,16,16,4096,128 fa2:1,64,64,2048,128 \
+             fa2:1,64,1,2048,128; do
+    impl=${run%%:*} shape=${run#*:}
+    ncu --clock-control none --profile-from-start off --print-units base --csv \
+        --metrics "$NCU_METRICS$lrc" python3 "$ROOT/bench/gpu/bench.py" \
+        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" --shape "$shape" 2>&1 |
+      awk -F'","' -v s="$shape" -v i="$impl" '/^"[0-9]/ {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
+        print i ",\"" s "\"," $5 "," $13 "," $15}' >> "$OUT/levels_lrc.csv" || status=1
+  done
+  cat "$OUT/levels_lrc.csv"
 fi
 exit $status

@@ -13,6 +13,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -57,9 +58,12 @@ std::vector<KernelRun> runs_of(const CompareSweepRequest& r) {
 
 // A point's figures, each absent where nothing was predicted or measured: what both the
 // table and the CSV show.
+// DRAM predicted: written is what the kernel writes while it runs (its counter's figure);
+// left_dirty what stays dirty in the L2 after it (the grid model only).
 struct Figures {
   std::optional<double> sm_read_predicted, sm_read_measured, sm_written_predicted,
-      sm_written_measured, l2_measured, dram_predicted, dram_read_measured, dram_written_measured;
+      sm_written_measured, l2_measured, dram_predicted, dram_read_predicted, dram_read_measured,
+      dram_written_predicted, dram_written_measured, left_dirty_predicted, crossover_n;
 };
 
 Figures figures_of(const Point& p) {
@@ -68,7 +72,11 @@ Figures figures_of(const Point& p) {
     f.sm_read_predicted = p.predicted.sm_read();
     f.sm_written_predicted = p.predicted.sm_written();
     f.dram_predicted = p.predicted.dram();
+    f.dram_read_predicted = p.predicted.dram_read();
+    f.dram_written_predicted = p.predicted.dram_written();
+    f.left_dirty_predicted = p.predicted.left_dirty();
   }
+  if (const auto& c = p.predicted.crossover) f.crossover_n = double(c->first_N);
   if (const auto& m = p.measured) {
     f.sm_read_measured = m->sm_read;
     f.sm_written_measured = m->sm_written;
@@ -84,37 +92,59 @@ std::string csv_number(std::optional<double> b) { return b ? fmt::format("{:.0f}
 
 void print_table(const std::vector<Point>& points, const Style& style) {
   Table t({"kernel", "N", "d", "heads", "SM read pred.", "SM read meas.", "ratio", "SM write pred.",
-           "SM write meas.", "ratio", "L2 slices meas.", "DRAM pred.", "DRAM meas.", "note"},
+           "SM write meas.", "ratio", "L2 slices meas.", "DRAM read pred.", "DRAM read meas.",
+           "ratio", "DRAM write pred.", "DRAM write meas.", "note"},
           {true, false, false, false, false, false, false, false, false, false, false, false, false,
-           true});
+           false, false, false, true});
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    const std::optional<double> dram =
-        f.dram_read_measured ? std::optional(*f.dram_read_measured + *f.dram_written_measured)
-                             : std::nullopt;
     t.add(
         {p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
          fmt::format("{}", p.run.heads), optional_bytes(f.sm_read_predicted),
          optional_bytes(f.sm_read_measured), ratio_text(f.sm_read_measured, p.predicted.sm_read()),
          optional_bytes(f.sm_written_predicted), optional_bytes(f.sm_written_measured),
          ratio_text(f.sm_written_measured, p.predicted.sm_written()), optional_bytes(f.l2_measured),
-         optional_bytes(f.dram_predicted), optional_bytes(dram), p.note});
+         optional_bytes(f.dram_read_predicted), optional_bytes(f.dram_read_measured),
+         ratio_text(f.dram_read_measured, p.predicted.dram_read()),
+         optional_bytes(f.dram_written_predicted), optional_bytes(f.dram_written_measured),
+         p.note});
   }
   t.print(std::cout, style);
+}
+
+// Where each (kernel, d, heads) of the sweep stops keeping K and V in the L2 between waves.
+void print_crossovers(const std::vector<Point>& points) {
+  std::vector<std::string> seen;
+  for (const Point& p : points) {
+    const auto& c = p.predicted.crossover;
+    const std::string key = fmt::format("{} {} {}", p.run.kernel, p.run.d, p.run.heads);
+    if (!c || std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    fmt::print(
+        "L2 crossover, {} at d = {}, {} head{}: K and V re-read from DRAM from N = {} ({} KV "
+        "head{} live between waves: {:.2f} MiB against the L2's {:.2f}); by every wave from "
+        "N = {}\n",
+        p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "", c->first_N, c->heads_live,
+        c->heads_live > 1 ? "s" : "", double(c->live) / double(1 << 20),
+        double(target_profile().l2_bytes) / double(1 << 20), c->one_head_N);
+  }
 }
 
 void write_csv(OutputFile& out, const std::vector<Point>& points) {
   out.write(
       "kernel,N,d,heads,causal,dtype,sm_read_predicted,sm_read_measured,sm_written_predicted,"
-      "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured\n");
+      "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured,"
+      "dram_read_predicted,dram_written_predicted,left_dirty_predicted,l2_crossover_n\n");
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel, p.run.n,
-                          p.run.d, p.run.heads, p.run.causal ? 1 : 0, p.run.dtype,
+    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel,
+                          p.run.n, p.run.d, p.run.heads, p.run.causal ? 1 : 0, p.run.dtype,
                           csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
                           csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
                           csv_number(f.l2_measured), csv_number(f.dram_predicted),
-                          csv_number(f.dram_read_measured), csv_number(f.dram_written_measured)));
+                          csv_number(f.dram_read_measured), csv_number(f.dram_written_measured),
+                          csv_number(f.dram_read_predicted), csv_number(f.dram_written_predicted),
+                          csv_number(f.left_dirty_predicted), csv_number(f.crossover_n)));
   }
   out.commit();
 }
@@ -214,12 +244,15 @@ void run_compare_sweep(const CompareSweepRequest& r) {
   }
   std::cout << fmt::format(
       "{}, causal = {}, seed {}: bytes of one forward per (kernel, N, d, heads);\n"
-      "predicted by the simulator's mirror of each kernel (per head, times the heads),\n"
-      "measured by Nsight Compute (docs/IO-LEVELS.md says which counter is which level).\n",
+      "predicted by the simulator's mirror of each kernel (per head, times the heads; DRAM for\n"
+      "fa2 by its whole grid through the shared L2, DRAM writes as the kernel's counter sees\n"
+      "them, without what it leaves dirty), measured by Nsight Compute (docs/IO-LEVELS.md\n"
+      "says which counter is which level).\n",
       r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed);
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";
   print_table(points, Style::for_stdout(r.no_colour));
+  print_crossovers(points);
   if (csv) {
     write_csv(*csv, points);
     fmt::print("wrote {} rows to {}\n", points.size(), csv->path());

@@ -54,8 +54,11 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu) {
 
 std::string predicted_text(const Prediction& p) {
   if (!p.report) return p.why_not;
-  return fmt::format("SMs read {}, write {}; DRAM {}", bytes_text(p.sm_read()),
-                     bytes_text(p.sm_written()), bytes_text(p.dram()));
+  const std::string dirty =
+      p.grid ? fmt::format(" (+ {} left dirty)", bytes_text(p.left_dirty())) : "";
+  return fmt::format("SMs read {}, write {}; DRAM {} read, {} written{}", bytes_text(p.sm_read()),
+                     bytes_text(p.sm_written()), bytes_text(p.dram_read()),
+                     bytes_text(p.dram_written()), dirty);
 }
 
 std::string measured_text(const NcuOutcome& o) {

@@ -75,6 +75,7 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
   if (!mirror.algorithm) return mirror;
   const gpu::KernelConfig& c = info.config;
   if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};
+  mirror.blocks_per_sm = c.blocks_per_sm;
   mirror.problem.score_dtype = sim_dtype(c.s.dtype);
   if (c.s.level == FLASHLAB_MEMORY_HBM) {  // three operators: S and P are tensors in HBM
     mirror.problem.weight_dtype = sim_dtype(c.w.dtype);
@@ -118,8 +119,34 @@ Prediction predict(const KernelRun& run) {
     return p;
   }
   p.report = sim::count(*mirror.algorithm, mirror.problem);
+  if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
+    const sim::GridProblem grid{.N = run.n,
+                                .d = run.d,
+                                .dtype = mirror.problem.dtype,
+                                .heads = run.heads,
+                                .causal = mirror.problem.causal,
+                                .Br = mirror.problem.tiles->Br,
+                                .Bc = mirror.problem.tiles->Bc,
+                                .blocks_per_sm = mirror.blocks_per_sm,
+                                .sm_count = target_profile().sm_count,
+                                .l2_bytes = target_profile().l2_bytes};
+    p.grid = sim::run_grid(grid);
+    if (grid.causal == cpu::Causal::none) p.crossover = sim::l2_crossover(grid);
+  }
   return p;
 }
+
+double Prediction::dram_read() const {
+  if (grid) return double(grid->dram_read());
+  return report ? double(report->dram_read()) * double(heads) : 0;
+}
+
+double Prediction::dram_written() const {
+  if (grid) return double(grid->dram_written());
+  return report ? double(report->dram_written()) * double(heads) : 0;
+}
+
+double Prediction::left_dirty() const { return grid ? double(grid->left_dirty()) : 0; }
 
 flashlab_dtype c_dtype(sim::DType dtype) {
   switch (dtype) {

@@ -7,6 +7,7 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/flashlab.h"
+#include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/problem.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/report.hpp"
@@ -40,6 +41,7 @@ struct KernelMirror {
   std::optional<sim::Algorithm> algorithm;
   sim::Problem problem;  // the caller's problem with the kernel's facts filled in
   std::string why_not;
+  Index blocks_per_sm = 0;  // the occupancy the kernel is built for; 0: it asks for none
 };
 // problem: N, d, dtype, causal, SRAM and L2 as the caller wants them simulated.
 KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem);
@@ -71,16 +73,25 @@ struct KernelRun {
 
 // The mirror's count for one head, on one SM's SRAM, with the target's L2 in front of HBM;
 // the run's figures are it times the heads (each head's blocks move their own tiles).
+// DRAM: for a kernel built for an occupancy (fa2), its whole grid run through the target's
+// shared L2 (sim::run_grid: SMs, blocks in waves, write-back), where the DRAM write figure
+// is what the kernel writes while it runs and what it leaves dirty is apart; otherwise one
+// head's program through the L2 as one SM would, times the heads, all written back.
 struct Prediction {
   std::string kernel;  // "fa2"
   std::string label;   // "fa2 (Br 128, Bc 64)"
   std::optional<sim::Report> report;
   Index heads = 1;
-  std::string why_not;  // when there is no report
+  std::string why_not;                          // when there is no report
+  std::optional<sim::GridReport> grid{};        // the grid through the shared L2
+  std::optional<sim::L2Crossover> crossover{};  // where its K and V stop fitting the L2
 
   double sm_read() const { return report ? double(report->bytes_read()) * double(heads) : 0; }
   double sm_written() const { return report ? double(report->bytes_written()) * double(heads) : 0; }
-  double dram() const { return report ? double(report->dram_total()) * double(heads) : 0; }
+  double dram_read() const;
+  double dram_written() const;  // during the kernel
+  double left_dirty() const;    // in the L2 at the kernel's end (0 without the grid model)
+  double dram() const { return dram_read() + dram_written(); }
 };
 
 Prediction predict(const KernelRun& run);

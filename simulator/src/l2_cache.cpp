@@ -16,6 +16,7 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
                      std::vector<TensorTraffic>& tensors, std::int64_t times) {
   if (bytes > capacity_) {  // cannot be cached at all
     (write ? tensors[tensor].dram_written : tensors[tensor].dram_read) += bytes * times;
+    tell(L2EventKind::bypass, tensor, row0, bytes, write);
     return;
   }
   const std::uint64_t key = key_of(tensor, row0);
@@ -28,10 +29,12 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
                              "first row");
     hit->second->dirty = hit->second->dirty || write;
     lru_.splice(lru_.begin(), lru_, hit->second);
+    tell(L2EventKind::hit, tensor, row0, bytes, write);
     return;
   }
   evict_until_fits(bytes, tensors);
   if (!write) tensors[tensor].dram_read += bytes;
+  tell(write ? L2EventKind::allocate : L2EventKind::miss, tensor, row0, bytes, write);
   lru_.push_front({key, tensor, row0, bytes, write});
   where_[key] = lru_.begin();
   in_use_ += bytes;
@@ -41,6 +44,8 @@ void L2Cache::evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors)
   while (in_use_ + bytes > capacity_) {
     const Line& victim = lru_.back();
     if (victim.dirty) tensors[victim.tensor].dram_written += victim.bytes;
+    tell(victim.dirty ? L2EventKind::write_back : L2EventKind::evict, victim.tensor, victim.row0,
+         victim.bytes, victim.dirty);
     in_use_ -= victim.bytes;
     where_.erase(victim.key);
     lru_.pop_back();
@@ -52,6 +57,15 @@ void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
     if (line.dirty) tensors[line.tensor].dram_written += line.bytes;
     line.dirty = false;
   }
+}
+
+bool L2Cache::holds(int tensor, std::int64_t row0) const {
+  return where_.contains(key_of(tensor, row0));
+}
+
+void L2Cache::add_dirty(std::vector<Bytes>& dirty) const {
+  for (const Line& line : lru_)
+    if (line.dirty) dirty[line.tensor] += line.bytes;
 }
 
 std::vector<std::int64_t> L2Cache::signature(const std::vector<int>& moving,

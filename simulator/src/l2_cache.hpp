@@ -1,11 +1,13 @@
-// An L2 between HBM and SRAM: least-recently-used tiles, write-back and write-allocate. It turns the SRAM's traffic (what the two-level model counts) into the
-// traffic that reaches HBM itself (what a GPU's DRAM counters report). Private to simulator/.
+// An L2 between HBM and SRAM: least-recently-used tiles, write-back and write-allocate. It
+// turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM
+// itself (what a GPU's DRAM counters report). Private to simulator/.
 //
-// The programs run one tile after another, as one SM would; a GPU runs a tile per SM at
-// once, and tiles in flight together share what the L2 holds. So where the data that a
-// program re-reads outgrows the L2, this model misses more often than a GPU does.
+// The programs (simulate.hpp) run one tile after another through it, as one SM would; the
+// grid model (grid.hpp) runs a kernel's resident blocks together through one of it, as the
+// SMs of a GPU share theirs.
 #pragma once
 
+#include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/machine.hpp"
 
 #include <cstdint>
@@ -32,8 +34,16 @@ class L2Cache {
   void access(int tensor, std::int64_t row0, Bytes bytes, bool write,
               std::vector<TensorTraffic>& tensors, std::int64_t times = 1);
 
+  // Whether the tile of that tensor starting at row0 is resident.
+  bool holds(int tensor, std::int64_t row0) const;
+
   // Writes every dirty tile back: where the data ends up when the program is done.
   void flush(std::vector<TensorTraffic>& tensors);
+  // The bytes of each tensor still dirty, without writing them back (dirty[t] += ...).
+  void add_dirty(std::vector<Bytes>& dirty) const;
+
+  // Told of every hit, miss, allocation, eviction and write-back from now on (null: none).
+  void set_observer(const L2Observer* observer) { observer_ = observer; }
 
   // Machine::l2_signature and Machine::shift_l2.
   std::vector<std::int64_t> signature(const std::vector<int>& moving, std::int64_t origin) const;
@@ -48,10 +58,14 @@ class L2Cache {
     bool dirty;
   };
   void evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors);
+  void tell(L2EventKind kind, int tensor, std::int64_t row0, Bytes bytes, bool write) const {
+    if (observer_) (*observer_)({kind, tensor, row0, bytes, write});
+  }
 
   Bytes capacity_, in_use_ = 0;
   std::list<Line> lru_;  // front: most recently used
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;
+  const L2Observer* observer_ = nullptr;
 };
 
 }  // namespace flashlab::sim::detail

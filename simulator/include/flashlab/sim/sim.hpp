@@ -25,11 +25,13 @@
 //                 max(FLOPs/throughput, bytes/bandwidth)
 //   table.hpp     the aligned text table of `flashlab simulate`
 //   sweep.hpp     grids of N, d, SRAM to CSV and gnuplot plots
+//   grid.hpp      a kernel's grid through one shared L2: DRAM bytes, the L2 crossover
 //   machine.hpp   the HBM/SRAM machine the programs run on (OpCounts, TensorTraffic, SramOverflow)
 //   units.hpp     "192KiB" <-> bytes;  dtype.hpp  fp32, bf16, fp16 and their sizes
 #pragma once
 
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/machine.hpp"
 #include "flashlab/sim/problem.hpp"
 #include "flashlab/sim/profiles.hpp"

@@ -1,0 +1,160 @@
+// The L2 as a whole GPU shares it: a FlashAttention-2 kernel's grid of thread blocks run as
+// the hardware runs it, to predict the bytes that reach DRAM.
+//
+// The grid: one block per (head, query tile), block id b = head * Tr + i (the kernel's
+// blockIdx.x is the query tile, y the head, z the batch; heads here counts batch x heads).
+// A causal kernel runs query tile Tr - 1 - x at blockIdx.x = x, longest first. R =
+// sm_count x blocks_per_sm blocks are resident at once; the block scheduler hands out block
+// ids in increasing order as slots free, so blocks start in waves, in grid order. The
+// resident blocks advance together, one KV step at a time: in each step every resident
+// block, in block-id order, loads K_j and then V_j of its KV head (a round-robin
+// interleaving of their accesses). A block loads Q_i when it starts and stores O_i and L_i
+// when it ends. Every access goes through one L2 shared by all SMs.
+//
+// The L2: least recently used, write-back, write-allocate, its entries whole tiles (the
+// unit the blocks move). DRAM moves whole 32-byte sectors: a tile of rows [r0, r0 + rows)
+// of a tensor whose rows are rb bytes occupies sectors floor(r0 rb / 32) .. ceil((r0 +
+// rows) rb / 32) - 1, and that is what a miss reads and a write-back writes. (Where rb x
+// rows is not a multiple of 32, neighbouring tiles share a sector and each counts it: the
+// model's one over-count, at most 32 bytes per tile boundary. At d = 64 and 128 in bf16
+// every tile is whole sectors.) The real L2 is set-associative, hashed over its slices and
+// split in two partitions; this model is fully associative and exact LRU.
+//
+// Closed forms (non-causal, H heads sharing H_kv KV heads, s bytes per element, Tr =
+// ceil(N / Br), Tc = ceil(N / Bc)): into the SMs, Q, O and L once per head, and K and V
+// once per query tile: H Tr (2 N d s) of K and V. From DRAM: Q once, and K and V of a KV
+// head once per wave that runs its blocks when they no longer stay in the L2 from one wave
+// to the next, once in all while they do. Written to DRAM during the kernel: the dirty
+// tiles of O and L that are evicted before it ends; the rest stay dirty in the L2
+// (dirty_at_end), and the hardware's DRAM write counter, read at the kernel's end, does not
+// see them.
+//
+// The crossover (l2_crossover): a KV head whose blocks span two waves is re-read by the
+// second; its tile j survives in the LRU when what was touched since its first read, itself
+// included, fits. The wave's KV heads are h_w, the next wave's h_w+1, and the shared head is
+// the last of one and the first of the other. Since tile j it has seen the shared head's K
+// and V whole, the other heads' but for one tile each (at the first or the last step, the
+// worst j), and one wave's O and L and the next's Q:
+//
+//     live(N) = 2 N d s  +  (h - 1) x 2 (N - Bc) d s  +  R x (2 Br d s + 4 Br),
+//     h = max(h_w, h_w+1) over the waves that share a KV head,
+//
+// and re-reads reach DRAM from the smallest N with live(N) > L2. h is 1, or 2 where a wave
+// straddles two heads, once Tr >= R; more where a wave holds several heads. The H200 (60
+// MiB, R = 264) with fa2 at d = 128 (Br 128, Bc 64, bf16), 16 heads: h = 3 from N = 29,696
+// (Tr = 232 < R), h = 2 from N = 44,480, and from N = 88,832 one head's K and V alone do not
+// fit, so every wave re-reads (tests/simulator/test_grid_l2.cpp runs the grid at these N).
+#pragma once
+
+#include "flashlab/cpu/mask.hpp"
+#include "flashlab/cpu/options.hpp"
+#include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/machine.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace flashlab::sim {
+
+// DRAM moves whole sectors; an L2 line is four of them.
+inline constexpr Bytes kSectorBytes = 32;
+
+struct GridProblem {
+  cpu::Index N = 1024;  // queries and keys per head
+  cpu::Index d = 128;   // head dimension
+  DType dtype = DType::bf16;
+  cpu::Index heads = 1;  // query heads times batch: the grid's y and z
+  // 0: as many as heads; else heads / kv_heads query heads share each KV head (GQA, MQA).
+  cpu::Index kv_heads = 0;
+  cpu::Causal causal = cpu::Causal::none;  // none or top_left (N_q = N_k)
+  cpu::Index Br = 128, Bc = 64;            // the kernel's tiles
+  cpu::Index blocks_per_sm = 2;            // the kernel's occupancy
+  cpu::Index sm_count = 132;
+  Bytes l2_bytes = 60 * 1024 * 1024;
+
+  cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
+  cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
+  cpu::Index kv_tiles() const { return cpu::tile_count(N, Bc); }     // Tc
+  cpu::Index blocks() const { return heads * query_tiles(); }
+  // R: the blocks resident at once.
+  cpu::Index resident_blocks() const;
+};
+
+// Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
+// 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
+// blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB and causal is none or top-left.
+void check(const GridProblem& problem);
+
+// One thing the L2 did, in the order it did it.
+enum class L2EventKind {
+  hit,         // a read or write of a resident tile
+  miss,        // a read of a tile not resident: fetched from DRAM
+  allocate,    // a write of a tile not resident: placed without a fetch, dirty
+  evict,       // a clean tile dropped to make room
+  write_back,  // a dirty tile written to DRAM to make room
+  bypass,      // a tile larger than the whole L2: straight to or from DRAM
+};
+std::string_view to_string(L2EventKind kind);
+
+struct L2Event {
+  L2EventKind kind;
+  int tensor;       // index into the report's tensors (Q, K, V, O, L)
+  cpu::Index row0;  // the tile's first row in its tensor (heads stacked: head h at h N)
+  Bytes bytes;      // sectors the tile occupies, in bytes
+  bool write;       // for hit, miss, allocate, bypass: the access was a store
+};
+using L2Observer = std::function<void(const L2Event&)>;
+
+struct GridReport {
+  GridProblem problem{};
+  // Q, K, V, O, L, heads stacked. read and written: bytes crossing into and out of the SMs
+  // (every block's tiles); dram_read and dram_written: what reached DRAM while the kernel
+  // ran (misses, and write-backs of evicted dirty tiles).
+  std::vector<TensorTraffic> tensors{};
+  std::vector<Bytes> dirty_at_end{};  // per tensor: left dirty in the L2 when the grid ends
+  cpu::Index resident_blocks = 0;     // R
+  std::int64_t steps = 0;             // KV steps of the whole grid (resident blocks together)
+  std::int64_t l2_accesses = 0;       // tile accesses the L2 saw (blocks that step together
+                                      // on the same tile: one access, the rest booked as hits)
+
+  Bytes sm_read() const;
+  Bytes sm_written() const;
+  Bytes dram_read() const;
+  Bytes dram_written() const;  // during the kernel: what its DRAM write counter sees
+  Bytes left_dirty() const;    // written to DRAM only after the kernel ends
+  const TensorTraffic& tensor(std::string_view name) const;
+};
+
+// Runs the grid through the shared L2. With an observer, every block's every access is its
+// own L2 access and each event is reported; without one, blocks of the same head that
+// started together and run alike are booked as one group (the same counts, faster:
+// N = 262144 at 16 heads in well under a second).
+GridReport run_grid(const GridProblem& problem, const L2Observer& observer = {});
+
+// The closed form above: h(N), the most KV heads of two waves that share one (0 when no KV
+// head's blocks span two waves: nothing is re-read from one wave to the next), and live(N)
+// in bytes (0 with h = 0).
+cpu::Index reread_heads(const GridProblem& problem);
+Bytes live_bytes(const GridProblem& problem);
+
+// h(N) is not monotone in N: where R blocks span three heads (Tr a little below R) live(N)
+// can pass the L2 and fall back below it at a larger N, where they span two; and at sizes
+// where the waves line up with the heads (Tr a multiple of R, or R of Tr) fewer heads are
+// live. So two answers: where re-reads first reach DRAM, and the N from which K and V of a
+// single head outgrow the L2, past which every wave re-reads whatever KV head it shares
+// with the next, whatever the alignment.
+struct L2Crossover {
+  cpu::Index first_N = 0;     // the smallest N (a multiple of Bc) with live(N) > L2
+  cpu::Index heads_live = 0;  // h(N) at first_N
+  Bytes live = 0;             // live(N) at first_N
+  cpu::Index one_head_N = 0;  // the smallest multiple of Bc with live(N) > L2 at h = 1
+};
+// problem.N is ignored; N ranges over multiples of Bc up to 2^22. Empty when live(N) stays
+// within the L2 there. The closed form is the non-causal grid's: a causal problem is
+// refused (cpu::InvalidArgument).
+std::optional<L2Crossover> l2_crossover(const GridProblem& problem);
+
+}  // namespace flashlab::sim

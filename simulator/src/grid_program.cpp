@@ -1,0 +1,255 @@
+// A FlashAttention-2 kernel's grid run through one shared L2 (grid.hpp says the model):
+// blocks start in grid order as slots free, the resident ones step through their K and V
+// tiles together, and every tile they move goes through the L2.
+#include "flashlab/sim/grid.hpp"
+
+#include "flashlab/cpu/checked.hpp"
+#include "flashlab/cpu/options.hpp"
+
+#include "l2_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace flashlab::sim {
+
+namespace {
+
+using cpu::Index;
+
+constexpr Index kMaxN = Index{1} << 22;
+constexpr Index kMaxD = Index{1} << 12;
+constexpr Index kMaxHeads = Index{1} << 16;
+constexpr Index kMaxSms = Index{1} << 16;
+constexpr Bytes kMaxL2 = Bytes{1} << 50;
+
+enum Tensor : int { kQ, kK, kV, kO, kL, kTensors };
+
+// Blocks of one head with consecutive query tiles that started in the same step and end in
+// the same step: they load the same K and V tiles at the same moments, so the L2 sees the
+// first block's access and the others hit (grid.hpp). Without grouping, each is alone.
+struct Group {
+  Index first_block = 0;  // block ids first_block .. first_block + count - 1
+  Index count = 1;
+  Index head = 0, kv_head = 0;
+  Index j = 0;       // the next KV tile
+  Index kv_end = 0;  // one past the last KV tile
+};
+
+class GridRun {
+ public:
+  GridRun(const GridProblem& p, const L2Observer& observer)
+      : p_(p), l2_(p.l2_bytes), group_alike_(!observer) {
+    const Bytes s = bytes_of(p.dtype);
+    const Index rows_q = cpu::checked_mul(p.heads, p.N, "the rows of Q");
+    const Index rows_kv = cpu::checked_mul(p.kv_head_count(), p.N, "the rows of K");
+    add("Q", rows_q, p.d, p.dtype);
+    add("K", rows_kv, p.d, p.dtype);
+    add("V", rows_kv, p.d, p.dtype);
+    add("O", rows_q, p.d, p.dtype);
+    add("L", rows_q, 1, kAccumulator);
+    row_bytes_ = {p.d * s, p.d * s, p.d * s, p.d * s, bytes_of(kAccumulator)};
+    if (observer) l2_.set_observer(&observer);
+  }
+
+  GridReport run() {
+    const Index blocks = p_.blocks(), R = p_.resident_blocks();
+    Index next = 0;
+    std::int64_t steps = 0;
+    while (next < blocks || !groups_.empty()) {
+      for (Index free = R - resident_; free > 0 && next < blocks;) {  // fill the free slots
+        const Index taken = start(next, free);
+        next += taken, free -= taken;
+      }
+      for (Group& g : groups_) {  // one KV step of every resident block, in block order
+        load_kv(g);
+        ++g.j;
+      }
+      ++steps;
+      finish_done();
+    }
+    GridReport r{p_, tensors_, std::vector<Bytes>(kTensors, 0), R, steps, accesses_};
+    l2_.add_dirty(r.dirty_at_end);
+    return r;
+  }
+
+ private:
+  void add(const char* name, Index rows, Index cols, DType dtype) {
+    tensors_.push_back({name, dtype, cpu::checked_mul(rows, cols, "a tensor's elements")});
+  }
+
+  // The bytes of the sectors that rows [row0, row0 + rows) of tensor t occupy.
+  Bytes sector_bytes(int t, Index row0, Index rows) const {
+    const Bytes rb = row_bytes_[t];
+    const Bytes first = row0 * rb / kSectorBytes;
+    const Bytes end = (row0 * rb + rows * rb + kSectorBytes - 1) / kSectorBytes;
+    return (end - first) * kSectorBytes;
+  }
+
+  // One access by `count` blocks at once: the first goes through the L2, the rest hit.
+  void access(int t, Index row0, Index rows, bool write, Index count) {
+    const Bytes exact = rows * row_bytes_[t];
+    (write ? tensors_[t].written : tensors_[t].read) += exact * count;
+    l2_.access(t, row0, sector_bytes(t, row0, rows), write, tensors_, count);
+    ++accesses_;
+  }
+
+  Index rows_of(Index tile, Index B) const { return std::min(B, p_.N - tile * B); }
+  Index head_of(Index block) const { return block / p_.query_tiles(); }
+  // The query tile block b runs: causal kernels run the longest rows first.
+  Index query_tile_of(Index block) const {
+    const Index x = block % p_.query_tiles();
+    return p_.causal == cpu::Causal::none ? x : p_.query_tiles() - 1 - x;
+  }
+  Index kv_end_of(Index block) const {
+    if (p_.causal == cpu::Causal::none) return p_.kv_tiles();
+    const Index i = query_tile_of(block);
+    const Index last_row = i * p_.Br + rows_of(i, p_.Br);  // one past the tile's last query
+    return cpu::tile_count(last_row, p_.Bc);               // keys 0 .. last_row - 1
+  }
+
+  // Starts blocks first, first + 1, ... (at most `free` of them) as one group of blocks
+  // that run alike, loading each one's Q_i; returns how many started.
+  Index start(Index first, Index free) {
+    const Index head = head_of(first), end = kv_end_of(first);
+    Index count = 1;
+    if (group_alike_)
+      while (count < free && first + count < p_.blocks() && head_of(first + count) == head &&
+             kv_end_of(first + count) == end)
+        ++count;
+    const Index group_size = p_.heads / p_.kv_head_count();
+    groups_.push_back({first, count, head, head / group_size, 0, end});
+    for (Index b = first; b < first + count; ++b) {
+      const Index i = query_tile_of(b);
+      access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, 1);
+    }
+    resident_ += count;
+    return count;
+  }
+
+  // K_j then V_j, block after block of the group. Once the first block has loaded both, the
+  // others hit as long as both are still resident (an L2 that holds two tiles); otherwise
+  // they go through the L2 one by one, as they would without grouping.
+  void load_kv(const Group& g) {
+    const Index row0 = g.kv_head * p_.N + g.j * p_.Bc, rows = rows_of(g.j, p_.Bc);
+    Index left = g.count;
+    while (left > 0) {
+      access(kK, row0, rows, /*write=*/false, 1);
+      access(kV, row0, rows, /*write=*/false, 1);
+      --left;
+      if (left > 0 && l2_.holds(kK, row0) && l2_.holds(kV, row0)) {
+        book_hits(kK, rows, left);
+        book_hits(kV, rows, left);
+        left = 0;
+      }
+    }
+  }
+
+  // `count` loads of a resident tile: bytes into the SMs, nothing at DRAM, no change of order.
+  void book_hits(int t, Index rows, Index count) {
+    tensors_[t].read += rows * row_bytes_[t] * count;
+  }
+
+  // Blocks whose last KV tile is done store O_i and L_i and free their slots.
+  void finish_done() {
+    for (const Group& g : groups_) {
+      if (g.j < g.kv_end) continue;
+      for (Index b = g.first_block; b < g.first_block + g.count; ++b) {
+        const Index i = query_tile_of(b), row0 = g.head * p_.N + i * p_.Br;
+        access(kO, row0, rows_of(i, p_.Br), /*write=*/true, 1);
+        access(kL, row0, rows_of(i, p_.Br), /*write=*/true, 1);
+      }
+      resident_ -= g.count;
+    }
+    std::erase_if(groups_, [](const Group& g) { return g.j >= g.kv_end; });
+  }
+
+  const GridProblem& p_;
+  detail::L2Cache l2_;
+  bool group_alike_;
+  std::vector<TensorTraffic> tensors_;
+  std::vector<Bytes> row_bytes_;
+  std::vector<Group> groups_;  // resident, in block order
+  Index resident_ = 0;
+  std::int64_t accesses_ = 0;
+};
+
+void check_range(std::string_view what, Index value, Index lo, Index hi, std::string_view why) {
+  if (value < lo || value > hi)
+    throw cpu::InvalidArgument(
+        fmt::format("{} = {}: give {} to {} ({})", what, value, lo, hi, why));
+}
+
+}  // namespace
+
+Index GridProblem::resident_blocks() const {
+  return std::min(blocks(), cpu::checked_mul(sm_count, blocks_per_sm, "the resident blocks"));
+}
+
+void check(const GridProblem& p) {
+  check_range("N", p.N, 1, kMaxN, "queries and keys per head");
+  check_range("d", p.d, 1, kMaxD, "the head dimension");
+  check_range("heads", p.heads, 1, kMaxHeads, "query heads times batch");
+  check_range("kv_heads", p.kv_heads, 0, p.heads, "0 for as many as the query heads");
+  if (p.kv_heads > 0 && p.heads % p.kv_heads != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "kv_heads = {} does not divide heads = {}: each KV head serves the same number of "
+        "query heads",
+        p.kv_heads, p.heads));
+  check_range("Br", p.Br, 1, kMaxN, "query rows per block");
+  check_range("Bc", p.Bc, 1, kMaxN, "keys per K/V tile");
+  check_range("blocks_per_sm", p.blocks_per_sm, 1, 1024, "the kernel's occupancy");
+  check_range("sm_count", p.sm_count, 1, kMaxSms, "the GPU's SMs");
+  if (p.l2_bytes < 1 || p.l2_bytes > kMaxL2)
+    throw cpu::InvalidArgument(
+        fmt::format("an L2 of {} bytes: give 1 byte to 1 PiB (the H200's is 60 MiB)", p.l2_bytes));
+  cpu::check_causal(p.causal);
+  if (p.causal == cpu::Causal::bottom_right)
+    throw cpu::InvalidArgument(
+        "the grid model runs N_q = N_k, where causal is top-left: give none or top_left");
+}
+
+std::string_view to_string(L2EventKind kind) {
+  switch (kind) {
+    case L2EventKind::hit: return "hit";
+    case L2EventKind::miss: return "miss";
+    case L2EventKind::allocate: return "allocate";
+    case L2EventKind::evict: return "evict";
+    case L2EventKind::write_back: return "write-back";
+    case L2EventKind::bypass: return "bypass";
+  }
+  return "unknown";
+}
+
+GridReport run_grid(const GridProblem& problem, const L2Observer& observer) {
+  check(problem);
+  return GridRun(problem, observer).run();
+}
+
+namespace {
+Bytes sum_of(const std::vector<TensorTraffic>& ts, Bytes TensorTraffic::*field) {
+  Bytes total = 0;
+  for (const auto& t : ts) total += t.*field;
+  return total;
+}
+}  // namespace
+
+Bytes GridReport::sm_read() const { return sum_of(tensors, &TensorTraffic::read); }
+Bytes GridReport::sm_written() const { return sum_of(tensors, &TensorTraffic::written); }
+Bytes GridReport::dram_read() const { return sum_of(tensors, &TensorTraffic::dram_read); }
+Bytes GridReport::dram_written() const { return sum_of(tensors, &TensorTraffic::dram_written); }
+Bytes GridReport::left_dirty() const {
+  Bytes total = 0;
+  for (Bytes b : dirty_at_end) total += b;
+  return total;
+}
+
+const TensorTraffic& GridReport::tensor(std::string_view name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return t;
+  throw std::out_of_range("the grid has no tensor " + std::string(name));
+}
+
+}  // namespace flashlab::sim

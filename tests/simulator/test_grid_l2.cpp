@@ -1,0 +1,296 @@
+// The grid through one shared L2 (flashlab/sim/grid.hpp): a hand-worked small grid event by
+// event, waves in grid order, the closed forms of the header, grouping that changes no
+// count, and the L2 crossover against a brute-force run of the model.
+#include "helpers.hpp"
+
+#include "flashlab/sim/grid.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace flashlab::sim::test {
+
+namespace {
+
+constexpr const char* kNames[] = {"Q", "K", "V", "O", "L"};
+
+// Each event as "kind tensor row0 bytes", e.g. "miss K 16 256".
+std::vector<std::string> events_of(const GridProblem& p) {
+  std::vector<std::string> out;
+  run_grid(p, [&](const L2Event& e) {
+    out.push_back(fmt::format("{} {} {} {}", to_string(e.kind), kNames[e.tensor], e.row0, e.bytes));
+  });
+  return out;
+}
+
+// 2 SMs, one block each, 2 heads of N = 16 in tiles of 8 rows: 4 blocks in 2 waves. With
+// d = 16 in bf16 a row is 32 bytes, one sector: a Q, K, V or O tile is 256 bytes and an L
+// tile (8 fp32) 32 bytes. The L2 holds 1024 bytes: four K/V tiles.
+GridProblem small_grid() {
+  return {.N = 16,
+          .d = 16,
+          .dtype = DType::bf16,
+          .heads = 2,
+          .Br = 8,
+          .Bc = 8,
+          .blocks_per_sm = 1,
+          .sm_count = 2,
+          .l2_bytes = 1024};
+}
+
+Bytes sum_dirty(const GridReport& r, int t) { return r.dirty_at_end.at(t); }
+
+}  // namespace
+
+TEST_CASE("grid L2: a hand-worked grid of 2 SMs and 4 blocks, event by event") {
+  const std::vector<std::string> expected = {
+      // wave 0: blocks 0 and 1 (head 0, query tiles 0 and 1) load Q_0 and Q_1
+      "miss Q 0 256", "miss Q 8 256",
+      // KV step 0: block 0 misses K_0 and V_0 and fills the L2; block 1 hits them
+      "miss K 0 256", "miss V 0 256", "hit K 0 256", "hit V 0 256",
+      // KV step 1: K_1 and V_1 evict the least recently used, Q_0 then Q_1 (clean)
+      "evict Q 0 256", "miss K 8 256", "evict Q 8 256", "miss V 8 256", "hit K 8 256",
+      "hit V 8 256",
+      // the wave ends: O_0 is allocated dirty (K_0 goes), L_0 pushes V_0 out; O_1 pushes K_1
+      "evict K 0 256", "allocate O 0 256", "evict V 0 256", "allocate L 0 32", "evict K 8 256",
+      "allocate O 8 256", "allocate L 8 32",
+      // wave 1: blocks 2 and 3 (head 1, rows 16 on); Q_3 pushes the dirty O_0 to DRAM
+      "evict V 8 256", "miss Q 16 256", "write-back O 0 256", "miss Q 24 256",
+      // KV step 0 of head 1: L_0 and O_1 written back, then L_1
+      "write-back L 0 32", "write-back O 8 256", "miss K 16 256", "write-back L 8 32",
+      "miss V 16 256", "hit K 16 256", "hit V 16 256",
+      // KV step 1
+      "evict Q 16 256", "miss K 24 256", "evict Q 24 256", "miss V 24 256", "hit K 24 256",
+      "hit V 24 256",
+      // the wave ends; its O and L stay dirty in the L2
+      "evict K 16 256", "allocate O 16 256", "evict V 16 256", "allocate L 16 32", "evict K 24 256",
+      "allocate O 24 256", "allocate L 24 32"};
+  CHECK(events_of(small_grid()) == expected);
+
+  const GridReport r = run_grid(small_grid());
+  CHECK(r.resident_blocks == 2);
+  CHECK(r.steps == 4);  // 2 waves of Tc = 2 KV steps
+  CHECK(r.tensor("Q").read == 4 * 256);
+  CHECK(r.tensor("K").read == 4 * 2 * 256);   // every block loads both K tiles of its head
+  CHECK(r.tensor("K").dram_read == 4 * 256);  // each K tile once from DRAM
+  CHECK(r.tensor("V").dram_read == 4 * 256);
+  CHECK(r.tensor("O").dram_written == 2 * 256);  // wave 0's O, evicted during the grid
+  CHECK(r.tensor("L").dram_written == 2 * 32);
+  CHECK(sum_dirty(r, 3) == 2 * 256);  // wave 1's O and L are left dirty at the end
+  CHECK(sum_dirty(r, 4) == 2 * 32);
+  CHECK(r.left_dirty() == 576);
+  CHECK(r.dram_written() + r.left_dirty() == r.sm_written());  // all of O and L, once
+}
+
+TEST_CASE("grid L2: blocks start in grid order as slots free, and causal runs the longest first") {
+  GridProblem p = small_grid();
+  p.l2_bytes = Bytes{1} << 20;  // no evictions: only the order matters here
+  p.causal = cpu::Causal::top_left;
+  const auto events = events_of(p);
+  const auto at = [&](const std::string& e) {
+    const auto it = std::find(events.begin(), events.end(), e);
+    REQUIRE(it != events.end());
+    return it - events.begin();
+  };
+  // Block 0 runs query tile 1 (two KV tiles), block 1 query tile 0 (one). Block 1 ends after
+  // one step and block 2 (head 1, query tile 1) takes its slot while block 0 still runs.
+  CHECK(at("miss Q 8 256") < at("miss Q 0 256"));
+  CHECK(at("allocate O 0 256") < at("miss Q 24 256"));
+  CHECK(at("miss Q 24 256") < at("miss K 8 256"));  // before block 0's second KV step
+  CHECK(at("allocate O 8 256") < at("miss Q 16 256"));
+  const GridReport r = run_grid(p);
+  CHECK(r.tensor("K").read == 2 * (2 + 1) * 256);  // per head: 2 + 1 KV tiles
+  CHECK(r.tensor("K").dram_read == 4 * 256);
+}
+
+TEST_CASE("grid L2: the header's closed forms, into the SMs and through a large L2") {
+  auto rng = fresh_rng();
+  for (const Index N : {1, 17, 97, 113, 1023}) {
+    for (const Index heads : {1, 3, 8}) {
+      const Index d = std::uniform_int_distribution<Index>(1, 4)(rng) * 16;
+      GridProblem p{.N = N,
+                    .d = d,
+                    .heads = heads,
+                    .Br = 32,
+                    .Bc = 16,
+                    .sm_count = 3,
+                    .l2_bytes = Bytes{1} << 40};
+      CAPTURE(N);
+      CAPTURE(heads);
+      CAPTURE(d);
+      const GridReport r = run_grid(p);
+      const Bytes s = 2, tensor = N * d * s;
+      const Index Tr = ceil_div(N, 32);
+      CHECK(r.tensor("Q").read == heads * tensor);
+      CHECK(r.tensor("K").read == heads * Tr * tensor);
+      CHECK(r.tensor("V").read == heads * Tr * tensor);
+      CHECK(r.tensor("O").written == heads * tensor);
+      CHECK(r.tensor("L").written == heads * N * 4);
+      // Everything fits: each input read from DRAM once (in whole sectors: d s = 32 k bytes
+      // per row, so nothing to round), nothing written during the grid.
+      CHECK(r.tensor("K").dram_read == heads * tensor);
+      CHECK(r.dram_read() == 3 * heads * tensor);
+      CHECK(r.dram_written() == 0);
+      CHECK(r.tensor("O").dram_written + r.dirty_at_end[3] == heads * tensor);
+      // L's rows are 4 bytes: each tile is the sectors its bytes touch (grid.hpp).
+      Bytes L_sectors = 0;
+      for (Index row0 = 0; row0 < heads * N; row0 += std::min<Index>(32, N - row0 % N))
+        L_sectors += ceil_div(4 * (row0 + std::min<Index>(32, N - row0 % N)), kSectorBytes) -
+                     4 * row0 / kSectorBytes;
+      CHECK(r.dirty_at_end[4] == L_sectors * kSectorBytes);
+      CHECK(r.resident_blocks == std::min<Index>(heads * Tr, 6));
+    }
+  }
+}
+
+TEST_CASE("grid L2: a tile shorter than a sector costs a whole sector at DRAM") {
+  // d = 5 in bf16: rows of 10 bytes. The first K tile (rows 0 to 15, bytes 0 to 160) is
+  // sectors 0 to 4, exactly its 160 bytes; the ragged last tile of N = 17 (row 16, bytes 160
+  // to 170) has a sector of its own, 32 bytes at DRAM for its 10.
+  GridProblem p{.N = 17, .d = 5, .heads = 1, .Br = 32, .Bc = 16, .l2_bytes = Bytes{1} << 20};
+  const GridReport r = run_grid(p);
+  CHECK(r.tensor("K").read == 17 * 10);
+  CHECK(r.tensor("K").dram_read == 160 + 32);
+}
+
+TEST_CASE("grid L2: K and V of a head re-read by each wave miss once they outgrow the L2") {
+  // One head of N = 64, Br = 8: 8 blocks, 2 resident: 4 waves each sweeping K and V (2 KiB
+  // each, rows of 32 bytes) from the start.
+  GridProblem p{.N = 64, .d = 16, .heads = 1, .Br = 8, .Bc = 8, .blocks_per_sm = 1, .sm_count = 2};
+  const Bytes K = 64 * 32;
+  p.l2_bytes = K;  // K and V together are twice the L2: LRU keeps none of them a whole wave
+  CHECK(run_grid(p).tensor("K").dram_read == 4 * K);
+  // Room for K, V and a wave's Q, O and L tiles (the closed form's live bytes): once only.
+  p.l2_bytes = live_bytes(p);
+  CHECK(reread_heads(p) == 1);
+  CHECK(p.l2_bytes == 2 * K + 2 * (8 * 32 * 2 + 8 * 4));
+  CHECK(run_grid(p).tensor("K").dram_read == K);
+}
+
+TEST_CASE("grid L2: booking blocks that run alike as one group changes no count") {
+  auto rng = fresh_rng();
+  std::uniform_int_distribution<Index> pick(0, 1 << 20);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Index N = std::vector<Index>{1, 17, 97, 113, 200}[pick(rng) % 5];
+    const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
+    GridProblem p{.N = N,
+                  .d = 8 * (1 + pick(rng) % 4),
+                  .heads = kv_heads * group,
+                  .kv_heads = kv_heads,
+                  .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
+                  .Br = 8 * (1 + pick(rng) % 4),
+                  .Bc = 8 * (1 + pick(rng) % 4),
+                  .blocks_per_sm = 1 + pick(rng) % 2,
+                  .sm_count = 1 + pick(rng) % 5,
+                  .l2_bytes = 256 + pick(rng) % 16384};
+    CAPTURE(N);
+    CAPTURE(p.d);
+    CAPTURE(p.heads);
+    CAPTURE(p.kv_heads);
+    CAPTURE(p.Br);
+    CAPTURE(p.Bc);
+    CAPTURE(p.blocks_per_sm);
+    CAPTURE(p.sm_count);
+    CAPTURE(p.l2_bytes);
+    CAPTURE(p.causal);
+    const GridReport grouped = run_grid(p);
+    const GridReport alone = run_grid(p, [](const L2Event&) {});
+    for (std::size_t t = 0; t < grouped.tensors.size(); ++t) {
+      CHECK(grouped.tensors[t].read == alone.tensors[t].read);
+      CHECK(grouped.tensors[t].written == alone.tensors[t].written);
+      CHECK(grouped.tensors[t].dram_read == alone.tensors[t].dram_read);
+      CHECK(grouped.tensors[t].dram_written == alone.tensors[t].dram_written);
+      CHECK(grouped.dirty_at_end[t] == alone.dirty_at_end[t]);
+    }
+    CHECK(grouped.steps == alone.steps);
+    CHECK(grouped.l2_accesses <= alone.l2_accesses);
+  }
+}
+
+TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the model") {
+  // Small grids (R = 4 blocks resident, tiles of 8 and 4 rows of 32 bytes) and an L2 of a
+  // few KiB: the brute force runs the grid at every N (a multiple of Bc) and finds the first
+  // at which K is read from DRAM more than once.
+  for (const Index heads : {1, 2, 3, 5}) {
+    for (const Bytes l2 : {Bytes{3} * kKiB, Bytes{6} * kKiB}) {
+      GridProblem p{.N = 0,
+                    .d = 16,
+                    .heads = heads,
+                    .Br = 8,
+                    .Bc = 4,
+                    .blocks_per_sm = 2,
+                    .sm_count = 2,
+                    .l2_bytes = l2};
+      CAPTURE(heads);
+      CAPTURE(l2);
+      const auto crossover = l2_crossover(p);
+      REQUIRE(crossover);
+      Index brute = 0;
+      for (p.N = p.Bc; p.N <= 4096 && brute == 0; p.N += p.Bc)
+        if (run_grid(p).tensor("K").dram_read > heads * p.N * 32) brute = p.N;
+      REQUIRE(brute > 0);
+      // The closed form counts whole heads of K and V between a tile's two reads, the tile
+      // itself included, as LRU needs them to fit; at these sizes it finds the same N.
+      CHECK(brute == crossover->first_N);
+    }
+  }
+}
+
+TEST_CASE("grid L2: the H200's crossover for fa2 at d = 128, by the closed form and the model") {
+  GridProblem p{.d = 128,
+                .heads = 16,
+                .Br = 128,
+                .Bc = 64,
+                .blocks_per_sm = 2,
+                .sm_count = 132,
+                .l2_bytes = 60 * Bytes{1} << 20};
+  const auto c = l2_crossover(p);
+  REQUIRE(c);
+  // live(N) = 2 N d s + (h - 1) 2 (N - Bc) d s + R (2 Br d s + 4 Br), R = 264: the wave's
+  // tiles take 264 x 128 x 516 = 17,436,672 bytes, leaving 45,477,888 of the 60 MiB. With
+  // three heads live (Tr = 232 < R, so some waves span three) 1536 N - 65,536 passes it
+  // above N = 29,650.7: at 29,696, the next multiple of Bc = 64.
+  CHECK(c->first_N == 29696);
+  CHECK(c->heads_live == 3);
+  CHECK(c->live == 512 * Bytes{29696} + 1024 * Bytes{29696 - 64} + 17436672);
+  // One head: 512 N > 45,477,888 above N = 88,824, so from 88,832.
+  CHECK(c->one_head_N == 88832);
+  // The model agrees: K is read once at N = 29,632, and more at 29,696. Two heads live
+  // (1024 N - 32,768 > 45,477,888) from 44,480 on: K once at 44,416, more at 44,480.
+  const auto K_reread = [&](Index N) {
+    p.N = N;
+    return run_grid(p).tensor("K").dram_read > 16 * N * 128 * 2;
+  };
+  CHECK_FALSE(K_reread(29632));
+  CHECK(K_reread(29696));
+  CHECK_FALSE(K_reread(32768));  // Tr = 256: no wave spans three heads, two fit
+  CHECK_FALSE(K_reread(44416));
+  CHECK(K_reread(44480));
+  // One head alone never has a wave of two: it starts at one_head_N.
+  p.heads = 1;
+  CHECK(l2_crossover(p)->first_N == 88832);
+}
+
+TEST_CASE("grid L2: bad problems are refused with what would be right") {
+  const auto refuses = [](GridProblem p, const char* words) {
+    CAPTURE(words);
+    CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains(words), cpu::InvalidArgument);
+  };
+  refuses({.N = 0}, "N = 0: give 1 to");
+  refuses({.d = 0}, "d = 0: give 1 to");
+  refuses({.heads = 6, .kv_heads = 4}, "kv_heads = 4 does not divide heads = 6");
+  refuses({.heads = 2, .kv_heads = 3}, "kv_heads = 3: give 0 to 2");
+  refuses({.Bc = 0}, "Bc = 0");
+  refuses({.blocks_per_sm = 0}, "blocks_per_sm = 0");
+  refuses({.sm_count = -1}, "sm_count = -1");
+  refuses({.l2_bytes = 0}, "an L2 of 0 bytes");
+  refuses({.causal = cpu::Causal::bottom_right}, "top-left");
+  refuses({.causal = static_cast<cpu::Causal>(7)}, "");
+  CHECK_THROWS_AS(l2_crossover({.causal = cpu::Causal::top_left}), cpu::InvalidArgument);
+}
+
+}  // namespace flashlab::sim::test
