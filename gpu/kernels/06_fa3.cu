@@ -140,15 +140,12 @@ struct SoftmaxState {
   float l[2];  // this thread's share of the row sums; the quad's total is taken in finalize
 };
 
-// Scores of keys past N_k, and under the causal mask of keys in a row's future, become -inf.
-__device__ __forceinline__ void mask_scores(float (&rS)[kSRegs], int row_g, int k0, int lane,
-                                            const Problem& p) {
-#pragma unroll
-  for (int i = 0; i < kSRegs; ++i) {
-    const int row = row_g + ((i % 4) / 2) * 8;
-    const int key = k0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
-    if (key >= p.n_k || (p.causal && key > row + p.causal_offset)) rS[i] = -INFINITY;
-  }
+// Whether the score in element i of the thread's share is masked: its key is past N_k or,
+// under the causal mask, in its row's future.
+__device__ __forceinline__ bool is_masked(int i, int row_g, int k0, int lane, const Problem& p) {
+  const int row = row_g + ((i % 4) / 2) * 8;
+  const int key = k0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
+  return key >= p.n_k || (p.causal && key > row + p.causal_offset);
 }
 
 // The four threads of a quad hold one row's scores between them.
@@ -161,34 +158,55 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(kFullWarp, x, 2);
 }
 
+// Where this thread's scores of one tile start, to mask them (mask = false: nothing to mask).
+struct TileMask {
+  bool mask;
+  int row_g, k0, lane;
+};
+
 // m' = max(m, rowmax S); alpha = 2^((m - m') s); W = 2^(S s - m' s); l = alpha l + rowsum W;
 // m = m' (flashlab::cpu::update and the l half of accumulate), with s = scale * log2(e).
-// W is written over S; U's half of accumulate (alpha U, then + W V) is the caller's, since
-// with intra-warpgroup overlap U is still being written by the tensor cores here.
-__device__ __forceinline__ void online_softmax(SoftmaxState& state, float (&rS)[kSRegs],
-                                               float (&alpha)[2], float scale_log2) {
+// Masked scores count as -inf. S is only read: it is a wgmma accumulator, and with
+// intra-warpgroup overlap writing to it while the product with V is still running would make
+// ptxas serialise the two. W goes straight into rW_next as the A operand of U += W V, in T:
+// the two accumulator tiles of keys 16 kk .. 16 kk + 15 are exactly one A fragment
+// (wgmma.cuh). U's half of accumulate (alpha U, then + W V) is the caller's, since U may
+// still be being written by the tensor cores here.
+template <class T>
+__device__ __forceinline__ void online_softmax(SoftmaxState& state, const float (&rS)[kSRegs],
+                                               const TileMask& tm, const Problem& p,
+                                               float (&alpha)[2], uint32_t (&rW_next)[kBc / 16][4],
+                                               float scale_log2) {
+  const auto score = [&](int i) {
+    return tm.mask && is_masked(i, tm.row_g, tm.k0, tm.lane, p) ? -INFINITY : rS[i];
+  };
+  float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float tile_max = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt)
-      tile_max = fmaxf(tile_max, fmaxf(rS[4 * nt + 2 * r], rS[4 * nt + 2 * r + 1]));
+      tile_max = fmaxf(tile_max, fmaxf(score(4 * nt + 2 * r), score(4 * nt + 2 * r + 1)));
     const float m_new = fmaxf(state.m[r], quad_max(tile_max));
     // A row that has seen only masked keys still has m' = -inf: exponentiate against 0
     // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0.
-    const float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
-    alpha[r] = ptx::exp2_approx(state.m[r] * scale_log2 - base);
+    base[r] = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
+    alpha[r] = ptx::exp2_approx(state.m[r] * scale_log2 - base[r]);
     state.m[r] = m_new;
-    float row_sum = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < kBc / 8; ++nt)
-#pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        rS[4 * nt + e] = ptx::exp2_approx(fmaf(rS[4 * nt + e], scale_log2, -base));
-        row_sum += rS[4 * nt + e];
-      }
-    state.l[r] = alpha[r] * state.l[r] + row_sum;
   }
+  float row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int kk = 0; kk < kBc / 16; ++kk)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // A register q: row g + 8 (q % 2), keys + 8 (q / 2)
+      const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2), r = q % 2;
+      const float w0 = ptx::exp2_approx(fmaf(score(i), scale_log2, -base[r]));
+      const float w1 = ptx::exp2_approx(fmaf(score(i + 1), scale_log2, -base[r]));
+      row_sum[r] += w0 + w1;
+      rW_next[kk][q] = ptx::pack2<T>(w0, w1);
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) state.l[r] = alpha[r] * state.l[r] + row_sum[r];
 }
 
 // U = alpha U: elements 0, 1 of each accumulator tile are row g, 2, 3 row g + 8.
@@ -196,22 +214,6 @@ template <int D>
 __device__ __forceinline__ void rescale(float (&rU)[D / 2], const float (&alpha)[2]) {
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) rU[i] *= alpha[(i % 4) / 2];
-}
-
-// W (fp32 accumulator layout) -> wgmma's A operand in T, 16 keys per instruction: the two
-// accumulator tiles of keys 16 kk .. 16 kk + 15 are exactly the A fragment (wgmma.cuh).
-template <class T>
-__device__ __forceinline__ void convert_w(const float (&rS)[kSRegs],
-                                          uint32_t (&rW)[kBc / 16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kBc / 16; ++kk) {
-    const float* lo = &rS[8 * kk];      // keys 16 kk + 0..7
-    const float* hi = &rS[8 * kk + 4];  // keys 16 kk + 8..15
-    rW[kk][0] = ptx::pack2<T>(lo[0], lo[1]);
-    rW[kk][1] = ptx::pack2<T>(lo[2], lo[3]);
-    rW[kk][2] = ptx::pack2<T>(hi[0], hi[1]);
-    rW[kk][3] = ptx::pack2<T>(hi[2], hi[3]);
-  }
 }
 
 // Issues S = Q K_j^T for the warpgroup's 64 rows: D / 16 instructions over d, committed as
@@ -304,12 +306,12 @@ __device__ __forceinline__ void finalize(const SoftmaxState& state, const float 
   }
 }
 
-// One consumer warpgroup's 64 rows, from the first tile to O. `loader` is non-null only
-// without warp specialisation, for the thread that then issues the copies itself.
+// One consumer warpgroup's 64 rows, from the first tile to O. `issues` is true only without
+// warp specialisation, for the one thread that then issues the copies itself.
 template <class T, int D, bool kIntraOverlap>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
                                         int consumer, int Tc, int q0, int b, int h,
-                                        const Loader<T, D>* loader) {
+                                        const Loader<T, D>& loader, bool issues) {
   const Problem& p = params.p;
   const int stages = params.sw.stages;
   const bool ping_pong = params.sw.ping_pong;
@@ -323,11 +325,15 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   hopper::Ring<kMaxStages>& v_ring = sram.bars->v;
 
   SoftmaxState state = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-  float rU[D / 2];          // (64, D) of U = sum of W V, not divided by l
-  float rS[kSRegs];         // (64, Bc) of S, then W
-  uint32_t rW[kBc / 16][4];  // W in T, as the A operand of U += W V
+  float rU[D / 2];                // (64, D) of U = sum of W V, not divided by l
+  float rS[kSRegs];               // (64, Bc) of S
+  uint32_t rW[kBc / 16][4];       // W_{j-1} in T, the A operand of U += W V
+  uint32_t rW_next[kBc / 16][4];  // W_j, computed while U += W_{j-1} V_{j-1} may still run
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
+  const auto mask_of = [&](int k0) {
+    return TileMask{tile_needs_mask(p, first_row, k0), row_g, k0, lane};
+  };
 
   hopper::mbarrier_wait(&sram.bars->q_full, 0);
   // Ping-pong: consumer 0 goes first; consumer 1 hands it the first turn. Each then waits
@@ -345,12 +351,10 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     hopper::wgmma_wait<0>();
     hopper::fence_registers(rS);
     k_ring.consumer_release(Stage(0, stages));
-    if (loader != nullptr && stages < Tc) loader->load_k(stages);
+    if (issues && stages < Tc) loader.load_k(stages);
     __syncwarp();
-    if (tile_needs_mask(p, first_row, 0)) mask_scores(rS, row_g, 0, lane, p);
-    float alpha[2];
-    online_softmax(state, rS, alpha, scale_log2);  // U is 0: nothing to rescale
-    convert_w<T>(rS, rW);
+    float alpha[2];  // U is 0: nothing to rescale
+    online_softmax<T>(state, rS, mask_of(0), p, alpha, rW, scale_log2);
   }
 
   // Section j: U += W_{j-1} V_{j-1}, and S_j with its softmax while j < Tc.
@@ -375,8 +379,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
       k_ring.consumer_release(k_st);
-      if (tile_needs_mask(p, first_row, j * kBc)) mask_scores(rS, row_g, j * kBc, lane, p);
-      online_softmax(state, rS, alpha, scale_log2);
+      online_softmax<T>(state, rS, mask_of(j * kBc), p, alpha, rW_next, scale_log2);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
@@ -386,19 +389,19 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::fence_registers(rU);
       if (has_next) k_ring.consumer_release(k_st);
       v_ring.consumer_release(v_st);
-      if (has_next) {
-        if (tile_needs_mask(p, first_row, j * kBc)) mask_scores(rS, row_g, j * kBc, lane, p);
-        online_softmax(state, rS, alpha, scale_log2);
-      }
+      if (has_next) online_softmax<T>(state, rS, mask_of(j * kBc), p, alpha, rW_next, scale_log2);
     }
-    if (loader != nullptr) {  // no producer warpgroup: refill the buffers just released
-      if (has_next && j + stages < Tc) loader->load_k(j + stages);
-      if (j - 1 + stages < Tc) loader->load_v(j - 1 + stages);
+    if (issues) {  // no producer warpgroup: refill the buffers just released
+      if (has_next && j + stages < Tc) loader.load_k(j + stages);
+      if (j - 1 + stages < Tc) loader.load_v(j - 1 + stages);
     }
     __syncwarp();
     if (has_next) {
       rescale<D>(rU, alpha);
-      convert_w<T>(rS, rW);
+#pragma unroll
+      for (int kk = 0; kk < kBc / 16; ++kk)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) rW[kk][q] = rW_next[kk][q];
     }
   }
   finalize<T, D>(state, rU, p, b, h, row_g, lane, scale_log2);
@@ -425,7 +428,10 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
   }
   __syncthreads();
 
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  // Read through a shuffle from lane 0, the warpgroup's index is visibly the same in every
+  // lane: ptxas then knows the role branches below are warp-uniform, which it needs to keep
+  // the wgmma of a consumer asynchronous rather than serialise them.
+  const int warpgroup = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpgroupThreads, 0);
   if constexpr (kWarpSpecialized) {
     if (warpgroup == 0) {  // the producer
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
@@ -440,7 +446,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       }
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
-      consume<T, D, kIntraOverlap>(params, sram, warpgroup - 1, Tc, q0, b, h, nullptr);
+      consume<T, D, kIntraOverlap>(params, sram, warpgroup - 1, Tc, q0, b, h, loader, false);
     }
   } else {
     // No producer: thread 0 issues Q and the first `stages` tiles now, and each later tile
@@ -454,8 +460,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       }
     }
     __syncwarp();
-    consume<T, D, kIntraOverlap>(params, sram, warpgroup, Tc, q0, b, h,
-                                 issues ? &loader : nullptr);
+    consume<T, D, kIntraOverlap>(params, sram, warpgroup, Tc, q0, b, h, loader, issues);
   }
 }
 

@@ -143,7 +143,9 @@ struct Prepared {
     check_cuda(cudaMemset(dO.ptr, kPoison, gO.elems * sizeof(In)), "poison O");
     const size_t lse_count = size_t(c.batch) * c.heads_q * c.n_q;
     check_cuda(cudaMemset(dL.ptr, kPoison, lse_count * sizeof(float)), "poison L");
-    if (flashlab_forward(&params) != FLASHLAB_OK)
+    const flashlab_status status =
+        c.fa3 ? flashlab_forward_fa3(&params, &*c.fa3) : flashlab_forward(&params);
+    if (status != FLASHLAB_OK)
       throw std::runtime_error(std::string("flashlab_forward: ") + flashlab_last_error());
     check_cuda(cudaDeviceSynchronize(), "kernel");
     std::vector<In> O(gO.elems);
@@ -238,7 +240,12 @@ std::string Case::describe() const {
          " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
          " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) +
          " d=" + std::to_string(d) + " causal=" + kCausal[causal] + " " + layout_name(layout) +
-         (scale > 0 ? " scale=" + std::to_string(scale) : "");
+         (scale > 0 ? " scale=" + std::to_string(scale) : "") +
+         (fa3 ? " fa3{ws=" + std::to_string(fa3->warp_specialized) +
+                    " stages=" + std::to_string(fa3->stages) +
+                    " ping_pong=" + std::to_string(fa3->ping_pong) +
+                    " intra_overlap=" + std::to_string(fa3->intra_overlap) + "}"
+              : "");
 }
 
 Outcome run_case(const Case& c, uint64_t seed) {

@@ -3,9 +3,11 @@
 // beside the error of naive attention computed in the same precision (ANCHORS.md's rule).
 #pragma once
 
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,9 @@ struct Case {
   flashlab_causal causal = FLASHLAB_CAUSAL_NONE;
   Layout layout = Layout::bhsd;
   double scale = 0;  // 0: the default 1/sqrt(d)
+  // fa3 only: run through flashlab_forward_fa3 with these switches (unset: flashlab_forward,
+  // which uses the defaults).
+  std::optional<flashlab_fa3_options> fa3;
 
   std::string describe() const;
 };
