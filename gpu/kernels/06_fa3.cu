@@ -98,7 +98,8 @@ struct Sram {
 };
 static_assert(sizeof(hopper::PipelineBarriers<kMaxStages>) <= fa3::kBarrierBytes);
 
-// The producer's work, for one block: Q once, then K_j and V_j into their rings.
+// The producer's work, for one block: Q once, then K_j and V_j into their rings. Each call
+// is made by a whole warp: every lane waits for the buffer, one elected lane issues.
 template <class T, int D>
 struct Loader {
   const TensorMaps* maps;
@@ -107,27 +108,30 @@ struct Loader {
 
   __device__ __forceinline__ void load_q() const {
     uint64_t* bar = &sram.bars->q_full;
-    hopper::mbarrier_arrive_expect_tx(bar, Tiles<T, D>::kQBytes);
+    if (hopper::elect_one_lane()) {
+      hopper::mbarrier_arrive_expect_tx(bar, Tiles<T, D>::kQBytes);
 #pragma unroll
-    for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-      hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q, bar, s * kSlab, q0, h, b);
+      for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
+        hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q, bar, s * kSlab, q0, h, b);
+    }
+    __syncwarp();
   }
-  __device__ __forceinline__ void load_k(int j) const {
+  // Tile j of K (or V) into its ring buffer.
+  __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
+                                          const CUtensorMap* map, int j) const {
     const Stage st(j, stages);
-    uint64_t* bar = sram.bars->k.producer_acquire(st, Tiles<T, D>::kKVBytes);
+    ring.producer_acquire(st);
+    if (hopper::elect_one_lane()) {
+      uint64_t* bar = ring.producer_expect(st, Tiles<T, D>::kKVBytes);
+      T* sX = tiles + st.index * Tiles<T, D>::kKVElems;
 #pragma unroll
-    for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-      hopper::tma_load_4d(sram.k_tile(st.index) + s * kBc * kSlab, &maps->k, bar, s * kSlab,
-                          j * kBc, hk, b);
+      for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
+        hopper::tma_load_4d(sX + s * kBc * kSlab, map, bar, s * kSlab, j * kBc, hk, b);
+    }
+    __syncwarp();
   }
-  __device__ __forceinline__ void load_v(int j) const {
-    const Stage st(j, stages);
-    uint64_t* bar = sram.bars->v.producer_acquire(st, Tiles<T, D>::kKVBytes);
-#pragma unroll
-    for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-      hopper::tma_load_4d(sram.v_tile(st.index) + s * kBc * kSlab, &maps->v, bar, s * kSlab,
-                          j * kBc, hk, b);
-  }
+  __device__ __forceinline__ void load_k(int j) const { load_kv(sram.bars->k, sram.sK, &maps->k, j); }
+  __device__ __forceinline__ void load_v(int j) const { load_kv(sram.bars->v, sram.sV, &maps->v, j); }
 };
 
 // ---- The consumer's per-tile algebra, on one thread's share of a (64, Bc) tile ----------
@@ -307,7 +311,7 @@ __device__ __forceinline__ void finalize(const SoftmaxState& state, const float 
 }
 
 // One consumer warpgroup's 64 rows, from the first tile to O. `issues` is true only without
-// warp specialisation, for the one thread that then issues the copies itself.
+// warp specialisation, for the one warp (warp 0 of consumer 0) that then issues the copies.
 template <class T, int D, bool kIntraOverlap>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
                                         int consumer, int Tc, int q0, int b, int h,
@@ -352,7 +356,6 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     hopper::fence_registers(rS);
     k_ring.consumer_release(Stage(0, stages));
     if (issues && stages < Tc) loader.load_k(stages);
-    __syncwarp();
     float alpha[2];  // U is 0: nothing to rescale
     online_softmax<T>(state, rS, mask_of(0), p, alpha, rW, scale_log2);
   }
@@ -395,7 +398,6 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       if (has_next && j + stages < Tc) loader.load_k(j + stages);
       if (j - 1 + stages < Tc) loader.load_v(j - 1 + stages);
     }
-    __syncwarp();
     if (has_next) {
       rescale<D>(rU, alpha);
 #pragma unroll
@@ -435,7 +437,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
   if constexpr (kWarpSpecialized) {
     if (warpgroup == 0) {  // the producer
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
-      if (threadIdx.x == 0) {
+      if (threadIdx.x / kWarpSize == 0) {  // one warp; its elected lane issues the copies
         hopper::tma_prefetch_map(&maps.k);
         hopper::tma_prefetch_map(&maps.v);
         loader.load_q();
@@ -449,9 +451,9 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       consume<T, D, kIntraOverlap>(params, sram, warpgroup - 1, Tc, q0, b, h, loader, false);
     }
   } else {
-    // No producer: thread 0 issues Q and the first `stages` tiles now, and each later tile
-    // as soon as its buffer is released (in consume).
-    const bool issues = threadIdx.x == 0;
+    // No producer: warp 0 issues Q and the first `stages` tiles now, and each later tile as
+    // soon as its buffer is released (in consume).
+    const bool issues = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpSize, 0) == 0;
     if (issues) {
       loader.load_q();
       for (int j = 0; j < min(params.sw.stages, Tc); ++j) {
@@ -459,7 +461,6 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         loader.load_v(j);
       }
     }
-    __syncwarp();
     consume<T, D, kIntraOverlap>(params, sram, warpgroup, Tc, q0, b, h, loader, issues);
   }
 }

@@ -20,6 +20,20 @@
 
 namespace flashlab::gpu::hopper {
 
+// elect.sync: true in exactly one active lane of the warp. The compiler knows the lane is
+// chosen warp-uniformly, unlike `lane == 0`, and keeps the warp's later wgmma asynchronous.
+__device__ __forceinline__ bool elect_one_lane() {
+  uint32_t elected = 0;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "elect.sync _|p, 0xffffffff;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(elected));
+  return elected != 0;
+}
+
 // Where tile j sits in a ring and which phase of its barriers belongs to it.
 struct Stage {
   int index;        // the buffer: j % stages
@@ -47,11 +61,13 @@ struct Ring {
   }
   // Consumer: this thread is done reading tile j's buffer.
   __device__ __forceinline__ void consumer_release(Stage st) { mbarrier_arrive(&empty[st.index]); }
-  // Producer: wait until tile j's buffer is free (every consumer released tile j - stages),
-  // then announce the bytes the copies of tile j will complete; returns the barrier that
-  // those copies must name.
-  __device__ __forceinline__ uint64_t* producer_acquire(Stage st, uint32_t bytes) {
+  // Producer, a whole warp: wait until tile j's buffer is free (every consumer released
+  // tile j - stages). Then one lane (the caller's elected one) announces the bytes the
+  // copies of tile j will complete with producer_expect, and issues them.
+  __device__ __forceinline__ void producer_acquire(Stage st) {
     mbarrier_wait(&empty[st.index], st.parity ^ 1u);
+  }
+  __device__ __forceinline__ uint64_t* producer_expect(Stage st, uint32_t bytes) {
     mbarrier_arrive_expect_tx(&full[st.index], bytes);
     return &full[st.index];
   }
