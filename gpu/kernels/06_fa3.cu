@@ -58,8 +58,8 @@ constexpr int kTurnBarrier0 = 1;
 template <class T, int D>
 struct Tiles {
   static constexpr int kSlabs = D / kSlab;
-  static constexpr int kQElems = kBr * D;    // sQ (Br, D)
-  static constexpr int kKVElems = kBc * D;   // one sK or sV (Bc, D)
+  static constexpr int kQElems = kBr * D;   // sQ (Br, D)
+  static constexpr int kKVElems = kBc * D;  // one sK or sV (Bc, D)
   static constexpr uint32_t kQBytes = kQElems * sizeof(T);
   static constexpr uint32_t kKVBytes = kKVElems * sizeof(T);
   static_assert(D % kSlab == 0 && kBc % 8 == 0);
@@ -69,7 +69,7 @@ struct Tiles {
 };
 
 struct TensorMaps {
-  CUtensorMap q, k, v;
+  hopper::TensorMap q, k, v;
 };
 
 // The SRAM of one block: the barriers, then sQ, then the K ring and the V ring. Every tile
@@ -77,12 +77,12 @@ struct TensorMaps {
 template <class T, int D>
 struct Sram {
   hopper::PipelineBarriers<kMaxStages>* bars;
-  T* sQ;   // (Br, D)
-  T* sK;   // (stages, Bc, D)
-  T* sV;   // (stages, Bc, D)
+  T* sQ;  // (Br, D)
+  T* sK;  // (stages, Bc, D)
+  T* sV;  // (stages, Bc, D)
   __device__ __forceinline__ Sram(unsigned char* raw, int stages) {
-    const uint32_t pad = (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) %
-                         fa3::kSwizzleAtom;
+    const uint32_t pad =
+        (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
     unsigned char* base = raw + pad;
     bars = reinterpret_cast<hopper::PipelineBarriers<kMaxStages>*>(base);
     sQ = reinterpret_cast<T*>(base + fa3::kBarrierBytes);
@@ -112,13 +112,14 @@ struct Loader {
       hopper::mbarrier_arrive_expect_tx(bar, Tiles<T, D>::kQBytes);
 #pragma unroll
       for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-        hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q, bar, s * kSlab, q0, h, b);
+        hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q.map, bar, s * kSlab, q0,
+                            h * maps->q.head_step, b * maps->q.batch_step);
     }
     __syncwarp();
   }
   // Tile j of K (or V) into its ring buffer.
   __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
-                                          const CUtensorMap* map, int j) const {
+                                          const hopper::TensorMap* map, int j) const {
     const Stage st(j, stages);
     ring.producer_acquire(st);
     if (hopper::elect_one_lane()) {
@@ -126,12 +127,17 @@ struct Loader {
       T* sX = tiles + st.index * Tiles<T, D>::kKVElems;
 #pragma unroll
       for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-        hopper::tma_load_4d(sX + s * kBc * kSlab, map, bar, s * kSlab, j * kBc, hk, b);
+        hopper::tma_load_4d(sX + s * kBc * kSlab, &map->map, bar, s * kSlab, j * kBc,
+                            hk * map->head_step, b * map->batch_step);
     }
     __syncwarp();
   }
-  __device__ __forceinline__ void load_k(int j) const { load_kv(sram.bars->k, sram.sK, &maps->k, j); }
-  __device__ __forceinline__ void load_v(int j) const { load_kv(sram.bars->v, sram.sV, &maps->v, j); }
+  __device__ __forceinline__ void load_k(int j) const {
+    load_kv(sram.bars->k, sram.sK, &maps->k, j);
+  }
+  __device__ __forceinline__ void load_v(int j) const {
+    load_kv(sram.bars->v, sram.sV, &maps->v, j);
+  }
 };
 
 // ---- The consumer's per-tile algebra, on one thread's share of a (64, Bc) tile ----------
@@ -223,8 +229,7 @@ __device__ __forceinline__ void rescale(float (&rU)[D / 2], const float (&alpha)
 // Issues S = Q K_j^T for the warpgroup's 64 rows: D / 16 instructions over d, committed as
 // one group. sQ_rows points at the warpgroup's row 0 of slab 0 of sQ.
 template <class T, int D>
-__device__ __forceinline__ void issue_scores(float (&rS)[kSRegs], const T* sQ_rows,
-                                             const T* sK) {
+__device__ __forceinline__ void issue_scores(float (&rS)[kSRegs], const T* sQ_rows, const T* sK) {
 #pragma unroll
   for (int kk = 0; kk < D / hopper::kWgmmaK; ++kk) {
     const int slab = kk * hopper::kWgmmaK / kSlab, col = kk * hopper::kWgmmaK % kSlab;
@@ -253,8 +258,7 @@ __device__ __forceinline__ void wait_turn(int consumer) {
                : "memory");
 }
 __device__ __forceinline__ void pass_turn(int consumer) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(kTurnBarrier0 + (1 - consumer)),
-               "n"(kConsumerThreads)
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(kTurnBarrier0 + (1 - consumer)), "n"(kConsumerThreads)
                : "memory");
 }
 
@@ -438,8 +442,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
     if (warpgroup == 0) {  // the producer
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
       if (threadIdx.x / kWarpSize == 0) {  // one warp; its elected lane issues the copies
-        hopper::tma_prefetch_map(&maps.k);
-        hopper::tma_prefetch_map(&maps.v);
+        hopper::tma_prefetch_map(&maps.k.map);
+        hopper::tma_prefetch_map(&maps.v.map);
         loader.load_q();
         for (int j = 0; j < Tc; ++j) {
           loader.load_k(j);
@@ -482,10 +486,8 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
       "fa3 kernel shared memory");
   TensorMaps maps;
   maps.q = hopper::make_tensor_map("Q", p.q, p.q_stride, p.batch, p.heads_q, p.n_q, D, dtype, kBr);
-  maps.k = hopper::make_tensor_map("K", p.k, p.k_stride, p.batch, p.heads_kv, p.n_k, D, dtype,
-                                   kBc);
-  maps.v = hopper::make_tensor_map("V", p.v, p.v_stride, p.batch, p.heads_kv, p.n_k, D, dtype,
-                                   kBc);
+  maps.k = hopper::make_tensor_map("K", p.k, p.k_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
+  maps.v = hopper::make_tensor_map("V", p.v, p.v_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
   const Fa3Params params{p, {options.stages, options.ping_pong != 0}};
   const dim3 grid((p.n_q + kBr - 1) / kBr, p.heads_q, p.batch);
   kernel<<<grid, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
@@ -515,16 +517,19 @@ void launch_for_d(const Problem& p, const flashlab_fa3_options& o, cudaStream_t 
                     find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.values[0] == 64 &&
                     find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.values[1] == 128,
                 "a head dimension in the table needs its instantiation here");
-  if (p.d == 64) launch_switched<T, 64>(p, o, stream);
-  else launch_switched<T, 128>(p, o, stream);
+  if (p.d == 64)
+    launch_switched<T, 64>(p, o, stream);
+  else
+    launch_switched<T, 128>(p, o, stream);
 }
 
 }  // namespace
 
-void launch_fa3(const Problem& problem, const flashlab_fa3_options& options,
-                cudaStream_t stream) {
-  if (problem.dtype == FLASHLAB_FP16) launch_for_d<__half>(problem, options, stream);
-  else launch_for_d<__nv_bfloat16>(problem, options, stream);
+void launch_fa3(const Problem& problem, const flashlab_fa3_options& options, cudaStream_t stream) {
+  if (problem.dtype == FLASHLAB_FP16)
+    launch_for_d<__half>(problem, options, stream);
+  else
+    launch_for_d<__nv_bfloat16>(problem, options, stream);
 }
 
 }  // namespace flashlab::gpu

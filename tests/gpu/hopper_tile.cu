@@ -32,17 +32,15 @@ struct TileSram {
 __device__ __forceinline__ int acc_row(int t, int i) {
   return (t / kWarpSize) * 16 + (t % kWarpSize) / 4 + ((i % 4) / 2) * 8;
 }
-__device__ __forceinline__ int acc_col(int t, int i) {
-  return (i / 4) * 8 + (t % 4) * 2 + (i % 2);
-}
+__device__ __forceinline__ int acc_col(int t, int i) { return (i / 4) * 8 + (t % 4) * 2 + (i % 2); }
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     tile_kernel(const __grid_constant__ CUtensorMap mA, const __grid_constant__ CUtensorMap mB,
                 const __grid_constant__ CUtensorMap mV, float* gS, float* gU) {
   extern __shared__ __align__(128) unsigned char raw[];
-  const uint32_t pad = (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) %
-                       fa3::kSwizzleAtom;
+  const uint32_t pad =
+      (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
   uint64_t* bar = reinterpret_cast<uint64_t*>(raw + pad);
   T* sA = reinterpret_cast<T*>(raw + pad + fa3::kSwizzleAtom);  // (64, D) in slabs
   T* sB = sA + TileSram<D>::kAElems;                            // (128, D) in slabs
@@ -121,8 +119,9 @@ TileProducts run(const std::vector<uint16_t>& A, const std::vector<uint16_t>& B,
   check(cudaMemcpy(dV.ptr, V.data(), V.size() * 2, cudaMemcpyHostToDevice), "copy V");
   // Row-major (rows, D): row stride D, one head, one batch.
   const auto map = [](const void* p, int rows) {
-    return hopper::make_tensor_map("tile", p, Strides{int64_t(rows) * D, int64_t(rows) * D, D},
-                                   1, 1, rows, D, FLASHLAB_BF16, rows);
+    return hopper::make_tensor_map("tile", p, Strides{int64_t(rows) * D, int64_t(rows) * D, D}, 1,
+                                   1, rows, D, FLASHLAB_BF16, rows)
+        .map;
   };
   const CUtensorMap mA = map(dA.ptr, kTileM), mB = map(dB.ptr, kTileN), mV = map(dV.ptr, kTileN);
   check(cudaFuncSetAttribute(tile_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -143,8 +142,7 @@ TileProducts run(const std::vector<uint16_t>& A, const std::vector<uint16_t>& B,
 }  // namespace
 
 TileProducts hopper_tile_products(int d, const std::vector<uint16_t>& A,
-                                  const std::vector<uint16_t>& B,
-                                  const std::vector<uint16_t>& V) {
+                                  const std::vector<uint16_t>& B, const std::vector<uint16_t>& V) {
   if (d == 64) return run<64>(A, B, V);
   if (d == 128) return run<128>(A, B, V);
   throw std::runtime_error("hopper_tile_products takes d = 64 or 128, not " + std::to_string(d));

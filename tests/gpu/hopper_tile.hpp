@@ -21,7 +21,6 @@ struct TileProducts {
 
 // d is 64 or 128. Throws std::runtime_error on a CUDA error.
 TileProducts hopper_tile_products(int d, const std::vector<uint16_t>& A,
-                                  const std::vector<uint16_t>& B,
-                                  const std::vector<uint16_t>& V);
+                                  const std::vector<uint16_t>& B, const std::vector<uint16_t>& V);
 
 }  // namespace flashlab::gpu::test

@@ -98,5 +98,24 @@ TEST_CASE("fa3: switches out of range, another kernel, NULL options") {
   CHECK(message.find("both must be 1") != std::string::npos);
 }
 
+TEST_CASE("fa3: a broadcast row (row stride 0) is refused; broadcast heads and batches are read") {
+  const ValidCall ok(FLASHLAB_KERNEL_FA3);
+  std::string message;
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA3);
+    call.params.k_stride[2] = 0;  // every key row the same memory: TMA has no 0 stride
+    CHECK(call.call(&message) == FLASHLAB_ERROR_UNSUPPORTED);
+    CHECK(message.find("K's row stride is 0") != std::string::npos);
+    CHECK(message.find("the fa2, naive and scalar kernels take it") != std::string::npos);
+  }
+  {
+    ValidCall call(FLASHLAB_KERNEL_FA3);
+    call.params.q_stride[1] = 0;  // both query heads read the same Q
+    call.params.k_stride[0] = call.params.v_stride[0] = 0;
+    CHECK(call.call(&message) == FLASHLAB_OK);
+    CHECK(message.empty());
+  }
+}
+
 }  // namespace
 }  // namespace flashlab::gpu::test

@@ -28,10 +28,10 @@ __device__ __forceinline__ void fence_barrier_init() {
 // One arrival, announcing also that `bytes` more bytes will land on this barrier (by TMA
 // copies that name it) before its phase may complete.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-                   ptx::sram_address(bar)),
-               "r"(bytes)
-               : "memory");
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ptx::sram_address(bar)),
+      "r"(bytes)
+      : "memory");
 }
 
 // One arrival.

@@ -22,8 +22,8 @@
 
 namespace flashlab::gpu::hopper {
 
-inline constexpr int kTmaSlab = fa3::kSlab;           // elements of d per box
-inline constexpr int64_t kTmaStrideAlign = 16;        // bytes: every global stride
+inline constexpr int kTmaSlab = fa3::kSlab;                 // elements of d per box
+inline constexpr int64_t kTmaStrideAlign = 16;              // bytes: every global stride
 inline constexpr int64_t kTmaMaxStride = int64_t(1) << 40;  // bytes: strides must be below
 
 // Copies the box at (d0, row0, head, batch) of `map` into SRAM at `dst`; its bytes complete
@@ -43,11 +43,20 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// A tensor of the ABI as TMA sees it. A head or batch stride of 0 (every head, or every
+// batch, reads the same memory: an input broadcast) is no TMA stride; such a dimension is
+// described with extent 1, and the kernel multiplies its coordinate by its step, 0.
+struct TensorMap {
+  CUtensorMap map;
+  int head_step;   // 1, or 0 for a broadcast head dimension
+  int batch_step;  // 1, or 0 for a broadcast batch dimension
+};
+
 // The host side: describes one (batch, heads, rows, d) tensor of the ABI for TMA loads of
 // boxes (kTmaSlab, box_rows). Throws FLASHLAB_ERROR_MISALIGNED for strides TMA cannot
-// describe and FLASHLAB_ERROR_CUDA when the driver refuses the map.
-CUtensorMap make_tensor_map(const char* name, const void* base, const Strides& strides,
-                            int batch, int heads, int rows, int d, flashlab_dtype dtype,
-                            int box_rows);
+// describe, FLASHLAB_ERROR_UNSUPPORTED for a broadcast row (row stride 0), and
+// FLASHLAB_ERROR_CUDA when the driver refuses the map.
+TensorMap make_tensor_map(const char* name, const void* base, const Strides& strides, int batch,
+                          int heads, int rows, int d, flashlab_dtype dtype, int box_rows);
 
 }  // namespace flashlab::gpu::hopper
