@@ -5,10 +5,12 @@
 //   - wgmma (hopper/wgmma.cuh): a warpgroup (4 warps) owns 64 query rows and multiplies
 //     asynchronously: S = Q K^T with Q and K read straight from SRAM, U += W V with W from
 //     registers (the softmax output, rounded to bf16/fp16) and V from SRAM.
-//   - warp specialisation: warpgroup 0 is the producer. One of its threads walks the KV
-//     tiles ahead of the consumers, as far as the `stages` buffers of the K and V rings
-//     allow (hopper/pipeline.cuh), and the warpgroup hands most of its registers to the two
-//     consumer warpgroups (setmaxnreg 24 / 240), which only compute.
+//   - warp specialisation: warpgroup 0 is the producer. One of its warps walks the KV tiles
+//     ahead of the consumers (an elected lane issues each copy), as far as the `stages`
+//     buffers of the K and V rings allow (hopper/pipeline.cuh), and the warpgroup hands most
+//     of its registers to the two consumer warpgroups (setmaxnreg 24 / 240), which only
+//     compute. Switched off, there is no producer: warp 0 of the first consumer issues the
+//     copies itself, between its own tiles.
 //   - ping-pong: the two consumer warpgroups take turns through two named barriers: one
 //     issues its matmuls (U += W_j V_j, S_{j+1} = Q K_{j+1}^T) and passes the turn, then runs
 //     its softmax while the other's matmuls occupy the tensor cores.
@@ -20,6 +22,8 @@
 // softmax of S_j. The per-tile algebra and its names are fa2's and the CPU reference's:
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
+// (W goes from the softmax straight into bf16/fp16 A-operand registers, never over S: S is
+// a wgmma accumulator, and writing it while U += W V runs would make ptxas serialise them.)
 //   finalize:   O = U / l, L = m + log l (a row that saw no key: O = 0, L = -inf)
 // Causal: KV tiles wholly in the future of the block's last row are never loaded; only
 // tiles that cross the diagonal (or the ragged end of N_k) are masked, in registers.

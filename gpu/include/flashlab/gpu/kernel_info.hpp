@@ -173,9 +173,10 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 //   Br = 128: 2 consumer warpgroups x 64 rows (wgmma's M is 64 per warpgroup).
 //   Bc = 128 for d = 64 and d = 128. Registers of a consumer thread (setmaxnreg 240): S is a
 //     (64, Bc) fp32 accumulator spread over 128 threads = Bc / 2 = 64 registers, U is
-//     d / 2 = 64 at d = 128, W in bf16 half of S = 32, and with intra-warpgroup overlap the
-//     next S another 64: 224 of 240 at d = 128, Bc = 128. Bc = 176 would need 88 + 88 + 44
-//     + 64 and leave nothing for addresses and the softmax state, so 128 it is.
+//     d / 2 = 64 at d = 128, W in bf16 is half of S = 32, and W of the next tile (computed
+//     while U += W V still runs, intra-warpgroup overlap) another 32: 192 of 240 at d = 128
+//     (ptxas: no spills). Bc = 176 would need 88 + 64 + 44 + 44 = 240 before any address,
+//     mask or softmax state, so 128 it is.
 //   SRAM (d = 128, bf16): sQ (128, 128) 32 KiB + stages x (sK + sV) 2 x 32 KiB; 3 stages =
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB. At d = 64 half of that.
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
