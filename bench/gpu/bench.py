@@ -8,6 +8,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --lib ... --pass backward --csv bwd.csv          # the backward sweep
                                                                     # (bench_backward.py)
   python3 bench.py --lib ... --decode --csv decode.csv               # decode (bench_decode.py)
+  python3 bench.py --lib ... --ablation --csv ablation.csv          # fa3's switches, one by one
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
@@ -32,6 +33,7 @@ SCALAR_SEQ_LENS = {512, 2048, 8192}  # the scalar kernel is slow by design: a fe
 MATH_MAX_SEQ = 2048                  # torch's math backend materialises S and P
 TORCH_BACKENDS = ["flash", "cudnn", "efficient", "math"]
 NCU_SHAPE = dict(B=1, H=16, N=8192, d=128)
+ABLATION_SHAPE = dict(N=8192, d=128)  # the issue's shape: fa3's switches timed at d = 128
 BYTES_BF16 = 2
 
 
@@ -65,7 +67,7 @@ def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
 
 
 def implementations(N):
-    impls = ["fa2", "naive"] + (["scalar"] if N in SCALAR_SEQ_LENS else [])
+    impls = ["fa3", "fa2", "naive"] + (["scalar"] if N in SCALAR_SEQ_LENS else [])
     return impls + [b for b in TORCH_BACKENDS if b != "math" or N <= MATH_MAX_SEQ]
 
 
@@ -101,18 +103,19 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer):
 
 
 def print_summary(summary):
-    print("\nTFLOP/s (bf16, H = 2048/d, B = 16384/N); ratio = fa2 / backend")
-    print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa2':>6} {'naive':>6} {'scalar':>6} | "
+    print("\nTFLOP/s (bf16, H = 2048/d, B = 16384/N); ratio = kernel / backend")
+    print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa3':>6} {'fa2':>6} {'naive':>6} {'scalar':>6} | "
           f"{'flash':>6} {'cudnn':>6} {'effic':>6} {'math':>6} | {'fa2/fl':>6} {'fa2/cd':>6}"
-          f" | fa2 max|diff| vs cudnn")
+          f" {'fa3/cd':>6} | max|diff| vs cudnn: fa2, fa3")
     for (d, causal, N), rows in summary:
         t = {k: v[1] for k, v in rows.items()}
         cell = lambda name: f"{t[name]:6.1f}" if name in t else f"{'-':>6}"
-        ratio = lambda b: f"{t['fa2'] / t[b]:6.3f}" if 'fa2' in t and b in t else f"{'-':>6}"
-        diff = f"{rows['fa2'][2]:.2e}" if 'fa2' in rows else "-"
-        print(f"{d:4d} {int(causal):6d} {N:6d} | {cell('fa2')} {cell('naive')} {cell('scalar')} | "
-              f"{cell('flash')} {cell('cudnn')} {cell('efficient')} {cell('math')} | "
-              f"{ratio('flash')} {ratio('cudnn')} | {diff}")
+        ratio = lambda a, b: f"{t[a] / t[b]:6.3f}" if a in t and b in t else f"{'-':>6}"
+        diff = lambda a: f"{rows[a][2]:.2e}" if a in rows else "-"
+        print(f"{d:4d} {int(causal):6d} {N:6d} | {cell('fa3')} {cell('fa2')} {cell('naive')} "
+              f"{cell('scalar')} | {cell('flash')} {cell('cudnn')} {cell('efficient')} "
+              f"{cell('math')} | {ratio('fa2', 'flash')} {ratio('fa2', 'cudnn')} "
+              f"{ratio('fa3', 'cudnn')} | {diff('fa2')}, {diff('fa3')}")
 
 
 def run_sweep(args):
@@ -133,6 +136,70 @@ def run_sweep(args):
                     print(f"d={d} causal={int(causal)} N={N}: " + ", ".join(
                         f"{k} {v[1]:.1f}" for k, v in rows.items()), flush=True)
     print_summary(summary)
+
+
+def ablation_options(fl_lib):
+    """The default switches first, then each switch moved away from its default alone, then
+    everything off: the FlashAttention-3 ablation, one idea at a time."""
+    default = fl_lib.fa3_default_options()
+    fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap")
+    def variant(**changes):
+        o = fl.Fa3Options(*(changes.get(f, getattr(default, f)) for f in fields))
+        return o
+    out = [variant()]
+    out += [variant(stages=s) for s in (1, 2, 3) if s != default.stages]
+    out += [variant(warp_specialized=0), variant(ping_pong=0), variant(intra_overlap=0),
+            variant(ping_pong=0, intra_overlap=0),
+            variant(warp_specialized=0, ping_pong=0, intra_overlap=0, stages=1)]
+    return out
+
+
+def run_ablation(args):
+    """fa3 with each switch (flashlab/fa3.h) at d = 128, N = 8192, bf16, against cuDNN in the
+    same run; every variant's output is compared with cuDNN's."""
+    import torch
+    from triton.testing import do_bench
+    lib = fl.Flashlab(args.lib)
+    N, d = ABLATION_SHAPE["N"], ABLATION_SHAPE["d"]
+    B, H = TOKENS // N, HIDDEN // d
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["d", "causal", "N", "B", "H", "impl", "warp_specialized", "stages",
+                         "ping_pong", "intra_overlap", "ms", "tflops", "ratio_to_cudnn",
+                         "max_abs_diff_vs_cudnn"])
+        for causal in (False, True):
+            q, k, v = make_inputs(torch, B, H, N, d)
+            o = torch.empty_like(q)
+            lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
+            cudnn = torch_call(torch, "cudnn", q, k, v, causal)
+            reference = cudnn().float()
+            cudnn_ms = do_bench(cudnn, warmup=25, rep=100, return_mode="median")
+            cudnn_tflops = flops(B, H, N, d, causal) / cudnn_ms / 1e9
+            writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", f"{cudnn_ms:.4f}",
+                             f"{cudnn_tflops:.1f}", "1.000", "0"])
+            print(f"\nd={d} N={N} causal={int(causal)}: cudnn {cudnn_tflops:.1f} TFLOP/s")
+            p = lib.params(q, k, v, o, lse,
+                           causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE, kernel=fl.FA3)
+            for options in ablation_options(lib):
+                fn = lambda: lib.forward_fa3(p, options)
+                try:
+                    fn()
+                    torch.cuda.synchronize()
+                    diff = (o.float() - reference).abs().max().item()
+                    ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                except RuntimeError as e:
+                    print(f"  fa3 {options.describe()}: {e}", flush=True)
+                    continue
+                tflops = flops(B, H, N, d, causal) / ms / 1e9
+                writer.writerow([d, int(causal), N, B, H, "fa3", options.warp_specialized,
+                                 options.stages, options.ping_pong, options.intra_overlap,
+                                 f"{ms:.4f}", f"{tflops:.1f}", f"{tflops / cudnn_tflops:.3f}",
+                                 f"{diff:.3e}"])
+                f.flush()
+                print(f"  fa3 {options.describe():40s} {tflops:7.1f} TFLOP/s "
+                      f"{tflops / cudnn_tflops:6.3f}x cudnn  max|diff| {diff:.2e}", flush=True)
+            del q, k, v, o, lse, reference
+            torch.cuda.empty_cache()
 
 
 def parse_shape(text):
@@ -225,11 +292,15 @@ def main():
     ap.add_argument("--pass", dest="which", choices=["forward", "backward"], default="forward",
                     help="which pass the timing sweep times")
     ap.add_argument("--decode", action="store_true", help="the split-KV decode benchmark")
+    ap.add_argument("--ablation", action="store_true",
+                    help="time fa3's switches one by one at d = 128, N = 8192")
     args = ap.parse_args()
     if args.which == "backward":
         bench_backward.run_sweep(args, HEAD_DIMS)
     elif args.decode:
         bench_decode.run_decode_sweep(args)
+    elif args.ablation:
+        run_ablation(args)
     elif args.summarize_ncu:
         summarize_ncu(fl.Flashlab(args.lib), args.summarize_ncu)
     elif args.ncu_one:

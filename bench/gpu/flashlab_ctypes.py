@@ -6,8 +6,8 @@ element lives. Nothing is copied.
 """
 import ctypes
 
-NAIVE, SCALAR, FA2 = 0, 1, 2
-KERNELS = {"naive": NAIVE, "scalar": SCALAR, "fa2": FA2}
+NAIVE, SCALAR, FA2, FA3 = 0, 1, 2, 3
+KERNELS = {"naive": NAIVE, "scalar": SCALAR, "fa2": FA2, "fa3": FA3}
 CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 FP32, FP16, BF16 = 0, 1, 2
 MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
@@ -67,6 +67,18 @@ class BackwardParams(ctypes.Structure):
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_int64),
         ("stream", ctypes.c_void_p),
     ]
+
+
+class Fa3Options(ctypes.Structure):
+    """Field for field the C struct flashlab_fa3_options (gpu/include/flashlab/fa3.h)."""
+    _fields_ = [
+        ("warp_specialized", ctypes.c_int32), ("stages", ctypes.c_int32),
+        ("ping_pong", ctypes.c_int32), ("intra_overlap", ctypes.c_int32),
+    ]
+
+    def describe(self):
+        return (f"ws={self.warp_specialized} stages={self.stages} "
+                f"ping_pong={self.ping_pong} overlap={self.intra_overlap}")
 
 
 class KernelInfo(ctypes.Structure):
@@ -132,6 +144,11 @@ class Flashlab:
         self.lib.flashlab_decode_workspace_bytes.argtypes = [ctypes.POINTER(DecodeParams),
                                                              ctypes.POINTER(ctypes.c_int64)]
         self.lib.flashlab_decode_workspace_bytes.restype = ctypes.c_int
+        self.lib.flashlab_forward_fa3.argtypes = [ctypes.POINTER(ForwardParams),
+                                                  ctypes.POINTER(Fa3Options)]
+        self.lib.flashlab_forward_fa3.restype = ctypes.c_int
+        self.lib.flashlab_fa3_default_options.argtypes = [ctypes.POINTER(Fa3Options)]
+        self.lib.flashlab_fa3_default_options.restype = ctypes.c_int
         if self.lib.flashlab_abi_version() != ABI_VERSION:
             raise RuntimeError(f"{path} has ABI version {self.lib.flashlab_abi_version()}; "
                                f"this mirror is of version {ABI_VERSION}")
@@ -183,6 +200,16 @@ class Flashlab:
 
     def forward(self, params):
         self._check(self.lib.flashlab_forward(ctypes.byref(params)))
+
+    def fa3_default_options(self):
+        """fa3's default switches, from the library (the one place they are written)."""
+        options = Fa3Options()
+        self._check(self.lib.flashlab_fa3_default_options(ctypes.byref(options)))
+        return options
+
+    def forward_fa3(self, params, options):
+        """flashlab_forward with fa3's switches (params.kernel must be FA3)."""
+        self._check(self.lib.flashlab_forward_fa3(ctypes.byref(params), ctypes.byref(options)))
 
     def _check(self, status):
         if status != 0:

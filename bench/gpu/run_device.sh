@@ -7,7 +7,8 @@
 # read one forward of each with Nsight Compute.
 #
 #   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench
-#                                        bench-backward decode ncu levels (default: all)
+#                                        bench-backward decode ablation ncu levels
+#                                        (default: all)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -19,7 +20,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize cli sweep bench bench-backward decode ncu levels}
+STEPS=${*:-build test sanitize cli sweep bench bench-backward decode ablation ncu levels}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -49,7 +50,8 @@ if want build; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
-        test_gpu_validate test_gpu_validate_decode flashlab flashlab_gpu_runner || exit 1
+        test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile flashlab \
+        flashlab_gpu_runner || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
   # uses tensor cores, how many of each instruction that matters made it into the SASS.
@@ -58,11 +60,19 @@ if want build; then
     /LDGSTS/ {g[f]++} /MUFU.EX2/ {e[f]++} /LDL|STL/ {s[f]++}
     END {for (f in h) printf "%s: HMMA %d LDSM %d LDGSTS %d MUFU.EX2 %d LDL/STL %d\n",
          f, h[f], m[f], g[f], e[f], s[f]}'
+  # fa3 must run on Hopper's own units: HGMMA (wgmma) and UTMALDG (TMA loads) in every fa3
+  # kernel, and no local memory (LDL/STL: spills or a register array indexed at run time).
+  cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /fa3_kernel/ {
+      if (!(f in n)) { n[f] = 1; kernels++ }; if (/HGMMA/) g[f]++; if (/UTMALDG/) t[f]++; if (/LDL|STL/) s[f]++ }
+    END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
+         if (!g[f] || !t[f] || s[f]) bad = 1 }; if (!kernels) bad = 1; exit bad}' \
+    || { echo "fa3 SASS check failed: HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
 fi
 
 if want test; then
   step "GPU tests"
-  for t in test_gpu test_gpu_abi test_gpu_info test_gpu_validate test_gpu_validate_decode; do
+  for t in test_gpu_hopper_tile test_gpu test_gpu_abi test_gpu_info test_gpu_validate \
+           test_gpu_validate_decode; do
     "$BUILD/tests/gpu/$t" 2>&1 | tee -a "$OUT/tests.log" | tail -4
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   done
@@ -135,10 +145,16 @@ if want decode; then
     --decode --csv "$OUT/bench_decode.csv" || status=1
 fi
 
+if want ablation; then
+  step "fa3's switches one at a time (d = 128, N = 8192, bf16) against cuDNN"
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
+    --ablation --csv "$OUT/ablation.csv" || status=1
+fi
+
 if want ncu; then
   step "Nsight Compute, one forward each"
   files=()
-  for impl in naive scalar fa2 flash; do
+  for impl in naive scalar fa2 fa3 flash; do
     ncu --clock-control none --profile-from-start off --print-units base --csv \
         --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
         --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" > "$OUT/ncu_$impl.csv" 2>&1 \

@@ -1,5 +1,6 @@
 // flashlab.h's C ABI over the C++ host API: every exception becomes a status, and its
 // message is kept per thread for flashlab_last_error().
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 #include "flashlab/gpu/backward.hpp"
 #include "flashlab/gpu/dropout.hpp"
@@ -95,6 +96,25 @@ flashlab_status flashlab_dropout_mask(const flashlab_dropout_mask_params* params
     return FLASHLAB_ERROR_NULL_POINTER;
   }
   return guarded([params] { flashlab::gpu::dropout_mask(*params); });
+flashlab_status flashlab_fa3_default_options(flashlab_fa3_options* out) {
+  if (out == nullptr) {
+    last_error = "out is NULL: pass a flashlab_fa3_options to fill";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  *out = flashlab::gpu::default_fa3_options();
+  last_error.clear();
+  return FLASHLAB_OK;
+}
+
+flashlab_status flashlab_forward_fa3(const flashlab_forward_params* params,
+                                     const flashlab_fa3_options* options) {
+  if (params == nullptr || options == nullptr) {
+    last_error = params == nullptr ? "params is NULL: pass a filled flashlab_forward_params"
+                                   : "options is NULL: pass a flashlab_fa3_options (see "
+                                     "flashlab_fa3_default_options)";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  return guarded([params, options] { flashlab::gpu::forward_fa3(*params, *options); });
 }
 
 flashlab_status flashlab_kernel_info(int32_t kernel, int64_t d, int32_t dtype,

@@ -4,8 +4,12 @@
 #include "../kernels/launch.hpp"
 #include "device_pointers.hpp"
 #include "flashlab/cpu/philox_rule.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
+
+#include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <string>
 
 namespace flashlab::gpu {
 namespace {
@@ -54,10 +58,44 @@ Problem make_problem(const flashlab_forward_params& p) {
   return problem;
 }
 
-}  // namespace
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw Error(FLASHLAB_ERROR_CUDA, std::string(what) + ": " + cudaGetErrorName(err) + " (" +
+                                         cudaGetErrorString(err) + ")");
+}
 
-void forward(const flashlab_forward_params& params) {
-  validate(params);
+bool is_flag(int32_t x) { return x == 0 || x == 1; }
+
+void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3_options& o) {
+  if (params.kernel != FLASHLAB_KERNEL_FA3)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 options were given for kernel = " + std::to_string(params.kernel) +
+                    ": they are for FLASHLAB_KERNEL_FA3 (" + std::to_string(FLASHLAB_KERNEL_FA3) +
+                    ") only; call flashlab_forward for the other kernels");
+  if (!is_flag(o.warp_specialized) || !is_flag(o.ping_pong) || !is_flag(o.intra_overlap))
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 options warp_specialized = " + std::to_string(o.warp_specialized) +
+                    ", ping_pong = " + std::to_string(o.ping_pong) + ", intra_overlap = " +
+                    std::to_string(o.intra_overlap) + ": each must be 0 (off) or 1 (on)");
+  if (o.stages < 1 || o.stages > fa3::kMaxStages)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 option stages = " + std::to_string(o.stages) + ": it must be in [1, " +
+                    std::to_string(fa3::kMaxStages) + "]");
+  const int64_t need = fa3::sram_bytes(params.d, flashlab_dtype(params.dtype), o.stages);
+  int device = 0, have = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&have, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  if (need > have)
+    throw Error(FLASHLAB_ERROR_UNSUPPORTED,
+                "fa3 with stages = " + std::to_string(o.stages) + " at d = " +
+                    std::to_string(params.d) + " needs " + std::to_string(need) +
+                    " bytes of shared memory per block; this device gives " +
+                    std::to_string(have) + ": use fewer stages");
+}
+
+// params are validated; the device pointers are checked here.
+void run(const flashlab_forward_params& params, const flashlab_fa3_options& fa3_options) {
   check_device_pointers(params);
   const Problem problem = make_problem(params);
   const auto stream = static_cast<cudaStream_t>(params.stream);
@@ -65,7 +103,30 @@ void forward(const flashlab_forward_params& params) {
     case FLASHLAB_KERNEL_NAIVE: launch_naive(problem, stream); break;
     case FLASHLAB_KERNEL_SCALAR: launch_scalar(problem, stream); break;
     case FLASHLAB_KERNEL_FA2: launch_fa2(problem, stream); break;
+    case FLASHLAB_KERNEL_FA3: launch_fa3(problem, fa3_options, stream); break;
   }
+}
+
+}  // namespace
+
+flashlab_fa3_options default_fa3_options() {
+  flashlab_fa3_options o;
+  o.warp_specialized = 1;
+  o.stages = fa3::kDefaultStages;
+  o.ping_pong = 1;
+  o.intra_overlap = 1;
+  return o;
+}
+
+void forward(const flashlab_forward_params& params) {
+  validate(params);
+  run(params, default_fa3_options());
+}
+
+void forward_fa3(const flashlab_forward_params& params, const flashlab_fa3_options& options) {
+  validate(params);
+  check_fa3_options(params, options);
+  run(params, options);
 }
 
 }  // namespace flashlab::gpu

@@ -38,6 +38,7 @@ std::optional<sim::Algorithm> mirror_program(flashlab_kernel kernel) {
     case FLASHLAB_KERNEL_NAIVE: return sim::Algorithm::naive_kernel;
     case FLASHLAB_KERNEL_SCALAR:
     case FLASHLAB_KERNEL_FA2: return sim::Algorithm::fa2;
+    case FLASHLAB_KERNEL_FA3: return std::nullopt;  // its mirror (TMA stages) is not written yet
   }
   return std::nullopt;
 }

@@ -27,7 +27,7 @@ std::vector<std::string> kernel_names();
 // "naive,scalar,fa2": the default of options that take a list of kernels.
 std::string kernel_list();
 std::optional<flashlab_kernel> kernel_by_name(std::string_view name);
-// "unknown GPU kernel `x`: the kernels are naive, scalar, fa2"
+// "unknown GPU kernel `x`: the kernels are naive, scalar, fa2, fa3"
 std::string unknown_kernel_message(std::string_view name);
 
 // Why the kernel does not take this d and dtype (the table's sentence), or "" when it does.

@@ -79,7 +79,9 @@ struct Prepared {
     check_cuda(cudaMemset(dO.ptr, kPoison, gO.elems * sizeof(In)), "poison O");
     const size_t lse_count = size_t(c.batch) * c.heads_q * c.n_q;
     check_cuda(cudaMemset(dL.ptr, kPoison, lse_count * sizeof(float)), "poison L");
-    if (flashlab_forward(&params) != FLASHLAB_OK)
+    const flashlab_status status =
+        c.fa3 ? flashlab_forward_fa3(&params, &*c.fa3) : flashlab_forward(&params);
+    if (status != FLASHLAB_OK)
       throw std::runtime_error(std::string("flashlab_forward: ") + flashlab_last_error());
     check_cuda(cudaDeviceSynchronize(), "kernel");
     std::vector<In> O(gO.elems);
@@ -183,7 +185,12 @@ std::string Case::describe() const {
          (dropout_p > 0 ? " dropout p=" + std::to_string(dropout_p) + " seed=" +
                               std::to_string(dropout_seed) + " offset=" +
                               std::to_string(dropout_offset)
-                        : "");
+                        : "") +
+         (fa3 ? " fa3{ws=" + std::to_string(fa3->warp_specialized) +
+                    " stages=" + std::to_string(fa3->stages) +
+                    " ping_pong=" + std::to_string(fa3->ping_pong) +
+                    " intra_overlap=" + std::to_string(fa3->intra_overlap) + "}"
+              : "");
 }
 
 Outcome run_case(const Case& c, uint64_t seed) {

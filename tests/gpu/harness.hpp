@@ -4,9 +4,11 @@
 // With dropout, both references apply the CPU reference's mask for the same (p, seed, offset).
 #pragma once
 
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,9 @@ struct Case {
   double dropout_p = 0;
   uint64_t dropout_seed = 0;
   uint32_t dropout_offset = 0;
+  // fa3 only: run through flashlab_forward_fa3 with these switches (unset: flashlab_forward,
+  // which uses the defaults).
+  std::optional<flashlab_fa3_options> fa3;
 
   std::string describe() const;
 };

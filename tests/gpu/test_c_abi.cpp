@@ -72,7 +72,7 @@ TEST_CASE("flashlab_kernel_info: unsupported, unknown and NULL") {
   CHECK(status_name(flashlab_kernel_info(7, 64, FLASHLAB_BF16, &info)) ==
         "FLASHLAB_ERROR_BAD_ARGUMENT");
   CHECK(std::string(flashlab_last_error()) ==
-        "kernel = 7 is unknown: use 0 (naive), 1 (scalar) or 2 (fa2)");
+        "kernel = 7 is unknown: use 0 (naive), 1 (scalar), 2 (fa2) or 3 (fa3)");
   CHECK(info.name == nullptr);  // nothing known about an unknown kernel
 
   CHECK(status_name(flashlab_kernel_info(FLASHLAB_KERNEL_FA2, 64, -1, &info)) ==

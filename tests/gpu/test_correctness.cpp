@@ -36,6 +36,10 @@ TEST_CASE("fa2 kernel matches the fp64 reference: bf16, N in {1..1023}, every d 
   square_sweep(FLASHLAB_KERNEL_FA2);
 }
 
+TEST_CASE("fa3 kernel matches the fp64 reference: bf16, N in {1..1023}, every d all kernels take, GQA") {
+  square_sweep(FLASHLAB_KERNEL_FA3);
+}
+
 TEST_CASE("every kernel at N = 4096, d = 128, causal and not") {
   for (flashlab_kernel kernel : all_kernels())
     for (flashlab_causal causal : kCausalModes) {

@@ -43,13 +43,15 @@ TEST_CASE("the list of kernels: one record per flashlab_kernel, found by id and 
     CHECK(!k.summary.empty());
     CHECK(k.head_dims.count <= FLASHLAB_MAX_HEAD_DIMS);
   }
-  CHECK(ids == std::set<int>{FLASHLAB_KERNEL_NAIVE, FLASHLAB_KERNEL_SCALAR, FLASHLAB_KERNEL_FA2});
+  CHECK(ids == std::set<int>{FLASHLAB_KERNEL_NAIVE, FLASHLAB_KERNEL_SCALAR, FLASHLAB_KERNEL_FA2,
+                            FLASHLAB_KERNEL_FA3});
   CHECK(names.size() == kKernels.size());
+  CHECK(find_kernel("fa3")->id == FLASHLAB_KERNEL_FA3);
   CHECK(find_kernel("fa2")->id == FLASHLAB_KERNEL_FA2);
   CHECK(find_kernel("scalar")->id == FLASHLAB_KERNEL_SCALAR);
   CHECK(find_kernel("naive")->id == FLASHLAB_KERNEL_NAIVE);
   CHECK(find_kernel("flash") == nullptr);
-  CHECK(find_kernel(int32_t{3}) == nullptr);
+  CHECK(find_kernel(int32_t{4}) == nullptr);
   CHECK(find_kernel(int32_t{-1}) == nullptr);
 }
 
@@ -132,6 +134,18 @@ TEST_CASE("the ladder's configurations") {
   CHECK(scalar_64.s.level == FLASHLAB_MEMORY_SRAM);
   CHECK(scalar_64.pointer_align_bytes == 2);
 
+  // fa3: two consumer warpgroups of 64 rows, a producer warpgroup, 128-key tiles, and
+  // 1024 bytes of alignment slack + sQ + 2 stages x (sK, sV) + 1024 bytes of barriers.
+  const KernelConfig fa3_128 = kernel_config(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_BF16);
+  CHECK(fa3_128.Br == 128);
+  CHECK(fa3_128.Bc == 128);
+  CHECK(fa3_128.threads == 384);
+  CHECK(fa3_128.blocks_per_sm == 1);
+  CHECK(fa3_128.sram_bytes == 1024 + 2 * (128 * 128 + 2 * 2 * 128 * 128) + 1024);
+  CHECK(fa3_128.stride_align_elements == 8);
+  CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 3) == 1024 + 2 * (128 * 128 + 3 * 2 * 128 * 128) + 1024);
+  CHECK(!supports(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_FP32));
+
   const KernelConfig naive = kernel_config(FLASHLAB_KERNEL_NAIVE, 59, FLASHLAB_FP16);
   CHECK(naive.Br == 0);
   CHECK(naive.Bc == 0);
@@ -175,11 +189,11 @@ TEST_CASE("unsupported or unknown dtype, unknown kernel") {
     CHECK(info.reason == "dtype = " + std::to_string(dtype) +
                              " is unknown: use 0 (fp32), 1 (fp16) or 2 (bf16)");
   }
-  for (int32_t kernel : {-1, 3, std::numeric_limits<int32_t>::min()}) {
+  for (int32_t kernel : {-1, 4, std::numeric_limits<int32_t>::min()}) {
     const KernelInfo info = kernel_info(kernel, 64, FLASHLAB_BF16);
     CHECK(info.kernel == nullptr);
     CHECK(info.reason == "kernel = " + std::to_string(kernel) +
-                             " is unknown: use 0 (naive), 1 (scalar) or 2 (fa2)");
+                             " is unknown: use 0 (naive), 1 (scalar), 2 (fa2) or 3 (fa3)");
   }
 }
 

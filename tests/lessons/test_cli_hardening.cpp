@@ -69,7 +69,7 @@ TEST_CASE("integer options are decimal, refused out of range, never clamped") {
 
 TEST_CASE("compare's kernels are the ladder's, each named once") {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--kernels foo", "unknown GPU kernel `foo`: the kernels are naive, scalar, fa2"},
+           {"--kernels foo", "unknown GPU kernel `foo`: the kernels are naive, scalar, fa2, fa3"},
            {"--kernels fa2,fa2", "names fa2 twice"},
            {"--kernels ''", "--kernels is empty"}}) {
     CAPTURE(args);

@@ -71,11 +71,14 @@ typedef enum flashlab_causal {
  * flashlab_kernel_info() below (in C++, flashlab/gpu/kernel_info.hpp, where they are written).
  *   NAIVE:  cuBLAS S = Q K^T, softmax kernel, cuBLAS O = P V; S (fp32) and P live in HBM.
  *   SCALAR: one thread per query row, fp32 arithmetic, online softmax.
- *   FA2:    tensor cores (mma.sync), cp.async double buffering. */
+ *   FA2:    tensor cores (mma.sync), cp.async double buffering.
+ *   FA3:    Hopper (sm_90a): TMA loads, wgmma, a producer warpgroup and two consumer
+ *           warpgroups over a pipeline of K/V stages. */
 typedef enum flashlab_kernel {
   FLASHLAB_KERNEL_NAIVE = 0,
   FLASHLAB_KERNEL_SCALAR = 1,
-  FLASHLAB_KERNEL_FA2 = 2
+  FLASHLAB_KERNEL_FA2 = 2,
+  FLASHLAB_KERNEL_FA3 = 3
 } flashlab_kernel;
 
 /* Where a kernel keeps an intermediate (flashlab_kernel_info_t's s_level and w_level). */

@@ -1,6 +1,7 @@
 // The C++ host API of gpu/: the same call as flashlab.h's C ABI, with errors as exceptions.
 #pragma once
 
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 
 #include <stdexcept>
@@ -27,7 +28,15 @@ struct Error : std::runtime_error {
 // pointer is device or managed memory.
 void validate(const flashlab_forward_params& params);
 
-// Validates, then enqueues the forward pass on params.stream. Throws Error.
+// Validates, then enqueues the forward pass on params.stream. Throws Error. The fa3 kernel
+// runs with default_fa3_options().
 void forward(const flashlab_forward_params& params);
+
+// fa3's switches (flashlab/fa3.h): the defaults, and forward() with the caller's. Throws
+// Error with FLASHLAB_ERROR_BAD_ARGUMENT for another kernel than fa3 or a switch out of
+// range, FLASHLAB_ERROR_UNSUPPORTED for a combination that is not compiled or stages whose
+// SRAM the device does not have.
+flashlab_fa3_options default_fa3_options();
+void forward_fa3(const flashlab_forward_params& params, const flashlab_fa3_options& options);
 
 }  // namespace flashlab::gpu

@@ -338,6 +338,65 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 }
 }  // namespace decode
 
+// 06_fa3.cu: Hopper. TMA brings Q once and K, V tiles into a ring of `stages` SRAM buffers
+// (a producer warpgroup issues the copies); two consumer warpgroups of 64 query rows each run
+// S = Q K^T and U += W V as wgmma (Q, K, V from SRAM; W from registers).
+//   Br = 128: 2 consumer warpgroups x 64 rows (wgmma's M is 64 per warpgroup).
+//   Bc = 128 for d = 64 and d = 128. Registers of a consumer thread (setmaxnreg 240): S is a
+//     (64, Bc) fp32 accumulator spread over 128 threads = Bc / 2 = 64 registers, U is
+//     d / 2 = 64 at d = 128, W in bf16 is half of S = 32, and W of the next tile (computed
+//     while U += W V still runs, intra-warpgroup overlap) another 32: 192 of 240 at d = 128
+//     (ptxas: no spills). Bc = 176 would need 88 + 64 + 44 + 44 = 240 before any address,
+//     mask or softmax state, so 128 it is.
+//   SRAM (d = 128, bf16): sQ (128, 128) 32 KiB + stages x (sK + sV) 2 x 32 KiB; 3 stages =
+//     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB. At d = 64 half of that.
+//   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
+//     consumer thread issues the copies itself between its tiles.
+// The tiles are in SRAM in TMA's 128-byte swizzle, d split in slabs of 64 elements (128 bytes,
+// the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
+namespace fa3 {
+inline constexpr int kWarpgroupThreads = 4 * kWarpSize;  // wgmma is issued by 4 warps
+inline constexpr int kConsumerWarpgroups = 2;
+inline constexpr int kRowsPerConsumer = 64;  // wgmma's M
+inline constexpr int kBr = kConsumerWarpgroups * kRowsPerConsumer;
+inline constexpr int kBc = 128;
+inline constexpr int kMaxStages = 3;
+inline constexpr int kDefaultStages = 2;
+inline constexpr int kSlab = 64;           // elements of d per 128-byte swizzled row
+inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base alignment
+inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
+inline constexpr int kBarrierBytes = 1024; // mbarriers (Q, full and empty per stage), padded
+constexpr int threads(bool warp_specialized) {
+  return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
+}
+// sQ (Br, d), then stages x (sK (Bc, d), sV (Bc, d)), then the barriers; 1024 bytes of slack
+// so the kernel can round the dynamic SRAM base up to the swizzle atom.
+constexpr int64_t tile_bytes(int64_t rows, int64_t d, flashlab_dtype dtype) {
+  return rows * d * dtype_bytes(dtype);
+}
+constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
+  return kSwizzleAtom + tile_bytes(kBr, d, dtype) + stages * 2 * tile_bytes(kBc, d, dtype) +
+         kBarrierBytes;
+}
+inline constexpr int64_t kMaxSramPerBlock = 232448;  // H200, with the opt-in attribute
+static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
+              "three stages of d = 128 fit an H200 block");
+constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
+  KernelConfig c;
+  c.Br = kBr;
+  c.Bc = kBc;
+  c.threads = threads(true);
+  c.sram_bytes = sram_bytes(d, dtype, kDefaultStages);
+  c.blocks_per_sm = 1;
+  c.s = {FLASHLAB_MEMORY_REGISTERS, FLASHLAB_FP32};
+  c.w = {FLASHLAB_MEMORY_REGISTERS, dtype};  // rounded to the input dtype: wgmma's A operand
+  c.kv_passes = 1;
+  c.pointer_align_bytes = kAlignBytes;
+  c.stride_align_elements = int(kAlignBytes / dtype_bytes(dtype));
+  return c;
+}
+}  // namespace fa3
+
 // The ladder, simplest first: the one list of kernels.
 inline constexpr std::array kKernels = {
     KernelRecord{FLASHLAB_KERNEL_NAIVE, "naive",
@@ -353,6 +412,10 @@ inline constexpr std::array kKernels = {
                  HeadDims{{64, 128}, 2},
                  {dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)},
                  /*dropout=*/true},
+    KernelRecord{FLASHLAB_KERNEL_FA3, "fa3",
+                 "FlashAttention-3 (Hopper): TMA, wgmma, producer/consumer warpgroups",
+                 HeadDims{{64, 128}, 2},
+                 {dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
 };
 
 // The record of a kernel, or nullptr for an id or name that is not in the ladder.
@@ -385,6 +448,7 @@ constexpr KernelConfig kernel_config(flashlab_kernel kernel, int64_t d, flashlab
     case FLASHLAB_KERNEL_NAIVE: return naive::config(dtype);
     case FLASHLAB_KERNEL_SCALAR: return scalar::config(d, dtype);
     case FLASHLAB_KERNEL_FA2: return fa2::config(d, dtype);
+    case FLASHLAB_KERNEL_FA3: return fa3::config(d, dtype);
   }
   return {};
 }

@@ -1,0 +1,539 @@
+// 06_fa3: FlashAttention-3 on Hopper (sm_90a). What it adds over 03_fa2:
+//   - TMA (hopper/tma.cuh): one thread copies a whole (rows, 64) slab of Q, K or V with one
+//     instruction; the bytes land in SRAM in the 128-byte swizzle that wgmma reads, and
+//     complete on an mbarrier. Rows past N are zero-filled by the copy engine.
+//   - wgmma (hopper/wgmma.cuh): a warpgroup (4 warps) owns 64 query rows and multiplies
+//     asynchronously: S = Q K^T with Q and K read straight from SRAM, U += W V with W from
+//     registers (the softmax output, rounded to bf16/fp16) and V from SRAM.
+//   - warp specialisation: warpgroup 0 is the producer. One of its warps walks the KV tiles
+//     ahead of the consumers (an elected lane issues each copy), as far as the `stages`
+//     buffers of the K and V rings allow (hopper/pipeline.cuh), and the warpgroup hands most
+//     of its registers to the two consumer warpgroups (setmaxnreg 24 / 240), which only
+//     compute. Switched off, there is no producer: warp 0 of the first consumer issues the
+//     copies itself, between its own tiles.
+//   - ping-pong: the two consumer warpgroups take turns through two named barriers: one
+//     issues its matmuls (U += W_j V_j, S_{j+1} = Q K_{j+1}^T) and passes the turn, then runs
+//     its softmax while the other's matmuls occupy the tensor cores.
+//   - intra-warpgroup overlap: S_{j+1} is issued before U += W_j V_j and waited for first,
+//     so the softmax of S_{j+1} runs while the tensor cores still work on W_j V_j; U is
+//     rescaled by alpha once that product has landed.
+// Each consumer's loop is cut into sections: section 0 computes S_0 and its softmax;
+// section j (1 <= j <= Tc) issues U += W_{j-1} V_{j-1} and, when j < Tc, S_j, then runs the
+// softmax of S_j. The per-tile algebra and its names are fa2's and the CPU reference's:
+//   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); m = m'
+//   accumulate: l = alpha l + rowsum W; U = alpha U + W V
+// (W goes from the softmax straight into bf16/fp16 A-operand registers, never over S: S is
+// a wgmma accumulator, and writing it while U += W V runs would make ptxas serialise them.)
+//   finalize:   O = U / l, L = m + log l (a row that saw no key: O = 0, L = -inf)
+// Causal: KV tiles wholly in the future of the block's last row are never loaded; only
+// tiles that cross the diagonal (or the ragged end of N_k) are masked, in registers.
+// Tiles, stages, threads and SRAM: fa3:: in flashlab/gpu/kernel_info.hpp; the switches:
+// flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
+#include "common.cuh"
+#include "hopper/pipeline.cuh"
+#include "hopper/tma.cuh"
+#include "hopper/wgmma.cuh"
+#include "launch.hpp"
+#include "ptx.cuh"
+
+namespace flashlab::gpu {
+namespace {
+
+using fa3::kBc;
+using fa3::kBr;
+using fa3::kMaxStages;
+using fa3::kSlab;
+using hopper::Stage;
+
+constexpr int kConsumerWarpgroups = fa3::kConsumerWarpgroups;
+constexpr int kWarpgroupThreads = fa3::kWarpgroupThreads;
+constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
+static_assert(fa3::kRowsPerConsumer == hopper::kWgmmaM, "a consumer owns one wgmma M");
+static_assert(kConsumerWarpgroups == 2, "ping-pong pairs two consumer warpgroups");
+// Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536,
+// exactly what 384 threads x 168 (the cap __launch_bounds__(384, 1) gives) add up to.
+constexpr int kProducerRegisters = 24;
+constexpr int kConsumerRegisters = 240;
+constexpr unsigned kFullWarp = 0xffffffffu;
+// Named barriers 1 and 2: "consumer warpgroup 0 (1) may issue its matmuls" (0 is
+// __syncthreads); each is passed by the 128 threads that wait on it and the 128 that arrive.
+constexpr int kTurnBarrier0 = 1;
+
+template <class T, int D>
+struct Tiles {
+  static constexpr int kSlabs = D / kSlab;
+  static constexpr int kQElems = kBr * D;   // sQ (Br, D)
+  static constexpr int kKVElems = kBc * D;  // one sK or sV (Bc, D)
+  static constexpr uint32_t kQBytes = kQElems * sizeof(T);
+  static constexpr uint32_t kKVBytes = kKVElems * sizeof(T);
+  static_assert(D % kSlab == 0 && kBc % 8 == 0);
+  static_assert((kBr * kSlab * sizeof(T)) % fa3::kSwizzleAtom == 0 &&
+                    (kBc * kSlab * sizeof(T)) % fa3::kSwizzleAtom == 0,
+                "every slab of every tile starts on a swizzle atom");
+};
+
+struct TensorMaps {
+  hopper::TensorMap q, k, v;
+};
+
+// The SRAM of one block: the barriers, then sQ, then the K ring and the V ring. Every tile
+// is D / 64 slabs of (rows, 64), one after the other.
+template <class T, int D>
+struct Sram {
+  hopper::PipelineBarriers<kMaxStages>* bars;
+  T* sQ;  // (Br, D)
+  T* sK;  // (stages, Bc, D)
+  T* sV;  // (stages, Bc, D)
+  __device__ __forceinline__ Sram(unsigned char* raw, int stages) {
+    const uint32_t pad =
+        (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
+    unsigned char* base = raw + pad;
+    bars = reinterpret_cast<hopper::PipelineBarriers<kMaxStages>*>(base);
+    sQ = reinterpret_cast<T*>(base + fa3::kBarrierBytes);
+    sK = sQ + Tiles<T, D>::kQElems;
+    sV = sK + stages * Tiles<T, D>::kKVElems;
+  }
+  __device__ __forceinline__ T* k_tile(int index) const {
+    return sK + index * Tiles<T, D>::kKVElems;
+  }
+  __device__ __forceinline__ T* v_tile(int index) const {
+    return sV + index * Tiles<T, D>::kKVElems;
+  }
+};
+static_assert(sizeof(hopper::PipelineBarriers<kMaxStages>) <= fa3::kBarrierBytes);
+
+// The producer's work, for one block: Q once, then K_j and V_j into their rings. Each call
+// is made by a whole warp: every lane waits for the buffer, one elected lane issues.
+template <class T, int D>
+struct Loader {
+  const TensorMaps* maps;
+  Sram<T, D> sram;
+  int stages, b, h, hk, q0;
+
+  __device__ __forceinline__ void load_q() const {
+    uint64_t* bar = &sram.bars->q_full;
+    if (hopper::elect_one_lane()) {
+      hopper::mbarrier_arrive_expect_tx(bar, Tiles<T, D>::kQBytes);
+#pragma unroll
+      for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
+        hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q.map, bar, s * kSlab, q0,
+                            h * maps->q.head_step, b * maps->q.batch_step);
+    }
+    __syncwarp();
+  }
+  // Tile j of K (or V) into its ring buffer.
+  __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
+                                          const hopper::TensorMap* map, int j) const {
+    const Stage st(j, stages);
+    ring.producer_acquire(st);
+    if (hopper::elect_one_lane()) {
+      uint64_t* bar = ring.producer_expect(st, Tiles<T, D>::kKVBytes);
+      T* sX = tiles + st.index * Tiles<T, D>::kKVElems;
+#pragma unroll
+      for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
+        hopper::tma_load_4d(sX + s * kBc * kSlab, &map->map, bar, s * kSlab, j * kBc,
+                            hk * map->head_step, b * map->batch_step);
+    }
+    __syncwarp();
+  }
+  __device__ __forceinline__ void load_k(int j) const {
+    load_kv(sram.bars->k, sram.sK, &maps->k, j);
+  }
+  __device__ __forceinline__ void load_v(int j) const {
+    load_kv(sram.bars->v, sram.sV, &maps->v, j);
+  }
+};
+
+// ---- The consumer's per-tile algebra, on one thread's share of a (64, Bc) tile ----------
+// The thread holds rows g and g + 8 of its warp's 16 (g = lane / 4): element 4 nt + e of rS
+// is row g + 8 (e / 2), key 8 nt + 2 (lane % 4) + e % 2 (wgmma's accumulator layout).
+constexpr int kSRegs = kBc / 2;  // (64, Bc) fp32 over 128 threads
+
+struct SoftmaxState {
+  float m[2];  // the base, in raw score units, of rows g and g + 8
+  float l[2];  // this thread's share of the row sums; the quad's total is taken in finalize
+};
+
+// Whether the score in element i of the thread's share is masked: its key is past N_k or,
+// under the causal mask, in its row's future.
+__device__ __forceinline__ bool is_masked(int i, int row_g, int k0, int lane, const Problem& p) {
+  const int row = row_g + ((i % 4) / 2) * 8;
+  const int key = k0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
+  return key >= p.n_k || (p.causal && key > row + p.causal_offset);
+}
+
+// The four threads of a quad hold one row's scores between them.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullWarp, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFullWarp, x, 1);
+  return x + __shfl_xor_sync(kFullWarp, x, 2);
+}
+
+// Where this thread's scores of one tile start, to mask them (mask = false: nothing to mask).
+struct TileMask {
+  bool mask;
+  int row_g, k0, lane;
+};
+
+// m' = max(m, rowmax S); alpha = 2^((m - m') s); W = 2^(S s - m' s); l = alpha l + rowsum W;
+// m = m' (flashlab::cpu::update and the l half of accumulate), with s = scale * log2(e).
+// Masked scores count as -inf. S is only read: it is a wgmma accumulator, and with
+// intra-warpgroup overlap writing to it while the product with V is still running would make
+// ptxas serialise the two. W goes straight into rW_next as the A operand of U += W V, in T:
+// the two accumulator tiles of keys 16 kk .. 16 kk + 15 are exactly one A fragment
+// (wgmma.cuh). U's half of accumulate (alpha U, then + W V) is the caller's, since U may
+// still be being written by the tensor cores here.
+template <class T>
+__device__ __forceinline__ void online_softmax(SoftmaxState& state, const float (&rS)[kSRegs],
+                                               const TileMask& tm, const Problem& p,
+                                               float (&alpha)[2], uint32_t (&rW_next)[kBc / 16][4],
+                                               float scale_log2) {
+  const auto score = [&](int i) {
+    return tm.mask && is_masked(i, tm.row_g, tm.k0, tm.lane, p) ? -INFINITY : rS[i];
+  };
+  float base[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kBc / 8; ++nt)
+      tile_max = fmaxf(tile_max, fmaxf(score(4 * nt + 2 * r), score(4 * nt + 2 * r + 1)));
+    const float m_new = fmaxf(state.m[r], quad_max(tile_max));
+    // A row that has seen only masked keys still has m' = -inf: exponentiate against 0
+    // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0.
+    base[r] = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
+    alpha[r] = ptx::exp2_approx(state.m[r] * scale_log2 - base[r]);
+    state.m[r] = m_new;
+  }
+  float row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int kk = 0; kk < kBc / 16; ++kk)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // A register q: row g + 8 (q % 2), keys + 8 (q / 2)
+      const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2), r = q % 2;
+      const float w0 = ptx::exp2_approx(fmaf(score(i), scale_log2, -base[r]));
+      const float w1 = ptx::exp2_approx(fmaf(score(i + 1), scale_log2, -base[r]));
+      row_sum[r] += w0 + w1;
+      rW_next[kk][q] = ptx::pack2<T>(w0, w1);
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) state.l[r] = alpha[r] * state.l[r] + row_sum[r];
+}
+
+// U = alpha U: elements 0, 1 of each accumulator tile are row g, 2, 3 row g + 8.
+template <int D>
+__device__ __forceinline__ void rescale(float (&rU)[D / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) rU[i] *= alpha[(i % 4) / 2];
+}
+
+// Issues S = Q K_j^T for the warpgroup's 64 rows: D / 16 instructions over d, committed as
+// one group. sQ_rows points at the warpgroup's row 0 of slab 0 of sQ.
+template <class T, int D>
+__device__ __forceinline__ void issue_scores(float (&rS)[kSRegs], const T* sQ_rows, const T* sK) {
+#pragma unroll
+  for (int kk = 0; kk < D / hopper::kWgmmaK; ++kk) {
+    const int slab = kk * hopper::kWgmmaK / kSlab, col = kk * hopper::kWgmmaK % kSlab;
+    const uint64_t a = hopper::descriptor_k_major(sQ_rows + slab * kBr * kSlab + col);
+    const uint64_t b = hopper::descriptor_k_major(sK + slab * kBc * kSlab + col);
+    hopper::wgmma_ss<T, kBc>(rS, a, b, /*scale_d=*/kk > 0);
+  }
+  hopper::wgmma_commit();
+}
+
+// Issues U += W V_j: Bc / 16 instructions over the keys, committed as one group.
+template <class T, int D>
+__device__ __forceinline__ void issue_values(float (&rU)[D / 2], const uint32_t (&rW)[kBc / 16][4],
+                                             const T* sV) {
+#pragma unroll
+  for (int kk = 0; kk < kBc / hopper::kWgmmaK; ++kk) {
+    const uint64_t b = hopper::descriptor_mn_major(sV + kk * hopper::kWgmmaK * kSlab, kBc);
+    hopper::wgmma_rs<T, D>(rU, rW[kk], b, /*scale_d=*/1);
+  }
+  hopper::wgmma_commit();
+}
+
+// Ping-pong: wait for this warpgroup's turn to issue matmuls; hand the turn to the other.
+__device__ __forceinline__ void wait_turn(int consumer) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(kTurnBarrier0 + consumer), "n"(kConsumerThreads)
+               : "memory");
+}
+__device__ __forceinline__ void pass_turn(int consumer) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(kTurnBarrier0 + (1 - consumer)), "n"(kConsumerThreads)
+               : "memory");
+}
+
+// How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
+// the block's last row + offset are in every row's future and are never loaded.
+__device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
+  int n_keys = p.n_k;
+  if (p.causal) {
+    const int last_row = min(q0 + kBr, p.n_q) - 1;
+    n_keys = max(0, min(p.n_k, last_row + p.causal_offset + 1));
+  }
+  return (n_keys + kBc - 1) / kBc;
+}
+
+// Whether KV tile [k0, k0 + Bc) needs masking for query rows from `first_row` on.
+__device__ __forceinline__ bool tile_needs_mask(const Problem& p, int first_row, int k0) {
+  return k0 + kBc > p.n_k || (p.causal && k0 + kBc - 1 > first_row + p.causal_offset);
+}
+
+// The run-time switches (flashlab/fa3.h) the kernel reads; the other two are template
+// parameters, since they change what lives in registers.
+struct Switches {
+  int stages;
+  bool ping_pong;
+};
+
+struct Fa3Params {
+  Problem p;
+  Switches sw;
+};
+
+// O = U / l and L = m + log l (flashlab::cpu::finalize) for the thread's two rows.
+template <class T, int D>
+__device__ __forceinline__ void finalize(const SoftmaxState& state, const float (&rU)[D / 2],
+                                         const Problem& p, int b, int h, int row_g, int lane,
+                                         float scale_log2) {
+  T* gO = static_cast<T*>(p.o) + b * p.o_stride.batch + h * p.o_stride.head;  // (N_q, D)
+  float* gL = p.lse ? p.lse + (size_t(b) * p.heads_q + h) * p.n_q : nullptr;  // (N_q)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l_row = quad_sum(state.l[r]);
+    const int row = row_g + r * 8;
+    if (row >= p.n_q) continue;
+    const float inv_l = l_row > 0.0f ? 1.0f / l_row : 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const int col = nt * 8 + (lane % 4) * 2;
+      *reinterpret_cast<uint32_t*>(gO + row * p.o_stride.row + col) =
+          ptx::pack2<T>(rU[4 * nt + 2 * r] * inv_l, rU[4 * nt + 2 * r + 1] * inv_l);
+    }
+    if (gL != nullptr && lane % 4 == 0)
+      gL[row] = l_row > 0.0f ? (state.m[r] * scale_log2 + log2f(l_row)) * kLn2 : -INFINITY;
+  }
+}
+
+// One consumer warpgroup's 64 rows, from the first tile to O. `issues` is true only without
+// warp specialisation, for the one warp (warp 0 of consumer 0) that then issues the copies.
+template <class T, int D, bool kIntraOverlap>
+__device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
+                                        int consumer, int Tc, int q0, int b, int h,
+                                        const Loader<T, D>& loader, bool issues) {
+  const Problem& p = params.p;
+  const int stages = params.sw.stages;
+  const bool ping_pong = params.sw.ping_pong;
+  const int t = threadIdx.x % kWarpgroupThreads;
+  const int warp = t / kWarpSize, lane = t % kWarpSize;
+  const int first_row = q0 + consumer * fa3::kRowsPerConsumer;
+  const int row_g = first_row + warp * 16 + lane / 4;
+  const float scale_log2 = p.scale * kLog2e;
+  const T* sQ_rows = sram.sQ + consumer * fa3::kRowsPerConsumer * kSlab;
+  hopper::Ring<kMaxStages>& k_ring = sram.bars->k;
+  hopper::Ring<kMaxStages>& v_ring = sram.bars->v;
+
+  SoftmaxState state = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+  float rU[D / 2];                // (64, D) of U = sum of W V, not divided by l
+  float rS[kSRegs];               // (64, Bc) of S
+  uint32_t rW[kBc / 16][4];       // W_{j-1} in T, the A operand of U += W V
+  uint32_t rW_next[kBc / 16][4];  // W_j, computed while U += W_{j-1} V_{j-1} may still run
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
+  const auto mask_of = [&](int k0) {
+    return TileMask{tile_needs_mask(p, first_row, k0), row_g, k0, lane};
+  };
+
+  hopper::mbarrier_wait(&sram.bars->q_full, 0);
+  // Ping-pong: consumer 0 goes first; consumer 1 hands it the first turn. Each then waits
+  // Tc + 1 times (sections 0..Tc), and consumer 1 skips its last hand-over, which no one
+  // would wait for.
+  if (ping_pong && consumer == 1 && Tc > 0) pass_turn(1);
+
+  // Section 0: S_0 and its softmax.
+  if (Tc > 0) {
+    k_ring.consumer_wait(Stage(0, stages));
+    if (ping_pong) wait_turn(consumer);
+    hopper::wgmma_fence();
+    issue_scores<T, D>(rS, sQ_rows, sram.k_tile(Stage(0, stages).index));
+    if (ping_pong) pass_turn(consumer);
+    hopper::wgmma_wait<0>();
+    hopper::fence_registers(rS);
+    k_ring.consumer_release(Stage(0, stages));
+    if (issues && stages < Tc) loader.load_k(stages);
+    float alpha[2];  // U is 0: nothing to rescale
+    online_softmax<T>(state, rS, mask_of(0), p, alpha, rW, scale_log2);
+  }
+
+  // Section j: U += W_{j-1} V_{j-1}, and S_j with its softmax while j < Tc.
+  for (int j = 1; j <= Tc; ++j) {
+    const bool has_next = j < Tc;
+    const Stage k_st(j, stages), v_st(j - 1, stages);
+    if (has_next) k_ring.consumer_wait(k_st);
+    v_ring.consumer_wait(v_st);
+    if (ping_pong) wait_turn(consumer);
+    hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
+    if (kIntraOverlap) {
+      if (has_next) issue_scores<T, D>(rS, sQ_rows, sram.k_tile(k_st.index));
+      issue_values<T, D>(rU, rW, sram.v_tile(v_st.index));
+    } else {
+      issue_values<T, D>(rU, rW, sram.v_tile(v_st.index));
+      if (has_next) issue_scores<T, D>(rS, sQ_rows, sram.k_tile(k_st.index));
+    }
+    if (ping_pong && !(consumer == 1 && j == Tc)) pass_turn(consumer);
+
+    float alpha[2];
+    if (kIntraOverlap && has_next) {
+      hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
+      hopper::fence_registers(rS);
+      k_ring.consumer_release(k_st);
+      online_softmax<T>(state, rS, mask_of(j * kBc), p, alpha, rW_next, scale_log2);
+      hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
+      hopper::fence_registers(rU);
+      v_ring.consumer_release(v_st);
+    } else {
+      hopper::wgmma_wait<0>();
+      hopper::fence_registers(rS);
+      hopper::fence_registers(rU);
+      if (has_next) k_ring.consumer_release(k_st);
+      v_ring.consumer_release(v_st);
+      if (has_next) online_softmax<T>(state, rS, mask_of(j * kBc), p, alpha, rW_next, scale_log2);
+    }
+    if (issues) {  // no producer warpgroup: refill the buffers just released
+      if (has_next && j + stages < Tc) loader.load_k(j + stages);
+      if (j - 1 + stages < Tc) loader.load_v(j - 1 + stages);
+    }
+    if (has_next) {
+      rescale<D>(rU, alpha);
+#pragma unroll
+      for (int kk = 0; kk < kBc / 16; ++kk)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) rW[kk][q] = rW_next[kk][q];
+    }
+  }
+  finalize<T, D>(state, rU, p, b, h, row_g, lane, scale_log2);
+}
+
+// Per-block set-up shared by both arrangements: barriers, the query tile, the KV range.
+template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap>
+__global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
+    fa3_kernel(const __grid_constant__ Fa3Params params, const __grid_constant__ TensorMaps maps) {
+  extern __shared__ __align__(128) unsigned char raw_sram[];
+  const Problem& p = params.p;
+  const Sram<T, D> sram(raw_sram, params.sw.stages);
+
+  // Causal query tiles differ in work; the longest (last) ones are scheduled first.
+  const int i = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int q0 = i * kBr;
+  const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group_size;
+  const int Tc = kv_tile_count(p, q0);
+  const Loader<T, D> loader{&maps, sram, params.sw.stages, b, h, hk, q0};
+
+  if (threadIdx.x == 0) {
+    sram.bars->init(params.sw.stages, kConsumerThreads);
+    hopper::fence_barrier_init();
+  }
+  __syncthreads();
+
+  // Read through a shuffle from lane 0, the warpgroup's index is visibly the same in every
+  // lane: ptxas then knows the role branches below are warp-uniform, which it needs to keep
+  // the wgmma of a consumer asynchronous rather than serialise them.
+  const int warpgroup = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpgroupThreads, 0);
+  if constexpr (kWarpSpecialized) {
+    if (warpgroup == 0) {  // the producer
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+      if (threadIdx.x / kWarpSize == 0) {  // one warp; its elected lane issues the copies
+        hopper::tma_prefetch_map(&maps.k.map);
+        hopper::tma_prefetch_map(&maps.v.map);
+        loader.load_q();
+        for (int j = 0; j < Tc; ++j) {
+          loader.load_k(j);
+          loader.load_v(j);
+        }
+      }
+    } else {
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+      consume<T, D, kIntraOverlap>(params, sram, warpgroup - 1, Tc, q0, b, h, loader, false);
+    }
+  } else {
+    // No producer: warp 0 issues Q and the first `stages` tiles now, and each later tile as
+    // soon as its buffer is released (in consume).
+    const bool issues = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpSize, 0) == 0;
+    if (issues) {
+      loader.load_q();
+      for (int j = 0; j < min(params.sw.stages, Tc); ++j) {
+        loader.load_k(j);
+        loader.load_v(j);
+      }
+    }
+    consume<T, D, kIntraOverlap>(params, sram, warpgroup, Tc, q0, b, h, loader, issues);
+  }
+}
+
+// ---- Host side --------------------------------------------------------------------------
+
+template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap>
+void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t stream) {
+  constexpr flashlab_dtype dtype = kDtypeOf<T>;
+  constexpr KernelConfig config = fa3::config(D, dtype);
+  static_assert(config.Br == kBr && config.Bc == kBc);
+  static_assert(Tiles<T, D>::kQBytes == fa3::tile_bytes(kBr, D, dtype) &&
+                    Tiles<T, D>::kKVBytes == fa3::tile_bytes(kBc, D, dtype),
+                "the kernel carves up the SRAM that kernel_info.hpp says it takes");
+  const int64_t sram_bytes = fa3::sram_bytes(D, dtype, options.stages);
+  const auto kernel = fa3_kernel<T, D, kWarpSpecialized, kIntraOverlap>;
+  throw_if_cuda_error(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sram_bytes)),
+      "fa3 kernel shared memory");
+  TensorMaps maps;
+  maps.q = hopper::make_tensor_map("Q", p.q, p.q_stride, p.batch, p.heads_q, p.n_q, D, dtype, kBr);
+  maps.k = hopper::make_tensor_map("K", p.k, p.k_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
+  maps.v = hopper::make_tensor_map("V", p.v, p.v_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
+  const Fa3Params params{p, {options.stages, options.ping_pong != 0}};
+  const dim3 grid((p.n_q + kBr - 1) / kBr, p.heads_q, p.batch);
+  kernel<<<grid, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
+  check_launch("fa3_kernel");
+}
+
+// Every switch is compiled at the ablation's shape (bf16, d = 128); other (d, dtype) have
+// the default arrangement only, which keeps the library's build time in check.
+template <class T, int D>
+void launch_switched(const Problem& p, const flashlab_fa3_options& o, cudaStream_t stream) {
+  const bool ws = o.warp_specialized != 0, overlap = o.intra_overlap != 0;
+  if (ws && overlap) return launch<T, D, true, true>(p, o, stream);
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && D == 128) {
+    if (ws) return launch<T, D, true, false>(p, o, stream);
+    if (overlap) return launch<T, D, false, true>(p, o, stream);
+    return launch<T, D, false, false>(p, o, stream);
+  }
+  throw Error(FLASHLAB_ERROR_UNSUPPORTED,
+              "fa3 with warp_specialized = " + std::to_string(o.warp_specialized) +
+                  " and intra_overlap = " + std::to_string(o.intra_overlap) + " is compiled " +
+                  "for bf16 at d = 128 only; at other (d, dtype) both must be 1");
+}
+
+template <class T>
+void launch_for_d(const Problem& p, const flashlab_fa3_options& o, cudaStream_t stream) {
+  static_assert(find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.count == 2 &&
+                    find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.values[0] == 64 &&
+                    find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.values[1] == 128,
+                "a head dimension in the table needs its instantiation here");
+  if (p.d == 64)
+    launch_switched<T, 64>(p, o, stream);
+  else
+    launch_switched<T, 128>(p, o, stream);
+}
+
+}  // namespace
+
+void launch_fa3(const Problem& problem, const flashlab_fa3_options& options, cudaStream_t stream) {
+  if (problem.dtype == FLASHLAB_FP16)
+    launch_for_d<__half>(problem, options, stream);
+  else
+    launch_for_d<__nv_bfloat16>(problem, options, stream);
+}
+
+}  // namespace flashlab::gpu
