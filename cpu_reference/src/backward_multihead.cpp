@@ -14,13 +14,13 @@ template <class T>
 void check_same_shape(const char* name, const HeadTensor<T>& X, const HeadTensor<T>& like,
                       Index cols, const char* what) {
   if (X.batch == like.batch && X.heads == like.heads && X.rows == like.rows && X.cols == cols &&
-      X.data.size() == static_cast<size_t>(checked_product({X.batch, X.heads, X.rows, X.cols},
-                                                              name)))
+      X.data.size() ==
+          static_cast<size_t>(checked_product({X.batch, X.heads, X.rows, X.cols}, name)))
     return;
   std::ostringstream why;
   why << name << " is (" << X.batch << ", " << X.heads << ", " << X.rows << ", " << X.cols
-      << ") with " << X.data.size() << " entries; it must be (" << like.batch << ", "
-      << like.heads << ", " << like.rows << ", " << cols << "), " << what;
+      << ") with " << X.data.size() << " entries; it must be (" << like.batch << ", " << like.heads
+      << ", " << like.rows << ", " << cols << "), " << what;
   throw InvalidArgument(why.str());
 }
 
@@ -36,13 +36,73 @@ void check_multihead_backward(const HeadTensor<T>& Q, const HeadTensor<T>& K,
   check_same_shape("O", O, Q, Q.cols, "the output the forward returned");
   check_same_shape("dO", dO, Q, Q.cols, "the loss's gradient with respect to O, O's shape");
   if (L.data.empty() && Q.rows > 0)
-    throw InvalidArgument("L is missing (it has no entries): the backward recomputes "
-                          "P = exp(S - L) from the log-sum-exp that the forward returned");
+    throw InvalidArgument(
+        "L is missing (it has no entries): the backward recomputes "
+        "P = exp(S - L) from the log-sum-exp that the forward returned");
   check_same_shape("L", L, Q, 1, "one log-sum-exp per query row");
   if (dropout) {  // p in [0, 1), and the last (batch, head) fits the Philox counter
     [[maybe_unused]] const DropoutMask last(*dropout, std::max<Index>(Q.batch - 1, 0),
                                             std::max<Index>(Q.heads - 1, 0));
   }
+}
+
+// Every query head's inputs as backward_kv_outer would see them (its own copies of Q, O,
+// dO and L, the KV head's K and V), prepared once: Q * scale and D are computed here, the
+// same way and from the same copies as a single head's backward computes them.
+template <class T>
+class HeadInputs {
+ public:
+  explicit HeadInputs(Index heads) : heads_(heads) {}
+
+  const BackwardHead<T>& head(Index b, Index h) const {
+    return *prepared[static_cast<size_t>(b * heads_ + h)];
+  }
+
+  std::vector<Matrix<T>> Q, O, dO, K, V;  // per (b, h) and per (b, h_kv)
+  std::vector<Vector<T>> L;
+  std::vector<std::optional<DropoutMask>> masks;
+  std::vector<std::optional<BackwardHead<T>>> prepared;  // refers to the members above
+
+ private:
+  Index heads_;
+};
+
+template <class T>
+HeadInputs<T> prepare_heads(const HeadTensor<T>& Q, const HeadTensor<T>& K, const HeadTensor<T>& V,
+                            const HeadTensor<T>& O, const HeadTensor<T>& L, const HeadTensor<T>& dO,
+                            const AttentionOptions& options,
+                            const std::optional<Dropout>& dropout) {
+  HeadInputs<T> in(Q.heads);
+  const Index heads = Q.batch * Q.heads, kv_heads = K.batch * K.heads;
+  in.Q.resize(size_t(heads));
+  in.O.resize(size_t(heads));
+  in.dO.resize(size_t(heads));
+  in.L.resize(size_t(heads));
+  in.masks.resize(size_t(heads));
+  in.K.resize(size_t(kv_heads));
+  in.V.resize(size_t(kv_heads));
+  parallel_for(kv_heads, [&](Index i) {
+    in.K[size_t(i)] = K.head(i / K.heads, i % K.heads);
+    in.V[size_t(i)] = V.head(i / K.heads, i % K.heads);
+  });
+  parallel_for(heads, [&](Index i) {
+    const Index b = i / Q.heads, h = i % Q.heads;
+    in.Q[size_t(i)] = Q.head(b, h);
+    in.O[size_t(i)] = O.head(b, h);
+    in.dO[size_t(i)] = dO.head(b, h);
+    in.L[size_t(i)] = L.head(b, h).col(0);
+    if (dropout) in.masks[size_t(i)].emplace(*dropout, b, h);
+  });
+  const Index group = Q.heads / K.heads;
+  in.prepared.resize(size_t(heads));
+  parallel_for(heads, [&](Index i) {
+    const Index kv = (i / Q.heads) * K.heads + (i % Q.heads) / group;
+    const auto& mask = in.masks[size_t(i)];
+    in.prepared[size_t(i)].emplace(
+        prepare_backward<T>(in.Q[size_t(i)], in.K[size_t(kv)], in.V[size_t(kv)], in.O[size_t(i)],
+                            in.L[size_t(i)], in.dO[size_t(i)], options, mask ? &*mask : nullptr));
+  });
+  return in;
 }
 
 }  // namespace
@@ -56,37 +116,53 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
   check_multihead_backward(Q, K, V, O, L, dO, options, dropout);
   MultiHeadGradients<T> out{HeadTensor<T>(Q.batch, Q.heads, Q.rows, Q.cols),
                             HeadTensor<T>(K.batch, K.heads, K.rows, K.cols),
-                            HeadTensor<T>(V.batch, V.heads, V.rows, V.cols), {}};
+                            HeadTensor<T>(V.batch, V.heads, V.rows, V.cols),
+                            {}};
   const Index group = K.heads > 0 ? Q.heads / K.heads : 0;  // query heads per KV head
-  const Index items = checked_mul(Q.batch, K.heads, "(batch, KV head) items");
-  std::vector<TileCounts> counts(static_cast<size_t>(items));
+  const Index Tc = tile_count(K.rows, options.tiles.Bc);
+  const Index kv_heads = checked_mul(Q.batch, K.heads, "(batch, KV head) pairs");
+  const Index items = checked_mul(kv_heads, Tc, "(batch, KV head, KV tile) items");
+  for (Index b = 0; b < Q.batch; ++b)
+    for (Index h = 0; h < Q.heads; ++h) out.dQ.head(b, h).setZero();
 
-  parallel_for(items, [&](Index item) {  // one (batch, KV head) per item
-    const Index b = item / K.heads, h_kv = item % K.heads;
-    const Matrix<T> K_h = K.head(b, h_kv), V_h = V.head(b, h_kv);  // (N_k, d)
-    auto dK = out.dK.head(b, h_kv), dV = out.dV.head(b, h_kv);      // (N_k, d), zero
-    dK.setZero();
-    dV.setZero();
-    for (Index h = h_kv * group; h < (h_kv + 1) * group; ++h) {
-      const std::optional<DropoutMask> mask =
-          dropout ? std::optional<DropoutMask>(DropoutMask(*dropout, b, h)) : std::nullopt;
-      const Vector<T> L_h = L.head(b, h).col(0);
-      const Gradients<T> g = backward_kv_outer<T>(Q.head(b, h), K_h, V_h, O.head(b, h), L_h,
-                                                  dO.head(b, h), options, mask ? &*mask : nullptr);
-      out.dQ.head(b, h) = g.dQ;
-      dK += g.dK;  // the group's query heads all read this KV head
-      dV += g.dV;
-      counts[item] += g.tiles;
-    }
-  });
+  const HeadInputs<T> in = prepare_heads(Q, K, V, O, L, dO, options, dropout);
+  std::vector<TileCounts> counts(static_cast<size_t>(items));
+  using GroupScores = std::vector<std::vector<ScoreGradient<T>>>;  // per query head of a group
+  ordered_parallel_for<GroupScores>(
+      items,
+      [&](Index item, GroupScores& dS) {  // dK_j, dV_j of the group, and its dS
+        const Index b = item / Tc / K.heads, h_kv = item / Tc % K.heads, j = item % Tc;
+        const Index k0 = j * options.tiles.Bc;
+        Matrix<T> dK_j, dV_j, dK_h, dV_h;  // (cols, d): the group's sums, one head's part
+        dS.resize(static_cast<size_t>(group));
+        for (Index g = 0; g < group; ++g) {  // the group's query heads, in order
+          dS[g] = backward_kv_tile<T>(in.head(b, h_kv * group + g), j, dK_h, dV_h,
+                                      counts[static_cast<size_t>(item)]);
+          if (g == 0) {
+            dK_j = Matrix<T>::Zero(dK_h.rows(), dK_h.cols());
+            dV_j = Matrix<T>::Zero(dV_h.rows(), dV_h.cols());
+          }
+          dK_j += dK_h;  // 0 + dK_0 + dK_1 + ...: the sum in the group's order, as always
+          dV_j += dV_h;
+        }
+        out.dK.head(b, h_kv).middleRows(k0, dK_j.rows()) = dK_j;
+        out.dV.head(b, h_kv).middleRows(k0, dV_j.rows()) = dV_j;
+      },
+      [&](Index item, const GroupScores& dS) {  // dQ += dS K_j scale, in item order
+        const Index b = item / Tc / K.heads, h_kv = item / Tc % K.heads, j = item % Tc;
+        for (Index g = 0; g < group; ++g) {
+          const Index h = h_kv * group + g;
+          add_dQ<T>(in.head(b, h), j, dS[g], out.dQ.head(b, h));
+        }
+      });
   for (const auto& c : counts) out.tiles += c;
   return out;
 }
 
-#define FLASHLAB_INSTANTIATE(T)                                                              \
-  template MultiHeadGradients<T> backward_multihead(                                         \
+#define FLASHLAB_INSTANTIATE(T)                                                               \
+  template MultiHeadGradients<T> backward_multihead(                                          \
       const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, \
-      const HeadTensor<T>&, const HeadTensor<T>&, const AttentionOptions&,                   \
+      const HeadTensor<T>&, const HeadTensor<T>&, const AttentionOptions&,                    \
       const std::optional<Dropout>&);
 FLASHLAB_INSTANTIATE(double)
 FLASHLAB_INSTANTIATE(float)

@@ -73,8 +73,7 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   CHECK(r.ops.matrix_flops == 2 * products * Hq * x.A * d);
   CHECK(r.ops.exp == passes * Hq * x.A);
   CHECK(r.ops.rescale == passes * Hq * x.A + Hq * s.n_q * d);
-  CHECK(r.ops.sum ==
-        passes * Hq * x.A + Hq * s.n_q * d + (f.deterministic ? 0 : Hq * x.QR * d));
+  CHECK(r.ops.sum == passes * Hq * x.A + Hq * s.n_q * d + (f.deterministic ? 0 : Hq * x.QR * d));
 }
 
 }  // namespace
@@ -85,12 +84,17 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
     for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
       for (const Index n_q : lengths)
         for (const Index n_k : lengths) {
-          const BackwardShape s{.batch = 2, .heads_q = 4, .heads_kv = 2, .n_q = n_q, .n_k = n_k,
-                                .d = 64, .causal = causal};
-          check_closed_form(s, {.Br = 64, .Bc = 32, .dtype = DType::bf16,
-                                .deterministic = deterministic});
-          check_closed_form(s, {.Br = 16, .Bc = 48, .dtype = DType::fp16,
-                                .deterministic = deterministic});
+          const BackwardShape s{.batch = 2,
+                                .heads_q = 4,
+                                .heads_kv = 2,
+                                .n_q = n_q,
+                                .n_k = n_k,
+                                .d = 64,
+                                .causal = causal};
+          check_closed_form(
+              s, {.Br = 64, .Bc = 32, .dtype = DType::bf16, .deterministic = deterministic});
+          check_closed_form(
+              s, {.Br = 16, .Bc = 48, .dtype = DType::fp16, .deterministic = deterministic});
         }
 }
 
@@ -136,8 +140,13 @@ TEST_CASE("backward mirror: the group's query heads each stream past the KV tile
 }
 
 TEST_CASE("backward mirror: count-only is fast at N = 2^22") {
-  const BackwardShape s{.batch = 4, .heads_q = 32, .heads_kv = 8, .n_q = Index{1} << 22,
-                        .n_k = Index{1} << 22, .d = 128, .causal = cpu::Causal::top_left};
+  const BackwardShape s{.batch = 4,
+                        .heads_q = 32,
+                        .heads_kv = 8,
+                        .n_q = Index{1} << 22,
+                        .n_k = Index{1} << 22,
+                        .d = 128,
+                        .causal = cpu::Causal::top_left};
   const auto t0 = std::chrono::steady_clock::now();
   const PassReport r = count_backward_kernel(s, {.Br = 64, .Bc = 64, .deterministic = true});
   const double seconds =
