@@ -2,12 +2,14 @@
 //   flashlab simulate --pass backward --n 8192 --d 128 --heads 16 --kv-heads 4 --causal
 //   flashlab simulate --pass decode --kv-len 32768 --batch 8 --heads 32 --kv-heads 8 --splits 16
 //   flashlab simulate --pass decode --lengths 0,1,4096,339 --page-size 64
+//   flashlab simulate --pass decode --kv-len 4096 --batch 8 --heads 32 --kv-heads 8 --splits 1..64
 #include "simulate_pass.hpp"
 
 #include "commands.hpp"
 #include "gpu_bridge/pass_kernels.hpp"
 
 #include "flashlab/sim/kernel_pass.hpp"
+#include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -100,8 +102,56 @@ DecodeRun decode_run(const PassArgs& a, cpu::Index d, const std::string& dtype,
   run.d = d;
   run.dtype = dtype;
   run.page_size = a.page_size;
-  run.splits = a.splits > 0 ? a.splits : decode_splits(run, profile);
+  run.splits = decode_splits(run, profile);  // the kernel's rule, unless --splits says
   return run;
+}
+
+// --splits: one count, or a list ("1..64", "1,3,7") for a table over them.
+std::vector<cpu::Index> splits_of(const std::string& text) {
+  if (text.empty()) return {};
+  std::vector<cpu::Index> out = parse_size_list("--splits", text);
+  for (const cpu::Index s : out)
+    if (s > sim::kMaxDecodeSplits)
+      throw cpu::InvalidArgument(
+          fmt::format("--splits {} is more than the decode kernel takes: give 1 to {}", s,
+                      sim::kMaxDecodeSplits));
+  return out;
+}
+
+// The decode's mirror at each split count: the grid and bytes that change with it.
+void print_splits_table(const DecodeRun& base, const std::vector<cpu::Index>& splits, bool json,
+                        const sim::HardwareProfile& profile) {
+  auto rows = nlohmann::ordered_json::array();
+  std::string text = fmt::format(
+      "decode mirror over split counts on {} ({} SMs)\n{:>6} {:>8} {:>9} {:>6} {:>9} "
+      "{:>14} {:>12} {:>12}\n",
+      profile.name, profile.sm_count, "splits", "blocks", "with keys", "waves", "busy SMs",
+      "partial state", "HBM total", "bound");
+  for (const cpu::Index s : splits) {
+    DecodeRun run = base;
+    run.splits = s;
+    const PassPrediction p = predict(run);
+    if (!p.report) throw cpu::InvalidArgument(p.why_not);
+    const sim::Launch& split = p.report->launch("split");
+    const sim::Bytes state = p.report->tensor("partial state").written;
+    const double bound = sim::roofline(*p.report, profile).seconds();
+    rows.push_back({{"splits", s},
+                    {"blocks", split.blocks},
+                    {"working_blocks", split.working},
+                    {"waves", split.waves(profile.sm_count)},
+                    {"busy_sms", split.busy_sms(profile.sm_count)},
+                    {"partial_state_bytes_written", state},
+                    {"bytes_total", p.report->bytes_total()},
+                    {"bound_seconds", bound}});
+    text += fmt::format("{:>6} {:>8} {:>9} {:>6} {:>9} {:>14} {:>12} {:>9.1f} us\n", s,
+                        split.blocks, split.working, split.waves(profile.sm_count),
+                        split.busy_sms(profile.sm_count), sim::format_bytes(double(state)),
+                        sim::format_bytes(double(p.report->bytes_total())), bound * 1e6);
+  }
+  if (json)
+    fmt::print("{}\n", rows.dump(2));
+  else
+    fmt::print("{}", text);
 }
 
 }  // namespace
@@ -127,11 +177,10 @@ void add_pass_options(CLI::App* cmd, PassArgs& args) {
                                  0, kMaxHeads);
   cmd->add_flag("--deterministic", args.deterministic,
                 "backward: dQ by its own kernel in a fixed order instead of fp32 atomics");
-  add_integer_option<cpu::Index>(
-      cmd, "--splits", args.splits,
-      fmt::format("decode: splits of each cache, 1 to {} (default: the kernel's rule)",
-                  sim::kMaxDecodeSplits),
-      1, sim::kMaxDecodeSplits);
+  cmd->add_option("--splits", args.splits,
+                  fmt::format("decode: splits of each cache, 1 to {} (default: the kernel's "
+                              "rule), or a list for a table: 1..64, 1,3,7",
+                              sim::kMaxDecodeSplits));
   add_integer_option<cpu::Index>(cmd, "--page-size", args.page_size,
                                  "decode: tokens per page of a paged cache (0: contiguous)", 0,
                                  kMaxCacheLength);
@@ -168,7 +217,10 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
               {"deterministic", run.deterministic}};
     p = predict(run);
   } else {
-    const DecodeRun run = decode_run(a, d, dtype, profile, cmd);
+    DecodeRun run = decode_run(a, d, dtype, profile, cmd);
+    const std::vector<cpu::Index> splits = splits_of(a.splits);
+    if (splits.size() > 1) return print_splits_table(run, splits, json, profile);
+    if (splits.size() == 1) run.splits = splits.front();
     inputs = {{"lengths", run.lengths},
               {"heads_kv", run.kv_heads},
               {"group", run.group},

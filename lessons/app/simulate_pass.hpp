@@ -20,8 +20,9 @@ Pass parse_pass(std::string_view name);
 std::string_view to_string(Pass pass);
 
 struct PassArgs {
-  cpu::Index n_q = 0, batch = 1, heads = 1, kv_heads = 0, splits = 0, page_size = 0;
+  cpu::Index n_q = 0, batch = 1, heads = 1, kv_heads = 0, page_size = 0;
   cpu::Index kv_len = 4096;
+  std::string splits;   // "16", or a list "1..64" for a table over them; "": the kernel's rule
   std::string lengths;  // "0,1,4096": one cache length per sequence (decode)
   bool deterministic = false;
 };

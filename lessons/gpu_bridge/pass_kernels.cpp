@@ -35,8 +35,8 @@ constexpr int kBackwardThreads = 8 * 32;
 // The decode's split kernel streams this many keys of K and V a step.
 constexpr Index kDecodeKeysPerStep = 64;
 constexpr int kDecodeThreads = 4 * 32;
-// The split rule: enough blocks for every SM, no more than 64 splits, and no split with
-// fewer than one step's keys of the longest sequence.
+// The split rule: as many blocks as fit in one wave over the SMs (at least one split), no
+// more than 64 splits, and no split with fewer than one step's keys of the longest sequence.
 constexpr Index kMaxChosenSplits = 64;
 
 }  // namespace
@@ -74,7 +74,7 @@ Index decode_splits(const DecodeRun& run, const sim::HardwareProfile& profile) {
   if (run.lengths.empty()) return 1;  // refused by the mirror, which says why
   const Index groups = std::max<Index>(1, Index(run.lengths.size()) * run.kv_heads);
   const Index longest = *std::max_element(run.lengths.begin(), run.lengths.end());
-  const Index to_fill = (profile.sm_count + groups - 1) / groups;
+  const Index to_fill = profile.sm_count / groups;
   const Index steps = (longest + kDecodeKeysPerStep - 1) / kDecodeKeysPerStep;
   return std::clamp(std::min(to_fill, steps), Index{1}, kMaxChosenSplits);
 }

@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
 using flashlab::test::run_flashlab;
@@ -51,7 +53,7 @@ TEST_CASE("simulate --pass backward prints the mirror configured with the kernel
   CHECK(j["launches"][2]["name"] == "dQ");
   const auto facts = flashlab::app::backward_kernel_facts(128, flashlab::sim::DType::bf16, true);
   REQUIRE(facts.facts);
-  CHECK(j["launches"][1]["blocks"] == 2 * 2 * (1023 + facts.facts->Bc - 1) / facts.facts->Bc);
+  CHECK(j["launches"][1]["blocks"] == 2 * 2 * ((1023 + facts.facts->Bc - 1) / facts.facts->Bc));
 
   const auto table = run_flashlab("simulate --pass backward --n 512 --d 64");
   REQUIRE(table.status == 0);
@@ -88,14 +90,33 @@ TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SM
         64 * bytes_of(one, "partial state", "bytes_written"));
 }
 
+TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
+  const auto j = json_of(
+      "simulate --pass decode --kv-len 4096 --batch 2 --heads 32 --kv-heads 8 --splits 1..64");
+  REQUIRE(j.size() == 7);  // 1, 2, 4, ..., 64
+  for (std::size_t k = 0; k < j.size(); ++k) {
+    const std::int64_t s = std::int64_t(1) << k, blocks = 2 * 8 * s;
+    CAPTURE(s);
+    CHECK(j[k]["splits"] == s);
+    CHECK(j[k]["blocks"] == blocks);
+    CHECK(j[k]["busy_sms"] == std::min<std::int64_t>(blocks, 132));
+    CHECK(j[k]["waves"] == (blocks + 131) / 132);
+    CHECK(j[k]["partial_state_bytes_written"] == blocks * 4 * (128 + 2) * 4);
+  }
+  const auto text = run_flashlab("simulate --pass decode --splits 1,3");
+  REQUIRE(text.status == 0);
+  CHECK(contains(text.output, "busy SMs"));
+}
+
 TEST_CASE("simulate --pass refuses what the pass does not take, with status 2") {
   const struct {
     const char* args;
     const char* message;
   } refusals[] = {
       {"simulate --pass sideways", "unknown pass 'sideways': --pass takes forward"},
-      {"simulate --pass decode --splits 0 --kv-len 9", "--splits: `0` is not a whole number"},
-      {"simulate --pass decode --splits 1025", "--splits"},
+      {"simulate --pass decode --splits 0 --kv-len 9", "--splits"},
+      {"simulate --pass decode --splits 1025", "--splits 1025 is more than the decode kernel"},
+      {"simulate --pass decode --splits 1..2048", "--splits 2048 is more than"},
       {"simulate --pass decode --lengths 5,-1", "--lengths"},
       {"simulate --pass decode --lengths 5 --kv-len 9", "not both"},
       {"simulate --pass decode --n 4096", "--n is not an option of --pass decode"},
