@@ -119,42 +119,41 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
                             HeadTensor<T>(V.batch, V.heads, V.rows, V.cols),
                             {}};
   const Index group = K.heads > 0 ? Q.heads / K.heads : 0;  // query heads per KV head
-  const Index Tc = tile_count(K.rows, options.tiles.Bc);
-  const Index kv_heads = checked_mul(Q.batch, K.heads, "(batch, KV head) pairs");
-  const Index items = checked_mul(kv_heads, Tc, "(batch, KV head, KV tile) items");
+  const Index Bc = options.tiles.Bc, Tc = tile_count(K.rows, Bc);
+  const Index heads = checked_mul(Q.batch, Q.heads, "(batch, head) pairs");
+  const Index items = checked_mul(heads, Tc, "(batch, head, KV tile) items");
   for (Index b = 0; b < Q.batch; ++b)
     for (Index h = 0; h < Q.heads; ++h) out.dQ.head(b, h).setZero();
 
+  // Each query head's own dK and dV (its share of its KV head's), summed over the group
+  // below; consecutive items are one head's consecutive KV tiles, as in a single head's loop.
+  HeadTensor<T> dK_of_head(Q.batch, Q.heads, K.rows, K.cols);
+  HeadTensor<T> dV_of_head(Q.batch, Q.heads, V.rows, V.cols);
   const HeadInputs<T> in = prepare_heads(Q, K, V, O, L, dO, options, dropout);
   std::vector<TileCounts> counts(static_cast<size_t>(items));
-  using GroupScores = std::vector<std::vector<ScoreGradient<T>>>;  // per query head of a group
-  ordered_parallel_for<GroupScores>(
+  ordered_parallel_for<std::vector<ScoreGradient<T>>>(
       items,
-      [&](Index item, GroupScores& dS) {  // dK_j, dV_j of the group, and its dS
-        const Index b = item / Tc / K.heads, h_kv = item / Tc % K.heads, j = item % Tc;
-        const Index k0 = j * options.tiles.Bc;
-        Matrix<T> dK_j, dV_j, dK_h, dV_h;  // (cols, d): the group's sums, one head's part
-        dS.resize(static_cast<size_t>(group));
-        for (Index g = 0; g < group; ++g) {  // the group's query heads, in order
-          dS[g] = backward_kv_tile<T>(in.head(b, h_kv * group + g), j, dK_h, dV_h,
-                                      counts[static_cast<size_t>(item)]);
-          if (g == 0) {
-            dK_j = Matrix<T>::Zero(dK_h.rows(), dK_h.cols());
-            dV_j = Matrix<T>::Zero(dV_h.rows(), dV_h.cols());
-          }
-          dK_j += dK_h;  // 0 + dK_0 + dK_1 + ...: the sum in the group's order, as always
-          dV_j += dV_h;
-        }
-        out.dK.head(b, h_kv).middleRows(k0, dK_j.rows()) = dK_j;
-        out.dV.head(b, h_kv).middleRows(k0, dV_j.rows()) = dV_j;
+      [&](Index item, std::vector<ScoreGradient<T>>& dS) {  // dK_j, dV_j of one head; its dS
+        const Index b = item / Tc / Q.heads, h = item / Tc % Q.heads, j = item % Tc;
+        Matrix<T> dK_j, dV_j;  // (cols, d)
+        dS = backward_kv_tile<T>(in.head(b, h), j, dK_j, dV_j, counts[static_cast<size_t>(item)]);
+        dK_of_head.head(b, h).middleRows(j * Bc, dK_j.rows()) = dK_j;
+        dV_of_head.head(b, h).middleRows(j * Bc, dV_j.rows()) = dV_j;
       },
-      [&](Index item, const GroupScores& dS) {  // dQ += dS K_j scale, in item order
-        const Index b = item / Tc / K.heads, h_kv = item / Tc % K.heads, j = item % Tc;
-        for (Index g = 0; g < group; ++g) {
-          const Index h = h_kv * group + g;
-          add_dQ<T>(in.head(b, h), j, dS[g], out.dQ.head(b, h));
-        }
+      [&](Index item, const std::vector<ScoreGradient<T>>& dS) {  // in item order
+        const Index b = item / Tc / Q.heads, h = item / Tc % Q.heads, j = item % Tc;
+        add_dQ<T>(in.head(b, h), j, dS, out.dQ.head(b, h));  // after KV tile j - 1's
       });
+  parallel_for(checked_mul(Q.batch, K.heads, "(batch, KV head) pairs"), [&](Index item) {
+    const Index b = item / K.heads, h_kv = item % K.heads;
+    auto dK = out.dK.head(b, h_kv), dV = out.dV.head(b, h_kv);  // (N_k, d)
+    dK.setZero();
+    dV.setZero();
+    for (Index h = h_kv * group; h < (h_kv + 1) * group; ++h) {  // the group, in order
+      dK += dK_of_head.head(b, h);
+      dV += dV_of_head.head(b, h);
+    }
+  });
   for (const auto& c : counts) out.tiles += c;
   return out;
 }

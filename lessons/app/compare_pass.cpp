@@ -27,7 +27,6 @@ namespace flashlab::app {
 namespace {
 
 constexpr cpu::Index kMaxHeads = 1024;
-constexpr cpu::Index kMaxBatch = 65536;
 
 // compare's options that only its forward comparison takes, and those only one pass takes.
 constexpr std::array<std::string_view, 8> kForwardOnly = {
@@ -94,19 +93,20 @@ void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args) {
                   "forward (the default), or backward or decode: the GPU pass's mirror")
       ->capture_default_str();
   add_integer_option<cpu::Index>(cmd, "--batch", args.batch, "--pass backward or decode: sequences",
-                                 1, kMaxBatch);
+                                 1, sim::kMaxDecodeBatch);
   add_integer_option<cpu::Index>(cmd, "--kv-heads", args.kv_heads,
                                  "--pass backward or decode: KV heads, a divisor of --heads "
                                  "(0: as many)",
                                  0, kMaxHeads);
   cmd->add_flag("--deterministic", args.deterministic,
                 "--pass backward: dQ by its own kernel instead of fp32 atomics");
-  add_integer_option<cpu::Index>(cmd, "--splits", args.splits,
-                                 "--pass decode: splits per cache, 1 to 1024 (default: the kernel's rule)",
-                                 1, sim::kMaxDecodeSplits);
+  add_integer_option<cpu::Index>(
+      cmd, "--splits", args.splits,
+      "--pass decode: splits per cache, 1 to 1024 (default: the kernel's rule)", 1,
+      sim::kMaxDecodeSplits);
   add_integer_option<cpu::Index>(cmd, "--page-size", args.page_size,
                                  "--pass decode: tokens per page (0: contiguous cache)", 0,
-                                 std::numeric_limits<std::int32_t>::max());
+                                 sim::kMaxDecodeLength);
 }
 
 void check_forward_options(const CLI::App* cmd) {

@@ -23,8 +23,6 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kPassNames = {"forward", "backward", "decode"};
 constexpr cpu::Index kMaxHeads = 1024;
-constexpr cpu::Index kMaxBatch = 65536;
-constexpr cpu::Index kMaxCacheLength = std::numeric_limits<std::int32_t>::max();
 
 // Which passes take an option; the options not named here are taken by every pass.
 struct OptionPasses {
@@ -60,16 +58,17 @@ std::string passes_taking(const OptionPasses& o) {
   return out;
 }
 
-// "0,1,4096": cache lengths >= 0, at most kMaxBatch of them.
+// "0,1,4096": cache lengths >= 0, at most sim::kMaxDecodeBatch of them.
 std::vector<cpu::Index> parse_lengths(const std::string& text) {
   std::vector<cpu::Index> out;
   for (std::size_t start = 0; start <= text.size();) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
     out.push_back(parse_integer("--lengths", std::string_view(text).substr(start, comma - start), 0,
-                                kMaxCacheLength));
-    if (out.size() > std::size_t(kMaxBatch))
-      throw cpu::InvalidArgument(fmt::format(
-          "--lengths gives more than {} sequences; give at most {}", kMaxBatch, kMaxBatch));
+                                sim::kMaxDecodeLength));
+    if (out.size() > std::size_t(sim::kMaxDecodeBatch))
+      throw cpu::InvalidArgument(
+          fmt::format("--lengths gives more than {} sequences; give at most {}",
+                      sim::kMaxDecodeBatch, sim::kMaxDecodeBatch));
     start = comma + 1;
   }
   return out;
@@ -168,9 +167,12 @@ std::string_view to_string(Pass pass) { return kPassNames[std::size_t(pass)]; }
 void add_pass_options(CLI::App* cmd, PassArgs& args) {
   const std::string passes = " (--pass backward or decode)";
   add_integer_option<cpu::Index>(cmd, "--n-q", args.n_q,
-                                 "query rows: backward's N_q (0: N), decode's per sequence (0: 1)",
-                                 0, sim::kMaxDecodeQueries);
-  add_integer_option<cpu::Index>(cmd, "--batch", args.batch, "sequences" + passes, 1, kMaxBatch);
+                                 "query rows: backward's N_q (0: N), decode's per sequence (0: 1; "
+                                 "at most " +
+                                     std::to_string(sim::kMaxDecodeQueries) + ")",
+                                 0, sim::kMaxDecodeLength);
+  add_integer_option<cpu::Index>(cmd, "--batch", args.batch, "sequences" + passes, 1,
+                                 sim::kMaxDecodeBatch);
   add_integer_option<cpu::Index>(cmd, "--heads", args.heads, "query heads" + passes, 1, kMaxHeads);
   add_integer_option<cpu::Index>(cmd, "--kv-heads", args.kv_heads,
                                  "KV heads, a divisor of --heads (0: as many as --heads)" + passes,
@@ -183,10 +185,10 @@ void add_pass_options(CLI::App* cmd, PassArgs& args) {
                               sim::kMaxDecodeSplits));
   add_integer_option<cpu::Index>(cmd, "--page-size", args.page_size,
                                  "decode: tokens per page of a paged cache (0: contiguous)", 0,
-                                 kMaxCacheLength);
+                                 sim::kMaxDecodeLength);
   add_integer_option<cpu::Index>(cmd, "--kv-len", args.kv_len,
                                  "decode: the cache length of every sequence of --batch", 0,
-                                 kMaxCacheLength);
+                                 sim::kMaxDecodeLength);
   cmd->add_option("--lengths", args.lengths,
                   "decode: one cache length per sequence, e.g. 0,1,4096 (instead of --kv-len)");
 }

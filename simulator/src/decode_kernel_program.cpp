@@ -50,8 +50,6 @@ namespace {
 
 using cpu::Index;
 
-constexpr Index kMaxSequences = Index{1} << 16;
-constexpr Index kMaxLength = (Index{1} << 31) - 1;
 constexpr Index kMaxHeadDim = Index{1} << 12;
 constexpr Index kMaxHeads = Index{1} << 12;
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
@@ -93,15 +91,15 @@ SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelF
 }  // namespace
 
 void check(const DecodeShape& s, const DecodeKernelFacts& f) {
-  check_range("batch", s.batch(), 1, kMaxSequences);
-  for (const Index L : s.lengths) check_range("a sequence's length", L, 0, kMaxLength);
+  check_range("batch", s.batch(), 1, kMaxDecodeBatch);
+  for (const Index L : s.lengths) check_range("a sequence's length", L, 0, kMaxDecodeLength);
   check_range("heads_kv", s.heads_kv, 1, kMaxHeads);
   check_range("group", s.group, 1, kMaxHeads);
   check_range("n_q", s.n_q, 1, kMaxDecodeQueries);
   check_range("d", s.d, 1, kMaxHeadDim);
   check_range("splits", f.splits, 1, kMaxDecodeSplits);
-  check_range("keys_per_step", f.keys_per_step, 1, kMaxLength);
-  check_range("page_size", f.page_size, 0, kMaxLength);
+  check_range("keys_per_step", f.keys_per_step, 1, kMaxDecodeLength);
+  check_range("page_size", f.page_size, 0, kMaxDecodeLength);
 }
 
 PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f) {

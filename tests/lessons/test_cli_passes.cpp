@@ -126,6 +126,7 @@ TEST_CASE("simulate --pass refuses what the pass does not take, with status 2") 
       {"simulate --pass backward --heads 6 --kv-heads 4", "--kv-heads 4 does not divide"},
       {"simulate --pass backward --d 96", "d = 96 is not supported by the backward kernel"},
       {"simulate --pass decode --dtype fp32", "takes bf16 and fp16 inputs"},
+      {"simulate --pass decode --n-q 300", "n_q = 300 is out of range"},
   };
   for (const auto& r : refusals) {
     CAPTURE(r.args);

@@ -21,13 +21,14 @@ struct MultiHeadGradients {
 // Q, O, dO are (batch, heads_q, N_q, d); K, V are (batch, heads_kv, N_k, d); L is
 // (batch, heads_q, N_q, 1), as forward_multihead returns it. Each head runs
 // backward_kv_outer; query head h of batch entry b replays DropoutMask(*dropout, b, h).
-// Work is spread with OpenMP over (batch, KV head, KV tile): an item computes its KV tile's
-// dK_j and dV_j for each query head of the group in turn and sums them in the group's order;
-// its dQ contributions (dS K_j per query tile) are added after those of KV tile j - 1, in
-// the items' order (ordered_parallel_for). The gradients are therefore bitwise those of
-// backward_kv_outer on each head with dK and dV summed over the group in order, whatever
-// the number of threads. Memory beyond the outputs: a copy of Q, O, dO, L (and Q * scale,
-// D) per query head and of K, V per KV head, and one item's dS tiles (G N_q Bc) per thread.
+// Work is spread with OpenMP over (batch, query head, KV tile): an item computes its head's
+// share of dK_j and dV_j, and its dQ contributions (dS K_j per query tile) are added after
+// those of KV tile j - 1, in the items' order (ordered_parallel_for); each KV head's dK and
+// dV are then its group's shares summed in the group's order. The gradients are therefore
+// bitwise those of backward_kv_outer on each head with dK and dV summed over the group in
+// order, whatever the number of threads. Memory beyond the outputs: each query head's share
+// of dK and dV, copies of Q, O, dO, L (and Q * scale, D) per query head and of K, V per KV
+// head, and one item's dS tiles (N_q x Bc) per thread.
 template <class T>
 MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
                                          const HeadTensor<T>& V, const HeadTensor<T>& O,

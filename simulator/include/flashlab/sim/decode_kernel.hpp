@@ -38,10 +38,12 @@ struct DecodeKernelFacts {
 // Limits of the mirror's inputs, for callers that check their own options against them.
 inline constexpr cpu::Index kMaxDecodeSplits = 1024;
 inline constexpr cpu::Index kMaxDecodeQueries = 256;
+inline constexpr cpu::Index kMaxDecodeLength = (cpu::Index{1} << 31) - 1;  // an int32 index
+inline constexpr cpu::Index kMaxDecodeBatch = cpu::Index{1} << 16;
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless the
-// batch has 1 to 2^16 sequences, each length is in [0, 2^31), heads_kv, group, n_q, d,
-// keys_per_step are >= 1 (n_q <= kMaxDecodeQueries, d <= 2^12), 1 <= splits <=
+// batch has 1 to kMaxDecodeBatch sequences, each length is in [0, kMaxDecodeLength], heads_kv,
+// group, n_q, d, keys_per_step are >= 1 (n_q <= kMaxDecodeQueries, d <= 2^12), 1 <= splits <=
 // kMaxDecodeSplits and page_size >= 0.
 void check(const DecodeShape& shape, const DecodeKernelFacts& facts);
 
