@@ -105,19 +105,44 @@ HeadInputs<T> prepare_heads(const HeadTensor<T>& Q, const HeadTensor<T>& K, cons
   return in;
 }
 
-}  // namespace
-
+// One (batch, KV head) per item: its group's query heads run backward_kv_outer in order on
+// one thread, and add into dK and dV in that order.
 template <class T>
-MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
-                                         const HeadTensor<T>& V, const HeadTensor<T>& O,
-                                         const HeadTensor<T>& L, const HeadTensor<T>& dO,
-                                         const AttentionOptions& options,
-                                         const std::optional<Dropout>& dropout) {
-  check_multihead_backward(Q, K, V, O, L, dO, options, dropout);
-  MultiHeadGradients<T> out{HeadTensor<T>(Q.batch, Q.heads, Q.rows, Q.cols),
-                            HeadTensor<T>(K.batch, K.heads, K.rows, K.cols),
-                            HeadTensor<T>(V.batch, V.heads, V.rows, V.cols),
-                            {}};
+void backward_per_kv_head(const HeadTensor<T>& Q, const HeadTensor<T>& K, const HeadTensor<T>& V,
+                          const HeadTensor<T>& O, const HeadTensor<T>& L, const HeadTensor<T>& dO,
+                          const AttentionOptions& options, const std::optional<Dropout>& dropout,
+                          MultiHeadGradients<T>& out) {
+  const Index group = Q.heads / K.heads;  // query heads per KV head
+  const Index items = checked_mul(Q.batch, K.heads, "(batch, KV head) items");
+  std::vector<TileCounts> counts(static_cast<size_t>(items));
+  parallel_for(items, [&](Index item) {
+    const Index b = item / K.heads, h_kv = item % K.heads;
+    const Matrix<T> K_h = K.head(b, h_kv), V_h = V.head(b, h_kv);  // (N_k, d)
+    auto dK = out.dK.head(b, h_kv), dV = out.dV.head(b, h_kv);     // (N_k, d)
+    dK.setZero();
+    dV.setZero();
+    for (Index h = h_kv * group; h < (h_kv + 1) * group; ++h) {
+      const std::optional<DropoutMask> mask =
+          dropout ? std::optional<DropoutMask>(DropoutMask(*dropout, b, h)) : std::nullopt;
+      const Vector<T> L_h = L.head(b, h).col(0);
+      const Gradients<T> g = backward_kv_outer<T>(Q.head(b, h), K_h, V_h, O.head(b, h), L_h,
+                                                  dO.head(b, h), options, mask ? &*mask : nullptr);
+      out.dQ.head(b, h) = g.dQ;
+      dK += g.dK;  // the group's query heads all read this KV head
+      dV += g.dV;
+      counts[static_cast<size_t>(item)] += g.tiles;
+    }
+  });
+  for (const auto& c : counts) out.tiles += c;
+}
+
+// One (batch, query head, KV tile) per item, for when there are fewer (batch, KV head)
+// pairs than threads: the header's ordered spread.
+template <class T>
+void backward_per_kv_tile(const HeadTensor<T>& Q, const HeadTensor<T>& K, const HeadTensor<T>& V,
+                          const HeadTensor<T>& O, const HeadTensor<T>& L, const HeadTensor<T>& dO,
+                          const AttentionOptions& options, const std::optional<Dropout>& dropout,
+                          MultiHeadGradients<T>& out) {
   const Index group = K.heads > 0 ? Q.heads / K.heads : 0;  // query heads per KV head
   const Index Bc = options.tiles.Bc, Tc = tile_count(K.rows, Bc);
   const Index heads = checked_mul(Q.batch, Q.heads, "(batch, head) pairs");
@@ -155,6 +180,25 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
     }
   });
   for (const auto& c : counts) out.tiles += c;
+}
+
+}  // namespace
+
+template <class T>
+MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
+                                         const HeadTensor<T>& V, const HeadTensor<T>& O,
+                                         const HeadTensor<T>& L, const HeadTensor<T>& dO,
+                                         const AttentionOptions& options,
+                                         const std::optional<Dropout>& dropout) {
+  check_multihead_backward(Q, K, V, O, L, dO, options, dropout);
+  MultiHeadGradients<T> out{HeadTensor<T>(Q.batch, Q.heads, Q.rows, Q.cols),
+                            HeadTensor<T>(K.batch, K.heads, K.rows, K.cols),
+                            HeadTensor<T>(V.batch, V.heads, V.rows, V.cols),
+                            {}};
+  if (Q.batch * K.heads >= worker_threads())
+    backward_per_kv_head(Q, K, V, O, L, dO, options, dropout, out);
+  else
+    backward_per_kv_tile(Q, K, V, O, L, dO, options, dropout, out);
   return out;
 }
 

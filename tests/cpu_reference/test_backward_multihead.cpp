@@ -5,6 +5,7 @@
 #include "test_backward_support.hpp"
 
 #include <doctest/doctest.h>
+#include <omp.h>
 
 using namespace flashlab::cpu;
 using namespace flashlab::test;
@@ -145,13 +146,21 @@ void check_bitwise_serial(Index batch, Index heads_q, Index heads_kv, Index n_q,
 
 }  // namespace
 
-TEST_CASE("multi-head backward over (batch, KV head, KV tile) is bitwise the serial order") {
+TEST_CASE("multi-head backward is bitwise the serial order, spread by KV head or by KV tile") {
   std::mt19937_64 rng(fresh_seed());
-  for (const Causal causal : {Causal::none, Causal::top_left, Causal::bottom_right})
-    for (const bool with_dropout : {false, true}) {
-      check_bitwise_serial(2, 6, 2, 97, 113, 17, causal, {16, 32}, with_dropout, rng);  // GQA
-      check_bitwise_serial(1, 4, 1, 113, 97, 8, causal, {32, 16}, with_dropout, rng);   // MQA
-      check_bitwise_serial(2, 3, 3, 1, 17, 5, causal, {16, 16}, with_dropout, rng);     // N_q = 1
-      check_bitwise_serial(1, 2, 2, 17, 1, 5, causal, {16, 16}, with_dropout, rng);     // N_k = 1
-    }
+  const int saved = omp_get_max_threads();
+  // 1 thread: a (batch, KV head) pair per item; 64: fewer pairs than threads everywhere
+  // below, so every shape takes the (batch, query head, KV tile) spread and its ordered dQ.
+  for (const int threads : {1, 2, 64}) {
+    CAPTURE(threads);
+    omp_set_num_threads(threads);
+    for (const Causal causal : {Causal::none, Causal::top_left, Causal::bottom_right})
+      for (const bool with_dropout : {false, true}) {
+        check_bitwise_serial(2, 6, 2, 97, 113, 17, causal, {16, 32}, with_dropout, rng);  // GQA
+        check_bitwise_serial(1, 4, 1, 113, 97, 8, causal, {32, 16}, with_dropout, rng);   // MQA
+        check_bitwise_serial(2, 3, 3, 1, 17, 5, causal, {16, 16}, with_dropout, rng);     // N_q = 1
+        check_bitwise_serial(1, 2, 2, 17, 1, 5, causal, {16, 16}, with_dropout, rng);     // N_k = 1
+      }
+  }
+  omp_set_num_threads(saved);
 }

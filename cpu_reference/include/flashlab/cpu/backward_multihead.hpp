@@ -21,14 +21,18 @@ struct MultiHeadGradients {
 // Q, O, dO are (batch, heads_q, N_q, d); K, V are (batch, heads_kv, N_k, d); L is
 // (batch, heads_q, N_q, 1), as forward_multihead returns it. Each head runs
 // backward_kv_outer; query head h of batch entry b replays DropoutMask(*dropout, b, h).
-// Work is spread with OpenMP over (batch, query head, KV tile): an item computes its head's
-// share of dK_j and dV_j, and its dQ contributions (dS K_j per query tile) are added after
-// those of KV tile j - 1, in the items' order (ordered_parallel_for); each KV head's dK and
-// dV are then its group's shares summed in the group's order. The gradients are therefore
-// bitwise those of backward_kv_outer on each head with dK and dV summed over the group in
-// order, whatever the number of threads. Memory beyond the outputs: each query head's share
-// of dK and dV, copies of Q, O, dO, L (and Q * scale, D) per query head and of K, V per KV
-// head, and one item's dS tiles (N_q x Bc) per thread.
+// Work is spread with OpenMP. With at least as many (batch, KV head) pairs as threads, a
+// pair per item: its group's query heads run in order on one thread and add into dK and dV
+// in that order. With fewer (one sequence of an MQA model, say), over (batch, query head,
+// KV tile): an item computes its head's share of dK_j and dV_j, and its dQ contributions
+// (dS K_j per query tile) are added after those of KV tile j - 1, in the items' order
+// (ordered_parallel_for); each KV head's dK and dV are then its group's shares summed in the
+// group's order. Either way the gradients are bitwise those of backward_kv_outer on each
+// head with dK and dV summed over the group in order, whatever the number of threads. The
+// tile spread's memory beyond the outputs: each query head's share of dK and dV, copies of
+// Q, O, dO, L (and Q * scale, D) per query head and of K, V per KV head, and one item's dS
+// tiles (N_q x Bc) per thread. (Its ordered step costs a hand-over between threads per
+// item: with enough pairs to go round, the pair spread is faster; bench_cpu_backward.)
 template <class T>
 MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
                                          const HeadTensor<T>& V, const HeadTensor<T>& O,
