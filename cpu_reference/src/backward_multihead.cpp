@@ -4,6 +4,8 @@
 #include "flashlab/cpu/parallel.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 namespace flashlab::cpu {
@@ -136,6 +138,38 @@ void backward_per_kv_head(const HeadTensor<T>& Q, const HeadTensor<T>& K, const 
   for (const auto& c : counts) out.tiles += c;
 }
 
+// One head's dQ contributions, added in the order of the KV tiles j = 0, 1, ... whatever
+// the order the tiles finish in: a finished tile's dS waits here until every earlier tile's
+// has been added. No thread waits for another: the thread that finds the next tile ready
+// adds it, and every ready tile after it, while later ones keep arriving. Held dS: the tiles
+// that finished ahead of an earlier one (at worst the head's N_q x N_k, when a thread stalls).
+template <class T>
+class DqInOrder {
+ public:
+  template <class Add>  // add(j, dS): dQ += KV tile j's dS K_j * scale
+  void submit(Index j, std::vector<ScoreGradient<T>> dS, Add&& add) {
+    std::unique_lock lock(mutex_);
+    ready_.emplace(j, std::move(dS));
+    if (adding_) return;  // the thread that is adding will find it
+    adding_ = true;
+    for (auto it = ready_.find(next_); it != ready_.end(); it = ready_.find(next_)) {
+      const std::vector<ScoreGradient<T>> tile = std::move(it->second);
+      ready_.erase(it);
+      const Index tile_j = next_++;
+      lock.unlock();  // the add runs while other tiles arrive
+      add(tile_j, tile);
+      lock.lock();
+    }
+    adding_ = false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<Index, std::vector<ScoreGradient<T>>> ready_;  // finished ahead of next_
+  Index next_ = 0;
+  bool adding_ = false;
+};
+
 // One (batch, query head, KV tile) per item, for when there are fewer (batch, KV head)
 // pairs than threads: the header's ordered spread.
 template <class T>
@@ -156,19 +190,17 @@ void backward_per_kv_tile(const HeadTensor<T>& Q, const HeadTensor<T>& K, const 
   HeadTensor<T> dV_of_head(Q.batch, Q.heads, V.rows, V.cols);
   const HeadInputs<T> in = prepare_heads(Q, K, V, O, L, dO, options, dropout);
   std::vector<TileCounts> counts(static_cast<size_t>(items));
-  ordered_parallel_for<std::vector<ScoreGradient<T>>>(
-      items,
-      [&](Index item, std::vector<ScoreGradient<T>>& dS) {  // dK_j, dV_j of one head; its dS
-        const Index b = item / Tc / Q.heads, h = item / Tc % Q.heads, j = item % Tc;
-        Matrix<T> dK_j, dV_j;  // (cols, d)
-        dS = backward_kv_tile<T>(in.head(b, h), j, dK_j, dV_j, counts[static_cast<size_t>(item)]);
-        dK_of_head.head(b, h).middleRows(j * Bc, dK_j.rows()) = dK_j;
-        dV_of_head.head(b, h).middleRows(j * Bc, dV_j.rows()) = dV_j;
-      },
-      [&](Index item, const std::vector<ScoreGradient<T>>& dS) {  // in item order
-        const Index b = item / Tc / Q.heads, h = item / Tc % Q.heads, j = item % Tc;
-        add_dQ<T>(in.head(b, h), j, dS, out.dQ.head(b, h));  // after KV tile j - 1's
-      });
+  std::vector<DqInOrder<T>> dQ_order(static_cast<size_t>(heads));
+  parallel_for(items, [&](Index item) {  // dK_j, dV_j of one head, and its dQ in order
+    const Index b = item / Tc / Q.heads, h = item / Tc % Q.heads, j = item % Tc;
+    Matrix<T> dK_j, dV_j;  // (cols, d)
+    auto dS = backward_kv_tile<T>(in.head(b, h), j, dK_j, dV_j, counts[static_cast<size_t>(item)]);
+    dK_of_head.head(b, h).middleRows(j * Bc, dK_j.rows()) = dK_j;
+    dV_of_head.head(b, h).middleRows(j * Bc, dV_j.rows()) = dV_j;
+    dQ_order[static_cast<size_t>(b * Q.heads + h)].submit(
+        j, std::move(dS),
+        [&](Index jj, const auto& g) { add_dQ<T>(in.head(b, h), jj, g, out.dQ.head(b, h)); });
+  });
   parallel_for(checked_mul(Q.batch, K.heads, "(batch, KV head) pairs"), [&](Index item) {
     const Index b = item / K.heads, h_kv = item % K.heads;
     auto dK = out.dK.head(b, h_kv), dV = out.dV.head(b, h_kv);  // (N_k, d)

@@ -25,14 +25,13 @@ struct MultiHeadGradients {
 // pair per item: its group's query heads run in order on one thread and add into dK and dV
 // in that order. With fewer (one sequence of an MQA model, say), over (batch, query head,
 // KV tile): an item computes its head's share of dK_j and dV_j, and its dQ contributions
-// (dS K_j per query tile) are added after those of KV tile j - 1, in the items' order
-// (ordered_parallel_for); each KV head's dK and dV are then its group's shares summed in the
-// group's order. Either way the gradients are bitwise those of backward_kv_outer on each
-// head with dK and dV summed over the group in order, whatever the number of threads. The
-// tile spread's memory beyond the outputs: each query head's share of dK and dV, copies of
-// Q, O, dO, L (and Q * scale, D) per query head and of K, V per KV head, and one item's dS
-// tiles (N_q x Bc) per thread. (Its ordered step costs a hand-over between threads per
-// item: with enough pairs to go round, the pair spread is faster; bench_cpu_backward.)
+// (dS K_j per query tile) are added after those of KV tile j - 1 (a tile that finishes early
+// waits, without holding a thread, until the earlier ones are added); each KV head's dK and
+// dV are then its group's shares summed in the group's order. Either way the gradients are bitwise
+// those of backward_kv_outer on each head with dK and dV summed over the group in order, whatever
+// the number of threads. The tile spread's memory beyond the outputs: each query head's share of dK
+// and dV, copies of Q, O, dO, L (and Q * scale, D) per query head and of K, V per KV head, and one
+// item's dS tiles (N_q x Bc) per tile that finished ahead of an earlier one of its head.
 template <class T>
 MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
                                          const HeadTensor<T>& V, const HeadTensor<T>& O,

@@ -1,5 +1,4 @@
-// OpenMP loops over work items that are safe to throw from: independent items, and items whose
-// last step must run in the items' order.
+// An OpenMP loop over independent work items that is safe to throw from.
 #pragma once
 
 #include <atomic>
@@ -39,42 +38,6 @@ void parallel_for(Index n, Body&& body, bool serial = false) {
         failure = std::current_exception();
         failed = true;
       });
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
-}
-
-// Runs compute(i, state) for i in [0, n) across threads, and after each, ordered(i, state) in
-// the order of i: i = 0, 1, 2, ... one at a time, as a serial loop would run them. The heavy
-// part runs in parallel; the part whose order matters (a floating-point sum into a result
-// that several items share) keeps the serial loop's order, so the result is bitwise the
-// serial one whatever the number of threads. Each thread has its own State, which carries
-// compute's result to ordered. The first exception stops the remaining items and is
-// rethrown here, as parallel_for's.
-template <class State, class Index, class Compute, class Ordered>
-void ordered_parallel_for(Index n, Compute&& compute, Ordered&& ordered) {
-  std::exception_ptr failure;
-  std::atomic<bool> failed{false};
-  std::once_flag first;
-  const auto guarded = [&](auto&& step) {
-    if (failed.load(std::memory_order_relaxed)) return;
-    try {
-      step();
-    } catch (...) {
-      std::call_once(first, [&] {
-        failure = std::current_exception();
-        failed = true;
-      });
-    }
-  };
-#pragma omp parallel
-  {
-    State state{};
-#pragma omp for ordered schedule(dynamic)
-    for (Index i = 0; i < n; ++i) {
-      guarded([&] { compute(i, state); });
-#pragma omp ordered
-      guarded([&] { ordered(i, state); });
     }
   }
   if (failure) std::rethrow_exception(failure);
