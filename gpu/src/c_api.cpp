@@ -96,6 +96,8 @@ flashlab_status flashlab_dropout_mask(const flashlab_dropout_mask_params* params
     return FLASHLAB_ERROR_NULL_POINTER;
   }
   return guarded([params] { flashlab::gpu::dropout_mask(*params); });
+}
+
 flashlab_status flashlab_fa3_default_options(flashlab_fa3_options* out) {
   if (out == nullptr) {
     last_error = "out is NULL: pass a flashlab_fa3_options to fill";

@@ -2,8 +2,10 @@
 // present) the GPU kernels, side by side: max error against fp64, time, the bytes the
 // simulator's mirror of each kernel predicts, and the bytes Nsight Compute measures (when
 // ncu is available). With --sweep, the bytes alone over a grid of N, d and heads
-// (compare_sweep.cpp).
+// (compare_sweep.cpp). With --pass backward or decode, the GPU pass's mirror and the GPU's
+// row instead (compare_pass.cpp).
 #include "commands.hpp"
+#include "compare_pass.hpp"
 #include "compare_sweep.hpp"
 #include "kernel_bytes.hpp"
 #include "gpu_bridge/gpu_runner.hpp"
@@ -51,6 +53,8 @@ struct CompareArgs {
   bool no_ncu = false, no_colour = false;
   std::vector<std::string> sweep;  // "n=1024..65536", "d=64,128", "heads=1,16"
   std::string csv, plot;
+  ComparePassArgs pass;
+  CLI::App* cmd = nullptr;
 };
 
 KernelRun run_of(const CompareArgs& a, const std::string& kernel) {
@@ -271,6 +275,10 @@ void check_kernels(const CompareArgs& a) {
 }
 
 void run(const CompareArgs& a) {
+  if (const Pass pass = parse_pass(a.pass.pass); pass != Pass::forward)
+    return run_compare_pass(a.cmd, pass, a.pass,
+                            {a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.no_colour});
+  check_forward_options(a.cmd);
   check_kernels(a);
   if (!a.sweep.empty()) {
     const KernelRun base = run_of(a, "");
@@ -300,6 +308,7 @@ void add_compare_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "compare", "CPU reference, simulator and GPU on the same inputs: error, time, bytes");
   auto& args = arguments_of<CompareArgs>(cmd, run);
+  args.cmd = cmd;
   add_integer_option<Index>(cmd, "--n", args.n, "Keys N (and queries, unless --n-q)", 1);
   add_integer_option<Index>(cmd, "--n-q", args.n_q, "Query rows N_q (1 for decode); 0 means N", 0);
   add_integer_option<Index>(cmd, "--d", args.d, "Head dimension d", 1);
@@ -320,6 +329,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--csv", args.csv, "With --sweep: write the rows as CSV");
   cmd->add_option("--plot", args.plot,
                   "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");
+  add_compare_pass_options(cmd, args.pass);
   cmd->add_option("--gpu-only", args.gpu_only,
                   "Run one GPU kernel once and print nothing (used under ncu)")
       ->group("");

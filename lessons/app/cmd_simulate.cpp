@@ -1,9 +1,12 @@
 // `flashlab simulate`: run naive attention, FA1 and FA2 on the simulated HBM + SRAM and
-// print what each moves, computes and keeps on chip, and the bound a GPU profile sets.
+// print what each moves, computes and keeps on chip, and the bound a GPU profile sets;
+// with --pass backward or decode, the mirror of that GPU pass (simulate_pass.cpp).
 //   flashlab simulate --n 8192 --d 128 --dtype bf16 --sram 96KiB --algo naive,fa1,fa2
+//   flashlab simulate --pass backward --n 8192 --d 128 --heads 16 --causal
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "progress.hpp"
+#include "simulate_pass.hpp"
 
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/naive.hpp"
@@ -37,6 +40,9 @@ struct SimulateArgs {
   std::int64_t max_trace_bytes = kDefaultMaxTraceBytes;
   bool causal = false, json = false, full = false;
   cpu::Index br = 0, bc = 0;
+  std::string pass = "forward";
+  PassArgs pass_args;
+  CLI::App* cmd = nullptr;
   CLI::Option* br_option = nullptr;
   CLI::Option* bc_option = nullptr;
 };
@@ -119,7 +125,12 @@ void check_trace_size(const sim::Estimate& e, const SimulateArgs& args) {
 }
 
 void simulate(const SimulateArgs& args) {
+  const Pass pass = parse_pass(args.pass);
+  check_pass_options(args.cmd, pass);
   const sim::HardwareProfile& hw = sim::find_profile(args.profile);
+  if (pass != Pass::forward)
+    return simulate_pass(args.cmd, pass, args.pass_args, args.n, args.d, args.dtype, args.causal,
+                         args.json, hw);
   const sim::Problem p = problem_of(args, hw);
   const auto algorithms = sim::parse_algorithms(args.algorithms);
   if (args.full && p.N > kMaxFullN)
@@ -165,6 +176,11 @@ void add_simulate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Count the HBM bytes, work and SRAM of naive attention, FA1 and FA2");
   auto& args = arguments_of<SimulateArgs>(cmd, simulate);
+  args.cmd = cmd;
+  cmd->add_option("--pass", args.pass,
+                  "forward (the paper's programs), or backward or decode (the GPU kernels' "
+                  "mirrors)")
+      ->capture_default_str();
   add_integer_option<cpu::Index>(cmd, "--n", args.n, "sequence length N", 1);
   add_integer_option<cpu::Index>(cmd, "--d", args.d, "head dimension d", 1);
   cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
@@ -179,7 +195,8 @@ void add_simulate_command(CLI::App& app) {
                   "kernel as built)")
       ->capture_default_str();
   cmd->add_option("--profile", args.profile, "a100, h100, h200 or b200")->capture_default_str();
-  cmd->add_flag("--causal", args.causal, "causal mask (top-left)");
+  cmd->add_flag("--causal", args.causal,
+                "causal mask (top-left; backward: bottom-right when N_q != N)");
   args.br_option =
       add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);
   args.bc_option =
@@ -190,6 +207,7 @@ void add_simulate_command(CLI::App& app) {
                                    "refuse a --trace file estimated larger than this", 1);
   cmd->add_flag("--full", args.full,
                 "compute the numbers too, on random inputs (N <= 8192); traces then carry m, l, U");
+  add_pass_options(cmd, args.pass_args);
 }
 
 }  // namespace flashlab::app

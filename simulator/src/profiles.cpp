@@ -99,10 +99,14 @@ std::string_view Bound::binding() const {
   return matrix_s >= exp_s ? "matrix" : "exp";
 }
 
+Bound roofline(const OpCounts& ops, Bytes hbm_bytes, const HardwareProfile& profile) {
+  return {static_cast<double>(ops.matrix_flops) / profile.matrix_flops_per_s,
+          static_cast<double>(ops.exp) / profile.exp_per_s,
+          static_cast<double>(hbm_bytes) / profile.hbm_bytes_per_s};
+}
+
 Bound roofline(const Report& report, const HardwareProfile& profile) {
-  return {static_cast<double>(report.ops.matrix_flops) / profile.matrix_flops_per_s,
-          static_cast<double>(report.ops.exp) / profile.exp_per_s,
-          static_cast<double>(report.dram_total()) / profile.hbm_bytes_per_s};
+  return roofline(report.ops, report.dram_total(), profile);
 }
 
 }  // namespace flashlab::sim

@@ -18,7 +18,10 @@
 #pragma once
 
 #include "flashlab/cpu/dropout.hpp"
+#include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
+
+#include <vector>
 
 namespace flashlab::cpu {
 
@@ -50,6 +53,47 @@ Gradients<T> backward_kv_outer(const Matrix<T>& Q, const Matrix<T>& K, const Mat
                                const Matrix<T>& O, const Vector<T>& L, const Matrix<T>& dO,
                                const AttentionOptions& options = {},
                                const DropoutMask* dropout = nullptr);
+
+// backward_kv_outer in pieces, for a caller that spreads its KV tiles over threads
+// (backward_multihead.cpp). BackwardHead is one head's inputs, prepared once: checked, Q
+// scaled, D = rowsum(dO o O) computed; it refers to Q, K, V, L and dO, which must outlive it.
+template <class T>
+struct BackwardHead {
+  const Matrix<T>& Q;   // (N_q, d)
+  Matrix<T> Q_scaled;   // (N_q, d) Q * scale, exactly as the forward formed the scores
+  const Matrix<T>& K;   // (N_k, d)
+  const Matrix<T>& V;   // (N_k, d)
+  const Matrix<T>& dO;  // (N_q, d)
+  const Vector<T>& L;   // (N_q)
+  Vector<T> D;          // (N_q)
+  Mask mask;
+  const AttentionOptions& options;
+  T scale;
+  const DropoutMask* dropout;
+};
+template <class T>
+BackwardHead<T> prepare_backward(const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>& V,
+                                 const Matrix<T>& O, const Vector<T>& L, const Matrix<T>& dO,
+                                 const AttentionOptions& options, const DropoutMask* dropout);
+
+// The dS tile (rows, cols) of the query tile starting at row q0, against one KV tile.
+template <class T>
+struct ScoreGradient {
+  Index q0 = 0;
+  Matrix<T> dS;
+};
+
+// The outer loop's step j: sets dK_j, dV_j (cols, d) to their sums over the query tiles that
+// see KV tile j, in order, counts the tiles, and returns those tiles' dS for add_dQ.
+template <class T>
+std::vector<ScoreGradient<T>> backward_kv_tile(const BackwardHead<T>& in, Index j, Matrix<T>& dK_j,
+                                               Matrix<T>& dV_j, TileCounts& tiles);
+
+// dQ_i += dS K_j * scale for each of KV tile j's dS tiles, in order; dQ is (N_q, d). Called
+// for j = 0, 1, ... in turn, it sums dQ exactly as backward_kv_outer does.
+template <class T>
+void add_dQ(const BackwardHead<T>& in, Index j, const std::vector<ScoreGradient<T>>& dS,
+            Eigen::Ref<Matrix<T>> dQ);
 
 // The other order: the outer loop runs over query tiles. Each keeps dQ_i on chip and
 // writes it once, finished; dK and dV are accumulated in memory across query tiles.

@@ -32,8 +32,18 @@ Matrix<T> probabilities(const Matrix<T>& S, VectorView<T> L);
 // with P = exp(S - L_i). Z (rows, cols) is the tile's dropout multipliers (dropout.hpp), the
 // same the forward used; without it (nullptr) Z = 1 and no multiplication happens.
 template <class T>
-void backward_tile(const Matrix<T>& S, const BackwardTileInputs<T>& in, T scale,
-                   const Matrix<T>* Z, Eigen::Ref<Matrix<T>> dQ_i, Eigen::Ref<Matrix<T>> dK_j,
+void backward_tile(const Matrix<T>& S, const BackwardTileInputs<T>& in, T scale, const Matrix<T>* Z,
+                   Eigen::Ref<Matrix<T>> dQ_i, Eigen::Ref<Matrix<T>> dK_j,
                    Eigen::Ref<Matrix<T>> dV_j);
+
+// backward_tile in two halves, for a caller that adds dQ_i later (in a fixed order, from
+// another thread): the first adds to dK_j and dV_j and returns dS (rows, cols); the second
+// adds dQ_i += dS K_j * scale. Run one after the other, they are backward_tile, bit for bit.
+template <class T>
+Matrix<T> backward_tile_kv(const Matrix<T>& S, const BackwardTileInputs<T>& in, T scale,
+                           const Matrix<T>* Z, Eigen::Ref<Matrix<T>> dK_j,
+                           Eigen::Ref<Matrix<T>> dV_j);
+template <class T>
+void add_tile_dQ(const Matrix<T>& dS, MatrixView<T> K_j, T scale, Eigen::Ref<Matrix<T>> dQ_i);
 
 }  // namespace flashlab::cpu

@@ -5,7 +5,20 @@
 #include <exception>
 #include <mutex>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace flashlab::cpu {
+
+// The threads an OpenMP loop started here would run on (1 without OpenMP).
+inline int worker_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 // Runs body(i) for i in [0, n) across threads; in order on one thread when serial is true.
 // An exception may not leave an OpenMP region (the program would terminate), so the first

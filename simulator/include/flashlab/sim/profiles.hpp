@@ -43,5 +43,7 @@ struct Bound {
 // (max, sum, rescale, divide) run on the fp32 units, an order of magnitude faster than
 // the exp unit, and are left out of the bound.
 Bound roofline(const Report& report, const HardwareProfile& profile);
+// The same bound for work `ops` that moves `hbm_bytes` (a kernel pass's mirror).
+Bound roofline(const OpCounts& ops, Bytes hbm_bytes, const HardwareProfile& profile);
 
 }  // namespace flashlab::sim

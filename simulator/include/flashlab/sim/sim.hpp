@@ -1,6 +1,7 @@
 // The simulator in one include: a GPU's memory hierarchy (HBM, optional L2, SRAM) on which
 // naive attention, FlashAttention-1 and FlashAttention-2 run and every byte is counted, and
-// beside them a mirror of a GPU kernel as built (naive-kernel).
+// beside them a mirror of a GPU kernel as built (naive-kernel), and the count-only mirrors
+// of the GPU backward and decode passes (several kernels each).
 //
 //   #include "flashlab/sim/sim.hpp"
 //   namespace sim = flashlab::sim;
@@ -26,12 +27,18 @@
 //   table.hpp     the aligned text table of `flashlab simulate`
 //   sweep.hpp     grids of N, d, SRAM to CSV and gnuplot plots
 //   grid.hpp      a kernel's grid through one shared L2: DRAM bytes, the L2 crossover
+//   backward_kernel.hpp, decode_kernel.hpp   the GPU backward's and decode's mirrors:
+//                 count_backward_kernel(), count_decode_kernel() -> PassReport
+//   kernel_pass.hpp  PassReport: launches and grids, bytes per tensor, work, the bound
 //   machine.hpp   the HBM/SRAM machine the programs run on (OpCounts, TensorTraffic, SramOverflow)
 //   units.hpp     "192KiB" <-> bytes;  dtype.hpp  fp32, bf16, fp16 and their sizes
 #pragma once
 
+#include "flashlab/sim/backward_kernel.hpp"
+#include "flashlab/sim/decode_kernel.hpp"
 #include "flashlab/sim/dtype.hpp"
 #include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/kernel_pass.hpp"
 #include "flashlab/sim/machine.hpp"
 #include "flashlab/sim/problem.hpp"
 #include "flashlab/sim/profiles.hpp"

@@ -1,0 +1,43 @@
+// The mirror of flashlab's GPU backward as built (FlashAttention-2's order), counts only; the
+// program and its closed forms are in simulator/src/backward_kernel_program.cpp.
+#pragma once
+
+#include "flashlab/cpu/mask.hpp"
+#include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/kernel_pass.hpp"
+
+namespace flashlab::sim {
+
+// The problem: batch x heads_q query heads of N_q rows, sharing heads_kv KV heads of N_k
+// keys (GQA: heads_q / heads_kv query heads per KV head; MQA: heads_kv = 1), head dim d.
+struct BackwardShape {
+  cpu::Index batch = 1;
+  cpu::Index heads_q = 1;
+  cpu::Index heads_kv = 1;
+  cpu::Index n_q = 1024;
+  cpu::Index n_k = 1024;
+  cpu::Index d = 64;
+  cpu::Causal causal = cpu::Causal::none;
+};
+
+// The kernel's own facts, as its description gives them (the caller fills them in; the
+// simulator does not include gpu/).
+struct BackwardKernelFacts {
+  cpu::Index Br = 64;          // query rows per step of the main kernel's loop
+  cpu::Index Bc = 64;          // keys per block of the main kernel
+  int threads = 0;             // per block of the main kernel (reported, not counted)
+  Bytes sram_bytes = 0;        // per block of the main kernel (reported, not counted)
+  DType dtype = DType::bf16;   // of Q, K, V, O, dO, dQ, dK, dV
+  bool deterministic = false;  // dQ by its own kernel instead of fp32 atomics
+};
+
+// Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
+// size is >= 1 (N up to 2^22, d up to 2^12, batch x heads_q up to 2^20), heads_kv divides
+// heads_q, and Br, Bc >= 1.
+void check(const BackwardShape& shape, const BackwardKernelFacts& facts);
+
+// Every kernel of the pass counted in closed form over the KV tiles (and, deterministic,
+// the query tiles): microseconds at any N.
+PassReport count_backward_kernel(const BackwardShape& shape, const BackwardKernelFacts& facts);
+
+}  // namespace flashlab::sim

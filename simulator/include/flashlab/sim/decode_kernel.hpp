@@ -1,0 +1,54 @@
+// The mirror of flashlab's GPU decode as built (split-KV, flash-decoding, GQA packing, paged
+// or contiguous KV cache), counts only; the program and its closed forms are in
+// simulator/src/decode_kernel_program.cpp.
+#pragma once
+
+#include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/kernel_pass.hpp"
+
+#include <vector>
+
+namespace flashlab::sim {
+
+// The problem: a batch of sequences, each with n_q new query rows (1, or up to 16 for
+// speculative decoding) in heads_kv x group query heads, against its own cache of
+// lengths[b] keys in heads_kv KV heads (a length may be 0: that sequence's O is 0 and its
+// LSE -inf, as the CPU reference's). The batch is lengths.size().
+struct DecodeShape {
+  std::vector<cpu::Index> lengths{4096};
+  cpu::Index heads_kv = 1;
+  cpu::Index group = 1;  // query heads per KV head (GQA); heads_q = heads_kv x group
+  cpu::Index n_q = 1;
+  cpu::Index d = 128;
+
+  cpu::Index batch() const { return cpu::Index(lengths.size()); }
+  cpu::Index heads_q() const { return heads_kv * group; }
+};
+
+// The kernel's facts (its description gives them; the split count is the kernel's choice
+// from the SM count, batch, heads and length, which the mirror takes as an input).
+struct DecodeKernelFacts {
+  cpu::Index splits = 1;          // blocks per (sequence, KV head)
+  cpu::Index keys_per_step = 64;  // keys of K and V loaded per step of a block's loop
+  cpu::Index page_size = 0;       // tokens per page of a paged cache; 0: contiguous
+  int threads = 0;                // per block of the split kernel (reported, not counted)
+  DType dtype = DType::bf16;      // of Q, K, V and O
+};
+
+// Limits of the mirror's inputs, for callers that check their own options against them.
+inline constexpr cpu::Index kMaxDecodeSplits = 1024;
+inline constexpr cpu::Index kMaxDecodeQueries = 256;
+inline constexpr cpu::Index kMaxDecodeLength = (cpu::Index{1} << 31) - 1;  // an int32 index
+inline constexpr cpu::Index kMaxDecodeBatch = cpu::Index{1} << 16;
+
+// Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless the
+// batch has 1 to kMaxDecodeBatch sequences, each length is in [0, kMaxDecodeLength], heads_kv,
+// group, n_q, d, keys_per_step are >= 1 (n_q <= kMaxDecodeQueries, d <= 2^12), 1 <= splits <=
+// kMaxDecodeSplits and page_size >= 0.
+void check(const DecodeShape& shape, const DecodeKernelFacts& facts);
+
+// The split kernel and the combine, counted per sequence in closed form: microseconds for
+// any length.
+PassReport count_decode_kernel(const DecodeShape& shape, const DecodeKernelFacts& facts);
+
+}  // namespace flashlab::sim

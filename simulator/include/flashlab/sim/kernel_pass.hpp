@@ -1,0 +1,70 @@
+// What a mirror of a multi-kernel GPU pass reports (the backward's pre-kernel, main kernel and
+// post-kernel; the decode's split kernel and combine): the kernels it launches with their grids,
+// the bytes each HBM tensor moves between HBM (at the L2) and the SMs, summed over every
+// block of every kernel, and the work on chip. The two-level model without an L2: bytes
+// here are what crosses between the L2 and the SMs, as the forward mirrors count them.
+//
+//   sim::PassReport r = sim::count_backward_kernel(shape, facts);
+//   r.tensor("dQ accumulator").read;   r.bytes_total();   r.launches[1].blocks;
+#pragma once
+
+#include "flashlab/sim/machine.hpp"
+#include "flashlab/sim/profiles.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flashlab::sim {
+
+// One kernel launch of the pass and its grid.
+struct Launch {
+  std::string name{};        // "main", "combine", ...
+  std::int64_t blocks = 0;   // thread blocks in the grid
+  std::int64_t working = 0;  // of those, the blocks with work (a decode split with keys)
+  int threads = 0;           // per block, where the kernel's description gives it
+  // On a GPU of `sm_count` SMs running `per_sm` blocks each at once: how many waves the
+  // grid takes and how many SMs the working blocks keep busy in the first one.
+  std::int64_t waves(int sm_count, int per_sm = 1) const;
+  std::int64_t busy_sms(int sm_count, int per_sm = 1) const;
+};
+
+// One HBM tensor of the pass and the bytes its kernels move across its boundary.
+struct PassTensor {
+  std::string name{};
+  std::string type{};  // "bf16", "fp32", "int32" (a block table)
+  std::int64_t elements = 0;
+  Bytes read = 0;     // HBM (L2) -> SMs
+  Bytes written = 0;  // SMs -> HBM (L2); an atomic add is a read and a write
+};
+
+struct PassReport {
+  std::string pass{};              // "backward", "backward (deterministic)", "decode"
+  std::string label{};             // the kernel's facts in brief: "Br 64, Bc 128"
+  std::vector<Launch> launches{};  // in launch order
+  std::vector<PassTensor> tensors{};
+  OpCounts ops{};
+
+  Bytes bytes_read() const;
+  Bytes bytes_written() const;
+  Bytes bytes_total() const { return bytes_read() + bytes_written(); }
+  // The traffic of one tensor by name; throws std::out_of_range if the pass has none.
+  const PassTensor& tensor(std::string_view name) const;
+  const Launch& launch(std::string_view name) const;
+};
+
+// t >= max(matrix FLOPs / throughput, exps / exp throughput, bytes / HBM bandwidth), as
+// roofline() for a forward program.
+Bound roofline(const PassReport& report, const HardwareProfile& profile);
+
+// The report as JSON: pass, label, launches (with waves and busy SMs on the profile),
+// per-tensor bytes, totals, operations and the bound.
+nlohmann::ordered_json to_json(const PassReport& report, const HardwareProfile& profile);
+
+// A table for the terminal: the launches with their grids, then the bytes per tensor.
+std::string format_pass_table(const PassReport& report, const HardwareProfile& profile);
+
+}  // namespace flashlab::sim

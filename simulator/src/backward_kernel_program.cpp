@@ -1,0 +1,193 @@
+// flashlab's GPU backward as built (FlashAttention-2's order), counted kernel by kernel.
+//
+//   1. pre-kernel   D = rowsum(dO * O): reads O and dO, writes D (fp32); zeroes the fp32
+//                   dQ accumulator (atomic mode only)
+//   2. main kernel  a block per (batch, KV head, KV tile j of Bc keys): loads K_j, V_j once;
+//                   for each query head of its GQA group and each query tile i of Br rows
+//                   that sees tile j (causal: from the first such tile on; the tiles before
+//                   it are skipped whole) loads Q_i, dO_i (input dtype), L_i, D_i (fp32),
+//                   recomputes S = Q_i K_j^T and P = exp(S - L_i), forms dP = dO_i V_j^T,
+//                   dS = P * (dP - D_i), adds P^T dO_i into dV_j and dS^T Q_i into dK_j on
+//                   chip and dS K_j into the dQ accumulator with fp32 atomics (a read and a
+//                   write of Br x d fp32 at the L2); writes dK_j, dV_j (input dtype) at the end
+//   3. post-kernel  reads the dQ accumulator, writes dQ (input dtype)
+// Deterministic mode: no accumulator and no post-kernel; the main kernel leaves dQ alone
+// and a dQ kernel, a block per (batch, query head, query tile i), loads Q_i, dO_i, L_i,
+// D_i once, loops over the KV tiles that i sees (K_j, V_j each) and writes dQ_i once.
+// The pre- and post-kernels run a block per Br rows of one query head. A block loads its own tile
+// (K_j, V_j; Q_i, dO_i, L_i, D_i) before its loop even when no tile of the other side is visible to
+// it, and then writes zeros (dK_j, dV_j; dQ_i).
+//
+// Closed form. b = input bytes, f = 4 (fp32), H_q query heads, H_kv KV heads, batch B,
+// Tr = ceil(N_q / Br), Tc = ceil(N_k / Bc); a step is a visible (i, j) pair of one query
+// head, r x c its rows and keys (the tile's full size: masked scores are computed too).
+//   QR = sum over steps of r   (no mask: Tc N_q)     -- query rows a main block loads
+//   A  = sum over steps of r c (no mask: N_q N_k)    -- scores computed
+//   KR = sum over steps of c   (no mask: Tr N_k)     -- keys the dQ kernel loads
+// for one (query head, KV head) pair; causal with offset o (top-left 0, bottom-right
+// N_k - N_q): KV tile j at key k0 is first seen by query tile floor((k0 - o) / Br) (0 when
+// k0 <= o, none when k0 - o >= N_q), and query tile i, last row e, sees min(N_k,
+// (floor((e + o) / Bc) + 1) Bc) keys (none when e + o < 0).
+// Bytes, atomic mode (B H_q = query heads in all, B H_kv = KV heads in all):
+//   O                 read  B H_q N_q d b
+//   dO                read  B H_q (N_q + QR) d b
+//   D                 written B H_q N_q f          read  B H_q QR f
+//   dQ accumulator    written B H_q (N_q + QR) d f read  B H_q (QR + N_q) d f
+//   Q                 read  B H_q QR d b
+//   L                 read  B H_q QR f
+//   K, V              read  B H_kv N_k d b each
+//   dK, dV            written B H_kv N_k d b each
+//   dQ                written B H_q N_q d b
+// Deterministic: no accumulator; Q, dO, L, D read B H_q (QR + N_q) rows (the dQ kernel
+// adds N_q), K and V B H_kv N_k d b + B H_q KR d b each, dQ written B H_q N_q d b.
+// Operations: matrix FLOPs 2 A d per product: 5 products in atomic mode (S, dP, dV, dK,
+// dQ), 4 + 3 deterministic (the dQ kernel recomputes S and dP); per score exp 1 (P),
+// sum 1 (dP - D), rescale 1 (P * (dP - D)), once per kernel that forms dS; D costs N_q d
+// multiplies (rescale) and N_q d adds (sum) per query head; the atomics QR d adds (sum).
+//
+// Counts only: the numbers of the backward are cpu_reference's (backward_multihead.hpp),
+// in the order it sums them; the GPU's atomic order is not a sequence the simulator could
+// follow step by step, so the mirror books bytes and work and leaves the values to it.
+#include "flashlab/sim/backward_kernel.hpp"
+
+#include "flashlab/cpu/checked.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace flashlab::sim {
+
+namespace {
+
+using cpu::Index;
+
+constexpr Index kMaxLength = Index{1} << 22;
+constexpr Index kMaxHeadDim = Index{1} << 12;
+constexpr Index kMaxHeadsInAll = Index{1} << 20;  // batch x heads_q
+constexpr Bytes kFp32 = bytes_of(kAccumulator);
+constexpr std::int64_t kFlopsPerMultiplyAdd = 2;
+
+Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
+
+// The sums over the steps of one (query head, KV head) pair, named as in the header.
+struct StepSums {
+  Index QR = 0, A = 0, KR = 0;
+};
+
+StepSums step_sums(const BackwardShape& s, Index Br, Index Bc) {
+  const cpu::Mask mask{s.causal, s.n_q, s.n_k};
+  const Index o = mask.diagonal_offset(), Tr = ceil_div(s.n_q, Br), Tc = ceil_div(s.n_k, Bc);
+  StepSums sums;
+  for (Index j = 0; j < Tc; ++j) {  // main kernel: the query rows each KV tile sees
+    const Index k0 = j * Bc, c = std::min(Bc, s.n_k - k0);
+    Index first = 0;  // the first query tile that sees key k0, Tr if none
+    if (s.causal != cpu::Causal::none && k0 > o) first = k0 - o >= s.n_q ? Tr : (k0 - o) / Br;
+    const Index rows = first >= Tr ? 0 : s.n_q - first * Br;
+    sums.QR += rows;
+    sums.A = cpu::checked_add(sums.A, cpu::checked_mul(rows, c, "the scores"), "the scores");
+  }
+  for (Index i = 0; i < Tr; ++i) {  // dQ kernel: the keys each query tile sees
+    const Index e = std::min((i + 1) * Br, s.n_q) - 1;
+    Index keys = s.n_k;
+    if (s.causal != cpu::Causal::none)
+      keys = e + o < 0 ? 0 : std::min(s.n_k, ((e + o) / Bc + 1) * Bc);
+    sums.KR += keys;
+  }
+  return sums;
+}
+
+void check_size(std::string_view name, Index value, Index max) {
+  if (value < 1 || value > max)
+    throw cpu::InvalidArgument(
+        fmt::format("{} = {} is out of range: the backward mirror takes 1 <= {} <= {}", name, value,
+                    name, max));
+}
+
+// B x heads x rows x cols elements.
+Index elements(Index heads_in_all, Index rows, Index cols) {
+  return cpu::checked_product({heads_in_all, rows, cols}, "a tensor's elements");
+}
+
+}  // namespace
+
+void check(const BackwardShape& s, const BackwardKernelFacts& f) {
+  check_size("batch", s.batch, kMaxHeadsInAll);
+  check_size("heads_q", s.heads_q, kMaxHeadsInAll);
+  check_size("heads_kv", s.heads_kv, s.heads_q);
+  check_size("N_q", s.n_q, kMaxLength);
+  check_size("N_k", s.n_k, kMaxLength);
+  check_size("d", s.d, kMaxHeadDim);
+  check_size("Br", f.Br, kMaxLength);
+  check_size("Bc", f.Bc, kMaxLength);
+  cpu::check_causal(s.causal);
+  if (s.heads_q % s.heads_kv != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "heads_kv = {} does not divide heads_q = {}: each KV head serves the same number of "
+        "query heads (GQA), so heads_q must be a multiple of heads_kv",
+        s.heads_kv, s.heads_q));
+  if (s.batch * s.heads_q > kMaxHeadsInAll)
+    throw cpu::InvalidArgument(
+        fmt::format("batch x heads_q = {} x {} is more than the mirror takes ({})", s.batch,
+                    s.heads_q, kMaxHeadsInAll));
+}
+
+PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFacts& f) {
+  check(s, f);
+  const Index Br = f.Br, Bc = f.Bc, d = s.d, b = bytes_of(f.dtype);
+  const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;  // heads in all
+  const StepSums sums = step_sums(s, Br, Bc);
+  const Index QR = sums.QR, A = sums.A, KR = sums.KR;
+  // Bytes of `rows` rows of `cols` elements of `bytes` each, for every one of `heads` heads.
+  const auto rows_of = [](Index heads, Index rows, Index cols, Index bytes) {
+    return cpu::checked_product({heads, rows, cols, bytes}, "the backward's bytes");
+  };
+  const Index own_rows = f.deterministic ? QR + s.n_q : QR;  // Q, L, D: the dQ kernel adds N_q
+  const Index kv_read = rows_of(Hkv, s.n_k, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
+
+  PassReport r;
+  r.pass = f.deterministic ? "backward (deterministic)" : "backward";
+  r.label = fmt::format("Br {}, Bc {}, {} threads, {} SRAM, {}", Br, Bc, f.threads,
+                        format_bytes(double(f.sram_bytes)), to_string(f.dtype));
+  const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written) {
+    r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written});
+  };
+  const Index q_elems = elements(Hq, s.n_q, d), kv_elems = elements(Hkv, s.n_k, d);
+  tensor("Q", f.dtype, q_elems, rows_of(Hq, own_rows, d, b), 0);
+  tensor("K", f.dtype, kv_elems, kv_read, 0);
+  tensor("V", f.dtype, kv_elems, kv_read, 0);
+  tensor("O", f.dtype, q_elems, rows_of(Hq, s.n_q, d, b), 0);
+  tensor("dO", f.dtype, q_elems, rows_of(Hq, s.n_q + own_rows, d, b), 0);
+  tensor("L", kAccumulator, elements(Hq, s.n_q, 1), rows_of(Hq, own_rows, 1, kFp32), 0);
+  tensor("D", kAccumulator, elements(Hq, s.n_q, 1), rows_of(Hq, own_rows, 1, kFp32),
+         rows_of(Hq, s.n_q, 1, kFp32));
+  if (!f.deterministic)
+    tensor("dQ accumulator", kAccumulator, q_elems, rows_of(Hq, QR + s.n_q, d, kFp32),
+           rows_of(Hq, s.n_q + QR, d, kFp32));
+  tensor("dQ", f.dtype, q_elems, 0, rows_of(Hq, s.n_q, d, b));
+  tensor("dK", f.dtype, kv_elems, 0, rows_of(Hkv, s.n_k, d, b));
+  tensor("dV", f.dtype, kv_elems, 0, rows_of(Hkv, s.n_k, d, b));
+
+  // Work: per score of every step, per product; A counts one query head's scores.
+  const Index scores = cpu::checked_mul(Hq, A, "the scores");
+  const Index products = f.deterministic ? 4 + 3 : 5, ds_passes = f.deterministic ? 2 : 1;
+  const Index d_rows = cpu::checked_product({Hq, s.n_q, d}, "D's products");
+  r.ops.matrix_flops =
+      cpu::checked_product({kFlopsPerMultiplyAdd, products, scores, d}, "the backward's FLOPs");
+  r.ops.exp = ds_passes * scores;
+  r.ops.sum = ds_passes * scores + d_rows + (f.deterministic ? 0 : Hq * QR * d);
+  r.ops.rescale = ds_passes * scores + d_rows;
+
+  const Index Tr = ceil_div(s.n_q, Br), Tc = ceil_div(s.n_k, Bc);
+  const Index query_rows_blocks = Tr * Hq;
+  r.launches.push_back({"pre (D)", query_rows_blocks, query_rows_blocks, 0});
+  r.launches.push_back({"main", Hkv * Tc, Hkv * Tc, f.threads});
+  if (f.deterministic)
+    r.launches.push_back({"dQ", Hq * Tr, Hq * Tr, f.threads});
+  else
+    r.launches.push_back({"post (dQ)", query_rows_blocks, query_rows_blocks, 0});
+  return r;
+}
+
+}  // namespace flashlab::sim

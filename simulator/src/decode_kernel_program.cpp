@@ -1,0 +1,151 @@
+// flashlab's GPU decode as built (split-KV, flash-decoding), counted kernel by kernel.
+//
+//   1. split kernel  a block per (sequence, KV head, split): reads the n_q query rows of
+//                    all G query heads of its group (GQA packing: each byte of K and V is
+//                    read once for all of them), streams its split's share of the cache,
+//                    keys_per_step keys of K and V a step (paged: through the sequence's
+//                    block table, one int32 entry per page it touches), and writes its
+//                    partial state (m, l, U) in fp32 for each of its n_q G rows
+//   2. combine       a block per (sequence, query head): reads the partial state of every
+//                    split of each of its n_q rows, merges them (cpu::merge's algebra) and
+//                    writes O (input dtype) and LSE (fp32)
+// The shares: a sequence of L keys takes s = ceil(L / Bc) steps (Bc = keys_per_step); each
+// split takes q = ceil(s / S) of them, in order, so W = ceil(s / q) splits have keys and
+// the last of those the ragged rest; the S - W others (all S when L = 0) read nothing and
+// write the empty state (m = -inf, l = 0, U = 0), which the combine reads like any other.
+// A causal mask (bottom-right, n_q > 1) changes no count: the kernel loads every key of
+// the split and computes the whole tile.
+//
+// Closed form, per sequence of length L, b = input bytes, f = 4 (fp32), G query heads per
+// KV head, H_kv KV heads, rows = n_q G per block, page size P:
+//   Q          read     H_kv W rows d b
+//   K, V       read     H_kv L d b each          (every key once, whatever S)
+//   block table read    H_kv 4 sum over working splits of the pages the split touches:
+//                       floor((e - 1) / P) - floor(a / P) + 1 for keys [a, e); about
+//                       H_kv 4 (ceil(L / P) + W - 1) when shares do not end on a page
+//   partial    written  H_kv S rows (d + 2) f    read  the same (by the combine)
+//   O          written  H_kv rows d b
+//   LSE        written  H_kv rows f
+// Operations: per working split of k keys in t steps, S = Q K^T and U += W V (2 rows k d
+// FLOPs each) and the online-softmax update (update_ops per step: rows k + rows t exps);
+// per row of the combine, S - 1 merges (merge_ops) and the finalize (finalize_ops).
+// Grid: the split kernel's B H_kv S blocks, of which sum over sequences of H_kv W have
+// keys; its waves and busy SMs on a profile follow (kernel_pass.hpp).
+//
+// Counts only: the numbers of decode are cpu_reference's (decode.hpp), which splits and
+// merges with the same algebra; the mirror books the bytes and the work.
+#include "flashlab/sim/decode_kernel.hpp"
+
+#include "program.hpp"
+
+#include "flashlab/cpu/checked.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace flashlab::sim {
+
+namespace {
+
+using cpu::Index;
+
+constexpr Index kMaxHeadDim = Index{1} << 12;
+constexpr Index kMaxHeads = Index{1} << 12;
+constexpr Bytes kFp32 = bytes_of(kAccumulator);
+constexpr Bytes kTableEntryBytes = 4;     // int32 page index
+constexpr Index kStateFloatsBeyondU = 2;  // m and l beside U's d floats
+
+Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
+
+void check_range(std::string_view name, Index value, Index min, Index max) {
+  if (value < min || value > max)
+    throw cpu::InvalidArgument(
+        fmt::format("{} = {} is out of range: the decode mirror takes {} <= {} <= {}", name, value,
+                    min, name, max));
+}
+
+// What one sequence's split-kernel blocks of one KV head move and compute.
+struct SequenceCounts {
+  Index working = 0;        // splits with keys (W)
+  Index table_entries = 0;  // block-table entries read
+  OpCounts ops{};
+};
+
+SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelFacts& f) {
+  SequenceCounts c;
+  const Index Bc = f.keys_per_step, steps = ceil_div(L, Bc);
+  if (steps == 0) return c;
+  const Index q = ceil_div(steps, f.splits);  // steps per split
+  c.working = ceil_div(steps, q);
+  for (Index s = 0; s < c.working; ++s) {
+    const Index a = s * q * Bc, e = std::min((s + 1) * q * Bc, L), t = ceil_div(e - a, Bc);
+    if (f.page_size > 0) c.table_entries += (e - 1) / f.page_size - a / f.page_size + 1;
+    c.ops += detail::score_ops(rows, e - a, d);
+    c.ops += detail::update_ops(rows, e - a, d);
+    c.ops += detail::update_ops(rows, 0, d).times(t - 1);  // the per-step terms, once per step
+  }
+  return c;
+}
+
+}  // namespace
+
+void check(const DecodeShape& s, const DecodeKernelFacts& f) {
+  check_range("batch", s.batch(), 1, kMaxDecodeBatch);
+  for (const Index L : s.lengths) check_range("a sequence's length", L, 0, kMaxDecodeLength);
+  check_range("heads_kv", s.heads_kv, 1, kMaxHeads);
+  check_range("group", s.group, 1, kMaxHeads);
+  check_range("n_q", s.n_q, 1, kMaxDecodeQueries);
+  check_range("d", s.d, 1, kMaxHeadDim);
+  check_range("splits", f.splits, 1, kMaxDecodeSplits);
+  check_range("keys_per_step", f.keys_per_step, 1, kMaxDecodeLength);
+  check_range("page_size", f.page_size, 0, kMaxDecodeLength);
+}
+
+PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f) {
+  check(s, f);
+  const Index d = s.d, b = bytes_of(f.dtype), S = f.splits, H = s.heads_kv;
+  const Index rows = s.n_q * s.group;  // per block, and per (sequence, KV head) in the combine
+  Index keys = 0, working = 0, entries = 0, max_length = 0;
+  OpCounts ops;
+  for (const Index L : s.lengths) {
+    const SequenceCounts c = sequence_counts(L, rows, d, f);
+    keys = cpu::checked_add(keys, L, "the keys");
+    working += c.working;
+    entries += c.table_entries;
+    ops += c.ops;
+    max_length = std::max(max_length, L);
+  }
+  const Index B = s.batch(), state_floats = d + kStateFloatsBeyondU;
+  const auto bytes = [](std::initializer_list<Index> factors) {
+    return cpu::checked_product(factors, "the decode's bytes");
+  };
+  const Bytes state = bytes({B, H, S, rows, state_floats, kFp32});
+
+  PassReport r;
+  r.pass = "decode";
+  r.label = fmt::format(
+      "{} split{}, {} keys a step, {}, {}", S, S == 1 ? "" : "s", f.keys_per_step,
+      f.page_size > 0 ? fmt::format("pages of {}", f.page_size) : std::string("contiguous cache"),
+      to_string(f.dtype));
+  const std::string in_type(to_string(f.dtype)), fp32(to_string(kAccumulator));
+  r.tensors = {
+      {"Q", in_type, B * H * rows * d, bytes({H, working, rows, d, b}), 0},
+      {"K", in_type, keys * H * d, bytes({H, keys, d, b}), 0},
+      {"V", in_type, keys * H * d, bytes({H, keys, d, b}), 0},
+      {"block table", "int32", f.page_size > 0 ? B * ceil_div(max_length, f.page_size) : 0,
+       bytes({H, entries, kTableEntryBytes}), 0},
+      {"partial state", fp32, B * H * S * rows * state_floats, state, state},
+      {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, d, b})},
+      {"LSE", fp32, B * H * rows, 0, bytes({B, H, rows, kFp32})},
+  };
+  r.ops = ops.times(H);
+  OpCounts combine = detail::merge_ops(1, d).times(S - 1);
+  combine += detail::finalize_ops(1, d);
+  r.ops += combine.times(B * H * rows);
+  r.launches.push_back({"split", B * H * S, H * working, f.threads});
+  r.launches.push_back({"combine", B * s.heads_q(), B * s.heads_q(), 0});
+  return r;
+}
+
+}  // namespace flashlab::sim

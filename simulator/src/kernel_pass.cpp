@@ -1,0 +1,135 @@
+// PassReport: sums, look-ups, the bound, JSON and the terminal table of a kernel pass's mirror.
+#include "flashlab/sim/kernel_pass.hpp"
+
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace flashlab::sim {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::int64_t Launch::waves(int sm_count, int per_sm) const {
+  return ceil_div(blocks, std::int64_t{sm_count} * per_sm);
+}
+
+std::int64_t Launch::busy_sms(int sm_count, int per_sm) const {
+  return std::min<std::int64_t>(sm_count, ceil_div(working, per_sm));
+}
+
+Bytes PassReport::bytes_read() const {
+  return std::accumulate(tensors.begin(), tensors.end(), Bytes{0},
+                         [](Bytes s, const PassTensor& t) { return s + t.read; });
+}
+
+Bytes PassReport::bytes_written() const {
+  return std::accumulate(tensors.begin(), tensors.end(), Bytes{0},
+                         [](Bytes s, const PassTensor& t) { return s + t.written; });
+}
+
+const PassTensor& PassReport::tensor(std::string_view name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return t;
+  throw std::out_of_range(fmt::format("the {} mirror has no HBM tensor named '{}'", pass, name));
+}
+
+const Launch& PassReport::launch(std::string_view name) const {
+  for (const auto& l : launches)
+    if (l.name == name) return l;
+  throw std::out_of_range(fmt::format("the {} mirror launches no kernel named '{}'", pass, name));
+}
+
+Bound roofline(const PassReport& report, const HardwareProfile& profile) {
+  return roofline(report.ops, report.bytes_total(), profile);
+}
+
+nlohmann::ordered_json to_json(const PassReport& r, const HardwareProfile& profile) {
+  using json = nlohmann::ordered_json;
+  json launches = json::array();
+  for (const auto& l : r.launches)
+    launches.push_back({{"name", l.name},
+                        {"blocks", l.blocks},
+                        {"working_blocks", l.working},
+                        {"threads", l.threads},
+                        {"waves", l.waves(profile.sm_count)},
+                        {"busy_sms", l.busy_sms(profile.sm_count)}});
+  json tensors = json::array();
+  for (const auto& t : r.tensors)
+    tensors.push_back({{"name", t.name},
+                       {"type", t.type},
+                       {"elements", t.elements},
+                       {"bytes_read", t.read},
+                       {"bytes_written", t.written}});
+  const Bound b = roofline(r, profile);
+  return {{"pass", r.pass},
+          {"kernel", r.label},
+          {"launches", std::move(launches)},
+          {"tensors", std::move(tensors)},
+          {"bytes",
+           {{"read", r.bytes_read()}, {"written", r.bytes_written()}, {"total", r.bytes_total()}}},
+          {"ops",
+           {{"matrix_flops", r.ops.matrix_flops},
+            {"exp", r.ops.exp},
+            {"max", r.ops.max},
+            {"sum", r.ops.sum},
+            {"rescale", r.ops.rescale},
+            {"divide", r.ops.divide},
+            {"non_matrix", r.ops.non_matrix()}}},
+          {"bound",
+           {{"profile", profile.name},
+            {"seconds", b.seconds()},
+            {"binds", b.binding()},
+            {"matrix_s", b.matrix_s},
+            {"exp_s", b.exp_s},
+            {"memory_s", b.memory_s}}}};
+}
+
+namespace {
+
+using Row = std::vector<std::string>;
+
+std::string aligned(const std::vector<Row>& rows) {
+  std::vector<std::size_t> width(rows.front().size(), 0);
+  for (const Row& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::string out;
+  for (const Row& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c)
+      out += c == 0 ? fmt::format("{:<{}}", row[c], width[c])
+                    : fmt::format("  {:>{}}", row[c], width[c]);
+    out += '\n';
+  }
+  return out;
+}
+
+std::string bytes(Bytes b) { return format_bytes(static_cast<double>(b)); }
+
+}  // namespace
+
+std::string format_pass_table(const PassReport& r, const HardwareProfile& profile) {
+  std::vector<Row> launches{{"kernel", "blocks", "with work", "waves", "busy SMs"}};
+  for (const auto& l : r.launches)
+    launches.push_back({l.name, std::to_string(l.blocks), std::to_string(l.working),
+                        std::to_string(l.waves(profile.sm_count)),
+                        fmt::format("{} of {}", l.busy_sms(profile.sm_count), profile.sm_count)});
+  std::vector<Row> tensors{{"tensor", "read", "written"}};
+  for (const auto& t : r.tensors) tensors.push_back({t.name, bytes(t.read), bytes(t.written)});
+  tensors.push_back({"total", bytes(r.bytes_read()), bytes(r.bytes_written())});
+  const Bound b = roofline(r, profile);
+  return fmt::format(
+      "{} mirror: {}\n\n{}\nBytes per tensor (between the L2 and the SMs)\n{}\n"
+      "matrix FLOPs {:.4g}, other operations {:.4g}; bound on {} {:.4g} s ({} binds)\n",
+      r.pass, r.label, aligned(launches), aligned(tensors), double(r.ops.matrix_flops),
+      double(r.ops.non_matrix()), profile.name, b.seconds(), b.binding());
+}
+
+}  // namespace flashlab::sim

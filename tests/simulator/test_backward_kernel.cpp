@@ -1,0 +1,173 @@
+// The mirror of the GPU backward (backward_kernel_program.cpp): every tensor's bytes and the
+// work against the closed form of its header, with the step sums QR, A, KR found here by
+// classifying every (query tile, KV tile) pair with cpu::Mask (not the program's first-tile
+// rule); the shapes awkward (N_q != N_k, N = 1, 97, both causal alignments, GQA, MQA).
+#include "helpers.hpp"
+
+#include "flashlab/sim/backward_kernel.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/core.h>
+
+#include <chrono>
+
+namespace flashlab::sim::test {
+
+namespace {
+
+struct Sums {
+  Index QR = 0, A = 0, KR = 0;
+};
+
+// Every (i, j) pair of one (query head, KV head), classified by the CPU reference's mask.
+Sums brute_force(const BackwardShape& s, Index Br, Index Bc) {
+  const cpu::Mask mask{s.causal, s.n_q, s.n_k};
+  Sums sums;
+  for (Index i = 0; i * Br < s.n_q; ++i)
+    for (Index j = 0; j * Bc < s.n_k; ++j) {
+      const Index r = std::min(Br, s.n_q - i * Br), c = std::min(Bc, s.n_k - j * Bc);
+      if (mask.classify(i * Br, r, j * Bc, c) == cpu::TileKind::skipped) continue;
+      sums.QR += r;
+      sums.A += r * c;
+      sums.KR += c;
+    }
+  return sums;
+}
+
+void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
+  CAPTURE(s.n_q);
+  CAPTURE(s.n_k);
+  CAPTURE(s.d);
+  CAPTURE(cpu::to_string(s.causal));
+  CAPTURE(s.heads_q);
+  CAPTURE(s.heads_kv);
+  CAPTURE(f.deterministic);
+  const PassReport r = count_backward_kernel(s, f);
+  const Sums x = brute_force(s, f.Br, f.Bc);
+  const Index b = bytes_of(f.dtype), fp = 4, d = s.d;
+  const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;
+  const Index own = f.deterministic ? x.QR + s.n_q : x.QR;
+  const Index kv = Hkv * s.n_k * d * b + (f.deterministic ? Hq * x.KR * d * b : 0);
+  CHECK(r.tensor("Q").read == Hq * own * d * b);
+  CHECK(r.tensor("K").read == kv);
+  CHECK(r.tensor("V").read == kv);
+  CHECK(r.tensor("O").read == Hq * s.n_q * d * b);
+  CHECK(r.tensor("dO").read == Hq * (s.n_q + own) * d * b);
+  CHECK(r.tensor("L").read == Hq * own * fp);
+  CHECK(r.tensor("D").read == Hq * own * fp);
+  CHECK(r.tensor("D").written == Hq * s.n_q * fp);
+  CHECK(r.tensor("dQ").written == Hq * s.n_q * d * b);
+  CHECK(r.tensor("dK").written == Hkv * s.n_k * d * b);
+  CHECK(r.tensor("dV").written == Hkv * s.n_k * d * b);
+  for (const char* name : {"Q", "K", "V", "O", "dO", "L"}) CHECK(r.tensor(name).written == 0);
+  for (const char* name : {"dQ", "dK", "dV"}) CHECK(r.tensor(name).read == 0);
+  if (f.deterministic) {
+    CHECK_THROWS_AS(r.tensor("dQ accumulator"), std::out_of_range);
+    CHECK(r.launch("dQ").blocks == Hq * ceil_div(s.n_q, f.Br));
+  } else {
+    CHECK(r.tensor("dQ accumulator").read == Hq * (x.QR + s.n_q) * d * fp);
+    CHECK(r.tensor("dQ accumulator").written == Hq * (s.n_q + x.QR) * d * fp);
+  }
+  CHECK(r.launch("main").blocks == Hkv * ceil_div(s.n_k, f.Bc));
+  const Index products = f.deterministic ? 7 : 5, passes = f.deterministic ? 2 : 1;
+  CHECK(r.ops.matrix_flops == 2 * products * Hq * x.A * d);
+  CHECK(r.ops.exp == passes * Hq * x.A);
+  CHECK(r.ops.rescale == passes * Hq * x.A + Hq * s.n_q * d);
+  CHECK(r.ops.sum == passes * Hq * x.A + Hq * s.n_q * d + (f.deterministic ? 0 : Hq * x.QR * d));
+}
+
+}  // namespace
+
+TEST_CASE("backward mirror: every tensor and the work match the closed form on awkward shapes") {
+  const Index lengths[] = {1, 17, 97, 113, 256};
+  for (const bool deterministic : {false, true})
+    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
+      for (const Index n_q : lengths)
+        for (const Index n_k : lengths) {
+          const BackwardShape s{.batch = 2,
+                                .heads_q = 4,
+                                .heads_kv = 2,
+                                .n_q = n_q,
+                                .n_k = n_k,
+                                .d = 64,
+                                .causal = causal};
+          check_closed_form(
+              s, {.Br = 64, .Bc = 32, .dtype = DType::bf16, .deterministic = deterministic});
+          check_closed_form(
+              s, {.Br = 16, .Bc = 48, .dtype = DType::fp16, .deterministic = deterministic});
+        }
+}
+
+TEST_CASE("backward mirror: without a mask, QR = Tc N_q, A = N_q N_k, KR = Tr N_k") {
+  const BackwardShape s{.batch = 1, .heads_q = 8, .heads_kv = 1, .n_q = 97, .n_k = 1023, .d = 128};
+  const BackwardKernelFacts f{.Br = 64, .Bc = 128, .dtype = DType::bf16};
+  const PassReport r = count_backward_kernel(s, f);
+  const Index Tc = ceil_div(1023, 128);  // 8
+  CHECK(r.tensor("Q").read == 8 * Tc * 97 * 128 * 2);
+  CHECK(r.ops.matrix_flops == 2 * 5 * 8 * 97 * 1023 * 128);
+  BackwardKernelFacts det = f;
+  det.deterministic = true;
+  const PassReport rd = count_backward_kernel(s, det);
+  CHECK(rd.tensor("K").read == 1023 * 128 * 2 + 8 * ceil_div(97, 64) * 1023 * 128 * 2);
+}
+
+TEST_CASE("backward mirror: causal square problems skip about half the steps") {
+  const BackwardShape full{.n_q = 4096, .n_k = 4096, .d = 64};
+  BackwardShape causal = full;
+  causal.causal = cpu::Causal::top_left;
+  const BackwardKernelFacts f{.Br = 64, .Bc = 64};
+  const Index T = 4096 / 64;
+  // Whole tiles on the diagonal are computed: T (T + 1) / 2 of the T^2 steps.
+  CHECK(count_backward_kernel(causal, f).ops.exp * 2 * T ==
+        count_backward_kernel(full, f).ops.exp * (T + 1));
+  // Both alignments agree when N_q = N_k.
+  causal.causal = cpu::Causal::bottom_right;
+  CHECK(count_backward_kernel(causal, f).ops.exp * 2 * T ==
+        count_backward_kernel(full, f).ops.exp * (T + 1));
+}
+
+TEST_CASE("backward mirror: the group's query heads each stream past the KV tile once") {
+  BackwardShape s{.heads_q = 8, .heads_kv = 8, .n_q = 512, .n_k = 512, .d = 64};
+  const BackwardKernelFacts f{.Br = 64, .Bc = 64};
+  const PassReport mha = count_backward_kernel(s, f);
+  s.heads_kv = 1;  // MQA: one KV head for all eight
+  const PassReport mqa = count_backward_kernel(s, f);
+  CHECK(mqa.tensor("K").read * 8 == mha.tensor("K").read);
+  CHECK(mqa.tensor("dV").written * 8 == mha.tensor("dV").written);
+  CHECK(mqa.tensor("Q").read == mha.tensor("Q").read);
+  CHECK(mqa.ops.matrix_flops == mha.ops.matrix_flops);
+  CHECK(mqa.launch("main").blocks * 8 == mha.launch("main").blocks);
+}
+
+TEST_CASE("backward mirror: count-only is fast at N = 2^22") {
+  const BackwardShape s{.batch = 4,
+                        .heads_q = 32,
+                        .heads_kv = 8,
+                        .n_q = Index{1} << 22,
+                        .n_k = Index{1} << 22,
+                        .d = 128,
+                        .causal = cpu::Causal::top_left};
+  const auto t0 = std::chrono::steady_clock::now();
+  const PassReport r = count_backward_kernel(s, {.Br = 64, .Bc = 64, .deterministic = true});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r.bytes_total() > 0);
+  CHECK(seconds < 0.5);  // 2^16 KV tiles and query tiles, a few additions each
+}
+
+TEST_CASE("backward mirror: bad shapes are refused with what would be right") {
+  const BackwardKernelFacts f{};
+  CHECK(contains(message_of([&] { count_backward_kernel({.heads_q = 6, .heads_kv = 4}, f); }),
+                 "heads_q must be a multiple of heads_kv"));
+  CHECK(contains(message_of([&] { count_backward_kernel({.heads_q = 2, .heads_kv = 4}, f); }),
+                 "heads_kv = 4 is out of range"));
+  CHECK(contains(message_of([&] { count_backward_kernel({.n_q = 0}, f); }),
+                 "N_q = 0 is out of range: the backward mirror takes 1 <= N_q"));
+  CHECK(contains(message_of([&] { count_backward_kernel({}, {.Br = 0}); }), "Br = 0"));
+  CHECK(contains(message_of([&] { count_backward_kernel({.d = 5000}, f); }), "d = 5000"));
+  CHECK(contains(
+      message_of([&] { count_backward_kernel({.causal = static_cast<cpu::Causal>(7)}, f); }),
+      "causal"));
+}
+
+}  // namespace flashlab::sim::test

@@ -1,0 +1,149 @@
+// The mirror of the GPU decode (decode_kernel_program.cpp): every tensor's bytes, the work
+// and the grid against the closed form of its header, with each split's keys and pages
+// found here key by key (not by the program's formula); ragged lengths including 0, every
+// split count from 1 to 64, pages of 16, 64 and 256 tokens and a contiguous cache, GQA.
+#include "helpers.hpp"
+
+#include "flashlab/sim/decode_kernel.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <set>
+
+namespace flashlab::sim::test {
+
+namespace {
+
+struct PerSequence {
+  Index working = 0, entries = 0, steps = 0;
+};
+
+// Step t (keys t Bc ..) belongs to split t / q, q = ceil(steps / S); the pages a split
+// touches are those of its keys, collected one key at a time.
+PerSequence brute_force(Index L, const DecodeKernelFacts& f) {
+  const Index Bc = f.keys_per_step, steps = ceil_div(L, Bc);
+  PerSequence out;
+  if (steps == 0) return out;
+  const Index q = ceil_div(steps, f.splits);
+  std::vector<std::set<Index>> pages(f.splits);
+  std::vector<Index> split_steps(f.splits, 0);
+  for (Index key = 0; key < L; ++key) {
+    const Index split = key / Bc / q;
+    REQUIRE(split < f.splits);
+    if (f.page_size > 0) pages[split].insert(key / f.page_size);
+    if (key % Bc == 0) ++split_steps[split];
+  }
+  for (Index s = 0; s < f.splits; ++s) {
+    out.working += split_steps[s] > 0;
+    out.entries += Index(pages[s].size());
+    out.steps += split_steps[s];
+  }
+  return out;
+}
+
+void check_closed_form(const DecodeShape& s, const DecodeKernelFacts& f) {
+  CAPTURE(f.splits);
+  CAPTURE(f.page_size);
+  CAPTURE(f.keys_per_step);
+  CAPTURE(s.n_q);
+  const PassReport r = count_decode_kernel(s, f);
+  const Index H = s.heads_kv, rows = s.n_q * s.group, d = s.d, b = bytes_of(f.dtype);
+  const Index B = s.batch(), S = f.splits;
+  Index keys = 0, working = 0, entries = 0, steps = 0;
+  for (const Index L : s.lengths) {
+    const PerSequence p = brute_force(L, f);
+    keys += L;
+    working += p.working;
+    entries += p.entries;
+    steps += p.steps;
+  }
+  CHECK(r.tensor("Q").read == H * working * rows * d * b);
+  CHECK(r.tensor("K").read == H * keys * d * b);
+  CHECK(r.tensor("V").read == H * keys * d * b);
+  CHECK(r.tensor("block table").read == H * entries * 4);
+  CHECK(r.tensor("partial state").written == B * H * S * rows * (d + 2) * 4);
+  CHECK(r.tensor("partial state").read == r.tensor("partial state").written);
+  CHECK(r.tensor("O").written == B * H * rows * d * b);
+  CHECK(r.tensor("LSE").written == B * H * rows * 4);
+  CHECK(r.launch("split").blocks == B * H * S);
+  CHECK(r.launch("split").working == H * working);
+  CHECK(r.launch("combine").blocks == B * s.heads_q());
+  // S = Q K^T and U += W V; exps: one per score, one alpha per row and step, and per row of
+  // the combine two per merge and one log.
+  CHECK(r.ops.matrix_flops == 4 * H * rows * keys * d);
+  CHECK(r.ops.exp == H * rows * (keys + steps) + B * H * rows * (2 * (S - 1) + 1));
+}
+
+}  // namespace
+
+TEST_CASE("decode mirror: bytes, work and grid match the closed form, splits 1 to 64") {
+  const DecodeShape s{
+      .lengths = {0, 1, 97, 1023, 4096, 339}, .heads_kv = 2, .group = 4, .n_q = 1, .d = 128};
+  for (Index splits = 1; splits <= 64; ++splits)
+    for (const Index page : {0, 16, 64, 256})
+      check_closed_form(s, {.splits = splits, .keys_per_step = 64, .page_size = page});
+}
+
+TEST_CASE("decode mirror: several query rows, odd steps and fp16") {
+  for (const Index n_q : {1, 4, 16})
+    for (const Index step : {1, 48, 128}) {
+      const DecodeShape s{.lengths = {17, 0, 2049}, .heads_kv = 1, .group = 8, .n_q = n_q, .d = 64};
+      check_closed_form(
+          s, {.splits = 7, .keys_per_step = step, .page_size = 16, .dtype = DType::fp16});
+    }
+}
+
+TEST_CASE("decode mirror: K and V are read once whatever the splits; the states grow with them") {
+  const DecodeShape s{.lengths = {32768}, .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
+  const PassReport one = count_decode_kernel(s, {.splits = 1});
+  const PassReport many = count_decode_kernel(s, {.splits = 16});
+  CHECK(one.tensor("K").read == many.tensor("K").read);
+  CHECK(many.tensor("partial state").written == 16 * one.tensor("partial state").written);
+  const HardwareProfile& h200 = find_profile("h200");
+  CHECK(one.launch("split").busy_sms(h200.sm_count) == 8);
+  CHECK(many.launch("split").busy_sms(h200.sm_count) == 8 * 16);  // 128 blocks, one an SM
+  CHECK(many.launch("split").waves(h200.sm_count) == 1);
+}
+
+TEST_CASE("decode mirror: every sequence empty reads no cache and still writes O and LSE") {
+  const DecodeShape s{.lengths = {0, 0, 0}, .heads_kv = 2, .group = 2, .n_q = 2, .d = 64};
+  const PassReport r = count_decode_kernel(s, {.splits = 4, .page_size = 64});
+  CHECK(r.tensor("K").read == 0);
+  CHECK(r.tensor("Q").read == 0);
+  CHECK(r.tensor("block table").read == 0);
+  CHECK(r.launch("split").working == 0);
+  CHECK(r.launch("split").busy_sms(132) == 0);
+  CHECK(r.tensor("O").written == 3 * 2 * 2 * 2 * 64 * 2);
+}
+
+TEST_CASE("decode mirror: count-only is fast for long caches and large batches") {
+  const DecodeShape s{.lengths = std::vector<Index>(64, Index{1} << 30),
+                      .heads_kv = 8,
+                      .group = 4,
+                      .n_q = 16,
+                      .d = 128};
+  const auto t0 = std::chrono::steady_clock::now();
+  const PassReport r = count_decode_kernel(s, {.splits = 1024, .page_size = 16});
+  CHECK(r.tensor("K").read == 64 * 8 * (Index{1} << 30) * 128 * 2);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 0.5);
+}
+
+TEST_CASE("decode mirror: bad inputs are refused with what would be right") {
+  const DecodeShape s{};
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.splits = 0}); }),
+                 "splits = 0 is out of range: the decode mirror takes 1 <= splits <= 1024"));
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.splits = 1025}); }), "splits = 1025"));
+  CHECK(contains(message_of([&] { count_decode_kernel({.lengths = {}}, {}); }), "batch = 0"));
+  CHECK(contains(message_of([&] {
+                   count_decode_kernel({.lengths = {5, -1}}, {});
+                 }),
+                 "a sequence's length = -1"));
+  CHECK(
+      contains(message_of([&] { count_decode_kernel(s, {.page_size = -16}); }), "page_size = -16"));
+  CHECK(contains(message_of([&] { count_decode_kernel({.n_q = 0}, {}); }), "n_q = 0"));
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.keys_per_step = 0}); }),
+                 "keys_per_step = 0"));
+}
+
+}  // namespace flashlab::sim::test
