@@ -32,6 +32,7 @@
 // only; the fp32 atomics of dQ cost L2 bandwidth. The forward's trick (two m16 tiles per
 // warp) does not fit here: dK and dV of 32 keys would need 256 fp32 registers at d = 128.
 #include "common.cuh"
+#include "dropout.cuh"
 #include "launch_backward.hpp"
 #include "sram_tiles.cuh"
 
@@ -126,10 +127,8 @@ __device__ __forceinline__ void mask_scores_t(float (&rS)[kBr / 8][4], int key_g
 // P^T = exp(S^T * scale - L) in place, as 2^(S^T scale log2e - L log2e). L is per query,
 // that is per column here: sL_i[c]. A row with L = -inf saw no key at all, so every score
 // of it is masked: exponentiate against 0 instead, since -inf - (-inf) is NaN.
-// Dropout, once wired in, is applied here and only here: P^T o Z / (1 - p) for dV, and dP
-// o Z / (1 - p) in dS, Z the keep mask of (batch, head, row, key) under the CPU reference's
-// Philox rule (cpu_reference/include/flashlab/cpu/dropout.hpp). Validation refuses
-// dropout_p != 0 until then.
+// With dropout, P^T stays undropped here (dS needs P itself); the keep mask Z of these
+// fragments is drawn right after (keep_mask_t) and applied to P^T for dV and to dP^T.
 __device__ __forceinline__ void probabilities_t(float (&rS)[kBr / 8][4], const float* sL_i,
                                                 int lane, float scale_log2) {
 #pragma unroll
@@ -141,6 +140,49 @@ __device__ __forceinline__ void probabilities_t(float (&rS)[kBr / 8][4], const f
     for (int e = 0; e < 4; ++e)
       rS[nt][e] = ptx::exp2_approx(fmaf(rS[nt][e], scale_log2, -base[e % 2]));
   }
+}
+
+// Dropout's keep mask Z of the warp's S^T (16 keys from key0, Br queries from q0) under the
+// CPU reference's Philox rule, indexed by (batch, query head h, query, key): 4 bits per
+// n-tile (bit e: element e kept), n-tile nt at bits [4 nt, 4 nt + 4): 32 bits in all.
+static_assert(kBr / 8 * 4 <= 32, "the keep bits of a warp's S^T fit one 32-bit register");
+__device__ __forceinline__ uint32_t keep_mask_t(const DropoutRule& rule, uint32_t head_word,
+                                                int key0, int q0, int lane) {
+  uint32_t bits = 0;
+#pragma unroll
+  for (int nt = 0; nt < kBr / 8; ++nt)
+    bits |= dropout_keep_m16n8_t(rule, head_word, key0, q0 + nt * 8, lane) << (4 * nt);
+  return bits;
+}
+
+// dV += (P o Z)^T dO_i: each k-slice of P^T, packed in T (rPa), becomes P^T o Z (a kept
+// weight times 1/(1 - p), rounded to T again; a dropped one 0), as the CPU's low-precision
+// backward stores P o Z, then goes to the tensor cores as in tiles::mma_a_b.
+template <class T, int D>
+__device__ __forceinline__ void mma_dropped_p_b(float (&rdV)[D / 8][4],
+                                                const uint32_t (&rPa)[kBr / 16][4],
+                                                uint32_t keep_bits, float keep_scale,
+                                                const T* sdO_i, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kBr / 16; ++kk) {
+    uint32_t rA[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // j: n-tile 2 kk + j / 2, elements 2 (j % 2), + 1
+      const unsigned keep = keep_bits >> (4 * (2 * kk + j / 2) + 2 * (j % 2));
+      const float2 P = ptx::unpack2<T>(rPa[kk][j]);
+      rA[j] = ptx::pack2<T>(keep & 1u ? P.x * keep_scale : 0.0f,
+                            keep & 2u ? P.y * keep_scale : 0.0f);
+    }
+    tiles::mma_slice_b<T, D>(rdV, rA, sdO_i, kk, lane);
+  }
+}
+
+// dP^T o Z in place (dropout: the gradient reaches only the kept weights, scaled by
+// 1/(1 - p)), before dS.
+__device__ __forceinline__ void drop_grad_t(float (&rdP)[kBr / 8][4], uint32_t keep_bits,
+                                            float keep_scale) {
+#pragma unroll
+  for (int nt = 0; nt < kBr / 8; ++nt) apply_dropout(rdP[nt], keep_bits >> (4 * nt), keep_scale);
 }
 
 // dS^T = P^T o (dP^T - D), written over dP^T; P^T comes packed in T (as the mma reads it,
@@ -176,9 +218,34 @@ __device__ __forceinline__ void store_ds_t(T* sdS, const float (&rdS)[kBr / 8][4
   }
 }
 
+// One n8 tile of dQ (16 rows, columns [n0, n0 + 8)) added into the accumulator with
+// red.global.add.v4.f32: lane (g, t) holds (g, 2t..2t+1) and (g + 8, 2t..2t+1); lanes 2k
+// and 2k + 1 swap a pair, so that the even lane holds four consecutive floats of row g and
+// the odd lane four of row g + 8: one 16-byte reduction per lane instead of four scalar
+// atomics. row is the accumulator row of fragment row g; rows past n_q are skipped (after
+// the shuffle, which every lane takes part in).
+template <int D>
+__device__ __forceinline__ void add_dq_tile(float* gdQacc, const float (&rC)[4], int row, int n0,
+                                            int n_q, int lane) {
+  constexpr unsigned kFullWarp = 0xffffffffu;
+  const bool even = lane % 2 == 0;
+  // The even lane gives away row g + 8's pair, the odd lane row g's.
+  const float give0 = even ? rC[2] : rC[0], give1 = even ? rC[3] : rC[1];
+  const float got0 = __shfl_xor_sync(kFullWarp, give0, 1);
+  const float got1 = __shfl_xor_sync(kFullWarp, give1, 1);
+  const int r = even ? row : row + 8;
+  const int c = n0 + (lane % 4) * 2 - (even ? 0 : 2);  // a multiple of 4: 16-byte aligned
+  if (r >= n_q) return;
+  float* dst = gdQacc + int64_t(r) * D + c;
+  if (even)
+    ptx::red_add_v4(dst, rC[0], rC[1], got0, got1);
+  else
+    ptx::red_add_v4(dst, got0, got1, rC[2], rC[3]);
+}
+
 // dQ_i += dS K_j for the warp's 16 query rows [q0 + 16w, + 16), added into the fp32
-// accumulator gdQacc (rows of D floats) with atomicAdd, 16 columns of d at a time so that
-// only (16, 16) of dQ is ever held. dS (16, Bc) comes from sdS through ldmatrix.trans; K_j
+// accumulator gdQacc (rows of D floats), 16 columns of d at a time so that only (16, 16) of
+// dQ is ever held. Each n8 tile goes out as one 16-byte reduction per lane (add_dq_tile). dS (16, Bc) comes from sdS through ldmatrix.trans; K_j
 // (Bc, D) is (k, n), read transposed as V is in the forward.
 template <class T, int D>
 __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK, int q0, int n_q,
@@ -187,7 +254,7 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
   tiles::load_a_transposed<T, kBc, kBr>(rdS, sdS, warp * kMmaM, lane);
   const int b_row = (lane % 8) + ((lane / 8) % 2) * 8;
   const tiles::LaneChunks b_chunks(lane, lane / 16);
-  const int row = q0 + warp * kMmaM + lane / 4, col = (lane % 4) * 2;
+  const int row = q0 + warp * kMmaM + lane / 4;
 #pragma unroll
   for (int np = 0; np < D / 16; ++np) {
     float rC[2][4] = {};  // dQ (16, 16): n-tiles 2np, 2np + 1
@@ -199,17 +266,7 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
       ptx::mma_16816<T>(rC[1], rdS[kk], rK[2], rK[3]);
     }
 #pragma unroll
-    for (int n2 = 0; n2 < 2; ++n2) {
-      const int c = (2 * np + n2) * 8 + col;
-      if (row < n_q) {
-        atomicAdd(gdQacc + int64_t(row) * D + c, rC[n2][0]);
-        atomicAdd(gdQacc + int64_t(row) * D + c + 1, rC[n2][1]);
-      }
-      if (row + 8 < n_q) {
-        atomicAdd(gdQacc + int64_t(row + 8) * D + c, rC[n2][2]);
-        atomicAdd(gdQacc + int64_t(row + 8) * D + c + 1, rC[n2][3]);
-      }
-    }
+    for (int n2 = 0; n2 < 2; ++n2) add_dq_tile<D>(gdQacc, rC[n2], row, (2 * np + n2) * 8, n_q, lane);
   }
 }
 
@@ -236,7 +293,7 @@ __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const flo
   }
 }
 
-template <class T, int D>
+template <class T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(BackwardProblem bp) {
   extern __shared__ __align__(128) unsigned char sram[];
   T* sK = reinterpret_cast<T*>(sram);                     // (Bc, D)
@@ -293,7 +350,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     float rdP[kBr / 8][4];  // dP^T (16 keys, Br) = V_j dO_i^T, then dS^T
     tiles::zero<kBr>(rdP);
     tiles::mma_a_bt<T, D, kBr>(rdP, sV, warp * kMmaM, sdO_i, lane);
-    tiles::mma_a_b<T, kBr, D>(rdV, rPa, sdO_i, lane);  // dV += P^T dO_i
+    if constexpr (kDropout) {
+      // Dropout's Z of the warp's P^T, drawn here rather than earlier: its register is then
+      // not live across the products above (at d = 128 ptxas has none to spare).
+      const uint32_t keep_bits =
+          keep_mask_t(p.dropout, dropout_head_word(b, h), k0 + warp * kMmaM, q0, lane);
+      mma_dropped_p_b<T, D>(rdV, rPa, keep_bits, p.dropout.keep_scale, sdO_i, lane);
+      drop_grad_t(rdP, keep_bits, p.dropout.keep_scale);
+    } else {
+      tiles::mma_a_b<T, kBr, D>(rdV, rPa, sdO_i, lane);  // dV += P^T dO_i
+    }
     grad_scores_t<T>(rdP, rPa, sD + buf * kBr, lane);
     const auto& rdS = rdP;
     tiles::mma_c_b<T, kBr, D>(rdK, rdS, sQ_i, lane);  // dK += dS^T Q_i (scale: at the end)
@@ -309,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
   write_dk_dv<T, D>(bp, rdK, rdV, b, hk, key_g, lane);
 }
 
-template <class T, int D>
+template <class T, int D, bool kDropout>
 void launch(const BackwardProblem& bp, cudaStream_t stream) {
   constexpr KernelConfig config = fa2_backward::config(D, kDtypeOf<T>);
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
@@ -320,32 +386,38 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
   static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) % 16 == 0,
                 "sL starts 16-byte aligned");
   throw_if_cuda_error(
-      cudaFuncSetAttribute(fa2_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(config.sram_bytes)),
+      cudaFuncSetAttribute(fa2_backward_kernel<T, D, kDropout>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(config.sram_bytes)),
       "fa2 backward kernel shared memory");
   const dim3 grid((bp.fwd.n_k + kBc - 1) / kBc, bp.fwd.heads_kv, bp.fwd.batch);
-  fa2_backward_kernel<T, D><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
+  fa2_backward_kernel<T, D, kDropout><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
   check_launch("fa2_backward_kernel");
 }
 
-template <class T>
+// dropout_p = 0 runs the instantiation without any dropout code: bit for bit the kernel
+// without dropout.
+template <class T, bool kDropout>
 void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
   static_assert(fa2_backward::kHeadDims.count == 2 && fa2_backward::kHeadDims.values[0] == 64 &&
                     fa2_backward::kHeadDims.values[1] == 128,
                 "a head dimension in the table needs its instantiation here");
   if (bp.fwd.d == 64)
-    launch<T, 64>(bp, stream);
+    launch<T, 64, kDropout>(bp, stream);
   else
-    launch<T, 128>(bp, stream);
+    launch<T, 128, kDropout>(bp, stream);
 }
 
 }  // namespace
 
 void launch_fa2_backward(const BackwardProblem& problem, cudaStream_t stream) {
-  if (problem.fwd.dtype == FLASHLAB_FP16)
-    launch_for_d<__half>(problem, stream);
-  else
-    launch_for_d<__nv_bfloat16>(problem, stream);
+  const bool fp16 = problem.fwd.dtype == FLASHLAB_FP16;
+  if (problem.fwd.dropout.enabled) {
+    if (fp16) launch_for_d<__half, true>(problem, stream);
+    else launch_for_d<__nv_bfloat16, true>(problem, stream);
+  } else {
+    if (fp16) launch_for_d<__half, false>(problem, stream);
+    else launch_for_d<__nv_bfloat16, false>(problem, stream);
+  }
 }
 
 }  // namespace flashlab::gpu
