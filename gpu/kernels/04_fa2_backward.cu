@@ -9,8 +9,8 @@
 // Br = 64 rows. dK and dV of its keys stay in registers for the whole loop (summed over the
 // group's query heads on chip, no atomics), and are written once at the end. dQ of a query
 // tile gets a share from every KV tile, that is from many blocks: each adds its share into
-// an fp32 accumulator in HBM with atomicAdd (the order of those sums varies from run to
-// run; the deterministic mode computes dQ with 04_fa2_backward_dq.cu instead).
+// an fp32 accumulator in HBM with atomic reductions (the order of those sums varies from run
+// to run; the deterministic mode computes dQ with 04_fa2_backward_dq.cu instead).
 // Warps split over keys: warp w owns keys [16w, 16w + 16) of the block's Bc, so its P^T,
 // dP^T and dS^T are (16, Br) m16 tiles whose rows are its keys: exactly the A operand of
 // dV += P^T dO and dK += dS^T Q, straight from the C fragments (as the forward feeds W to
@@ -20,16 +20,26 @@
 //   loads: Q_i, dO_i (Br, d) by cp.async, double-buffered behind the previous step; L_i, D_i
 //   five products of 2 Br Bc d FLOPs each: S^T, dP^T, dV, dK, dQ (10 Br Bc d in all, 2.5x
 //   the forward's 4 Br Bc d);
-//   dQ: Br d fp32 atomicAdds into the accumulator.
+//   dQ: Br d fp32 sums into the accumulator, as Br d / 4 16-byte reductions
+//   (red.global.add.v4.f32: one per lane per n8 tile of dQ, add_dq_tile), Br d / 128 warp
+//   instructions, each covering 16 full 32-byte L2 sectors.
+// Dropout (p > 0, a separate instantiation; p = 0 runs the kernel without it): the keep mask
+// Z of (batch, query head, query, key), the CPU reference's Philox rule, is drawn again on
+// the transposed fragments of P^T (dropout_keep_m16n8_t: 8 Philox calls per lane per step)
+// and applied twice: dV += (P o Z)^T dO and dS = P o (dP o Z - D). D = rowsum(dO o O) needs
+// no change: O was computed with the same Z.
 // Whole problem, non-causal: FLOPs = 10 B Hq N_q N_k d. HBM/L2 reads: K, V once (4 B Hkv N_k d
 // bytes in bf16/fp16) plus Q, dO, L, D once per KV tile: B Hq N_q (4 d + 8) ceil(N_k / Bc)
 // bytes; writes: dK, dV (4 B Hkv N_k d bytes) and the dQ atomics, B Hq N_q d ceil(N_k / Bc)
-// fp32 read-modify-writes, served by the L2. Causal: KV tile j starts at the first query
+// fp32 read-modify-writes, served by the L2 (B Hq N_q d ceil(N_k / Bc) / 4 vector
+// reductions). Causal: KV tile j starts at the first query
 // tile that sees its first key (whole-tile skipping); tiles across the diagonal are masked.
 // Tiles, threads, SRAM, blocks per SM: fa2_backward:: in flashlab/gpu/kernel_info.hpp.
 // What is slow and why: every warp reads all of Q_i and dO_i from SRAM twice (as B of S^T and
 // dP^T, then transposed as B of dK and dV) while an m16 slice feeds each fragment to one mma
-// only; the fp32 atomics of dQ cost L2 bandwidth. The forward's trick (two m16 tiles per
+// only; the fp32 reductions of dQ cost L2 bandwidth.
+// Registers (ptxas, sm_90a): 255 at d = 128 with and without dropout, no spill; the mask is
+// drawn just before its use so that its 32-bit word is not live across the products. The forward's trick (two m16 tiles per
 // warp) does not fit here: dK and dV of 32 keys would need 256 fp32 registers at d = 128.
 #include "common.cuh"
 #include "dropout.cuh"

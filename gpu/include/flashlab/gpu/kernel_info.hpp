@@ -174,7 +174,8 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 //     accumulator;
 //   main (04_fa2_backward.cu): a block owns Bc keys of one (batch, KV head), loops over the
 //     query heads of its GQA group and over their query tiles of Br rows, keeps dK and dV
-//     in registers and adds dQ's share into the fp32 accumulator with atomicAdd;
+//     in registers and adds dQ's share into the fp32 accumulator with 16-byte atomic
+//     reductions (red.global.add.v4.f32); with dropout it draws the forward's mask again;
 //   convert (04_backward_preprocess.cu): dQ = accumulator * scale, in the input dtype;
 //   deterministic mode: no accumulator; a dQ kernel (04_fa2_backward_dq.cu) where a block
 //     owns Br query rows and loops over the KV tiles in order, so dQ is summed in one fixed
