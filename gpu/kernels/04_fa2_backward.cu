@@ -38,9 +38,10 @@
 // What is slow and why: every warp reads all of Q_i and dO_i from SRAM twice (as B of S^T and
 // dP^T, then transposed as B of dK and dV) while an m16 slice feeds each fragment to one mma
 // only; the fp32 reductions of dQ cost L2 bandwidth.
+// The forward's trick (two m16 tiles per warp) does not fit here: dK and dV of 32 keys would
+// need 256 fp32 registers at d = 128.
 // Registers (ptxas, sm_90a): 255 at d = 128 with and without dropout, no spill; the mask is
-// drawn just before its use so that its 32-bit word is not live across the products. The forward's trick (two m16 tiles per
-// warp) does not fit here: dK and dV of 32 keys would need 256 fp32 registers at d = 128.
+// drawn just before its use so that its 32-bit word is not live across the products.
 #include "common.cuh"
 #include "dropout.cuh"
 #include "launch_backward.hpp"
@@ -180,8 +181,8 @@ __device__ __forceinline__ void mma_dropped_p_b(float (&rdV)[D / 8][4],
     for (int j = 0; j < 4; ++j) {  // j: n-tile 2 kk + j / 2, elements 2 (j % 2), + 1
       const unsigned keep = keep_bits >> (4 * (2 * kk + j / 2) + 2 * (j % 2));
       const float2 P = ptx::unpack2<T>(rPa[kk][j]);
-      rA[j] = ptx::pack2<T>(keep & 1u ? P.x * keep_scale : 0.0f,
-                            keep & 2u ? P.y * keep_scale : 0.0f);
+      rA[j] =
+          ptx::pack2<T>(keep & 1u ? P.x * keep_scale : 0.0f, keep & 2u ? P.y * keep_scale : 0.0f);
     }
     tiles::mma_slice_b<T, D>(rdV, rA, sdO_i, kk, lane);
   }
@@ -255,8 +256,9 @@ __device__ __forceinline__ void add_dq_tile(float* gdQacc, const float (&rC)[4],
 
 // dQ_i += dS K_j for the warp's 16 query rows [q0 + 16w, + 16), added into the fp32
 // accumulator gdQacc (rows of D floats), 16 columns of d at a time so that only (16, 16) of
-// dQ is ever held. Each n8 tile goes out as one 16-byte reduction per lane (add_dq_tile). dS (16, Bc) comes from sdS through ldmatrix.trans; K_j
-// (Bc, D) is (k, n), read transposed as V is in the forward.
+// dQ is ever held, each n8 tile as one 16-byte reduction per lane (add_dq_tile). dS (16, Bc)
+// comes from sdS through ldmatrix.trans; K_j (Bc, D) is (k, n), read transposed as V is in
+// the forward.
 template <class T, int D>
 __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK, int q0, int n_q,
                                        int warp, int lane) {
@@ -276,7 +278,8 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
       ptx::mma_16816<T>(rC[1], rdS[kk], rK[2], rK[3]);
     }
 #pragma unroll
-    for (int n2 = 0; n2 < 2; ++n2) add_dq_tile<D>(gdQacc, rC[n2], row, (2 * np + n2) * 8, n_q, lane);
+    for (int n2 = 0; n2 < 2; ++n2)
+      add_dq_tile<D>(gdQacc, rC[n2], row, (2 * np + n2) * 8, n_q, lane);
   }
 }
 
@@ -422,11 +425,15 @@ void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
 void launch_fa2_backward(const BackwardProblem& problem, cudaStream_t stream) {
   const bool fp16 = problem.fwd.dtype == FLASHLAB_FP16;
   if (problem.fwd.dropout.enabled) {
-    if (fp16) launch_for_d<__half, true>(problem, stream);
-    else launch_for_d<__nv_bfloat16, true>(problem, stream);
+    if (fp16)
+      launch_for_d<__half, true>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, true>(problem, stream);
   } else {
-    if (fp16) launch_for_d<__half, false>(problem, stream);
-    else launch_for_d<__nv_bfloat16, false>(problem, stream);
+    if (fp16)
+      launch_for_d<__half, false>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, false>(problem, stream);
   }
 }
 

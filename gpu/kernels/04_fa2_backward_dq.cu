@@ -143,10 +143,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if constexpr (kDropout)  // dP o Z: the gradient reaches only the kept weights
 #pragma unroll
       for (int nt = 0; nt < kBc / 8; ++nt)
-        apply_dropout(rdP[nt],
-                      dropout_keep_m16n8(p.dropout, dropout_head_word(b, h), row_g, k0 + nt * 8,
-                                         lane),
-                      p.dropout.keep_scale);
+        apply_dropout(
+            rdP[nt],
+            dropout_keep_m16n8(p.dropout, dropout_head_word(b, h), row_g, k0 + nt * 8, lane),
+            p.dropout.keep_scale);
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt)
 #pragma unroll
@@ -197,11 +197,15 @@ void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
 void launch_fa2_backward_dq(const BackwardProblem& problem, cudaStream_t stream) {
   const bool fp16 = problem.fwd.dtype == FLASHLAB_FP16;
   if (problem.fwd.dropout.enabled) {
-    if (fp16) launch_for_d<__half, true>(problem, stream);
-    else launch_for_d<__nv_bfloat16, true>(problem, stream);
+    if (fp16)
+      launch_for_d<__half, true>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, true>(problem, stream);
   } else {
-    if (fp16) launch_for_d<__half, false>(problem, stream);
-    else launch_for_d<__nv_bfloat16, false>(problem, stream);
+    if (fp16)
+      launch_for_d<__half, false>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, false>(problem, stream);
   }
 }
 

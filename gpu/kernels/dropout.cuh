@@ -129,8 +129,8 @@ __device__ __forceinline__ unsigned dropout_keep_m16n8_t(const DropoutRule& rule
   // Lane (g, t) = (l / 4, l % 4): keys g and g + 8 are key groups g / 4 and 2 + g / 4, word
   // g % 4 of each; its queries 2t, 2t + 1 are the byte of lane 8 group + 2t.
   const int g = lane / 4, t = lane % 4, word = g % 4;
-  const unsigned key_g_bits = __shfl_sync(kFullWarp, byte, (g / 4) * 8 + 2 * t);       // key g
-  const unsigned key_g8_bits = __shfl_sync(kFullWarp, byte, (2 + g / 4) * 8 + 2 * t);   // key g + 8
+  const unsigned key_g_bits = __shfl_sync(kFullWarp, byte, (g / 4) * 8 + 2 * t);
+  const unsigned key_g8_bits = __shfl_sync(kFullWarp, byte, (2 + g / 4) * 8 + 2 * t);
   return (key_g_bits >> word & 1u) | (key_g_bits >> (4 + word) & 1u) << 1 |
          (key_g8_bits >> word & 1u) << 2 | (key_g8_bits >> (4 + word) & 1u) << 3;
 }

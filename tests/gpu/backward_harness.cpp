@@ -198,8 +198,8 @@ BackwardOutcome run_typed(const BackwardCase& c, uint64_t seed) {
       for (int h = hk * group; h < (hk + 1) * group; ++h) {
         const Matrix<In> Q = run.Q.head(b, h, c.n_q), dO = run.dO.head(b, h, c.n_q);
         // The mask of query head h: GQA's query heads of one KV head draw different masks.
-        const cpu::DropoutMask mask(
-            cpu::Dropout{c.dropout_p, c.dropout_seed, c.dropout_offset}, b, h);
+        const cpu::Dropout rule{c.dropout_p, c.dropout_seed, c.dropout_offset};
+        const cpu::DropoutMask mask(rule, b, h);
         const cpu::DropoutMask* dropout = c.dropout_p > 0 ? &mask : nullptr;
         const auto ref = cpu::naive_backward<double>(
             Q.template cast<double>(), K.template cast<double>(), V.template cast<double>(),
