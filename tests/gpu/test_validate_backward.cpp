@@ -102,7 +102,7 @@ TEST_CASE("backward: LSE missing or misaligned") {
 }
 
 TEST_CASE(
-    "backward: dropout_p below 0, at or above 1 or NaN is refused, p in [0, 1) passes, and an "
+    "backward: dropout_p below 0, at or above 1 or NaN is refused, any p in 0 to 1 passes, and an "
     "offset past 32 bits is refused") {
   for (double p_drop : {-0.1, 1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
     auto p = valid_backward_call();
