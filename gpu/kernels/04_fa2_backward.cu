@@ -4,8 +4,8 @@
 //   S = Q K^T * scale,  P = exp(S - L),  dV = P^T dO,  dP = dO V^T,
 //   dS = P o (dP - D) with D = rowsum(dO o O) (04_backward_preprocess.cu),
 //   dQ = dS K * scale,  dK = dS^T Q * scale.
-// The order (FlashAttention-2's): a block owns one KV tile, Bc = 64 keys of one (batch,
-// KV head), and loops over the query heads of its GQA group and over their query tiles of
+// The order (FlashAttention-2's): a block of 8 warps owns one KV tile, Bc = 128 keys of one
+// (batch, KV head), and loops over the query heads of its GQA group and over their query tiles of
 // Br = 64 rows. dK and dV of its keys stay in registers for the whole loop (summed over the
 // group's query heads on chip, no atomics), and are written once at the end. dQ of a query
 // tile gets a share from every KV tile, that is from many blocks: each adds its share into
@@ -15,7 +15,8 @@
 // dP^T and dS^T are (16, Br) m16 tiles whose rows are its keys: exactly the A operand of
 // dV += P^T dO and dK += dS^T Q, straight from the C fragments (as the forward feeds W to
 // W V). For dQ = dS K the block's dS^T goes through SRAM (sdS), where warp w reads back
-// rows [16w, 16w + 16) of dS, transposed by ldmatrix.trans.
+// rows [16r, 16r + 16) of dS, r = w % 4, transposed by ldmatrix.trans, for its half w / 4 of
+// d (4 row tiles x 2 halves: the 8 warps share the product evenly).
 // Per step (one query tile of one query head), per block:
 //   loads: Q_i, dO_i (Br, d) by cp.async, double-buffered behind the previous step; L_i, D_i
 //   five products of 2 Br Bc d FLOPs each: S^T, dP^T, dV, dK, dQ (10 Br Bc d in all, 2.5x
@@ -24,24 +25,28 @@
 //   (red.global.add.v4.f32: one per lane per n8 tile of dQ, add_dq_tile), Br d / 128 warp
 //   instructions, each covering 16 full 32-byte L2 sectors.
 // Dropout (p > 0, a separate instantiation; p = 0 runs the kernel without it): the keep mask
-// Z of (batch, query head, query, key), the CPU reference's Philox rule, is drawn again on
-// the transposed fragments of P^T (dropout_keep_m16n8_t: 8 Philox calls per lane per step)
-// and applied twice: dV += (P o Z)^T dO and dS = P o (dP o Z - D). D = rowsum(dO o O) needs
-// no change: O was computed with the same Z.
+// Z = M / (1 - p) of (batch, query head, query, key), the CPU reference's Philox rule, is
+// drawn again on the transposed fragments of P^T (dropout_keep_m16n8_t: 8 Philox calls per
+// lane per step) and applied twice: dV += (P o Z)^T dO (as P o M, the factor 1/(1 - p) on dV
+// at the end) and dS = P o (dP o Z - D). D = rowsum(dO o O) needs no change: O was computed
+// with the same Z.
 // Whole problem, non-causal: FLOPs = 10 B Hq N_q N_k d. HBM/L2 reads: K, V once (4 B Hkv N_k d
 // bytes in bf16/fp16) plus Q, dO, L, D once per KV tile: B Hq N_q (4 d + 8) ceil(N_k / Bc)
 // bytes; writes: dK, dV (4 B Hkv N_k d bytes) and the dQ atomics, B Hq N_q d ceil(N_k / Bc)
 // fp32 read-modify-writes, served by the L2 (B Hq N_q d ceil(N_k / Bc) / 4 vector
-// reductions). Causal: KV tile j starts at the first query
-// tile that sees its first key (whole-tile skipping); tiles across the diagonal are masked.
+// reductions). Against Bc = 64: half the Q, dO loads and half the dQ reductions per FLOP.
+// Causal: KV tile j starts at the first query tile that sees its first key (whole-tile
+// skipping); tiles across the diagonal are masked.
 // Tiles, threads, SRAM, blocks per SM: fa2_backward:: in flashlab/gpu/kernel_info.hpp.
 // What is slow and why: every warp reads all of Q_i and dO_i from SRAM twice (as B of S^T and
 // dP^T, then transposed as B of dK and dV) while an m16 slice feeds each fragment to one mma
 // only; the fp32 reductions of dQ cost L2 bandwidth.
 // The forward's trick (two m16 tiles per warp) does not fit here: dK and dV of 32 keys would
 // need 256 fp32 registers at d = 128.
-// Registers (ptxas, sm_90a): 255 at d = 128 with and without dropout, no spill; the mask is
-// drawn just before its use so that its 32-bit word is not live across the products.
+// Registers (ptxas, sm_90a): 255 at d = 128 with and without dropout, no spill, so 1 block
+// of 8 warps per SM; with dropout the mask's 32-bit word waits in SRAM (sKeep) between its
+// draw at the top of the step and its use, and the draw is not unrolled: either way ptxas
+// spilled at d = 128.
 #include "common.cuh"
 #include "dropout.cuh"
 #include "launch_backward.hpp"
@@ -60,10 +65,15 @@ using tiles::swizzled;
 
 constexpr int kWarps = kThreads / kWarpSize;
 static_assert(kWarps * kMmaM == kBc, "each warp owns one m16 tile of the block's Bc keys");
-static_assert(kThreads == 2 * kBr, "threads [0, Br) copy L_i, threads [Br, 2 Br) copy D_i");
+static_assert(kThreads >= 2 * kBr, "threads [0, Br) copy L_i, threads [Br, 2 Br) copy D_i");
+// dQ += dS K of a step: the warps split dQ_i (Br, D) as Br / 16 m16 row tiles x kDqParts
+// parts of d.
+constexpr int kDqRowTiles = kBr / kMmaM;
+constexpr int kDqParts = kWarps / kDqRowTiles;
+static_assert(kWarps % kDqRowTiles == 0, "every warp takes one row tile and one part of d");
 
 // SRAM, in elements of T: sK, sV (Bc, D); sQ, sdO (kBuffers, Br, D); sdS (Bc, Br);
-// then sL, sD (kBuffers, Br) fp32.
+// then sL, sD (kBuffers, Br) fp32; then sKeep (kThreads) 32-bit words (dropout).
 template <int D>
 constexpr int kSKElems = kBc* D;
 template <int D>
@@ -107,6 +117,7 @@ __device__ __forceinline__ void load_step(const BackwardProblem& bp, int b, Step
   tiles::load_tile<T, D, kBr, kThreads>(sQ + buf * kBr * D, gQ, p.q_stride.row, step.q0, p.n_q);
   tiles::load_tile<T, D, kBr, kThreads>(sdO + buf * kBr * D, gdO, bp.dout_stride.row, step.q0,
                                         p.n_q);
+  if (threadIdx.x >= 2 * kBr) return;
   const int r = threadIdx.x % kBr, row = step.q0 + r;
   const float* gRow =
       (threadIdx.x < kBr ? p.lse : bp.d_rows) + (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
@@ -160,29 +171,28 @@ static_assert(kBr / 8 * 4 <= 32, "the keep bits of a warp's S^T fit one 32-bit r
 __device__ __forceinline__ uint32_t keep_mask_t(const DropoutRule& rule, uint32_t head_word,
                                                 int key0, int q0, int lane) {
   uint32_t bits = 0;
-#pragma unroll
+#pragma unroll 1  // one n-tile's Philox temporaries at a time (unrolled, ptxas spills)
   for (int nt = 0; nt < kBr / 8; ++nt)
     bits |= dropout_keep_m16n8_t(rule, head_word, key0, q0 + nt * 8, lane) << (4 * nt);
   return bits;
 }
 
-// dV += (P o Z)^T dO_i: each k-slice of P^T, packed in T (rPa), becomes P^T o Z (a kept
-// weight times 1/(1 - p), rounded to T again; a dropped one 0), as the CPU's low-precision
-// backward stores P o Z, then goes to the tensor cores as in tiles::mma_a_b.
+// dV += (P o M)^T dO_i, M the 0/1 keep mask: each k-slice of P^T, packed in T (rPa), keeps
+// its kept halves and zeroes the dropped ones by a bitwise AND (no unpacking, no registers
+// for floats), then goes to the tensor cores as in tiles::mma_a_b. The factor 1/(1 - p) of
+// Z = M / (1 - p) is applied once, to dV at the end (write_dk_dv): the same sum, rounded
+// once less than the CPU's stored P o Z.
 template <class T, int D>
 __device__ __forceinline__ void mma_dropped_p_b(float (&rdV)[D / 8][4],
                                                 const uint32_t (&rPa)[kBr / 16][4],
-                                                uint32_t keep_bits, float keep_scale,
-                                                const T* sdO_i, int lane) {
+                                                uint32_t keep_bits, const T* sdO_i, int lane) {
 #pragma unroll
   for (int kk = 0; kk < kBr / 16; ++kk) {
     uint32_t rA[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {  // j: n-tile 2 kk + j / 2, elements 2 (j % 2), + 1
       const unsigned keep = keep_bits >> (4 * (2 * kk + j / 2) + 2 * (j % 2));
-      const float2 P = ptx::unpack2<T>(rPa[kk][j]);
-      rA[j] =
-          ptx::pack2<T>(keep & 1u ? P.x * keep_scale : 0.0f, keep & 2u ? P.y * keep_scale : 0.0f);
+      rA[j] = rPa[kk][j] & ((keep & 1u ? 0x0000ffffu : 0u) | (keep & 2u ? 0xffff0000u : 0u));
     }
     tiles::mma_slice_b<T, D>(rdV, rA, sdO_i, kk, lane);
   }
@@ -254,26 +264,33 @@ __device__ __forceinline__ void add_dq_tile(float* gdQacc, const float (&rC)[4],
     ptx::red_add_v4(dst, got0, got1, rC[2], rC[3]);
 }
 
-// dQ_i += dS K_j for the warp's 16 query rows [q0 + 16w, + 16), added into the fp32
-// accumulator gdQacc (rows of D floats), 16 columns of d at a time so that only (16, 16) of
-// dQ is ever held, each n8 tile as one 16-byte reduction per lane (add_dq_tile). dS (16, Bc)
-// comes from sdS through ldmatrix.trans; K_j (Bc, D) is (k, n), read transposed as V is in
-// the forward.
+// dQ_i += dS K_j for the warp's share of dQ_i: query rows [q0 + 16 r, + 16) of row tile
+// r = w % (Br / 16), columns [part D / kDqParts, + D / kDqParts) of part w / (Br / 16);
+// added into the fp32 accumulator gdQacc (rows of D floats), 16 columns of d at a time so
+// that only (16, 16) of dQ is ever held, each n8 tile as one 16-byte reduction per lane
+// (add_dq_tile). dS (16, Bc) comes from sdS through ldmatrix.trans; K_j (Bc, D) is (k, n),
+// read transposed as V is in the forward.
 template <class T, int D>
 __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK, int q0, int n_q,
                                        int warp, int lane) {
+  constexpr int kPairs = D / 16 / kDqParts;  // 16-column slices of d per warp
+  static_assert((D / 16) % kDqParts == 0, "the parts of d are whole 16-column slices");
+  const int row_tile = warp % kDqRowTiles, np0 = (warp / kDqRowTiles) * kPairs;
   uint32_t rdS[kBc / 16][4];  // A fragments of dS, all Bc keys
-  tiles::load_a_transposed<T, kBc, kBr>(rdS, sdS, warp * kMmaM, lane);
+  tiles::load_a_transposed<T, kBc, kBr>(rdS, sdS, row_tile * kMmaM, lane);
   const int b_row = (lane % 8) + ((lane / 8) % 2) * 8;
-  const tiles::LaneChunks b_chunks(lane, lane / 16);
-  const int row = q0 + warp * kMmaM + lane / 4;
+  const int row = q0 + row_tile * kMmaM + lane / 4;
 #pragma unroll
-  for (int np = 0; np < D / 16; ++np) {
+  for (int i = 0; i < kPairs; ++i) {
+    const int np = np0 + i;
+    // Chunk 2 np (lanes 16..31: 2 np + 1) of the K row, swizzled by the row, whose row % 8
+    // is lane % 8. Written out rather than LaneChunks::at: np depends on the warp.
+    const int col = ((2 * np + lane / 16) ^ (lane % tiles::kSwizzleRows)) * tiles::kChunk;
     float rC[2][4] = {};  // dQ (16, 16): n-tiles 2np, 2np + 1
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
       uint32_t rK[4];
-      ptx::ldmatrix_x4_trans(rK, sK + (kk * 16 + b_row) * D + b_chunks.at(np));
+      ptx::ldmatrix_x4_trans(rK, sK + (kk * 16 + b_row) * D + col);
       ptx::mma_16816<T>(rC[0], rdS[kk], rK[0], rK[1]);
       ptx::mma_16816<T>(rC[1], rdS[kk], rK[2], rK[3]);
     }
@@ -283,11 +300,12 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
   }
 }
 
-// dK = scale * sum dS^T Q and dV = sum P^T dO of the warp's 16 keys, rounded to T.
+// dK = scale * sum dS^T Q and dV = dv_scale * sum (P o M)^T dO of the warp's 16 keys, rounded
+// to T; dv_scale is dropout's 1/(1 - p) (mma_dropped_p_b), 1 without dropout.
 template <class T, int D>
 __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const float (&rdK)[D / 8][4],
-                                            const float (&rdV)[D / 8][4], int b, int hk, int key_g,
-                                            int lane) {
+                                            const float (&rdV)[D / 8][4], float dv_scale, int b,
+                                            int hk, int key_g, int lane) {
   const Problem& p = bp.fwd;
   T* gdK = static_cast<T*>(bp.dk) + b * bp.dk_stride.batch + hk * bp.dk_stride.head;
   T* gdV = static_cast<T*>(bp.dv) + b * bp.dv_stride.batch + hk * bp.dv_stride.head;
@@ -301,7 +319,7 @@ __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const flo
       *reinterpret_cast<uint32_t*>(gdK + key * bp.dk_stride.row + col) =
           ptx::pack2<T>(rdK[dt][2 * r] * p.scale, rdK[dt][2 * r + 1] * p.scale);
       *reinterpret_cast<uint32_t*>(gdV + key * bp.dv_stride.row + col) =
-          ptx::pack2<T>(rdV[dt][2 * r], rdV[dt][2 * r + 1]);
+          ptx::pack2<T>(rdV[dt][2 * r] * dv_scale, rdV[dt][2 * r + 1] * dv_scale);
     }
   }
 }
@@ -316,6 +334,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
   T* sdS = sdO + kSQElems<D>;                             // (Bc, Br): dS^T of the current step
   float* sL = reinterpret_cast<float*>(sdS + kSdSElems);  // (2, Br)
   float* sD = sL + kRowVecs;                              // (2, Br)
+  uint32_t* sKeep = reinterpret_cast<uint32_t*>(sD + kRowVecs);  // (threads): dropout's Z
 
   const Problem& p = bp.fwd;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -352,6 +371,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     const T* sQ_i = sQ + buf * kBr * D;
     const T* sdO_i = sdO + buf * kBr * D;
 
+    // Dropout's Z of the warp's P^T (keep_mask_t) depends on no data: it is drawn first,
+    // while only dK and dV hold registers, and parked in SRAM, each thread's word in its own
+    // slot (no barrier needed), until dV and dP^T use it (read once, volatile, so that the
+    // read stays there): at d = 128 no register is free to keep it across the products.
+    if constexpr (kDropout)
+      sKeep[threadIdx.x] =
+          keep_mask_t(p.dropout, dropout_head_word(b, h), k0 + warp * kMmaM, q0, lane);
+
     float rS[kBr / 8][4];  // S^T (16 keys, Br), then P^T
     tiles::zero<kBr>(rS);
     tiles::mma_a_bt<T, D, kBr>(rS, sK, warp * kMmaM, sQ_i, lane);
@@ -364,12 +391,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     tiles::zero<kBr>(rdP);
     tiles::mma_a_bt<T, D, kBr>(rdP, sV, warp * kMmaM, sdO_i, lane);
     if constexpr (kDropout) {
-      // Dropout's Z of the warp's P^T, drawn here rather than earlier: its register is then
-      // not live across the products above (at d = 128 ptxas has none to spare).
-      const uint32_t keep_bits =
-          keep_mask_t(p.dropout, dropout_head_word(b, h), k0 + warp * kMmaM, q0, lane);
-      mma_dropped_p_b<T, D>(rdV, rPa, keep_bits, p.dropout.keep_scale, sdO_i, lane);
-      drop_grad_t(rdP, keep_bits, p.dropout.keep_scale);
+      const uint32_t keep_bits = *static_cast<volatile uint32_t*>(sKeep + threadIdx.x);
+      mma_dropped_p_b<T, D>(rdV, rPa, keep_bits, sdO_i, lane);
+      drop_grad_t(rdP, keep_bits, p.dropout.keep_scale);  // dP^T o Z
     } else {
       tiles::mma_a_b<T, kBr, D>(rdV, rPa, sdO_i, lane);  // dV += P^T dO_i
     }
@@ -385,17 +409,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     }
   }
   ptx::cp_async_wait<0>();  // with no step the K and V copies may still be in flight
-  write_dk_dv<T, D>(bp, rdK, rdV, b, hk, key_g, lane);
+  // Without dropout dV * 1.0f: exact, bit for bit the plain sum.
+  write_dk_dv<T, D>(bp, rdK, rdV, kDropout ? p.dropout.keep_scale : 1.0f, b, hk, key_g, lane);
 }
 
 template <class T, int D, bool kDropout>
 void launch(const BackwardProblem& bp, cudaStream_t stream) {
   constexpr KernelConfig config = fa2_backward::config(D, kDtypeOf<T>);
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
-  static_assert(
-      sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) + sizeof(float) * 2 * kRowVecs ==
-          config.sram_bytes,
-      "the kernel carves up the SRAM that kernel_info.hpp says it takes");
+  static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) +
+                        sizeof(float) * 2 * kRowVecs + sizeof(uint32_t) * kThreads ==
+                    config.sram_bytes,
+                "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) % 16 == 0,
                 "sL starts 16-byte aligned");
   throw_if_cuda_error(

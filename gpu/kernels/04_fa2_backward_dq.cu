@@ -25,11 +25,11 @@
 namespace flashlab::gpu {
 namespace {
 
-using fa2_backward::kBc;
-using fa2_backward::kBlocksPerSm;
-using fa2_backward::kBr;
 using fa2_backward::kBuffers;
-using fa2_backward::kThreads;
+constexpr int kBr = fa2_backward::kDqBr;  // this kernel's own tiles (dq_config)
+constexpr int kBc = fa2_backward::kDqBc;
+constexpr int kThreads = fa2_backward::kDqThreads;
+constexpr int kBlocksPerSm = fa2_backward::kDqBlocksPerSm;
 using tiles::kMmaM;
 
 constexpr int kWarps = kThreads / kWarpSize;
