@@ -217,10 +217,12 @@ class Flashlab:
                                self.lib.flashlab_last_error().decode())
 
     def backward_params(self, q, k, v, o, lse, do, dq, dk, dv, causal=CAUSAL_NONE, scale=0.0,
-                        deterministic=False, stream=None):
+                        deterministic=False, stream=None, dropout_p=0.0, dropout_seed=0,
+                        dropout_offset=0):
         """Q, O, dO, dQ: (B, Hq, N_q, d) torch tensors; K, V, dK, dV: (B, Hkv, N_k, d); any
-        strides; LSE (B, Hq, N_q) fp32 contiguous, as forward() wrote it. The workspace is
-        left empty: backward() allocates it."""
+        strides; LSE (B, Hq, N_q) fp32 contiguous, as forward() wrote it. The dropout
+        arguments must be the forward's: the backward draws the same mask again. The
+        workspace is left empty: backward() allocates it."""
         import torch
         dtypes = {torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16}
         p = BackwardParams()
@@ -234,6 +236,7 @@ class Flashlab:
         p.heads_kv, p.n_k = k.shape[1], k.shape[2]
         p.scale, p.dtype, p.causal = scale, dtypes[q.dtype], causal
         p.deterministic = 1 if deterministic else 0
+        p.dropout_p, p.dropout_seed, p.dropout_offset = dropout_p, dropout_seed, dropout_offset
         p.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
         return p
 
@@ -303,10 +306,14 @@ class Flashlab:
 
 
 
-def attention_function(lib, causal=CAUSAL_NONE, deterministic=False):
+def attention_function(lib, causal=CAUSAL_NONE, deterministic=False, dropout_p=0.0,
+                       dropout_seed=0, dropout_offset=0):
     """A torch.autograd.Function over flashlab: forward through flashlab_forward (fa2, with
-    LSE), backward through flashlab_backward. q, k, v are (B, H, N, d) bf16 or fp16 CUDA
+    LSE), backward through flashlab_backward, both with the same dropout (p, seed, offset),
+    so the backward replays the forward's mask. q, k, v are (B, H, N, d) bf16 or fp16 CUDA
     tensors; use as attention_function(lib)(q, k, v)."""
+    dropout = dict(dropout_p=dropout_p, dropout_seed=dropout_seed,
+                   dropout_offset=dropout_offset)
     import torch
 
     class FlashlabAttention(torch.autograd.Function):
@@ -314,7 +321,7 @@ def attention_function(lib, causal=CAUSAL_NONE, deterministic=False):
         def forward(ctx, q, k, v):
             o = torch.empty_like(q)
             lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-            lib.forward(lib.params(q, k, v, o, lse, causal=causal, kernel=FA2))
+            lib.forward(lib.params(q, k, v, o, lse, causal=causal, kernel=FA2, **dropout))
             ctx.save_for_backward(q, k, v, o, lse)
             return o
 
@@ -324,7 +331,7 @@ def attention_function(lib, causal=CAUSAL_NONE, deterministic=False):
             do = do.contiguous() if do.stride(-1) != 1 else do
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             lib.backward(lib.backward_params(q, k, v, o, lse, do, dq, dk, dv, causal=causal,
-                                             deterministic=deterministic))
+                                             deterministic=deterministic, **dropout))
             return dq, dk, dv
 
     return FlashlabAttention.apply

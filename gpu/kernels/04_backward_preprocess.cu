@@ -1,7 +1,7 @@
 // 04_backward_preprocess: the two small kernels around the backward's main kernel
 // (04_fa2_backward.cu).
 //   preprocess: D_i = rowsum(dO_i o O_i) in fp32, one warp per query row, and the row's fp32
-//     dQ accumulator set to 0 (the main kernel adds into it with atomicAdd).
+//     dQ accumulator set to 0 (the main kernel adds into it with atomic 16-byte reductions).
 //     Why D: dS = P o (dP - D) needs, per row, sum_j P_ij dP_ij, and that sum equals
 //     sum_k dO_ik O_ik (dP = dO V^T and O = P V), d terms instead of N_k.
 //     Per row it reads 2 d elements (dO, O) and writes 4 bytes of D (+ 4 d of zeros).

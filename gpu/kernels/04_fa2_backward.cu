@@ -4,34 +4,51 @@
 //   S = Q K^T * scale,  P = exp(S - L),  dV = P^T dO,  dP = dO V^T,
 //   dS = P o (dP - D) with D = rowsum(dO o O) (04_backward_preprocess.cu),
 //   dQ = dS K * scale,  dK = dS^T Q * scale.
-// The order (FlashAttention-2's): a block owns one KV tile, Bc = 64 keys of one (batch,
-// KV head), and loops over the query heads of its GQA group and over their query tiles of
+// The order (FlashAttention-2's): a block of 8 warps owns one KV tile, Bc = 128 keys of one
+// (batch, KV head), and loops over the query heads of its GQA group and over their query tiles of
 // Br = 64 rows. dK and dV of its keys stay in registers for the whole loop (summed over the
 // group's query heads on chip, no atomics), and are written once at the end. dQ of a query
 // tile gets a share from every KV tile, that is from many blocks: each adds its share into
-// an fp32 accumulator in HBM with atomicAdd (the order of those sums varies from run to
-// run; the deterministic mode computes dQ with 04_fa2_backward_dq.cu instead).
+// an fp32 accumulator in HBM with atomic reductions (the order of those sums varies from run
+// to run; the deterministic mode computes dQ with 04_fa2_backward_dq.cu instead).
 // Warps split over keys: warp w owns keys [16w, 16w + 16) of the block's Bc, so its P^T,
 // dP^T and dS^T are (16, Br) m16 tiles whose rows are its keys: exactly the A operand of
 // dV += P^T dO and dK += dS^T Q, straight from the C fragments (as the forward feeds W to
 // W V). For dQ = dS K the block's dS^T goes through SRAM (sdS), where warp w reads back
-// rows [16w, 16w + 16) of dS, transposed by ldmatrix.trans.
+// rows [16r, 16r + 16) of dS, r = w % 4, transposed by ldmatrix.trans, for its half w / 4 of
+// d (4 row tiles x 2 halves: the 8 warps share the product evenly).
 // Per step (one query tile of one query head), per block:
 //   loads: Q_i, dO_i (Br, d) by cp.async, double-buffered behind the previous step; L_i, D_i
 //   five products of 2 Br Bc d FLOPs each: S^T, dP^T, dV, dK, dQ (10 Br Bc d in all, 2.5x
 //   the forward's 4 Br Bc d);
-//   dQ: Br d fp32 atomicAdds into the accumulator.
+//   dQ: Br d fp32 sums into the accumulator, as Br d / 4 16-byte reductions
+//   (red.global.add.v4.f32: one per lane per n8 tile of dQ, add_dq_tile), Br d / 128 warp
+//   instructions, each covering 16 full 32-byte L2 sectors.
+// Dropout (p > 0, a separate instantiation; p = 0 runs the kernel without it): the keep mask
+// Z = M / (1 - p) of (batch, query head, query, key), the CPU reference's Philox rule, is
+// drawn again on the transposed fragments of P^T (dropout_keep_m16n8_t: 8 Philox calls per
+// lane per step) and applied twice: dV += (P o Z)^T dO (as P o M, the factor 1/(1 - p) on dV
+// at the end) and dS = P o (dP o Z - D). D = rowsum(dO o O) needs no change: O was computed
+// with the same Z.
 // Whole problem, non-causal: FLOPs = 10 B Hq N_q N_k d. HBM/L2 reads: K, V once (4 B Hkv N_k d
 // bytes in bf16/fp16) plus Q, dO, L, D once per KV tile: B Hq N_q (4 d + 8) ceil(N_k / Bc)
 // bytes; writes: dK, dV (4 B Hkv N_k d bytes) and the dQ atomics, B Hq N_q d ceil(N_k / Bc)
-// fp32 read-modify-writes, served by the L2. Causal: KV tile j starts at the first query
-// tile that sees its first key (whole-tile skipping); tiles across the diagonal are masked.
+// fp32 read-modify-writes, served by the L2 (B Hq N_q d ceil(N_k / Bc) / 4 vector
+// reductions). Against Bc = 64: half the Q, dO loads and half the dQ reductions per FLOP.
+// Causal: KV tile j starts at the first query tile that sees its first key (whole-tile
+// skipping); tiles across the diagonal are masked.
 // Tiles, threads, SRAM, blocks per SM: fa2_backward:: in flashlab/gpu/kernel_info.hpp.
 // What is slow and why: every warp reads all of Q_i and dO_i from SRAM twice (as B of S^T and
 // dP^T, then transposed as B of dK and dV) while an m16 slice feeds each fragment to one mma
-// only; the fp32 atomics of dQ cost L2 bandwidth. The forward's trick (two m16 tiles per
-// warp) does not fit here: dK and dV of 32 keys would need 256 fp32 registers at d = 128.
+// only; the fp32 reductions of dQ cost L2 bandwidth.
+// The forward's trick (two m16 tiles per warp) does not fit here: dK and dV of 32 keys would
+// need 256 fp32 registers at d = 128.
+// Registers (ptxas, sm_90a): 255 at d = 128 with and without dropout, no spill, so 1 block
+// of 8 warps per SM; with dropout the mask's 32-bit word waits in SRAM (sKeep) between its
+// draw at the top of the step and its use, and the draw is not unrolled: either way ptxas
+// spilled at d = 128.
 #include "common.cuh"
+#include "dropout.cuh"
 #include "launch_backward.hpp"
 #include "sram_tiles.cuh"
 
@@ -48,10 +65,15 @@ using tiles::swizzled;
 
 constexpr int kWarps = kThreads / kWarpSize;
 static_assert(kWarps * kMmaM == kBc, "each warp owns one m16 tile of the block's Bc keys");
-static_assert(kThreads == 2 * kBr, "threads [0, Br) copy L_i, threads [Br, 2 Br) copy D_i");
+static_assert(kThreads >= 2 * kBr, "threads [0, Br) copy L_i, threads [Br, 2 Br) copy D_i");
+// dQ += dS K of a step: the warps split dQ_i (Br, D) as Br / 16 m16 row tiles x kDqParts
+// parts of d.
+constexpr int kDqRowTiles = kBr / kMmaM;
+constexpr int kDqParts = kWarps / kDqRowTiles;
+static_assert(kWarps % kDqRowTiles == 0, "every warp takes one row tile and one part of d");
 
 // SRAM, in elements of T: sK, sV (Bc, D); sQ, sdO (kBuffers, Br, D); sdS (Bc, Br);
-// then sL, sD (kBuffers, Br) fp32.
+// then sL, sD (kBuffers, Br) fp32; then sKeep (kThreads) 32-bit words (dropout).
 template <int D>
 constexpr int kSKElems = kBc* D;
 template <int D>
@@ -95,6 +117,7 @@ __device__ __forceinline__ void load_step(const BackwardProblem& bp, int b, Step
   tiles::load_tile<T, D, kBr, kThreads>(sQ + buf * kBr * D, gQ, p.q_stride.row, step.q0, p.n_q);
   tiles::load_tile<T, D, kBr, kThreads>(sdO + buf * kBr * D, gdO, bp.dout_stride.row, step.q0,
                                         p.n_q);
+  if (threadIdx.x >= 2 * kBr) return;
   const int r = threadIdx.x % kBr, row = step.q0 + r;
   const float* gRow =
       (threadIdx.x < kBr ? p.lse : bp.d_rows) + (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
@@ -126,10 +149,8 @@ __device__ __forceinline__ void mask_scores_t(float (&rS)[kBr / 8][4], int key_g
 // P^T = exp(S^T * scale - L) in place, as 2^(S^T scale log2e - L log2e). L is per query,
 // that is per column here: sL_i[c]. A row with L = -inf saw no key at all, so every score
 // of it is masked: exponentiate against 0 instead, since -inf - (-inf) is NaN.
-// Dropout, once wired in, is applied here and only here: P^T o Z / (1 - p) for dV, and dP
-// o Z / (1 - p) in dS, Z the keep mask of (batch, head, row, key) under the CPU reference's
-// Philox rule (cpu_reference/include/flashlab/cpu/dropout.hpp). Validation refuses
-// dropout_p != 0 until then.
+// With dropout, P^T stays undropped here (dS needs P itself); the keep mask Z of these
+// fragments is drawn right after (keep_mask_t) and applied to P^T for dV and to dP^T.
 __device__ __forceinline__ void probabilities_t(float (&rS)[kBr / 8][4], const float* sL_i,
                                                 int lane, float scale_log2) {
 #pragma unroll
@@ -141,6 +162,48 @@ __device__ __forceinline__ void probabilities_t(float (&rS)[kBr / 8][4], const f
     for (int e = 0; e < 4; ++e)
       rS[nt][e] = ptx::exp2_approx(fmaf(rS[nt][e], scale_log2, -base[e % 2]));
   }
+}
+
+// Dropout's keep mask Z of the warp's S^T (16 keys from key0, Br queries from q0) under the
+// CPU reference's Philox rule, indexed by (batch, query head h, query, key): 4 bits per
+// n-tile (bit e: element e kept), n-tile nt at bits [4 nt, 4 nt + 4): 32 bits in all.
+static_assert(kBr / 8 * 4 <= 32, "the keep bits of a warp's S^T fit one 32-bit register");
+__device__ __forceinline__ uint32_t keep_mask_t(const DropoutRule& rule, uint32_t head_word,
+                                                int key0, int q0, int lane) {
+  uint32_t bits = 0;
+#pragma unroll 1  // one n-tile's Philox temporaries at a time (unrolled, ptxas spills)
+  for (int nt = 0; nt < kBr / 8; ++nt)
+    bits |= dropout_keep_m16n8_t(rule, head_word, key0, q0 + nt * 8, lane) << (4 * nt);
+  return bits;
+}
+
+// dV += (P o M)^T dO_i, M the 0/1 keep mask: each k-slice of P^T, packed in T (rPa), keeps
+// its kept halves and zeroes the dropped ones by a bitwise AND (no unpacking, no registers
+// for floats), then goes to the tensor cores as in tiles::mma_a_b. The factor 1/(1 - p) of
+// Z = M / (1 - p) is applied once, to dV at the end (write_dk_dv): the same sum, rounded
+// once less than the CPU's stored P o Z.
+template <class T, int D>
+__device__ __forceinline__ void mma_dropped_p_b(float (&rdV)[D / 8][4],
+                                                const uint32_t (&rPa)[kBr / 16][4],
+                                                uint32_t keep_bits, const T* sdO_i, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kBr / 16; ++kk) {
+    uint32_t rA[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // j: n-tile 2 kk + j / 2, elements 2 (j % 2), + 1
+      const unsigned keep = keep_bits >> (4 * (2 * kk + j / 2) + 2 * (j % 2));
+      rA[j] = rPa[kk][j] & ((keep & 1u ? 0x0000ffffu : 0u) | (keep & 2u ? 0xffff0000u : 0u));
+    }
+    tiles::mma_slice_b<T, D>(rdV, rA, sdO_i, kk, lane);
+  }
+}
+
+// dP^T o Z in place (dropout: the gradient reaches only the kept weights, scaled by
+// 1/(1 - p)), before dS.
+__device__ __forceinline__ void drop_grad_t(float (&rdP)[kBr / 8][4], uint32_t keep_bits,
+                                            float keep_scale) {
+#pragma unroll
+  for (int nt = 0; nt < kBr / 8; ++nt) apply_dropout(rdP[nt], keep_bits >> (4 * nt), keep_scale);
 }
 
 // dS^T = P^T o (dP^T - D), written over dP^T; P^T comes packed in T (as the mma reads it,
@@ -176,48 +239,73 @@ __device__ __forceinline__ void store_ds_t(T* sdS, const float (&rdS)[kBr / 8][4
   }
 }
 
-// dQ_i += dS K_j for the warp's 16 query rows [q0 + 16w, + 16), added into the fp32
-// accumulator gdQacc (rows of D floats) with atomicAdd, 16 columns of d at a time so that
-// only (16, 16) of dQ is ever held. dS (16, Bc) comes from sdS through ldmatrix.trans; K_j
-// (Bc, D) is (k, n), read transposed as V is in the forward.
+// One n8 tile of dQ (16 rows, columns [n0, n0 + 8)) added into the accumulator with
+// red.global.add.v4.f32: lane (g, t) holds (g, 2t..2t+1) and (g + 8, 2t..2t+1); lanes 2k
+// and 2k + 1 swap a pair, so that the even lane holds four consecutive floats of row g and
+// the odd lane four of row g + 8: one 16-byte reduction per lane instead of four scalar
+// atomics. row is the accumulator row of fragment row g; rows past n_q are skipped (after
+// the shuffle, which every lane takes part in).
+template <int D>
+__device__ __forceinline__ void add_dq_tile(float* gdQacc, const float (&rC)[4], int row, int n0,
+                                            int n_q, int lane) {
+  constexpr unsigned kFullWarp = 0xffffffffu;
+  const bool even = lane % 2 == 0;
+  // The even lane gives away row g + 8's pair, the odd lane row g's.
+  const float give0 = even ? rC[2] : rC[0], give1 = even ? rC[3] : rC[1];
+  const float got0 = __shfl_xor_sync(kFullWarp, give0, 1);
+  const float got1 = __shfl_xor_sync(kFullWarp, give1, 1);
+  const int r = even ? row : row + 8;
+  const int c = n0 + (lane % 4) * 2 - (even ? 0 : 2);  // a multiple of 4: 16-byte aligned
+  if (r >= n_q) return;
+  float* dst = gdQacc + int64_t(r) * D + c;
+  if (even)
+    ptx::red_add_v4(dst, rC[0], rC[1], got0, got1);
+  else
+    ptx::red_add_v4(dst, got0, got1, rC[2], rC[3]);
+}
+
+// dQ_i += dS K_j for the warp's share of dQ_i: query rows [q0 + 16 r, + 16) of row tile
+// r = w % (Br / 16), columns [part D / kDqParts, + D / kDqParts) of part w / (Br / 16);
+// added into the fp32 accumulator gdQacc (rows of D floats), 16 columns of d at a time so
+// that only (16, 16) of dQ is ever held, each n8 tile as one 16-byte reduction per lane
+// (add_dq_tile). dS (16, Bc) comes from sdS through ldmatrix.trans; K_j (Bc, D) is (k, n),
+// read transposed as V is in the forward.
 template <class T, int D>
 __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK, int q0, int n_q,
                                        int warp, int lane) {
+  constexpr int kPairs = D / 16 / kDqParts;  // 16-column slices of d per warp
+  static_assert((D / 16) % kDqParts == 0, "the parts of d are whole 16-column slices");
+  const int row_tile = warp % kDqRowTiles, np0 = (warp / kDqRowTiles) * kPairs;
   uint32_t rdS[kBc / 16][4];  // A fragments of dS, all Bc keys
-  tiles::load_a_transposed<T, kBc, kBr>(rdS, sdS, warp * kMmaM, lane);
+  tiles::load_a_transposed<T, kBc, kBr>(rdS, sdS, row_tile * kMmaM, lane);
   const int b_row = (lane % 8) + ((lane / 8) % 2) * 8;
-  const tiles::LaneChunks b_chunks(lane, lane / 16);
-  const int row = q0 + warp * kMmaM + lane / 4, col = (lane % 4) * 2;
+  const int row = q0 + row_tile * kMmaM + lane / 4;
 #pragma unroll
-  for (int np = 0; np < D / 16; ++np) {
+  for (int i = 0; i < kPairs; ++i) {
+    const int np = np0 + i;
+    // Chunk 2 np (lanes 16..31: 2 np + 1) of the K row, swizzled by the row, whose row % 8
+    // is lane % 8. Written out rather than LaneChunks::at: np depends on the warp.
+    const int col = ((2 * np + lane / 16) ^ (lane % tiles::kSwizzleRows)) * tiles::kChunk;
     float rC[2][4] = {};  // dQ (16, 16): n-tiles 2np, 2np + 1
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
       uint32_t rK[4];
-      ptx::ldmatrix_x4_trans(rK, sK + (kk * 16 + b_row) * D + b_chunks.at(np));
+      ptx::ldmatrix_x4_trans(rK, sK + (kk * 16 + b_row) * D + col);
       ptx::mma_16816<T>(rC[0], rdS[kk], rK[0], rK[1]);
       ptx::mma_16816<T>(rC[1], rdS[kk], rK[2], rK[3]);
     }
 #pragma unroll
-    for (int n2 = 0; n2 < 2; ++n2) {
-      const int c = (2 * np + n2) * 8 + col;
-      if (row < n_q) {
-        atomicAdd(gdQacc + int64_t(row) * D + c, rC[n2][0]);
-        atomicAdd(gdQacc + int64_t(row) * D + c + 1, rC[n2][1]);
-      }
-      if (row + 8 < n_q) {
-        atomicAdd(gdQacc + int64_t(row + 8) * D + c, rC[n2][2]);
-        atomicAdd(gdQacc + int64_t(row + 8) * D + c + 1, rC[n2][3]);
-      }
-    }
+    for (int n2 = 0; n2 < 2; ++n2)
+      add_dq_tile<D>(gdQacc, rC[n2], row, (2 * np + n2) * 8, n_q, lane);
   }
 }
 
-// dK = scale * sum dS^T Q and dV = sum P^T dO of the warp's 16 keys, rounded to T.
+// dK = scale * sum dS^T Q and dV = dv_scale * sum (P o M)^T dO of the warp's 16 keys, rounded
+// to T; dv_scale is dropout's 1/(1 - p) (mma_dropped_p_b), 1 without dropout.
 template <class T, int D>
 __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const float (&rdK)[D / 8][4],
-                                            const float (&rdV)[D / 8][4], int b, int hk, int key_g,
-                                            int lane) {
+                                            const float (&rdV)[D / 8][4], float dv_scale, int b,
+                                            int hk, int key_g, int lane) {
   const Problem& p = bp.fwd;
   T* gdK = static_cast<T*>(bp.dk) + b * bp.dk_stride.batch + hk * bp.dk_stride.head;
   T* gdV = static_cast<T*>(bp.dv) + b * bp.dv_stride.batch + hk * bp.dv_stride.head;
@@ -231,12 +319,12 @@ __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const flo
       *reinterpret_cast<uint32_t*>(gdK + key * bp.dk_stride.row + col) =
           ptx::pack2<T>(rdK[dt][2 * r] * p.scale, rdK[dt][2 * r + 1] * p.scale);
       *reinterpret_cast<uint32_t*>(gdV + key * bp.dv_stride.row + col) =
-          ptx::pack2<T>(rdV[dt][2 * r], rdV[dt][2 * r + 1]);
+          ptx::pack2<T>(rdV[dt][2 * r] * dv_scale, rdV[dt][2 * r + 1] * dv_scale);
     }
   }
 }
 
-template <class T, int D>
+template <class T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(BackwardProblem bp) {
   extern __shared__ __align__(128) unsigned char sram[];
   T* sK = reinterpret_cast<T*>(sram);                     // (Bc, D)
@@ -246,6 +334,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
   T* sdS = sdO + kSQElems<D>;                             // (Bc, Br): dS^T of the current step
   float* sL = reinterpret_cast<float*>(sdS + kSdSElems);  // (2, Br)
   float* sD = sL + kRowVecs;                              // (2, Br)
+  uint32_t* sKeep = reinterpret_cast<uint32_t*>(sD + kRowVecs);  // (threads): dropout's Z
 
   const Problem& p = bp.fwd;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -282,6 +371,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     const T* sQ_i = sQ + buf * kBr * D;
     const T* sdO_i = sdO + buf * kBr * D;
 
+    // Dropout's Z of the warp's P^T (keep_mask_t) depends on no data: it is drawn first,
+    // while only dK and dV hold registers, and parked in SRAM, each thread's word in its own
+    // slot (no barrier needed), until dV and dP^T use it (read once, volatile, so that the
+    // read stays there): at d = 128 no register is free to keep it across the products.
+    if constexpr (kDropout)
+      sKeep[threadIdx.x] =
+          keep_mask_t(p.dropout, dropout_head_word(b, h), k0 + warp * kMmaM, q0, lane);
+
     float rS[kBr / 8][4];  // S^T (16 keys, Br), then P^T
     tiles::zero<kBr>(rS);
     tiles::mma_a_bt<T, D, kBr>(rS, sK, warp * kMmaM, sQ_i, lane);
@@ -293,7 +390,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     float rdP[kBr / 8][4];  // dP^T (16 keys, Br) = V_j dO_i^T, then dS^T
     tiles::zero<kBr>(rdP);
     tiles::mma_a_bt<T, D, kBr>(rdP, sV, warp * kMmaM, sdO_i, lane);
-    tiles::mma_a_b<T, kBr, D>(rdV, rPa, sdO_i, lane);  // dV += P^T dO_i
+    if constexpr (kDropout) {
+      const uint32_t keep_bits = *static_cast<volatile uint32_t*>(sKeep + threadIdx.x);
+      mma_dropped_p_b<T, D>(rdV, rPa, keep_bits, sdO_i, lane);
+      drop_grad_t(rdP, keep_bits, p.dropout.keep_scale);  // dP^T o Z
+    } else {
+      tiles::mma_a_b<T, kBr, D>(rdV, rPa, sdO_i, lane);  // dV += P^T dO_i
+    }
     grad_scores_t<T>(rdP, rPa, sD + buf * kBr, lane);
     const auto& rdS = rdP;
     tiles::mma_c_b<T, kBr, D>(rdK, rdS, sQ_i, lane);  // dK += dS^T Q_i (scale: at the end)
@@ -306,46 +409,57 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     }
   }
   ptx::cp_async_wait<0>();  // with no step the K and V copies may still be in flight
-  write_dk_dv<T, D>(bp, rdK, rdV, b, hk, key_g, lane);
+  // Without dropout dV * 1.0f: exact, bit for bit the plain sum.
+  write_dk_dv<T, D>(bp, rdK, rdV, kDropout ? p.dropout.keep_scale : 1.0f, b, hk, key_g, lane);
 }
 
-template <class T, int D>
+template <class T, int D, bool kDropout>
 void launch(const BackwardProblem& bp, cudaStream_t stream) {
   constexpr KernelConfig config = fa2_backward::config(D, kDtypeOf<T>);
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
-  static_assert(
-      sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) + sizeof(float) * 2 * kRowVecs ==
-          config.sram_bytes,
-      "the kernel carves up the SRAM that kernel_info.hpp says it takes");
+  static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) +
+                        sizeof(float) * 2 * kRowVecs + sizeof(uint32_t) * kThreads ==
+                    config.sram_bytes,
+                "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   static_assert(sizeof(T) * (2 * kSKElems<D> + 2 * kSQElems<D> + kSdSElems) % 16 == 0,
                 "sL starts 16-byte aligned");
   throw_if_cuda_error(
-      cudaFuncSetAttribute(fa2_backward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(config.sram_bytes)),
+      cudaFuncSetAttribute(fa2_backward_kernel<T, D, kDropout>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(config.sram_bytes)),
       "fa2 backward kernel shared memory");
   const dim3 grid((bp.fwd.n_k + kBc - 1) / kBc, bp.fwd.heads_kv, bp.fwd.batch);
-  fa2_backward_kernel<T, D><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
+  fa2_backward_kernel<T, D, kDropout><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
   check_launch("fa2_backward_kernel");
 }
 
-template <class T>
+// dropout_p = 0 runs the instantiation without any dropout code: bit for bit the kernel
+// without dropout.
+template <class T, bool kDropout>
 void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
   static_assert(fa2_backward::kHeadDims.count == 2 && fa2_backward::kHeadDims.values[0] == 64 &&
                     fa2_backward::kHeadDims.values[1] == 128,
                 "a head dimension in the table needs its instantiation here");
   if (bp.fwd.d == 64)
-    launch<T, 64>(bp, stream);
+    launch<T, 64, kDropout>(bp, stream);
   else
-    launch<T, 128>(bp, stream);
+    launch<T, 128, kDropout>(bp, stream);
 }
 
 }  // namespace
 
 void launch_fa2_backward(const BackwardProblem& problem, cudaStream_t stream) {
-  if (problem.fwd.dtype == FLASHLAB_FP16)
-    launch_for_d<__half>(problem, stream);
-  else
-    launch_for_d<__nv_bfloat16>(problem, stream);
+  const bool fp16 = problem.fwd.dtype == FLASHLAB_FP16;
+  if (problem.fwd.dropout.enabled) {
+    if (fp16)
+      launch_for_d<__half, true>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, true>(problem, stream);
+  } else {
+    if (fp16)
+      launch_for_d<__half, false>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, false>(problem, stream);
+  }
 }
 
 }  // namespace flashlab::gpu

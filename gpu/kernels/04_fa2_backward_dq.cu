@@ -15,18 +15,21 @@
 // Warps split over query rows, warp w owns rows [16w, 16w + 16): like the forward, each
 // warp's rows are its own and nothing crosses warps. K and V tiles are double-buffered
 // with cp.async. Tiles and SRAM: fa2_backward::dq_config in flashlab/gpu/kernel_info.hpp.
+// Dropout: the keep mask Z is drawn again (dropout_keep_m16n8, the forward's fragments: rows
+// are queries) and applied to dP only: dS = P o (dP o Z - D), P itself undropped.
 #include "common.cuh"
+#include "dropout.cuh"
 #include "launch_backward.hpp"
 #include "sram_tiles.cuh"
 
 namespace flashlab::gpu {
 namespace {
 
-using fa2_backward::kBc;
-using fa2_backward::kBlocksPerSm;
-using fa2_backward::kBr;
 using fa2_backward::kBuffers;
-using fa2_backward::kThreads;
+constexpr int kBr = fa2_backward::kDqBr;  // this kernel's own tiles (dq_config)
+constexpr int kBc = fa2_backward::kDqBc;
+constexpr int kThreads = fa2_backward::kDqThreads;
+constexpr int kBlocksPerSm = fa2_backward::kDqBlocksPerSm;
 using tiles::kMmaM;
 
 constexpr int kWarps = kThreads / kWarpSize;
@@ -63,7 +66,7 @@ __device__ __forceinline__ void mask_scores(float (&rS)[kBc / 8][4], int row_g, 
     }
 }
 
-template <class T, int D>
+template <class T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     fa2_backward_dq_kernel(BackwardProblem bp) {
   extern __shared__ __align__(128) unsigned char sram[];
@@ -137,6 +140,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     float rdP[kBc / 8][4];  // dP (16 rows, Bc) = dO_i V_j^T, then dS = P o (dP - D)
     tiles::zero<kBc>(rdP);
     tiles::mma_a_bt<T, D, kBc>(rdP, sdO, warp * kMmaM, sV_j, lane);
+    if constexpr (kDropout)  // dP o Z: the gradient reaches only the kept weights
+#pragma unroll
+      for (int nt = 0; nt < kBc / 8; ++nt)
+        apply_dropout(
+            rdP[nt],
+            dropout_keep_m16n8(p.dropout, dropout_head_word(b, h), row_g, k0 + nt * 8, lane),
+            p.dropout.keep_scale);
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt)
 #pragma unroll
@@ -159,36 +169,44 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   }
 }
 
-template <class T, int D>
+template <class T, int D, bool kDropout>
 void launch(const BackwardProblem& bp, cudaStream_t stream) {
   constexpr KernelConfig config = fa2_backward::dq_config(D, kDtypeOf<T>);
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
   static_assert(sizeof(T) * (2 * kSQElems<D> + 2 * kSKVElems<D>) == config.sram_bytes,
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   throw_if_cuda_error(
-      cudaFuncSetAttribute(fa2_backward_dq_kernel<T, D>,
+      cudaFuncSetAttribute(fa2_backward_dq_kernel<T, D, kDropout>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(config.sram_bytes)),
       "fa2 backward dQ kernel shared memory");
   const dim3 grid((bp.fwd.n_q + kBr - 1) / kBr, bp.fwd.heads_q, bp.fwd.batch);
-  fa2_backward_dq_kernel<T, D><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
+  fa2_backward_dq_kernel<T, D, kDropout><<<grid, config.threads, config.sram_bytes, stream>>>(bp);
   check_launch("fa2_backward_dq_kernel");
 }
 
-template <class T>
+template <class T, bool kDropout>
 void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
   if (bp.fwd.d == 64)
-    launch<T, 64>(bp, stream);
+    launch<T, 64, kDropout>(bp, stream);
   else
-    launch<T, 128>(bp, stream);
+    launch<T, 128, kDropout>(bp, stream);
 }
 
 }  // namespace
 
 void launch_fa2_backward_dq(const BackwardProblem& problem, cudaStream_t stream) {
-  if (problem.fwd.dtype == FLASHLAB_FP16)
-    launch_for_d<__half>(problem, stream);
-  else
-    launch_for_d<__nv_bfloat16>(problem, stream);
+  const bool fp16 = problem.fwd.dtype == FLASHLAB_FP16;
+  if (problem.fwd.dropout.enabled) {
+    if (fp16)
+      launch_for_d<__half, true>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, true>(problem, stream);
+  } else {
+    if (fp16)
+      launch_for_d<__half, false>(problem, stream);
+    else
+      launch_for_d<__nv_bfloat16, false>(problem, stream);
+  }
 }
 
 }  // namespace flashlab::gpu

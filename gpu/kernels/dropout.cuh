@@ -13,8 +13,10 @@
 //     before W V: U += (W o Z) V with Z = 0 or 1/(1 - p), exactly flashlab::cpu::accumulate.
 //     L = m + log l is therefore the log-sum-exp of the undropped scores.
 //   - the mask export (dropout_mask.cu), which writes the decisions out for tests and lessons.
-//   - the backward kernel replays it through dropout_keep_m16n8 on its recomputed P, in the
-//     same fragments (dV += (P o Z)^T dO; dP o Z before dS), with the same Problem::dropout.
+//   - the backward replays it on its recomputed P with the same Problem::dropout: the main
+//     kernel (04_fa2_backward.cu) through dropout_keep_m16n8_t on its transposed fragments
+//     P^T, dP^T (dV += (P o Z)^T dO; dS = P o (dP o Z - D)), the dQ kernel of the
+//     deterministic mode (04_fa2_backward_dq.cu) through dropout_keep_m16n8 on P, dP.
 // Cost: one Philox call (10 rounds of 2 __umulhi, 2 multiplications and 4 xors) per four
 // weights; an m16n8 fragment of 32 lanes x 4 weights takes 32 calls, one per lane.
 #pragma once
@@ -102,6 +104,35 @@ __device__ __forceinline__ unsigned dropout_keep_m16n8(const DropoutRule& rule,
   const uint32_t e2 = even ? got0 : own0, e3 = even ? got1 : own1;
   return unsigned(e0 >= rule.threshold) | unsigned(e1 >= rule.threshold) << 1 |
          unsigned(e2 >= rule.threshold) << 2 | unsigned(e3 >= rule.threshold) << 3;
+}
+
+// The same decisions for a transposed fragment, as the backward's main kernel holds S^T and
+// P^T (04_fa2_backward.cu): rows are keys, columns are query rows. Lane l holds elements 0, 1
+// at (key_g, q), (key_g, q + 1) and elements 2, 3 at (key_g + 8, q), (key_g + 8, q + 1),
+// where key_g = key0 + l / 4 and q = q0 + 2 (l % 4); the mask is still indexed by
+// (query row, key), so one Philox call now covers four keys, that is four fragment rows.
+// key0 must be a multiple of 4 (16 keys = 4 calls per query) and q0 a multiple of 8. The
+// fragment's 16 keys x 8 queries need 4 x 8 = 32 calls: lane l draws the one of key group
+// l / 8 (keys key0 + 4 (l / 8) .. + 3) and query q0 + l % 8, keeps the four decisions as a
+// nibble, and three shuffles hand every lane its four bits: one Philox call per lane.
+// Returns bit e set when element e is kept. Every lane of the warp must call it together.
+__device__ __forceinline__ unsigned dropout_keep_m16n8_t(const DropoutRule& rule,
+                                                         uint32_t head_word, int key0, int q0,
+                                                         int lane) {
+  constexpr unsigned kFullWarp = 0xffffffffu;
+  const uint32_t group = uint32_t(key0 / cpu::kColumnsPerPhiloxCall + lane / 8);
+  const unsigned nibble = dropout_keep4(rule, head_word, uint32_t(q0 + lane % 8), group);
+  // Lanes 2k, 2k + 1 draw queries 2k, 2k + 1 of one key group: each gets the other's nibble,
+  // so both hold the byte (query 2k: bits 0..3, query 2k + 1: bits 4..7).
+  const unsigned other = __shfl_xor_sync(kFullWarp, nibble, 1);
+  const unsigned byte = lane % 2 == 0 ? nibble | other << 4 : other | nibble << 4;
+  // Lane (g, t) = (l / 4, l % 4): keys g and g + 8 are key groups g / 4 and 2 + g / 4, word
+  // g % 4 of each; its queries 2t, 2t + 1 are the byte of lane 8 group + 2t.
+  const int g = lane / 4, t = lane % 4, word = g % 4;
+  const unsigned key_g_bits = __shfl_sync(kFullWarp, byte, (g / 4) * 8 + 2 * t);
+  const unsigned key_g8_bits = __shfl_sync(kFullWarp, byte, (2 + g / 4) * 8 + 2 * t);
+  return (key_g_bits >> word & 1u) | (key_g_bits >> (4 + word) & 1u) << 1 |
+         (key_g8_bits >> word & 1u) << 2 | (key_g8_bits >> (4 + word) & 1u) << 3;
 }
 
 // W o Z on one fragment: a kept weight times 1/(1 - p), a dropped one 0 (bit e of keep is

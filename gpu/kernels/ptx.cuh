@@ -101,6 +101,15 @@ __device__ __forceinline__ float2 unpack2<__half>(uint32_t r) {
   return __half22float2(*reinterpret_cast<const __half2*>(&r));
 }
 
+// red.global.add.v4.f32 (PTX ISA 8.1, sm_90): adds four consecutive floats into global
+// memory in one reduction, with no value returned; gmem must be 16-byte aligned. One
+// instruction (RED.E.ADD.F32x4) where four scalar atomicAdds would take four.
+__device__ __forceinline__ void red_add_v4(float* gmem, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "f"(a), "f"(b),
+               "f"(c), "f"(d)
+               : "memory");
+}
+
 // ex2.approx: 2^x on the special-function unit, one instruction; 2^-inf = 0.
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;

@@ -40,6 +40,8 @@ BackwardProblem make_problem(const flashlab_backward_params& p) {
   f.causal = p.causal != FLASHLAB_CAUSAL_NONE;
   f.causal_offset = p.causal == FLASHLAB_CAUSAL_BOTTOM_RIGHT ? int(p.n_k - p.n_q) : 0;
   f.dtype = flashlab_dtype(p.dtype);
+  // Validation checked that the offset fits the Philox counter's 32-bit word.
+  f.dropout = make_dropout_rule(p.dropout_p, p.dropout_seed, uint32_t(p.dropout_offset));
   bp.dout = p.dout;
   bp.dq = p.dq;
   bp.dk = p.dk;

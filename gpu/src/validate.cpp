@@ -321,11 +321,11 @@ void check_backward_enums(const flashlab_backward_params& p) {
          "dropout_p = " + general(p.dropout_p) +
              " is outside [0, 1): it is the probability of dropping a score, and p = 1 "
              "would drop them all");
-  if (p.dropout_p != 0.0)
-    fail(FLASHLAB_ERROR_UNSUPPORTED,
-         "dropout_p = " + general(p.dropout_p) +
-             " is not supported yet by the fa2 backward kernel: GPU dropout (the CPU "
-             "reference's Philox rule) is not wired in; use dropout_p = 0");
+  if (p.dropout_offset > std::numeric_limits<uint32_t>::max())
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "dropout_offset = " + std::to_string(p.dropout_offset) +
+             " does not fit the Philox counter's 32-bit word: give the forward's "
+             "dropout_offset, in [0, 2^32 - 1]");
 }
 
 void check_backward_supported(const flashlab_backward_params& p) {

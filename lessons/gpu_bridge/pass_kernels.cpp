@@ -1,11 +1,9 @@
-// The backward's and decode's kernel facts, and their mirrors' predictions.
-//
-// The facts below are the designs of the two kernels as they are being written
-// (gpu/kernels/); they are to be reconciled with the `fa2_backward` and `decode` sections of
-// gpu/include/flashlab/gpu/kernel_info.hpp once those exist, and then read from there, as
-// kernel_mirror() reads the forward kernels' facts. Nothing else states them.
+// The backward's and decode's kernel facts, read from the GPU library's own description of
+// the kernels (gpu/include/flashlab/gpu/kernel_info.hpp: `fa2_backward` and `decode`), and
+// their mirrors' predictions. Nothing here states a tile size: kernel_info.hpp owns them.
 #include "gpu_bridge/pass_kernels.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/format.h>
@@ -16,28 +14,23 @@ namespace flashlab::app {
 
 namespace {
 
-// The head dimensions and dtypes both kernels take.
-constexpr Index kHeadDims[] = {64, 128};
-
-std::string refusal(std::string_view kernel, Index d, sim::DType dtype) {
-  if (dtype == sim::DType::fp32)
-    return fmt::format("the {} kernel takes bf16 and fp16 inputs, not fp32", kernel);
-  if (std::find(std::begin(kHeadDims), std::end(kHeadDims), d) == std::end(kHeadDims))
-    return fmt::format("d = {} is not supported by the {} kernel: it supports d in {{64, 128}}", d,
-                       kernel);
+// Why a pass's kernel does not take (d, dtype), in the words validation uses; "" when it does.
+std::string refusal(std::string_view kernel, const gpu::HeadDims& dims, gpu::DtypeSet dtypes,
+                    Index d, sim::DType dtype) {
+  if (!dtypes.contains(c_dtype(dtype)))
+    return fmt::format("the {} kernel takes {} inputs, not {}", kernel,
+                       gpu::text::describe(dtypes), sim::to_string(dtype));
+  if (!dims.contains(d))
+    return fmt::format("d = {} is not supported by the {} kernel: it supports {}", d, kernel,
+                       gpu::text::describe(dims));
   return "";
 }
 
-// The backward's main kernel: a block of 8 warps owns Bc keys; Br query rows a step.
-constexpr Index kBackwardBr = 64;
-constexpr Index kBackwardBc = 128;
-constexpr int kBackwardThreads = 8 * 32;
-// The decode's split kernel streams this many keys of K and V a step.
-constexpr Index kDecodeKeysPerStep = 64;
-constexpr int kDecodeThreads = 4 * 32;
-// The split rule: as many blocks as fit in one wave over the SMs (at least one split), no
-// more than 64 splits, and no split with fewer than one step's keys of the longest sequence.
-constexpr Index kMaxChosenSplits = 64;
+gpu::HeadDims decode_head_dims() {
+  gpu::HeadDims dims;
+  for (const int64_t d : gpu::decode::kHeadDims) dims.values[dims.count++] = d;
+  return dims;
+}
 
 }  // namespace
 
@@ -47,36 +40,38 @@ cpu::Causal BackwardRun::alignment() const {
 }
 
 BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministic) {
-  if (std::string why = refusal("backward", d, dtype); !why.empty()) return {std::nullopt, why};
-  const Index b = sim::bytes_of(dtype), f = sim::bytes_of(sim::kAccumulator);
-  // K_j, V_j (Bc, d) and Q_i, dO_i (Br, d) in the input dtype; L_i, D_i (Br) in fp32.
-  const sim::Bytes sram = b * (2 * kBackwardBc * d + 2 * kBackwardBr * d) + f * 2 * kBackwardBr;
-  return {sim::BackwardKernelFacts{.Br = kBackwardBr,
-                                   .Bc = kBackwardBc,
-                                   .threads = kBackwardThreads,
-                                   .sram_bytes = sram,
+  namespace k = gpu::fa2_backward;
+  if (std::string why = refusal("backward", k::kHeadDims, k::kDtypes, d, dtype); !why.empty())
+    return {std::nullopt, why};
+  return {sim::BackwardKernelFacts{.Br = k::kBr,
+                                   .Bc = k::kBc,
+                                   .threads = k::kThreads,
+                                   .sram_bytes = k::sram_bytes(d, c_dtype(dtype)),
                                    .dtype = dtype,
                                    .deterministic = deterministic},
           ""};
 }
 
 DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index page_size) {
-  if (std::string why = refusal("decode", d, dtype); !why.empty()) return {std::nullopt, why};
+  namespace k = gpu::decode;
+  if (std::string why =
+          refusal("decode", decode_head_dims(), gpu::DtypeSet{k::kDtypeBits}, d, dtype);
+      !why.empty())
+    return {std::nullopt, why};
   return {sim::DecodeKernelFacts{.splits = splits,
-                                 .keys_per_step = kDecodeKeysPerStep,
+                                 .keys_per_step = k::bc(d),
                                  .page_size = page_size,
-                                 .threads = kDecodeThreads,
+                                 .rows_per_block = k::kMaxRowsPerBlock,
+                                 .threads = k::kThreads,
                                  .dtype = dtype},
           ""};
 }
 
 Index decode_splits(const DecodeRun& run, const sim::HardwareProfile& profile) {
   if (run.lengths.empty()) return 1;  // refused by the mirror, which says why
-  const Index groups = std::max<Index>(1, Index(run.lengths.size()) * run.kv_heads);
   const Index longest = *std::max_element(run.lengths.begin(), run.lengths.end());
-  const Index to_fill = profile.sm_count / groups;
-  const Index steps = (longest + kDecodeKeysPerStep - 1) / kDecodeKeysPerStep;
-  return std::clamp(std::min(to_fill, steps), Index{1}, kMaxChosenSplits);
+  return gpu::decode::auto_splits(Index(run.lengths.size()), run.kv_heads, run.group, run.n_q,
+                                  longest, profile.sm_count);
 }
 
 PassPrediction predict(const BackwardRun& run) {

@@ -1,6 +1,6 @@
-// The GPU backward and decode as the lessons see them: the facts of their kernels (in this
-// one place until gpu/'s kernel table describes them: pass_kernels.cpp), the runs the
-// command line asks for, and what their simulator mirrors predict on the target GPU.
+// The GPU backward and decode as the lessons see them: the facts of their kernels (read from
+// gpu/include/flashlab/gpu/kernel_info.hpp, their one owner), the runs the command line asks
+// for, and what their simulator mirrors predict on the target GPU.
 #pragma once
 
 #include "gpu_bridge/kernels.hpp"

@@ -17,10 +17,11 @@
 // the split and computes the whole tile.
 //
 // Closed form, per sequence of length L, b = input bytes, f = 4 (fp32), G query heads per
-// KV head, H_kv KV heads, rows = n_q G per block, page size P:
+// KV head, H_kv KV heads, rows = n_q G, R = ceil(rows / rows_per_block) row blocks per
+// (sequence, KV head) (R = 1 when rows_per_block is 0 or at least rows), page size P:
 //   Q          read     H_kv W rows d b
-//   K, V       read     H_kv L d b each          (every key once, whatever S)
-//   block table read    H_kv 4 sum over working splits of the pages the split touches:
+//   K, V       read     H_kv R L d b each        (every key once per row block, whatever S)
+//   block table read    H_kv R 4 sum over working splits of the pages the split touches:
 //                       floor((e - 1) / P) - floor(a / P) + 1 for keys [a, e); about
 //                       H_kv 4 (ceil(L / P) + W - 1) when shares do not end on a page
 //   partial    written  H_kv S rows (d + 2) f    read  the same (by the combine)
@@ -29,7 +30,7 @@
 // Operations: per working split of k keys in t steps, S = Q K^T and U += W V (2 rows k d
 // FLOPs each) and the online-softmax update (update_ops per step: rows k + rows t exps);
 // per row of the combine, S - 1 merges (merge_ops) and the finalize (finalize_ops).
-// Grid: the split kernel's B H_kv S blocks, of which sum over sequences of H_kv W have
+// Grid: the split kernel's B H_kv R S blocks, of which sum over sequences of H_kv R W have
 // keys; its waves and busy SMs on a profile follow (kernel_pass.hpp).
 //
 // Counts only: the numbers of decode are cpu_reference's (decode.hpp), which splits and
@@ -100,12 +101,14 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("splits", f.splits, 1, kMaxDecodeSplits);
   check_range("keys_per_step", f.keys_per_step, 1, kMaxDecodeLength);
   check_range("page_size", f.page_size, 0, kMaxDecodeLength);
+  check_range("rows_per_block", f.rows_per_block, 0, kMaxDecodeQueries * kMaxHeads);
 }
 
 PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f) {
   check(s, f);
   const Index d = s.d, b = bytes_of(f.dtype), S = f.splits, H = s.heads_kv;
-  const Index rows = s.n_q * s.group;  // per block, and per (sequence, KV head) in the combine
+  const Index rows = s.n_q * s.group;  // per (sequence, KV head)
+  const Index R = f.rows_per_block > 0 ? ceil_div(rows, f.rows_per_block) : 1;  // row blocks
   Index keys = 0, working = 0, entries = 0, max_length = 0;
   OpCounts ops;
   for (const Index L : s.lengths) {
@@ -131,10 +134,10 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   const std::string in_type(to_string(f.dtype)), fp32(to_string(kAccumulator));
   r.tensors = {
       {"Q", in_type, B * H * rows * d, bytes({H, working, rows, d, b}), 0},
-      {"K", in_type, keys * H * d, bytes({H, keys, d, b}), 0},
-      {"V", in_type, keys * H * d, bytes({H, keys, d, b}), 0},
+      {"K", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
+      {"V", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
       {"block table", "int32", f.page_size > 0 ? B * ceil_div(max_length, f.page_size) : 0,
-       bytes({H, entries, kTableEntryBytes}), 0},
+       bytes({H, R, entries, kTableEntryBytes}), 0},
       {"partial state", fp32, B * H * S * rows * state_floats, state, state},
       {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, d, b})},
       {"LSE", fp32, B * H * rows, 0, bytes({B, H, rows, kFp32})},
@@ -143,7 +146,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);
   combine += detail::finalize_ops(1, d);
   r.ops += combine.times(B * H * rows);
-  r.launches.push_back({"split", B * H * S, H * working, f.threads});
+  r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads});
   r.launches.push_back({"combine", B * s.heads_q(), B * s.heads_q(), 0});
   return r;
 }

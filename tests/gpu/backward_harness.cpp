@@ -2,6 +2,7 @@
 
 #include "host_tensors.hpp"
 
+#include "flashlab/cpu/dropout.hpp"
 #include "flashlab/cpu/naive_backward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -104,6 +105,9 @@ struct BackwardRun {
     f.dtype = c.dtype;
     f.causal = c.causal;
     f.kernel = FLASHLAB_KERNEL_FA2;
+    f.dropout_p = c.dropout_p;
+    f.dropout_seed = c.dropout_seed;
+    f.dropout_offset = c.dropout_offset;
     check_cuda(cudaMemset(bO.ptr, 0, bytes(gQ)), "clear O's padding");
     if (flashlab_forward(&f) != FLASHLAB_OK)
       throw std::runtime_error(std::string("flashlab_forward: ") + flashlab_last_error());
@@ -133,6 +137,9 @@ struct BackwardRun {
     params.dtype = c.dtype;
     params.causal = c.causal;
     params.deterministic = c.deterministic ? 1 : 0;
+    params.dropout_p = c.dropout_p;
+    params.dropout_seed = c.dropout_seed;
+    params.dropout_offset = c.dropout_offset;
   }
 
   // Poisons dQ, dK, dV (and the workspace), runs the backward, returns the gradients.
@@ -190,10 +197,14 @@ BackwardOutcome run_typed(const BackwardCase& c, uint64_t seed) {
       const Matrix<In> K = run.K.head(b, hk, c.n_k), V = run.V.head(b, hk, c.n_k);
       for (int h = hk * group; h < (hk + 1) * group; ++h) {
         const Matrix<In> Q = run.Q.head(b, h, c.n_q), dO = run.dO.head(b, h, c.n_q);
+        // The mask of query head h: GQA's query heads of one KV head draw different masks.
+        const cpu::Dropout rule{c.dropout_p, c.dropout_seed, c.dropout_offset};
+        const cpu::DropoutMask mask(rule, b, h);
+        const cpu::DropoutMask* dropout = c.dropout_p > 0 ? &mask : nullptr;
         const auto ref = cpu::naive_backward<double>(
             Q.template cast<double>(), K.template cast<double>(), V.template cast<double>(),
-            dO.template cast<double>(), options);
-        const auto low = cpu::naive_backward<In>(Q, K, V, dO, options);
+            dO.template cast<double>(), options, dropout);
+        const auto low = cpu::naive_backward<In>(Q, K, V, dO, options, dropout);
         compare(got.dQ, run.gQ, b, h, ref.dQ, low.dQ.template cast<double>(), c.layout, &out.dq);
         dK_ref += ref.dK;
         dV_ref += ref.dV;
@@ -236,7 +247,11 @@ std::string BackwardCase::describe() const {
          " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
          " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) + " d=" + std::to_string(d) +
          " causal=" + kCausal[causal] + " " + kLayout[int(layout)] +
-         (deterministic ? " deterministic" : "");
+         (deterministic ? " deterministic" : "") +
+         (dropout_p > 0 || dropout_seed != 0 || dropout_offset != 0
+              ? " dropout p=" + std::to_string(dropout_p) + " seed=" +
+                    std::to_string(dropout_seed) + " offset=" + std::to_string(dropout_offset)
+              : "");
 }
 
 BackwardOutcome run_backward_case(const BackwardCase& c, uint64_t seed) {

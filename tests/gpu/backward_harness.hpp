@@ -1,7 +1,8 @@
 // What every GPU backward test does: draw fresh random Q, K, V and dO, run the fa2 forward
 // for O and LSE, run flashlab_backward on gradients poisoned with NaN, and measure the
 // error of dQ, dK, dV against the fp64 CPU reference beside the error of the naive backward
-// computed in the same low precision (ANCHORS.md's rule: 3x for gradients).
+// computed in the same low precision (ANCHORS.md's rule: 3x for gradients). With dropout,
+// all of them draw the same mask (the CPU reference's Philox rule).
 #pragma once
 
 #include "harness.hpp"
@@ -20,6 +21,11 @@ struct BackwardCase {
   flashlab_causal causal = FLASHLAB_CAUSAL_NONE;
   Layout layout = Layout::bhsd;
   bool deterministic = false;
+  // Dropout, the same in the forward (O, LSE) and the backward, and in the CPU backwards that
+  // the result is measured against (cpu::DropoutMask of each (batch, query head)).
+  double dropout_p = 0;
+  uint64_t dropout_seed = 0;
+  uint32_t dropout_offset = 0;
 
   std::string describe() const;
 };

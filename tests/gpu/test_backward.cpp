@@ -7,6 +7,8 @@
 #include "checks.hpp"
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace flashlab::gpu::test {
 namespace {
@@ -128,18 +130,126 @@ TEST_CASE("backward, deterministic mode: the same rule, and bitwise equal over 5
 }
 
 TEST_CASE(
-    "sanitizer: the backward once at a small size, both modes (compute-sanitizer runs this)") {
-  for (bool deterministic : {false, true}) {
-    BackwardCase c;
-    c.heads_q = 2;
-    c.heads_kv = 1;
-    c.n_q = 97;
-    c.n_k = 113;
-    c.d = 64;
-    c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-    c.deterministic = deterministic;
-    expect_gradients_match(c);
+    "sanitizer: the backward once at a small size, both modes, with and without dropout "
+    "(compute-sanitizer runs this)") {
+  for (bool deterministic : {false, true})
+    for (double p_drop : {0.0, 0.25}) {
+      BackwardCase c;
+      c.heads_q = 2;
+      c.heads_kv = 1;
+      c.n_q = 97;
+      c.n_k = 113;
+      c.d = 64;
+      c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
+      c.deterministic = deterministic;
+      c.dropout_p = p_drop;
+      c.dropout_seed = fresh_seed();
+      expect_gradients_match(c);
+    }
+}
+
+// Dropout: the forward (O, LSE) and the backward draw the same mask, and so do the fp64 and
+// low-precision CPU backwards the result is measured against; a mask drawn wrong anywhere
+// (transposed, another head's, another offset's) moves dV and dS by whole weights, far past
+// the 3x rule. Every case in both modes: the main kernel draws the mask on P^T, the dQ kernel
+// of the deterministic mode on P.
+// N_k = 1 is left out here (N_q = 1 is in): with one key, P = 1 and the naive backward's
+// dS = P o (dP - rowsum(P o dP)) is exactly 0, so its dQ and dK have no error at all and 3x
+// of it allows none; the kernel's D = rowsum(dO o O) comes from the forward's O, whose kept
+// weight was rounded to the input dtype as 1/(1 - p) (for p = 0.17: 1.203 in bf16 against
+// 1.2048), so its dS is that rounding times dP, not 0. Without dropout O = V exactly there
+// and the case is tested above.
+BackwardCase with_dropout(BackwardCase c, double p_drop, bool deterministic) {
+  c.dropout_p = p_drop;
+  c.dropout_seed = fresh_seed();
+  c.dropout_offset = uint32_t(fresh_seed());
+  c.deterministic = deterministic;
+  return c;
+}
+
+TEST_CASE("backward with dropout: awkward N, d = 64 and 128, causal and not, both modes") {
+  for (bool deterministic : {false, true})
+    for (int d : {64, 128})
+      for (int n : {17, 97, 113, 1023})
+        for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT})
+          expect_gradients_match(with_dropout(square(n, d, causal), 0.17, deterministic));
+  for (double p_drop : {0.5, 0.9})
+    expect_gradients_match(with_dropout(square(257, 128), p_drop, false));
+}
+
+TEST_CASE("backward with dropout: fp16, N_q != N_k both ways, bottom-right causal") {
+  const std::pair<int, int> sizes[] = {{113, 203}, {203, 113}, {1, 339}, {339, 17}};
+  for (bool deterministic : {false, true})
+    for (const auto& [n_q, n_k] : sizes) {
+      BackwardCase c;
+      c.dtype = FLASHLAB_FP16;
+      c.n_q = n_q;
+      c.n_k = n_k;
+      c.d = 128;
+      c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
+      expect_gradients_match(with_dropout(c, 0.3, deterministic));
+      c.d = 64;
+      c.causal = FLASHLAB_CAUSAL_NONE;
+      expect_gradients_match(with_dropout(c, 0.3, deterministic));
+    }
+}
+
+TEST_CASE("backward with dropout: GQA, batches and BSHD (the mask of the QUERY head)") {
+  for (bool deterministic : {false, true})
+    for (int heads_kv : {2, 1})
+      for (Layout layout : {Layout::bhsd, Layout::bshd}) {
+        BackwardCase c;
+        c.batch = 2;
+        c.heads_q = 4;
+        c.heads_kv = heads_kv;
+        c.n_q = 97;
+        c.n_k = 203;
+        c.d = heads_kv == 2 ? 128 : 64;
+        c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
+        c.layout = layout;
+        expect_gradients_match(with_dropout(c, 0.2, deterministic));
+      }
+}
+
+// The raw bytes of dQ, dK, dV of one deterministic run of c on the inputs of `seed`.
+std::vector<uint8_t> deterministic_bytes(BackwardCase c, uint64_t seed) {
+  c.deterministic = true;
+  return run_backward_repeated(c, seed, 1).at(0);
+}
+
+TEST_CASE("backward with dropout_p = 0 is bitwise the backward without dropout, any seed") {
+  for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT}) {
+    const BackwardCase plain = square(203, 128, causal);
+    BackwardCase zero = plain;
+    zero.dropout_seed = fresh_seed() | 1;  // p = 0: the seed and offset must not matter
+    zero.dropout_offset = 12345;
+    const uint64_t seed = fresh_seed();
+    INFO(zero.describe(), " input seed=", seed);
+    CHECK(deterministic_bytes(zero, seed) == deterministic_bytes(plain, seed));
   }
+}
+
+TEST_CASE("backward with dropout: the mask matters, and the deterministic mode stays bitwise") {
+  // Another seed or another offset is another mask: the gradients change.
+  const BackwardCase base = with_dropout(square(113, 64), 0.3, true);
+  BackwardCase other_seed = base, other_offset = base;
+  other_seed.dropout_seed ^= 1;
+  other_offset.dropout_offset ^= 1;
+  const uint64_t seed = fresh_seed();
+  const std::vector<uint8_t> a = deterministic_bytes(base, seed);
+  INFO(base.describe(), " input seed=", seed);
+  CHECK(a != deterministic_bytes(other_seed, seed));
+  CHECK(a != deterministic_bytes(other_offset, seed));
+  // Bitwise equal over runs with dropout too.
+  constexpr int kRuns = 20;
+  BackwardCase c = with_dropout(square(1023, 128, FLASHLAB_CAUSAL_TOP_LEFT), 0.1, true);
+  c.heads_q = 2;
+  c.heads_kv = 1;
+  const auto runs = run_backward_repeated(c, fresh_seed(), kRuns);
+  INFO(c.describe());
+  int differing = 0;
+  for (int r = 1; r < kRuns; ++r) differing += runs[r] != runs[0];
+  CHECK(differing == 0);
 }
 
 }  // namespace

@@ -102,7 +102,13 @@ TEST_CASE("flashlab_backward: workspace too small, LSE missing, dropout") {
   {
     ValidBackwardCall call;
     call.params.dropout_p = 0.5;
-    expect_error(call, FLASHLAB_ERROR_UNSUPPORTED, "dropout_p = 0.5 is not supported yet");
+    call.params.dropout_offset = uint64_t{1} << 40;
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "dropout_offset = 1099511627776 does not fit");
+  }
+  {
+    ValidBackwardCall call;
+    call.params.dropout_p = 1.0;
+    expect_error(call, FLASHLAB_ERROR_BAD_ARGUMENT, "dropout_p = 1 is outside [0, 1)");
   }
   CHECK(std::string(flashlab_status_name(flashlab_backward(nullptr))) ==
         "FLASHLAB_ERROR_NULL_POINTER");

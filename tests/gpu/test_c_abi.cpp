@@ -105,9 +105,14 @@ TEST_CASE("flashlab_backward_workspace_bytes: kernel_info.hpp's formula through 
 
 TEST_CASE("flashlab_backward: bad parameters come back as statuses before any device work") {
   flashlab_backward_params p = test::valid_backward_call();
+  p.dropout_p = 1.5;
+  CHECK(status_name(flashlab_backward(&p)) == "FLASHLAB_ERROR_BAD_ARGUMENT");
+  CHECK(std::string(flashlab_last_error()).find("dropout_p = 1.5 is outside [0, 1)") == 0);
+  p = test::valid_backward_call();
   p.dropout_p = 0.2;
-  CHECK(status_name(flashlab_backward(&p)) == "FLASHLAB_ERROR_UNSUPPORTED");
-  CHECK(std::string(flashlab_last_error()).find("dropout_p = 0.2 is not supported yet") == 0);
+  p.dropout_offset = uint64_t{1} << 32;
+  CHECK(status_name(flashlab_backward(&p)) == "FLASHLAB_ERROR_BAD_ARGUMENT");
+  CHECK(std::string(flashlab_last_error()).find("dropout_offset = 4294967296 does not fit") == 0);
   p = test::valid_backward_call();
   p.workspace_bytes = 0;
   CHECK(status_name(flashlab_backward(&p)) == "FLASHLAB_ERROR_BAD_ARGUMENT");

@@ -102,17 +102,26 @@ TEST_CASE("backward: LSE missing or misaligned") {
 }
 
 TEST_CASE(
-    "backward: dropout_p below 0, at or above 1 or NaN is refused, and any other p but 0 is not "
-    "supported yet") {
+    "backward: dropout_p below 0, at or above 1 or NaN is refused, any p in 0 to 1 passes, and an "
+    "offset past 32 bits is refused") {
   for (double p_drop : {-0.1, 1.0, 1.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
     auto p = valid_backward_call();
     p.dropout_p = p_drop;
     expect_error(p, FLASHLAB_ERROR_BAD_ARGUMENT, "is outside [0, 1)");
   }
+  for (double p_drop : {0.0, 0.1, 0.5, 0.999}) {
+    auto p = valid_backward_call();
+    p.dropout_p = p_drop;
+    p.dropout_seed = 0xfedcba9876543210ull;
+    p.dropout_offset = std::numeric_limits<uint32_t>::max();
+    INFO("dropout_p = ", p_drop);
+    expect_ok(p);
+  }
   auto p = valid_backward_call();
   p.dropout_p = 0.1;
-  expect_error(p, FLASHLAB_ERROR_UNSUPPORTED,
-               "dropout_p = 0.1 is not supported yet by the fa2 backward kernel");
+  p.dropout_offset = uint64_t{1} << 32;
+  expect_error(p, FLASHLAB_ERROR_BAD_ARGUMENT,
+               "dropout_offset = 4294967296 does not fit the Philox counter's 32-bit word");
 }
 
 TEST_CASE("backward: enums, reserved, scale") {

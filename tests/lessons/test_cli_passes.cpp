@@ -76,8 +76,10 @@ TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SM
                                                                  .page_size = 64});
   REQUIRE(p.report);
   CHECK(bytes_of(j, "block table", "bytes_read") == p.report->tensor("block table").read);
-  CHECK(bytes_of(j, "K", "bytes_read") == 8 * (1 + 97 + 4096) * 128 * 2);
-  CHECK(j["launches"][0]["blocks"] == 4 * 8 * 16);
+  // 4 rows of 4 query heads are 16 packed rows: two row blocks of the kernel's
+  // decode::kMaxRowsPerBlock = 8, each of which reads K and V.
+  CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * (1 + 97 + 4096) * 128 * 2);
+  CHECK(j["launches"][0]["blocks"] == 4 * 8 * 2 * 16);
   CHECK(j["launches"][0]["busy_sms"] == p.report->launch("split").busy_sms(132));
 
   // One sequence, one KV head: the split count decides how many SMs work.
@@ -125,7 +127,7 @@ TEST_CASE("simulate --pass refuses what the pass does not take, with status 2") 
       {"simulate --deterministic", "--deterministic is not an option of --pass forward"},
       {"simulate --pass backward --heads 6 --kv-heads 4", "--kv-heads 4 does not divide"},
       {"simulate --pass backward --d 96", "d = 96 is not supported by the backward kernel"},
-      {"simulate --pass decode --dtype fp32", "takes bf16 and fp16 inputs"},
+      {"simulate --pass decode --dtype fp32", "takes fp16 or bf16 inputs"},
       {"simulate --pass decode --n-q 300", "n_q = 300 is out of range"},
   };
   for (const auto& r : refusals) {

@@ -54,9 +54,10 @@ typedef struct flashlab_backward_params {
                                 sums varies from run to run); 1: dQ summed in a fixed
                                 order, bitwise the same every run (slower) */
   int32_t reserved;          /* must be 0 */
-  double dropout_p;          /* in [0, 1); only 0 is supported for now */
+  double dropout_p;          /* in [0, 1), the forward's: the mask is drawn again, bit for
+                                bit the forward's; 0: bitwise the backward without dropout */
   uint64_t dropout_seed;     /* Philox key, as the CPU reference's dropout.hpp */
-  uint64_t dropout_offset;   /* Philox counter offset */
+  uint64_t dropout_offset;   /* Philox counter offset, the forward's: at most 2^32 - 1 */
   void* workspace;           /* device memory, 256-byte aligned (cudaMalloc's are) */
   int64_t workspace_bytes;   /* its size; at least flashlab_backward_workspace_bytes() */
   void* stream;              /* cudaStream_t; NULL is the legacy default stream */

@@ -14,7 +14,7 @@ namespace flashlab::gpu {
 int64_t backward_workspace_bytes(const flashlab_backward_params& params);
 
 // Throws Error unless params describe a backward call the kernels can run: known enums and
-// reserved = 0, dropout_p in [0, 1) (and 0 until dropout is wired in: UNSUPPORTED), sizes
+// reserved = 0, dropout_p in [0, 1) and dropout_offset < 2^32, sizes
 // in range, heads_q a multiple of heads_kv, a supported (d, dtype), every tensor non-null
 // with a contiguous last dimension, strides that fit int64 and the address space and meet
 // the kernels' 16-byte alignment, outputs dQ, dK, dV whose indices do not overlap and that

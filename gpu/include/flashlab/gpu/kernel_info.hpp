@@ -174,17 +174,24 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 //     accumulator;
 //   main (04_fa2_backward.cu): a block owns Bc keys of one (batch, KV head), loops over the
 //     query heads of its GQA group and over their query tiles of Br rows, keeps dK and dV
-//     in registers and adds dQ's share into the fp32 accumulator with atomicAdd;
+//     in registers and adds dQ's share into the fp32 accumulator with 16-byte atomic
+//     reductions (red.global.add.v4.f32); with dropout it draws the forward's mask again;
 //   convert (04_backward_preprocess.cu): dQ = accumulator * scale, in the input dtype;
 //   deterministic mode: no accumulator; a dQ kernel (04_fa2_backward_dq.cu) where a block
 //     owns Br query rows and loops over the KV tiles in order, so dQ is summed in one fixed
 //     order and written once.
 namespace fa2_backward {
-inline constexpr int kThreads = 4 * kWarpSize;  // 4 warps; in the main kernel each owns
-                                                // Bc / 4 = 16 keys, in the dQ kernel 16 rows
-inline constexpr int kBr = 64;                  // query rows per step (and per dQ block)
-inline constexpr int kBc = 64;                  // keys per block (and per dQ-kernel tile)
-inline constexpr int kBlocksPerSm = 2;          // 2 x 128 threads x <= 255 registers
+// Main kernel: 8 warps, each owns Bc / 8 = 16 keys; for dQ += dS K the 8 warps split the
+// step's (Br, d) as 4 m16 row tiles x 2 halves of d.
+inline constexpr int kThreads = 8 * kWarpSize;
+inline constexpr int kBr = 64;                  // query rows per step
+inline constexpr int kBc = 128;                 // keys per block
+inline constexpr int kBlocksPerSm = 1;          // 256 threads x <= 255 registers fill the file
+// dQ kernel (deterministic mode): 4 warps of 16 query rows; KV tiles of kDqBc keys.
+inline constexpr int kDqThreads = 4 * kWarpSize;
+inline constexpr int kDqBr = 64;                // query rows per block
+inline constexpr int kDqBc = 64;                // keys per tile
+inline constexpr int kDqBlocksPerSm = 2;        // 2 x 128 threads x <= 255 registers
 inline constexpr int kBuffers = 2;              // Q/dO (main) or K/V (dQ kernel) double-buffered
 inline constexpr int kAlignBytes = 16;          // every tile load is a 16-byte cp.async
 inline constexpr int kPreprocessThreads = 256;  // preprocess and convert: one warp per row
@@ -193,14 +200,14 @@ inline constexpr HeadDims kHeadDims{{64, 128}, 2};
 inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)};
 
 // Main kernel: sK, sV (Bc, d); sQ, sdO (kBuffers, Br, d); sdS (Bc, Br), all in the input
-// dtype; sL, sD (kBuffers, Br) fp32.
+// dtype; sL, sD (kBuffers, Br) fp32; sKeep (threads) 32-bit words, dropout's mask bits.
 constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
   return dtype_bytes(dtype) * (2 * kBc * d + 2 * kBuffers * kBr * d + kBc * kBr) +
-         int64_t(sizeof(float)) * 2 * kBuffers * kBr;
+         int64_t(sizeof(float)) * 2 * kBuffers * kBr + int64_t(sizeof(uint32_t)) * kThreads;
 }
-// dQ kernel (deterministic mode): sQ, sdO (Br, d); sK, sV (kBuffers, Bc, d).
+// dQ kernel (deterministic mode): sQ, sdO (Br, d); sK, sV (kBuffers, Bc, d), its own tiles.
 constexpr int64_t dq_sram_bytes(int64_t d, flashlab_dtype dtype) {
-  return dtype_bytes(dtype) * (2 * kBr * d + 2 * kBuffers * kBc * d);
+  return dtype_bytes(dtype) * (2 * kDqBr * d + 2 * kBuffers * kDqBc * d);
 }
 
 constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
@@ -219,6 +226,10 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 }
 constexpr KernelConfig dq_config(int64_t d, flashlab_dtype dtype) {
   KernelConfig c = config(d, dtype);
+  c.Br = kDqBr;
+  c.Bc = kDqBc;
+  c.threads = kDqThreads;
+  c.blocks_per_sm = kDqBlocksPerSm;
   c.sram_bytes = dq_sram_bytes(d, dtype);
   return c;
 }

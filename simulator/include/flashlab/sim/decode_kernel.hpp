@@ -31,6 +31,9 @@ struct DecodeKernelFacts {
   cpu::Index splits = 1;          // blocks per (sequence, KV head)
   cpu::Index keys_per_step = 64;  // keys of K and V loaded per step of a block's loop
   cpu::Index page_size = 0;       // tokens per page of a paged cache; 0: contiguous
+  cpu::Index rows_per_block = 0;  // packed query rows (n_q x group) a block takes; a (sequence,
+                                  // KV head) with more takes several row blocks, each of which
+                                  // reads K and V again. 0: all of them in one block
   int threads = 0;                // per block of the split kernel (reported, not counted)
   DType dtype = DType::bf16;      // of Q, K, V and O
 };
