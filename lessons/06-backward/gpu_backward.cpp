@@ -79,9 +79,9 @@ Gradients naive_gradients(const Inputs& in, cpu::Causal causal) {
   options.causal = causal;
   for (Index h = 0; h < in.Q.heads; ++h) {
     const Index kv = cpu::kv_head_for(h, in.Q.heads, in.K.heads);
-    const auto r = cpu::naive_backward<T>(
-        in.Q.head(0, h).cast<T>(), in.K.head(0, kv).cast<T>(), in.V.head(0, kv).cast<T>(),
-        in.dO.head(0, h).cast<T>(), options);
+    const auto r =
+        cpu::naive_backward<T>(in.Q.head(0, h).cast<T>(), in.K.head(0, kv).cast<T>(),
+                               in.V.head(0, kv).cast<T>(), in.dO.head(0, h).cast<T>(), options);
     g.dQ.head(0, h) = r.dQ.template cast<double>();
     g.dK.head(0, kv) += r.dK.template cast<double>();
     g.dV.head(0, kv) += r.dV.template cast<double>();
@@ -98,18 +98,20 @@ double max_error(const cpu::HeadTensor<T>& a, const cpu::HeadTensor<double>& exa
 }
 
 void errors_against_reference(LessonContext& ctx) {
-  ctx.print("Errors against the fp64 naive backward, bf16 inputs, {} query heads over {} KV heads\n"
-            "(dK and dV of a KV head summed over its query heads), d = {}. The bound is the rule\n"
-            "of ANCHORS.md for gradients: the kernel's error at most {:.0f}x the error of the naive\n"
-            "backward computed in bf16 (each operator rounding its output).\n\n",
-            kCheckHeadsQ, kCheckHeadsKV, kCheckD, kGradientRule);
+  ctx.print(
+      "Errors against the fp64 naive backward, bf16 inputs, {} query heads over {} KV heads\n"
+      "(dK and dV of a KV head summed over its query heads), d = {}. The bound is the rule\n"
+      "of ANCHORS.md for gradients: the kernel's error at most {:.0f}x the error of the naive\n"
+      "backward computed in bf16 (each operator rounding its output).\n\n",
+      kCheckHeadsQ, kCheckHeadsKV, kCheckD, kGradientRule);
   Table t({"N_q", "N_k", "causal", "grad", "GPU err", "naive bf16 err", "ratio", "within 3x"});
   struct Case {
     Index n_q, n_k;
     cpu::Causal causal;
   };
-  for (const Case c : {Case{1023, 1024, cpu::Causal::none}, Case{113, 1023, cpu::Causal::bottom_right},
-                       Case{97, 17, cpu::Causal::top_left}}) {
+  for (const Case c :
+       {Case{1023, 1024, cpu::Causal::none}, Case{113, 1023, cpu::Causal::bottom_right},
+        Case{97, 17, cpu::Causal::top_left}}) {
     const Inputs in = make_inputs({kCheckHeadsQ, kCheckHeadsKV, c.n_q, c.n_k, kCheckD}, kSeed);
     const auto gpu = run_gpu_backward(in.Q, in.K, in.V, in.dO, {.causal = c.causal});
     const std::string n_q = fmt::format("{}", c.n_q), n_k = fmt::format("{}", c.n_k);
@@ -135,24 +137,25 @@ void errors_against_reference(LessonContext& ctx) {
 
 double backward_tflops(const BackwardShape& s, double ms) {
   // 2.5x the forward's 4 Hq N_q N_k d matrix FLOPs (five products instead of two).
-  return 2.5 * 4.0 * double(s.heads_q) * double(s.n_q) * double(s.n_k) * double(s.d) /
-         (ms * 1e-3) / 1e12;
+  return 2.5 * 4.0 * double(s.heads_q) * double(s.n_q) * double(s.n_k) * double(s.d) / (ms * 1e-3) /
+         1e12;
 }
 
 void two_modes(LessonContext& ctx) {
   const BackwardShape& s = kTimed;
-  ctx.print("\nThe two modes, {} heads, N = {}, d = {}, bf16, non-causal. The default adds each KV\n"
-            "tile's share of dQ into an fp32 accumulator with atomics, in whatever order the blocks\n"
-            "arrive; the deterministic mode sums dQ in a separate kernel, KV tile after KV tile,\n"
-            "in one fixed order, and needs no accumulator.\n\n",
-            s.heads_q, s.n_q, s.d);
+  ctx.print(
+      "\nThe two modes, {} heads, N = {}, d = {}, bf16, non-causal. The default adds each KV\n"
+      "tile's share of dQ into an fp32 accumulator with atomics, in whatever order the blocks\n"
+      "arrive; the deterministic mode sums dQ in a separate kernel, KV tile after KV tile,\n"
+      "in one fixed order, and needs no accumulator.\n\n",
+      s.heads_q, s.n_q, s.d);
   const Inputs in = make_inputs(s, kSeed + 1);
   Table t({"mode", "median time", "TFLOP/s", "workspace", "runs", "bitwise equal over runs"});
   for (const bool deterministic : {false, true}) {
     const int runs = deterministic ? kDeterministicRuns : kDefaultRuns;
-    const auto r = run_gpu_backward(in.Q, in.K, in.V, in.dO,
-                                    {.deterministic = deterministic, .warmups = kWarmups,
-                                     .repeats = runs});
+    const auto r =
+        run_gpu_backward(in.Q, in.K, in.V, in.dO,
+                         {.deterministic = deterministic, .warmups = kWarmups, .repeats = runs});
     const char* mode = deterministic ? "deterministic" : "default (atomics)";
     if (!r.ran) {
       t.add({mode, "not run: " + r.message, "-", "-", "-", "-"});
@@ -164,9 +167,10 @@ void two_modes(LessonContext& ctx) {
            r.bitwise_repeats ? "yes" : "no"});
   }
   ctx.table(t);
-  ctx.say("The default mode may or may not repeat itself bit for bit (the atomics' order is up\n"
-          "to the hardware); the deterministic one must, and pays for it with a second pass over\n"
-          "K and V for dQ. ANCHORS.md has torch's flash backward at this size for comparison.\n");
+  ctx.say(
+      "The default mode may or may not repeat itself bit for bit (the atomics' order is up\n"
+      "to the hardware); the deterministic one must, and pays for it with a second pass over\n"
+      "K and V for dQ. ANCHORS.md has torch's flash backward at this size for comparison.\n");
 }
 
 // The measured bytes of one default backward of the timed shape, or why there are none.
@@ -185,15 +189,17 @@ void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
   const BackwardShape& s = kTimed;
   const BackwardBytes b = recompute_bytes(s, kBf16Bytes);
   const double p = stored_p_bytes(s, kBf16Bytes), dram = compulsory_bytes(s, kBf16Bytes);
-  ctx.print("flashlab's backward as built ({} heads, N = {}, d = {}, bf16, Br = Bc = {} from the\n"
-            "kernel table, default mode), from the closed forms in gpu_backward.hpp, at two levels:\n"
-            "the tiles between the L2 and the SMs (what the two-level model counts), and the bytes\n"
-            "DRAM must carry at the least (each input read once, each gradient written once).\n"
-            "A backward that kept P would move the same tiles and, on top, P: written by the\n"
-            "forward, read back by the backward.\n\n",
-            s.heads_q, s.n_q, s.d, bwd::kBc);
+  ctx.print(
+      "flashlab's backward as built ({} heads, N = {}, d = {}, bf16, Br = Bc = {} from the\n"
+      "kernel table, default mode), from the closed forms in gpu_backward.hpp, at two levels:\n"
+      "the tiles between the L2 and the SMs (what the two-level model counts), and the bytes\n"
+      "DRAM must carry at the least (each input read once, each gradient written once).\n"
+      "A backward that kept P would move the same tiles and, on top, P: written by the\n"
+      "forward, read back by the backward.\n\n",
+      s.heads_q, s.n_q, s.d, bwd::kBc);
   Table t({"", "L2 <-> SMs", "DRAM, at least"}, {true});
-  t.add({"recompute P (predicted)", sim::format_bytes(b.read + b.written), sim::format_bytes(dram)});
+  t.add(
+      {"recompute P (predicted)", sim::format_bytes(b.read + b.written), sim::format_bytes(dram)});
   t.add({"keep P (predicted)", sim::format_bytes(b.read + b.written + p),
          sim::format_bytes(dram + p)});
   const NcuOutcome measured =
@@ -206,28 +212,30 @@ void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
   }
   ctx.table(t);
   if (measured.bytes)
-    ctx.print("Measured by Nsight Compute over the backward's kernels only: into and out of the\n"
-              "SMs (l1tex__m_xbar2l1tex_read_bytes + l1tex__m_l1tex2xbar_write_bytes), and DRAM\n"
-              "(dram__bytes_read + dram__bytes_write). The model books dQ's fp32 atomics as\n"
-              "writes; the hardware performs them in the L2.\n");
+    ctx.print(
+        "Measured by Nsight Compute over the backward's kernels only: into and out of the\n"
+        "SMs (l1tex__m_xbar2l1tex_read_bytes + l1tex__m_l1tex2xbar_write_bytes), and DRAM\n"
+        "(dram__bytes_read + dram__bytes_write). The model books dQ's fp32 atomics as\n"
+        "writes; the hardware performs them in the L2.\n");
   else
     ctx.print("Measured bytes: {}.\n", measured.message);
-  ctx.print("\nBetween the L2 and the SMs the recomputing backward moves more than P itself: Q, dO,\n"
-            "L and D come in again for each of the N_k / Bc = {} KV tiles and dQ's shares go out as\n"
-            "often, O(N^2 d / Bc) bytes. But those re-reads are of a few MiB per head and hit in the\n"
-            "L2. P of all {} heads is {}, written by the forward and read by the backward long\n"
-            "after, against an L2 of {} on an H200: every byte of it would go to DRAM and back,\n"
-            "{:.1f}x the compulsory DRAM traffic of the whole recomputing backward.\n\n",
-            (s.n_k + bwd::kBc - 1) / bwd::kBc, s.heads_q, sim::format_bytes(p / 2),
-            sim::format_bytes(double(sim::find_profile("h200").l2_bytes)), p / dram);
+  ctx.print(
+      "\nBetween the L2 and the SMs the recomputing backward moves more than P itself: Q, dO,\n"
+      "L and D come in again for each of the N_k / Bc = {} KV tiles and dQ's shares go out as\n"
+      "often, O(N^2 d / Bc) bytes. But those re-reads are of a few MiB per head and hit in the\n"
+      "L2. P of all {} heads is {}, written by the forward and read by the backward long\n"
+      "after, against an L2 of {} on an H200: every byte of it would go to DRAM and back,\n"
+      "{:.1f}x the compulsory DRAM traffic of the whole recomputing backward.\n\n",
+      (s.n_k + bwd::kBc - 1) / bwd::kBc, s.heads_q, sim::format_bytes(p / 2),
+      sim::format_bytes(double(sim::find_profile("h200").l2_bytes)), p / dram);
 }
 
 }  // namespace
 
 BackwardBytes recompute_bytes(const BackwardShape& s, int element_bytes) {
-  const double E = element_bytes, f = kFp32Bytes, Hq = double(s.heads_q),
-               Hkv = double(s.heads_kv), n_q = double(s.n_q), n_k = double(s.n_k),
-               d = double(s.d), Tc = double((s.n_k + bwd::kBc - 1) / bwd::kBc);
+  const double E = element_bytes, f = kFp32Bytes, Hq = double(s.heads_q), Hkv = double(s.heads_kv),
+               n_q = double(s.n_q), n_k = double(s.n_k), d = double(s.d),
+               Tc = double((s.n_k + bwd::kBc - 1) / bwd::kBc);
   BackwardBytes b;
   // preprocess: O and dO in; D and the zeroed accumulator out.
   b.read += 2 * E * Hq * n_q * d;
@@ -264,14 +272,15 @@ void gpu_backward_step(LessonContext& ctx) {
   ctx.step("On a GPU: flashlab's backward kernels beside the reference");
   const GpuStatus status = gpu_status();
   if (!status.available) {
-    ctx.print("No GPU here: {}.\n"
-              "With one, this step runs flashlab's GPU backward (fa2's forward for O and L, then\n"
-              "flashlab_backward) on the same bf16 inputs as the CPU reference and prints the\n"
-              "errors of dQ, dK and dV against the fp64 naive backward and against the naive\n"
-              "backward in bf16 (the {:.0f}x rule of ANCHORS.md), then the time of the default and\n"
-              "the deterministic mode, and whether {} deterministic runs are bitwise equal.\n"
-              "Run `flashlab lesson 6` on a machine with an NVIDIA GPU and a CUDA build.\n",
-              status.description, kGradientRule, kDeterministicRuns);
+    ctx.print(
+        "No GPU here: {}.\n"
+        "With one, this step runs flashlab's GPU backward (fa2's forward for O and L, then\n"
+        "flashlab_backward) on the same bf16 inputs as the CPU reference and prints the\n"
+        "errors of dQ, dK and dV against the fp64 naive backward and against the naive\n"
+        "backward in bf16 (the {:.0f}x rule of ANCHORS.md), then the time of the default and\n"
+        "the deterministic mode, and whether {} deterministic runs are bitwise equal.\n"
+        "Run `flashlab lesson 6` on a machine with an NVIDIA GPU and a CUDA build.\n",
+        status.description, kGradientRule, kDeterministicRuns);
   } else {
     ctx.print("{}.\n\n", status.description);
     errors_against_reference(ctx);

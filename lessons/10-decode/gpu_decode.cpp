@@ -67,7 +67,9 @@ Problem make_problem() {
   return p;
 }
 
-std::string tbps(double bytes, double ms) { return fmt::format("{:.2f}", bytes / (ms * 1e-3) / 1e12); }
+std::string tbps(double bytes, double ms) {
+  return fmt::format("{:.2f}", bytes / (ms * 1e-3) / 1e12);
+}
 
 void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
   std::vector<int> splits;
@@ -80,8 +82,7 @@ void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
     return;
   }
   const Index blocks_per_split = kBatch * kHeadsKV * dec::row_blocks(kHeadsQ / kHeadsKV, kNq);
-  Table t({"num_splits", "blocks", "partial states", "time", "TB/s of K and V",
-           "max |O - O_ref|"});
+  Table t({"num_splits", "blocks", "partial states", "time", "TB/s of K and V", "max |O - O_ref|"});
   for (std::size_t i = 0; i < splits.size(); ++i) {
     const int used = run.splits_used[i];
     t.add({splits[i] == kAutomatic ? fmt::format("auto: {}", used) : fmt::format("{}", used),
@@ -91,18 +92,20 @@ void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
            num(max_error(run.O[i], p.O_ref), 3)});
   }
   ctx.table(t);
-  ctx.print("One split is the unsplit sweep of the step above: {} blocks for the SMs. More splits\n"
-            "fill the GPU until the blocks pass one wave; past that they only add partial states\n"
-            "and a longer combine. `auto` is the library's choice (kernel_info.hpp's\n"
-            "decode::auto_splits: as many blocks as one wave holds). ANCHORS.md: torch's flash\n"
-            "decode 4.10 TB/s and cuDNN's 4.14 TB/s at this shape; the copy ceiling 4.25 TB/s.\n\n",
-            blocks_per_split);
+  ctx.print(
+      "One split is the unsplit sweep of the step above: {} blocks for the SMs. More splits\n"
+      "fill the GPU until the blocks pass one wave; past that they only add partial states\n"
+      "and a longer combine. `auto` is the library's choice (kernel_info.hpp's\n"
+      "decode::auto_splits: as many blocks as one wave holds). ANCHORS.md: torch's flash\n"
+      "decode 4.10 TB/s and cuDNN's 4.14 TB/s at this shape; the copy ceiling 4.25 TB/s.\n\n",
+      blocks_per_split);
 }
 
 void paged_layouts(LessonContext& ctx, const Problem& p, double kv) {
-  ctx.print("The same step with the cache in pages of a serving engine's allocator: each sequence's\n"
-            "keys in pages of page_size keys, found through a block table whose pages are shuffled\n"
-            "in memory (block_table.hpp). The automatic split count each time:\n\n");
+  ctx.print(
+      "The same step with the cache in pages of a serving engine's allocator: each sequence's\n"
+      "keys in pages of page_size keys, found through a block table whose pages are shuffled\n"
+      "in memory (block_table.hpp). The automatic split count each time:\n\n");
   Table t({"layout", "splits", "time", "TB/s of K and V", "vs contiguous", "max |O - O_ref|"});
   double contiguous_ms = 0;
   const auto add = [&](const std::string& layout, const GpuDecodeRun& run) {
@@ -116,18 +119,21 @@ void paged_layouts(LessonContext& ctx, const Problem& p, double kv) {
            tbps(kv, ms), fmt::format("{:+.1f}%", (ms / contiguous_ms - 1) * 100),
            num(max_error(run.O[0], p.O_ref), 3)});
   };
-  add("contiguous", run_gpu_decode(p.Q, p.K, p.V, p.lens,
-                                   {.splits = {kAutomatic}, .warmups = kWarmups,
-                                    .repeats = kRepeats}));
+  add("contiguous",
+      run_gpu_decode(p.Q, p.K, p.V, p.lens,
+                     {.splits = {kAutomatic}, .warmups = kWarmups, .repeats = kRepeats}));
   for (const Index page_size : kPageSizes)
-    add(fmt::format("paged, {} keys a page", page_size),
-        run_gpu_decode(p.Q, p.K, p.V, p.lens,
-                       {.page_size = page_size, .table_seed = kSeed, .splits = {kAutomatic},
-                        .warmups = kWarmups, .repeats = kRepeats}));
+    add(fmt::format("paged, {} keys a page", page_size), run_gpu_decode(p.Q, p.K, p.V, p.lens,
+                                                                        {.page_size = page_size,
+                                                                         .table_seed = kSeed,
+                                                                         .splits = {kAutomatic},
+                                                                         .warmups = kWarmups,
+                                                                         .repeats = kRepeats}));
   ctx.table(t);
-  ctx.say("A page is read whole, in 16-byte vectors, so a page of 64 keys (16 KiB of K and V per\n"
-          "head at d = 128) costs one table lookup per key, and nothing else; a page of 16 keys\n"
-          "has four times as many page boundaries inside each tile the block loads.\n\n");
+  ctx.say(
+      "A page is read whole, in 16-byte vectors, so a page of 64 keys (16 KiB of K and V per\n"
+      "head at d = 128) costs one table lookup per key, and nothing else; a page of 16 keys\n"
+      "has four times as many page boundaries inside each tile the block loads.\n\n");
 }
 
 }  // namespace
@@ -147,22 +153,24 @@ void gpu_decode_step(LessonContext& ctx) {
   const double kv = kv_bytes(kHeadsKV, kD, full, kBf16Bytes);
   const GpuStatus status = gpu_status();
   if (!status.available) {
-    ctx.print("No GPU here: {}.\n"
-              "With one, this step runs flashlab's split-KV decode kernel on ANCHORS.md's decode\n"
-              "shape (B = {}, {} query heads over {} KV heads, d = {}, one new token against {} keys\n"
-              "each, bf16): {} of K and V a step. It prints the time and the bandwidth (bytes of K\n"
-              "and V / time) for num_splits = 1, 2, 4, ..., {} and the automatic choice, then a\n"
-              "contiguous cache against paged ones (pages of 16, 64 and 256 keys through a shuffled\n"
-              "block table), each with its error against the CPU reference's decode on the same\n"
-              "inputs. Run `flashlab lesson 10` on a machine with an NVIDIA GPU and a CUDA build.\n\n",
-              status.description, kBatch, kHeadsQ, kHeadsKV, kD, kCache, sim::format_bytes(kv),
-              dec::kMaxSplits);
+    ctx.print(
+        "No GPU here: {}.\n"
+        "With one, this step runs flashlab's split-KV decode kernel on ANCHORS.md's decode\n"
+        "shape (B = {}, {} query heads over {} KV heads, d = {}, one new token against {} keys\n"
+        "each, bf16): {} of K and V a step. It prints the time and the bandwidth (bytes of K\n"
+        "and V / time) for num_splits = 1, 2, 4, ..., {} and the automatic choice, then a\n"
+        "contiguous cache against paged ones (pages of 16, 64 and 256 keys through a shuffled\n"
+        "block table), each with its error against the CPU reference's decode on the same\n"
+        "inputs. Run `flashlab lesson 10` on a machine with an NVIDIA GPU and a CUDA build.\n\n",
+        status.description, kBatch, kHeadsQ, kHeadsKV, kD, kCache, sim::format_bytes(kv),
+        dec::kMaxSplits);
     return;
   }
-  ctx.print("{}. B = {}, {} query heads over {} KV heads, d = {}, one new token against {} keys\n"
-            "each, bf16: {} of K and V a step. O_ref: the CPU reference's decode (fp32) on the same\n"
-            "bf16-rounded inputs.\n\n",
-            status.description, kBatch, kHeadsQ, kHeadsKV, kD, kCache, sim::format_bytes(kv));
+  ctx.print(
+      "{}. B = {}, {} query heads over {} KV heads, d = {}, one new token against {} keys\n"
+      "each, bf16: {} of K and V a step. O_ref: the CPU reference's decode (fp32) on the same\n"
+      "bf16-rounded inputs.\n\n",
+      status.description, kBatch, kHeadsQ, kHeadsKV, kD, kCache, sim::format_bytes(kv));
   const Problem p = make_problem();
   splits_sweep(ctx, p, kv);
   paged_layouts(ctx, p, kv);

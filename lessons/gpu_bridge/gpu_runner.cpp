@@ -147,8 +147,7 @@ GpuBackwardRun run_gpu_backward(const cpu::HeadTensor<float>& Q, const cpu::Head
                                 const cpu::HeadTensor<float>& V, const cpu::HeadTensor<float>& dO,
                                 const GpuBackwardOptions& o) {
   GpuBackwardRun run;
-  run.message = why_no_gpu();
-  if (run.message.empty()) run.message = half_dtype_refusal(o.dtype, "the backward");
+  run.message = half_dtype_refusal(o.dtype, "the backward");
   if (run.message.empty() && (Q.batch != 1 || K.batch != 1 || V.batch != 1 || dO.batch != 1))
     run.message = "the GPU backward step takes batch 1 (one sequence, several heads)";
   if (run.message.empty() &&
@@ -159,6 +158,7 @@ GpuBackwardRun run_gpu_backward(const cpu::HeadTensor<float>& Q, const cpu::Head
         "got Q ({}, {}, {}), dO ({}, {}, {}), K ({}, {}, {}), V ({}, {}, {})",
         Q.heads, Q.rows, Q.cols, dO.heads, dO.rows, dO.cols, K.heads, K.rows, K.cols, V.heads,
         V.rows, V.cols);
+  if (run.message.empty()) run.message = why_no_gpu();
   if (!run.message.empty()) return run;
   run.dQ = cpu::HeadTensor<float>(1, Q.heads, Q.rows, Q.cols);
   run.dK = cpu::HeadTensor<float>(1, K.heads, K.rows, K.cols);
@@ -184,8 +184,7 @@ GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTens
                             const cpu::HeadTensor<float>& V, const std::vector<cpu::Index>& seq_lens,
                             const GpuDecodeOptions& o) {
   GpuDecodeRun run;
-  run.message = why_no_gpu();
-  if (run.message.empty()) run.message = half_dtype_refusal(o.dtype, "decode");
+  run.message = half_dtype_refusal(o.dtype, "decode");
   if (run.message.empty() && o.splits.empty())
     run.message = "no split counts to run: give at least one (0 = automatic)";
   if (run.message.empty() &&
@@ -197,6 +196,7 @@ GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTens
         "{}), V ({}, {}, {}, {}), {} lengths",
         Q.batch, Q.heads, Q.rows, Q.cols, K.batch, K.heads, K.rows, K.cols, V.batch, V.heads,
         V.rows, V.cols, seq_lens.size());
+  if (run.message.empty()) run.message = why_no_gpu();
   if (!run.message.empty()) return run;
   const auto configs = o.splits.size();
   std::vector<float> O(configs * Q.data.size()), L(configs * std::size_t(Q.batch * Q.heads * Q.rows));

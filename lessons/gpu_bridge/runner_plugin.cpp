@@ -255,19 +255,8 @@ DeviceBuffer<T> cache_on_device(const float* x, const flashlab_runner_decode_cal
                                 const BlockTable* table) {
   const std::size_t count = std::size_t(c.batch * c.heads_kv * c.max_seq_len * c.d);
   if (!table) return upload<T>(x, count);
-  const std::vector<T> logical = rounded<T>(x, count);
-  const int64_t ps = table->page_size, row = c.d;
-  std::vector<T> paged(std::size_t(table->num_pages * c.heads_kv * ps * c.d), T(0.0f));
-  for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t page = 0; page < table->pages_per_seq; ++page) {
-      const int64_t physical = table->table[std::size_t(b * table->pages_per_seq + page)];
-      const int64_t keys = std::min(ps, c.max_seq_len - page * ps);
-      for (int64_t h = 0; h < c.heads_kv; ++h) {
-        const T* from = logical.data() + ((b * c.heads_kv + h) * c.max_seq_len + page * ps) * row;
-        T* to = paged.data() + (physical * c.heads_kv + h) * ps * row;
-        std::copy(from, from + keys * row, to);
-      }
-    }
+  const std::vector<T> paged = flashlab::app::to_pages(rounded<T>(x, count), c.batch,
+                                                        c.heads_kv, c.max_seq_len, c.d, *table);
   return DeviceBuffer<T>(paged.data(), paged.size());
 }
 
