@@ -105,13 +105,17 @@ void run_lesson_10(LessonContext& ctx) {
   exact_merge(ctx);
   bytes_per_token(ctx);
   constexpr Index kGpuCache = 32768;
-  gpu_side_by_side(ctx, {.N = kGpuCache, .N_q = 1, .d = kD, .causal = cpu::Causal::bottom_right,
-                         .kernels = {"naive", "fa2"},
-                         .what_it_shows = fmt::format(
-                             "The forward kernels have no split-KV path: one block sweeps the whole "
-                             "cache on one SM, the unsplit case of step 1. Set the time against the {} "
-                             "of K and V it reads; the next step splits it.",
-                             sim::format_bytes(2.0 * kGpuCache * kD * kBf16))});
+  gpu_side_by_side(ctx,
+                   {.N = kGpuCache,
+                    .N_q = 1,
+                    .d = kD,
+                    .causal = cpu::Causal::bottom_right,
+                    .kernels = {"naive", "fa2"},
+                    .what_it_shows = fmt::format(
+                        "The forward kernels have no split-KV path: one block sweeps the whole "
+                        "cache on one SM, the unsplit case of step 1. Set the time against the {} "
+                        "of K and V it reads; the next step splits it.",
+                        sim::format_bytes(2.0 * kGpuCache * kD * kBf16))});
   gpu_decode_step(ctx);
   ctx.finish("back to `flashlab lessons`, or the exercises: `flashlab exercise`.");
 }

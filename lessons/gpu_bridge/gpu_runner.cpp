@@ -163,12 +163,23 @@ GpuBackwardRun run_gpu_backward(const cpu::HeadTensor<float>& Q, const cpu::Head
   run.dQ = cpu::HeadTensor<float>(1, Q.heads, Q.rows, Q.cols);
   run.dK = cpu::HeadTensor<float>(1, K.heads, K.rows, K.cols);
   run.dV = cpu::HeadTensor<float>(1, V.heads, V.rows, V.cols);
-  const flashlab_runner_backward_call call{
-      Q.data.data(),  K.data.data(),    V.data.data(),     dO.data.data(),
-      run.dQ.data.data(), run.dK.data.data(), run.dV.data.data(),
-      Q.rows,         K.rows,           Q.cols,            Q.heads,
-      K.heads,        c_dtype(o.dtype), c_causal(o.causal), o.deterministic ? 1 : 0,
-      o.warmups,      o.repeats};
+  const flashlab_runner_backward_call call{.q = Q.data.data(),
+                                           .k = K.data.data(),
+                                           .v = V.data.data(),
+                                           .dout = dO.data.data(),
+                                           .dq = run.dQ.data.data(),
+                                           .dk = run.dK.data.data(),
+                                           .dv = run.dV.data.data(),
+                                           .n_q = Q.rows,
+                                           .n_k = K.rows,
+                                           .d = Q.cols,
+                                           .heads_q = Q.heads,
+                                           .heads_kv = K.heads,
+                                           .dtype = c_dtype(o.dtype),
+                                           .causal = c_causal(o.causal),
+                                           .deterministic = o.deterministic ? 1 : 0,
+                                           .warmups = o.warmups,
+                                           .repeats = o.repeats};
   flashlab_runner_backward_result result{};
   loaded().plugin->backward(&call, &result);
   run.ran = result.ran == 1;
@@ -181,8 +192,8 @@ GpuBackwardRun run_gpu_backward(const cpu::HeadTensor<float>& Q, const cpu::Head
 }
 
 GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTensor<float>& K,
-                            const cpu::HeadTensor<float>& V, const std::vector<cpu::Index>& seq_lens,
-                            const GpuDecodeOptions& o) {
+                            const cpu::HeadTensor<float>& V,
+                            const std::vector<cpu::Index>& seq_lens, const GpuDecodeOptions& o) {
   GpuDecodeRun run;
   run.message = half_dtype_refusal(o.dtype, "decode");
   if (run.message.empty() && o.splits.empty())
@@ -199,16 +210,33 @@ GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTens
   if (run.message.empty()) run.message = why_no_gpu();
   if (!run.message.empty()) return run;
   const auto configs = o.splits.size();
-  std::vector<float> O(configs * Q.data.size()), L(configs * std::size_t(Q.batch * Q.heads * Q.rows));
+  std::vector<float> O(configs * Q.data.size()),
+      L(configs * std::size_t(Q.batch * Q.heads * Q.rows));
   const std::vector<int32_t> lens(seq_lens.begin(), seq_lens.end()),
       splits(o.splits.begin(), o.splits.end());
   std::vector<int32_t> used(configs);
   run.median_ms.resize(configs);
-  const flashlab_runner_decode_call call{
-      Q.data.data(), K.data.data(), V.data.data(), lens.data(), splits.data(), O.data(),
-      L.data(),      used.data(),   run.median_ms.data(), int64_t(configs), Q.batch, Q.heads,
-      K.heads,       Q.rows,        K.rows,        Q.cols, o.page_size, o.table_seed,
-      c_dtype(o.dtype), o.warmups, o.repeats};
+  const flashlab_runner_decode_call call{.q = Q.data.data(),
+                                         .k = K.data.data(),
+                                         .v = V.data.data(),
+                                         .seq_lens = lens.data(),
+                                         .splits = splits.data(),
+                                         .o = O.data(),
+                                         .lse = L.data(),
+                                         .splits_used = used.data(),
+                                         .median_ms = run.median_ms.data(),
+                                         .configs = int64_t(configs),
+                                         .batch = Q.batch,
+                                         .heads_q = Q.heads,
+                                         .heads_kv = K.heads,
+                                         .n_q = Q.rows,
+                                         .max_seq_len = K.rows,
+                                         .d = Q.cols,
+                                         .page_size = o.page_size,
+                                         .table_seed = o.table_seed,
+                                         .dtype = c_dtype(o.dtype),
+                                         .warmups = o.warmups,
+                                         .repeats = o.repeats};
   flashlab_runner_decode_result result{};
   loaded().plugin->decode(&call, &result);
   run.ran = result.ran == 1;

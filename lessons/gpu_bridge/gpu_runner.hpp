@@ -49,11 +49,11 @@ struct GpuBackwardOptions {
 
 struct GpuBackwardRun {
   bool ran = false;
-  std::string message;                 // why it did not run
-  cpu::HeadTensor<float> dQ, dK, dV;   // the last run's, widened to fp32; shapes as Q, K, V
-  double median_ms = 0;                // the backward alone, median of the repeats
-  std::int64_t workspace_bytes = 0;    // flashlab_backward_workspace_bytes
-  bool bitwise_repeats = false;        // every timed run's dQ, dK, dV equal the first's
+  std::string message;                // why it did not run
+  cpu::HeadTensor<float> dQ, dK, dV;  // the last run's, widened to fp32; shapes as Q, K, V
+  double median_ms = 0;               // the backward alone, median of the repeats
+  std::int64_t workspace_bytes = 0;   // flashlab_backward_workspace_bytes
+  bool bitwise_repeats = false;       // every timed run's dQ, dK, dV equal the first's
 };
 
 // fa2's forward once (O and L on the device), then flashlab_backward `warmups + repeats`
@@ -73,19 +73,20 @@ struct GpuDecodeOptions {
 
 struct GpuDecodeRun {
   bool ran = false;
-  std::string message;                     // why it did not run
-  std::vector<cpu::HeadTensor<float>> O;   // per entry of splits: (batch, heads_q, N_q, d)
-  std::vector<cpu::HeadTensor<float>> L;   // per entry: (batch, heads_q, N_q, 1)
-  std::vector<int> splits_used;            // per entry: the count the library chose or took
-  std::vector<double> median_ms;           // per entry
-  std::int64_t workspace_bytes = 0;        // the largest entry's
+  std::string message;                    // why it did not run
+  std::vector<cpu::HeadTensor<float>> O;  // per entry of splits: (batch, heads_q, N_q, d)
+  std::vector<cpu::HeadTensor<float>> L;  // per entry: (batch, heads_q, N_q, 1)
+  std::vector<int> splits_used;           // per entry: the count the library chose or took
+  std::vector<double> median_ms;          // per entry
+  std::int64_t workspace_bytes = 0;       // the largest entry's
 };
 
 // flashlab_decode on Q (batch, heads_q, N_q, d) against the cache K, V (batch, heads_kv,
 // max_seq_len, d), sequence b holding its first seq_lens[b] keys; bottom-right causal when
 // N_q > 1, as decode.h says.
 GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTensor<float>& K,
-                            const cpu::HeadTensor<float>& V, const std::vector<cpu::Index>& seq_lens,
+                            const cpu::HeadTensor<float>& V,
+                            const std::vector<cpu::Index>& seq_lens,
                             const GpuDecodeOptions& options);
 
 }  // namespace flashlab::app

@@ -45,20 +45,20 @@ typedef struct flashlab_runner_result {
  * after another, each (rows, d) row-major; query head h reads KV head h / (heads_q /
  * heads_kv) (GQA), and dK, dV of a KV head are summed over its query heads. */
 typedef struct flashlab_runner_backward_call {
-  const float* q;  /* (heads_q, n_q, d), host; rounded to dtype on the way in */
-  const float* k;  /* (heads_kv, n_k, d) */
-  const float* v;  /* (heads_kv, n_k, d) */
+  const float* q;    /* (heads_q, n_q, d), host; rounded to dtype on the way in */
+  const float* k;    /* (heads_kv, n_k, d) */
+  const float* v;    /* (heads_kv, n_k, d) */
   const float* dout; /* (heads_q, n_q, d), dO */
-  float* dq;       /* (heads_q, n_q, d): the last run's dQ, widened to fp32 */
-  float* dk;       /* (heads_kv, n_k, d) */
-  float* dv;       /* (heads_kv, n_k, d) */
+  float* dq;         /* (heads_q, n_q, d): the last run's dQ, widened to fp32 */
+  float* dk;         /* (heads_kv, n_k, d) */
+  float* dv;         /* (heads_kv, n_k, d) */
   int64_t n_q, n_k, d;
   int64_t heads_q, heads_kv; /* heads_kv >= 1 divides heads_q */
-  int32_t dtype;         /* flashlab_dtype: fp16 or bf16 */
-  int32_t causal;        /* flashlab_causal */
-  int32_t deterministic; /* flashlab_backward_params.deterministic */
-  int32_t warmups;       /* untimed backward calls first */
-  int32_t repeats;       /* timed backward calls, >= 1 */
+  int32_t dtype;             /* flashlab_dtype: fp16 or bf16 */
+  int32_t causal;            /* flashlab_causal */
+  int32_t deterministic;     /* flashlab_backward_params.deterministic */
+  int32_t warmups;           /* untimed backward calls first */
+  int32_t repeats;           /* timed backward calls, >= 1 */
 } flashlab_runner_backward_call;
 
 typedef struct flashlab_runner_backward_result {
@@ -87,11 +87,11 @@ typedef struct flashlab_runner_decode_call {
   double* median_ms;       /* (configs): CUDA events around each call, median of repeats */
   int64_t configs;         /* >= 1 */
   int64_t batch, heads_q, heads_kv, n_q, max_seq_len, d;
-  int64_t page_size;       /* 0: contiguous; else a power of two, the keys per page */
-  uint64_t table_seed;     /* shuffles the block table */
-  int32_t dtype;           /* flashlab_dtype: fp16 or bf16 */
+  int64_t page_size;   /* 0: contiguous; else a power of two, the keys per page */
+  uint64_t table_seed; /* shuffles the block table */
+  int32_t dtype;       /* flashlab_dtype: fp16 or bf16 */
   int32_t warmups;
-  int32_t repeats;         /* >= 1 */
+  int32_t repeats; /* >= 1 */
 } flashlab_runner_decode_call;
 
 typedef struct flashlab_runner_decode_result {

@@ -141,7 +141,8 @@ double time_calls(int warmups, int repeats, Launch launch, AfterEach after_each)
 }
 
 double time_forward(const flashlab_forward_params& p, const flashlab_runner_call& c) {
-  return time_calls(c.warmups, c.repeats, [&] { library(flashlab_forward(&p)); }, [](bool) {});
+  return time_calls(
+      c.warmups, c.repeats, [&] { library(flashlab_forward(&p)); }, [](bool) {});
 }
 
 template <class T>
@@ -255,8 +256,8 @@ DeviceBuffer<T> cache_on_device(const float* x, const flashlab_runner_decode_cal
                                 const BlockTable* table) {
   const std::size_t count = std::size_t(c.batch * c.heads_kv * c.max_seq_len * c.d);
   if (!table) return upload<T>(x, count);
-  const std::vector<T> paged = flashlab::app::to_pages(rounded<T>(x, count), c.batch,
-                                                        c.heads_kv, c.max_seq_len, c.d, *table);
+  const std::vector<T> paged = flashlab::app::to_pages(rounded<T>(x, count), c.batch, c.heads_kv,
+                                                       c.max_seq_len, c.d, *table);
   return DeviceBuffer<T>(paged.data(), paged.size());
 }
 
@@ -303,8 +304,8 @@ void run_decode_typed(const flashlab_runner_decode_call& c, flashlab_runner_deco
     r.workspace_bytes = std::max(r.workspace_bytes, bytes);
     DeviceBuffer<unsigned char> workspace{std::size_t(bytes)};
     p.workspace = workspace.ptr, p.workspace_bytes = bytes;
-    c.median_ms[i] =
-        time_calls(c.warmups, c.repeats, [&] { library(flashlab_decode(&p)); }, [](bool) {});
+    c.median_ms[i] = time_calls(
+        c.warmups, c.repeats, [&] { library(flashlab_decode(&p)); }, [](bool) {});
     library(flashlab_decode_check(&p));
     download(o, c.o + std::size_t(i) * q_count);
     download(lse, c.lse + std::size_t(i) * lse_count);
@@ -318,9 +319,9 @@ void run_decode(const flashlab_runner_decode_call& c, flashlab_runner_decode_res
         "repeats, configs, batch and max_seq_len must be >= 1, warmups and page_size >= 0");
   for (int64_t b = 0; b < c.batch; ++b)
     if (c.seq_lens[b] < 0 || c.seq_lens[b] > c.max_seq_len)
-      throw std::invalid_argument(fmt::format(
-          "sequence {} has length {}: lengths must lie in [0, max_seq_len = {}]", b,
-          c.seq_lens[b], c.max_seq_len));
+      throw std::invalid_argument(
+          fmt::format("sequence {} has length {}: lengths must lie in [0, max_seq_len = {}]", b,
+                      c.seq_lens[b], c.max_seq_len));
   switch (c.dtype) {
     case FLASHLAB_FP16: return run_decode_typed<flashlab::cpu::fp16>(c, r);
     case FLASHLAB_BF16: return run_decode_typed<flashlab::cpu::bf16>(c, r);
