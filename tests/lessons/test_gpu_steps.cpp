@@ -8,10 +8,13 @@
 #include "gpu_bridge/block_table.hpp"
 #include "gpu_bridge/gpu_runner.hpp"
 #include "gpu_bridge/runner_abi.h"
+#include "flashlab/flashlab.h"
 #include "flashlab/sim/dtype.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/core.h>
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <numeric>
@@ -171,6 +174,81 @@ TEST_CASE("the program refuses a GPU runner of another version, or one that lack
                                            "expected)",
                                            plugin, FLASHLAB_RUNNER_VERSION)));
   }
+}
+#endif
+
+#ifdef FLASHLAB_GPU_RUNNER_PLUGIN
+// The plugin itself, loaded as the program loads it: its refusals come before any CUDA call,
+// so they hold on a machine without a GPU.
+TEST_CASE("the GPU runner plugin refuses bad backward and decode calls with a message") {
+  void* handle = dlopen(FLASHLAB_GPU_RUNNER_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE_MESSAGE(handle != nullptr, dlerror());
+  const auto version =
+      reinterpret_cast<flashlab_runner_version_fn>(dlsym(handle, "flashlab_runner_version"));
+  const auto backward =
+      reinterpret_cast<flashlab_runner_backward_fn>(dlsym(handle, "flashlab_runner_backward"));
+  const auto decode =
+      reinterpret_cast<flashlab_runner_decode_fn>(dlsym(handle, "flashlab_runner_decode"));
+  REQUIRE((version && backward && decode));
+  CHECK(version() == FLASHLAB_RUNNER_VERSION);
+
+  std::vector<float> x(4 * 97 * 64);
+  flashlab_runner_backward_call b{.q = x.data(),
+                                  .k = x.data(),
+                                  .v = x.data(),
+                                  .dout = x.data(),
+                                  .dq = x.data(),
+                                  .dk = x.data(),
+                                  .dv = x.data(),
+                                  .n_q = 17,
+                                  .n_k = 97,
+                                  .d = 64,
+                                  .heads_q = 3,
+                                  .heads_kv = 2,
+                                  .dtype = FLASHLAB_BF16,
+                                  .warmups = 0,
+                                  .repeats = 1};
+  flashlab_runner_backward_result br{};
+  backward(&b, &br);
+  CHECK(br.ran == 0);
+  CHECK(contains(br.message, "heads_kv >= 1 dividing heads_q"));
+  b.heads_q = 4, b.dtype = FLASHLAB_FP32;
+  backward(&b, &br);
+  CHECK(br.ran == 0);
+  CHECK(contains(br.message, "the backward takes fp16 or bf16"));
+
+  const std::vector<int32_t> lens{97, 98}, splits{0};
+  std::vector<int32_t> used(1);
+  std::vector<double> ms(1);
+  flashlab_runner_decode_call d{.q = x.data(),
+                                .k = x.data(),
+                                .v = x.data(),
+                                .seq_lens = lens.data(),
+                                .splits = splits.data(),
+                                .o = x.data(),
+                                .lse = x.data(),
+                                .splits_used = used.data(),
+                                .median_ms = ms.data(),
+                                .configs = 1,
+                                .batch = 2,
+                                .heads_q = 4,
+                                .heads_kv = 2,
+                                .n_q = 1,
+                                .max_seq_len = 97,
+                                .d = 64,
+                                .dtype = FLASHLAB_BF16,
+                                .warmups = 0,
+                                .repeats = 1};
+  flashlab_runner_decode_result dr{};
+  decode(&d, &dr);
+  CHECK(dr.ran == 0);
+  CHECK(
+      contains(dr.message, "sequence 1 has length 98: lengths must lie in [0, max_seq_len = 97]"));
+  d.max_seq_len = 98, d.page_size = 48;
+  decode(&d, &dr);
+  CHECK(dr.ran == 0);
+  CHECK(contains(dr.message, "page_size = 48 is not a power of two"));
+  dlclose(handle);
 }
 #endif
 
