@@ -144,7 +144,7 @@ double backward_tflops(const BackwardShape& s, double ms) {
 void two_modes(LessonContext& ctx) {
   const BackwardShape& s = kTimed;
   ctx.print(
-      "\nThe two modes, {} heads, N = {}, d = {}, bf16, non-causal. The default adds each KV\n"
+      "The two modes, {} heads, N = {}, d = {}, bf16, non-causal. The default adds each KV\n"
       "tile's share of dQ into an fp32 accumulator with atomics, in whatever order the blocks\n"
       "arrive; the deterministic mode sums dQ in a separate kernel, KV tile after KV tile,\n"
       "in one fixed order, and needs no accumulator.\n\n",
@@ -170,7 +170,7 @@ void two_modes(LessonContext& ctx) {
   ctx.say(
       "The default mode may or may not repeat itself bit for bit (the atomics' order is up\n"
       "to the hardware); the deterministic one must, and pays for it with a second pass over\n"
-      "K and V for dQ. ANCHORS.md has torch's flash backward at this size for comparison.\n");
+      "K and V for dQ. ANCHORS.md has torch's flash backward at this size for comparison.\n\n");
 }
 
 // The measured bytes of one default backward of the timed shape, or why there are none.
@@ -279,7 +279,7 @@ void gpu_backward_step(LessonContext& ctx) {
         "errors of dQ, dK and dV against the fp64 naive backward and against the naive\n"
         "backward in bf16 (the {:.0f}x rule of ANCHORS.md), then the time of the default and\n"
         "the deterministic mode, and whether {} deterministic runs are bitwise equal.\n"
-        "Run `flashlab lesson 6` on a machine with an NVIDIA GPU and a CUDA build.\n",
+        "Run `flashlab lesson 6` on a machine with an NVIDIA GPU and a CUDA build.\n\n",
         status.description, kGradientRule, kDeterministicRuns);
   } else {
     ctx.print("{}.\n\n", status.description);

@@ -3,6 +3,7 @@
 #include "gpu_bridge/gpu_runner.hpp"
 
 #include "flashlab/cpu/decode.hpp"
+#include "flashlab/cpu/naive.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -52,7 +53,35 @@ struct Problem {
   cpu::HeadTensor<float> Q, K, V;
   std::vector<Index> lens;
   cpu::HeadTensor<float> O_ref;  // the CPU reference's decode, fp32
+  double naive_err = 0;          // max |O - O_ref| of the naive attention computed in bf16
 };
+
+// The rule of ANCHORS.md for the forward: a kernel's error against the reference at most 2x
+// the error of the naive three-operator attention computed in the same low precision.
+constexpr double kForwardRule = 2;
+
+// The naive attention in bf16 (each operator rounding its output) on every query head, and
+// its largest error against the reference: the baseline of the rule.
+double naive_bf16_error(const Problem& p, const cpu::AttentionOptions& options) {
+  double err = 0;
+  const Index group = kHeadsQ / kHeadsKV;
+  for (Index b = 0; b < kBatch; ++b)
+    for (Index kv = 0; kv < kHeadsKV; ++kv) {
+      const cpu::Matrix<cpu::bf16> K = p.K.head(b, kv).cast<cpu::bf16>(),
+                                   V = p.V.head(b, kv).cast<cpu::bf16>();
+      for (Index h = kv * group; h < (kv + 1) * group; ++h) {
+        const cpu::Matrix<cpu::bf16> q = p.Q.head(b, h).cast<cpu::bf16>();
+        const auto naive = cpu::naive_attention<cpu::bf16>(q, K, V, options);
+        err = std::max(err,
+                       double((naive.O.cast<float>() - p.O_ref.head(b, h)).cwiseAbs().maxCoeff()));
+      }
+    }
+  return err;
+}
+
+std::string within_rule(double err, double naive_err) {
+  return err <= kForwardRule * naive_err ? "yes" : "NO";
+}
 
 Problem make_problem() {
   Problem p{cpu::HeadTensor<float>(kBatch, kHeadsQ, kNq, kD),
@@ -64,6 +93,7 @@ Problem make_problem() {
   cpu::AttentionOptions options;
   options.causal = cpu::Causal::bottom_right;  // the new token is the last position
   p.O_ref = cpu::decode_multihead<float>(p.Q, p.K, p.V, {.splits = 1}, options, p.lens).O;
+  p.naive_err = naive_bf16_error(p, options);
   return p;
 }
 
@@ -82,14 +112,16 @@ void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
     return;
   }
   const Index blocks_per_split = kBatch * kHeadsKV * dec::row_blocks(kHeadsQ / kHeadsKV, kNq);
-  Table t({"num_splits", "blocks", "partial states", "time", "TB/s of K and V", "max |O - O_ref|"});
+  Table t({"num_splits", "blocks", "partial states", "time", "TB/s of K and V", "max |O - O_ref|",
+           "within 2x"});
   for (std::size_t i = 0; i < splits.size(); ++i) {
     const int used = run.splits_used[i];
     t.add({splits[i] == kAutomatic ? fmt::format("auto: {}", used) : fmt::format("{}", used),
            fmt::format("{}", blocks_per_split * used),
            sim::format_bytes(state_bytes(kBatch, kHeadsQ, kNq, kD, used)),
            fmt::format("{:.1f} us", run.median_ms[i] * 1e3), tbps(kv, run.median_ms[i]),
-           num(max_error(run.O[i], p.O_ref), 3)});
+           num(max_error(run.O[i], p.O_ref), 3),
+           within_rule(max_error(run.O[i], p.O_ref), p.naive_err)});
   }
   ctx.table(t);
   ctx.print(
@@ -106,18 +138,20 @@ void paged_layouts(LessonContext& ctx, const Problem& p, double kv) {
       "The same step with the cache in pages of a serving engine's allocator: each sequence's\n"
       "keys in pages of page_size keys, found through a block table whose pages are shuffled\n"
       "in memory (block_table.hpp). The automatic split count each time:\n\n");
-  Table t({"layout", "splits", "time", "TB/s of K and V", "vs contiguous", "max |O - O_ref|"});
+  Table t({"layout", "splits", "time", "TB/s of K and V", "vs contiguous", "max |O - O_ref|",
+           "within 2x"});
   double contiguous_ms = 0;
   const auto add = [&](const std::string& layout, const GpuDecodeRun& run) {
     if (!run.ran) {
-      t.add({layout, "not run: " + run.message, "-", "-", "-", "-"});
+      t.add({layout, "not run: " + run.message, "-", "-", "-", "-", "-"});
       return;
     }
     const double ms = run.median_ms[0];
     if (contiguous_ms == 0) contiguous_ms = ms;
     t.add({layout, fmt::format("{}", run.splits_used[0]), fmt::format("{:.1f} us", ms * 1e3),
            tbps(kv, ms), fmt::format("{:+.1f}%", (ms / contiguous_ms - 1) * 100),
-           num(max_error(run.O[0], p.O_ref), 3)});
+           num(max_error(run.O[0], p.O_ref), 3),
+           within_rule(max_error(run.O[0], p.O_ref), p.naive_err)});
   };
   add("contiguous",
       run_gpu_decode(p.Q, p.K, p.V, p.lens,
@@ -167,11 +201,15 @@ void gpu_decode_step(LessonContext& ctx) {
     return;
   }
   ctx.print(
-      "{}. B = {}, {} query heads over {} KV heads, d = {}, one new token against {} keys\n"
+      "{}.\nB = {}, {} query heads over {} KV heads, d = {}, one new token against {} keys\n"
       "each, bf16: {} of K and V a step. O_ref: the CPU reference's decode (fp32) on the same\n"
       "bf16-rounded inputs.\n\n",
       status.description, kBatch, kHeadsQ, kHeadsKV, kD, kCache, sim::format_bytes(kv));
   const Problem p = make_problem();
+  ctx.print(
+      "The naive attention computed in bf16 is off from O_ref by up to {}; the rule of\n"
+      "ANCHORS.md allows a kernel {:.0f}x that.\n\n",
+      num(p.naive_err, 3), kForwardRule);
   splits_sweep(ctx, p, kv);
   paged_layouts(ctx, p, kv);
 }

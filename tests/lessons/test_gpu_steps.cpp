@@ -177,6 +177,29 @@ TEST_CASE("the program refuses a GPU runner of another version, or one that lack
 }
 #endif
 
+// Lesson 6's GPU step driven end to end by a runner whose "device" returns zeros: its CPU
+// side (the fp64 and bf16 naive backward over a GQA group, the rule) runs as on a GPU, and
+// zero gradients must fail the 3x rule on every row.
+TEST_CASE("lesson 6's GPU step, fed zero gradients, finds every one outside the 3x rule") {
+  const Run run = run_command(fmt::format("FLASHLAB_GPU_RUNNER={} {} lesson 6 --no-color 2>&1",
+                                          FLASHLAB_FAKE_RUNNER_ZEROS, FLASHLAB_BINARY));
+  REQUIRE(run.status == 0);
+  const std::string& out = run.output;
+  CHECK(contains(out, "a stand-in device that returns zeros."));
+  CHECK(contains(out, "N_q\tN_k\tcausal\tgrad\tGPU err\tnaive bf16 err\tratio\twithin 3x"));
+  for (const char* row :
+       {"1023\t1024\tnone\tdQ\t", "113\t1023\tbottom-right\tdK\t", "97\t17\ttop-left\tdV\t"})
+    CHECK(contains(out, row));
+  // 3 shapes x (dQ, dK, dV), each refused; none accepted.
+  std::size_t refused = 0;
+  for (std::size_t at = out.find("\tNO\n"); at != std::string::npos;
+       at = out.find("\tNO\n", at + 1))
+    ++refused;
+  CHECK(refused == 9);
+  CHECK(contains(out, "deterministic\t1.000 ms\t"));
+  CHECK(contains(out, "\t50\tyes"));
+}
+
 #ifdef FLASHLAB_GPU_RUNNER_PLUGIN
 // The plugin itself, loaded as the program loads it: its refusals come before any CUDA call,
 // so they hold on a machine without a GPU.
