@@ -1,7 +1,8 @@
 // Lesson 10's GPU step: flashlab's split-KV decode (gpu/kernels/05_*.cu, through the GPU
 // runner) on ANCHORS.md's decode shape: the split count against time and against the bytes
 // of K and V it reads, a contiguous cache against paged ones, and the CPU reference's decode
-// on the same inputs for the error.
+// (fp32) on the same bf16-rounded inputs for the error, held to ANCHORS.md's 2x rule against
+// the naive attention computed in bf16.
 //
 // One decoding step reads every valid key and value once (GQA packing: the query heads that
 // share a KV head share its read), E bytes per element:
