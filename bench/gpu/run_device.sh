@@ -2,9 +2,9 @@
 # The GPU device script: on a machine with an NVIDIA GPU (sm_90, e.g. the H200), from the
 # repository root, build flashlab's GPU library, its tests and the flashlab program, run the
 # tests, run compute-sanitizer (memcheck, racecheck, synccheck) on a small case of every
-# kernel (the backward's included), run `flashlab compare` through its GPU runner, time every
-# kernel against torch's SDPA backends (the forward, then the backward: bench-backward), and
-# read one forward of each with Nsight Compute.
+# kernel (the backward's included), run `flashlab compare` and the GPU steps of lessons 6 and
+# 10 through its GPU runner, time every kernel against torch's SDPA backends (the forward,
+# then the backward: bench-backward), and read one forward of each with Nsight Compute.
 #
 #   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench
 #                                        bench-backward decode ablation ncu levels
@@ -104,6 +104,14 @@ if want cli; then
   done
   "$BUILD/lessons/app/flashlab" compare --n 4096 --n-q 1 --d 128 --repeats 5 --no-ncu --no-color 2>&1 |
     tee -a "$OUT/compare.log" || status=1
+  # The lessons' GPU steps through the same runner: lesson 6's backward beside the reference
+  # (errors under the 3x rule, default and deterministic mode, bytes measured by ncu), and
+  # lesson 10's split-KV decode (splits, paged caches, errors against the CPU reference).
+  for n in 6 10; do
+    step "flashlab lesson $n on the GPU"
+    timeout 600 "$BUILD/lessons/app/flashlab" lesson $n --no-color < /dev/null 2>&1 |
+      tee "$OUT/lesson$n.log" | sed -n '/On a GPU/,$p' || status=1
+  done
 fi
 
 if want sweep; then

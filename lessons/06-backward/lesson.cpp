@@ -1,5 +1,7 @@
 // Lesson 6: the backward pass with recomputation: D = rowsum(dO o O), P rebuilt from L
-// tile by tile, and what keeping L instead of P saves and costs.
+// tile by tile, and what keeping L instead of P saves and costs; then the same on a GPU
+// (gpu_backward.cpp).
+#include "06-backward/gpu_backward.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
 
@@ -114,21 +116,15 @@ void memory_and_flops(LessonContext& ctx) {
           "(The 2.5x is the ratio ANCHORS.md uses for backward TFLOP/s.)\n\n");
 }
 
-void gpu_counterpart(LessonContext& ctx) {
-  ctx.step("On a GPU");
-  ctx.say("flashlab's GPU kernels (gpu/) implement the forward pass only, so there is no GPU\n"
-          "backward to put beside this one. With a GPU, `flashlab compare` runs the forward\n"
-          "kernels on the same inputs as the CPU reference; the backward stays a CPU lesson.\n\n");
-}
-
 }  // namespace
 
 void run_lesson_06(LessonContext& ctx) {
+  if (lesson6_measure_child()) return;
   what_is_kept(ctx);
   the_D_trick(ctx);
   tiled_backward(ctx);
   memory_and_flops(ctx);
-  gpu_counterpart(ctx);
+  gpu_backward_step(ctx);
   ctx.finish("lesson 7: how FlashAttention-2 splits a tile's work between warps.");
 }
 

@@ -1,5 +1,8 @@
 // Lesson 10: decode. One new query token against a long KV cache: why the work must be
-// split along the keys, why the split results merge exactly, and what a token costs in bytes.
+// split along the keys, why the split results merge exactly, and what a token costs in bytes;
+// then the forward kernels' unsplit sweep and the split-KV decode kernel on a GPU
+// (gpu_decode.cpp).
+#include "10-decode/gpu_decode.hpp"
 #include "gpu_bridge/gpu_step.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
@@ -102,12 +105,18 @@ void run_lesson_10(LessonContext& ctx) {
   exact_merge(ctx);
   bytes_per_token(ctx);
   constexpr Index kGpuCache = 32768;
-  gpu_side_by_side(ctx, {.N = kGpuCache, .N_q = 1, .d = kD, .causal = cpu::Causal::bottom_right,
-                         .kernels = {"naive", "fa2"},
-                         .what_it_shows = fmt::format(
-                             "flashlab's kernels have no split-KV path yet: one block sweeps the whole "
-                             "cache on one SM, the unsplit case of step 1. Set the time against the {} "
-                             "of K and V it reads.", sim::format_bytes(2.0 * kGpuCache * kD * kBf16))});
+  gpu_side_by_side(ctx,
+                   {.N = kGpuCache,
+                    .N_q = 1,
+                    .d = kD,
+                    .causal = cpu::Causal::bottom_right,
+                    .kernels = {"naive", "fa2"},
+                    .what_it_shows = fmt::format(
+                        "The forward kernels have no split-KV path: one block sweeps the whole "
+                        "cache on one SM, the unsplit case of step 1. Set the time against the {} "
+                        "of K and V it reads; the next step splits it.",
+                        sim::format_bytes(2.0 * kGpuCache * kD * kBf16))});
+  gpu_decode_step(ctx);
   ctx.finish("back to `flashlab lessons`, or the exercises: `flashlab exercise`.");
 }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <algorithm>
 
 namespace flashlab::app {
 
@@ -22,6 +23,8 @@ constexpr const char* kPluginFile = "libflashlab_gpu_runner.so";
 struct Plugin {
   flashlab_runner_device_fn device = nullptr;
   flashlab_runner_forward_fn forward = nullptr;
+  flashlab_runner_backward_fn backward = nullptr;
+  flashlab_runner_decode_fn decode = nullptr;
 };
 
 // Where the plugin may be, first match wins: $FLASHLAB_GPU_RUNNER, beside the program, and
@@ -65,8 +68,11 @@ Loaded load_plugin() {
         reinterpret_cast<flashlab_runner_version_fn>(dlsym(handle, "flashlab_runner_version"));
     Plugin p{
         reinterpret_cast<flashlab_runner_device_fn>(dlsym(handle, "flashlab_runner_device")),
-        reinterpret_cast<flashlab_runner_forward_fn>(dlsym(handle, "flashlab_runner_forward"))};
-    if (!version || !p.device || !p.forward || version() != FLASHLAB_RUNNER_VERSION)
+        reinterpret_cast<flashlab_runner_forward_fn>(dlsym(handle, "flashlab_runner_forward")),
+        reinterpret_cast<flashlab_runner_backward_fn>(dlsym(handle, "flashlab_runner_backward")),
+        reinterpret_cast<flashlab_runner_decode_fn>(dlsym(handle, "flashlab_runner_decode"))};
+    if (!version || !p.device || !p.forward || !p.backward || !p.decode ||
+        version() != FLASHLAB_RUNNER_VERSION)
       return {std::nullopt,
               fmt::format("{} is not a GPU runner of this flashlab (version {} expected): "
                           "rebuild it with `cmake --build build --target flashlab_gpu_runner`",
@@ -118,6 +124,135 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
   run.median_ms = result.median_ms;
   run.message = result.message;
   if (!run.ran) run.O.resize(0, 0);
+  return run;
+}
+
+namespace {
+
+// Why nothing can run: no usable plugin or no device; "" when a GPU is there.
+std::string why_no_gpu() {
+  const GpuStatus status = gpu_status();
+  return status.available ? "" : status.description;
+}
+
+// The C dtype of the backward and decode calls, or why there is none (they take fp16, bf16).
+std::string half_dtype_refusal(sim::DType dtype, const char* what) {
+  if (dtype == sim::DType::bf16 || dtype == sim::DType::fp16) return "";
+  return fmt::format("{} runs in fp16 or bf16 on the GPU, not {}", what, sim::to_string(dtype));
+}
+
+}  // namespace
+
+GpuBackwardRun run_gpu_backward(const cpu::HeadTensor<float>& Q, const cpu::HeadTensor<float>& K,
+                                const cpu::HeadTensor<float>& V, const cpu::HeadTensor<float>& dO,
+                                const GpuBackwardOptions& o) {
+  GpuBackwardRun run;
+  run.message = half_dtype_refusal(o.dtype, "the backward");
+  if (run.message.empty() && (Q.batch != 1 || K.batch != 1 || V.batch != 1 || dO.batch != 1))
+    run.message = "the GPU backward step takes batch 1 (one sequence, several heads)";
+  if (run.message.empty() &&
+      (K.heads != V.heads || K.rows != V.rows || K.cols != Q.cols || V.cols != Q.cols ||
+       dO.heads != Q.heads || dO.rows != Q.rows || dO.cols != Q.cols))
+    run.message = fmt::format(
+        "shapes do not match: Q and dO must be (heads_q, N_q, d), K and V (heads_kv, N_k, d); "
+        "got Q ({}, {}, {}), dO ({}, {}, {}), K ({}, {}, {}), V ({}, {}, {})",
+        Q.heads, Q.rows, Q.cols, dO.heads, dO.rows, dO.cols, K.heads, K.rows, K.cols, V.heads,
+        V.rows, V.cols);
+  if (run.message.empty()) run.message = why_no_gpu();
+  if (!run.message.empty()) return run;
+  run.dQ = cpu::HeadTensor<float>(1, Q.heads, Q.rows, Q.cols);
+  run.dK = cpu::HeadTensor<float>(1, K.heads, K.rows, K.cols);
+  run.dV = cpu::HeadTensor<float>(1, V.heads, V.rows, V.cols);
+  const flashlab_runner_backward_call call{.q = Q.data.data(),
+                                           .k = K.data.data(),
+                                           .v = V.data.data(),
+                                           .dout = dO.data.data(),
+                                           .dq = run.dQ.data.data(),
+                                           .dk = run.dK.data.data(),
+                                           .dv = run.dV.data.data(),
+                                           .n_q = Q.rows,
+                                           .n_k = K.rows,
+                                           .d = Q.cols,
+                                           .heads_q = Q.heads,
+                                           .heads_kv = K.heads,
+                                           .dtype = c_dtype(o.dtype),
+                                           .causal = c_causal(o.causal),
+                                           .deterministic = o.deterministic ? 1 : 0,
+                                           .warmups = o.warmups,
+                                           .repeats = o.repeats};
+  flashlab_runner_backward_result result{};
+  loaded().plugin->backward(&call, &result);
+  run.ran = result.ran == 1;
+  run.message = result.message;
+  run.median_ms = result.median_ms;
+  run.workspace_bytes = result.workspace_bytes;
+  run.bitwise_repeats = result.bitwise_repeats == 1;
+  if (!run.ran) run.dQ = run.dK = run.dV = {};
+  return run;
+}
+
+GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTensor<float>& K,
+                            const cpu::HeadTensor<float>& V,
+                            const std::vector<cpu::Index>& seq_lens, const GpuDecodeOptions& o) {
+  GpuDecodeRun run;
+  run.message = half_dtype_refusal(o.dtype, "decode");
+  if (run.message.empty() && o.splits.empty())
+    run.message = "no split counts to run: give at least one (0 = automatic)";
+  if (run.message.empty() &&
+      (K.batch != Q.batch || V.batch != Q.batch || K.heads != V.heads || K.rows != V.rows ||
+       K.cols != Q.cols || V.cols != Q.cols || seq_lens.size() != std::size_t(Q.batch)))
+    run.message = fmt::format(
+        "shapes do not match: Q must be (batch, heads_q, N_q, d), K and V (batch, heads_kv, "
+        "max_seq_len, d), and one length per sequence; got Q ({}, {}, {}, {}), K ({}, {}, {}, "
+        "{}), V ({}, {}, {}, {}), {} lengths",
+        Q.batch, Q.heads, Q.rows, Q.cols, K.batch, K.heads, K.rows, K.cols, V.batch, V.heads,
+        V.rows, V.cols, seq_lens.size());
+  if (run.message.empty()) run.message = why_no_gpu();
+  if (!run.message.empty()) return run;
+  const auto configs = o.splits.size();
+  std::vector<float> O(configs * Q.data.size()),
+      L(configs * std::size_t(Q.batch * Q.heads * Q.rows));
+  const std::vector<int32_t> lens(seq_lens.begin(), seq_lens.end()),
+      splits(o.splits.begin(), o.splits.end());
+  std::vector<int32_t> used(configs);
+  run.median_ms.resize(configs);
+  const flashlab_runner_decode_call call{.q = Q.data.data(),
+                                         .k = K.data.data(),
+                                         .v = V.data.data(),
+                                         .seq_lens = lens.data(),
+                                         .splits = splits.data(),
+                                         .o = O.data(),
+                                         .lse = L.data(),
+                                         .splits_used = used.data(),
+                                         .median_ms = run.median_ms.data(),
+                                         .configs = int64_t(configs),
+                                         .batch = Q.batch,
+                                         .heads_q = Q.heads,
+                                         .heads_kv = K.heads,
+                                         .n_q = Q.rows,
+                                         .max_seq_len = K.rows,
+                                         .d = Q.cols,
+                                         .page_size = o.page_size,
+                                         .table_seed = o.table_seed,
+                                         .dtype = c_dtype(o.dtype),
+                                         .warmups = o.warmups,
+                                         .repeats = o.repeats};
+  flashlab_runner_decode_result result{};
+  loaded().plugin->decode(&call, &result);
+  run.ran = result.ran == 1;
+  run.message = result.message;
+  run.workspace_bytes = result.workspace_bytes;
+  if (!run.ran) {
+    run.median_ms.clear();
+    return run;
+  }
+  run.splits_used.assign(used.begin(), used.end());
+  for (std::size_t i = 0; i < configs; ++i) {
+    auto& out = run.O.emplace_back(Q.batch, Q.heads, Q.rows, Q.cols);
+    std::copy_n(O.begin() + std::ptrdiff_t(i * out.data.size()), out.data.size(), out.data.begin());
+    auto& lse = run.L.emplace_back(Q.batch, Q.heads, Q.rows, 1);
+    std::copy_n(L.begin() + std::ptrdiff_t(i * lse.data.size()), lse.data.size(), lse.data.begin());
+  }
   return run;
 }
 

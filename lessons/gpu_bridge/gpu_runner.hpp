@@ -1,14 +1,18 @@
-// Running flashlab's GPU forward kernels (gpu/, through its C ABI) on host matrices, for
-// `flashlab compare` and the lessons' GPU steps. The first call loads the GPU runner plugin
+// Running flashlab's GPU kernels (gpu/, through its C ABI) on host matrices, for
+// `flashlab compare` and the lessons' GPU steps: a forward kernel, the backward pass and
+// split-KV decode. The first call loads the GPU runner plugin
 // (runner_abi.h); where it cannot be loaded (no CUDA at build time, the plugin not built, no
 // device), every call says plainly why nothing ran.
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
+#include "flashlab/cpu/multihead.hpp"
 #include "flashlab/cpu/types.hpp"
 #include "flashlab/sim/dtype.hpp"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace flashlab::app {
 
@@ -35,5 +39,54 @@ struct GpuRun {
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
                        cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1);
+
+struct GpuBackwardOptions {
+  sim::DType dtype = sim::DType::bf16;  // fp16 or bf16
+  cpu::Causal causal = cpu::Causal::none;
+  bool deterministic = false;  // dQ summed in a fixed order (flashlab_backward_params)
+  int warmups = 2, repeats = 10;
+};
+
+struct GpuBackwardRun {
+  bool ran = false;
+  std::string message;                // why it did not run
+  cpu::HeadTensor<float> dQ, dK, dV;  // the last run's, widened to fp32; shapes as Q, K, V
+  double median_ms = 0;               // the backward alone, median of the repeats
+  std::int64_t workspace_bytes = 0;   // flashlab_backward_workspace_bytes
+  bool bitwise_repeats = false;       // every timed run's dQ, dK, dV equal the first's
+};
+
+// fa2's forward once (O and L on the device), then flashlab_backward `warmups + repeats`
+// times. Q, dO (1, heads_q, N_q, d), K, V (1, heads_kv, N_k, d), fp32 rounded to dtype on the
+// way in; query head h reads KV head h / (heads_q / heads_kv).
+GpuBackwardRun run_gpu_backward(const cpu::HeadTensor<float>& Q, const cpu::HeadTensor<float>& K,
+                                const cpu::HeadTensor<float>& V, const cpu::HeadTensor<float>& dO,
+                                const GpuBackwardOptions& options);
+
+struct GpuDecodeOptions {
+  sim::DType dtype = sim::DType::bf16;  // fp16 or bf16
+  cpu::Index page_size = 0;             // 0: a contiguous cache; else keys per page
+  std::uint64_t table_seed = 0;         // shuffles the block table (block_table.hpp)
+  std::vector<int> splits = {0};        // one run per entry; 0 = the automatic count
+  int warmups = 2, repeats = 10;
+};
+
+struct GpuDecodeRun {
+  bool ran = false;
+  std::string message;                    // why it did not run
+  std::vector<cpu::HeadTensor<float>> O;  // per entry of splits: (batch, heads_q, N_q, d)
+  std::vector<cpu::HeadTensor<float>> L;  // per entry: (batch, heads_q, N_q, 1)
+  std::vector<int> splits_used;           // per entry: the count the library chose or took
+  std::vector<double> median_ms;          // per entry
+  std::int64_t workspace_bytes = 0;       // the largest entry's
+};
+
+// flashlab_decode on Q (batch, heads_q, N_q, d) against the cache K, V (batch, heads_kv,
+// max_seq_len, d), sequence b holding its first seq_lens[b] keys; bottom-right causal when
+// N_q > 1, as decode.h says.
+GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTensor<float>& K,
+                            const cpu::HeadTensor<float>& V,
+                            const std::vector<cpu::Index>& seq_lens,
+                            const GpuDecodeOptions& options);
 
 }  // namespace flashlab::app

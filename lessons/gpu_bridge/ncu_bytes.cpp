@@ -106,9 +106,11 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
   return m;
 }
 
-NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command) {
+NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
+                            const std::vector<std::string>& ncu_options) {
   std::vector<std::string> argv{ncu,    "--csv",     "--clock-control",
                                 "none", "--metrics", metric_list()};
+  argv.insert(argv.end(), ncu_options.begin(), ncu_options.end());
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);
   if (!run.started) return {std::nullopt, run.message};

@@ -43,9 +43,11 @@ struct NcuOutcome {
   std::string message;  // why there are no bytes
 };
 
-// Runs `ncu --csv --metrics ... <command...>` (no shell: each word is one argument) and sums
-// the metrics over every kernel.
-NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command);
+// Runs `ncu --csv --metrics ... <ncu_options...> <command...>` (no shell: each word is one
+// argument) and sums the metrics over every kernel it profiled (ncu_options may narrow them,
+// e.g. {"--kernel-name", "regex:..."}).
+NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
+                            const std::vector<std::string>& ncu_options = {});
 
 // The sum of each metric in ncu's --csv output (exposed for testing the parser).
 std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv);

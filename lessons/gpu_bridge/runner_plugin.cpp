@@ -1,7 +1,10 @@
-// The GPU runner plugin (libflashlab_gpu_runner.so, see runner_abi.h): copies host matrices
-// to the device, calls flashlab_forward (gpu/'s C ABI, as any other language would), times
-// the calls with CUDA events and reads O back. The only part of lessons/ that links CUDA.
+// The GPU runner plugin (libflashlab_gpu_runner.so, see runner_abi.h): copies host tensors
+// to the device, calls flashlab_forward, flashlab_backward and flashlab_decode (gpu/'s C ABI,
+// as any other language would), times the calls with CUDA events and reads the outputs
+// back. The only part of lessons/ that links CUDA.
 #include "runner_abi.h"
+
+#include "gpu_bridge/block_table.hpp"
 
 #include "flashlab/cpu/types.hpp"
 #include "flashlab/flashlab.h"
@@ -11,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -20,10 +24,57 @@ using flashlab::cpu::Index;
 template <class T>
 using Matrix = flashlab::cpu::Matrix<T>;
 using ConstMap = Eigen::Map<const Matrix<float>>;
+using flashlab::app::BlockTable;
+using flashlab::app::shuffled_block_table;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+}
+
+// Device memory for `count` elements of T, freed with the object.
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  std::size_t count = 0;
+  explicit DeviceBuffer(std::size_t n) : count(n) {
+    check(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+    check(cudaMemset(ptr, 0, n * sizeof(T)), "cudaMemset");
+  }
+  DeviceBuffer(const T* host, std::size_t n) : DeviceBuffer(n) {
+    check(cudaMemcpy(ptr, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr); }
+  std::vector<T> read() const {
+    std::vector<T> host(count);
+    check(cudaMemcpy(host.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost),
+          "cudaMemcpy to host");
+    return host;
+  }
+};
+
+// Host fp32 values rounded to T.
+template <class T>
+std::vector<T> rounded(const float* x, std::size_t n) {
+  std::vector<T> out(n);
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(out.data(), Index(n)) =
+      Eigen::Map<const Eigen::ArrayXf>(x, Index(n)).cast<T>();
+  return out;
+}
+// A device copy of host fp32 values rounded to T.
+template <class T>
+DeviceBuffer<T> upload(const float* x, std::size_t n) {
+  const std::vector<T> r = rounded<T>(x, n);
+  return DeviceBuffer<T>(r.data(), n);
+}
+// Device values of T widened to fp32 into host memory.
+template <class T>
+void download(const DeviceBuffer<T>& d, float* out) {
+  const std::vector<T> host = d.read();
+  Eigen::Map<Eigen::ArrayXf>(out, Index(host.size())) =
+      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(host.data(), Index(host.size()))
+          .template cast<float>();
 }
 
 // A device buffer holding `copies` copies of X rounded to T, row-major (rows, cols) each.
@@ -54,31 +105,44 @@ void contiguous(int64_t (&s)[4], int64_t heads, int64_t rows, int64_t d) {
   s[0] = heads * rows * d, s[1] = rows * d, s[2] = d, s[3] = 1;
 }
 
-// Median milliseconds of c.repeats timed calls after c.warmups untimed ones; throws with
-// flashlab_last_error()'s message when the library refuses the call.
-double time_forward(const flashlab_forward_params& p, const flashlab_runner_call& c) {
+// Throws flashlab_last_error()'s message when the library refused a call.
+void library(flashlab_status status) {
+  if (status != FLASHLAB_OK) throw std::invalid_argument(flashlab_last_error());
+}
+
+// Median milliseconds of `repeats` timed calls of launch() after `warmups` untimed ones;
+// after_each(timed) runs once the call has finished, outside the timed span.
+template <class Launch, class AfterEach>
+double time_calls(int warmups, int repeats, Launch launch, AfterEach after_each) {
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
   std::vector<float> ms;
-  std::string refused;
-  for (int r = 0; r < c.warmups + c.repeats && refused.empty(); ++r) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    if (flashlab_forward(&p) != FLASHLAB_OK) {
-      refused = flashlab_last_error();
-      break;
+  try {
+    for (int r = 0; r < warmups + repeats; ++r) {
+      check(cudaEventRecord(start), "cudaEventRecord");
+      launch();
+      check(cudaEventRecord(stop), "cudaEventRecord");
+      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float elapsed = 0;
+      check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
+      if (r >= warmups) ms.push_back(elapsed);
+      after_each(r >= warmups);
     }
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float elapsed = 0;
-    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
-    if (r >= c.warmups) ms.push_back(elapsed);
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  if (!refused.empty()) throw std::invalid_argument(refused);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+double time_forward(const flashlab_forward_params& p, const flashlab_runner_call& c) {
+  return time_calls(
+      c.warmups, c.repeats, [&] { library(flashlab_forward(&p)); }, [](bool) {});
 }
 
 template <class T>
@@ -112,6 +176,159 @@ double run(const flashlab_runner_call& c) {
     case FLASHLAB_BF16: return run_typed<flashlab::cpu::bf16>(c);
   }
   throw std::invalid_argument(fmt::format("unknown dtype {}", c.dtype));
+}
+
+// The backward: the fa2 forward once (O and L, as training keeps them), then the timed
+// backward calls; dQ, dK and dV of every timed run are compared with the first's bit for bit.
+template <class T>
+void run_backward_typed(const flashlab_runner_backward_call& c,
+                        flashlab_runner_backward_result& r) {
+  const auto q_count = std::size_t(c.heads_q * c.n_q * c.d),
+             kv_count = std::size_t(c.heads_kv * c.n_k * c.d);
+  const DeviceBuffer<T> q = upload<T>(c.q, q_count), k = upload<T>(c.k, kv_count),
+                        v = upload<T>(c.v, kv_count), dout = upload<T>(c.dout, q_count);
+  DeviceBuffer<T> o(q_count), dq(q_count), dk(kv_count), dv(kv_count);
+  DeviceBuffer<float> lse(std::size_t(c.heads_q * c.n_q));
+
+  flashlab_forward_params f{};
+  f.q = q.ptr, f.k = k.ptr, f.v = v.ptr, f.o = o.ptr, f.lse = lse.ptr;
+  contiguous(f.q_stride, c.heads_q, c.n_q, c.d);
+  contiguous(f.o_stride, c.heads_q, c.n_q, c.d);
+  contiguous(f.k_stride, c.heads_kv, c.n_k, c.d);
+  contiguous(f.v_stride, c.heads_kv, c.n_k, c.d);
+  f.batch = 1, f.heads_q = c.heads_q, f.heads_kv = c.heads_kv;
+  f.n_q = c.n_q, f.n_k = c.n_k, f.d = c.d, f.scale = 0;
+  f.dtype = c.dtype, f.causal = c.causal, f.kernel = FLASHLAB_KERNEL_FA2;
+  library(flashlab_forward(&f));
+
+  flashlab_backward_params b{};
+  b.q = q.ptr, b.k = k.ptr, b.v = v.ptr, b.o = o.ptr, b.dout = dout.ptr, b.lse = lse.ptr;
+  b.dq = dq.ptr, b.dk = dk.ptr, b.dv = dv.ptr;
+  for (auto* s : {&b.q_stride, &b.o_stride, &b.dout_stride, &b.dq_stride})
+    contiguous(*s, c.heads_q, c.n_q, c.d);
+  for (auto* s : {&b.k_stride, &b.v_stride, &b.dk_stride, &b.dv_stride})
+    contiguous(*s, c.heads_kv, c.n_k, c.d);
+  b.batch = 1, b.heads_q = c.heads_q, b.heads_kv = c.heads_kv;
+  b.n_q = c.n_q, b.n_k = c.n_k, b.d = c.d, b.scale = 0;
+  b.dtype = c.dtype, b.causal = c.causal, b.deterministic = c.deterministic;
+  library(flashlab_backward_workspace_bytes(&b, &r.workspace_bytes));
+  DeviceBuffer<unsigned char> workspace{std::size_t(r.workspace_bytes)};
+  b.workspace = workspace.ptr, b.workspace_bytes = r.workspace_bytes;
+
+  std::vector<T> first_dq, first_dk, first_dv;
+  bool bitwise = true;
+  const auto same = [](const std::vector<T>& a, const std::vector<T>& x) {
+    return std::memcmp(a.data(), x.data(), a.size() * sizeof(T)) == 0;
+  };
+  r.median_ms = time_calls(
+      c.warmups, c.repeats, [&] { library(flashlab_backward(&b)); },
+      [&](bool timed) {
+        if (!timed) return;
+        auto a = dq.read(), x = dk.read(), y = dv.read();
+        if (first_dq.empty()) {
+          first_dq = std::move(a), first_dk = std::move(x), first_dv = std::move(y);
+        } else {
+          bitwise = bitwise && same(first_dq, a) && same(first_dk, x) && same(first_dv, y);
+        }
+      });
+  r.bitwise_repeats = bitwise ? 1 : 0;
+  download(dq, c.dq), download(dk, c.dk), download(dv, c.dv);
+}
+
+void run_backward(const flashlab_runner_backward_call& c, flashlab_runner_backward_result& r) {
+  if (c.repeats < 1 || c.warmups < 0 || c.heads_q < 1 || c.heads_kv < 1 ||
+      c.heads_q % c.heads_kv != 0)
+    throw std::invalid_argument(
+        "repeats >= 1, warmups >= 0, and heads_kv >= 1 dividing heads_q are needed");
+  switch (c.dtype) {
+    case FLASHLAB_FP16: return run_backward_typed<flashlab::cpu::fp16>(c, r);
+    case FLASHLAB_BF16: return run_backward_typed<flashlab::cpu::bf16>(c, r);
+  }
+  throw std::invalid_argument(
+      fmt::format("the backward takes fp16 or bf16 (dtype {} or {}), not dtype {}",
+                  int(FLASHLAB_FP16), int(FLASHLAB_BF16), c.dtype));
+}
+
+// The cache in the layout the kernel reads: contiguous (batch, heads_kv, max_seq_len, d),
+// or pages (num_pages, heads_kv, page_size, d) placed through the block table.
+template <class T>
+DeviceBuffer<T> cache_on_device(const float* x, const flashlab_runner_decode_call& c,
+                                const BlockTable* table) {
+  const std::size_t count = std::size_t(c.batch * c.heads_kv * c.max_seq_len * c.d);
+  if (!table) return upload<T>(x, count);
+  const std::vector<T> paged = flashlab::app::to_pages(rounded<T>(x, count), c.batch, c.heads_kv,
+                                                       c.max_seq_len, c.d, *table);
+  return DeviceBuffer<T>(paged.data(), paged.size());
+}
+
+template <class T>
+void run_decode_typed(const flashlab_runner_decode_call& c, flashlab_runner_decode_result& r) {
+  const std::size_t q_count = std::size_t(c.batch * c.heads_q * c.n_q * c.d),
+                    lse_count = std::size_t(c.batch * c.heads_q * c.n_q);
+  std::optional<BlockTable> table;
+  if (c.page_size > 0)
+    table = shuffled_block_table(c.batch, c.max_seq_len, c.page_size, c.table_seed);
+  const DeviceBuffer<T> q = upload<T>(c.q, q_count),
+                        k = cache_on_device<T>(c.k, c, table ? &*table : nullptr),
+                        v = cache_on_device<T>(c.v, c, table ? &*table : nullptr);
+  const DeviceBuffer<int32_t> seq_lens(c.seq_lens, std::size_t(c.batch));
+  std::optional<DeviceBuffer<int32_t>> block_table;
+  if (table) block_table.emplace(table->table.data(), table->table.size());
+  DeviceBuffer<T> o(q_count);
+  DeviceBuffer<float> lse(lse_count);
+
+  flashlab_decode_params p{};
+  p.q = q.ptr, p.k_cache = k.ptr, p.v_cache = v.ptr, p.o = o.ptr, p.lse = lse.ptr;
+  p.seq_lens = seq_lens.ptr;
+  contiguous(p.q_stride, c.heads_q, c.n_q, c.d);
+  contiguous(p.o_stride, c.heads_q, c.n_q, c.d);
+  if (table) {
+    p.block_table = block_table->ptr;
+    contiguous(p.k_stride, c.heads_kv, table->page_size, c.d);  // dim0 is the page
+    p.block_table_stride = table->pages_per_seq;
+    p.page_size = table->page_size, p.num_pages = table->num_pages;
+    p.max_seq_len = table->capacity();
+  } else {
+    contiguous(p.k_stride, c.heads_kv, c.max_seq_len, c.d);
+    p.max_seq_len = c.max_seq_len;
+  }
+  std::copy(std::begin(p.k_stride), std::end(p.k_stride), std::begin(p.v_stride));
+  p.batch = c.batch, p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.n_q = c.n_q, p.d = c.d;
+  p.scale = 0, p.dtype = c.dtype;
+
+  for (int64_t i = 0; i < c.configs; ++i) {
+    p.num_splits = c.splits[i];
+    library(flashlab_decode_num_splits(&p, &c.splits_used[i]));
+    int64_t bytes = 0;
+    library(flashlab_decode_workspace_bytes(&p, &bytes));
+    r.workspace_bytes = std::max(r.workspace_bytes, bytes);
+    DeviceBuffer<unsigned char> workspace{std::size_t(bytes)};
+    p.workspace = workspace.ptr, p.workspace_bytes = bytes;
+    c.median_ms[i] = time_calls(
+        c.warmups, c.repeats, [&] { library(flashlab_decode(&p)); }, [](bool) {});
+    library(flashlab_decode_check(&p));
+    download(o, c.o + std::size_t(i) * q_count);
+    download(lse, c.lse + std::size_t(i) * lse_count);
+  }
+}
+
+void run_decode(const flashlab_runner_decode_call& c, flashlab_runner_decode_result& r) {
+  if (c.repeats < 1 || c.warmups < 0 || c.configs < 1 || c.batch < 1 || c.max_seq_len < 1 ||
+      c.page_size < 0)
+    throw std::invalid_argument(
+        "repeats, configs, batch and max_seq_len must be >= 1, warmups and page_size >= 0");
+  for (int64_t b = 0; b < c.batch; ++b)
+    if (c.seq_lens[b] < 0 || c.seq_lens[b] > c.max_seq_len)
+      throw std::invalid_argument(
+          fmt::format("sequence {} has length {}: lengths must lie in [0, max_seq_len = {}]", b,
+                      c.seq_lens[b], c.max_seq_len));
+  switch (c.dtype) {
+    case FLASHLAB_FP16: return run_decode_typed<flashlab::cpu::fp16>(c, r);
+    case FLASHLAB_BF16: return run_decode_typed<flashlab::cpu::bf16>(c, r);
+  }
+  throw std::invalid_argument(
+      fmt::format("decode takes fp16 or bf16 (dtype {} or {}), not dtype {}", int(FLASHLAB_FP16),
+                  int(FLASHLAB_BF16), c.dtype));
 }
 
 // text into a caller's buffer of `size` bytes, cut to fit and always terminated.
@@ -153,6 +370,28 @@ __attribute__((visibility("default"))) void flashlab_runner_forward(
   *result = {};
   try {
     result->median_ms = run(*call);
+    result->ran = 1;
+  } catch (const std::exception& e) {
+    copy_text(result->message, sizeof result->message, e.what());
+  }
+}
+
+__attribute__((visibility("default"))) void flashlab_runner_backward(
+    const flashlab_runner_backward_call* call, flashlab_runner_backward_result* result) {
+  *result = {};
+  try {
+    run_backward(*call, *result);
+    result->ran = 1;
+  } catch (const std::exception& e) {
+    copy_text(result->message, sizeof result->message, e.what());
+  }
+}
+
+__attribute__((visibility("default"))) void flashlab_runner_decode(
+    const flashlab_runner_decode_call* call, flashlab_runner_decode_result* result) {
+  *result = {};
+  try {
+    run_decode(*call, *result);
     result->ran = 1;
   } catch (const std::exception& e) {
     copy_text(result->message, sizeof result->message, e.what());

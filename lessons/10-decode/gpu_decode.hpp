@@ -1,0 +1,28 @@
+// Lesson 10's GPU step: flashlab's split-KV decode (gpu/kernels/05_*.cu, through the GPU
+// runner) on ANCHORS.md's decode shape: the split count against time and against the bytes
+// of K and V it reads, a contiguous cache against paged ones, and the CPU reference's decode
+// (fp32) on the same bf16-rounded inputs for the error, held to ANCHORS.md's 2x rule against
+// the naive attention computed in bf16.
+//
+// One decoding step reads every valid key and value once (GQA packing: the query heads that
+// share a KV head share its read), E bytes per element:
+//   K and V bytes = 2 E d Hkv sum_b len_b
+// and splitting adds the partial states, written by the split kernel and read by the combine:
+//   state bytes   = 2 * 4 (d + 2) B Hq N_q splits.
+#pragma once
+
+#include "kit/lesson_context.hpp"
+
+#include "flashlab/cpu/types.hpp"
+
+#include <vector>
+
+namespace flashlab::app {
+
+double kv_bytes(cpu::Index heads_kv, cpu::Index d, const std::vector<cpu::Index>& seq_lens,
+                int element_bytes);
+double state_bytes(cpu::Index batch, cpu::Index heads_q, cpu::Index n_q, cpu::Index d, int splits);
+
+void gpu_decode_step(LessonContext& ctx);
+
+}  // namespace flashlab::app

@@ -1,0 +1,287 @@
+// The GPU steps of lessons 6 and 10 and the bridge under them, on a machine without a GPU:
+// each step says plainly what it would show; the closed forms they print; the shuffled block
+// table of the paged cache; the runner's refusals (another plugin version, bad shapes).
+#include "run_flashlab.hpp"
+
+#include "06-backward/gpu_backward.hpp"
+#include "10-decode/gpu_decode.hpp"
+#include "gpu_bridge/block_table.hpp"
+#include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/runner_abi.h"
+#include "flashlab/flashlab.h"
+#include "flashlab/sim/dtype.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/core.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace flashlab::test {
+
+namespace {
+
+// The lesson's output, or nothing when a GPU is present (the steps then measure instead).
+std::string lesson_without_gpu(int number) {
+  if (app::gpu_status().available) return "";
+  const Run run = run_flashlab(fmt::format("lesson {} --no-color", number));
+  REQUIRE(run.status == 0);
+  return run.output;
+}
+
+}  // namespace
+
+TEST_CASE("lesson 6 without a GPU says what its GPU step would show and how to run it") {
+  const std::string out = lesson_without_gpu(6);
+  if (out.empty()) {
+    MESSAGE("a GPU is present: lesson 6's GPU step measures instead (bench/gpu/run_device.sh)");
+    return;
+  }
+  CHECK(contains(out, "No GPU here: "));
+  CHECK(contains(out, "errors of dQ, dK and dV against the fp64 naive backward"));
+  CHECK(contains(out, "the 3x rule of ANCHORS.md"));
+  CHECK(contains(out, "whether 50 deterministic runs are bitwise equal"));
+  CHECK(contains(out, "Run `flashlab lesson 6` on a machine with an NVIDIA GPU"));
+  CHECK(contains(out, "Measured bytes: measuring them needs a GPU and Nsight Compute (ncu)."));
+  // P of 16 heads at N = 4096 in bf16: 16 * 4096^2 * 2 bytes = 512 MiB.
+  CHECK(contains(out, "P of all 16 heads is 512.0 MiB"));
+}
+
+TEST_CASE("lesson 10 without a GPU says what its split-KV step would show and how to run it") {
+  const std::string out = lesson_without_gpu(10);
+  if (out.empty()) {
+    MESSAGE("a GPU is present: lesson 10's GPU step measures instead (bench/gpu/run_device.sh)");
+    return;
+  }
+  CHECK(contains(out, "On a GPU: split-KV decode"));
+  CHECK(contains(out, "runs flashlab's split-KV decode kernel on ANCHORS.md's decode"));
+  // K and V of B = 8 sequences, 8 KV heads, 32768 keys, d = 128, bf16: 2^30 bytes.
+  CHECK(contains(out, "1.0 GiB of K and V a step"));
+  CHECK(contains(out, "num_splits = 1, 2, 4, ..., 64 and the automatic choice"));
+  CHECK(contains(out, "pages of 16, 64 and 256 keys through a shuffled"));
+  CHECK(contains(out, "Run `flashlab lesson 10` on a machine with an NVIDIA GPU"));
+}
+
+TEST_CASE("the backward's bytes in closed form, counted by hand for a small shape") {
+  // Hq = 2, Hkv = 1, N_q = 64, N_k = 128, d = 64, bf16: Tc = 128 / 64 = 2 KV tiles.
+  const app::BackwardShape s{.heads_q = 2, .heads_kv = 1, .n_q = 64, .n_k = 128, .d = 64};
+  const auto b = app::recompute_bytes(s, 2);
+  const double q_rows = 2 * 64, keys = 128, d = 64, tiles = 2;
+  const double preprocess_in = 2 * 2 * q_rows * d, preprocess_out = 4 * q_rows + 4 * q_rows * d;
+  const double kv = 2 * 2 * keys * d;                            // K and V once, dK and dV once
+  const double per_tile = tiles * q_rows * (2 * 2 * d + 2 * 4);  // Q, dO, L, D per KV tile
+  const double atomics = 4 * tiles * q_rows * d;
+  const double convert_in = 4 * q_rows * d, convert_out = 2 * q_rows * d;
+  CHECK(b.read == preprocess_in + kv + per_tile + convert_in);
+  CHECK(b.written == preprocess_out + kv + atomics + convert_out);
+  // Q, O, dO (3), K, V (2) in; dQ (1), dK, dV (2) out; L in.
+  CHECK(app::compulsory_bytes(s, 2) == 2 * d * (4 * q_rows + 4 * keys) + 4 * q_rows);
+  CHECK(app::stored_p_bytes(s, 2) == 2 * 2 * q_rows * keys);
+}
+
+TEST_CASE("decode's bytes: K and V of the valid keys, and the partial states") {
+  // Lengths 0, 1 and 17: 18 keys, each a K and a V row of d = 64 per KV head (2), bf16.
+  CHECK(app::kv_bytes(2, 64, {0, 1, 17}, 2) == 2.0 * 2 * 64 * 2 * 18);
+  // (d + 2) fp32 per query row and split, written then read: B = 2, 4 heads, N_q = 1, 3 splits.
+  CHECK(app::state_bytes(2, 4, 1, 64, 3) == 2.0 * 4 * 66 * 2 * 4 * 3);
+}
+
+TEST_CASE("the shuffled block table uses every page once and covers every sequence") {
+  for (const int64_t page_size : {16, 64, 256}) {
+    CAPTURE(page_size);
+    const int64_t batch = 3, max_seq_len = 1000;
+    const auto t = app::shuffled_block_table(batch, max_seq_len, page_size, 7);
+    CHECK(t.pages_per_seq == (max_seq_len + page_size - 1) / page_size);
+    CHECK(t.num_pages == batch * t.pages_per_seq);
+    CHECK(t.capacity() >= max_seq_len);
+    CHECK(t.capacity() - max_seq_len < page_size);
+    std::vector<int32_t> sorted = t.table;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int32_t> every(sorted.size());
+    std::iota(every.begin(), every.end(), 0);
+    CHECK(sorted == every);
+    CHECK(t.table != every);  // shuffled: some page is not where the identity would put it
+    CHECK(app::shuffled_block_table(batch, max_seq_len, page_size, 7).table == t.table);
+    CHECK(app::shuffled_block_table(batch, max_seq_len, page_size, 8).table != t.table);
+  }
+}
+
+TEST_CASE("to_pages puts key j of each sequence where the block table says") {
+  const int64_t batch = 2, heads = 3, max_seq_len = 37, d = 4, page_size = 16;
+  const auto t = app::shuffled_block_table(batch, max_seq_len, page_size, 11);
+  std::vector<float> cache(std::size_t(batch * heads * max_seq_len * d));
+  std::iota(cache.begin(), cache.end(), 1.0f);  // every element distinct and non-zero
+  const auto paged = app::to_pages(cache, batch, heads, max_seq_len, d, t);
+  REQUIRE(paged.size() == std::size_t(t.num_pages * heads * page_size * d));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < t.capacity(); ++j)
+        for (int64_t c = 0; c < d; ++c) {
+          const int64_t page = t.table[std::size_t(b * t.pages_per_seq + j / page_size)];
+          const float got =
+              paged[std::size_t(((page * heads + h) * page_size + j % page_size) * d + c)];
+          const float want =
+              j < max_seq_len ? cache[std::size_t(((b * heads + h) * max_seq_len + j) * d + c)] : 0;
+          CHECK(got == want);
+        }
+}
+
+TEST_CASE("a block table refuses what it cannot build, saying what would be right") {
+  CHECK_THROWS_WITH_AS(app::shuffled_block_table(2, 100, 48, 0),
+                       doctest::Contains("page_size = 48 is not a power of two"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(app::shuffled_block_table(0, 100, 16, 0),
+                       doctest::Contains("batch >= 1 and max_seq_len >= 1"), std::invalid_argument);
+  CHECK_THROWS_AS(app::shuffled_block_table(1 << 20, int64_t(1) << 40, 16, 0),
+                  std::invalid_argument);
+}
+
+TEST_CASE("the GPU backward and decode calls refuse bad shapes before looking for a GPU") {
+  const cpu::HeadTensor<float> q(1, 4, 17, 64), kv(1, 2, 97, 64), wrong_d(1, 2, 97, 128);
+  const auto bad = app::run_gpu_backward(q, wrong_d, kv, q, {});
+  CHECK_FALSE(bad.ran);
+  CHECK(contains(bad.message, "shapes do not match"));
+  const auto fp32 = app::run_gpu_backward(q, kv, kv, q, {.dtype = sim::DType::fp32});
+  CHECK_FALSE(fp32.ran);
+  CHECK(contains(fp32.message, "runs in fp16 or bf16 on the GPU, not fp32"));
+  const cpu::HeadTensor<float> dq(2, 4, 1, 64), cache(2, 2, 97, 64);
+  const auto lengths = app::run_gpu_decode(dq, cache, cache, {97}, {});
+  CHECK_FALSE(lengths.ran);
+  CHECK(contains(lengths.message, "1 lengths"));
+  const auto none = app::run_gpu_decode(dq, cache, cache, {97, 0}, {.splits = {}});
+  CHECK_FALSE(none.ran);
+  CHECK(contains(none.message, "no split counts to run"));
+}
+
+TEST_CASE("without a GPU, the backward and decode calls say why nothing ran") {
+  const auto status = app::gpu_status();
+  if (status.available) {
+    MESSAGE("a GPU is present: bench/gpu/run_device.sh runs the calls");
+    return;
+  }
+  const cpu::HeadTensor<float> q(1, 4, 17, 64), kv(1, 2, 97, 64);
+  const auto b = app::run_gpu_backward(q, kv, kv, q, {});
+  CHECK_FALSE(b.ran);
+  CHECK(b.message == status.description);
+  const cpu::HeadTensor<float> dq(2, 4, 1, 64), cache(2, 2, 97, 64);
+  const auto d = app::run_gpu_decode(dq, cache, cache, {97, 0}, {});
+  CHECK_FALSE(d.ran);
+  CHECK(d.message == status.description);
+}
+
+#ifdef FLASHLAB_FAKE_RUNNER_V2
+TEST_CASE("the program refuses a GPU runner of another version, or one that lacks a call") {
+  for (const char* plugin : {FLASHLAB_FAKE_RUNNER_V2, FLASHLAB_FAKE_RUNNER_NO_DECODE}) {
+    CAPTURE(plugin);
+    const Run run = run_command(
+        fmt::format("FLASHLAB_GPU_RUNNER={} {} lesson 6 --no-color 2>&1", plugin, FLASHLAB_BINARY));
+    CHECK(run.status == 0);
+    CHECK(contains(run.output, fmt::format("{} is not a GPU runner of this flashlab (version {} "
+                                           "expected)",
+                                           plugin, FLASHLAB_RUNNER_VERSION)));
+  }
+}
+#endif
+
+// Lesson 6's GPU step driven end to end by a runner whose "device" returns zeros: its CPU
+// side (the fp64 and bf16 naive backward over a GQA group, the rule) runs as on a GPU, and
+// zero gradients must fail the 3x rule on every row.
+TEST_CASE("lesson 6's GPU step, fed zero gradients, finds every one outside the 3x rule") {
+  const Run run = run_command(fmt::format("FLASHLAB_GPU_RUNNER={} {} lesson 6 --no-color 2>&1",
+                                          FLASHLAB_FAKE_RUNNER_ZEROS, FLASHLAB_BINARY));
+  REQUIRE(run.status == 0);
+  const std::string& out = run.output;
+  CHECK(contains(out, "a stand-in device that returns zeros."));
+  CHECK(contains(out, "N_q\tN_k\tcausal\tgrad\tGPU err\tnaive bf16 err\tratio\twithin 3x"));
+  for (const char* row :
+       {"1023\t1024\tnone\tdQ\t", "113\t1023\tbottom-right\tdK\t", "97\t17\ttop-left\tdV\t"})
+    CHECK(contains(out, row));
+  // 3 shapes x (dQ, dK, dV), each refused; none accepted.
+  std::size_t refused = 0;
+  for (std::size_t at = out.find("\tNO\n"); at != std::string::npos;
+       at = out.find("\tNO\n", at + 1))
+    ++refused;
+  CHECK(refused == 9);
+  CHECK(contains(out, "deterministic\t1.000 ms\t"));
+  CHECK(contains(out, "\t50\tyes"));
+}
+
+#ifdef FLASHLAB_GPU_RUNNER_PLUGIN
+// The plugin itself, loaded as the program loads it: its refusals come before any CUDA call,
+// so they hold on a machine without a GPU.
+TEST_CASE("the GPU runner plugin refuses bad backward and decode calls with a message") {
+  void* handle = dlopen(FLASHLAB_GPU_RUNNER_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE_MESSAGE(handle != nullptr, dlerror());
+  const auto version =
+      reinterpret_cast<flashlab_runner_version_fn>(dlsym(handle, "flashlab_runner_version"));
+  const auto backward =
+      reinterpret_cast<flashlab_runner_backward_fn>(dlsym(handle, "flashlab_runner_backward"));
+  const auto decode =
+      reinterpret_cast<flashlab_runner_decode_fn>(dlsym(handle, "flashlab_runner_decode"));
+  REQUIRE((version && backward && decode));
+  CHECK(version() == FLASHLAB_RUNNER_VERSION);
+
+  std::vector<float> x(4 * 97 * 64);
+  flashlab_runner_backward_call b{.q = x.data(),
+                                  .k = x.data(),
+                                  .v = x.data(),
+                                  .dout = x.data(),
+                                  .dq = x.data(),
+                                  .dk = x.data(),
+                                  .dv = x.data(),
+                                  .n_q = 17,
+                                  .n_k = 97,
+                                  .d = 64,
+                                  .heads_q = 3,
+                                  .heads_kv = 2,
+                                  .dtype = FLASHLAB_BF16,
+                                  .warmups = 0,
+                                  .repeats = 1};
+  flashlab_runner_backward_result br{};
+  backward(&b, &br);
+  CHECK(br.ran == 0);
+  CHECK(contains(br.message, "heads_kv >= 1 dividing heads_q"));
+  b.heads_q = 4, b.dtype = FLASHLAB_FP32;
+  backward(&b, &br);
+  CHECK(br.ran == 0);
+  CHECK(contains(br.message, "the backward takes fp16 or bf16"));
+
+  const std::vector<int32_t> lens{97, 98}, splits{0};
+  std::vector<int32_t> used(1);
+  std::vector<double> ms(1);
+  flashlab_runner_decode_call d{.q = x.data(),
+                                .k = x.data(),
+                                .v = x.data(),
+                                .seq_lens = lens.data(),
+                                .splits = splits.data(),
+                                .o = x.data(),
+                                .lse = x.data(),
+                                .splits_used = used.data(),
+                                .median_ms = ms.data(),
+                                .configs = 1,
+                                .batch = 2,
+                                .heads_q = 4,
+                                .heads_kv = 2,
+                                .n_q = 1,
+                                .max_seq_len = 97,
+                                .d = 64,
+                                .dtype = FLASHLAB_BF16,
+                                .warmups = 0,
+                                .repeats = 1};
+  flashlab_runner_decode_result dr{};
+  decode(&d, &dr);
+  CHECK(dr.ran == 0);
+  CHECK(
+      contains(dr.message, "sequence 1 has length 98: lengths must lie in [0, max_seq_len = 97]"));
+  d.max_seq_len = 98, d.page_size = 48;
+  decode(&d, &dr);
+  CHECK(dr.ran == 0);
+  CHECK(contains(dr.message, "page_size = 48 is not a power of two"));
+  dlclose(handle);
+}
+#endif
+
+}  // namespace flashlab::test
