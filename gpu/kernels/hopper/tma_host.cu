@@ -69,9 +69,8 @@ TensorMap make_tensor_map(const char* name, const void* base, const Strides& str
   const cuuint32_t element_strides[kRank] = {1, 1, 1, 1};
   const CUtensorMapDataType type =
       dtype == FLASHLAB_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  CUtensorMap map;
   const CUresult result =
-      encoder()(&map, type, kRank, const_cast<void*>(base), dims, byte_strides, box,
+      encoder()(&out.map, type, kRank, const_cast<void*>(base), dims, byte_strides, box,
                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
