@@ -54,7 +54,7 @@ TensorMap make_tensor_map(const char* name, const void* base, const Strides& str
                 std::string(name) + "'s row stride is 0 (every row the same memory), which TMA " +
                     "cannot describe, and the fa3 kernel loads with TMA; the fa2, naive and " +
                     "scalar kernels take it");
-  TensorMap out;
+  TensorMap out{};
   out.head_step = heads > 1 && strides.head == 0 ? 0 : 1;
   out.batch_step = batch > 1 && strides.batch == 0 ? 0 : 1;
   const int map_heads = out.head_step ? heads : 1, map_batch = out.batch_step ? batch : 1;
