@@ -74,10 +74,16 @@ TensorMap make_tensor_map(const char* name, const void* base, const Strides& str
                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
-    throw Error(FLASHLAB_ERROR_CUDA, std::string("cuTensorMapEncodeTiled refused ") + name +
-                                         " (CUresult " + std::to_string(int(result)) +
-                                         "): its pointer must be 16-byte aligned and its " +
-                                         "sizes below 2^32");
+    throw Error(FLASHLAB_ERROR_CUDA,
+                std::string("cuTensorMapEncodeTiled refused ") + name + " (CUresult " +
+                    std::to_string(int(result)) + ") with sizes (d, rows, heads, batch) = (" +
+                    std::to_string(d) + ", " + std::to_string(rows) + ", " +
+                    std::to_string(map_heads) + ", " + std::to_string(map_batch) +
+                    "), byte strides (row, head, batch) = (" + std::to_string(row) + ", " +
+                    std::to_string(head) + ", " + std::to_string(batch_stride) + "), box (" +
+                    std::to_string(kTmaSlab) + ", " + std::to_string(box_rows) +
+                    "): its pointer must be 16-byte aligned, its sizes below 2^32, its box " +
+                    "rows at most 256");
   return out;
 }
 
