@@ -141,10 +141,9 @@ TileProducts run(const std::vector<uint16_t>& A, const std::vector<uint16_t>& B,
 
 std::vector<uint8_t> map_bytes(const void* p) {
   constexpr int kRows = 128, kD = 128;
-  const CUtensorMap map =
-      hopper::make_tensor_map("tile", p, Strides{kRows * kD, kRows * kD, kD}, 1, 1, kRows, kD,
-                              FLASHLAB_BF16, kRows)
-          .map;
+  const CUtensorMap map = hopper::make_tensor_map("tile", p, Strides{kRows * kD, kRows * kD, kD}, 1,
+                                                  1, kRows, kD, FLASHLAB_BF16, kRows)
+                              .map;
   const auto* bytes = reinterpret_cast<const uint8_t*>(&map);
   return std::vector<uint8_t>(bytes, bytes + sizeof map);
 }
