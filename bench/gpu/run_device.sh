@@ -71,20 +71,42 @@ fi
 
 if want test; then
   step "GPU tests"
-  for t in test_gpu_hopper_tile test_gpu test_gpu_abi test_gpu_info test_gpu_validate \
-           test_gpu_validate_decode; do
-    "$BUILD/tests/gpu/$t" 2>&1 | tee -a "$OUT/tests.log" | tail -4
+  # A fault in a kernel (an illegal instruction, an illegal address) is sticky: every later
+  # CUDA call of the process fails too. So fa3, the newest kernel, is tested in processes of
+  # its own (its wrappers on one tile, then its own cases), the other kernels with fa3 left
+  # out (FLASHLAB_SKIP_FA3), and last everything together, as a user would run it.
+  gpu_test() {  # a label, then the command
+    echo "--- $1"
+    "${@:2}" 2>&1 | tee -a "$OUT/tests.log" | tail -4
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  }
+  gpu_test "fa3's TMA and wgmma wrappers on one tile" "$BUILD/tests/gpu/test_gpu_hopper_tile"
+  gpu_test "fa3's own cases" "$BUILD/tests/gpu/test_gpu" -tc='fa3*'
+  gpu_test "every other case, fa3 left out" env FLASHLAB_SKIP_FA3=1 \
+    "$BUILD/tests/gpu/test_gpu" -tce='fa3*'
+  gpu_test "every case, fa3 included" "$BUILD/tests/gpu/test_gpu"
+  for t in test_gpu_abi test_gpu_info test_gpu_validate test_gpu_validate_decode; do
+    gpu_test "$t" "$BUILD/tests/gpu/$t"
   done
 fi
 
 if want sanitize; then
   for tool in memcheck racecheck synccheck; do
     step "compute-sanitizer --tool $tool"
-    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+    # Every kernel but fa3, then fa3 (its one-tile test and every kernel again, fa3 included)
+    # in processes of their own, so that a fault in fa3 hides no other kernel's result.
+    FLASHLAB_SKIP_FA3=1 compute-sanitizer --tool "$tool" --error-exitcode 1 \
       "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.log" 2>&1 \
-      && echo "$tool: clean" || { status=1; tail -20 "$BUILD.$tool.log"; }
+      && echo "$tool (fa3 left out): clean" || { status=1; tail -20 "$BUILD.$tool.log"; }
     cat "$BUILD.$tool.log" >> "$OUT/sanitizer.log"
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$BUILD/tests/gpu/test_gpu_hopper_tile" > "$BUILD.$tool.tile.log" 2>&1 \
+      && echo "$tool (fa3's one-tile test): clean" || { status=1; tail -20 "$BUILD.$tool.tile.log"; }
+    cat "$BUILD.$tool.tile.log" >> "$OUT/sanitizer.log"
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.fa3.log" 2>&1 \
+      && echo "$tool (fa3 included): clean" || { status=1; tail -20 "$BUILD.$tool.fa3.log"; }
+    cat "$BUILD.$tool.fa3.log" >> "$OUT/sanitizer.log"
     # The decode kernels: paged and contiguous, bad lengths and page indices (clamped, never
     # read out of bounds), determinism.
     compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
@@ -135,8 +157,16 @@ fi
 
 if want bench; then
   step "timing against torch SDPA"
+  # If the sweep fails (a fault in fa3 ends the process's CUDA context), it is run again
+  # without fa3, so that the other kernels' figures still come out.
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
-    --csv "$OUT/bench.csv" ${SEQ_LENS:+--seq-lens $SEQ_LENS} || status=1
+    --csv "$OUT/bench.csv" ${SEQ_LENS:+--seq-lens $SEQ_LENS} || {
+    status=1
+    echo "--- the sweep failed: again without fa3 (bench_no_fa3.csv)"
+    FLASHLAB_SKIP_FA3=1 PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" \
+      --lib "$BUILD/gpu/libflashlab.so" --csv "$OUT/bench_no_fa3.csv" \
+      ${SEQ_LENS:+--seq-lens $SEQ_LENS}
+  }
 fi
 
 if want bench-backward; then

@@ -10,6 +10,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace flashlab::gpu::test {
@@ -35,11 +38,23 @@ inline void expect_matches_reference(const Case& c) {
   CHECK(out.lse_err <= kLseTolerance);
 }
 
+// Whether FLASHLAB_SKIP_FA3 is set (to anything but "" or "0"): the tests that run every
+// kernel then leave fa3 out. A fault in a kernel (an illegal instruction, say) is sticky: it
+// ends every later CUDA call of the process, so the device script runs the other kernels'
+// tests with fa3 left out, and fa3's own in a process of their own.
+inline bool skip_fa3() {
+  const char* v = std::getenv("FLASHLAB_SKIP_FA3");
+  return v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0";
+}
+
 // Every kernel of the ladder, from gpu/'s table: a kernel added there is tested here.
 inline const std::vector<flashlab_kernel>& all_kernels() {
   static const std::vector<flashlab_kernel> ids = [] {
     std::vector<flashlab_kernel> out;
-    for (const KernelRecord& k : kKernels) out.push_back(k.id);
+    for (const KernelRecord& k : kKernels)
+      if (!(k.id == FLASHLAB_KERNEL_FA3 && skip_fa3())) out.push_back(k.id);
+    if (out.size() != kKernels.size())
+      std::printf("FLASHLAB_SKIP_FA3 is set: the tests over every kernel leave fa3 out\n");
     return out;
   }();
   return ids;

@@ -139,7 +139,21 @@ TileProducts run(const std::vector<uint16_t>& A, const std::vector<uint16_t>& B,
   return out;
 }
 
+std::vector<uint8_t> map_bytes(const void* p) {
+  constexpr int kRows = 128, kD = 128;
+  const CUtensorMap map = hopper::make_tensor_map("tile", p, Strides{kRows * kD, kRows * kD, kD}, 1,
+                                                  1, kRows, kD, FLASHLAB_BF16, kRows)
+                              .map;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&map);
+  return std::vector<uint8_t>(bytes, bytes + sizeof map);
+}
+
 }  // namespace
+
+EncodedMaps encoded_tensor_maps() {
+  Buffer first(sizeof(T) * 128 * 128), second(sizeof(T) * 128 * 128);
+  return EncodedMaps{map_bytes(first.ptr), map_bytes(first.ptr), map_bytes(second.ptr)};
+}
 
 TileProducts hopper_tile_products(int d, const std::vector<uint16_t>& A,
                                   const std::vector<uint16_t>& B, const std::vector<uint16_t>& V) {

@@ -23,4 +23,12 @@ struct TileProducts {
 TileProducts hopper_tile_products(int d, const std::vector<uint16_t>& A,
                                   const std::vector<uint16_t>& B, const std::vector<uint16_t>& V);
 
+// The bytes of the CUtensorMaps that hopper::make_tensor_map builds for a (128, 128) bf16
+// matrix at two device addresses, the first one twice. The descriptor is opaque, but it
+// encodes the address: the same tensor must give the same bytes, another address other bytes.
+struct EncodedMaps {
+  std::vector<uint8_t> first, first_again, second;
+};
+EncodedMaps encoded_tensor_maps();
+
 }  // namespace flashlab::gpu::test

@@ -74,6 +74,18 @@ void check_tile(int d) {
   CHECK(bad_u == 0);  // U = bf16(S) V: registers as A + MN-major descriptor of V
 }
 
+TEST_CASE("hopper tile: make_tensor_map returns the descriptor the driver encoded") {
+  const EncodedMaps maps = encoded_tensor_maps();
+  const auto nonzero = [](const std::vector<uint8_t>& bytes) {
+    for (uint8_t b : bytes)
+      if (b != 0) return true;
+    return false;
+  };
+  CHECK(nonzero(maps.first));
+  CHECK(maps.first == maps.first_again);  // a map is a function of the tensor alone
+  CHECK(maps.first != maps.second);       // ... and the tensor's address is in it
+}
+
 TEST_CASE("hopper tile: S = A B^T and U = bf16(S) V through TMA and wgmma, d = 128") {
   check_tile(128);
 }

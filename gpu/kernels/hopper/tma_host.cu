@@ -54,7 +54,7 @@ TensorMap make_tensor_map(const char* name, const void* base, const Strides& str
                 std::string(name) + "'s row stride is 0 (every row the same memory), which TMA " +
                     "cannot describe, and the fa3 kernel loads with TMA; the fa2, naive and " +
                     "scalar kernels take it");
-  TensorMap out;
+  TensorMap out{};
   out.head_step = heads > 1 && strides.head == 0 ? 0 : 1;
   out.batch_step = batch > 1 && strides.batch == 0 ? 0 : 1;
   const int map_heads = out.head_step ? heads : 1, map_batch = out.batch_step ? batch : 1;
@@ -69,16 +69,21 @@ TensorMap make_tensor_map(const char* name, const void* base, const Strides& str
   const cuuint32_t element_strides[kRank] = {1, 1, 1, 1};
   const CUtensorMapDataType type =
       dtype == FLASHLAB_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  CUtensorMap map;
   const CUresult result =
-      encoder()(&map, type, kRank, const_cast<void*>(base), dims, byte_strides, box,
+      encoder()(&out.map, type, kRank, const_cast<void*>(base), dims, byte_strides, box,
                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS)
-    throw Error(FLASHLAB_ERROR_CUDA, std::string("cuTensorMapEncodeTiled refused ") + name +
-                                         " (CUresult " + std::to_string(int(result)) +
-                                         "): its pointer must be 16-byte aligned and its " +
-                                         "sizes below 2^32");
+    throw Error(FLASHLAB_ERROR_CUDA,
+                std::string("cuTensorMapEncodeTiled refused ") + name + " (CUresult " +
+                    std::to_string(int(result)) + ") with sizes (d, rows, heads, batch) = (" +
+                    std::to_string(d) + ", " + std::to_string(rows) + ", " +
+                    std::to_string(map_heads) + ", " + std::to_string(map_batch) +
+                    "), byte strides (row, head, batch) = (" + std::to_string(row) + ", " +
+                    std::to_string(head) + ", " + std::to_string(batch_stride) + "), box (" +
+                    std::to_string(kTmaSlab) + ", " + std::to_string(box_rows) +
+                    "): its pointer must be 16-byte aligned, its sizes below 2^32, its box " +
+                    "rows at most 256");
   return out;
 }
 
