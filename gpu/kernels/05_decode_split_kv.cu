@@ -47,17 +47,21 @@ __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, 
     error_word[kErrorPageIndex] = uint32_t(page);
 }
 
-// A key lane's current page of a paged cache: the block-table entry of the logical page it
-// read last, so that the table is read once per page, not once per key.
+// A key lane's walk through the pages of a paged cache. The lane's keys rise in steps of
+// key_lanes(d) <= kMinPageSize, so it visits the pages of its split one after another: it
+// reads the block table once per page, and reads the entry of the next page as soon as it
+// enters one, so that the K and V loads at the page's end do not wait for the table.
 struct PageCursor {
-  int logical = -1;  // the sequence's page number (key >> page_shift); -1: none read yet
-  int page = 0;      // the block table's entry for it: the page's index in the cache
+  int logical = -1;    // the sequence's page number (key >> page_shift); -1: none yet
+  int page = 0;        // the block table's entry for it: the page's index in the cache
+  int next_page = 0;   // the entry for logical + 1, read ahead (when the split reaches it)
 };
 
 // Where key j of sequence b lives: its batch entry (contiguous) or page (paged) in `outer`,
-// its row there in `row`. False when the block table names a page outside [0, num_pages):
-// the loads then read nothing and give zeros, and the error word says so.
-__device__ __forceinline__ bool locate_key(const DecodeProblem& p, int b, int j,
+// its row there in `row`; `k1` is the split's end. False when the block table names a page
+// outside [0, num_pages): the loads then read nothing and give zeros, and the error word
+// says so.
+__device__ __forceinline__ bool locate_key(const DecodeProblem& p, int b, int j, int k1,
                                            PageCursor* cursor, int* outer, int* row) {
   if (p.block_table == nullptr) {
     *outer = b;
@@ -66,8 +70,11 @@ __device__ __forceinline__ bool locate_key(const DecodeProblem& p, int b, int j,
   }
   const int logical = j >> p.page_shift;
   if (logical != cursor->logical) {
+    const int32_t* table_row = p.block_table + int64_t(b) * p.block_table_stride;
+    cursor->page = cursor->logical >= 0 && logical == cursor->logical + 1 ? cursor->next_page
+                                                                          : table_row[logical];
     cursor->logical = logical;
-    cursor->page = p.block_table[int64_t(b) * p.block_table_stride + logical];
+    if ((int64_t(logical) + 1) << p.page_shift < k1) cursor->next_page = table_row[logical + 1];
     if (cursor->page < 0 || cursor->page >= p.num_pages)
       flag_error(p.error_word, FLASHLAB_DECODE_BAD_PAGE, kErrorPageEntry, b, cursor->page);
   }
@@ -90,6 +97,7 @@ struct Shape {
   static constexpr int kTpk = threads_per_key(kD);  // threads per key
   static constexpr int kLanes = key_lanes(kD);      // key lanes: keys per block step
   static constexpr int kBc = bc(kD);                // keys per tile
+  static_assert(kLanes <= kMinPageSize, "a key lane visits every page of its split in turn");
 };
 
 // kRows: the packed rows this instantiation holds in registers (4 or 8).
@@ -162,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
     for (int kk = 0; kk < kKeysPerLane; ++kk) {
       const int j = k0 + tile * kBc + kk * kLanes + lane;
       int outer = 0, row = 0;
-      const bool valid = tile < tiles && j < k1 && locate_key(p, b, j, &cursor, &outer, &row);
+      const bool valid = tile < tiles && j < k1 && locate_key(p, b, j, k1, &cursor, &outer, &row);
       rK[kk] = ptx::ld_global_nc_16(vector_at(gK, p.k_stride, outer, kv_head, row, vec), valid);
       rV[kk] = ptx::ld_global_nc_16(vector_at(gV, p.v_stride, outer, kv_head, row, vec), valid);
     }
