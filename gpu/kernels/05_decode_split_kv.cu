@@ -14,10 +14,11 @@
 // allocation), one tile ahead: while a thread computes tile j from registers, its loads of
 // tile j + 1 are in flight. No SRAM staging: every thread uses only the vectors it loaded
 // itself, so a copy through SRAM would only cross L1 twice. In flight per block: one tile,
-// kThreads x kKeysPerLane x 2 (K, V) x 16 B = 16 KiB; at 3 blocks per SM 48 KiB per SM, above
-// the ~30 KiB that Little's law asks of HBM (4.8 TB/s x 800 ns / 132 SMs). SRAM holds only
-// the key lanes' states for the final merge. A paged cache costs one block-table read per
-// page and key lane (a lane remembers its current page), not one per key.
+// kThreads x kKeysPerLane x 2 (K, V) x 16 B = 16 KiB (decode::bytes_in_flight_per_block);
+// at 3 blocks per SM 48 KiB per SM, above the ~30 KiB that Little's law asks of HBM (4.8 TB/s
+// x 800 ns / 132 SMs). SRAM holds only the key lanes' states for the final merge (33 KiB).
+// A paged cache costs one block-table read per page and key lane (a lane remembers its
+// current page and reads the next one's entry ahead), not one per key.
 // Bytes per split: its keys x 2 (K, V) x d x 2 read, rows x (d + 2) x 4 written. Slow part,
 // said plainly: Q K^T and W V are fp32 FMAs on the CUDA cores (no tensor cores), fine for 4
 // packed rows, compute-bound for 8 (N_q = 16 takes 8 row blocks per KV head).
@@ -52,9 +53,9 @@ __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, 
 // reads the block table once per page, and reads the entry of the next page as soon as it
 // enters one, so that the K and V loads at the page's end do not wait for the table.
 struct PageCursor {
-  int logical = -1;    // the sequence's page number (key >> page_shift); -1: none yet
-  int page = 0;        // the block table's entry for it: the page's index in the cache
-  int next_page = 0;   // the entry for logical + 1, read ahead (when the split reaches it)
+  int logical = -1;   // the sequence's page number (key >> page_shift); -1: none yet
+  int page = 0;       // the block table's entry for it: the page's index in the cache
+  int next_page = 0;  // the entry for logical + 1, read ahead (when the split reaches it)
 };
 
 // Where key j of sequence b lives: its batch entry (contiguous) or page (paged) in `outer`,
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
   PageCursor cursor;
   // Issues the loads of this thread's vectors of tile `tile` (its lane's keys only) into
   // rK, rV; past the last tile, or for a key beyond the split, it loads nothing (zeros).
-  auto load_tile = [&](int tile, uint4 (&rK)[kKeysPerLane], uint4 (&rV)[kKeysPerLane]) {
+  auto load_tile = [&](int tile, uint4(&rK)[kKeysPerLane], uint4(&rV)[kKeysPerLane]) {
 #pragma unroll
     for (int kk = 0; kk < kKeysPerLane; ++kk) {
       const int j = k0 + tile * kBc + kk * kLanes + lane;

@@ -197,9 +197,9 @@ TEST_CASE("unsupported or unknown dtype, unknown kernel") {
   }
 }
 
-// The decode kernels' facts: the tile is 16 KiB of K and V for both head dimensions, the
-// SRAM of the resident blocks fits an H200 SM (228 KiB), the merge fits in the pipeline's
-// SRAM, and the split heuristic stays in [1, kMaxSplits] and fills about one wave.
+// The decode kernels' facts: the tile (the bytes a block has in flight) is 16 KiB of K and V
+// for both head dimensions, the merge SRAM of the resident blocks fits an H200 SM (228 KiB),
+// and the split heuristic stays in [1, kMaxSplits] and keeps 95% of a wave's slots busy.
 TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace") {
   constexpr int64_t kSmSramBytes = 228 * 1024, kH200Sms = 132;
   for (int64_t d : decode::kHeadDims) {

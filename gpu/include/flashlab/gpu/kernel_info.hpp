@@ -331,13 +331,17 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
   const int64_t wave = sm_count * blocks_per_sm(rows_per_block(group_size, n_q));
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
-  int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
+  const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
   int64_t best = 1, best_busy = 0, best_slots = 1;  // best share = best_busy / best_slots
   for (int64_t splits = 1; splits <= cap; ++splits) {
     const int64_t busy = blocks * splits, slots = (busy + wave - 1) / wave * wave;
     if (busy * kWaveShareDen >= slots * kMinWaveShare) return int(splits);
-    if (busy * best_slots > best_busy * slots) best = splits, best_busy = busy, best_slots = slots;
+    if (busy * best_slots > best_busy * slots) {
+      best = splits;
+      best_busy = busy;
+      best_slots = slots;
+    }
   }
   return int(best);
 }
