@@ -1,11 +1,13 @@
 // The backward's and decode's kernel facts, and their mirrors' predictions.
 //
-// The facts below are the designs of the two kernels as they are being written
-// (gpu/kernels/); they are to be reconciled with the `fa2_backward` and `decode` sections of
-// gpu/include/flashlab/gpu/kernel_info.hpp once those exist, and then read from there, as
-// kernel_mirror() reads the forward kernels' facts. Nothing else states them.
+// The backward's facts below are the design of that kernel as it is being written
+// (gpu/kernels/); they are to be reconciled with the `fa2_backward` section of
+// gpu/include/flashlab/gpu/kernel_info.hpp and then read from there. The decode's facts
+// (keys a step, threads, the split rule) are read from its `decode` section, as
+// kernel_mirror() reads the forward kernels' facts.
 #include "gpu_bridge/pass_kernels.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/format.h>
@@ -32,12 +34,6 @@ std::string refusal(std::string_view kernel, Index d, sim::DType dtype) {
 constexpr Index kBackwardBr = 64;
 constexpr Index kBackwardBc = 128;
 constexpr int kBackwardThreads = 8 * 32;
-// The decode's split kernel streams this many keys of K and V a step.
-constexpr Index kDecodeKeysPerStep = 64;
-constexpr int kDecodeThreads = 4 * 32;
-// The split rule: as many blocks as fit in one wave over the SMs (at least one split), no
-// more than 64 splits, and no split with fewer than one step's keys of the longest sequence.
-constexpr Index kMaxChosenSplits = 64;
 
 }  // namespace
 
@@ -63,20 +59,18 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
 DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index page_size) {
   if (std::string why = refusal("decode", d, dtype); !why.empty()) return {std::nullopt, why};
   return {sim::DecodeKernelFacts{.splits = splits,
-                                 .keys_per_step = kDecodeKeysPerStep,
+                                 .keys_per_step = gpu::decode::bc(d),
                                  .page_size = page_size,
-                                 .threads = kDecodeThreads,
+                                 .threads = gpu::decode::kThreads,
                                  .dtype = dtype},
           ""};
 }
 
 Index decode_splits(const DecodeRun& run, const sim::HardwareProfile& profile) {
   if (run.lengths.empty()) return 1;  // refused by the mirror, which says why
-  const Index groups = std::max<Index>(1, Index(run.lengths.size()) * run.kv_heads);
   const Index longest = *std::max_element(run.lengths.begin(), run.lengths.end());
-  const Index to_fill = profile.sm_count / groups;
-  const Index steps = (longest + kDecodeKeysPerStep - 1) / kDecodeKeysPerStep;
-  return std::clamp(std::min(to_fill, steps), Index{1}, kMaxChosenSplits);
+  return gpu::decode::auto_splits(Index(run.lengths.size()), run.kv_heads, run.group, run.n_q,
+                                  longest, profile.sm_count);
 }
 
 PassPrediction predict(const BackwardRun& run) {
