@@ -129,6 +129,27 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
   const int k0 = min(split * seg, len);
   const int k1 = min(k0 + seg, len);
 
+  const T* gK = static_cast<const T*>(p.k);
+  const T* gV = static_cast<const T*>(p.v);
+  const int tiles = (k1 - k0 + kBc - 1) / kBc;
+  PageCursor cursor;
+  // Issues the loads of this thread's vectors of tile `tile` (its lane's keys only) into
+  // rK, rV; past the last tile, or for a key beyond the split, it loads nothing (zeros).
+  auto load_tile = [&](int tile, uint4(&rK)[kKeysPerLane], uint4(&rV)[kKeysPerLane]) {
+#pragma unroll
+    for (int kk = 0; kk < kKeysPerLane; ++kk) {
+      const int j = k0 + tile * kBc + kk * kLanes + lane;
+      int outer = 0, row = 0;
+      const bool valid = tile < tiles && j < k1 && locate_key(p, b, j, k1, &cursor, &outer, &row);
+      rK[kk] = ptx::ld_global_nc_16(vector_at(gK, p.k_stride, outer, kv_head, row, vec), valid);
+      rV[kk] = ptx::ld_global_nc_16(vector_at(gV, p.v_stride, outer, kv_head, row, vec), valid);
+    }
+  };
+
+  // The first tile's loads go out before Q's, so that the two latencies overlap.
+  uint4 rK_next[kKeysPerLane], rV_next[kKeysPerLane];  // tile + 1, in flight
+  load_tile(0, rK_next, rV_next);
+
   // The packed rows: p_row = row_block * kMaxRowsPerBlock + r, (head in group, i).
   const int first_row = row_block * kMaxRowsPerBlock;
   const int rows = min(kRows, p.group_size * p.n_q - first_row);
@@ -160,25 +181,6 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
     for (int e = 0; e < kVecElements; ++e) rU[r][e] = 0.0f;
   }
 
-  const T* gK = static_cast<const T*>(p.k);
-  const T* gV = static_cast<const T*>(p.v);
-  const int tiles = (k1 - k0 + kBc - 1) / kBc;
-  PageCursor cursor;
-  // Issues the loads of this thread's vectors of tile `tile` (its lane's keys only) into
-  // rK, rV; past the last tile, or for a key beyond the split, it loads nothing (zeros).
-  auto load_tile = [&](int tile, uint4(&rK)[kKeysPerLane], uint4(&rV)[kKeysPerLane]) {
-#pragma unroll
-    for (int kk = 0; kk < kKeysPerLane; ++kk) {
-      const int j = k0 + tile * kBc + kk * kLanes + lane;
-      int outer = 0, row = 0;
-      const bool valid = tile < tiles && j < k1 && locate_key(p, b, j, k1, &cursor, &outer, &row);
-      rK[kk] = ptx::ld_global_nc_16(vector_at(gK, p.k_stride, outer, kv_head, row, vec), valid);
-      rV[kk] = ptx::ld_global_nc_16(vector_at(gV, p.v_stride, outer, kv_head, row, vec), valid);
-    }
-  };
-
-  uint4 rK_next[kKeysPerLane], rV_next[kKeysPerLane];  // tile + 1, in flight
-  load_tile(0, rK_next, rV_next);
   // Two tiles a loop body, so that "this tile" and "the next" swap register names instead of
   // being copied (ptxas: no spills at 255 registers for 8 rows, where one a body spilled).
 #pragma unroll 2
