@@ -67,6 +67,11 @@ if want build; then
     END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
          if (!g[f] || !t[f] || s[f]) bad = 1 }; if (!kernels) bad = 1; exit bad}' \
     || { echo "fa3 SASS check failed: HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
+  # decode's split kernel loads K and V from HBM straight into registers (LDG, no LDGSTS);
+  # its only SRAM reads (LDS) are the final merge of the key lanes' states.
+  cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /decode_split_kv_kernel/ {
+      n[f] = 1; if (/LDG\./) g[f]++; if (/LDGSTS/) a[f]++; if (/LDS/) l[f]++; if (/LDL|STL/) s[f]++ }
+    END {for (f in n) printf "%s: LDG %d LDGSTS %d LDS %d LDL/STL %d\n", f, g[f], a[f], l[f], s[f]}'
 fi
 
 if want test; then

@@ -10,13 +10,18 @@
 // the keys lane, lane + lanes, ... of every tile (lane = t / tpk). Each key lane keeps its
 // own state (m, l, U) over its own keys, so the sweep needs no block-wide reduction; the
 // lanes' states are merged once, at the end, in a fixed order (deterministic).
-// The pipeline: each thread cp.async-copies exactly the 16-byte vectors of K and V it will
-// use into its own SRAM slots, decode::kStages tiles deep, so no __syncthreads is needed
-// inside the sweep; 4 stages x 16 KiB per block and 2 or 3 blocks per SM keep up to
-// 96 to 144 KiB per SM in flight or landed, above the ~22 KiB that Little's law asks of HBM (4.8
-// TB/s x 600 ns / 132 SMs). Bytes per split: its keys x 2 (K, V) x d x 2 read, rows x (d + 2) x 4
-// written. Slow part, said plainly: Q K^T and W V are fp32 FMAs on the CUDA cores (no tensor
-// cores), fine for 4 packed rows, compute-bound for 8 (N_q = 16 takes 8 row blocks per KV head).
+// The loads: K and V go straight from HBM into registers (16-byte ld.global.nc, no L1
+// allocation), one tile ahead: while a thread computes tile j from registers, its loads of
+// tile j + 1 are in flight. No SRAM staging: every thread uses only the vectors it loaded
+// itself, so a copy through SRAM would only cross L1 twice. In flight per block: one tile,
+// kThreads x kKeysPerLane x 2 (K, V) x 16 B = 16 KiB (decode::bytes_in_flight_per_block);
+// at 3 blocks per SM 48 KiB per SM, above the ~30 KiB that Little's law asks of HBM (4.8 TB/s
+// x 800 ns / 132 SMs). SRAM holds only the key lanes' states for the final merge (33 KiB).
+// A paged cache costs one block-table read per page and key lane (a lane remembers its
+// current page and reads the next one's entry ahead), not one per key.
+// Bytes per split: its keys x 2 (K, V) x d x 2 read, rows x (d + 2) x 4 written. Slow part,
+// said plainly: Q K^T and W V are fp32 FMAs on the CUDA cores (no tensor cores), fine for 4
+// packed rows, compute-bound for 8 (N_q = 16 takes 8 row blocks per KV head).
 #include "common.cuh"
 #include "decode_problem.hpp"
 #include "ptx.cuh"
@@ -36,11 +41,6 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[kVecEle
   for (int e = 0; e < kVecElements; ++e) out[e] = to_float(x[e]);
 }
 
-// The cp.async wrappers of ptx.cuh do not tell the compiler that they touch memory, and this
-// kernel reads its SRAM slots with plain loads: this fence keeps those loads after the wait
-// that makes their data visible, and before the next copy into the same slot.
-__device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
-
 // Sets the workspace's error word: `bit`, and (first writer wins) the entry it concerns.
 __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, int b, int page) {
   atomicOr(&error_word[kErrorBits], bit);
@@ -48,24 +48,40 @@ __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, 
     error_word[kErrorPageIndex] = uint32_t(page);
 }
 
+// A key lane's walk through the pages of a paged cache. The lane's keys rise in steps of
+// key_lanes(d) <= kMinPageSize, so it visits the pages of its split one after another: it
+// reads the block table once per page, and reads the entry of the next page as soon as it
+// enters one, so that the K and V loads at the page's end do not wait for the table.
+struct PageCursor {
+  int logical = -1;   // the sequence's page number (key >> page_shift); -1: none yet
+  int page = 0;       // the block table's entry for it: the page's index in the cache
+  int next_page = 0;  // the entry for logical + 1, read ahead (when the split reaches it)
+};
+
 // Where key j of sequence b lives: its batch entry (contiguous) or page (paged) in `outer`,
-// its row there in `row`. False when the block table names a page outside [0, num_pages):
-// the copies then zero-fill, and the error word says so.
-__device__ __forceinline__ bool locate_key(const DecodeProblem& p, int b, int j, int* outer,
-                                           int* row) {
+// its row there in `row`; `k1` is the split's end. False when the block table names a page
+// outside [0, num_pages): the loads then read nothing and give zeros, and the error word
+// says so.
+__device__ __forceinline__ bool locate_key(const DecodeProblem& p, int b, int j, int k1,
+                                           PageCursor* cursor, int* outer, int* row) {
   if (p.block_table == nullptr) {
     *outer = b;
     *row = j;
     return true;
   }
-  const int page = p.block_table[int64_t(b) * p.block_table_stride + (j >> p.page_shift)];
-  if (page < 0 || page >= p.num_pages) {
-    flag_error(p.error_word, FLASHLAB_DECODE_BAD_PAGE, kErrorPageEntry, b, page);
-    return false;
+  const int logical = j >> p.page_shift;
+  if (logical != cursor->logical) {
+    const int32_t* table_row = p.block_table + int64_t(b) * p.block_table_stride;
+    cursor->page = cursor->logical >= 0 && logical == cursor->logical + 1 ? cursor->next_page
+                                                                          : table_row[logical];
+    cursor->logical = logical;
+    if ((int64_t(logical) + 1) << p.page_shift < k1) cursor->next_page = table_row[logical + 1];
+    if (cursor->page < 0 || cursor->page >= p.num_pages)
+      flag_error(p.error_word, FLASHLAB_DECODE_BAD_PAGE, kErrorPageEntry, b, cursor->page);
   }
-  *outer = page;
+  *outer = cursor->page;
   *row = j & ((1 << p.page_shift) - 1);
-  return true;
+  return cursor->page >= 0 && cursor->page < p.num_pages;
 }
 
 // The HBM address of the 16-byte vector `vec` of (outer, kv_head, row) in K or V.
@@ -82,6 +98,7 @@ struct Shape {
   static constexpr int kTpk = threads_per_key(kD);  // threads per key
   static constexpr int kLanes = key_lanes(kD);      // key lanes: keys per block step
   static constexpr int kBc = bc(kD);                // keys per tile
+  static_assert(kLanes <= kMinPageSize, "a key lane visits every page of its split in turn");
 };
 
 // kRows: the packed rows this instantiation holds in registers (4 or 8).
@@ -91,9 +108,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
   constexpr int kTpk = Shape<kD>::kTpk;
   constexpr int kLanes = Shape<kD>::kLanes;
   constexpr int kBc = Shape<kD>::kBc;
-  extern __shared__ __align__(16) unsigned char sram[];
-  uint4* sK = reinterpret_cast<uint4*>(sram);          // (kStages, kKeysPerLane, kThreads)
-  uint4* sV = sK + kStages * kKeysPerLane * kThreads;  // (kStages, kKeysPerLane, kThreads)
+  extern __shared__ __align__(16) unsigned char sram[];  // the key lanes' states, at the end
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.row_blocks;
@@ -113,6 +128,27 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
   const int seg = (len + p.splits - 1) / p.splits;
   const int k0 = min(split * seg, len);
   const int k1 = min(k0 + seg, len);
+
+  const T* gK = static_cast<const T*>(p.k);
+  const T* gV = static_cast<const T*>(p.v);
+  const int tiles = (k1 - k0 + kBc - 1) / kBc;
+  PageCursor cursor;
+  // Issues the loads of this thread's vectors of tile `tile` (its lane's keys only) into
+  // rK, rV; past the last tile, or for a key beyond the split, it loads nothing (zeros).
+  auto load_tile = [&](int tile, uint4(&rK)[kKeysPerLane], uint4(&rV)[kKeysPerLane]) {
+#pragma unroll
+    for (int kk = 0; kk < kKeysPerLane; ++kk) {
+      const int j = k0 + tile * kBc + kk * kLanes + lane;
+      int outer = 0, row = 0;
+      const bool valid = tile < tiles && j < k1 && locate_key(p, b, j, k1, &cursor, &outer, &row);
+      rK[kk] = ptx::ld_global_nc_16(vector_at(gK, p.k_stride, outer, kv_head, row, vec), valid);
+      rV[kk] = ptx::ld_global_nc_16(vector_at(gV, p.v_stride, outer, kv_head, row, vec), valid);
+    }
+  };
+
+  // The first tile's loads go out before Q's, so that the two latencies overlap.
+  uint4 rK_next[kKeysPerLane], rV_next[kKeysPerLane];  // tile + 1, in flight
+  load_tile(0, rK_next, rV_next);
 
   // The packed rows: p_row = row_block * kMaxRowsPerBlock + r, (head in group, i).
   const int first_row = row_block * kMaxRowsPerBlock;
@@ -145,36 +181,17 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
     for (int e = 0; e < kVecElements; ++e) rU[r][e] = 0.0f;
   }
 
-  const T* gK = static_cast<const T*>(p.k);
-  const T* gV = static_cast<const T*>(p.v);
-  const int tiles = (k1 - k0 + kBc - 1) / kBc;
-  // Issues the copies of tile `tile` into stage `tile % kStages`: this thread's keys only.
-  auto load_tile = [&](int tile) {
-    compiler_fence();  // the last reads of the slot this copy overwrites come first
-    if (tile < tiles) {
-      const int stage = tile % kStages;
-#pragma unroll
-      for (int kk = 0; kk < kKeysPerLane; ++kk) {
-        const int j = k0 + tile * kBc + kk * kLanes + lane;
-        int outer = 0, row = 0;
-        const bool valid = j < k1 && locate_key(p, b, j, &outer, &row);
-        const int slot = (stage * kKeysPerLane + kk) * kThreads + t;
-        // An invalid key copies nothing and zero-fills; its address is never read.
-        ptx::cp_async_16(&sK[slot], vector_at(gK, p.k_stride, outer, kv_head, row, vec), valid);
-        ptx::cp_async_16(&sV[slot], vector_at(gV, p.v_stride, outer, kv_head, row, vec), valid);
-      }
-    }
-    ptx::cp_async_commit();  // an empty group past the end keeps the wait count uniform
-  };
-
-#pragma unroll
-  for (int tile = 0; tile < kStages - 1; ++tile) load_tile(tile);
-
+  // Two tiles a loop body, so that "this tile" and "the next" swap register names instead of
+  // being copied (ptxas: no spills at 255 registers for 8 rows, where one a body spilled).
+#pragma unroll 2
   for (int tile = 0; tile < tiles; ++tile) {
-    load_tile(tile + kStages - 1);
-    ptx::cp_async_wait<kStages - 1>();  // tile `tile` has landed (this thread's part of it)
-    compiler_fence();
-    const int stage = tile % kStages;
+    uint4 rK[kKeysPerLane], rV[kKeysPerLane];  // tile, landed (or landing)
+#pragma unroll
+    for (int kk = 0; kk < kKeysPerLane; ++kk) {
+      rK[kk] = rK_next[kk];
+      rV[kk] = rV_next[kk];
+    }
+    load_tile(tile + 1, rK_next, rV_next);
 
     // S = Q K^T for this lane's kKeysPerLane keys, base 2: reduce the kTpk column slices.
     float s[kKeysPerLane][kRows];
@@ -182,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
     for (int kk = 0; kk < kKeysPerLane; ++kk) {
       const int j = k0 + tile * kBc + kk * kLanes + lane;
       float k_f[kVecElements];
-      to_float8<T>(sK[(stage * kKeysPerLane + kk) * kThreads + t], k_f);
+      to_float8<T>(rK[kk], k_f);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         float dot = 0.0f;
@@ -218,17 +235,14 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
 #pragma unroll
     for (int kk = 0; kk < kKeysPerLane; ++kk) {
       float v_f[kVecElements];
-      to_float8<T>(sV[(stage * kKeysPerLane + kk) * kThreads + t], v_f);
+      to_float8<T>(rV[kk], v_f);
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
         for (int e = 0; e < kVecElements; ++e) rU[r][e] = fmaf(s[kk][r], v_f[e], rU[r][e]);
     }
   }
-  ptx::cp_async_wait<0>();
-  __syncthreads();  // every copy has landed and every thread is done with sK, sV
-
-  // Merge the key lanes' states (reusing the SRAM): sU (lanes, kMaxRowsPerBlock, d), sM, sL.
+  // Merge the key lanes' states in SRAM: sU (lanes, kMaxRowsPerBlock, d), sM, sL.
   float* sU = reinterpret_cast<float*>(sram);
   float* sM = sU + kLanes * kMaxRowsPerBlock * kD;
   float* sL = sM + kLanes * kMaxRowsPerBlock;

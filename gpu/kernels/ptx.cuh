@@ -34,6 +34,18 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
 
+// ld.global.nc.L1::no_allocate.v4: 16 bytes HBM -> registers through the read-only path,
+// without keeping a copy in L1 (the data is used once, by this thread). With valid == false
+// nothing is read and the 16 bytes are zero (the ragged edge, a bad page).
+__device__ __forceinline__ uint4 ld_global_nc_16(const void* hbm, bool valid) {
+  uint4 r = make_uint4(0u, 0u, 0u, 0u);
+  if (valid)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(hbm));
+  return r;
+}
+
 // ldmatrix.x4: four 8x8 tiles of 16-bit elements from SRAM into registers, laid out as an
 // mma operand. Lanes 8i..8i+7 give the row addresses of tile i; r[i] receives tile i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* sram) {

@@ -197,15 +197,15 @@ TEST_CASE("unsupported or unknown dtype, unknown kernel") {
   }
 }
 
-// The decode kernels' facts: the tile is 16 KiB of K and V for both head dimensions, the
-// SRAM of the resident blocks fits an H200 SM (228 KiB), the merge fits in the pipeline's
-// SRAM, and the split heuristic stays in [1, kMaxSplits] and fills about one wave.
+// The decode kernels' facts: the tile (the bytes a block has in flight) is 16 KiB of K and V
+// for both head dimensions, the merge SRAM of the resident blocks fits an H200 SM (228 KiB),
+// and the split heuristic stays in [1, kMaxSplits] and keeps 95% of a wave's slots busy.
 TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace") {
   constexpr int64_t kSmSramBytes = 228 * 1024, kH200Sms = 132;
   for (int64_t d : decode::kHeadDims) {
     CHECK(decode::threads_per_key(d) * decode::key_lanes(d) == decode::kThreads);
     CHECK(decode::bc(d) * d * 2 * 2 == 16 * 1024);
-    CHECK(decode::merge_sram_bytes(d) <= decode::sram_bytes(d));
+    CHECK(decode::bytes_in_flight_per_block() == decode::bc(d) * d * 2 * 2);
     for (int rows : {decode::kMaxRowsPerBlock / 2, decode::kMaxRowsPerBlock})
       CHECK(decode::blocks_per_sm(rows) * decode::sram_bytes(d) <= kSmSramBytes);
   }
@@ -217,12 +217,21 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   CHECK(decode::row_blocks(4, 1) == 1);
   CHECK(decode::row_blocks(4, 16) == 8);
   CHECK(decode::row_blocks(1, 9) == 2);
-  // ANCHORS.md's shape, B = 8, GQA 32/8, N_q = 1: 64 (b, KV head) pairs and 3 blocks per SM
-  // make floor(396 / 64) = 6 splits (one wave), unless the cache is too short for them.
+  // ANCHORS.md's shape, GQA 32/8, N_q = 1, 3 blocks per SM on 132 SMs (a wave of 396): the
+  // fewest splits that keep 95% of the slots busy, unless the cache is too short for them.
+  // B = 8: 64 (b, KV head) pairs, 6 splits = 384 blocks (5 would be 320: 81%).
   CHECK(decode::auto_splits(8, 8, 4, 1, 131072, kH200Sms) == 6);
   CHECK(decode::auto_splits(8, 8, 4, 1, 1024, kH200Sms) == 2);
+  // B = 1: 8 pairs, 48 splits = 384 (47 would be 376: 94.9%).
+  CHECK(decode::auto_splits(1, 8, 4, 1, 32768, kH200Sms) == 48);
+  // One pair never fills 95% of a wave: the best share within kMaxSplits.
   CHECK(decode::auto_splits(1, 1, 4, 1, 1 << 20, kH200Sms) == decode::kMaxSplits);
-  CHECK(decode::auto_splits(64, 8, 4, 1, 32768, kH200Sms) == 1);
+  // B = 32: one split fills 256 of 396 slots (65%); B = 64: 512 blocks, a second wave 29%
+  // full (65%). 3 splits fill 768 of 792 and 1536 of 1584 slots (97%).
+  CHECK(decode::auto_splits(32, 8, 4, 1, 32768, kH200Sms) == 3);
+  CHECK(decode::auto_splits(64, 8, 4, 1, 32768, kH200Sms) == 3);
+  // N_q = 16: 8 rows a block, 2 blocks per SM (a wave of 264), 8 row blocks per pair.
+  CHECK(decode::auto_splits(8, 8, 4, 16, 32768, kH200Sms) == 1);
   for (int64_t batch : {1, 3, 8, 64})
     for (int64_t len : {1, 100, 4096, 131072}) {
       const int s = decode::auto_splits(batch, 8, 4, 16, len, kH200Sms);

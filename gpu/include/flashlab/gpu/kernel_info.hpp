@@ -263,22 +263,22 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 // Inside a block, each key is read by threads_per_key(d) threads, one 16-byte vector of 8
 // elements each; the block's key_lanes(d) key lanes each keep their own state (m, l, U) over
 // their own keys, and the lanes' states are merged once at the end of the split.
-// K and V arrive in tiles of Bc = key_lanes(d) * kKeysPerLane keys through a kStages-deep
-// cp.async pipeline: 16 KiB of K and V per tile for d = 64 and d = 128 alike.
+// K and V arrive in tiles of Bc = key_lanes(d) * kKeysPerLane keys, 16 KiB of K and V per tile
+// for d = 64 and d = 128 alike, loaded from HBM straight into registers one tile ahead (each
+// thread uses only the vectors it loaded, so no SRAM staging); SRAM holds only the merge.
 namespace decode {
 inline constexpr int kThreads = 4 * kWarpSize;
 inline constexpr int kVecElements = 8;     // one 16-byte load of bf16 or fp16
-inline constexpr int kAlignBytes = 16;     // every K and V load is a 16-byte cp.async
+inline constexpr int kAlignBytes = 16;     // every K and V load is 16 bytes (ld.global.v4)
 inline constexpr int kKeysPerLane = 4;     // keys one key lane takes from each tile
-inline constexpr int kStages = 4;          // K/V tiles in flight or in use per block
 inline constexpr int kMaxRowsPerBlock = 8; // packed query rows (group heads x N_q) per block
 inline constexpr int kMaxQueryRows = 16;   // N_q: a new token, or up to 16 speculated ones
 inline constexpr int kMaxSplits = 64;      // num_splits: 0 = automatic, 1..kMaxSplits forced
 inline constexpr int kMinPageSize = 16;    // page_size: a power of two in [16, kMaxPageSize]
 inline constexpr int kMaxPageSize = 1 << 16;
 // Two instantiations hold the packed rows in registers: kMaxRowsPerBlock / 2 rows (GQA 4
-// with N_q = 1: 137 to 159 registers by ptxas, 3 blocks per SM) or kMaxRowsPerBlock (2
-// blocks per SM: 231 to 252 registers, no spills; 3 would force spills). 3 x 64 KiB of SRAM fit an SM's 228 KiB.
+// with N_q = 1), 3 blocks per SM (at most 168 registers a thread), or kMaxRowsPerBlock, 2
+// blocks per SM (at most 255). Registers, not SRAM, bound the blocks per SM.
 constexpr int rows_per_block(int64_t group_size, int64_t n_q) {
   return group_size * n_q <= kMaxRowsPerBlock / 2 ? kMaxRowsPerBlock / 2 : kMaxRowsPerBlock;
 }
@@ -310,34 +310,51 @@ constexpr bool is_page_size(int64_t page_size) {
 constexpr int threads_per_key(int64_t d) { return int(d / kVecElements); }   // 16 or 8
 constexpr int key_lanes(int64_t d) { return kThreads / threads_per_key(d); }  // 8 or 16
 constexpr int bc(int64_t d) { return key_lanes(d) * kKeysPerLane; }          // 32 or 64
-// sK and sV, kStages tiles of (Bc, d) each, in the input dtype (2 bytes); the final merge of
-// the key lanes' states reuses the same SRAM.
-constexpr int64_t sram_bytes(int64_t d) { return int64_t(kStages) * 2 * bc(d) * d * 2; }
-// The lanes' states at the merge: key_lanes x kMaxRowsPerBlock x (U (d) + m + l), fp32.
-constexpr int64_t merge_sram_bytes(int64_t d) {
+// Bytes of K and V one block has in flight while it computes the tile before: one tile,
+// kThreads x kKeysPerLane vectors of K and of V, 16 bytes each (16 KiB).
+constexpr int64_t bytes_in_flight_per_block() {
+  return int64_t(kThreads) * kKeysPerLane * 2 * kAlignBytes;
+}
+// The block's only SRAM: the key lanes' states at the merge, key_lanes x kMaxRowsPerBlock x
+// (U (d) + m + l), fp32 (33 KiB at d = 64 and d = 128).
+constexpr int64_t sram_bytes(int64_t d) {
   return int64_t(key_lanes(d)) * kMaxRowsPerBlock * (d + 2) * 4;
 }
-static_assert(merge_sram_bytes(64) <= sram_bytes(64) && merge_sram_bytes(128) <= sram_bytes(128));
 
 // Row blocks per (batch entry, KV head): ceil(group_size * N_q / kMaxRowsPerBlock).
 constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
   return (group_size * n_q + kMaxRowsPerBlock - 1) / kMaxRowsPerBlock;
 }
 
-// The automatic split count: as many blocks as fit one wave, capped by the length and by
-// kMaxSplits. Rounded down, so that no second wave runs a handful of blocks on an idle GPU
-// (B = 8, 8 KV heads, 3 blocks per SM on 132 SMs: 6 splits, 384 of 396 slots busy).
-//   splits = clamp(floor(sm_count * blocks_per_sm / (batch * heads_kv * row_blocks)),
-//                  1, min(kMaxSplits, ceil(max_seq_len / kMinKeysPerSplit)))
+// The automatic split count. The grid runs in waves of sm_count x blocks_per_sm resident
+// blocks, and every block of one call does about the same work, so a grid of n blocks keeps
+// the GPU busy for a share n / (ceil(n / wave) x wave) of its time: the last wave's empty
+// slots are lost. The rule takes the fewest splits whose grid keeps at least
+// kMinWaveShare / kWaveShareDen of the slots busy (fewer splits: fewer states to combine),
+// else the split count with the best share, capped by the length (kMinKeysPerSplit) and
+// kMaxSplits. ANCHORS.md's shape on 132 SMs at 3 blocks per SM (wave = 396): B = 8 has 64
+// (b, KV head) blocks a split, 6 splits fill 384 slots (97%); B = 64 has 512, one split
+// would leave a second wave 29% full (65% busy), 3 splits fill 1536 of 4 x 396 (97%);
+// B = 1 takes 48 splits (384 of 396).
+inline constexpr int64_t kMinWaveShare = 19, kWaveShareDen = 20;  // 95%
 constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
                           int64_t max_seq_len, int64_t sm_count) {
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
   const int64_t wave = sm_count * blocks_per_sm(rows_per_block(group_size, n_q));
-  int64_t splits = blocks <= 0 ? 1 : wave / blocks;
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
-  splits = splits < by_length ? splits : by_length;
-  splits = splits < kMaxSplits ? splits : kMaxSplits;
-  return int(splits < 1 ? 1 : splits);
+  const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
+  if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
+  int64_t best = 1, best_busy = 0, best_slots = 1;  // best share = best_busy / best_slots
+  for (int64_t splits = 1; splits <= cap; ++splits) {
+    const int64_t busy = blocks * splits, slots = (busy + wave - 1) / wave * wave;
+    if (busy * kWaveShareDen >= slots * kMinWaveShare) return int(splits);
+    if (busy * best_slots > best_busy * slots) {
+      best = splits;
+      best_busy = busy;
+      best_slots = slots;
+    }
+  }
+  return int(best);
 }
 
 // Floats of one split's state for one query row: U (d), then m and l.
