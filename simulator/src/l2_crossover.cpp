@@ -1,7 +1,7 @@
 // Where K and V stop fitting the L2 between one wave of blocks and the next: the closed form
-// of grid.hpp, live(N) = 2 N d s + (h(N) - 1) x 2 (N - Bc) d s + R x (2 Br d s + 4 Br), and
-// the smallest N at which it exceeds the L2. Arithmetic over the waves' block ranges;
-// nothing is simulated.
+// of grid.hpp, live(N) = 2 N d s + (h(N) - 1) x 2 (N - Bc) d s + ceil(R / P) x (2 Br d s +
+// 4 Br), and the smallest N at which it exceeds one partition of the L2 (L2 / P). Arithmetic
+// over the waves' block ranges; nothing is simulated.
 #include "flashlab/sim/grid.hpp"
 
 #include "flashlab/cpu/checked.hpp"
@@ -11,6 +11,13 @@
 namespace flashlab::sim {
 
 using cpu::Index;
+
+namespace {
+// The blocks of a wave of R whose Q, O and L one partition holds: ceil(R / P).
+Index wave_blocks_per_partition(const GridProblem& p) {
+  return cpu::tile_count(p.resident_blocks(), p.l2_partitions);
+}
+}  // namespace
 
 Index reread_heads(const GridProblem& p) {
   check(p);
@@ -40,7 +47,7 @@ Bytes live_bytes(const GridProblem& p) {
       cpu::checked_product({2, p.N, p.d, s}, "the live K and V"),
       cpu::checked_product({h - 1, 2, std::max<Index>(0, p.N - p.Bc), p.d, s}, "the live K and V"),
       "the live K and V");
-  const Bytes tiles = cpu::checked_product({p.resident_blocks(), p.Br, 2 * p.d * s + acc},
+  const Bytes tiles = cpu::checked_product({wave_blocks_per_partition(p), p.Br, 2 * p.d * s + acc},
                                            "a wave's Q, O and L tiles");
   return kv + tiles;
 }
@@ -58,14 +65,16 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
   // R Br (Tr > R) every head does. The scan for the first crossing can stop past both.
   const Bytes s = bytes_of(p.dtype);
   const Index R = cpu::checked_mul(p.sm_count, p.blocks_per_sm, "the resident blocks");
-  const Bytes wave_tiles = cpu::checked_product({R, p.Br, 2 * p.d * s + bytes_of(kAccumulator)},
-                                                "a wave's Q, O and L tiles");
+  const Bytes wave_tiles =
+      cpu::checked_product({cpu::tile_count(R, p.l2_partitions), p.Br,
+                            2 * p.d * s + bytes_of(kAccumulator)},
+                           "a wave's Q, O and L tiles");
   const Index one_head =
-      std::max<Index>(0, p.l2_bytes - wave_tiles) / (2 * p.d * s) / p.Bc * p.Bc + p.Bc;
+      std::max<Index>(0, p.partition_bytes() - wave_tiles) / (2 * p.d * s) / p.Bc * p.Bc + p.Bc;
   const Index last = std::min(kMaxN, std::max(one_head, cpu::checked_mul(R, p.Br, "R Br") + p.Bc));
   for (p.N = p.Bc; p.N <= last; p.N += p.Bc) {
     const Bytes live = live_bytes(p);
-    if (live > p.l2_bytes)
+    if (live > p.partition_bytes())
       return L2Crossover{p.N, reread_heads(p), live, std::min(one_head, kMaxN)};
   }
   return std::nullopt;

@@ -171,6 +171,58 @@ TEST_CASE("grid L2: K and V of a head re-read by each wave miss once they outgro
   CHECK(run_grid(p).tensor("K").dram_read == K);
 }
 
+TEST_CASE("grid L2: two partitions, a hand-worked grid: a tile read from both sides is in both") {
+  // One head of N = 16 in tiles of 8 rows of 32 bytes (d = 16, bf16): blocks 0 and 1, one
+  // on each of 2 SMs, block b on partition b mod 2. The L2 is two partitions of 1024 bytes
+  // (four 256-byte tiles each).
+  GridProblem p = small_grid();
+  p.heads = 1;
+  p.l2_bytes = 2048;
+  p.l2_partitions = 2;
+  std::vector<std::string> events;
+  run_grid(p, [&](const L2Event& e) {
+    events.push_back(fmt::format("{} {} {} {} @{}", to_string(e.kind), kNames[e.tensor], e.row0,
+                                 e.bytes, e.partition));
+  });
+  const std::vector<std::string> expected = {
+      // each block's Q tile goes to its own partition only
+      "miss Q 0 256 @0", "miss Q 8 256 @1",
+      // KV step 0: block 0 reads K_0 and V_0 from DRAM into partition 0; block 1 misses in
+      // partition 1 and copies them across: a second copy, no DRAM read
+      "miss K 0 256 @0", "miss V 0 256 @0", "copy K 0 256 @1", "copy V 0 256 @1",
+      // KV step 1: partition 0 holds Q_0, K_0, V_0 and now K_1 (full); V_1 evicts Q_0
+      "miss K 8 256 @0", "evict Q 0 256 @0", "miss V 8 256 @0",
+      "copy K 8 256 @1", "evict Q 8 256 @1", "copy V 8 256 @1",
+      // the blocks end: O and L go to the writer's partition alone
+      "evict K 0 256 @0", "allocate O 0 256 @0", "evict V 0 256 @0", "allocate L 0 32 @0",
+      "evict K 0 256 @1", "allocate O 8 256 @1", "evict V 0 256 @1", "allocate L 8 32 @1"};
+  CHECK(events == expected);
+  const GridReport r = run_grid(p);
+  CHECK(r.tensor("K").read == 2 * 2 * 256);   // both blocks load both K tiles
+  CHECK(r.tensor("K").dram_read == 2 * 256);  // each K tile once from DRAM
+  CHECK(r.tensor("Q").dram_read == 2 * 256);
+  CHECK(r.dram_written() == 0);
+  CHECK(r.left_dirty() == 2 * (256 + 32));
+}
+
+TEST_CASE("grid L2: with two partitions K and V must fit in one, as they are held in both") {
+  // The grid of the test above, with four waves: one head of N = 64, Br = 8, 2 resident
+  // blocks (one per partition). Each partition holds the head's K and V whole and its own
+  // block's Q, O and L tiles: live_bytes with ceil(R / P) = 1 block.
+  GridProblem p{.N = 64, .d = 16, .heads = 1, .Br = 8, .Bc = 8, .blocks_per_sm = 1, .sm_count = 2};
+  const Bytes K = 64 * 32, block_tiles = 8 * 32 * 2 + 8 * 4;
+  p.l2_partitions = 2;
+  CHECK(live_bytes(p) == 2 * K + block_tiles);
+  p.l2_bytes = 2 * live_bytes(p);  // each partition has exactly room: K and V read once
+  CHECK(run_grid(p).tensor("K").dram_read == K);
+  // The room one pool of L2 needs (2 K + 2 blocks' tiles), split in two: each half is
+  // short of K and V, and every wave reads them again from DRAM.
+  p.l2_bytes = 2 * K + 2 * block_tiles;
+  CHECK(run_grid(p).tensor("K").dram_read == 4 * K);
+  p.l2_partitions = 1;
+  CHECK(run_grid(p).tensor("K").dram_read == K);
+}
+
 TEST_CASE("grid L2: booking blocks that run alike as one group changes no count") {
   auto rng = fresh_rng();
   std::uniform_int_distribution<Index> pick(0, 1 << 20);
@@ -186,7 +238,8 @@ TEST_CASE("grid L2: booking blocks that run alike as one group changes no count"
                   .Bc = 8 * (1 + pick(rng) % 4),
                   .blocks_per_sm = 1 + pick(rng) % 2,
                   .sm_count = 1 + pick(rng) % 5,
-                  .l2_bytes = 256 + pick(rng) % 16384};
+                  .l2_bytes = 256 + pick(rng) % 16384,
+                  .l2_partitions = 1 + pick(rng) % 3};
     CAPTURE(N);
     CAPTURE(p.d);
     CAPTURE(p.heads);
@@ -196,6 +249,7 @@ TEST_CASE("grid L2: booking blocks that run alike as one group changes no count"
     CAPTURE(p.blocks_per_sm);
     CAPTURE(p.sm_count);
     CAPTURE(p.l2_bytes);
+    CAPTURE(p.l2_partitions);
     CAPTURE(p.causal);
     const GridReport grouped = run_grid(p);
     const GridReport alone = run_grid(p, [](const L2Event&) {});
@@ -217,6 +271,7 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
   // at which K is read from DRAM more than once.
   for (const Index heads : {1, 2, 3, 5}) {
     for (const Bytes l2 : {Bytes{3} * kKiB, Bytes{6} * kKiB}) {
+     for (const Index partitions : {1, 2}) {
       GridProblem p{.N = 0,
                     .d = 16,
                     .heads = heads,
@@ -224,9 +279,11 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
                     .Bc = 4,
                     .blocks_per_sm = 2,
                     .sm_count = 2,
-                    .l2_bytes = l2};
+                    .l2_bytes = l2 * partitions,
+                    .l2_partitions = partitions};
       CAPTURE(heads);
       CAPTURE(l2);
+      CAPTURE(partitions);
       const auto crossover = l2_crossover(p);
       REQUIRE(crossover);
       Index brute = 0;
@@ -236,6 +293,7 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
       // The closed form counts whole heads of K and V between a tile's two reads, the tile
       // itself included, as LRU needs them to fit; at these sizes it finds the same N.
       CHECK(brute == crossover->first_N);
+     }
     }
   }
 }
@@ -288,6 +346,8 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   refuses({.blocks_per_sm = 0}, "blocks_per_sm = 0");
   refuses({.sm_count = -1}, "sm_count = -1");
   refuses({.l2_bytes = 0}, "an L2 of 0 bytes");
+  refuses({.l2_partitions = 0}, "l2_partitions = 0: give 1 to 64");
+  refuses({.l2_bytes = 3, .l2_partitions = 4}, "a byte per partition");
   refuses({.causal = cpu::Causal::bottom_right}, "top-left");
   refuses({.causal = static_cast<cpu::Causal>(7)}, "");
   CHECK_THROWS_AS(l2_crossover({.causal = cpu::Causal::top_left}), cpu::InvalidArgument);
