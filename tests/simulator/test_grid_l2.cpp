@@ -333,6 +333,50 @@ TEST_CASE("grid L2: the H200's crossover for fa2 at d = 128, by the closed form 
   CHECK(l2_crossover(p)->first_N == 88832);
 }
 
+TEST_CASE("grid L2: the H200's crossover in two partitions of 30 MiB, by the closed form and the model") {
+  GridProblem p{.d = 128,
+                .heads = 16,
+                .Br = 128,
+                .Bc = 64,
+                .blocks_per_sm = 2,
+                .sm_count = 132,
+                .l2_bytes = 60 * Bytes{1} << 20,
+                .l2_partitions = 2};
+  const auto c = l2_crossover(p);
+  REQUIRE(c);
+  // Each partition holds the live heads' K and V and ceil(264 / 2) = 132 blocks' Q, O and L
+  // tiles: 132 x 128 x 516 = 8,718,336 bytes, leaving 22,738,944 of its 31,457,280. At N =
+  // 7488 (Tr = 59, so a wave of 264 blocks spans up to 6 heads) h = 6: 512 N + 5 x 512 (N -
+  // 64) = 3072 N - 163,840 passes it above N = 7455.3.
+  CHECK(c->first_N == 7488);
+  CHECK(c->heads_live == 6);
+  CHECK(c->live == 512 * Bytes{7488} + 5 * 512 * Bytes{7488 - 64} + 8718336);
+  // One head: 512 N > 22,738,944 above N = 44,412: from 44,416 (half the 88,832 of one pool).
+  CHECK(c->one_head_N == 44416);
+  const auto K_reread = [&](Index heads, Index N) {
+    p.heads = heads, p.N = N;
+    return run_grid(p).tensor("K").dram_read > heads * N * 128 * 2;
+  };
+  CHECK_FALSE(K_reread(16, 7424));
+  CHECK(K_reread(16, 7488));
+  CHECK(K_reread(16, 12288));
+  // One head runs in two waves up to N = 67,584; the second wave of 83 blocks at N = 44,416
+  // is smaller than the closed form's, so its first large re-read comes a little later.
+  CHECK_FALSE(K_reread(1, 32768));
+  CHECK(K_reread(1, 49152));
+  p.heads = 1;
+  CHECK(l2_crossover(p)->first_N == 44416);
+  // The measured DRAM reads on the H200 (docs/IO-LEVELS.md): with one head, 24.0 MiB at N =
+  // 32768 and 80.1 MiB at 65536. The model: Q, K and V once (24 MiB), then K and V read by
+  // both waves (16 + 2 x 32 = 80 MiB); one pool of 60 MiB would read them once (48 MiB).
+  p.N = 32768;
+  CHECK(run_grid(p).dram_read() == 24 * (Bytes{1} << 20));
+  p.N = 65536;
+  CHECK(run_grid(p).dram_read() == 80 * (Bytes{1} << 20));
+  p.l2_partitions = 1;
+  CHECK(run_grid(p).dram_read() == 48 * (Bytes{1} << 20));
+}
+
 TEST_CASE("grid L2: bad problems are refused with what would be right") {
   const auto refuses = [](GridProblem p, const char* words) {
     CAPTURE(words);
