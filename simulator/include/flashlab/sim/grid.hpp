@@ -53,7 +53,8 @@
 //     h = max(h_w, h_w+1) over the waves that share a KV head,
 //
 // and re-reads reach DRAM from the smallest N with live(N) > L2 / P: with P partitions each
-// holds every live head's K and V but only its own blocks' Q, O and L. h is 1, or 2 where a
+// holds every live head's K and V but only its own blocks' Q, O and L (where the next wave
+// is the grid's last and short of R blocks, its Q tiles are counted as they are). h is 1, or 2 where a
 // wave straddles two heads, once Tr >= R; more where a wave holds several heads. fa2 at
 // d = 128 (Br 128, Bc 64, bf16) on the H200 (60 MiB, R = 264): as one pool (P = 1), 16
 // heads have h = 3 from N = 29,696 (Tr = 232 < R), h = 2 from N = 44,480, and from N =
