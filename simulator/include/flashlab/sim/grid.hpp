@@ -60,7 +60,7 @@
 // heads have h = 3 from N = 29,696 (Tr = 232 < R), h = 2 from N = 44,480, and from N =
 // 88,832 one head's K and V alone do not fit, so every wave re-reads; in two partitions of
 // 30 MiB (P = 2, the profile's), 16 heads re-read from N = 7,488 (h = 6) and one head from
-// N = 44,416 (tests/simulator/test_grid_l2.cpp runs the grid at these N).
+// N = 49,024 (tests/simulator/test_grid_l2.cpp runs the grid at these N).
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
