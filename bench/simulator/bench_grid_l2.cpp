@@ -29,7 +29,7 @@ struct Options {
   std::vector<cpu::Index> heads = {16};
   cpu::Index d = 128, Br = 128, Bc = 64, blocks_per_sm = 2, kv_heads = 0;
   bool causal = false;
-  std::string l2;  // the profile's when empty
+  std::string l2;      // the profile's when empty
   int partitions = 0;  // the profile's when 0
 };
 

@@ -41,8 +41,7 @@ struct Group {
 
 class GridRun {
  public:
-  GridRun(const GridProblem& p, const L2Observer& observer)
-      : p_(p), group_alike_(!observer) {
+  GridRun(const GridProblem& p, const L2Observer& observer) : p_(p), group_alike_(!observer) {
     const Bytes s = bytes_of(p.dtype);
     const Index rows_q = cpu::checked_mul(p.heads, p.N, "the rows of Q");
     const Index rows_kv = cpu::checked_mul(p.kv_head_count(), p.N, "the rows of K");
@@ -233,9 +232,9 @@ void check(const GridProblem& p) {
   check_range("l2_partitions", p.l2_partitions, 1, kMaxPartitions,
               "the L2's partitions, each with its own SMs: 2 on Hopper");
   if (p.l2_bytes < p.l2_partitions)
-    throw cpu::InvalidArgument(fmt::format(
-        "an L2 of {} bytes in {} partitions: give at least a byte per partition", p.l2_bytes,
-        p.l2_partitions));
+    throw cpu::InvalidArgument(
+        fmt::format("an L2 of {} bytes in {} partitions: give at least a byte per partition",
+                    p.l2_bytes, p.l2_partitions));
   cpu::check_causal(p.causal);
   if (p.causal == cpu::Causal::bottom_right)
     throw cpu::InvalidArgument(

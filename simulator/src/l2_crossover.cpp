@@ -73,10 +73,9 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
   // 2 R Br (Tr > 2 R) every head does. The scan for the first crossing can stop past both.
   const Bytes s = bytes_of(p.dtype);
   const Index R = cpu::checked_mul(p.sm_count, p.blocks_per_sm, "the resident blocks");
-  const Bytes wave_tiles =
-      cpu::checked_product({cpu::tile_count(R, p.l2_partitions), p.Br,
-                            2 * p.d * s + bytes_of(kAccumulator)},
-                           "a wave's Q, O and L tiles");
+  const Bytes wave_tiles = cpu::checked_product(
+      {cpu::tile_count(R, p.l2_partitions), p.Br, 2 * p.d * s + bytes_of(kAccumulator)},
+      "a wave's Q, O and L tiles");
   const Index one_head =
       std::max<Index>(0, p.partition_bytes() - wave_tiles) / (2 * p.d * s) / p.Bc * p.Bc + p.Bc;
   const Index last =

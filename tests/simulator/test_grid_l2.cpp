@@ -191,8 +191,8 @@ TEST_CASE("grid L2: two partitions, a hand-worked grid: a tile read from both si
       // partition 1 and copies them across: a second copy, no DRAM read
       "miss K 0 256 @0", "miss V 0 256 @0", "copy K 0 256 @1", "copy V 0 256 @1",
       // KV step 1: partition 0 holds Q_0, K_0, V_0 and now K_1 (full); V_1 evicts Q_0
-      "miss K 8 256 @0", "evict Q 0 256 @0", "miss V 8 256 @0",
-      "copy K 8 256 @1", "evict Q 8 256 @1", "copy V 8 256 @1",
+      "miss K 8 256 @0", "evict Q 0 256 @0", "miss V 8 256 @0", "copy K 8 256 @1",
+      "evict Q 8 256 @1", "copy V 8 256 @1",
       // the blocks end: O and L go to the writer's partition alone
       "evict K 0 256 @0", "allocate O 0 256 @0", "evict V 0 256 @0", "allocate L 0 32 @0",
       "evict K 0 256 @1", "allocate O 8 256 @1", "evict V 0 256 @1", "allocate L 8 32 @1"};
@@ -271,29 +271,29 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
   // at which K is read from DRAM more than once.
   for (const Index heads : {1, 2, 3, 5}) {
     for (const Bytes l2 : {Bytes{3} * kKiB, Bytes{6} * kKiB}) {
-     for (const Index partitions : {1, 2}) {
-      GridProblem p{.N = 0,
-                    .d = 16,
-                    .heads = heads,
-                    .Br = 8,
-                    .Bc = 4,
-                    .blocks_per_sm = 2,
-                    .sm_count = 2,
-                    .l2_bytes = l2 * partitions,
-                    .l2_partitions = partitions};
-      CAPTURE(heads);
-      CAPTURE(l2);
-      CAPTURE(partitions);
-      const auto crossover = l2_crossover(p);
-      REQUIRE(crossover);
-      Index brute = 0;
-      for (p.N = p.Bc; p.N <= 4096 && brute == 0; p.N += p.Bc)
-        if (run_grid(p).tensor("K").dram_read > heads * p.N * 32) brute = p.N;
-      REQUIRE(brute > 0);
-      // The closed form counts whole heads of K and V between a tile's two reads, the tile
-      // itself included, as LRU needs them to fit; at these sizes it finds the same N.
-      CHECK(brute == crossover->first_N);
-     }
+      for (const Index partitions : {1, 2}) {
+        GridProblem p{.N = 0,
+                      .d = 16,
+                      .heads = heads,
+                      .Br = 8,
+                      .Bc = 4,
+                      .blocks_per_sm = 2,
+                      .sm_count = 2,
+                      .l2_bytes = l2 * partitions,
+                      .l2_partitions = partitions};
+        CAPTURE(heads);
+        CAPTURE(l2);
+        CAPTURE(partitions);
+        const auto crossover = l2_crossover(p);
+        REQUIRE(crossover);
+        Index brute = 0;
+        for (p.N = p.Bc; p.N <= 4096 && brute == 0; p.N += p.Bc)
+          if (run_grid(p).tensor("K").dram_read > heads * p.N * 32) brute = p.N;
+        REQUIRE(brute > 0);
+        // The closed form counts whole heads of K and V between a tile's two reads, the tile
+        // itself included, as LRU needs them to fit; at these sizes it finds the same N.
+        CHECK(brute == crossover->first_N);
+      }
     }
   }
 }
@@ -333,7 +333,8 @@ TEST_CASE("grid L2: the H200's crossover for fa2 at d = 128, by the closed form 
   CHECK(l2_crossover(p)->first_N == 88832);
 }
 
-TEST_CASE("grid L2: the H200's crossover in two partitions of 30 MiB, by the closed form and the model") {
+TEST_CASE(
+    "grid L2: the H200's crossover in two partitions of 30 MiB, by the closed form and the model") {
   GridProblem p{.d = 128,
                 .heads = 16,
                 .Br = 128,

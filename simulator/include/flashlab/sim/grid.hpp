@@ -54,13 +54,13 @@
 //
 // and re-reads reach DRAM from the smallest N with live(N) > L2 / P: with P partitions each
 // holds every live head's K and V but only its own blocks' Q, O and L (where the next wave
-// is the grid's last and short of R blocks, its Q tiles are counted as they are). h is 1, or 2 where a
-// wave straddles two heads, once Tr >= R; more where a wave holds several heads. fa2 at
-// d = 128 (Br 128, Bc 64, bf16) on the H200 (60 MiB, R = 264): as one pool (P = 1), 16
-// heads have h = 3 from N = 29,696 (Tr = 232 < R), h = 2 from N = 44,480, and from N =
-// 88,832 one head's K and V alone do not fit, so every wave re-reads; in two partitions of
-// 30 MiB (P = 2, the profile's), 16 heads re-read from N = 7,488 (h = 6) and one head from
-// N = 49,024 (tests/simulator/test_grid_l2.cpp runs the grid at these N).
+// is the grid's last and short of R blocks, its Q tiles are counted as they are). h is 1, or 2
+// where a wave straddles two heads, once Tr >= R; more where a wave holds several heads. fa2 at d =
+// 128 (Br 128, Bc 64, bf16) on the H200 (60 MiB, R = 264): as one pool (P = 1), 16 heads have h = 3
+// from N = 29,696 (Tr = 232 < R), h = 2 from N = 44,480, and from N = 88,832 one head's K and V
+// alone do not fit, so every wave re-reads; in two partitions of 30 MiB (P = 2, the profile's), 16
+// heads re-read from N = 7,488 (h = 6) and one head from N = 49,024
+// (tests/simulator/test_grid_l2.cpp runs the grid at these N).
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
@@ -91,7 +91,7 @@ struct GridProblem {
   cpu::Index blocks_per_sm = 2;            // the kernel's occupancy
   cpu::Index sm_count = 132;
   Bytes l2_bytes = 60 * 1024 * 1024;  // all partitions together
-  cpu::Index l2_partitions = 1;        // the hardware profile's l2_partitions
+  cpu::Index l2_partitions = 1;       // the hardware profile's l2_partitions
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
@@ -125,10 +125,10 @@ std::string_view to_string(L2EventKind kind);
 
 struct L2Event {
   L2EventKind kind;
-  int tensor;       // index into the report's tensors (Q, K, V, O, L)
-  cpu::Index row0;  // the tile's first row in its tensor (heads stacked: head h at h N)
-  Bytes bytes;      // sectors the tile occupies, in bytes
-  bool write;       // for hit, miss, allocate, bypass: the access was a store
+  int tensor;         // index into the report's tensors (Q, K, V, O, L)
+  cpu::Index row0;    // the tile's first row in its tensor (heads stacked: head h at h N)
+  Bytes bytes;        // sectors the tile occupies, in bytes
+  bool write;         // for hit, miss, allocate, bypass: the access was a store
   int partition = 0;  // the L2 partition it happened in
 };
 using L2Observer = std::function<void(const L2Event&)>;
