@@ -83,7 +83,7 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
   for (p.N = p.Bc; p.N <= last; p.N += p.Bc) {
     const Bytes live = live_bytes(p);
     if (live > p.partition_bytes())
-      return L2Crossover{p.N, reread_heads(p), live, std::min(one_head, kMaxN)};
+      return L2Crossover{p.N, reread_heads(p), live, std::max(p.N, std::min(one_head, kMaxN))};
   }
   return std::nullopt;
 }

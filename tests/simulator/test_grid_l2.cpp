@@ -368,6 +368,7 @@ TEST_CASE(
   // than in a full wave and the head's K and V fit up to there.
   p.heads = 1;
   CHECK(l2_crossover(p)->first_N == 49024);
+  CHECK(l2_crossover(p)->one_head_N == 49024);
   const auto K_excess = [&](Index N) {
     p.N = N;
     return double(run_grid(p).tensor("K").dram_read) / double(N * 128 * 2) - 1;

@@ -175,7 +175,9 @@ struct L2Crossover {
   cpu::Index first_N = 0;     // the smallest N (a multiple of Bc) with live(N) > L2 / P
   cpu::Index heads_live = 0;  // h(N) at first_N
   Bytes live = 0;             // live(N) at first_N
-  cpu::Index one_head_N = 0;  // the smallest multiple of Bc with live(N) > L2 / P at h = 1
+  // The smallest multiple of Bc with live(N) > L2 / P at h = 1 between full waves, and not
+  // below first_N (one head alone, whose second wave is short, re-reads a little later).
+  cpu::Index one_head_N = 0;
 };
 // problem.N is ignored; N ranges over multiples of Bc up to 2^22. Empty when live(N) stays
 // within the L2 there. The closed form is the non-causal grid's: a causal problem is
