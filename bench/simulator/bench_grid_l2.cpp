@@ -1,9 +1,11 @@
 // How long the grid model takes (flashlab/sim/grid.hpp), and what it predicts: fa2's grid on
-// the H200 (132 SMs, 2 blocks each, 60 MiB L2, Br 128, Bc 64 at d = 128) over N and heads,
-// with the DRAM bytes read, written during the kernel and left dirty, and the crossover.
+// the H200 (132 SMs, 2 blocks each, 60 MiB L2 in 2 partitions, Br 128, Bc 64 at d = 128)
+// over N and heads, with the DRAM bytes read, written during the kernel and left dirty,
+// and the crossover.
 //
 //   ./build/bench/simulator/bench_grid_l2                       # N = 4096 .. 262144, 16 heads
 //   ./build/bench/simulator/bench_grid_l2 --heads 1 16 64 --n 65536 131072 262144
+//   ./build/bench/simulator/bench_grid_l2 --partitions 1         # one pool of 60 MiB
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
@@ -27,7 +29,8 @@ struct Options {
   std::vector<cpu::Index> heads = {16};
   cpu::Index d = 128, Br = 128, Bc = 64, blocks_per_sm = 2, kv_heads = 0;
   bool causal = false;
-  std::string l2;  // the profile's when empty
+  std::string l2;      // the profile's when empty
+  int partitions = 0;  // the profile's when 0
 };
 
 std::string mib(sim::Bytes b) { return sim::format_bytes(double(b)); }
@@ -47,7 +50,8 @@ void print_table(const Options& o) {
                        .Bc = o.Bc,
                        .blocks_per_sm = o.blocks_per_sm,
                        .sm_count = h200.sm_count,
-                       .l2_bytes = l2_bytes};
+                       .l2_bytes = l2_bytes,
+                       .l2_partitions = o.partitions > 0 ? o.partitions : h200.l2_partitions};
     for (const cpu::Index N : o.Ns) {
       p.N = N;
       const auto start = std::chrono::steady_clock::now();
@@ -84,6 +88,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(kAtLeastOne);
   app.add_option("--l2", o.l2, "the L2's capacity (default: the H200's 60 MiB)");
+  app.add_option("--partitions", o.partitions,
+                 "the L2's partitions, K and V held in each (default: the H200's 2)")
+      ->check(kAtLeastOne);
   app.add_flag("--causal", o.causal, "causal (top-left): every block's accesses one by one");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -226,11 +226,13 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "Predicted bytes: the simulator's count of what crosses between the L2 and the SMs\n"
       "(measured by l1tex__m_xbar2l1tex_read_bytes and l1tex__m_l1tex2xbar_write_bytes) and of\n"
       "what reaches DRAM past a {} LRU L2 (dram__bytes_read/write): for fa2 its whole grid\n"
-      "({} SMs, blocks in waves) through one shared L2, the DRAM writes those made while it\n"
-      "ran and apart what it leaves dirty; for the others one head run as one SM would.\n"
-      "lts__t_bytes, at the L2 slices, sits lower: Hopper merges simultaneous requests of\n"
-      "several SMs for the same sectors before they reach the slices.\n",
-      bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count);
+      "({} SMs, blocks in waves) through the L2's {} partitions, K and V held in each, the\n"
+      "DRAM writes those made while it ran and apart what it leaves dirty; for the others\n"
+      "one head run as one SM would. lts__t_bytes, at the L2 slices, sits lower: Hopper\n"
+      "merges simultaneous requests of several SMs for the same sectors before they reach\n"
+      "the slices.\n",
+      bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
+      target_profile().l2_partitions);
 }
 
 template <class In>

@@ -122,11 +122,13 @@ void print_crossovers(const std::vector<Point>& points) {
     seen.push_back(key);
     fmt::print(
         "L2 crossover, {} at d = {}, {} head{}: K and V re-read from DRAM from N = {} ({} KV "
-        "head{} live between waves: {:.2f} MiB against the L2's {:.2f}); by every wave from "
-        "N = {}\n",
+        "head{} live between waves: {:.2f} MiB against the {:.2f} MiB of one of the L2's {} "
+        "partition{}); by every wave from N = {}\n",
         p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "", c->first_N, c->heads_live,
         c->heads_live > 1 ? "s" : "", double(c->live) / double(1 << 20),
-        double(target_profile().l2_bytes) / double(1 << 20), c->one_head_N);
+        double(p.predicted.grid->problem.partition_bytes()) / double(1 << 20),
+        p.predicted.grid->problem.l2_partitions,
+        p.predicted.grid->problem.l2_partitions > 1 ? "s" : "", c->one_head_N);
   }
 }
 

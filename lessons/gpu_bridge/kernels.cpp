@@ -130,7 +130,8 @@ Prediction predict(const KernelRun& run) {
                                 .Bc = mirror.problem.tiles->Bc,
                                 .blocks_per_sm = mirror.blocks_per_sm,
                                 .sm_count = target_profile().sm_count,
-                                .l2_bytes = target_profile().l2_bytes};
+                                .l2_bytes = target_profile().l2_bytes,
+                                .l2_partitions = target_profile().l2_partitions};
     p.grid = sim::run_grid(grid);
     if (grid.causal == cpu::Causal::none) p.crossover = sim::l2_crossover(grid);
   }

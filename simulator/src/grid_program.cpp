@@ -24,6 +24,7 @@ constexpr Index kMaxD = Index{1} << 12;
 constexpr Index kMaxHeads = Index{1} << 16;
 constexpr Index kMaxSms = Index{1} << 16;
 constexpr Bytes kMaxL2 = Bytes{1} << 50;
+constexpr Index kMaxPartitions = 64;
 
 enum Tensor : int { kQ, kK, kV, kO, kL, kTensors };
 
@@ -40,8 +41,7 @@ struct Group {
 
 class GridRun {
  public:
-  GridRun(const GridProblem& p, const L2Observer& observer)
-      : p_(p), l2_(p.l2_bytes), group_alike_(!observer) {
+  GridRun(const GridProblem& p, const L2Observer& observer) : p_(p), group_alike_(!observer) {
     const Bytes s = bytes_of(p.dtype);
     const Index rows_q = cpu::checked_mul(p.heads, p.N, "the rows of Q");
     const Index rows_kv = cpu::checked_mul(p.kv_head_count(), p.N, "the rows of K");
@@ -51,7 +51,10 @@ class GridRun {
     add("O", rows_q, p.d, p.dtype);
     add("L", rows_q, 1, kAccumulator);
     row_bytes_ = {p.d * s, p.d * s, p.d * s, p.d * s, bytes_of(kAccumulator)};
-    if (observer) l2_.set_observer(&observer);
+    for (Index part = 0; part < p.l2_partitions; ++part) {
+      l2_.emplace_back(p.partition_bytes(), static_cast<int>(part));
+      if (observer) l2_.back().set_observer(&observer);
+    }
   }
 
   GridReport run() {
@@ -71,7 +74,7 @@ class GridRun {
       finish_done();
     }
     GridReport r{p_, tensors_, std::vector<Bytes>(kTensors, 0), R, steps, accesses_};
-    l2_.add_dirty(r.dirty_at_end);
+    for (const detail::L2Cache& part : l2_) part.add_dirty(r.dirty_at_end);
     return r;
   }
 
@@ -88,12 +91,23 @@ class GridRun {
     return (end - first) * kSectorBytes;
   }
 
-  // One access by `count` blocks at once: the first goes through the L2, the rest hit.
-  void access(int t, Index row0, Index rows, bool write, Index count) {
-    const Bytes exact = rows * row_bytes_[t];
-    (write ? tensors_[t].written : tensors_[t].read) += exact * count;
-    l2_.access(t, row0, sector_bytes(t, row0, rows), write, tensors_, count);
+  // One access by a block of partition `part`. A read that its partition misses is copied
+  // from another partition holding the tile, if one does, instead of read from DRAM.
+  void access(int t, Index row0, Index rows, bool write, Index part) {
+    tensors_[t].*(write ? &TensorTraffic::written : &TensorTraffic::read) += rows * row_bytes_[t];
+    const Bytes bytes = sector_bytes(t, row0, rows);
+    detail::L2Cache& near = l2_[part];
+    if (!write && bytes <= near.capacity() && !near.holds(t, row0) && held_elsewhere(t, row0, part))
+      near.copy_in(t, row0, bytes, tensors_);
+    else
+      near.access(t, row0, bytes, write, tensors_);
     ++accesses_;
+  }
+
+  bool held_elsewhere(int t, Index row0, Index part) const {
+    for (Index other = 0; other < p_.l2_partitions; ++other)
+      if (other != part && l2_[other].holds(t, row0)) return true;
+    return false;
   }
 
   Index rows_of(Index tile, Index B) const { return std::min(B, p_.N - tile * B); }
@@ -123,26 +137,36 @@ class GridRun {
     groups_.push_back({first, count, head, head / group_size, 0, end});
     for (Index b = first; b < first + count; ++b) {
       const Index i = query_tile_of(b);
-      access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, 1);
+      access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, p_.partition_of(b));
     }
     resident_ += count;
     return count;
   }
 
-  // K_j then V_j, block after block of the group. Once the first block has loaded both, the
-  // others hit as long as both are still resident (an L2 that holds two tiles); otherwise
-  // they go through the L2 one by one, as they would without grouping.
+  // K_j then V_j, block after block of the group, each in its own partition. In each round
+  // the next block of every partition that has one left loads both, in block order (the
+  // group's blocks alternate partitions, so this is their order); after it, a partition
+  // whose copies of both tiles are still resident books its remaining blocks as hits (an L2
+  // partition that holds two tiles), and the others go on one block per round, as they
+  // would without grouping.
   void load_kv(const Group& g) {
     const Index row0 = g.kv_head * p_.N + g.j * p_.Bc, rows = rows_of(g.j, p_.Bc);
-    Index left = g.count;
-    while (left > 0) {
-      access(kK, row0, rows, /*write=*/false, 1);
-      access(kV, row0, rows, /*write=*/false, 1);
-      --left;
-      if (left > 0 && l2_.holds(kK, row0) && l2_.holds(kV, row0)) {
-        book_hits(kK, rows, left);
-        book_hits(kV, rows, left);
-        left = 0;
+    const Index P = p_.l2_partitions;
+    std::vector<Index> left(P, 0);  // blocks of the group in each partition
+    for (Index b = g.first_block; b < g.first_block + g.count; ++b) ++left[p_.partition_of(b)];
+    for (Index remaining = g.count; remaining > 0;) {
+      for (Index k = 0; k < P; ++k) {
+        const Index part = p_.partition_of(g.first_block + k);
+        if (left[part] == 0) continue;
+        access(kK, row0, rows, /*write=*/false, part);
+        access(kV, row0, rows, /*write=*/false, part);
+        --left[part], --remaining;
+      }
+      for (Index part = 0; part < P; ++part) {
+        if (left[part] == 0 || !l2_[part].holds(kK, row0) || !l2_[part].holds(kV, row0)) continue;
+        book_hits(kK, rows, left[part]);
+        book_hits(kV, rows, left[part]);
+        remaining -= left[part], left[part] = 0;
       }
     }
   }
@@ -158,8 +182,8 @@ class GridRun {
       if (g.j < g.kv_end) continue;
       for (Index b = g.first_block; b < g.first_block + g.count; ++b) {
         const Index i = query_tile_of(b), row0 = g.head * p_.N + i * p_.Br;
-        access(kO, row0, rows_of(i, p_.Br), /*write=*/true, 1);
-        access(kL, row0, rows_of(i, p_.Br), /*write=*/true, 1);
+        access(kO, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
+        access(kL, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
       }
       resident_ -= g.count;
     }
@@ -167,7 +191,7 @@ class GridRun {
   }
 
   const GridProblem& p_;
-  detail::L2Cache l2_;
+  std::vector<detail::L2Cache> l2_;  // one per partition
   bool group_alike_;
   std::vector<TensorTraffic> tensors_;
   std::vector<Bytes> row_bytes_;
@@ -205,6 +229,12 @@ void check(const GridProblem& p) {
   if (p.l2_bytes < 1 || p.l2_bytes > kMaxL2)
     throw cpu::InvalidArgument(
         fmt::format("an L2 of {} bytes: give 1 byte to 1 PiB (the H200's is 60 MiB)", p.l2_bytes));
+  check_range("l2_partitions", p.l2_partitions, 1, kMaxPartitions,
+              "the L2's partitions, each with its own SMs: 2 on Hopper");
+  if (p.l2_bytes < p.l2_partitions)
+    throw cpu::InvalidArgument(
+        fmt::format("an L2 of {} bytes in {} partitions: give at least a byte per partition",
+                    p.l2_bytes, p.l2_partitions));
   cpu::check_causal(p.causal);
   if (p.causal == cpu::Causal::bottom_right)
     throw cpu::InvalidArgument(
@@ -219,6 +249,7 @@ std::string_view to_string(L2EventKind kind) {
     case L2EventKind::evict: return "evict";
     case L2EventKind::write_back: return "write-back";
     case L2EventKind::bypass: return "bypass";
+    case L2EventKind::copy: return "copy";
   }
   return "unknown";
 }

@@ -35,7 +35,19 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
   evict_until_fits(bytes, tensors);
   if (!write) tensors[tensor].dram_read += bytes;
   tell(write ? L2EventKind::allocate : L2EventKind::miss, tensor, row0, bytes, write);
-  lru_.push_front({key, tensor, row0, bytes, write});
+  place(tensor, row0, bytes, write);
+}
+
+void L2Cache::copy_in(int tensor, std::int64_t row0, Bytes bytes,
+                      std::vector<TensorTraffic>& tensors) {
+  evict_until_fits(bytes, tensors);
+  tell(L2EventKind::copy, tensor, row0, bytes, /*write=*/false);
+  place(tensor, row0, bytes, /*dirty=*/false);
+}
+
+void L2Cache::place(int tensor, std::int64_t row0, Bytes bytes, bool dirty) {
+  const std::uint64_t key = key_of(tensor, row0);
+  lru_.push_front({key, tensor, row0, bytes, dirty});
   where_[key] = lru_.begin();
   in_use_ += bytes;
 }

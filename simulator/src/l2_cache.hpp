@@ -20,7 +20,9 @@ namespace flashlab::sim::detail {
 
 class L2Cache {
  public:
-  explicit L2Cache(Bytes capacity) : capacity_(capacity) {}
+  // partition: the number its events carry (grid.hpp's L2 partitions; 0 for the one L2).
+  explicit L2Cache(Bytes capacity, int partition = 0)
+      : capacity_(capacity), partition_(partition) {}
 
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
@@ -34,8 +36,14 @@ class L2Cache {
   void access(int tensor, std::int64_t row0, Bytes bytes, bool write,
               std::vector<TensorTraffic>& tensors, std::int64_t times = 1);
 
+  // A read of a tile that this L2 does not hold but another partition does: placed here,
+  // clean, copied from there without a DRAM read (L2EventKind::copy). The caller has
+  // checked that it is not resident here and that it fits.
+  void copy_in(int tensor, std::int64_t row0, Bytes bytes, std::vector<TensorTraffic>& tensors);
+
   // Whether the tile of that tensor starting at row0 is resident.
   bool holds(int tensor, std::int64_t row0) const;
+  Bytes capacity() const { return capacity_; }
 
   // Writes every dirty tile back: where the data ends up when the program is done.
   void flush(std::vector<TensorTraffic>& tensors);
@@ -58,11 +66,13 @@ class L2Cache {
     bool dirty;
   };
   void evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors);
+  void place(int tensor, std::int64_t row0, Bytes bytes, bool dirty);
   void tell(L2EventKind kind, int tensor, std::int64_t row0, Bytes bytes, bool write) const {
-    if (observer_) (*observer_)({kind, tensor, row0, bytes, write});
+    if (observer_) (*observer_)({kind, tensor, row0, bytes, write, partition_});
   }
 
   Bytes capacity_, in_use_ = 0;
+  int partition_;
   std::list<Line> lru_;  // front: most recently used
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;
   const L2Observer* observer_ = nullptr;

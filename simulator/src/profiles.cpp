@@ -36,6 +36,9 @@ constexpr std::array kProfiles = {
         // CUDA Programming Guide, compute capability 9.0: 228 KB per SM, 227 KB per block.
         .sram_per_sm = 227 * kKB,
         .l2_bytes = 50 * kMB,        // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5)
+        // Hopper whitepaper: the L2 is divided into two partitions, each caching data for
+        // the GPCs attached to it directly.
+        .l2_partitions = 2,
         .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
         // H100 SXM datasheet: BF16 989 TFLOPS dense, the figure used here (its 1,979
         // TFLOPS is with 2:4 sparsity, which attention does not use).
@@ -50,6 +53,9 @@ constexpr std::array kProfiles = {
         // Measured: 232,448 bytes (227 KiB) per block with the opt-in attribute (DEVICE-NOTES.md).
         .sram_per_sm = 227 * kKB,
         .l2_bytes = 60 * kMB,        // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
+        // The GH100's two partitions (as the H100); the DRAM reads measured past the
+        // crossover fit two of 30 MiB, K and V held in both (docs/IO-LEVELS.md).
+        .l2_partitions = 2,
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.
         .hbm_bytes_per_s = 4.25 * kTera,

@@ -17,8 +17,21 @@
 // rows) rb / 32) - 1, and that is what a miss reads and a write-back writes. (Where rb x
 // rows is not a multiple of 32, neighbouring tiles share a sector and each counts it: the
 // model's one over-count, at most 32 bytes per tile boundary. At d = 64 and 128 in bf16
-// every tile is whole sectors.) The real L2 is set-associative, hashed over its slices and
-// split in two partitions; this model is fully associative and exact LRU.
+// every tile is whole sectors.) The real L2 is set-associative and hashed over its slices;
+// this model is fully associative and exact LRU.
+//
+// Partitions (l2_partitions = P, the hardware profile's figure: 2 on Hopper). The L2 is P
+// separate caches of l2_bytes / P each, and every SM is attached to one of them. Block b
+// runs on an SM of partition b mod P: the block scheduler hands consecutive blocks to SMs
+// of different GPCs, and the GPCs are split between the partitions, so consecutive blocks
+// alternate (the exact SM is not visible to the kernel's counters; what matters here is
+// that a head's many blocks land on both sides). A block's read looks in its own
+// partition; on a miss the tile is copied from another partition that holds it (no DRAM
+// traffic) or else read from DRAM, and either way it is then held in the reader's
+// partition too. So K and V, which every block of a head reads, take room in every
+// partition: for them the L2 holds l2_bytes / P, not l2_bytes. A write is placed in the
+// writer's partition only (each O and L tile is written once, by one block, and never
+// read, so no other copy exists to update).
 //
 // Closed forms (non-causal, H heads sharing H_kv KV heads, s bytes per element, Tr =
 // ceil(N / Br), Tc = ceil(N / Bc)): into the SMs, Q, O and L once per head, and K and V
@@ -36,14 +49,18 @@
 // and V whole, the other heads' but for one tile each (at the first or the last step, the
 // worst j), and one wave's O and L and the next's Q:
 //
-//     live(N) = 2 N d s  +  (h - 1) x 2 (N - Bc) d s  +  R x (2 Br d s + 4 Br),
+//     live(N) = 2 N d s  +  (h - 1) x 2 (N - Bc) d s  +  ceil(R / P) x (2 Br d s + 4 Br),
 //     h = max(h_w, h_w+1) over the waves that share a KV head,
 //
-// and re-reads reach DRAM from the smallest N with live(N) > L2. h is 1, or 2 where a wave
-// straddles two heads, once Tr >= R; more where a wave holds several heads. The H200 (60
-// MiB, R = 264) with fa2 at d = 128 (Br 128, Bc 64, bf16), 16 heads: h = 3 from N = 29,696
-// (Tr = 232 < R), h = 2 from N = 44,480, and from N = 88,832 one head's K and V alone do not
-// fit, so every wave re-reads (tests/simulator/test_grid_l2.cpp runs the grid at these N).
+// and re-reads reach DRAM from the smallest N with live(N) > L2 / P: with P partitions each
+// holds every live head's K and V but only its own blocks' Q, O and L (where the next wave
+// is the grid's last and short of R blocks, its Q tiles are counted as they are). h is 1, or 2
+// where a wave straddles two heads, once Tr >= R; more where a wave holds several heads. fa2 at d =
+// 128 (Br 128, Bc 64, bf16) on the H200 (60 MiB, R = 264): as one pool (P = 1), 16 heads have h = 3
+// from N = 29,696 (Tr = 232 < R), h = 2 from N = 44,480, and from N = 88,832 one head's K and V
+// alone do not fit, so every wave re-reads; in two partitions of 30 MiB (P = 2, the profile's), 16
+// heads re-read from N = 7,488 (h = 6) and one head from N = 49,024
+// (tests/simulator/test_grid_l2.cpp runs the grid at these N).
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
@@ -73,7 +90,8 @@ struct GridProblem {
   cpu::Index Br = 128, Bc = 64;            // the kernel's tiles
   cpu::Index blocks_per_sm = 2;            // the kernel's occupancy
   cpu::Index sm_count = 132;
-  Bytes l2_bytes = 60 * 1024 * 1024;
+  Bytes l2_bytes = 60 * 1024 * 1024;  // all partitions together
+  cpu::Index l2_partitions = 1;       // the hardware profile's l2_partitions
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
@@ -81,11 +99,15 @@ struct GridProblem {
   cpu::Index blocks() const { return heads * query_tiles(); }
   // R: the blocks resident at once.
   cpu::Index resident_blocks() const;
+  Bytes partition_bytes() const { return l2_bytes / l2_partitions; }
+  // The partition of the SM that runs block b (the header says why b mod P).
+  cpu::Index partition_of(cpu::Index block) const { return block % l2_partitions; }
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
 // 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
-// blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB and causal is none or top-left.
+// blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64
+// and causal is none or top-left.
 void check(const GridProblem& problem);
 
 // One thing the L2 did, in the order it did it.
@@ -96,15 +118,18 @@ enum class L2EventKind {
   evict,       // a clean tile dropped to make room
   write_back,  // a dirty tile written to DRAM to make room
   bypass,      // a tile larger than the whole L2: straight to or from DRAM
+  copy,        // a read of a tile not in the reader's partition but in another: copied
+               // across, no DRAM traffic
 };
 std::string_view to_string(L2EventKind kind);
 
 struct L2Event {
   L2EventKind kind;
-  int tensor;       // index into the report's tensors (Q, K, V, O, L)
-  cpu::Index row0;  // the tile's first row in its tensor (heads stacked: head h at h N)
-  Bytes bytes;      // sectors the tile occupies, in bytes
-  bool write;       // for hit, miss, allocate, bypass: the access was a store
+  int tensor;         // index into the report's tensors (Q, K, V, O, L)
+  cpu::Index row0;    // the tile's first row in its tensor (heads stacked: head h at h N)
+  Bytes bytes;        // sectors the tile occupies, in bytes
+  bool write;         // for hit, miss, allocate, bypass: the access was a store
+  int partition = 0;  // the L2 partition it happened in
 };
 using L2Observer = std::function<void(const L2Event&)>;
 
@@ -147,10 +172,12 @@ Bytes live_bytes(const GridProblem& problem);
 // single head outgrow the L2, past which every wave re-reads whatever KV head it shares
 // with the next, whatever the alignment.
 struct L2Crossover {
-  cpu::Index first_N = 0;     // the smallest N (a multiple of Bc) with live(N) > L2
+  cpu::Index first_N = 0;     // the smallest N (a multiple of Bc) with live(N) > L2 / P
   cpu::Index heads_live = 0;  // h(N) at first_N
   Bytes live = 0;             // live(N) at first_N
-  cpu::Index one_head_N = 0;  // the smallest multiple of Bc with live(N) > L2 at h = 1
+  // The smallest multiple of Bc with live(N) > L2 / P at h = 1 between full waves, and not
+  // below first_N (one head alone, whose second wave is short, re-reads a little later).
+  cpu::Index one_head_N = 0;
 };
 // problem.N is ignored; N ranges over multiples of Bc up to 2^22. Empty when live(N) stays
 // within the L2 there. The closed form is the non-causal grid's: a causal problem is

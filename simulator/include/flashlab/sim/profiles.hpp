@@ -18,6 +18,9 @@ struct HardwareProfile {
   Bytes sram_per_sm = 0;         // shared memory one SM offers one thread block (the most
                                  // a block can opt in to, a little below the SM's total)
   Bytes l2_bytes = 0;            // the L2 between HBM and the SMs, whole chip
+  // The L2's partitions: each SM is attached to one, and data read by SMs of several
+  // partitions is held in each of them (sim::GridProblem::l2_partitions; grid.hpp).
+  int l2_partitions = 1;
   double hbm_bytes_per_s = 0;    // read + written
   double matrix_flops_per_s = 0; // dense bf16 tensor-core throughput
   double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip
