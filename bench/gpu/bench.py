@@ -16,7 +16,6 @@ triton.testing.do_bench (which clears the L2 before every run).
 """
 import argparse
 import csv
-import math
 import os
 import sys
 
@@ -24,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlab_ctypes as fl  # noqa: E402
 import bench_backward  # noqa: E402
 import bench_decode  # noqa: E402
+import sweep  # noqa: E402
 
 HIDDEN = 2048
 TOKENS = 16384
@@ -123,23 +123,7 @@ def print_summary(summary):
 
 
 def run_sweep(args):
-    import torch
-    from triton.testing import do_bench
-    lib = fl.Flashlab(args.lib)
-    summary = []
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["d", "causal", "N", "B", "H", "impl", "ms", "tflops",
-                         "ratio_to_flash", "ratio_to_cudnn", "max_abs_diff_vs_cudnn"])
-        for d in HEAD_DIMS:
-            for causal in (False, True):
-                for N in args.seq_lens:
-                    rows = bench_shape(torch, do_bench, lib, d, causal, N, writer)
-                    f.flush()
-                    summary.append(((d, causal, N), rows))
-                    print(f"d={d} causal={int(causal)} N={N}: " + ", ".join(
-                        f"{k} {v[1]:.1f}" for k, v in rows.items()), flush=True)
-    print_summary(summary)
+    sweep.run(args, HEAD_DIMS, bench_shape, print_summary)
 
 
 def ablation_options(fl_lib):

@@ -9,6 +9,7 @@ forward's two. Each time is the backward alone (the forward ran once, before), m
 triton.testing.do_bench. max|diff| compares each gradient with cuDNN's.
 """
 import flashlab_ctypes as fl
+import sweep
 
 BACKWARD_FLOP_RATIO = 2.5
 TORCH_BACKWARD = ["flash", "cudnn"]
@@ -88,21 +89,4 @@ def print_summary(summary):
 
 
 def run_sweep(args, head_dims):
-    import csv
-    import torch
-    from triton.testing import do_bench
-    lib = fl.Flashlab(args.lib)
-    summary = []
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["d", "causal", "N", "B", "H", "impl", "ms", "tflops",
-                         "ratio_to_flash", "ratio_to_cudnn", "max_abs_diff_vs_cudnn"])
-        for d in head_dims:
-            for causal in (False, True):
-                for N in args.seq_lens:
-                    rows = bench_shape(torch, do_bench, lib, d, causal, N, writer)
-                    f.flush()
-                    summary.append(((d, causal, N), rows))
-                    print(f"backward d={d} causal={int(causal)} N={N}: " + ", ".join(
-                        f"{k} {v[1]:.1f}" for k, v in rows.items()), flush=True)
-    print_summary(summary)
+    sweep.run(args, head_dims, bench_shape, print_summary, label="backward ")
