@@ -33,7 +33,7 @@ SCALAR_SEQ_LENS = {512, 2048, 8192}  # the scalar kernel is slow by design: a fe
 MATH_MAX_SEQ = 2048                  # torch's math backend materialises S and P
 TORCH_BACKENDS = ["flash", "cudnn", "efficient", "math"]
 NCU_SHAPE = dict(B=1, H=16, N=8192, d=128)
-ABLATION_SHAPE = dict(N=8192, d=128)  # the issue's shape: fa3's switches timed at d = 128
+ABLATION_SHAPE = dict(N=8192, d=128)  # fa3's switches timed at d = 128, N = 8192 (NOTES.md)
 BYTES_BF16 = 2
 
 
