@@ -190,13 +190,14 @@ void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
   const BackwardBytes b = recompute_bytes(s, kBf16Bytes);
   const double p = stored_p_bytes(s, kBf16Bytes), dram = compulsory_bytes(s, kBf16Bytes);
   ctx.print(
-      "flashlab's backward as built ({} heads, N = {}, d = {}, bf16, Br = Bc = {} from the\n"
-      "kernel table, default mode), from the closed forms in gpu_backward.hpp, at two levels:\n"
+      "flashlab's backward as built ({} heads, N = {}, d = {}, bf16, Br = {} and Bc = {} from\n"
+      "the kernel table, default mode), from the closed forms in gpu_backward.hpp, at two\n"
+      "levels:\n"
       "the tiles between the L2 and the SMs (what the two-level model counts), and the bytes\n"
       "DRAM must carry at the least (each input read once, each gradient written once).\n"
       "A backward that kept P would move the same tiles and, on top, P: written by the\n"
       "forward, read back by the backward.\n\n",
-      s.heads_q, s.n_q, s.d, bwd::kBc);
+      s.heads_q, s.n_q, s.d, bwd::kBr, bwd::kBc);
   Table t({"", "L2 <-> SMs", "DRAM, at least"}, {true});
   t.add(
       {"recompute P (predicted)", sim::format_bytes(b.read + b.written), sim::format_bytes(dram)});

@@ -11,6 +11,8 @@
 #include "flashlab/flashlab.h"
 #include "flashlab/sim/dtype.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/core.h>
 
@@ -66,10 +68,12 @@ TEST_CASE("lesson 10 without a GPU says what its split-KV step would show and ho
 }
 
 TEST_CASE("the backward's bytes in closed form, counted by hand for a small shape") {
-  // Hq = 2, Hkv = 1, N_q = 64, N_k = 128, d = 64, bf16: Tc = 128 / 64 = 2 KV tiles.
-  const app::BackwardShape s{.heads_q = 2, .heads_kv = 1, .n_q = 64, .n_k = 128, .d = 64};
+  // Hq = 2, Hkv = 1, N_q = 64, N_k = 3 Bc - 1 (the kernel table's Bc), d = 64, bf16:
+  // Tc = 3 KV tiles, the last one ragged.
+  constexpr int Bc = flashlab::gpu::fa2_backward::kBc;
+  const app::BackwardShape s{.heads_q = 2, .heads_kv = 1, .n_q = 64, .n_k = 3 * Bc - 1, .d = 64};
   const auto b = app::recompute_bytes(s, 2);
-  const double q_rows = 2 * 64, keys = 128, d = 64, tiles = 2;
+  const double q_rows = 2 * 64, keys = 3 * Bc - 1, d = 64, tiles = 3;
   const double preprocess_in = 2 * 2 * q_rows * d, preprocess_out = 4 * q_rows + 4 * q_rows * d;
   const double kv = 2 * 2 * keys * d;                            // K and V once, dK and dV once
   const double per_tile = tiles * q_rows * (2 * 2 * d + 2 * 4);  // Q, dO, L, D per KV tile
