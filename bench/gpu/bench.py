@@ -130,16 +130,28 @@ def ablation_options(fl_lib):
     """The default switches first, then each switch moved away from its default alone, then
     everything off: the FlashAttention-3 ablation, one idea at a time."""
     default = fl_lib.fa3_default_options()
-    fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap")
+    fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap", "conditional_rescale")
     def variant(**changes):
         o = fl.Fa3Options(*(changes.get(f, getattr(default, f)) for f in fields))
         return o
-    out = [variant()]
+    out = [variant(), variant(conditional_rescale=1 - default.conditional_rescale)]
     out += [variant(stages=s) for s in (1, 2, 3) if s != default.stages]
     out += [variant(warp_specialized=0), variant(ping_pong=0), variant(intra_overlap=0),
             variant(ping_pong=0, intra_overlap=0),
             variant(warp_specialized=0, ping_pong=0, intra_overlap=0, stages=1)]
     return out
+
+
+def rescale_counts(torch, lib, params, options):
+    """Under the conditional rule, one more (untimed) run that counts on the device what every
+    (row, tile) update did; {} for the standard rule."""
+    if not options.conditional_rescale:
+        return {}
+    counts = torch.zeros(len(fl.RESCALE_COUNT_NAMES), device="cuda", dtype=torch.int64)
+    counting = fl.Fa3Options.from_buffer_copy(options)
+    counting.rescale_counts = counts.data_ptr()
+    lib.forward_fa3(params, counting)
+    return dict(zip(fl.RESCALE_COUNT_NAMES, counts.tolist()))
 
 
 def run_ablation(args):
@@ -153,8 +165,8 @@ def run_ablation(args):
     with open(args.csv, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["d", "causal", "N", "B", "H", "impl", "warp_specialized", "stages",
-                         "ping_pong", "intra_overlap", "ms", "tflops", "ratio_to_cudnn",
-                         "max_abs_diff_vs_cudnn"])
+                         "ping_pong", "intra_overlap", "conditional_rescale", "ms", "tflops",
+                         "ratio_to_cudnn", "max_abs_diff_vs_cudnn", "rescaled", "skipped"])
         for causal in (False, True):
             q, k, v = make_inputs(torch, B, H, N, d)
             o = torch.empty_like(q)
@@ -163,8 +175,8 @@ def run_ablation(args):
             reference = cudnn().float()
             cudnn_ms = do_bench(cudnn, warmup=25, rep=100, return_mode="median")
             cudnn_tflops = flops(B, H, N, d, causal) / cudnn_ms / 1e9
-            writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", f"{cudnn_ms:.4f}",
-                             f"{cudnn_tflops:.1f}", "1.000", "0"])
+            writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", "",
+                             f"{cudnn_ms:.4f}", f"{cudnn_tflops:.1f}", "1.000", "0", "", ""])
             print(f"\nd={d} N={N} causal={int(causal)}: cudnn {cudnn_tflops:.1f} TFLOP/s")
             p = lib.params(q, k, v, o, lse,
                            causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE, kernel=fl.FA3)
@@ -179,13 +191,18 @@ def run_ablation(args):
                     print(f"  fa3 {options.describe()}: {e}", flush=True)
                     continue
                 tflops = flops(B, H, N, d, causal) / ms / 1e9
+                counts = rescale_counts(torch, lib, p, options)
                 writer.writerow([d, int(causal), N, B, H, "fa3", options.warp_specialized,
                                  options.stages, options.ping_pong, options.intra_overlap,
-                                 f"{ms:.4f}", f"{tflops:.1f}", f"{tflops / cudnn_tflops:.3f}",
-                                 f"{diff:.3e}"])
+                                 options.conditional_rescale, f"{ms:.4f}", f"{tflops:.1f}",
+                                 f"{tflops / cudnn_tflops:.3f}", f"{diff:.3e}",
+                                 counts.get("rescaled", ""), counts.get("skipped", "")])
                 f.flush()
-                print(f"  fa3 {options.describe():40s} {tflops:7.1f} TFLOP/s "
-                      f"{tflops / cudnn_tflops:6.3f}x cudnn  max|diff| {diff:.2e}", flush=True)
+                print(f"  fa3 {options.describe():52s} {tflops:7.1f} TFLOP/s "
+                      f"{tflops / cudnn_tflops:6.3f}x cudnn  max|diff| {diff:.2e}"
+                      + (f"  rescaled {counts['rescaled']} skipped {counts['skipped']} "
+                         f"(of {counts['rescaled'] + counts['skipped']} growths)"
+                         if counts else ""), flush=True)
             del q, k, v, o, lse, reference
             torch.cuda.empty_cache()
 

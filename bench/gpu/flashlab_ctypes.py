@@ -12,6 +12,8 @@ CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 FP32, FP16, BF16 = 0, 1, 2
 MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
 MAX_HEAD_DIMS = 8
+# flashlab_rescale_count (fa3.h): the order of fa3's rescale counts.
+RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 ABI_VERSION = 3
 
 
@@ -74,11 +76,13 @@ class Fa3Options(ctypes.Structure):
     _fields_ = [
         ("warp_specialized", ctypes.c_int32), ("stages", ctypes.c_int32),
         ("ping_pong", ctypes.c_int32), ("intra_overlap", ctypes.c_int32),
+        ("conditional_rescale", ctypes.c_int32), ("rescale_counts", ctypes.c_void_p),
     ]
 
     def describe(self):
         return (f"ws={self.warp_specialized} stages={self.stages} "
-                f"ping_pong={self.ping_pong} overlap={self.intra_overlap}")
+                f"ping_pong={self.ping_pong} overlap={self.intra_overlap} "
+                f"conditional={self.conditional_rescale}")
 
 
 class KernelInfo(ctypes.Structure):

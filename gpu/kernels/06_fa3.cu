@@ -17,6 +17,12 @@
 //   - intra-warpgroup overlap: S_{j+1} is issued before U += W_j V_j and waited for first,
 //     so the softmax of S_{j+1} runs while the tensor cores still work on W_j V_j; U is
 //     rescaled by alpha once that product has landed.
+//   - conditional rescaling (FlashAttention-4; switch conditional_rescale): a row keeps its
+//     base m until its max outgrows it by more than tau = 8 in log2 units, so alpha is 1 on
+//     most tiles, and a warp none of whose rows moved skips U = alpha U. With a counts
+//     buffer, a kernel of its own counts on the device what each (row, tile) update did.
+//   - the masked tiles (the causal diagonal, the ragged end of N_k) have an online softmax
+//     of their own; the others read S as it is, with no per-score test.
 // Each consumer's loop is cut into sections: section 0 computes S_0 and its softmax;
 // section j (1 <= j <= Tc) issues U += W_{j-1} V_{j-1} and, when j < Tc, S_j, then runs the
 // softmax of S_j. The per-tile algebra and its names are fa2's and the CPU reference's:
@@ -30,6 +36,7 @@
 // Tiles, stages, threads and SRAM: fa3:: in flashlab/gpu/kernel_info.hpp; the switches:
 // flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
 #include "common.cuh"
+#include "flashlab/cpu/rescale_rule.hpp"
 #include "hopper/pipeline.cuh"
 #include "hopper/tma.cuh"
 #include "hopper/wgmma.cuh"
@@ -149,18 +156,41 @@ struct Loader {
 // is row g + 8 (e / 2), key 8 nt + 2 (lane % 4) + e % 2 (wgmma's accumulator layout).
 constexpr int kSRegs = kBc / 2;  // (64, Bc) fp32 over 128 threads
 
+// The key of element i of the thread's share, counted from the thread's first key of the
+// tile (k0 + 2 (lane % 4)), and the row (0 or 1: g or g + 8) it belongs to.
+__device__ __forceinline__ constexpr int key_of(int i) { return (i / 4) * 8 + i % 2; }
+__device__ __forceinline__ constexpr int row_of(int i) { return (i % 4) / 2; }
+
+// The accumulator tiles the rows' partial sums and maxima are spread over, so that each is a
+// short dependency chain rather than one add (or max) after another across the whole tile.
+// (Two: four would need registers that the d = 128 consumer does not have to spare.)
+constexpr int kPartials = 2;
+static_assert(kPartials == 2 && (kBc / 16) % kPartials == 0, "online_softmax adds two partials");
+
+// The state of the thread's two rows. m is the base the weights are taken against, in raw
+// score units; it is the running max, or with conditional rescaling up to tau below it.
 struct SoftmaxState {
-  float m[2];  // the base, in raw score units, of rows g and g + 8
-  float l[2];  // this thread's share of the row sums; the quad's total is taken in finalize
+  float m[2];         // the base of rows g and g + 8
+  float l[2];         // this thread's share of the row sums; the quad's total is taken in finalize
+  float max_seen[2];  // the running max, which the base may trail (conditional rescaling)
 };
 
-// Whether the score in element i of the thread's share is masked: its key is past N_k or,
-// under the causal mask, in its row's future.
-__device__ __forceinline__ bool is_masked(int i, int row_g, int k0, int lane, const Problem& p) {
-  const int row = row_g + ((i % 4) / 2) * 8;
-  const int key = k0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
-  return key >= p.n_k || (p.causal && key > row + p.causal_offset);
-}
+// How the base moves: after every tile whose max is larger (FlashAttention-2 and -3), or,
+// under the conditional rule, only once the max has outgrown it by more than tau
+// (FlashAttention-4); `counted` is the conditional rule that also counts what each update
+// did (a kernel of its own: the counting needs registers, and at d = 128 spills some).
+enum class Rescale { standard, conditional, counted };
+__host__ __device__ constexpr bool is_conditional(Rescale r) { return r != Rescale::standard; }
+
+struct RescaleRule {
+  unsigned long long* counts;  // FLASHLAB_RESCALE_COUNTS to add each update to, or nullptr
+  float tau;                   // in log2 units: flashlab::cpu::kFa4RescaleThresholdLog2
+};
+
+// What the updates of one tile did, for the counts (flashlab_rescale_count).
+struct TileEvents {
+  unsigned rescaled = 0, skipped = 0;
+};
 
 // The four threads of a quad hold one row's scores between them.
 __device__ __forceinline__ float quad_max(float x) {
@@ -172,43 +202,100 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(kFullWarp, x, 2);
 }
 
-// Where this thread's scores of one tile start, to mask them (mask = false: nothing to mask).
-struct TileMask {
-  bool mask;
-  int row_g, k0, lane;
-};
+// Adds a warp's counts to the device's: one atomic per count and warp, none when zero.
+// Counts are added modulo 2^64, so that a negative term (kept, below) subtracts.
+__device__ __forceinline__ void add_count(unsigned long long* counts, int k, int thread_count) {
+  const int warp_total = __reduce_add_sync(kFullWarp, unsigned(thread_count));
+  if (threadIdx.x % kWarpSize == 0 && warp_total != 0)
+    atomicAdd(counts + k, (unsigned long long)(long long)warp_total);
+}
 
-// m' = max(m, rowmax S); alpha = 2^((m - m') s); W = 2^(S s - m' s); l = alpha l + rowsum W;
-// m = m' (flashlab::cpu::update and the l half of accumulate), with s = scale * log2(e).
-// Masked scores count as -inf. S is only read: it is a wgmma accumulator, and with
-// intra-warpgroup overlap writing to it while the product with V is still running would make
-// ptxas serialise the two. W goes straight into rW_next as the A operand of U += W V, in T:
-// the two accumulator tiles of keys 16 kk .. 16 kk + 15 are exactly one A fragment
-// (wgmma.cuh). U's half of accumulate (alpha U, then + W V) is the caller's, since U may
-// still be being written by the tensor cores here.
-template <class T>
-__device__ __forceinline__ void online_softmax(SoftmaxState& state, const float (&rS)[kSRegs],
-                                               const TileMask& tm, const Problem& p,
-                                               float (&alpha)[2], uint32_t (&rW_next)[kBc / 16][4],
-                                               float scale_log2) {
-  const auto score = [&](int i) {
-    return tm.mask && is_masked(i, tm.row_g, tm.k0, tm.lane, p) ? -INFINITY : rS[i];
-  };
-  float base[2];
+// The updates of one tile in which a row's max grew, whether its base moved or was kept.
+__device__ __forceinline__ void count_growth(const TileEvents& events, unsigned long long* counts) {
+  add_count(counts, FLASHLAB_RESCALE_RESCALED, int(events.rescaled));
+  add_count(counts, FLASHLAB_RESCALE_SKIPPED, int(events.skipped));
+  // These updates are not `kept`, which count_updates counts among every later update.
+  add_count(counts, FLASHLAB_RESCALE_KEPT, -int(events.rescaled + events.skipped));
+}
+
+// A counted row takes part in the KV tiles that hold a key before its key_end: its first
+// update sets the base, and every later one was kept, unless count_growth counted it.
+__device__ __forceinline__ void count_updates(const int (&key_end)[2], unsigned counted, int Tc,
+                                              unsigned long long* counts) {
+  int first = 0, later = 0;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float tile_max = -INFINITY;
+    const int updates =
+        (counted >> r & 1u) && key_end[r] > 0 ? min(Tc, (key_end[r] + kBc - 1) / kBc) : 0;
+    first += updates > 0;
+    later += max(updates - 1, 0);
+  }
+  add_count(counts, FLASHLAB_RESCALE_FIRST, first);
+  add_count(counts, FLASHLAB_RESCALE_KEPT, later);
+}
+
+// The base of a row after a tile whose max is tile_max, the factor alpha its l and U are
+// multiplied by, and (conditional rule) what the update did, in events.
+template <Rescale kRescale>
+__device__ __forceinline__ float move_base(SoftmaxState& state, int r, float tile_max,
+                                           const RescaleRule& rule, bool counted,
+                                           TileEvents& events, float scale_log2, float& alpha) {
+  const float m_old = state.m[r];
+  const bool grew = tile_max > state.max_seen[r];
+  // (tile_max - m_old) is +inf on a row's first unmasked tile (the base moves), NaN on a
+  // tile where the row is wholly masked and has seen nothing yet (the base stays -inf).
+  const bool move = !is_conditional(kRescale) || (tile_max - m_old) * scale_log2 > rule.tau;
+  const float m_new = move ? fmaxf(m_old, tile_max) : m_old;
+  // A row that has seen only masked keys still has m = -inf: exponentiate against 0
+  // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0.
+  const float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
+  alpha = move ? ptx::exp2_approx(m_old * scale_log2 - base) : 1.0f;
+  state.m[r] = m_new;
+  state.max_seen[r] = fmaxf(state.max_seen[r], tile_max);
+  if (kRescale == Rescale::counted && counted) {
+    const bool later_growth = m_old != -INFINITY && grew;
+    events.rescaled += later_growth && move;
+    events.skipped += later_growth && !move;
+  }
+  return base;
+}
+
+// m' = max(m, rowmax S) (or m kept, under the conditional rule); alpha = 2^((m - m') s);
+// W = 2^(S s - m' s); l = alpha l + rowsum W (flashlab::cpu::update and the l half of
+// accumulate), with s = scale * log2(e). kMasked: scores of keys at or past key_end[r] (the
+// thread's first masked key of row r, counted as key_of counts) are -inf; tiles that need
+// no mask take the kMasked = false path, which reads S as it is. S is only read: it is a
+// wgmma accumulator, and with intra-warpgroup overlap writing to it while the product with
+// V is still running would make ptxas serialise the two. W goes straight into rW_next as
+// the A operand of U += W V, in T: the two accumulator tiles of keys 16 kk .. 16 kk + 15
+// are exactly one A fragment (wgmma.cuh). U's half of accumulate (alpha U, then + W V) is
+// the caller's, since U may still be being written by the tensor cores here.
+template <class T, bool kMasked, Rescale kRescale>
+__device__ __forceinline__ void online_softmax(SoftmaxState& state, const float (&rS)[kSRegs],
+                                               const int (&key_end)[2], const RescaleRule& rule,
+                                               unsigned counted, float (&alpha)[2],
+                                               uint32_t (&rW_next)[kBc / 16][4], float scale_log2) {
+  const auto score = [&](int i) {
+    if constexpr (kMasked) return key_of(i) >= key_end[row_of(i)] ? -INFINITY : rS[i];
+    return rS[i];
+  };
+  float base[2];
+  TileEvents events;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float part[kPartials];
+#pragma unroll
+    for (int c = 0; c < kPartials; ++c) part[c] = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt)
-      tile_max = fmaxf(tile_max, fmaxf(score(4 * nt + 2 * r), score(4 * nt + 2 * r + 1)));
-    const float m_new = fmaxf(state.m[r], quad_max(tile_max));
-    // A row that has seen only masked keys still has m' = -inf: exponentiate against 0
-    // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0.
-    base[r] = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
-    alpha[r] = ptx::exp2_approx(state.m[r] * scale_log2 - base[r]);
-    state.m[r] = m_new;
+      part[nt % kPartials] =
+          fmaxf(part[nt % kPartials], fmaxf(score(4 * nt + 2 * r), score(4 * nt + 2 * r + 1)));
+    const float tile_max = quad_max(fmaxf(part[0], part[1]));
+    base[r] = move_base<kRescale>(state, r, tile_max, rule, counted >> r & 1u, events, scale_log2,
+                                  alpha[r]);
   }
-  float row_sum[2] = {0.0f, 0.0f};
+  if (kRescale == Rescale::counted) count_growth(events, rule.counts);
+  float row_sum[2][kPartials] = {};
 #pragma unroll
   for (int kk = 0; kk < kBc / 16; ++kk)
 #pragma unroll
@@ -216,11 +303,11 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, const float 
       const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2), r = q % 2;
       const float w0 = ptx::exp2_approx(fmaf(score(i), scale_log2, -base[r]));
       const float w1 = ptx::exp2_approx(fmaf(score(i + 1), scale_log2, -base[r]));
-      row_sum[r] += w0 + w1;
+      row_sum[r][kk % kPartials] += w0 + w1;
       rW_next[kk][q] = ptx::pack2<T>(w0, w1);
     }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) state.l[r] = alpha[r] * state.l[r] + row_sum[r];
+  for (int r = 0; r < 2; ++r) state.l[r] = alpha[r] * state.l[r] + (row_sum[r][0] + row_sum[r][1]);
 }
 
 // U = alpha U: elements 0, 1 of each accumulator tile are row g, 2, 3 row g + 8.
@@ -287,6 +374,7 @@ __device__ __forceinline__ bool tile_needs_mask(const Problem& p, int first_row,
 struct Switches {
   int stages;
   bool ping_pong;
+  RescaleRule rescale;
 };
 
 struct Fa3Params {
@@ -320,7 +408,7 @@ __device__ __forceinline__ void finalize(const SoftmaxState& state, const float 
 
 // One consumer warpgroup's 64 rows, from the first tile to O. `issues` is true only without
 // warp specialisation, for the one warp (warp 0 of consumer 0) that then issues the copies.
-template <class T, int D, bool kIntraOverlap>
+template <class T, int D, bool kIntraOverlap, Rescale kRescale>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
                                         int consumer, int Tc, int q0, int b, int h,
                                         const Loader<T, D>& loader, bool issues) {
@@ -336,15 +424,32 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   hopper::Ring<kMaxStages>& k_ring = sram.bars->k;
   hopper::Ring<kMaxStages>& v_ring = sram.bars->v;
 
-  SoftmaxState state = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+  SoftmaxState state = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {-INFINITY, -INFINITY}};
+  const RescaleRule& rule = params.sw.rescale;
+  // Bit r: row r's updates are counted, by the quad's lane 0, for rows inside N_q.
+  const unsigned counted = lane % 4 != 0 ? 0u : (row_g < p.n_q) | (row_g + 8 < p.n_q) << 1;
+  // Row r's first masked key: N_k, or under the causal mask the key after its diagonal.
+  int row_key_end[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    row_key_end[r] = p.causal ? min(p.n_k, row_g + 8 * r + p.causal_offset + 1) : p.n_k;
   float rU[D / 2];                // (64, D) of U = sum of W V, not divided by l
   float rS[kSRegs];               // (64, Bc) of S
   uint32_t rW[kBc / 16][4];       // W_{j-1} in T, the A operand of U += W V
   uint32_t rW_next[kBc / 16][4];  // W_j, computed while U += W_{j-1} V_{j-1} may still run
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
-  const auto mask_of = [&](int k0) {
-    return TileMask{tile_needs_mask(p, first_row, k0), row_g, k0, lane};
+  // The online softmax of the tile whose first key is k0, masked only where it must be.
+  const auto softmax = [&](int k0, float(&alpha)[2], uint32_t(&rW_out)[kBc / 16][4]) {
+    if (tile_needs_mask(p, first_row, k0)) {
+      const int first_key = k0 + 2 * (lane % 4);
+      const int key_end[2] = {row_key_end[0] - first_key, row_key_end[1] - first_key};
+      online_softmax<T, true, kRescale>(state, rS, key_end, rule, counted, alpha, rW_out,
+                                        scale_log2);
+    } else {
+      const int none[2] = {kBc, kBc};
+      online_softmax<T, false, kRescale>(state, rS, none, rule, counted, alpha, rW_out, scale_log2);
+    }
   };
 
   hopper::mbarrier_wait(&sram.bars->q_full, 0);
@@ -365,7 +470,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     k_ring.consumer_release(Stage(0, stages));
     if (issues && stages < Tc) loader.load_k(stages);
     float alpha[2];  // U is 0: nothing to rescale
-    online_softmax<T>(state, rS, mask_of(0), p, alpha, rW, scale_log2);
+    softmax(0, alpha, rW);
   }
 
   // Section j: U += W_{j-1} V_{j-1}, and S_j with its softmax while j < Tc.
@@ -390,7 +495,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
       k_ring.consumer_release(k_st);
-      online_softmax<T>(state, rS, mask_of(j * kBc), p, alpha, rW_next, scale_log2);
+      softmax(j * kBc, alpha, rW_next);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
@@ -400,25 +505,29 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::fence_registers(rU);
       if (has_next) k_ring.consumer_release(k_st);
       v_ring.consumer_release(v_st);
-      if (has_next) online_softmax<T>(state, rS, mask_of(j * kBc), p, alpha, rW_next, scale_log2);
+      if (has_next) softmax(j * kBc, alpha, rW_next);
     }
     if (issues) {  // no producer warpgroup: refill the buffers just released
       if (has_next && j + stages < Tc) loader.load_k(j + stages);
       if (j - 1 + stages < Tc) loader.load_v(j - 1 + stages);
     }
     if (has_next) {
-      rescale<D>(rU, alpha);
+      // Under the conditional rule, a warp none of whose rows moved its base has alpha = 1
+      // on every row and skips the multiply (FlashAttention-4's saving).
+      if (!is_conditional(kRescale) || __any_sync(kFullWarp, alpha[0] != 1.0f || alpha[1] != 1.0f))
+        rescale<D>(rU, alpha);
 #pragma unroll
       for (int kk = 0; kk < kBc / 16; ++kk)
 #pragma unroll
         for (int q = 0; q < 4; ++q) rW[kk][q] = rW_next[kk][q];
     }
   }
+  if (kRescale == Rescale::counted) count_updates(row_key_end, counted, Tc, rule.counts);
   finalize<T, D>(state, rU, p, b, h, row_g, lane, scale_log2);
 }
 
 // Per-block set-up shared by both arrangements: barriers, the query tile, the KV range.
-template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap>
+template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale>
 __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
     fa3_kernel(const __grid_constant__ Fa3Params params, const __grid_constant__ TensorMaps maps) {
   extern __shared__ __align__(128) unsigned char raw_sram[];
@@ -456,7 +565,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       }
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
-      consume<T, D, kIntraOverlap>(params, sram, warpgroup - 1, Tc, q0, b, h, loader, false);
+      consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup - 1, Tc, q0, b, h, loader,
+                                             false);
     }
   } else {
     // No producer: warp 0 issues Q and the first `stages` tiles now, and each later tile as
@@ -469,13 +579,13 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         loader.load_v(j);
       }
     }
-    consume<T, D, kIntraOverlap>(params, sram, warpgroup, Tc, q0, b, h, loader, issues);
+    consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup, Tc, q0, b, h, loader, issues);
   }
 }
 
 // ---- Host side --------------------------------------------------------------------------
 
-template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap>
+template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale>
 void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t stream) {
   constexpr flashlab_dtype dtype = kDtypeOf<T>;
   constexpr KernelConfig config = fa3::config(D, dtype);
@@ -484,7 +594,7 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
                     Tiles<T, D>::kKVBytes == fa3::tile_bytes(kBc, D, dtype),
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   const int64_t sram_bytes = fa3::sram_bytes(D, dtype, options.stages);
-  const auto kernel = fa3_kernel<T, D, kWarpSpecialized, kIntraOverlap>;
+  const auto kernel = fa3_kernel<T, D, kWarpSpecialized, kIntraOverlap, kRescale>;
   throw_if_cuda_error(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sram_bytes)),
       "fa3 kernel shared memory");
@@ -492,22 +602,39 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
   maps.q = hopper::make_tensor_map("Q", p.q, p.q_stride, p.batch, p.heads_q, p.n_q, D, dtype, kBr);
   maps.k = hopper::make_tensor_map("K", p.k, p.k_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
   maps.v = hopper::make_tensor_map("V", p.v, p.v_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
-  const Fa3Params params{p, {options.stages, options.ping_pong != 0}};
+  const auto counts = reinterpret_cast<unsigned long long*>(options.rescale_counts);
+  const RescaleRule rule{counts, float(cpu::kFa4RescaleThresholdLog2)};
+  if (counts != nullptr)
+    throw_if_cuda_error(
+        cudaMemsetAsync(counts, 0, FLASHLAB_RESCALE_COUNTS * sizeof(int64_t), stream),
+        "fa3 rescale counts");
+  const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}};
   const dim3 grid((p.n_q + kBr - 1) / kBr, p.heads_q, p.batch);
   kernel<<<grid, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
   check_launch("fa3_kernel");
 }
 
 // Every switch is compiled at the ablation's shape (bf16, d = 128); other (d, dtype) have
-// the default arrangement only, which keeps the library's build time in check.
+// the default arrangement only, which keeps the library's build time in check. The
+// conditional rule is compiled with the default arrangement, at every (d, dtype).
 template <class T, int D>
 void launch_switched(const Problem& p, const flashlab_fa3_options& o, cudaStream_t stream) {
   const bool ws = o.warp_specialized != 0, overlap = o.intra_overlap != 0;
-  if (ws && overlap) return launch<T, D, true, true>(p, o, stream);
+  if (o.conditional_rescale != 0) {
+    if (ws && overlap && o.rescale_counts != nullptr)
+      return launch<T, D, true, true, Rescale::counted>(p, o, stream);
+    if (ws && overlap) return launch<T, D, true, true, Rescale::conditional>(p, o, stream);
+    throw Error(FLASHLAB_ERROR_UNSUPPORTED,
+                "fa3 with conditional_rescale = 1 is compiled with warp_specialized = 1 and "
+                "intra_overlap = 1 only (given " +
+                    std::to_string(o.warp_specialized) + " and " + std::to_string(o.intra_overlap) +
+                    ")");
+  }
+  if (ws && overlap) return launch<T, D, true, true, Rescale::standard>(p, o, stream);
   if constexpr (std::is_same_v<T, __nv_bfloat16> && D == 128) {
-    if (ws) return launch<T, D, true, false>(p, o, stream);
-    if (overlap) return launch<T, D, false, true>(p, o, stream);
-    return launch<T, D, false, false>(p, o, stream);
+    if (ws) return launch<T, D, true, false, Rescale::standard>(p, o, stream);
+    if (overlap) return launch<T, D, false, true, Rescale::standard>(p, o, stream);
+    return launch<T, D, false, false, Rescale::standard>(p, o, stream);
   }
   throw Error(FLASHLAB_ERROR_UNSUPPORTED,
               "fa3 with warp_specialized = " + std::to_string(o.warp_specialized) +

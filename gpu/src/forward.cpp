@@ -72,15 +72,30 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                 "fa3 options were given for kernel = " + std::to_string(params.kernel) +
                     ": they are for FLASHLAB_KERNEL_FA3 (" + std::to_string(FLASHLAB_KERNEL_FA3) +
                     ") only; call flashlab_forward for the other kernels");
-  if (!is_flag(o.warp_specialized) || !is_flag(o.ping_pong) || !is_flag(o.intra_overlap))
+  if (!is_flag(o.warp_specialized) || !is_flag(o.ping_pong) || !is_flag(o.intra_overlap) ||
+      !is_flag(o.conditional_rescale))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 options warp_specialized = " + std::to_string(o.warp_specialized) +
-                    ", ping_pong = " + std::to_string(o.ping_pong) + ", intra_overlap = " +
-                    std::to_string(o.intra_overlap) + ": each must be 0 (off) or 1 (on)");
-  if (o.stages < 1 || o.stages > fa3::kMaxStages)
+                    ", ping_pong = " + std::to_string(o.ping_pong) +
+                    ", intra_overlap = " + std::to_string(o.intra_overlap) +
+                    ", conditional_rescale = " + std::to_string(o.conditional_rescale) +
+                    ": each must be 0 (off) or 1 (on)");
+  if (o.rescale_counts != nullptr && o.conditional_rescale == 0)
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
-                "fa3 option stages = " + std::to_string(o.stages) + ": it must be in [1, " +
-                    std::to_string(fa3::kMaxStages) + "]");
+                "fa3 option rescale_counts was given with conditional_rescale = 0: the counts "
+                "are the conditional rule's; set conditional_rescale = 1 (its rescaled + "
+                "skipped counts are the rescales the standard rule performs)");
+  if (o.rescale_counts != nullptr) {
+    if (reinterpret_cast<uintptr_t>(o.rescale_counts) % alignof(int64_t) != 0)
+      throw Error(FLASHLAB_ERROR_MISALIGNED,
+                  "fa3 option rescale_counts is not aligned to 8 bytes: give device memory "
+                  "for FLASHLAB_RESCALE_COUNTS int64 values (cudaMalloc's pointers are)");
+    check_device_pointer("fa3 option rescale_counts", o.rescale_counts);
+  }
+  if (o.stages < 1 || o.stages > fa3::kMaxStages)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT, "fa3 option stages = " + std::to_string(o.stages) +
+                                                 ": it must be in [1, " +
+                                                 std::to_string(fa3::kMaxStages) + "]");
   const int64_t need = fa3::sram_bytes(params.d, flashlab_dtype(params.dtype), o.stages);
   int device = 0, have = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -88,10 +103,10 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
              "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
   if (need > have)
     throw Error(FLASHLAB_ERROR_UNSUPPORTED,
-                "fa3 with stages = " + std::to_string(o.stages) + " at d = " +
-                    std::to_string(params.d) + " needs " + std::to_string(need) +
-                    " bytes of shared memory per block; this device gives " +
-                    std::to_string(have) + ": use fewer stages");
+                "fa3 with stages = " + std::to_string(o.stages) +
+                    " at d = " + std::to_string(params.d) + " needs " + std::to_string(need) +
+                    " bytes of shared memory per block; this device gives " + std::to_string(have) +
+                    ": use fewer stages");
 }
 
 // params are validated; the device pointers are checked here.
@@ -115,6 +130,8 @@ flashlab_fa3_options default_fa3_options() {
   o.stages = fa3::kDefaultStages;
   o.ping_pong = 1;
   o.intra_overlap = 1;
+  o.conditional_rescale = 0;
+  o.rescale_counts = nullptr;
   return o;
 }
 

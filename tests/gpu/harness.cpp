@@ -1,6 +1,7 @@
 #include "harness.hpp"
 #include "host_tensors.hpp"
 
+#include "flashlab/cpu/conditional_rescaling.hpp"
 #include "flashlab/cpu/dropout.hpp"
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
@@ -33,13 +34,16 @@ struct Prepared {
   flashlab_forward_params params{};
 
   Prepared(const Case& c_, uint64_t seed)
-      : c(c_), rng(seed),
+      : c(c_),
+        rng(seed),
         Q(c.layout, c.batch, c.heads_q, c.n_q, c.d, &rng),
         K(c.layout, c.batch, c.heads_kv, c.n_k, c.d, &rng),
         V(c.layout, c.batch, c.heads_kv, c.n_k, c.d, &rng),
         gO(geometry(c.layout, c.batch, c.heads_q, c.n_q, c.d)),
-        dQ(Q.data.size() * sizeof(In)), dK(K.data.size() * sizeof(In)),
-        dV(V.data.size() * sizeof(In)), dO(gO.elems * sizeof(In)),
+        dQ(Q.data.size() * sizeof(In)),
+        dK(K.data.size() * sizeof(In)),
+        dV(V.data.size() * sizeof(In)),
+        dO(gO.elems * sizeof(In)),
         dL(size_t(c.batch) * c.heads_q * c.n_q * sizeof(float)) {
     upload(dQ, Q);
     upload(dK, K);
@@ -69,9 +73,9 @@ struct Prepared {
   }
 
   static void upload(const DeviceBuffer& dst, const HostTensor<In>& t) {
-    check_cuda(cudaMemcpy(dst.ptr, t.data.data(), t.data.size() * sizeof(In),
-                          cudaMemcpyHostToDevice),
-               "upload");
+    check_cuda(
+        cudaMemcpy(dst.ptr, t.data.data(), t.data.size() * sizeof(In), cudaMemcpyHostToDevice),
+        "upload");
   }
 
   // Poisons O and L, runs the kernel, and returns O (in its layout) and L.
@@ -87,8 +91,7 @@ struct Prepared {
     std::vector<In> O(gO.elems);
     std::vector<float> L(lse_count);
     check_cuda(cudaMemcpy(O.data(), dO.ptr, O.size() * sizeof(In), cudaMemcpyDeviceToHost), "O");
-    check_cuda(cudaMemcpy(L.data(), dL.ptr, L.size() * sizeof(float), cudaMemcpyDeviceToHost),
-               "L");
+    check_cuda(cudaMemcpy(L.data(), dL.ptr, L.size() * sizeof(float), cudaMemcpyDeviceToHost), "L");
     return {std::move(O), std::move(L)};
   }
 };
@@ -98,8 +101,7 @@ double fp32_slack(const Case& c, const HostTensor<In>& V) {
   if constexpr (!std::is_same_v<In, float>) return 0.0;
   double v_max = 0;
   for (const In& x : V.data) v_max = std::max(v_max, std::abs(double(x)));
-  return kFp32OrderSlack * std::numeric_limits<float>::epsilon() * std::sqrt(double(c.n_k)) *
-         v_max;
+  return kFp32OrderSlack * std::numeric_limits<float>::epsilon() * std::sqrt(double(c.n_k)) * v_max;
 }
 
 // Compares one (b, h) head of the kernel's output with the references.
@@ -116,24 +118,28 @@ void compare_head(const Prepared<In>& p, const std::vector<In>& O, const std::ve
   // The rule indexes the mask by the query head h, not the KV head it reads.
   const cpu::DropoutMask mask({c.dropout_p, c.dropout_seed, c.dropout_offset}, b, h);
   const cpu::DropoutMask* dropout = c.dropout_p > 0 ? &mask : nullptr;
-  const auto ref = cpu::naive_attention<double>(Q.template cast<double>(),
-                                                K.template cast<double>(),
-                                                V.template cast<double>(), options,
-                                                cpu::SoftmaxKind::stable, dropout);
+  const auto ref = cpu::naive_attention<double>(
+      Q.template cast<double>(), K.template cast<double>(), V.template cast<double>(), options,
+      cpu::SoftmaxKind::stable, dropout);
   const auto low = cpu::naive_attention<In>(Q, K, V, options, cpu::SoftmaxKind::stable, dropout);
   for (int n = 0; n < c.n_q; ++n) {
     for (int k = 0; k < c.d; ++k) {
       const double o = double(O[p.gO.at(b, h, n, k)]);
-      if (std::isnan(o)) ++out->unwritten;
-      else out->err = std::max(out->err, std::abs(o - ref.O(n, k)));
+      if (std::isnan(o))
+        ++out->unwritten;
+      else
+        out->err = std::max(out->err, std::abs(o - ref.O(n, k)));
       out->err_naive = std::max(out->err_naive, std::abs(double(low.O(n, k)) - ref.O(n, k)));
     }
     for (int k = c.d; c.layout == Layout::bhsd_padded && k < c.d + kRowPad; ++k)
       if (!std::isnan(double(O[p.gO.at(b, h, n, k)]))) ++out->padding_written;
     const double l = L[(size_t(b) * c.heads_q + h) * c.n_q + n];
-    if (std::isinf(ref.L[n])) out->lse_inf_matches &= std::isinf(l) && l < 0;
-    else if (std::isnan(l) || std::isinf(l)) out->lse_inf_matches = false;
-    else out->lse_err = std::max(out->lse_err, std::abs(l - ref.L[n]));
+    if (std::isinf(ref.L[n]))
+      out->lse_inf_matches &= std::isinf(l) && l < 0;
+    else if (std::isnan(l) || std::isinf(l))
+      out->lse_inf_matches = false;
+    else
+      out->lse_err = std::max(out->lse_err, std::abs(l - ref.L[n]));
   }
 }
 
@@ -163,6 +169,39 @@ std::vector<RawRun> repeated_typed(const Case& c, uint64_t seed, int runs) {
   return result;
 }
 
+template <class In>
+RescaleCounts rescale_counts_typed(const Case& c, uint64_t seed) {
+  if (!c.fa3 || c.fa3->conditional_rescale != 1)
+    throw std::invalid_argument(
+        "run_rescale_counts: give fa3 options with conditional_rescale = 1");
+  Case counting = c;
+  DeviceBuffer counts(FLASHLAB_RESCALE_COUNTS * sizeof(int64_t));
+  counting.fa3->rescale_counts = static_cast<int64_t*>(counts.ptr);
+  check_cuda(cudaMemset(counts.ptr, kPoison, FLASHLAB_RESCALE_COUNTS * sizeof(int64_t)),
+             "poison the counts");  // the library must zero them itself
+  Prepared<In> p(counting, seed);
+  const auto [O, L] = p.launch();
+  RescaleCounts out;
+  check_cuda(cudaMemcpy(out.gpu, counts.ptr, sizeof(out.gpu), cudaMemcpyDeviceToHost), "counts");
+  cpu::AttentionOptions options;
+  options.causal = causal_of(c.causal);
+  if (c.scale > 0) options.scale = c.scale;
+  options.tiles = {fa3::kBr, fa3::kBc};
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads_q; ++h) {
+      compare_head(p, O, L, b, h, &out.outcome);
+      const int hk = h / (c.heads_q / c.heads_kv);
+      const auto r = cpu::forward_conditional<In>(p.Q.head(b, h, c.n_q), p.K.head(b, hk, c.n_k),
+                                                  p.V.head(b, hk, c.n_k), options);
+      out.cpu[FLASHLAB_RESCALE_FIRST] += r.rescales.first;
+      out.cpu[FLASHLAB_RESCALE_RESCALED] += r.rescales.rescaled;
+      out.cpu[FLASHLAB_RESCALE_SKIPPED] += r.rescales.skipped;
+      out.cpu[FLASHLAB_RESCALE_KEPT] += r.rescales.kept;
+    }
+  out.outcome.bound = 2.0 * out.outcome.err_naive;
+  return out;
+}
+
 const char* layout_name(Layout layout) {
   switch (layout) {
     case Layout::bshd: return "BSHD";
@@ -176,20 +215,20 @@ const char* layout_name(Layout layout) {
 
 std::string Case::describe() const {
   static const char* kCausal[] = {"none", "top_left", "bottom_right"};
-  return std::string(find_kernel(kernel)->name) + " " + std::string(dtype_name(flashlab_dtype(dtype))) +
-         " B=" + std::to_string(batch) +
+  return std::string(find_kernel(kernel)->name) + " " +
+         std::string(dtype_name(flashlab_dtype(dtype))) + " B=" + std::to_string(batch) +
          " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
-         " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) +
-         " d=" + std::to_string(d) + " causal=" + kCausal[causal] + " " + layout_name(layout) +
+         " N_q=" + std::to_string(n_q) + " N_k=" + std::to_string(n_k) + " d=" + std::to_string(d) +
+         " causal=" + kCausal[causal] + " " + layout_name(layout) +
          (scale > 0 ? " scale=" + std::to_string(scale) : "") +
-         (dropout_p > 0 ? " dropout p=" + std::to_string(dropout_p) + " seed=" +
-                              std::to_string(dropout_seed) + " offset=" +
-                              std::to_string(dropout_offset)
+         (dropout_p > 0 ? " dropout p=" + std::to_string(dropout_p) +
+                              " seed=" + std::to_string(dropout_seed) +
+                              " offset=" + std::to_string(dropout_offset)
                         : "") +
-         (fa3 ? " fa3{ws=" + std::to_string(fa3->warp_specialized) +
-                    " stages=" + std::to_string(fa3->stages) +
-                    " ping_pong=" + std::to_string(fa3->ping_pong) +
-                    " intra_overlap=" + std::to_string(fa3->intra_overlap) + "}"
+         (fa3 ? " fa3{ws=" + std::to_string(fa3->warp_specialized) + " stages=" +
+                    std::to_string(fa3->stages) + " ping_pong=" + std::to_string(fa3->ping_pong) +
+                    " intra_overlap=" + std::to_string(fa3->intra_overlap) +
+                    " conditional_rescale=" + std::to_string(fa3->conditional_rescale) + "}"
               : "");
 }
 
@@ -209,6 +248,11 @@ std::vector<RawRun> run_repeated(const Case& c, uint64_t seed, int runs) {
     case FLASHLAB_BF16: break;
   }
   return repeated_typed<cpu::bf16>(c, seed, runs);
+}
+
+RescaleCounts run_rescale_counts(const Case& c, uint64_t seed) {
+  if (c.dtype == FLASHLAB_FP16) return rescale_counts_typed<cpu::fp16>(c, seed);
+  return rescale_counts_typed<cpu::bf16>(c, seed);
 }
 
 ValidCall::ValidCall(flashlab_kernel kernel, flashlab_dtype dtype, int d) {

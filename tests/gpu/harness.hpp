@@ -40,13 +40,13 @@ struct Case {
 };
 
 struct Outcome {
-  double err = 0;              // max |O - O_ref| over every element, O_ref in fp64
-  double err_naive = 0;        // the same for CPU naive attention in the case's dtype
-  double lse_err = 0;          // max |L - L_ref| over the rows with a finite L_ref
-  bool lse_inf_matches = true; // rows with L_ref = -inf have L = -inf, and only those
-  int64_t unwritten = 0;       // elements of O still NaN (poison) after the run
-  int64_t padding_written = 0; // padding elements that are no longer NaN
-  double bound = 0;            // the error allowed: see error_bound()
+  double err = 0;               // max |O - O_ref| over every element, O_ref in fp64
+  double err_naive = 0;         // the same for CPU naive attention in the case's dtype
+  double lse_err = 0;           // max |L - L_ref| over the rows with a finite L_ref
+  bool lse_inf_matches = true;  // rows with L_ref = -inf have L = -inf, and only those
+  int64_t unwritten = 0;        // elements of O still NaN (poison) after the run
+  int64_t padding_written = 0;  // padding elements that are no longer NaN
+  double bound = 0;             // the error allowed: see error_bound()
 };
 
 // Runs the case once on fresh random inputs drawn from `seed`.
@@ -58,6 +58,17 @@ struct RawRun {
   std::vector<float> lse;
 };
 std::vector<RawRun> run_repeated(const Case& c, uint64_t seed, int runs);
+
+// fa3 under the conditional rule (c.fa3 with conditional_rescale = 1), counting on the
+// device: the counts (flashlab_rescale_count order) beside those of the CPU reference's
+// forward_conditional on the same inputs, with the kernel's tiles (fa3::kBr, fa3::kBc) and
+// FlashAttention-4's tau, summed over every (batch, head); and the run's Outcome.
+struct RescaleCounts {
+  int64_t gpu[FLASHLAB_RESCALE_COUNTS] = {};
+  int64_t cpu[FLASHLAB_RESCALE_COUNTS] = {};
+  Outcome outcome;
+};
+RescaleCounts run_rescale_counts(const Case& c, uint64_t seed);
 
 // Calls flashlab_forward on a problem whose buffers are valid device memory, after `edit`
 // has changed its parameters; returns the status (and the message in *message).

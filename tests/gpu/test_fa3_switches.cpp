@@ -1,8 +1,15 @@
 // fa3's switches (flashlab/fa3.h) change how the work is scheduled, never the result: every
 // combination of warp specialisation, stages, ping-pong and intra-warpgroup overlap matches
 // the fp64 reference on awkward shapes, and a switch out of range is refused with a message.
+// FlashAttention-4's conditional rescaling changes the base each row's weights are taken
+// against, not O or L: it matches the reference too, and the updates it counts on the
+// device are the CPU reference's for the same inputs.
 #include "checks.hpp"
 
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 
 namespace flashlab::gpu::test {
@@ -13,7 +20,8 @@ std::vector<flashlab_fa3_options> every_combination() {
   for (int ws : {0, 1})
     for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
       for (int ping_pong : {0, 1})
-        for (int overlap : {0, 1}) out.push_back({ws, stages, ping_pong, overlap});
+        for (int overlap : {0, 1})
+          out.push_back({ws, stages, ping_pong, overlap, /*conditional_rescale=*/0, nullptr});
   return out;
 }
 
@@ -53,9 +61,128 @@ TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
           c.n_k = 1023;
           c.d = d;
           c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-          c.fa3 = flashlab_fa3_options{1, stages, ping_pong, 1};
+          c.fa3 = flashlab_fa3_options{1, stages, ping_pong, 1, /*conditional_rescale=*/0, nullptr};
           expect_matches_reference(c);
         }
+}
+
+flashlab_status call_fa3(const ValidCall& call, const flashlab_fa3_options& o,
+                         std::string* message);
+
+flashlab_fa3_options conditional() {
+  flashlab_fa3_options o{};
+  REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+  o.conditional_rescale = 1;
+  return o;
+}
+
+TEST_CASE("fa3: conditional rescaling matches the reference (every d and dtype)") {
+  // scale 1 spreads the scores (std ~ sqrt(d)), so that bases move by more than tau often;
+  // 0 is the default 1/sqrt(d), under which they rarely do.
+  constexpr int kShapes[][2] = {{1, 1}, {97, 113}, {300, 1023}, {1023, 300}};
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : {64, 128})
+      for (double scale : {0.0, 1.0})
+        for (const auto& shape : kShapes)
+          for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
+            Case c;
+            c.kernel = FLASHLAB_KERNEL_FA3;
+            c.dtype = dtype;
+            c.heads_q = 2;
+            c.heads_kv = 1;
+            c.n_q = shape[0];
+            c.n_k = shape[1];
+            c.d = d;
+            c.scale = scale;
+            c.causal = causal;
+            c.fa3 = conditional();
+            expect_matches_reference(c);
+          }
+}
+
+TEST_CASE("fa3: the rescales counted on the device are the CPU reference's") {
+  struct Shape {
+    int n_q, n_k;
+    flashlab_causal causal;
+    double scale;
+  };
+  // N_k spans several tiles of Bc keys, so that rows have later updates to count.
+  const Shape shapes[] = {{97, 1023, FLASHLAB_CAUSAL_NONE, 1.0},
+                          {1023, 1023, FLASHLAB_CAUSAL_TOP_LEFT, 1.0},
+                          {300, 2049, FLASHLAB_CAUSAL_BOTTOM_RIGHT, 1.0},
+                          {513, 4096, FLASHLAB_CAUSAL_NONE, 0.0}};
+  for (int d : {64, 128})
+    for (const Shape& s : shapes) {
+      Case c;
+      c.kernel = FLASHLAB_KERNEL_FA3;
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.n_q = s.n_q;
+      c.n_k = s.n_k;
+      c.d = d;
+      c.causal = s.causal;
+      c.scale = s.scale;
+      c.fa3 = conditional();
+      const uint64_t seed = fresh_seed();
+      const RescaleCounts r = run_rescale_counts(c, seed);
+      INFO(c.describe(), " seed=", seed);
+      const int64_t* g = r.gpu;
+      const int64_t* e = r.cpu;
+      INFO("device first/rescaled/skipped/kept = ", g[0], "/", g[1], "/", g[2], "/", g[3], ", CPU ",
+           e[0], "/", e[1], "/", e[2], "/", e[3]);
+      CHECK(r.outcome.unwritten == 0);
+      CHECK(r.outcome.err <= r.outcome.bound);
+      // Which rows start and how many later updates there are follows from the shape alone.
+      CHECK(g[FLASHLAB_RESCALE_FIRST] == e[FLASHLAB_RESCALE_FIRST]);
+      const auto later = [](const int64_t* n) {
+        return n[FLASHLAB_RESCALE_RESCALED] + n[FLASHLAB_RESCALE_SKIPPED] +
+               n[FLASHLAB_RESCALE_KEPT];
+      };
+      CHECK(later(g) == later(e));
+      // Whether a max grew, and by more than tau, is decided on scores the device rounds
+      // differently (bf16 products summed in another order): a decision within rounding of
+      // its threshold may go the other way, rarely. Allow 1% of the growths, at least 2.
+      const int64_t growths = e[FLASHLAB_RESCALE_RESCALED] + e[FLASHLAB_RESCALE_SKIPPED];
+      const int64_t slack = std::max<int64_t>(2, growths / 100);
+      for (int k : {FLASHLAB_RESCALE_RESCALED, FLASHLAB_RESCALE_SKIPPED, FLASHLAB_RESCALE_KEPT})
+        CHECK(std::abs(g[k] - e[k]) <= slack);
+      // The cases exercise what they claim: at scale 1 bases move and growths are skipped.
+      if (s.scale == 1.0) {
+        CHECK(e[FLASHLAB_RESCALE_RESCALED] > 0);
+        CHECK(e[FLASHLAB_RESCALE_SKIPPED] > 0);
+      }
+    }
+}
+
+TEST_CASE("fa3: conditional rescaling's options are checked") {
+  const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
+  std::string message;
+  flashlab_fa3_options o = conditional();
+  o.conditional_rescale = 2;
+  CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+  CHECK(message.find("conditional_rescale = 2") != std::string::npos);
+  CHECK(message.find("must be 0 (off) or 1 (on)") != std::string::npos);
+  void* counts = nullptr;
+  REQUIRE(cudaMalloc(&counts, 2 * FLASHLAB_RESCALE_COUNTS * sizeof(int64_t)) == cudaSuccess);
+  o = conditional();
+  o.conditional_rescale = 0;
+  o.rescale_counts = static_cast<int64_t*>(counts);
+  CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+  CHECK(message.find("set conditional_rescale = 1") != std::string::npos);
+  o = conditional();
+  o.rescale_counts = reinterpret_cast<int64_t*>(static_cast<char*>(counts) + 4);
+  CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_MISALIGNED);
+  CHECK(message.find("not aligned to 8 bytes") != std::string::npos);
+  int64_t host_counts[FLASHLAB_RESCALE_COUNTS];
+  o.rescale_counts = host_counts;
+  CHECK(call_fa3(call, o, &message) != FLASHLAB_OK);
+  CHECK(message.find("rescale_counts") != std::string::npos);
+  o = conditional();
+  o.intra_overlap = 0;
+  CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_UNSUPPORTED);
+  CHECK(message.find("conditional_rescale = 1 is compiled with") != std::string::npos);
+  CHECK(cudaFree(counts) == cudaSuccess);
 }
 
 // Calls flashlab_forward_fa3 on a valid problem with `o`; returns the status and message.

@@ -22,7 +22,26 @@ typedef struct flashlab_fa3_options {
   int32_t intra_overlap;    /* 1: S_{j+1} = Q K_{j+1}^T is issued before the softmax of S_j
                                and runs under it; 0: one softmax, then the next matmuls.
                                Default 1. */
+  int32_t conditional_rescale; /* 1: FlashAttention-4's rule: a row keeps its base m until
+                               its max outgrows it by more than tau = 8 in log2 units
+                               (flashlab/cpu/rescale_rule.hpp), so most tiles multiply
+                               neither l nor U by alpha, and a warp none of whose rows moved
+                               its base skips the U rescale; 0: the base follows the max on
+                               every tile (FlashAttention-2 and -3). Default 0. */
+  int64_t* rescale_counts;  /* NULL, or device memory for FLASHLAB_RESCALE_COUNTS int64:
+                               what every (row, KV tile) update did, counted on the device
+                               and written there (zeroed first, on the call's stream). */
 } flashlab_fa3_options;
+
+/* The counts of flashlab_fa3_options.rescale_counts, indexed by these; the same four as
+ * flashlab::cpu::RescaleCounts. Rows whose scores in a tile are all masked are not counted. */
+typedef enum flashlab_rescale_count {
+  FLASHLAB_RESCALE_FIRST = 0,    /* the row's first unmasked tile: the base is set */
+  FLASHLAB_RESCALE_RESCALED = 1, /* the base moved and l, U were multiplied by alpha < 1 */
+  FLASHLAB_RESCALE_SKIPPED = 2,  /* the max grew, but by at most tau: the base was kept */
+  FLASHLAB_RESCALE_KEPT = 3,     /* the max did not grow: neither rule rescales */
+  FLASHLAB_RESCALE_COUNTS = 4
+} flashlab_rescale_count;
 
 /* Fills *out with the defaults; FLASHLAB_ERROR_NULL_POINTER if out is NULL. */
 flashlab_status flashlab_fa3_default_options(flashlab_fa3_options* out);

@@ -18,15 +18,12 @@
 #pragma once
 
 #include "flashlab/cpu/options.hpp"
+#include "flashlab/cpu/rescale_rule.hpp"
 #include "flashlab/cpu/softmax_state.hpp"
 
 #include <vector>
 
 namespace flashlab::cpu {
-
-// FA4 rescales when the max has grown past the base by more than 8 in log2 units, i.e.
-// when exp(S - r) would exceed 2^8.
-inline constexpr double kFa4RescaleThresholdLog2 = 8.0;
 
 enum class RescaleVariant {
   correct,             // moving the base rescales l and U by exp(r_old - r_new)
