@@ -318,27 +318,32 @@ __device__ __forceinline__ void rescale(float (&rU)[D / 2], const float (&alpha)
 }
 
 // Issues S = Q K_j^T for the warpgroup's 64 rows: D / 16 instructions over d, committed as
-// one group. sQ_rows points at the warpgroup's row 0 of slab 0 of sQ.
+// one group. q_desc and k_desc describe row 0, column 0 of the warpgroup's rows of sQ and of
+// the tile K_j (hopper::descriptor_k_major); each instruction's 16 columns are a constant
+// offset from there.
 template <class T, int D>
-__device__ __forceinline__ void issue_scores(float (&rS)[kSRegs], const T* sQ_rows, const T* sK) {
+__device__ __forceinline__ void issue_scores(float (&rS)[kSRegs], uint64_t q_desc,
+                                             uint64_t k_desc) {
 #pragma unroll
   for (int kk = 0; kk < D / hopper::kWgmmaK; ++kk) {
     const int slab = kk * hopper::kWgmmaK / kSlab, col = kk * hopper::kWgmmaK % kSlab;
-    const uint64_t a = hopper::descriptor_k_major(sQ_rows + slab * kBr * kSlab + col);
-    const uint64_t b = hopper::descriptor_k_major(sK + slab * kBc * kSlab + col);
-    hopper::wgmma_ss<T, kBc>(rS, a, b, /*scale_d=*/kk > 0);
+    const uint32_t q_bytes = (slab * kBr * kSlab + col) * sizeof(T);
+    const uint32_t k_bytes = (slab * kBc * kSlab + col) * sizeof(T);
+    hopper::wgmma_ss<T, kBc>(rS, hopper::descriptor_plus(q_desc, q_bytes),
+                             hopper::descriptor_plus(k_desc, k_bytes), /*scale_d=*/kk > 0);
   }
   hopper::wgmma_commit();
 }
 
-// Issues U += W V_j: Bc / 16 instructions over the keys, committed as one group.
+// Issues U += W V_j: Bc / 16 instructions over the keys, committed as one group. v_desc
+// describes key row 0 of the tile V_j (hopper::descriptor_mn_major).
 template <class T, int D>
 __device__ __forceinline__ void issue_values(float (&rU)[D / 2], const uint32_t (&rW)[kBc / 16][4],
-                                             const T* sV) {
+                                             uint64_t v_desc) {
 #pragma unroll
   for (int kk = 0; kk < kBc / hopper::kWgmmaK; ++kk) {
-    const uint64_t b = hopper::descriptor_mn_major(sV + kk * hopper::kWgmmaK * kSlab, kBc);
-    hopper::wgmma_rs<T, D>(rU, rW[kk], b, /*scale_d=*/1);
+    const uint32_t v_bytes = kk * hopper::kWgmmaK * kSlab * sizeof(T);
+    hopper::wgmma_rs<T, D>(rU, rW[kk], hopper::descriptor_plus(v_desc, v_bytes), /*scale_d=*/1);
   }
   hopper::wgmma_commit();
 }
@@ -420,7 +425,18 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   const int first_row = q0 + consumer * fa3::kRowsPerConsumer;
   const int row_g = first_row + warp * 16 + lane / 4;
   const float scale_log2 = p.scale * kLog2e;
-  const T* sQ_rows = sram.sQ + consumer * fa3::kRowsPerConsumer * kSlab;
+  // The operands' descriptors: sQ's rows of this warpgroup, and buffer 0 of the K and V
+  // rings, which buffer i is i tiles further on from.
+  const uint64_t q_desc =
+      hopper::descriptor_k_major(sram.sQ + consumer * fa3::kRowsPerConsumer * kSlab);
+  const uint64_t k_desc0 = hopper::descriptor_k_major(sram.k_tile(0));
+  const uint64_t v_desc0 = hopper::descriptor_mn_major(sram.v_tile(0), kBc);
+  const auto k_desc = [&](int index) {
+    return hopper::descriptor_plus(k_desc0, index * Tiles<T, D>::kKVBytes);
+  };
+  const auto v_desc = [&](int index) {
+    return hopper::descriptor_plus(v_desc0, index * Tiles<T, D>::kKVBytes);
+  };
   hopper::Ring<kMaxStages>& k_ring = sram.bars->k;
   hopper::Ring<kMaxStages>& v_ring = sram.bars->v;
 
@@ -463,7 +479,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     k_ring.consumer_wait(Stage(0, stages));
     if (ping_pong) wait_turn(consumer);
     hopper::wgmma_fence();
-    issue_scores<T, D>(rS, sQ_rows, sram.k_tile(Stage(0, stages).index));
+    issue_scores<T, D>(rS, q_desc, k_desc(Stage(0, stages).index));
     if (ping_pong) pass_turn(consumer);
     hopper::wgmma_wait<0>();
     hopper::fence_registers(rS);
@@ -482,11 +498,11 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (ping_pong) wait_turn(consumer);
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
-      if (has_next) issue_scores<T, D>(rS, sQ_rows, sram.k_tile(k_st.index));
-      issue_values<T, D>(rU, rW, sram.v_tile(v_st.index));
+      if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
+      issue_values<T, D>(rU, rW, v_desc(v_st.index));
     } else {
-      issue_values<T, D>(rU, rW, sram.v_tile(v_st.index));
-      if (has_next) issue_scores<T, D>(rS, sQ_rows, sram.k_tile(k_st.index));
+      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
     }
     if (ping_pong && !(consumer == 1 && j == Tc)) pass_turn(consumer);
 

@@ -67,6 +67,14 @@ __device__ __forceinline__ uint64_t descriptor_mn_major(const void* sram, int sl
                            /*sbo_bytes=*/kSwizzleAtomBytes);
 }
 
+// The descriptor of the same operand `bytes` further on in SRAM: only the start address
+// field moves. It holds the address in units of 16 bytes in bits 0-13, which no SRAM
+// address (below 256 KiB) carries out of, so an add does it: the loops over a tile take
+// one descriptor per tile and step it, instead of rebuilding it for every instruction.
+__device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
+
 // Orders this thread's earlier register writes (to accumulators or an A operand) before the
 // wgmma that reads them; needed before the first wgmma and whenever registers changed.
 __device__ __forceinline__ void wgmma_fence() {
