@@ -15,6 +15,7 @@ FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
 triton.testing.do_bench (which clears the L2 before every run).
 """
 import argparse
+import functools
 import csv
 import os
 import sys
@@ -66,23 +67,25 @@ def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
     return lambda: lib.forward(p)
 
 
-def implementations(N):
+def implementations(N, only=None):
+    """What the sweep times at N; `only` (bench.py --impls) keeps those named."""
     # FLASHLAB_SKIP_FA3=1 leaves fa3 out: a fault on the device ends the process's CUDA
     # context, and with it every later timing of the sweep.
     skip_fa3 = os.environ.get("FLASHLAB_SKIP_FA3", "") not in ("", "0")
     impls = ([] if skip_fa3 else ["fa3"]) + ["fa2", "naive"]
     impls += ["scalar"] if N in SCALAR_SEQ_LENS else []
-    return impls + [b for b in TORCH_BACKENDS if b != "math" or N <= MATH_MAX_SEQ]
+    impls += [b for b in TORCH_BACKENDS if b != "math" or N <= MATH_MAX_SEQ]
+    return [i for i in impls if only is None or i in only]
 
 
-def bench_shape(torch, do_bench, lib, d, causal, N, writer):
+def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None):
     B, H = TOKENS // N, HIDDEN // d
     q, k, v = make_inputs(torch, B, H, N, d)
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
     reference = torch_call(torch, "cudnn", q, k, v, causal)().float()
     rows = {}
-    for impl in implementations(N):
+    for impl in implementations(N, only):
         if impl in fl.KERNELS:
             fn = flashlab_call(lib, impl, q, k, v, o, lse, causal)
         else:
@@ -123,7 +126,7 @@ def print_summary(summary):
 
 
 def run_sweep(args):
-    sweep.run(args, HEAD_DIMS, bench_shape, print_summary)
+    sweep.run(args, HEAD_DIMS, functools.partial(bench_shape, only=args.impls), print_summary)
 
 
 def ablation_options(fl_lib):
@@ -291,6 +294,8 @@ def main():
     ap.add_argument("--lib", help="path to libflashlab.so")
     ap.add_argument("--csv", default="bench_gpu.csv")
     ap.add_argument("--seq-lens", type=int, nargs="*", default=SEQ_LENS)
+    ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa2 flash cudnn; "
+                    "cudnn is always the reference the outputs are compared with)")
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--summarize-ncu", nargs="*")
