@@ -11,7 +11,14 @@ the vocabulary is every character in it; the last --val-fraction of it is held o
 model trains in bf16 autocast (fp32 weights and AdamW state, bf16 matrix products, so the
 attention sees bf16 q, k, v as flashlab's kernels require).
 
-The check: each training curve is smoothed by a trailing mean of --smooth steps; the
+The cost, by default (4 layers, d_model = 512, H = 4 heads of d = 128, N = 256, B = 32):
+12.6 M weights in the matrix products, so a step of B N = 8192 characters is about
+6 x 12.6e6 x 8192 = 0.62 TFLOP, plus the causal attention's 3.5 x 4 B H N^2 d / 2 = 7.5 GFLOP
+per layer; 300 steps of three runs, about 0.6 PFLOP: seconds of an H200's matrix units. At
+this size the step time is mostly kernel launches, so tokens per second compares the two
+attentions only roughly.
+
+The check: each training curve is smoothed by a centred mean over --smooth steps; the
 flashlab curve must stay as close to the sdpa curve as the reordered run does, in its
 largest gap and in its mean gap, every loss must be finite, and every run must have learned.
 
@@ -22,7 +29,8 @@ largest gap and in its mean gap, every loss must be finite, and every run must h
 Writes losses.csv (step, then train_<run> and val_<run> per run; val every --eval-every
 steps), summary.json (final losses, the gaps, the noise band, tokens per second) and
 loss_curves.png (when matplotlib is importable). Exit status: 0 PASS (or skipped with
---skip-if-unavailable), 1 FAIL, 2 bad arguments, 3 torch, a GPU or flashlab missing.
+--skip-if-unavailable), 1 FAIL, 2 bad arguments or input files, 3 torch, a GPU or
+flashlab's module missing (with --plot-from: matplotlib).
 """
 import argparse
 import copy
@@ -93,22 +101,22 @@ def split_tail(ids, val_fraction, context):
 # ---------------------------------------------------------------------------------------------
 # Comparing the curves (no torch needed)
 
-def trailing_mean(values, window):
-    """values[i] replaced by the mean of values[max(0, i - window + 1) .. i]."""
-    out, total = [], 0.0
-    for i, x in enumerate(values):
-        total += x
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
+def centered_mean(values, window):
+    """values[i] replaced by the mean of the values within window // 2 steps of step i (fewer
+    at the two ends). Centred, so a falling curve is not shifted to later steps."""
+    prefix = [0.0]
+    for x in values:
+        prefix.append(prefix[-1] + x)
+    half, n = window // 2, len(values)
+    spans = ((max(0, i - half), min(n, i + half + 1)) for i in range(n))
+    return [(prefix[hi] - prefix[lo]) / (hi - lo) for lo, hi in spans]
 
 
 def compare(train, window):
     """train: run name -> loss per step. The gaps between the smoothed curves of flashlab and
     of sdpa, against the noise band (the gaps between sdpa and the reordered run)."""
     finite = all(math.isfinite(x) for run in RUNS for x in train[run])
-    smooth = {run: trailing_mean(train[run], window) for run in RUNS}
+    smooth = {run: centered_mean(train[run], window) for run in RUNS}
     gap = [abs(a - b) for a, b in zip(smooth[REFERENCE], smooth[CANDIDATE])]
     band = [abs(a - b) for a, b in zip(smooth[REFERENCE], smooth[NOISE])]
     learned = {run: smooth[run][-1] < LEARNED_FRACTION * train[run][0] for run in RUNS}
@@ -136,16 +144,17 @@ def write_csv(path, train, val):
         out = csv.writer(f)
         out.writerow(["step"] + [f"train_{r}" for r in runs] + [f"val_{r}" for r in runs])
         for step in range(len(train[runs[0]])):
-            out.writerow([step] + [repr(train[r][step]) for r in runs] +
-                         [repr(val[r][step]) if step in val[r] else "" for r in runs])
+            out.writerow([step] + [repr(float(train[r][step])) for r in runs] +
+                         [repr(float(val[r][step])) if step in val[r] else "" for r in runs])
 
 
 def read_csv(path):
     """The inverse of write_csv: (train, val)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    if not rows:
-        raise ValueError(f"{path} holds no rows: expected the losses.csv a training run writes")
+    if not rows or "step" not in rows[0]:
+        raise ValueError(f"{path} holds no loss rows: expected the losses.csv a training run "
+                         f"writes (columns step, train_<run>..., val_<run>...)")
     runs = [c[len("train_"):] for c in rows[0] if c.startswith("train_")]
     train = {r: [float(row[f"train_{r}"]) for row in rows] for r in runs}
     val = {r: {int(row["step"]): float(row[f"val_{r}"]) for row in rows if row[f"val_{r}"]}
@@ -154,8 +163,9 @@ def read_csv(path):
 
 
 def plot(csv_path, png_path, window):
-    """The training curves (raw, faint; smoothed, solid) and the held-out loss (dashed), one
-    colour per run. False, with a message, when matplotlib is not importable."""
+    """Above, the training curves (raw, faint; smoothed, solid) and the held-out loss (dashed),
+    one colour per run; below, each smoothed curve's gap to sdpa's. False, with a message,
+    when matplotlib is not importable."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -164,17 +174,24 @@ def plot(csv_path, png_path, window):
         print(f"matplotlib is not importable: no plot; the curves are in {csv_path}")
         return False
     train, val = read_csv(csv_path)
-    fig, ax = plt.subplots(figsize=(9, 5))
+    smooth = {run: centered_mean(train[run], window) for run in train}
+    fig, (ax, ax_gap) = plt.subplots(2, 1, figsize=(9, 8), sharex=True,
+                                     gridspec_kw={"height_ratios": [3, 1]})
     for run, color in zip(train, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
         ax.plot(train[run], color=color, alpha=0.25, linewidth=0.8)
-        ax.plot(trailing_mean(train[run], window), color=color, label=f"{run}: train")
+        ax.plot(smooth[run], color=color, label=f"{run}: train")
         steps = sorted(val[run])
         ax.plot(steps, [val[run][s] for s in steps], "--o", color=color, markersize=3,
                 label=f"{run}: held-out")
-    ax.set_xlabel("step")
+        if run != REFERENCE and REFERENCE in smooth:
+            ax_gap.plot([abs(a - b) for a, b in zip(smooth[run], smooth[REFERENCE])],
+                        color=color, label=f"|{run} - {REFERENCE}|")
     ax.set_ylabel("cross-entropy (nats per character)")
     ax.set_title(f"Character model on the lessons' text (train smoothed over {window} steps)")
     ax.legend()
+    ax_gap.set_xlabel("step")
+    ax_gap.set_ylabel("gap, smoothed")
+    ax_gap.legend()
     fig.savefig(png_path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     print(f"plot: {png_path}")
@@ -211,7 +228,8 @@ def flashlab_attention(path, heads, kv_heads, d):
     try:
         ft.attention(q, k, k, causal=True)
     except (ValueError, TypeError) as e:
-        print(f"cannot train: flashlab's attention refuses this model's shape: {e}", file=sys.stderr)
+        print(f"cannot train: flashlab's attention refuses this model's shape: {e}",
+              file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
     return lambda q, k, v: ft.attention(q, k, v, causal=True)
 
@@ -247,7 +265,8 @@ def train_run(model, train_ids, val_ids, args, data_seed):
             with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
                 val_losses[step] = model(val_windows[:, :-1], val_windows[:, 1:]).item()
             model.train()
-            print(f"  step {step:4d}  train {train_losses[-1]:.4f}  held-out {val_losses[step]:.4f}")
+            print(f"  step {step:4d}  train {train_losses[-1]:.4f}  "
+                  f"held-out {val_losses[step]:.4f}")
     tokens = (args.steps - args.timing_warmup) * args.batch * args.context
     return train_losses, val_losses, tokens / seconds
 
@@ -283,7 +302,7 @@ def summarize(args, vocab, train, val, tokens_per_s, comparison):
         "verdict": "PASS" if comparison["pass"] else "FAIL",
         "comparison": comparison,
         "runs": {run: {"final_train_loss": train[run][-1],
-                       "final_train_loss_smoothed": trailing_mean(train[run], args.smooth)[-1],
+                       "final_train_loss_smoothed": centered_mean(train[run], args.smooth)[-1],
                        "final_val_loss": val[run][max(val[run])],
                        "tokens_per_second": tokens_per_s[run]} for run in RUNS},
         "val_max_abs_difference": max(abs(val[REFERENCE][s] - val[CANDIDATE][s])
@@ -319,7 +338,7 @@ def parse_args(argv):
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=30, help="steps of linear learning-rate warm-up")
     ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--smooth", type=int, default=20, help="trailing-mean window, in steps")
+    ap.add_argument("--smooth", type=int, default=20, help="smoothing window, in steps")
     ap.add_argument("--timing-warmup", type=int, default=10, help="steps left out of tokens/s")
     ap.add_argument("--val-fraction", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0, help="the initial weights' seed")
@@ -344,12 +363,17 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.plot_from:
-        args.out.mkdir(parents=True, exist_ok=True)
-        return 0 if plot(args.plot_from, args.out / "loss_curves.png", args.smooth) else EXIT_FAIL
-    text, files = load_corpus(args.lessons)
-    vocab = Vocabulary(text)
-    train_part, val_part = split_tail(vocab.encode(text), args.val_fraction, args.context)
+    try:
+        if args.plot_from:
+            args.out.mkdir(parents=True, exist_ok=True)
+            drawn = plot(args.plot_from, args.out / "loss_curves.png", args.smooth)
+            return 0 if drawn else EXIT_MISSING
+        text, files = load_corpus(args.lessons)
+        vocab = Vocabulary(text)
+        train_part, val_part = split_tail(vocab.encode(text), args.val_fraction, args.context)
+    except (OSError, ValueError, KeyError) as e:  # a missing file, a bad CSV, a bad split
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     print(f"text: {len(files)} lesson files, {len(text)} characters, vocabulary {len(vocab)}, "
           f"{len(train_part)} for training, {len(val_part)} held out")
     missing = missing_requirement()
