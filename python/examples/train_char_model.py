@@ -231,6 +231,9 @@ def flashlab_attention(path, heads, kv_heads, d):
         print(f"cannot train: flashlab's attention refuses this model's shape: {e}",
               file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+    except RuntimeError as e:  # its GPU library not found, or a fault in a kernel
+        print(f"FAIL: flashlab's attention failed on a first small call: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_FAIL)
     return lambda q, k, v: ft.attention(q, k, v, causal=True)
 
 
