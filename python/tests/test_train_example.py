@@ -80,6 +80,14 @@ def test_the_vocabulary_is_every_character_sorted_and_round_trips():
         vocab.encode("a" + missing)
 
 
+def test_unigram_entropy_is_the_entropy_of_the_character_frequencies(rng):
+    ids = list(rng.integers(0, 30, size=1000))
+    p = np.bincount(ids) / len(ids)
+    p = p[p > 0]
+    assert ex.unigram_entropy(ids) == pytest.approx(-(p * np.log(p)).sum(), rel=1e-12)
+    assert ex.unigram_entropy([7] * 10) == 0.0
+
+
 def test_the_held_out_part_is_the_tail(rng):
     ids = list(rng.integers(0, 50, size=int(rng.integers(2000, 3000))))
     fraction = float(rng.uniform(0.05, 0.3))
@@ -113,6 +121,10 @@ def test_centered_mean_is_the_mean_of_the_steps_around_each_step(rng):
                                    reference_centered_mean(values, window), rtol=0, atol=1e-12)
 
 
+# The synthetic curves below fall from 4.5 to 1.0; a run that learned nothing stays at 4.6.
+BASELINE = 3.4
+
+
 def synthetic_curves(rng, steps=300, batch_noise=0.05):
     """A falling loss; each batch order adds its own noise. sdpa and flashlab share theirs
     (the same batches), flashlab adds a little rounding; the reordered run draws its own."""
@@ -129,7 +141,7 @@ def smoothed_gaps(a, b, window):
 
 def test_curves_that_share_their_batches_agree_within_the_noise_band(rng):
     train = synthetic_curves(rng)
-    result = ex.compare(train, window=20)
+    result = ex.compare(train, window=20, baseline=BASELINE)
     gap = smoothed_gaps(train["sdpa"], train["flashlab"], 20)
     band = smoothed_gaps(train["sdpa"], train["sdpa_reordered"], 20)
     assert result["max_abs_difference"] == pytest.approx(gap.max(), rel=1e-9)
@@ -144,10 +156,10 @@ def test_curves_that_share_their_batches_agree_within_the_noise_band(rng):
 
 def test_a_curve_that_drifts_beyond_the_noise_band_fails(rng):
     train = synthetic_curves(rng)
-    noise = ex.compare(train, window=20)["noise_band_max"]
+    noise = ex.compare(train, window=20, baseline=BASELINE)["noise_band_max"]
     drift = 2 * noise * np.linspace(0.0, 1.0, len(train["sdpa"]))  # a slowly worse optimiser
     train["flashlab"] = list(np.array(train["flashlab"]) + drift)
-    result = ex.compare(train, window=20)
+    result = ex.compare(train, window=20, baseline=BASELINE)
     assert result["max_abs_difference"] > result["noise_band_max"]
     assert not result["pass"]
 
@@ -155,7 +167,7 @@ def test_a_curve_that_drifts_beyond_the_noise_band_fails(rng):
 def test_a_nan_anywhere_fails(rng):
     train = synthetic_curves(rng)
     train["flashlab"][int(rng.integers(0, 300))] = float("nan")
-    result = ex.compare(train, window=20)
+    result = ex.compare(train, window=20, baseline=BASELINE)
     assert not result["all_finite"]
     assert not result["pass"]
 
@@ -164,7 +176,7 @@ def test_runs_that_did_not_learn_fail_even_when_they_agree(rng):
     flat = list(4.6 + rng.normal(scale=0.01, size=300))
     train = {run: list(flat) for run in ex.RUNS}
     train["sdpa_reordered"] = list(4.6 + rng.normal(scale=0.05, size=300))
-    result = ex.compare(train, window=20)
+    result = ex.compare(train, window=20, baseline=BASELINE)
     assert result["max_abs_difference"] <= result["noise_band_max"]
     assert not any(result["learned"].values())
     assert not result["pass"]
@@ -226,3 +238,15 @@ def test_bad_arguments_are_refused_with_the_reason(capsys, argv, message):
         ex.parse_args(argv)
     assert exit_info.value.code == ex.EXIT_USAGE
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lessons", "{tmp}"], "no lesson texts under"),
+    (["--context", "4000"], "fewer than context + 1 = 4001"),
+    (["--val-fraction", "1.5"], "--val-fraction 1.5 must lie strictly between 0 and 1"),
+])
+def test_text_that_cannot_be_used_is_refused_before_training(tmp_path, capsys, argv, message):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert ex.main(argv + ["--out", str(tmp_path / "out")]) == ex.EXIT_USAGE
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
