@@ -268,17 +268,23 @@ fi
 if want train; then
   # python/examples/train_char_model.py: 300 steps three times (torch's SDPA; flashlab's
   # attention from the same weights and batches; SDPA with another batch order, the noise
-  # band), about 0.6 PFLOP in all, under a minute of training. PASS when flashlab's smoothed
-  # loss curve stays as close to SDPA's as the reordered run does. Writes losses.csv,
-  # summary.json and loss_curves.png under $OUT/train. It needs flashlab's Python module
-  # (target flashlab_python, in $BUILD/python) and libflashlab.so.
+  # band), about 0.6 PFLOP in all. PASS when flashlab's smoothed loss curve stays as close to
+  # SDPA's as the reordered run does. Twice: 4 heads of d = 128, then 8 query heads of d = 64
+  # over 2 K/V heads (GQA), each writing losses.csv, summary.json and loss_curves.png under
+  # $OUT/train_<shape>. It needs flashlab's Python module (target flashlab_python, in
+  # $BUILD/python) and libflashlab.so.
   step "train: a character model with torch's SDPA and with flashlab's attention"
   if cmake --build "$BUILD" -j "$(nproc)" --target flashlab_python flashlab_gpu \
        > "$BUILD.train.log" 2>&1; then
-    PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 timeout 600 \
-      python3 "$ROOT/python/examples/train_char_model.py" --flashlab-path "$BUILD/python" \
-      --steps 300 --out "$OUT/train" 2>&1 | tee "$OUT/train.log"
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+    for shape in "d128:--heads 4" "d64_gqa:--heads 8 --kv-heads 2"; do
+      echo "--- ${shape#*:}"
+      # shellcheck disable=SC2086  # the options split into words on purpose
+      PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 timeout 300 \
+        python3 "$ROOT/python/examples/train_char_model.py" --flashlab-path "$BUILD/python" \
+        --steps 300 ${shape#*:} --out "$OUT/train_${shape%%:*}" 2>&1 |
+        tee "$OUT/train_${shape%%:*}.log"
+      [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+    done
   else
     status=1
     tail -20 "$BUILD.train.log"
