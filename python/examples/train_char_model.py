@@ -15,8 +15,8 @@ The cost, by default (4 layers, d_model = 512, H = 4 heads of d = 128, N = 256, 
 12.6 M weights in the matrix products, so a step of B N = 8192 characters is about
 6 x 12.6e6 x 8192 = 0.62 TFLOP, plus the causal attention's 3.5 x 4 B H N^2 d / 2 = 7.5 GFLOP
 per layer; 300 steps of three runs, about 0.6 PFLOP: seconds of an H200's matrix units. At
-this size the step time is mostly kernel launches, so tokens per second compares the two
-attentions only roughly.
+this size a step may be bound by kernel launches more than by FLOPs, and attention is about
+5% of them, so tokens per second compares the two attentions only roughly.
 
 The check: each training curve is smoothed by a centred mean over --smooth steps; the
 flashlab curve must stay as close to the sdpa curve as the reordered run does, in its
