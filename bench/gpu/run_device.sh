@@ -4,10 +4,11 @@
 # tests, run compute-sanitizer (memcheck, racecheck, synccheck) on a small case of every
 # kernel (the backward's included), run `flashlab compare` and the GPU steps of lessons 6 and
 # 10 through its GPU runner, time every kernel against torch's SDPA backends (the forward,
-# then the backward: bench-backward), and read one forward of each with Nsight Compute.
+# then the backward: bench-backward), read one forward of each with Nsight Compute, and
+# train a small character model with torch's SDPA and with flashlab's attention (train).
 #
 #   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench
-#                                        bench-backward decode ablation ncu levels
+#                                        bench-backward decode ablation ncu levels train
 #                                        profile (default: all but profile)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
@@ -20,7 +21,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize cli sweep bench bench-backward decode ablation ncu levels}
+STEPS=${*:-build test sanitize cli sweep bench bench-backward decode ablation ncu levels train}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -282,5 +283,32 @@ if want profile; then
     grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occ" \
         "$OUT/prof_$what.txt" | head -12
   done
+fi
+
+if want train; then
+  # python/examples/train_char_model.py: 300 steps three times (torch's SDPA; flashlab's
+  # attention from the same weights and batches; SDPA with another batch order, the noise
+  # band), about 0.6 PFLOP in all. PASS when flashlab's smoothed loss curve stays as close to
+  # SDPA's as the reordered run does. Twice: 4 heads of d = 128, then 8 query heads of d = 64
+  # over 2 K/V heads (GQA), each writing losses.csv, summary.json and loss_curves.png under
+  # $OUT/train_<shape>. It needs flashlab's Python module (target flashlab_python, in
+  # $BUILD/python) and libflashlab.so.
+  step "train: a character model with torch's SDPA and with flashlab's attention"
+  if cmake --build "$BUILD" -j "$(nproc)" --target flashlab_python flashlab_gpu \
+       > "$BUILD.train.log" 2>&1; then
+    for shape in "d128:--heads 4" "d64_gqa:--heads 8 --kv-heads 2"; do
+      echo "--- ${shape#*:}"
+      # shellcheck disable=SC2086  # the options split into words on purpose
+      PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 timeout 300 \
+        python3 "$ROOT/python/examples/train_char_model.py" --flashlab-path "$BUILD/python" \
+        --steps 300 ${shape#*:} --out "$OUT/train_${shape%%:*}" 2>&1 |
+        tee "$OUT/train_${shape%%:*}.log"
+      [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+    done
+  else
+    status=1
+    tail -20 "$BUILD.train.log"
+    echo "flashlab's Python module did not build (see $BUILD.train.log): no training run"
+  fi
 fi
 exit $status
