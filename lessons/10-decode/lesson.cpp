@@ -139,12 +139,14 @@ void paged_memory(LessonContext& ctx) {
   t.add(share);
   t.add(bytes);
   ctx.table(t);
+  const CacheUse largest_pages = paged_use(lengths, pages.back());
   ctx.print("The {} keys these requests hold need {} per layer; contiguous reservation sets\n"
-            "aside {}. Pages waste less than a page per sequence (under page_size - 1 keys), so\n"
-            "the same memory holds several times the batch, and a larger batch is what makes\n"
-            "decode's reads of the cache worth more tokens per second.\n\n",
+            "aside {}. Pages waste at most page_size - 1 keys per sequence, so the memory\n"
+            "reserved for this batch contiguously holds {:.1f} such batches in pages of {}, and\n"
+            "a larger batch is what turns each read of the cache into more tokens per second.\n\n",
             whole.used, sim::format_bytes(whole.used * kv_bytes_per_key()),
-            sim::format_bytes(whole.reserved * kv_bytes_per_key()));
+            sim::format_bytes(whole.reserved * kv_bytes_per_key()),
+            double(whole.reserved) / double(largest_pages.reserved), pages.back());
 }
 
 void paged_reads(LessonContext& ctx) {
@@ -186,13 +188,16 @@ void paged_reads(LessonContext& ctx) {
   }
   ctx.table(t);
   const auto& src = measured::kDecodePagedSource;
-  ctx.print("The bytes are nothing. Measured ({}; {}; {}), bandwidth of K and V, TB/s:\n\n",
-            src.run, src.shape, src.tool);
+  ctx.print("The bytes are nothing. Measured ({}), bandwidth of K and V in TB/s,\n"
+            "  at {}\n  ({}):\n\n",
+            src.tool, src.shape, src.run);
   Table m({"B", "cache L", "contiguous", "pages of 64", "cost", "pages of 256", "cost"});
   for (const auto& r : measured::kDecodePaged)
-    m.add({fmt::format("{}", r.batch), fmt::format("{}", r.cache), num(r.contiguous, 3),
-           num(r.paged64, 3), fmt::format("{:.0f}%", 100 * (1 - r.paged64 / r.contiguous)),
-           num(r.paged256, 3), fmt::format("{:.0f}%", 100 * (1 - r.paged256 / r.contiguous))});
+    m.add({fmt::format("{}", r.batch), fmt::format("{}", r.cache),
+           fmt::format("{:.2f}", r.contiguous), fmt::format("{:.2f}", r.paged64),
+           fmt::format("{:.0f}%", 100 * (1 - r.paged64 / r.contiguous)),
+           fmt::format("{:.2f}", r.paged256),
+           fmt::format("{:.0f}%", 100 * (1 - r.paged256 / r.contiguous))});
   ctx.table(m);
   ctx.say("So the price of pages is not the table's bytes but what they stand for: a load whose\n"
           "address is known only after another load has returned, and K and V arriving from\n"

@@ -84,17 +84,19 @@ std::vector<AccessCount> fa2_sram_accesses(int d, int Br, int Bc, int threads) {
     for (int dp = 0; dp < d / 16; ++dp) add_instruction(v, shifted(Operand::V, kk, 0, 2 * dp), d);
   // load_tile: thread t copies chunk t % (d / 8) of row t / (d / 8), then rows further down by
   // threads / (d / 8) at a time; a warp's 32 copies per pass, 8 lanes a phase.
-  AccessCount w{.what = "cp.async K or V (writes)"};
+  AccessCount w{.what = "cp.async K and V (writes)"};
   const int chunks = d / swz::kChunk, rows_per_pass = threads / chunks;
-  for (int warp = 0; warp < warps; ++warp)
-    for (int pass = 0; pass < Bc / rows_per_pass; ++pass) {
-      std::array<LaneRow, kLanes> lanes;
-      for (int lane = 0; lane < kLanes; ++lane) {
-        const int t = warp * kLanes + lane;
-        lanes[lane] = {t / chunks + pass * rows_per_pass, t % chunks};
+  constexpr int kTensors = 2;  // K_j and V_j, the same copy each
+  for (int tensor = 0; tensor < kTensors; ++tensor)
+    for (int warp = 0; warp < warps; ++warp)
+      for (int pass = 0; pass < Bc / rows_per_pass; ++pass) {
+        std::array<LaneRow, kLanes> lanes;
+        for (int lane = 0; lane < kLanes; ++lane) {
+          const int t = warp * kLanes + lane;
+          lanes[lane] = {t / chunks + pass * rows_per_pass, t % chunks};
+        }
+        add_instruction(w, lanes, d);
       }
-      add_instruction(w, lanes, d);
-    }
   // Per warp: the copies above were the whole block's.
   w.instructions /= warps, w.phases /= warps, w.wavefronts_swizzled /= warps,
       w.wavefronts_plain /= warps;

@@ -29,8 +29,9 @@ std::vector<TileSpan> buffered_timeline(int tiles, int buffers, double load, dou
   return s;
 }
 
-std::vector<std::string> draw_timeline(const std::vector<TileSpan>& spans, int width) {
-  const double end = spans.back().compute_end;
+std::vector<std::string> draw_timeline(const std::vector<TileSpan>& spans, double end, int width) {
+  if (end <= 0 || width < 1)
+    throw std::invalid_argument("a timeline is drawn over a positive time on at least one column");
   std::string copy(std::size_t(width), '.'), warps(std::size_t(width), '.');
   const auto column = [&](double t) {
     return std::clamp(int(std::lround(t / end * width)), 0, width);

@@ -26,9 +26,10 @@ gpu::KernelConfig fa2_config(int d) {
 
 void sram_layout(LessonContext& ctx) {
   ctx.step("The SRAM of one block");
-  ctx.say("A block of fa2 owns Br query rows. Its shared memory holds the query tile sQ for the\n"
-          "whole sweep and two buffers each of sK and sV: while the warps compute on one, the\n"
-          "copies of the next tile fill the other (step 5). bf16, sizes from kernel_info.hpp:\n\n");
+  ctx.say(
+      "A block of fa2 owns Br query rows. Its shared memory holds the query tile sQ for the\n"
+      "whole sweep and two buffers each of sK and sV: while the warps compute on one, the\n"
+      "copies of the next tile fill the other (step 5). bf16, sizes from kernel_info.hpp:\n\n");
   Table t({"d", "Br", "Bc", "sQ (Br, d)", "sK (2, Bc, d)", "sV (2, Bc, d)", "total",
            "kernel_info says"});
   for (int d : kHeadDims) {
@@ -41,19 +42,21 @@ void sram_layout(LessonContext& ctx) {
            sim::format_bytes(double(c.sram_bytes))});
   }
   ctx.table(t);
-  ctx.say("S, W and U never touch SRAM: they live in registers (lesson 12 counts them). The\n"
-          "second K, V buffer costs as much SRAM as the first, and is what lets loads overlap\n"
-          "compute.\n\n");
+  ctx.say(
+      "S, W and U never touch SRAM: they live in registers (lesson 12 counts them). The\n"
+      "second K, V buffer costs as much SRAM as the first, and is what lets loads overlap\n"
+      "compute.\n\n");
 }
 
 void swizzle_map(LessonContext& ctx) {
   ctx.step("The swizzle: where each 16-byte chunk of a row is stored");
-  ctx.print("Rows of a tile are d x 2 bytes: 128 bytes at d = 64, 256 at d = 128, so row r and\n"
-            "row r + 1 start on the same bank. ldmatrix reads one 16-byte chunk from each of 8\n"
-            "rows; if they all read chunk c at chunk c, the 8 reads hit the same 4 banks. The\n"
-            "kernel stores chunk c of row r at chunk c ^ (r % {}) (swizzle.hpp, the function the\n"
-            "kernel calls). Stored position of the first {} chunks of rows 0 to 9:\n\n",
-            swz::kSwizzleRows, swz::kSwizzleRows);
+  ctx.print(
+      "Rows of a tile are d x 2 bytes: 128 bytes at d = 64, 256 at d = 128, so row r and\n"
+      "row r + 1 start on the same bank. ldmatrix reads one 16-byte chunk from each of 8\n"
+      "rows; if they all read chunk c at chunk c, the 8 reads hit the same 4 banks. The\n"
+      "kernel stores chunk c of row r at chunk c ^ (r % {}) (swizzle.hpp, the function the\n"
+      "kernel calls). Stored position of the first {} chunks of rows 0 to 9:\n\n",
+      swz::kSwizzleRows, swz::kSwizzleRows);
   std::vector<std::string> header{"row \\ chunk"};
   for (int c = 0; c < swz::kSwizzleRows; ++c) header.push_back(fmt::format("{}", c));
   header.push_back("banks of chunk 0");
@@ -67,17 +70,19 @@ void swizzle_map(LessonContext& ctx) {
     t.add(row);
   }
   ctx.table(t);
-  ctx.say("Each column is a permutation of 0..7 over any 8 consecutive rows, so the 8 rows of\n"
-          "an ldmatrix, all reading logical chunk c, read 8 different stored chunks: all 32\n"
-          "banks once. The rows repeat every 8, and chunks 8..15 (d = 128) permute among\n"
-          "themselves the same way.\n\n");
+  ctx.say(
+      "Each column is a permutation of 0..7 over any 8 consecutive rows, so the 8 rows of\n"
+      "an ldmatrix, all reading logical chunk c, read 8 different stored chunks: all 32\n"
+      "banks once. The rows repeat every 8, and chunks 8..15 (d = 128) permute among\n"
+      "themselves the same way.\n\n");
 }
 
 void bank_conflicts(LessonContext& ctx) {
   ctx.step("Bank conflicts counted, with and without the swizzle");
-  ctx.print("32 banks of 4 bytes: a wavefront serves one word from every bank, and a phase of\n"
-            "8 lanes reading 16 bytes each needs one wavefront at best. Every SRAM access one\n"
-            "warp makes for one KV tile, with the kernel's own lane addresses (bf16):\n\n");
+  ctx.print(
+      "32 banks of 4 bytes: a wavefront serves one word from every bank, and a phase of\n"
+      "8 lanes reading 16 bytes each needs one wavefront at best. Every SRAM access one\n"
+      "warp makes for one KV tile, with the kernel's own lane addresses (bf16):\n\n");
   Table t({"d", "access", "instructions", "phases", "wavefronts swizzled", "without swizzle",
            "worst phase (swizzled / not)"},
           {false, true});
@@ -96,16 +101,17 @@ void bank_conflicts(LessonContext& ctx) {
            fmt::format("{}", total_p), fmt::format("{:.1f}x", double(total_p) / total_s)});
   }
   ctx.table(t);
-  ctx.say("Without the swizzle every ldmatrix phase is an 8-way conflict: eight wavefronts\n"
-          "where one would do. The cp.async copies write whole rows of consecutive chunks and\n"
-          "need no help; the swizzle keeps them conflict-free too. (Padding each row by 16\n"
-          "bytes would also spread the rows over the banks, at the price of SRAM and of\n"
-          "16-byte alignment for every row.)\n\n");
+  ctx.say(
+      "Without the swizzle every ldmatrix phase is an 8-way conflict: eight wavefronts\n"
+      "where one would do. The cp.async copies write whole rows of consecutive chunks and\n"
+      "need no help; the swizzle keeps them conflict-free too. (Padding each row by 16\n"
+      "bytes would also spread the rows over the banks, at the price of SRAM and of\n"
+      "16-byte alignment for every row.)\n\n");
 }
 
 void print_map(LessonContext& ctx, Fragment f, std::string_view title) {
   const auto owners = fragment_owners(f);
-  ctx.print("{}: the lane holding each element (register index after the slash)\n\n", title);
+  ctx.print("{}; lane/register:\n\n", title);
   std::vector<std::string> header{"row"};
   for (int c = 0; c < fragment_cols(f); ++c) header.push_back(fmt::format("{}", c));
   Table t(header);
@@ -120,20 +126,22 @@ void print_map(LessonContext& ctx, Fragment f, std::string_view title) {
 
 void fragments(LessonContext& ctx) {
   ctx.step("Who holds what: mma.m16n8k16 fragments and ldmatrix");
-  ctx.say("One mma.sync.m16n8k16 is a warp-wide instruction: C (16 x 8, fp32) += A (16 x 16)\n"
-          "B (16 x 8), each operand spread over the 32 lanes' registers as the PTX ISA lays it\n"
-          "out (g = lane / 4, t = lane % 4). In fa2, A is Q (for S) or W (for U), B is K^T or V,\n"
-          "C is S or U.\n\n");
+  ctx.say(
+      "One mma.sync.m16n8k16 is a warp-wide instruction: C (16 x 8, fp32) += A (16 x 16)\n"
+      "B (16 x 8), each operand spread over the 32 lanes' registers as the PTX ISA lays it\n"
+      "out (g = lane / 4, t = lane % 4). In fa2, A is Q (for S) or W (for U), B is K^T or V,\n"
+      "C is S or U.\n\n");
   print_map(ctx, Fragment::A, "A (row m, column k), two 16-bit elements per register");
   print_map(ctx, Fragment::B, "B (row k, column n), two 16-bit elements per register");
   print_map(ctx, Fragment::C, "C (row m, column n), one fp32 per register");
-  ctx.say("C's layout is A's, half as wide: a row's elements sit in the same 4 lanes (a quad),\n"
-          "which is why the kernel's row max and row sum take two shuffles, and why W, computed\n"
-          "in C fragments, becomes the A operand of W V without leaving the registers.\n\n"
-          "ldmatrix.x4 loads four 8 x 8 matrices: lanes 8i..8i+7 give the addresses of matrix\n"
-          "i's rows, and lane l receives row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each\n"
-          "(with .trans, that element of the transpose). With the row addresses fa2 computes,\n"
-          "that is exactly what each mma wants, element for element:\n\n");
+  ctx.say(
+      "C's layout is A's, half as wide: a row's elements sit in the same 4 lanes (a quad),\n"
+      "which is why the kernel's row max and row sum take two shuffles, and why W, computed\n"
+      "in C fragments, becomes the A operand of W V without leaving the registers.\n\n"
+      "ldmatrix.x4 loads four 8 x 8 matrices: lanes 8i..8i+7 give the addresses of matrix\n"
+      "i's rows, and lane l receives row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each\n"
+      "(with .trans, that element of the transpose). With the row addresses fa2 computes,\n"
+      "that is exactly what each mma wants, element for element:\n\n");
   Table t({"operand", "k-slice", "elements", "where the mma wants them"}, {true});
   for (Operand op : {Operand::Q, Operand::K, Operand::V})
     for (int kk : {0, 1}) {
@@ -155,29 +163,33 @@ void double_buffering(LessonContext& ctx) {
   const double share = 1.0 / (hw.sm_count * double(c.blocks_per_sm));
   const double load = tile_bytes / (hw.hbm_bytes_per_s * share);
   const double compute = tile_flops / (hw.matrix_flops_per_s * share);
-  ctx.print("At d = {} a KV tile is {} of K and V ({} keys) and {} of matrix FLOPs for the\n"
-            "block's {} rows. At one block's share of the H200 ({} blocks on each of {} SMs),\n"
-            "copying it at HBM bandwidth takes {:.2f} us and computing it {:.2f} us (the\n"
-            "profile's rates; most copies are served faster, by the L2, lesson 5). {} tiles:\n\n",
-            kD, sim::format_bytes(tile_bytes), c.Bc, num(tile_flops, 3), c.Br, c.blocks_per_sm,
-            hw.sm_count, load * 1e6, compute * 1e6, kTiles);
+  ctx.print(
+      "At d = {} a KV tile is {} of K and V ({} keys) and {} matrix FLOPs for the\n"
+      "block's {} rows. At one block's share of the H200 ({} blocks on each of {} SMs),\n"
+      "copying it at HBM bandwidth takes {:.2f} us and computing it {:.2f} us (the\n"
+      "profile's rates; most copies are served faster, by the L2, lesson 5). {} tiles:\n\n",
+      kD, sim::format_bytes(tile_bytes), c.Bc, num(tile_flops, 3), c.Br, c.blocks_per_sm,
+      hw.sm_count, load * 1e6, compute * 1e6, kTiles);
   Table t({"buffers", "", "timeline", "total"}, {false, true, true});
+  const double one_buffer_end = buffered_timeline(kTiles, 1, load, compute).back().compute_end;
   for (int buffers : {1, 2}) {
     const auto spans = buffered_timeline(kTiles, buffers, load, compute);
-    const auto rows = draw_timeline(spans, kWidth);
+    const auto rows = draw_timeline(spans, one_buffer_end, kWidth);
     const std::string total = fmt::format("{:.2f} us", spans.back().compute_end * 1e6);
     t.add({fmt::format("{}", buffers), "copy", rows[0], total});
     t.add({"", "compute", rows[1], ""});
   }
   ctx.table(t);
   const auto two = buffered_timeline(kTiles, 2, load, compute);
-  ctx.print("Digits are tile numbers. With one buffer the copy engine and the tensor cores take\n"
-            "turns; with two, the copy of tile j + 1 is issued right after the barrier that\n"
-            "starts tile j (buffer (j + 1) % 2 was tile j - 1's, and every warp is past it), so\n"
-            "the slower of the two sets the pace: {:.2f} us a tile here instead of {:.2f}. The\n"
-            "price is the second buffer's SRAM (step 1), which is part of why only two blocks\n"
-            "fit on an SM (lesson 12).\n\n",
-            (two[1].compute_start - two[0].compute_start) * 1e6, (load + compute) * 1e6);
+  ctx.print(
+      "Digits are tile numbers, on one time scale. With one buffer the copy engine and the tensor "
+      "cores take\n"
+      "turns; with two, the copy of tile j + 1 is issued right after the barrier that\n"
+      "starts tile j (buffer (j + 1) % 2 was tile j - 1's, and every warp is past it), so\n"
+      "the slower of the two sets the pace: {:.2f} us a tile here instead of {:.2f}. The\n"
+      "price is the second buffer's SRAM (step 1), which is part of why only two blocks\n"
+      "fit on an SM (lesson 12).\n\n",
+      (two[1].compute_start - two[0].compute_start) * 1e6, (load + compute) * 1e6);
 }
 
 }  // namespace

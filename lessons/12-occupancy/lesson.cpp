@@ -38,17 +38,19 @@ RegisterCounts compiler_report(LessonContext& ctx) {
   const ReportFile file = fa2_ptxas_report();
   RegisterCounts counts;
   if (!file.text) {
-    ctx.print("The compiler's report is missing: {}.\n"
-              "The steps below use the budget the kernel's launch bounds give ptxas instead.\n\n",
-              file.why_missing);
+    ctx.print(
+        "The compiler's report is missing: {}.\n"
+        "The steps below use the budget the kernel's launch bounds give ptxas instead.\n\n",
+        file.why_missing);
     return counts;
   }
-  ctx.print("ptxas reports, for every kernel it compiles, the registers a thread uses and the\n"
-            "bytes it had to spill to local memory (per thread, in the L1 and beyond) when\n"
-            "they did not fit. Its report of 03_fa2.cu, written by this build ({}):\n\n",
-            file.path);
-  Table t({"dtype", "d", "Bc", "dropout", "registers", "spill stores", "spill loads",
-           "stack frame"});
+  ctx.print(
+      "ptxas reports, for every kernel it compiles, the registers a thread uses and the\n"
+      "bytes it had to spill to local memory (per thread, in the L1 and beyond) when\n"
+      "they did not fit. Its report of 03_fa2.cu, written by this build to\n  {}:\n\n",
+      file.path);
+  Table t(
+      {"dtype", "d", "Bc", "dropout", "registers", "spill stores", "spill loads", "stack frame"});
   for (const KernelResources& k : parse_ptxas_report(*file.text)) {
     const auto fa2 = fa2_instance(k.name);
     if (!fa2) continue;
@@ -60,10 +62,11 @@ RegisterCounts compiler_report(LessonContext& ctx) {
     r = std::max(r, k.registers);
   }
   ctx.table(t);
-  ctx.print("Every instantiation is at the ceiling of {} registers a thread. Without dropout\n"
-            "nothing spills; with it, the Philox draws need a few more live values than fit, and\n"
-            "ptxas parks them in local memory (read back through the L1 at every use).\n\n",
-            sm().max_registers_per_thread);
+  ctx.print(
+      "Every instantiation is at the ceiling of {} registers a thread. Without dropout\n"
+      "nothing spills; with it, the Philox draws need a few more live values than fit, and\n"
+      "ptxas parks them in local memory (read back through the L1 at every use).\n\n",
+      sm().max_registers_per_thread);
   return counts;
 }
 
@@ -75,15 +78,16 @@ int registers_of(const RegisterCounts& counts, int d, int budget) {
 void sm_limits(LessonContext& ctx, const RegisterCounts& counts) {
   ctx.step("What an SM holds, and what one fa2 block asks for");
   const auto& s = sm();
-  ctx.print("An H200 SM ({} of them) holds at most {} threads and {} blocks, {} registers of\n"
-            "32 bits (given to warps in units of {}, a quarter of the file to each of its {}\n"
-            "schedulers) and {} of shared memory, of which {} is reserved for each resident\n"
-            "block (the hardware profile, from NVIDIA's tables). A block of fa2 is {} threads\n"
-            "({} warps), with the SRAM kernel_info.hpp gives it:\n\n",
-            target_profile().sm_count, s.max_threads, s.max_blocks, s.registers,
-            s.register_granule, s.schedulers, sim::format_bytes(double(s.shared_bytes)),
-            sim::format_bytes(double(s.shared_reserved_per_block)), fa2_config(128).threads,
-            fa2_config(128).threads / gpu::kWarpSize);
+  ctx.print(
+      "An H200 SM ({} of them) holds at most {} threads and {} blocks, {} registers of\n"
+      "32 bits (given to warps in units of {}, a quarter of the file to each of its {}\n"
+      "schedulers) and {} of shared memory, of which {} is reserved for each resident\n"
+      "block (the hardware profile, from NVIDIA's tables). A block of fa2 is {} threads\n"
+      "({} warps), with the SRAM kernel_info.hpp gives it:\n\n",
+      target_profile().sm_count, s.max_threads, s.max_blocks, s.registers, s.register_granule,
+      s.schedulers, sim::format_bytes(double(s.shared_bytes)),
+      sim::format_bytes(double(s.shared_reserved_per_block)), fa2_config(128).threads,
+      fa2_config(128).threads / gpu::kWarpSize);
   const int budget = register_budget(s, fa2_config(128).threads, gpu::fa2::kBlocksPerSm);
   Table t({"d", "registers", "SRAM", "blocks by registers", "by SRAM", "by threads",
            "by block limit", "blocks per SM", "warps per scheduler", "built for"});
@@ -99,26 +103,28 @@ void sm_limits(LessonContext& ctx, const RegisterCounts& counts) {
   }
   ctx.table(t);
   const Occupancy o = occupancy(s, fa2_config(128).threads, budget, fa2_config(128).sram_bytes);
-  ctx.print("{} registers a thread is {} a warp once rounded to the unit; a scheduler's {}\n"
-            "registers hold {} such warps, the SM {}, so {} blocks of {} warps. The SRAM says\n"
-            "the same: two double-buffered blocks fit the SM's {}, three do not. The kernel asks\n"
-            "for exactly this with __launch_bounds__({}, {}), which lets ptxas use up to {}\n"
-            "registers a thread: it takes them all.\n\n",
-            budget, o.registers_per_warp, s.registers / s.schedulers,
-            s.registers / s.schedulers / o.registers_per_warp, o.warps_per_sm(), o.blocks,
-            o.warps_per_block, sim::format_bytes(double(s.shared_bytes)), fa2_config(128).threads,
-            gpu::fa2::kBlocksPerSm, budget);
+  ctx.print(
+      "{} registers a thread is {} a warp once rounded to the unit; a scheduler's {}\n"
+      "registers hold {} such warps, the SM {}, so {} blocks of {} warps. The SRAM says\n"
+      "the same: two double-buffered blocks fit the SM's {}, three do not. The kernel asks\n"
+      "for exactly this with __launch_bounds__({}, {}), which lets ptxas use up to {}\n"
+      "registers a thread: it takes them all.\n\n",
+      budget, o.registers_per_warp, s.registers / s.schedulers,
+      s.registers / s.schedulers / o.registers_per_warp, o.warps_per_sm(), o.blocks,
+      o.warps_per_block, sim::format_bytes(double(s.shared_bytes)), fa2_config(128).threads,
+      gpu::fa2::kBlocksPerSm, budget);
 }
 
 // The fp32 values a thread of fa2 keeps in registers for the whole sweep or the whole tile:
 // the warp's rows of U (rows x d) and of S (rows x Bc), spread over 32 lanes.
 void why_255(LessonContext& ctx) {
   ctx.step("Why so many, and what fewer would buy");
-  ctx.print("FlashAttention-2 keeps a query tile's state on chip for the whole sweep, and fa2\n"
-            "keeps it in registers: the accumulator U and the score tile S of each warp's rows\n"
-            "(split-Q, lesson 7). Each warp owns Br / warps rows, so a thread holds\n"
-            "(rows x d + rows x Bc) / 32 fp32 values, before the mma operands, m and l,\n"
-            "addresses and loop counters:\n\n");
+  ctx.print(
+      "FlashAttention-2 keeps a query tile's state on chip for the whole sweep, and fa2\n"
+      "keeps it in registers: the accumulator U and the score tile S of each warp's rows\n"
+      "(split-Q, lesson 7). Each warp owns Br / warps rows, so a thread holds\n"
+      "(rows x d + rows x Bc) / 32 fp32 values, before the mma operands, m and l,\n"
+      "addresses and loop counters:\n\n");
   Table t({"d", "Br", "Bc", "rows per warp", "U", "S", "m, l", "mma operands", "sum"});
   for (int d : kHeadDims) {
     const KernelConfig c = fa2_config(d);
@@ -136,9 +142,10 @@ void why_255(LessonContext& ctx) {
   ctx.table(t);
   const auto& s = sm();
   const KernelConfig c = fa2_config(128);
-  ctx.print("A block of {} threads with r registers a thread, alone and with fa2's {} of SRAM\n"
-            "(d = 128):\n\n",
-            c.threads, sim::format_bytes(double(c.sram_bytes)));
+  ctx.print(
+      "A block of {} threads with r registers a thread, alone and with fa2's {} of SRAM\n"
+      "(d = 128):\n\n",
+      c.threads, sim::format_bytes(double(c.sram_bytes)));
   Table w({"registers", "a warp (allocated)", "warps per scheduler", "blocks by registers",
            "blocks with fa2's SRAM", "warps per scheduler then"});
   for (int r : {128, 168, s.max_registers_per_thread}) {
@@ -150,11 +157,12 @@ void why_255(LessonContext& ctx) {
            num(with_sram.warps_per_scheduler(s), 3)});
   }
   ctx.table(w);
-  ctx.say("168 registers is the most that still fits three blocks of 4 warps (the decode\n"
-          "kernel's 4-row instantiations are built to it), 128 fits four. But fa2 gains\n"
-          "nothing from fewer registers alone: its SRAM also stops at two blocks. More warps\n"
-          "would need both a smaller register footprint (fewer rows or a shorter KV tile per\n"
-          "warp) and less SRAM (one buffer, or smaller tiles): each costs something back.\n\n");
+  ctx.say(
+      "168 registers is the most that still fits three blocks of 4 warps (the decode\n"
+      "kernel's 4-row instantiations are built to it), 128 fits four. But fa2 gains\n"
+      "nothing from fewer registers alone: its SRAM also stops at two blocks. More warps\n"
+      "would need both a smaller register footprint (fewer rows or a shorter KV tile per\n"
+      "warp) and less SRAM (one buffer, or smaller tiles): each costs something back.\n\n");
 }
 
 void what_it_costs(LessonContext& ctx) {
@@ -164,24 +172,27 @@ void what_it_costs(LessonContext& ctx) {
   const Occupancy o = occupancy(s, fa2_config(128).threads,
                                 register_budget(s, fa2_config(128).threads, gpu::fa2::kBlocksPerSm),
                                 fa2_config(128).sram_bytes);
-  ctx.print("A scheduler issues one instruction a cycle from one of its ready warps. With {}\n"
-            "warps to pick from, every latency (an ldmatrix from SRAM, an exp2 on the special\n"
-            "function unit, the tensor core's result) that both warps wait on at once is a\n"
-            "cycle lost. Measured ({}; {}; {}):\n\n",
-            num(o.warps_per_scheduler(s), 3), m.source.tool, m.source.shape, m.source.run);
+  ctx.print(
+      "A scheduler issues one instruction a cycle from one of its ready warps. With {}\n"
+      "warps to pick from, every latency (an ldmatrix from SRAM, an exp2 on the special\n"
+      "function unit, the tensor core's result) that both warps wait on at once is a\n"
+      "cycle lost. Measured by {}\n  at {}\n  ({}):\n\n",
+      num(o.warps_per_scheduler(s), 3), m.source.tool, m.source.shape, m.source.run);
   Table t({"figure", "value"}, {true});
-  t.add({"cycles with no eligible warp (measured)", fmt::format("{:.0f}%", 100 * m.no_eligible_share)});
+  t.add({"cycles with no eligible warp (measured)",
+         fmt::format("{:.0f}%", 100 * m.no_eligible_share)});
   t.add({"cycles that can issue, at most (1 - that)",
          fmt::format("{:.0f}%", 100 * (1 - m.no_eligible_share))});
   t.add({"warps per scheduler", num(o.warps_per_scheduler(s), 3)});
   t.add({"warps per scheduler the SM could hold (its thread limit)",
          num(double(s.max_threads / gpu::kWarpSize) / s.schedulers, 3)});
   ctx.table(t);
-  ctx.say("Within one warp, the softmax of a tile waits for all of S = Q K^T and W V waits for\n"
-          "the softmax; with only two warps there is little else to run meanwhile. That is the\n"
-          "gap FlashAttention-3 closes on Hopper: wgmma runs asynchronously, so a warpgroup's\n"
-          "softmax overlaps another's matrix products (lesson 8), and its accumulators grow\n"
-          "without the same register squeeze (setmaxnreg moves registers to the consumers).\n\n");
+  ctx.say(
+      "Within one warp, the softmax of a tile waits for all of S = Q K^T and W V waits for\n"
+      "the softmax; with only two warps there is little else to run meanwhile. That is the\n"
+      "gap FlashAttention-3 closes on Hopper: wgmma runs asynchronously, so a warpgroup's\n"
+      "softmax overlaps another's matrix products (lesson 8), and its accumulators grow\n"
+      "without the same register squeeze (setmaxnreg moves registers to the consumers).\n\n");
 }
 
 // FlashAttention-2 (section 3.2): blocks over (batch, head) and query tiles, where
@@ -191,14 +202,17 @@ void parallelism(LessonContext& ctx) {
   const auto& hw = target_profile();
   const KernelConfig c = fa2_config(128);
   const int per_sm = c.blocks_per_sm;
-  ctx.print("FlashAttention-1 gave each (batch, head) one thread block, which swept all its query\n"
-            "rows. FlashAttention-2 (Dao 2023, section 3.2) also splits the rows: one block per\n"
-            "(batch, head, query tile of Br = {} rows). With d = 128 the H200 holds {} SMs x {}\n"
-            "blocks = {} at once; a grid runs in waves of that many:\n\n",
-            c.Br, hw.sm_count, per_sm, hw.sm_count * per_sm);
-  Table t({"B", "H", "N", "blocks (b, h)", "SMs busy", "blocks (b, h, tile)", "waves",
-           "slots busy", "SMs busy"});
-  struct Shape { std::int64_t B, H, N; };
+  ctx.print(
+      "FlashAttention-1 gave each (batch, head) one thread block, which swept all its query\n"
+      "rows. FlashAttention-2 (Dao 2023, section 3.2) also splits the rows: one block per\n"
+      "(batch, head, query tile of Br = {} rows). With d = 128 the H200 holds {} SMs x {}\n"
+      "blocks = {} at once; a grid runs in waves of that many:\n\n",
+      c.Br, hw.sm_count, per_sm, hw.sm_count * per_sm);
+  Table t({"B", "H", "N", "blocks (b, h)", "SMs busy", "blocks (b, h, tile)", "waves", "slots busy",
+           "SMs busy"});
+  struct Shape {
+    std::int64_t B, H, N;
+  };
   for (const Shape& p : {Shape{1, 16, 8192}, Shape{2, 16, 8192}, Shape{1, 32, 16384},
                          Shape{8, 16, 2048}, Shape{32, 16, 512}, Shape{1, 1, 4096}}) {
     const GridFill heads = grid_fill(p.B * p.H, hw.sm_count, per_sm);
@@ -211,15 +225,16 @@ void parallelism(LessonContext& ctx) {
   }
   ctx.table(t);
   const GridFill one = grid_fill(16, hw.sm_count, per_sm);
-  ctx.print("At B = 1, H = 16, N = 8192 a block per (batch, head) leaves {} of {} SMs idle for\n"
-            "the whole kernel, however long the sequence. Long sequences come with small\n"
-            "batches (memory), which is exactly where FlashAttention-1 ran short of blocks.\n"
-            "Query tiles are independent (each has its own m, l, U), so splitting them costs\n"
-            "only K and V read once per tile instead of once per head, from the L2 (lesson 5).\n"
-            "`slots busy` is the share of the block slots in use averaged over the waves: a\n"
-            "short last wave is lost time. Decode has one query row and no tiles to split:\n"
-            "lesson 10 splits the keys instead.\n\n",
-            hw.sm_count - one.sms_busy, hw.sm_count);
+  ctx.print(
+      "At B = 1, H = 16, N = 8192 a block per (batch, head) leaves {} of {} SMs idle for\n"
+      "the whole kernel, however long the sequence. Long sequences come with small\n"
+      "batches (memory), which is exactly where FlashAttention-1 ran short of blocks.\n"
+      "Query tiles are independent (each has its own m, l, U), so splitting them costs\n"
+      "only K and V read once per tile instead of once per head, from the L2 (lesson 5).\n"
+      "`slots busy` is the share of the block slots in use averaged over the waves: a\n"
+      "short last wave is lost time. Decode has one query row and no tiles to split:\n"
+      "lesson 10 splits the keys instead.\n\n",
+      hw.sm_count - one.sms_busy, hw.sm_count);
 }
 
 }  // namespace
@@ -230,7 +245,8 @@ void run_lesson_12(LessonContext& ctx) {
   why_255(ctx);
   what_it_costs(ctx);
   parallelism(ctx);
-  ctx.finish("back to `flashlab lessons`; lesson 11 walks through the kernel these registers hold.");
+  ctx.finish(
+      "back to `flashlab lessons`; lesson 11 walks through the kernel these registers hold.");
 }
 
 }  // namespace flashlab::app

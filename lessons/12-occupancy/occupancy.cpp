@@ -19,12 +19,12 @@ Occupancy occupancy(const sim::SmLimits& sm, int threads, int registers_per_thre
                     std::int64_t shared_per_block) {
   if (threads < kWarp || threads % kWarp != 0 || threads > sm.max_threads)
     throw std::invalid_argument(fmt::format(
-        "a block of {} threads cannot be placed: use a multiple of {} between {} and {}",
-        threads, kWarp, kWarp, sm.max_threads));
+        "a block of {} threads cannot be placed: use a multiple of {} between {} and {}", threads,
+        kWarp, kWarp, sm.max_threads));
   if (registers_per_thread < 1 || registers_per_thread > sm.max_registers_per_thread)
-    throw std::invalid_argument(fmt::format(
-        "{} registers a thread is impossible: a thread has between 1 and {}",
-        registers_per_thread, sm.max_registers_per_thread));
+    throw std::invalid_argument(
+        fmt::format("{} registers a thread is impossible: a thread has between 1 and {}",
+                    registers_per_thread, sm.max_registers_per_thread));
   if (shared_per_block < 0 || shared_per_block + sm.shared_reserved_per_block > sm.shared_bytes)
     throw std::invalid_argument(fmt::format(
         "a block asking for {} bytes of shared memory does not fit an SM of {} bytes ({} of "
@@ -58,8 +58,8 @@ int register_budget(const sim::SmLimits& sm, int threads, int min_blocks) {
 GridFill grid_fill(std::int64_t blocks, int sm_count, int blocks_per_sm) {
   if (blocks < 1 || sm_count < 1 || blocks_per_sm < 1)
     throw std::invalid_argument(fmt::format(
-        "a grid needs at least one block, one SM and one block per SM, not {}, {} and {}",
-        blocks, sm_count, blocks_per_sm));
+        "a grid needs at least one block, one SM and one block per SM, not {}, {} and {}", blocks,
+        sm_count, blocks_per_sm));
   GridFill g;
   g.blocks = blocks;
   g.slots = std::int64_t(sm_count) * blocks_per_sm;

@@ -21,16 +21,16 @@
 namespace flashlab::app {
 
 struct Occupancy {
+  int warps_per_block = 0;
   int registers_per_warp = 0;  // as allocated: rounded up to the granule
   int by_registers = 0, by_shared = 0, by_threads = 0, by_blocks = 0;  // blocks per SM
-  int blocks = 0;              // the smallest of the four
-  std::string_view limit;      // which of them binds: "registers", "shared memory", ...
+  int blocks = 0;                                                      // the smallest of the four
+  std::string_view limit;  // which of them binds: "registers", "shared memory", ...
   int warps_per_sm() const { return blocks * warps_per_block; }
   // Warps each scheduler can pick from (the SM's warps are spread evenly over them).
   double warps_per_scheduler(const sim::SmLimits& sm) const {
     return double(warps_per_sm()) / sm.schedulers;
   }
-  int warps_per_block = 0;
 };
 
 // Throws std::invalid_argument, saying what would be right, for threads not a positive
@@ -47,10 +47,10 @@ int register_budget(const sim::SmLimits& sm, int threads, int min_blocks);
 // A grid of `blocks` blocks on sm_count SMs that hold blocks_per_sm each.
 struct GridFill {
   std::int64_t blocks = 0;
-  std::int64_t slots = 0;    // blocks resident at once: sm_count x blocks_per_sm
-  std::int64_t waves = 0;    // ceil(blocks / slots)
-  std::int64_t sms_busy = 0; // SMs with work in the first wave: min(blocks, sm_count)
-  double slot_share = 0;     // blocks / (waves x slots): the slots kept busy, on average
+  std::int64_t slots = 0;     // blocks resident at once: sm_count x blocks_per_sm
+  std::int64_t waves = 0;     // ceil(blocks / slots)
+  std::int64_t sms_busy = 0;  // SMs with work in the first wave: min(blocks, sm_count)
+  double slot_share = 0;      // blocks / (waves x slots): the slots kept busy, on average
 };
 // Throws std::invalid_argument for blocks < 1, sm_count < 1 or blocks_per_sm < 1.
 GridFill grid_fill(std::int64_t blocks, int sm_count, int blocks_per_sm);

@@ -35,10 +35,9 @@ struct DecodePaged {
   int cache;  // keys per sequence, L
   double contiguous, paged64, paged256;
 };
-inline constexpr Source kDecodePagedSource{
-    "bench/RESULTS.md, run of 2026-12-01 (second), Decode",
-    "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1",
-    "triton.testing.do_bench medians"};
+inline constexpr Source kDecodePagedSource{"bench/RESULTS.md, run of 2026-12-01 (second), Decode",
+                                           "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1",
+                                           "triton.testing.do_bench medians"};
 inline constexpr std::array kDecodePaged = {
     DecodePaged{8, 4096, 2.08, 1.83, 1.96},
     DecodePaged{8, 32768, 2.85, 2.52, 2.62},
