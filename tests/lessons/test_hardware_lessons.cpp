@@ -109,7 +109,7 @@ TEST_CASE("occupancy: impossible blocks are refused, saying what would fit") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(occupancy(sm, 128, 64, 228 * 1024), doctest::Contains("at most"),
                        std::invalid_argument);
-  CHECK_THROWS_AS(register_budget(sm, 1024, 3), std::invalid_argument);
+  CHECK_THROWS_AS(register_budget(sm, 1024, 9), std::invalid_argument);  // 288 warps
   CHECK_THROWS_AS(grid_fill(0, 132, 2), std::invalid_argument);
   CHECK_THROWS_AS(grid_fill(10, 0, 2), std::invalid_argument);
 }
