@@ -114,9 +114,10 @@ void paged_memory(LessonContext& ctx) {
   const std::vector<std::int64_t> pages{16, 64, 256};
   ctx.print("A server that keeps each request's cache in one contiguous piece must reserve, when\n"
             "the request arrives, room for the longest it may become: max_len = {} keys here.\n"
-            "PagedAttention (Kwon et al. 2023, vLLM) gives out pages of a few keys as the sequence\n"
-            "grows, so a sequence wastes only the unused end of its last page. Keys wasted for\n"
-            "each request (a key costs {} of K and V per layer: {} KV heads, d = {}, bf16):\n\n",
+            "PagedAttention (Kwon et al. 2023, vLLM) gives out pages of a few keys as the\n"
+            "sequence grows, so a sequence wastes only the unused end of its last page. Keys\n"
+            "wasted for each request (a key costs {} of K and V per layer: {} KV heads,\n"
+            "d = {}, bf16):\n\n",
             kMaxLen, sim::format_bytes(kv_bytes_per_key()), kHeadsKV, kD);
   std::vector<std::string> header{"length", "contiguous"};
   for (const auto p : pages) header.push_back(fmt::format("pages of {}", p));
@@ -129,8 +130,10 @@ void paged_memory(LessonContext& ctx) {
     t.add(row);
   }
   const CacheUse whole = contiguous_use(lengths, kMaxLen);
-  std::vector<std::string> share{"wasted share", fmt::format("{:.1f}%", 100 * whole.wasted_share())};
-  std::vector<std::string> bytes{"reserved", sim::format_bytes(whole.reserved * kv_bytes_per_key())};
+  std::vector<std::string> share{"wasted share",
+                                 fmt::format("{:.1f}%", 100 * whole.wasted_share())};
+  std::vector<std::string> bytes{"reserved",
+                                 sim::format_bytes(whole.reserved * kv_bytes_per_key())};
   for (const auto p : pages) {
     const CacheUse u = paged_use(lengths, p);
     share.push_back(fmt::format("{:.2f}%", 100 * u.wasted_share()));
