@@ -21,7 +21,7 @@ struct TileSpan {
 // Throws std::invalid_argument for tiles < 1, buffers not 1 or 2, or a negative time.
 std::vector<TileSpan> buffered_timeline(int tiles, int buffers, double load, double compute);
 
-// Two text rows of `width` columns for the times [0, end]: the copy engine's and the warps'
+// Two text rows of `width` columns for the times [0, end]: the copies' and the warps'
 // activity, each tile drawn with its index digit (j % 10), idle time with '.'. Throws
 // std::invalid_argument for end <= 0 or width < 1.
 std::vector<std::string> draw_timeline(const std::vector<TileSpan>& spans, double end, int width);

@@ -181,15 +181,13 @@ void double_buffering(LessonContext& ctx) {
   }
   ctx.table(t);
   const auto two = buffered_timeline(kTiles, 2, load, compute);
-  ctx.print(
-      "Digits are tile numbers, on one time scale. With one buffer the copy engine and the tensor "
-      "cores take\n"
-      "turns; with two, the copy of tile j + 1 is issued right after the barrier that\n"
-      "starts tile j (buffer (j + 1) % 2 was tile j - 1's, and every warp is past it), so\n"
-      "the slower of the two sets the pace: {:.2f} us a tile here instead of {:.2f}. The\n"
-      "price is the second buffer's SRAM (step 1), which is part of why only two blocks\n"
-      "fit on an SM (lesson 12).\n\n",
-      (two[1].compute_start - two[0].compute_start) * 1e6, (load + compute) * 1e6);
+  ctx.print("Digits are tile numbers, both runs on one time scale. With one buffer the copies\n"
+            "and the tensor cores take turns; with two, the copy of tile j + 1 is issued right\n"
+            "after the barrier that starts tile j (buffer (j + 1) % 2 was tile j - 1's, and every\n"
+            "warp is past it), so the slower of the two sets the pace: {:.2f} us a tile here\n"
+            "instead of {:.2f}. The price is the second buffer's SRAM (step 1), which is part of\n"
+            "why only two blocks fit on an SM (lesson 12).\n\n",
+            (two[1].compute_start - two[0].compute_start) * 1e6, (load + compute) * 1e6);
 }
 
 }  // namespace
