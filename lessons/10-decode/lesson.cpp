@@ -191,7 +191,7 @@ void paged_reads(LessonContext& ctx) {
   }
   ctx.table(t);
   const auto& src = measured::kDecodePagedSource;
-  ctx.print("The bytes are nothing. Measured ({}), bandwidth of K and V in TB/s,\n"
+  ctx.print("The bytes are nothing. Measured bandwidth of K and V in TB/s ({}),\n"
             "  at {}\n  ({}):\n\n",
             src.tool, src.shape, src.run);
   Table m({"B", "cache L", "contiguous", "pages of 64", "cost", "pages of 256", "cost"});

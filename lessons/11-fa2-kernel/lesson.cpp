@@ -105,8 +105,7 @@ void bank_conflicts(LessonContext& ctx) {
       "Without the swizzle every ldmatrix phase is an 8-way conflict: eight wavefronts\n"
       "where one would do. The cp.async copies write whole rows of consecutive chunks and\n"
       "need no help; the swizzle keeps them conflict-free too. (Padding each row by 16\n"
-      "bytes would also spread the rows over the banks, at the price of SRAM and of\n"
-      "16-byte alignment for every row.)\n\n");
+      "bytes would also spread the rows over the banks, at the price of SRAM: exercise 1.)\n\n");
 }
 
 void print_map(LessonContext& ctx, Fragment f, std::string_view title) {

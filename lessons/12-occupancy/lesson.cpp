@@ -157,12 +157,14 @@ void why_255(LessonContext& ctx) {
            num(with_sram.warps_per_scheduler(s), 3)});
   }
   ctx.table(w);
-  ctx.say(
-      "168 registers is the most that still fits three blocks of 4 warps (the decode\n"
-      "kernel's 4-row instantiations are built to it), 128 fits four. But fa2 gains\n"
+  const int warps = c.threads / gpu::kWarpSize;
+  ctx.print(
+      "{} registers is the most that still fits three blocks of {} warps (the decode\n"
+      "kernel's 4-row instantiations are built to it), {} the most for four. But fa2 gains\n"
       "nothing from fewer registers alone: its SRAM also stops at two blocks. More warps\n"
       "would need both a smaller register footprint (fewer rows or a shorter KV tile per\n"
-      "warp) and less SRAM (one buffer, or smaller tiles): each costs something back.\n\n");
+      "warp) and less SRAM (one buffer, or smaller tiles): each costs something back.\n\n",
+      register_budget(s, c.threads, 3), warps, register_budget(s, c.threads, 4));
 }
 
 void what_it_costs(LessonContext& ctx) {

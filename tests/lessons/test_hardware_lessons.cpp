@@ -192,6 +192,10 @@ TEST_CASE("ptxas report of this build: every fa2 instantiation, at the occupancy
   const auto* record = gpu::find_kernel(FLASHLAB_KERNEL_FA2);
   CHECK(seen.size() == std::size_t(2 * 2 * record->head_dims.count));  // dtypes x dropout x d
 }
+#else
+TEST_CASE("lesson 12 in a build without nvcc says the compiler's report is missing") {
+  CHECK(contains(lesson_output(12), "The compiler's report is missing: this build found no nvcc"));
+}
 #endif
 
 TEST_CASE("mma fragments: the PTX ISA's layout against its inverse, every element once") {
