@@ -17,6 +17,8 @@ void run_lesson_07(LessonContext&);
 void run_lesson_08(LessonContext&);
 void run_lesson_09(LessonContext&);
 void run_lesson_10(LessonContext&);
+void run_lesson_11(LessonContext&);
+void run_lesson_12(LessonContext&);
 
 namespace {
 
@@ -54,6 +56,12 @@ constexpr std::array kLessons{
     LessonInfo{10, "10-decode", "Decode and split-KV",
                "why one query needs splitting, the exact tree merge, bytes per token",
                run_lesson_10},
+    LessonInfo{11, "11-fa2-kernel", "Inside the fa2 kernel",
+               "03_fa2.cu's SRAM layout and swizzle, bank conflicts, mma fragments, cp.async",
+               run_lesson_11},
+    LessonInfo{12, "12-occupancy", "Registers, occupancy and the grid",
+               "255 registers, 2 blocks per SM, what that costs; blocks over query tiles",
+               run_lesson_12},
 };
 
 }  // namespace

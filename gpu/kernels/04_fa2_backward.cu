@@ -285,7 +285,7 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
     const int np = np0 + i;
     // Chunk 2 np (lanes 16..31: 2 np + 1) of the K row, swizzled by the row, whose row % 8
     // is lane % 8. Written out rather than LaneChunks::at: np depends on the warp.
-    const int col = ((2 * np + lane / 16) ^ (lane % tiles::kSwizzleRows)) * tiles::kChunk;
+    const int col = swizzle::stored_chunk(lane, 2 * np + lane / 16) * tiles::kChunk;
     float rC[2][4] = {};  // dQ (16, 16): n-tiles 2np, 2np + 1
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {

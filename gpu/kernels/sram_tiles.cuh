@@ -1,25 +1,28 @@
 // Tiles in SRAM and the warp-level products the backward kernels are built from, each
 // written once. A tile is (rows, ROW) elements of a 16-bit type, row-major, swizzled: the
 // 16-byte chunk c of row r lives at chunk c ^ (r % 8), so the 8 rows one ldmatrix reads fall
-// in 8 different bank groups. 03_fa2.cu (the forward) and the backward kernels share them.
+// in 8 different bank groups (the index function: flashlab/gpu/swizzle.hpp, which host code
+// includes too). 03_fa2.cu (the forward) and the backward kernels share them.
 // Every product is one warp's m16 slice: C (16, N) fp32 in mma C fragments,
 // rC[N / 8][4] (ptx.cuh spells out which thread holds which element).
 #pragma once
 
 #include "ptx.cuh"
 
+#include "flashlab/gpu/swizzle.hpp"
+
 #include <cstdint>
 
 namespace flashlab::gpu::tiles {
 
 constexpr int kMmaM = 16;        // rows of one mma.sync m16n8k16 tile
-constexpr int kChunk = 8;        // 16-bit elements per 16-byte chunk
-constexpr int kSwizzleRows = 8;  // an ldmatrix reads 8 rows at once
+using swizzle::kChunk;        // 16-bit elements per 16-byte chunk
+using swizzle::kSwizzleRows;  // an ldmatrix reads 8 rows at once
 
 // Element offset of 16-byte chunk c of row r in a swizzled (rows, ROW) tile.
 template <int ROW>
 __device__ __forceinline__ int swizzled(int r, int c) {
-  return r * ROW + ((c ^ (r % kSwizzleRows)) * kChunk);
+  return swizzle::offset(ROW, r, c);
 }
 
 // Starts copying rows [row0, row0 + ROWS) of a (n_rows, D) matrix gX in HBM (rows
@@ -49,7 +52,7 @@ struct LaneChunks {
   int offset[4];
   __device__ __forceinline__ LaneChunks(int lane, int low) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) offset[j] = ((2 * j + low) ^ (lane % kSwizzleRows)) * kChunk;
+    for (int j = 0; j < 4; ++j) offset[j] = swizzle::stored_chunk(lane, 2 * j + low) * kChunk;
   }
   __device__ __forceinline__ int at(int jj) const {
     return (jj / 4) * kSwizzleRows * kChunk + offset[jj % 4];
@@ -162,7 +165,7 @@ __device__ __forceinline__ void load_a_transposed(uint32_t (&rA)[K / 16][4], con
   // Written out rather than LaneChunks::at: a_col0 is not known at compile time, and a
   // run-time index into LaneChunks' array would put it in local memory.
   const int chunk = a_col0 / kChunk + (lane / 8) % 2;
-  const int col = (chunk ^ (lane % kSwizzleRows)) * kChunk;
+  const int col = swizzle::stored_chunk(lane, chunk) * kChunk;
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk)
     ptx::ldmatrix_x4_trans(rA[kk], sA + (kk * 16 + row) * M + col);

@@ -1,14 +1,19 @@
 // Lesson 10: decode. One new query token against a long KV cache: why the work must be
 // split along the keys, why the split results merge exactly, and what a token costs in bytes;
 // then the forward kernels' unsplit sweep and the split-KV decode kernel on a GPU
-// (gpu_decode.cpp).
+// (gpu_decode.cpp); then PagedAttention beside it: the memory pages save against contiguous
+// reservation, the block table and what reading it costs (paged_cache.*), the measured cost.
 #include "10-decode/gpu_decode.hpp"
+#include "10-decode/paged_cache.hpp"
+#include "gpu_bridge/block_table.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 #include "gpu_bridge/gpu_step.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/decode.hpp"
 #include "flashlab/cpu/naive.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -98,6 +103,111 @@ void bytes_per_token(LessonContext& ctx) {
             h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kHeadsQ / kHeadsKV);
 }
 
+// Bytes of K and V a key costs in one layer's cache: K and V, H_kv heads of d, bf16.
+double kv_bytes_per_key() { return 2.0 * kHeadsKV * kD * kBf16; }
+
+void paged_memory(LessonContext& ctx) {
+  ctx.step("PagedAttention: memory reserved against memory used");
+  constexpr std::int64_t kMaxLen = 32768;
+  // A batch of requests as a server sees them: short chats, long documents, one at the limit.
+  const std::vector<std::int64_t> lengths{1, 17, 97, 113, 1023, 4000, 12345, kMaxLen};
+  const std::vector<std::int64_t> pages{16, 64, 256};
+  ctx.print("A server that keeps each request's cache in one contiguous piece must reserve, when\n"
+            "the request arrives, room for the longest it may become: max_len = {} keys here.\n"
+            "PagedAttention (Kwon et al. 2023, vLLM) gives out pages of a few keys as the\n"
+            "sequence grows, so a sequence wastes only the unused end of its last page. Keys\n"
+            "wasted for each request (a key costs {} of K and V per layer: {} KV heads,\n"
+            "d = {}, bf16):\n\n",
+            kMaxLen, sim::format_bytes(kv_bytes_per_key()), kHeadsKV, kD);
+  std::vector<std::string> header{"length", "contiguous"};
+  for (const auto p : pages) header.push_back(fmt::format("pages of {}", p));
+  Table t(header);
+  for (const std::int64_t len : lengths) {
+    const std::span<const std::int64_t> one(&len, 1);
+    std::vector<std::string> row{fmt::format("{}", len),
+                                 fmt::format("{}", contiguous_use(one, kMaxLen).wasted())};
+    for (const auto p : pages) row.push_back(fmt::format("{}", paged_use(one, p).wasted()));
+    t.add(row);
+  }
+  const CacheUse whole = contiguous_use(lengths, kMaxLen);
+  std::vector<std::string> share{"wasted share",
+                                 fmt::format("{:.1f}%", 100 * whole.wasted_share())};
+  std::vector<std::string> bytes{"reserved",
+                                 sim::format_bytes(whole.reserved * kv_bytes_per_key())};
+  for (const auto p : pages) {
+    const CacheUse u = paged_use(lengths, p);
+    share.push_back(fmt::format("{:.2f}%", 100 * u.wasted_share()));
+    bytes.push_back(sim::format_bytes(u.reserved * kv_bytes_per_key()));
+  }
+  t.add(share);
+  t.add(bytes);
+  ctx.table(t);
+  const CacheUse largest_pages = paged_use(lengths, pages.back());
+  ctx.print("The {} keys these requests hold need {} per layer; contiguous reservation sets\n"
+            "aside {}. Pages waste at most page_size - 1 keys per sequence, so the memory\n"
+            "reserved for this batch contiguously holds {:.1f} such batches in pages of {}, and\n"
+            "a larger batch is what turns each read of the cache into more tokens per second.\n\n",
+            whole.used, sim::format_bytes(whole.used * kv_bytes_per_key()),
+            sim::format_bytes(whole.reserved * kv_bytes_per_key()),
+            double(whole.reserved) / double(largest_pages.reserved), pages.back());
+}
+
+void paged_reads(LessonContext& ctx) {
+  ctx.step("The block table, and what reading through it costs");
+  constexpr std::int64_t kExamplePage = 64, kExampleLen = 1000, kShown = 8;
+  const BlockTable example = shuffled_block_table(2, kExampleLen, kExamplePage, kSeed);
+  std::string row;
+  for (std::int64_t p = 0; p < kShown; ++p)
+    row += fmt::format("{}{}", p ? " " : "", example.table[std::size_t(p)]);
+  ctx.print("The cache becomes one pool of pages; the block table maps sequence b's page p (its\n"
+            "keys [p page_size, (p + 1) page_size)) to a page of the pool. For 2 sequences of {}\n"
+            "keys in pages of {}, shuffled as an allocator leaves them after many requests,\n"
+            "sequence 0's first {} pages live at pages {} of the pool.\n\n",
+            kExampleLen, kExamplePage, kShown, row);
+  const int key_lanes = gpu::decode::key_lanes(kD);
+  const std::int64_t group = kHeadsQ / kHeadsKV;
+  const std::int64_t row_blocks = gpu::decode::row_blocks(group, 1);
+  const auto& h200 = sim::find_profile("h200");
+  ctx.print("The decode kernel (05_decode_split_kv.cu) gives each block {} key lanes at d = {}; a\n"
+            "lane reads a page's entry once, when it enters the page (and the next one's ahead).\n"
+            "Per decoding step of ANCHORS.md's shape (B = {}, {} KV heads, one token, the split\n"
+            "count the kernel picks on {} SMs), table bytes against K and V bytes:\n\n",
+            key_lanes, kD, kBatch, kHeadsKV, h200.sm_count);
+  Table t({"cache L", "page", "splits", "table size", "table bytes read", "K, V bytes",
+           "table / K, V"});
+  for (const auto& m : measured::kDecodePaged) {
+    const int splits =
+        gpu::decode::auto_splits(m.batch, kHeadsKV, group, 1, m.cache, h200.sm_count);
+    for (const std::int64_t page : {64, 256}) {
+      const double entry = sizeof(std::int32_t);
+      const double table_size = double(m.batch) * double((m.cache + page - 1) / page) * entry;
+      const double read = double(m.batch) * kHeadsKV * double(row_blocks) *
+                          double(table_reads(m.cache, splits, page, key_lanes)) * entry;
+      const double kv = double(m.batch) * double(m.cache) * kv_bytes_per_key() * double(row_blocks);
+      t.add({fmt::format("{}", m.cache), fmt::format("{}", page), fmt::format("{}", splits),
+             sim::format_bytes(table_size), sim::format_bytes(read), sim::format_bytes(kv),
+             fmt::format("{:.3f}%", 100 * read / kv)});
+    }
+  }
+  ctx.table(t);
+  const auto& src = measured::kDecodePagedSource;
+  ctx.print("The bytes are nothing. Measured bandwidth of K and V in TB/s ({}),\n"
+            "  at {}\n  ({}):\n\n",
+            src.tool, src.shape, src.run);
+  Table m({"B", "cache L", "contiguous", "pages of 64", "cost", "pages of 256", "cost"});
+  for (const auto& r : measured::kDecodePaged)
+    m.add({fmt::format("{}", r.batch), fmt::format("{}", r.cache),
+           fmt::format("{:.2f}", r.contiguous), fmt::format("{:.2f}", r.paged64),
+           fmt::format("{:.0f}%", 100 * (1 - r.paged64 / r.contiguous)),
+           fmt::format("{:.2f}", r.paged256),
+           fmt::format("{:.0f}%", 100 * (1 - r.paged256 / r.contiguous))});
+  ctx.table(m);
+  ctx.say("So the price of pages is not the table's bytes but what they stand for: a load whose\n"
+          "address is known only after another load has returned, and K and V arriving from\n"
+          "scattered pages instead of one long run. Smaller pages pay it more often. The merge\n"
+          "of split states does not change at all: a split's keys may lie on any pages.\n\n");
+}
+
 }  // namespace
 
 void run_lesson_10(LessonContext& ctx) {
@@ -117,7 +227,9 @@ void run_lesson_10(LessonContext& ctx) {
                         "of K and V it reads; the next step splits it.",
                         sim::format_bytes(2.0 * kGpuCache * kD * kBf16))});
   gpu_decode_step(ctx);
-  ctx.finish("back to `flashlab lessons`, or the exercises: `flashlab exercise`.");
+  paged_memory(ctx);
+  paged_reads(ctx);
+  ctx.finish("lesson 11: inside the fa2 kernel, or the exercises: `flashlab exercise`.");
 }
 
 }  // namespace flashlab::app

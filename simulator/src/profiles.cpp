@@ -18,6 +18,22 @@ constexpr Bytes kMB = 1024 * kKB;
 // (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table).
 constexpr double kExpPerClockPerSm = 16;
 
+// CUDA C++ Programming Guide, technical specifications per compute capability: 64 K
+// registers per SM, at most 255 per thread, given to warps in units of 256; 2048 threads and
+// 32 blocks per SM; 4 warp schedulers; 1 KB of shared memory reserved per block. Compute
+// capability 8.0 (A100) has 164 KB of shared memory per SM, 9.0 (H100, H200) and 10.0 (B200)
+// 228 KB.
+constexpr SmLimits sm_limits(Bytes shared_bytes) {
+  return {.registers = 64 * 1024,
+          .register_granule = 256,
+          .max_registers_per_thread = 255,
+          .max_threads = 2048,
+          .max_blocks = 32,
+          .schedulers = 4,
+          .shared_bytes = shared_bytes,
+          .shared_reserved_per_block = 1 * kKB};
+}
+
 constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "a100",
@@ -28,7 +44,8 @@ constexpr std::array kProfiles = {
         .l2_bytes = 40 * kMB,        // A100 whitepaper: 40 MB L2
         .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
         .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
-        .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga},  // 1410 MHz boost (whitepaper)
+        .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga,  // 1410 MHz boost (whitepaper)
+        .sm = sm_limits(164 * kKB)},
     HardwareProfile{
         .name = "h100",
         .description = "NVIDIA H100 SXM5 80GB (datasheet figures)",
@@ -45,7 +62,8 @@ constexpr std::array kProfiles = {
         .matrix_flops_per_s = 989 * kTera,
         // FlashAttention-3 (Shah et al., 2024): "989 TFLOPS of FP16 matmul but only 3.9
         // TFLOPS of special functions" on the H100 SXM5.
-        .exp_per_s = 3.9 * kTera},
+        .exp_per_s = 3.9 * kTera,
+        .sm = sm_limits(228 * kKB)},
     HardwareProfile{
         .name = "h200",
         .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
@@ -62,7 +80,8 @@ constexpr std::array kProfiles = {
         // Measured bf16 GEMM 8192^3 through cuBLAS (ANCHORS.md); the datasheet says 989
         // TFLOPS dense, as the H100.
         .matrix_flops_per_s = 686 * kTera,
-        .exp_per_s = 3.9 * kTera},   // the same GH100 chip as the H100 SXM5 (FlashAttention-3)
+        .exp_per_s = 3.9 * kTera,  // the same GH100 chip as the H100 SXM5 (FlashAttention-3)
+        .sm = sm_limits(228 * kKB)},
     HardwareProfile{
         .name = "b200",
         .description = "NVIDIA B200 (datasheet figures; exp throughput estimated)",
@@ -80,7 +99,8 @@ constexpr std::array kProfiles = {
         .matrix_flops_per_s = 2250 * kTera,
         // An estimate: 16 per clock per SM x 148 SMs x about 1.9 GHz, a boost clock that
         // NVIDIA's datasheet does not state.
-        .exp_per_s = kExpPerClockPerSm * 148 * 1.9 * kGiga},
+        .exp_per_s = kExpPerClockPerSm * 148 * 1.9 * kGiga,
+        .sm = sm_limits(228 * kKB)},
 };
 
 }  // namespace

@@ -11,6 +11,20 @@
 
 namespace flashlab::sim {
 
+// What one SM holds at once: the limits that decide how many blocks of a kernel are resident
+// together (CUDA C++ Programming Guide, the technical specifications per compute capability).
+struct SmLimits {
+  int registers = 0;                // 32-bit registers in the SM's register file
+  int register_granule = 0;         // registers are given to a warp in multiples of this
+  int max_registers_per_thread = 0;
+  int max_threads = 0;              // resident threads
+  int max_blocks = 0;               // resident thread blocks
+  int schedulers = 0;               // warp schedulers (sub-partitions), each with its own
+                                    // quarter of the register file and its own warps
+  Bytes shared_bytes = 0;           // shared memory of the SM, all resident blocks together
+  Bytes shared_reserved_per_block = 0;  // what the system keeps of it for each resident block
+};
+
 struct HardwareProfile {
   std::string_view name;         // "h200", as the CLI's --profile takes it
   std::string_view description;  // the part and where its figures come from, in brief
@@ -24,6 +38,7 @@ struct HardwareProfile {
   double hbm_bytes_per_s = 0;    // read + written
   double matrix_flops_per_s = 0; // dense bf16 tensor-core throughput
   double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip
+  SmLimits sm;                   // what one SM holds at once
 };
 
 // A100, H100, H200, B200 (sources in profiles.cpp, beside each figure).

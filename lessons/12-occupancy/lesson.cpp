@@ -1,0 +1,254 @@
+// Lesson 12: registers, occupancy and the grid. Why flashlab's fa2 kernel (03_fa2.cu) runs
+// with 255 registers a thread, 2 blocks per SM and 2 warps per scheduler, read from the
+// compiler's own report (ptxas_report.*) and computed from the H200's SM limits (the
+// simulator's hardware profile owns them; occupancy.*); what other register counts would
+// give; what the measured warp states say it costs (measured_h200.hpp); and how
+// FlashAttention-2's blocks per (batch, head, query tile) fill the 132 SMs where blocks per
+// (batch, head) alone would not.
+#include "12-occupancy/occupancy.hpp"
+#include "12-occupancy/ptxas_report.hpp"
+#include "gpu_bridge/kernels.hpp"
+#include "gpu_bridge/measured_h200.hpp"
+#include "kit/lesson_context.hpp"
+
+#include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace flashlab::app {
+
+namespace {
+
+using gpu::KernelConfig;
+
+constexpr int kHeadDims[] = {64, 128};
+constexpr std::int64_t kKiB = 1024;
+
+KernelConfig fa2_config(int d) { return gpu::kernel_config(FLASHLAB_KERNEL_FA2, d, FLASHLAB_BF16); }
+const sim::SmLimits& sm() { return target_profile().sm; }
+
+// The registers of one fa2 instantiation as ptxas reported them, by (d, dropout); bf16 and
+// fp16 get the same count in every report seen, and the larger is kept if they ever differ.
+using RegisterCounts = std::map<std::pair<int, bool>, int>;
+
+RegisterCounts compiler_report(LessonContext& ctx) {
+  ctx.step("What the compiler gave the kernel");
+  const ReportFile file = fa2_ptxas_report();
+  RegisterCounts counts;
+  if (!file.text) {
+    ctx.print(
+        "The compiler's report is missing: {}.\n"
+        "The steps below use the budget the kernel's launch bounds give ptxas instead.\n\n",
+        file.why_missing);
+    return counts;
+  }
+  ctx.print(
+      "ptxas reports, for every kernel it compiles, the registers a thread uses and the\n"
+      "bytes it had to spill to local memory (per thread, in the L1 and beyond) when\n"
+      "they did not fit. Its report of 03_fa2.cu, written by this build to\n  {}:\n\n",
+      file.path);
+  Table t(
+      {"dtype", "d", "Bc", "dropout", "registers", "spill stores", "spill loads", "stack frame"});
+  for (const KernelResources& k : parse_ptxas_report(*file.text)) {
+    const auto fa2 = fa2_instance(k.name);
+    if (!fa2) continue;
+    t.add({fa2->dtype, fmt::format("{}", fa2->d), fmt::format("{}", fa2->Bc),
+           fa2->dropout ? "yes" : "no", fmt::format("{}", k.registers),
+           fmt::format("{} B", k.spill_store_bytes), fmt::format("{} B", k.spill_load_bytes),
+           fmt::format("{} B", k.stack_bytes)});
+    int& r = counts[{fa2->d, fa2->dropout}];
+    r = std::max(r, k.registers);
+  }
+  ctx.table(t);
+  ctx.print(
+      "Every instantiation is at the ceiling of {} registers a thread. Without dropout\n"
+      "nothing spills; with it, the Philox draws need a few more live values than fit, and\n"
+      "ptxas parks them in local memory (read back through the L1 at every use).\n\n",
+      sm().max_registers_per_thread);
+  return counts;
+}
+
+int registers_of(const RegisterCounts& counts, int d, int budget) {
+  const auto at = counts.find({d, false});
+  return at == counts.end() ? budget : at->second;
+}
+
+void sm_limits(LessonContext& ctx, const RegisterCounts& counts) {
+  ctx.step("What an SM holds, and what one fa2 block asks for");
+  const auto& s = sm();
+  ctx.print(
+      "An H200 SM ({} of them) holds at most {} threads and {} blocks, {} registers of\n"
+      "32 bits (given to warps in units of {}, a quarter of the file to each of its {}\n"
+      "schedulers) and {} of shared memory, of which {} is reserved for each resident\n"
+      "block (the hardware profile, from NVIDIA's tables). A block of fa2 is {} threads\n"
+      "({} warps), with the SRAM kernel_info.hpp gives it:\n\n",
+      target_profile().sm_count, s.max_threads, s.max_blocks, s.registers, s.register_granule,
+      s.schedulers, sim::format_bytes(double(s.shared_bytes)),
+      sim::format_bytes(double(s.shared_reserved_per_block)), fa2_config(128).threads,
+      fa2_config(128).threads / gpu::kWarpSize);
+  const int budget = register_budget(s, fa2_config(128).threads, gpu::fa2::kBlocksPerSm);
+  Table t({"d", "registers", "SRAM", "blocks by registers", "by SRAM", "by threads",
+           "by block limit", "blocks per SM", "warps per scheduler", "built for"});
+  for (int d : kHeadDims) {
+    const KernelConfig c = fa2_config(d);
+    const int r = registers_of(counts, d, budget);
+    const Occupancy o = occupancy(s, c.threads, r, c.sram_bytes);
+    t.add({fmt::format("{}", d), fmt::format("{}", r), sim::format_bytes(double(c.sram_bytes)),
+           fmt::format("{}", o.by_registers), fmt::format("{}", o.by_shared),
+           fmt::format("{}", o.by_threads), fmt::format("{}", o.by_blocks),
+           fmt::format("{}", o.blocks), num(o.warps_per_scheduler(s), 3),
+           fmt::format("{}", c.blocks_per_sm)});
+  }
+  ctx.table(t);
+  const Occupancy o = occupancy(s, fa2_config(128).threads, budget, fa2_config(128).sram_bytes);
+  ctx.print(
+      "{} registers a thread is {} a warp once rounded to the unit; a scheduler's {}\n"
+      "registers hold {} such warps, the SM {}, so {} blocks of {} warps. The SRAM says\n"
+      "the same: two double-buffered blocks fit the SM's {}, three do not. The kernel asks\n"
+      "for exactly this with __launch_bounds__({}, {}), which lets ptxas use up to {}\n"
+      "registers a thread: it takes them all.\n\n",
+      budget, o.registers_per_warp, s.registers / s.schedulers,
+      s.registers / s.schedulers / o.registers_per_warp, o.warps_per_sm(), o.blocks,
+      o.warps_per_block, sim::format_bytes(double(s.shared_bytes)), fa2_config(128).threads,
+      gpu::fa2::kBlocksPerSm, budget);
+}
+
+// The fp32 values a thread of fa2 keeps in registers for the whole sweep or the whole tile:
+// the warp's rows of U (rows x d) and of S (rows x Bc), spread over 32 lanes.
+void why_255(LessonContext& ctx) {
+  ctx.step("Why so many, and what fewer would buy");
+  ctx.print(
+      "FlashAttention-2 keeps a query tile's state on chip for the whole sweep, and fa2\n"
+      "keeps it in registers: the accumulator U and the score tile S of each warp's rows\n"
+      "(split-Q, lesson 7). Each warp owns Br / warps rows, so a thread holds\n"
+      "(rows x d + rows x Bc) / 32 fp32 values, before the mma operands, m and l,\n"
+      "addresses and loop counters:\n\n");
+  Table t({"d", "Br", "Bc", "rows per warp", "U", "S", "m, l", "mma operands", "sum"});
+  for (int d : kHeadDims) {
+    const KernelConfig c = fa2_config(d);
+    const int rows = c.Br / (c.threads / gpu::kWarpSize);
+    const int U = rows * d / gpu::kWarpSize, S = rows * c.Bc / gpu::kWarpSize;
+    // m and l: two rows (g, g + 8) per m16 tile; operands: an A fragment of Q (4 registers)
+    // per m16 tile and one of K or V (4 registers), as compute_scores and mma_wv hold them.
+    constexpr int kMmaM = 16, kFragment = 4;
+    const int ml = 2 * 2 * rows / kMmaM, operands = kFragment * rows / kMmaM + kFragment;
+    t.add({fmt::format("{}", d), fmt::format("{}", c.Br), fmt::format("{}", c.Bc),
+           fmt::format("{}", rows), fmt::format("{}", U), fmt::format("{}", S),
+           fmt::format("{}", ml), fmt::format("{}", operands),
+           fmt::format("{}", U + S + ml + operands)});
+  }
+  ctx.table(t);
+  const auto& s = sm();
+  const KernelConfig c = fa2_config(128);
+  ctx.print(
+      "A block of {} threads with r registers a thread, alone and with fa2's {} of SRAM\n"
+      "(d = 128):\n\n",
+      c.threads, sim::format_bytes(double(c.sram_bytes)));
+  Table w({"registers", "a warp (allocated)", "warps per scheduler", "blocks by registers",
+           "blocks with fa2's SRAM", "warps per scheduler then"});
+  for (int r : {128, 168, s.max_registers_per_thread}) {
+    const Occupancy alone = occupancy(s, c.threads, r, 0);
+    const Occupancy with_sram = occupancy(s, c.threads, r, c.sram_bytes);
+    w.add({fmt::format("{}", r), fmt::format("{}", alone.registers_per_warp),
+           num(double(alone.by_registers * alone.warps_per_block) / s.schedulers, 3),
+           fmt::format("{}", alone.by_registers), fmt::format("{}", with_sram.blocks),
+           num(with_sram.warps_per_scheduler(s), 3)});
+  }
+  ctx.table(w);
+  const int warps = c.threads / gpu::kWarpSize;
+  ctx.print(
+      "{} registers is the most that still fits three blocks of {} warps (the decode\n"
+      "kernel's 4-row instantiations are built to it), {} the most for four. But fa2 gains\n"
+      "nothing from fewer registers alone: its SRAM also stops at two blocks. More warps\n"
+      "would need both a smaller register footprint (fewer rows or a shorter KV tile per\n"
+      "warp) and less SRAM (one buffer, or smaller tiles): each costs something back.\n\n",
+      register_budget(s, c.threads, 3), warps, register_budget(s, c.threads, 4));
+}
+
+void what_it_costs(LessonContext& ctx) {
+  ctx.step("What two warps per scheduler cost");
+  const auto& m = measured::kFa2WarpState;
+  const auto& s = sm();
+  const Occupancy o = occupancy(s, fa2_config(128).threads,
+                                register_budget(s, fa2_config(128).threads, gpu::fa2::kBlocksPerSm),
+                                fa2_config(128).sram_bytes);
+  ctx.print(
+      "A scheduler issues one instruction a cycle from one of its ready warps. With {}\n"
+      "warps to pick from, every latency (an ldmatrix from SRAM, an exp2 on the special\n"
+      "function unit, the tensor core's result) that both warps wait on at once is a\n"
+      "cycle lost. Measured by {}\n  at {}\n  ({}):\n\n",
+      num(o.warps_per_scheduler(s), 3), m.source.tool, m.source.shape, m.source.run);
+  Table t({"figure", "value"}, {true});
+  t.add({"cycles with no eligible warp (measured)",
+         fmt::format("{:.0f}%", 100 * m.no_eligible_share)});
+  t.add({"cycles that can issue, at most (1 - that)",
+         fmt::format("{:.0f}%", 100 * (1 - m.no_eligible_share))});
+  t.add({"warps per scheduler", num(o.warps_per_scheduler(s), 3)});
+  t.add({"warps per scheduler the SM could hold (its thread limit)",
+         num(double(s.max_threads / gpu::kWarpSize) / s.schedulers, 3)});
+  ctx.table(t);
+  ctx.say(
+      "Within one warp, the softmax of a tile waits for all of S = Q K^T and W V waits for\n"
+      "the softmax; with only two warps there is little else to run meanwhile. That is the\n"
+      "gap FlashAttention-3 closes on Hopper: wgmma runs asynchronously, so a warpgroup's\n"
+      "softmax overlaps another's matrix products (lesson 8), and its accumulators grow\n"
+      "without the same register squeeze (setmaxnreg moves registers to the consumers).\n\n");
+}
+
+// FlashAttention-2 (section 3.2): blocks over (batch, head) and query tiles, where
+// FlashAttention-1 had one block per (batch, head).
+void parallelism(LessonContext& ctx) {
+  ctx.step("Parallelism over the sequence: enough blocks for 132 SMs");
+  const auto& hw = target_profile();
+  const KernelConfig c = fa2_config(128);
+  const int per_sm = c.blocks_per_sm;
+  ctx.print(
+      "FlashAttention-1 gave each (batch, head) one thread block, which swept all its query\n"
+      "rows. FlashAttention-2 (Dao 2023, section 3.2) also splits the rows: one block per\n"
+      "(batch, head, query tile of Br = {} rows). With d = 128 the H200 holds {} SMs x {}\n"
+      "blocks = {} at once; a grid runs in waves of that many:\n\n",
+      c.Br, hw.sm_count, per_sm, hw.sm_count * per_sm);
+  Table t({"B", "H", "N", "blocks (b, h)", "SMs busy", "blocks (b, h, tile)", "waves", "slots busy",
+           "SMs busy"});
+  struct Shape {
+    std::int64_t B, H, N;
+  };
+  for (const Shape& p : {Shape{1, 16, 8192}, Shape{2, 16, 8192}, Shape{1, 32, 16384},
+                         Shape{8, 16, 2048}, Shape{32, 16, 512}, Shape{1, 1, 4096}}) {
+    const GridFill heads = grid_fill(p.B * p.H, hw.sm_count, per_sm);
+    const GridFill tiles = grid_fill(p.B * p.H * ((p.N + c.Br - 1) / c.Br), hw.sm_count, per_sm);
+    t.add({fmt::format("{}", p.B), fmt::format("{}", p.H), fmt::format("{}", p.N),
+           fmt::format("{}", heads.blocks), fmt::format("{} of {}", heads.sms_busy, hw.sm_count),
+           fmt::format("{}", tiles.blocks), fmt::format("{}", tiles.waves),
+           fmt::format("{:.0f}%", 100 * tiles.slot_share),
+           fmt::format("{} of {}", tiles.sms_busy, hw.sm_count)});
+  }
+  ctx.table(t);
+  const GridFill one = grid_fill(16, hw.sm_count, per_sm);
+  ctx.print(
+      "At B = 1, H = 16, N = 8192 a block per (batch, head) leaves {} of {} SMs idle for\n"
+      "the whole kernel, however long the sequence. Long sequences come with small\n"
+      "batches (memory), which is exactly where FlashAttention-1 ran short of blocks.\n"
+      "Query tiles are independent (each has its own m, l, U), so splitting them costs\n"
+      "only K and V read once per tile instead of once per head, from the L2 (lesson 5).\n"
+      "`slots busy` is the share of the block slots in use averaged over the waves: a\n"
+      "short last wave is lost time. Decode has one query row and no tiles to split:\n"
+      "lesson 10 splits the keys instead.\n\n",
+      hw.sm_count - one.sms_busy, hw.sm_count);
+}
+
+}  // namespace
+
+void run_lesson_12(LessonContext& ctx) {
+  const RegisterCounts counts = compiler_report(ctx);
+  sm_limits(ctx, counts);
+  why_255(ctx);
+  what_it_costs(ctx);
+  parallelism(ctx);
+  ctx.finish(
+      "back to `flashlab lessons`; lesson 11 walks through the kernel these registers hold.");
+}
+
+}  // namespace flashlab::app

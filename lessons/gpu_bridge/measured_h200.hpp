@@ -1,0 +1,47 @@
+// Figures measured on the lent H200 that the lessons quote, each written once here with the
+// run it comes from (bench/RESULTS.md and bench/gpu/NOTES.md describe the runs in full). A
+// lesson prints them as measured, with their source; what it derives from them it computes.
+// When a new run replaces a figure, it is replaced here and nowhere else.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace flashlab::app::measured {
+
+// Where and how a figure was measured.
+struct Source {
+  std::string_view run;    // the run's entry in bench/RESULTS.md or bench/gpu/NOTES.md
+  std::string_view shape;  // the problem it was measured on
+  std::string_view tool;
+};
+
+// Nsight Compute's scheduler statistics on fa2 (03_fa2.cu v4; the kernel restructured since
+// computes the same, with the same tiles and the same compiler report: 255 registers, no
+// spills without dropout).
+struct WarpState {
+  Source source;
+  double no_eligible_share;  // share of cycles in which a scheduler had no warp ready to issue
+};
+inline constexpr WarpState kFa2WarpState{
+    {"bench/RESULTS.md, run of 2026-11-29 (fa2 v4); bench/gpu/NOTES.md, \"Where v4 stands\"",
+     "B = 1, H = 16, N = 8192, d = 128, bf16, non-causal", "Nsight Compute, scheduler section"},
+    0.59};
+
+// The split-KV decode kernel (05_decode_split_kv.cu, v2) on a contiguous cache and on paged
+// ones, pages placed through a shuffled block table. TB/s = bytes of K and V read / time.
+struct DecodePaged {
+  int batch;
+  int cache;  // keys per sequence, L
+  double contiguous, paged64, paged256;
+};
+inline constexpr Source kDecodePagedSource{"bench/RESULTS.md, run of 2026-12-01 (second), Decode",
+                                           "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1",
+                                           "triton.testing.do_bench medians"};
+inline constexpr std::array kDecodePaged = {
+    DecodePaged{8, 4096, 2.08, 1.83, 1.96},
+    DecodePaged{8, 32768, 2.85, 2.52, 2.62},
+    DecodePaged{8, 131072, 3.00, 2.62, 2.76},
+};
+
+}  // namespace flashlab::app::measured

@@ -1,0 +1,374 @@
+// The hardware chapters' numbers, each against an independent computation: occupancy against
+// a warp-by-warp placement and the kernels' own build targets; the grid's waves by counting;
+// the compiler's report as parsed and, where this build wrote it, as the real kernel has it;
+// the mma fragments against the inverse of the PTX ISA's layout; bank conflicts against hand
+// cases and the closed form of an 8-way conflict; the double-buffer timeline against its
+// closed form; the paged cache's waste and table reads against key-by-key counts.
+#include "10-decode/paged_cache.hpp"
+#include "11-fa2-kernel/bank_conflicts.hpp"
+#include "11-fa2-kernel/double_buffer.hpp"
+#include "11-fa2-kernel/fragments.hpp"
+#include "12-occupancy/occupancy.hpp"
+#include "12-occupancy/ptxas_report.hpp"
+#include "kit/lesson_registry.hpp"
+
+#include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/gpu/swizzle.hpp"
+#include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+
+using namespace flashlab::app;
+namespace gpu = flashlab::gpu;
+
+namespace {
+
+const flashlab::sim::SmLimits& h200() { return flashlab::sim::find_profile("h200").sm; }
+
+std::string lesson_output(int number) {
+  std::ostringstream out;
+  std::istringstream in;
+  LessonContext ctx(out, in, Style::plain(), false);
+  find_lesson(number).run(ctx);
+  return out.str();
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Blocks of `warps` warps placed one warp at a time, each on the scheduler with the most
+// registers left, until a block no longer fits whole.
+int blocks_by_placing_warps(int warps, int registers_per_thread) {
+  const auto& sm = h200();
+  const int per_warp = (32 * registers_per_thread + sm.register_granule - 1) / sm.register_granule *
+                       sm.register_granule;
+  std::vector<int> left(std::size_t(sm.schedulers), sm.registers / sm.schedulers);
+  for (int blocks = 0;; ++blocks) {
+    std::vector<int> trial = left;
+    for (int w = 0; w < warps; ++w) {
+      auto most = std::max_element(trial.begin(), trial.end());
+      if (*most < per_warp) return blocks;
+      *most -= per_warp;
+    }
+    left = trial;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("occupancy: the register limit, placed warp by warp, for every register count") {
+  for (int warps : {1, 4, 8}) {
+    for (int r = 1; r <= h200().max_registers_per_thread; ++r) {
+      CAPTURE(warps);
+      CAPTURE(r);
+      CHECK(occupancy(h200(), 32 * warps, r, 0).by_registers == blocks_by_placing_warps(warps, r));
+    }
+  }
+}
+
+TEST_CASE("occupancy: the kernels' own targets (kernel_info.hpp) come out of the formula") {
+  const auto& sm = h200();
+  const auto fa2 = gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
+  // fa2: 128 threads, 2 blocks per SM, by registers and by SRAM alike.
+  CHECK(register_budget(sm, fa2.threads, fa2.blocks_per_sm) == 255);
+  const Occupancy o = occupancy(sm, fa2.threads, 255, fa2.sram_bytes);
+  CHECK(o.blocks == fa2.blocks_per_sm);
+  CHECK(o.by_shared == int((228 * 1024) / (fa2.sram_bytes + 1024)));
+  CHECK(o.warps_per_scheduler(sm) == doctest::Approx(2.0));
+  // decode: 4-row instantiations at 3 blocks (at most 168 registers), 8-row ones at 2.
+  using namespace gpu::decode;
+  CHECK(register_budget(sm, kThreads, blocks_per_sm(kMaxRowsPerBlock / 2)) == 168);
+  CHECK(occupancy(sm, kThreads, 168, sram_bytes(128)).blocks ==
+        blocks_per_sm(kMaxRowsPerBlock / 2));
+  CHECK(occupancy(sm, kThreads, 169, 0).by_registers == 2);
+  // the backward's main kernel: 256 threads, one block, at most 255 registers.
+  CHECK(register_budget(sm, gpu::fa2_backward::kThreads, gpu::fa2_backward::kBlocksPerSm) == 255);
+  CHECK(occupancy(sm, 128, 128, 0).by_registers == 4);
+}
+
+TEST_CASE("occupancy: impossible blocks are refused, saying what would fit") {
+  const auto& sm = h200();
+  CHECK_THROWS_WITH_AS(occupancy(sm, 100, 64, 0), doctest::Contains("multiple of 32"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(occupancy(sm, 0, 64, 0), doctest::Contains("multiple of 32"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(occupancy(sm, 4096, 64, 0), doctest::Contains("2048"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(occupancy(sm, 128, 256, 0), doctest::Contains("between 1 and 255"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(occupancy(sm, 128, 0, 0), doctest::Contains("between 1 and 255"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(occupancy(sm, 128, 64, 228 * 1024), doctest::Contains("at most"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(register_budget(sm, 1024, 9), std::invalid_argument);  // 288 warps
+  CHECK_THROWS_AS(grid_fill(0, 132, 2), std::invalid_argument);
+  CHECK_THROWS_AS(grid_fill(10, 0, 2), std::invalid_argument);
+}
+
+TEST_CASE("grid: waves and busy slots, counted wave by wave") {
+  std::mt19937 rng(15);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::int64_t blocks = 1 + rng() % 5000;
+    const int sms = 1 + int(rng() % 200), per_sm = 1 + int(rng() % 4);
+    std::int64_t left = blocks, waves = 0;
+    while (left > 0) left -= std::int64_t(sms) * per_sm, ++waves;
+    const GridFill g = grid_fill(blocks, sms, per_sm);
+    CHECK(g.waves == waves);
+    CHECK(g.slot_share == doctest::Approx(double(blocks) / double(waves * sms * per_sm)));
+    CHECK(g.sms_busy == std::min<std::int64_t>(blocks, sms));
+  }
+}
+
+TEST_CASE("lesson 12: blocks per (batch, head) against per query tile at B = 1, H = 16, N = 8192") {
+  const std::string out = lesson_output(12);
+  const int Br = gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16).Br;
+  const std::int64_t tiles = 1 * 16 * ((8192 + Br - 1) / Br);
+  CHECK(
+      contains(out, fmt::format("1\t16\t8192\t16\t16 of 132\t{}\t{}", tiles, (tiles + 263) / 264)));
+  CHECK(contains(out, fmt::format("leaves {} of 132 SMs idle", 132 - 16)));
+  // what 168 registers give: 5376 a warp, 3 warps a scheduler
+  CHECK(contains(out, fmt::format("168\t{}\t3\t3\t2\t2", 168 * 32)));
+}
+
+TEST_CASE("ptxas report: parsed as ptxas prints it, malformed entries refused") {
+  const std::string text =
+      "ptxas info    : Compiling entry function "
+      "'_ZN8flashlab3gpu12_GLOBAL__N_110fa2_kernelI13__nv_bfloat16Li128ELi64ELb1EEEvi' for "
+      "'sm_90a'\n"
+      "ptxas info    : Function properties for x\n"
+      "    16 bytes stack frame, 32 bytes spill stores, 36 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 16 bytes cumulative stack size\n"
+      "ptxas info    : Compiling entry function '_Z5otheri' for 'sm_90a'\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 40 registers\n";
+  const auto kernels = parse_ptxas_report(text);
+  REQUIRE(kernels.size() == 2);
+  CHECK(kernels[0].registers == 255);
+  CHECK(kernels[0].barriers == 1);
+  CHECK(kernels[0].stack_bytes == 16);
+  CHECK(kernels[0].spill_store_bytes == 32);
+  CHECK(kernels[0].spill_load_bytes == 36);
+  CHECK(kernels[1].registers == 40);
+  CHECK(kernels[1].name == "other(int)");
+  const auto fa2 = fa2_instance(kernels[0].name);
+  REQUIRE(fa2);
+  CHECK(fa2->dtype == "bf16");
+  CHECK(fa2->d == 128);
+  CHECK(fa2->Bc == 64);
+  CHECK(fa2->dropout);
+  CHECK_FALSE(fa2_instance(kernels[1].name));
+  CHECK(parse_ptxas_report("").empty());
+  CHECK_THROWS_WITH_AS(
+      parse_ptxas_report("ptxas info    : Compiling entry function '_Z1fv' for 'sm_90a'\n"),
+      doctest::Contains("_Z1fv"), std::invalid_argument);
+}
+
+#ifdef FLASHLAB_FA2_PTXAS_REPORT
+TEST_CASE("ptxas report of this build: every fa2 instantiation, at the occupancy it is built for") {
+  std::ifstream in(FLASHLAB_FA2_PTXAS_REPORT);
+  REQUIRE_MESSAGE(in, "build the target flashlab_fa2_ptxas_report first");
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::set<std::tuple<std::string, int, bool>> seen;
+  for (const KernelResources& k : parse_ptxas_report(text.str())) {
+    const auto fa2 = fa2_instance(k.name);
+    if (!fa2) continue;
+    CAPTURE(k.name);
+    const auto c = gpu::kernel_config(FLASHLAB_KERNEL_FA2, fa2->d, FLASHLAB_BF16);
+    CHECK(fa2->Bc == c.Bc);
+    CHECK(occupancy(h200(), c.threads, k.registers, c.sram_bytes).blocks == c.blocks_per_sm);
+    if (!fa2->dropout) CHECK(k.spill_store_bytes == 0);  // bench/gpu/NOTES.md: no spills
+    seen.insert({fa2->dtype, fa2->d, fa2->dropout});
+  }
+  const auto* record = gpu::find_kernel(FLASHLAB_KERNEL_FA2);
+  CHECK(seen.size() == std::size_t(2 * 2 * record->head_dims.count));  // dtypes x dropout x d
+}
+#else
+TEST_CASE("lesson 12 in a build without nvcc says the compiler's report is missing") {
+  CHECK(contains(lesson_output(12), "The compiler's report is missing: this build found no nvcc"));
+}
+#endif
+
+TEST_CASE("mma fragments: the PTX ISA's layout against its inverse, every element once") {
+  // Inverses, written from the layout's other side: which lane, register and half hold
+  // (row, col).
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 16; ++col) {
+      const Owner a = fragment_owners(Fragment::A)[row][col];
+      CHECK(a.lane == 4 * (row % 8) + (col % 8) / 2);
+      CHECK(a.reg == row / 8 + 2 * (col / 8));
+      CHECK(a.half == col % 2);
+    }
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < 8; ++n) {
+      const Owner b = fragment_owners(Fragment::B)[k][n];
+      CHECK(b.lane == 4 * n + (k % 8) / 2);
+      CHECK(b.reg == k / 8);
+      CHECK(b.half == k % 2);
+    }
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 8; ++col) {
+      const Owner c = fragment_owners(Fragment::C)[row][col];
+      CHECK(c.lane == 4 * (row % 8) + col / 2);
+      CHECK(c.reg == 2 * (row / 8) + col % 2);
+    }
+  CHECK_THROWS_AS(fragment_position(Fragment::A, 32, 0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(fragment_position(Fragment::B, 0, 2, 0), std::invalid_argument);
+  CHECK_THROWS_AS(fragment_position(Fragment::C, 0, 0, 1), std::invalid_argument);
+}
+
+TEST_CASE("ldmatrix with fa2's lane addresses hands every mma its operand, at every k-slice") {
+  for (int kk = 0; kk < 8; ++kk)
+    for (Operand op : {Operand::Q, Operand::K, Operand::V}) {
+      const FeedCheck c = check_ldmatrix_feeds_mma(op, kk);
+      CHECK(c.elements == 256);
+      CHECK(c.matching == 256);
+    }
+}
+
+TEST_CASE("banks: wavefronts of hand-worked phases") {
+  const auto wf = [](std::vector<std::int64_t> a, int bytes) { return wavefronts(a, bytes); };
+  CHECK(wf({0, 128, 256, 384, 512, 640, 768, 896}, 16) == 8);  // same 4 banks, 8 rows
+  CHECK(wf({0, 16, 32, 48, 64, 80, 96, 112}, 16) == 1);        // 128 consecutive bytes
+  CHECK(wf({0, 0, 0, 0, 0, 0, 0, 0}, 16) == 1);                // one chunk, broadcast
+  CHECK(wf({0, 256, 16, 272}, 16) == 2);                       // two rows of 256 bytes
+  std::vector<std::int64_t> stride8;
+  for (int lane = 0; lane < 32; ++lane) stride8.push_back(8 * lane);
+  CHECK(wf(stride8, 4) == 2);  // 4-byte words 8 bytes apart: two to a bank
+  CHECK(bank_of(4 * 33) == 1);
+  CHECK_THROWS_AS(wf({0}, 3), std::invalid_argument);
+  CHECK_THROWS_AS(wf({2}, 4), std::invalid_argument);
+}
+
+TEST_CASE("swizzle: any 8 consecutive rows put each logical chunk in 8 different chunks") {
+  namespace swz = gpu::swizzle;
+  for (int r0 = 0; r0 < 24; ++r0)
+    for (int c = 0; c < 16; ++c) {
+      std::set<int> stored;
+      for (int r = r0; r < r0 + 8; ++r) {
+        const int s = swz::stored_chunk(r, c);
+        CHECK(s / 8 == c / 8);  // stays in its group of 8 chunks (128 bytes)
+        stored.insert(s);
+      }
+      CHECK(stored.size() == 8u);
+    }
+  CHECK(swz::offset(128, 3, 5) == 3 * 128 + (5 ^ 3) * 8);
+}
+
+TEST_CASE("lesson 11: fa2's SRAM accesses, 1 wavefront a phase swizzled, 8 without") {
+  for (int d : {64, 128}) {
+    CAPTURE(d);
+    const auto c = gpu::kernel_config(FLASHLAB_KERNEL_FA2, d, FLASHLAB_BF16);
+    const int m_tiles = c.Br / (c.threads / 32) / 16;
+    const auto acc = fa2_sram_accesses(d, c.Br, c.Bc, c.threads);
+    REQUIRE(acc.size() == 4u);
+    const int ldmatrix[] = {m_tiles * d / 16, d / 16 * c.Bc / 16, c.Bc / 16 * d / 16};
+    for (int i = 0; i < 3; ++i) {
+      CHECK(acc[i].instructions == ldmatrix[i]);
+      CHECK(acc[i].phases == 4 * ldmatrix[i]);
+      CHECK(acc[i].wavefronts_swizzled == acc[i].phases);
+      // rows of d x 2 bytes, a multiple of 128: the 8 rows of a phase share 4 banks
+      CHECK(acc[i].wavefronts_plain == 8 * acc[i].phases);
+    }
+    // the copies: K and V, Bc rows of d / 8 chunks each, 32 chunks an instruction
+    const int copies = 2 * c.Bc * (d / 8) / c.threads;
+    CHECK(acc[3].instructions == copies);
+    CHECK(acc[3].wavefronts_swizzled == 4 * copies);
+    CHECK(acc[3].wavefronts_plain == 4 * copies);
+  }
+  const std::string out = lesson_output(11);
+  for (int d : {64, 128})
+    CHECK(contains(
+        out, flashlab::sim::format_bytes(
+                 double(gpu::kernel_config(FLASHLAB_KERNEL_FA2, d, FLASHLAB_BF16).sram_bytes))));
+  CHECK(contains(out, "256\t256"));
+}
+
+TEST_CASE("double buffering: the timeline against its closed form") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> time(0.1, 3.0);
+  for (int tiles : {1, 2, 7, 64}) {
+    const double L = time(rng), C = time(rng);
+    CAPTURE(tiles);
+    const auto one = buffered_timeline(tiles, 1, L, C);
+    const auto two = buffered_timeline(tiles, 2, L, C);
+    CHECK(one.back().compute_end == doctest::Approx(tiles * (L + C)));
+    CHECK(two.back().compute_end == doctest::Approx(L + (tiles - 1) * std::max(L, C) + C));
+    for (int j = 0; j < tiles; ++j) {
+      CHECK(two[std::size_t(j)].buffer == j % 2);
+      CHECK(two[std::size_t(j)].compute_start >= two[std::size_t(j)].load_end);
+    }
+  }
+  const auto spans = buffered_timeline(3, 2, 1.0, 1.0);
+  const auto rows = draw_timeline(spans, 4.0, 8);
+  CHECK(rows[0] == "001122..");
+  CHECK(rows[1] == "..001122");
+  CHECK_THROWS_AS(buffered_timeline(0, 2, 1, 1), std::invalid_argument);
+  CHECK_THROWS_AS(buffered_timeline(3, 3, 1, 1), std::invalid_argument);
+  CHECK_THROWS_AS(buffered_timeline(3, 2, -1, 1), std::invalid_argument);
+  CHECK_THROWS_AS(draw_timeline(spans, 0.0, 8), std::invalid_argument);
+}
+
+TEST_CASE("paged cache: waste and table reads, key by key") {
+  const std::vector<std::int64_t> lengths{1, 17, 97, 113, 1023, 1024, 4000, 32768};
+  for (std::int64_t page : {1, 16, 64, 256}) {
+    std::int64_t reserved = 0;
+    for (std::int64_t len : lengths) {
+      std::set<std::int64_t> pages;
+      for (std::int64_t key = 0; key < len; ++key) pages.insert(key / page);
+      reserved += std::int64_t(pages.size()) * page;
+    }
+    const CacheUse u = paged_use(lengths, page);
+    CHECK(u.reserved == reserved);
+    CHECK(u.used == std::accumulate(lengths.begin(), lengths.end(), std::int64_t(0)));
+  }
+  CHECK(contiguous_use(lengths, 32768).wasted() ==
+        32768 * std::int64_t(lengths.size()) -
+            std::accumulate(lengths.begin(), lengths.end(), std::int64_t(0)));
+  for (std::int64_t len : {1, 17, 97, 113, 1023, 4099}) {
+    for (std::int64_t splits : {1, 3, 6}) {
+      for (std::int64_t page : {16, 64}) {
+        for (std::int64_t lanes : {8, 16}) {
+          // Each lane's pages, from its own keys.
+          const std::int64_t seg = (len + splits - 1) / splits;
+          std::int64_t reads = 0;
+          for (std::int64_t s = 0; s < splits; ++s) {
+            const std::int64_t k0 = std::min(s * seg, len), k1 = std::min(k0 + seg, len);
+            for (std::int64_t lane = 0; lane < lanes; ++lane) {
+              std::set<std::int64_t> pages;
+              for (std::int64_t key = k0 + lane; key < k1; key += lanes) pages.insert(key / page);
+              reads += std::int64_t(pages.size());
+            }
+          }
+          CAPTURE(len);
+          CAPTURE(splits);
+          CHECK(table_reads(len, splits, page, lanes) == reads);
+        }
+      }
+    }
+  }
+  CHECK_THROWS_WITH_AS(contiguous_use(std::vector<std::int64_t>{40000}, 32768),
+                       doctest::Contains("raise max_len"), std::invalid_argument);
+  CHECK_THROWS_AS(paged_use(std::vector<std::int64_t>{0}, 16), std::invalid_argument);
+  CHECK_THROWS_AS(paged_use(std::vector<std::int64_t>{5}, 0), std::invalid_argument);
+  CHECK_THROWS_AS(table_reads(10, 0, 16, 8), std::invalid_argument);
+}
+
+TEST_CASE("lesson 10: the paged steps' waste, from the requests' lengths") {
+  const std::string out = lesson_output(10);
+  const std::vector<std::int64_t> lengths{1, 17, 97, 113, 1023, 4000, 12345, 32768};
+  std::int64_t used = 0;
+  for (auto len : lengths) used += len;
+  const double share = 1.0 - double(used) / (32768.0 * double(lengths.size()));
+  CHECK(contains(out, fmt::format("wasted share\t{:.1f}%", 100 * share)));
+  CHECK(contains(out, "Step 7: The block table"));
+}
