@@ -146,11 +146,12 @@ def decode(q, k_cache, v_cache, seq_lens, scale=None, block_table=None, page_siz
         if t is not None and (t.dtype != torch.int32 or t.device != q.device):
             raise TypeError(f"{name} has dtype {t.dtype} on {t.device}: it must be int32 on "
                             f"{q.device}")
+    seq_lens = seq_lens.contiguous()  # held here: a copy must outlive the kernels
     batch, heads_q, n_q, d = q.shape
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads_q, n_q), dtype=torch.float32, device=q.device)
     fields = dict(q=q.data_ptr(), k_cache=k_cache.data_ptr(), v_cache=v_cache.data_ptr(),
-                  o=o.data_ptr(), lse=lse.data_ptr(), seq_lens=seq_lens.contiguous().data_ptr(),
+                  o=o.data_ptr(), lse=lse.data_ptr(), seq_lens=seq_lens.data_ptr(),
                   q_stride=q.stride(), k_stride=k_cache.stride(), v_stride=v_cache.stride(),
                   o_stride=o.stride(), batch=batch, heads_q=heads_q, heads_kv=k_cache.shape[1],
                   n_q=n_q, d=d, scale=_scale(scale), dtype=dtype, num_splits=int(num_splits),

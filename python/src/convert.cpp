@@ -114,7 +114,7 @@ py::object from_json(const nlohmann::ordered_json& value) {
     case nlohmann::ordered_json::value_t::array: {
       py::list out;
       for (const auto& item : value) out.append(from_json(item));
-      return std::move(out);
+      return out;
     }
     case nlohmann::ordered_json::value_t::object: {
       py::dict fields;

@@ -10,6 +10,7 @@
 
 #include "flashlab/cpu/backward.hpp"
 #include "flashlab/cpu/backward_multihead.hpp"
+#include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/conditional_rescaling.hpp"
 #include "flashlab/cpu/decode.hpp"
 #include "flashlab/cpu/dropout.hpp"
@@ -208,7 +209,9 @@ py::object backward(const py::array& q, const py::array& k, const py::array& v,
         throw py::value_error(
             "order = 'q_outer' runs one head: give 2-d (N, d) inputs, or use order = "
             "'kv_outer' for (batch, heads, N, d)");
-      const py::array lse4 = lse.reshape({lse.shape(0), lse.shape(1), lse.shape(2), py::ssize_t{1}});
+      // L as forward_multihead keeps it: (batch, heads_q, N_q, 1).
+      const py::array lse4 =
+          py::array(lse).reshape({lse.shape(0), lse.shape(1), lse.shape(2), py::ssize_t{1}});
       const auto Q = to_heads<T>(q), K = to_heads<T>(k), V = to_heads<T>(v), O = to_heads<T>(o),
                  L = to_heads<T>(lse4), dO = to_heads<T>(dout);
       cpu::MultiHeadGradients<T> g;

@@ -293,16 +293,16 @@ void bind_gpu(py::module_& m) {
   m.def(
       "forward",
       [](const py::kwargs& kwargs) {
-        const Library& lib = library();
         const auto p = forward_params(kwargs);
+        const Library& lib = library();
         check(lib, lib.forward(&p));
       },
       "flashlab_forward: the fields of flashlab_forward_params as keywords.");
   m.def(
       "backward_workspace_bytes",
       [](const py::kwargs& kwargs) {
-        const Library& lib = library();
         const auto p = backward_params(kwargs, "backward_workspace_bytes");
+        const Library& lib = library();
         int64_t bytes = 0;
         check(lib, lib.backward_workspace_bytes(&p, &bytes));
         return bytes;
@@ -311,16 +311,16 @@ void bind_gpu(py::module_& m) {
   m.def(
       "backward",
       [](const py::kwargs& kwargs) {
-        const Library& lib = library();
         const auto p = backward_params(kwargs, "backward");
+        const Library& lib = library();
         check(lib, lib.backward(&p));
       },
       "flashlab_backward: the fields of flashlab_backward_params as keywords.");
   m.def(
       "decode_workspace_bytes",
       [](const py::kwargs& kwargs) {
-        const Library& lib = library();
         const auto p = decode_params(kwargs, "decode_workspace_bytes");
+        const Library& lib = library();
         int64_t bytes = 0;
         check(lib, lib.decode_workspace_bytes(&p, &bytes));
         return bytes;
@@ -329,8 +329,8 @@ void bind_gpu(py::module_& m) {
   m.def(
       "decode_num_splits",
       [](const py::kwargs& kwargs) {
-        const Library& lib = library();
         const auto p = decode_params(kwargs, "decode_num_splits");
+        const Library& lib = library();
         int32_t splits = 0;
         check(lib, lib.decode_num_splits(&p, &splits));
         return splits;
@@ -339,16 +339,16 @@ void bind_gpu(py::module_& m) {
   m.def(
       "decode",
       [](const py::kwargs& kwargs) {
-        const Library& lib = library();
         const auto p = decode_params(kwargs, "decode");
+        const Library& lib = library();
         check(lib, lib.decode(&p));
       },
       "flashlab_decode: the fields of flashlab_decode_params as keywords.");
   m.def(
       "decode_check",
       [](const py::kwargs& kwargs) {
-        const Library& lib = library();
         const auto p = decode_params(kwargs, "decode_check");
+        const Library& lib = library();
         check(lib, lib.decode_check(&p));
       },
       "flashlab_decode_check: waits for the stream; raises if a length or page was bad.");

@@ -7,7 +7,6 @@ most 2x (forward) or 3x (gradients) the error of torch's plain three-operator at
 same low precision, over awkward sizes."""
 import os
 
-import numpy as np
 import pytest
 
 import flashlab
@@ -40,16 +39,18 @@ def test_a_kernel_call_without_the_library_says_why():
     error = gpu.library_error()
     if not error:
         pytest.skip(f"libflashlab.so loads here ({gpu.library()}): the calls are tested below")
-    assert gpu.library() is None
-    with pytest.raises(RuntimeError, match="libflashlab.so"):
-        gpu.forward(q=0)
+    assert gpu.library() is None and "libflashlab.so" in error
+    for call in (gpu.forward, gpu.backward, gpu.decode, gpu.backward_workspace_bytes):
+        with pytest.raises(RuntimeError, match="could not be loaded|ABI version"):
+            call(batch=1)
 
 
-def test_a_misspelt_field_is_a_type_error():
-    if gpu.library_error():
-        pytest.skip("libflashlab.so is not loadable here: " + gpu.library_error())
-    with pytest.raises(TypeError, match="`hieght`"):
-        gpu.forward(hieght=1)
+def test_a_misspelt_or_malformed_field_is_refused_before_any_call():
+    for call in (gpu.forward, gpu.backward, gpu.decode, gpu.decode_num_splits):
+        with pytest.raises(TypeError, match="`hieght`, which is no field"):
+            call(hieght=1)
+    with pytest.raises(ValueError, match="q_stride has 3 entries"):
+        gpu.forward(q_stride=(1, 2, 3))
 
 
 def torch_and_gpu():
