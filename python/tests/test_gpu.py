@@ -53,6 +53,22 @@ def test_a_misspelt_or_malformed_field_is_refused_before_any_call():
         gpu.forward(q_stride=(1, 2, 3))
 
 
+def test_the_abi_validates_before_any_device_call():
+    """Validation and workspace sizes need the library but no device."""
+    if gpu.library_error():
+        pytest.skip("libflashlab.so is not loadable here: " + gpu.library_error())
+    sizes = dict(batch=2, heads_q=4, heads_kv=2, n_q=97, n_k=113, d=64, dtype=gpu.DTYPES["bf16"])
+    assert gpu.backward_workspace_bytes(**sizes) > 0
+    with pytest.raises(ValueError, match="FLASHLAB_ERROR_BAD_SHAPE: heads_q = 0"):
+        gpu.forward(**dict(sizes, heads_q=0))
+    stride = (4 * 97 * 59, 97 * 59, 59, 1)
+    with pytest.raises(ValueError, match="FLASHLAB_ERROR_UNSUPPORTED: d = 59 is not supported "
+                                         "by the fa2 kernel"):
+        gpu.forward(q=1 << 20, k=1 << 20, v=1 << 20, o=1 << 24, q_stride=stride,
+                    k_stride=stride, v_stride=stride, o_stride=stride,
+                    kernel=gpu.KERNEL_IDS["fa2"], **dict(sizes, d=59, heads_kv=4))
+
+
 def torch_and_gpu():
     """torch with a CUDA device, or skip saying which is missing."""
     torch = pytest.importorskip("torch", reason="torch is not installed: the GPU tests need it")
