@@ -11,8 +11,7 @@ namespace {
 
 std::string shape_of(const py::array& a) {
   std::string out = "(";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i)
-    out += (i ? ", " : "") + std::to_string(a.shape(i));
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) out += (i ? ", " : "") + std::to_string(a.shape(i));
   return out + (a.ndim() == 1 ? ",)" : ")");
 }
 
@@ -40,14 +39,15 @@ Float float_of(const py::array& a, std::string_view what) {
 void check_same_dtype(const py::array& a, std::string_view what, const py::array& first,
                       std::string_view first_name) {
   if (!a.dtype().is(first.dtype()))
-    throw py::type_error(fmt::format("{} has dtype {} but {} has {}: give every input the same dtype",
-                                     what, dtype_name(a), first_name, dtype_name(first)));
+    throw py::type_error(
+        fmt::format("{} has dtype {} but {} has {}: give every input the same dtype", what,
+                    dtype_name(a), first_name, dtype_name(first)));
 }
 
 void check_ndim(const py::array& a, std::string_view what, int ndim, std::string_view shape) {
   if (a.ndim() != ndim)
-    throw py::value_error(fmt::format("{} has shape {}: it must be {}-d, {}", what, shape_of(a),
-                                      ndim, shape));
+    throw py::value_error(
+        fmt::format("{} has shape {}: it must be {}-d, {}", what, shape_of(a), ndim, shape));
 }
 
 template <class T>
@@ -126,12 +126,12 @@ py::object from_json(const nlohmann::ordered_json& value) {
   throw std::logic_error("from_json: a JSON value of a type the reports never hold");
 }
 
-#define FLASHLAB_PYTHON_CONVERT(T)                                             \
-  template cpu::Matrix<T> to_matrix<T>(const py::array&);                      \
-  template cpu::HeadTensor<T> to_heads<T>(const py::array&);                   \
-  template cpu::Vector<T> to_vector<T>(const py::array&);                      \
-  template py::array_t<T> to_numpy<T>(const cpu::Matrix<T>&);                  \
-  template py::array_t<T> to_numpy<T>(const cpu::Vector<T>&);                  \
+#define FLASHLAB_PYTHON_CONVERT(T)                            \
+  template cpu::Matrix<T> to_matrix<T>(const py::array&);     \
+  template cpu::HeadTensor<T> to_heads<T>(const py::array&);  \
+  template cpu::Vector<T> to_vector<T>(const py::array&);     \
+  template py::array_t<T> to_numpy<T>(const cpu::Matrix<T>&); \
+  template py::array_t<T> to_numpy<T>(const cpu::Vector<T>&); \
   template py::array_t<T> to_numpy<T>(const cpu::HeadTensor<T>&, bool);
 FLASHLAB_PYTHON_CONVERT(double)
 FLASHLAB_PYTHON_CONVERT(float)

@@ -44,8 +44,8 @@ cpu::Causal parse_causal(const std::string& name) {
     if (cpu::to_string(c) == name) return c;
     names.emplace_back(cpu::to_string(c));
   }
-  throw py::value_error(fmt::format("causal = '{}' is not an alignment: use '{}'", name,
-                                    fmt::join(names, "', '")));
+  throw py::value_error(
+      fmt::format("causal = '{}' is not an alignment: use '{}'", name, fmt::join(names, "', '")));
 }
 
 // The merge trees of cpu::MergeOrder, by the enum's own names.
@@ -61,8 +61,8 @@ cpu::MergeOrder parse_merge_order(const std::string& name) {
     if (n == name) return order;
     names.push_back(n);
   }
-  throw py::value_error(fmt::format("merge_order = '{}' is unknown: use '{}'", name,
-                                    fmt::join(names, "', '")));
+  throw py::value_error(
+      fmt::format("merge_order = '{}' is unknown: use '{}'", name, fmt::join(names, "', '")));
 }
 
 // The two loop orders of the tiled forward and backward, by the functions' names.
@@ -110,8 +110,8 @@ std::optional<cpu::Dropout> dropout_of(double p, std::uint64_t seed, std::uint32
 }
 
 py::object tile_counts(const cpu::TileCounts& t) {
-  return namespace_of(py::dict("computed"_a = t.computed, "partial"_a = t.partial,
-                               "skipped"_a = t.skipped));
+  return namespace_of(
+      py::dict("computed"_a = t.computed, "partial"_a = t.partial, "skipped"_a = t.skipped));
 }
 
 // Every input is 2-d (one head) or every input is 4-d; the dtype of q throughout.
@@ -123,8 +123,7 @@ int heads_layout(const std::vector<std::pair<const char*, const py::array*>>& in
     check_ndim(q, inputs.front().first, 2, "(N, d) for one head, or 4-d (batch, heads, N, d)");
   for (const auto& [name, a] : inputs) {
     check_same_dtype(*a, name, q, inputs.front().first);
-    check_ndim(*a, name, ndim,
-               ndim == 2 ? "(N, d), like q" : "(batch, heads, N, d), like q");
+    check_ndim(*a, name, ndim, ndim == 2 ? "(N, d), like q" : "(batch, heads, N, d), like q");
   }
   return ndim;
 }
@@ -136,8 +135,8 @@ py::object dispatch(const py::array& q, F&& f) {
 }
 
 py::object forward(const py::array& q, const py::array& k, const py::array& v,
-                   const std::string& order, const Common& c, double dropout_p,
-                   std::uint64_t seed, std::uint32_t offset) {
+                   const std::string& order, const Common& c, double dropout_p, std::uint64_t seed,
+                   std::uint32_t offset) {
   const int ndim = heads_layout({{"q", &q}, {"k", &k}, {"v", &v}});
   const Order o = parse_order(order);
   const auto options = c.options();
@@ -168,8 +167,8 @@ py::object forward(const py::array& q, const py::array& k, const py::array& v,
       r = o == Order::q_outer ? cpu::forward_q_outer<T>(Q, K, V, options, {}, m)
                               : cpu::forward_kv_outer<T>(Q, K, V, options, {}, m);
     }
-    return namespace_of(py::dict("O"_a = to_numpy(r.O), "L"_a = to_numpy(r.L),
-                                 "tiles"_a = tile_counts(r.tiles)));
+    return namespace_of(
+        py::dict("O"_a = to_numpy(r.O), "L"_a = to_numpy(r.L), "tiles"_a = tile_counts(r.tiles)));
   });
 }
 
@@ -183,22 +182,22 @@ py::object naive(const py::array& q, const py::array& k, const py::array& v, con
     using T = decltype(tag);
     const std::optional<cpu::DropoutMask> mask =
         dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
-    const auto r = cpu::naive_attention<T>(to_matrix<T>(q), to_matrix<T>(k), to_matrix<T>(v),
-                                           options, cpu::SoftmaxKind::stable,
-                                           mask ? &*mask : nullptr);
+    const auto r =
+        cpu::naive_attention<T>(to_matrix<T>(q), to_matrix<T>(k), to_matrix<T>(v), options,
+                                cpu::SoftmaxKind::stable, mask ? &*mask : nullptr);
     return namespace_of(py::dict("S"_a = to_numpy(r.S), "P"_a = to_numpy(r.P),
                                  "O"_a = to_numpy(r.O), "L"_a = to_numpy(r.L)));
   });
 }
 
-py::object backward(const py::array& q, const py::array& k, const py::array& v,
-                    const py::array& o, const py::array& lse, const py::array& dout,
-                    const std::string& order, const Common& c, double dropout_p,
-                    std::uint64_t seed, std::uint32_t offset) {
+py::object backward(const py::array& q, const py::array& k, const py::array& v, const py::array& o,
+                    const py::array& lse, const py::array& dout, const std::string& order,
+                    const Common& c, double dropout_p, std::uint64_t seed, std::uint32_t offset) {
   const int ndim = heads_layout({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"do", &dout}});
   check_same_dtype(lse, "lse", q, "q");
-  check_ndim(lse, "lse", ndim - 1, ndim == 2 ? "(N_q), one entry per query row"
-                                             : "(batch, heads_q, N_q), as forward returns L");
+  check_ndim(
+      lse, "lse", ndim - 1,
+      ndim == 2 ? "(N_q), one entry per query row" : "(batch, heads_q, N_q), as forward returns L");
   const Order ord = parse_order(order);
   const auto options = c.options();
   const auto dropout = dropout_of(dropout_p, seed, offset);
@@ -222,8 +221,8 @@ py::object backward(const py::array& q, const py::array& k, const py::array& v,
       return namespace_of(py::dict("dQ"_a = to_numpy(g.dQ), "dK"_a = to_numpy(g.dK),
                                    "dV"_a = to_numpy(g.dV), "tiles"_a = tile_counts(g.tiles)));
     }
-    const auto Q = to_matrix<T>(q), K = to_matrix<T>(k), V = to_matrix<T>(v),
-               O = to_matrix<T>(o), dO = to_matrix<T>(dout);
+    const auto Q = to_matrix<T>(q), K = to_matrix<T>(k), V = to_matrix<T>(v), O = to_matrix<T>(o),
+               dO = to_matrix<T>(dout);
     const auto L = to_vector<T>(lse);
     const std::optional<cpu::DropoutMask> mask =
         dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
@@ -284,8 +283,8 @@ py::object decode(const py::array& q, const py::array& k, const py::array& v, In
 }
 
 py::object forward_conditional(const py::array& q, const py::array& k, const py::array& v,
-                               double tau_log2, const std::string& variant,
-                               bool verify_invariant, const Common& c) {
+                               double tau_log2, const std::string& variant, bool verify_invariant,
+                               const Common& c) {
   heads_layout({{"q", &q}, {"k", &k}, {"v", &v}});
   check_ndim(q, "q", 2, "(N_q, d): conditional rescaling runs one head");
   const cpu::RescaleOptions rescale{tau_log2, parse_variant(variant), verify_invariant};
@@ -295,10 +294,10 @@ py::object forward_conditional(const py::array& q, const py::array& k, const py:
     const auto r = cpu::forward_conditional<T>(to_matrix<T>(q), to_matrix<T>(k), to_matrix<T>(v),
                                                options, rescale);
     const auto& n = r.rescales;
-    const py::object rescales = namespace_of(py::dict(
-        "first"_a = n.first, "rescaled"_a = n.rescaled, "skipped"_a = n.skipped,
-        "kept"_a = n.kept, "standard_rescales"_a = n.standard_rescales(),
-        "skipped_fraction"_a = n.skipped_fraction()));
+    const py::object rescales = namespace_of(
+        py::dict("first"_a = n.first, "rescaled"_a = n.rescaled, "skipped"_a = n.skipped,
+                 "kept"_a = n.kept, "standard_rescales"_a = n.standard_rescales(),
+                 "skipped_fraction"_a = n.skipped_fraction()));
     return namespace_of(py::dict("O"_a = to_numpy(r.O), "L"_a = to_numpy(r.L),
                                  "tiles"_a = tile_counts(r.tiles), "rescales"_a = rescales,
                                  "max_weight"_a = double(r.max_weight),
@@ -315,12 +314,13 @@ py::array dropout_multipliers(double p, std::uint64_t seed, std::uint32_t offset
 }
 
 // The keyword arguments every attention call takes, with the C++ defaults.
-#define FLASHLAB_COMMON_ARGS                                                           \
-  py::arg("causal") = std::string("none"), py::arg("scale") = std::nullopt,            \
-  py::arg("br") = cpu::TileSizes{}.Br, py::arg("bc") = cpu::TileSizes{}.Bc,            \
+#define FLASHLAB_COMMON_ARGS                                                \
+  py::arg("causal") = std::string("none"), py::arg("scale") = std::nullopt, \
+  py::arg("br") = cpu::TileSizes{}.Br, py::arg("bc") = cpu::TileSizes{}.Bc, \
   py::arg("check_finite") = false
-#define FLASHLAB_DROPOUT_ARGS \
-  py::arg("dropout_p") = 0.0, py::arg("seed") = std::uint64_t{0}, py::arg("offset") = std::uint32_t{0}
+#define FLASHLAB_DROPOUT_ARGS                                     \
+  py::arg("dropout_p") = 0.0, py::arg("seed") = std::uint64_t{0}, \
+  py::arg("offset") = std::uint32_t(0)
 
 Common common(std::string causal, std::optional<double> scale, Index br, Index bc,
               bool check_finite) {
@@ -358,9 +358,9 @@ void bind_cpu_reference(py::module_& m) {
   m.def(
       "backward",
       [](const py::array& q, const py::array& k, const py::array& v, const py::array& o,
-         const py::array& lse, const py::array& dout, const std::string& order,
-         std::string causal, std::optional<double> scale, Index br, Index bc, bool check_finite,
-         double p, std::uint64_t seed, std::uint32_t offset) {
+         const py::array& lse, const py::array& dout, const std::string& order, std::string causal,
+         std::optional<double> scale, Index br, Index bc, bool check_finite, double p,
+         std::uint64_t seed, std::uint32_t offset) {
         return backward(q, k, v, o, lse, dout, order, common(causal, scale, br, bc, check_finite),
                         p, seed, offset);
       },

@@ -62,7 +62,9 @@ std::vector<std::string> candidate_paths() {
 template <class F>
 bool resolve(Library& lib, F& f, const char* name) {
   f = reinterpret_cast<F>(dlsym(lib.handle, name));
-  if (!f) lib.error = fmt::format("{} has no symbol {}: it is not flashlab's GPU library", lib.path, name);
+  if (!f)
+    lib.error =
+        fmt::format("{} has no symbol {}: it is not flashlab's GPU library", lib.path, name);
   return f != nullptr;
 }
 
@@ -79,9 +81,11 @@ Library load() {
     tried += fmt::format("\n  {}: {}", path, why ? why : "not loadable");
   }
   if (!lib.handle) {
-    lib.error = "flashlab's GPU library (libflashlab.so) could not be loaded; it is built where "
-                "nvcc exists (cmake --build --preset default --target flashlab_gpu), and "
-                "FLASHLAB_LIBRARY may name it. Tried:" + tried;
+    lib.error =
+        "flashlab's GPU library (libflashlab.so) could not be loaded; it is built where "
+        "nvcc exists (cmake --build --preset default --target flashlab_gpu), and "
+        "FLASHLAB_LIBRARY may name it. Tried:" +
+        tried;
     return lib;
   }
   if (!(resolve(lib, lib.forward, "flashlab_forward") &&
@@ -96,9 +100,10 @@ Library load() {
         resolve(lib, lib.decode_workspace_bytes, "flashlab_decode_workspace_bytes")))
     return lib;
   if (lib.abi_version() != FLASHLAB_ABI_VERSION)
-    lib.error = fmt::format("{} has ABI version {}; this module was built for version {}: "
-                            "rebuild one of them",
-                            lib.path, lib.abi_version(), FLASHLAB_ABI_VERSION);
+    lib.error = fmt::format(
+        "{} has ABI version {}; this module was built for version {}: "
+        "rebuild one of them",
+        lib.path, lib.abi_version(), FLASHLAB_ABI_VERSION);
   return lib;
 }
 
@@ -153,9 +158,10 @@ class Fields {
       bool known = false;
       for (const auto& u : used_) known = known || u == key;
       if (!known)
-        throw py::type_error(fmt::format("{}() got the keyword `{}`, which is no field of its "
-                                         "parameters",
-                                         function, key));
+        throw py::type_error(
+            fmt::format("{}() got the keyword `{}`, which is no field of its "
+                        "parameters",
+                        function, key));
     }
   }
 

@@ -43,10 +43,10 @@ sim::Bytes capacity_of(const Capacity& c, sim::DType dtype) {
 cpu::Causal causal_of(const std::string& name) {
   for (cpu::Causal c : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
     if (cpu::to_string(c) == name) return c;
-  throw py::value_error(fmt::format(
-      "causal = '{}' is not an alignment: use '{}', '{}' or '{}'", name,
-      cpu::to_string(cpu::Causal::none), cpu::to_string(cpu::Causal::top_left),
-      cpu::to_string(cpu::Causal::bottom_right)));
+  throw py::value_error(fmt::format("causal = '{}' is not an alignment: use '{}', '{}' or '{}'",
+                                    name, cpu::to_string(cpu::Causal::none),
+                                    cpu::to_string(cpu::Causal::top_left),
+                                    cpu::to_string(cpu::Causal::bottom_right)));
 }
 
 py::object simulate(const std::string& algorithm, Index N, Index d, const std::string& dtype,
@@ -92,25 +92,24 @@ py::object trace_of(const app::TileTrace& t) {
   py::list query_tiles, tiles;
   for (const auto& q : t.query_tiles)
     query_tiles.append(namespace_of(py::dict("i"_a = q.i, "q0"_a = q.q0, "rows"_a = q.rows,
-                                             "bytes_read"_a = q.read,
-                                             "bytes_written"_a = q.written,
+                                             "bytes_read"_a = q.read, "bytes_written"_a = q.written,
                                              "O"_a = to_numpy(q.O), "L"_a = vector_of(q.L))));
   for (const auto& r : t.tiles)
-    tiles.append(namespace_of(py::dict(
-        "i"_a = r.i, "j"_a = r.j, "q0"_a = r.q0, "k0"_a = r.k0, "rows"_a = r.rows,
-        "cols"_a = r.cols, "kind"_a = std::string(cpu::to_string(r.kind)),
-        "tile_max"_a = vector_of(r.tile_max), "alpha"_a = vector_of(r.alpha),
-        "m"_a = vector_of(r.m), "l"_a = vector_of(r.l), "U"_a = to_numpy(r.U),
-        "rows_skipped"_a = r.rows_skipped, "bytes_read"_a = r.read)));
+    tiles.append(namespace_of(
+        py::dict("i"_a = r.i, "j"_a = r.j, "q0"_a = r.q0, "k0"_a = r.k0, "rows"_a = r.rows,
+                 "cols"_a = r.cols, "kind"_a = std::string(cpu::to_string(r.kind)),
+                 "tile_max"_a = vector_of(r.tile_max), "alpha"_a = vector_of(r.alpha),
+                 "m"_a = vector_of(r.m), "l"_a = vector_of(r.l), "U"_a = to_numpy(r.U),
+                 "rows_skipped"_a = r.rows_skipped, "bytes_read"_a = r.read)));
   return namespace_of(py::dict(
       "N_q"_a = t.N_q, "N_k"_a = t.N_k, "d"_a = t.d, "Br"_a = t.tile_sizes.Br,
       "Bc"_a = t.tile_sizes.Bc, "causal"_a = std::string(cpu::to_string(t.causal)),
       "dtype"_a = t.dtype, "element_bytes"_a = t.element_bytes, "state_bytes"_a = t.state_bytes,
       "bytes_source"_a = t.bytes_source, "numbering"_a = std::string(app::kNumbering),
       "query_tiles"_a = query_tiles, "tiles"_a = tiles,
-      "counts"_a = namespace_of(py::dict("computed"_a = t.counts.computed,
-                                         "partial"_a = t.counts.partial,
-                                         "skipped"_a = t.counts.skipped)),
+      "counts"_a =
+          namespace_of(py::dict("computed"_a = t.counts.computed, "partial"_a = t.counts.partial,
+                                "skipped"_a = t.counts.skipped)),
       "total_read"_a = t.total_read(), "total_written"_a = t.total_written()));
 }
 
@@ -144,8 +143,8 @@ void bind_simulator(py::module_& m) {
   const app::TraceSetup defaults;
   m.def("simulate", &simulate, "algorithm"_a = "fa2", py::kw_only(), "N"_a = sim::Problem{}.N,
         "d"_a = sim::Problem{}.d, "dtype"_a = std::string(sim::to_string(sim::Problem{}.dtype)),
-        "causal"_a = "none", "sram"_a = std::nullopt, "l2"_a = std::nullopt,
-        "br"_a = std::nullopt, "bc"_a = std::nullopt, "profile"_a = "h200",
+        "causal"_a = "none", "sram"_a = std::nullopt, "l2"_a = std::nullopt, "br"_a = std::nullopt,
+        "bc"_a = std::nullopt, "profile"_a = "h200",
         "One program (naive, fa1, fa2, naive-kernel) counted: the report of `flashlab simulate "
         "--json`. sram defaults to the profile's SRAM per SM; an l2 adds DRAM bytes past it.");
   m.def("trace", &trace, py::kw_only(), "N"_a = defaults.N, "d"_a = defaults.d,
