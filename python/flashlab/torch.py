@@ -11,18 +11,24 @@ they are (tensor.stride(), in elements), so a (B, N, H, d) tensor seen through
 tensors' device. A bad call raises what the library says: ValueError (shapes, strides,
 alignment, an unsupported d) or TypeError (a dtype), with the library's message.
 
-torch is imported when this module is; `import flashlab` alone needs neither torch nor a GPU.
+Neither `import flashlab` nor `import flashlab.torch` needs torch or a GPU: without them, a
+call here raises RuntimeError saying which is missing.
 """
-import torch
-
 from . import _flashlab
+
+try:
+    import torch
+except ImportError:  # the calls below say so
+    torch = None
 
 _gpu = _flashlab.gpu
 
-_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-
 
 def _require_gpu():
+    if torch is None:
+        raise RuntimeError("flashlab.torch runs flashlab's CUDA kernels on torch tensors: it "
+                           "needs torch, which is not installed here (the CPU reference and the "
+                           "simulator, flashlab.*, need neither)")
     if not torch.cuda.is_available():
         raise RuntimeError("flashlab.torch runs flashlab's CUDA kernels: it needs a GPU that "
                            "torch can see (torch.cuda.is_available() is False)")
@@ -61,11 +67,12 @@ def _check_tensors(kernel, d, **tensors):
         if t.dim() != 4:
             raise ValueError(f"{name} has shape {tuple(t.shape)}: it must be 4-d "
                              f"(batch, heads, N, d)")
-    info = _gpu.kernel_info(kernel, d, _gpu.DTYPES.get(_DTYPES.get(first.dtype), -1))
-    if first.dtype not in _DTYPES or _DTYPES[first.dtype] not in info["dtypes"]:
+    names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    info = _gpu.kernel_info(kernel, d, _gpu.DTYPES.get(names.get(first.dtype), -1))
+    if names.get(first.dtype) not in info["dtypes"]:
         raise TypeError(f"dtype {first.dtype} is not taken by the {kernel} kernel: it takes "
                         f"{' or '.join(info['dtypes'])}")
-    return _gpu.DTYPES[_DTYPES[first.dtype]]
+    return _gpu.DTYPES[names[first.dtype]]
 
 
 def _scale(scale):
@@ -175,27 +182,39 @@ def decode(q, k_cache, v_cache, seq_lens, scale=None, block_table=None, page_siz
     return (o, lse) if return_lse else o
 
 
-class Attention(torch.autograd.Function):
-    """o = softmax(q k^T * scale) v with fa2's forward and FlashAttention-2's backward. The
-    forward keeps o and the log-sum-exp (not P); the backward recomputes P from them."""
+def _attention_function():
+    """The autograd function, defined at its first use (torch is needed from there on)."""
+    global _Attention
+    if _Attention is not None:
+        return _Attention
 
-    @staticmethod
-    def forward(ctx, q, k, v, causal, scale, dropout_p, dropout_seed):
-        o, lse = forward(q, k, v, causal=causal, scale=scale, kernel="fa2", return_lse=True,
-                         dropout_p=dropout_p, dropout_seed=dropout_seed)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.scale = causal, scale
-        ctx.dropout_p, ctx.dropout_seed = dropout_p, dropout_seed
-        return o
+    class Attention(torch.autograd.Function):
+        """o = softmax(q k^T * scale) v with fa2's forward and FlashAttention-2's backward. The
+        forward keeps o and the log-sum-exp (not P); the backward recomputes P from them."""
 
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
-        if do.stride(-1) != 1:  # e.g. the expanded ones of o.sum(): stride 0 everywhere
-            do = do.contiguous()
-        dq, dk, dv = backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale,
-                              dropout_p=ctx.dropout_p, dropout_seed=ctx.dropout_seed)
-        return dq, dk, dv, None, None, None, None
+        @staticmethod
+        def forward(ctx, q, k, v, causal, scale, dropout_p, dropout_seed):
+            o, lse = forward(q, k, v, causal=causal, scale=scale, kernel="fa2", return_lse=True,
+                             dropout_p=dropout_p, dropout_seed=dropout_seed)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.causal, ctx.scale = causal, scale
+            ctx.dropout_p, ctx.dropout_seed = dropout_p, dropout_seed
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, o, lse = ctx.saved_tensors
+            if do.stride(-1) != 1:  # e.g. the expanded ones of o.sum(): stride 0 everywhere
+                do = do.contiguous()
+            dq, dk, dv = backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale,
+                                  dropout_p=ctx.dropout_p, dropout_seed=ctx.dropout_seed)
+            return dq, dk, dv, None, None, None, None
+
+    _Attention = Attention
+    return _Attention
+
+
+_Attention = None
 
 
 def attention(q, k, v, causal=False, scale=None, dropout_p=0.0):
@@ -204,7 +223,8 @@ def attention(q, k, v, causal=False, scale=None, dropout_p=0.0):
     fp16 CUDA tensors; returns (B, H, N_q, d), differentiable in q, k and v. causal=True is
     torch's top-left alignment; "bottom-right" aligns the last query with the last key. With
     dropout, the Philox seed is drawn from torch's generator, so torch.manual_seed fixes it."""
+    _require_gpu()
     dropout_seed = 0
     if dropout_p != 0:
         dropout_seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
-    return Attention.apply(q, k, v, causal, scale, float(dropout_p), dropout_seed)
+    return _attention_function().apply(q, k, v, causal, scale, float(dropout_p), dropout_seed)
