@@ -116,7 +116,8 @@ if want python; then
     fi
     py_test() {  # a label, then pytest's arguments
       echo "--- $1"
-      env "${pyenv[@]}" python3 -m pytest -q -rs -p no:cacheprovider "${@:2}" 2>&1 |
+      env "${pyenv[@]}" python3 -m pytest -q -rs -p no:cacheprovider \
+        --continue-on-collection-errors "${@:2}" 2>&1 |
         tee -a "$OUT/python.log" | tail -25
       [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
     }
