@@ -220,6 +220,33 @@ def test_decode_against_the_reference(splits):
         assert (o[i:i + 1].double() - ref).abs().max().item() <= max(bound, 1e-3)
 
 
+def test_paged_decode_reads_the_pages_the_table_names():
+    torch = torch_and_gpu()
+    import flashlab.torch as ft
+    b, h, h_kv, d, page, pages_per_seq = 2, 8, 2, 128, 16, 8
+    max_len = page * pages_per_seq
+    q = randn(torch, (b, h, 1, d), torch.bfloat16)
+    k, v = (randn(torch, (b, h_kv, max_len, d), torch.bfloat16) for _ in range(2))
+    lengths = torch.tensor([max_len, 37], dtype=torch.int32, device="cuda")
+    # The pages in a shuffled order: page p of sequence s (keys p*page to p*page + page - 1)
+    # is stored at table[s, p] of a vLLM-style (pages, page_size, H_kv, d) cache.
+    table = torch.randperm(b * pages_per_seq, device="cuda").view(b, pages_per_seq)
+    k_pages, v_pages = (torch.empty((b * pages_per_seq, page, h_kv, d), device="cuda",
+                                    dtype=torch.bfloat16) for _ in range(2))
+    for s in range(b):
+        for p in range(pages_per_seq):
+            keys = slice(p * page, (p + 1) * page)
+            k_pages[table[s, p]] = k[s, :, keys].transpose(0, 1)
+            v_pages[table[s, p]] = v[s, :, keys].transpose(0, 1)
+    o = ft.decode(q, k_pages.transpose(1, 2), v_pages.transpose(1, 2), lengths,
+                  block_table=table.to(torch.int32), page_size=page, check=True)
+    for i, n in enumerate(lengths.tolist()):
+        one = (q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n])
+        ref = reference(torch, *one, False)
+        bound = 2 * (plain_low_precision(torch, *one, False).double() - ref).abs().max().item()
+        assert (o[i:i + 1].double() - ref).abs().max().item() <= max(bound, 1e-3)
+
+
 def test_dropout_reaches_the_kernel_and_its_backward():
     torch = torch_and_gpu()
     import flashlab.torch as ft
