@@ -14,6 +14,11 @@ from flashlab import _flashlab
 
 gpu = _flashlab.gpu
 
+# Where the plain attention happens to be exact (one key: P = 1, O = V), its error and so the
+# 2x bound are 0; a kernel is then allowed this much, a quarter of bf16's epsilon (2^-7) at
+# |O| ~ 1, which no real mistake stays under.
+FLOOR = 2.0 ** -9
+
 
 def test_the_kernel_table_needs_no_gpu():
     assert flashlab.kernels() == list(gpu.KERNELS) and "fa2" in flashlab.kernels()
@@ -145,7 +150,7 @@ def test_attention_forward_meets_the_2x_rule(shape, causal, dtype_name):
     plain = plain_low_precision(torch, q, k, v, causal)
     err = (o.double() - ref).abs().max().item()
     bound = 2 * (plain.double() - ref).abs().max().item()
-    assert err <= max(bound, 1e-3), (err, bound)
+    assert err <= max(bound, FLOOR), (err, bound)
 
 
 @pytest.mark.parametrize("shape", SHAPES[1:])
@@ -167,7 +172,7 @@ def test_attention_backward_meets_the_3x_rule(shape, causal):
         assert got.shape == want.shape, name
         err = (got.double() - want).abs().max().item()
         bound = 3 * (base.double() - want).abs().max().item()
-        assert err <= max(bound, 1e-3), (name, err, bound)
+        assert err <= max(bound, FLOOR), (name, err, bound)
 
 
 def test_a_transposed_bshd_view_is_taken_without_a_copy():
@@ -193,7 +198,7 @@ def test_every_kernel_of_the_ladder_by_name(kernel):
     o, lse = ft.forward(q, k, v, causal=True, kernel=kernel, return_lse=True)
     ref = reference(torch, q, k, v, True)
     bound = 2 * (plain_low_precision(torch, q, k, v, True).double() - ref).abs().max().item()
-    assert (o.double() - ref).abs().max().item() <= max(bound, 1e-3)
+    assert (o.double() - ref).abs().max().item() <= max(bound, FLOOR)
     assert lse.shape == (1, 2, 113) and lse.dtype == torch.float32
     # L = m + log l from bf16 inputs: the scores are exact products summed in fp32, so L is
     # within a few fp32 ulps of |L| < 20 of the fp64 value; 1e-3 leaves room for exp2's error.
@@ -217,7 +222,7 @@ def test_decode_against_the_reference(splits):
         plain = plain_low_precision(torch, q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n],
                                     False)
         bound = 2 * (plain.double() - ref).abs().max().item()
-        assert (o[i:i + 1].double() - ref).abs().max().item() <= max(bound, 1e-3)
+        assert (o[i:i + 1].double() - ref).abs().max().item() <= max(bound, FLOOR)
 
 
 def test_paged_decode_reads_the_pages_the_table_names():
@@ -244,7 +249,7 @@ def test_paged_decode_reads_the_pages_the_table_names():
         one = (q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n])
         ref = reference(torch, *one, False)
         bound = 2 * (plain_low_precision(torch, *one, False).double() - ref).abs().max().item()
-        assert (o[i:i + 1].double() - ref).abs().max().item() <= max(bound, 1e-3)
+        assert (o[i:i + 1].double() - ref).abs().max().item() <= max(bound, FLOOR)
 
 
 def test_dropout_reaches_the_kernel_and_its_backward():
