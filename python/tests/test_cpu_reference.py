@@ -45,6 +45,23 @@ def test_float32_is_computed_in_float32(rng):
     np.testing.assert_allclose(r.O, o, atol=TOL[np.float32], rtol=0)
 
 
+def test_float32_multihead_forward_backward_and_decode(rng):
+    q = rng.standard_normal((2, 4, 31, 16))
+    k, v = (rng.standard_normal((2, 2, 45, 16)) for _ in range(2))
+    do = rng.standard_normal(q.shape)
+    f64 = flashlab.forward(q, k, v, causal="bottom-right")
+    g64 = flashlab.backward(q, k, v, f64.O, f64.L, do, causal="bottom-right")
+    lo = [x.astype(np.float32) for x in (q, k, v, do)]
+    f32 = flashlab.forward(*lo[:3], causal="bottom-right")
+    g32 = flashlab.backward(*lo[:3], f32.O, f32.L, lo[3], causal="bottom-right")
+    assert f32.O.dtype == g32.dK.dtype == np.float32
+    np.testing.assert_allclose(f32.O, f64.O, atol=TOL[np.float32])
+    for got, want in ((g32.dQ, g64.dQ), (g32.dK, g64.dK), (g32.dV, g64.dV)):
+        np.testing.assert_allclose(got, want, atol=10 * TOL[np.float32])  # gradients: longer sums
+    d32 = flashlab.decode(lo[0][:, :, -1:], lo[1], lo[2], splits=3)
+    np.testing.assert_allclose(d32.O, f64.O[:, :, -1:], atol=TOL[np.float32])
+
+
 def test_scale_is_applied(rng):
     q, k, v = inputs(rng, 17, 23, 8)
     r = flashlab.forward(q, k, v, scale=0.3)
