@@ -50,9 +50,10 @@ def numpy_gradients(q, k, v, do, causal="none", scale=None, z=None):
 
 @pytest.fixture
 def rng():
-    """Fresh random inputs every run: the seed is printed when a test fails."""
-    seed = int.from_bytes(os.urandom(4), "little")
-    print(f"random seed {seed}")
+    """Fresh random inputs every run; the seed is printed (pytest shows it when a test fails)
+    and FLASHLAB_SEED=<n> replays it, as for the C++ tests."""
+    seed = int(os.environ.get("FLASHLAB_SEED", int.from_bytes(os.urandom(4), "little")))
+    print(f"FLASHLAB_SEED={seed}")
     return np.random.default_rng(seed)
 
 
