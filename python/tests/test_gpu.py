@@ -266,6 +266,42 @@ def test_dropout_reaches_the_kernel_and_its_backward():
     assert all(x.grad is not None and x.grad.isfinite().all() for x in (q, k, v))
 
 
+def test_dropout_on_the_gpu_is_the_cpu_reference_mask():
+    """fa2's forward and the backward with dropout (p, seed, offset) against attention with the
+    CPU reference's mask Z (flashlab.dropout_multipliers, per batch entry and query head),
+    under the 2x and 3x rules: a kernel that drew any other mask would be far off."""
+    torch = torch_and_gpu()
+    import flashlab.torch as ft
+    b, h, n_q, n_k, d, p, seed, offset = 2, 2, 97, 113, 64, 0.2, 987654321, 5
+    q, k, v, do = (randn(torch, (b, h, n, d), torch.bfloat16)
+                   for n in (n_q, n_k, n_k, n_q))
+    o, lse = ft.forward(q, k, v, return_lse=True, dropout_p=p, dropout_seed=seed,
+                        dropout_offset=offset)
+    grads = ft.backward(q, k, v, o, lse, do, dropout_p=p, dropout_seed=seed,
+                        dropout_offset=offset)
+    for i in range(b):
+        for j in range(h):
+            z = torch.tensor(flashlab.dropout_multipliers(p, seed, offset, n_q, n_k, batch=i,
+                                                          head=j), device="cuda")
+
+            def attend(q_, k_, v_):  # (P o Z) V in the inputs' precision, P in fp32 or fp64
+                s_ = q_ @ k_.T * d ** -0.5
+                p_ = torch.softmax(s_.double() if q_.dtype == torch.float64 else s_.float(), -1)
+                return (p_.to(q_.dtype) * z.to(q_.dtype)) @ v_
+
+            exact = [x[i, j].double().requires_grad_() for x in (q, k, v)]
+            low = [x[i, j].clone().requires_grad_() for x in (q, k, v)]
+            ref, plain = attend(*exact), attend(*low)
+            err = (o[i, j].double() - ref).abs().max().item()
+            assert err <= max(2 * (plain.double() - ref).abs().max().item(), FLOOR), (i, j, err)
+            ref_grads = torch.autograd.grad(ref, exact, do[i, j].double())
+            plain_grads = torch.autograd.grad(plain, low, do[i, j])
+            for got, want, base in zip(grads, ref_grads, plain_grads):
+                err = (got[i, j].double() - want).abs().max().item()
+                bound = 3 * (base.double() - want).abs().max().item()
+                assert err <= max(bound, FLOOR), (i, j, err, bound)
+
+
 def test_bad_tensors_raise_with_the_library_message():
     torch = torch_and_gpu()
     import flashlab.torch as ft
