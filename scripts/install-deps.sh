@@ -14,6 +14,9 @@ packages=(
   libomp-dev         # OpenMP (g++ ships its own libgomp; this keeps clang builds whole too)
   chromium           # the HTML viewer's browser test (headless; nothing is downloaded)
   clang-14 libclang-rt-14-dev  # the fuzz targets (libFuzzer with AddressSanitizer and UBSan)
+  pybind11-dev python3-dev     # the Python module `flashlab` (python/)
+  python3-numpy python3-pytest # its arrays and its tests
+  python3-matplotlib           # the Python walkthrough's plot (python/examples/)
 )
 
 missing=()

@@ -3,17 +3,18 @@
 # repository root, build flashlab's GPU library, its tests and the flashlab program, run the
 # tests, run compute-sanitizer (memcheck, racecheck, synccheck) on a small case of every
 # kernel (the backward's included), run `flashlab compare` and the GPU steps of lessons 6 and
-# 10 through its GPU runner, time every kernel against torch's SDPA backends (the forward,
-# then the backward: bench-backward), read one forward of each with Nsight Compute, and
-# train a small character model with torch's SDPA and with flashlab's attention (train).
+# 10 through its GPU runner, run the Python module's tests on torch tensors (python), time
+# every kernel against torch's SDPA backends (the forward, then the backward: bench-backward),
+# read one forward of each with Nsight Compute, and train a small character model with
+# torch's SDPA and with flashlab's attention (train).
 #
-#   bench/gpu/run_device.sh [steps...]   steps: build test sanitize cli sweep bench
+#   bench/gpu/run_device.sh [steps...]   steps: build test python sanitize cli sweep bench
 #                                        bench-backward decode ablation ncu levels train
 #                                        profile (default: all but profile)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
-# CLI11, fmt, nlohmann-json, for machines that lack them; default .deps/root), SEQ_LENS
+# CLI11, fmt, nlohmann-json, pybind11, for machines that lack them; default .deps/root), SEQ_LENS
 # (the benchmark's N values).
 set -uo pipefail
 
@@ -21,7 +22,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test sanitize cli sweep bench bench-backward decode ablation ncu levels train}
+STEPS=${*:-build test python sanitize cli sweep bench bench-backward decode ablation ncu levels train}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -47,9 +48,16 @@ if want build; then
             -DCLI11_DIR="$DEPS/usr/share/cmake/CLI11"
             -Dfmt_DIR="$DEPS/usr/lib/x86_64-linux-gnu/cmake/fmt"
             -Dnlohmann_json_DIR="$DEPS/usr/share/cmake/nlohmann_json")
+    [[ -d $DEPS/usr/lib/cmake/pybind11 ]] && prefix+=(-Dpybind11_DIR="$DEPS/usr/lib/cmake/pybind11")
   fi
+  # pybind11 of the python3 that has torch, where it has one: it knows that Python's version
+  # (Debian 12's pybind11 2.10 predates Python 3.12).
+  if pybind11_cmake=$(python3 -m pybind11 --cmakedir 2> /dev/null); then
+    prefix+=(-Dpybind11_DIR="$pybind11_cmake")
+  fi
+  # The Python module is built for the python3 that has torch (the python step's).
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
+        -DPython3_EXECUTABLE="$(command -v python3)" "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
         test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile flashlab \
         flashlab_gpu_runner || exit 1
@@ -96,6 +104,35 @@ if want test; then
   for t in test_gpu_abi test_gpu_info test_gpu_validate test_gpu_validate_decode; do
     gpu_test "$t" "$BUILD/tests/gpu/$t"
   done
+fi
+
+if want python; then
+  step "the Python module: its pytest suite, flashlab.torch on the GPU included"
+  # The module is left out of the configure step where pybind11 or Python's headers are
+  # missing; the configure log says which.
+  if ! cmake --build "$BUILD" -j "$(nproc)" --target flashlab_python flashlab_gpu flashlab \
+       > "$BUILD.python.log" 2>&1; then
+    status=1
+    tail -20 "$BUILD.python.log"
+    grep -i "flashlab: .*python\|pybind11" "$BUILD.configure.log"
+  else
+    pyenv=(PYTHONPATH="$BUILD/python" FLASHLAB_CLI="$BUILD/lessons/app/flashlab"
+           FLASHLAB_LIBRARY="$BUILD/gpu/libflashlab.so" MPLBACKEND=Agg)
+    # pytest from the carried Debian packages where this python3 has none.
+    if ! python3 -c "import pytest" 2> /dev/null; then
+      pyenv[0]="PYTHONPATH=$BUILD/python:$DEPS/usr/lib/python3/dist-packages"
+    fi
+    py_test() {  # a label, then pytest's arguments
+      echo "--- $1"
+      env "${pyenv[@]}" python3 -m pytest -q -rs -p no:cacheprovider \
+        --continue-on-collection-errors "${@:2}" 2>&1 |
+        tee -a "$OUT/python.log" | tail -25
+      [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+    }
+    # fa3 in a process of its own, as in the GPU tests: a fault there ends the process's CUDA.
+    py_test "every case, fa3 left out" "$ROOT/python/tests" -k "not fa3"
+    py_test "fa3 through flashlab.torch" "$ROOT/python/tests/test_gpu.py" -k "fa3"
+  fi
 fi
 
 if want sanitize; then
