@@ -129,8 +129,11 @@ if want python; then
         tee -a "$OUT/python.log" | tail -25
       [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
     }
-    # fa3 in a process of its own, as in the GPU tests: a fault there ends the process's CUDA.
-    py_test "every case, fa3 left out" "$ROOT/python/tests" -k "not fa3"
+    # One process per test file (a crash in one hides no other's result), fa3 in a process
+    # of its own, as in the GPU tests: a fault there ends the process's CUDA.
+    for file in "$ROOT"/python/tests/test_*.py; do
+      py_test "$(basename "$file"), fa3 left out" "$file" -k "not fa3"
+    done
     py_test "fa3 through flashlab.torch" "$ROOT/python/tests/test_gpu.py" -k "fa3"
   fi
 fi
