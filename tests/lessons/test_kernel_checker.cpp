@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -35,11 +37,13 @@ std::string failures(const CheckReport& r) {
   return s;
 }
 
+#if !FLASHLAB_EXPECT_PASS
 const CaseResult* find_case(const CheckReport& r, std::string_view name_start) {
   for (const auto& c : r.cases)
     if (c.name.rfind(name_start, 0) == 0) return &c;
   return nullptr;
 }
+#endif
 
 }  // namespace
 
@@ -59,7 +63,10 @@ TEST_CASE("kernel checker: a plugin that is not built is named, with the command
 }
 
 TEST_CASE("kernel checker: a file that is not a plugin is refused, saying why") {
-  const CheckReport r = check_exercise(23, with_plugin(__FILE__));
+  const std::string path = "test_kernel_checker_not_a_plugin.so";
+  std::ofstream(path) << "this is text, not a shared library\n";
+  const CheckReport r = check_exercise(23, with_plugin(path));
+  std::remove(path.c_str());
   CHECK(contains(r.not_run, "could not be used"));
   CHECK(contains(r.not_run, "could not be loaded"));
   CHECK(r.cases.empty());

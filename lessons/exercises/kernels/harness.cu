@@ -116,6 +116,14 @@ void forward(const flashlab_kx_forward_call& c, flashlab_kx_result* result) {
   } else {
     name = "ex22_pipelined_forward_kernel";
     const dim3 grid((n_q + ex22::kBr - 1) / ex22::kBr);
+    error = cudaFuncSetAttribute(ex22_pipelined_forward_kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(ex22::sram_bytes(d)));
+    if (error != cudaSuccess) {
+      say(result, "%s could not be given %zu bytes of SRAM: %s", name, ex22::sram_bytes(d),
+          cudaGetErrorString(error));
+      return;
+    }
     ex22_pipelined_forward_kernel<<<grid, ex22::kBr, ex22::sram_bytes(d)>>>(a);
   }
   if (!finished(name, result)) return;
