@@ -131,9 +131,10 @@ std::string judge(const Output& out) {
   const double bound = 2.0 * plain_error + out.slack;
   if (error <= bound) return "";
   return fmt::format(
-      "{} (largest |difference| {:.3g}, at column {}; allowed {:.3g}: twice the plain fp32 "
-      "computation's {:.3g}, + {:.3g} for the order of the sums)",
-      row_text(worst_row), error, worst_col, bound, plain_error, out.slack);
+      "{} (largest |difference| {:.3g}, at column {}: expected {:.6g}, got {:.6g}; allowed "
+      "{:.3g}: twice the plain fp32 computation's {:.3g}, + {:.3g} for the order of the sums)",
+      row_text(worst_row), error, worst_col, out.reference(worst_row, worst_col),
+      double(out.got(worst_row, worst_col)), bound, plain_error, out.slack);
 }
 
 MatrixD column(const VectorD& v) { return MatrixD(v); }
