@@ -180,8 +180,10 @@ __attribute__((visibility("default"))) int flashlab_kx_device(char* description,
     std::snprintf(description, size, "%s", properties.name);
     return 1;
   }
-  std::snprintf(description, size, "%s",
-                error != cudaSuccess ? cudaGetErrorString(error) : "no CUDA device is present");
+  if (error != cudaSuccess)
+    std::snprintf(description, size, "CUDA says: %s", cudaGetErrorString(error));
+  else
+    std::snprintf(description, size, "CUDA sees no device");
   return 0;
 }
 
