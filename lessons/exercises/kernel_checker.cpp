@@ -7,7 +7,7 @@
 // sums of n terms of size x in different orders differ by about sqrt(n) eps x, and exp of an
 // argument of size a rounded to eps a carries an error eps a, which the plain computation
 // may happen to lack on some draw. A wrong formula is off by far more (1e-3 and up).
-// Every case draws fresh inputs; a failure names the seed, and FLASHLAB_SEED=<seed> replays it.
+// Every case draws fresh inputs; a failure prints FLASHLAB_SEED=<n>, and setting it replays them.
 #include "kernel_checker.hpp"
 
 #include "kernel_plugin.hpp"

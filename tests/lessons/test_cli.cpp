@@ -64,7 +64,7 @@ TEST_CASE("flashlab check reports on the student's code, and fails unless every 
   CHECK(contains(missing.output, "the exercises are 1, 2, 3, 6, 10, 21, 22 and 23"));
 }
 
-TEST_CASE("flashlab check on a kernel exercise: not run without a GPU, saying why; checked with one") {
+TEST_CASE("flashlab check on a kernel exercise: not run without a GPU, saying why, and checked with one") {
   // In the repository the skeleton is unwritten; in a student's copy it may not be.
   const auto run = run_flashlab("check 21 --no-color");
   CHECK(contains(run.output, "lessons/exercises/student/ex21_scalar_update.cu"));
