@@ -63,8 +63,8 @@ std::string entries(const V& v) {
   std::string s;
   const Index n = static_cast<Index>(v.size());
   for (Index k = 0; k < std::min<Index>(n, kShownEntries); ++k)
-    s += (k ? ", " : "") + (std::isnan(double(v(k))) ? std::string("nan")
-                                                      : fmt::format("{:.6g}", double(v(k))));
+    s += (k ? ", " : "") +
+         (std::isnan(double(v(k))) ? std::string("nan") : fmt::format("{:.6g}", double(v(k))));
   return n > kShownEntries ? s + ", ..." : s;
 }
 
@@ -160,8 +160,8 @@ class KernelCases {
     }
     const bool passed = outcome.verdict == CaseOutcome::Verdict::passed;
     if (!passed) outcome.detail += fmt::format(" [inputs from FLASHLAB_SEED={}]", seed);
-    report_->cases.push_back({std::move(name), passed, std::move(outcome.detail),
-                              std::move(outcome.output)});
+    report_->cases.push_back(
+        {std::move(name), passed, std::move(outcome.detail), std::move(outcome.output)});
   }
 
  private:
@@ -174,7 +174,8 @@ class KernelCases {
 // NotWrittenYet for a skeleton.
 std::string launch_problem(const flashlab_kx_result& result, int number, std::string_view file) {
   if (result.not_written)
-    throw NotWrittenYet(fmt::format("exercise {}: the kernel is not written yet ({})", number, file));
+    throw NotWrittenYet(
+        fmt::format("exercise {}: the kernel is not written yet ({})", number, file));
   if (result.ran) return "";
   return fmt::format("the kernel did not run to its end: {}", result.message);
 }
@@ -195,8 +196,8 @@ void check_forward(int number, std::string_view file, KernelCases& cases) {
       {"N_q = 113, N_k = 203, d = 111", 113, 203, 111, false},
       {"N = 97, d = 1, inputs up to 30: scores in the hundreds", 97, 97, 1, false, 30.0},
       {"causal, N = 97, d = 64", 97, 97, 64, true},
-      {"causal, N_q = 17, N_k = 1023, d = 32 (bottom-right: the last row sees every key)", 17,
-       1023, 32, true},
+      {"causal, N_q = 17, N_k = 1023, d = 32 (bottom-right: the last row sees every key)", 17, 1023,
+       32, true},
       {"causal, N_q = 1023, N_k = 97, d = 16: the first 926 rows see no key (O = 0, "
        "LSE = -inf)",
        1023, 97, 16, true},
@@ -209,16 +210,17 @@ void check_forward(int number, std::string_view file, KernelCases& cases) {
                   V = random_matrix(gen, c.n_k, c.d, 1.0);
     cpu::AttentionOptions options;
     options.causal = c.causal ? cpu::Causal::bottom_right : cpu::Causal::none;
-    const auto reference = cpu::naive_attention<double>(Q.cast<double>(), K.cast<double>(),
-                                                        V.cast<double>(), options);
+    const auto reference =
+        cpu::naive_attention<double>(Q.cast<double>(), K.cast<double>(), V.cast<double>(), options);
     const auto plain = cpu::naive_attention<float>(Q, K, V, options);
-    const double order = kOrderSlack * kEps * (std::sqrt(double(c.n_k)) + max_finite_abs(reference.L));
+    const double order =
+        kOrderSlack * kEps * (std::sqrt(double(c.n_k)) + max_finite_abs(reference.L));
     const MatrixD L_reference = column(reference.L);
     const MatrixF L_plain = column(plain.L);
     cases.run(c.name, seed, [&](const KernelPlugin& plugin) {
       MatrixF O = MatrixF::Zero(c.n_q, c.d), L = MatrixF::Zero(c.n_q, 1);
-      const flashlab_kx_forward_call call{number,    Q.data(), K.data(), V.data(), O.data(),
-                                          L.data(),  c.n_q,    c.n_k,    c.d,      c.causal};
+      const flashlab_kx_forward_call call{number,   Q.data(), K.data(), V.data(), O.data(),
+                                          L.data(), c.n_q,    c.n_k,    c.d,      c.causal};
       flashlab_kx_result result{};
       plugin.forward(&call, &result);
       if (std::string e = launch_problem(result, number, file); !e.empty()) return e;
@@ -263,8 +265,8 @@ void check_combine(int number, std::string_view file, KernelCases& cases) {
   const std::vector<CombineCase> all{
       {"1 split, 1 row, d = 64", 1, 1, 64},
       {"2 splits, 17 rows, d = 59", 2, 17, 59},
-      {"7 splits, 97 rows, d = 128 (more columns than threads), some splits empty", 7, 97, 128,
-       3.0, 0.2},
+      {"7 splits, 97 rows, d = 128 (more columns than threads), some splits empty", 7, 97, 128, 3.0,
+       0.2},
       {"16 splits, 1023 rows, d = 64, LSE_s up to 100 apart: nothing may overflow", 16, 1023, 64,
        50.0},
       {"5 splits, 33 rows, d = 1, the last split empty (N not a multiple of the splits)", 5, 33, 1,
@@ -282,7 +284,8 @@ void check_combine(int number, std::string_view file, KernelCases& cases) {
       O_s.push_back(random_matrix(gen, c.rows, c.d, 1.0));
       lse_s.push_back(random_matrix(gen, c.rows, 1, c.spread));
       for (Index r = 0; r < c.rows; ++r) {
-        const bool empty = share(gen) < c.empty_share || (c.last_split_empty && s == c.splits - 1) ||
+        const bool empty = share(gen) < c.empty_share ||
+                           (c.last_split_empty && s == c.splits - 1) ||
                            (c.first_row_empty && r == 0);
         if (!empty) continue;
         lse_s.back()(r) = -std::numeric_limits<float>::infinity();
@@ -322,21 +325,24 @@ std::string why_it_cannot_run(const std::string& plugin_path) {
            "again (`cmake --preset default && cmake --build build --target flashlab`); running "
            "the kernel then needs an NVIDIA GPU";
   if (!std::filesystem::exists(plugin_path))
-    return fmt::format("the plugin that holds your kernel ({}) is not built: build it with "
-                       "`cmake --build build --target flashlab`",
-                       plugin_path);
+    return fmt::format(
+        "the plugin that holds your kernel ({}) is not built: build it with "
+        "`cmake --build build --target flashlab`",
+        plugin_path);
   const CaseOutcome probe = run_in_child(
       [&] {
         char description[256] = "";
-        const bool present = load_kernel_plugin(plugin_path).device(description, sizeof description) == 1;
+        const bool present =
+            load_kernel_plugin(plugin_path).device(description, sizeof description) == 1;
         return present ? std::string() : std::string(kNoDevice) + description;
       },
       kernel_limits({}));
   if (probe.verdict == CaseOutcome::Verdict::passed) return "";
   if (probe.detail.starts_with(kNoDevice))
-    return fmt::format("your kernel compiled (it is built into {}); running it needs a CUDA GPU, "
-                       "and this machine has none ({})",
-                       plugin_path, probe.detail.substr(kNoDevice.size()));
+    return fmt::format(
+        "your kernel compiled (it is built into {}); running it needs a CUDA GPU, "
+        "and this machine has none ({})",
+        plugin_path, probe.detail.substr(kNoDevice.size()));
   return fmt::format("the plugin that holds your kernel ({}) could not be used: {}", plugin_path,
                      probe.detail);
 }
@@ -349,8 +355,10 @@ void check_kernel_exercise(int number, const std::string& plugin_path, const Cas
   if (!report.not_run.empty()) return;
   KernelCases cases(report, limits, plugin_path);
   const std::string_view file = find_exercise(number).file;
-  if (number == 23) check_combine(number, file, cases);
-  else check_forward(number, file, cases);
+  if (number == 23)
+    check_combine(number, file, cases);
+  else
+    check_forward(number, file, cases);
 }
 
 }  // namespace flashlab::exercises

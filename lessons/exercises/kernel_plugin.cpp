@@ -12,7 +12,8 @@ KernelPlugin load_kernel_plugin(const std::string& path) {
   if (!handle)
     throw std::runtime_error(
         fmt::format("the kernel exercises' plugin could not be loaded: {}", ::dlerror()));
-  const auto version = reinterpret_cast<flashlab_kx_version_fn>(::dlsym(handle, "flashlab_kx_version"));
+  const auto version =
+      reinterpret_cast<flashlab_kx_version_fn>(::dlsym(handle, "flashlab_kx_version"));
   KernelPlugin p{reinterpret_cast<flashlab_kx_device_fn>(::dlsym(handle, "flashlab_kx_device")),
                  reinterpret_cast<flashlab_kx_forward_fn>(::dlsym(handle, "flashlab_kx_forward")),
                  reinterpret_cast<flashlab_kx_combine_fn>(::dlsym(handle, "flashlab_kx_combine"))};

@@ -78,7 +78,7 @@ __attribute__((visibility("default"))) int flashlab_kx_device(char* description,
 }
 
 __attribute__((visibility("default"))) void flashlab_kx_forward(const flashlab_kx_forward_call* c,
-                                                                 flashlab_kx_result* result) {
+                                                                flashlab_kx_result* result) {
   *result = flashlab_kx_result{};
   fill_nan(c->o, c->n_q * c->d);
   fill_nan(c->lse, c->n_q);
@@ -91,7 +91,7 @@ __attribute__((visibility("default"))) void flashlab_kx_forward(const flashlab_k
 }
 
 __attribute__((visibility("default"))) void flashlab_kx_combine(const flashlab_kx_combine_call* c,
-                                                                 flashlab_kx_result* result) {
+                                                                flashlab_kx_result* result) {
   *result = flashlab_kx_result{};
   fill_nan(c->o, c->rows * c->d);
   fill_nan(c->lse, c->rows);

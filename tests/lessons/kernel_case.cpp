@@ -44,15 +44,15 @@ int main(int argc, char** argv) {
       const auto o_splits = random_floats(gen, kSplits * kNq * kD);
       const auto lse_splits = random_floats(gen, kSplits * kNq);
       std::vector<float> o(kNq * kD), lse(kNq);
-      const flashlab_kx_combine_call call{o_splits.data(), lse_splits.data(), o.data(), lse.data(),
-                                          kSplits, kNq, kD};
+      const flashlab_kx_combine_call call{
+          o_splits.data(), lse_splits.data(), o.data(), lse.data(), kSplits, kNq, kD};
       plugin.combine(&call, &result);
     } else {
       const auto q = random_floats(gen, kNq * kD), k = random_floats(gen, kNk * kD),
                  v = random_floats(gen, kNk * kD);
       std::vector<float> o(kNq * kD), lse(kNq);
-      const flashlab_kx_forward_call call{exercise, q.data(), k.data(), v.data(), o.data(),
-                                          lse.data(), kNq, kNk, kD, 1};
+      const flashlab_kx_forward_call call{exercise,   q.data(), k.data(), v.data(), o.data(),
+                                          lse.data(), kNq,      kNk,      kD,       1};
       plugin.forward(&call, &result);
     }
     if (!result.ran) {

@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(ex21::kBr) ex21_scalar_forward_kernel(ForwardA
     load_rows(sK, a.k, k0, kBc, a.n_k, d);
     load_rows(sV, a.v, k0, kBc, a.n_k, d);
     __syncthreads();  // the tile is in SRAM for every thread
+
     float* sS_row = sS + threadIdx.x * (kBc + 1);  // (Bc)
     row_scores(sS_row, sQ + threadIdx.x * d, sK, kBc, row, k0, a);
     online_softmax_update(state, sS_row, sV, d);

@@ -31,12 +31,12 @@ namespace flashlab::kernel_exercises {
 // One block's pipeline: the SRAM stages, and the thread's query row and its state.
 struct Pipeline {
   ForwardArgs a;
-  float* sStages;            // kStages x (sK (Bc, d), sV (Bc, d))
-  float* sS_row;             // (Bc) this thread's scores, then its weights W
-  const float* sQ_row;       // (d) this thread's query
-  int row;                   // this thread's query row
-  int num_tiles;             // KV tiles this block visits
-  RowState state;            // (m, l, U) of this thread's row
+  float* sStages;       // kStages x (sK (Bc, d), sV (Bc, d))
+  float* sS_row;        // (Bc) this thread's scores, then its weights W
+  const float* sQ_row;  // (d) this thread's query
+  int row;              // this thread's query row
+  int num_tiles;        // KV tiles this block visits
+  RowState state;       // (m, l, U) of this thread's row
 
   // Stage s's K and V tiles. Computed, not looked up in an array of pointers: an array indexed
   // at run time would live in local memory, and with it everything around it.

@@ -64,8 +64,7 @@ bool finished(const char* kernel, flashlab_kx_result* result) {
 }
 
 bool copy_back(float* host, const float* device, std::size_t count, flashlab_kx_result* result) {
-  const cudaError_t error =
-      cudaMemcpy(host, device, sizeof(float) * count, cudaMemcpyDeviceToHost);
+  const cudaError_t error = cudaMemcpy(host, device, sizeof(float) * count, cudaMemcpyDeviceToHost);
   if (error == cudaSuccess) return true;
   say(result, "reading the output back failed: %s", cudaGetErrorString(error));
   return false;
@@ -116,9 +115,9 @@ void forward(const flashlab_kx_forward_call& c, flashlab_kx_result* result) {
   } else {
     name = "ex22_pipelined_forward_kernel";
     const dim3 grid((n_q + ex22::kBr - 1) / ex22::kBr);
-    error = cudaFuncSetAttribute(ex22_pipelined_forward_kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(ex22::sram_bytes(d)));
+    error =
+        cudaFuncSetAttribute(ex22_pipelined_forward_kernel,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(ex22::sram_bytes(d)));
     if (error != cudaSuccess) {
       say(result, "%s could not be given %zu bytes of SRAM: %s", name, ex22::sram_bytes(d),
           cudaGetErrorString(error));
@@ -147,7 +146,8 @@ void combine(const flashlab_kx_combine_call& c, flashlab_kx_result* result) {
   cudaError_t error = cudaSuccess;
   CombineArgs a{};
   a.o_splits = buffers.make(c.o_splits, std::size_t(splits) * rows * d, &error);
-  if (error == cudaSuccess) a.lse_splits = buffers.make(c.lse_splits, std::size_t(splits) * rows, &error);
+  if (error == cudaSuccess)
+    a.lse_splits = buffers.make(c.lse_splits, std::size_t(splits) * rows, &error);
   if (error == cudaSuccess) a.o = buffers.make(nullptr, std::size_t(rows) * d, &error);
   if (error == cudaSuccess) a.lse = buffers.make(nullptr, std::size_t(rows), &error);
   if (error != cudaSuccess) {
@@ -187,14 +187,14 @@ __attribute__((visibility("default"))) int flashlab_kx_device(char* description,
   return 0;
 }
 
-__attribute__((visibility("default"))) void flashlab_kx_forward(const flashlab_kx_forward_call* call,
-                                                                 flashlab_kx_result* result) {
+__attribute__((visibility("default"))) void flashlab_kx_forward(
+    const flashlab_kx_forward_call* call, flashlab_kx_result* result) {
   *result = flashlab_kx_result{};
   flashlab::kernel_exercises::forward(*call, result);
 }
 
-__attribute__((visibility("default"))) void flashlab_kx_combine(const flashlab_kx_combine_call* call,
-                                                                 flashlab_kx_result* result) {
+__attribute__((visibility("default"))) void flashlab_kx_combine(
+    const flashlab_kx_combine_call* call, flashlab_kx_result* result) {
   *result = flashlab_kx_result{};
   flashlab::kernel_exercises::combine(*call, result);
 }

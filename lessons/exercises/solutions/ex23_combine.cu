@@ -10,7 +10,7 @@ __global__ void __launch_bounds__(ex23::kThreads) ex23_combine_kernel(CombineArg
   float m = -INFINITY;
   for (int s = 0; s < a.splits; ++s) m = fmaxf(m, gLse[std::size_t(s) * a.rows]);
   float* gO = a.o + std::size_t(r) * a.d;  // (d)
-  if (m == -INFINITY) {  // no split saw a key: exp(-inf - (-inf)) would be NaN
+  if (m == -INFINITY) {                    // no split saw a key: exp(-inf - (-inf)) would be NaN
     for (int k = threadIdx.x; k < a.d; k += blockDim.x) gO[k] = 0.0f;
     if (threadIdx.x == 0) a.lse[r] = -INFINITY;
     return;
@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(ex23::kThreads) ex23_combine_kernel(CombineArg
   for (int k = threadIdx.x; k < a.d; k += blockDim.x) {
     float o = 0.0f;
     for (int s = 0; s < a.splits; ++s)
-      o += expf(gLse[std::size_t(s) * a.rows] - lse) * a.o_splits[(std::size_t(s) * a.rows + r) * a.d + k];
+      o += expf(gLse[std::size_t(s) * a.rows] - lse) *
+           a.o_splits[(std::size_t(s) * a.rows + r) * a.d + k];
     gO[k] = o;
   }
   if (threadIdx.x == 0) a.lse[r] = lse;
