@@ -25,9 +25,13 @@ for skeleton in ex21_scalar_update.cu ex22_pipelined_loop.cu ex23_combine.cu ex0
   fi
 done
 
-cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" 2>&1 ||
+# The build folder sits inside the copy, as build/ sits in the repository, so that the compile
+# commands read the same relative to it and a compiler cache (ccache with CCACHE_BASEDIR) can
+# serve them: without one, this test compiles the CPU reference afresh (many minutes on 2 cores).
+build=$work/src/build
+cmake -S "$work/src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" 2>&1 ||
   { tail -30 "$work/configure.log"; echo "FAIL: the students' copy does not configure" >&2; exit 1; }
-targets=$(cmake --build "$work/build" --target help)
+targets=$(cmake --build "$build" --target help)
 for gone in flashlab_exercise_solutions flashlab_exercise_solution_kernels flashlab_exercise_wrong \
             test_exercises_solutions test_exercises_wrong; do
   if grep -q "^$gone:" <<< "$targets"; then
@@ -35,10 +39,10 @@ for gone in flashlab_exercise_solutions flashlab_exercise_solution_kernels flash
     exit 1
   fi
 done
-cmake --build "$work/build" -j 2 --target flashlab_student > "$work/build.log" 2>&1 ||
+cmake --build "$build" -j 2 --target flashlab_student > "$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; echo "FAIL: the students' skeletons do not build" >&2; exit 1; }
 if grep -q "^flashlab_student_kernels:" <<< "$targets"; then
-  [[ -f $(find "$work/build" -name 'libflashlab_student_kernels.so' | head -1) ]] ||
+  [[ -f $(find "$build" -name 'libflashlab_student_kernels.so' | head -1) ]] ||
     { echo "FAIL: the kernel skeletons' plugin was not built" >&2; exit 1; }
   echo "the students' copy builds, its CUDA skeletons included"
 else
