@@ -147,8 +147,6 @@ class KernelCases {
   KernelCases(CheckReport& report, const CaseLimits& limits, std::string plugin)
       : report_(&report), limits_(kernel_limits(limits)), plugin_(std::move(plugin)) {}
 
-  const std::string& plugin() const { return plugin_; }
-
   // body gets the loaded plugin; it returns "" when the case passed, else what differed.
   void run(std::string name, std::uint64_t seed,
            const std::function<std::string(const KernelPlugin&)>& body) {
