@@ -10,7 +10,7 @@
 #
 #   bench/gpu/run_device.sh [steps...]   steps: build test python sanitize cli sweep bench
 #                                        bench-backward decode ablation ncu levels train
-#                                        profile (default: all but profile)
+#                                        exercises profile (default: all but profile)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -22,7 +22,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test python sanitize cli sweep bench bench-backward decode ablation ncu levels train}
+STEPS=${*:-build test python sanitize cli sweep bench bench-backward decode ablation ncu levels train exercises}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -349,6 +349,49 @@ if want train; then
     status=1
     tail -20 "$BUILD.train.log"
     echo "flashlab's Python module did not build (see $BUILD.train.log): no training run"
+  fi
+fi
+
+if want exercises; then
+  step "the kernel exercises (21, 22, 23): the checker on the GPU, solutions and wrong kernels"
+  cmake --build "$BUILD" -j "$(nproc)" --target test_exercises_solutions test_exercises_wrong \
+        test_kernel_checker kernel_case flashlab || exit 1
+  # The solutions pass every case; each wrong kernel fails where it should, with its message
+  # checked (tests/lessons/test_kernel_checker.cpp); the checker itself through CPU stand-ins.
+  for t in test_exercises_solutions test_exercises_wrong test_kernel_checker; do
+    echo "--- $t"
+    "$BUILD/tests/lessons/$t" 2>&1 | tee -a "$OUT/exercises.log" | tail -3
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  done
+  # The students' skeletons, through the command: not written yet, said so on the GPU.
+  for n in 21 22 23; do
+    "$BUILD/lessons/app/flashlab" check $n --no-color > "$OUT/exercise_check_$n.log" 2>&1
+    grep -q "NOT WRITTEN YET" "$OUT/exercise_check_$n.log" && echo "flashlab check $n: not written yet, as it should" ||
+      { echo "flashlab check $n did not say NOT WRITTEN YET:"; cat "$OUT/exercise_check_$n.log"; status=1; }
+  done
+  # One case of each solution in a process of its own (kernel_case: nothing forked), under the
+  # sanitizers: all clean. Then exercise 22 with the barrier after the compute left out: a race
+  # racecheck must report.
+  solutions="$BUILD/lessons/exercises/libflashlab_exercise_solution_kernels.so"
+  race="$BUILD/tests/lessons/libflashlab_exercise_race_kernels.so"
+  for tool in memcheck racecheck synccheck; do
+    for n in 21 22 23; do
+      compute-sanitizer --tool $tool --error-exitcode 1 "$BUILD/tests/lessons/kernel_case" \
+        "$solutions" $n > "$BUILD.exercise$n.$tool.log" 2>&1 \
+        && echo "$tool, exercise $n's solution: clean" || { status=1; tail -20 "$BUILD.exercise$n.$tool.log"; }
+      cat "$BUILD.exercise$n.$tool.log" >> "$OUT/exercises_sanitizer.log"
+    done
+  done
+  compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/tests/lessons/kernel_case" \
+    "$race" 22 > "$BUILD.exercise22.race.log" 2>&1
+  race_status=$?
+  cat "$BUILD.exercise22.race.log" >> "$OUT/exercises_sanitizer.log"
+  grep -E "hazard|RACECHECK SUMMARY" "$BUILD.exercise22.race.log" | tail -3
+  if [[ $race_status -ne 0 ]] && grep -qE "RACECHECK SUMMARY: [1-9][0-9]* hazard" "$BUILD.exercise22.race.log"; then
+    echo "racecheck, exercise 22 without its second barrier: the race is reported, as it should"
+  else
+    echo "racecheck did not report the race of exercise 22 without its second barrier"
+    status=1
   fi
 fi
 exit $status

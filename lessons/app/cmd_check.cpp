@@ -1,5 +1,7 @@
 // `flashlab check N`: runs the student's exercise N (lessons/exercises/student/) against the
-// reference and reports each case. Exit status 0 when every case passes, 1 otherwise.
+// reference and reports each case; for a kernel exercise (21 and up) on the GPU, or, where
+// there is none, says that the kernel compiled and that running it needs one. Exit status 0
+// when every case passes, 1 otherwise.
 #include "checker.hpp"
 #include "commands.hpp"
 #include "kit/terminal.hpp"
@@ -25,6 +27,10 @@ int report(const exercises::CheckReport& r, const Style& style) {
   const auto& info = exercises::find_exercise(r.exercise);
   std::cout << fmt::format("Checking exercise {} ({}) in {}\n\n", r.exercise, info.title,
                            info.file);
+  if (!r.not_run.empty()) {
+    std::cout << paint(style, Tone::bad, "NOT RUN") << "  " << r.not_run << "\n";
+    return kCheckFailed;
+  }
   if (!r.not_written.empty()) {
     std::cout
         << paint(style, Tone::bad, "NOT WRITTEN YET") << "  " << r.not_written << "\n"
@@ -60,7 +66,11 @@ void add_check_command(CLI::App& app) {
       std::exit(status);
     }
   });
-  add_integer_option(cmd, "N", args.number, "The exercise: 1, 2, 3, 6 or 10", 0)->required();
+  add_integer_option(cmd, "N", args.number,
+                     "The exercise (`flashlab exercise` lists them: 1 to 10 on the CPU, 21 to 23 "
+                     "CUDA kernels)",
+                     0)
+      ->required();
   add_no_color_flag(cmd, args.no_colour);
 }
 

@@ -14,15 +14,19 @@ namespace flashlab::app {
 namespace {
 
 void show(const exercises::ExerciseInfo& e, const Style& style) {
+  const bool kernel = e.kind == exercises::ExerciseKind::kernel;
   std::cout << paint(style, Tone::heading, fmt::format("Exercise {}: {}", e.number, e.title))
             << "\n\n"
             << e.task << "\n\n"
             << fmt::format(
-                   "  the contract:  lessons/exercises/exercises.hpp\n"
+                   "  the contract:  {}\n"
                    "  your file:     {}\n"
                    "  the lesson:    flashlab lesson {}\n"
                    "  when done:     cmake --build build --target flashlab && flashlab check {}\n",
-                   e.file, e.number, e.number);
+                   e.contract, e.file, e.lesson, e.number);
+  if (kernel)
+    std::cout << "  runs on:       a CUDA GPU (fp32); the build compiles your kernel anywhere nvcc "
+                 "is\n";
 }
 
 struct ExerciseArgs {
@@ -37,9 +41,10 @@ void add_exercise_command(CLI::App& app) {
   auto& args = arguments_of<ExerciseArgs>(cmd, [](const ExerciseArgs& a) {
     const Style style = Style::for_stdout(a.no_colour);
     if (a.number) return show(exercises::find_exercise(*a.number), style);
-    Table t({"exercise", "what to write", "file"}, {false, true, true});
+    Table t({"exercise", "lesson", "what to write", "file"}, {false, false, true, true});
     for (const auto& e : exercises::all_exercises())
-      t.add({fmt::format("{}", e.number), std::string(e.title), std::string(e.file)});
+      t.add({fmt::format("{}", e.number), fmt::format("{}", e.lesson), std::string(e.title),
+             std::string(e.file)});
     t.print(std::cout, style, 0);
     std::cout << "\n`flashlab exercise N` shows one; `flashlab check N` checks your answer.\n";
   });

@@ -1,5 +1,7 @@
 #include "checker.hpp"
 
+#include "kernel_checker.hpp"
+
 #include "flashlab/cpu/decode.hpp"
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/naive.hpp"
@@ -29,25 +31,51 @@ constexpr double kTolerance = 1e-10;
 constexpr std::uint64_t kSeed = 2024;
 constexpr int kShownEntries = 4;
 
+constexpr std::string_view kContract = "lessons/exercises/exercises.hpp";
+constexpr auto kCpu = ExerciseKind::cpu;
+constexpr auto kKernel = ExerciseKind::kernel;
+
 constexpr std::array kExercises{
-    ExerciseInfo{1, "stable softmax", "lessons/exercises/student/ex01_stable_softmax.cpp",
+    ExerciseInfo{1, 1, kCpu, "stable softmax", "lessons/exercises/student/ex01_stable_softmax.cpp",
+                 kContract,
                  "Write stable_softmax(x): subtract the row max before exp, so that scores\n"
                  "of 1e300 give finite probabilities, and a row of all -inf gives zeros."},
-    ExerciseInfo{2, "merging two online-softmax states", "lessons/exercises/student/ex02_merge.cpp",
+    ExerciseInfo{2, 2, kCpu, "merging two online-softmax states",
+                 "lessons/exercises/student/ex02_merge.cpp", kContract,
                  "Write merge(a, b) for states (m, l, U): move both to the base\n"
                  "m = max(m_a, m_b) with alpha = exp(m_a - m), beta = exp(m_b - m), then add.\n"
                  "Empty states (m = -inf) must merge without NaN."},
-    ExerciseInfo{3, "one query tile of the tiled forward pass",
-                 "lessons/exercises/student/ex03_forward_query_tile.cpp",
+    ExerciseInfo{3, 3, kCpu, "one query tile of the tiled forward pass",
+                 "lessons/exercises/student/ex03_forward_query_tile.cpp", kContract,
                  "Write forward_query_tile(Q_i, K, V, Bc): sweep the KV tiles of Bc keys\n"
                  "keeping (m, l, U), then return O_i = U / l and L_i = m + log l."},
-    ExerciseInfo{6, "D and the score gradient of the backward pass",
-                 "lessons/exercises/student/ex06_backward.cpp",
+    ExerciseInfo{6, 6, kCpu, "D and the score gradient of the backward pass",
+                 "lessons/exercises/student/ex06_backward.cpp", kContract,
                  "Write compute_D(dO, O) = rowsum(dO o O) and\n"
                  "score_gradient(P, dP, D) = P o (dP - D)."},
-    ExerciseInfo{10, "split-KV decode", "lessons/exercises/student/ex10_decode.cpp",
+    ExerciseInfo{10, 10, kCpu, "split-KV decode", "lessons/exercises/student/ex10_decode.cpp",
+                 kContract,
                  "Write decode_split_kv(q, K, V, splits): one state per segment of keys,\n"
                  "merged, then o = U / l."},
+    ExerciseInfo{21, 3, kKernel, "CUDA: the online-softmax update in the scalar kernel",
+                 "lessons/exercises/student/ex21_scalar_update.cu",
+                 "lessons/exercises/kernels/ex21_scalar_forward.cuh",
+                 "Write online_softmax_update(state, sS_row, sV, d), the device function each\n"
+                 "thread of the scalar kernel calls once per KV tile: m' = max(m, rowmax S),\n"
+                 "alpha = exp(m - m'), W = exp(S - m'), l = alpha l + rowsum W,\n"
+                 "U = alpha U + W V, m = m'. A wholly masked tile leaves the state alone."},
+    ExerciseInfo{22, 8, kKernel, "CUDA: a tile loop double buffered with cp.async",
+                 "lessons/exercises/student/ex22_pipelined_loop.cu",
+                 "lessons/exercises/kernels/ex22_pipelined_forward.cuh",
+                 "Write kv_tile_loop(p): start the copies of KV tile j + 1 into the other SRAM\n"
+                 "stage, then compute tile j. You choose the order of load_tile_async,\n"
+                 "cp_async_commit, cp_async_wait<n>, __syncthreads and compute_tile."},
+    ExerciseInfo{23, 10, kKernel, "CUDA: the split-KV combine kernel",
+                 "lessons/exercises/student/ex23_combine.cu",
+                 "lessons/exercises/kernels/ex23_combine.cuh",
+                 "Write ex23_combine_kernel(a): one block per row merges the splits' (O_s, LSE_s)\n"
+                 "into LSE = log sum_s exp(LSE_s) and O = sum_s exp(LSE_s - LSE) O_s, with\n"
+                 "empty splits (LSE_s = -inf) and rows where every split is empty."},
 };
 
 std::string entries(const auto& v) {
@@ -263,23 +291,31 @@ void check_decode(const ExerciseSet& set, Cases& cases) {
 std::span<const ExerciseInfo> all_exercises() { return kExercises; }
 
 const ExerciseInfo& find_exercise(int number) {
-  for (const auto& e : kExercises)
-    if (e.number == number) return e;
+  std::string numbers;
+  for (std::size_t k = 0; k < kExercises.size(); ++k) {
+    if (kExercises[k].number == number) return kExercises[k];
+    numbers += fmt::format("{}{}", k == 0 ? "" : k + 1 == kExercises.size() ? " and " : ", ",
+                           kExercises[k].number);
+  }
   throw cpu::InvalidArgument(fmt::format(
-      "there is no exercise {}: the exercises are 1, 2, 3, 6 and 10 (one per lesson that has "
-      "one); `flashlab exercise N` shows one",
-      number));
+      "there is no exercise {}: the exercises are {} (a CPU exercise has its lesson's number, "
+      "a CUDA kernel exercise a number from 21); `flashlab exercise N` shows one",
+      number, numbers));
 }
 
 bool CheckReport::passed() const {
-  return not_written.empty() && !cases.empty() &&
+  return not_written.empty() && not_run.empty() && !cases.empty() &&
          std::all_of(cases.begin(), cases.end(), [](const CaseResult& c) { return c.passed; });
 }
 
 CheckReport check_exercise(int number, const ExerciseSet& set, const CaseLimits& limits) {
-  find_exercise(number);
+  const ExerciseInfo& info = find_exercise(number);
   validate(limits);
-  CheckReport report{number, {}, {}};
+  CheckReport report{number, {}, {}, {}};
+  if (info.kind == ExerciseKind::kernel) {
+    check_kernel_exercise(number, set.kernel_plugin, limits, report);
+    return report;
+  }
   Cases cases(report, limits);
   switch (number) {
     case 1: check_softmax(set, cases); break;

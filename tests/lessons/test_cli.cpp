@@ -61,7 +61,32 @@ TEST_CASE("flashlab check reports on the student's code, and fails unless every 
   }
   const auto missing = run_flashlab("check 5 2>&1");
   CHECK(missing.status == kUsageError);
-  CHECK(contains(missing.output, "the exercises are 1, 2, 3, 6 and 10"));
+  CHECK(contains(missing.output, "the exercises are 1, 2, 3, 6, 10, 21, 22 and 23"));
+}
+
+TEST_CASE("flashlab check on a kernel exercise: not run without a GPU, saying why, and checked with one") {
+  // In the repository the skeleton is unwritten; in a student's copy it may not be.
+  const auto run = run_flashlab("check 21 --no-color");
+  CHECK(contains(run.output, "lessons/exercises/student/ex21_scalar_update.cu"));
+  if (contains(run.output, "NOT RUN")) {
+    CHECK(run.status == 1);
+    CHECK((contains(run.output, "running it needs a CUDA GPU") ||
+           contains(run.output, "built without CUDA")));
+  } else if (contains(run.output, "NOT WRITTEN YET")) {  // a GPU is here: the skeleton ran
+    CHECK(run.status == 1);
+  } else {
+    CHECK(contains(run.output, "cases passed"));
+    CHECK((run.status == 0) == contains(run.output, "Well done"));
+  }
+  const auto shown = run_flashlab("exercise 22 --no-color");
+  REQUIRE(shown.status == 0);
+  CHECK(contains(shown.output, "lessons/exercises/kernels/ex22_pipelined_forward.cuh"));
+  CHECK(contains(shown.output, "lessons/exercises/student/ex22_pipelined_loop.cu"));
+  CHECK(contains(shown.output, "flashlab lesson 8"));
+  CHECK(contains(shown.output, "a CUDA GPU"));
+  const auto listed = run_flashlab("exercise --no-color");
+  REQUIRE(listed.status == 0);
+  CHECK(contains(listed.output, "ex23_combine.cu"));
 }
 
 TEST_CASE("every subcommand answers --help") {
