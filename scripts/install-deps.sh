@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ make pkg-config
+  ccache             # a compiler cache: the students' copy test rebuilds from it
   libeigen3-dev      # Eigen 3.4: the CPU reference's matrices
   doctest-dev        # the unit tests
   libcli11-dev       # the flashlab command line
