@@ -14,10 +14,6 @@ constexpr double kGiga = 1e9;
 constexpr Bytes kKB = 1024;  // NVIDIA's "KB" and "MB" of on-chip memory are KiB and MiB
 constexpr Bytes kMB = 1024 * kKB;
 
-// The SFU computes 16 exp2 per clock per SM on compute capability 8.0, 9.0 and 10.0
-// (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table).
-constexpr double kExpPerClockPerSm = 16;
-
 constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "a100",

@@ -11,6 +11,17 @@
 
 namespace flashlab::sim {
 
+// Per SM and per clock, the same on compute capability 8.0, 9.0 and 10.0 (CUDA C++
+// Programming Guide, "Arithmetic Instructions", the throughput table):
+// 32-bit floating-point add, multiply, multiply-add (the FMA units)...
+inline constexpr double kFp32FmaPerClockPerSm = 128;
+// ...and reciprocal, reciprocal square root, base-2 logarithm, base-2 exponential, sine,
+// cosine (the special-function unit, MUFU): an eighth of the FMA units' rate.
+inline constexpr double kExpPerClockPerSm = 16;
+// Shared memory: 32 banks of 4 bytes, each serving one 4-byte word per clock
+// (CUDA C++ Programming Guide, "Shared Memory" of each compute capability).
+inline constexpr double kSharedMemoryBytesPerClockPerSm = 32 * 4;
+
 struct HardwareProfile {
   std::string_view name;         // "h200", as the CLI's --profile takes it
   std::string_view description;  // the part and where its figures come from, in brief
