@@ -21,6 +21,14 @@ inline constexpr double kExpPerClockPerSm = 16;
 // Shared memory: 32 banks of 4 bytes, each serving one 4-byte word per clock
 // (CUDA C++ Programming Guide, "Shared Memory" of each compute capability).
 inline constexpr double kSharedMemoryBytesPerClockPerSm = 32 * 4;
+// The most registers one thread can have (CUDA C++ Programming Guide, "Technical
+// Specifications per Compute Capability": 255 for every compute capability since 3.5).
+inline constexpr int kMaxRegistersPerThread = 255;
+// Blackwell's tensor memory (compute capability 10.0; PTX ISA, "Tensor Memory" of the
+// tcgen05 instructions): per SM, 128 lanes x 512 columns of 32-bit cells, 256 KiB, where the
+// tensor cores write their accumulators instead of into registers.
+inline constexpr int kTensorMemoryLanes = 128;
+inline constexpr int kTensorMemoryColumns = 512;
 
 struct HardwareProfile {
   std::string_view name;         // "h200", as the CLI's --profile takes it
