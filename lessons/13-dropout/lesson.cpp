@@ -19,6 +19,8 @@ namespace flashlab::app {
 
 namespace {
 
+using cpu::Index;
+
 constexpr double kP = 0.25;  // the dropout probability of every step
 constexpr cpu::Dropout kDropout{.p = kP, .seed = 2026, .offset = 0};
 constexpr Index kMaskRows = 6, kMaskCols = 16;  // the mask printed in step 1
@@ -111,7 +113,7 @@ void replay(LessonContext& ctx) {
   cpu::AttentionOptions fwd_options, bwd_options;
   fwd_options.tiles = {16, 16};
   bwd_options.tiles = {32, 8};
-  const auto fwd = cpu::forward_q_outer<double>(p.Q, p.K, p.V, fwd_options, &mask);
+  const auto fwd = cpu::forward_q_outer<double>(p.Q, p.K, p.V, fwd_options, {}, &mask);
   const auto naive = cpu::naive_backward<double>(p.Q, p.K, p.V, p.dO, {}, &mask);
   const auto g = cpu::backward_kv_outer<double>(p.Q, p.K, p.V, fwd.O, fwd.L, p.dO, bwd_options, &mask);
   // The mistake: a backward that draws a different mask (here, the next offset).
@@ -143,7 +145,7 @@ void finite_differences(LessonContext& ctx) {
           "move when x does (it depends on positions only), so f is smooth in x.\n\n");
   auto p = make_problem(17, 23, 8, 14);
   const cpu::DropoutMask mask(kDropout);
-  const auto fwd = cpu::forward_q_outer<double>(p.Q, p.K, p.V, {}, &mask);
+  const auto fwd = cpu::forward_q_outer<double>(p.Q, p.K, p.V, {}, {}, &mask);
   const auto g = cpu::backward_kv_outer<double>(p.Q, p.K, p.V, fwd.O, fwd.L, p.dO, {}, &mask);
   constexpr double h = 1e-5;
   Table t({"tensor", "entries", "largest |gradient|", "max |backward - difference|"}, {true});
@@ -204,8 +206,7 @@ void on_a_gpu(LessonContext& ctx) {
   ctx.say("flashlab's CUDA kernels include the very header that states the rule\n"
           "(cpu_reference/include/flashlab/cpu/philox_rule.hpp: the Philox constants and the\n"
           "counter's layout), so the fa2 forward and both backward kernels draw the CPU\n"
-          "reference's mask bit for bit; the GPU tests compare the masks and the gradients.\n"
-          "Each thread computes one Philox call per four weights of its fragment, in registers.\n\n");
+          "reference's mask bit for bit; the GPU tests compare the masks and the gradients.\n\n");
 }
 
 }  // namespace
