@@ -51,7 +51,7 @@ float exp2_polynomial(float x, const std::vector<float>& coefficients) {
   if (x < kExp2PolyMinArgument) return 0.0f;  // flushed, and -inf (masked) on the way
   if (x >= kExp2PolyOverflow) return std::numeric_limits<float>::infinity();
   const float j = std::floor(x);
-  const float f = x - j;  // in [0, 1]: exact for |x| >= 1, rounded to 1 at worst above -1
+  const float f = x - j;          // in [0, 1]: exact for |x| >= 1, rounded to 1 at worst above -1
   float p = coefficients.back();  // Horner: one FMA per degree
   for (auto c = coefficients.rbegin() + 1; c != coefficients.rend(); ++c) p = std::fma(p, f, *c);
   // 2^j: add j to p's exponent field. p lies in [1, 2] and j in [-126, 127], so the result's

@@ -42,8 +42,8 @@ std::uint8_t encode_e4m3(float x) {
   // subnormals keep the spacing of the first normal binade.
   int frexp_exponent = 0;
   std::frexp(a, &frexp_exponent);  // a = f * 2^frexp_exponent, f in [0.5, 1)
-  const int k = a == 0 ? kE4m3MinNormalExponent
-                       : std::max(frexp_exponent - 1, kE4m3MinNormalExponent);
+  const int k =
+      a == 0 ? kE4m3MinNormalExponent : std::max(frexp_exponent - 1, kE4m3MinNormalExponent);
   const double spacing = std::ldexp(1.0, k - kE4m3MantissaBits);  // 2^(k-3)
   // q spacings: 8..16 in a normal binade (16 when rounding carries into the next binade),
   // 0..8 below 2^-6. The code counts values from zero, 8 per binade, so it is

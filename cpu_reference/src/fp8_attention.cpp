@@ -22,8 +22,9 @@ E4m3Blocks quantise_e4m3(const Matrix<float>& X, Index block_rows) {
     throw InvalidArgument(why.str());
   }
   if (!X.allFinite())
-    throw InvalidArgument("e4m3 quantisation of a matrix with an inf or NaN entry: the scale "
-                          "(the block's largest magnitude / 448) must be finite");
+    throw InvalidArgument(
+        "e4m3 quantisation of a matrix with an inf or NaN entry: the scale "
+        "(the block's largest magnitude / 448) must be finite");
   E4m3Blocks out{Matrix<float>(X.rows(), X.cols()), {}, block_rows};
   for (Index r0 = 0; r0 < X.rows(); r0 += block_rows) {
     const Index rows = std::min(block_rows, X.rows() - r0);

@@ -29,45 +29,50 @@ double matrix_flops_per_clock_per_sm(const sim::HardwareProfile& hw) {
 
 void the_bottleneck(LessonContext& ctx) {
   ctx.step("Why the exponential became the bottleneck");
-  ctx.print("Per score S_ij a forward pass does 4d matrix FLOPs (2d in Q K^T, 2d in P V) and one\n"
-            "exponential. Per SM and per clock the special-function unit (MUFU) computes {:.0f}\n"
-            "exponentials and the FMA units {:.0f} fp32 multiply-adds (the CUDA Programming\n"
-            "Guide's throughput table, the same on Hopper and Blackwell); the tensor cores'\n"
-            "rate is the profile's, divided by its SMs and clock. d = {:.0f}:\n\n",
-            sim::kExpPerClockPerSm, sim::kFp32FmaPerClockPerSm, kD);
+  ctx.print(
+      "Per score S_ij a forward pass does 4d matrix FLOPs (2d in Q K^T, 2d in P V) and one\n"
+      "exponential. Per SM and per clock the special-function unit (MUFU) computes {:.0f}\n"
+      "exponentials and the FMA units {:.0f} fp32 multiply-adds (the CUDA Programming\n"
+      "Guide's throughput table, the same on Hopper and Blackwell); the tensor cores'\n"
+      "rate is the profile's, divided by its SMs and clock. d = {:.0f}:\n\n",
+      sim::kExpPerClockPerSm, sim::kFp32FmaPerClockPerSm, kD);
   Table t({"GPU", "matrix FLOPs / clock / SM", "clocks per score: matrix", "clocks per score: exp",
            "exp / matrix"},
           {true});
   for (const char* name : {"h100", "b200"}) {
     const auto& hw = sim::find_profile(name);
-    const double matrix = 4 * kD / matrix_flops_per_clock_per_sm(hw), exp = 1 / sim::kExpPerClockPerSm;
+    const double matrix = 4 * kD / matrix_flops_per_clock_per_sm(hw),
+                 exp = 1 / sim::kExpPerClockPerSm;
     t.add({std::string(hw.name), num(matrix_flops_per_clock_per_sm(hw), 4), num(matrix, 3),
            num(exp, 3), fmt::format("{:.2f}", exp / matrix)});
   }
   ctx.table(t);
-  ctx.say("Blackwell doubled the tensor cores' rate per SM and kept the exponential's: at\n"
-          "d = 128 the exponentials now take as long as both products. Overlapping softmax\n"
-          "with the matmuls (lesson 8) no longer hides it; it has to get cheaper.\n\n");
+  ctx.say(
+      "Blackwell doubled the tensor cores' rate per SM and kept the exponential's: at\n"
+      "d = 128 the exponentials now take as long as both products. Overlapping softmax\n"
+      "with the matmuls (lesson 8) no longer hides it; it has to get cheaper.\n\n");
 }
 
 void the_polynomial(LessonContext& ctx) {
   ctx.step("2^x on the FMA units");
-  ctx.say("The softmax needs exp(S - m) = 2^((S - m) log2 e) with S - m <= 0. Range reduction\n"
-          "(Cody and Waite) writes x = j + f, j = floor(x), f in [0, 1):\n"
-          "  2^x = 2^j * 2^f,   2^f ~ p(f) = 1 + c1 f + c2 f^2 + c3 f^3   (Horner: 3 FMAs)\n"
-          "and 2^j is free: j is added to the exponent field of p's bits (an integer add of\n"
-          "j << 23). The coefficients below are fitted here by least squares of the relative\n"
-          "error on [0, 1], with p(0) = 1 so that x = 0, the row max's own weight, is exact.\n\n");
+  ctx.say(
+      "The softmax needs exp(S - m) = 2^((S - m) log2 e) with S - m <= 0. Range reduction\n"
+      "(Cody and Waite) writes x = j + f, j = floor(x), f in [0, 1):\n"
+      "  2^x = 2^j * 2^f,   2^f ~ p(f) = 1 + c1 f + c2 f^2 + c3 f^3   (Horner: 3 FMAs)\n"
+      "and 2^j is free: j is added to the exponent field of p's bits (an integer add of\n"
+      "j << 23). The coefficients below are fitted here by least squares of the relative\n"
+      "error on [0, 1], with p(0) = 1 so that x = 0, the row max's own weight, is exact.\n\n");
   const auto c3 = cpu::fit_exp2_polynomial(3);
   ctx.print("Degree 3: c1 = {}, c2 = {}, c3 = {}.\n", num(c3[1], 8), num(c3[2], 8), num(c3[3], 8));
   constexpr float x = -2.3f;
   const float j = std::floor(x), f = x - j;
   const float p = std::fma(std::fma(std::fma(c3[3], f, c3[2]), f, c3[1]), f, c3[0]);
-  ctx.print("x = {}: j = {}, f = {}, p(f) = {} (bits 0x{:08X}); adding j << 23 gives 0x{:08X} = {}\n"
-            "against 2^x = {}.\n\n",
-            num(x, 4), num(j), num(f, 8), num(p, 8), std::bit_cast<std::uint32_t>(p),
-            std::bit_cast<std::uint32_t>(cpu::exp2_polynomial(x, c3)),
-            num(cpu::exp2_polynomial(x, c3), 8), num(std::exp2(double(x)), 8));
+  ctx.print(
+      "x = {}: j = {}, f = {}, p(f) = {} (bits 0x{:08X}); adding j << 23 gives 0x{:08X} = {}\n"
+      "against 2^x = {}.\n\n",
+      num(x, 4), num(j), num(f, 8), num(p, 8), std::bit_cast<std::uint32_t>(p),
+      std::bit_cast<std::uint32_t>(cpu::exp2_polynomial(x, c3)),
+      num(cpu::exp2_polynomial(x, c3), 8), num(std::exp2(double(x)), 8));
 }
 
 struct Accuracy {
@@ -104,9 +109,10 @@ Accuracy accuracy(const std::vector<float>& c) {
 
 void how_accurate(LessonContext& ctx) {
   ctx.step("How accurate, in fp32 and after rounding to bf16");
-  ctx.say("Against std::exp2 (fp64, rounded to fp32), over x in [-126, 0] in steps of 126/2^20\n"
-          "and over [-1, 0] in steps of 2^-20. Then both results are rounded to bf16, as P is\n"
-          "before the P V product:\n\n");
+  ctx.say(
+      "Against std::exp2 (fp64, rounded to fp32), over x in [-126, 0] in steps of 126/2^20\n"
+      "and over [-1, 0] in steps of 2^-20. Then both results are rounded to bf16, as P is\n"
+      "before the P V product:\n\n");
   Table t({"degree", "max relative error", "max fp32 ulps", "bf16 results that differ",
            "max bf16 ulps"});
   Accuracy cubic;
@@ -117,11 +123,12 @@ void how_accurate(LessonContext& ctx) {
            fmt::format("{:.3f}%", 100 * a.bf16_differs), fmt::format("{}", a.bf16_ulps)});
   }
   ctx.table(t);
-  ctx.print("In fp32 the degree-3 polynomial is off by up to {} ulps: no replacement for exp2f.\n"
-            "But P is rounded to bf16 (7 mantissa bits) before the second product, and there\n"
-            "it gives the exact exponential's bf16 value for {:.1f}% of these x and is never more\n"
-            "than {} bf16 ulp off: a rounding that fell the other way.\n\n",
-            cubic.ulps, 100 * (1 - cubic.bf16_differs), cubic.bf16_ulps);
+  ctx.print(
+      "In fp32 the degree-3 polynomial is off by up to {} ulps: no replacement for exp2f.\n"
+      "But P is rounded to bf16 (7 mantissa bits) before the second product, and there\n"
+      "it gives the exact exponential's bf16 value for {:.1f}% of these x and is never more\n"
+      "than {} bf16 ulp off: a rounding that fell the other way.\n\n",
+      cubic.ulps, 100 * (1 - cubic.bf16_differs), cubic.bf16_ulps);
 }
 
 // FMA-unit instructions per score that the softmax issues anyway: x * scale - m * scale (one
@@ -133,14 +140,16 @@ constexpr double kRangeReductionOps = 2;
 void the_share(LessonContext& ctx) {
   ctx.step("How many exponentials to move off the MUFU");
   const double R = sim::kFp32FmaPerClockPerSm / sim::kExpPerClockPerSm;
-  ctx.print("A share s of the exponentials on the FMA units, the rest on the MUFU. Per score:\n"
-            "  MUFU: (1 - s) / {0:.0f} clocks;  FMA units: (b + s c) / {1:.0f} clocks,\n"
-            "b = {2:.0f} FMA-unit operations the softmax does anyway, c = degree + {3:.0f} per\n"
-            "emulated exponential (Horner's FMAs, the floor, the subtraction; the integer add\n"
-            "runs on the integer units). The two pipes run side by side, so the softmax takes\n"
-            "the longer of the two; they balance at s = (R - b) / (R + c), R = {1:.0f}/{0:.0f} = {4:.0f}.\n\n",
-            sim::kExpPerClockPerSm, sim::kFp32FmaPerClockPerSm, kSoftmaxFmaOpsPerScore,
-            kRangeReductionOps, R);
+  ctx.print(
+      "A share s of the exponentials on the FMA units, the rest on the MUFU. Per score:\n"
+      "  MUFU: (1 - s) / {0:.0f} clocks;  FMA units: (b + s c) / {1:.0f} clocks,\n"
+      "b = {2:.0f} FMA-unit operations the softmax does anyway, c = degree + {3:.0f} per\n"
+      "emulated exponential (Horner's FMAs, the floor, the subtraction; the integer add\n"
+      "runs on the integer units). The two pipes run side by side, so the softmax takes\n"
+      "the longer of the two; they balance at s = (R - b) / (R + c), R = {1:.0f}/{0:.0f} = "
+      "{4:.0f}.\n\n",
+      sim::kExpPerClockPerSm, sim::kFp32FmaPerClockPerSm, kSoftmaxFmaOpsPerScore,
+      kRangeReductionOps, R);
   const auto& b200 = sim::find_profile("b200");
   const double matrix = 4 * kD / matrix_flops_per_clock_per_sm(b200);
   Table t({"degree", "c", "share s", "clocks per score", "speed-up of exp", "vs matrix on b200"});
@@ -155,19 +164,21 @@ void the_share(LessonContext& ctx) {
            fmt::format("{:.2f}", clocks / matrix)});
   }
   ctx.table(t);
-  ctx.say("The model's share is an upper bound: the FMA units also convert P to bf16, rescale\n"
-          "and keep other work, and the polynomial's registers compete with the tiles'.\n"
-          "FlashAttention-4 emulates a smaller share and tunes it; the point stands: a few\n"
-          "exponentials in every row moved to the FMA units bring the softmax back under the\n"
-          "matrix time.\n\n");
+  ctx.say(
+      "The model's share is an upper bound: the FMA units also convert P to bf16, rescale\n"
+      "and keep other work, and the polynomial's registers compete with the tiles'.\n"
+      "FlashAttention-4 emulates a smaller share and tunes it; the point stands: a few\n"
+      "exponentials in every row moved to the FMA units bring the softmax back under the\n"
+      "matrix time.\n\n");
 }
 
 void tensor_memory(LessonContext& ctx) {
   ctx.step("Tensor memory: the accumulators leave the registers");
-  ctx.print("On Hopper the tensor cores' accumulators live in registers: a warpgroup (128\n"
-            "threads) that owns Br rows of S (Br x Bc) and of U (Br x d), fp32, holds\n"
-            "Br Bc / 128 + Br d / 128 registers per thread for them, out of {}.\n\n",
-            sim::kMaxRegistersPerThread);
+  ctx.print(
+      "On Hopper the tensor cores' accumulators live in registers: a warpgroup (128\n"
+      "threads) that owns Br rows of S (Br x Bc) and of U (Br x d), fp32, holds\n"
+      "Br Bc / 128 + Br d / 128 registers per thread for them, out of {}.\n\n",
+      sim::kMaxRegistersPerThread);
   constexpr double kThreads = 128, kBc = 128;
   Table t({"rows per warpgroup", "d", "S registers", "U registers", "S + U", "U bytes per thread"});
   for (const double Br : {64.0, 128.0})
@@ -177,24 +188,26 @@ void tensor_memory(LessonContext& ctx) {
     }
   ctx.table(t);
   const double tmem_kib = double(sim::kTensorMemoryLanes) * sim::kTensorMemoryColumns * 4 / 1024;
-  ctx.print("\nWhere S + U exceeds {} the tile cannot be held at all; well before that the\n"
-            "compiler spills. Blackwell's tensor memory ({} lanes x {} columns of 32 bits = {} KiB\n"
-            "per SM) takes the accumulators instead: a 128-row tile of S uses Bc columns and\n"
-            "one of U d columns. FlashAttention-4 keeps two query tiles of 128 rows, each with\n"
-            "S and U at Bc = d = 128: 2 x (128 + 128) = {} columns, all of it. The registers go\n"
-            "to the softmax, and a separate warpgroup rescales U in tensor memory.\n\n",
-            sim::kMaxRegistersPerThread, sim::kTensorMemoryLanes, sim::kTensorMemoryColumns,
-            tmem_kib, 2 * (128 + 128));
+  ctx.print(
+      "\nWhere S + U exceeds {} the tile cannot be held at all; well before that the\n"
+      "compiler spills. Blackwell's tensor memory ({} lanes x {} columns of 32 bits = {} KiB\n"
+      "per SM) takes the accumulators instead: a 128-row tile of S uses Bc columns and\n"
+      "one of U d columns. FlashAttention-4 keeps two query tiles of 128 rows, each with\n"
+      "S and U at Bc = d = 128: 2 x (128 + 128) = {} columns, all of it. The registers go\n"
+      "to the softmax, and a separate warpgroup rescales U in tensor memory.\n\n",
+      sim::kMaxRegistersPerThread, sim::kTensorMemoryLanes, sim::kTensorMemoryColumns, tmem_kib,
+      2 * (128 + 128));
 }
 
 void two_cta(LessonContext& ctx) {
   ctx.step("The 2-CTA backward: operands read once for two SMs");
-  ctx.say("Blackwell lets the two thread blocks (CTAs) of a pair of SMs issue one product\n"
-          "together: M = 256 rows, each CTA holding 128 rows of A and half of B's columns in\n"
-          "its shared memory. Each SM then reads its A and half of B, not all of B. The\n"
-          "backward's products (dV += P^T dO, dK += dS^T Q, ...) are the ones FlashAttention-4\n"
-          "pairs; it also regroups the gradient tiles so fewer dQ partial sums go through\n"
-          "global atomic adds. Per SM, one 128 x 128 x K product step with K = 128, bf16:\n\n");
+  ctx.say(
+      "Blackwell lets the two thread blocks (CTAs) of a pair of SMs issue one product\n"
+      "together: M = 256 rows, each CTA holding 128 rows of A and half of B's columns in\n"
+      "its shared memory. Each SM then reads its A and half of B, not all of B. The\n"
+      "backward's products (dV += P^T dO, dK += dS^T Q, ...) are the ones FlashAttention-4\n"
+      "pairs; it also regroups the gradient tiles so fewer dQ partial sums go through\n"
+      "global atomic adds. Per SM, one 128 x 128 x K product step with K = 128, bf16:\n\n");
   const auto& b200 = sim::find_profile("b200");
   constexpr double M = 128, N = 128, K = 128, kBf16 = 2;
   const double flops = 2 * M * N * K, mma_clocks = flops / matrix_flops_per_clock_per_sm(b200);
@@ -205,16 +218,18 @@ void two_cta(LessonContext& ctx) {
            num((a + b) / sim::kSharedMemoryBytesPerClockPerSm, 4), num(mma_clocks, 4)});
   }
   ctx.table(t);
-  ctx.print("\nShared memory serves {:.0f} bytes per clock per SM. Alone, the product's operands\n"
-            "take as long to read as the tensor cores take to multiply them; paired, a quarter\n"
-            "less, which leaves shared memory room for the backward's other reads.\n\n",
-            sim::kSharedMemoryBytesPerClockPerSm);
+  ctx.print(
+      "\nShared memory serves {:.0f} bytes per clock per SM. Alone, the product's operands\n"
+      "take as long to read as the tensor cores take to multiply them; paired, a quarter\n"
+      "less, which leaves shared memory room for the backward's other reads.\n\n",
+      sim::kSharedMemoryBytesPerClockPerSm);
 }
 
 void no_gpu(LessonContext& ctx) {
   ctx.step("On a GPU");
-  ctx.say("These are Blackwell features (tcgen05, tensor memory, CTA pairs); flashlab's kernels\n"
-          "target Hopper, so this lesson runs on the CPU and the profiles' figures only.\n\n");
+  ctx.say(
+      "These are Blackwell features (tcgen05, tensor memory, CTA pairs); flashlab's kernels\n"
+      "target Hopper, so this lesson runs on the CPU and the profiles' figures only.\n\n");
 }
 
 }  // namespace

@@ -109,8 +109,8 @@ TEST_CASE("e4m3: random floats round to the nearest value that a search finds") 
 }
 
 TEST_CASE("e4m3: 448 and beyond saturate to +-448, infinities too") {
-  for (const float x : {448.0f, 448.5f, 464.0f, 480.0f, 1e6f, 3e38f,
-                        std::numeric_limits<float>::infinity()}) {
+  for (const float x :
+       {448.0f, 448.5f, 464.0f, 480.0f, 1e6f, 3e38f, std::numeric_limits<float>::infinity()}) {
     CAPTURE(x);
     CHECK(encode_e4m3(x) == 0x7E);
     CHECK(encode_e4m3(-x) == 0xFE);

@@ -29,7 +29,8 @@ Matrix<double> reference(const Matrix<float>& Q, const Matrix<float>& K, const M
 struct Inputs {
   Matrix<float> Q, K, V;
 };
-Inputs with_outliers(Index n_q, Index n_k, Index d, Index outliers, float gain, std::mt19937_64& rng) {
+Inputs with_outliers(Index n_q, Index n_k, Index d, Index outliers, float gain,
+                     std::mt19937_64& rng) {
   Inputs in{random_matrix<float>(n_q, d, rng), random_matrix<float>(n_k, d, rng),
             random_matrix<float>(n_k, d, rng)};
   for (Index c = 0; c < outliers; ++c) {
@@ -41,7 +42,9 @@ Inputs with_outliers(Index n_q, Index n_k, Index d, Index outliers, float gain, 
 
 }  // namespace
 
-TEST_CASE("block quantisation: each block's largest magnitude lands on 448, the rest within half a spacing") {
+TEST_CASE(
+    "block quantisation: each block's largest magnitude lands on 448, the rest within half a "
+    "spacing") {
   std::mt19937_64 rng(flashlab::test::fresh_seed());
   for (const Index rows : {1, 17, 97}) {
     for (const Index block : {1, 16, 64, 1000}) {
@@ -59,7 +62,8 @@ TEST_CASE("block quantisation: each block's largest magnitude lands on 448, the 
         for (Index r = r0; r < r0 + n; ++r)
           for (Index c = 0; c < X.cols(); ++c) {
             const double x = X(r, c), err = std::fabs(back(r, c) - x);
-            CHECK(err <= std::max(kHalfSpacing * std::fabs(x), kSubnormalHalfSpacing * scale) * (1 + 1e-6));
+            CHECK(err <= std::max(kHalfSpacing * std::fabs(x), kSubnormalHalfSpacing * scale) *
+                             (1 + 1e-6));
             CHECK(round_to_e4m3(q.values(r, c)) == q.values(r, c));  // on the grid
           }
       }
@@ -85,7 +89,8 @@ TEST_CASE("the random Hadamard rotation is orthogonal and leaves Q K^T unchanged
     const Matrix<double> M = random_hadamard(d, rng());
     CHECK((M.transpose() * M - Matrix<double>::Identity(d, d)).cwiseAbs().maxCoeff() < 1e-14);
     CHECK((M.cwiseAbs().array() - 1 / std::sqrt(double(d))).abs().maxCoeff() < 1e-15);
-    const Matrix<double> Q = random_matrix<double>(17, d, rng), K = random_matrix<double>(13, d, rng);
+    const Matrix<double> Q = random_matrix<double>(17, d, rng),
+                         K = random_matrix<double>(13, d, rng);
     CHECK(((Q * M) * (K * M).transpose() - Q * K.transpose()).cwiseAbs().maxCoeff() < 1e-12);
   }
   // One large channel is spread evenly: every rotated entry has magnitude gain / sqrt(d).
@@ -95,7 +100,8 @@ TEST_CASE("the random Hadamard rotation is orthogonal and leaves Q K^T unchanged
   const Matrix<double> spread = e * random_hadamard(d, 5);
   CHECK((spread.cwiseAbs().array() - 100.0 / 8).abs().maxCoeff() < 1e-12);
   for (const Index bad : {0, 3, 96})
-    CHECK_THROWS_WITH_AS(random_hadamard(bad, 1), doctest::Contains("power of two"), InvalidArgument);
+    CHECK_THROWS_WITH_AS(random_hadamard(bad, 1), doctest::Contains("power of two"),
+                         InvalidArgument);
 }
 
 TEST_CASE("fp8 attention: within e4m3's rounding of fp64 at awkward sizes, every variant") {
@@ -108,9 +114,11 @@ TEST_CASE("fp8 attention: within e4m3's rounding of fp64 at awkward sizes, every
         CAPTURE(n_q);
         CAPTURE(n_k);
         CAPTURE(incoherent);
-        const Matrix<float> O = fp8_attention(
-            in.Q, in.K, in.V, {.scaling = scaling, .tiles = {16, 32}, .incoherent = incoherent,
-                               .hadamard_seed = rng()});
+        const Matrix<float> O = fp8_attention(in.Q, in.K, in.V,
+                                              {.scaling = scaling,
+                                               .tiles = {16, 32},
+                                               .incoherent = incoherent,
+                                               .hadamard_seed = rng()});
         REQUIRE(O.rows() == n_q);
         REQUIRE(O.allFinite());
         // Each of V and P's weights errs by at most 2^-4 of itself, and the scores' error
@@ -131,7 +139,8 @@ TEST_CASE("fp8 attention: with outlier channels, block scales and the rotation l
     return std::sqrt(e.squaredNorm() / double(e.size()));
   };
   const double baseline = rms({.scaling = Fp8Scaling::per_tensor});
-  const double both = rms({.scaling = Fp8Scaling::per_block, .incoherent = true, .hadamard_seed = rng()});
+  const double both =
+      rms({.scaling = Fp8Scaling::per_block, .incoherent = true, .hadamard_seed = rng()});
   CHECK(both < baseline);
 }
 

@@ -70,7 +70,8 @@ TEST_CASE("dropout lesson: one Philox call and the mask, from the rule's definit
     return cpu::philox4x32_10({col / 4, row, 0, 0}, key)[col % 4];
   };
   for (std::uint32_t c = 0; c < 4; ++c)
-    CHECK(contains(out, fmt::format("\n{}\t{}\t{}\n", c, word(0, c), word(0, c) >= threshold ? "yes" : "no")));
+    CHECK(contains(
+        out, fmt::format("\n{}\t{}\t{}\n", c, word(0, c), word(0, c) >= threshold ? "yes" : "no")));
   int kept = 0;
   for (std::uint32_t r = 0; r < 6; ++r) {
     std::string line = fmt::format("  row {}  ", r);
@@ -87,7 +88,8 @@ TEST_CASE("dropout lesson: the bytes of a stored mask at N = 8192, 32 heads") {
   const auto out = run_folder("13-dropout");
   constexpr double weights = 32.0 * 8192 * 8192, MiB = 1 << 20;
   CHECK(contains(out, fmt::format("\t{:.0f} MiB\t{:.0f} MiB\n", weights / MiB, 2 * weights / MiB)));
-  CHECK(contains(out, fmt::format("\t{:.0f} MiB\t{:.0f} MiB\n", weights / 8 / MiB, weights / 4 / MiB)));
+  CHECK(contains(out,
+                 fmt::format("\t{:.0f} MiB\t{:.0f} MiB\n", weights / 8 / MiB, weights / 4 / MiB)));
   CHECK(contains(out, "seed and offset\t12 bytes\t0\n"));  // a 64-bit seed and a 32-bit offset
 }
 
@@ -104,8 +106,8 @@ TEST_CASE("dropout lesson: the replay agrees, another offset does not, differenc
   for (const char* tensor : {"Q\t", "K\t", "V\t"}) {
     const auto row = row_of(out, tensor);
     REQUIRE(row.size() == 4);
-    CHECK(cell(row, 2) > 0.1);    // the gradient is not trivially zero
-    CHECK(cell(row, 3) < 1e-8);   // central differences with h = 1e-5: O(h^2) = 1e-10
+    CHECK(cell(row, 2) > 0.1);   // the gradient is not trivially zero
+    CHECK(cell(row, 3) < 1e-8);  // central differences with h = 1e-5: O(h^2) = 1e-10
   }
 }
 
@@ -178,8 +180,9 @@ TEST_CASE("fp8 lesson: the rotation and the per-tile scale do what the text says
   CHECK(cell(plain, 4) > 5);
   CHECK(cell(plain, 4) < 16);
   // Step 4 quotes the ratios of those cells.
-  CHECK(contains(out, fmt::format("errs {:.1f} times less than per-tensor FP8,\n{:.1f} times bf16's",
-                                  cell(base, 2) / cell(both, 2), cell(both, 2) / cell(bf16, 2))));
+  CHECK(
+      contains(out, fmt::format("errs {:.1f} times less than per-tensor FP8,\n{:.1f} times bf16's",
+                                cell(base, 2) / cell(both, 2), cell(both, 2) / cell(bf16, 2))));
 }
 
 namespace {
@@ -196,8 +199,9 @@ TEST_CASE("fa4 lesson: clocks per score, matrix against exponential, from the pr
   for (const char* name : {"h100", "b200"}) {
     const auto& hw = sim::find_profile(name);
     const double matrix = 4 * 128 / matrix_per_clock_per_sm(hw), exp = 1.0 / 16;
-    CHECK(contains(out, fmt::format("{}\t{}\t{}\t{}\t{:.2f}\n", name, num(matrix_per_clock_per_sm(hw), 4),
-                                    num(matrix, 3), num(exp, 3), exp / matrix)));
+    CHECK(contains(
+        out, fmt::format("{}\t{}\t{}\t{}\t{:.2f}\n", name, num(matrix_per_clock_per_sm(hw), 4),
+                         num(matrix, 3), num(exp, 3), exp / matrix)));
   }
 }
 
@@ -209,7 +213,8 @@ TEST_CASE("fa4 lesson: the worked 2^x and the exponent added as an integer") {
   const auto p_bits = std::bit_cast<std::uint32_t>(p);
   const std::uint32_t result_bits = p_bits - (3u << 23);  // j = -3 subtracted from the exponent
   CHECK(contains(out, fmt::format("gives 0x{:08X}", result_bits)));
-  CHECK(std::fabs(double(std::bit_cast<float>(result_bits)) - std::exp2(-2.3)) < 2e-4 * std::exp2(-2.3));
+  CHECK(std::fabs(double(std::bit_cast<float>(result_bits)) - std::exp2(-2.3)) <
+        2e-4 * std::exp2(-2.3));
   CHECK(contains(out, "against 2^x = " + num(std::exp2(double(-2.3f)), 8)));
 }
 
@@ -221,7 +226,7 @@ TEST_CASE("fa4 lesson: accuracy rows obey the fit's error; bf16 one ulp from deg
     REQUIRE(row.size() == 5);
     const double relative = cell(row, 1), ulps = cell(row, 2);
     CHECK(ulps <= 2 * relative * (1 << 23) * 1.01 + 4);  // e m 2^23 ulps, m < 2
-    CHECK(ulps >= relative * (1 << 23) / 2);            // and not far below it
+    CHECK(ulps >= relative * (1 << 23) / 2);             // and not far below it
     CHECK(cell(row, 4) == 1);
   }
 }
@@ -248,7 +253,7 @@ TEST_CASE("fa4 lesson: the balanced share minimises the slower of the two pipes"
       if (line.rfind(fmt::format("{}\t", degree), 0) == 0 && ++seen == 2) row = row_of(line, line);
     REQUIRE(row.size() == 6);
     CHECK(cell(row, 1) == c);
-    CHECK(std::fabs(cell(row, 2) / 100 - lo) <= 0.005);  // printed as a whole percentage
+    CHECK(std::fabs(cell(row, 2) / 100 - lo) <= 0.005);             // printed as a whole percentage
     CHECK(cell(row, 3) == doctest::Approx(clocks).epsilon(0.002));  // 3 significant digits
     CHECK(cell(row, 4) == doctest::Approx(1.0 / 16 / clocks).epsilon(0.005));
   }
@@ -264,5 +269,6 @@ TEST_CASE("fa4 lesson: registers for S and U, tensor memory filled, 2-CTA operan
   const auto& b200 = sim::find_profile("b200");
   const double mma = 2.0 * 128 * 128 * 128 / matrix_per_clock_per_sm(b200);
   CHECK(contains(out, fmt::format("one CTA (M = 128)\t32768\t32768\t512\t{}\n", num(mma, 4))));
-  CHECK(contains(out, fmt::format("2-CTA (M = 256 over two SMs)\t32768\t16384\t384\t{}\n", num(mma, 4))));
+  CHECK(contains(
+      out, fmt::format("2-CTA (M = 256 over two SMs)\t32768\t16384\t384\t{}\n", num(mma, 4))));
 }

@@ -19,7 +19,7 @@
 
 namespace flashlab::cpu {
 
-inline constexpr int kFloatMantissaBits = 23;          // where the exponent field starts
+inline constexpr int kFloatMantissaBits = 23;           // where the exponent field starts
 inline constexpr float kExp2PolyMinArgument = -126.0f;  // 2^-126, the smallest normal float
 inline constexpr float kExp2PolyOverflow = 128.0f;      // 2^128 does not fit a float
 inline constexpr int kExp2PolyMaxDegree = 7;

@@ -18,11 +18,11 @@
 
 namespace flashlab::cpu {
 
-inline constexpr float kE4m3Max = 448.0f;                // 1.75 * 2^8, code 0x7E
+inline constexpr float kE4m3Max = 448.0f;  // 1.75 * 2^8, code 0x7E
 inline constexpr int kE4m3MantissaBits = 3;
 inline constexpr int kE4m3Bias = 7;
 inline constexpr int kE4m3MinNormalExponent = 1 - kE4m3Bias;  // 2^-6, code 0x08
-inline constexpr std::uint8_t kE4m3NaN = 0x7F;           // s 1111 111 (and 0xFF)
+inline constexpr std::uint8_t kE4m3NaN = 0x7F;                // s 1111 111 (and 0xFF)
 inline constexpr std::uint8_t kE4m3SignBit = 0x80;
 
 // The value of an e4m3 code (NaN for 0x7F and 0xFF). Exact: every e4m3 value is a float.

@@ -42,8 +42,8 @@ enum class Fp8Scaling { per_tensor, per_block };
 
 struct Fp8Options {
   Fp8Scaling scaling = Fp8Scaling::per_block;
-  TileSizes tiles{128, 128};     // the scale blocks under per_block: Br rows of Q, Bc of K, V
-  bool incoherent = false;       // rotate Q and K by random_hadamard(d, seed) first
+  TileSizes tiles{128, 128};  // the scale blocks under per_block: Br rows of Q, Bc of K, V
+  bool incoherent = false;    // rotate Q and K by random_hadamard(d, seed) first
   std::uint64_t hadamard_seed = 0;
 };
 
