@@ -50,7 +50,8 @@ void the_bottleneck(LessonContext& ctx) {
   ctx.say(
       "Blackwell doubled the tensor cores' rate per SM and kept the exponential's: at\n"
       "d = 128 the exponentials now take as long as both products. Overlapping softmax\n"
-      "with the matmuls (lesson 8) no longer hides it; it has to get cheaper.\n\n");
+      "with the matmuls (lesson 8) hides it at best exactly, with no room to spare: it has\n"
+      "to get cheaper.\n\n");
 }
 
 void the_polynomial(LessonContext& ctx) {
@@ -204,10 +205,11 @@ void two_cta(LessonContext& ctx) {
   ctx.say(
       "Blackwell lets the two thread blocks (CTAs) of a pair of SMs issue one product\n"
       "together: M = 256 rows, each CTA holding 128 rows of A and half of B's columns in\n"
-      "its shared memory. Each SM then reads its A and half of B, not all of B. The\n"
-      "backward's products (dV += P^T dO, dK += dS^T Q, ...) are the ones FlashAttention-4\n"
-      "pairs; it also regroups the gradient tiles so fewer dQ partial sums go through\n"
-      "global atomic adds. Per SM, one 128 x 128 x K product step with K = 128, bf16:\n\n");
+      "its shared memory. Each SM then reads its A and half of B, not all of B.\n"
+      "FlashAttention-4 pairs CTAs this way in its backward pass, where five products per\n"
+      "tile pull on shared memory, and regroups the gradient tiles so that fewer dQ partial\n"
+      "sums go through global atomic adds. Per SM, one 128 x 128 x K product step with\n"
+      "K = 128, bf16:\n\n");
   const auto& b200 = sim::find_profile("b200");
   constexpr double M = 128, N = 128, K = 128, kBf16 = 2;
   const double flops = 2 * M * N * K, mma_clocks = flops / matrix_flops_per_clock_per_sm(b200);
