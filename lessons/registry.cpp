@@ -19,6 +19,10 @@ void run_lesson_09(LessonContext&);
 void run_lesson_10(LessonContext&);
 void run_lesson_11(LessonContext&);
 void run_lesson_12(LessonContext&);
+// The numerical chapters: dropout, FP8, FlashAttention-4's exponential.
+void run_lesson_13(LessonContext&);
+void run_lesson_14(LessonContext&);
+void run_lesson_15(LessonContext&);
 
 namespace {
 
@@ -62,6 +66,15 @@ constexpr std::array kLessons{
     LessonInfo{12, "12-occupancy", "Registers, occupancy and the grid",
                "255 registers, 2 blocks per SM, what that costs; blocks over query tiles",
                run_lesson_12},
+    LessonInfo{13, "13-dropout", "Dropout without a stored mask",
+               "the Philox rule, the bytes a mask would cost, the backward's replay, E[O] kept",
+               run_lesson_13},
+    LessonInfo{14, "14-fp8", "FlashAttention-3's FP8",
+               "the e4m3 grid, one scale per tile, the Hadamard rotation, errors against bf16",
+               run_lesson_14},
+    LessonInfo{15, "15-fa4-exponential", "FlashAttention-4's exponential and tensor memory",
+               "2^x as a polynomial on the FMA units, the share moved off the MUFU, TMEM, 2-CTA",
+               run_lesson_15},
 };
 
 }  // namespace

@@ -14,10 +14,6 @@ constexpr double kGiga = 1e9;
 constexpr Bytes kKB = 1024;  // NVIDIA's "KB" and "MB" of on-chip memory are KiB and MiB
 constexpr Bytes kMB = 1024 * kKB;
 
-// The SFU computes 16 exp2 per clock per SM on compute capability 8.0, 9.0 and 10.0
-// (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table).
-constexpr double kExpPerClockPerSm = 16;
-
 // CUDA C++ Programming Guide, technical specifications per compute capability: 64 K
 // registers per SM, at most 255 per thread, given to warps in units of 256; 2048 threads and
 // 32 blocks per SM; 4 warp schedulers; 1 KB of shared memory reserved per block. Compute
@@ -26,7 +22,7 @@ constexpr double kExpPerClockPerSm = 16;
 constexpr SmLimits sm_limits(Bytes shared_bytes) {
   return {.registers = 64 * 1024,
           .register_granule = 256,
-          .max_registers_per_thread = 255,
+          .max_registers_per_thread = kMaxRegistersPerThread,
           .max_threads = 2048,
           .max_blocks = 32,
           .schedulers = 4,

@@ -11,6 +11,25 @@
 
 namespace flashlab::sim {
 
+// Per SM and per clock, the same on compute capability 8.0, 9.0 and 10.0 (CUDA C++
+// Programming Guide, "Arithmetic Instructions", the throughput table):
+// 32-bit floating-point add, multiply, multiply-add (the FMA units)...
+inline constexpr double kFp32FmaPerClockPerSm = 128;
+// ...and reciprocal, reciprocal square root, base-2 logarithm, base-2 exponential, sine,
+// cosine (the special-function unit, MUFU): an eighth of the FMA units' rate.
+inline constexpr double kExpPerClockPerSm = 16;
+// Shared memory: 32 banks of 4 bytes, each serving one 4-byte word per clock
+// (CUDA C++ Programming Guide, "Shared Memory" of each compute capability).
+inline constexpr double kSharedMemoryBytesPerClockPerSm = 32 * 4;
+// The most registers one thread can have (CUDA C++ Programming Guide, "Technical
+// Specifications per Compute Capability": 255 for every compute capability since 3.5).
+inline constexpr int kMaxRegistersPerThread = 255;
+// Blackwell's tensor memory (compute capability 10.0; PTX ISA, "Tensor Memory" of the
+// tcgen05 instructions): per SM, 128 lanes x 512 columns of 32-bit cells, 256 KiB, where the
+// tensor cores write their accumulators instead of into registers.
+inline constexpr int kTensorMemoryLanes = 128;
+inline constexpr int kTensorMemoryColumns = 512;
+
 // What one SM holds at once: the limits that decide how many blocks of a kernel are resident
 // together (CUDA C++ Programming Guide, the technical specifications per compute capability).
 struct SmLimits {
