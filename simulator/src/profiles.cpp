@@ -18,6 +18,13 @@ constexpr Bytes kMB = 1024 * kKB;
 // (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table).
 constexpr double kExpPerClockPerSm = 16;
 
+// The L2's read bandwidth to the SMs: 5120 bytes per clock on the A100 (NVIDIA A100 Tensor
+// Core GPU Architecture whitepaper, table "A100 vs V100": "L2 Cache Read Bandwidth 5120
+// Bytes/clk"). NVIDIA gives no such figure for Hopper or Blackwell; their profiles assume the
+// same bytes per clock at their own clock, an estimate until a device run measures it (a
+// kernel that reads an L2-resident buffer over and over).
+constexpr double kL2BytesPerClock = 5120;
+
 constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "a100",
@@ -28,7 +35,8 @@ constexpr std::array kProfiles = {
         .l2_bytes = 40 * kMB,        // A100 whitepaper: 40 MB L2
         .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
         .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
-        .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga},  // 1410 MHz boost (whitepaper)
+        .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga,  // 1410 MHz boost (whitepaper)
+        .l2_bytes_per_s = kL2BytesPerClock * 1.41 * kGiga},
     HardwareProfile{
         .name = "h100",
         .description = "NVIDIA H100 SXM5 80GB (datasheet figures)",
@@ -45,7 +53,8 @@ constexpr std::array kProfiles = {
         .matrix_flops_per_s = 989 * kTera,
         // FlashAttention-3 (Shah et al., 2024): "989 TFLOPS of FP16 matmul but only 3.9
         // TFLOPS of special functions" on the H100 SXM5.
-        .exp_per_s = 3.9 * kTera},
+        .exp_per_s = 3.9 * kTera,
+        .l2_bytes_per_s = kL2BytesPerClock * 1.98 * kGiga},  // an estimate; 1980 MHz boost
     HardwareProfile{
         .name = "h200",
         .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
@@ -62,7 +71,9 @@ constexpr std::array kProfiles = {
         // Measured bf16 GEMM 8192^3 through cuBLAS (ANCHORS.md); the datasheet says 989
         // TFLOPS dense, as the H100.
         .matrix_flops_per_s = 686 * kTera,
-        .exp_per_s = 3.9 * kTera},   // the same GH100 chip as the H100 SXM5 (FlashAttention-3)
+        .exp_per_s = 3.9 * kTera,   // the same GH100 chip as the H100 SXM5 (FlashAttention-3)
+        // An estimate, as the H100's: 1980 MHz is the H200's highest clock (nvidia-smi).
+        .l2_bytes_per_s = kL2BytesPerClock * 1.98 * kGiga},
     HardwareProfile{
         .name = "b200",
         .description = "NVIDIA B200 (datasheet figures; exp throughput estimated)",
@@ -80,7 +91,8 @@ constexpr std::array kProfiles = {
         .matrix_flops_per_s = 2250 * kTera,
         // An estimate: 16 per clock per SM x 148 SMs x about 1.9 GHz, a boost clock that
         // NVIDIA's datasheet does not state.
-        .exp_per_s = kExpPerClockPerSm * 148 * 1.9 * kGiga},
+        .exp_per_s = kExpPerClockPerSm * 148 * 1.9 * kGiga,
+        .l2_bytes_per_s = kL2BytesPerClock * 1.9 * kGiga},  // an estimate, as the H100's
 };
 
 }  // namespace
