@@ -65,5 +65,4 @@ double predicted_tflops(const tl::Switches& s, const tl::StageTimes& t,
   return block_flops / block_s * p.sm_count * busy / 1e12;
 }
 
-
 }  // namespace flashlab::app::lesson08

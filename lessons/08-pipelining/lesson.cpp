@@ -50,7 +50,8 @@ void tasks_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardware
       "share of the SM (the profile's figure), not at HBM's {:.2f} TB/s share, which the\n"
       "DRAM misses alone would need {:.3f} us for.\n\n",
       sim::format_bytes(double(p.l2_bytes)), 100 * dram_share, p.l2_bytes_per_s / 1e12,
-      p.hbm_bytes_per_s / 1e12, dram_share * double(tile_bytes) / (p.hbm_bytes_per_s / p.sm_count) * 1e6);
+      p.hbm_bytes_per_s / 1e12,
+      dram_share * double(tile_bytes) / (p.hbm_bytes_per_s / p.sm_count) * 1e6);
 }
 
 void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::HardwareProfile& p) {
@@ -75,27 +76,30 @@ void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardw
 }
 
 void disagreement_step(LessonContext& ctx) {
-  ctx.step("Where the model and the H200 disagree");
+  ctx.step("Where the model and the H200 disagree, and why");
   ctx.say(
-      "- The level. The model's block keeps the tensor cores busy most of the time and predicts\n"
-      "  several hundred TFLOP/s; the kernel reaches about 250. Nsight Compute on the kernel\n"
-      "  (bench/gpu/NOTES.md) shows the tensor pipe active 27% of the time and warps stalled on\n"
+      "- The level. The model's block keeps the tensor cores busy nearly all the time and\n"
+      "  predicts over 600 TFLOP/s; the kernel reaches about 250. Nsight Compute on the kernel\n"
+      "  (bench/gpu/NOTES.md) finds the tensor pipe active 27% of the time and warps stalled on\n"
       "  fixed-latency dependencies (`wait`) 34%: the consumers' own instructions (the softmax's\n"
-      "  max, sums, scaling and conversions, the masks, the register moves around each wgmma)\n"
-      "  are the limit, and the model has no such cost: its softmax is exps alone. So read the\n"
-      "  ratios, not the TFLOP/s.\n"
-      "- One stage. Both agree it is the costliest switch: with one K and one V buffer the load\n"
-      "  of tile j + 1 cannot start before tile j's product is done, so the copy time adds to\n"
-      "  every tile. A third stage buys nothing in either: two already hide the loads.\n"
-      "- Intra-warpgroup overlap. Both find it helps (the softmax of S_j runs under W_(j-1) V_(j-1)).\n"
-      "- Ping-pong. The model, like the H200, finds it worth little here: without turns the two\n"
-      "  consumers fall out of step by themselves, and one's softmax already runs under the\n"
-      "  other's products. FlashAttention-3 gains more from it at larger tiles and on a kernel\n"
-      "  whose tensor cores are the limit, which this one is not yet.\n"
+      "  maxima, sums, scaling and conversions, the masks, the waits around each wgmma) are the\n"
+      "  limit, and the model has no such cost: its softmax is its exps alone. Read the ratios.\n"
+      "- One stage. Both find it the costliest switch: with one K and one V buffer the load of\n"
+      "  tile j + 1 cannot start before both consumers are done with tile j, so the load's time\n"
+      "  is exposed at every tile. The model's loss is larger than the measured one: in the\n"
+      "  model nothing else is slow, so the exposed load is a larger share of the tile.\n"
+      "- A third stage buys nothing in either: two stages already hide the loads.\n"
+      "- Ping-pong and intra-warpgroup overlap. The model finds them worth nothing here: with two\n"
+      "  consumers, one's softmax runs while the other's products occupy the tensor cores, turns\n"
+      "  or not, and the exp unit has time to spare (it is busy about a third of the time). The\n"
+      "  H200 agrees on ping-pong and gains 3% from intra-warpgroup overlap: the overlap also\n"
+      "  hides the wait for S_j's product behind the softmax's other instructions, which the\n"
+      "  model leaves out. FlashAttention-3 gains more from both where the softmax costs as\n"
+      "  much as the products (exercise 2), and on kernels that keep the tensor cores busy.\n"
       "- Warp specialisation. The model sees only that consumer 0 must wait, before it refills a\n"
-      "  buffer, for consumer 1 to release it; the H200 loses more (10%): there consumer 0's\n"
-      "  warp also spends its own issue slots on the copies and the barrier waits, and the\n"
-      "  registers are not moved from a producer to the consumers. Neither is in the model.\n\n");
+      "  buffer, for consumer 1 to release it; the H200 loses 10% without it: there consumer 0\n"
+      "  also spends its own issue slots on the copies and the barrier waits, and nobody hands\n"
+      "  the consumers the producer's registers. Neither is in the model.\n\n");
 }
 
 void pictures(LessonContext& ctx, const tl::StageTimes& t) {

@@ -16,8 +16,8 @@ struct MeasuredShape {
   Index N, d, batch, heads;
   std::string_view date, source;
 };
-inline constexpr MeasuredShape kMeasuredShape{8192, 128, 2, 16, "2026-12-01",
-                                              "bench/gpu/NOTES.md (bench.py --ablation)"};
+inline constexpr MeasuredShape kMeasuredShape{
+    8192, 128, 2, 16, "2026-12-01", "bench/gpu/NOTES.md (bench.py --ablation)"};
 
 struct MeasuredRun {
   std::string_view name;  // what moved away from the default

@@ -51,8 +51,8 @@ void run(std::vector<Task>& tasks) {
       for (const int dep : *deps)
         if (dep < 0 || std::size_t(dep) >= tasks.size() || std::size_t(dep) == k)
           throw cpu::InvalidArgument(
-              fmt::format("task {} depends on task {}, which is not another task of the {}", k,
-                          dep, tasks.size()));
+              fmt::format("task {} depends on task {}, which is not another task of the {}", k, dep,
+                          tasks.size()));
     queue[t.program].push_back(int(k));
   }
   std::vector<bool> done(tasks.size(), false);
@@ -123,8 +123,12 @@ class Builder {
     const auto it = index_.find({int(kind), group, tile});
     return it == index_.end() ? -1 : it->second;
   }
-  void after(int task, std::initializer_list<int> deps) { push(tasks_[std::size_t(task)].after, deps); }
-  void turn(int task, std::initializer_list<int> deps) { push(tasks_[std::size_t(task)].turn, deps); }
+  void after(int task, std::initializer_list<int> deps) {
+    push(tasks_[std::size_t(task)].after, deps);
+  }
+  void turn(int task, std::initializer_list<int> deps) {
+    push(tasks_[std::size_t(task)].turn, deps);
+  }
   std::vector<Task> take() { return std::move(tasks_); }
 
  private:
@@ -212,8 +216,10 @@ void dependencies(Builder& b, const Switches& s, Index n) {
 
 std::vector<Task> schedule(const Switches& s, const StageTimes& t, Index n) {
   if (s.stages < 1)
-    throw cpu::InvalidArgument(fmt::format("a pipeline needs at least one stage, got {}", s.stages));
-  if (n < 1) throw cpu::InvalidArgument(fmt::format("a block needs at least one KV tile, got {}", n));
+    throw cpu::InvalidArgument(
+        fmt::format("a pipeline needs at least one stage, got {}", s.stages));
+  if (n < 1)
+    throw cpu::InvalidArgument(fmt::format("a block needs at least one KV tile, got {}", n));
   Builder b(t);
   if (s.warp_specialized)
     for (Index j = 0; j < n; ++j) {

@@ -38,12 +38,12 @@ inline constexpr int kProducer = 2;   // the producer's program (warp specialisa
 struct Task {
   Kind kind;
   Unit unit;
-  int program = 0;          // 0 or 1: a consumer; kProducer: the producer
-  int group = 0;            // the consumer whose rows it serves (loads: 0)
-  Index tile = 0;           // the KV tile j
+  int program = 0;  // 0 or 1: a consumer; kProducer: the producer
+  int group = 0;    // the consumer whose rows it serves (loads: 0)
+  Index tile = 0;   // the KV tile j
   double seconds = 0;
-  std::vector<int> after;   // tasks that must have finished first (indices into the schedule)
-  std::vector<int> turn;    // tasks that must have been issued first (ping-pong's turns)
+  std::vector<int> after;  // tasks that must have finished first (indices into the schedule)
+  std::vector<int> turn;   // tasks that must have been issued first (ping-pong's turns)
   double issue = 0, start = 0, end = 0;  // filled in by run()
 };
 

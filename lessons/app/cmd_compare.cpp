@@ -230,7 +230,8 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "what reaches DRAM past a {} LRU L2 (dram__bytes_read/write): for fa2 and fa3 their\n"
       "whole grid ({} SMs, blocks in waves; N_q = N_k only) through the L2's {} partitions, K\n"
       "and V held in each, the DRAM writes those made while it ran and apart what it leaves\n"
-      "dirty; for the others one head run as one SM would. lts__t_bytes, at the L2 slices, sits lower: Hopper\n"
+      "dirty; for the others one head run as one SM would. lts__t_bytes, at the L2 slices, sits "
+      "lower: Hopper\n"
       "merges simultaneous requests of several SMs for the same sectors before they reach\n"
       "the slices.\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
@@ -335,8 +336,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--plot", args.plot,
                   "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");
   add_compare_pass_options(cmd, args.pass);
-  cmd->add_option("--gpu-only", args.gpu_only,
-                  "Run one GPU kernel (or, with --pass, that pass) once and print nothing (used under ncu)")
+  cmd->add_option(
+         "--gpu-only", args.gpu_only,
+         "Run one GPU kernel (or, with --pass, that pass) once and print nothing (used under ncu)")
       ->group("");
 }
 

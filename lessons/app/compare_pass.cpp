@@ -36,8 +36,8 @@ namespace {
 constexpr cpu::Index kMaxHeads = 1024;
 
 // compare's options that only its forward comparison takes, and those only one pass takes.
-constexpr std::array<std::string_view, 5> kForwardOnly = {"--kernels", "--sweep", "--csv",
-                                                          "--plot", "--large"};
+constexpr std::array<std::string_view, 5> kForwardOnly = {"--kernels", "--sweep", "--csv", "--plot",
+                                                          "--large"};
 constexpr std::array<std::string_view, 5> kPassOptions = {
     "--batch", "--kv-heads", "--deterministic", "--splits", "--page-size"};
 struct PassOption {
@@ -139,18 +139,33 @@ std::vector<std::string> gpu_only_command(Pass pass, const ComparePassArgs& a,
                                           const CompareProblem& p) {
   const std::string name(to_string(pass));
   std::vector<std::string> argv{fmt::format("/proc/{}/exe", getpid()),
-                                "compare", "--pass", name, "--gpu-only", name,
-                                "--n", std::to_string(p.n), "--n-q", std::to_string(p.n_q),
-                                "--d", std::to_string(p.d), "--heads", std::to_string(p.heads),
-                                "--kv-heads", std::to_string(a.kv_heads),
-                                "--batch", std::to_string(a.batch), "--dtype", p.dtype,
-                                "--seed", std::to_string(p.seed)};
+                                "compare",
+                                "--pass",
+                                name,
+                                "--gpu-only",
+                                name,
+                                "--n",
+                                std::to_string(p.n),
+                                "--n-q",
+                                std::to_string(p.n_q),
+                                "--d",
+                                std::to_string(p.d),
+                                "--heads",
+                                std::to_string(p.heads),
+                                "--kv-heads",
+                                std::to_string(a.kv_heads),
+                                "--batch",
+                                std::to_string(a.batch),
+                                "--dtype",
+                                p.dtype,
+                                "--seed",
+                                std::to_string(p.seed)};
   if (pass == Pass::backward) {
     if (p.causal) argv.push_back("--causal");
     if (a.deterministic) argv.push_back("--deterministic");
   } else {
-    argv.insert(argv.end(), {"--splits", std::to_string(a.splits), "--page-size",
-                             std::to_string(a.page_size)});
+    argv.insert(argv.end(),
+                {"--splits", std::to_string(a.splits), "--page-size", std::to_string(a.page_size)});
   }
   return argv;
 }
@@ -265,9 +280,7 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
           a.batch, p.n, p.heads, kv_heads, run.n_q, run.n_q > 1 ? "s" : "", p.d, p.dtype,
           run.splits, run.page_size > 0 ? fmt::format("pages of {}", run.page_size) : "contiguous");
     prediction = predict(run);
-    run_pass = [run, &p](int warmups, int repeats) {
-      return run_decode(run, p, warmups, repeats);
-    };
+    run_pass = [run, &p](int warmups, int repeats) { return run_decode(run, p, warmups, repeats); };
   }
   if (quiet) {
     run_pass(/*warmups=*/0, /*repeats=*/1);
@@ -275,11 +288,11 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   }
   const GpuStatus status = gpu_status();
   std::cout << "GPU: " << status.description << "\n";
-  Table table({"executor", "time", "bytes predicted", "bytes measured",
-               "SM read: measured/predicted"},
-              {true, true, true, true, false});
-  for (const Row& r : {simulator_row(prediction),
-                       gpu_pass_row(pass, resolved, p, status, prediction, run_pass)})
+  Table table(
+      {"executor", "time", "bytes predicted", "bytes measured", "SM read: measured/predicted"},
+      {true, true, true, true, false});
+  for (const Row& r :
+       {simulator_row(prediction), gpu_pass_row(pass, resolved, p, status, prediction, run_pass)})
     table.add({r.executor, r.time, r.predicted, r.measured, r.ratio});
   table.print(std::cout, Style::for_stdout(p.no_colour));
   if (prediction.report)

@@ -237,7 +237,7 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
                               .n_q = n_q,
                               .n_k = n,
                               .d = d,
-                              .causal = !causal     ? cpu::Causal::none
+                              .causal = !causal    ? cpu::Causal::none
                                         : n_q == n ? cpu::Causal::top_left
                                                    : cpu::Causal::bottom_right};
     inputs = {{"batch", shape.batch},

@@ -26,8 +26,8 @@ struct PassArgs {
   cpu::Index n_q = 0, batch = 1, heads = 1, kv_heads = 0, page_size = 0;
   cpu::Index kv_len = 4096;
   cpu::Index stages = 0;  // fa3: K and V buffers of its ring; 0: the kernel's default
-  std::string splits;   // "16", or a list "1..64" for a table over them; "": the kernel's rule
-  std::string lengths;  // "0,1,4096": one cache length per sequence (decode)
+  std::string splits;     // "16", or a list "1..64" for a table over them; "": the kernel's rule
+  std::string lengths;    // "0,1,4096": one cache length per sequence (decode)
   bool deterministic = false;
 };
 

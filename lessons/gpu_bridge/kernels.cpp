@@ -99,8 +99,8 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
   if (!info.supported) return {std::nullopt, info.reason};
   if (stages == 0) stages = k::kDefaultStages;
   if (stages < 1 || stages > k::kMaxStages)
-    return {std::nullopt, fmt::format("the fa3 kernel takes 1 to {} stages, not {}",
-                                      k::kMaxStages, stages)};
+    return {std::nullopt,
+            fmt::format("the fa3 kernel takes 1 to {} stages, not {}", k::kMaxStages, stages)};
   return {sim::Fa3KernelFacts{.Br = info.config.Br,
                               .Bc = info.config.Bc,
                               .consumers = k::kConsumerWarpgroups,
@@ -161,7 +161,7 @@ Prediction predict(const KernelRun& run) {
   } else {
     p.report = sim::count(*mirror.algorithm, mirror.problem);
   }
-  if (run.queries() != run.n) return p;  // the grid model takes N_q = N_k
+  if (run.queries() != run.n) return p;                    // the grid model takes N_q = N_k
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
     const sim::GridProblem grid{.N = run.n,
                                 .d = run.d,

@@ -67,16 +67,16 @@ Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 
 void check_size(std::string_view name, Index value, Index low, Index max) {
   if (value < low || value > max)
-    throw cpu::InvalidArgument(fmt::format(
-        "{} = {} is out of range: the fa3 mirror takes {} <= {} <= {}", name, value, low, name,
-        max));
+    throw cpu::InvalidArgument(
+        fmt::format("{} = {} is out of range: the fa3 mirror takes {} <= {} <= {}", name, value,
+                    low, name, max));
 }
 
 // What one query head's blocks load, summed over its query tiles.
 struct TileSums {
-  Index KL = 0;      // keys loaded (K and V alike), the header's KL
-  Index tiles = 0;   // KV tiles loaded
-  Index working = 0; // blocks that load at least one KV tile
+  Index KL = 0;       // keys loaded (K and V alike), the header's KL
+  Index tiles = 0;    // KV tiles loaded
+  Index working = 0;  // blocks that load at least one KV tile
 };
 
 TileSums tile_sums(const Fa3Shape& s, Index Br, Index Bc) {
@@ -120,8 +120,8 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
         s.heads_kv, s.heads_q));
   if (f.Br % f.consumers != 0)
     throw cpu::InvalidArgument(fmt::format(
-        "Br = {} does not split over {} consumer warpgroups: each takes Br / consumers rows",
-        f.Br, f.consumers));
+        "Br = {} does not split over {} consumer warpgroups: each takes Br / consumers rows", f.Br,
+        f.consumers));
   if (s.batch * s.heads_q > kMaxHeadsInAll)
     throw cpu::InvalidArgument(
         fmt::format("batch x heads_q = {} x {} is more than the mirror takes ({})", s.batch,
@@ -139,8 +139,8 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
 
   PassReport r;
   r.pass = "fa3";
-  r.label = fmt::format("Br {} ({} consumer warpgroups), Bc {}, {} stage{}, {}, {} threads, {}",
-                        Br, f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
+  r.label = fmt::format("Br {} ({} consumer warpgroups), Bc {}, {} stage{}, {}, {} threads, {}", Br,
+                        f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
                         f.warp_specialized ? "warp-specialised" : "no producer warpgroup",
                         f.threads, to_string(f.dtype));
   const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written) {
@@ -158,8 +158,8 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Index tiles = cpu::checked_mul(Hq, sums.tiles, "the KV tiles");
   const Index scores = cpu::checked_product({tiles, Br, Bc}, "the scores");
   const Index Tr = ceil_div(s.n_q, Br), blocks = cpu::checked_mul(Hq, Tr, "the blocks");
-  r.ops.matrix_flops = cpu::checked_product({kFlopsPerMultiplyAdd, kProducts, scores, d},
-                                            "the fa3 kernel's FLOPs");
+  r.ops.matrix_flops =
+      cpu::checked_product({kFlopsPerMultiplyAdd, kProducts, scores, d}, "the fa3 kernel's FLOPs");
   r.ops.exp = scores + tiles * Br + blocks * Br;  // W, alpha per tile; log l per block
   r.ops.max = scores;
   r.ops.sum = scores;

@@ -14,8 +14,8 @@
 #include <algorithm>
 
 using flashlab::test::contains;
-using flashlab::test::run_command;
 using flashlab::test::kUsageError;
+using flashlab::test::run_command;
 using flashlab::test::run_flashlab;
 
 namespace {
@@ -86,7 +86,8 @@ TEST_CASE("simulate --pass fa3 prints the Hopper kernel's mirror with the table'
        {std::pair{"simulate --pass fa3 --stages 4", "the fa3 kernel takes 1 to 3 stages, not 4"},
         std::pair{"simulate --pass fa3 --d 96", "d = 96 is not supported by the fa3 kernel"},
         std::pair{"simulate --pass fa3 --splits 2", "--splits is not an option of --pass fa3"},
-        std::pair{"simulate --pass backward --stages 2", "--stages is not an option of --pass backward"},
+        std::pair{"simulate --pass backward --stages 2",
+                  "--stages is not an option of --pass backward"},
         std::pair{"compare --pass fa3", "compare runs the fa3 kernel in its forward comparison"}}) {
     CAPTURE(args);
     const auto run = run_flashlab(std::string(args) + " 2>&1");

@@ -23,8 +23,7 @@ TEST_CASE("fa3 mirror: the block's SRAM is the kernel table's, at every d, dtype
         CAPTURE(stages);
         const app::Fa3Facts f = app::fa3_kernel_facts(d, dtype, stages);
         REQUIRE(f.facts);
-        const sim::PassReport r =
-            sim::count_fa3_kernel({.n_q = 97, .n_k = 1023, .d = d}, *f.facts);
+        const sim::PassReport r = sim::count_fa3_kernel({.n_q = 97, .n_k = 1023, .d = d}, *f.facts);
         CHECK(r.peak_sram == k::sram_bytes(d, app::c_dtype(dtype), int(stages)));
         CHECK(r.peak_sram <= k::kMaxSramPerBlock);
       }
@@ -68,14 +67,16 @@ TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be n
   CHECK(!p.dram_modelled());
   const double row = 64.0 * 2;  // one query tile of 97 rows reads all 1023 keys of K and V
   CHECK(p.sm_read() == 2 * (97 * row + 2 * 1023 * row));
-  const auto out = run_flashlab("compare --kernels fa3 --n 1023 --n-q 97 --d 64 --heads 2 "
-                                "--causal --repeats 1 --no-ncu --no-color");
+  const auto out = run_flashlab(
+      "compare --kernels fa3 --n 1023 --n-q 97 --d 64 --heads 2 "
+      "--causal --repeats 1 --no-ncu --no-color");
   REQUIRE(out.status == 0);
-  CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::kBr,
-                                         k::kBc, k::kDefaultStages)));
+  CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::kBr, k::kBc,
+                                         k::kDefaultStages)));
   CHECK(contains(out.output, "DRAM not modelled (the grid takes N_q = N_k)"));
-  const auto square = run_flashlab("compare --kernels fa2,fa3 --n 256 --d 128 --repeats 1 "
-                                   "--no-ncu --no-color");
+  const auto square = run_flashlab(
+      "compare --kernels fa2,fa3 --n 256 --d 128 --repeats 1 "
+      "--no-ncu --no-color");
   REQUIRE(square.status == 0);
   CHECK(contains(square.output, "simulator: fa3 (Br "));
   CHECK(!contains(square.output, "not modelled"));

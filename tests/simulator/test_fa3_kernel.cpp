@@ -86,9 +86,13 @@ TEST_CASE("fa3 mirror: every tensor and the work match the closed form on awkwar
   for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
     for (const Index n_q : lengths)
       for (const Index n_k : lengths) {
-        const Fa3Shape s{
-            .batch = 2, .heads_q = 4, .heads_kv = 2, .n_q = n_q, .n_k = n_k, .d = 128,
-            .causal = causal};
+        const Fa3Shape s{.batch = 2,
+                         .heads_q = 4,
+                         .heads_kv = 2,
+                         .n_q = n_q,
+                         .n_k = n_k,
+                         .d = 128,
+                         .causal = causal};
         check_closed_form(s, facts(2, DType::bf16));
         Fa3Shape d64 = s;
         d64.d = 64;

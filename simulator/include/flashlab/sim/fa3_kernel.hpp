@@ -27,17 +27,17 @@ struct Fa3Shape {
 // The kernel's own facts, as its description gives them (the caller fills them in from
 // kernel_info.hpp's fa3::; the simulator does not include gpu/).
 struct Fa3KernelFacts {
-  cpu::Index Br = 128;          // query rows per block: consumer warpgroups x rows each
-  cpu::Index Bc = 128;          // keys per K and V tile
-  cpu::Index consumers = 2;     // consumer warpgroups, Br / consumers rows each
-  cpu::Index stages = 2;        // K and V buffers in the ring
-  bool warp_specialized = true; // a producer warpgroup issues the copies (reported; ping-pong
-                                // and intra-warpgroup overlap reorder work and move no byte)
-  int threads = 0;              // per block (reported, not counted)
-  Bytes align_slack = 0;        // SRAM reserved to round the base up to the swizzle atom
-  Bytes barrier_bytes = 0;      // SRAM of the mbarriers (Q, full and empty per stage)
-  DType dtype = DType::bf16;    // of Q, K, V and O
-  bool writes_lse = true;       // L = m + log l stored (fp32) beside O
+  cpu::Index Br = 128;           // query rows per block: consumer warpgroups x rows each
+  cpu::Index Bc = 128;           // keys per K and V tile
+  cpu::Index consumers = 2;      // consumer warpgroups, Br / consumers rows each
+  cpu::Index stages = 2;         // K and V buffers in the ring
+  bool warp_specialized = true;  // a producer warpgroup issues the copies (reported; ping-pong
+                                 // and intra-warpgroup overlap reorder work and move no byte)
+  int threads = 0;               // per block (reported, not counted)
+  Bytes align_slack = 0;         // SRAM reserved to round the base up to the swizzle atom
+  Bytes barrier_bytes = 0;       // SRAM of the mbarriers (Q, full and empty per stage)
+  DType dtype = DType::bf16;     // of Q, K, V and O
+  bool writes_lse = true;        // L = m + log l stored (fp32) beside O
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
