@@ -6,6 +6,7 @@
 #include "measured_ablation.hpp"
 
 #include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
 
@@ -70,8 +71,9 @@ void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardw
   }
   ctx.table(table);
   ctx.print(
-      "Measured: {}, {} (d = {}, N = {}, B = {}, H = {}, bf16, non-causal). A ratio above 1\n"
-      "is what the idea buys: the default's speed over the speed without it.\n\n",
+      "Measured on the H200: {}, run of {}\n(d = {}, N = {}, B = {}, H = {}, bf16, "
+      "non-causal). A ratio above 1 is what the idea\nbuys: the default's speed over the speed "
+      "without it.\n\n",
       m.source, m.date, m.d, m.N, m.batch, m.heads);
 }
 

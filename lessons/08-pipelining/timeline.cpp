@@ -141,9 +141,6 @@ class Builder {
   std::map<std::tuple<int, int, Index>, int> index_;
 };
 
-// Loads go to the producer's program, or (no warp specialisation) to consumer 0's.
-int loader(const Switches& s) { return s.warp_specialized ? kProducer : 0; }
-
 // Consumer g's program as 06_fa3.cu's consume() issues it. Section 0: S_0, its softmax.
 // Section j (1 <= j <= n): U += W_{j-1} V_{j-1} and, while j < n, S_j (S_j first with
 // intra-warpgroup overlap), then the softmax of S_j. Without a producer, consumer 0 refills
