@@ -248,10 +248,10 @@ void run_compare_sweep(const CompareSweepRequest& r) {
   }
   std::cout << fmt::format(
       "{}, causal = {}, seed {}: bytes of one forward per (kernel, N, d, heads);\n"
-      "predicted by the simulator's mirror of each kernel (per head, times the heads; DRAM for\n"
-      "fa2 by its whole grid through the shared L2, DRAM writes as the kernel's counter sees\n"
-      "them, without what it leaves dirty), measured by Nsight Compute (docs/IO-LEVELS.md\n"
-      "says which counter is which level).\n",
+      "predicted by the simulator's mirror of each kernel (per head, times the heads; fa3's\n"
+      "mirror counts every head; DRAM for fa2 and fa3 by the whole grid through the shared L2,\n"
+      "DRAM writes as the kernel's counter sees them, without what it leaves dirty), measured\n"
+      "by Nsight Compute (docs/IO-LEVELS.md says which counter is which level).\n",
       r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed);
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";
