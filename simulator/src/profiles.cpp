@@ -9,17 +9,17 @@ namespace flashlab::sim {
 
 namespace {
 
-constexpr double kTera = 1e12;
-constexpr double kGiga = 1e9;
-constexpr Bytes kKB = 1024;  // NVIDIA's "KB" and "MB" of on-chip memory are KiB and MiB
-constexpr Bytes kMB = 1024 * kKB;
-
 // The L2's read bandwidth to the SMs: 5120 bytes per clock on the A100 (NVIDIA A100 Tensor
 // Core GPU Architecture whitepaper, table "A100 vs V100": "L2 Cache Read Bandwidth 5120
 // Bytes/clk"). NVIDIA gives no such figure for Hopper or Blackwell; their profiles assume the
 // same bytes per clock at their own clock, an estimate until a device run measures it (a
 // kernel that reads an L2-resident buffer over and over).
 constexpr double kL2BytesPerClock = 5120;
+
+constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
+constexpr Bytes kKB = 1024;  // NVIDIA's "KB" and "MB" of on-chip memory are KiB and MiB
+constexpr Bytes kMB = 1024 * kKB;
 
 // The SFU computes 16 exp2 per clock per SM on compute capability 8.0, 9.0 and 10.0
 // (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table).
