@@ -52,7 +52,7 @@ constexpr std::array kLessons{
                "split-K vs split-Q across the warps of a block: same O, the state exchanged counted",
                run_lesson_07},
     LessonInfo{8, "08-pipelining", "FlashAttention-3's pipeline",
-               "a timeline model of loads, GEMMs and softmax: sequential, overlapped, ping-pong",
+               "a timeline model of the Hopper kernel's block, each idea off alone, beside the H200",
                run_lesson_08},
     LessonInfo{9, "09-conditional-rescaling", "FlashAttention-4's conditional rescaling",
                "the base-independence invariant, rescales skipped on real inputs, the bug to avoid",

@@ -1,9 +1,18 @@
-// A timeline model of one SM running FlashAttention's inner loop: tasks (load a KV tile,
-// S = Q K^T, softmax, P V) on three units (the TMA copy engine, the tensor cores, the exp
-// unit), each unit doing one task at a time in the order the tasks were issued, each task
-// starting when its unit is free and its inputs are ready. Arrangements of the same tasks
-// (sequential, loads overlapped, ping-pong, intra-warpgroup overlap) differ only in their
-// dependencies and issue order, and the model says what time each predicts.
+// A timeline model of one SM running one block of the Hopper forward (gpu/kernels/06_fa3.cu):
+// a query tile of Br rows held by two consumer warpgroups of Br / 2 rows each, the KV tiles
+// streaming past through a ring of `stages` K buffers and `stages` V buffers. Tasks (load K_j,
+// load V_j, S = Q K_j^T, softmax, U += W V_j) run on three units (the TMA copy engine, the
+// tensor cores, the exp unit), each shared by the whole block.
+//
+// Programs, as in the kernel: each consumer warpgroup issues its own tasks in its own order;
+// the producer (warp specialisation on) issues the loads, or consumer 0 issues them between
+// its tiles (off). A task is issued once the task before it in its program was issued (the
+// matrix products and the loads are asynchronous: the program goes on at once) or finished
+// (the softmax runs on the program's own threads), once its inputs are ready and, for a load,
+// once its buffer has been released by both consumers. Each unit runs the tasks in the order
+// they are issued, one at a time. Ping-pong makes the consumers take turns issuing their
+// products; intra-warpgroup overlap issues S_j before U += W_{j-1} V_{j-1} and lets the softmax
+// of S_j run while that product is still on the tensor cores.
 #pragma once
 
 #include "flashlab/cpu/types.hpp"
@@ -20,59 +29,58 @@ enum class Unit { copy, tensor, exp };
 inline constexpr int kUnits = 3;
 std::string_view to_string(Unit unit);
 
-enum class Kind { load, S, softmax, PV };
-char letter(Kind kind);  // L, S, e, P
+enum class Kind { load_k, load_v, S, softmax, PV };
+char letter(Kind kind);  // K, V, S, E, P
+
+inline constexpr int kConsumers = 2;  // consumer warpgroups; programs 0 and 1
+inline constexpr int kProducer = 2;   // the producer's program (warp specialisation on)
 
 struct Task {
   Kind kind;
   Unit unit;
-  int group = 0;             // the consumer warpgroup (0 or 1) whose query tile it serves
-  Index tile = 0;            // the KV tile j
+  int program = 0;  // 0 or 1: a consumer; kProducer: the producer
+  int group = 0;    // the consumer whose rows it serves (loads: 0)
+  Index tile = 0;   // the KV tile j
   double seconds = 0;
-  std::vector<int> after;    // tasks that must finish first (indices into the schedule)
-  double start = 0, end = 0; // filled in by run()
+  std::vector<int> after;  // tasks that must have finished first (indices into the schedule)
+  std::vector<int> turn;   // tasks that must have been issued first (ping-pong's turns)
+  double issue = 0, start = 0, end = 0;  // filled in by run()
 };
 
-// Each unit runs its tasks in the order they appear; a task starts at
-// max(its unit is free, every task in `after` has ended).
-// Throws cpu::InvalidArgument for a dependency on a later or missing task.
+// Issues and runs the tasks as the header says, the programs' tasks in the order they appear
+// in `tasks`. Throws cpu::InvalidArgument for a dependency on a missing task, or when no
+// program can go on (a schedule that waits for itself).
 void run(std::vector<Task>& tasks);
 
-// The per-tile durations on one SM.
+// The durations on one SM: of one K (or V) tile's load, and of one consumer's share of a
+// product and of the softmax (Br / 2 rows).
 struct StageTimes {
-  double load = 0;     // K_j and V_j into shared memory
-  double mma = 0;      // one of the two products, S = Q_i K_j^T or P V_j
-  double softmax = 0;  // the exps of one (Br, Bc) tile
+  double load = 0;     // K_j or V_j, (Bc, d)
+  double mma = 0;      // S = Q K_j^T or U += W V_j for Br / 2 rows
+  double softmax = 0;  // the exps of (Br / 2, Bc) scores
 };
 
-enum class Arrangement {
-  sequential,      // one warpgroup, nothing overlaps: load, S, softmax, PV, load, ...
-  loads_overlapped,  // a producer warp loads K_{j+1}, V_{j+1} into a second buffer meanwhile
-  ping_pong,       // two warpgroups, two query tiles sharing each K_j, V_j; the tensor cores
-                   // alternate between them, so one's softmax hides under the other's GEMMs
-  intra_overlap    // one warpgroup issues S_{j+1} before the softmax of tile j
+// FlashAttention-3's switches, as flashlab/fa3.h has them.
+struct Switches {
+  bool warp_specialized = true;
+  Index stages = 2;
+  bool ping_pong = true;
+  bool intra_overlap = true;
 };
-std::string_view to_string(Arrangement a);
-// How many query tiles an arrangement computes at once (2 for ping-pong).
-int query_tiles(Arrangement a);
+std::string describe(const Switches& s);  // "WS on, 2 stages, ping-pong on, intra on"
 
-// Shared-memory buffers for K_j, V_j: a load into a buffer waits until the tile that held it
-// before is no longer needed. The sequential arrangement always uses one.
-inline constexpr Index kDoubleBuffer = 2;
-
-// The tasks of n KV tiles in this arrangement, not yet run. Throws cpu::InvalidArgument for
-// fewer than one buffer.
-std::vector<Task> schedule(Arrangement a, const StageTimes& t, Index n_tiles,
-                           Index buffers = kDoubleBuffer);
+// The tasks of one block over n KV tiles with these switches, not yet run. Throws
+// cpu::InvalidArgument for fewer than one stage or one tile.
+std::vector<Task> schedule(const Switches& s, const StageTimes& t, Index n_tiles);
 
 struct Summary {
-  double seconds = 0;                  // when the last task ends
-  double busy[kUnits] = {0, 0, 0};     // time each unit worked
+  double seconds = 0;               // when the last task ends
+  double busy[kUnits] = {0, 0, 0};  // time each unit worked
 };
 Summary summarise(const std::vector<Task>& tasks);
 
 // One line per unit, one character per `step` seconds: the task's letter (upper case for
-// warpgroup 0, lower case for 1) or '.' when idle; up to `width` characters.
+// consumer 0 and the loads, lower case for consumer 1) or '.' when idle; up to `width`.
 std::vector<std::string> draw(const std::vector<Task>& tasks, double step, int width);
 
 }  // namespace flashlab::app::timeline

@@ -132,9 +132,14 @@ struct Row {
 std::string us(double ms) { return fmt::format("{:.1f} us", ms * 1e3); }
 std::string bytes_text(double b) { return sim::format_bytes(b); }
 
+// The bound of the whole run: fa3's mirror counts every head; the others' one head, times
+// the heads.
 std::string bound_of(const Prediction& p) {
-  if (!p.report) return "";
-  return fmt::format(" (bound {})", us(sim::roofline(*p.report, target_profile()).seconds() * 1e3));
+  if (!p.modelled()) return "";
+  const double seconds =
+      p.pass ? sim::roofline(*p.pass, target_profile()).seconds()
+             : sim::roofline(*p.report, target_profile()).seconds() * double(p.heads);
+  return fmt::format(" (bound {})", us(seconds * 1e3));
 }
 
 std::vector<std::string> split(const std::string& list) {
@@ -148,7 +153,7 @@ using Errors = std::vector<std::pair<std::string, double>>;
 
 void simulator_rows(const std::vector<Prediction>& predictions, std::vector<Row>& rows) {
   for (const auto& p : predictions)
-    rows.push_back({"simulator: " + p.label, "-", p.report ? "model" + bound_of(p) : "-",
+    rows.push_back({"simulator: " + p.label, "-", p.modelled() ? "model" + bound_of(p) : "-",
                     predicted_text(p), "-"});
 }
 
@@ -225,10 +230,11 @@ void compare(const CompareArgs& a, sim::DType dtype) {
   std::cout << fmt::format(
       "Predicted bytes: the simulator's count of what crosses between the L2 and the SMs\n"
       "(measured by l1tex__m_xbar2l1tex_read_bytes and l1tex__m_l1tex2xbar_write_bytes) and of\n"
-      "what reaches DRAM past a {} LRU L2 (dram__bytes_read/write): for fa2 its whole grid\n"
-      "({} SMs, blocks in waves) through the L2's {} partitions, K and V held in each, the\n"
-      "DRAM writes those made while it ran and apart what it leaves dirty; for the others\n"
-      "one head run as one SM would. lts__t_bytes, at the L2 slices, sits lower: Hopper\n"
+      "what reaches DRAM past a {} LRU L2 (dram__bytes_read/write): for fa2 and fa3 their\n"
+      "whole grid ({} SMs, blocks in waves; N_q = N_k only) through the L2's {} partitions, K\n"
+      "and V held in each, the DRAM writes those made while it ran and apart what it leaves\n"
+      "dirty; for the others one head run as one SM would. lts__t_bytes, at the L2 slices, sits "
+      "lower: Hopper\n"
       "merges simultaneous requests of several SMs for the same sectors before they reach\n"
       "the slices.\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
@@ -279,7 +285,8 @@ void check_kernels(const CompareArgs& a) {
 void run(const CompareArgs& a) {
   if (const Pass pass = parse_pass(a.pass.pass); pass != Pass::forward)
     return run_compare_pass(a.cmd, pass, a.pass,
-                            {a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.no_colour});
+                            {a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.no_colour, a.seed,
+                             a.repeats, a.no_ncu, a.gpu_only});
   check_forward_options(a.cmd);
   check_kernels(a);
   if (!a.sweep.empty()) {
@@ -332,8 +339,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--plot", args.plot,
                   "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");
   add_compare_pass_options(cmd, args.pass);
-  cmd->add_option("--gpu-only", args.gpu_only,
-                  "Run one GPU kernel once and print nothing (used under ncu)")
+  cmd->add_option(
+         "--gpu-only", args.gpu_only,
+         "Run one GPU kernel (or, with --pass, that pass) once and print nothing (used under ncu)")
       ->group("");
 }
 

@@ -1,16 +1,19 @@
 // `flashlab compare --pass backward|decode`: what the simulator's mirror of the GPU pass
 // predicts (gpu_bridge/pass_kernels.hpp: the kernels' facts, configured in one place), each
-// kernel's grid on the target GPU, and the GPU's row. The GPU runner (runner_abi.h, version
-// 2) runs forward calls only; the row says so until it gains a backward and a decode entry,
-// and gpu_pass_row() is where their measured time and bytes then enter.
+// kernel's grid on the target GPU, and the GPU's row: the pass run through the GPU runner
+// (runner_abi.h) on fresh random inputs of the shape (from --seed), the median of --repeats
+// calls timed by CUDA events, and the bytes into and out of the SMs, at the L2 and at DRAM as
+// Nsight Compute counts them over the pass's kernels (ncu runs this same program in the hidden
+// --gpu-only mode, which runs the pass once). Without a GPU, the row says why it is empty.
 //   flashlab compare --pass backward --n 4096 --d 128 --heads 16 --kv-heads 4 --causal
 //   flashlab compare --pass decode --n 32768 --n-q 1 --d 128 --batch 8 --heads 32 --kv-heads 8
 #include "compare_pass.hpp"
 
 #include "commands.hpp"
+#include "kernel_bytes.hpp"
 #include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/ncu_bytes.hpp"
 #include "gpu_bridge/pass_kernels.hpp"
-#include "gpu_bridge/runner_abi.h"
 #include "kit/terminal.hpp"
 
 #include "flashlab/sim/kernel_pass.hpp"
@@ -18,9 +21,13 @@
 
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <functional>
 #include <iostream>
 #include <limits>
+#include <random>
 
 namespace flashlab::app {
 
@@ -29,8 +36,8 @@ namespace {
 constexpr cpu::Index kMaxHeads = 1024;
 
 // compare's options that only its forward comparison takes, and those only one pass takes.
-constexpr std::array<std::string_view, 8> kForwardOnly = {
-    "--kernels", "--repeats", "--sweep", "--csv", "--plot", "--gpu-only", "--large", "--seed"};
+constexpr std::array<std::string_view, 5> kForwardOnly = {"--kernels", "--sweep", "--csv", "--plot",
+                                                          "--large"};
 constexpr std::array<std::string_view, 5> kPassOptions = {
     "--batch", "--kv-heads", "--deterministic", "--splits", "--page-size"};
 struct PassOption {
@@ -65,7 +72,7 @@ cpu::Index kv_heads_of(const ComparePassArgs& a, cpu::Index heads) {
 std::string bytes(double b) { return sim::format_bytes(b); }
 
 struct Row {
-  std::string executor, time, predicted, measured;
+  std::string executor, time, predicted, measured, ratio = "-";
 };
 
 Row simulator_row(const PassPrediction& p) {
@@ -77,13 +84,124 @@ Row simulator_row(const PassPrediction& p) {
           "-"};
 }
 
-// The GPU's row: its time and measured bytes once the runner can call the pass.
-Row gpu_pass_row(Pass pass, const GpuStatus& status) {
+// (batch, heads, rows, d) of standard normal entries, one stream per seed.
+cpu::HeadTensor<float> random_heads(cpu::Index batch, cpu::Index heads, cpu::Index rows,
+                                    cpu::Index d, std::uint64_t seed) {
+  cpu::HeadTensor<float> t(batch, heads, rows, d);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : t.data) x = normal(rng);
+  return t;
+}
+
+// What a pass's GPU run gives the row: whether it ran (else why not) and its median time.
+struct PassRun {
+  bool ran = false;
+  std::string message;
+  double median_ms = 0;
+};
+
+// The backward on the GPU. The runner takes batch 1: batch x heads query heads over batch x
+// kv_heads KV heads is the same work and the same bytes (GQA maps query head h of a batch
+// entry to that entry's KV head, and batch B x H heads to KV head h / group alike).
+PassRun run_backward(const BackwardRun& r, const CompareProblem& p, int warmups, int repeats) {
+  const cpu::Index hq = r.batch * r.heads, hkv = r.batch * r.key_value_heads();
+  const auto Q = random_heads(1, hq, r.queries(), r.d, p.seed);
+  const auto K = random_heads(1, hkv, r.n, r.d, p.seed + 1);
+  const auto V = random_heads(1, hkv, r.n, r.d, p.seed + 2);
+  const auto dO = random_heads(1, hq, r.queries(), r.d, p.seed + 3);
+  const GpuBackwardRun run = run_gpu_backward(Q, K, V, dO,
+                                              {.dtype = sim::parse_dtype(r.dtype),
+                                               .causal = r.alignment(),
+                                               .deterministic = r.deterministic,
+                                               .warmups = warmups,
+                                               .repeats = repeats});
+  return {run.ran, run.message, run.median_ms};
+}
+
+PassRun run_decode(const DecodeRun& r, const CompareProblem& p, int warmups, int repeats) {
+  const cpu::Index batch = cpu::Index(r.lengths.size()), n = r.lengths.front();
+  const auto Q = random_heads(batch, r.kv_heads * r.group, r.n_q, r.d, p.seed);
+  const auto K = random_heads(batch, r.kv_heads, n, r.d, p.seed + 1);
+  const auto V = random_heads(batch, r.kv_heads, n, r.d, p.seed + 2);
+  const GpuDecodeRun run = run_gpu_decode(Q, K, V, r.lengths,
+                                          {.dtype = sim::parse_dtype(r.dtype),
+                                           .page_size = r.page_size,
+                                           .table_seed = p.seed,
+                                           .splits = {int(r.splits)},
+                                           .warmups = warmups,
+                                           .repeats = repeats});
+  return {run.ran, run.message, run.ran ? run.median_ms.front() : 0};
+}
+
+// The options that make the same run again, for the --gpu-only run under ncu.
+std::vector<std::string> gpu_only_command(Pass pass, const ComparePassArgs& a,
+                                          const CompareProblem& p) {
+  const std::string name(to_string(pass));
+  std::vector<std::string> argv{fmt::format("/proc/{}/exe", getpid()),
+                                "compare",
+                                "--pass",
+                                name,
+                                "--gpu-only",
+                                name,
+                                "--n",
+                                std::to_string(p.n),
+                                "--n-q",
+                                std::to_string(p.n_q),
+                                "--d",
+                                std::to_string(p.d),
+                                "--heads",
+                                std::to_string(p.heads),
+                                "--kv-heads",
+                                std::to_string(a.kv_heads),
+                                "--batch",
+                                std::to_string(a.batch),
+                                "--dtype",
+                                p.dtype,
+                                "--seed",
+                                std::to_string(p.seed)};
+  if (pass == Pass::backward) {
+    if (p.causal) argv.push_back("--causal");
+    if (a.deterministic) argv.push_back("--deterministic");
+  } else {
+    argv.insert(argv.end(),
+                {"--splits", std::to_string(a.splits), "--page-size", std::to_string(a.page_size)});
+  }
+  return argv;
+}
+
+// The pass's bytes under Nsight Compute. The backward's run starts with the fa2 forward that
+// makes O and L (one kernel launch), which ncu skips: what it sums is the backward's kernels.
+NcuOutcome measure_pass(Pass pass, const ComparePassArgs& a, const CompareProblem& p) {
+  if (p.no_ncu) return {std::nullopt, "not measured (--no-ncu)"};
+  const auto ncu = find_ncu();
+  if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
+  std::cerr << "flashlab: measuring the " << to_string(pass)
+            << " pass's bytes with Nsight Compute...\n";
+  const std::vector<std::string> skip_forward = {"--launch-skip", "1"};
+  NcuOutcome outcome =
+      measure_with_ncu(*ncu, gpu_only_command(pass, a, p),
+                       pass == Pass::backward ? skip_forward : std::vector<std::string>{});
+  if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
+  return outcome;
+}
+
+// The GPU's row: the pass's median time and its measured bytes beside the prediction.
+Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
+                 const GpuStatus& status, const PassPrediction& prediction,
+                 const std::function<PassRun(int, int)>& run_pass) {
   const std::string name = fmt::format("GPU {}", to_string(pass));
-  if (!status.available) return {name, "-", "-", "unavailable: no GPU"};
-  return {name, "-", "-",
-          fmt::format("not run: the GPU runner calls forward kernels only (runner ABI {})",
-                      FLASHLAB_RUNNER_VERSION)};
+  if (!status.available) return {name, "-", "-", "not run: " + status.description};
+  std::cerr << "flashlab: running the " << to_string(pass) << " pass on the GPU...\n";
+  const PassRun run = run_pass(/*warmups=*/2, p.repeats);
+  if (!run.ran) return {name, "-", "-", "not run: " + run.message};
+  const NcuOutcome m = measure_pass(pass, a, p);
+  const std::string time = fmt::format("{:.1f} us (median of {})", run.median_ms * 1e3, p.repeats);
+  const std::string kernels =
+      m.bytes ? fmt::format(" ({} kernel launches)", m.bytes->kernels) : std::string();
+  const double predicted = prediction.report ? double(prediction.report->bytes_read()) : 0;
+  return {name, time, "-", measured_text(m) + kernels,
+          ratio_text(m.bytes ? std::optional(m.bytes->sm_read) : std::nullopt, predicted)};
 }
 
 }  // namespace
@@ -118,18 +236,32 @@ void check_forward_options(const CLI::App* cmd) {
 
 void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
                       const CompareProblem& p) {
+  if (pass == Pass::fa3)
+    throw cpu::InvalidArgument(
+        "--pass fa3 is simulate's: compare runs the fa3 kernel in its forward comparison "
+        "(--kernels fa3)");
   check_options(cmd, pass);
+  if (!p.gpu_only.empty() && p.gpu_only != to_string(pass))
+    throw cpu::InvalidArgument(fmt::format("--gpu-only {} with --pass {}: name the pass it runs",
+                                           p.gpu_only, to_string(pass)));
   const cpu::Index kv_heads = kv_heads_of(a, p.heads);
+  const bool quiet = !p.gpu_only.empty();  // under ncu: run the pass once, print nothing
   PassPrediction prediction;
+  std::function<PassRun(int, int)> run_pass;
+  ComparePassArgs resolved = a;  // the GPU's run under ncu takes the split count chosen here
   if (pass == Pass::backward) {
     const BackwardRun run{a.batch, p.heads,  kv_heads,       p.n, p.n_q, p.d,
                           p.dtype, p.causal, a.deterministic};
-    std::cout << fmt::format(
-        "backward: batch {}, {} query heads over {} KV heads, N_q = {}, N_k = {}, d = {}, {}, "
-        "causal = {}{}\n",
-        run.batch, run.heads, kv_heads, run.queries(), run.n, run.d, run.dtype,
-        cpu::to_string(run.alignment()), run.deterministic ? ", deterministic dQ" : "");
+    if (!quiet)
+      std::cout << fmt::format(
+          "backward: batch {}, {} query heads over {} KV heads, N_q = {}, N_k = {}, d = {}, {}, "
+          "causal = {}{}\n",
+          run.batch, run.heads, kv_heads, run.queries(), run.n, run.d, run.dtype,
+          cpu::to_string(run.alignment()), run.deterministic ? ", deterministic dQ" : "");
     prediction = predict(run);
+    run_pass = [run, &p](int warmups, int repeats) {
+      return run_backward(run, p, warmups, repeats);
+    };
   } else {
     DecodeRun run;
     run.lengths.assign(std::size_t(a.batch), p.n);
@@ -140,18 +272,28 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
     run.dtype = p.dtype;
     run.page_size = a.page_size;
     run.splits = a.splits > 0 ? a.splits : decode_splits(run, target_profile());
-    std::cout << fmt::format(
-        "decode: batch {} caches of {} keys, {} query heads over {} KV heads, {} query row{} "
-        "each, d = {}, {}, {} splits, {}\n",
-        a.batch, p.n, p.heads, kv_heads, run.n_q, run.n_q > 1 ? "s" : "", p.d, p.dtype, run.splits,
-        run.page_size > 0 ? fmt::format("pages of {}", run.page_size) : "contiguous");
+    resolved.splits = run.splits;
+    if (!quiet)
+      std::cout << fmt::format(
+          "decode: batch {} caches of {} keys, {} query heads over {} KV heads, {} query row{} "
+          "each, d = {}, {}, {} splits, {}\n",
+          a.batch, p.n, p.heads, kv_heads, run.n_q, run.n_q > 1 ? "s" : "", p.d, p.dtype,
+          run.splits, run.page_size > 0 ? fmt::format("pages of {}", run.page_size) : "contiguous");
     prediction = predict(run);
+    run_pass = [run, &p](int warmups, int repeats) { return run_decode(run, p, warmups, repeats); };
+  }
+  if (quiet) {
+    run_pass(/*warmups=*/0, /*repeats=*/1);
+    return;
   }
   const GpuStatus status = gpu_status();
   std::cout << "GPU: " << status.description << "\n";
-  Table table({"executor", "time", "bytes predicted", "bytes measured"}, {true, true, true, true});
-  for (const Row& r : {simulator_row(prediction), gpu_pass_row(pass, status)})
-    table.add({r.executor, r.time, r.predicted, r.measured});
+  Table table(
+      {"executor", "time", "bytes predicted", "bytes measured", "SM read: measured/predicted"},
+      {true, true, true, true, false});
+  for (const Row& r :
+       {simulator_row(prediction), gpu_pass_row(pass, resolved, p, status, prediction, run_pass)})
+    table.add({r.executor, r.time, r.predicted, r.measured, r.ratio});
   table.print(std::cout, Style::for_stdout(p.no_colour));
   if (prediction.report)
     std::cout << "\n" << sim::format_pass_table(*prediction.report, target_profile());

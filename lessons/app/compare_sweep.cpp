@@ -68,9 +68,11 @@ struct Figures {
 
 Figures figures_of(const Point& p) {
   Figures f;
-  if (p.predicted.report) {
+  if (p.predicted.modelled()) {
     f.sm_read_predicted = p.predicted.sm_read();
     f.sm_written_predicted = p.predicted.sm_written();
+  }
+  if (p.predicted.modelled() && p.predicted.dram_modelled()) {
     f.dram_predicted = p.predicted.dram();
     f.dram_read_predicted = p.predicted.dram_read();
     f.dram_written_predicted = p.predicted.dram_written();
@@ -163,7 +165,7 @@ std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& 
       if (p.run.kernel != kernel || p.run.d != r.grid.d.front() ||
           p.run.heads != r.grid.heads.front())
         continue;
-      if (p.predicted.report) out += fmt::format("{} {:.0f}\n", p.run.n, p.predicted.sm_read());
+      if (p.predicted.modelled()) out += fmt::format("{} {:.0f}\n", p.run.n, p.predicted.sm_read());
       if (p.measured) measured += fmt::format("{} {:.0f}\n", p.run.n, p.measured->sm_read);
     }
     out += "EOD\n" + measured + "EOD\n";
@@ -231,7 +233,7 @@ void run_compare_sweep(const CompareSweepRequest& r) {
   for (const KernelRun& run : runs_of(r)) {
     Point p{run, predict_or_say(run), std::nullopt, ""};
     if (!unmeasured.empty()) {
-      p.note = p.predicted.report ? "" : p.predicted.why_not;
+      p.note = p.predicted.modelled() ? "" : p.predicted.why_not;
     } else if (const std::string refusal =
                    kernel_refusal(run.kernel, run.d, sim::parse_dtype(run.dtype));
                !refusal.empty()) {
@@ -239,17 +241,17 @@ void run_compare_sweep(const CompareSweepRequest& r) {
     } else {
       const NcuOutcome m = measure(run, /*no_ncu=*/false);
       p.measured = m.bytes;
-      p.note = m.bytes ? (p.predicted.report ? "" : p.predicted.why_not) : m.message;
+      p.note = m.bytes ? (p.predicted.modelled() ? "" : p.predicted.why_not) : m.message;
     }
     points.push_back(std::move(p));
     progress(std::int64_t(points.size()), std::int64_t(count));
   }
   std::cout << fmt::format(
       "{}, causal = {}, seed {}: bytes of one forward per (kernel, N, d, heads);\n"
-      "predicted by the simulator's mirror of each kernel (per head, times the heads; DRAM for\n"
-      "fa2 by its whole grid through the shared L2, DRAM writes as the kernel's counter sees\n"
-      "them, without what it leaves dirty), measured by Nsight Compute (docs/IO-LEVELS.md\n"
-      "says which counter is which level).\n",
+      "predicted by the simulator's mirror of each kernel (per head, times the heads; fa3's\n"
+      "mirror counts every head; DRAM for fa2 and fa3 by the whole grid through the shared L2,\n"
+      "DRAM writes as the kernel's counter sees them, without what it leaves dirty), measured\n"
+      "by Nsight Compute (docs/IO-LEVELS.md says which counter is which level).\n",
       r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed);
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";

@@ -53,7 +53,10 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu) {
 }
 
 std::string predicted_text(const Prediction& p) {
-  if (!p.report) return p.why_not;
+  if (!p.modelled()) return p.why_not;
+  if (!p.dram_modelled())
+    return fmt::format("SMs read {}, write {}; DRAM not modelled (the grid takes N_q = N_k)",
+                       bytes_text(p.sm_read()), bytes_text(p.sm_written()));
   const std::string dirty =
       p.grid ? fmt::format(" (+ {} left dirty)", bytes_text(p.left_dirty())) : "";
   return fmt::format("SMs read {}, write {}; DRAM {} read, {} written{}", bytes_text(p.sm_read()),

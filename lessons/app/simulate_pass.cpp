@@ -1,8 +1,10 @@
-// `flashlab simulate --pass backward|decode`: the GPU backward's and decode's mirrors.
+// `flashlab simulate --pass backward|decode|fa3`: the GPU backward's, decode's and the Hopper
+// forward kernel's mirrors.
 //   flashlab simulate --pass backward --n 8192 --d 128 --heads 16 --kv-heads 4 --causal
 //   flashlab simulate --pass decode --kv-len 32768 --batch 8 --heads 32 --kv-heads 8 --splits 16
 //   flashlab simulate --pass decode --lengths 0,1,4096,339 --page-size 64
 //   flashlab simulate --pass decode --kv-len 4096 --batch 8 --heads 32 --kv-heads 8 --splits 1..64
+//   flashlab simulate --pass fa3 --n 8192 --d 128 --batch 2 --heads 16 --stages 3
 #include "simulate_pass.hpp"
 
 #include "commands.hpp"
@@ -21,34 +23,38 @@ namespace flashlab::app {
 
 namespace {
 
-constexpr std::array<std::string_view, 3> kPassNames = {"forward", "backward", "decode"};
+constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "decode", "fa3"};
 constexpr cpu::Index kMaxHeads = 1024;
+// --stages is range-checked against the kernel's own limit by fa3_kernel_facts; this bound
+// only keeps the number an integer the option parser can hold.
+constexpr cpu::Index kMaxStagesOption = 1024;
 
 // Which passes take an option; the options not named here are taken by every pass.
 struct OptionPasses {
   std::string_view option;
-  std::array<bool, 3> takes;  // forward, backward, decode
+  std::array<bool, 4> takes;  // forward, backward, decode, fa3
 };
 constexpr std::array kOptionPasses = {
-    OptionPasses{"--sram", {true, false, false}},
-    OptionPasses{"--l2", {true, false, false}},
-    OptionPasses{"--algo", {true, false, false}},
-    OptionPasses{"--br", {true, false, false}},
-    OptionPasses{"--bc", {true, false, false}},
-    OptionPasses{"--trace", {true, false, false}},
-    OptionPasses{"--max-trace-bytes", {true, false, false}},
-    OptionPasses{"--full", {true, false, false}},
-    OptionPasses{"--n", {true, true, false}},
-    OptionPasses{"--causal", {true, true, false}},
-    OptionPasses{"--n-q", {false, true, true}},
-    OptionPasses{"--batch", {false, true, true}},
-    OptionPasses{"--heads", {false, true, true}},
-    OptionPasses{"--kv-heads", {false, true, true}},
-    OptionPasses{"--deterministic", {false, true, false}},
-    OptionPasses{"--splits", {false, false, true}},
-    OptionPasses{"--page-size", {false, false, true}},
-    OptionPasses{"--kv-len", {false, false, true}},
-    OptionPasses{"--lengths", {false, false, true}},
+    OptionPasses{"--sram", {true, false, false, false}},
+    OptionPasses{"--l2", {true, false, false, false}},
+    OptionPasses{"--algo", {true, false, false, false}},
+    OptionPasses{"--br", {true, false, false, false}},
+    OptionPasses{"--bc", {true, false, false, false}},
+    OptionPasses{"--trace", {true, false, false, false}},
+    OptionPasses{"--max-trace-bytes", {true, false, false, false}},
+    OptionPasses{"--full", {true, false, false, false}},
+    OptionPasses{"--n", {true, true, false, true}},
+    OptionPasses{"--causal", {true, true, false, true}},
+    OptionPasses{"--n-q", {false, true, true, true}},
+    OptionPasses{"--batch", {false, true, true, true}},
+    OptionPasses{"--heads", {false, true, true, true}},
+    OptionPasses{"--kv-heads", {false, true, true, true}},
+    OptionPasses{"--deterministic", {false, true, false, false}},
+    OptionPasses{"--splits", {false, false, true, false}},
+    OptionPasses{"--page-size", {false, false, true, false}},
+    OptionPasses{"--kv-len", {false, false, true, false}},
+    OptionPasses{"--lengths", {false, false, true, false}},
+    OptionPasses{"--stages", {false, false, false, true}},
 };
 
 std::string passes_taking(const OptionPasses& o) {
@@ -159,7 +165,7 @@ Pass parse_pass(std::string_view name) {
   for (std::size_t p = 0; p < kPassNames.size(); ++p)
     if (kPassNames[p] == name) return Pass(p);
   throw cpu::InvalidArgument(fmt::format(
-      "unknown pass '{}': --pass takes forward (the default), backward or decode", name));
+      "unknown pass '{}': --pass takes forward (the default), backward, decode or fa3", name));
 }
 
 std::string_view to_string(Pass pass) { return kPassNames[std::size_t(pass)]; }
@@ -191,6 +197,9 @@ void add_pass_options(CLI::App* cmd, PassArgs& args) {
                                  sim::kMaxDecodeLength);
   cmd->add_option("--lengths", args.lengths,
                   "decode: one cache length per sequence, e.g. 0,1,4096 (instead of --kv-len)");
+  add_integer_option<cpu::Index>(cmd, "--stages", args.stages,
+                                 "fa3: K and V buffers of its ring (0: the kernel's default)", 0,
+                                 kMaxStagesOption);
 }
 
 void check_pass_options(const CLI::App* cmd, Pass pass) {
@@ -218,6 +227,29 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
               {"causal", cpu::to_string(run.alignment())},
               {"deterministic", run.deterministic}};
     p = predict(run);
+  } else if (pass == Pass::fa3) {
+    const Fa3Facts f = fa3_kernel_facts(d, sim::parse_dtype(dtype), a.stages);
+    if (!f.facts) throw cpu::InvalidArgument(f.why_not);
+    const cpu::Index n_q = a.n_q > 0 ? a.n_q : n;
+    const sim::Fa3Shape shape{.batch = a.batch,
+                              .heads_q = a.heads,
+                              .heads_kv = kv_heads_of(a),
+                              .n_q = n_q,
+                              .n_k = n,
+                              .d = d,
+                              .causal = !causal    ? cpu::Causal::none
+                                        : n_q == n ? cpu::Causal::top_left
+                                                   : cpu::Causal::bottom_right};
+    inputs = {{"batch", shape.batch},
+              {"heads_q", shape.heads_q},
+              {"heads_kv", shape.heads_kv},
+              {"N_q", shape.n_q},
+              {"N_k", shape.n_k},
+              {"d", shape.d},
+              {"dtype", dtype},
+              {"causal", cpu::to_string(shape.causal)},
+              {"stages", f.facts->stages}};
+    p = {"fa3", sim::count_fa3_kernel(shape, *f.facts), ""};
   } else {
     DecodeRun run = decode_run(a, d, dtype, profile, cmd);
     const std::vector<cpu::Index> splits = splits_of(a.splits);

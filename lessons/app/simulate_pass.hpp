@@ -1,6 +1,7 @@
-// `flashlab simulate --pass backward|decode`: the options of the two passes and their run,
-// the mirror of the GPU kernels as built (gpu_bridge/pass_kernels.hpp), printed as a table
-// of launches and bytes per tensor, or as JSON. --pass forward is cmd_simulate.cpp's own.
+// `flashlab simulate --pass backward|decode|fa3`: the options of the GPU passes and their run,
+// the mirror of the GPU kernels as built (gpu_bridge/pass_kernels.hpp; fa3, the Hopper forward
+// kernel, gpu_bridge/kernels.hpp), printed as a table of launches and bytes per tensor, or as
+// JSON. --pass forward (the paper's programs) is cmd_simulate.cpp's own.
 #pragma once
 
 #include "flashlab/cpu/types.hpp"
@@ -13,22 +14,25 @@
 
 namespace flashlab::app {
 
-enum class Pass { forward, backward, decode };
+// fa3: the Hopper forward kernel's own mirror (any N_q, GQA, its ring of stages), beside the
+// forward programs that --pass forward runs.
+enum class Pass { forward, backward, decode, fa3 };
 
-// "forward", "backward" or "decode"; otherwise cpu::InvalidArgument listing them.
+// "forward", "backward", "decode" or "fa3"; otherwise cpu::InvalidArgument listing them.
 Pass parse_pass(std::string_view name);
 std::string_view to_string(Pass pass);
 
 struct PassArgs {
   cpu::Index n_q = 0, batch = 1, heads = 1, kv_heads = 0, page_size = 0;
   cpu::Index kv_len = 4096;
-  std::string splits;   // "16", or a list "1..64" for a table over them; "": the kernel's rule
-  std::string lengths;  // "0,1,4096": one cache length per sequence (decode)
+  cpu::Index stages = 0;  // fa3: K and V buffers of its ring; 0: the kernel's default
+  std::string splits;     // "16", or a list "1..64" for a table over them; "": the kernel's rule
+  std::string lengths;    // "0,1,4096": one cache length per sequence (decode)
   bool deterministic = false;
 };
 
-// Adds --n-q, --batch, --heads, --kv-heads, --deterministic, --splits, --page-size, --kv-len
-// and --lengths to `simulate`.
+// Adds --n-q, --batch, --heads, --kv-heads, --deterministic, --splits, --page-size, --kv-len,
+// --lengths and --stages to `simulate`.
 void add_pass_options(CLI::App* cmd, PassArgs& args);
 
 // Throws cpu::InvalidArgument naming the first option given on the command line that `pass`

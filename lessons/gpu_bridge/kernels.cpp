@@ -32,13 +32,14 @@ namespace {
 // Which of the simulator's programs moves a kernel's bytes: the naive kernel's own program
 // (S in fp32, read back by the softmax, P in the input dtype); the scalar kernel and fa2
 // both stream K and V tile by tile past a query tile held on chip (FlashAttention-2's
-// order), so the FA2 program with their tiles and score dtype mirrors them.
+// order), so the FA2 program with their tiles and score dtype mirrors them. fa3 has a
+// mirror of its own (TMA, a ring of stages, any N_q, GQA): none of these programs.
 std::optional<sim::Algorithm> mirror_program(flashlab_kernel kernel) {
   switch (kernel) {
     case FLASHLAB_KERNEL_NAIVE: return sim::Algorithm::naive_kernel;
     case FLASHLAB_KERNEL_SCALAR:
     case FLASHLAB_KERNEL_FA2: return sim::Algorithm::fa2;
-    case FLASHLAB_KERNEL_FA3: return std::nullopt;  // its mirror (TMA stages) is not written yet
+    case FLASHLAB_KERNEL_FA3: return std::nullopt;  // sim::count_fa3_kernel
   }
   return std::nullopt;
 }
@@ -68,21 +69,49 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
     return mirror;
   }
   const gpu::KernelInfo info = gpu::kernel_info(*id, problem.d, c_dtype(problem.dtype));
-  mirror.algorithm = info.supported ? mirror_program(*id) : std::nullopt;
-  if (!info.supported)
+  if (!info.supported) {
     mirror.why_not = info.reason;
-  else if (!mirror.algorithm)
-    mirror.why_not = "not modelled yet";
-  if (!mirror.algorithm) return mirror;
+    return mirror;
+  }
   const gpu::KernelConfig& c = info.config;
   if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};
   mirror.blocks_per_sm = c.blocks_per_sm;
+  if (*id == FLASHLAB_KERNEL_FA3) {
+    mirror.fa3 = fa3_kernel_facts(problem.d, problem.dtype).facts;
+    return mirror;
+  }
+  mirror.algorithm = mirror_program(*id);
+  if (!mirror.algorithm) {
+    mirror.why_not = "not modelled";
+    return mirror;
+  }
   mirror.problem.score_dtype = sim_dtype(c.s.dtype);
   if (c.s.level == FLASHLAB_MEMORY_HBM) {  // three operators: S and P are tensors in HBM
     mirror.problem.weight_dtype = sim_dtype(c.w.dtype);
     mirror.problem.score_reads = c.s_hbm_reads;
   }
   return mirror;
+}
+
+Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
+  namespace k = gpu::fa3;
+  const gpu::KernelInfo info = gpu::kernel_info(FLASHLAB_KERNEL_FA3, d, c_dtype(dtype));
+  if (!info.supported) return {std::nullopt, info.reason};
+  if (stages == 0) stages = k::kDefaultStages;
+  if (stages < 1 || stages > k::kMaxStages)
+    return {std::nullopt,
+            fmt::format("the fa3 kernel takes 1 to {} stages, not {}", k::kMaxStages, stages)};
+  return {sim::Fa3KernelFacts{.Br = info.config.Br,
+                              .Bc = info.config.Bc,
+                              .consumers = k::kConsumerWarpgroups,
+                              .stages = stages,
+                              .warp_specialized = info.config.threads == k::threads(true),
+                              .threads = info.config.threads,
+                              .align_slack = k::kSwizzleAtom,
+                              .barrier_bytes = k::kBarrierBytes,
+                              .dtype = dtype,
+                              .writes_lse = true},
+          ""};
 }
 
 sim::Problem fa2_kernel_problem(const sim::Problem& problem) {
@@ -109,17 +138,30 @@ Prediction predict(const KernelRun& run) {
                            .l2_bytes = target_profile().l2_bytes};
   const KernelMirror mirror = kernel_mirror(run.kernel, asked);
   Prediction p{run.kernel, run.kernel, std::nullopt, run.heads, ""};
-  if (!mirror.algorithm) {
+  if (!mirror.modelled()) {
     p.why_not = mirror.why_not;
     return p;
   }
   if (const auto& t = mirror.problem.tiles)
     p.label = fmt::format("{} (Br {}, Bc {})", run.kernel, t->Br, t->Bc);
-  if (run.queries() != run.n) {
+  if (mirror.fa3) {
+    p.label = fmt::format("{} (Br {}, Bc {}, {} stages)", run.kernel, mirror.fa3->Br,
+                          mirror.fa3->Bc, mirror.fa3->stages);
+    p.pass = sim::count_fa3_kernel({.batch = 1,
+                                    .heads_q = run.heads,
+                                    .heads_kv = run.heads,
+                                    .n_q = run.queries(),
+                                    .n_k = run.n,
+                                    .d = run.d,
+                                    .causal = run.alignment()},
+                                   *mirror.fa3);
+  } else if (run.queries() != run.n) {
     p.why_not = "not modelled (the simulator takes N_q = N_k)";
     return p;
+  } else {
+    p.report = sim::count(*mirror.algorithm, mirror.problem);
   }
-  p.report = sim::count(*mirror.algorithm, mirror.problem);
+  if (run.queries() != run.n) return p;                    // the grid model takes N_q = N_k
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
     const sim::GridProblem grid{.N = run.n,
                                 .d = run.d,
@@ -136,6 +178,16 @@ Prediction predict(const KernelRun& run) {
     if (grid.causal == cpu::Causal::none) p.crossover = sim::l2_crossover(grid);
   }
   return p;
+}
+
+double Prediction::sm_read() const {
+  if (pass) return double(pass->bytes_read());
+  return report ? double(report->bytes_read()) * double(heads) : 0;
+}
+
+double Prediction::sm_written() const {
+  if (pass) return double(pass->bytes_written());
+  return report ? double(report->bytes_written()) * double(heads) : 0;
 }
 
 double Prediction::dram_read() const {

@@ -7,6 +7,7 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/flashlab.h"
+#include "flashlab/sim/fa3_kernel.hpp"
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/problem.hpp"
 #include "flashlab/sim/profiles.hpp"
@@ -35,16 +36,27 @@ std::string kernel_refusal(std::string_view kernel, cpu::Index d, sim::DType dty
 
 // The simulator's mirror of a kernel as built: the program that moves its bytes, and the
 // problem set up with the kernel's own facts from the table (its tiles, the dtype its score
-// tile is kept in). Without a mirror, why_not says why (not modelled yet, or the kernel
-// does not take this d or dtype).
+// tile is kept in); or, for the Hopper kernel, its own counted mirror (sim::count_fa3_kernel)
+// and its facts. Without either, why_not says why (the kernel does not take this d or dtype).
 struct KernelMirror {
   std::optional<sim::Algorithm> algorithm;
   sim::Problem problem;  // the caller's problem with the kernel's facts filled in
   std::string why_not;
   Index blocks_per_sm = 0;  // the occupancy the kernel is built for; 0: it asks for none
+  std::optional<sim::Fa3KernelFacts> fa3{};  // set for fa3 (then algorithm is empty)
+
+  bool modelled() const { return algorithm || fa3; }
 };
 // problem: N, d, dtype, causal, SRAM and L2 as the caller wants them simulated.
 KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem);
+
+// The fa3 kernel's facts from the table (its tiles, ring, SRAM layout) with `stages` K and V
+// buffers (0: the kernel's default), or why it does not take (d, dtype) or that many stages.
+struct Fa3Facts {
+  std::optional<sim::Fa3KernelFacts> facts;
+  std::string why_not;
+};
+Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages = 0);
 
 // The caller's problem with the tiles (Br, Bc) and score dtype of flashlab's fa2 kernel, for
 // the simulator's FlashAttention-2 program: the lessons' FA2 uses the tile rule its kernel
@@ -72,7 +84,8 @@ struct KernelRun {
 };
 
 // The mirror's count for one head, on one SM's SRAM, with the target's L2 in front of HBM;
-// the run's figures are it times the heads (each head's blocks move their own tiles).
+// the run's figures are it times the heads (each head's blocks move their own tiles). For
+// fa3, its own mirror's count of every head (any N_q), in `pass`.
 // DRAM: for a kernel built for an occupancy (fa2), its whole grid run through the target's
 // shared L2 (sim::run_grid: SMs, blocks in waves, write-back), where the DRAM write figure
 // is what the kernel writes while it runs and what it leaves dirty is apart; otherwise one
@@ -85,9 +98,14 @@ struct Prediction {
   std::string why_not;                          // when there is no report
   std::optional<sim::GridReport> grid{};        // the grid through the shared L2
   std::optional<sim::L2Crossover> crossover{};  // where its K and V stop fitting the L2
+  std::optional<sim::PassReport> pass{};        // fa3's mirror, all heads
 
-  double sm_read() const { return report ? double(report->bytes_read()) * double(heads) : 0; }
-  double sm_written() const { return report ? double(report->bytes_written()) * double(heads) : 0; }
+  bool modelled() const { return report || pass; }
+  // DRAM is predicted by the grid, or by one head's program through the L2; fa3 with
+  // N_q != N_k has neither.
+  bool dram_modelled() const { return grid || report; }
+  double sm_read() const;
+  double sm_written() const;
   double dram_read() const;
   double dram_written() const;  // during the kernel
   double left_dirty() const;    // in the L2 at the kernel's end (0 without the grid model)

@@ -74,6 +74,7 @@ nlohmann::ordered_json to_json(const PassReport& r, const HardwareProfile& profi
           {"kernel", r.label},
           {"launches", std::move(launches)},
           {"tensors", std::move(tensors)},
+          {"peak_sram_bytes", r.peak_sram},
           {"bytes",
            {{"read", r.bytes_read()}, {"written", r.bytes_written()}, {"total", r.bytes_total()}}},
           {"ops",
@@ -125,10 +126,12 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
   for (const auto& t : r.tensors) tensors.push_back({t.name, bytes(t.read), bytes(t.written)});
   tensors.push_back({"total", bytes(r.bytes_read()), bytes(r.bytes_written())});
   const Bound b = roofline(r, profile);
+  const std::string sram =
+      r.peak_sram > 0 ? fmt::format("SRAM per block {}; ", bytes(r.peak_sram)) : "";
   return fmt::format(
       "{} mirror: {}\n\n{}\nBytes per tensor (between the L2 and the SMs)\n{}\n"
-      "matrix FLOPs {:.4g}, other operations {:.4g}; bound on {} {:.4g} s ({} binds)\n",
-      r.pass, r.label, aligned(launches), aligned(tensors), double(r.ops.matrix_flops),
+      "{}matrix FLOPs {:.4g}, other operations {:.4g}; bound on {} {:.4g} s ({} binds)\n",
+      r.pass, r.label, aligned(launches), aligned(tensors), sram, double(r.ops.matrix_flops),
       double(r.ops.non_matrix()), profile.name, b.seconds(), b.binding());
 }
 

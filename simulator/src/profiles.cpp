@@ -9,6 +9,13 @@ namespace flashlab::sim {
 
 namespace {
 
+// The L2's read bandwidth to the SMs: 5120 bytes per clock on the A100 (NVIDIA A100 Tensor
+// Core GPU Architecture whitepaper, table "A100 vs V100": "L2 Cache Read Bandwidth 5120
+// Bytes/clk"). NVIDIA gives no such figure for Hopper or Blackwell; their profiles assume the
+// same bytes per clock at their own clock, an estimate until a device run measures it (a
+// kernel that reads an L2-resident buffer over and over).
+constexpr double kL2BytesPerClock = 5120;
+
 constexpr double kTera = 1e12;
 constexpr double kGiga = 1e9;
 constexpr Bytes kKB = 1024;  // NVIDIA's "KB" and "MB" of on-chip memory are KiB and MiB
@@ -39,6 +46,7 @@ constexpr std::array kProfiles = {
         .sram_per_sm = 163 * kKB,
         .l2_bytes = 40 * kMB,        // A100 whitepaper: 40 MB L2
         .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
+        .l2_bytes_per_s = kL2BytesPerClock * 1.41 * kGiga,  // at the 1410 MHz boost
         .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
         .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga,  // 1410 MHz boost (whitepaper)
         .sm = sm_limits(164 * kKB)},
@@ -53,6 +61,7 @@ constexpr std::array kProfiles = {
         // the GPCs attached to it directly.
         .l2_partitions = 2,
         .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
+        .l2_bytes_per_s = kL2BytesPerClock * 1.98 * kGiga,  // an estimate; 1980 MHz boost
         // H100 SXM datasheet: BF16 989 TFLOPS dense, the figure used here (its 1,979
         // TFLOPS is with 2:4 sparsity, which attention does not use).
         .matrix_flops_per_s = 989 * kTera,
@@ -73,6 +82,8 @@ constexpr std::array kProfiles = {
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.
         .hbm_bytes_per_s = 4.25 * kTera,
+        // An estimate, as the H100's: 1980 MHz is the H200's highest clock (nvidia-smi).
+        .l2_bytes_per_s = kL2BytesPerClock * 1.98 * kGiga,
         // Measured bf16 GEMM 8192^3 through cuBLAS (ANCHORS.md); the datasheet says 989
         // TFLOPS dense, as the H100.
         .matrix_flops_per_s = 686 * kTera,
@@ -90,6 +101,7 @@ constexpr std::array kProfiles = {
         // the model treats it as one pool, so it errs towards hits where K and V outgrow a half.
         .l2_bytes = 126 * kMB,
         .hbm_bytes_per_s = 8 * kTera,        // HGX B200 datasheet: 8 TB/s per GPU
+        .l2_bytes_per_s = kL2BytesPerClock * 1.9 * kGiga,  // an estimate, as the H100's
         // HGX B200 datasheet: BF16 4.5 PFLOPS with sparsity, so 2.25 dense; ANCHORS.md's
         // FlashAttention-4 figure (1613 TFLOPS = 71% of peak) agrees.
         .matrix_flops_per_s = 2250 * kTera,

@@ -5,13 +5,17 @@
 
 #include "gpu_bridge/pass_kernels.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
+
 #include <doctest/doctest.h>
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
+using flashlab::test::run_command;
 using flashlab::test::run_flashlab;
 
 namespace {
@@ -59,6 +63,37 @@ TEST_CASE("simulate --pass backward prints the mirror configured with the kernel
   REQUIRE(table.status == 0);
   CHECK(contains(table.output, "dQ accumulator"));
   CHECK(contains(table.output, "post (dQ)"));
+}
+
+TEST_CASE("simulate --pass fa3 prints the Hopper kernel's mirror with the table's facts") {
+  const auto j = json_of(
+      "simulate --pass fa3 --n 1023 --n-q 97 --d 128 --heads 8 --kv-heads 2 --batch 2 --causal "
+      "--stages 3");
+  CHECK(j["pass"] == "fa3");
+  CHECK(j["inputs"]["causal"] == "bottom-right");
+  CHECK(j["inputs"]["stages"] == 3);
+  CHECK(j["peak_sram_bytes"] == flashlab::gpu::fa3::sram_bytes(128, FLASHLAB_BF16, 3));
+  // 97 query rows, one query tile, bottom-right: its last row sees all 1023 keys.
+  CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * 1023 * 128 * 2);
+  CHECK(bytes_of(j, "Q", "bytes_read") == 2 * 8 * 97 * 128 * 2);
+  CHECK(bytes_of(j, "L", "bytes_written") == 2 * 8 * 97 * 4);
+  CHECK(j["launches"][0]["blocks"] == 2 * 8);
+  const auto table = run_flashlab("simulate --pass fa3 --n 4096 --d 64 --heads 4");
+  REQUIRE(table.status == 0);
+  CHECK(contains(table.output, "fa3 mirror: Br "));
+  CHECK(contains(table.output, "SRAM per block"));
+  for (const auto& [args, message] :
+       {std::pair{"simulate --pass fa3 --stages 4", "the fa3 kernel takes 1 to 3 stages, not 4"},
+        std::pair{"simulate --pass fa3 --d 96", "d = 96 is not supported by the fa3 kernel"},
+        std::pair{"simulate --pass fa3 --splits 2", "--splits is not an option of --pass fa3"},
+        std::pair{"simulate --pass backward --stages 2",
+                  "--stages is not an option of --pass backward"},
+        std::pair{"compare --pass fa3", "compare runs the fa3 kernel in its forward comparison"}}) {
+    CAPTURE(args);
+    const auto run = run_flashlab(std::string(args) + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, message));
+  }
 }
 
 TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SMs") {
@@ -152,10 +187,38 @@ TEST_CASE("compare --pass backward and decode: the mirror's row and the GPU's") 
   CHECK(contains(decode.output, "GPU decode"));
   for (const char* bad :
        {"compare --pass decode --deterministic", "compare --pass backward --kernels fa2",
-        "compare --splits 4", "compare --pass decode --splits 0", "compare --pass upward"}) {
+        "compare --splits 4", "compare --pass decode --splits 0", "compare --pass upward",
+        "compare --pass backward --gpu-only decode", "compare --pass decode --repeats 0"}) {
     CAPTURE(bad);
     const auto run = run_flashlab(std::string(bad) + " 2>&1");
     CHECK(run.status == kUsageError);
     CHECK(!run.output.empty());
+  }
+}
+
+// Without a device the GPU's row is empty and says why; with the stand-in runner whose
+// "device" returns zeros, the row carries the pass's median time, and --no-ncu says why
+// there are no measured bytes.
+TEST_CASE("compare --pass: the GPU's row runs the pass, or says why it is empty") {
+  const auto none = run_flashlab("compare --pass backward --n 256 --d 64 --no-color");
+  REQUIRE(none.status == 0);
+  const auto gpu_line = none.output.substr(none.output.find("GPU: ") + 5);
+  const std::string why = gpu_line.substr(0, gpu_line.find('\n'));
+  if (why.find("stand-in") == std::string::npos && why.find("NVIDIA") == std::string::npos &&
+      why.find("H200") == std::string::npos)  // no device here: the row says the same
+    CHECK(contains(none.output, "not run: " + why.substr(0, 40)));
+  for (const char* args :
+       {"compare --pass backward --n 256 --n-q 97 --d 64 --heads 4 --kv-heads 2 --batch 2 "
+        "--causal --repeats 3 --no-ncu --no-color",
+        "compare --pass decode --n 1023 --d 128 --heads 8 --kv-heads 2 --batch 3 --splits 4 "
+        "--repeats 3 --no-ncu --no-color"}) {
+    CAPTURE(args);
+    const auto run = run_command(fmt::format("FLASHLAB_GPU_RUNNER={} {} {}",
+                                             FLASHLAB_FAKE_RUNNER_ZEROS, FLASHLAB_BINARY, args));
+    REQUIRE(run.status == 0);
+    CHECK(contains(run.output, "a stand-in device that returns zeros"));
+    CHECK(contains(run.output, "1000.0 us (median of 3)"));  // the stand-in's 1 ms
+    CHECK(contains(run.output, "not measured (--no-ncu)"));
+    CHECK(!contains(run.output, "not run"));
   }
 }

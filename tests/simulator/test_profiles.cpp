@@ -18,6 +18,7 @@ TEST_CASE("each profile is found by name and has every figure") {
     CHECK(hw.sram_per_sm > 0);
     CHECK(hw.hbm_bytes_per_s > 0);
     CHECK(hw.matrix_flops_per_s > hw.exp_per_s);  // why exp can bind at small d
+    CHECK(hw.l2_bytes_per_s > hw.hbm_bytes_per_s);  // why re-reads from the L2 are cheaper
   }
 }
 

@@ -1,8 +1,8 @@
-// What a mirror of a multi-kernel GPU pass reports (the backward's pre-kernel, main kernel and
-// post-kernel; the decode's split kernel and combine): the kernels it launches with their grids,
-// the bytes each HBM tensor moves between HBM (at the L2) and the SMs, summed over every
-// block of every kernel, and the work on chip. The two-level model without an L2: bytes
-// here are what crosses between the L2 and the SMs, as the forward mirrors count them.
+// What a mirror of a GPU pass reports (the backward's pre-kernel, main kernel and
+// post-kernel; the decode's split kernel and combine; the Hopper forward's one kernel): the kernels
+// it launches with their grids, the bytes each HBM tensor moves between HBM (at the L2) and the
+// SMs, summed over every block of every kernel, and the work on chip. The two-level model without
+// an L2: bytes here are what crosses between the L2 and the SMs, as the forward mirrors count them.
 //
 //   sim::PassReport r = sim::count_backward_kernel(shape, facts);
 //   r.tensor("dQ accumulator").read;   r.bytes_total();   r.launches[1].blocks;
@@ -47,6 +47,7 @@ struct PassReport {
   std::vector<Launch> launches{};  // in launch order
   std::vector<PassTensor> tensors{};
   OpCounts ops{};
+  Bytes peak_sram = 0;  // SRAM of one block as the mirror lays it out; 0 where not booked
 
   Bytes bytes_read() const;
   Bytes bytes_written() const;

@@ -55,6 +55,10 @@ struct HardwareProfile {
   // partitions is held in each of them (sim::GridProblem::l2_partitions; grid.hpp).
   int l2_partitions = 1;
   double hbm_bytes_per_s = 0;    // read + written
+  // Bytes per second the L2 delivers to the SMs, whole chip: what a load of a tile that is
+  // already in the L2 (a re-read of K or V, lesson 5) moves at, where HBM's figure is for
+  // the bytes that come from DRAM.
+  double l2_bytes_per_s = 0;
   double matrix_flops_per_s = 0; // dense bf16 tensor-core throughput
   double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip
   SmLimits sm;                   // what one SM holds at once

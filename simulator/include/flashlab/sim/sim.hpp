@@ -37,6 +37,7 @@
 #include "flashlab/sim/backward_kernel.hpp"
 #include "flashlab/sim/decode_kernel.hpp"
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/fa3_kernel.hpp"
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/kernel_pass.hpp"
 #include "flashlab/sim/machine.hpp"

@@ -1,0 +1,174 @@
+// flashlab's Hopper forward as built (gpu/kernels/06_fa3.cu), counted block by block.
+//
+// A block per (batch, query head, query tile i of Br rows); causal grids run the query tiles
+// longest first, which changes when blocks run, not what they move. In each block:
+//   producer    TMA brings Q_i once (one copy per 64-column slab, completing on the Q
+//               barrier), then K_j and V_j for j = 0 .. Tc_i - 1 into a ring of `stages`
+//               buffers each: tile j goes to buffer j mod stages once the consumers have
+//               released tile j - stages (the ring's "empty" barrier) and signals "full";
+//               without warp specialisation the first consumer warp issues the same copies
+//   consumers   two warpgroups of Br / 2 rows each run S = Q_i K_j^T and U += W V_j as
+//               wgmma on whole (Br / 2, Bc) tiles, the online softmax in registers (ping-pong
+//               and intra-warpgroup overlap reorder this work; they move no byte)
+//   epilogue    O_i = U / l and L_i = m + log l straight from registers to HBM (no TMA
+//               store, no SRAM staging), only the rows below N_q
+// TMA reads only the rows inside the tensor: a tile that runs past N_q or N_k is zero-filled
+// on chip, and its missing rows cross nothing. Under a causal mask with offset o (top-left 0,
+// bottom-right N_k - N_q) the block's last row e = min((i + 1) Br, N_q) - 1 sees
+// n_i = clamp(e + o + 1, 0, N_k) keys, and the KV tiles past them are never loaded:
+// Tc_i = ceil(n_i / Bc) tiles, the last of them masked in registers. Without a mask n_i = N_k.
+// A block whose rows see no key (bottom-right, N_q > N_k) still loads Q_i and writes O_i = 0,
+// L_i = -inf.
+//
+// Closed form. b = input bytes, f = 4 (fp32), B H_q query heads in all, r_i = min(Br, N_q -
+// i Br) rows of tile i, Tr = ceil(N_q / Br), and the keys a block loads
+//   KL_i = min(N_k, Tc_i Bc)           (no mask: N_k)
+//   KL   = sum over i of KL_i          (no mask: Tr N_k)
+//   Q  read     B H_q N_q d b
+//   K  read     B H_q KL d b            (each query head reads its KV head's tiles itself: GQA
+//   V  read     B H_q KL d b             shares K and V in HBM and in the L2, not on chip)
+//   O  written  B H_q N_q d b
+//   L  written  B H_q N_q f             (when the caller asks for the LSE)
+// Work as issued, per loaded tile: 2 products of 2 Br Bc d FLOPs (whole tiles, zero-filled
+// and masked rows included: the tensor cores compute them), Br Bc exps and maxima and sums,
+// Br exps (alpha) and Br (d + 1) rescales (U and l by alpha); per block Br d divides
+// (O = U / l) and Br logs (L).
+// SRAM per block, as the kernel carves it: align_slack + Br d b (sQ) + stages x 2 Bc d b (the
+// K and V rings) + barrier_bytes.
+//
+// Counts only: the numbers of the forward are cpu_reference's; the mirror books the bytes
+// and the work the kernel's schedule issues.
+#include "flashlab/sim/fa3_kernel.hpp"
+
+#include "flashlab/cpu/checked.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace flashlab::sim {
+
+namespace {
+
+using cpu::Index;
+
+constexpr Index kMaxLength = Index{1} << 22;
+constexpr Index kMaxHeadDim = Index{1} << 12;
+constexpr Index kMaxHeadsInAll = Index{1} << 20;  // batch x heads_q
+constexpr Index kMaxTile = Index{1} << 16;
+constexpr Index kMaxStages = 64;
+constexpr Bytes kMaxOverhead = Bytes{1} << 30;
+constexpr Bytes kFp32 = bytes_of(kAccumulator);
+constexpr std::int64_t kFlopsPerMultiplyAdd = 2;
+constexpr std::int64_t kProducts = 2;  // S = Q K^T and U += W V
+
+Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
+
+void check_size(std::string_view name, Index value, Index low, Index max) {
+  if (value < low || value > max)
+    throw cpu::InvalidArgument(
+        fmt::format("{} = {} is out of range: the fa3 mirror takes {} <= {} <= {}", name, value,
+                    low, name, max));
+}
+
+// What one query head's blocks load, summed over its query tiles.
+struct TileSums {
+  Index KL = 0;       // keys loaded (K and V alike), the header's KL
+  Index tiles = 0;    // KV tiles loaded
+  Index working = 0;  // blocks that load at least one KV tile
+};
+
+TileSums tile_sums(const Fa3Shape& s, Index Br, Index Bc) {
+  const cpu::Mask mask{s.causal, s.n_q, s.n_k};
+  const Index o = mask.diagonal_offset(), Tr = ceil_div(s.n_q, Br);
+  TileSums sums;
+  for (Index i = 0; i < Tr; ++i) {
+    Index n_keys = s.n_k;  // n_i: the keys the block's last row sees
+    if (s.causal != cpu::Causal::none) {
+      const Index last_row = std::min((i + 1) * Br, s.n_q) - 1;
+      n_keys = std::clamp<Index>(last_row + o + 1, 0, s.n_k);
+    }
+    const Index Tc = ceil_div(n_keys, Bc);
+    sums.KL += std::min(s.n_k, Tc * Bc);
+    sums.tiles += Tc;
+    sums.working += Tc > 0 ? 1 : 0;
+  }
+  return sums;
+}
+
+}  // namespace
+
+void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
+  check_size("batch", s.batch, 1, kMaxHeadsInAll);
+  check_size("heads_q", s.heads_q, 1, kMaxHeadsInAll);
+  check_size("heads_kv", s.heads_kv, 1, s.heads_q);
+  check_size("N_q", s.n_q, 1, kMaxLength);
+  check_size("N_k", s.n_k, 1, kMaxLength);
+  check_size("d", s.d, 1, kMaxHeadDim);
+  check_size("Br", f.Br, 1, kMaxTile);
+  check_size("Bc", f.Bc, 1, kMaxTile);
+  check_size("stages", f.stages, 1, kMaxStages);
+  check_size("consumers", f.consumers, 1, f.Br);
+  check_size("align_slack", f.align_slack, 0, kMaxOverhead);
+  check_size("barrier_bytes", f.barrier_bytes, 0, kMaxOverhead);
+  cpu::check_causal(s.causal);
+  if (s.heads_q % s.heads_kv != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "heads_kv = {} does not divide heads_q = {}: each KV head serves the same number of "
+        "query heads (GQA), so heads_q must be a multiple of heads_kv",
+        s.heads_kv, s.heads_q));
+  if (f.Br % f.consumers != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "Br = {} does not split over {} consumer warpgroups: each takes Br / consumers rows", f.Br,
+        f.consumers));
+  if (s.batch * s.heads_q > kMaxHeadsInAll)
+    throw cpu::InvalidArgument(
+        fmt::format("batch x heads_q = {} x {} is more than the mirror takes ({})", s.batch,
+                    s.heads_q, kMaxHeadsInAll));
+}
+
+PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
+  check(s, f);
+  const Index Br = f.Br, Bc = f.Bc, d = s.d, b = bytes_of(f.dtype);
+  const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;  // heads in all
+  const TileSums sums = tile_sums(s, Br, Bc);
+  const auto rows_of = [](Index heads, Index rows, Index cols, Index bytes) {
+    return cpu::checked_product({heads, rows, cols, bytes}, "the fa3 kernel's bytes");
+  };
+
+  PassReport r;
+  r.pass = "fa3";
+  r.label = fmt::format("Br {} ({} consumer warpgroups), Bc {}, {} stage{}, {}, {} threads, {}", Br,
+                        f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
+                        f.warp_specialized ? "warp-specialised" : "no producer warpgroup",
+                        f.threads, to_string(f.dtype));
+  const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written) {
+    r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written});
+  };
+  const Index q_elems = cpu::checked_product({Hq, s.n_q, d}, "Q's elements");
+  const Index kv_elems = cpu::checked_product({Hkv, s.n_k, d}, "K's elements");
+  tensor("Q", f.dtype, q_elems, rows_of(Hq, s.n_q, d, b), 0);
+  tensor("K", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
+  tensor("V", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
+  tensor("O", f.dtype, q_elems, 0, rows_of(Hq, s.n_q, d, b));
+  if (f.writes_lse) tensor("L", kAccumulator, Hq * s.n_q, 0, rows_of(Hq, s.n_q, 1, kFp32));
+
+  // Work as issued: whole (Br, Bc) tiles per loaded KV tile, Br rows per block.
+  const Index tiles = cpu::checked_mul(Hq, sums.tiles, "the KV tiles");
+  const Index scores = cpu::checked_product({tiles, Br, Bc}, "the scores");
+  const Index Tr = ceil_div(s.n_q, Br), blocks = cpu::checked_mul(Hq, Tr, "the blocks");
+  r.ops.matrix_flops =
+      cpu::checked_product({kFlopsPerMultiplyAdd, kProducts, scores, d}, "the fa3 kernel's FLOPs");
+  r.ops.exp = scores + tiles * Br + blocks * Br;  // W, alpha per tile; log l per block
+  r.ops.max = scores;
+  r.ops.sum = scores;
+  r.ops.rescale = cpu::checked_product({tiles, Br, d + 1}, "the rescales");
+  r.ops.divide = cpu::checked_product({blocks, Br, d}, "the divides");
+
+  r.launches.push_back({"fa3", blocks, Hq * sums.working, f.threads});
+  r.peak_sram = f.align_slack + Br * d * b + f.stages * 2 * Bc * d * b + f.barrier_bytes;
+  return r;
+}
+
+}  // namespace flashlab::sim

@@ -1,0 +1,83 @@
+// The fa3 kernel's mirror as the lessons configure it: its facts from gpu/'s kernel table, the
+// block's SRAM equal to the table's, its bytes into the SMs equal to the grid model's (two
+// models of the same grid), N_q != N_k predicted without DRAM, and `flashlab compare` showing
+// its row.
+#include "gpu_bridge/kernels.hpp"
+#include "run_flashlab.hpp"
+
+#include "flashlab/gpu/kernel_info.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/core.h>
+
+using namespace flashlab::test;
+namespace app = flashlab::app;
+namespace sim = flashlab::sim;
+namespace k = flashlab::gpu::fa3;
+
+TEST_CASE("fa3 mirror: the block's SRAM is the kernel table's, at every d, dtype and stage count") {
+  for (const auto dtype : {sim::DType::bf16, sim::DType::fp16})
+    for (const app::Index d : {64, 128})
+      for (app::Index stages = 1; stages <= k::kMaxStages; ++stages) {
+        CAPTURE(d);
+        CAPTURE(stages);
+        const app::Fa3Facts f = app::fa3_kernel_facts(d, dtype, stages);
+        REQUIRE(f.facts);
+        const sim::PassReport r = sim::count_fa3_kernel({.n_q = 97, .n_k = 1023, .d = d}, *f.facts);
+        CHECK(r.peak_sram == k::sram_bytes(d, app::c_dtype(dtype), int(stages)));
+        CHECK(r.peak_sram <= k::kMaxSramPerBlock);
+      }
+  CHECK(app::fa3_kernel_facts(128, sim::DType::bf16).facts->stages == k::kDefaultStages);
+}
+
+TEST_CASE("fa3 mirror: what the kernel does not take is refused with the table's reason") {
+  const auto d96 = app::fa3_kernel_facts(96, sim::DType::bf16);
+  CHECK(!d96.facts);
+  CHECK(d96.why_not.find("d = 96 is not supported by the fa3 kernel") != std::string::npos);
+  const auto fp32 = app::fa3_kernel_facts(128, sim::DType::fp32);
+  CHECK(fp32.why_not.find("dtype fp32 is not supported by the fa3 kernel") != std::string::npos);
+  const auto four = app::fa3_kernel_facts(128, sim::DType::bf16, k::kMaxStages + 1);
+  CHECK(four.why_not == fmt::format("the fa3 kernel takes 1 to {} stages, not {}", k::kMaxStages,
+                                    k::kMaxStages + 1));
+}
+
+TEST_CASE("fa3 prediction: bytes into the SMs equal the grid model's and the closed form") {
+  for (const bool causal : {false, true})
+    for (const app::Index n : {1, 97, 1023}) {
+      CAPTURE(n);
+      CAPTURE(causal);
+      const app::KernelRun run{.kernel = "fa3", .n = n, .d = 128, .heads = 3, .causal = causal};
+      const app::Prediction p = app::predict(run);
+      REQUIRE(p.pass);
+      REQUIRE(p.grid);
+      CHECK(p.sm_read() == double(p.grid->sm_read()));
+      CHECK(p.sm_written() == double(p.grid->sm_written()));
+      if (!causal) {  // Q once, K and V once per query tile, O and L once
+        const double Tr = double((n + k::kBr - 1) / k::kBr), row = 128.0 * 2;
+        CHECK(p.sm_read() == 3 * (n * row + 2 * Tr * n * row));
+        CHECK(p.sm_written() == 3 * (n * row + 4.0 * n));
+      }
+    }
+}
+
+TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be not modelled") {
+  const app::KernelRun run{.kernel = "fa3", .n = 1023, .n_q = 97, .d = 64, .heads = 2};
+  const app::Prediction p = app::predict(run);
+  REQUIRE(p.pass);
+  CHECK(!p.dram_modelled());
+  const double row = 64.0 * 2;  // one query tile of 97 rows reads all 1023 keys of K and V
+  CHECK(p.sm_read() == 2 * (97 * row + 2 * 1023 * row));
+  const auto out = run_flashlab(
+      "compare --kernels fa3 --n 1023 --n-q 97 --d 64 --heads 2 "
+      "--causal --repeats 1 --no-ncu --no-color");
+  REQUIRE(out.status == 0);
+  CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::kBr, k::kBc,
+                                         k::kDefaultStages)));
+  CHECK(contains(out.output, "DRAM not modelled (the grid takes N_q = N_k)"));
+  const auto square = run_flashlab(
+      "compare --kernels fa2,fa3 --n 256 --d 128 --repeats 1 "
+      "--no-ncu --no-color");
+  REQUIRE(square.status == 0);
+  CHECK(contains(square.output, "simulator: fa3 (Br "));
+  CHECK(!contains(square.output, "not modelled"));
+}

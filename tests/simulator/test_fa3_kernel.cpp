@@ -1,0 +1,170 @@
+// The mirror of the Hopper forward (fa3_kernel_program.cpp): every tensor's bytes, the work
+// and the block's SRAM against the closed form of its header, with the keys each block loads
+// found here by classifying every (query tile, KV tile) pair with cpu::Mask (not the
+// program's last-row rule); the shapes awkward (N = 1, 97, 1023, N_q != N_k both ways, both
+// causal alignments, GQA, MQA).
+#include "helpers.hpp"
+
+#include "flashlab/sim/fa3_kernel.hpp"
+
+#include <doctest/doctest.h>
+
+namespace flashlab::sim::test {
+
+namespace {
+
+struct Loaded {
+  Index keys = 0;     // KL: keys of K (and of V) loaded by one query head's blocks
+  Index tiles = 0;    // KV tiles loaded
+  Index working = 0;  // blocks that load a KV tile
+};
+
+// A block loads every KV tile that is not wholly in the future of all its rows: the tiles
+// cpu::Mask does not classify as skipped, each with the rows that lie inside N_k.
+Loaded brute_force(const Fa3Shape& s, Index Br, Index Bc) {
+  const cpu::Mask mask{s.causal, s.n_q, s.n_k};
+  Loaded x;
+  for (Index i = 0; i * Br < s.n_q; ++i) {
+    const Index rows = std::min(Br, s.n_q - i * Br);
+    Index tiles = 0;
+    for (Index j = 0; j * Bc < s.n_k; ++j) {
+      const Index cols = std::min(Bc, s.n_k - j * Bc);
+      if (mask.classify(i * Br, rows, j * Bc, cols) == cpu::TileKind::skipped) continue;
+      x.keys += cols;
+      ++tiles;
+    }
+    x.tiles += tiles;
+    x.working += tiles > 0 ? 1 : 0;
+  }
+  return x;
+}
+
+Fa3KernelFacts facts(Index stages, DType dtype) {
+  return {.Br = 128,
+          .Bc = 128,
+          .consumers = 2,
+          .stages = stages,
+          .threads = 384,
+          .align_slack = 1024,
+          .barrier_bytes = 1024,
+          .dtype = dtype};
+}
+
+void check_closed_form(const Fa3Shape& s, const Fa3KernelFacts& f) {
+  CAPTURE(s.n_q);
+  CAPTURE(s.n_k);
+  CAPTURE(s.d);
+  CAPTURE(cpu::to_string(s.causal));
+  CAPTURE(s.heads_q);
+  CAPTURE(s.heads_kv);
+  CAPTURE(f.Bc);
+  const PassReport r = count_fa3_kernel(s, f);
+  const Loaded x = brute_force(s, f.Br, f.Bc);
+  const Index b = bytes_of(f.dtype), d = s.d, Hq = s.batch * s.heads_q;
+  const Index Tr = ceil_div(s.n_q, f.Br);
+  CHECK(r.tensor("Q").read == Hq * s.n_q * d * b);
+  CHECK(r.tensor("K").read == Hq * x.keys * d * b);
+  CHECK(r.tensor("V").read == Hq * x.keys * d * b);
+  CHECK(r.tensor("O").written == Hq * s.n_q * d * b);
+  CHECK(r.tensor("L").written == Hq * s.n_q * 4);
+  for (const char* name : {"Q", "K", "V"}) CHECK(r.tensor(name).written == 0);
+  for (const char* name : {"O", "L"}) CHECK(r.tensor(name).read == 0);
+  CHECK(r.launch("fa3").blocks == Hq * Tr);
+  CHECK(r.launch("fa3").working == Hq * x.working);
+  const Index tiles = Hq * x.tiles, scores = tiles * f.Br * f.Bc;
+  CHECK(r.ops.matrix_flops == 2 * 2 * scores * d);
+  CHECK(r.ops.exp == scores + tiles * f.Br + Hq * Tr * f.Br);
+  CHECK(r.ops.rescale == tiles * f.Br * (d + 1));
+  CHECK(r.ops.divide == Hq * Tr * f.Br * d);
+  CHECK(r.peak_sram == 1024 + f.Br * d * b + f.stages * 2 * f.Bc * d * b + 1024);
+}
+
+}  // namespace
+
+TEST_CASE("fa3 mirror: every tensor and the work match the closed form on awkward shapes") {
+  const Index lengths[] = {1, 97, 128, 129, 1023};
+  for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
+    for (const Index n_q : lengths)
+      for (const Index n_k : lengths) {
+        const Fa3Shape s{.batch = 2,
+                         .heads_q = 4,
+                         .heads_kv = 2,
+                         .n_q = n_q,
+                         .n_k = n_k,
+                         .d = 128,
+                         .causal = causal};
+        check_closed_form(s, facts(2, DType::bf16));
+        Fa3Shape d64 = s;
+        d64.d = 64;
+        Fa3KernelFacts narrow = facts(3, DType::fp16);
+        narrow.Bc = 48;  // tiles that do not divide the lengths another way
+        check_closed_form(d64, narrow);
+      }
+}
+
+TEST_CASE("fa3 mirror: without a mask each query tile reads all of K and V once") {
+  const Fa3Shape s{.heads_q = 16, .heads_kv = 4, .n_q = 1023, .n_k = 97, .d = 128};
+  const PassReport r = count_fa3_kernel(s, facts(2, DType::bf16));
+  const Index Tr = ceil_div(1023, 128);  // 8
+  CHECK(r.tensor("K").read == 16 * Tr * 97 * 128 * 2);
+  CHECK(r.tensor("Q").read == 16 * 1023 * 128 * 2);
+  CHECK(r.launch("fa3").working == 16 * Tr);
+}
+
+TEST_CASE("fa3 mirror: bottom-right causal with N_q > N_k leaves the first blocks without keys") {
+  // 1023 queries against 97 keys, bottom-right: row i sees keys 0 .. i - 926. The first
+  // seven query tiles (rows 0 .. 895) see none, and load only Q; tile 7 (rows 896 .. 1022)
+  // sees all 97 keys.
+  const Fa3Shape s{.n_q = 1023, .n_k = 97, .d = 128, .causal = cpu::Causal::bottom_right};
+  const PassReport r = count_fa3_kernel(s, facts(2, DType::bf16));
+  CHECK(r.launch("fa3").blocks == 8);
+  CHECK(r.launch("fa3").working == 1);
+  CHECK(r.tensor("K").read == 97 * 128 * 2);
+  CHECK(r.tensor("Q").read == 1023 * 128 * 2);
+  CHECK(r.tensor("O").written == 1023 * 128 * 2);
+}
+
+TEST_CASE("fa3 mirror: causal square problems load T (T + 1) / 2 of the T^2 tiles") {
+  const Fa3Shape full{.n_q = 8192, .n_k = 8192, .d = 128};
+  Fa3Shape causal = full;
+  const Index T = 8192 / 128;
+  for (const auto alignment : {cpu::Causal::top_left, cpu::Causal::bottom_right}) {
+    causal.causal = alignment;  // N_q = N_k: the two alignments agree
+    CHECK(count_fa3_kernel(causal, facts(2, DType::bf16)).tensor("K").read * 2 * T ==
+          count_fa3_kernel(full, facts(2, DType::bf16)).tensor("K").read * (T + 1));
+  }
+}
+
+TEST_CASE("fa3 mirror: GQA shares K and V in HBM, not on chip; stages change SRAM, not bytes") {
+  Fa3Shape s{.heads_q = 8, .heads_kv = 8, .n_q = 97, .n_k = 1023, .d = 128};
+  const PassReport mha = count_fa3_kernel(s, facts(2, DType::bf16));
+  s.heads_kv = 1;  // MQA: one KV head for all eight
+  const PassReport mqa = count_fa3_kernel(s, facts(2, DType::bf16));
+  CHECK(mqa.tensor("K").read == mha.tensor("K").read);
+  CHECK(mqa.tensor("K").elements * 8 == mha.tensor("K").elements);
+  const PassReport one = count_fa3_kernel(s, facts(1, DType::bf16));
+  const PassReport three = count_fa3_kernel(s, facts(3, DType::bf16));
+  CHECK(one.bytes_total() == three.bytes_total());
+  CHECK(three.peak_sram - one.peak_sram == 2 * (2 * 128 * 128 * 2));
+}
+
+TEST_CASE("fa3 mirror: a shape or facts it cannot take is refused with the reason") {
+  const Fa3Shape ok{.heads_q = 4, .heads_kv = 2, .n_q = 97, .n_k = 97, .d = 128};
+  Fa3Shape bad = ok;
+  bad.heads_kv = 3;
+  CHECK_THROWS_WITH_AS(count_fa3_kernel(bad, facts(2, DType::bf16)),
+                       doctest::Contains("heads_kv = 3"), cpu::InvalidArgument);
+  bad = ok;
+  bad.n_q = 0;
+  CHECK_THROWS_WITH_AS(count_fa3_kernel(bad, facts(2, DType::bf16)),
+                       doctest::Contains("N_q = 0 is out of range"), cpu::InvalidArgument);
+  Fa3KernelFacts f = facts(0, DType::bf16);
+  CHECK_THROWS_WITH_AS(count_fa3_kernel(ok, f), doctest::Contains("stages = 0"),
+                       cpu::InvalidArgument);
+  f = facts(2, DType::bf16);
+  f.consumers = 3;
+  CHECK_THROWS_WITH_AS(count_fa3_kernel(ok, f), doctest::Contains("does not split over 3"),
+                       cpu::InvalidArgument);
+}
+
+}  // namespace flashlab::sim::test
