@@ -174,6 +174,14 @@ if want cli; then
   done
   "$BUILD/lessons/app/flashlab" compare --n 4096 --n-q 1 --d 128 --repeats 5 --no-ncu --no-color 2>&1 |
     tee -a "$OUT/compare.log" || status=1
+  # fa3's mirror beside the kernel, and the backward and decode passes: the simulator's
+  # mirror of each, then the pass run on the GPU (its median time, the bytes ncu measured).
+  "$BUILD/lessons/app/flashlab" compare --kernels fa2,fa3 --n 4096 --d 128 --heads 16 --no-color \
+    2>&1 | tee -a "$OUT/compare.log" || status=1
+  "$BUILD/lessons/app/flashlab" compare --pass backward --n 4096 --d 128 --heads 16 --kv-heads 4 \
+    --causal --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
+  "$BUILD/lessons/app/flashlab" compare --pass decode --n 32768 --n-q 1 --d 128 --batch 8 \
+    --heads 32 --kv-heads 8 --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
   # The lessons' GPU steps through the same runner: lesson 6's backward beside the reference
   # (errors under the 3x rule, default and deterministic mode, bytes measured by ncu), and
   # lesson 10's split-KV decode (splits, paged caches, errors against the CPU reference).
