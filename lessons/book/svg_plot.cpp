@@ -62,8 +62,8 @@ std::vector<double> Scale::ticks(int max) const {
       step = m * decade;
       break;
     }
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
-    out.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; ++k)
+    out.push_back(k * step);  // multiples of step, so no error accumulates
   return out;
 }
 
