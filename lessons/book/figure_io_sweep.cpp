@@ -16,16 +16,26 @@
 
 #include <fmt/core.h>
 
+#include <array>
+
 namespace flashlab::app::book {
 
 namespace {
 
-constexpr double kWidth = 640, kHeight = 360;
-constexpr double kLeft = 80, kRight = 620, kTop = 20, kBottom = 310;
+constexpr double kWidth = 840, kHeight = 360;
+constexpr double kLeft = 90, kRight = 580, kTop = 20, kBottom = 310;
 constexpr cpu::Index kKernelD = 128;
 const std::vector<std::string> kKernels{"naive", "fa2"};
 
 std::string n_label(double N) { return fmt::format("{}", cpu::Index(N)); }
+
+// Bytes in decimal units for an axis whose ticks are powers of ten: "10 MB", "1 GB".
+std::string si_bytes(double v) {
+  constexpr std::array<std::string_view, 5> kUnits{"B", "kB", "MB", "GB", "TB"};
+  std::size_t u = 0;
+  while (v >= 1000 && u + 1 < kUnits.size()) v /= 1000, ++u;
+  return fmt::format("{:g} {}", v, kUnits[u]);
+}
 
 Figure lesson_sweep() {
   const IoSweepN s = io_sweep_N();
@@ -33,7 +43,7 @@ Figure lesson_sweep() {
   for (const auto& ys : s.bytes) all.insert(all.end(), ys.begin(), ys.end());
   Svg svg(kWidth, kHeight, "HBM bytes against N");
   Chart chart(svg, fit_scale(xs, kLeft, kRight, true), fit_scale(all, kBottom, kTop, true));
-  chart.axes("N", "HBM bytes", n_label, [](double v) { return sim::format_bytes(v); });
+  chart.axes("N", "HBM bytes", n_label, si_bytes);
   std::vector<Chart::Entry> legend;
   for (std::size_t k = 0; k < s.programs.size(); ++k) {
     chart.line(xs, s.bytes[k], k);
@@ -59,10 +69,12 @@ Figure kernel_bytes(const MeasuredResults& measured) {
       predicted.back().push_back(predict({.kernel = kernel, .n = cpu::Index(N), .d = kKernelD}).sm_read());
     all.insert(all.end(), predicted.back().begin(), predicted.back().end());
   }
-  for (const auto& p : measured.sm_read) all.push_back(p.value);
+  for (const auto& kernel : kKernels)
+    for (const auto& p : select(measured.sm_read, kernel, kKernelD, false))
+      if (p.heads == 1) all.push_back(p.value);
   Svg svg(kWidth, kHeight, "bytes into the SMs against N, predicted and measured");
   Chart chart(svg, fit_scale(xs, kLeft, kRight, true), fit_scale(all, kBottom, kTop, true));
-  chart.axes("N", "bytes read into the SMs", n_label, [](double v) { return sim::format_bytes(v); });
+  chart.axes("N", "bytes read into the SMs", n_label, si_bytes);
   std::vector<Chart::Entry> legend;
   for (std::size_t k = 0; k < kKernels.size(); ++k) {
     chart.line(xs, predicted[k], k);
@@ -105,10 +117,11 @@ Figure speed(const MeasuredResults& measured) {
     }
     all.insert(all.end(), bound.back().begin(), bound.back().end());
   }
-  for (const auto& p : measured.tflops) all.push_back(p.value);
+  for (const auto& kernel : kKernels)
+    for (const auto& p : select(measured.tflops, kernel, kKernelD, false)) all.push_back(p.value);
   Svg svg(kWidth, kHeight, "TFLOP/s against N, bound and measured");
   Chart chart(svg, fit_scale(xs, kLeft, kRight, true), fit_scale(all, kBottom, kTop, true));
-  chart.axes("N", "TFLOP/s", n_label, [](double v) { return num(v, 3); });
+  chart.axes("N", "TFLOP/s", n_label, [](double v) { return num(v, 6); });
   std::vector<Chart::Entry> legend;
   for (std::size_t k = 0; k < kKernels.size(); ++k) {
     chart.line(xs, bound[k], k, true);

@@ -14,8 +14,8 @@ namespace flashlab::app::book {
 namespace {
 
 constexpr cpu::Index kRow = 0;
-constexpr double kWidth = 640, kHeight = 340;
-constexpr double kLeft = 70, kRight = 620, kTop = 20, kBottom = 290;
+constexpr double kWidth = 760, kHeight = 340;
+constexpr double kLeft = 80, kRight = 600, kTop = 20, kBottom = 290;
 
 // A value that holds over each tile: (k0, v), (k0 + tile, v) for each tile.
 void steps(const std::vector<double>& v, cpu::Index tile, std::vector<double>& xs,

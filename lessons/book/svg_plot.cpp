@@ -63,7 +63,7 @@ std::vector<double> Scale::ticks(int max) const {
       break;
     }
   for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; ++k)
-    out.push_back(k * step);  // multiples of step, so no error accumulates
+    out.push_back(k * step + 0.0);  // multiples of step, so no error accumulates; + 0: no -0
   return out;
 }
 
@@ -179,7 +179,7 @@ void Chart::axes(std::string_view x_title, std::string_view y_title, const Forma
   }
   svg_->rect(left, top, right - left, bottom - top, "none", std::string(kInk));
   svg_->text({(left + right) / 2, bottom + 34}, x_title, "middle", 12);
-  svg_->text({left - 52, (top + bottom) / 2}, y_title, "middle", 12, kInk, -90);
+  svg_->text({left - 64, (top + bottom) / 2}, y_title, "middle", 12, kInk, -90);
 }
 
 void Chart::line(const std::vector<double>& xs, const std::vector<double>& ys, std::size_t series,
@@ -209,8 +209,8 @@ void Chart::bar(double x, double y, double width, std::size_t series) {
 }
 
 void Chart::legend(const std::vector<Entry>& entries) {
-  const double x = x_.px_lo + 10;
-  double y = y_.px_hi + 16;
+  const double x = x_.px_hi + 12;
+  double y = y_.px_hi + 12;
   for (const Entry& e : entries) {
     const std::string_view colour = series_colour(e.series);
     if (e.point)

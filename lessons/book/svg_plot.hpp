@@ -83,7 +83,8 @@ class Chart {
   void points(const std::vector<double>& xs, const std::vector<double>& ys, std::size_t series);
   // A vertical bar from the x axis's baseline (y = lo) up to y, centred on x, width pixels wide.
   void bar(double x, double y, double width, std::size_t series);
-  // A legend in the chart's top left corner, one entry per line, in the series' colours.
+  // A legend to the right of the chart's frame, from its top, one entry per line, in the
+  // series' colours (leave about 200 pixels free there).
   struct Entry {
     std::string label;
     std::size_t series = 0;

@@ -48,7 +48,7 @@ for page in "$site"/*.html; do
   case "$(basename "$page")" in
     lesson-*)
       inline=$(grep -c "<figure id=" <<< "$dom" || true)
-      linked=$(grep -o 'href="figures/[^"]*"' <<< "$dom" | wc -l)
+      linked=$({ grep -o 'href="figures/[^"]*"' <<< "$dom" || true; } | wc -l)
       [ "$inline" = "$linked" ] || fail "$page: $inline inline figures, $linked linked"
       [ "$inline" = "$(grep -c "<svg" <<< "$dom" || true)" ] || fail "$page: a figure is not an <svg>"
       ;;

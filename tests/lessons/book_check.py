@@ -9,7 +9,8 @@ import struct
 import sys
 import zlib
 
-MIN_INK = 0.01  # a figure covers far more than 1% of its image; a blank page has none
+MIN_INK = 0.01     # a figure covers far more than 1% of its image; a blank page has none
+MIN_COLOUR = 0.002  # the data are drawn in colour (axes, grid and text are grey or black)
 
 
 class Refs(html.parser.HTMLParser):
@@ -91,12 +92,18 @@ def check_pixels(paths):
     ok = True
     for path in paths:
         width, height, channels, rows = pixels(path)
-        ink = sum(1 for row in rows for x in range(0, len(row), channels)
-                  if min(row[x:x + 3]) < 200)
-        share = ink / (width * height)
-        print(f"{os.path.basename(path)}: {width}x{height}, {share:.1%} drawn")
-        if share < MIN_INK:
-            print(f"FAILED: {path} is blank ({ink} pixels drawn)")
+        ink = colour = 0
+        for row in rows:
+            for x in range(0, len(row), channels):
+                rgb = row[x:x + 3]
+                ink += min(rgb) < 200
+                colour += max(rgb) - min(rgb) > 60
+        share, coloured = ink / (width * height), colour / (width * height)
+        print(f"{os.path.basename(path)}: {width}x{height}, {share:.1%} drawn, "
+              f"{coloured:.1%} in colour")
+        if share < MIN_INK or coloured < MIN_COLOUR:
+            print(f"FAILED: {path} is blank or has no data drawn ({ink} pixels drawn, "
+                  f"{colour} in colour)")
             ok = False
     return ok
 
