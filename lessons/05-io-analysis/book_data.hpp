@@ -10,10 +10,10 @@ namespace flashlab::app {
 
 struct IoSweepN {
   cpu::Index d = 0;
-  sim::Bytes sram = 0;                    // one H200 block's
+  sim::Bytes sram = 0;  // one H200 block's
   std::vector<cpu::Index> Ns;
-  std::vector<sim::Algorithm> programs;   // naive, fa1, fa2
-  std::vector<std::vector<double>> bytes; // (programs, Ns): HBM bytes read + written
+  std::vector<sim::Algorithm> programs;    // naive, fa1, fa2
+  std::vector<std::vector<double>> bytes;  // (programs, Ns): HBM bytes read + written
 };
 
 IoSweepN io_sweep_N();

@@ -9,10 +9,10 @@
 namespace flashlab::app {
 
 struct BaseAlongRow {
-  cpu::Index row = 0, tile = 0;  // the query row, keys per KV tile
-  double threshold = 0;          // tau ln 2: how far the max may pass r before r moves
+  cpu::Index row = 0, tile = 0;           // the query row, keys per KV tile
+  double threshold = 0;                   // tau ln 2: how far the max may pass r before r moves
   std::vector<double> running_max, base;  // after each KV tile
-  cpu::Index rescales = 0;       // tiles where r moved (the first tile only sets it)
+  cpu::Index rescales = 0;                // tiles where r moved (the first tile only sets it)
 };
 
 BaseAlongRow base_along_row(cpu::Index row);

@@ -97,15 +97,14 @@ BookSummary write_book(const BookOptions& options) {
   for (std::size_t k = 0; k < lessons.size(); ++k) {
     const LessonInfo& lesson = lessons[k];
     LessonExtras extras = extras_for_lesson(lesson.number, measured);
-    LessonPage page{
-        .lesson = &lesson,
-        .previous = k > 0 ? &lessons[k - 1] : nullptr,
-        .next = k + 1 < lessons.size() ? &lessons[k + 1] : nullptr,
-        .text_html = markdown_to_html(
-            read_text(options.source_root / "lessons" / lesson.folder / "README.md")),
-        .output = run_recorded(lesson),
-        .figures = std::move(extras.figures),
-        .viewer = extras.viewer.has_value()};
+    LessonPage page{.lesson = &lesson,
+                    .previous = k > 0 ? &lessons[k - 1] : nullptr,
+                    .next = k + 1 < lessons.size() ? &lessons[k + 1] : nullptr,
+                    .text_html = markdown_to_html(
+                        read_text(options.source_root / "lessons" / lesson.folder / "README.md")),
+                    .output = run_recorded(lesson),
+                    .figures = std::move(extras.figures),
+                    .viewer = extras.viewer.has_value()};
     if (extras.viewer) {
       write_file(folder / viewer_page_name(lesson.number),
                  viewer_html(*extras.viewer, fmt::format("Lesson {}: {}, tile by tile",

@@ -44,7 +44,8 @@ void panel(Svg& svg, double left, const sim::Report& r, std::string_view name, d
     svg.text({x, kHbmTop + 32}, t.name, "middle", 14);
     const double top = kHbmTop + kBandHeight + 4, bottom = kSramTop - 4;
     if (t.read > 0) {
-      svg.arrow({x - 8, top}, {x - 8, bottom}, series_colour(0), arrow_width(double(t.read), largest));
+      svg.arrow({x - 8, top}, {x - 8, bottom}, series_colour(0),
+                arrow_width(double(t.read), largest));
       svg.text({x - 12, top + 40}, sim::format_bytes(double(t.read)), "middle", 9, kInk, -90);
     }
     if (t.written > 0) {
@@ -58,13 +59,14 @@ void panel(Svg& svg, double left, const sim::Report& r, std::string_view name, d
 }  // namespace
 
 Figure dataflow_figure() {
-  const sim::Problem p{.N = kN, .d = kD, .dtype = sim::DType::bf16,
-                       .sram_bytes = target_profile().sram_per_sm};
+  const sim::Problem p{
+      .N = kN, .d = kD, .dtype = sim::DType::bf16, .sram_bytes = target_profile().sram_per_sm};
   const sim::Report naive = sim::count(sim::Algorithm::naive, p);
   const sim::Report fused = sim::count(sim::Algorithm::fa2, fa2_kernel_problem(p));
   double largest = 0;
   for (const auto* r : {&naive, &fused})
-    for (const auto& t : r->tensors) largest = std::max({largest, double(t.read), double(t.written)});
+    for (const auto& t : r->tensors)
+      largest = std::max({largest, double(t.read), double(t.written)});
   Svg svg(2 * kPanelWidth, kHeight, "HBM and SRAM traffic per tensor, naive against fused");
   panel(svg, 0, naive, "naive", largest);
   panel(svg, kPanelWidth, fused, "fused (fa2)", largest);
@@ -73,13 +75,14 @@ Figure dataflow_figure() {
   svg.text({40, kHeight - 24}, "written to HBM", "start", 11);
   svg.arrow({160, kHeight - 40}, {160, kHeight - 20}, series_colour(0), 2);
   svg.text({170, kHeight - 24}, "read from HBM", "start", 11);
-  return {"dataflow",
-          fmt::format("Bytes each tensor moves between HBM and SRAM for one head, N = {}, d = {}, "
-                      "bf16, counted by the simulator (`flashlab simulate --n {} --d {}`). Naive "
-                      "attention writes S and P to HBM and reads them back; the fused program keeps "
-                      "them on chip and re-reads K and V once per query tile instead.",
-                      kN, kD, kN, kD),
-          svg.str()};
+  return {
+      "dataflow",
+      fmt::format("Bytes each tensor moves between HBM and SRAM for one head, N = {}, d = {}, "
+                  "bf16, counted by the simulator (`flashlab simulate --n {} --d {}`). Naive "
+                  "attention writes S and P to HBM and reads them back; the fused program keeps "
+                  "them on chip and re-reads K and V once per query tile instead.",
+                  kN, kD, kN, kD),
+      svg.str()};
 }
 
 }  // namespace flashlab::app::book

@@ -66,7 +66,8 @@ Figure kernel_bytes(const MeasuredResults& measured) {
   for (const auto& kernel : kKernels) {
     predicted.emplace_back();
     for (double N : xs)
-      predicted.back().push_back(predict({.kernel = kernel, .n = cpu::Index(N), .d = kKernelD}).sm_read());
+      predicted.back().push_back(
+          predict({.kernel = kernel, .n = cpu::Index(N), .d = kKernelD}).sm_read());
     all.insert(all.end(), predicted.back().begin(), predicted.back().end());
   }
   for (const auto& kernel : kKernels)
@@ -108,7 +109,9 @@ Figure speed(const MeasuredResults& measured) {
     const sim::Algorithm a = kernel == "fa2" ? sim::Algorithm::fa2 : sim::Algorithm::naive;
     bound.emplace_back();
     for (double N : xs) {
-      sim::Problem p{.N = cpu::Index(N), .d = kKernelD, .dtype = sim::DType::bf16,
+      sim::Problem p{.N = cpu::Index(N),
+                     .d = kKernelD,
+                     .dtype = sim::DType::bf16,
                      .sram_bytes = hw.sram_per_sm};
       if (a == sim::Algorithm::fa2) p = fa2_kernel_problem(p);
       p.l2_bytes = hw.l2_bytes;

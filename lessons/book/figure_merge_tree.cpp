@@ -50,8 +50,8 @@ Figure merge_tree_figure() {
   while (level.size() > 1) {
     std::vector<Node> next;
     for (std::size_t i = 0; i + 1 < level.size(); i += 2)
-      next.push_back({cpu::merge(level[i].state, level[i + 1].state), level[i].k0,
-                      level[i + 1].k1, (level[i].x + level[i + 1].x) / 2});
+      next.push_back({cpu::merge(level[i].state, level[i + 1].state), level[i].k0, level[i + 1].k1,
+                      (level[i].x + level[i + 1].x) / 2});
     if (level.size() % 2 == 1) next.push_back(level.back());
     levels.push_back(next);
     level = std::move(next);
@@ -65,17 +65,18 @@ Figure merge_tree_figure() {
   for (std::size_t depth = 1; depth < levels.size(); ++depth)  // edges first, under the boxes
     for (const Node& parent : levels[depth])
       for (const Node& child : levels[depth - 1])
-        if (child.k0 >= parent.k0 && child.k1 <= parent.k1 && (child.k0 != parent.k0 || child.k1 != parent.k1))
+        if (child.k0 >= parent.k0 && child.k1 <= parent.k1 &&
+            (child.k0 != parent.k0 || child.k1 != parent.k1))
           svg.line({parent.x, y_of(depth) + kNodeHeight}, {child.x, y_of(depth - 1)}, kInk);
   for (std::size_t depth = 0; depth < levels.size(); ++depth)
     for (const Node& n : levels[depth]) draw(svg, n, y_of(depth), depth + 1 == levels.size());
   const auto root = cpu::finalize(levels.back().front().state);
   const auto exact = cpu::naive_attention<double>(q, K, V);
   const double error = (root.O - exact.O).cwiseAbs().maxCoeff();
-  svg.text({width / 2, height - 10},
-           fmt::format("root: O = U / l, max |O - attention over all {} keys| = {}", n_k,
-                       num(error, 3)),
-           "middle", 11);
+  svg.text(
+      {width / 2, height - 10},
+      fmt::format("root: O = U / l, max |O - attention over all {} keys| = {}", n_k, num(error, 3)),
+      "middle", 11);
   return {"merge-tree",
           fmt::format("One query against lesson 10's cache of {} keys (d = {}, fp64), cut into {} "
                       "segments whose states (m, l, U) are computed alone and merged pairwise, "

@@ -41,8 +41,8 @@ Figure rescaling_figure() {
   all.insert(all.end(), by.begin(), by.end());
   Svg svg(kWidth, kHeight, "the base r against the running max along one row");
   Chart chart(svg, Scale(0, mx.back(), kLeft, kRight), fit_scale(all, kBottom, kTop, false));
-  chart.axes("keys seen", "score", [](double v) { return num(v, 4); },
-             [](double v) { return num(v, 3); });
+  chart.axes(
+      "keys seen", "score", [](double v) { return num(v, 4); }, [](double v) { return num(v, 3); });
   chart.line(tx, ty, 2, true);
   chart.line(mx, my, 0);
   chart.line(bx, by, 1);

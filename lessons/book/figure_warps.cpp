@@ -18,9 +18,9 @@ constexpr double kPanelWidth = 380, kHeight = 330, kTile = 200, kTop = 50;
 
 void panel(Svg& svg, double left, const WarpSplitRun& r, bool split_keys) {
   const double x0 = left + (kPanelWidth - kTile) / 2;
-  svg.text({left + kPanelWidth / 2, 24}, split_keys ? "split-K: warps share the rows" :
-                                                      "split-Q: warps share the keys",
-           "middle", 13);
+  svg.text({left + kPanelWidth / 2, 24},
+           split_keys ? "split-K: warps share the rows" : "split-Q: warps share the keys", "middle",
+           13);
   for (cpu::Index w = 0; w < r.W; ++w) {
     const double share = kTile / double(r.W);
     const double x = split_keys ? x0 + share * double(w) : x0;
@@ -34,12 +34,14 @@ void panel(Svg& svg, double left, const WarpSplitRun& r, bool split_keys) {
   svg.text({x0 + kTile / 2, kTop - 6}, fmt::format("Bc = {} keys", r.Bc), "middle", 11);
   svg.text({x0 - 8, kTop + kTile / 2}, fmt::format("Br = {} rows", r.Br), "middle", 11, kInk, -90);
   const std::string exchanged =
-      split_keys ? fmt::format("{} merges, {} bytes of (m, l, U) exchanged", r.merges, r.state_bytes)
-                 : "no merge, no state exchanged";
+      split_keys
+          ? fmt::format("{} merges, {} bytes of (m, l, U) exchanged", r.merges, r.state_bytes)
+          : "no merge, no state exchanged";
   svg.text({left + kPanelWidth / 2, kTop + kTile + 30}, exchanged, "middle", 12);
-  svg.text({left + kPanelWidth / 2, kTop + kTile + 50},
-           fmt::format("max |O - forward| = {}", num(split_keys ? r.split_k_error : r.split_q_error, 3)),
-           "middle", 12);
+  svg.text(
+      {left + kPanelWidth / 2, kTop + kTile + 50},
+      fmt::format("max |O - forward| = {}", num(split_keys ? r.split_k_error : r.split_q_error, 3)),
+      "middle", 12);
 }
 
 }  // namespace

@@ -91,8 +91,8 @@ MeasuredResults read_measured_results(const std::filesystem::path& root) {
   return out;
 }
 
-std::vector<MeasuredPoint> select(const std::vector<MeasuredPoint>& points,
-                                  std::string_view kernel, cpu::Index d, bool causal) {
+std::vector<MeasuredPoint> select(const std::vector<MeasuredPoint>& points, std::string_view kernel,
+                                  cpu::Index d, bool causal) {
   std::vector<MeasuredPoint> out;
   for (const auto& p : points)
     if (p.kernel == kernel && p.d == d && p.causal == causal) out.push_back(p);

@@ -15,11 +15,12 @@ struct MeasuredPoint {
   std::string kernel;  // "fa2", "naive", ...
   cpu::Index N = 0, d = 0, heads = 1;
   bool causal = false;
-  double value = 0;    // bytes, or TFLOP/s
+  double value = 0;  // bytes, or TFLOP/s
 };
 
 struct MeasuredResults {
-  std::string bytes_file, speed_file;  // the files read, relative to the repository; empty if absent
+  std::string bytes_file,
+      speed_file;  // the files read, relative to the repository; empty if absent
   std::vector<MeasuredPoint> sm_read;  // bytes read into the SMs (Nsight Compute), one head
   std::vector<MeasuredPoint> tflops;   // forward TFLOP/s (CUDA-event medians)
 };
@@ -35,7 +36,7 @@ inline constexpr std::string_view kMeasuredSpeedFile =
 MeasuredResults read_measured_results(const std::filesystem::path& root);
 
 // The points of one kernel with d and causal as given, in increasing N.
-std::vector<MeasuredPoint> select(const std::vector<MeasuredPoint>& points,
-                                  std::string_view kernel, cpu::Index d, bool causal);
+std::vector<MeasuredPoint> select(const std::vector<MeasuredPoint>& points, std::string_view kernel,
+                                  cpu::Index d, bool causal);
 
 }  // namespace flashlab::app::book

@@ -107,9 +107,9 @@ std::string lesson_page(const LessonPage& page) {
   if (!page.figures.empty()) {
     body += "<h2 id=\"figures\">Figures</h2>\n";
     for (const Figure& f : page.figures)
-      body += fmt::format(
-          "<figure id=\"{}\">\n{}<figcaption>{} ({})</figcaption>\n</figure>\n", f.id, f.svg,
-          escape_xml(f.caption), link(figure_file_name(f), "the figure alone"));
+      body +=
+          fmt::format("<figure id=\"{}\">\n{}<figcaption>{} ({})</figcaption>\n</figure>\n", f.id,
+                      f.svg, escape_xml(f.caption), link(figure_file_name(f), "the figure alone"));
   }
   body += fmt::format(
       "<h2 id=\"output\">What the program computes</h2>\n<p>The output of <code>flashlab "

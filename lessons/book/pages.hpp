@@ -27,7 +27,7 @@ struct LessonPage {
   std::string text_html;                 // the lesson's README, rendered
   std::vector<LessonBlock> output;       // what its program printed
   std::vector<Figure> figures;
-  bool viewer = false;                   // a tile viewer page exists for it
+  bool viewer = false;  // a tile viewer page exists for it
 };
 
 std::string lesson_page(const LessonPage& page);

@@ -12,10 +12,10 @@ namespace flashlab::app::book {
 
 namespace {
 
-constexpr double kLegendLine = 18;     // pixels between legend entries
-constexpr double kTickLength = 4;      // pixels
-constexpr double kLinearMargin = 0.05; // share of the span left free at each end
-constexpr double kLogMargin = 1.5;     // factor left free at each end of a log axis
+constexpr double kLegendLine = 18;      // pixels between legend entries
+constexpr double kTickLength = 4;       // pixels
+constexpr double kLinearMargin = 0.05;  // share of the span left free at each end
+constexpr double kLogMargin = 1.5;      // factor left free at each end of a log axis
 
 std::string px(double v) { return fmt::format("{:.1f}", v); }
 
@@ -72,9 +72,9 @@ Scale fit_scale(const std::vector<double>& values, double px_lo, double px_hi, b
   for (double v : values)
     if (std::isfinite(v) && (!log || v > 0)) lo = std::min(lo, v), hi = std::max(hi, v);
   if (!(lo <= hi))
-    throw cpu::InvalidArgument(fmt::format(
-        "no {}finite value to scale an axis to ({} values given)", log ? "positive " : "",
-        values.size()));
+    throw cpu::InvalidArgument(
+        fmt::format("no {}finite value to scale an axis to ({} values given)",
+                    log ? "positive " : "", values.size()));
   if (log) return Scale(lo / kLogMargin, hi * kLogMargin, px_lo, px_hi, true);
   const double span = hi > lo ? hi - lo : std::max(std::abs(lo), 1.0);
   return Scale(lo - kLinearMargin * span, hi + kLinearMargin * span, px_lo, px_hi, false);
@@ -108,23 +108,23 @@ Svg::Svg(double width, double height, std::string_view title) : width_(width), h
 
 void Svg::rect(double x, double y, double w, double h, std::string_view fill,
                std::string_view stroke) {
-  body_ += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"{}\"/>\n",
-                       px(x), px(y), px(w), px(h), fill, stroke);
+  body_ += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"{}\"/>\n", px(x),
+      px(y), px(w), px(h), fill, stroke);
 }
 
 void Svg::line(Point a, Point b, std::string_view stroke, double width, bool dashed) {
   body_ += fmt::format(
       "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"{}/>\n",
-      px(a.x), px(a.y), px(b.x), px(b.y), stroke, width,
-      dashed ? " stroke-dasharray=\"6 4\"" : "");
+      px(a.x), px(a.y), px(b.x), px(b.y), stroke, width, dashed ? " stroke-dasharray=\"6 4\"" : "");
 }
 
 void Svg::polyline(const std::vector<Point>& points, std::string_view stroke, double width) {
   std::string coords;
   for (const Point& p : points) coords += (coords.empty() ? "" : " ") + px(p.x) + "," + px(p.y);
-  body_ += fmt::format(
-      "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n", coords,
-      stroke, width);
+  body_ +=
+      fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n",
+                  coords, stroke, width);
 }
 
 void Svg::circle(Point centre, double r, std::string_view fill) {

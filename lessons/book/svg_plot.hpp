@@ -48,13 +48,12 @@ class Svg {
   Svg(double width, double height, std::string_view title);
   void rect(double x, double y, double w, double h, std::string_view fill,
             std::string_view stroke = "none");
-  void line(Point a, Point b, std::string_view stroke, double width = 1,
-            bool dashed = false);
+  void line(Point a, Point b, std::string_view stroke, double width = 1, bool dashed = false);
   void polyline(const std::vector<Point>& points, std::string_view stroke, double width = 2);
   void circle(Point centre, double r, std::string_view fill);
   // anchor is "start", "middle" or "end"; rotate turns the text about its anchor point.
-  void text(Point at, std::string_view text, std::string_view anchor = "start",
-            double size = 12, std::string_view fill = kInk, double rotate = 0);
+  void text(Point at, std::string_view text, std::string_view anchor = "start", double size = 12,
+            std::string_view fill = kInk, double rotate = 0);
   // An arrow from a to b with its head at b.
   void arrow(Point a, Point b, std::string_view stroke, double width = 2);
   std::string str() const;  // the <svg> element

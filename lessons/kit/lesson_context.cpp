@@ -10,7 +10,10 @@ LessonContext::LessonContext(std::ostream& out, std::istream& in, Style style, b
     : out_(&out), in_(&in), style_(style), stepping_(step) {}
 
 LessonContext::LessonContext(LessonRecorder& recorder)
-    : out_(&recorder.stream()), in_(nullptr), style_(Style::plain()), stepping_(false),
+    : out_(&recorder.stream()),
+      in_(nullptr),
+      style_(Style::plain()),
+      stepping_(false),
       recorder_(&recorder) {}
 
 void LessonContext::title(int number, std::string_view name) {

@@ -15,7 +15,7 @@ namespace flashlab::app {
 struct LessonBlock {
   enum class Kind { step, text, table, finish };
   Kind kind = Kind::text;
-  std::string text;          // the heading, the text, or the closing line; empty for a table
+  std::string text;  // the heading, the text, or the closing line; empty for a table
   std::optional<Table> table;
 };
 

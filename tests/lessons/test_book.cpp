@@ -33,7 +33,8 @@ std::string read(const fs::path& path) {
 
 struct Scratch {  // a folder of its own per test case, removed afterwards
   fs::path dir;
-  explicit Scratch(const std::string& name) : dir(fs::temp_directory_path() / ("flashlab-" + name)) {
+  explicit Scratch(const std::string& name)
+      : dir(fs::temp_directory_path() / ("flashlab-" + name)) {
     fs::remove_all(dir);
   }
   ~Scratch() { fs::remove_all(dir); }
@@ -120,9 +121,8 @@ TEST_CASE("the book has a page for every registered lesson, with its tables and 
     lesson.run(ctx);
     std::size_t tables = 0;
     for (const auto& b : recorder.blocks()) tables += b.kind == LessonBlock::Kind::table;
-    const std::size_t readme_tables =
-        count_of(read(fs::path(FLASHLAB_SOURCE_DIR) / "lessons" / lesson.folder / "README.md"),
-                 "\n|---");
+    const std::size_t readme_tables = count_of(
+        read(fs::path(FLASHLAB_SOURCE_DIR) / "lessons" / lesson.folder / "README.md"), "\n|---");
     CHECK_MESSAGE(count_of(page, "<table>") == tables + readme_tables, name);
     CHECK_MESSAGE(contains(page, "<h3>Step 1: "), name);
     figures_linked += int(count_of(page, "<figure id="));
@@ -156,7 +156,8 @@ TEST_CASE("book: a folder that already holds files needs --force, which keeps ot
   std::ofstream(scratch.dir / "mine.txt") << "mine";
   const auto refused = run_flashlab("book " + scratch.dir.string() + " 2>&1");
   CHECK(refused.status == kUsageError);
-  CHECK(contains(refused.output, "already holds files: give a new or empty folder, or add --force"));
+  CHECK(
+      contains(refused.output, "already holds files: give a new or empty folder, or add --force"));
   CHECK_FALSE(fs::exists(scratch.dir / "index.html"));
   const auto forced = run_flashlab("book --force " + scratch.dir.string() + " 2>&1");
   CHECK(forced.status == 0);
