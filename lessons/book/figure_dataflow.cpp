@@ -78,10 +78,11 @@ Figure dataflow_figure() {
   return {
       "dataflow",
       fmt::format("Bytes each tensor moves between HBM and SRAM for one head, N = {}, d = {}, "
-                  "bf16, counted by the simulator (`flashlab simulate --n {} --d {}`). Naive "
-                  "attention writes S and P to HBM and reads them back; the fused program keeps "
-                  "them on chip and re-reads K and V once per query tile instead.",
-                  kN, kD, kN, kD),
+                  "bf16, counted by the simulator on one H200 block's SRAM; the fused program "
+                  "(fa2) with the tiles of flashlab's fa2 kernel (Br = {}). Naive attention writes "
+                  "S and P to HBM and reads them back; the fused program keeps them on chip and "
+                  "re-reads K and V once per query tile instead.",
+                  kN, kD, fused.tiles->tiles.Br),
       svg.str()};
 }
 

@@ -40,6 +40,16 @@ struct Scratch {  // a folder of its own per test case, removed afterwards
   ~Scratch() { fs::remove_all(dir); }
 };
 
+// The pipe tables of a Markdown text: one separator line (|---|:--:|) each.
+std::size_t markdown_tables(const std::string& text) {
+  std::size_t n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    n += line.size() > 1 && line[0] == '|' && line.find('-') != std::string::npos &&
+         line.find_first_not_of("|-: ") == std::string::npos;
+  return n;
+}
+
 std::size_t count_of(const std::string& text, const std::string& part) {
   std::size_t n = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
@@ -121,8 +131,8 @@ TEST_CASE("the book has a page for every registered lesson, with its tables and 
     lesson.run(ctx);
     std::size_t tables = 0;
     for (const auto& b : recorder.blocks()) tables += b.kind == LessonBlock::Kind::table;
-    const std::size_t readme_tables = count_of(
-        read(fs::path(FLASHLAB_SOURCE_DIR) / "lessons" / lesson.folder / "README.md"), "\n|---");
+    const std::size_t readme_tables = markdown_tables(
+        read(fs::path(FLASHLAB_SOURCE_DIR) / "lessons" / lesson.folder / "README.md"));
     CHECK_MESSAGE(count_of(page, "<table>") == tables + readme_tables, name);
     CHECK_MESSAGE(contains(page, "<h3>Step 1: "), name);
     figures_linked += int(count_of(page, "<figure id="));
