@@ -14,7 +14,7 @@ namespace {
 
 struct BookArgs {
   std::string folder;
-  std::string source = FLASHLAB_SOURCE_DIR;
+  std::string source = book::default_source_root().string();
   bool force = false;
 };
 
@@ -36,7 +36,7 @@ void add_book_command(CLI::App& app) {
                 "Write into a folder that already holds files (the book's own files are replaced)");
   cmd->add_option("--source", args.source,
                   "The flashlab repository whose lessons/*/README.md and bench/results/ are read")
-      ->default_str(FLASHLAB_SOURCE_DIR);
+      ->default_str(book::default_source_root().string());
 }
 
 }  // namespace flashlab::app

@@ -56,6 +56,8 @@ std::vector<LessonBlock> run_recorded(const LessonInfo& lesson) {
 
 }  // namespace
 
+fs::path default_source_root() { return FLASHLAB_SOURCE_DIR; }
+
 void check_book_options(const BookOptions& options) {
   const fs::path& folder = options.folder;
   std::error_code error;

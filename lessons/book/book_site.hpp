@@ -23,6 +23,9 @@ struct BookSummary {
   int pages = 0, figures = 0, viewers = 0;
 };
 
+// The repository this program was built from: where the book reads by default.
+std::filesystem::path default_source_root();
+
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, when the
 // folder is a file, cannot be created or written, or already holds files without force,
 // or when the source root has no lessons/ folder.
