@@ -13,7 +13,9 @@ packages=(
   nlohmann-json3-dev # JSON traces and reports
   gnuplot-nox        # the simulator's sweep plots (optional: without it the plot step says so)
   libomp-dev         # OpenMP (g++ ships its own libgomp; this keeps clang builds whole too)
-  chromium           # the HTML viewer's browser test (headless; nothing is downloaded)
+  chromium           # the HTML viewer's and the book's browser tests (headless; nothing is downloaded)
+  python3            # the book's browser test: its link checker and screenshot reader
+  libcmark-gfm-dev libcmark-gfm-extensions-dev  # `flashlab book`: the lessons' Markdown, tables included
   clang-14 libclang-rt-14-dev  # the fuzz targets (libFuzzer with AddressSanitizer and UBSan)
   pybind11-dev python3-dev     # the Python module `flashlab` (python/)
   python3-numpy python3-pytest # its arrays and its tests

@@ -1,4 +1,5 @@
 // Lesson 3: the tiled forward pass on a 24-token example, tile by tile.
+#include "03-tiled-forward/book_data.hpp"
 #include "gpu_bridge/gpu_step.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
@@ -106,5 +107,7 @@ void run_lesson_03(LessonContext& ctx) {
                                           "per query row; fa2 is the same loop on tensor cores."});
   ctx.finish("lesson 4 adds the causal mask: which tiles can be skipped outright.");
 }
+
+TraceSetup tiled_forward_viewer_setup() { return setup_with(4); }
 
 }  // namespace flashlab::app

@@ -1,5 +1,6 @@
 // Lesson 4: causal masking, tile by tile: skipped tiles, the diagonal, wholly masked rows,
 // and rows that see no key at all.
+#include "04-causal-masking/book_data.hpp"
 #include "gpu_bridge/gpu_step.hpp"
 #include "gpu_bridge/kernels.hpp"
 #include "kit/lesson_context.hpp"
@@ -136,5 +137,7 @@ void run_lesson_04(LessonContext& ctx) {
                                           "only masks them takes as long as without the mask."});
   ctx.finish("lesson 5 counts the bytes of naive, FA1 and FA2 over a sweep of N, d and M.");
 }
+
+TraceSetup causal_viewer_setup() { return causal_setup(kTile, kTile); }
 
 }  // namespace flashlab::app

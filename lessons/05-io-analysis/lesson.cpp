@@ -2,6 +2,7 @@
 // FlashAttention-1 (with the first paper's tile rule) and FlashAttention-2 (with the tiles of
 // flashlab's fa2 kernel) over sweeps of N, d and the SRAM size M; fitted exponents show the
 // paper's Theta(N^2 d^2 / M) law, and the roofline says which resource binds on an H200.
+#include "05-io-analysis/book_data.hpp"
 #include "gpu_bridge/kernels.hpp"
 #include "kit/lesson_context.hpp"
 
@@ -126,25 +127,35 @@ void three_programs(LessonContext& ctx) {
           : fmt::format("Here fa1 moves {:.2f}x the HBM bytes of fa2", fa1_total / fa2_total));
 }
 
+}  // namespace
+
+IoSweepN io_sweep_N() {
+  IoSweepN s{.d = 64, .sram = h200().sram_per_sm, .Ns = {1024, 2048, 4096, 8192, 16384},
+             .programs = {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}, .bytes = {}};
+  for (const auto a : s.programs) {
+    s.bytes.emplace_back();
+    for (Index N : s.Ns) s.bytes.back().push_back(double(count(a, N, s.d, s.sram).bytes_total()));
+  }
+  return s;
+}
+
+namespace {
+
 void sweep_N(LessonContext& ctx) {
   ctx.step("Sweep N: everything is quadratic, with very different constants");
-  constexpr Index kD = 64;
-  const sim::Bytes sram = h200().sram_per_sm;
-  const std::vector<Index> Ns{1024, 2048, 4096, 8192, 16384};
+  const IoSweepN s = io_sweep_N();
+  const Index kD = s.d;
+  const std::vector<Index>& Ns = s.Ns;
+  const sim::Bytes sram = s.sram;
   ctx.print("d = {}, bf16, SRAM = {} (one H200 block's), each program with its tile rule:\n\n", kD,
             sim::format_bytes(double(sram)));
   Table t({"N", "naive", "fa1", "fa2"});
   std::vector<double> x;
-  std::array<std::vector<double>, 3> y;
-  for (Index N : Ns) {
-    std::vector<std::string> row{fmt::format("{}", N)};
-    x.push_back(double(N));
-    int k = 0;
-    for (const auto a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {
-      const double bytes = double(count(a, N, kD, sram).bytes_total());
-      y[k++].push_back(bytes);
-      row.push_back(sim::format_bytes(bytes));
-    }
+  const std::vector<std::vector<double>>& y = s.bytes;
+  for (std::size_t k = 0; k < Ns.size(); ++k) {
+    std::vector<std::string> row{fmt::format("{}", Ns[k])};
+    x.push_back(double(Ns[k]));
+    for (const auto& program : y) row.push_back(sim::format_bytes(program[k]));
     t.add(row);
   }
   ctx.table(t);

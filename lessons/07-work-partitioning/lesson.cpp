@@ -4,6 +4,7 @@
 // numbers through cpu_reference's update() and merge(), and the state that has to cross
 // between warps is counted. (The simulator models HBM and SRAM, not warps: these counts
 // are this lesson's own, from the shapes of the states the warps exchange.)
+#include "07-work-partitioning/book_data.hpp"
 #include "gpu_bridge/gpu_step.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
@@ -73,16 +74,10 @@ cpu::Matrix<float> split_q(const TraceInputs& in, const Setup& s) {
   return O;
 }
 
-void both_ways(LessonContext& ctx) {
-  ctx.step("Two ways to share a tile between warps");
+}  // namespace
+
+WarpSplitRun warp_split_run() {
   const Setup s{256, 64, 64, 64, 4};
-  ctx.print("A thread block of W = {} warps (32 threads each) computes query tile Q_0 ({} rows)\n"
-            "against N = {} keys in KV tiles of Bc = {}, d = {}:\n"
-            "  split-K: every warp sees all {} rows and a quarter of each KV tile's keys, so each\n"
-            "           warp ends with a partial state of every row, to be merged;\n"
-            "  split-Q: every warp owns {} rows and sees every key: its rows are finished when\n"
-            "           its sweep ends.\n\n",
-            s.W, s.Br, s.N, s.Bc, s.d, s.Br, s.Br / s.W);
   const auto in = random_inputs({.N = s.N, .d = s.d, .seed = kSeed});
   cpu::AttentionOptions options;
   options.tiles = {s.Br, s.Bc};
@@ -91,10 +86,28 @@ void both_ways(LessonContext& ctx) {
   Exchange ex;
   const auto O_k = split_k(in, s, ex);
   const auto O_q = split_q(in, s);
+  return {.N = s.N, .d = s.d, .Br = s.Br, .Bc = s.Bc, .W = s.W, .merges = ex.merges,
+          .state_bytes = ex.bytes,
+          .split_k_error = double((O_k - O_ref).cwiseAbs().maxCoeff()),
+          .split_q_error = double((O_q - O_ref).cwiseAbs().maxCoeff())};
+}
+
+namespace {
+
+void both_ways(LessonContext& ctx) {
+  ctx.step("Two ways to share a tile between warps");
+  const WarpSplitRun s = warp_split_run();
+  ctx.print("A thread block of W = {} warps (32 threads each) computes query tile Q_0 ({} rows)\n"
+            "against N = {} keys in KV tiles of Bc = {}, d = {}:\n"
+            "  split-K: every warp sees all {} rows and a quarter of each KV tile's keys, so each\n"
+            "           warp ends with a partial state of every row, to be merged;\n"
+            "  split-Q: every warp owns {} rows and sees every key: its rows are finished when\n"
+            "           its sweep ends.\n\n",
+            s.W, s.Br, s.N, s.Bc, s.d, s.Br, s.Br / s.W);
   Table t({"split", "max |O - forward|", "warp-to-warp merges", "state bytes exchanged"}, {true});
-  t.add({"split-K", num((O_k - O_ref).cwiseAbs().maxCoeff(), 3), fmt::format("{}", ex.merges),
-         fmt::format("{}", ex.bytes)});
-  t.add({"split-Q", num((O_q - O_ref).cwiseAbs().maxCoeff(), 3), "0", "0"});
+  t.add({"split-K", num(s.split_k_error, 3), fmt::format("{}", s.merges),
+         fmt::format("{}", s.state_bytes)});
+  t.add({"split-Q", num(s.split_q_error, 3), "0", "0"});
   ctx.table(t);
   ctx.say("Both give the forward pass's O (merging is exact, lesson 2). Split-K pays for it:\n"
           "each merge writes a warp's (m, l, U) to shared memory and another warp reads it\n"

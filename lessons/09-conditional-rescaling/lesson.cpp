@@ -1,5 +1,6 @@
 // Lesson 9: FlashAttention-4's conditional rescaling: the invariant that makes it exact,
 // the rescales it saves on real inputs, and the bug of moving the base without rescaling.
+#include "09-conditional-rescaling/book_data.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
 
@@ -130,6 +131,25 @@ void run_lesson_09(LessonContext& ctx) {
   the_bug(ctx);
   gpu_counterpart(ctx);
   ctx.finish("lesson 10: decode, where one query meets a long KV cache.");
+}
+
+BaseAlongRow base_along_row(Index row) {
+  const auto in = inputs(8.0);
+  const float threshold = float(cpu::kFa4RescaleThresholdLog2 * std::log(2.0));
+  const float scale = 1.0f / std::sqrt(float(kD));
+  const cpu::Matrix<float> q = in.Q.row(row) * scale;  // (1, d)
+  auto cs = cpu::ConditionalState<float>::empty(1, kD);
+  BaseAlongRow out{.row = row, .tile = kTile, .threshold = threshold, .running_max = {},
+                   .base = {}, .rescales = 0};
+  for (Index k0 = 0; k0 < kN; k0 += kTile) {
+    const cpu::Matrix<float> S = q * in.K.middleRows(k0, kTile).transpose();  // (1, Bc)
+    const auto step = cpu::conditional_update<float, float>(cs, S, in.V.middleRows(k0, kTile),
+                                                            threshold);
+    out.rescales += step.actions[0] == cpu::RescaleAction::rescaled;
+    out.running_max.push_back(cs.max_seen(0));
+    out.base.push_back(cs.state.m(0));
+  }
+  return out;
 }
 
 }  // namespace flashlab::app

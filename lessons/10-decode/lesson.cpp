@@ -3,6 +3,7 @@
 // then the forward kernels' unsplit sweep and the split-KV decode kernel on a GPU
 // (gpu_decode.cpp); then PagedAttention beside it: the memory pages save against contiguous
 // reservation, the block table and what reading it costs (paged_cache.*), the measured cost.
+#include "10-decode/book_data.hpp"
 #include "10-decode/gpu_decode.hpp"
 #include "10-decode/paged_cache.hpp"
 #include "gpu_bridge/block_table.hpp"
@@ -53,12 +54,20 @@ void parallelism(LessonContext& ctx) {
   ctx.table(t);
 }
 
+constexpr Index kCache = 4099;  // prime-ish: segments of unequal length
+
+}  // namespace
+
+DecodeMergeExample decode_merge_example() {
+  const auto in = random_inputs({.N = kCache, .d = 64, .seed = kSeed});
+  return {in.Q.topRows(1).cast<double>(), in.K.cast<double>(), in.V.cast<double>()};
+}
+
+namespace {
+
 void exact_merge(LessonContext& ctx) {
   ctx.step("The segments merge exactly, in any tree");
-  constexpr Index kCache = 4099;  // prime-ish: segments of unequal length
-  const auto in = random_inputs({.N = kCache, .d = 64, .seed = kSeed});
-  const cpu::Matrix<double> q = in.Q.topRows(1).cast<double>();
-  const cpu::Matrix<double> K = in.K.cast<double>(), V = in.V.cast<double>();
+  const auto [q, K, V] = decode_merge_example();
   const auto exact = cpu::naive_attention<double>(q, K, V);
   ctx.print("One query against a cache of {} keys, d = 64, fp64. Each segment's state (m, l, U)\n"
             "is computed alone and the states are merged (lesson 2) in three tree shapes:\n\n",

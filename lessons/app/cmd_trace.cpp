@@ -41,29 +41,23 @@ void write_jsonl(const TileTrace& trace, OutputFile& out) {
 }
 
 void write_html(const TraceArgs& a, OutputFile& out) {
-  std::vector<TileTrace> traces;
-  std::string title;
-  std::size_t initial = 0;  // the page opens on the KV tile size asked for
+  std::size_t sizes = 0;
   if (!a.example.empty()) {
+    std::vector<TileTrace> traces;
     for (Index Bc : {1, 2, 4}) traces.push_back(trace_worked_example(Bc));
-    initial = 1;  // Bc = 2: the worked example's two tiles of two keys
-    title = "The 49/15 example: one query, four keys";
+    sizes = traces.size();
+    // The page opens on Bc = 2: the worked example's two tiles of two keys.
+    out.write(viewer_html(traces, "The 49/15 example: one query, four keys", 1));
   } else {
-    check_viewer_size(a.setup.N, a.setup.d);
     TraceSetup setup = a.setup;
     setup.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
-    for (Index Bc : viewer_kv_tile_sizes(a.setup.tiles.Bc, a.setup.N)) {
-      if (Bc == a.setup.tiles.Bc) initial = traces.size();
-      setup.tiles.Bc = Bc;
-      traces.push_back(trace_random(setup));
-    }
-    title =
-        fmt::format("FlashAttention-2 forward, {} tokens{}", a.setup.N, a.causal ? ", causal" : "");
+    sizes = viewer_kv_tile_sizes(a.setup.tiles.Bc, a.setup.N).size();
+    out.write(viewer_html(setup, fmt::format("FlashAttention-2 forward, {} tokens{}", a.setup.N,
+                                             a.causal ? ", causal" : "")));
   }
-  out.write(viewer_html(traces, title, initial));
   out.commit();
   std::cerr << fmt::format("flashlab: wrote the viewer to {} ({} KV tile sizes)\n", out.path(),
-                           traces.size());
+                           sizes);
 }
 
 TileTrace build(const TraceArgs& a) {

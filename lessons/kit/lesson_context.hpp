@@ -1,8 +1,10 @@
 // What a lesson's program prints through: the output stream, the style (colour, aligned
 // tables), and the pauses of `flashlab lesson N --step`. Lessons write only through this,
-// so the same program runs in a terminal, in a script, and under a golden-output test.
+// so the same program runs in a terminal, in a script, under a golden-output test, and into
+// the pages of `flashlab book` (through a LessonRecorder).
 #pragma once
 
+#include "kit/lesson_record.hpp"
 #include "kit/terminal.hpp"
 
 #include <fmt/core.h>
@@ -16,6 +18,9 @@ class LessonContext {
  public:
   // With step, every step after the first waits for Enter on in before it starts.
   LessonContext(std::ostream& out, std::istream& in, Style style, bool step);
+  // Into a recorder: plain style, no pauses; steps, tables and the closing line become
+  // blocks of their own, the text between them blocks of text.
+  explicit LessonContext(LessonRecorder& recorder);
 
   // The lesson's title line.
   void title(int number, std::string_view name);
@@ -45,6 +50,7 @@ class LessonContext {
   Style style_;
   bool stepping_;
   int steps_ = 0;
+  LessonRecorder* recorder_ = nullptr;
 };
 
 }  // namespace flashlab::app

@@ -33,6 +33,10 @@ class Table {
   // line per row, cells joined by tabs.
   void print(std::ostream& out, const Style& style, int indent = 2) const;
   std::size_t rows() const { return rows_.size(); }
+  // The cells, for a writer other than print() (the HTML of `flashlab book`).
+  const std::vector<std::string>& header() const { return header_; }
+  const std::vector<std::vector<std::string>>& cells() const { return rows_; }
+  bool left_aligned(std::size_t column) const { return left_[column]; }
 
  private:
   std::vector<std::string> header_;

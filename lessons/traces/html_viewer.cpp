@@ -48,4 +48,17 @@ std::string viewer_html(const std::vector<TileTrace>& traces, const std::string&
   return page;
 }
 
+std::string viewer_html(const TraceSetup& setup, const std::string& title) {
+  check_viewer_size(setup.N, setup.d);
+  std::vector<TileTrace> traces;
+  std::size_t initial = 0;
+  TraceSetup each = setup;
+  for (Index Bc : viewer_kv_tile_sizes(setup.tiles.Bc, setup.N)) {
+    if (Bc == setup.tiles.Bc) initial = traces.size();
+    each.tiles.Bc = Bc;
+    traces.push_back(trace_random(each));
+  }
+  return viewer_html(traces, title, initial);
+}
+
 }  // namespace flashlab::app

@@ -14,6 +14,10 @@ namespace flashlab::app {
 std::string viewer_html(const std::vector<TileTrace>& traces, const std::string& title,
                         std::size_t initial = 0);
 
+// The page for one random problem: a trace for each of viewer_kv_tile_sizes(setup's Bc, N),
+// opening on setup's own Bc. Throws as check_viewer_size does.
+std::string viewer_html(const TraceSetup& setup, const std::string& title);
+
 // The KV tile sizes a page offers for a problem of n_k keys: the one asked for, and
 // 2, 4, 8, 16 and n_k where they fit, in increasing order.
 std::vector<Index> viewer_kv_tile_sizes(Index requested, Index n_k);
