@@ -242,7 +242,7 @@ def test_bad_arguments_are_refused_with_the_reason(capsys, argv, message):
 
 @pytest.mark.parametrize("argv, message", [
     (["--lessons", "{tmp}"], "no lesson texts under"),
-    (["--context", "4000"], "fewer than context + 1 = 4001"),
+    (["--context", "1000000"], "fewer than context + 1 = 1000001"),
     (["--val-fraction", "1.5"], "--val-fraction 1.5 must lie strictly between 0 and 1"),
 ])
 def test_text_that_cannot_be_used_is_refused_before_training(tmp_path, capsys, argv, message):

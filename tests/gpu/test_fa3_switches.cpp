@@ -155,6 +155,25 @@ TEST_CASE("fa3: the rescales counted on the device are the CPU reference's") {
     }
 }
 
+TEST_CASE("sanitizer: fa3 under the conditional rule, counting or not (compute-sanitizer runs it)") {
+  for (int d : {64, 128}) {
+    Case c;
+    c.kernel = FLASHLAB_KERNEL_FA3;
+    c.heads_q = 2;
+    c.heads_kv = 1;
+    c.n_q = 97;
+    c.n_k = 203;
+    c.d = d;
+    c.scale = 1.0;
+    c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
+    c.fa3 = conditional();
+    expect_matches_reference(c);
+    const RescaleCounts r = run_rescale_counts(c, fresh_seed());
+    CHECK(r.outcome.err <= r.outcome.bound);
+    CHECK(r.gpu[FLASHLAB_RESCALE_FIRST] == r.cpu[FLASHLAB_RESCALE_FIRST]);
+  }
+}
+
 TEST_CASE("fa3: conditional rescaling's options are checked") {
   const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
   std::string message;
