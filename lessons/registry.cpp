@@ -17,6 +17,7 @@ void run_lesson_07(LessonContext&);
 void run_lesson_08(LessonContext&);
 void run_lesson_09(LessonContext&);
 void run_lesson_10(LessonContext&);
+void run_lesson_16(LessonContext&);
 
 namespace {
 
@@ -54,6 +55,9 @@ constexpr std::array kLessons{
     LessonInfo{10, "10-decode", "Decode and split-KV",
                "why one query needs splitting, the exact tree merge, bytes per token",
                run_lesson_10},
+    LessonInfo{16, "16-ring-attention", "Attention across GPUs",
+               "the ring of K/V slices, states merged across devices, zigzag balance, link overlap",
+               run_lesson_16},
 };
 
 }  // namespace
