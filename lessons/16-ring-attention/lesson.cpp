@@ -47,11 +47,12 @@ void merged_states(LessonContext& ctx) {
             "N = {}, d = {}, fp64, against single-device attention:\n\n",
             kN, kSmallD);
   Table t({"P", "layout", "max |O - O_1 device|", "max |L - L_1 device|"});
-  const auto exact = cpu::naive_attention<double>(Q, K, V, {.causal = cpu::Causal::top_left});
+  cpu::AttentionOptions causal;
+  causal.causal = cpu::Causal::top_left;
+  const auto exact = cpu::naive_attention<double>(Q, K, V, causal);
   for (Index P : {1, 2, 3, 4, 8}) {
     for (auto layout : {cpu::RingLayout::contiguous, cpu::RingLayout::zigzag}) {
-      const auto r = cpu::ring_attention<double>(Q, K, V, {P, layout},
-                                                 {.causal = cpu::Causal::top_left});
+      const auto r = cpu::ring_attention<double>(Q, K, V, {P, layout}, causal);
       t.add({fmt::format("{}", P), std::string(cpu::to_string(layout)),
              num((r.O - exact.O).cwiseAbs().maxCoeff(), 3),
              num((r.L - exact.L).cwiseAbs().maxCoeff(), 3)});
@@ -91,7 +92,9 @@ void schedule(LessonContext& ctx) {
 void balance(LessonContext& ctx) {
   ctx.step("Causal work per rank: contiguous against zigzag");
   constexpr Index kP = 4, kN = 4096, kB = 64;
-  const cpu::AttentionOptions options{.causal = cpu::Causal::top_left, .tiles = {kB, kB}};
+  cpu::AttentionOptions options;
+  options.causal = cpu::Causal::top_left;
+  options.tiles = {kB, kB};
   ctx.print("Causal, N = {}, P = {}, tiles of {} x {}. Contiguous: rank 0's queries come first and\n"
             "see only its own keys; the last rank's see everything. Zigzag gives rank r chunks r\n"
             "and 2P - 1 - r of 2P: one early, one late. Score tiles computed:\n\n", kN, kP, kB, kB);
@@ -134,9 +137,10 @@ void overlap(LessonContext& ctx) {
   ctx.print("While a rank computes on the slice it holds, it sends that slice on: 2 n d bf16\n"
             "numbers per head (K and V), n = N per rank. Compute per step grows as n^2, the slice\n"
             "as n, so from some n on the link is never waited for. P = {}, {} heads, d = {}, causal,\n"
-            "zigzag; each pair of chunks run as fa2 (Br = {}, Bc = {}) on an H200 (the roofline\n"
-            "bound of its counted work and bytes), links per direction: NVLink {:.0f} GB/s,\n"
-            "InfiniBand NDR {:.0f} GB/s.\n\n",
+            "zigzag; each pair of chunks run as fa2 (Br = {}, Bc = {}) on an H200, and each call's\n"
+            "(O, L) merged into the running state in fp32 (read twice, written once): a step\n"
+            "takes the roofline bound of that work and those bytes, on its slowest rank. Links\n"
+            "per direction: NVLink {:.0f} GB/s, InfiniBand NDR {:.0f} GB/s.\n\n",
             kP, kHeads, kD, fa2.Br, fa2.Bc, sim::find_link("nvlink-h200").bytes_per_s / 1e9,
             sim::find_link("ib-ndr").bytes_per_s / 1e9);
   Table t({"N per rank", "slice sent", "compute/step", "NVLink/step", "hidden", "IB/step", "hidden"});
@@ -161,8 +165,10 @@ void overlap(LessonContext& ctx) {
     }
   }
   ctx.say("\nCausal steps do half the work of non-causal ones (zigzag: two of four chunk pairs),\n"
-          "so the slice needs twice the N to hide. The bound is a lower bound on compute, so the\n"
-          "real kernel (slower than the bound) hides the link from a smaller N still.\n"
+          "so the slice needs more N to hide. At small N the step's bytes (Q, O, the merges) grow\n"
+          "as N, not N^2, so a link 9 times slower needs far more than 9 times the N. The bound\n"
+          "is a lower bound on a step's time, so a real kernel, slower than the bound, hides the\n"
+          "link from a smaller N still.\n"
           "On a GPU: bench/gpu/ring_attention.py runs this ring with flashlab's kernel, P ranks\n"
           "through NCCL (torchrun) or emulated as streams on one GPU (--emulate P).\n\n");
 }
