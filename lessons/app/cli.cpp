@@ -39,6 +39,7 @@ void add_commands(CLI::App& app) {
   add_exercise_command(app);
   add_check_command(app);
   add_compare_command(app);
+  add_ring_command(app);
 }
 
 std::string unknown_command(const CLI::App& app, int argc, const char* const* argv) {
