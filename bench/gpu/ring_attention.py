@@ -255,12 +255,13 @@ def gather_to_all(torch, dist, me, args, q):
     pad = most - o.shape[2]
     o_pad = torch.nn.functional.pad(o, (0, 0, 0, pad))
     l_pad = torch.nn.functional.pad(l, (0, pad))
-    os_, ls_ = [torch.empty_like(o_pad) for _ in range(P)], [torch.empty_like(l_pad) for _ in range(P)]
-    dist.all_gather(os_, o_pad)
-    dist.all_gather(ls_, l_pad)
+    o_all = [torch.empty_like(o_pad) for _ in range(P)]
+    l_all = [torch.empty_like(l_pad) for _ in range(P)]
+    dist.all_gather(o_all, o_pad)
+    dist.all_gather(l_all, l_pad)
     chunks = [rank_slice(x, P, args.n, args.layout) for x in range(P)]
     rows = [sum(r for _, r in c) for c in chunks]
-    parts = [(os_[x][:, :, :rows[x]], ls_[x][:, :, :rows[x]]) for x in range(P)]
+    parts = [(o_all[x][:, :, :rows[x]], l_all[x][:, :, :rows[x]]) for x in range(P)]
     like_l = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     return scatter(torch, parts, chunks, q, like_l)
 
@@ -269,7 +270,8 @@ def gather_to_all(torch, dist, me, args, q):
 def math_attention(torch, q, k, v, causal, dtype):
     """Three operators in `dtype`, GQA by repeating K and V; returns (O, LSE)."""
     group = q.shape[1] // k.shape[1]
-    q, k, v = q.to(dtype), k.repeat_interleave(group, 1).to(dtype), v.repeat_interleave(group, 1).to(dtype)
+    q = q.to(dtype)
+    k, v = k.repeat_interleave(group, 1).to(dtype), v.repeat_interleave(group, 1).to(dtype)
     s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
     if causal:
         n = q.shape[2]
@@ -402,10 +404,11 @@ def main():
     ms_ring = median_ms(torch, lambda: run(False), args.repeats)
     ms_one = median_ms(torch, lambda: one_gpu(torch, lib, args, q, k, v, poison=False),
                        args.repeats)
-    ranks_working = P if distributed else 1  # emulated ranks share one GPU
-    say(f"ring: {ms_ring:.3f} ms, {tflops(args, ms_ring, ranks_working):.1f} TFLOP/s per GPU; "
-        f"one GPU, whole problem: {ms_one:.3f} ms, {tflops(args, ms_one):.1f} TFLOP/s; "
-        f"per-GPU throughput ratio {tflops(args, ms_ring, ranks_working) / tflops(args, ms_one):.3f}")
+    gpus = P if distributed else 1  # emulated ranks share one GPU
+    ring_rate, one_rate = tflops(args, ms_ring, gpus), tflops(args, ms_one)
+    say(f"ring: {ms_ring:.3f} ms, {ring_rate:.1f} TFLOP/s per GPU; one GPU, whole problem: "
+        f"{ms_one:.3f} ms, {one_rate:.1f} TFLOP/s; per-GPU throughput ratio "
+        f"{ring_rate / one_rate:.3f}")
     if distributed:
         dist.destroy_process_group()
     sys.exit(0 if ok else 1)

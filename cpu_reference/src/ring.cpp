@@ -81,12 +81,14 @@ RingResult<accum_t<In>> ring_attention(const Matrix<In>& Q, const Matrix<In>& K,
     kv_slice.push_back(rank_slice(r, P, n_k, ring.layout));
     running.push_back(SoftmaxState<Acc>::empty(rows_of(q_slice.back()), V.cols()));
   }
-  RingResult<Acc> out{Matrix<Acc>(n_q, V.cols()), Vector<Acc>(n_q),
+  RingResult<Acc> out{Matrix<Acc>(n_q, V.cols()),
+                      Vector<Acc>(n_q),
                       {P, std::vector<TileCounts>(static_cast<size_t>(P * P))}};
   for (Index s = 0; s < P; ++s) {
     parallel_for(P, [&](Index r) {  // the ranks of one step run at the same time
       const auto held = static_cast<size_t>(kv_source(r, s, P));
-      const auto [O_s, L_s, tiles] = slice_forward<In>(Q, K, V, q_slice[r], kv_slice[held], options);
+      const auto [O_s, L_s, tiles] =
+          slice_forward<In>(Q, K, V, q_slice[r], kv_slice[held], options);
       running[r] = merge(running[r], state_of(O_s, L_s));
       out.work.at(r, s) = tiles;
     });
@@ -114,12 +116,13 @@ MultiHeadRingResult<accum_t<In>> ring_attention_multihead(const HeadTensor<In>& 
   using Acc = accum_t<In>;
   check_heads(Q, K, V, options);
   MultiHeadRingResult<Acc> out{HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, V.cols),
-                               HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, 1), {}};
+                               HeadTensor<Acc>(Q.batch, Q.heads, Q.rows, 1),
+                               {}};
   for (Index b = 0; b < Q.batch; ++b) {
     for (Index h = 0; h < Q.heads; ++h) {
       const Index h_kv = kv_head_for(h, Q.heads, K.heads);
-      const auto result = ring_attention<In>(Q.head(b, h), K.head(b, h_kv), V.head(b, h_kv),
-                                             ring, options);
+      const auto result =
+          ring_attention<In>(Q.head(b, h), K.head(b, h_kv), V.head(b, h_kv), ring, options);
       out.O.head(b, h) = result.O;
       out.L.head(b, h) = result.L;
       out.work += result.work;
@@ -128,15 +131,15 @@ MultiHeadRingResult<accum_t<In>> ring_attention_multihead(const HeadTensor<In>& 
   return out;
 }
 
-#define FLASHLAB_INSTANTIATE_RING(In)                                                            \
-  template ForwardResult<accum_t<In>> slice_forward<In>(                                        \
-      const Matrix<In>&, const Matrix<In>&, const Matrix<In>&, const std::vector<Chunk>&,        \
-      const std::vector<Chunk>&, const AttentionOptions&);                                       \
-  template RingResult<accum_t<In>> ring_attention<In>(const Matrix<In>&, const Matrix<In>&,     \
-                                                      const Matrix<In>&, const RingOptions&,    \
-                                                      const AttentionOptions&);                 \
-  template MultiHeadRingResult<accum_t<In>> ring_attention_multihead<In>(                       \
-      const HeadTensor<In>&, const HeadTensor<In>&, const HeadTensor<In>&, const RingOptions&,   \
+#define FLASHLAB_INSTANTIATE_RING(In)                                                          \
+  template ForwardResult<accum_t<In>> slice_forward<In>(                                       \
+      const Matrix<In>&, const Matrix<In>&, const Matrix<In>&, const std::vector<Chunk>&,      \
+      const std::vector<Chunk>&, const AttentionOptions&);                                     \
+  template RingResult<accum_t<In>> ring_attention<In>(const Matrix<In>&, const Matrix<In>&,    \
+                                                      const Matrix<In>&, const RingOptions&,   \
+                                                      const AttentionOptions&);                \
+  template MultiHeadRingResult<accum_t<In>> ring_attention_multihead<In>(                      \
+      const HeadTensor<In>&, const HeadTensor<In>&, const HeadTensor<In>&, const RingOptions&, \
       const AttentionOptions&);
 FLASHLAB_INSTANTIATE_RING(double)
 FLASHLAB_INSTANTIATE_RING(float)

@@ -48,7 +48,9 @@ std::vector<Chunk> rank_slice(Index rank, Index ranks, Index n, RingLayout layou
   return {chunk_of(rank, chunks, n), chunk_of(chunks - 1 - rank, chunks, n)};
 }
 
-Index kv_source(Index rank, Index step, Index ranks) { return ((rank - step) % ranks + ranks) % ranks; }
+Index kv_source(Index rank, Index step, Index ranks) {
+  return ((rank - step) % ranks + ranks) % ranks;
+}
 
 TileCounts pair_tiles(const std::vector<Chunk>& q, const std::vector<Chunk>& k, const Mask& mask,
                       TileSizes tiles) {
@@ -58,7 +60,8 @@ TileCounts pair_tiles(const std::vector<Chunk>& q, const std::vector<Chunk>& k, 
       const Index q0 = qc.begin + i * tiles.Br, rows = std::min(tiles.Br, qc.rows - i * tiles.Br);
       for (const Chunk& kc : k) {
         for (Index j = 0; j < tile_count(kc.rows, tiles.Bc); ++j) {
-          const Index k0 = kc.begin + j * tiles.Bc, cols = std::min(tiles.Bc, kc.rows - j * tiles.Bc);
+          const Index k0 = kc.begin + j * tiles.Bc,
+                      cols = std::min(tiles.Bc, kc.rows - j * tiles.Bc);
           count_tile(counts, mask.classify(q0, rows, k0, cols));
         }
       }

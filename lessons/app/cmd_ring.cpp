@@ -44,7 +44,8 @@ sim::RingProblem problem_of(const RingArgs& a) {
   if (fa2.Br == 0)
     throw cpu::InvalidArgument(fmt::format(
         "--d {}: the ring runs fa2 on each pair of chunks, and fa2 does not take d = {} (see "
-        "`flashlab compare --help` for the head dimensions each kernel takes)", p.d, p.d));
+        "`flashlab compare --help` for the head dimensions each kernel takes)",
+        p.d, p.d));
   p.tiles = {fa2.Br, fa2.Bc};
   return p;
 }

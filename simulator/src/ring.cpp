@@ -15,7 +15,8 @@ constexpr cpu::Index kMaxPairN = cpu::Index{1} << 22;  // the most rows sim::che
 
 void check_ring(const RingProblem& p) {
   std::ostringstream why;
-  if (p.ranks < 1) why << "ring of P = " << p.ranks << " ranks: P must be at least 1";
+  if (p.ranks < 1)
+    why << "ring of P = " << p.ranks << " ranks: P must be at least 1";
   else if (p.n_per_rank < 1 || p.n_per_rank > kMaxPairN)
     why << "N per rank = " << p.n_per_rank << ": it must be between 1 and " << kMaxPairN;
   else if (p.layout == cpu::RingLayout::zigzag && p.n_per_rank % 2 != 0)
@@ -24,16 +25,22 @@ void check_ring(const RingProblem& p) {
   else if (p.causal == cpu::Causal::bottom_right)
     why << "causal bottom_right in a ring of equal slices: N_q = N_k, so use top_left (the "
            "same mask)";
-  else if (p.heads < 1) why << "heads = " << p.heads << ": at least one (batch x heads)";
-  else return;
+  else if (p.heads < 1)
+    why << "heads = " << p.heads << ": at least one (batch x heads)";
+  else
+    return;
   throw cpu::InvalidArgument(why.str());
 }
 
 // The fa2 program's count for one square pair of chunks of `rows` rows.
 Report pair_report(const RingProblem& p, cpu::Index rows, cpu::Causal causal,
                    const HardwareProfile& gpu) {
-  Problem pair{.N = rows, .d = p.d, .dtype = p.dtype, .causal = causal,
-               .sram_bytes = gpu.sram_per_sm, .tiles = p.tiles};
+  Problem pair{.N = rows,
+               .d = p.d,
+               .dtype = p.dtype,
+               .causal = causal,
+               .sram_bytes = gpu.sram_per_sm,
+               .tiles = p.tiles};
   return count(Algorithm::fa2, pair);
 }
 }  // namespace
@@ -44,7 +51,8 @@ const RingRankStep& RingReport::at(cpu::Index rank, cpu::Index step) const {
 
 Bytes RingReport::hbm_bytes(cpu::Index rank) const {
   Bytes sum = 0;
-  for (cpu::Index s = 0; s < problem.ranks; ++s) sum += at(rank, s).kernel_bytes + at(rank, s).merge_bytes;
+  for (cpu::Index s = 0; s < problem.ranks; ++s)
+    sum += at(rank, s).kernel_bytes + at(rank, s).merge_bytes;
   return sum;
 }
 
@@ -56,7 +64,8 @@ bool RingReport::link_hidden() const {
   return true;
 }
 
-RingReport simulate_ring(const RingProblem& p, const HardwareProfile& gpu, const LinkProfile& link) {
+RingReport simulate_ring(const RingProblem& p, const HardwareProfile& gpu,
+                         const LinkProfile& link) {
   check_ring(p);
   cpu::check_causal(p.causal);
   const cpu::Index P = p.ranks, n = p.n_per_rank;

@@ -28,8 +28,10 @@ void check_same(const RingResult<double>& ring, const NaiveResult<double>& ref) 
   REQUIRE(ring.O.rows() == ref.O.rows());
   CHECK((ring.O - ref.O).cwiseAbs().maxCoeff() <= kFp64Tolerance);
   for (Index r = 0; r < ref.L.size(); ++r) {
-    if (std::isinf(ref.L[r])) CHECK(ring.L[r] == ref.L[r]);  // no valid key: -inf exactly
-    else CHECK(std::abs(ring.L[r] - ref.L[r]) <= kFp64Tolerance);
+    if (std::isinf(ref.L[r]))
+      CHECK(ring.L[r] == ref.L[r]);  // no valid key: -inf exactly
+    else
+      CHECK(std::abs(ring.L[r] - ref.L[r]) <= kFp64Tolerance);
   }
 }
 
@@ -47,7 +49,8 @@ Index min_work(const RingWork& w) {
 
 TEST_CASE("ring attention equals single-device attention for every P, size, mask and layout") {
   std::mt19937_64 rng(flashlab::test::fresh_seed());
-  const std::pair<Index, Index> sizes[] = {{17, 17}, {97, 97}, {113, 203}, {203, 113}, {1023, 1023}};
+  const std::pair<Index, Index> sizes[] = {
+      {17, 17}, {97, 97}, {113, 203}, {203, 113}, {1023, 1023}};
   for (const auto& [n_q, n_k] : sizes) {
     const Index d = 24;
     const Matrix<double> Q = random_matrix<double>(n_q, d, rng),
@@ -119,7 +122,8 @@ TEST_CASE("ring attention over heads with GQA equals the multi-head forward") {
       CHECK(error <= kFp64Tolerance);
       // The work adds up over (batch, head): each runs the same ring.
       const RingWork one_head = ring_work(n, n, 3, layout, options);
-      for (Index r = 0; r < 3; ++r) CHECK(ring.work.computed(r) == batch * heads_q * one_head.computed(r));
+      for (Index r = 0; r < 3; ++r)
+        CHECK(ring.work.computed(r) == batch * heads_q * one_head.computed(r));
     }
   }
 }
@@ -133,8 +137,8 @@ TEST_CASE("bf16 ring attention is within 2x of naive bf16 attention (ANCHORS.md)
   for (Causal causal : {Causal::none, Causal::top_left}) {
     AttentionOptions options;
     options.causal = causal;
-    const Matrix<double> O_ref = naive_attention<double>(Q.cast<double>(), K.cast<double>(),
-                                                         V.cast<double>(), options).O;
+    const Matrix<double> O_ref =
+        naive_attention<double>(Q.cast<double>(), K.cast<double>(), V.cast<double>(), options).O;
     const double naive_error =
         (naive_attention(Q, K, V, options).O.cast<double>() - O_ref).cwiseAbs().maxCoeff();
     for (RingLayout layout : kLayouts) {
@@ -151,7 +155,7 @@ TEST_CASE("bf16 ring attention is within 2x of naive bf16 attention (ANCHORS.md)
 TEST_CASE("causal work per rank: zigzag is balanced, contiguous grows with the rank") {
   // Chunks of whole tiles: B = Br = Bc divides every chunk, so the closed forms are exact.
   for (Index P : {1, 2, 3, 4, 8}) {
-    const Index B = 8, t = 3;  // zigzag chunks of t tiles
+    const Index B = 8, t = 3;                  // zigzag chunks of t tiles
     const Index n = 2 * P * t * B, T = 2 * t;  // contiguous slices of T = 2t tiles
     AttentionOptions options;
     options.causal = Causal::top_left;

@@ -59,10 +59,12 @@ TEST_CASE("lesson 16: the ring is exact, its schedule and its work as the closed
   const int P = 4, T = 16, t = 8;
   for (int r = 0; r < P; ++r) {
     const int contiguous = r * T * T + T * (T + 1) / 2, zigzag = (2 * P - 1) * t * t + t * (t + 1);
-    CHECK(std::regex_search(out, std::regex(fmt::format(R"(\n\s*{}\s+{}\s+{}\s*\n)", r, contiguous, zigzag))));
+    CHECK(std::regex_search(
+        out, std::regex(fmt::format(R"(\n\s*{}\s+{}\s+{}\s*\n)", r, contiguous, zigzag))));
   }
   const double ratio = double((P - 1) * T * T + T * (T + 1) / 2) / (T * (T + 1) / 2);
-  CHECK(contains(out, fmt::format("max/min work: contiguous {}, zigzag 1.", flashlab::app::num(ratio, 4))));
+  CHECK(contains(
+      out, fmt::format("max/min work: contiguous {}, zigzag 1.", flashlab::app::num(ratio, 4))));
 }
 
 TEST_CASE("lesson 16: the slice sent and the N per rank from which each link hides") {
@@ -74,16 +76,19 @@ TEST_CASE("lesson 16: the slice sent and the N per rank from which each link hid
   const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
   for (const char* link : {"nvlink-h200", "ib-ndr"}) {
     for (bool causal : {false, true}) {
-      const std::regex line(fmt::format(R"({}\s+{}\s*: the link hides from N per rank = (\d+))", link,
-                                        causal ? "causal" : "non-causal"));
+      const std::regex line(fmt::format(R"({}\s+{}\s*: the link hides from N per rank = (\d+))",
+                                        link, causal ? "causal" : "non-causal"));
       std::smatch m;
       REQUIRE(std::regex_search(out, m, line));
       const long n = std::stol(m[1]);
-      flashlab::sim::RingProblem p{.ranks = 8, .n_per_rank = n, .d = 128, .heads = 16,
-                                   .causal = causal ? flashlab::cpu::Causal::top_left
-                                                    : flashlab::cpu::Causal::none,
-                                   .layout = flashlab::cpu::RingLayout::zigzag,
-                                   .tiles = {fa2.Br, fa2.Bc}};
+      flashlab::sim::RingProblem p{
+          .ranks = 8,
+          .n_per_rank = n,
+          .d = 128,
+          .heads = 16,
+          .causal = causal ? flashlab::cpu::Causal::top_left : flashlab::cpu::Causal::none,
+          .layout = flashlab::cpu::RingLayout::zigzag,
+          .tiles = {fa2.Br, fa2.Bc}};
       const auto& l = flashlab::sim::find_link(link);
       CAPTURE(link);
       CAPTURE(n);

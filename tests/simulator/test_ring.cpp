@@ -10,8 +10,8 @@
 #include <cmath>
 
 using namespace flashlab;
-using sim::test::ceil_div;
 using cpu::Index;
+using sim::test::ceil_div;
 
 namespace {
 // One forward call on a square pair of c rows, non-causal, bf16 (2 bytes), the fa2 program's
@@ -35,8 +35,12 @@ TEST_CASE("non-causal contiguous ring: every rank, every step, one full pair") {
   for (Index P : {1, 2, 3, 4, 8}) {
     for (Index n : {64, 97, 1000}) {
       const Index d = 64, heads = 3;
-      sim::RingProblem p{.ranks = P, .n_per_rank = n, .d = d, .heads = heads,
-                         .layout = cpu::RingLayout::contiguous, .tiles = {32, 16}};
+      sim::RingProblem p{.ranks = P,
+                         .n_per_rank = n,
+                         .d = d,
+                         .heads = heads,
+                         .layout = cpu::RingLayout::contiguous,
+                         .tiles = {32, 16}};
       const auto r = sim::simulate_ring(p, gpu, link);
       CAPTURE(P);
       CAPTURE(n);
@@ -61,7 +65,10 @@ TEST_CASE("non-causal contiguous ring: every rank, every step, one full pair") {
 TEST_CASE("causal zigzag ring: two pairs' worth of work on every rank at every step") {
   const auto& gpu = sim::find_profile("h200");
   for (Index P : {2, 3, 4, 8}) {
-    sim::RingProblem p{.ranks = P, .n_per_rank = 256, .d = 128, .causal = cpu::Causal::top_left,
+    sim::RingProblem p{.ranks = P,
+                       .n_per_rank = 256,
+                       .d = 128,
+                       .causal = cpu::Causal::top_left,
                        .layout = cpu::RingLayout::zigzag};
     const auto r = sim::simulate_ring(p, gpu, sim::find_link("nvlink-h200"));
     CAPTURE(P);
@@ -98,8 +105,8 @@ TEST_CASE("the link hides from the N per rank found, not one step below") {
       // The matrix term alone hides the link from n = F / B (non-causal: 4 n^2 d flops
       // against 2 n d bf16 bytes), or 2 F / B with zigzag's half-work steps; the bound
       // is at least that term, so the threshold is at most that.
-      const double matrix_n = (causal == cpu::Causal::none ? 1.0 : 2.0) *
-                              gpu.matrix_flops_per_s / link.bytes_per_s;
+      const double matrix_n =
+          (causal == cpu::Causal::none ? 1.0 : 2.0) * gpu.matrix_flops_per_s / link.bytes_per_s;
       CHECK(*n <= std::ceil(matrix_n) + step);
     }
   }

@@ -20,10 +20,10 @@
 namespace flashlab::sim {
 
 struct RingProblem {
-  cpu::Index ranks = 2;           // P
-  cpu::Index n_per_rank = 4096;   // n: queries (and keys) each rank holds; N = P n
+  cpu::Index ranks = 2;          // P
+  cpu::Index n_per_rank = 4096;  // n: queries (and keys) each rank holds; N = P n
   cpu::Index d = 128;
-  cpu::Index heads = 1;           // batch x heads: every rank holds its slice of each
+  cpu::Index heads = 1;  // batch x heads: every rank holds its slice of each
   DType dtype = DType::bf16;
   cpu::Causal causal = cpu::Causal::none;  // none or top_left (N_q = N_k: both alignments agree)
   cpu::RingLayout layout = cpu::RingLayout::zigzag;
