@@ -23,6 +23,7 @@ void run_lesson_12(LessonContext&);
 void run_lesson_13(LessonContext&);
 void run_lesson_14(LessonContext&);
 void run_lesson_15(LessonContext&);
+void run_lesson_16(LessonContext&);
 
 namespace {
 
@@ -75,6 +76,9 @@ constexpr std::array kLessons{
     LessonInfo{15, "15-fa4-exponential", "FlashAttention-4's exponential and tensor memory",
                "2^x as a polynomial on the FMA units, the share moved off the MUFU, TMEM, 2-CTA",
                run_lesson_15},
+    LessonInfo{16, "16-ring-attention", "Attention across GPUs",
+               "the ring of K/V slices, states merged across devices, zigzag balance, link overlap",
+               run_lesson_16},
 };
 
 }  // namespace

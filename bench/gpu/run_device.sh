@@ -6,11 +6,12 @@
 # 10 through its GPU runner, run the Python module's tests on torch tensors (python), time
 # every kernel against torch's SDPA backends (the forward, then the backward: bench-backward),
 # read one forward of each with Nsight Compute, and train a small character model with
-# torch's SDPA and with flashlab's attention (train).
+# torch's SDPA and with flashlab's attention (train), and run ring attention with P
+# ranks emulated on the one GPU (ring).
 #
 #   bench/gpu/run_device.sh [steps...]   steps: build test python sanitize cli sweep bench
 #                                        bench-backward decode ablation ncu levels train
-#                                        exercises profile (default: all but profile)
+#                                        exercises ring profile (default: all but profile)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -22,7 +23,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test python sanitize cli sweep bench bench-backward decode ablation ncu levels train exercises}
+STEPS=${*:-build test python sanitize cli sweep bench bench-backward decode ablation ncu levels train exercises ring}
 # Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
 # which level each measures), and the kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -231,6 +232,22 @@ if want bench-backward; then
     || status=1
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
     --pass backward --csv "$OUT/bench_backward.csv" ${SEQ_LENS:+--seq-lens $SEQ_LENS} || status=1
+fi
+
+if want ring; then
+  # Ring attention (bench/gpu/ring_attention.py) with 2 and 4 ranks as streams of one GPU:
+  # exact under the 2x rule against one-GPU attention, then timed against the kernel on the
+  # whole problem. Both layouts causal, GQA non-causal, and an N that 2P does not divide.
+  step "ring attention, P ranks emulated on one GPU"
+  ring() { PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/ring_attention.py" \
+             --lib "$BUILD/gpu/libflashlab.so" "$@" 2>&1 | tee -a "$OUT/ring.log"
+           [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1; }
+  for p in 2 4; do
+    ring --emulate $p --n 8192 --causal --layout zigzag
+    ring --emulate $p --n 8192 --causal --layout contiguous
+    ring --emulate $p --n 8192 --heads 16 --heads-kv 4
+    ring --emulate $p --n 4099 --d 64 --causal --layout zigzag --repeats 3
+  done
 fi
 
 if want decode; then

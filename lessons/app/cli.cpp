@@ -40,6 +40,7 @@ void add_commands(CLI::App& app) {
   add_check_command(app);
   add_compare_command(app);
   add_book_command(app);
+  add_ring_command(app);
 }
 
 std::string unknown_command(const CLI::App& app, int argc, const char* const* argv) {

@@ -29,6 +29,7 @@ void add_exercise_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_book_command(CLI::App& app);
+void add_ring_command(CLI::App& app);
 
 // The parsed arguments of one subcommand. They are owned by the subcommand's callback,
 // which the parser keeps for as long as it lives, so the options can bind to their fields;

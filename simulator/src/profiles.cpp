@@ -111,7 +111,33 @@ constexpr std::array kProfiles = {
         .sm = sm_limits(228 * kKB)},
 };
 
+constexpr std::array kLinks = {
+    // NVIDIA H200 datasheet (HGX H200): "NVLink: 900GB/s" per GPU, the sum of both
+    // directions over its 18 NVLink 4 links; a ring sends one way, so half of it.
+    LinkProfile{.name = "nvlink-h200",
+                .description = "NVLink 4 in an HGX H200 board: 900 GB/s per GPU, both directions",
+                .bytes_per_s = 900 * kGiga / 2},
+    // NVIDIA ConnectX-7 / Quantum-2 NDR InfiniBand: 400 Gb/s per port and direction; one
+    // port per GPU, as HGX systems pair them.
+    LinkProfile{.name = "ib-ndr",
+                .description = "NDR InfiniBand, one 400 Gb/s port per GPU, each direction",
+                .bytes_per_s = 400 * kGiga / 8},
+};
+
 }  // namespace
+
+std::span<const LinkProfile> links() { return kLinks; }
+
+const LinkProfile& find_link(std::string_view name) {
+  std::string names;
+  for (const auto& link : kLinks) {
+    if (link.name == name) return link;
+    names += names.empty() ? "" : ", ";
+    names += link.name;
+  }
+  throw cpu::InvalidArgument("unknown link '" + std::string(name) + "': the simulator knows " +
+                             names);
+}
 
 std::span<const HardwareProfile> profiles() { return kProfiles; }
 

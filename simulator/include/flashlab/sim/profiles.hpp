@@ -71,6 +71,23 @@ std::span<const HardwareProfile> profiles();
 // cpu::InvalidArgument listing the names.
 const HardwareProfile& find_profile(std::string_view name);
 
+// A link between two GPUs, as a ring of ranks uses it: each rank sends to the next one and
+// receives from the previous one at the same time, so what bounds a ring's step is the
+// bandwidth of one direction.
+struct LinkProfile {
+  std::string_view name;         // "nvlink-h200", as the lesson's --link takes it
+  std::string_view description;  // the link and where its figure comes from, in brief
+  double bytes_per_s = 0;        // one direction, one GPU
+};
+
+// NVLink between the H200s of one HGX board and NDR InfiniBand between boards (sources in
+// profiles.cpp, beside each figure).
+std::span<const LinkProfile> links();
+
+// The link of that name ("nvlink-h200", "ib-ndr"); otherwise cpu::InvalidArgument listing
+// the names.
+const LinkProfile& find_link(std::string_view name);
+
 struct Bound {
   double matrix_s = 0;  // matrix FLOPs / matrix throughput
   double exp_s = 0;     // exps and logs / exp throughput

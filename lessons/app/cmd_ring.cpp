@@ -1,0 +1,116 @@
+// `flashlab ring`: ring attention across P GPUs, counted by the simulator (sim/ring.hpp):
+// each rank's HBM bytes, the bytes each link carries, whether sending the next K/V slice
+// hides behind each step's compute, and the N per rank from which it does.
+//   flashlab ring --ranks 8 --n-per-rank 16384 --d 128 --heads 16 --causal --link ib-ndr
+#include "commands.hpp"
+#include "kit/terminal.hpp"
+
+#include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/ring.hpp"
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/core.h>
+
+#include <iostream>
+
+namespace flashlab::app {
+
+namespace {
+
+struct RingArgs {
+  std::string ranks = "2", n_per_rank = "16384", d = "128", heads = "1";
+  std::string layout = "zigzag", link = "nvlink-h200", profile = "h200";
+  bool causal = false, no_colour = false;
+};
+
+constexpr std::int64_t kMaxRanks = 1024;  // far more than any machine's ring; keeps P^2 small
+
+cpu::RingLayout parse_layout(const std::string& name) {
+  if (name == "contiguous") return cpu::RingLayout::contiguous;
+  if (name == "zigzag") return cpu::RingLayout::zigzag;
+  throw cpu::InvalidArgument("--layout " + name + ": the layouts are contiguous and zigzag");
+}
+
+sim::RingProblem problem_of(const RingArgs& a) {
+  sim::RingProblem p;
+  p.ranks = parse_integer("--ranks", a.ranks, 1, kMaxRanks);
+  p.n_per_rank = parse_integer("--n-per-rank", a.n_per_rank, 1, std::int64_t{1} << 22);
+  p.d = parse_integer("--d", a.d, 1, 4096);
+  p.heads = parse_integer("--heads", a.heads, 1, std::int64_t{1} << 20);
+  p.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
+  p.layout = parse_layout(a.layout);
+  // The tiles of the forward kernel each pair of chunks runs on: fa2's, from its description.
+  const auto fa2 = gpu::kernel_config(FLASHLAB_KERNEL_FA2, p.d, FLASHLAB_BF16);
+  if (fa2.Br == 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "--d {}: the ring runs fa2 on each pair of chunks, and fa2 does not take d = {} (see "
+        "`flashlab compare --help` for the head dimensions each kernel takes)",
+        p.d, p.d));
+  p.tiles = {fa2.Br, fa2.Bc};
+  return p;
+}
+
+void ring(const RingArgs& a) {
+  const sim::RingProblem p = problem_of(a);
+  const auto& gpu = sim::find_profile(a.profile);
+  const auto& link = sim::find_link(a.link);
+  const sim::RingReport r = sim::simulate_ring(p, gpu, link);
+  const Style style = Style::for_stdout(a.no_colour);
+  std::cout << fmt::format(
+      "ring of P = {} ranks, N per rank = {} (N = {}), d = {}, {} heads, bf16, {}, {}; fa2 "
+      "tiles Br = {}, Bc = {}; {} and {} ({:.0f} GB/s per direction)\n\n",
+      p.ranks, p.n_per_rank, p.ranks * p.n_per_rank, p.d, p.heads,
+      a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), p.tiles.Br, p.tiles.Bc,
+      gpu.name, link.name, link.bytes_per_s / 1e9);
+  Table ranks({"rank", "HBM bytes (kernels)", "HBM bytes (merges)", "pairs computed"});
+  for (cpu::Index rank = 0; rank < p.ranks; ++rank) {
+    sim::Bytes kernels = 0, merges = 0;
+    cpu::Index pairs = 0;
+    for (cpu::Index s = 0; s < p.ranks; ++s) {
+      kernels += r.at(rank, s).kernel_bytes;
+      merges += r.at(rank, s).merge_bytes;
+      pairs += r.at(rank, s).pairs_full + r.at(rank, s).pairs_diagonal;
+    }
+    ranks.add({fmt::format("{}", rank), sim::format_bytes(double(kernels)),
+               sim::format_bytes(double(merges)), fmt::format("{}", pairs)});
+  }
+  ranks.print(std::cout, style, 0);
+  std::cout << fmt::format("\nEach link carries {} per step, {} over the run ((P - 1) steps).\n\n",
+                           sim::format_bytes(double(r.link_bytes_per_step)),
+                           sim::format_bytes(double(r.link_bytes)));
+  Table steps({"step", "compute (slowest rank)", "send", "step time", "send hidden"});
+  for (cpu::Index s = 0; s < p.ranks; ++s) {
+    const bool sends = s + 1 < p.ranks;
+    const double compute = r.compute_s[static_cast<size_t>(s)];
+    steps.add({fmt::format("{}", s), fmt::format("{:.1f} us", compute * 1e6),
+               sends ? fmt::format("{:.1f} us", r.link_s * 1e6) : "-",
+               fmt::format("{:.1f} us", r.step_s[static_cast<size_t>(s)] * 1e6),
+               sends ? (compute >= r.link_s ? "yes" : "no") : "-"});
+  }
+  steps.print(std::cout, style, 0);
+  const auto hides = sim::hiding_n_per_rank(p, gpu, link);
+  std::cout << fmt::format(
+      "\nThe ring takes {:.1f} us (a lower bound). The send {} at this N; it hides from N per "
+      "rank = {}.\n",
+      r.seconds() * 1e6, r.link_hidden() ? "hides at every step" : "does not hide",
+      hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"));
+}
+
+}  // namespace
+
+void add_ring_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "ring", "Ring attention across P GPUs, counted: HBM and link bytes, when the link hides");
+  auto& a = arguments_of<RingArgs>(cmd, ring);
+  cmd->add_option("--ranks", a.ranks, "P, the GPUs in the ring (default 2)");
+  cmd->add_option("--n-per-rank", a.n_per_rank, "queries and keys each rank holds (default 16384)");
+  cmd->add_option("--d", a.d, "head dimension (default 128)");
+  cmd->add_option("--heads", a.heads, "batch x heads (default 1)");
+  cmd->add_flag("--causal", a.causal, "causal mask (top-left; N_q = N_k)");
+  cmd->add_option("--layout", a.layout, "contiguous or zigzag (default zigzag)");
+  cmd->add_option("--link", a.link, "nvlink-h200 or ib-ndr (default nvlink-h200)");
+  cmd->add_option("--profile", a.profile, "the GPU's hardware profile (default h200)");
+  add_no_color_flag(cmd, a.no_colour);
+}
+
+}  // namespace flashlab::app

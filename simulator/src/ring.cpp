@@ -1,0 +1,138 @@
+#include "flashlab/sim/ring.hpp"
+
+#include "flashlab/cpu/checked.hpp"
+#include "flashlab/sim/simulate.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+#include <string>
+
+namespace flashlab::sim {
+
+namespace {
+constexpr cpu::Index kMaxPairN = cpu::Index{1} << 22;  // the most rows sim::check allows
+
+void check_ring(const RingProblem& p) {
+  std::ostringstream why;
+  if (p.ranks < 1)
+    why << "ring of P = " << p.ranks << " ranks: P must be at least 1";
+  else if (p.n_per_rank < 1 || p.n_per_rank > kMaxPairN)
+    why << "N per rank = " << p.n_per_rank << ": it must be between 1 and " << kMaxPairN;
+  else if (p.layout == cpu::RingLayout::zigzag && p.n_per_rank % 2 != 0)
+    why << "N per rank = " << p.n_per_rank
+        << " in the zigzag layout: each rank holds two equal chunks, so it must be even";
+  else if (p.causal == cpu::Causal::bottom_right)
+    why << "causal bottom_right in a ring of equal slices: N_q = N_k, so use top_left (the "
+           "same mask)";
+  else if (p.heads < 1)
+    why << "heads = " << p.heads << ": at least one (batch x heads)";
+  else
+    return;
+  throw cpu::InvalidArgument(why.str());
+}
+
+// The fa2 program's count for one square pair of chunks of `rows` rows.
+Report pair_report(const RingProblem& p, cpu::Index rows, cpu::Causal causal,
+                   const HardwareProfile& gpu) {
+  Problem pair{.N = rows,
+               .d = p.d,
+               .dtype = p.dtype,
+               .causal = causal,
+               .sram_bytes = gpu.sram_per_sm,
+               .tiles = p.tiles};
+  return count(Algorithm::fa2, pair);
+}
+}  // namespace
+
+const RingRankStep& RingReport::at(cpu::Index rank, cpu::Index step) const {
+  return steps.at(static_cast<size_t>(rank * problem.ranks + step));
+}
+
+Bytes RingReport::hbm_bytes(cpu::Index rank) const {
+  Bytes sum = 0;
+  for (cpu::Index s = 0; s < problem.ranks; ++s)
+    sum += at(rank, s).kernel_bytes + at(rank, s).merge_bytes;
+  return sum;
+}
+
+double RingReport::seconds() const { return std::accumulate(step_s.begin(), step_s.end(), 0.0); }
+
+bool RingReport::link_hidden() const {
+  for (cpu::Index s = 0; s + 1 < problem.ranks; ++s)  // the last step sends nothing
+    if (compute_s[static_cast<size_t>(s)] < link_s) return false;
+  return true;
+}
+
+RingReport simulate_ring(const RingProblem& p, const HardwareProfile& gpu,
+                         const LinkProfile& link) {
+  check_ring(p);
+  cpu::check_causal(p.causal);
+  const cpu::Index P = p.ranks, n = p.n_per_rank;
+  const cpu::Index N = cpu::checked_mul(P, n, "the sequence length P n");
+  const cpu::Index chunk = p.layout == cpu::RingLayout::zigzag ? n / 2 : n;
+  const Report full = pair_report(p, chunk, cpu::Causal::none, gpu);
+  const Report diagonal = pair_report(p, chunk, cpu::Causal::top_left, gpu);
+  const Bytes merge_per_call = 3 * chunk * (p.d + 1) * bytes_of(DType::fp32) * p.heads;
+
+  RingReport out{.problem = p};
+  out.link_bytes_per_step = 2 * n * p.d * bytes_of(p.dtype) * p.heads;
+  out.link_bytes = (P - 1) * out.link_bytes_per_step;
+  out.link_s = static_cast<double>(out.link_bytes_per_step) / link.bytes_per_s;
+  const cpu::Mask mask{p.causal, N, N};
+  for (cpu::Index r = 0; r < P; ++r) {
+    const auto q = cpu::rank_slice(r, P, N, p.layout);
+    std::vector<bool> touched(q.size(), false);  // has a Q chunk an (O, L) to merge into?
+    for (cpu::Index s = 0; s < P; ++s) {
+      RingRankStep step;
+      for (size_t a = 0; a < q.size(); ++a) {
+        for (const cpu::Chunk& k : cpu::rank_slice(cpu::kv_source(r, s, P), P, N, p.layout)) {
+          const cpu::TileKind kind = mask.classify(q[a].begin, q[a].rows, k.begin, k.rows);
+          if (kind == cpu::TileKind::skipped) {
+            ++step.pairs_skipped;
+            continue;
+          }
+          const Report& pair = kind == cpu::TileKind::full ? full : diagonal;
+          ++(kind == cpu::TileKind::full ? step.pairs_full : step.pairs_diagonal);
+          step.kernel_bytes += pair.bytes_total() * p.heads;
+          step.ops += pair.ops.times(p.heads);
+          if (touched[a]) step.merge_bytes += merge_per_call;
+          touched[a] = true;
+        }
+      }
+      step.compute_s = roofline(step.ops, step.kernel_bytes + step.merge_bytes, gpu).seconds();
+      out.steps.push_back(step);
+    }
+  }
+  for (cpu::Index s = 0; s < P; ++s) {
+    double slowest = 0;
+    for (cpu::Index r = 0; r < P; ++r) slowest = std::max(slowest, out.at(r, s).compute_s);
+    out.compute_s.push_back(slowest);
+    out.step_s.push_back(s + 1 < P ? std::max(slowest, out.link_s) : slowest);
+  }
+  return out;
+}
+
+std::optional<cpu::Index> hiding_n_per_rank(RingProblem p, const HardwareProfile& gpu,
+                                            const LinkProfile& link) {
+  const cpu::Index step = p.layout == cpu::RingLayout::zigzag ? 2 : 1;
+  const auto hidden = [&](cpu::Index n) {
+    p.n_per_rank = n;
+    return simulate_ring(p, gpu, link).link_hidden();
+  };
+  if (p.ranks == 1) return step;  // nothing is sent
+  cpu::Index lo = 0, hi = step;   // hidden(lo) is false (or lo = 0), hidden(hi) is tested
+  while (!hidden(hi)) {
+    if (hi > kMaxPairN / 2) return std::nullopt;
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > step) {  // hidden() grows with n: compute as n^2, the slice as n
+    const cpu::Index mid = (lo + hi) / 2 / step * step;
+    if (mid <= lo) break;
+    (hidden(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace flashlab::sim
