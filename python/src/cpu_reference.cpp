@@ -149,11 +149,8 @@ py::object forward(const py::array& q, const py::array& k, const py::array& v,
             "order = 'kv_outer' runs one head: give 2-d (N, d) inputs, or use order = "
             "'q_outer' for (batch, heads, N, d)");
       const auto Q = to_heads<T>(q), K = to_heads<T>(k), V = to_heads<T>(v);
-      cpu::MultiHeadResult<T> r;
-      {
-        py::gil_scoped_release release;
-        r = cpu::forward_multihead<T>(Q, K, V, options, dropout);
-      }
+      const cpu::MultiHeadResult<T> r =
+          without_gil([&] { return cpu::forward_multihead<T>(Q, K, V, options, dropout); });
       return namespace_of(py::dict("O"_a = to_numpy(r.O), "L"_a = to_numpy(r.L, true),
                                    "tiles"_a = tile_counts(r.tiles)));
     }
@@ -161,12 +158,10 @@ py::object forward(const py::array& q, const py::array& k, const py::array& v,
     const std::optional<cpu::DropoutMask> mask =
         dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
     const cpu::DropoutMask* m = mask ? &*mask : nullptr;
-    cpu::ForwardResult<T> r;
-    {
-      py::gil_scoped_release release;
-      r = o == Order::q_outer ? cpu::forward_q_outer<T>(Q, K, V, options, {}, m)
-                              : cpu::forward_kv_outer<T>(Q, K, V, options, {}, m);
-    }
+    const cpu::ForwardResult<T> r = without_gil([&] {
+      return o == Order::q_outer ? cpu::forward_q_outer<T>(Q, K, V, options, {}, m)
+                                 : cpu::forward_kv_outer<T>(Q, K, V, options, {}, m);
+    });
     return namespace_of(
         py::dict("O"_a = to_numpy(r.O), "L"_a = to_numpy(r.L), "tiles"_a = tile_counts(r.tiles)));
   });
@@ -213,11 +208,8 @@ py::object backward(const py::array& q, const py::array& k, const py::array& v, 
           py::array(lse).reshape({lse.shape(0), lse.shape(1), lse.shape(2), py::ssize_t{1}});
       const auto Q = to_heads<T>(q), K = to_heads<T>(k), V = to_heads<T>(v), O = to_heads<T>(o),
                  L = to_heads<T>(lse4), dO = to_heads<T>(dout);
-      cpu::MultiHeadGradients<T> g;
-      {
-        py::gil_scoped_release release;
-        g = cpu::backward_multihead<T>(Q, K, V, O, L, dO, options, dropout);
-      }
+      const cpu::MultiHeadGradients<T> g = without_gil(
+          [&] { return cpu::backward_multihead<T>(Q, K, V, O, L, dO, options, dropout); });
       return namespace_of(py::dict("dQ"_a = to_numpy(g.dQ), "dK"_a = to_numpy(g.dK),
                                    "dV"_a = to_numpy(g.dV), "tiles"_a = tile_counts(g.tiles)));
     }
@@ -227,12 +219,10 @@ py::object backward(const py::array& q, const py::array& k, const py::array& v, 
     const std::optional<cpu::DropoutMask> mask =
         dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
     const cpu::DropoutMask* m = mask ? &*mask : nullptr;
-    cpu::Gradients<T> g;
-    {
-      py::gil_scoped_release release;
-      g = ord == Order::kv_outer ? cpu::backward_kv_outer<T>(Q, K, V, O, L, dO, options, m)
-                                 : cpu::backward_q_outer<T>(Q, K, V, O, L, dO, options, m);
-    }
+    const cpu::Gradients<T> g = without_gil([&] {
+      return ord == Order::kv_outer ? cpu::backward_kv_outer<T>(Q, K, V, O, L, dO, options, m)
+                                    : cpu::backward_q_outer<T>(Q, K, V, O, L, dO, options, m);
+    });
     return namespace_of(py::dict("dQ"_a = to_numpy(g.dQ), "dK"_a = to_numpy(g.dK),
                                  "dV"_a = to_numpy(g.dV), "D"_a = to_numpy(g.D),
                                  "tiles"_a = tile_counts(g.tiles)));

@@ -68,11 +68,7 @@ py::object simulate(const std::string& algorithm, Index N, Index d, const std::s
   if (br) p.tiles = cpu::TileSizes{*br, *bc};
   sim::check(p);
   const sim::Algorithm a = sim::parse_algorithm(algorithm);
-  sim::Report r;
-  {
-    py::gil_scoped_release release;
-    r = sim::count(a, p);
-  }
+  const sim::Report r = without_gil([&] { return sim::count(a, p); });
   auto j = sim::to_json(r);
   const sim::Bound b = sim::roofline(r, hw);
   j["bound"] = {{"profile", hw.name},     {"seconds", b.seconds()}, {"binds", b.binding()},
