@@ -81,7 +81,7 @@ TEST_CASE("kernel checker: every kernel exercise, compiled here, run where a GPU
       CHECK(contains(many->detail, "largest |difference|"));
       CHECK(contains(many->detail, "twice the plain fp32 computation's"));
     }
-    if (e.number == 22) {  // no wait: the stages' NaN, or a stale tile, reaches the output
+    if (e.number == 22) {  // the last tile never loaded: a stale tile, or NaN, reaches O
       const CaseResult* many = find_case(r, "N = 1023, d = 64");
       REQUIRE(many != nullptr);
       CHECK_FALSE(many->passed);
