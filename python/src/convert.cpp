@@ -1,7 +1,5 @@
 #include "convert.hpp"
 
-#include "flashlab/sim/machine.hpp"
-
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -138,17 +136,5 @@ py::object from_json(const nlohmann::ordered_json& value) {
 FLASHLAB_PYTHON_CONVERT(double)
 FLASHLAB_PYTHON_CONVERT(float)
 #undef FLASHLAB_PYTHON_CONVERT
-
-void rethrow_as_python(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const cpu::InvalidArgument& e) {
-    throw py::value_error(e.what());
-  } catch (const cpu::NonFiniteScore& e) {
-    throw py::value_error(e.what());
-  } catch (const sim::SramOverflow& e) {
-    throw py::value_error(e.what());
-  }
-}
 
 }  // namespace flashlab::python

@@ -14,7 +14,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,29 +23,13 @@ namespace flashlab::python {
 namespace py = pybind11;
 using cpu::Index;
 
-// Throws the exception `error` again, with the GIL held: the libraries' own
-// (cpu::InvalidArgument, cpu::NonFiniteScore, sim::SramOverflow) as ValueError with their
-// message, any other as it is.
-[[noreturn]] void rethrow_as_python(std::exception_ptr error);
-
-// Runs f() with the GIL released (the long C++ computations) and returns its result. An
-// exception from f is caught before the GIL is taken back and thrown again after it, so no
-// exception unwinds through the release: with pybind11 3 on Python 3.12, one that did
-// crashed the interpreter.
+// Runs f() with the GIL released, for the long C++ computations, and returns its result.
+// An exception from f leaves with the GIL taken back; module.cpp translates the libraries'
+// own (cpu::InvalidArgument, cpu::NonFiniteScore, sim::SramOverflow) into ValueError.
 template <class F>
 auto without_gil(F&& f) {
-  std::optional<decltype(f())> result;
-  std::exception_ptr error;
-  {
-    py::gil_scoped_release release;
-    try {
-      result.emplace(f());
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-  if (error) rethrow_as_python(error);
-  return std::move(*result);
+  py::gil_scoped_release release;
+  return f();
 }
 
 // The element types the reference takes from numpy: float64, and float32 (fp32 arithmetic).

@@ -109,6 +109,19 @@ std::optional<cpu::Dropout> dropout_of(double p, std::uint64_t seed, std::uint32
   return d;
 }
 
+// The mask one head's call draws from (the rule's batch 0, head 0), kept alive for the
+// call; a null pointer without dropout.
+class HeadMask {
+ public:
+  explicit HeadMask(const std::optional<cpu::Dropout>& dropout) {
+    if (dropout) mask_.emplace(*dropout);
+  }
+  const cpu::DropoutMask* get() const { return mask_ ? &*mask_ : nullptr; }
+
+ private:
+  std::optional<cpu::DropoutMask> mask_;
+};
+
 py::object tile_counts(const cpu::TileCounts& t) {
   return namespace_of(
       py::dict("computed"_a = t.computed, "partial"_a = t.partial, "skipped"_a = t.skipped));
@@ -155,9 +168,8 @@ py::object forward(const py::array& q, const py::array& k, const py::array& v,
                                    "tiles"_a = tile_counts(r.tiles)));
     }
     const auto Q = to_matrix<T>(q), K = to_matrix<T>(k), V = to_matrix<T>(v);
-    const std::optional<cpu::DropoutMask> mask =
-        dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
-    const cpu::DropoutMask* m = mask ? &*mask : nullptr;
+    const HeadMask mask(dropout);
+    const cpu::DropoutMask* m = mask.get();
     const cpu::ForwardResult<T> r = without_gil([&] {
       return o == Order::q_outer ? cpu::forward_q_outer<T>(Q, K, V, options, {}, m)
                                  : cpu::forward_kv_outer<T>(Q, K, V, options, {}, m);
@@ -175,11 +187,9 @@ py::object naive(const py::array& q, const py::array& k, const py::array& v, con
   const auto dropout = dropout_of(dropout_p, seed, offset);
   return dispatch(q, [&](auto tag) -> py::object {
     using T = decltype(tag);
-    const std::optional<cpu::DropoutMask> mask =
-        dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
-    const auto r =
-        cpu::naive_attention<T>(to_matrix<T>(q), to_matrix<T>(k), to_matrix<T>(v), options,
-                                cpu::SoftmaxKind::stable, mask ? &*mask : nullptr);
+    const HeadMask mask(dropout);
+    const auto r = cpu::naive_attention<T>(to_matrix<T>(q), to_matrix<T>(k), to_matrix<T>(v),
+                                           options, cpu::SoftmaxKind::stable, mask.get());
     return namespace_of(py::dict("S"_a = to_numpy(r.S), "P"_a = to_numpy(r.P),
                                  "O"_a = to_numpy(r.O), "L"_a = to_numpy(r.L)));
   });
@@ -216,9 +226,8 @@ py::object backward(const py::array& q, const py::array& k, const py::array& v, 
     const auto Q = to_matrix<T>(q), K = to_matrix<T>(k), V = to_matrix<T>(v), O = to_matrix<T>(o),
                dO = to_matrix<T>(dout);
     const auto L = to_vector<T>(lse);
-    const std::optional<cpu::DropoutMask> mask =
-        dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
-    const cpu::DropoutMask* m = mask ? &*mask : nullptr;
+    const HeadMask mask(dropout);
+    const cpu::DropoutMask* m = mask.get();
     const cpu::Gradients<T> g = without_gil([&] {
       return ord == Order::kv_outer ? cpu::backward_kv_outer<T>(Q, K, V, O, L, dO, options, m)
                                     : cpu::backward_q_outer<T>(Q, K, V, O, L, dO, options, m);
@@ -238,10 +247,9 @@ py::object naive_backward(const py::array& q, const py::array& k, const py::arra
   const auto dropout = dropout_of(dropout_p, seed, offset);
   return dispatch(q, [&](auto tag) -> py::object {
     using T = decltype(tag);
-    const std::optional<cpu::DropoutMask> mask =
-        dropout ? std::optional<cpu::DropoutMask>(cpu::DropoutMask(*dropout)) : std::nullopt;
+    const HeadMask mask(dropout);
     const auto g = cpu::naive_backward<T>(to_matrix<T>(q), to_matrix<T>(k), to_matrix<T>(v),
-                                          to_matrix<T>(dout), options, mask ? &*mask : nullptr);
+                                          to_matrix<T>(dout), options, mask.get());
     return namespace_of(py::dict("P"_a = to_numpy(g.P), "O"_a = to_numpy(g.O),
                                  "dP"_a = to_numpy(g.dP), "D"_a = to_numpy(g.D),
                                  "dQ"_a = to_numpy(g.dQ), "dK"_a = to_numpy(g.dK),
