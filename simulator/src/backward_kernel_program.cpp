@@ -63,9 +63,6 @@ namespace {
 
 using cpu::Index;
 
-constexpr Index kMaxLength = Index{1} << 22;
-constexpr Index kMaxHeadDim = Index{1} << 12;
-constexpr Index kMaxHeadsInAll = Index{1} << 20;  // batch x heads_q
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
 constexpr std::int64_t kFlopsPerMultiplyAdd = 2;
 
@@ -99,10 +96,7 @@ StepSums step_sums(const BackwardShape& s, Index Br, Index Bc) {
 }
 
 void check_size(std::string_view name, Index value, Index max) {
-  if (value < 1 || value > max)
-    throw cpu::InvalidArgument(
-        fmt::format("{} = {} is out of range: the backward mirror takes 1 <= {} <= {}", name, value,
-                    name, max));
+  check_mirror_size("backward", name, value, 1, max);
 }
 
 // B x heads x rows x cols elements.
@@ -113,24 +107,16 @@ Index elements(Index heads_in_all, Index rows, Index cols) {
 }  // namespace
 
 void check(const BackwardShape& s, const BackwardKernelFacts& f) {
-  check_size("batch", s.batch, kMaxHeadsInAll);
-  check_size("heads_q", s.heads_q, kMaxHeadsInAll);
+  check_size("batch", s.batch, kMirrorMaxHeadsInAll);
+  check_size("heads_q", s.heads_q, kMirrorMaxHeadsInAll);
   check_size("heads_kv", s.heads_kv, s.heads_q);
-  check_size("N_q", s.n_q, kMaxLength);
-  check_size("N_k", s.n_k, kMaxLength);
-  check_size("d", s.d, kMaxHeadDim);
-  check_size("Br", f.Br, kMaxLength);
-  check_size("Bc", f.Bc, kMaxLength);
+  check_size("N_q", s.n_q, kMirrorMaxLength);
+  check_size("N_k", s.n_k, kMirrorMaxLength);
+  check_size("d", s.d, kMirrorMaxHeadDim);
+  check_size("Br", f.Br, kMirrorMaxLength);
+  check_size("Bc", f.Bc, kMirrorMaxLength);
   cpu::check_causal(s.causal);
-  if (s.heads_q % s.heads_kv != 0)
-    throw cpu::InvalidArgument(fmt::format(
-        "heads_kv = {} does not divide heads_q = {}: each KV head serves the same number of "
-        "query heads (GQA), so heads_q must be a multiple of heads_kv",
-        s.heads_kv, s.heads_q));
-  if (s.batch * s.heads_q > kMaxHeadsInAll)
-    throw cpu::InvalidArgument(
-        fmt::format("batch x heads_q = {} x {} is more than the mirror takes ({})", s.batch,
-                    s.heads_q, kMaxHeadsInAll));
+  check_mirror_heads(s.batch, s.heads_q, s.heads_kv);
 }
 
 PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFacts& f) {

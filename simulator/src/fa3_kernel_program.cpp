@@ -53,9 +53,6 @@ namespace {
 
 using cpu::Index;
 
-constexpr Index kMaxLength = Index{1} << 22;
-constexpr Index kMaxHeadDim = Index{1} << 12;
-constexpr Index kMaxHeadsInAll = Index{1} << 20;  // batch x heads_q
 constexpr Index kMaxTile = Index{1} << 16;
 constexpr Index kMaxStages = 64;
 constexpr Bytes kMaxOverhead = Bytes{1} << 30;
@@ -66,10 +63,7 @@ constexpr std::int64_t kProducts = 2;  // S = Q K^T and U += W V
 Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 
 void check_size(std::string_view name, Index value, Index low, Index max) {
-  if (value < low || value > max)
-    throw cpu::InvalidArgument(
-        fmt::format("{} = {} is out of range: the fa3 mirror takes {} <= {} <= {}", name, value,
-                    low, name, max));
+  check_mirror_size("fa3", name, value, low, max);
 }
 
 // What one query head's blocks load, summed over its query tiles.
@@ -100,12 +94,12 @@ TileSums tile_sums(const Fa3Shape& s, Index Br, Index Bc) {
 }  // namespace
 
 void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
-  check_size("batch", s.batch, 1, kMaxHeadsInAll);
-  check_size("heads_q", s.heads_q, 1, kMaxHeadsInAll);
+  check_size("batch", s.batch, 1, kMirrorMaxHeadsInAll);
+  check_size("heads_q", s.heads_q, 1, kMirrorMaxHeadsInAll);
   check_size("heads_kv", s.heads_kv, 1, s.heads_q);
-  check_size("N_q", s.n_q, 1, kMaxLength);
-  check_size("N_k", s.n_k, 1, kMaxLength);
-  check_size("d", s.d, 1, kMaxHeadDim);
+  check_size("N_q", s.n_q, 1, kMirrorMaxLength);
+  check_size("N_k", s.n_k, 1, kMirrorMaxLength);
+  check_size("d", s.d, 1, kMirrorMaxHeadDim);
   check_size("Br", f.Br, 1, kMaxTile);
   check_size("Bc", f.Bc, 1, kMaxTile);
   check_size("stages", f.stages, 1, kMaxStages);
@@ -113,19 +107,11 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check_size("align_slack", f.align_slack, 0, kMaxOverhead);
   check_size("barrier_bytes", f.barrier_bytes, 0, kMaxOverhead);
   cpu::check_causal(s.causal);
-  if (s.heads_q % s.heads_kv != 0)
-    throw cpu::InvalidArgument(fmt::format(
-        "heads_kv = {} does not divide heads_q = {}: each KV head serves the same number of "
-        "query heads (GQA), so heads_q must be a multiple of heads_kv",
-        s.heads_kv, s.heads_q));
+  check_mirror_heads(s.batch, s.heads_q, s.heads_kv);
   if (f.Br % f.consumers != 0)
     throw cpu::InvalidArgument(fmt::format(
         "Br = {} does not split over {} consumer warpgroups: each takes Br / consumers rows", f.Br,
         f.consumers));
-  if (s.batch * s.heads_q > kMaxHeadsInAll)
-    throw cpu::InvalidArgument(
-        fmt::format("batch x heads_q = {} x {} is more than the mirror takes ({})", s.batch,
-                    s.heads_q, kMaxHeadsInAll));
 }
 
 PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {

@@ -135,4 +135,24 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
       double(r.ops.non_matrix()), profile.name, b.seconds(), b.binding());
 }
 
+void check_mirror_size(std::string_view mirror, std::string_view name, cpu::Index value,
+                       cpu::Index low, cpu::Index max) {
+  if (value < low || value > max)
+    throw cpu::InvalidArgument(
+        fmt::format("{} = {} is out of range: the {} mirror takes {} <= {} <= {}", name, value,
+                    mirror, low, name, max));
+}
+
+void check_mirror_heads(cpu::Index batch, cpu::Index heads_q, cpu::Index heads_kv) {
+  if (heads_q % heads_kv != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "heads_kv = {} does not divide heads_q = {}: each KV head serves the same number of "
+        "query heads (GQA), so heads_q must be a multiple of heads_kv",
+        heads_kv, heads_q));
+  if (batch * heads_q > kMirrorMaxHeadsInAll)
+    throw cpu::InvalidArgument(
+        fmt::format("batch x heads_q = {} x {} is more than the mirror takes ({})", batch, heads_q,
+                    kMirrorMaxHeadsInAll));
+}
+
 }  // namespace flashlab::sim

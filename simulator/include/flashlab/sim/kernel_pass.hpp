@@ -68,4 +68,15 @@ nlohmann::ordered_json to_json(const PassReport& report, const HardwareProfile& 
 // A table for the terminal: the launches with their grids, then the bytes per tensor.
 std::string format_pass_table(const PassReport& report, const HardwareProfile& profile);
 
+// What every mirror takes, and the checks the mirrors share (each throws
+// cpu::InvalidArgument saying what would be right).
+inline constexpr cpu::Index kMirrorMaxLength = cpu::Index{1} << 22;      // N_q, N_k
+inline constexpr cpu::Index kMirrorMaxHeadDim = cpu::Index{1} << 12;     // d
+inline constexpr cpu::Index kMirrorMaxHeadsInAll = cpu::Index{1} << 20;  // batch x heads_q
+// low <= value <= max, else "name = value is out of range: the <mirror> mirror takes ...".
+void check_mirror_size(std::string_view mirror, std::string_view name, cpu::Index value,
+                       cpu::Index low, cpu::Index max);
+// heads_kv divides heads_q (GQA) and batch x heads_q is at most kMirrorMaxHeadsInAll.
+void check_mirror_heads(cpu::Index batch, cpu::Index heads_q, cpu::Index heads_kv);
+
 }  // namespace flashlab::sim
