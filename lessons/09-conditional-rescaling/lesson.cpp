@@ -75,8 +75,8 @@ void counts(LessonContext& ctx) {
           "its rescales skipped: on random scores the max never outgrows the first tile's by\n"
           "8 ln 2, so none is needed; when scores grow along the sequence some still are. The\n"
           "largest weight stays below 2^8 = 256 and the output is as accurate as before.\n"
-          "On a GPU a skipped rescale is a (Br, d) multiply of U that a separate correction\n"
-          "warpgroup (FA4's design) does not have to perform.\n\n");
+          "Each skipped rescale spares one row of U its d multiplies by alpha; in FA4's design\n"
+          "a separate correction warpgroup does that work, and does it only when a base moves.\n\n");
 }
 
 void verified(LessonContext& ctx) {
