@@ -13,9 +13,8 @@ namespace {
 constexpr sim::DType kDType = sim::DType::bf16;
 
 std::vector<std::string> count_cells(const cpu::RescaleCounts& n) {
-  return {fmt::format("{}", n.first), fmt::format("{}", n.rescaled),
-          fmt::format("{}", n.skipped), fmt::format("{}", n.kept),
-          fmt::format("{:.0f}%", 100 * n.skipped_fraction())};
+  return {fmt::format("{}", n.first), fmt::format("{}", n.rescaled), fmt::format("{}", n.skipped),
+          fmt::format("{}", n.kept), fmt::format("{:.0f}%", 100 * n.skipped_fraction())};
 }
 
 std::vector<std::string> row(const std::string& label, const std::string& run,
@@ -61,7 +60,8 @@ void gpu_rescale_step(LessonContext& ctx, const std::vector<RescaleCase>& cases,
   else
     ctx.print("{}.\n\n", status.description);
 
-  Table t({"scores", "run", "first", "rescaled", "skipped", "kept", "saved", "agree"}, {true, true});
+  Table t({"scores", "run", "first", "rescaled", "skipped", "kept", "saved", "agree"},
+          {true, true});
   for (const RescaleCase& c : cases) {
     const cpu::RescaleCounts ref = reference_rescale_counts(c);
     t.add(row(c.label, "CPU reference", count_cells(ref), "-"));

@@ -1,7 +1,7 @@
 // Running flashlab's GPU kernels (gpu/, through its C ABI) on host matrices, for
 // `flashlab compare` and the lessons' GPU steps: a forward kernel, fa3 counting its
-// conditional rescales, the backward pass and split-KV decode. The first call loads the GPU runner plugin
-// (runner_abi.h); where it cannot be loaded (no CUDA at build time, the plugin not built, no
+// conditional rescales, the backward pass and split-KV decode. The first call loads the GPU runner
+// plugin (runner_abi.h); where it cannot be loaded (no CUDA at build time, the plugin not built, no
 // device), every call says plainly why nothing ran.
 #pragma once
 
@@ -43,9 +43,9 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
 
 struct GpuRescaleRun {
   bool ran = false;
-  std::string message;          // why it did not run
-  cpu::RescaleCounts counts;    // what every (row, KV tile) update did, counted on the device
-  cpu::Matrix<float> O;         // (N_q, d), read back and widened to fp32
+  std::string message;        // why it did not run
+  cpu::RescaleCounts counts;  // what every (row, KV tile) update did, counted on the device
+  cpu::Matrix<float> O;       // (N_q, d), read back and widened to fp32
 };
 
 // fa3 once on Q (N_q, d), K, V (N_k, d), rounded to dtype (fp16 or bf16) on the way in, with

@@ -1,7 +1,7 @@
 // The GPU runner plugin (libflashlab_gpu_runner.so, see runner_abi.h): copies host tensors
 // to the device, calls flashlab_forward, flashlab_forward_fa3 (counting rescales),
-// flashlab_backward and flashlab_decode (gpu/'s C ABI, as any other language would), times the calls with CUDA events and reads the outputs
-// back. The only part of lessons/ that links CUDA.
+// flashlab_backward and flashlab_decode (gpu/'s C ABI, as any other language would), times the
+// calls with CUDA events and reads the outputs back. The only part of lessons/ that links CUDA.
 #include "runner_abi.h"
 
 #include "gpu_bridge/block_table.hpp"
@@ -369,8 +369,8 @@ void run_rescale_typed(const flashlab_runner_rescale_call& c, flashlab_runner_re
 
 void run_rescale(const flashlab_runner_rescale_call& c, flashlab_runner_rescale_result& r) {
   if (c.n_q < 1 || c.n_k < 1 || c.d < 1)
-    throw std::invalid_argument(fmt::format(
-        "n_q = {}, n_k = {}, d = {}: each must be >= 1", c.n_q, c.n_k, c.d));
+    throw std::invalid_argument(
+        fmt::format("n_q = {}, n_k = {}, d = {}: each must be >= 1", c.n_q, c.n_k, c.d));
   switch (c.dtype) {
     case FLASHLAB_FP16: return run_rescale_typed<flashlab::cpu::fp16>(c, r);
     case FLASHLAB_BF16: return run_rescale_typed<flashlab::cpu::bf16>(c, r);

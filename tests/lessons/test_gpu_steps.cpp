@@ -90,8 +90,7 @@ TEST_CASE("lesson 9's CPU column: fa3's tiles, and a rescale wherever a row's ma
     CHECK(n.rescaled + n.skipped + n.kept == n_q * (Tc - 1));
     // S as the reference computes it from bf16 inputs, in fp32 (the accumulator of bf16).
     const cpu::Matrix<float> S = c.Q.cast<cpu::bf16>().cast<float>() *
-                                 c.K.cast<cpu::bf16>().cast<float>().transpose() /
-                                 std::sqrt(64.0f);
+                                 c.K.cast<cpu::bf16>().cast<float>().transpose() / std::sqrt(64.0f);
     cpu::Index grew = 0;
     for (cpu::Index i = 0; i < n_q; ++i) {
       float running = -std::numeric_limits<float>::infinity();
@@ -115,8 +114,7 @@ TEST_CASE("lesson 9 without a GPU says why its GPU step is skipped and prints th
   CHECK(contains(out, "On a GPU: fa3's conditional rescales beside the reference's"));
   CHECK(contains(out, "No GPU here: "));
   CHECK(contains(out, "Run `flashlab lesson 9` on a machine with an NVIDIA Hopper GPU"));
-  CHECK(contains(out, fmt::format("fa3's tiles (Br = {}, Bc = {})", gpu::fa3::kBr,
-                                  gpu::fa3::kBc)));
+  CHECK(contains(out, fmt::format("fa3's tiles (Br = {}, Bc = {})", gpu::fa3::kBr, gpu::fa3::kBc)));
   // The lesson's N = 1024 rows over ceil(1024 / Bc) KV tiles, CPU rows only.
   const cpu::Index N = 1024, Tc = (N + gpu::fa3::kBc - 1) / gpu::fa3::kBc;
   for (const char* scores : {"random", "growing along N"}) {
@@ -125,8 +123,7 @@ TEST_CASE("lesson 9 without a GPU says why its GPU step is skipped and prints th
     REQUIRE(rows.size() == 1);
     CHECK(rows[0][1] == "CPU reference");
     CHECK(std::stoll(rows[0][2]) == N);
-    CHECK(std::stoll(rows[0][3]) + std::stoll(rows[0][4]) + std::stoll(rows[0][5]) ==
-          N * (Tc - 1));
+    CHECK(std::stoll(rows[0][3]) + std::stoll(rows[0][4]) + std::stoll(rows[0][5]) == N * (Tc - 1));
   }
   // Growing scores make the max outgrow the base by more than tau: some rescales remain.
   CHECK(std::stoll(rescale_rows(out, "growing along N")[0][3]) > 0);
@@ -329,7 +326,8 @@ TEST_CASE("lesson 9's GPU step, fed zero counts, finds that they do not agree") 
 }
 
 TEST_CASE("the GPU rescale count refuses bad shapes and dtypes before looking for a GPU") {
-  const cpu::Matrix<float> q = cpu::Matrix<float>::Zero(17, 64), kv = cpu::Matrix<float>::Zero(97, 64),
+  const cpu::Matrix<float> q = cpu::Matrix<float>::Zero(17, 64),
+                           kv = cpu::Matrix<float>::Zero(97, 64),
                            wrong_d = cpu::Matrix<float>::Zero(97, 32);
   const auto bad = app::run_gpu_rescale_counts(q, wrong_d, kv, sim::DType::bf16, cpu::Causal::none);
   CHECK_FALSE(bad.ran);

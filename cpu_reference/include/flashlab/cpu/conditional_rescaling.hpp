@@ -82,8 +82,7 @@ struct RescaleAgreement {
   Index slack = 0;     // the largest difference allowed in rescaled, skipped and kept
   std::string reason;  // why they disagree; "" when they agree
 };
-RescaleAgreement compare_rescale_counts(const RescaleCounts& other,
-                                        const RescaleCounts& reference);
+RescaleAgreement compare_rescale_counts(const RescaleCounts& other, const RescaleCounts& reference);
 
 // A row block's state under conditional rescaling. state.m holds the base r, which may
 // trail the running max by up to tau ln 2; max_seen holds the running max itself, used
