@@ -2,8 +2,8 @@
 # The GPU device script: on a machine with an NVIDIA GPU (sm_90, e.g. the H200), from the
 # repository root, build flashlab's GPU library, its tests and the flashlab program, run the
 # tests, run compute-sanitizer (memcheck, racecheck, synccheck) on a small case of every
-# kernel (the backward's included), run `flashlab compare` and the GPU steps of lessons 6 and
-# 10 through its GPU runner, run the Python module's tests on torch tensors (python), time
+# kernel (the backward's included), run `flashlab compare` and the GPU steps of lessons 6, 9
+# and 10 through its GPU runner, run the Python module's tests on torch tensors (python), time
 # every kernel against torch's SDPA backends (the forward, then the backward: bench-backward),
 # read one forward of each with Nsight Compute, and train a small character model with
 # torch's SDPA and with flashlab's attention (train), and run ring attention with P
@@ -184,13 +184,19 @@ if want cli; then
   "$BUILD/lessons/app/flashlab" compare --pass decode --n 32768 --n-q 1 --d 128 --batch 8 \
     --heads 32 --kv-heads 8 --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
   # The lessons' GPU steps through the same runner: lesson 6's backward beside the reference
-  # (errors under the 3x rule, default and deterministic mode, bytes measured by ncu), and
+  # (errors under the 3x rule, default and deterministic mode, bytes measured by ncu),
+  # lesson 9's conditional rescales counted by fa3 beside the CPU reference's, and
   # lesson 10's split-KV decode (splits, paged caches, errors against the CPU reference).
-  for n in 6 10; do
+  for n in 6 9 10; do
     step "flashlab lesson $n on the GPU"
     timeout 600 "$BUILD/lessons/app/flashlab" lesson $n --no-color < /dev/null 2>&1 |
       tee "$OUT/lesson$n.log" | sed -n '/On a GPU/,$p' || status=1
   done
+  # Lesson 9's device counts must agree with the reference's (its `agree` column: yes).
+  if [ "$(grep -c $'\tGPU fa3\t.*\tyes (within' "$OUT/lesson9.log")" != 2 ]; then
+    echo "lesson 9: fa3's rescale counts did not agree with the CPU reference's (or did not run)"
+    status=1
+  fi
 fi
 
 if want sweep; then

@@ -247,8 +247,7 @@ void run_lesson_12(LessonContext& ctx) {
   why_255(ctx);
   what_it_costs(ctx);
   parallelism(ctx);
-  ctx.finish(
-      "back to `flashlab lessons`; lesson 11 walks through the kernel these registers hold.");
+  ctx.finish("lesson 13: dropout, drawn again in the backward pass instead of stored.");
 }
 
 }  // namespace flashlab::app
