@@ -31,6 +31,11 @@ typedef struct flashlab_fa3_options {
   int64_t* rescale_counts;  /* NULL, or device memory for FLASHLAB_RESCALE_COUNTS int64:
                                what every (row, KV tile) update did, counted on the device
                                and written there (zeroed first, on the call's stream). */
+  int32_t persistent;       /* 1: one block per SM, each taking query tiles in turn, so its
+                               set-up is paid once and the next tile's loads run under this
+                               tile's last matmul and O store; 0: one block per query tile.
+                               The same order of tiles either way
+                               (flashlab/gpu/tile_schedule.hpp). Default 1. */
 } flashlab_fa3_options;
 
 /* The counts of flashlab_fa3_options.rescale_counts, indexed by these; the same four as

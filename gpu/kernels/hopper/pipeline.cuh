@@ -11,7 +11,9 @@
 // phase to wait for has parity (j / stages) % 2. The producer's first pass over a ring
 // waits on the empty barriers with the opposite parity, which an mbarrier counts as the
 // phase just before its first one and reports complete: the buffers start out free.
-// Q is loaded once per block and has a barrier of its own (q_full), waited with parity 0.
+// Q has a ring of its own with one stage: the producer loads a work item's Q tile into the one
+// buffer once every consumer has released the last item's (its last S = Q K^T has landed),
+// so in a persistent block the next item's Q comes in under this item's last U += W V.
 #pragma once
 
 #include "mbarrier.cuh"
@@ -76,11 +78,11 @@ struct Ring {
 // Every barrier of the forward kernel.
 template <int kMaxStages>
 struct PipelineBarriers {
-  uint64_t q_full;
+  Ring<1> q;
   Ring<kMaxStages> k, v;
 
   __device__ __forceinline__ void init(int stages, uint32_t consumer_threads) {
-    mbarrier_init(&q_full, 1);
+    q.init(1, consumer_threads);
     k.init(stages, consumer_threads);
     v.init(stages, consumer_threads);
   }
