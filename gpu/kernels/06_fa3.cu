@@ -35,9 +35,9 @@
 // tiles that cross the diagonal (or the ragged end of N_k) are masked, in registers.
 // The tile scheduler (flashlab/gpu/tile_schedule.hpp): a block runs work items, each one
 // query tile of one (batch, head), in an order that keeps the K and V of a few heads in the
-// L2, longest causal tiles first. Persistent (the default): one block per SM, whose rings
-// run on from one item to the next, so the producer loads the next item's Q, K_0 and V_0
-// while the consumers finish this one; or one block per item.
+// L2, longest causal tiles first. Persistent: one block per SM, whose rings run on from one
+// item to the next, so the producer loads the next item's Q, K_0 and V_0 while the
+// consumers finish this one; or one block per item (flashlab_fa3_options.grid).
 // Tiles, stages, threads and SRAM: fa3:: in flashlab/gpu/kernel_info.hpp; the switches:
 // flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
 #include "common.cuh"
@@ -713,7 +713,8 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
   const fa3::TileOrder order = fa3::make_tile_order(
       p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D, sizeof(T), p.causal, device.l2_bytes);
   const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}, order};
-  const auto blocks = unsigned(fa3::grid_blocks(order, options.persistent != 0, device.sm_count));
+  const auto blocks = unsigned(
+      fa3::grid_blocks(order, fa3::is_persistent(options.grid, order), device.sm_count));
   kernel<<<blocks, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
   check_launch("fa3_kernel");
 }

@@ -73,14 +73,20 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     ": they are for FLASHLAB_KERNEL_FA3 (" + std::to_string(FLASHLAB_KERNEL_FA3) +
                     ") only; call flashlab_forward for the other kernels");
   if (!is_flag(o.warp_specialized) || !is_flag(o.ping_pong) || !is_flag(o.intra_overlap) ||
-      !is_flag(o.conditional_rescale) || !is_flag(o.persistent))
+      !is_flag(o.conditional_rescale))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 options warp_specialized = " + std::to_string(o.warp_specialized) +
                     ", ping_pong = " + std::to_string(o.ping_pong) +
                     ", intra_overlap = " + std::to_string(o.intra_overlap) +
                     ", conditional_rescale = " + std::to_string(o.conditional_rescale) +
-                    ", persistent = " + std::to_string(o.persistent) +
                     ": each must be 0 (off) or 1 (on)");
+  if (o.grid != FLASHLAB_FA3_GRID_PER_TILE && o.grid != FLASHLAB_FA3_GRID_PERSISTENT &&
+      o.grid != FLASHLAB_FA3_GRID_AUTO)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 option grid = " + std::to_string(o.grid) + " is unknown: it must be " +
+                    std::to_string(FLASHLAB_FA3_GRID_PER_TILE) + " (one block per tile), " +
+                    std::to_string(FLASHLAB_FA3_GRID_PERSISTENT) + " (persistent) or " +
+                    std::to_string(FLASHLAB_FA3_GRID_AUTO) + " (persistent unless causal)");
   if (o.rescale_counts != nullptr && o.conditional_rescale == 0)
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option rescale_counts was given with conditional_rescale = 0: the counts "
@@ -133,7 +139,7 @@ flashlab_fa3_options default_fa3_options() {
   o.intra_overlap = 1;
   o.conditional_rescale = 0;
   o.rescale_counts = nullptr;
-  o.persistent = fa3::kDefaultPersistent;
+  o.grid = fa3::kDefaultGrid;
   return o;
 }
 

@@ -6,6 +6,7 @@
 // flashlab.h: it builds without CUDA.
 #pragma once
 
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 
 #include <array>
@@ -381,7 +382,8 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
 //     consumer thread issues the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
-//     in turn (the default), or one block per query tile; the same order of tiles either way.
+//     in turn, or one block per query tile; the same order of tiles either way. By default
+//     persistent unless causal (flashlab_fa3_grid).
 // The tiles are in SRAM in TMA's 128-byte swizzle, d split in slabs of 64 elements (128 bytes,
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
 namespace fa3 {
@@ -396,7 +398,7 @@ inline constexpr int kSlab = 64;           // elements of d per 128-byte swizzle
 inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base alignment
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
 inline constexpr int kBarrierBytes = 1024; // mbarriers (Q, full and empty per stage), padded
-inline constexpr int kDefaultPersistent = 1;
+inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half.
 inline constexpr int64_t kL2ShareForKV[2] = {1, 2};
