@@ -479,12 +479,12 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   };
   hopper::Ring<kMaxStages>& k_ring = sram.bars->k;
   hopper::Ring<kMaxStages>& v_ring = sram.bars->v;
-  // Tile j's stage in the K and V rings; Q's in its one-stage ring.
-  const auto stage = [&](int j) { return Stage(at.kv + j, stages); };
+  // Q's stage in its one-stage ring; tile 0's in the K and V rings (tile j's is j steps on).
   const Stage q_st(at.q, 1);
-  // K_j is done with once S_j has landed; Q too, after the item's last S.
-  const auto release_k = [&](int j) {
-    k_ring.consumer_release(stage(j));
+  Stage k_st(at.kv, stages);
+  // K_j (at stage st) is done with once S_j has landed; Q too, after the item's last S.
+  const auto release_k = [&](Stage st, int j) {
+    k_ring.consumer_release(st);
     if (j == Tc - 1) sram.bars->q.consumer_release(q_st);
   };
 
@@ -525,14 +525,14 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
 
   // Section 0: S_0 and its softmax.
   if (Tc > 0) {
-    k_ring.consumer_wait(stage(0));
+    k_ring.consumer_wait(k_st);
     if (ping_pong) wait_turn(consumer);
     hopper::wgmma_fence();
-    issue_scores<T, D>(rS, q_desc, k_desc(stage(0).index));
+    issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
     if (ping_pong) pass_turn(consumer);
     hopper::wgmma_wait<0>();
     hopper::fence_registers(rS);
-    release_k(0);
+    release_k(k_st, 0);
     if (issues && stages < Tc) loader.load_k(w, at, stages);
     float alpha[2];  // U is 0: nothing to rescale
     softmax(0, alpha, rW);
@@ -541,7 +541,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // Section j: U += W_{j-1} V_{j-1}, and S_j with its softmax while j < Tc.
   for (int j = 1; j <= Tc; ++j) {
     const bool has_next = j < Tc;
-    const Stage k_st = stage(j), v_st = stage(j - 1);
+    const Stage v_st = k_st;  // tile j - 1: the V ring's uses are the K ring's
+    k_st = k_st.next(stages);
     if (has_next) k_ring.consumer_wait(k_st);
     v_ring.consumer_wait(v_st);
     if (ping_pong) wait_turn(consumer);
@@ -559,7 +560,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (kIntraOverlap && has_next) {
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
-      release_k(j);
+      release_k(k_st, j);
       softmax(j * kBc, alpha, rW_next);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
@@ -568,7 +569,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<0>();
       hopper::fence_registers(rS);
       hopper::fence_registers(rU);
-      if (has_next) release_k(j);
+      if (has_next) release_k(k_st, j);
       v_ring.consumer_release(v_st);
       if (has_next) softmax(j * kBc, alpha, rW_next);
     }

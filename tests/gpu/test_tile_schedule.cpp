@@ -58,6 +58,34 @@ TEST_CASE("tile order: every (batch, head, query tile) exactly once") {
     }
 }
 
+TEST_CASE("tile order: more items than an int holds are taken in 64-bit integers") {
+  // 32768 x 65535 (batch, head) pairs (validation allows up to INT_MAX pairs) x 2 query
+  // tiles: 4.3e9 items.
+  const TileOrder o = make_tile_order(32768, 65535, 65535, 2 * kBr, 1, 64, 2, false, kH200L2);
+  REQUIRE(o.items > kMaxInt32);
+  const int64_t per_section = int64_t(o.section_pairs) * o.tiles;
+  const int64_t sections = (o.pairs + o.section_pairs - 1) / o.section_pairs;
+  INFO("section_pairs=", o.section_pairs, " sections=", sections);
+  // A section's first item is its first pair's first tile; the last item, the last pair's
+  // last tile; and the 32-bit path agrees with the 64-bit one wherever both apply.
+  for (int64_t s : {int64_t(0), sections / 2, sections - 1}) {
+    const WorkItem first = work_item(o, s * per_section);
+    CHECK(int64_t(first.b) * o.heads_q + first.h == s * o.section_pairs);
+    CHECK(first.tile == 0);
+  }
+  const WorkItem last = work_item(o, o.items - 1);
+  CHECK(last.b == 32767);
+  CHECK(last.h == 65534);
+  CHECK(last.tile == o.tiles - 1);
+  for (int64_t w : {int64_t(0), int64_t(1), per_section - 1, per_section, kMaxInt32}) {
+    const WorkItem a = work_item_as<int64_t>(o, w);
+    const WorkItem b = work_item_as<int>(o, int(w));
+    CHECK(a.b == b.b);
+    CHECK(a.h == b.h);
+    CHECK(a.tile == b.tile);
+  }
+}
+
 TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large as fits") {
   for (const auto& [s, l2] : kCases) {
     const TileOrder o = order_of(s, false, l2);

@@ -42,6 +42,17 @@ struct Stage {
   uint32_t parity;  // (j / stages) % 2
   __device__ __forceinline__ Stage(int j, int stages)
       : index(j % stages), parity(uint32_t(j / stages) & 1u) {}
+  // Tile j + 1's stage, without the division: the next buffer, and the parity flipped when
+  // the ring wraps around (a consumer steps through its tiles this way, since `stages` is a
+  // run-time value and each division would cost some twenty instructions per tile).
+  __device__ __forceinline__ Stage next(int stages) const {
+    Stage s = *this;
+    if (++s.index == stages) {
+      s.index = 0;
+      s.parity ^= 1u;
+    }
+    return s;
+  }
 };
 
 // One ring's barriers, in SRAM; sized for the most stages a kernel may use.

@@ -34,6 +34,8 @@
 
 namespace flashlab::gpu::fa3 {
 
+inline constexpr int64_t kMaxInt32 = 2147483647;
+
 struct TileOrder {
   int64_t items = 0;          // pairs x tiles
   int heads_q = 1;            // pair = b heads_q + h
@@ -68,14 +70,16 @@ constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t head
   return o;
 }
 
-// Work item w (0 <= w < o.items) of the order.
-FLASHLAB_HOST_DEVICE constexpr WorkItem work_item(const TileOrder& o, int64_t w) {
-  const int64_t per_section = int64_t(o.section_pairs) * o.tiles;
-  const int64_t s = w / per_section;
-  const int64_t first_pair = s * o.section_pairs;
-  const int64_t left = o.pairs - first_pair;
-  const int g = int(left < o.section_pairs ? left : o.section_pairs);
-  const int64_t r = w - s * per_section;
+// Work item w (0 <= w < o.items) of the order, in integers of type I: int64_t always does,
+// int where o.items fits it (a 64-bit division costs a GPU thread several times more).
+template <class I>
+FLASHLAB_HOST_DEVICE constexpr WorkItem work_item_as(const TileOrder& o, I w) {
+  const I per_section = I(o.section_pairs) * I(o.tiles);
+  const I s = w / per_section;
+  const I first_pair = s * I(o.section_pairs);
+  const I left = I(o.pairs) - first_pair;
+  const I g = left < I(o.section_pairs) ? left : I(o.section_pairs);
+  const I r = w - s * per_section;
   const int pair = int(first_pair + r % g);
   const int step = int(r / g);
   WorkItem item;
@@ -83,6 +87,9 @@ FLASHLAB_HOST_DEVICE constexpr WorkItem work_item(const TileOrder& o, int64_t w)
   item.h = pair % o.heads_q;
   item.tile = o.longest_first ? o.tiles - 1 - step : step;
   return item;
+}
+FLASHLAB_HOST_DEVICE constexpr WorkItem work_item(const TileOrder& o, int64_t w) {
+  return o.items <= kMaxInt32 ? work_item_as<int>(o, int(w)) : work_item_as<int64_t>(o, w);
 }
 
 // Whether the grid of flashlab_fa3_grid `grid` is persistent for an order.
