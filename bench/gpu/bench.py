@@ -9,6 +9,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
                                                                     # (bench_backward.py)
   python3 bench.py --lib ... --decode --csv decode.csv               # decode (bench_decode.py)
   python3 bench.py --lib ... --ablation --csv ablation.csv          # fa3's switches, one by one
+  python3 bench.py --lib ... --ablation --ablation-d 64 --csv ablation64.csv   # the same at d = 64
   python3 bench.py --lib ... --impls fa3 fa3-persistent fa3-per-tile cudnn   # fa3's grids
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
@@ -176,12 +177,14 @@ def rescale_counts(torch, lib, params, options):
 
 
 def run_ablation(args):
-    """fa3 with each switch (flashlab/fa3.h) at d = 128, N = 8192, bf16, against cuDNN in the
-    same run; every variant's output is compared with cuDNN's."""
+    """fa3 with each switch (flashlab/fa3.h) at N = 8192, bf16 (d = 128, or --ablation-d),
+    against cuDNN in the same run; every variant's output is compared with cuDNN's. At d = 64
+    only the run-time switches (stages, ping-pong, grid, conditional rescaling) are compiled;
+    the others are reported as refused."""
     import torch
     from triton.testing import do_bench
     lib = fl.Flashlab(args.lib)
-    N, d = ABLATION_SHAPE["N"], ABLATION_SHAPE["d"]
+    N, d = ABLATION_SHAPE["N"], args.ablation_d
     B, H = TOKENS // N, HIDDEN // d
     with open(args.csv, "w", newline="") as f:
         writer = csv.writer(f)
@@ -324,7 +327,9 @@ def main():
                     help="which pass the timing sweep times")
     ap.add_argument("--decode", action="store_true", help="the split-KV decode benchmark")
     ap.add_argument("--ablation", action="store_true",
-                    help="time fa3's switches one by one at d = 128, N = 8192")
+                    help="time fa3's switches one by one at N = 8192 (d: --ablation-d)")
+    ap.add_argument("--ablation-d", type=int, choices=HEAD_DIMS, default=ABLATION_SHAPE["d"],
+                    help="the head dimension of --ablation (default 128)")
     args = ap.parse_args()
     if args.which == "backward":
         bench_backward.run_sweep(args, HEAD_DIMS)
