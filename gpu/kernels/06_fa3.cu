@@ -177,8 +177,8 @@ struct Loader {
   }
   // Tile j of the item's K (or V), as its ring's use `use`.
   __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
-                                          const hopper::TensorMap* map, const WorkTile& w,
-                                          int use, int j) const {
+                                          const hopper::TensorMap* map, const WorkTile& w, int use,
+                                          int j) const {
     const Stage st(use, stages);
     ring.producer_acquire(st);
     if (hopper::elect_one_lane()) {
@@ -497,10 +497,12 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
 #pragma unroll
   for (int r = 0; r < 2; ++r)
     row_key_end[r] = p.causal ? min(p.n_k, row_g + 8 * r + p.causal_offset + 1) : p.n_k;
-  float rU[D / 2];                // (64, D) of U = sum of W V, not divided by l
-  float rS[kSRegs];               // (64, Bc) of S
-  uint32_t rW[kBc / 16][4];       // W_{j-1} in T, the A operand of U += W V
-  uint32_t rW_next[kBc / 16][4];  // W_j, computed while U += W_{j-1} V_{j-1} may still run
+  float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
+  float rS[kSRegs];  // (64, Bc) of S
+  // W in T, the A operand of U += W V: W_{j-1} in one, W_j made in the other while
+  // U += W_{j-1} V_{j-1} may still run; they trade places every section.
+  uint32_t rW[kBc / 16][4];
+  uint32_t rW_next[kBc / 16][4];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
   // The online softmax of the tile whose first key is k0, masked only where it must be.
@@ -538,8 +540,10 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     softmax(0, alpha, rW);
   }
 
-  // Section j: U += W_{j-1} V_{j-1}, and S_j with its softmax while j < Tc.
-  for (int j = 1; j <= Tc; ++j) {
+  // Section j: U += W_{j-1} V_{j-1} (W_{j-1} in rW_prev), and S_j with its softmax into
+  // rW_made while j < Tc.
+  const auto section = [&](int j, const uint32_t(&rW_prev)[kBc / 16][4],
+                           uint32_t(&rW_made)[kBc / 16][4]) {
     const bool has_next = j < Tc;
     const Stage v_st = k_st;  // tile j - 1: the V ring's uses are the K ring's
     k_st = k_st.next(stages);
@@ -549,9 +553,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
       if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
-      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
     } else {
-      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
       if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
     }
     if (ping_pong && !(consumer == 1 && j == Tc)) pass_turn(consumer);
@@ -561,7 +565,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
       release_k(k_st, j);
-      softmax(j * kBc, alpha, rW_next);
+      softmax(j * kBc, alpha, rW_made);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
@@ -571,7 +575,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::fence_registers(rU);
       if (has_next) release_k(k_st, j);
       v_ring.consumer_release(v_st);
-      if (has_next) softmax(j * kBc, alpha, rW_next);
+      if (has_next) softmax(j * kBc, alpha, rW_made);
     }
     if (issues) {  // no producer warpgroup: refill the buffers just released
       if (has_next && j + stages < Tc) loader.load_k(w, at, j + stages);
@@ -582,11 +586,13 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       // on every row and skips the multiply (FlashAttention-4's saving).
       if (!is_conditional(kRescale) || __any_sync(kFullWarp, alpha[0] != 1.0f || alpha[1] != 1.0f))
         rescale<D>(rU, alpha);
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) rW[kk][q] = rW_next[kk][q];
     }
+  };
+  // Two sections per turn, the W buffers trading places, so that W_j never has to be
+  // copied into the registers W_{j-1} held (32 moves per tile).
+  for (int j = 1; j <= Tc; j += 2) {
+    section(j, rW, rW_next);
+    if (j + 1 <= Tc) section(j + 1, rW_next, rW);
   }
   if (kRescale == Rescale::counted) count_updates(row_key_end, counted, Tc, rule.counts);
   finalize<T, D>(state, rU, p, w.b, w.h, row_g, lane, scale_log2);
@@ -711,11 +717,11 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
         cudaMemsetAsync(counts, 0, FLASHLAB_RESCALE_COUNTS * sizeof(int64_t), stream),
         "fa3 rescale counts");
   const DeviceFacts& device = current_device_facts();
-  const fa3::TileOrder order = fa3::make_tile_order(
-      p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D, sizeof(T), p.causal, device.l2_bytes);
+  const fa3::TileOrder order = fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D,
+                                                    sizeof(T), p.causal, device.l2_bytes);
   const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}, order};
-  const auto blocks = unsigned(
-      fa3::grid_blocks(order, fa3::is_persistent(options.grid, order), device.sm_count));
+  const auto blocks =
+      unsigned(fa3::grid_blocks(order, fa3::is_persistent(options.grid, order), device.sm_count));
   kernel<<<blocks, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
   check_launch("fa3_kernel");
 }

@@ -77,7 +77,8 @@ int sm_count() {
 
 TEST_CASE("fa3: the persistent grid, every switch combination, more items than SMs") {
   const Case probe = many_items(FLASHLAB_CAUSAL_NONE, 128, {});
-  const int64_t items = int64_t(probe.batch) * probe.heads_q * ((probe.n_q + fa3::kBr - 1) / fa3::kBr);
+  const int64_t items =
+      int64_t(probe.batch) * probe.heads_q * ((probe.n_q + fa3::kBr - 1) / fa3::kBr);
   REQUIRE(items > sm_count());  // so that blocks run several items one after the other
   for (flashlab_fa3_options o : every_combination()) {
     o.grid = FLASHLAB_FA3_GRID_PERSISTENT;
@@ -97,7 +98,8 @@ TEST_CASE("fa3: every grid at d = 64 and 128, bf16 and fp16, ragged causal shape
   // both ways, and N_q > N_k where bottom-right rows see no key), MQA.
   const Shape shapes[] = {{1, 1, 1, 1, 1},       {1, 2, 1, 97, 113},   {3, 16, 4, 300, 1023},
                           {2, 12, 3, 1100, 517}, {4, 8, 8, 1023, 113}, {2, 16, 1, 700, 17}};
-  for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_AUTO})
+  for (int grid :
+       {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_AUTO})
     for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
       for (int d : {64, 128})
         for (const Shape& s : shapes)
@@ -135,7 +137,8 @@ TEST_CASE("fa3: the persistent grid under the conditional rule, counting or not"
   }
 }
 
-TEST_CASE("sanitizer: fa3's persistent grid, blocks taking several items (compute-sanitizer runs it)") {
+TEST_CASE(
+    "sanitizer: fa3's persistent grid, blocks taking several items (compute-sanitizer runs it)") {
   for (int d : {64, 128})
     for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
       flashlab_fa3_options o{};
@@ -161,8 +164,8 @@ TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
           c.n_k = 1023;
           c.d = d;
           c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-          c.fa3 = flashlab_fa3_options{1,       stages, ping_pong, 1, /*conditional_rescale=*/0,
-                                       nullptr, fa3::kDefaultGrid};
+          c.fa3 = flashlab_fa3_options{
+              1, stages, ping_pong, 1, /*conditional_rescale=*/0, nullptr, fa3::kDefaultGrid};
           expect_matches_reference(c);
         }
 }
@@ -256,7 +259,8 @@ TEST_CASE("fa3: the rescales counted on the device are the CPU reference's") {
     }
 }
 
-TEST_CASE("sanitizer: fa3 under the conditional rule, counting or not (compute-sanitizer runs it)") {
+TEST_CASE(
+    "sanitizer: fa3 under the conditional rule, counting or not (compute-sanitizer runs it)") {
   for (int d : {64, 128}) {
     Case c;
     c.kernel = FLASHLAB_KERNEL_FA3;

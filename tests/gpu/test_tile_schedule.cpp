@@ -119,8 +119,9 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
     }
 }
 
-TEST_CASE("the grid: one block per SM when persistent, per tile otherwise; auto is persistent "
-          "without the causal mask") {
+TEST_CASE(
+    "the grid: one block per SM when persistent, per tile otherwise; auto is persistent "
+    "without the causal mask") {
   const Shape big{16, 16, 16, 1024, 1024, 128}, small{1, 1, 1, 97, 97, 64};
   for (bool causal : {false, true}) {
     const TileOrder o = order_of(big, causal), tiny = order_of(small, causal);

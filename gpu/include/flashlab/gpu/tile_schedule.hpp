@@ -37,12 +37,12 @@ namespace flashlab::gpu::fa3 {
 inline constexpr int64_t kMaxInt32 = 2147483647;
 
 struct TileOrder {
-  int64_t items = 0;          // pairs x tiles
-  int heads_q = 1;            // pair = b heads_q + h
-  int pairs = 0;              // batch x heads_q
-  int tiles = 0;              // Tr = ceil(N_q / Br): query tiles per pair
-  int section_pairs = 1;      // G: pairs whose K and V share the L2 at one time
-  bool longest_first = false; // causal: the last query tile of a pair first
+  int64_t items = 0;           // pairs x tiles
+  int heads_q = 1;             // pair = b heads_q + h
+  int pairs = 0;               // batch x heads_q
+  int tiles = 0;               // Tr = ceil(N_q / Br): query tiles per pair
+  int section_pairs = 1;       // G: pairs whose K and V share the L2 at one time
+  bool longest_first = false;  // causal: the last query tile of a pair first
 };
 
 struct WorkItem {
@@ -94,7 +94,8 @@ FLASHLAB_HOST_DEVICE constexpr WorkItem work_item(const TileOrder& o, int64_t w)
 
 // Whether the grid of flashlab_fa3_grid `grid` is persistent for an order.
 constexpr bool is_persistent(int32_t grid, const TileOrder& o) {
-  return grid == FLASHLAB_FA3_GRID_PERSISTENT || (grid == FLASHLAB_FA3_GRID_AUTO && !o.longest_first);
+  return grid == FLASHLAB_FA3_GRID_PERSISTENT ||
+         (grid == FLASHLAB_FA3_GRID_AUTO && !o.longest_first);
 }
 
 // The grid: one block per SM when persistent (never more blocks than items), else one block
