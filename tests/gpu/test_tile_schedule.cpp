@@ -120,7 +120,7 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
 }
 
 TEST_CASE(
-    "the grid: one block per SM when persistent, per tile otherwise; auto is persistent "
+    "the grid: one block per SM when persistent, per tile otherwise, and auto is persistent "
     "without the causal mask") {
   const Shape big{16, 16, 16, 1024, 1024, 128}, small{1, 1, 1, 97, 97, 64};
   for (bool causal : {false, true}) {
@@ -161,7 +161,7 @@ double dispatched(const TileOrder& o, int64_t grid, bool causal) {
   return double(last) * grid / double(total);
 }
 
-TEST_CASE("persistent turns balance equal tiles; causal tiles are balanced better dispatched") {
+TEST_CASE("persistent turns balance equal tiles, and causal tiles are balanced better dispatched") {
   // ANCHORS.md's shapes: hidden 2048 (H = 2048 / d), B = 16384 / N, N = 1024 .. 16384.
   for (int64_t d : {64, 128})
     for (int64_t n : {1024, 2048, 4096, 8192, 16384}) {
