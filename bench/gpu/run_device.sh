@@ -263,9 +263,11 @@ if want decode; then
 fi
 
 if want ablation; then
-  step "fa3's switches one at a time (d = 128, N = 8192, bf16) against cuDNN"
+  step "fa3's switches one at a time (d = 128 and 64, N = 8192, bf16) against cuDNN"
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
     --ablation --csv "$OUT/ablation.csv" || status=1
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
+    --ablation --ablation-d 64 --csv "$OUT/ablation64.csv" || status=1
 fi
 
 if want ncu; then

@@ -6,6 +6,7 @@
 // flashlab.h: it builds without CUDA.
 #pragma once
 
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 
 #include <array>
@@ -380,6 +381,9 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB. At d = 64 half of that.
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
 //     consumer thread issues the copies itself between its tiles.
+//   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
+//     in turn, or one block per query tile; the same order of tiles either way. By default
+//     persistent unless causal (flashlab_fa3_grid).
 // The tiles are in SRAM in TMA's 128-byte swizzle, d split in slabs of 64 elements (128 bytes,
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
 namespace fa3 {
@@ -394,6 +398,11 @@ inline constexpr int kSlab = 64;           // elements of d per 128-byte swizzle
 inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base alignment
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
 inline constexpr int kBarrierBytes = 1024; // mbarriers (Q, full and empty per stage), padded
+inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
+// The share of the L2 the tile order plans the K and V of the heads in flight to take (the
+// rest is left to the Q tiles read and the O tiles written meanwhile): one half.
+inline constexpr int64_t kL2ShareForKV[2] = {1, 2};
+inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 constexpr int threads(bool warp_specialized) {
   return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
 }
