@@ -36,7 +36,8 @@ constexpr const char* kMeasureChild = "FLASHLAB_LESSON6_MEASURE";
 // The backward's kernels, by name, for ncu's filter (the forward that precedes them is left
 // out of the count).
 constexpr const char* kBackwardKernels =
-    "regex:fa2_backward_kernel|fa2_backward_dq_kernel|preprocess_kernel|convert_dq_kernel";
+    "regex:fa3_backward_kernel|fa2_backward_kernel|fa2_backward_dq_kernel|preprocess_kernel|"
+    "convert_dq_kernel";
 
 cpu::HeadTensor<float> random_heads(Index heads, Index rows, Index d, std::uint64_t seed) {
   cpu::HeadTensor<float> t(1, heads, rows, d);
