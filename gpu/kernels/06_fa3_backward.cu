@@ -17,16 +17,20 @@
 //       they are then exactly wgmma's A fragments (keys as M, queries as K), so
 //       dV += P^T dO_i and dK += dS^T Q_i take them from registers (no SRAM round trip);
 //       dS^T also goes to SRAM (sdS, (Bc, Br)), and dQ_i += dS K runs with dS^T and K both
-//       read transposed from SRAM, warpgroup w taking columns [w d / 2, (w + 1) d / 2) of
-//       dQ_i over all Bc keys; each thread adds its share into the fp32 accumulator as
-//       16-byte reductions (red.global.add.v4.f32), as v2 does.
+//       read transposed from SRAM as m64n64 products (one 64-column slab of d each): at
+//       d = 128 warpgroup w takes slab w of dQ_i over all Bc keys; at d = 64 (one slab)
+//       warpgroup w takes all of d over its own 64 keys, and both add (twice the reductions:
+//       a slab is the narrowest N a transposed operand in this swizzle is described with
+//       here). Each thread adds its share into the fp32 accumulator as 16-byte reductions
+//       (red.global.add.v4.f32), as v2 does.
 // Why 2 warpgroups and no producer warpgroup: fa3_backward:: in kernel_info.hpp counts the
 // registers (208 a thread at the peak, d = 128). Thread 0's warp issues the TMA copies
 // (an elected lane) right after the step's barrier.
 // Per step, per block: 5 products of 2 Br Bc d FLOPs (10 Br Bc d in all); loads Q_i, dO_i
-// (2 Br d elements) and L_i, D_i (2 Br fp32); Br d fp32 reductions of dQ. Whole problem,
-// non-causal: the same bytes as v2 (same Br, Bc): K, V read once, Q, dO, L, D once per KV
-// tile, B Hq N_q d ceil(N_k / Bc) fp32 reductions, dK and dV written once.
+// (2 Br d elements) and L_i, D_i (2 Br fp32); Br d fp32 reductions of dQ at d = 128, 2 Br d
+// at d = 64. Whole problem, non-causal: the bytes of v2 (same Br, Bc): K, V read once, Q,
+// dO, L, D once per KV tile, B Hq N_q d ceil(N_k / Bc) fp32 reductions (twice at d = 64),
+// dK and dV written once.
 // Causal: as v2, KV tile j starts at the first query tile that sees its first key; a
 // warpgroup masks its S^T only where its 64 keys and the tile's rows cross the diagonal or
 // the ragged ends.
@@ -285,13 +289,27 @@ __device__ __forceinline__ void issue_key_gradient(float (&rC)[D / 2],
                            /*scale_d=*/1);
 }
 
-// Issues dQ_i[:, half] = dS (Br, Bc) K (Bc, D / 2) over all Bc keys: dS^T from sdS and K
-// from sK, both read transposed (MN-major). Committed as one group.
+// dQ += dS K by slabs: warpgroup w takes slab w % kDqSlabs of d (64 columns) over the
+// kDqKeys keys from (w / kDqSlabs) kDqKeys: d = 128, slab w over all 128 keys; d = 64, the
+// one slab over the warpgroup's own 64 keys.
+template <int D>
+struct DqSplit {
+  static constexpr int kDqSlabs = D / kSlab;
+  static constexpr int kDqKeys = kBc * kDqSlabs / fa3_backward::kWarpgroups;
+  static_assert(fa3_backward::kWarpgroups % kDqSlabs == 0 && kDqKeys % kK == 0);
+  __device__ __forceinline__ static int slab(int wg) { return wg % kDqSlabs; }
+  __device__ __forceinline__ static int first_key(int wg) { return (wg / kDqSlabs) * kDqKeys; }
+};
+
+// Issues dQ_i[:, slab] (+)= dS (Br, keys) K (keys, 64) over the warpgroup's kDqKeys keys:
+// dS^T from sdS and K from sK, both read transposed (MN-major), their descriptors at the
+// first key (and K's at the slab). Committed as one group.
 template <class T, int D>
-__device__ __forceinline__ void issue_dq(float (&rdQ)[D / 4], uint64_t ds_desc, uint64_t k_desc) {
+__device__ __forceinline__ void issue_dq(float (&rdQ)[kSlab / 2], uint64_t ds_desc,
+                                         uint64_t k_desc) {
 #pragma unroll
-  for (int kk = 0; kk < kBc / kK; ++kk)
-    hopper::wgmma_ss_mn<T, D / 2>(rdQ, hopper::descriptor_plus(ds_desc, row_bytes<T>(kk * kK)),
+  for (int kk = 0; kk < DqSplit<D>::kDqKeys / kK; ++kk)
+    hopper::wgmma_ss_mn<T, kSlab>(rdQ, hopper::descriptor_plus(ds_desc, row_bytes<T>(kk * kK)),
                                   hopper::descriptor_plus(k_desc, row_bytes<T>(kk * kK)),
                                   /*scale_d=*/kk > 0);
   hopper::wgmma_commit();
@@ -364,16 +382,18 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
 
   // The operands' descriptors: the warpgroup's keys of sK and sV (K-major, for S^T and
   // dP^T); buffer 0 of sQ and sdO, K-major (S^T, dP^T) and MN-major (dK, dV), which buffer
-  // 1 is one tile further on from; sdS^T and the warpgroup's half of d in sK, MN-major (dQ).
+  // 1 is one tile further on from; sdS^T and sK at the warpgroup's keys and slab of d,
+  // MN-major (dQ).
   const uint64_t k_desc = hopper::descriptor_k_major(sram.sK + wg * kM * kSlab);
   const uint64_t v_desc = hopper::descriptor_k_major(sram.sV + wg * kM * kSlab);
   const uint64_t q_desc = hopper::descriptor_k_major(sram.sQ);
   const uint64_t do_desc = hopper::descriptor_k_major(sram.sdO);
   const uint64_t q_mn_desc = hopper::descriptor_mn_major(sram.sQ, kBr);
   const uint64_t do_mn_desc = hopper::descriptor_mn_major(sram.sdO, kBr);
-  const uint64_t ds_desc = hopper::descriptor_mn_major(sram.sdS, kBc);
-  const uint64_t k_half_desc = hopper::descriptor_plus(
-      hopper::descriptor_mn_major(sram.sK, kBc), column_bytes<T>(wg * D / 2, kBc));
+  const int dq_key = DqSplit<D>::first_key(wg), dq_col = DqSplit<D>::slab(wg) * kSlab;
+  const uint64_t ds_desc = hopper::descriptor_mn_major(sram.sdS + dq_key * kSlab, kBc);
+  const uint64_t k_dq_desc =
+      hopper::descriptor_mn_major(sram.sK + dq_key * kSlab + dq_col * kBc, kBc);
 
   float rdK[D / 2], rdV[D / 2];  // (64 keys, D) each, for the whole loop
 #pragma unroll
@@ -428,10 +448,11 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
     fence_proxy_async();
     __syncthreads();  // both warpgroups' keys of dS^T are in sdS
 
-    // dQ_i[:, half wg] += dS K (scale: in the conversion), into the fp32 accumulator.
-    float rdQ[D / 4];  // (Br, D / 2)
+    // dQ_i[:, slab] += dS K over the warpgroup's keys (scale: in the conversion), into the
+    // fp32 accumulator.
+    float rdQ[kSlab / 2];  // (Br, 64)
     hopper::wgmma_fence();
-    issue_dq<T, D>(rdQ, ds_desc, k_half_desc);
+    issue_dq<T, D>(rdQ, ds_desc, k_dq_desc);
     hopper::wgmma_wait<0>();
     hopper::fence_registers(rdQ);
     hopper::fence_registers(rdK);
@@ -444,9 +465,9 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
     float* gdQacc = bp.dq_accum + (int64_t(b) * p.heads_q + step.h) * p.n_q * D;
     const int row = step.q0 + warp * 16 + lane / 4;
 #pragma unroll
-    for (int j = 0; j < D / 16; ++j)
+    for (int j = 0; j < kSlab / 8; ++j)
       backward_steps::add_dq_tile<D>(gdQacc, rdQ[4 * j], rdQ[4 * j + 1], rdQ[4 * j + 2],
-                                     rdQ[4 * j + 3], row, wg * D / 2 + 8 * j, p.n_q, lane);
+                                     rdQ[4 * j + 3], row, dq_col + 8 * j, p.n_q, lane);
   }
   write_dk_dv<T, D>(bp, rdK, rdV, b, hk, key_g, lane);
 }

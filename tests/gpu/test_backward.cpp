@@ -105,7 +105,7 @@ TEST_CASE("backward: BSHD and padded rows") {
 }
 
 // v3's own risks: its two buffers of Q_i, dO_i through many phases of their barriers (a
-// block's steps run over the GQA group's query heads), its warpgroups' halves of d in dQ,
+// block's steps run over the GQA group's query heads), dQ split by slabs of d (d = 128) or by keys (d = 64),
 // a warpgroup whose 64 keys lie wholly past N_k, and blocks whose keys no query sees (they
 // load nothing and write zeros).
 TEST_CASE("backward v3: many steps a block (GQA 4 over 1, N_q = 1023), d = 64 and 128, fp16 and bf16") {

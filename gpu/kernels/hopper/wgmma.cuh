@@ -124,10 +124,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // between bf16 and fp16 only in the type the PTX names, so one macro writes both sets.
 
 // D's registers, as asm operands and as the instruction's list of them.
-#define FLASHLAB_WGMMA_D16 \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
-    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
-    "+f"(d[14]), "+f"(d[15])
 #define FLASHLAB_WGMMA_D32 \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
     "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
@@ -145,8 +141,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
     "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
     "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
     "+f"(d[63])
-#define FLASHLAB_WGMMA_REGS16 \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define FLASHLAB_WGMMA_REGS32 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -158,8 +152,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 
 // wgmma_ss at N = 128 (S = Q K^T, Bc = 128) and N = 64 (the backward's S^T = K Q^T and
 // dP^T = V dO^T, Br = 64), wgmma_rs at N = 128 and 64 (U += W V, d = 128 or 64; the
-// backward's dV += P^T dO and dK += dS^T Q), and wgmma_ss_mn at N = 64 and 32 (the
-// backward's dQ += dS K, half of d per warpgroup) for the element type T, whose PTX name is
+// backward's dV += P^T dO and dK += dS^T Q), and wgmma_ss_mn at N = 64 (the backward's
+// dQ += dS K, one 64-column slab of d per instruction) for the element type T, whose PTX name is
 // TYPE ("bf16", "f16"). The predicate p is scale_d != 0; the immediates are the scales of A
 // and B (1) and, for ss, A and B K-major (0, 0); for rs, B transposed (1); for ss_mn, A and
 // B transposed (1, 1).
@@ -195,16 +189,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                    \
   }                                                                                            \
   template <>                                                                                  \
-  __device__ __forceinline__ void wgmma_ss_mn<T, 32>(float(&d)[16], uint64_t desc_a,           \
-                                                     uint64_t desc_b, int scale_d) {           \
-    asm volatile("{\n.reg .pred p;\n"                                                          \
-                 "setp.ne.b32 p, %18, 0;\n"                                                    \
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "               \
-                 FLASHLAB_WGMMA_REGS16 ", %16, %17, p, 1, 1, 1, 1;\n}\n"                        \
-                 : FLASHLAB_WGMMA_D16                                                          \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                    \
-  }                                                                                            \
-  template <>                                                                                  \
   __device__ __forceinline__ void wgmma_rs<T, 128>(float(&d)[64], const uint32_t(&a)[4],       \
                                                    uint64_t desc_b, int scale_d) {             \
     asm volatile("{\n.reg .pred p;\n"                                                          \
@@ -231,9 +215,7 @@ FLASHLAB_WGMMA_INSTRUCTIONS(__half, "f16")
 #undef FLASHLAB_WGMMA_INSTRUCTIONS
 #undef FLASHLAB_WGMMA_REGS64
 #undef FLASHLAB_WGMMA_REGS32
-#undef FLASHLAB_WGMMA_REGS16
 #undef FLASHLAB_WGMMA_D64
 #undef FLASHLAB_WGMMA_D32
-#undef FLASHLAB_WGMMA_D16
 
 }  // namespace flashlab::gpu::hopper

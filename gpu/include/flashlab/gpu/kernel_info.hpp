@@ -432,11 +432,12 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 //   Threads: 2 warpgroups, no producer (thread 0 issues the TMA copies between steps); each
 //     warpgroup owns 64 of the Bc keys, wgmma's M: S^T = K Q^T and dP^T = V dO^T are
 //     (64 keys, Br) accumulators, P^T and dS^T then feed dV += P^T dO and dK += dS^T Q
-//     straight from registers (wgmma's A from registers), and dQ += dS K is split between
-//     the warpgroups by halves of d, with dS^T read back from SRAM.
+//     straight from registers (wgmma's A from registers), and dQ += dS K, with dS^T read
+//     back from SRAM, is split between the warpgroups by 64-column slabs of d at d = 128,
+//     by their own keys at d = 64 (both then add all of d: twice the reductions).
 //   Registers of a thread at d = 128: dK and dV (64, d) fp32 = 64 + 64, S^T and dP^T
 //     (64, 64) fp32 = 32 + 32, P^T packed = 16: 208 at the peak (S^T, dP^T); while dQ runs,
-//     dK + dV + P^T + dS^T packed + dQ (64, d / 2) = 64 + 64 + 16 + 16 + 32 = 192. 256
+//     dK + dV + P^T + dS^T packed + dQ (64, 64) = 64 + 64 + 16 + 16 + 32 = 192. 256
 //     threads x 255 registers fit the register file: one block per SM. One warpgroup owning
 //     all 128 keys would need 256 registers for dK and dV alone; a producer warpgroup
 //     (384 threads) would leave at most 168 per thread without setmaxnreg.
