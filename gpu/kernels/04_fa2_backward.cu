@@ -252,7 +252,8 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
     }
 #pragma unroll
     for (int n2 = 0; n2 < 2; ++n2)
-      backward_steps::add_dq_tile<D>(gdQacc, rC[n2][0], rC[n2][1], rC[n2][2], rC[n2][3], row, (2 * np + n2) * 8, n_q, lane);
+      backward_steps::add_dq_tile<D>(gdQacc, rC[n2][0], rC[n2][1], rC[n2][2], rC[n2][3], row,
+                                     (2 * np + n2) * 8, n_q, lane);
   }
 }
 
@@ -302,7 +303,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
 
   tiles::load_tile<T, D, kBc, kThreads>(sK, gK, p.k_stride.row, k0, p.n_k);
   tiles::load_tile<T, D, kBc, kThreads>(sV, gV, p.v_stride.row, k0, p.n_k);
-  if (steps > 0) load_step<T, D>(bp, b, backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, 0), 0, sQ, sdO, sL, sD);
+  if (steps > 0)
+    load_step<T, D>(bp, b, backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, 0), 0, sQ, sdO,
+                    sL, sD);
   ptx::cp_async_commit();
 
   float rdK[D / 8][4], rdV[D / 8][4];  // (16 keys, D) each, for the whole loop
@@ -320,8 +323,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
     ptx::cp_async_wait<0>();
     __syncthreads();
     if (s + 1 < steps) {
-      load_step<T, D>(bp, b, backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, s + 1), (s + 1) % kBuffers, sQ, sdO,
-                      sL, sD);
+      load_step<T, D>(bp, b, backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, s + 1),
+                      (s + 1) % kBuffers, sQ, sdO, sL, sD);
       ptx::cp_async_commit();
     }
     const T* sQ_i = sQ + buf * kBr * D;

@@ -72,8 +72,8 @@ constexpr int kSRegs = kBr / 2;  // (64 keys, Br) fp32 over a warpgroup's 128 th
 template <class T, int D>
 struct Tiles {
   static constexpr int kSlabs = D / kSlab;
-  static constexpr int kKVElems = kBc * D;   // sK or sV (Bc, D)
-  static constexpr int kQElems = kBr * D;    // one buffer of sQ or sdO (Br, D)
+  static constexpr int kKVElems = kBc * D;    // sK or sV (Bc, D)
+  static constexpr int kQElems = kBr * D;     // one buffer of sQ or sdO (Br, D)
   static constexpr int kdSElems = kBc * kBr;  // sdS (Bc, Br)
   static constexpr uint32_t kKVBytes = kKVElems * sizeof(T);
   static constexpr uint32_t kQBytes = kQElems * sizeof(T);
@@ -161,8 +161,8 @@ __device__ __forceinline__ void load_step_rows(const BackwardProblem& bp, const 
   const Problem& p = bp.fwd;
   if (threadIdx.x >= 2 * kBr) return;
   const int r = threadIdx.x % kBr, row = step.q0 + r;
-  const float* gRow = (threadIdx.x < kBr ? p.lse : bp.d_rows) +
-                      (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
+  const float* gRow =
+      (threadIdx.x < kBr ? p.lse : bp.d_rows) + (int64_t(b) * p.heads_q + step.h) * p.n_q;  // (N_q)
   float* sRow = (threadIdx.x < kBr ? sram.sL : sram.sD) + buf * kBr + r;
   ptx::cp_async_4(sRow, row < p.n_q ? gRow + row : gRow, row < p.n_q);
 }
@@ -240,8 +240,8 @@ __device__ __forceinline__ void grad_scores_t(uint32_t (&rdSa)[kBr / kK][4],
 // + 1, that is chunk 2 kk + q / 2 of the row, stored at chunk (2 kk + q / 2) ^ (r % 8).
 // key_row is a multiple of 8 plus g, so r % 8 = g: the 32 lanes hit 32 different banks.
 template <class T>
-__device__ __forceinline__ void store_ds_t(T* sdS, const uint32_t (&rdSa)[kBr / kK][4],
-                                           int key_row, int lane) {
+__device__ __forceinline__ void store_ds_t(T* sdS, const uint32_t (&rdSa)[kBr / kK][4], int key_row,
+                                           int lane) {
 #pragma unroll
   for (int kk = 0; kk < kBr / kK; ++kk)
 #pragma unroll
@@ -352,8 +352,8 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
   const bool issuer = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpSize, 0) == 0;
   const int warp = (threadIdx.x % kWarpgroupThreads) / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int k0 = blockIdx.x * kBc, hk = blockIdx.y, b = blockIdx.z;
-  const int k0w = k0 + wg * kM;                         // the warpgroup's first key
-  const int key_row = wg * kM + warp * 16 + lane / 4;   // fragment row g, in the block's keys
+  const int k0w = k0 + wg * kM;                        // the warpgroup's first key
+  const int key_row = wg * kM + warp * 16 + lane / 4;  // fragment row g, in the block's keys
   const int key_g = k0 + key_row;
   const QueryTiles tiles_i = backward_steps::query_tiles<kBr>(p, k0);
   const int steps = p.group_size * tiles_i.count;  // (query head, query tile) pairs
@@ -479,8 +479,7 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
   using Tl = Tiles<T, D>;
   static_assert(fa3::kSwizzleAtom + fa3_backward::kBarrierBytes +
-                        sizeof(T) * (2 * Tl::kKVElems + 2 * kBuffers * Tl::kQElems +
-                                     Tl::kdSElems) +
+                        sizeof(T) * (2 * Tl::kKVElems + 2 * kBuffers * Tl::kQElems + Tl::kdSElems) +
                         sizeof(float) * 2 * kBuffers * kBr ==
                     config.sram_bytes,
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");

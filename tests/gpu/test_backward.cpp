@@ -1,7 +1,7 @@
 // The backward (v3, the wgmma kernel, where fa3_backward::takes the call: the default mode
-// without dropout; v2 otherwise) against the fp64 CPU reference, under ANCHORS.md's rule for gradients:
-// dQ, dK and dV each within 3x of the error of the naive backward computed in the same low
-// precision, on awkward shapes, GQA, every layout and both causal alignments, with the
+// without dropout; v2 otherwise) against the fp64 CPU reference, under ANCHORS.md's rule for
+// gradients: dQ, dK and dV each within 3x of the error of the naive backward computed in the same
+// low precision, on awkward shapes, GQA, every layout and both causal alignments, with the
 // gradients poisoned with NaN before the call. A failure prints the case, the gradient and
 // both errors.
 #include "backward_harness.hpp"
@@ -105,10 +105,11 @@ TEST_CASE("backward: BSHD and padded rows") {
 }
 
 // v3's own risks: its two buffers of Q_i, dO_i through many phases of their barriers (a
-// block's steps run over the GQA group's query heads), dQ split by slabs of d (d = 128) or by keys (d = 64),
-// a warpgroup whose 64 keys lie wholly past N_k, and blocks whose keys no query sees (they
-// load nothing and write zeros).
-TEST_CASE("backward v3: many steps a block (GQA 4 over 1, N_q = 1023), d = 64 and 128, fp16 and bf16") {
+// block's steps run over the GQA group's query heads), dQ split by slabs of d (d = 128) or by keys
+// (d = 64), a warpgroup whose 64 keys lie wholly past N_k, and blocks whose keys no query sees
+// (they load nothing and write zeros).
+TEST_CASE(
+    "backward v3: many steps a block (GQA 4 over 1, N_q = 1023), d = 64 and 128, fp16 and bf16") {
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
     for (int d : {64, 128}) {
       BackwardCase c;

@@ -114,7 +114,11 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
 TEST_CASE("backward mirror, v3: K and V of blocks no query sees are not read, and it is named") {
   // Top-left, N_q = 100, N_k = 700, Bc = 128: keys past 99 are in every query's future;
   // KV tiles 1..5 (keys 128..699, 572 keys) are seen by no query.
-  const BackwardShape s{.heads_q = 2, .heads_kv = 1, .n_q = 100, .n_k = 700, .d = 64,
+  const BackwardShape s{.heads_q = 2,
+                        .heads_kv = 1,
+                        .n_q = 100,
+                        .n_k = 700,
+                        .d = 64,
                         .causal = cpu::Causal::top_left};
   BackwardKernelFacts v3{.Br = 64, .Bc = 128, .skips_unseen_kv = true, .main_kernel = "v3"};
   const PassReport r = count_backward_kernel(s, v3);
