@@ -19,7 +19,7 @@ namespace flashlab::app {
 
 namespace {
 
-namespace bwd = gpu::fa2_backward;
+namespace bwd = gpu::fa3_backward;  // the default mode's main kernel
 constexpr int kBf16Bytes = 2, kFp32Bytes = 4;
 constexpr std::uint64_t kSeed = 66;
 // The correctness check: GQA (4 query heads over 2 KV heads), d = 64, awkward lengths.
