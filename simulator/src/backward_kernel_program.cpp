@@ -142,8 +142,8 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
 
   PassReport r;
   r.pass = f.deterministic ? "backward (deterministic)" : "backward";
-  r.label = fmt::format("{}: Br {}, Bc {}, {} threads, {} SRAM, {}", f.main_kernel, Br, Bc,
-                        f.threads, format_bytes(double(f.sram_bytes)), to_string(f.dtype));
+  r.label = fmt::format("Br {}, Bc {}, {} threads, {} SRAM, {}, main kernel {}", Br, Bc, f.threads,
+                        format_bytes(double(f.sram_bytes)), to_string(f.dtype), f.main_kernel);
   const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written) {
     r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written});
   };
