@@ -79,6 +79,12 @@ if want build; then
     END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
          if (!g[f] || !t[f] || (s[f] && f !~ /RescaleE2/)) bad = 1 }; if (!kernels) bad = 1; exit bad}' \
     || { echo "fa3 SASS check failed: HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
+  # The backward's v3 likewise: HGMMA and UTMALDG in every instantiation, no local memory.
+  cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /fa3_backward_kernel/ {
+      if (!(f in n)) { n[f] = 1; kernels++ }; if (/HGMMA/) g[f]++; if (/UTMALDG/) t[f]++; if (/LDL|STL/) s[f]++ }
+    END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
+         if (!g[f] || !t[f] || s[f]) bad = 1 }; if (kernels != 4) bad = 1; exit bad}' \
+    || { echo "backward v3 SASS check failed: 4 kernels, HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
   # decode's split kernel loads K and V from HBM straight into registers (LDG, no LDGSTS);
   # its only SRAM reads (LDS) are the final merge of the key lanes' states.
   cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /decode_split_kv_kernel/ {
@@ -99,6 +105,8 @@ if want test; then
   }
   gpu_test "fa3's TMA and wgmma wrappers on one tile" "$BUILD/tests/gpu/test_gpu_hopper_tile"
   gpu_test "fa3's own cases" "$BUILD/tests/gpu/test_gpu" -tc='fa3*'
+  gpu_test "the backward's cases (v3 where fa3_backward::takes the call, else v2)" \
+    "$BUILD/tests/gpu/test_gpu" -tc='backward*'
   gpu_test "every other case, fa3 left out" env FLASHLAB_SKIP_FA3=1 \
     "$BUILD/tests/gpu/test_gpu" -tce='fa3*'
   gpu_test "every case, fa3 included" "$BUILD/tests/gpu/test_gpu"
@@ -156,6 +164,12 @@ if want sanitize; then
       "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.fa3.log" 2>&1 \
       && echo "$tool (fa3 included): clean" || { status=1; tail -20 "$BUILD.$tool.fa3.log"; }
     cat "$BUILD.$tool.fa3.log" >> "$OUT/sanitizer.log"
+    # The backward's v3 (wgmma, TMA) at both d and dtypes, GQA, ragged and causal, in a
+    # process of its own.
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
+      -tc='sanitizer: the backward v3*' > "$BUILD.$tool.bwd3.log" 2>&1 \
+      && echo "$tool (backward v3): clean" || { status=1; tail -20 "$BUILD.$tool.bwd3.log"; }
+    cat "$BUILD.$tool.bwd3.log" >> "$OUT/sanitizer.log"
     # The decode kernels: paged and contiguous, bad lengths and page indices (clamped, never
     # read out of bounds), determinism.
     compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
@@ -343,7 +357,7 @@ if want profile; then
   # Nsight Compute's full sections for one call of the kernels whose speed is being worked on
   # (fa3's forward, the backward, the decode): warp states, pipe use, and stall samples per
   # SASS instruction (the source page), written as text to read off-line.
-  for run in fa3:fa3_kernel backward:fa2_backward_kernel decode:decode_split_kv_kernel; do
+  for run in fa3:fa3_kernel backward:fa3_backward_kernel decode:decode_split_kv_kernel; do
     what=${run%%:*} kernel=${run#*:}
     step "profile: $what ($kernel)"
     ncu --profile-from-start off --set full --import-source yes -f -o "$BUILD.prof_$what" \

@@ -43,6 +43,20 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
   namespace k = gpu::fa2_backward;
   if (std::string why = refusal("backward", k::kHeadDims, k::kDtypes, d, dtype); !why.empty())
     return {std::nullopt, why};
+  // The main kernel the library runs for such a call (the bridge's runs have no dropout and
+  // contiguous rows): the one rule, fa3_backward::takes.
+  if (gpu::fa3_backward::takes(deterministic, /*dropout=*/false, /*row_stride_zero=*/false)) {
+    const gpu::KernelConfig v3 = gpu::fa3_backward::config(d, c_dtype(dtype));
+    return {sim::BackwardKernelFacts{.Br = v3.Br,
+                                     .Bc = v3.Bc,
+                                     .threads = v3.threads,
+                                     .sram_bytes = v3.sram_bytes,
+                                     .dtype = dtype,
+                                     .deterministic = deterministic,
+                                     .skips_unseen_kv = true,
+                                     .main_kernel = "v3"},
+            ""};
+  }
   return {sim::BackwardKernelFacts{.Br = k::kBr,
                                    .Bc = k::kBc,
                                    .threads = k::kThreads,

@@ -109,6 +109,34 @@ TEST_CASE("the backward's kernels fit the hardware, and the workspace is its for
         2 * fa2_backward::workspace_bytes(1, 1, 4096, 128, false));
 }
 
+TEST_CASE("the backward's v3: which calls it takes, and its tiles, threads and SRAM") {
+  // The rule: the default mode without dropout, with rows TMA can describe; v2 otherwise.
+  CHECK(fa3_backward::takes(/*deterministic=*/false, /*dropout=*/false, /*row_stride_zero=*/false));
+  CHECK(!fa3_backward::takes(true, false, false));
+  CHECK(!fa3_backward::takes(false, true, false));
+  CHECK(!fa3_backward::takes(false, false, true));
+  CHECK(!fa3_backward::takes(true, true, true));
+  for (flashlab_dtype dtype : {FLASHLAB_FP16, FLASHLAB_BF16})
+    for (int64_t d : {64, 128}) {
+      INFO("fa3 backward d = ", d, " ", dtype_name(dtype));
+      const KernelConfig c = fa3_backward::config(d, dtype);
+      // Two warpgroups of 128 threads, each owning wgmma's M = 64 keys; 64 query rows a step.
+      CHECK(c.threads == 256);
+      CHECK(c.Bc == 128);
+      CHECK(c.Br == 64);
+      CHECK(c.blocks_per_sm == 1);
+      // Alignment slack and barriers (1024 + 1024 bytes), sK, sV (128 x d), sQ, sdO two
+      // buffers of (64 x d), sdS^T (128 x 64), 2 bytes each; sL, sD two buffers of 64 floats.
+      CHECK(c.sram_bytes == 2048 + 2 * (2 * 128 * d + 4 * 64 * d + 128 * 64) + 4 * 4 * 64);
+      CHECK(c.sram_bytes <= kBlockSramBytes);
+      CHECK(c.blocks_per_sm * (c.sram_bytes + kReservedPerBlock) <= kSmSramBytes);
+      CHECK(c.stride_align_elements * dtype_bytes(dtype) == c.pointer_align_bytes);
+    }
+  // d = 128, bf16: 147 KiB, the figure kernel_info.hpp's comment gives.
+  CHECK(fa3_backward::sram_bytes(128, FLASHLAB_BF16) == 147 * 1024);
+  CHECK(fa3_backward::sram_bytes(64, FLASHLAB_BF16) == 83 * 1024);
+}
+
 // The numbers the kernels were written with (and measured with, bench/gpu/NOTES.md).
 TEST_CASE("the ladder's configurations") {
   const KernelConfig fa2_128 = kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);

@@ -163,7 +163,7 @@ TEST_CASE("lesson 10 without a GPU says what its split-KV step would show and ho
 TEST_CASE("the backward's bytes in closed form, counted by hand for a small shape") {
   // Hq = 2, Hkv = 1, N_q = 64, N_k = 3 Bc - 1 (the kernel table's Bc), d = 64, bf16:
   // Tc = 3 KV tiles, the last one ragged.
-  constexpr int Bc = flashlab::gpu::fa2_backward::kBc;
+  constexpr int Bc = flashlab::gpu::fa3_backward::kBc;
   const app::BackwardShape s{.heads_q = 2, .heads_kv = 1, .n_q = 64, .n_k = 3 * Bc - 1, .d = 64};
   const auto b = app::recompute_bytes(s, 2);
   const double q_rows = 2 * 64, keys = 3 * Bc - 1, d = 64, tiles = 3;

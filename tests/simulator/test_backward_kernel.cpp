@@ -16,21 +16,26 @@ namespace flashlab::sim::test {
 namespace {
 
 struct Sums {
-  Index QR = 0, A = 0, KR = 0;
+  Index QR = 0, A = 0, KR = 0, UK = 0;  // UK: keys of the KV tiles no query tile sees
 };
 
 // Every (i, j) pair of one (query head, KV head), classified by the CPU reference's mask.
 Sums brute_force(const BackwardShape& s, Index Br, Index Bc) {
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   Sums sums;
-  for (Index i = 0; i * Br < s.n_q; ++i)
-    for (Index j = 0; j * Bc < s.n_k; ++j) {
-      const Index r = std::min(Br, s.n_q - i * Br), c = std::min(Bc, s.n_k - j * Bc);
+  for (Index j = 0; j * Bc < s.n_k; ++j) {
+    const Index c = std::min(Bc, s.n_k - j * Bc);
+    bool seen = false;
+    for (Index i = 0; i * Br < s.n_q; ++i) {
+      const Index r = std::min(Br, s.n_q - i * Br);
       if (mask.classify(i * Br, r, j * Bc, c) == cpu::TileKind::skipped) continue;
+      seen = true;
       sums.QR += r;
       sums.A += r * c;
       sums.KR += c;
     }
+    if (!seen) sums.UK += c;
+  }
   return sums;
 }
 
@@ -42,12 +47,14 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   CAPTURE(s.heads_q);
   CAPTURE(s.heads_kv);
   CAPTURE(f.deterministic);
+  CAPTURE(f.skips_unseen_kv);
   const PassReport r = count_backward_kernel(s, f);
   const Sums x = brute_force(s, f.Br, f.Bc);
   const Index b = bytes_of(f.dtype), fp = 4, d = s.d;
   const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;
   const Index own = f.deterministic ? x.QR + s.n_q : x.QR;
-  const Index kv = Hkv * s.n_k * d * b + (f.deterministic ? Hq * x.KR * d * b : 0);
+  const Index kv_rows = f.skips_unseen_kv ? s.n_k - x.UK : s.n_k;
+  const Index kv = Hkv * kv_rows * d * b + (f.deterministic ? Hq * x.KR * d * b : 0);
   CHECK(r.tensor("Q").read == Hq * own * d * b);
   CHECK(r.tensor("K").read == kv);
   CHECK(r.tensor("V").read == kv);
@@ -95,7 +102,43 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
               s, {.Br = 64, .Bc = 32, .dtype = DType::bf16, .deterministic = deterministic});
           check_closed_form(
               s, {.Br = 16, .Bc = 48, .dtype = DType::fp16, .deterministic = deterministic});
+          if (!deterministic)  // v3's main kernel: no loads where no query sees the keys
+            check_closed_form(s, {.Br = 64,
+                                  .Bc = 128,
+                                  .dtype = DType::bf16,
+                                  .skips_unseen_kv = true,
+                                  .main_kernel = "v3"});
         }
+}
+
+TEST_CASE("backward mirror, v3: K and V of blocks no query sees are not read, and it is named") {
+  // Top-left, N_q = 100, N_k = 700, Bc = 128: keys past 99 are in every query's future;
+  // KV tiles 1..5 (keys 128..699, 572 keys) are seen by no query.
+  const BackwardShape s{.heads_q = 2,
+                        .heads_kv = 1,
+                        .n_q = 100,
+                        .n_k = 700,
+                        .d = 64,
+                        .causal = cpu::Causal::top_left};
+  BackwardKernelFacts v3{.Br = 64, .Bc = 128, .skips_unseen_kv = true, .main_kernel = "v3"};
+  const PassReport r = count_backward_kernel(s, v3);
+  CHECK(r.tensor("K").read == (700 - 572) * 64 * 2);
+  CHECK(r.tensor("V").read == (700 - 572) * 64 * 2);
+  CHECK(r.tensor("dK").written == 700 * 64 * 2);  // zeros are written for the unseen keys
+  CHECK(contains(r.label, "Br 64, Bc 128"));
+  CHECK(contains(r.label, "main kernel v3"));
+  BackwardKernelFacts v2 = v3;
+  v2.skips_unseen_kv = false;
+  v2.main_kernel = "v2";
+  CHECK(count_backward_kernel(s, v2).tensor("K").read == 700 * 64 * 2);
+  // Without a mask every KV tile is seen: v3 and v2 read the same bytes.
+  BackwardShape full = s;
+  full.causal = cpu::Causal::none;
+  CHECK(count_backward_kernel(full, v3).bytes_total() ==
+        count_backward_kernel(full, v2).bytes_total());
+  // v3 has no deterministic mode.
+  v3.deterministic = true;
+  CHECK(contains(message_of([&] { count_backward_kernel(s, v3); }), "deterministic"));
 }
 
 TEST_CASE("backward mirror: without a mask, QR = Tc N_q, A = N_q N_k, KR = Tr N_k") {

@@ -434,6 +434,63 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 }
 }  // namespace fa3
 
+// 06_fa3_backward.cu: the backward on Hopper's tensor cores (FlashAttention-3's backward),
+// the main kernel of the default (non-deterministic, no dropout) backward; preprocess and
+// convert are fa2_backward's. A block owns Bc = 128 keys of one (batch, KV head) and loops
+// over the query tiles of Br = 64 rows of its GQA group's query heads, as fa2_backward does.
+//   Threads: 2 warpgroups, no producer (thread 0 issues the TMA copies between steps); each
+//     warpgroup owns 64 of the Bc keys, wgmma's M: S^T = K Q^T and dP^T = V dO^T are
+//     (64 keys, Br) accumulators, P^T and dS^T then feed dV += P^T dO and dK += dS^T Q
+//     straight from registers (wgmma's A from registers), and dQ += dS K, with dS^T read
+//     back from SRAM, is split between the warpgroups by 64-column slabs of d at d = 128,
+//     by their own keys at d = 64 (both then add all of d: twice the reductions).
+//   Registers of a thread at d = 128: dK and dV (64, d) fp32 = 64 + 64, S^T and dP^T
+//     (64, 64) fp32 = 32 + 32, P^T packed = 16: 208 at the peak (S^T, dP^T); while dQ runs,
+//     dK + dV + P^T + dS^T packed + dQ (64, 64) = 64 + 64 + 16 + 16 + 32 = 192. 256
+//     threads x 255 registers fit the register file: one block per SM. One warpgroup owning
+//     all 128 keys would need 256 registers for dK and dV alone; a producer warpgroup
+//     (384 threads) would leave at most 168 per thread without setmaxnreg.
+//   SRAM (d = 128, bf16): sK, sV (128, 128) 32 KiB each; sQ, sdO 2 buffers x (64, 128)
+//     16 KiB each; sdS^T (128, 64) 16 KiB; sL, sD 2 x 64 fp32 each; barriers; 1024 bytes of
+//     slack for the swizzle atom's alignment: 147 KiB. At d = 64, 83 KiB.
+// Which backward runs (the one rule): v3 when the call is not deterministic, has no
+// dropout and no row stride of 0 among Q, K, V and dO (which TMA cannot describe); v2
+// (fa2_backward) otherwise. The deterministic mode's dQ kernel and the dropout replay are v2's.
+namespace fa3_backward {
+inline constexpr int kWarpgroups = 2;
+inline constexpr int kThreads = kWarpgroups * fa3::kWarpgroupThreads;
+inline constexpr int kKeysPerWarpgroup = fa3::kRowsPerConsumer;  // wgmma's M
+inline constexpr int kBc = kWarpgroups * kKeysPerWarpgroup;      // keys per block
+inline constexpr int kBr = 64;                                   // query rows per step
+inline constexpr int kBuffers = 2;                               // Q, dO, L, D double-buffered
+inline constexpr int kBlocksPerSm = 1;
+inline constexpr int kBarrierBytes = 1024;  // mbarriers (K and V, Q and dO per buffer), padded
+// The SRAM a block takes (the kernel's layout, in this order): slack for the swizzle atom,
+// barriers, sK and sV (Bc, d), sQ and sdO (kBuffers, Br, d), sdS^T (Bc, Br) in the input
+// dtype, then sL and sD (kBuffers, Br) fp32.
+constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
+  return fa3::kSwizzleAtom + kBarrierBytes +
+         dtype_bytes(dtype) * (2 * kBc * d + 2 * kBuffers * kBr * d + kBc * kBr) +
+         int64_t(sizeof(float)) * 2 * kBuffers * kBr;
+}
+// The rule: whether a call runs on v3 (see above).
+constexpr bool takes(bool deterministic, bool dropout, bool row_stride_zero) {
+  return !deterministic && !dropout && !row_stride_zero;
+}
+constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
+  KernelConfig c = fa2_backward::config(d, dtype);
+  c.Br = kBr;
+  c.Bc = kBc;
+  c.threads = kThreads;
+  c.sram_bytes = sram_bytes(d, dtype);
+  c.blocks_per_sm = kBlocksPerSm;
+  c.pointer_align_bytes = fa3::kAlignBytes;
+  c.stride_align_elements = int(fa3::kAlignBytes / dtype_bytes(dtype));
+  return c;
+}
+static_assert(sram_bytes(128, FLASHLAB_BF16) <= fa3::kMaxSramPerBlock);
+}  // namespace fa3_backward
+
 // The ladder, simplest first: the one list of kernels.
 inline constexpr std::array kKernels = {
     KernelRecord{FLASHLAB_KERNEL_NAIVE, "naive",
