@@ -212,7 +212,7 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
     CHECK(decode::bc(d) == decode::kBc);
     CHECK(decode::stage_bytes(d) == decode::kBc * d * 2 * 2);
     CHECK(decode::stages(d) * decode::stage_bytes(d) == 96 * 1024);
-    CHECK(decode::bytes_in_flight_per_block(d) == 64 * 1024);
+    CHECK(decode::bytes_in_flight_per_block(d) == 96 * 1024 - decode::stage_bytes(d));
     CHECK(decode::sram_bytes(d) == 96 * 1024);
     CHECK(decode::merge_bytes(d) == decode::kWarps * 16 * (d + 2) * 4);
     CHECK(decode::merge_bytes(d) <= decode::sram_bytes(d));

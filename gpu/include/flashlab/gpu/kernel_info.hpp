@@ -278,8 +278,8 @@ inline constexpr int kMaxSplits = 64;        // num_splits: 0 = automatic, 1..kM
 inline constexpr int kMinPageSize = 16;      // page_size: a power of two in [16, kMaxPageSize]
 inline constexpr int kMaxPageSize = 1 << 16;
 // The ring of K and V tiles: 96 KiB per block at d = 64 and d = 128 alike, so that while a
-// block computes one tile, stages - 1 tiles (64 KiB) are in flight; at kBlocksPerSm blocks
-// 128 KiB per SM, well above the ~36 KiB that Little's law asks of HBM (4.8 TB/s x ~1 us /
+// block computes one tile, up to stages - 1 tiles (64 KiB at d = 128, 80 at d = 64) are in
+// flight; at kBlocksPerSm blocks 128 KiB or more per SM, well above the ~36 KiB that Little's law asks of HBM (4.8 TB/s x ~1 us /
 // 132 SMs), and two rings plus the runtime's 1 KiB a block fit the H200's 228 KiB.
 inline constexpr int64_t kRingBytes = 96 * 1024;
 constexpr int64_t tile_bytes(int64_t d) { return int64_t(kBc) * d * 2; }  // K or V, 16-bit
