@@ -44,10 +44,10 @@ constexpr unsigned kFullWarp = 0xffffffffu;
 // kernel_info.hpp's facts for head dimension kD, as constants device code can read.
 template <int kD>
 struct Shape {
-  static constexpr int kChunks = chunks_per_row(kD);             // 16-byte chunks a key
-  static constexpr int kKeysPerThread = keys_per_thread(kD);     // 8 or 4, consecutive
-  static constexpr int kStages = stages(kD);                     // 3 or 6
-  static constexpr int kTileElems = kBc * kD;                    // K or V of one tile
+  static constexpr int kChunks = chunks_per_row(kD);          // 16-byte chunks a key
+  static constexpr int kKeysPerThread = keys_per_thread(kD);  // 8 or 4, consecutive
+  static constexpr int kStages = stages(kD);                  // 3 or 6
+  static constexpr int kTileElems = kBc * kD;                 // K or V of one tile
   static_assert(kStages >= 2, "the ring needs a tile to compute and one in flight");
   static_assert(merge_bytes(kD) <= sram_bytes(kD), "the merge reuses the ring");
 };
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     decode_split_kv_kernel(const DecodeProblem p) {
   using S = Shape<kD>;
   extern __shared__ __align__(128) unsigned char sram[];
-  T* sK = reinterpret_cast<T*>(sram);     // (stages, Bc, d), swizzled
+  T* sK = reinterpret_cast<T*>(sram);       // (stages, Bc, d), swizzled
   T* sV = sK + S::kStages * S::kTileElems;  // (stages, Bc, d), swizzled
 
   const int split = blockIdx.x;
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     const int stage = tile % S::kStages;
     const T* sKw = sK + stage * S::kTileElems + warp * kKeysPerWarp * kD;  // (16, d)
     const T* sVw = sV + stage * S::kTileElems + warp * kKeysPerWarp * kD;  // (16, d)
-    float rS[2][4];  // (16 rows, 16 keys)
+    float rS[2][4];  // S, then W: (16 rows, 16 keys)
     compute_scores<T, kD>(rS, rQ, sKw, lane);
     const int key0 = range.k0 + tile * kBc;
     if (key0 + kBc > mask_from) {  // the sequence's end, or a row's causal window
@@ -318,8 +318,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     }
     const int packed = first_row + r;
     const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
-    float* state_out = p.states +
-                       ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * (kD + 2) +
+    float* state_out = p.states + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * (kD + 2) +
                        int64_t(split) * (kD + 2);  // (U (d), m, l), m natural: m scale
     state_out[c] = u_sum;
     if (c == 0) {

@@ -205,8 +205,8 @@ TEST_CASE("unsupported or unknown dtype, unknown kernel") {
 TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace") {
   constexpr int64_t kSmSramBytes = 228 * 1024, kReservedPerBlock = 1024, kH200Sms = 132;
   CHECK(decode::kBc == decode::kWarps * decode::kKeysPerWarp);
-  CHECK(decode::kKeysPerWarp == 16);       // the k of mma.sync m16n8k16
-  CHECK(decode::kMaxRowsPerBlock == 16);   // its m
+  CHECK(decode::kKeysPerWarp == 16);      // the k of mma.sync m16n8k16
+  CHECK(decode::kMaxRowsPerBlock == 16);  // its m
   for (int64_t d : decode::kHeadDims) {
     CAPTURE(d);
     CHECK(decode::bc(d) == decode::kBc);
