@@ -279,8 +279,9 @@ inline constexpr int kMinPageSize = 16;      // page_size: a power of two in [16
 inline constexpr int kMaxPageSize = 1 << 16;
 // The ring of K and V tiles: 96 KiB per block at d = 64 and d = 128 alike, so that while a
 // block computes one tile, up to stages - 1 tiles (64 KiB at d = 128, 80 at d = 64) are in
-// flight; at kBlocksPerSm blocks 128 KiB or more per SM, well above the ~36 KiB that Little's law asks of HBM (4.8 TB/s x ~1 us /
-// 132 SMs), and two rings plus the runtime's 1 KiB a block fit the H200's 228 KiB.
+// flight; at kBlocksPerSm blocks 128 KiB or more per SM, well above the ~36 KiB that Little's
+// law asks of HBM (4.8 TB/s x ~1 us / 132 SMs), and two rings plus the runtime's 1 KiB a
+// block fit the H200's 228 KiB.
 inline constexpr int64_t kRingBytes = 96 * 1024;
 constexpr int64_t tile_bytes(int64_t d) { return int64_t(kBc) * d * 2; }  // K or V, 16-bit
 constexpr int64_t stage_bytes(int64_t d) { return 2 * tile_bytes(d); }    // K and V
@@ -297,7 +298,9 @@ constexpr int64_t bytes_in_flight_per_block(int64_t d) {
 }
 // The warps' states at the merge, kWarps x kMaxRowsPerBlock x (U (d) + m + l), fp32 (33 KiB
 // at d = 128): they reuse the ring, which is idle by then.
-constexpr int64_t merge_bytes(int64_t d) { return int64_t(kWarps) * kMaxRowsPerBlock * (d + 2) * 4; }
+constexpr int64_t merge_bytes(int64_t d) {
+  return int64_t(kWarps) * kMaxRowsPerBlock * (d + 2) * 4;
+}
 constexpr int64_t sram_bytes(int64_t d) {
   const int64_t ring = stages(d) * stage_bytes(d);
   return ring > merge_bytes(d) ? ring : merge_bytes(d);
