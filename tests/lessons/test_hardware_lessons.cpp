@@ -341,7 +341,7 @@ TEST_CASE("paged cache: waste and table reads, key by key") {
           // Each split's pages, from its own keys: key k is in tile k / tile, of split
           // (k / tile) / q.
           const std::int64_t q = ((len + tile - 1) / tile + splits - 1) / splits;
-          std::vector<std::set<std::int64_t>> pages(std::size_t(splits));
+          std::vector<std::set<std::int64_t>> pages(static_cast<std::size_t>(splits));
           for (std::int64_t key = 0; key < len; ++key)
             pages[std::size_t(key / tile / q)].insert(key / page);
           std::int64_t reads = 0;
