@@ -85,11 +85,14 @@ if want build; then
     END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
          if (!g[f] || !t[f] || s[f]) bad = 1 }; if (kernels != 4) bad = 1; exit bad}' \
     || { echo "backward v3 SASS check failed: 4 kernels, HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
-  # decode's split kernel loads K and V from HBM straight into registers (LDG, no LDGSTS);
-  # its only SRAM reads (LDS) are the final merge of the key lanes' states.
+  # decode's split kernel runs on the tensor cores: HMMA (mma.sync) fed by LDSM (ldmatrix)
+  # from K and V that LDGSTS (cp.async) brought into SRAM, and no local memory (LDL/STL).
   cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /decode_split_kv_kernel/ {
-      n[f] = 1; if (/LDG\./) g[f]++; if (/LDGSTS/) a[f]++; if (/LDS/) l[f]++; if (/LDL|STL/) s[f]++ }
-    END {for (f in n) printf "%s: LDG %d LDGSTS %d LDS %d LDL/STL %d\n", f, g[f], a[f], l[f], s[f]}'
+      if (!(f in n)) { n[f] = 1; kernels++ }; if (/HMMA/) h[f]++; if (/LDSM/) m[f]++
+      if (/LDGSTS/) a[f]++; if (/LDL|STL/) s[f]++ }
+    END {bad = 0; for (f in n) { printf "%s: HMMA %d LDSM %d LDGSTS %d LDL/STL %d\n", f, h[f], m[f], a[f], s[f];
+         if (!h[f] || !m[f] || !a[f] || s[f]) bad = 1 }; if (!kernels) bad = 1; exit bad}' \
+    || { echo "decode SASS check failed: HMMA, LDSM and LDGSTS expected, no LDL/STL"; status=1; }
 fi
 
 if want test; then

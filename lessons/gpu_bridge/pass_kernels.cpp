@@ -76,6 +76,8 @@ DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index p
                                  .keys_per_step = k::bc(d),
                                  .page_size = page_size,
                                  .rows_per_block = k::kMaxRowsPerBlock,
+                                 .stages = k::stages(d),
+                                 .warps = k::kWarps,
                                  .threads = k::kThreads,
                                  .dtype = dtype},
           ""};

@@ -259,33 +259,64 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //
 // One block of kThreads handles one (batch entry, KV head, row block, split). Its packed
 // query rows are the N_q rows of every query head of the GQA group that reads this KV head,
-// row p = (head in group) * N_q + i, at most kMaxRowsPerBlock of them; a group with more
-// packed rows takes several row blocks (and reads K and V once per row block).
-// Inside a block, each key is read by threads_per_key(d) threads, one 16-byte vector of 8
-// elements each; the block's key_lanes(d) key lanes each keep their own state (m, l, U) over
-// their own keys, and the lanes' states are merged once at the end of the split.
-// K and V arrive in tiles of Bc = key_lanes(d) * kKeysPerLane keys, 16 KiB of K and V per tile
-// for d = 64 and d = 128 alike, loaded from HBM straight into registers one tile ahead (each
-// thread uses only the vectors it loaded, so no SRAM staging); SRAM holds only the merge.
+// row p = (head in group) * N_q + i, at most kMaxRowsPerBlock of them: the 16 rows (M) of
+// an mma.sync m16n8k16 tile; a group with more packed rows takes several row blocks (and
+// reads K and V once per row block). Rows the group does not fill are zeros in the tile.
+// K and V arrive in tiles of kBc keys through a ring of stages(d) SRAM buffers (cp.async,
+// swizzled as sram_tiles.cuh); each warp takes its own kKeysPerWarp keys of every tile and
+// keeps its own state (m, l, U) over them in registers: S = Q K^T and U += W V on the
+// tensor cores. The warps' states are merged once, in SRAM, at the end of the split.
 namespace decode {
-inline constexpr int kThreads = 4 * kWarpSize;
-inline constexpr int kVecElements = 8;     // one 16-byte load of bf16 or fp16
-inline constexpr int kAlignBytes = 16;     // every K and V load is 16 bytes (ld.global.v4)
-inline constexpr int kKeysPerLane = 4;     // keys one key lane takes from each tile
-inline constexpr int kMaxRowsPerBlock = 8; // packed query rows (group heads x N_q) per block
-inline constexpr int kMaxQueryRows = 16;   // N_q: a new token, or up to 16 speculated ones
-inline constexpr int kMaxSplits = 64;      // num_splits: 0 = automatic, 1..kMaxSplits forced
-inline constexpr int kMinPageSize = 16;    // page_size: a power of two in [16, kMaxPageSize]
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = kWarps * kWarpSize;
+inline constexpr int kAlignBytes = 16;       // every K and V load is a 16-byte cp.async
+inline constexpr int kMaxRowsPerBlock = 16;  // packed query rows: mma.sync's M
+inline constexpr int kKeysPerWarp = 16;      // a warp's keys of a tile: one k16 slice of W V
+inline constexpr int kBc = kWarps * kKeysPerWarp;  // keys per tile, d = 64 and d = 128 alike
+inline constexpr int kBlocksPerSm = 2;       // by SRAM: two rings of kRingBytes per SM
+inline constexpr int kMaxQueryRows = 16;     // N_q: a new token, or up to 16 speculated ones
+inline constexpr int kMaxSplits = 64;        // num_splits: 0 = automatic, 1..kMaxSplits forced
+inline constexpr int kMinPageSize = 16;      // page_size: a power of two in [16, kMaxPageSize]
 inline constexpr int kMaxPageSize = 1 << 16;
-// Two instantiations hold the packed rows in registers: kMaxRowsPerBlock / 2 rows (GQA 4
-// with N_q = 1), 3 blocks per SM (at most 168 registers a thread), or kMaxRowsPerBlock, 2
-// blocks per SM (at most 255). Registers, not SRAM, bound the blocks per SM.
-constexpr int rows_per_block(int64_t group_size, int64_t n_q) {
-  return group_size * n_q <= kMaxRowsPerBlock / 2 ? kMaxRowsPerBlock / 2 : kMaxRowsPerBlock;
+// The ring of K and V tiles: 96 KiB per block at d = 64 and d = 128 alike, so that while a
+// block computes one tile, up to stages - 1 tiles (64 KiB at d = 128, 80 at d = 64) are in
+// flight; at kBlocksPerSm blocks 128 KiB or more per SM, well above the ~36 KiB that Little's
+// law asks of HBM (4.8 TB/s x ~1 us / 132 SMs), and two rings plus the runtime's 1 KiB a
+// block fit the H200's 228 KiB.
+inline constexpr int64_t kRingBytes = 96 * 1024;
+constexpr int64_t tile_bytes(int64_t d) { return int64_t(kBc) * d * 2; }  // K or V, 16-bit
+constexpr int64_t stage_bytes(int64_t d) { return 2 * tile_bytes(d); }    // K and V
+constexpr int stages(int64_t d) { return int(kRingBytes / stage_bytes(d)); }  // 3 or 6
+// Keys each thread copies per tile: its keys are consecutive, so they lie on one page
+// (kMinPageSize is a multiple), and a thread reads one block-table entry per tile.
+constexpr int chunks_per_row(int64_t d) { return int(d / 8); }  // 16-byte chunks of a key row
+constexpr int keys_per_thread(int64_t d) { return kBc * chunks_per_row(d) / kThreads; }
+static_assert(kMinPageSize % keys_per_thread(64) == 0 && kMinPageSize % keys_per_thread(128) == 0,
+              "a thread's keys of a tile never straddle a page");
+// Bytes of K and V one block has in flight while it computes a tile: stages - 1 tiles.
+constexpr int64_t bytes_in_flight_per_block(int64_t d) {
+  return (stages(d) - 1) * stage_bytes(d);
 }
-constexpr int blocks_per_sm(int rows_per_block) {
-  return rows_per_block <= kMaxRowsPerBlock / 2 ? 3 : 2;
+// The warps' states at the merge, kWarps x kMaxRowsPerBlock x (U (d) + m + l), fp32 (33 KiB
+// at d = 128): they reuse the ring, which is idle by then.
+constexpr int64_t merge_bytes(int64_t d) {
+  return int64_t(kWarps) * kMaxRowsPerBlock * (d + 2) * 4;
 }
+constexpr int64_t sram_bytes(int64_t d) {
+  const int64_t ring = stages(d) * stage_bytes(d);
+  return ring > merge_bytes(d) ? ring : merge_bytes(d);
+}
+// The tile a sequence is cut into for the splits: split s takes tiles [s q, (s + 1) q) of
+// its ceil(L / kBc) tiles, q = ceil(tiles / splits), so only the sequence's last tile is
+// ragged; the splits past the last tile (when splits > tiles / q) have no keys and write
+// the empty state (m = -inf, l = 0, U = 0).
+constexpr int bc(int64_t /*d*/) { return kBc; }
+
+// Row blocks per (batch entry, KV head): ceil(group_size * N_q / kMaxRowsPerBlock).
+constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
+  return (group_size * n_q + kMaxRowsPerBlock - 1) / kMaxRowsPerBlock;
+}
+
 // The split heuristic: enough blocks for about one wave of resident blocks on every SM, and
 // no split shorter than kMinKeysPerSplit keys, so that the combine (which reads and writes
 // (d + 2) floats per split and row) stays small beside the split's K and V (d = 128, GQA 4
@@ -308,40 +339,20 @@ constexpr bool is_page_size(int64_t page_size) {
          (page_size & (page_size - 1)) == 0;
 }
 
-constexpr int threads_per_key(int64_t d) { return int(d / kVecElements); }   // 16 or 8
-constexpr int key_lanes(int64_t d) { return kThreads / threads_per_key(d); }  // 8 or 16
-constexpr int bc(int64_t d) { return key_lanes(d) * kKeysPerLane; }          // 32 or 64
-// Bytes of K and V one block has in flight while it computes the tile before: one tile,
-// kThreads x kKeysPerLane vectors of K and of V, 16 bytes each (16 KiB).
-constexpr int64_t bytes_in_flight_per_block() {
-  return int64_t(kThreads) * kKeysPerLane * 2 * kAlignBytes;
-}
-// The block's only SRAM: the key lanes' states at the merge, key_lanes x kMaxRowsPerBlock x
-// (U (d) + m + l), fp32 (33 KiB at d = 64 and d = 128).
-constexpr int64_t sram_bytes(int64_t d) {
-  return int64_t(key_lanes(d)) * kMaxRowsPerBlock * (d + 2) * 4;
-}
-
-// Row blocks per (batch entry, KV head): ceil(group_size * N_q / kMaxRowsPerBlock).
-constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
-  return (group_size * n_q + kMaxRowsPerBlock - 1) / kMaxRowsPerBlock;
-}
-
-// The automatic split count. The grid runs in waves of sm_count x blocks_per_sm resident
+// The automatic split count. The grid runs in waves of sm_count x kBlocksPerSm resident
 // blocks, and every block of one call does about the same work, so a grid of n blocks keeps
 // the GPU busy for a share n / (ceil(n / wave) x wave) of its time: the last wave's empty
 // slots are lost. The rule takes the fewest splits whose grid keeps at least
 // kMinWaveShare / kWaveShareDen of the slots busy (fewer splits: fewer states to combine),
 // else the split count with the best share, capped by the length (kMinKeysPerSplit) and
-// kMaxSplits. ANCHORS.md's shape on 132 SMs at 3 blocks per SM (wave = 396): B = 8 has 64
-// (b, KV head) blocks a split, 6 splits fill 384 slots (97%); B = 64 has 512, one split
-// would leave a second wave 29% full (65% busy), 3 splits fill 1536 of 4 x 396 (97%);
-// B = 1 takes 48 splits (384 of 396).
+// kMaxSplits. ANCHORS.md's shape on 132 SMs at 2 blocks per SM (wave = 264): B = 8 has 64
+// (b, KV head) blocks a split, 4 splits fill 256 slots (97%); B = 64 has 512, one split
+// fills 512 of 2 x 264 (97%); B = 1 takes 32 splits (256 of 264).
 inline constexpr int64_t kMinWaveShare = 19, kWaveShareDen = 20;  // 95%
 constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
                           int64_t max_seq_len, int64_t sm_count) {
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
-  const int64_t wave = sm_count * blocks_per_sm(rows_per_block(group_size, n_q));
+  const int64_t wave = sm_count * kBlocksPerSm;
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
