@@ -371,6 +371,8 @@ def ring_backward_emulated(torch, backward_ranks, kv_start, poison):
                     acc[r] = (dk, dv)
                 else:  # the accumulator sent after the previous step, plus this share
                     compute[r].wait_event(acc_arrived[r])
+                    for x in acc[r]:
+                        x.record_stream(compute[r])
                     acc[r] = (acc[r][0] + dk, acc[r][1] + dv)
                 done[r] = torch.cuda.Event()
                 done[r].record(compute[r])
@@ -393,6 +395,8 @@ def ring_backward_emulated(torch, backward_ranks, kv_start, poison):
             dk, dv = own[r]
             if P > 1:  # the accumulator is home: add the share kept from step 0
                 compute[r].wait_event(acc_arrived[r])
+                for x in acc[r]:
+                    x.record_stream(compute[r])
                 dk, dv = dk + acc[r][0], dv + acc[r][1]
             parts.append((backward_ranks[r].dq, dk, dv))
         start.wait_stream(compute[r])
