@@ -248,6 +248,7 @@ void backward_overlap(LessonContext& ctx) {
   const auto fa2 = gpu::kernel_config(FLASHLAB_KERNEL_FA2, kD, FLASHLAB_BF16);
   const auto facts = *backward_kernel_facts(kD, sim::DType::bf16, false).facts;
   constexpr Index kP = 8, kHeads = 16;
+  constexpr auto kBusiest = static_cast<size_t>(2);  // sends a K/V slice and an accumulator
   sim::RingProblem p{.ranks = kP,
                      .d = kD,
                      .heads = kHeads,
@@ -259,29 +260,36 @@ void backward_overlap(LessonContext& ctx) {
       "(P - 1) 2 n d bf16 numbers per head; the backward sends them too, and the dK, dV\n"
       "accumulators beside them, (P - 1) 2 n d more in fp32 (a sum of P shares kept in bf16\n"
       "would round at every hop): (P - 1) 2 n d (2 + 4) H bytes, three times the forward's.\n"
-      "Its compute is about 2.5 times the forward's (five products per tile, not two), so\n"
-      "the link needs a somewhat larger n to hide. While step s computes, a link carries the\n"
-      "K/V slice of step s + 1 and the accumulator closed after step s - 1; the one closed\n"
-      "after the last step goes home with nothing left to hide behind.\n\n"
+      "While step s computes, a link carries the K/V slice of step s + 1 and the\n"
+      "accumulator closed after step s - 1; the one closed after the last step goes home\n"
+      "with nothing left to hide behind.\n\n"
       "P = {}, {} heads, d = {}, causal, zigzag; each pair of chunks run as flashlab's\n"
-      "backward (Br = {}, Bc = {}) on an H200, its dQ, dK, dV shares added into fp32:\n\n",
-      kP, kHeads, kD, facts.Br, facts.Bc);
-  Table t({"N per rank", "forward sends", "backward sends", "compute/step", "NVLink/step",
-           "hidden", "IB/step", "hidden"});
+      "backward (Br = {}, Bc = {}) on an H200, its dQ, dK, dV shares added into fp32; a\n"
+      "step's compute is the roofline bound of its work and bytes on its slowest rank, and\n"
+      "step {} is the busiest for the links:\n\n",
+      kP, kHeads, kD, facts.Br, facts.Bc, kBusiest);
+  Table t({"N per rank", "fwd sends", "bwd sends", "fwd compute/step", "bwd compute/step",
+           "bwd NVLink/step", "hidden", "bwd IB/step", "hidden"});
+  double bytes_ratio = 0;  // a backward step's HBM bytes over a forward step's, at 4096
   for (Index n : {1024, 4096, 16384, 131072}) {
     p.n_per_rank = n;
     const auto nv = sim::simulate_ring_backward(p, facts, h200, sim::find_link("nvlink-h200"));
     const auto ib = sim::simulate_ring_backward(p, facts, h200, sim::find_link("ib-ndr"));
     const auto fwd = sim::simulate_ring(p, h200, sim::find_link("nvlink-h200"));
-    // The busiest step: it carries a K/V slice and an accumulator.
-    const auto busiest = static_cast<size_t>(kP > 2 ? 2 : 0);
+    if (n == 4096) {
+      const auto& b = nv.at(0, kBusiest);
+      const auto& f = fwd.at(0, kBusiest);
+      bytes_ratio = double(b.kernel_bytes + b.accumulate_bytes) / double(f.kernel_bytes + f.merge_bytes);
+    }
     t.add({fmt::format("{}", n), sim::format_bytes(double(fwd.link_bytes)),
            sim::format_bytes(double(nv.link_bytes)),
-           fmt::format("{:.1f} us", nv.compute_s[busiest] * 1e6),
-           fmt::format("{:.1f} us", nv.link_s[busiest] * 1e6), nv.link_hidden() ? "yes" : "no",
-           fmt::format("{:.1f} us", ib.link_s[busiest] * 1e6), ib.link_hidden() ? "yes" : "no"});
+           fmt::format("{:.1f} us", fwd.compute_s[kBusiest] * 1e6),
+           fmt::format("{:.1f} us", nv.compute_s[kBusiest] * 1e6),
+           fmt::format("{:.1f} us", nv.link_s[kBusiest] * 1e6), nv.link_hidden() ? "yes" : "no",
+           fmt::format("{:.1f} us", ib.link_s[kBusiest] * 1e6), ib.link_hidden() ? "yes" : "no"});
   }
   ctx.table(t);
+  int sooner = 0, same = 0, later = 0;
   for (const char* link : {"nvlink-h200", "ib-ndr"}) {
     for (auto causal : {cpu::Causal::none, cpu::Causal::top_left}) {
       p.causal = causal;
@@ -294,14 +302,24 @@ void backward_overlap(LessonContext& ctx) {
       ctx.print("{:<12} {:<10}: the backward's link hides from N per rank = {} (forward: {})\n",
                 link, causal == cpu::Causal::none ? "non-causal" : "causal", text(backward),
                 text(forward));
+      const Index never = Index{1} << 23;
+      const Index b = backward.value_or(never), f = forward.value_or(never);
+      ++(b < f ? sooner : b == f ? same : later);
     }
   }
-  ctx.say(
-      "\nThree times the bytes against about 2.5 times the work, and the accumulators'\n"
-      "own HBM traffic besides: the backward needs a larger N per rank than the forward\n"
-      "before its sends hide, on either link.\n"
+  ctx.print(
+      "\nAgainst the forward, the backward hides from\n"
+      "a smaller N in {} of these 4 cases, the same N in {}, a larger N in {}.\n"
+      "Three times the bytes on the link, and yet: at N = 4096 a backward step moves {} times\n"
+      "a forward step's bytes through memory (the mirror books dQ's fp32 atomics at the L2,\n"
+      "Q and dO read again for every KV tile, and the ring's fp32 accumulations), on top of\n"
+      "about 2.5 times its FLOPs. The roofline charges all of those bytes at HBM bandwidth,\n"
+      "so a backward step is long beside what it sends. Where a GPU serves the atomics from\n"
+      "its L2 faster than from HBM, its steps are shorter than this, and its sends harder to\n"
+      "hide than the bound says.\n"
       "On a GPU: bench/gpu/ring_attention.py --backward runs this ring's backward with\n"
-      "flashlab's kernel on each pair, P ranks emulated on one GPU (--emulate P).\n\n");
+      "flashlab's kernel on each pair, P ranks emulated on one GPU (--emulate P).\n\n",
+      sooner, same, later, num(bytes_ratio, 3));
 }
 
 }  // namespace

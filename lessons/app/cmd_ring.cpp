@@ -99,22 +99,27 @@ void ring_forward(const RingArgs& a, const sim::RingProblem& p, const sim::Hardw
       hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"));
 }
 
-void ring_backward(const RingArgs& a, const sim::RingProblem& p, const sim::HardwareProfile& gpu,
-                   const sim::LinkProfile& link) {
-  // The backward each pair of chunks runs: flashlab's GPU backward, from its description.
-  const BackwardFacts f = backward_kernel_facts(p.d, p.dtype, /*deterministic=*/false);
+// The backward each pair of chunks runs: flashlab's GPU backward, from its description.
+sim::BackwardKernelFacts backward_facts(const RingArgs& a) {
+  const cpu::Index d = parse_integer("--d", a.d, 1, 4096);
+  const BackwardFacts f = backward_kernel_facts(d, sim::DType::bf16, /*deterministic=*/false);
   if (!f.facts)
-    throw cpu::InvalidArgument(
-        fmt::format("--pass backward: the ring runs flashlab's backward on each pair of "
-                    "chunks, and {}",
-                    f.why_not));
-  const sim::RingBackwardReport r = sim::simulate_ring_backward(p, *f.facts, gpu, link);
+    throw cpu::InvalidArgument(fmt::format(
+        "--pass backward: the ring runs flashlab's backward on each pair of chunks, and {}",
+        f.why_not));
+  return *f.facts;
+}
+
+void ring_backward(const RingArgs& a, const sim::RingProblem& p,
+                   const sim::BackwardKernelFacts& facts, const sim::HardwareProfile& gpu,
+                   const sim::LinkProfile& link) {
+  const sim::RingBackwardReport r = sim::simulate_ring_backward(p, facts, gpu, link);
   const Style style = Style::for_stdout(a.no_colour);
   std::cout << fmt::format(
       "ring backward of P = {} ranks, N per rank = {} (N = {}), d = {}, {} heads, bf16, {}, {}; "
       "backward tiles Br = {}, Bc = {}; {} and {} ({:.0f} GB/s per direction)\n\n",
       p.ranks, p.n_per_rank, p.ranks * p.n_per_rank, p.d, p.heads,
-      a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), f.facts->Br, f.facts->Bc,
+      a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), facts.Br, facts.Bc,
       gpu.name, link.name, link.bytes_per_s / 1e9);
   Table ranks({"rank", "HBM bytes (kernels)", "HBM bytes (accumulators)", "pairs computed"});
   for (cpu::Index rank = 0; rank < p.ranks; ++rank) {
@@ -136,7 +141,7 @@ void ring_backward(const RingArgs& a, const sim::RingProblem& p, const sim::Hard
       sim::format_bytes(double(r.gradient_bytes_per_send)),
       sim::format_bytes(double(r.link_bytes)),
       sim::format_bytes(double((p.ranks - 1) * r.kv_bytes_per_send)));
-  Table steps({"step", "compute (slowest rank)", "sent meanwhile", "send", "step time",
+  Table steps({"step", "compute (slowest rank)", "bytes sent meanwhile", "send time", "step time",
                "send hidden"});
   for (cpu::Index s = 0; s < p.ranks; ++s) {
     const auto i = static_cast<size_t>(s);
@@ -148,7 +153,7 @@ void ring_backward(const RingArgs& a, const sim::RingProblem& p, const sim::Hard
                sends ? (r.compute_s[i] >= r.link_s[i] ? "yes" : "no") : "-"});
   }
   steps.print(std::cout, style, 0);
-  const auto hides = sim::hiding_n_per_rank_backward(p, *f.facts, gpu, link);
+  const auto hides = sim::hiding_n_per_rank_backward(p, facts, gpu, link);
   std::cout << fmt::format(
       "\nAfter the last step the dK, dV accumulators go home and are added: {:.1f} us that "
       "nothing hides.\nThe ring backward takes {:.1f} us (a lower bound). The sends {} at this "
@@ -164,10 +169,14 @@ void ring(const RingArgs& a) {
         "--pass {}: the ring runs forward or backward (decode and fa3 are single-GPU passes "
         "of `flashlab simulate`)",
         a.pass));
+  if (a.pass == "backward") {
+    const sim::BackwardKernelFacts facts = backward_facts(a);  // its refusal first
+    return ring_backward(a, problem_of(a), facts, sim::find_profile(a.profile),
+                         sim::find_link(a.link));
+  }
   const sim::RingProblem p = problem_of(a);
   const auto& gpu = sim::find_profile(a.profile);
   const auto& link = sim::find_link(a.link);
-  if (a.pass == "backward") return ring_backward(a, p, gpu, link);
   ring_forward(a, p, gpu, link);
 }
 

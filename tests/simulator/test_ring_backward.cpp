@@ -27,7 +27,7 @@ sim::BackwardKernelFacts facts(Index Br, Index Bc) {
 //   D written c f and read QR f, L read QR f, the dQ accumulator (c + QR) d f each way.
 sim::Bytes full_pair_bytes(Index c, Index d, Index Bc) {
   const Index b = 2, QR = ceil_div(c, Bc) * c;
-  return d * b * (6 * c + 2 * QR) + kF * (c + 2 * QR) + 2 * d * kF * (c + QR);
+  return d * b * (7 * c + 2 * QR) + kF * (c + 2 * QR) + 2 * d * kF * (c + QR);
 }
 }  // namespace
 
