@@ -143,11 +143,13 @@ TEST_CASE("lesson 16: the ring's backward is exact; its bytes and hiding N as co
           .causal = causal ? flashlab::cpu::Causal::top_left : flashlab::cpu::Causal::none,
           .layout = flashlab::cpu::RingLayout::zigzag};
       const auto& l = flashlab::sim::find_link(link);
-      CAPTURE(link);
+      CAPTURE(std::string(link));
       CAPTURE(n);
       CHECK(flashlab::sim::simulate_ring_backward(p, facts, h200, l).link_hidden());
-      p.n_per_rank = n - 2;
-      CHECK_FALSE(flashlab::sim::simulate_ring_backward(p, facts, h200, l).link_hidden());
+      if (n > 2) {  // 2 is the smallest N per rank of the zigzag layout: nothing below it
+        p.n_per_rank = n - 2;
+        CHECK_FALSE(flashlab::sim::simulate_ring_backward(p, facts, h200, l).link_hidden());
+      }
       ++(n < n_forward ? sooner : n == n_forward ? same : later);
       // Never above the matrix term's bound: 10 n^2 d FLOPs a step (half when causal)
       // against at most 2 n d (2 + 4) bytes on the link.

@@ -15,8 +15,9 @@
 // home and its owner's last add (read both shares, write one, fp32) are the tail.
 // Per call, a rank adds the kernel's dQ, dK, dV shares (input dtype) into fp32 accumulators:
 // read the share, read and write the accumulator, (rows_q + 2 rows_k) d (b + 2f) bytes.
-// Compute per step is the backward's, about 2.5 times the forward's, while the bytes sent
-// are 3 times: the link hides from a somewhat larger n than in the forward.
+// A step's matrix FLOPs are 2.5 times the forward's and its sends 3 times, but its HBM bytes
+// (the mirror books dQ's fp32 atomics at the L2, charged at HBM bandwidth by the roofline)
+// grow more still: in this bound the backward hides from about the forward's n, or sooner.
 #pragma once
 
 #include "flashlab/sim/backward_kernel.hpp"
