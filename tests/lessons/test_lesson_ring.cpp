@@ -104,7 +104,7 @@ TEST_CASE("lesson 16: the slice sent and the N per rank from which each link hid
   }
 }
 
-TEST_CASE("lesson 16: the ring's backward is exact; its bytes and hiding N as computed here") {
+TEST_CASE("lesson 16: the ring's backward is exact, its bytes and hiding N as computed here") {
   const std::string out = run_ring_lesson();
   // Step 5: P, layout, then the relative errors of dQ, dK, dV, each below 1e-12.
   const std::regex gradient_row(
