@@ -232,14 +232,14 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
   return out;
 }
 
-#define FLASHLAB_INSTANTIATE(T)                                                               \
-  template void check_multihead_backward(                                                     \
-      const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&,  \
-      const HeadTensor<T>&, const HeadTensor<T>&, const AttentionOptions&,                     \
-      const std::optional<Dropout>&);                                                          \
-  template MultiHeadGradients<T> backward_multihead(                                          \
-      const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, \
-      const HeadTensor<T>&, const HeadTensor<T>&, const AttentionOptions&,                    \
+#define FLASHLAB_INSTANTIATE(T)                                                                   \
+  template void check_multihead_backward(const HeadTensor<T>&, const HeadTensor<T>&,              \
+                                         const HeadTensor<T>&, const HeadTensor<T>&,              \
+                                         const HeadTensor<T>&, const HeadTensor<T>&,              \
+                                         const AttentionOptions&, const std::optional<Dropout>&); \
+  template MultiHeadGradients<T> backward_multihead(                                              \
+      const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&,     \
+      const HeadTensor<T>&, const HeadTensor<T>&, const AttentionOptions&,                        \
       const std::optional<Dropout>&);
 FLASHLAB_INSTANTIATE(double)
 FLASHLAB_INSTANTIATE(float)

@@ -65,9 +65,7 @@ Index sum_of(const std::vector<Index>& v, Index rank, Index ranks) {
 }  // namespace
 
 Index RingSends::kv_rows_sent(Index rank) const { return sum_of(kv_rows, rank, ranks); }
-Index RingSends::gradient_rows_sent(Index rank) const {
-  return sum_of(gradient_rows, rank, ranks);
-}
+Index RingSends::gradient_rows_sent(Index rank) const { return sum_of(gradient_rows, rank, ranks); }
 
 template <class T>
 TileCounts slice_backward(const SliceBackwardInputs<T>& in, const std::vector<Chunk>& q,
@@ -89,9 +87,10 @@ TileCounts slice_backward(const SliceBackwardInputs<T>& in, const std::vector<Ch
           const TileKind kind = mask.classify(q0, rows, k0, cols);  // global rows and keys
           count_tile(tiles, kind);
           if (kind == TileKind::skipped) continue;
-          const BackwardTileInputs<T> tile{in.Q_r.middleRows(qi, rows), in.K_s.middleRows(kj, cols),
-                                           in.V_s.middleRows(kj, cols), in.dO_r.middleRows(qi, rows),
-                                           in.L_r.segment(qi, rows),    in.D_r.segment(qi, rows)};
+          const BackwardTileInputs<T> tile{
+              in.Q_r.middleRows(qi, rows), in.K_s.middleRows(kj, cols),
+              in.V_s.middleRows(kj, cols), in.dO_r.middleRows(qi, rows),
+              in.L_r.segment(qi, rows),    in.D_r.segment(qi, rows)};
           const Matrix<T> S = score_tile<T>(in.Q_scaled_r.middleRows(qi, rows), tile.K_j, q0, k0,
                                             kind, mask, options);  // (rows, cols)
           backward_tile<T>(S, tile, scale, nullptr, dQ_r.middleRows(qi, rows),
@@ -145,8 +144,7 @@ RingGradients<T> ring_backward(const Matrix<T>& Q, const Matrix<T>& K, const Mat
       HeldSlice<T>& slice = held[size_t(r)];
       Matrix<T> dK_share = Matrix<T>::Zero(slice.K.rows(), d);  // this step's share
       Matrix<T> dV_share = Matrix<T>::Zero(slice.K.rows(), d);
-      const SliceBackwardInputs<T> in{me.Q,  me.Q_scaled, me.dO,  me.L,
-                                      me.D, slice.K,     slice.V};
+      const SliceBackwardInputs<T> in{me.Q, me.Q_scaled, me.dO, me.L, me.D, slice.K, slice.V};
       out.work.at(r, s) = slice_backward<T>(in, me.chunks, slice.chunks, mask, scale, options,
                                             me.dQ, dK_share, dV_share);
       if (s == 0) {  // its own slice: the share stays home
@@ -180,14 +178,13 @@ RingGradients<T> ring_backward(const Matrix<T>& Q, const Matrix<T>& K, const Mat
     RankRows<T>& me = rank[size_t(r)];
     const HeldSlice<T>& slice = held[size_t(r)];
     if (slice.owner != r) throw std::logic_error("ring_backward: an accumulator missed its owner");
-    const std::vector<Chunk> kv_chunks = rank_slice(r, P, n_k, ring.layout);
     if (P > 1) {
       me.dK_own += slice.dK;
       me.dV_own += slice.dV;
     }
     scatter_rows(me.dQ, me.chunks, out.dQ);
-    scatter_rows(me.dK_own, kv_chunks, out.dK);
-    scatter_rows(me.dV_own, kv_chunks, out.dV);
+    scatter_rows(me.dK_own, slice.chunks, out.dK);  // the rows it started with
+    scatter_rows(me.dV_own, slice.chunks, out.dV);
     scatter_rows(me.D, me.chunks, out.D);
   }
   return out;
@@ -221,17 +218,16 @@ MultiHeadRingGradients<T> ring_backward_multihead(const HeadTensor<T>& Q, const 
   return out;
 }
 
-#define FLASHLAB_INSTANTIATE_RING_BACKWARD(T)                                                    \
-  template TileCounts slice_backward<T>(const SliceBackwardInputs<T>&, const std::vector<Chunk>&, \
-                                        const std::vector<Chunk>&, const Mask&, T,                \
-                                        const AttentionOptions&, Eigen::Ref<Matrix<T>>,           \
-                                        Eigen::Ref<Matrix<T>>, Eigen::Ref<Matrix<T>>);            \
-  template RingGradients<T> ring_backward<T>(const Matrix<T>&, const Matrix<T>&,                 \
-                                             const Matrix<T>&, const Matrix<T>&,                 \
-                                             const Vector<T>&, const Matrix<T>&,                 \
-                                             const RingOptions&, const AttentionOptions&);       \
-  template MultiHeadRingGradients<T> ring_backward_multihead<T>(                                 \
-      const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&,    \
+#define FLASHLAB_INSTANTIATE_RING_BACKWARD(T)                                                      \
+  template TileCounts slice_backward<T>(const SliceBackwardInputs<T>&, const std::vector<Chunk>&,  \
+                                        const std::vector<Chunk>&, const Mask&, T,                 \
+                                        const AttentionOptions&, Eigen::Ref<Matrix<T>>,            \
+                                        Eigen::Ref<Matrix<T>>, Eigen::Ref<Matrix<T>>);             \
+  template RingGradients<T> ring_backward<T>(const Matrix<T>&, const Matrix<T>&, const Matrix<T>&, \
+                                             const Matrix<T>&, const Vector<T>&, const Matrix<T>&, \
+                                             const RingOptions&, const AttentionOptions&);         \
+  template MultiHeadRingGradients<T> ring_backward_multihead<T>(                                   \
+      const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&,      \
       const HeadTensor<T>&, const HeadTensor<T>&, const RingOptions&, const AttentionOptions&);
 FLASHLAB_INSTANTIATE_RING_BACKWARD(double)
 FLASHLAB_INSTANTIATE_RING_BACKWARD(float)

@@ -229,8 +229,7 @@ void backward_exact(LessonContext& ctx) {
   Table t({"P", "layout", "dQ", "dK", "dV"});
   for (Index P : {1, 2, 3, 4, 8}) {
     for (auto layout : {cpu::RingLayout::contiguous, cpu::RingLayout::zigzag}) {
-      const auto g =
-          cpu::ring_backward<double>(Q, K, V, exact.O, exact.L, dO, {P, layout}, causal);
+      const auto g = cpu::ring_backward<double>(Q, K, V, exact.O, exact.L, dO, {P, layout}, causal);
       t.add({fmt::format("{}", P), std::string(cpu::to_string(layout)),
              num(relative(g.dQ, one.dQ), 3), num(relative(g.dK, one.dK), 3),
              num(relative(g.dV, one.dV), 3)});
@@ -279,7 +278,8 @@ void backward_overlap(LessonContext& ctx) {
     if (n == 4096) {
       const auto& b = nv.at(0, kBusiest);
       const auto& f = fwd.at(0, kBusiest);
-      bytes_ratio = double(b.kernel_bytes + b.accumulate_bytes) / double(f.kernel_bytes + f.merge_bytes);
+      bytes_ratio =
+          double(b.kernel_bytes + b.accumulate_bytes) / double(f.kernel_bytes + f.merge_bytes);
     }
     t.add({fmt::format("{}", n), sim::format_bytes(double(fwd.link_bytes)),
            sim::format_bytes(double(nv.link_bytes)),

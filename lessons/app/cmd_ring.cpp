@@ -119,8 +119,8 @@ void ring_backward(const RingArgs& a, const sim::RingProblem& p,
       "ring backward of P = {} ranks, N per rank = {} (N = {}), d = {}, {} heads, bf16, {}, {}; "
       "backward tiles Br = {}, Bc = {}; {} and {} ({:.0f} GB/s per direction)\n\n",
       p.ranks, p.n_per_rank, p.ranks * p.n_per_rank, p.d, p.heads,
-      a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), facts.Br, facts.Bc,
-      gpu.name, link.name, link.bytes_per_s / 1e9);
+      a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), facts.Br, facts.Bc, gpu.name,
+      link.name, link.bytes_per_s / 1e9);
   Table ranks({"rank", "HBM bytes (kernels)", "HBM bytes (accumulators)", "pairs computed"});
   for (cpu::Index rank = 0; rank < p.ranks; ++rank) {
     sim::Bytes kernels = 0, accumulators = 0;
@@ -138,8 +138,7 @@ void ring_backward(const RingArgs& a, const sim::RingProblem& p,
       "\nK and V {} and dK and dV {} a send; each link carries {} over the run ((P - 1) sends "
       "of each; the forward's: {}).\n\n",
       sim::format_bytes(double(r.kv_bytes_per_send)),
-      sim::format_bytes(double(r.gradient_bytes_per_send)),
-      sim::format_bytes(double(r.link_bytes)),
+      sim::format_bytes(double(r.gradient_bytes_per_send)), sim::format_bytes(double(r.link_bytes)),
       sim::format_bytes(double((p.ranks - 1) * r.kv_bytes_per_send)));
   Table steps({"step", "compute (slowest rank)", "bytes sent meanwhile", "send time", "step time",
                "send hidden"});
@@ -158,8 +157,7 @@ void ring_backward(const RingArgs& a, const sim::RingProblem& p,
       "\nAfter the last step the dK, dV accumulators go home and are added: {:.1f} us that "
       "nothing hides.\nThe ring backward takes {:.1f} us (a lower bound). The sends {} at this "
       "N; they hide from N per rank = {}.\n",
-      r.tail_s * 1e6, r.seconds() * 1e6,
-      r.link_hidden() ? "hide at every step" : "do not hide",
+      r.tail_s * 1e6, r.seconds() * 1e6, r.link_hidden() ? "hide at every step" : "do not hide",
       hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"));
 }
 
@@ -184,7 +182,8 @@ void ring(const RingArgs& a) {
 
 void add_ring_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "ring", "Ring attention across P GPUs, counted: HBM and link bytes, when the link hides "
+      "ring",
+      "Ring attention across P GPUs, counted: HBM and link bytes, when the link hides "
       "(forward or backward)");
   auto& a = arguments_of<RingArgs>(cmd, ring);
   cmd->add_option("--pass", a.pass,

@@ -52,8 +52,8 @@ Problem random_problem(Index n_q, Index n_k, Index d, std::mt19937_64& rng) {
 
 TEST_CASE("the ring's backward equals the single-device backward for every P, size and mask") {
   std::mt19937_64 rng(flashlab::test::fresh_seed());
-  const std::pair<Index, Index> sizes[] = {
-      {17, 17}, {97, 97}, {113, 203}, {203, 113}, {1023, 1023}, {1023, 331}};
+  const std::pair<Index, Index> sizes[] = {{17, 17},   {97, 97},     {113, 203},
+                                           {203, 113}, {1023, 1023}, {1023, 331}};
   for (const auto& [n_q, n_k] : sizes) {
     const Index d = 24;
     const Problem in = random_problem(n_q, n_k, d, rng);
@@ -251,9 +251,9 @@ TEST_CASE("bad rings and bad inputs to the ring's backward are refused, saying w
         std::string::npos);
   // Over heads: a KV head count that does not divide the query heads, and a short L.
   HeadTensor<double> Qh(1, 3, 5, 4), Kh(1, 2, 5, 4), Lh(1, 3, 4, 1);
-  CHECK_THROWS_AS(ring_backward_multihead<double>(Qh, Kh, Kh, Qh, HeadTensor<double>(1, 3, 5, 1),
-                                                  Qh, {2}),
-                  InvalidArgument);
+  CHECK_THROWS_AS(
+      ring_backward_multihead<double>(Qh, Kh, Kh, Qh, HeadTensor<double>(1, 3, 5, 1), Qh, {2}),
+      InvalidArgument);
   HeadTensor<double> Kh1(1, 1, 5, 4);
   CHECK_THROWS_WITH_AS(ring_backward_multihead<double>(Qh, Kh1, Kh1, Qh, Lh, Qh, {2}),
                        doctest::Contains("one log-sum-exp per query row"), InvalidArgument);

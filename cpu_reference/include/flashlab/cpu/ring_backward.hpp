@@ -49,11 +49,11 @@ struct RingSends {
 
 template <class T>
 struct RingGradients {
-  Matrix<T> dQ;    // (N_q, d), rows in sequence order, gathered from the ranks
-  Matrix<T> dK;    // (N_k, d), each slice from its owner
-  Matrix<T> dV;    // (N_k, d)
-  Vector<T> D;     // (N_q) rowsum(dO o O), each rank's rows
-  RingWork work;   // score tiles per (rank, step): the forward's, tile for tile
+  Matrix<T> dQ;   // (N_q, d), rows in sequence order, gathered from the ranks
+  Matrix<T> dK;   // (N_k, d), each slice from its owner
+  Matrix<T> dV;   // (N_k, d)
+  Vector<T> D;    // (N_q) rowsum(dO o O), each rank's rows
+  RingWork work;  // score tiles per (rank, step): the forward's, tile for tile
   RingSends sends;
 };
 

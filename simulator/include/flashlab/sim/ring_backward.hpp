@@ -42,14 +42,14 @@ struct RingBackwardReport {
   RingProblem problem{};
   BackwardKernelFacts facts{};
   std::vector<RingBackwardRankStep> steps{};  // (ranks * ranks) row-major: [rank * ranks + step]
-  Bytes kv_bytes_per_send = 0;        // one K/V slice: 2 n d b heads
-  Bytes gradient_bytes_per_send = 0;  // one dK/dV accumulator: 2 n d f heads
-  std::vector<Bytes> link_bytes_in_step{};  // per step: what each link carries meanwhile
-  Bytes link_bytes = 0;  // per link over the run, tail included: (P - 1)(kv + gradient)
+  Bytes kv_bytes_per_send = 0;                // one K/V slice: 2 n d b heads
+  Bytes gradient_bytes_per_send = 0;          // one dK/dV accumulator: 2 n d f heads
+  std::vector<Bytes> link_bytes_in_step{};    // per step: what each link carries meanwhile
+  Bytes link_bytes = 0;             // per link over the run, tail included: (P - 1)(kv + gradient)
   std::vector<double> link_s{};     // per step: link_bytes_in_step over the link
   std::vector<double> compute_s{};  // per step: the slowest rank's compute
   std::vector<double> step_s{};     // per step: max(compute, link)
-  double tail_s = 0;  // after the last step: the last accumulators' hop and final add
+  double tail_s = 0;                // after the last step: the last accumulators' hop and final add
 
   const RingBackwardRankStep& at(cpu::Index rank, cpu::Index step) const;
   Bytes hbm_bytes(cpu::Index rank) const;  // kernel + accumulate bytes over the run
