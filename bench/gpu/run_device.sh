@@ -271,6 +271,15 @@ if want ring; then
     ring --emulate $p --n 8192 --heads 16 --heads-kv 4
     ring --emulate $p --n 4099 --d 64 --causal --layout zigzag --repeats 3
   done
+  # The ring's backward after its forward (--backward): flashlab's backward on each pair,
+  # dK and dV accumulators travelling with K and V; dQ, dK, dV under the 3x rule against
+  # fp32 autograd, beside flashlab's backward on the whole problem.
+  for p in 2 4; do
+    ring --emulate $p --n 4096 --causal --layout zigzag --backward --repeats 3
+    ring --emulate $p --n 4096 --causal --layout contiguous --backward --repeats 3
+    ring --emulate $p --n 4096 --heads 16 --heads-kv 4 --backward --repeats 3
+    ring --emulate $p --n 4099 --d 64 --causal --layout zigzag --backward --repeats 3
+  done
 fi
 
 if want decode; then
