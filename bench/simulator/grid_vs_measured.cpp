@@ -135,8 +135,10 @@ class Model {
  public:
   Model(std::uint64_t seed) : seed_(seed) {}
 
-  Prediction predict(const Measured& m, sim::GridSchedule schedule, double spread) {
-    const auto key = std::tuple(m.heads, m.kv_heads, m.N, m.d, int(schedule), spread);
+  Prediction predict(const Measured& m, sim::L2Replacement replacement,
+                     sim::GridSchedule schedule, double spread) {
+    const auto key =
+        std::tuple(m.heads, m.kv_heads, m.N, m.d, int(replacement), int(schedule), spread);
     if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
     const sim::HardwareProfile& h200 = sim::find_profile("h200");
     const gpu::KernelConfig fa2 = gpu::fa2::config(m.d, FLASHLAB_BF16);
@@ -151,6 +153,7 @@ class Model {
                                              .sm_count = h200.sm_count,
                                              .l2_bytes = h200.l2_bytes,
                                              .l2_partitions = h200.l2_partitions,
+                                             .replacement = replacement,
                                              .schedule = schedule,
                                              .block_time_spread = spread,
                                              .seed = seed_});
@@ -159,7 +162,7 @@ class Model {
 
  private:
   std::uint64_t seed_;
-  std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, cpu::Index, int, double>, Prediction>
+  std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, cpu::Index, int, int, double>, Prediction>
       cache_;
 };
 
@@ -167,52 +170,72 @@ std::string ratio(double measured, double predicted) {
   return predicted > 0 ? fmt::format("{:.3f}", measured / predicted) : "-";
 }
 
-void print_table(const std::vector<Measured>& rows, Model& model, double spread) {
+// The second model: the given replacement, drifting with sigma = spread (lockstep at 0).
+std::string model_name(sim::L2Replacement replacement, double spread) {
+  return spread > 0 ? fmt::format("{}, drift sigma = {}", to_string(replacement), spread)
+                    : fmt::format("{}, lockstep", to_string(replacement));
+}
+
+void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replacement replacement,
+                 double spread) {
+  const auto schedule = spread > 0 ? sim::GridSchedule::drift : sim::GridSchedule::lockstep;
   fmt::print(
-      "\nsigma = {} (drift), MiB; ratios are measured / predicted\n\n"
-      "| source | heads, KV heads, N | read meas. | lockstep | ratio | drift | ratio | "
-      "write meas. | lockstep | drift |\n|---|---|---|---|---|---|---|---|---|---|\n",
-      spread);
-  int within_lock = 0, within_drift = 0;
-  double log_lock = 0, log_drift = 0;
+      "\nA: lru, lockstep; B: {}. MiB; ratios are measured / predicted\n\n"
+      "| source | heads, KV heads, N | read meas. | A | ratio | B | ratio | "
+      "write meas. | A | ratio | B | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      model_name(replacement, spread));
+  int within_a = 0, within_b = 0;
+  double log_a = 0, log_b = 0;
   for (const Measured& m : rows) {
-    const Prediction lock = model.predict(m, sim::GridSchedule::lockstep, 0);
-    const Prediction drift = model.predict(m, sim::GridSchedule::drift, spread);
-    fmt::print("| {} | {}, {}, {} | {:.1f} | {:.1f} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.1f} |\n",
-               m.source, m.heads, m.kv_heads, m.N, m.read / kMiB, lock.read / kMiB,
-               ratio(m.read, lock.read), drift.read / kMiB, ratio(m.read, drift.read),
-               m.written / kMiB, lock.written / kMiB, drift.written / kMiB);
+    const Prediction a =
+        model.predict(m, sim::L2Replacement::lru, sim::GridSchedule::lockstep, 0);
+    const Prediction b = model.predict(m, replacement, schedule, spread);
+    fmt::print(
+        "| {} | {}, {}, {} | {:.1f} | {:.1f} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {} | {:.1f} | "
+        "{} |\n",
+        m.source, m.heads, m.kv_heads, m.N, m.read / kMiB, a.read / kMiB, ratio(m.read, a.read),
+        b.read / kMiB, ratio(m.read, b.read), m.written / kMiB, a.written / kMiB,
+        ratio(m.written, a.written), b.written / kMiB, ratio(m.written, b.written));
     std::fflush(stdout);
-    within_lock += std::abs(m.read / lock.read - 1) <= kGoal;
-    within_drift += std::abs(m.read / drift.read - 1) <= kGoal;
-    log_lock += std::abs(std::log(m.read / lock.read));
-    log_drift += std::abs(std::log(m.read / drift.read));
+    within_a += std::abs(m.read / a.read - 1) <= kGoal;
+    within_b += std::abs(m.read / b.read - 1) <= kGoal;
+    log_a += std::abs(std::log(m.read / a.read));
+    log_b += std::abs(std::log(m.read / b.read));
   }
   const double n = double(rows.size());
   fmt::print(
-      "\nsigma = {}: reads within 15%: lockstep {} of {}, drift {} of {}; mean |log ratio|: "
-      "lockstep {:.4f}, drift {:.4f}\n",
-      spread, within_lock, rows.size(), within_drift, rows.size(), log_lock / n, log_drift / n);
+      "\nB = {}: reads within 15%: A {} of {}, B {} of {}; mean |log(measured / predicted)| "
+      "of the reads: A {:.4f}, B {:.4f}\n",
+      model_name(replacement, spread), within_a, rows.size(), within_b, rows.size(), log_a / n,
+      log_b / n);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The grid model's DRAM bytes, lockstep and drift, beside the measured fa2 runs"};
+  CLI::App app{"The grid model's DRAM bytes beside the measured fa2 runs: A (LRU, lockstep, "
+               "what the lessons teach) and B (a replacement and a drift to choose)"};
+  const sim::HardwareProfile& h200 = sim::find_profile("h200");
   std::string results = "bench/results", only;
   std::vector<double> spreads;
+  std::string replacement{to_string(h200.l2_replacement)};
   std::uint64_t seed = 1;
   app.add_option("--results", results, "the folder of measured CSVs")->capture_default_str();
   app.add_option("--only", only, "only the CSVs whose file name contains this");
+  app.add_option("--replacement", replacement, "B's L2 replacement: lru or random")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"lru", "random"}));
   app.add_option("--spread", spreads,
-                 "block_time_spread values for the drift schedule (default: the H200 profile's)");
-  app.add_option("--seed", seed, "the drift schedule's seed")->capture_default_str();
+                 "B's block_time_spread values, 0 for lockstep (default: the H200 profile's)");
+  app.add_option("--seed", seed, "the Philox key of drift and random replacement")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    if (spreads.empty()) spreads = {sim::find_profile("h200").block_time_spread};
+    if (spreads.empty()) spreads = {h200.block_time_spread};
+    const auto victims = replacement == "lru" ? sim::L2Replacement::lru : sim::L2Replacement::random;
     const std::vector<Measured> rows = read_results(results, only);
     Model model(seed);
-    for (const double spread : spreads) print_table(rows, model, spread);
+    for (const double spread : spreads) print_table(rows, model, victims, spread);
   } catch (const std::exception& e) {
     fmt::print(stderr, "grid_vs_measured: {}\n", e.what());
     return 2;

@@ -57,7 +57,7 @@ class GridRun {
     add("L", rows_q, 1, kAccumulator);
     row_bytes_ = {p.d * s, p.d * s, p.d * s, p.d * s, bytes_of(kAccumulator)};
     for (Index part = 0; part < p.l2_partitions; ++part) {
-      l2_.emplace_back(p.partition_bytes(), static_cast<int>(part));
+      l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed);
       if (observer) l2_.back().set_observer(&observer);
     }
   }
@@ -315,12 +315,22 @@ void check(const GridProblem& p) {
         "block_time_spread = {} with the lockstep schedule, where every block takes the same "
         "time per tile: give schedule drift, or a spread of 0",
         p.block_time_spread));
+  if (p.replacement != L2Replacement::lru && p.replacement != L2Replacement::random)
+    throw cpu::InvalidArgument("an unknown L2 replacement: give lru or random");
   if (p.schedule != GridSchedule::lockstep && p.schedule != GridSchedule::drift)
     throw cpu::InvalidArgument("an unknown grid schedule: give lockstep or drift");
   cpu::check_causal(p.causal);
   if (p.causal == cpu::Causal::bottom_right)
     throw cpu::InvalidArgument(
         "the grid model runs N_q = N_k, where causal is top-left: give none or top_left");
+}
+
+std::string_view to_string(L2Replacement replacement) {
+  switch (replacement) {
+    case L2Replacement::lru: return "lru";
+    case L2Replacement::random: return "random";
+  }
+  return "unknown";
 }
 
 std::string_view to_string(GridSchedule schedule) {

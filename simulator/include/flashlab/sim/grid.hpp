@@ -94,6 +94,12 @@ namespace flashlab::sim {
 // DRAM moves whole sectors; an L2 line is four of them.
 inline constexpr Bytes kSectorBytes = 32;
 
+// Which tile of a full L2 partition makes room (above): the least recently used (lru, the
+// default, what the lessons teach and the closed forms assume), or any resident tile, each as
+// likely, drawn from Philox4x32-10 keyed by the problem's seed (random).
+enum class L2Replacement { lru, random };
+std::string_view to_string(L2Replacement replacement);
+
 // How the resident blocks advance through their KV tiles (above).
 enum class GridSchedule {
   lockstep,  // together, one KV step at a time
@@ -114,11 +120,13 @@ struct GridProblem {
   cpu::Index sm_count = 132;
   Bytes l2_bytes = 60 * 1024 * 1024;  // all partitions together
   cpu::Index l2_partitions = 1;       // the hardware profile's l2_partitions
+  L2Replacement replacement = L2Replacement::lru;  // the hardware profile's l2_replacement
   GridSchedule schedule = GridSchedule::lockstep;
   // drift only: sigma, the standard deviation of log(a block's time per KV tile); the hardware
   // profile's block_time_spread. 0 <= sigma <= kMaxBlockTimeSpread.
   double block_time_spread = 0;
-  std::uint64_t seed = 0;  // drift only: the Philox key the blocks' times are drawn with
+  // The Philox key of the drift schedule's block times and of random replacement's victims.
+  std::uint64_t seed = 0;
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr

@@ -4,6 +4,7 @@
 // whatever does not overlap. Its use is to say which resource binds.
 #pragma once
 
+#include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/report.hpp"
 
 #include <span>
@@ -58,6 +59,8 @@ struct HardwareProfile {
   // time per KV tile (sim::GridProblem::block_time_spread, the drift schedule of grid.hpp).
   // 0 where no figure is known: the grid model then runs its blocks in lockstep.
   double block_time_spread = 0;
+  // Which tile a full L2 partition drops (sim::GridProblem::replacement; grid.hpp).
+  L2Replacement l2_replacement = L2Replacement::lru;
   double hbm_bytes_per_s = 0;    // read + written
   // Bytes per second the L2 delivers to the SMs, whole chip: what a load of a tile that is
   // already in the L2 (a re-read of K or V, lesson 5) moves at, where HBM's figure is for
