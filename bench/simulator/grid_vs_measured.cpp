@@ -49,9 +49,12 @@ std::vector<std::string> fields_of(const std::string& line) {
   std::vector<std::string> out(1);
   bool quoted = false;
   for (const char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) out.emplace_back();
-    else out.back() += c;
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      out.emplace_back();
+    else
+      out.back() += c;
   }
   return out;
 }
@@ -68,8 +71,7 @@ std::vector<std::string> lines_of(const std::filesystem::path& path) {
 std::size_t column(const std::vector<std::string>& header, const std::string& name,
                    const std::filesystem::path& path) {
   const auto it = std::find(header.begin(), header.end(), name);
-  if (it == header.end())
-    throw std::runtime_error(path.string() + " has no column " + name);
+  if (it == header.end()) throw std::runtime_error(path.string() + " has no column " + name);
   return std::size_t(it - header.begin());
 }
 
@@ -120,10 +122,13 @@ std::vector<Measured> read_results(const std::filesystem::path& dir, const std::
     const std::string name = path.filename().string();
     if (!only.empty() && name.find(only) == std::string::npos) continue;
     const std::string header = lines_of(path).at(0);
-    if (header.find("dram_read_measured") != std::string::npos) read_compare(path, out);
-    else if (name.find("levels") != std::string::npos) read_levels(path, out);
+    if (header.find("dram_read_measured") != std::string::npos)
+      read_compare(path, out);
+    else if (name.find("levels") != std::string::npos)
+      read_levels(path, out);
   }
-  if (out.empty()) throw std::runtime_error("no fa2 row with measured DRAM bytes in " + dir.string());
+  if (out.empty())
+    throw std::runtime_error("no fa2 row with measured DRAM bytes in " + dir.string());
   return out;
 }
 
@@ -135,8 +140,8 @@ class Model {
  public:
   Model(std::uint64_t seed) : seed_(seed) {}
 
-  Prediction predict(const Measured& m, sim::L2Replacement replacement,
-                     sim::GridSchedule schedule, double spread) {
+  Prediction predict(const Measured& m, sim::L2Replacement replacement, sim::GridSchedule schedule,
+                     double spread) {
     const auto key =
         std::tuple(m.heads, m.kv_heads, m.N, m.d, int(replacement), int(schedule), spread);
     if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -187,8 +192,7 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
   int within_a = 0, within_b = 0;
   double log_a = 0, log_b = 0;
   for (const Measured& m : rows) {
-    const Prediction a =
-        model.predict(m, sim::L2Replacement::lru, sim::GridSchedule::lockstep, 0);
+    const Prediction a = model.predict(m, sim::L2Replacement::lru, sim::GridSchedule::lockstep, 0);
     const Prediction b = model.predict(m, replacement, schedule, spread);
     fmt::print(
         "| {} | {}, {}, {} | {:.1f} | {:.1f} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {} | {:.1f} | "
@@ -213,8 +217,9 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The grid model's DRAM bytes beside the measured fa2 runs: A (LRU, lockstep, "
-               "what the lessons teach) and B (a replacement and a drift to choose)"};
+  CLI::App app{
+      "The grid model's DRAM bytes beside the measured fa2 runs: A (LRU, lockstep, "
+      "what the lessons teach) and B (a replacement and a drift to choose)"};
   const sim::HardwareProfile& h200 = sim::find_profile("h200");
   std::string results = "bench/results", only;
   std::vector<double> spreads;
@@ -232,7 +237,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (spreads.empty()) spreads = {h200.block_time_spread};
-    const auto victims = replacement == "lru" ? sim::L2Replacement::lru : sim::L2Replacement::random;
+    const auto victims =
+        replacement == "lru" ? sim::L2Replacement::lru : sim::L2Replacement::random;
     const std::vector<Measured> rows = read_results(results, only);
     Model model(seed);
     for (const double spread : spreads) print_table(rows, model, victims, spread);

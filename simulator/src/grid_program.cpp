@@ -106,7 +106,8 @@ class GridRun {
   };
 
   GridReport run_drifting() {
-    const Index blocks = p_.blocks(), R = p_.resident_blocks(), group = p_.heads / p_.kv_head_count();
+    const Index blocks = p_.blocks(), R = p_.resident_blocks();
+    const Index group = p_.heads / p_.kv_head_count();  // query heads per KV head
     std::vector<Running> slots(R);
     std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
     const auto begin = [&](Index slot, Index block, double t) {
@@ -120,7 +121,8 @@ class GridRun {
       const Event e = events.top();
       events.pop();
       Running& r = slots[e.slot];
-      const Index head = head_of(r.block), i = query_tile_of(r.block), part = p_.partition_of(r.block);
+      const Index head = head_of(r.block), i = query_tile_of(r.block);
+      const Index part = p_.partition_of(r.block);
       if (e.moment == kStart) {
         access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
       } else if (e.moment == kStep) {

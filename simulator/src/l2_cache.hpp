@@ -1,4 +1,5 @@
-// An L2 between HBM and SRAM: least-recently-used tiles, write-back and write-allocate. It
+// An L2 between HBM and SRAM: least-recently-used tiles (or, for the grid model, a random
+// victim), write-back and write-allocate. It
 // turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM
 // itself (what a GPU's DRAM counters report). Private to simulator/.
 //

@@ -11,8 +11,9 @@
 // interleaving of their accesses). A block loads Q_i when it starts and stores O_i and L_i
 // when it ends. Every access goes through one L2 shared by all SMs.
 //
-// The L2: least recently used, write-back, write-allocate, its entries whole tiles (the
-// unit the blocks move). DRAM moves whole 32-byte sectors: a tile of rows [r0, r0 + rows)
+// The L2: least recently used (or random victims: L2Replacement, below), write-back,
+// write-allocate, its entries whole tiles (the unit the blocks move). DRAM moves whole
+// 32-byte sectors: a tile of rows [r0, r0 + rows)
 // of a tensor whose rows are rb bytes occupies sectors floor(r0 rb / 32) .. ceil((r0 +
 // rows) rb / 32) - 1, and that is what a miss reads and a write-back writes. (Where rb x
 // rows is not a multiple of 32, neighbouring tiles share a sector and each counts it: the
