@@ -234,7 +234,7 @@ TEST_CASE("grid drift: random victims, grouped or block by block, give the same 
                         .l2_bytes = 256 + pick(rng) % 16384,
                         .l2_partitions = 1 + pick(rng) % 3,
                         .replacement = L2Replacement::random,
-                        .seed = pick(rng)};
+                        .seed = static_cast<std::uint64_t>(pick(rng))};
     CAPTURE(N);
     CAPTURE(p.heads);
     CAPTURE(p.kv_heads);
