@@ -113,6 +113,9 @@ void read_levels(const std::filesystem::path& path, std::vector<Measured>& out) 
 }
 
 std::vector<Measured> read_results(const std::filesystem::path& dir, const std::string& only) {
+  if (!std::filesystem::is_directory(dir))
+    throw std::runtime_error("no folder " + dir.string() +
+                             ": give --results the folder of measured CSVs (bench/results)");
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".csv") files.push_back(e.path());
@@ -237,6 +240,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (spreads.empty()) spreads = {h200.block_time_spread};
+    for (const double spread : spreads)  // refused before any row is read or printed
+      sim::check({.schedule = spread > 0 ? sim::GridSchedule::drift : sim::GridSchedule::lockstep,
+                  .block_time_spread = spread});
     const auto victims =
         replacement == "lru" ? sim::L2Replacement::lru : sim::L2Replacement::random;
     const std::vector<Measured> rows = read_results(results, only);
