@@ -151,7 +151,8 @@ inline constexpr double kMaxBlockTimeSpread = 1.0;
 // the schedule is drift).
 void check(const GridProblem& problem);
 
-// A block's time per KV tile under the drift schedule, exp(sigma z_b) (above).
+// A block's time per KV tile under the drift schedule, exp(sigma z_b) (above), for a problem
+// that check() accepts; 1 when sigma = 0.
 double block_tile_time(const GridProblem& problem, cpu::Index block);
 
 // One thing the L2 did, in the order it did it.
