@@ -14,7 +14,8 @@ MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
 MAX_HEAD_DIMS = 8
 # flashlab_rescale_count (fa3.h): the order of fa3's rescale counts.
 RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
-# flashlab_fa3_grid (fa3.h): one block per query tile, persistent, persistent unless causal.
+# flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic
+# (persistent up to kernel_info.hpp's fa3::kAutoPersistentMaxTiles query tiles a head).
 FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO = 0, 1, 2
 ABI_VERSION = 4
 

@@ -86,7 +86,8 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                 "fa3 option grid = " + std::to_string(o.grid) + " is unknown: it must be " +
                     std::to_string(FLASHLAB_FA3_GRID_PER_TILE) + " (one block per tile), " +
                     std::to_string(FLASHLAB_FA3_GRID_PERSISTENT) + " (persistent) or " +
-                    std::to_string(FLASHLAB_FA3_GRID_AUTO) + " (persistent unless causal)");
+                    std::to_string(FLASHLAB_FA3_GRID_AUTO) + " (persistent up to " +
+                    std::to_string(fa3::kAutoPersistentMaxTiles) + " query tiles a head)");
   if (o.rescale_counts != nullptr && o.conditional_rescale == 0)
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option rescale_counts was given with conditional_rescale = 0: the counts "

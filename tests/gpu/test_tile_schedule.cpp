@@ -121,7 +121,7 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
 
 TEST_CASE(
     "the grid: one block per SM when persistent, per tile otherwise, and auto is persistent "
-    "without the causal mask") {
+    "up to its number of query tiles a head") {
   const Shape big{16, 16, 16, 1024, 1024, 128}, small{1, 1, 1, 97, 97, 64};
   for (bool causal : {false, true}) {
     const TileOrder o = order_of(big, causal), tiny = order_of(small, causal);
@@ -130,7 +130,15 @@ TEST_CASE(
     CHECK(grid_blocks(o, false, kH200Sms) == o.items);
     CHECK(is_persistent(FLASHLAB_FA3_GRID_PERSISTENT, o));
     CHECK_FALSE(is_persistent(FLASHLAB_FA3_GRID_PER_TILE, o));
-    CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, o) == !causal);
+    CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, o));  // 8 tiles a head
+    CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, tiny));
+  }
+  const int64_t n_at_limit = fa3::kAutoPersistentMaxTiles * fa3::kBr;
+  for (bool causal : {false, true}) {
+    CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO,
+                        order_of(Shape{1, 4, 4, n_at_limit, n_at_limit, 128}, causal)));
+    CHECK_FALSE(is_persistent(FLASHLAB_FA3_GRID_AUTO,
+                              order_of(Shape{1, 4, 4, n_at_limit + 1, n_at_limit + 1, 128}, causal)));
   }
 }
 

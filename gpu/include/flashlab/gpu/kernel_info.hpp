@@ -394,7 +394,8 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //     consumer thread issues the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
 //     in turn, or one block per query tile; the same order of tiles either way. By default
-//     persistent unless causal (flashlab_fa3_grid).
+//     persistent up to kAutoPersistentMaxTiles query tiles a head, per tile beyond
+//     (flashlab_fa3_grid).
 // The tiles are in SRAM in TMA's 128-byte swizzle, d split in slabs of 64 elements (128 bytes,
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
 namespace fa3 {
@@ -410,6 +411,12 @@ inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base 
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
 inline constexpr int kBarrierBytes = 1024; // mbarriers (Q, full and empty per stage), padded
 inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
+// FLASHLAB_FA3_GRID_AUTO's rule: persistent while a head has at most this many query tiles
+// (N_q <= 8192 at Br = 128), one block per tile beyond. Measured on the H200 (2026-12-01,
+// bench/results/2026-12-01-h200-fa3v3-grids.csv, same work at every N): persistent over per
+// tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
+// their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
+inline constexpr int64_t kAutoPersistentMaxTiles = 64;
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half.
 inline constexpr int64_t kL2ShareForKV[2] = {1, 2};

@@ -22,9 +22,11 @@
 // mask). Causal items differ in length, and fixed turns share them unevenly: on ANCHORS.md's
 // shapes the busiest persistent block gets 4% to 21% more than the mean (counted by
 // tests/gpu/test_tile_schedule.cpp), against 0% to 6% for blocks dispatched by the hardware
-// as SMs free up, longest first. So FLASHLAB_FA3_GRID_AUTO is persistent only without the
-// mask; a work queue (an atomic counter in global memory, reset for every launch) would
-// balance causal tiles too.
+// as SMs free up, longest first. Measured, the persistent grid still wins under the mask
+// while heads are short (its saved set-up outweighs the imbalance) and loses at N = 16384:
+// FLASHLAB_FA3_GRID_AUTO is persistent up to fa3::kAutoPersistentMaxTiles query tiles a
+// head (kernel_info.hpp has the figures). A work queue (an atomic counter in global memory,
+// reset for every launch) would balance causal tiles too.
 #pragma once
 
 #include "flashlab/gpu/host_device.hpp"
@@ -95,7 +97,7 @@ FLASHLAB_HOST_DEVICE constexpr WorkItem work_item(const TileOrder& o, int64_t w)
 // Whether the grid of flashlab_fa3_grid `grid` is persistent for an order.
 constexpr bool is_persistent(int32_t grid, const TileOrder& o) {
   return grid == FLASHLAB_FA3_GRID_PERSISTENT ||
-         (grid == FLASHLAB_FA3_GRID_AUTO && !o.longest_first);
+         (grid == FLASHLAB_FA3_GRID_AUTO && o.tiles <= kAutoPersistentMaxTiles);
 }
 
 // The grid: one block per SM when persistent (never more blocks than items), else one block
