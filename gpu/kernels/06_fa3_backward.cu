@@ -300,7 +300,9 @@ struct DqSplit {
   static constexpr int kDqSlabs = D / kSlab;
   static constexpr int kDqKeys = kBc * kDqSlabs / fa3_backward::kWarpgroups;
   static_assert(fa3_backward::kWarpgroups % kDqSlabs == 0 && kDqKeys % kK == 0);
-  static_assert(fa3_backward::dq_exchanged(D) == (kDqSlabs < fa3_backward::kWarpgroups));
+  // d = 64: fewer slabs than warpgroups, so their partials are exchanged (exchange_dq).
+  static constexpr bool kExchanged = fa3_backward::dq_exchanged(D);
+  static_assert(kExchanged == (kDqSlabs < fa3_backward::kWarpgroups));
   __device__ __forceinline__ static int slab(int wg) { return wg % kDqSlabs; }
   __device__ __forceinline__ static int first_key(int wg) { return (wg / kDqSlabs) * kDqKeys; }
 };
@@ -504,7 +506,7 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
     }
     float* gdQacc = bp.dq_accum + (int64_t(b) * p.heads_q + step.h) * p.n_q * D;
     const int row = step.q0 + warp * 16 + lane / 4;
-    if constexpr (fa3_backward::dq_exchanged(D)) {
+    if constexpr (DqSplit<D>::kExchanged) {
       float rKeep[kDqHalf];  // (Br, 32): columns [32 wg, 32 wg + 32), both warpgroups' sum
       exchange_dq(rKeep, rdQ, sram.sdQx, wg);
 #pragma unroll
