@@ -5,8 +5,8 @@
 //   pass 1: the lanes read the splits' m (lane j: splits j, j + 32, ...), m = max over splits;
 //   pass 2: for every split s, beta_s = exp(m_s - m), l += beta_s l_s, U += beta_s U_s.
 // No split's loads wait on the one before (a left-to-right fold rescales by alpha, which needs
-// the previous m first: one memory latency per split, ~10 us at 32 splits), so pass 2's loads
-// of several splits are in flight together.
+// the previous m first: one memory latency per split), so pass 2 keeps kSplitsInFlight
+// splits' loads in flight together: 1 + ceil(splits / kSplitsInFlight) latencies per row.
 // Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
 // natural log). A row that saw no key (l = 0: a zero-length sequence, or a row whose causal
 // window is empty) gets O = 0 and LSE = -inf, the reference's convention.
