@@ -3,6 +3,7 @@
 // lockstep schedule access for access, the same seed giving the same bytes, random victims
 // keeping part of a stream larger than the L2 where LRU keeps none, and the parameters
 // refused out of range.
+#include "grid_events.hpp"
 #include "helpers.hpp"
 
 #include "flashlab/sim/grid.hpp"
@@ -20,16 +21,6 @@
 namespace flashlab::sim::test {
 
 namespace {
-
-constexpr const char* kNames[] = {"Q", "K", "V", "O", "L"};
-
-std::vector<std::string> events_of(const GridProblem& p) {
-  std::vector<std::string> out;
-  run_grid(p, [&](const L2Event& e) {
-    out.push_back(fmt::format("{} {} {} {}", to_string(e.kind), kNames[e.tensor], e.row0, e.bytes));
-  });
-  return out;
-}
 
 // 2 SMs, one block each, one head of N = 16: query tiles of 8 rows (blocks 0 and 1, both
 // resident from the start), K/V tiles of 4 rows (Tc = 4). d = 16 in bf16: a row is 32 bytes,
