@@ -217,19 +217,8 @@ TEST_CASE("grid L2: booking blocks that run alike as one group changes no count"
   auto rng = fresh_rng();
   std::uniform_int_distribution<Index> pick(0, 1 << 20);
   for (int trial = 0; trial < 40; ++trial) {
-    const Index N = std::vector<Index>{1, 17, 97, 113, 200}[pick(rng) % 5];
-    const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
-    GridProblem p{.N = N,
-                  .d = 8 * (1 + pick(rng) % 4),
-                  .heads = kv_heads * group,
-                  .kv_heads = kv_heads,
-                  .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
-                  .Br = 8 * (1 + pick(rng) % 4),
-                  .Bc = 8 * (1 + pick(rng) % 4),
-                  .blocks_per_sm = 1 + pick(rng) % 2,
-                  .sm_count = 1 + pick(rng) % 5,
-                  .l2_bytes = 256 + pick(rng) % 16384,
-                  .l2_partitions = 1 + pick(rng) % 3};
+    GridProblem p = random_small_grid(rng, {1, 17, 97, 113, 200});
+    const Index N = p.N;
     CAPTURE(N);
     CAPTURE(p.d);
     CAPTURE(p.heads);
