@@ -153,7 +153,7 @@ void causal_on_gpu(LessonContext& ctx) {
         "is left. With one head all {} blocks run at once ({} places: {} SMs x {}), so the time\n"
         "is the longest block's, and the last query tile reads every key: the time barely\n"
         "moves. With {} heads there are more blocks than places, finished blocks make room\n"
-        "for waiting ones, and the time follows the work. The naive kernel's two GEMMs compute\n"
+        "for waiting ones, and the time moves toward the work. The naive kernel's two GEMMs compute\n"
         "every score and every product, masked or not; only its softmax reads fewer scores.\n\n",
         status.description, kGpuN, kGpuD, kGpuHeads[0], kGpuHeads[1], br,
         tiles, work, tiles, slots, target_profile().sm_count, fa2.blocks_per_sm, kGpuHeads[1]);
@@ -193,7 +193,7 @@ void causal_on_gpu(LessonContext& ctx) {
       "fa2 with one head: {:.2f} of the unmasked time for {:.2f} of the work. All {} blocks run\n"
       "at once, so the time is the longest block's, and the last query tile reads every key.\n"
       "With {} heads ({} blocks for {} places) finished blocks make room for waiting ones and\n"
-      "the time follows the work: {:.2f}. Skipping saves time only when there is other work to\n"
+      "the time moves toward the work: {:.2f}. Skipping saves time only when there is other work to\n"
       "fill the SMs it frees (lesson 12: the grid and the waves; FlashAttention-3's scheduler\n"
       "starts the longest tiles first). The naive kernel's two GEMMs compute every score and\n"
       "every product, masked or not; only its softmax reads fewer scores.\n"
