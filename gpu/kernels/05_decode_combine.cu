@@ -11,6 +11,10 @@
 // natural log). A row that saw no key (l = 0: a zero-length sequence, or a row whose causal
 // window is empty) gets O = 0 and LSE = -inf, the reference's convention.
 // Bytes: reads splits x (d + 2) x 4 and writes d x 2 + 4 per row.
+// The kernel is launched as a programmatic dependent of the split kernel: its blocks become
+// resident while the splits still run and wait (cudaGridDependencySynchronize) until the
+// split kernel's grid has ended and its states are visible, instead of being launched only
+// after it has ended.
 #include "common.cuh"
 #include "decode_problem.hpp"
 
@@ -25,6 +29,7 @@ constexpr int kSplitsInFlight = 4;
 template <class T, int kD>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeProblem p) {
   constexpr int kCols = kD / kWarpSize;  // columns per lane
+  cudaGridDependencySynchronize();  // the split kernel has ended; its states are visible
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * (kCombineThreads / kWarpSize) + warp;
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
@@ -84,7 +89,17 @@ void launch(const DecodeProblem& p, cudaStream_t stream) {
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
   const int64_t rows_per_block = kCombineThreads / kWarpSize;
   const unsigned blocks = unsigned((rows + rows_per_block - 1) / rows_per_block);
-  decode_combine_kernel<T, kD><<<blocks, kCombineThreads, 0, stream>>>(p);
+  cudaLaunchAttribute dependent{};
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(kCombineThreads);
+  config.stream = stream;
+  config.attrs = &dependent;
+  config.numAttrs = 1;
+  throw_if_cuda_error(cudaLaunchKernelEx(&config, decode_combine_kernel<T, kD>, p),
+                      "cudaLaunchKernelEx(decode_combine)");
   check_launch("decode_combine");
 }
 

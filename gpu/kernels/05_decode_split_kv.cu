@@ -21,6 +21,8 @@
 // CUDA-core version issued thousands (an unpack and an FMA per element, shuffles per key).
 // The warps' states are merged once, at the end, in SRAM (the ring, idle by then), in a fixed
 // order: the result is bitwise the same on every run.
+// Every block lets the combine kernel launch as soon as it starts (programmatic dependent
+// launch, 05_decode_combine.cu): the combine's blocks wait on the SMs for this grid to end.
 // A paged cache: a thread's keys of a tile are consecutive and lie on one page, so it reads
 // one block-table entry per tile, one tile ahead of the copy that needs it.
 // Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
@@ -156,6 +158,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   extern __shared__ __align__(128) unsigned char sram[];
   T* sK = reinterpret_cast<T*>(sram);       // (stages, Bc, d), swizzled
   T* sV = sK + S::kStages * S::kTileElems;  // (stages, Bc, d), swizzled
+
+  // The combine kernel may be launched now (programmatic dependent launch): its blocks take
+  // the SMs' spare room and wait there for this grid's end, so no launch gap separates the two.
+  cudaTriggerProgrammaticLaunchCompletion();
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.row_blocks;
