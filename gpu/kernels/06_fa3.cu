@@ -31,6 +31,9 @@
 // (W goes from the softmax straight into bf16/fp16 A-operand registers, never over S: S is
 // a wgmma accumulator, and writing it while U += W V runs would make ptxas serialise them.)
 //   finalize:   O = U / l, L = m + log l (a row that saw no key: O = 0, L = -inf)
+// The epilogue: where the SRAM has room (fa3::stages_o), a consumer writes its O rows into
+// sO and one of its threads sends them to HBM with TMA stores, whole 128-byte lines, while
+// the warpgroup goes on to its next tile; else each thread stores its O from registers.
 // Causal: KV tiles wholly in the future of the block's last row are never loaded; only
 // tiles that cross the diagonal (or the ragged end of N_k) are masked, in registers.
 // The tile scheduler (flashlab/gpu/tile_schedule.hpp): a block runs work items, each one
@@ -74,6 +77,8 @@ constexpr unsigned kFullWarp = 0xffffffffu;
 // Named barriers 1 and 2: "consumer warpgroup 0 (1) may issue its matmuls" (0 is
 // __syncthreads); each is passed by the 128 threads that wait on it and the 128 that arrive.
 constexpr int kTurnBarrier0 = 1;
+// Named barriers 3 and 4: consumer warpgroup 0's (1's) 128 threads at its epilogue.
+constexpr int kEpilogueBarrier0 = 3;
 
 template <class T, int D>
 struct Tiles {
@@ -90,16 +95,19 @@ struct Tiles {
 
 struct TensorMaps {
   hopper::TensorMap q, k, v;
+  hopper::TensorMap o;  // described only where O is staged (Fa3Params::stage_o)
 };
 
-// The SRAM of one block: the barriers, then sQ, then the K ring and the V ring. Every tile
-// is D / 64 slabs of (rows, 64), one after the other.
+// The SRAM of one block: the barriers, then sQ, then the K ring and the V ring, then sO
+// where O is staged (each consumer's (64, D) after the other's). Every tile is D / 64 slabs
+// of (rows, 64), one after the other.
 template <class T, int D>
 struct Sram {
   hopper::PipelineBarriers<kMaxStages>* bars;
   T* sQ;  // (Br, D)
   T* sK;  // (stages, Bc, D)
   T* sV;  // (stages, Bc, D)
+  T* sO;  // (Br, D), where O is staged
   __device__ __forceinline__ Sram(unsigned char* raw, int stages) {
     const uint32_t pad =
         (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
@@ -108,6 +116,7 @@ struct Sram {
     sQ = reinterpret_cast<T*>(base + fa3::kBarrierBytes);
     sK = sQ + Tiles<T, D>::kQElems;
     sV = sK + stages * Tiles<T, D>::kKVElems;
+    sO = sV + stages * Tiles<T, D>::kKVElems;
   }
   __device__ __forceinline__ T* k_tile(int index) const {
     return sK + index * Tiles<T, D>::kKVElems;
@@ -423,15 +432,26 @@ struct Fa3Params {
   Problem p;
   Switches sw;
   fa3::TileOrder order;  // the work items and the order blocks take them in
+  bool stage_o;          // O through sO and TMA stores (fa3::stages_o), else from registers
 };
 
-// O = U / l and L = m + log l (flashlab::cpu::finalize) for the thread's two rows.
+// L = m + log l (natural log) of row `row`, by the quad's lane 0; -inf for a row that saw
+// no key.
+__device__ __forceinline__ void store_lse(const SoftmaxState& state, const Problem& p, int b,
+                                          int h, int row, float l_row, int lane, float scale_log2,
+                                          int r) {
+  if (p.lse != nullptr && lane % 4 == 0)
+    p.lse[(size_t(b) * p.heads_q + h) * p.n_q + row] =
+        l_row > 0.0f ? (state.m[r] * scale_log2 + log2f(l_row)) * kLn2 : -INFINITY;
+}
+
+// O = U / l and L = m + log l (flashlab::cpu::finalize) for the thread's two rows, O stored
+// from the registers: 4 bytes per thread and store, half a 32-byte sector each.
 template <class T, int D>
 __device__ __forceinline__ void finalize(const SoftmaxState& state, const float (&rU)[D / 2],
                                          const Problem& p, int b, int h, int row_g, int lane,
                                          float scale_log2) {
   T* gO = static_cast<T*>(p.o) + b * p.o_stride.batch + h * p.o_stride.head;  // (N_q, D)
-  float* gL = p.lse ? p.lse + (size_t(b) * p.heads_q + h) * p.n_q : nullptr;  // (N_q)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float l_row = quad_sum(state.l[r]);
@@ -444,8 +464,52 @@ __device__ __forceinline__ void finalize(const SoftmaxState& state, const float 
       *reinterpret_cast<uint32_t*>(gO + row * p.o_stride.row + col) =
           ptx::pack2<T>(rU[4 * nt + 2 * r] * inv_l, rU[4 * nt + 2 * r + 1] * inv_l);
     }
-    if (gL != nullptr && lane % 4 == 0)
-      gL[row] = l_row > 0.0f ? (state.m[r] * scale_log2 + log2f(l_row)) * kLn2 : -INFINITY;
+    store_lse(state, p, b, h, row, l_row, lane, scale_log2, r);
+  }
+}
+
+__device__ __forceinline__ void epilogue_barrier(int consumer) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(kEpilogueBarrier0 + consumer), "n"(kWarpgroupThreads)
+               : "memory");
+}
+
+// The same through SRAM: the warpgroup writes O = U / l into its sO (64, D) in the 128-byte
+// swizzle (row r's 16-byte chunk c at chunk c ^ (r % 8): a warp's 32 lanes hit 32 banks),
+// then thread 0 issues one TMA store per slab and goes on; before the next tile writes sO,
+// it waits until those stores have read it. Rows past N_q are written to sO, never to HBM
+// (the copy engine stops at the tensor's end).
+template <class T, int D>
+__device__ __forceinline__ void finalize_staged(const SoftmaxState& state,
+                                                const float (&rU)[D / 2], const Problem& p,
+                                                const hopper::TensorMap& map_o, T* sO, const WorkTile& w,
+                                                int consumer, int first_row, int t,
+                                                float scale_log2) {
+  const int warp = t / kWarpSize, lane = t % kWarpSize;
+  if (t == 0) hopper::tma_store_wait_read<0>();  // the previous tile's stores have read sO
+  epilogue_barrier(consumer);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l_row = quad_sum(state.l[r]);
+    const int local = warp * 16 + lane / 4 + r * 8;  // the row within the consumer's 64
+    const float inv_l = l_row > 0.0f ? 1.0f / l_row : 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const int slab = nt / (kSlab / 8), chunk = (nt % (kSlab / 8)) ^ (local % 8);
+      *reinterpret_cast<uint32_t*>(sO + (slab * fa3::kRowsPerConsumer + local) * kSlab +
+                                   chunk * 8 + (lane % 4) * 2) =
+          ptx::pack2<T>(rU[4 * nt + 2 * r] * inv_l, rU[4 * nt + 2 * r + 1] * inv_l);
+    }
+    if (first_row + local < p.n_q)
+      store_lse(state, p, w.b, w.h, first_row + local, l_row, lane, scale_log2, r);
+  }
+  hopper::fence_proxy_async_shared();  // sO's writes, visible to the copy engine
+  epilogue_barrier(consumer);
+  if (t == 0 && first_row < p.n_q) {
+#pragma unroll
+    for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
+      hopper::tma_store_4d(&map_o.map, sO + s * fa3::kRowsPerConsumer * kSlab, s * kSlab,
+                           first_row, w.h * map_o.head_step, w.b * map_o.batch_step);
+    hopper::tma_store_commit();
   }
 }
 
@@ -595,7 +659,16 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (j + 1 <= Tc) section(j + 1, rW_next, rW);
   }
   if (kRescale == Rescale::counted) count_updates(row_key_end, counted, Tc, rule.counts);
-  finalize<T, D>(state, rU, p, w.b, w.h, row_g, lane, scale_log2);
+  if (params.stage_o)
+    finalize_staged<T, D>(state, rU, p, loader.maps->o, sram.sO + consumer * fa3::kRowsPerConsumer * D, w,
+                          consumer, first_row, t, scale_log2);
+  else
+    finalize<T, D>(state, rU, p, w.b, w.h, row_g, lane, scale_log2);
+}
+
+// A consumer's last TMA stores of O must have read sO before the block's SRAM goes.
+__device__ __forceinline__ void finish_o_stores(const Fa3Params& params) {
+  if (params.stage_o && threadIdx.x % kWarpgroupThreads == 0) hopper::tma_store_wait<0>();
 }
 
 // The block: its barriers once, then work items from the tile scheduler (one item, or in
@@ -645,6 +718,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup - 1, w, at, loader, false);
         at.advance(w.Tc, stages);
       }
+      finish_o_stores(params);
     }
   } else {
     // No producer: warp 0 issues each item's Q and first `stages` tiles at its start, and
@@ -662,6 +736,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup, w, at, loader, issues);
       at.advance(w.Tc, stages);
     }
+    finish_o_stores(params);
   }
 }
 
@@ -710,6 +785,10 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
   maps.q = hopper::make_tensor_map("Q", p.q, p.q_stride, p.batch, p.heads_q, p.n_q, D, dtype, kBr);
   maps.k = hopper::make_tensor_map("K", p.k, p.k_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
   maps.v = hopper::make_tensor_map("V", p.v, p.v_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
+  const bool stage_o = fa3::stages_o(D, dtype, options.stages);
+  if (stage_o)  // each consumer stores its own 64 rows
+    maps.o = hopper::make_tensor_map("O", p.o, p.o_stride, p.batch, p.heads_q, p.n_q, D, dtype,
+                                     fa3::kRowsPerConsumer);
   const auto counts = reinterpret_cast<unsigned long long*>(options.rescale_counts);
   const RescaleRule rule{counts, float(cpu::kFa4RescaleThresholdLog2)};
   if (counts != nullptr)
@@ -719,7 +798,7 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
   const DeviceFacts& device = current_device_facts();
   const fa3::TileOrder order = fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D,
                                                     sizeof(T), p.causal, device.l2_bytes);
-  const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}, order};
+  const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}, order, stage_o};
   const auto blocks =
       unsigned(fa3::grid_blocks(order, fa3::is_persistent(options.grid, order), device.sm_count));
   kernel<<<blocks, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);

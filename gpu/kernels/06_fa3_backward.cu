@@ -170,12 +170,6 @@ __device__ __forceinline__ void load_step_rows(const BackwardProblem& bp, const 
   ptx::cp_async_4(sRow, row < p.n_q ? gRow + row : gRow, row < p.n_q);
 }
 
-// fence.proxy.async: makes this thread's ordinary SRAM stores (dS^T) visible to the
-// asynchronous proxy, through which wgmma reads its SRAM operands.
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 // ---- One warpgroup's per-step algebra on its (64 keys, Br) tiles -------------------------
 // The thread holds keys g and g + 8 of its warp's 16 (g = lane / 4): element 4 j + e of rS
 // is key key_g + 8 (e / 2), query q0 + 8 j + 2 (lane % 4) + e % 2 (wgmma's accumulator).
@@ -487,7 +481,7 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
     issue_key_gradient<T, D>(rdK, rdSa, hopper::descriptor_plus(q_mn_desc, buf_bytes));
     hopper::wgmma_commit();
     store_ds_t<T>(sram.sdS, rdSa, key_row, lane);
-    fence_proxy_async();
+    hopper::fence_proxy_async_shared();  // dS^T for wgmma, which reads SRAM through the async proxy
     __syncthreads();  // both warpgroups' keys of dS^T are in sdS
 
     // dQ_i[:, slab] += dS K over the warpgroup's keys (scale: in the conversion), into the

@@ -110,7 +110,8 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                               .align_slack = k::kSwizzleAtom,
                               .barrier_bytes = k::kBarrierBytes,
                               .dtype = dtype,
-                              .writes_lse = true},
+                              .writes_lse = true,
+                              .stages_o = k::stages_o(d, c_dtype(dtype), int(stages))},
           ""};
 }
 

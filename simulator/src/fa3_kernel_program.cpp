@@ -34,7 +34,7 @@
 // Br exps (alpha) and Br (d + 1) rescales (U and l by alpha); per block Br d divides
 // (O = U / l) and Br logs (L).
 // SRAM per block, as the kernel carves it: align_slack + Br d b (sQ) + stages x 2 Bc d b (the
-// K and V rings) + barrier_bytes.
+// K and V rings) + barrier_bytes, + Br d b (sO) where O is staged for its TMA stores.
 //
 // Counts only: the numbers of the forward are cpu_reference's; the mirror books the bytes
 // and the work the kernel's schedule issues.
@@ -153,7 +153,8 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   r.ops.divide = cpu::checked_product({blocks, Br, d}, "the divides");
 
   r.launches.push_back({"fa3", blocks, Hq * sums.working, f.threads});
-  r.peak_sram = f.align_slack + Br * d * b + f.stages * 2 * Bc * d * b + f.barrier_bytes;
+  r.peak_sram = f.align_slack + Br * d * b + f.stages * 2 * Bc * d * b + f.barrier_bytes +
+                (f.stages_o ? Br * d * b : 0);
   return r;
 }
 

@@ -38,6 +38,38 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
+// The other way: copies the SRAM box at `src` (laid out as a load of the same map would have
+// written it, 128-byte swizzle included) to (d0, row0, head, batch) of `map`. Rows past the
+// tensor's end are not written. The copy runs asynchronously, in the thread's bulk group:
+// tma_store_commit closes the group, tma_store_wait_read waits until at most `kPending` of
+// the thread's groups still read SRAM (their sources may then be overwritten), tma_store_wait
+// until at most `kPending` are incomplete. The SRAM must have been written before the copy
+// was issued and made visible to the engine by fence_proxy_async_shared.
+// PTX ISA: "cp.async.bulk.tensor" (.global.shared::cta), "cp.async.bulk.wait_group".
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* src, int d0,
+                                             int row0, int head, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::
+          "l"(reinterpret_cast<uint64_t>(map)),
+      "r"(d0), "r"(row0), "r"(head), "r"(batch), "r"(ptx::sram_address(src))
+      : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+// Makes this thread's ordinary SRAM stores visible to the asynchronous proxy (TMA, wgmma).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // Fetches the descriptor into the engine's cache before the first copy uses it.
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
@@ -52,8 +84,8 @@ struct TensorMap {
   int batch_step;  // 1, or 0 for a broadcast batch dimension
 };
 
-// The host side: describes one (batch, heads, rows, d) tensor of the ABI for TMA loads of
-// boxes (kTmaSlab, box_rows). Throws FLASHLAB_ERROR_MISALIGNED for strides TMA cannot
+// The host side: describes one (batch, heads, rows, d) tensor of the ABI for TMA copies of
+// boxes (kTmaSlab, box_rows), loads or stores. Throws FLASHLAB_ERROR_MISALIGNED for strides TMA cannot
 // describe, FLASHLAB_ERROR_UNSUPPORTED for a broadcast row (row stride 0), and
 // FLASHLAB_ERROR_CUDA when the driver refuses the map.
 TensorMap make_tensor_map(const char* name, const void* base, const Strides& strides, int batch,

@@ -424,18 +424,33 @@ inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 constexpr int threads(bool warp_specialized) {
   return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
 }
-// sQ (Br, d), then stages x (sK (Bc, d), sV (Bc, d)), then the barriers; 1024 bytes of slack
-// so the kernel can round the dynamic SRAM base up to the swizzle atom.
+// The barriers, sQ (Br, d), then stages x (sK (Bc, d), sV (Bc, d)), then sO (Br, d) where
+// O is staged (below); 1024 bytes of slack so the kernel can round the dynamic SRAM base up
+// to the swizzle atom.
 constexpr int64_t tile_bytes(int64_t rows, int64_t d, flashlab_dtype dtype) {
   return rows * d * dtype_bytes(dtype);
 }
-constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
-  return kSwizzleAtom + tile_bytes(kBr, d, dtype) + stages * 2 * tile_bytes(kBc, d, dtype) +
-         kBarrierBytes;
+constexpr int64_t ring_sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
+  return kSwizzleAtom + kBarrierBytes + tile_bytes(kBr, d, dtype) +
+         stages * 2 * tile_bytes(kBc, d, dtype);
 }
 inline constexpr int64_t kMaxSramPerBlock = 232448;  // H200, with the opt-in attribute
+// The epilogue. Where the SRAM has room for sO beside the ring, each consumer warpgroup
+// writes its (64, d) of O = U / l into sO (in the input dtype, 128-byte swizzle) and one of
+// its threads sends it to HBM with TMA stores, whole lines, while the warpgroup goes on to
+// its next tile; that is every setting but 3 stages at d = 128 (224 KiB of ring), where O
+// is stored from the registers, 4 bytes a thread and store, half a 32-byte sector each.
+constexpr bool stages_o(int64_t d, flashlab_dtype dtype, int stages) {
+  return ring_sram_bytes(d, dtype, stages) + tile_bytes(kBr, d, dtype) <= kMaxSramPerBlock;
+}
+constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
+  return ring_sram_bytes(d, dtype, stages) +
+         (stages_o(d, dtype, stages) ? tile_bytes(kBr, d, dtype) : 0);
+}
 static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
               "three stages of d = 128 fit an H200 block");
+static_assert(stages_o(128, FLASHLAB_BF16, kDefaultStages) && stages_o(64, FLASHLAB_BF16, kMaxStages),
+              "the default stages at d = 128, and every setting at d = 64, stage O");
 constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   KernelConfig c;
   c.Br = kBr;

@@ -38,6 +38,7 @@ struct Fa3KernelFacts {
   Bytes barrier_bytes = 0;       // SRAM of the mbarriers (Q, full and empty per stage)
   DType dtype = DType::bf16;     // of Q, K, V and O
   bool writes_lse = true;        // L = m + log l stored (fp32) beside O
+  bool stages_o = false;         // O leaves through an SRAM tile sO (Br, d) and TMA stores
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
