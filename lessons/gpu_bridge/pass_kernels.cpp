@@ -48,7 +48,14 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                    .threads = k::kThreads,
                                    .sram_bytes = k::sram_bytes(d, c_dtype(dtype)),
                                    .dtype = dtype,
-                                   .deterministic = deterministic},
+                                   .deterministic = deterministic,
+                                   .stores = {.dk_dv = sim_store(k::kDkDvStore),
+                                              .dq_reduction = sim_store(k::kDqReduction),
+                                              .d = sim_store(k::kDStore),
+                                              .accumulator_zeros =
+                                                  sim_store(k::kAccumulatorZeroStore),
+                                              .dq = sim_store(k::dq_store(c_dtype(dtype))),
+                                              .dq_kernel = sim_store(k::kDqKernelStore)}},
           ""};
 }
 
@@ -63,7 +70,12 @@ DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index p
                                  .page_size = page_size,
                                  .rows_per_block = k::kMaxRowsPerBlock,
                                  .threads = k::kThreads,
-                                 .dtype = dtype},
+                                 .dtype = dtype,
+                                 .stores = {.state_u = sim_store(k::kStateUStore),
+                                            .state_scalar = sim_store(k::kStateScalarStore),
+                                            .o = sim_store(k::combine_o_store(c_dtype(dtype))),
+                                            .lse = sim_store(k::kCombineLseStore),
+                                            .state_header = k::kWorkspaceHeaderBytes}},
           ""};
 }
 

@@ -5,6 +5,9 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/sim/dtype.hpp"
 #include "flashlab/sim/kernel_pass.hpp"
+#include "flashlab/sim/warp_store.hpp"
+
+#include <optional>
 
 namespace flashlab::sim {
 
@@ -22,6 +25,18 @@ struct BackwardShape {
 
 // The kernel's own facts, as its description gives them (the caller fills them in; the
 // simulator does not include gpu/).
+// The warp stores of the pass's kernels (kernel_info.hpp's fa2_backward::), so that their
+// writes are booked as the sectors they send out of the SMs (warp_store.hpp); an absent one
+// is booked as bytes of data.
+struct BackwardStores {
+  std::optional<WarpStore> dk_dv{};              // main kernel: dK, dV at the end
+  std::optional<WarpStore> dq_reduction{};       // main kernel: red.global.add into the accumulator
+  std::optional<WarpStore> d{};                  // preprocess: D
+  std::optional<WarpStore> accumulator_zeros{};  // preprocess: the accumulator set to 0
+  std::optional<WarpStore> dq{};                 // convert: dQ (atomic mode)
+  std::optional<WarpStore> dq_kernel{};          // dQ kernel: dQ (deterministic mode)
+};
+
 struct BackwardKernelFacts {
   cpu::Index Br = 64;          // query rows per step of the main kernel's loop
   cpu::Index Bc = 64;          // keys per block of the main kernel
@@ -29,6 +44,7 @@ struct BackwardKernelFacts {
   Bytes sram_bytes = 0;        // per block of the main kernel (reported, not counted)
   DType dtype = DType::bf16;   // of Q, K, V, O, dO, dQ, dK, dV
   bool deterministic = false;  // dQ by its own kernel instead of fp32 atomics
+  BackwardStores stores{};
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every

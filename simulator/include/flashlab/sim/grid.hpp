@@ -76,8 +76,8 @@
 
 namespace flashlab::sim {
 
-// DRAM moves whole sectors; an L2 line is four of them.
-inline constexpr Bytes kSectorBytes = 32;
+// DRAM moves whole sectors (kSectorBytes, warp_store.hpp, which machine.hpp brings); an L2
+// line is four of them.
 
 struct GridProblem {
   cpu::Index N = 1024;  // queries and keys per head
