@@ -236,7 +236,9 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "dirty; for the others one head run as one SM would. lts__t_bytes, at the L2 slices, sits "
       "lower: Hopper\n"
       "merges simultaneous requests of several SMs for the same sectors before they reach\n"
-      "the slices.\n",
+      "the slices. Writes are booked as the 32-byte sectors each warp store touches\n"
+      "(docs/IO-LEVELS.md: the L1 merges some back-to-back stores, so fa2, fa3 and decode\n"
+      "may measure fewer).\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
       target_profile().l2_partitions);
 }

@@ -3,6 +3,7 @@
 // kernels' facts from gpu_bridge, and every refusal a line and exit status 2.
 #include "run_flashlab.hpp"
 
+#include "gpu_bridge/kernels.hpp"
 #include "gpu_bridge/pass_kernels.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <optional>
 
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
@@ -221,4 +223,34 @@ TEST_CASE("compare --pass: the GPU's row runs the pass, or says why it is empty"
     CHECK(contains(run.output, "not measured (--no-ncu)"));
     CHECK(!contains(run.output, "not run"));
   }
+}
+
+TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
+  namespace gpu = flashlab::gpu;
+  namespace sim = flashlab::sim;
+  const auto same = [](const std::optional<sim::WarpStore>& s, const gpu::WarpStorePattern& p) {
+    return s && s->bytes_per_thread == p.bytes_per_thread && s->threads == p.threads &&
+           s->runs == p.runs;
+  };
+  const auto b = flashlab::app::backward_kernel_facts(128, sim::DType::bf16, false);
+  REQUIRE(b.facts);
+  CHECK(same(b.facts->stores.dk_dv, gpu::fa2_backward::kDkDvStore));
+  CHECK(same(b.facts->stores.dq_reduction, gpu::fa2_backward::kDqReduction));
+  CHECK(same(b.facts->stores.d, gpu::fa2_backward::kDStore));
+  CHECK(same(b.facts->stores.dq, gpu::fa2_backward::dq_store(FLASHLAB_BF16)));
+  const auto dec = flashlab::app::decode_kernel_facts(128, sim::DType::bf16, 6, 0);
+  REQUIRE(dec.facts);
+  CHECK(same(dec.facts->stores.state_u, gpu::decode::kStateUStore));
+  CHECK(dec.facts->stores.state_header == gpu::decode::kWorkspaceHeaderBytes);
+  // The forward kernels: the scalar kernel's 2-byte stores a row each, fa2's fragments.
+  const sim::Problem asked{.N = 97, .d = 64, .dtype = sim::DType::bf16};
+  const auto scalar = flashlab::app::kernel_mirror("scalar", asked);
+  CHECK(same(scalar.problem.o_store, gpu::scalar::config(64, FLASHLAB_BF16).o_store));
+  CHECK(scalar.problem.o_store->runs == 32);
+  const auto fa2 = flashlab::app::kernel_mirror("fa2", asked);
+  CHECK(same(fa2.problem.l_store, gpu::fa2::config(64, FLASHLAB_BF16).lse_store));
+  // The lessons' FA2 is the paper's: bytes of data.
+  CHECK_FALSE(flashlab::app::fa2_kernel_problem(asked).o_store);
+  // Not described (a library's kernel): booked as data.
+  CHECK_FALSE(flashlab::app::sim_store(gpu::WarpStorePattern{}));
 }
