@@ -142,6 +142,7 @@ constexpr KernelConfig config(flashlab_dtype dtype) {
   c.s_hbm_reads = kSoftmaxPasses;
   c.pointer_align_bytes = int(dtype_bytes(dtype));
   c.stride_align_elements = 1;
+  c.lse_store = kOneFloatStore;  // softmax_rows: thread 0 of the row's block (O: cuBLAS's)
   return c;
 }
 }  // namespace naive
