@@ -288,7 +288,12 @@ void three_levels(LessonContext& ctx) {
   ctx.table(t);
   ctx.print("Measured on an H200 (docs/IO-LEVELS.md has the runs):\n"
             "- into the SMs, l1tex__m_xbar2l1tex_read_bytes: fa2 and the scalar kernel read exactly\n"
-            "  the bytes above (the scalar kernel writes 16x more: 2-byte stores, 32-byte sectors).\n"
+            "  the bytes above.\n"
+            "- out of the SMs, l1tex__m_l1tex2xbar_write_bytes: a store leaves as whole 32-byte\n"
+            "  sectors, so the column above books each store's sectors, not its bytes: the scalar\n"
+            "  kernel's 2-byte stores, a row per thread, cost 16x their data (measured so); fa2's\n"
+            "  4-byte fragment stores 2x, where the L1 merged most back-to-back pairs (measured\n"
+            "  1.03 to 1.33x).\n"
             "  The naive kernel reads more: cuBLAS re-reads its operands once per\n"
             "  output tile, and fewer than the softmax's three passes over S reach the SM, because\n"
             "  some hit in the SM's own L1.\n"

@@ -78,7 +78,8 @@ TEST_CASE("simulate --pass fa3 prints the Hopper kernel's mirror with the table'
   // 97 query rows, one query tile, bottom-right: its last row sees all 1023 keys.
   CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * 1023 * 128 * 2);
   CHECK(bytes_of(j, "Q", "bytes_read") == 2 * 8 * 97 * 128 * 2);
-  CHECK(bytes_of(j, "L", "bytes_written") == 2 * 8 * 97 * 4);
+  // L out of the SMs: a sector for each 8 rows (one lane of each quad stores a float).
+  CHECK(bytes_of(j, "L", "bytes_written") == 2 * 8 * ((97 + 7) / 8) * 32);
   CHECK(j["launches"][0]["blocks"] == 2 * 8);
   const auto table = run_flashlab("simulate --pass fa3 --n 4096 --d 64 --heads 4");
   REQUIRE(table.status == 0);
@@ -125,7 +126,11 @@ TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SM
   CHECK(one["launches"][0]["busy_sms"] == 1);
   CHECK(many["launches"][0]["busy_sms"] == 64);
   CHECK(bytes_of(one, "K", "bytes_read") == bytes_of(many, "K", "bytes_read"));
-  CHECK(bytes_of(many, "partial state", "bytes_written") ==
+  // The states' data grows with the splits (the combine reads it all); their writes out of
+  // the SMs grow faster: one state's U starts on a sector, of 64 only one in four does.
+  CHECK(bytes_of(many, "partial state", "bytes_read") ==
+        64 * bytes_of(one, "partial state", "bytes_read"));
+  CHECK(bytes_of(many, "partial state", "bytes_written") >
         64 * bytes_of(one, "partial state", "bytes_written"));
 }
 
