@@ -286,23 +286,24 @@ void three_levels(LessonContext& ctx) {
            sim::format_bytes(p.dram())});
   }
   ctx.table(t);
-  ctx.print("Measured on an H200 (docs/IO-LEVELS.md has the runs):\n"
-            "- into the SMs, l1tex__m_xbar2l1tex_read_bytes: fa2 and the scalar kernel read exactly\n"
-            "  the bytes above.\n"
-            "- out of the SMs, l1tex__m_l1tex2xbar_write_bytes: a store leaves as whole 32-byte\n"
-            "  sectors, so the column above books each store's sectors, not its bytes: the scalar\n"
-            "  kernel's 2-byte stores, a row per thread, cost 16x their data (measured so); fa2's\n"
-            "  4-byte fragment stores 2x, where the L1 merged most back-to-back pairs (measured\n"
-            "  1.03 to 1.33x).\n"
-            "  The naive kernel reads more: cuBLAS re-reads its operands once per\n"
-            "  output tile, and fewer than the softmax's three passes over S reach the SM, because\n"
-            "  some hit in the SM's own L1.\n"
-            "- at the L2 slices, lts__t_bytes: lower than into the SMs, by 40% for one head, and\n"
-            "  less the more heads share the chip: the runs fit requests of several SMs for the\n"
-            "  same sectors at the same moment being merged before the slices.\n"
-            "- at DRAM, dram__bytes_read: about Q, K and V once; writes still dirty in the L2 when\n"
-            "  the kernel ends reach DRAM after it. `flashlab compare` sets each kernel's mirror\n"
-            "  beside all three on a GPU.\n\n");
+  ctx.print(
+      "Measured on an H200 (docs/IO-LEVELS.md has the runs):\n"
+      "- into the SMs, l1tex__m_xbar2l1tex_read_bytes: fa2 and the scalar kernel read exactly\n"
+      "  the bytes above.\n"
+      "- out of the SMs, l1tex__m_l1tex2xbar_write_bytes: a store leaves as whole 32-byte\n"
+      "  sectors, so the column above books each store's sectors, not its bytes: the scalar\n"
+      "  kernel's 2-byte stores, a row per thread, cost 16x their data (measured so); fa2's\n"
+      "  4-byte fragment stores 2x, where the L1 merged most back-to-back pairs (measured\n"
+      "  1.03 to 1.33x).\n"
+      "  The naive kernel reads more: cuBLAS re-reads its operands once per\n"
+      "  output tile, and fewer than the softmax's three passes over S reach the SM, because\n"
+      "  some hit in the SM's own L1.\n"
+      "- at the L2 slices, lts__t_bytes: lower than into the SMs, by 40% for one head, and\n"
+      "  less the more heads share the chip: the runs fit requests of several SMs for the\n"
+      "  same sectors at the same moment being merged before the slices.\n"
+      "- at DRAM, dram__bytes_read: about Q, K and V once; writes still dirty in the L2 when\n"
+      "  the kernel ends reach DRAM after it. `flashlab compare` sets each kernel's mirror\n"
+      "  beside all three on a GPU.\n\n");
 }
 
 }  // namespace

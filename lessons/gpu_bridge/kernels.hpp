@@ -74,8 +74,9 @@ std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern);
 
 // The caller's problem with the tiles (Br, Bc) and score dtype of flashlab's fa2 kernel, for
 // the simulator's FlashAttention-2 program: the lessons' FA2 uses the tile rule its kernel
-// uses, not the first paper's (and counts O and L as bytes of data, as the paper does). Throws cpu::InvalidArgument with the kernel table's reason
-// when fa2 does not take the problem's d and dtype.
+// uses, not the first paper's (and counts O and L as bytes of data, as the paper does). Throws
+// cpu::InvalidArgument with the kernel table's reason when fa2 does not take the problem's d and
+// dtype.
 sim::Problem fa2_kernel_problem(const sim::Problem& problem);
 
 // The profile of the GPU the kernels are built for (sm_90a) and measured on: the H200. Every

@@ -55,9 +55,9 @@ inline constexpr std::array kDecodePaged = {
 // the shapes read on the device are known; the mirror takes them from here
 // (sim::Problem::score_gemm, output_gemm) and leaves the others at one read per operand.
 struct CublasTiles {
-  int n, d, heads;          // bf16, N_q = N_k = n, either mask
-  sim::GemmTile score;      // S = Q K^T, output (N, N)
-  sim::GemmTile output;     // O = P V, output (N, d)
+  int n, d, heads;       // bf16, N_q = N_k = n, either mask
+  sim::GemmTile score;   // S = Q K^T, output (N, N)
+  sim::GemmTile output;  // O = P V, output (N, d)
 };
 inline constexpr Source kCublasTilesSource{
     "docs/IO-LEVELS.md, \"The naive kernel: cuBLAS's tiles and the L1\" (2026-12-01)",

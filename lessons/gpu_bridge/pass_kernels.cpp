@@ -43,20 +43,20 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
   namespace k = gpu::fa2_backward;
   if (std::string why = refusal("backward", k::kHeadDims, k::kDtypes, d, dtype); !why.empty())
     return {std::nullopt, why};
-  return {sim::BackwardKernelFacts{.Br = k::kBr,
-                                   .Bc = k::kBc,
-                                   .threads = k::kThreads,
-                                   .sram_bytes = k::sram_bytes(d, c_dtype(dtype)),
-                                   .dtype = dtype,
-                                   .deterministic = deterministic,
-                                   .stores = {.dk_dv = sim_store(k::kDkDvStore),
-                                              .dq_reduction = sim_store(k::kDqReduction),
-                                              .d = sim_store(k::kDStore),
-                                              .accumulator_zeros =
-                                                  sim_store(k::kAccumulatorZeroStore),
-                                              .dq = sim_store(k::dq_store(c_dtype(dtype))),
-                                              .dq_kernel = sim_store(k::kDqKernelStore)}},
-          ""};
+  return {
+      sim::BackwardKernelFacts{.Br = k::kBr,
+                               .Bc = k::kBc,
+                               .threads = k::kThreads,
+                               .sram_bytes = k::sram_bytes(d, c_dtype(dtype)),
+                               .dtype = dtype,
+                               .deterministic = deterministic,
+                               .stores = {.dk_dv = sim_store(k::kDkDvStore),
+                                          .dq_reduction = sim_store(k::kDqReduction),
+                                          .d = sim_store(k::kDStore),
+                                          .accumulator_zeros = sim_store(k::kAccumulatorZeroStore),
+                                          .dq = sim_store(k::dq_store(c_dtype(dtype))),
+                                          .dq_kernel = sim_store(k::kDqKernelStore)}},
+      ""};
 }
 
 DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index page_size) {

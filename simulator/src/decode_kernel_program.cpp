@@ -111,8 +111,8 @@ Bytes states_out(Index count, Index d, const DecodeStores& w) {
       sectors += sectors_touched(start + at, std::min(run, u_bytes - at));
     return sectors * kSectorBytes;
   };
-  const Bytes scalars = kStateFloatsBeyondU * (w.state_scalar ? bytes_out(*w.state_scalar, kFp32)
-                                                              : kFp32);
+  const Bytes scalars =
+      kStateFloatsBeyondU * (w.state_scalar ? bytes_out(*w.state_scalar, kFp32) : kFp32);
   const Index period = kSectorBytes / std::gcd(stride, kSectorBytes);
   Bytes out = 0;
   for (Index k = 0; k < std::min(period, count); ++k) {
@@ -138,8 +138,7 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("page_size", f.page_size, 0, kMaxDecodeLength);
   check_range("rows_per_block", f.rows_per_block, 0, kMaxDecodeQueries * kMaxHeads);
   check_range("state_header", f.stores.state_header, 0, kMaxDecodeLength);
-  for (const auto* store :
-       {&f.stores.state_u, &f.stores.state_scalar, &f.stores.o, &f.stores.lse})
+  for (const auto* store : {&f.stores.state_u, &f.stores.state_scalar, &f.stores.o, &f.stores.lse})
     if (*store) check(**store);
 }
 

@@ -19,13 +19,13 @@ Bytes ceil_div(Bytes a, Bytes b) { return (a + b - 1) / b; }
 
 void check(const WarpStore& s) {
   if (s.bytes_per_thread < 1 || s.bytes_per_thread > kWidestStore)
-    throw cpu::InvalidArgument(fmt::format(
-        "a warp store of {} bytes per lane is impossible: a lane stores 1 to {} bytes",
-        s.bytes_per_thread, kWidestStore));
+    throw cpu::InvalidArgument(
+        fmt::format("a warp store of {} bytes per lane is impossible: a lane stores 1 to {} bytes",
+                    s.bytes_per_thread, kWidestStore));
   if (s.threads < 1 || s.threads > kWarpLanes)
-    throw cpu::InvalidArgument(fmt::format(
-        "a warp store by {} lanes is impossible: a warp has 1 to {} active lanes", s.threads,
-        kWarpLanes));
+    throw cpu::InvalidArgument(
+        fmt::format("a warp store by {} lanes is impossible: a warp has 1 to {} active lanes",
+                    s.threads, kWarpLanes));
   if (s.runs < 1 || s.runs > s.threads || s.threads % s.runs != 0)
     throw cpu::InvalidArgument(fmt::format(
         "a warp store of {} lanes cannot fall in {} runs of equal length: the runs must divide "
@@ -46,9 +46,9 @@ Bytes sectors_touched(const WarpStore& s, Bytes offset) {
 Bytes bytes_out(const WarpStore& s, Bytes data) {
   check(s);
   const Bytes run = s.run_bytes(), whole = data / run, rest = data % run;
-  const Bytes sectors = cpu::checked_add(
-      cpu::checked_mul(whole, sectors_touched(0, run), "the sectors of a store"),
-      sectors_touched(0, rest), "the sectors of a store");
+  const Bytes sectors =
+      cpu::checked_add(cpu::checked_mul(whole, sectors_touched(0, run), "the sectors of a store"),
+                       sectors_touched(0, rest), "the sectors of a store");
   return cpu::checked_mul(sectors, kSectorBytes, "the bytes of a store");
 }
 

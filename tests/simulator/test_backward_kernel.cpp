@@ -116,10 +116,18 @@ TEST_CASE("backward mirror: writes out of the SMs are the sectors of the kernels
     for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left})
       for (const Index n_q : lengths)
         for (const Index n_k : lengths) {
-          const BackwardShape s{.batch = 2, .heads_q = 4, .heads_kv = 2, .n_q = n_q, .n_k = n_k,
-                                .d = 64, .causal = causal};
-          const BackwardKernelFacts f{.Br = 64, .Bc = 128, .dtype = DType::bf16,
-                                      .deterministic = deterministic, .stores = kAsBuilt};
+          const BackwardShape s{.batch = 2,
+                                .heads_q = 4,
+                                .heads_kv = 2,
+                                .n_q = n_q,
+                                .n_k = n_k,
+                                .d = 64,
+                                .causal = causal};
+          const BackwardKernelFacts f{.Br = 64,
+                                      .Bc = 128,
+                                      .dtype = DType::bf16,
+                                      .deterministic = deterministic,
+                                      .stores = kAsBuilt};
           CAPTURE(n_q);
           CAPTURE(n_k);
           CAPTURE(deterministic);
@@ -149,19 +157,24 @@ TEST_CASE("backward mirror: an impossible store is refused with what would be ri
 TEST_CASE("backward mirror: the device's causal GQA shape, reads and writes in closed form") {
   // B = 1, 16 query heads over 4 KV heads, N = 4096, d = 128, causal (the compare run of
   // 2026-12-01): the SMs read 608.2 MiB and wrote 593.6 MiB there.
-  const BackwardShape s{.batch = 1, .heads_q = 16, .heads_kv = 4, .n_q = 4096, .n_k = 4096,
-                        .d = 128, .causal = cpu::Causal::top_left};
+  const BackwardShape s{.batch = 1,
+                        .heads_q = 16,
+                        .heads_kv = 4,
+                        .n_q = 4096,
+                        .n_k = 4096,
+                        .d = 128,
+                        .causal = cpu::Causal::top_left};
   const BackwardKernelFacts f{.Br = 64, .Bc = 128, .dtype = DType::bf16, .stores = kAsBuilt};
   const PassReport r = count_backward_kernel(s, f);
   const Index QR = brute_force(s, 64, 128).QR, Hq = 16, Hkv = 4, N = 4096, d = 128;
   CHECK(QR == 32 * 4096 - 128 * (31 * 32 / 2));  // KV tile j is seen by N - 128 j rows
   // Q, dO (once more in the pre-kernel), L, D per main-kernel row; O; K, V; the accumulator
   // by the post-kernel.
-  const Index read = Hq * QR * (2 * d * 2 + 2 * 4) + Hq * N * d * 2 * 2 + 2 * Hkv * N * d * 2 +
-                     Hq * N * d * 4;
+  const Index read =
+      Hq * QR * (2 * d * 2 + 2 * 4) + Hq * N * d * 2 * 2 + 2 * Hkv * N * d * 2 + Hq * N * d * 4;
   CHECK(r.bytes_read() == read);  // 608.25 MiB
-  const Index written = Hq * N * 32 + Hq * (N + QR) * d * 4 + Hq * N * d * 2 +
-                        2 * 2 * Hkv * N * d * 2;
+  const Index written =
+      Hq * N * 32 + Hq * (N + QR) * d * 4 + Hq * N * d * 2 + 2 * 2 * Hkv * N * d * 2;
   CHECK(r.bytes_written() == written);  // 594.0 MiB
 }
 

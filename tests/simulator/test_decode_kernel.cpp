@@ -149,8 +149,8 @@ TEST_CASE("decode mirror: writes out of the SMs are the sectors of the kernels' 
   for (const Index d : {64, 128})
     for (const Index splits : {1, 3, 6, 7})
       for (const Index group : {1, 4}) {
-        const DecodeShape s{.lengths = {0, 97, 4096}, .heads_kv = 2, .group = group, .n_q = 1,
-                            .d = d};
+        const DecodeShape s{
+            .lengths = {0, 97, 4096}, .heads_kv = 2, .group = group, .n_q = 1, .d = d};
         const DecodeKernelFacts f{.splits = splits, .keys_per_step = 64, .stores = kAsBuilt};
         CAPTURE(d);
         CAPTURE(splits);
@@ -167,8 +167,8 @@ TEST_CASE("decode mirror: writes out of the SMs are the sectors of the kernels' 
 TEST_CASE("decode mirror: the device's shape, one state in four starting on a sector") {
   // B = 8, 32 query heads over 8 KV heads, L = 32768, d = 128, 6 splits (the compare run of
   // 2026-12-01 measured 999.0 KiB written against 845.0 KiB of data).
-  const DecodeShape s{.lengths = std::vector<Index>(8, 32768), .heads_kv = 8, .group = 4,
-                      .n_q = 1, .d = 128};
+  const DecodeShape s{
+      .lengths = std::vector<Index>(8, 32768), .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
   const PassReport r = count_decode_kernel(s, {.splits = 6, .stores = kAsBuilt});
   const Index states = 8 * 32 * 6;  // 1536, 384 of each offset 0, 8, 16, 24
   CHECK(r.tensor("partial state").written == states / 4 * (16 * 32 + 3 * 20 * 32 + 4 * 2 * 32));
@@ -189,9 +189,7 @@ TEST_CASE("decode mirror: count-only is fast for long caches and large batches")
 
 TEST_CASE("decode mirror: bad inputs are refused with what would be right") {
   const DecodeShape s{};
-  CHECK(contains(message_of([&] {
-                   count_decode_kernel(s, {.stores = {.state_header = -1}});
-                 }),
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.stores = {.state_header = -1}}); }),
                  "state_header = -1 is out of range"));
   CHECK(contains(message_of([&] {
                    count_decode_kernel(s, {.stores = {.state_u = WarpStore{4, 0, 1}}});

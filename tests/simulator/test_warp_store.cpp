@@ -19,8 +19,8 @@ Bytes sectors_lane_by_lane(const WarpStore& s, Bytes offset, Bytes row_pitch) {
   std::set<Bytes> sectors;
   const int lanes_per_run = s.threads / s.runs;
   for (int t = 0; t < s.threads; ++t) {
-    const Bytes first = (t / lanes_per_run) * row_pitch + offset +
-                        Bytes{t % lanes_per_run} * s.bytes_per_thread;
+    const Bytes first =
+        (t / lanes_per_run) * row_pitch + offset + Bytes{t % lanes_per_run} * s.bytes_per_thread;
     for (Bytes byte = first; byte < first + s.bytes_per_thread; ++byte)
       sectors.insert(byte / kSectorBytes);
   }

@@ -44,9 +44,10 @@ struct TensorTraffic {
   DType dtype = DType::fp32;
   std::int64_t elements = 0;
   Bytes read = 0;          // HBM -> SRAM, as the two-level model counts it
-  Bytes written = 0;       // SRAM -> HBM
+  Bytes written = 0;       // SRAM -> HBM (the stores' sectors, for a tensor given its store)
   Bytes dram_read = 0;     // of those, what an L2 could not serve: HBM's own (DRAM) reads
-  Bytes dram_written = 0;  // and writes; equal to read and written without an L2
+  Bytes dram_written = 0;  // and writes (of data); equal to read and written without an L2,
+                           // unless the tensor's stores touch more sectors than they fill
 };
 
 // Thrown when an SRAM buffer does not fit. what() names the buffer, its size, the
