@@ -145,7 +145,9 @@ TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
     CHECK(j[k]["blocks"] == blocks);
     CHECK(j[k]["busy_sms"] == std::min<std::int64_t>(blocks, 132));
     CHECK(j[k]["waves"] == (blocks + 131) / 132);
-    CHECK(j[k]["partial_state_bytes_written"] == blocks * 4 * (128 + 2) * 4);
+    // Out of the SMs, the states' sectors: 4 states a block (GQA 4), (128 + 2) floats each,
+    // so every four states in a row send U as 16 + 3 x 20 sectors and m, l 2 sectors each.
+    CHECK(j[k]["partial_state_bytes_written"] == blocks * (16 + 3 * 20 + 4 * 2) * 32);
   }
   const auto text = run_flashlab("simulate --pass decode --splits 1,3");
   REQUIRE(text.status == 0);
