@@ -1,5 +1,6 @@
-"""The backward pass: flashlab's fa2 backward (default and deterministic) against torch's
-flash and cuDNN SDPA backward, on the same tensors, in the same process.
+"""The backward pass: flashlab's backward (default: v3, the wgmma kernel; deterministic: v2
+with its dQ kernel) against torch's flash and cuDNN SDPA backward, on the same tensors, in
+the same process.
 
   python3 bench.py --lib build/gpu/libflashlab.so --pass backward --csv bwd.csv
 
@@ -13,7 +14,7 @@ import sweep
 
 BACKWARD_FLOP_RATIO = 2.5
 TORCH_BACKWARD = ["flash", "cudnn"]
-IMPLS = ["fa2_bwd", "fa2_bwd_det"] + TORCH_BACKWARD
+IMPLS = ["bwd", "bwd_det"] + TORCH_BACKWARD
 
 
 def torch_backward(torch, backend, q, k, v, do, causal):
@@ -56,7 +57,7 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer):
             if impl in TORCH_BACKWARD:
                 fn = torch_backward(torch, impl, q, k, v, do, causal)
             else:
-                fn = flashlab_backward(torch, lib, q, k, v, do, causal, impl == "fa2_bwd_det")
+                fn = flashlab_backward(torch, lib, q, k, v, do, causal, impl == "bwd_det")
             grads = fn()
             torch.cuda.synchronize()
             diff = max((g.float() - r).abs().max().item() for g, r in zip(grads, reference))
@@ -76,15 +77,15 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer):
 
 def print_summary(summary):
     print("\nBackward TFLOP/s (bf16, H = 2048/d, B = 16384/N, FLOPs = 2.5x forward); "
-          "ratio = fa2_bwd / backend")
-    print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa2':>6} {'fa2det':>6} | {'flash':>6} "
+          "ratio = bwd (v3) / backend")
+    print(f"{'d':>4} {'causal':>6} {'N':>6} | {'v3':>6} {'v2det':>6} | {'flash':>6} "
           f"{'cudnn':>6} | {'/flash':>6} {'/cudnn':>6} | max|diff| vs cudnn")
     for (d, causal, N), rows in summary:
         t = {k: v[1] for k, v in rows.items()}
         cell = lambda name: f"{t[name]:6.1f}" if name in t else f"{'-':>6}"
-        ratio = lambda b: f"{t['fa2_bwd'] / t[b]:6.3f}" if 'fa2_bwd' in t and b in t else f"{'-':>6}"
-        diff = f"{rows['fa2_bwd'][2]:.2e}" if 'fa2_bwd' in rows else "-"
-        print(f"{d:4d} {int(causal):6d} {N:6d} | {cell('fa2_bwd')} {cell('fa2_bwd_det')} | "
+        ratio = lambda b: f"{t['bwd'] / t[b]:6.3f}" if 'bwd' in t and b in t else f"{'-':>6}"
+        diff = f"{rows['bwd'][2]:.2e}" if 'bwd' in rows else "-"
+        print(f"{d:4d} {int(causal):6d} {N:6d} | {cell('bwd')} {cell('bwd_det')} | "
               f"{cell('flash')} {cell('cudnn')} | {ratio('flash')} {ratio('cudnn')} | {diff}")
 
 

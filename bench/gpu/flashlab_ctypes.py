@@ -14,7 +14,10 @@ MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
 MAX_HEAD_DIMS = 8
 # flashlab_rescale_count (fa3.h): the order of fa3's rescale counts.
 RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
-ABI_VERSION = 3
+# flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic
+# (persistent up to kernel_info.hpp's fa3::kAutoPersistentMaxTiles query tiles a head).
+FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO = 0, 1, 2
+ABI_VERSION = 4
 
 
 class ForwardParams(ctypes.Structure):
@@ -77,12 +80,13 @@ class Fa3Options(ctypes.Structure):
         ("warp_specialized", ctypes.c_int32), ("stages", ctypes.c_int32),
         ("ping_pong", ctypes.c_int32), ("intra_overlap", ctypes.c_int32),
         ("conditional_rescale", ctypes.c_int32), ("rescale_counts", ctypes.c_void_p),
+        ("grid", ctypes.c_int32),
     ]
 
     def describe(self):
         return (f"ws={self.warp_specialized} stages={self.stages} "
                 f"ping_pong={self.ping_pong} overlap={self.intra_overlap} "
-                f"conditional={self.conditional_rescale}")
+                f"conditional={self.conditional_rescale} grid={self.grid}")
 
 
 class KernelInfo(ctypes.Structure):

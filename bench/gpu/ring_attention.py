@@ -14,12 +14,23 @@ N_q = N_k the two alignments are one mask).
   python3 ring_attention.py --lib build/gpu/libflashlab.so --emulate 4 --n 16384 --causal
   # one rank per GPU, K/V slices passed by NCCL (torch.distributed)
   torchrun --nproc-per-node 2 ring_attention.py --lib build/gpu/libflashlab.so --n 65536 --causal
+  # the backward too, P ranks emulated on one GPU
+  python3 ring_attention.py --lib build/gpu/libflashlab.so --emulate 4 --n 16384 --causal --backward
 
 Checks the result against the one-GPU attention under ANCHORS.md's rule (error against an
 fp32 reference at most 2x that of naive bf16 attention), prints PASS or FAIL, then times the
 ring (CUDA events, median) against flashlab's kernel on the whole problem on one GPU. With
 --emulate the P ranks share one GPU, so the time measures what slicing and merging cost,
 not what several GPUs gain.
+
+--backward (with --emulate) runs the ring's backward after its forward, as
+cpu_reference/src/ring_backward.cpp does: every rank keeps its rows of Q, dO, O and L (the
+merged LSE of the forward) and runs flashlab's backward (flashlab_backward, which forms
+D = rowsum(dO * O) from the O it is given) on each pair it holds; dQ stays on the rank
+(fp32), and the dK, dV accumulators (fp32) follow their K/V slice round the ring: the owner
+keeps its share of step 0, the accumulator is born on rank r + 1 at step 1 and comes home
+after the last step. dQ, dK and dV are checked against an fp32 autograd reference under the
+3x rule (ANCHORS.md), beside flashlab's backward on the whole problem on one GPU.
 """
 import argparse
 import os
@@ -30,6 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlab_ctypes as fl  # noqa: E402
 
 RULE = 2.0  # ANCHORS.md: forward error <= 2x the naive low-precision error
+GRADIENT_RULE = 3.0  # ANCHORS.md: gradient error <= 3x the naive low-precision error
+BACKWARD_FLOPS = 2.5  # ANCHORS.md: the backward counts 2.5x the forward's FLOPs
 # The LSE leaves the kernel in fp32 and every merge adds a rounding or two of fp32 (2^-24
 # relative, on values of size ~10): 1e-4 is far above that and far below any real mistake.
 LSE_TOLERANCE = 1e-4
@@ -52,6 +65,48 @@ def rank_slice(rank, ranks, n, layout):
 def kv_source(rank, step, ranks):
     """The rank whose K/V slice rank `rank` holds at step `step`."""
     return (rank - step) % ranks
+
+
+def sends_kv(step, ranks):
+    """Whether every rank sends the K/V slice it holds during step `step`: while a later
+    step needs it (cpu_reference/include/flashlab/cpu/ring_backward.hpp)."""
+    return step + 1 < ranks
+
+
+def sends_gradients(step, ranks):
+    """Whether every rank sends the dK/dV accumulator it holds after step `step`: from step
+    1 on (the owner keeps its share of step 0; the accumulator closed after the last step
+    goes home to its owner)."""
+    return 1 <= step < ranks
+
+
+def accumulator_trips(ranks):
+    """The backward's schedule without numbers: for each slice (by owner), the ranks that
+    add a share into its travelling accumulator, in order, and the rank where it ends; and
+    per rank the number of K/V slices and of accumulators it sends to rank + 1."""
+    held = {}  # rank -> the owner of the accumulator it holds
+    visits = {owner: [] for owner in range(ranks)}
+    kv_sends, gradient_sends = [0] * ranks, [0] * ranks
+    for step in range(ranks):
+        for rank in range(ranks):
+            source = kv_source(rank, step, ranks)
+            if step >= 1:  # a share into the accumulator of the slice it holds
+                if step >= 2 and held.get(rank) != source:
+                    raise AssertionError(f"rank {rank} holds slice {source}'s K/V at step {step} "
+                                         f"but the accumulator of {held.get(rank)}")
+                held[rank] = source
+                visits[source].append(rank)
+        arrived = {}
+        for rank in range(ranks):
+            if sends_kv(step, ranks):
+                kv_sends[rank] += 1
+            if sends_gradients(step, ranks):
+                gradient_sends[rank] += 1
+                arrived[(rank + 1) % ranks] = held[rank]
+        if sends_gradients(step, ranks):
+            held = arrived
+    ends = {owner: rank for rank, owner in held.items()} if ranks > 1 else {0: 0}
+    return visits, ends, kv_sends, gradient_sends
 
 
 def pair_kind(q_chunk, k_chunk, causal):
@@ -164,6 +219,60 @@ class Rank:
         return O, L
 
 
+class RankBackward:
+    """One rank's backward: its rows of O, dO and L as the forward left them, its dQ
+    accumulator (fp32), and flashlab's backward on each pair it holds."""
+
+    def __init__(self, torch, lib, rank, o, lse, do):
+        self.torch, self.lib, self.rank = torch, lib, rank
+        self.o, self.lse = o, lse  # (B, H, rows, d) input dtype, (B, H, rows) fp32
+        self.do = gather(torch, do, rank.chunks)
+        self.reset(poison=True)
+
+    def reset(self, poison):
+        self.dq = self.torch.zeros(self.rank.q.shape, dtype=self.torch.float32,
+                                   device=self.rank.q.device)
+        self.poison, self.calls = poison, 0
+
+    def buffer(self, like):
+        torch = self.torch
+        if self.poison:  # a row the kernel forgot to write cannot pass the check
+            return torch.full_like(like, float("nan"))
+        return torch.empty_like(like)
+
+    def step(self, kv, source, stream):
+        """This rank's shares (dK, dV fp32, (B, Hkv, rows, d)) of the slice `kv` that rank
+        `source` started with; adds its dQ shares into self.dq."""
+        torch, rk = self.torch, self.rank
+        k_chunks = rank_slice(source, rk.ranks, rk.n, rk.layout)
+        dk_share = torch.zeros(kv.shape[1:], dtype=torch.float32, device=kv.device)
+        dv_share = torch.zeros_like(dk_share)
+        q_at = 0
+        for q_chunk in rk.chunks:
+            rows = slice(q_at, q_at + q_chunk[1])
+            q_at += q_chunk[1]
+            k_at = 0
+            for k_chunk in k_chunks:
+                keys = slice(k_at, k_at + k_chunk[1])
+                k_at += k_chunk[1]
+                if q_chunk[1] == 0 or k_chunk[1] == 0:
+                    continue
+                kind = pair_kind(q_chunk, k_chunk, rk.causal)
+                if kind is None:
+                    continue
+                q, o, do = rk.q[:, :, rows], self.o[:, :, rows], self.do[:, :, rows]
+                lse = self.lse[:, :, rows].contiguous()
+                k, v = kv[0, :, :, keys], kv[1, :, :, keys]
+                dq, dk, dv = self.buffer(q), self.buffer(k), self.buffer(v)
+                self.lib.backward(self.lib.backward_params(
+                    q, k, v, o, lse, do, dq, dk, dv, causal=kind, stream=stream.cuda_stream))
+                self.dq[:, :, rows] += dq.float()
+                dk_share[:, :, keys] += dk.float()
+                dv_share[:, :, keys] += dv.float()
+                self.calls += 1
+        return dk_share, dv_share
+
+
 def scatter(torch, parts, chunks_of_rank, like_o, like_l):
     """The ranks' rows put back in sequence order."""
     O, L = torch.empty_like(like_o), torch.empty_like(like_l)
@@ -221,6 +330,91 @@ def ring_emulated(torch, ranks, kv_start, poison):
             parts.append(ranks[r].output())
         start.wait_stream(compute[r])
     return parts
+
+
+def ring_backward_emulated(torch, backward_ranks, kv_start, poison):
+    """One backward of the ring, P ranks on one GPU; returns each rank's (dQ, dK, dV) fp32:
+    dQ of its query rows, dK and dV of the K/V rows it started with."""
+    P = len(backward_ranks)
+    for rb in backward_ranks:
+        rb.reset(poison)
+    compute = [torch.cuda.Stream() for _ in range(P)]
+    links = [torch.cuda.Stream() for _ in range(P)]
+    start = torch.cuda.current_stream()
+    for s in compute + links:
+        s.wait_stream(start)
+    held, kv_arrived = list(kv_start), [None] * P  # the K/V slice each rank holds
+    acc, acc_arrived = [None] * P, [None] * P      # the (dK, dV) accumulator each rank holds
+    own = [None] * P                               # each owner's share of step 0
+    for step in range(P):
+        received, received_at = [None] * P, [None] * P
+        if sends_kv(step, P):  # the K/V slice of the next step, beside this step's compute
+            for r in range(P):
+                prev = (r - 1) % P
+                with torch.cuda.stream(links[r]):
+                    if kv_arrived[prev] is not None:
+                        links[r].wait_event(kv_arrived[prev])
+                    held[prev].record_stream(links[r])
+                    received[r] = held[prev].clone()
+                    received_at[r] = torch.cuda.Event()
+                    received_at[r].record(links[r])
+        done = [None] * P
+        for r in range(P):
+            with torch.cuda.stream(compute[r]):
+                if kv_arrived[r] is not None:
+                    compute[r].wait_event(kv_arrived[r])
+                held[r].record_stream(compute[r])
+                dk, dv = backward_ranks[r].step(held[r], kv_source(r, step, P), compute[r])
+                if step == 0:
+                    own[r] = (dk, dv)
+                elif step == 1:  # the accumulator of the slice it holds is born here
+                    acc[r] = (dk, dv)
+                else:  # the accumulator sent after the previous step, plus this share
+                    compute[r].wait_event(acc_arrived[r])
+                    for x in acc[r]:
+                        x.record_stream(compute[r])
+                    acc[r] = (acc[r][0] + dk, acc[r][1] + dv)
+                done[r] = torch.cuda.Event()
+                done[r].record(compute[r])
+        acc_received, acc_received_at = [None] * P, [None] * P
+        if sends_gradients(step, P):  # each accumulator on to the rank that holds its slice next
+            for r in range(P):
+                nxt = (r + 1) % P
+                with torch.cuda.stream(links[r]):
+                    links[r].wait_event(done[r])
+                    for x in acc[r]:
+                        x.record_stream(links[r])
+                    acc_received[nxt] = tuple(x.clone() for x in acc[r])
+                    acc_received_at[nxt] = torch.cuda.Event()
+                    acc_received_at[nxt].record(links[r])
+            acc, acc_arrived = acc_received, acc_received_at
+        held, kv_arrived = received, received_at
+    parts = []
+    for r in range(P):
+        with torch.cuda.stream(compute[r]):
+            dk, dv = own[r]
+            if P > 1:  # the accumulator is home: add the share kept from step 0
+                compute[r].wait_event(acc_arrived[r])
+                for x in acc[r]:
+                    x.record_stream(compute[r])
+                dk, dv = dk + acc[r][0], dv + acc[r][1]
+            parts.append((backward_ranks[r].dq, dk, dv))
+        start.wait_stream(compute[r])
+    return parts
+
+
+def scatter_gradients(torch, parts, chunks_of_rank, q, k):
+    """The ranks' dQ, dK, dV rows put back in sequence order (fp32)."""
+    dQ = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    dK = torch.empty(k.shape, dtype=torch.float32, device=k.device)
+    dV = torch.empty_like(dK)
+    for (dq, dk, dv), chunks in zip(parts, chunks_of_rank):
+        at = 0
+        for b, r in chunks:
+            dQ[:, :, b:b + r], dK[:, :, b:b + r], dV[:, :, b:b + r] = (
+                dq[:, :, at:at + r], dk[:, :, at:at + r], dv[:, :, at:at + r])
+            at += r
+    return dQ, dK, dV
 
 
 # --- One rank per GPU, the links through NCCL -------------------------------------------
@@ -281,6 +475,42 @@ def math_attention(torch, q, k, v, causal, dtype):
     lse = torch.logsumexp(s.float(), dim=-1)
     p = torch.softmax(s.float(), dim=-1).to(dtype)
     return p @ v, lse
+
+
+def math_gradients(torch, q, k, v, do, causal, dtype):
+    """dQ, dK, dV of the three-operator attention in `dtype`, by torch's autograd."""
+    q, k, v = (x.detach().to(dtype).requires_grad_() for x in (q, k, v))
+    o, _ = math_attention(torch, q, k, v, causal, dtype)
+    o.backward(do.to(dtype))
+    return q.grad, k.grad, v.grad
+
+
+def one_gpu_backward(torch, lib, args, q, k, v, o, lse, do, poison=True):
+    """flashlab's backward on the whole problem, on one GPU."""
+    make = (lambda x: torch.full_like(x, float("nan"))) if poison else torch.empty_like
+    dq, dk, dv = make(q), make(k), make(v)
+    causal = fl.CAUSAL_TOP_LEFT if args.causal else fl.CAUSAL_NONE
+    lib.backward(lib.backward_params(q, k, v, o, lse, do, dq, dk, dv, causal=causal))
+    return dq, dk, dv
+
+
+def check_backward(torch, lib, args, q, k, v, do, gradients, O_one, L_one):
+    """PASS when each of the ring's dQ, dK, dV is within GRADIENT_RULE x the naive bf16
+    error of the fp32 autograd reference; prints the figures either way."""
+    ref = math_gradients(torch, q, k, v, do, args.causal, torch.float32)
+    naive = math_gradients(torch, q, k, v, do, args.causal, q.dtype)
+    one = one_gpu_backward(torch, lib, args, q, k, v, O_one, L_one, do)
+    err = lambda a, b: (a.float() - b.float()).abs().max().item()  # noqa: E731
+    ok = True
+    for name, g, r, n, o in zip(("dQ", "dK", "dV"), gradients, ref, naive, one):
+        e_ring, e_naive, e_one = err(g, r), err(n, r), err(o, r)
+        good = torch.isfinite(g).all().item() and e_ring <= GRADIENT_RULE * e_naive
+        ok = ok and good
+        print(f"max|{name}_ring - {name}_ref| = {e_ring:.3e}, naive bf16 {e_naive:.3e} (rule: <= "
+              f"{GRADIENT_RULE} x), one-GPU backward {e_one:.3e}; max|{name}_ring - {name}_one| "
+              f"= {err(g, o):.3e}{'' if good else '  <- FAIL'}")
+    print("backward PASS" if ok else "backward FAIL")
+    return ok
 
 
 def one_gpu(torch, lib, args, q, k, v, poison=True):
@@ -347,11 +577,16 @@ def parse():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--layout", choices=("contiguous", "zigzag"), default="zigzag")
     ap.add_argument("--kernel", choices=("fa2", "fa3"), default="fa2")
+    ap.add_argument("--backward", action="store_true",
+                    help="the ring's backward too, checked and timed (with --emulate P)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args()
     args.heads_kv = args.heads_kv or args.heads
     args.kernel_id = fl.KERNELS[args.kernel]
+    if args.backward and args.emulate == 0:
+        ap.error("--backward runs with --emulate P (ranks emulated on one GPU); the ring's "
+                 "backward through NCCL is not written yet")
     if args.heads % args.heads_kv:
         ap.error(f"--heads {args.heads} is not a multiple of --heads-kv {args.heads_kv}: "
                  "each K/V head serves a whole group of query heads")
@@ -362,6 +597,28 @@ def check_ranks(ap_error, ranks, n):
     if ranks < 1 or ranks > n:
         ap_error(f"a ring of P = {ranks} ranks over N = {n}: P must be between 1 and N "
                  "(every rank holds at least one query and one key)")
+
+
+def backward(torch, lib, args, q, k, v, ranks, kv_start, parts):
+    """The ring's backward after its forward (emulated ranks): checked, then timed against
+    flashlab's backward on the whole problem on one GPU."""
+    gen = torch.Generator(device=q.device).manual_seed(args.seed + 1)
+    do = torch.randn(q.shape, generator=gen, device=q.device, dtype=q.dtype)
+    backward_ranks = [RankBackward(torch, lib, rk, o, l, do) for rk, (o, l) in zip(ranks, parts)]
+    run = lambda poison: ring_backward_emulated(torch, backward_ranks, kv_start, poison)  # noqa: E731
+    chunks = [rk.chunks for rk in ranks]
+    gradients = scatter_gradients(torch, run(True), chunks, q, k)
+    O_one, L_one = one_gpu(torch, lib, args, q, k, v)
+    ok = check_backward(torch, lib, args, q, k, v, do, gradients, O_one, L_one)
+    print(f"backward calls: {sum(rb.calls for rb in backward_ranks)} over all ranks")
+    ms_ring = median_ms(torch, lambda: run(False), args.repeats)
+    ms_one = median_ms(torch, lambda: one_gpu_backward(torch, lib, args, q, k, v, O_one, L_one, do,
+                                                       poison=False), args.repeats)
+    ring_rate = BACKWARD_FLOPS * tflops(args, ms_ring)
+    one_rate = BACKWARD_FLOPS * tflops(args, ms_one)
+    print(f"ring backward: {ms_ring:.3f} ms, {ring_rate:.1f} TFLOP/s; one GPU, whole problem: "
+          f"{ms_one:.3f} ms, {one_rate:.1f} TFLOP/s; ratio {ring_rate / one_rate:.3f}")
+    return ok
 
 
 def main():
@@ -409,6 +666,8 @@ def main():
     say(f"ring: {ms_ring:.3f} ms, {ring_rate:.1f} TFLOP/s per GPU; one GPU, whole problem: "
         f"{ms_one:.3f} ms, {one_rate:.1f} TFLOP/s; per-GPU throughput ratio "
         f"{ring_rate / one_rate:.3f}")
+    if args.backward:
+        ok = backward(torch, lib, args, q, k, v, ranks, kv_start, parts) and ok
     if distributed:
         dist.destroy_process_group()
     sys.exit(0 if ok else 1)

@@ -2,8 +2,8 @@
 # The GPU device script: on a machine with an NVIDIA GPU (sm_90, e.g. the H200), from the
 # repository root, build flashlab's GPU library, its tests and the flashlab program, run the
 # tests, run compute-sanitizer (memcheck, racecheck, synccheck) on a small case of every
-# kernel (the backward's included), run `flashlab compare` and the GPU steps of lessons 6 and
-# 10 through its GPU runner, run the Python module's tests on torch tensors (python), time
+# kernel (the backward's included), run `flashlab compare` and the GPU steps of lessons 6, 9
+# and 10 through its GPU runner, run the Python module's tests on torch tensors (python), time
 # every kernel against torch's SDPA backends (the forward, then the backward: bench-backward),
 # read one forward of each with Nsight Compute, and train a small character model with
 # torch's SDPA and with flashlab's attention (train), and run ring attention with P
@@ -79,11 +79,20 @@ if want build; then
     END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
          if (!g[f] || !t[f] || (s[f] && f !~ /RescaleE2/)) bad = 1 }; if (!kernels) bad = 1; exit bad}' \
     || { echo "fa3 SASS check failed: HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
-  # decode's split kernel loads K and V from HBM straight into registers (LDG, no LDGSTS);
-  # its only SRAM reads (LDS) are the final merge of the key lanes' states.
+  # The backward's v3 likewise: HGMMA and UTMALDG in every instantiation, no local memory.
+  cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /fa3_backward_kernel/ {
+      if (!(f in n)) { n[f] = 1; kernels++ }; if (/HGMMA/) g[f]++; if (/UTMALDG/) t[f]++; if (/LDL|STL/) s[f]++ }
+    END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
+         if (!g[f] || !t[f] || s[f]) bad = 1 }; if (kernels != 4) bad = 1; exit bad}' \
+    || { echo "backward v3 SASS check failed: 4 kernels, HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
+  # decode's split kernel runs on the tensor cores: HMMA (mma.sync) fed by LDSM (ldmatrix)
+  # from K and V that LDGSTS (cp.async) brought into SRAM, and no local memory (LDL/STL).
   cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /decode_split_kv_kernel/ {
-      n[f] = 1; if (/LDG\./) g[f]++; if (/LDGSTS/) a[f]++; if (/LDS/) l[f]++; if (/LDL|STL/) s[f]++ }
-    END {for (f in n) printf "%s: LDG %d LDGSTS %d LDS %d LDL/STL %d\n", f, g[f], a[f], l[f], s[f]}'
+      if (!(f in n)) { n[f] = 1; kernels++ }; if (/HMMA/) h[f]++; if (/LDSM/) m[f]++
+      if (/LDGSTS/) a[f]++; if (/LDL|STL/) s[f]++ }
+    END {bad = 0; for (f in n) { printf "%s: HMMA %d LDSM %d LDGSTS %d LDL/STL %d\n", f, h[f], m[f], a[f], s[f];
+         if (!h[f] || !m[f] || !a[f] || s[f]) bad = 1 }; if (!kernels) bad = 1; exit bad}' \
+    || { echo "decode SASS check failed: HMMA, LDSM and LDGSTS expected, no LDL/STL"; status=1; }
 fi
 
 if want test; then
@@ -99,6 +108,8 @@ if want test; then
   }
   gpu_test "fa3's TMA and wgmma wrappers on one tile" "$BUILD/tests/gpu/test_gpu_hopper_tile"
   gpu_test "fa3's own cases" "$BUILD/tests/gpu/test_gpu" -tc='fa3*'
+  gpu_test "the backward's cases (v3 where fa3_backward::takes the call, else v2)" \
+    "$BUILD/tests/gpu/test_gpu" -tc='backward*'
   gpu_test "every other case, fa3 left out" env FLASHLAB_SKIP_FA3=1 \
     "$BUILD/tests/gpu/test_gpu" -tce='fa3*'
   gpu_test "every case, fa3 included" "$BUILD/tests/gpu/test_gpu"
@@ -156,6 +167,12 @@ if want sanitize; then
       "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.fa3.log" 2>&1 \
       && echo "$tool (fa3 included): clean" || { status=1; tail -20 "$BUILD.$tool.fa3.log"; }
     cat "$BUILD.$tool.fa3.log" >> "$OUT/sanitizer.log"
+    # The backward's v3 (wgmma, TMA) at both d and dtypes, GQA, ragged and causal, in a
+    # process of its own.
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
+      -tc='sanitizer: the backward v3*' > "$BUILD.$tool.bwd3.log" 2>&1 \
+      && echo "$tool (backward v3): clean" || { status=1; tail -20 "$BUILD.$tool.bwd3.log"; }
+    cat "$BUILD.$tool.bwd3.log" >> "$OUT/sanitizer.log"
     # The decode kernels: paged and contiguous, bad lengths and page indices (clamped, never
     # read out of bounds), determinism.
     compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
@@ -184,13 +201,19 @@ if want cli; then
   "$BUILD/lessons/app/flashlab" compare --pass decode --n 32768 --n-q 1 --d 128 --batch 8 \
     --heads 32 --kv-heads 8 --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
   # The lessons' GPU steps through the same runner: lesson 6's backward beside the reference
-  # (errors under the 3x rule, default and deterministic mode, bytes measured by ncu), and
+  # (errors under the 3x rule, default and deterministic mode, bytes measured by ncu),
+  # lesson 9's conditional rescales counted by fa3 beside the CPU reference's, and
   # lesson 10's split-KV decode (splits, paged caches, errors against the CPU reference).
-  for n in 6 10; do
+  for n in 6 9 10; do
     step "flashlab lesson $n on the GPU"
     timeout 600 "$BUILD/lessons/app/flashlab" lesson $n --no-color < /dev/null 2>&1 |
       tee "$OUT/lesson$n.log" | sed -n '/On a GPU/,$p' || status=1
   done
+  # Lesson 9's device counts must agree with the reference's (its `agree` column: yes).
+  if [ "$(grep -c $'\tGPU fa3\t.*\tyes (within' "$OUT/lesson9.log")" != 2 ]; then
+    echo "lesson 9: fa3's rescale counts did not agree with the CPU reference's (or did not run)"
+    status=1
+  fi
 fi
 
 if want sweep; then
@@ -248,6 +271,15 @@ if want ring; then
     ring --emulate $p --n 8192 --heads 16 --heads-kv 4
     ring --emulate $p --n 4099 --d 64 --causal --layout zigzag --repeats 3
   done
+  # The ring's backward after its forward (--backward): flashlab's backward on each pair,
+  # dK and dV accumulators travelling with K and V; dQ, dK, dV under the 3x rule against
+  # fp32 autograd, beside flashlab's backward on the whole problem.
+  for p in 2 4; do
+    ring --emulate $p --n 4096 --causal --layout zigzag --backward --repeats 3
+    ring --emulate $p --n 4096 --causal --layout contiguous --backward --repeats 3
+    ring --emulate $p --n 4096 --heads 16 --heads-kv 4 --backward --repeats 3
+    ring --emulate $p --n 4099 --d 64 --causal --layout zigzag --backward --repeats 3
+  done
 fi
 
 if want decode; then
@@ -257,9 +289,11 @@ if want decode; then
 fi
 
 if want ablation; then
-  step "fa3's switches one at a time (d = 128, N = 8192, bf16) against cuDNN"
+  step "fa3's switches one at a time (d = 128 and 64, N = 8192, bf16) against cuDNN"
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
     --ablation --csv "$OUT/ablation.csv" || status=1
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
+    --ablation --ablation-d 64 --csv "$OUT/ablation64.csv" || status=1
 fi
 
 if want ncu; then
@@ -335,7 +369,7 @@ if want profile; then
   # Nsight Compute's full sections for one call of the kernels whose speed is being worked on
   # (fa3's forward, the backward, the decode): warp states, pipe use, and stall samples per
   # SASS instruction (the source page), written as text to read off-line.
-  for run in fa3:fa3_kernel backward:fa2_backward_kernel decode:decode_split_kv_kernel; do
+  for run in fa3:fa3_kernel backward:fa3_backward_kernel decode:decode_split_kv_kernel; do
     what=${run%%:*} kernel=${run#*:}
     step "profile: $what ($kernel)"
     ncu --profile-from-start off --set full --import-source yes -f -o "$BUILD.prof_$what" \

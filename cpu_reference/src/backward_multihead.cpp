@@ -26,28 +26,6 @@ void check_same_shape(const char* name, const HeadTensor<T>& X, const HeadTensor
   throw InvalidArgument(why.str());
 }
 
-// Every shape check happens here, before the parallel loop. What can still throw inside it
-// (a non-finite score, when the caller asked for checking) leaves through parallel_for.
-template <class T>
-void check_multihead_backward(const HeadTensor<T>& Q, const HeadTensor<T>& K,
-                              const HeadTensor<T>& V, const HeadTensor<T>& O,
-                              const HeadTensor<T>& L, const HeadTensor<T>& dO,
-                              const AttentionOptions& options,
-                              const std::optional<Dropout>& dropout) {
-  check_heads(Q, K, V, options);
-  check_same_shape("O", O, Q, Q.cols, "the output the forward returned");
-  check_same_shape("dO", dO, Q, Q.cols, "the loss's gradient with respect to O, O's shape");
-  if (L.data.empty() && Q.rows > 0)
-    throw InvalidArgument(
-        "L is missing (it has no entries): the backward recomputes "
-        "P = exp(S - L) from the log-sum-exp that the forward returned");
-  check_same_shape("L", L, Q, 1, "one log-sum-exp per query row");
-  if (dropout) {  // p in [0, 1), and the last (batch, head) fits the Philox counter
-    [[maybe_unused]] const DropoutMask last(*dropout, std::max<Index>(Q.batch - 1, 0),
-                                            std::max<Index>(Q.heads - 1, 0));
-  }
-}
-
 // Every query head's inputs as backward_kv_outer would see them (its own copies of Q, O,
 // dO and L, the KV head's K and V), prepared once: Q * scale and D are computed here, the
 // same way and from the same copies as a single head's backward computes them.
@@ -217,6 +195,26 @@ void backward_per_kv_tile(const HeadTensor<T>& Q, const HeadTensor<T>& K, const 
 }  // namespace
 
 template <class T>
+void check_multihead_backward(const HeadTensor<T>& Q, const HeadTensor<T>& K,
+                              const HeadTensor<T>& V, const HeadTensor<T>& O,
+                              const HeadTensor<T>& L, const HeadTensor<T>& dO,
+                              const AttentionOptions& options,
+                              const std::optional<Dropout>& dropout) {
+  check_heads(Q, K, V, options);
+  check_same_shape("O", O, Q, Q.cols, "the output the forward returned");
+  check_same_shape("dO", dO, Q, Q.cols, "the loss's gradient with respect to O, O's shape");
+  if (L.data.empty() && Q.rows > 0)
+    throw InvalidArgument(
+        "L is missing (it has no entries): the backward recomputes "
+        "P = exp(S - L) from the log-sum-exp that the forward returned");
+  check_same_shape("L", L, Q, 1, "one log-sum-exp per query row");
+  if (dropout) {  // p in [0, 1), and the last (batch, head) fits the Philox counter
+    [[maybe_unused]] const DropoutMask last(*dropout, std::max<Index>(Q.batch - 1, 0),
+                                            std::max<Index>(Q.heads - 1, 0));
+  }
+}
+
+template <class T>
 MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
                                          const HeadTensor<T>& V, const HeadTensor<T>& O,
                                          const HeadTensor<T>& L, const HeadTensor<T>& dO,
@@ -234,10 +232,14 @@ MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTenso
   return out;
 }
 
-#define FLASHLAB_INSTANTIATE(T)                                                               \
-  template MultiHeadGradients<T> backward_multihead(                                          \
-      const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, \
-      const HeadTensor<T>&, const HeadTensor<T>&, const AttentionOptions&,                    \
+#define FLASHLAB_INSTANTIATE(T)                                                                   \
+  template void check_multihead_backward(const HeadTensor<T>&, const HeadTensor<T>&,              \
+                                         const HeadTensor<T>&, const HeadTensor<T>&,              \
+                                         const HeadTensor<T>&, const HeadTensor<T>&,              \
+                                         const AttentionOptions&, const std::optional<Dropout>&); \
+  template MultiHeadGradients<T> backward_multihead(                                              \
+      const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&, const HeadTensor<T>&,     \
+      const HeadTensor<T>&, const HeadTensor<T>&, const AttentionOptions&,                        \
       const std::optional<Dropout>&);
 FLASHLAB_INSTANTIATE(double)
 FLASHLAB_INSTANTIATE(float)

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <utility>
 #include <numbers>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 namespace flashlab::cpu {
 
@@ -40,6 +42,30 @@ void RescaleCounts::add(RescaleAction action) {
 double RescaleCounts::skipped_fraction() const {
   const Index standard = standard_rescales();
   return standard == 0 ? 0.0 : static_cast<double>(skipped) / static_cast<double>(standard);
+}
+
+RescaleAgreement compare_rescale_counts(const RescaleCounts& other,
+                                        const RescaleCounts& reference) {
+  constexpr Index kLeastSlack = 2, kGrowthsPerSlack = 100;  // 1% of the growths, at least 2
+  RescaleAgreement a;
+  a.slack = std::max(kLeastSlack, reference.standard_rescales() / kGrowthsPerSlack);
+  const auto later = [](const RescaleCounts& c) { return c.rescaled + c.skipped + c.kept; };
+  std::ostringstream why;
+  if (other.first != reference.first)
+    why << "first tiles differ (" << other.first << " against " << reference.first
+        << "): the same shape must start the same rows";
+  else if (later(other) != later(reference))
+    why << "later updates differ (" << later(other) << " against " << later(reference)
+        << "): the same shape must give every row the same tiles";
+  for (const auto& [name, o, r] : {std::tuple{"rescaled", other.rescaled, reference.rescaled},
+                                   std::tuple{"skipped", other.skipped, reference.skipped},
+                                   std::tuple{"kept", other.kept, reference.kept}})
+    if (why.tellp() == 0 && std::abs(o - r) > a.slack)
+      why << name << " differs by " << std::abs(o - r) << " (" << o << " against " << r
+          << "), more than the " << a.slack << " that rounding near the threshold explains";
+  a.reason = why.str();
+  a.agree = a.reason.empty();
+  return a;
 }
 
 template <class Acc>

@@ -47,6 +47,7 @@
 // of 8 warps per SM; with dropout the mask's 32-bit word waits in SRAM (sKeep) between its
 // draw at the top of the step and its use, and the draw is not unrolled: either way ptxas
 // spilled at d = 128.
+#include "backward_steps.cuh"
 #include "common.cuh"
 #include "dropout.cuh"
 #include "launch_backward.hpp"
@@ -81,28 +82,8 @@ constexpr int kSQElems = kBuffers* kBr* D;
 constexpr int kSdSElems = kBc * kBr;
 constexpr int kRowVecs = kBuffers * kBr;  // floats in each of sL and sD
 
-// The query tiles of one query head that see KV tile [k0, k0 + Bc): from the tile of the
-// first row that sees key k0 (every row sees it without the causal mask) to the last.
-struct QueryTiles {
-  int begin, count;
-};
-__device__ __forceinline__ QueryTiles query_tiles(const Problem& p, int k0) {
-  const int Tr = (p.n_q + kBr - 1) / kBr;
-  const int first_row = p.causal ? max(0, k0 - p.causal_offset) : 0;  // key k0 <= row + offset
-  const int begin = first_row >= p.n_q ? Tr : first_row / kBr;
-  return {begin, Tr - begin};
-}
-
-// One step of a block's loop: query tile [q0, q0 + Br) of query head h.
-struct Step {
-  int h, q0;
-};
-
-// Step s of KV head hk's block: query tile begin + s % count of query head
-// hk * group + s / count (the group's query heads one after the other).
-__device__ __forceinline__ Step step_of(const QueryTiles& tiles_i, int hk, int group, int s) {
-  return {hk * group + s / tiles_i.count, (tiles_i.begin + s % tiles_i.count) * kBr};
-}
+using backward_steps::QueryTiles;
+using backward_steps::Step;
 
 // Starts copying step's Q_i, dO_i (Br, D) into buffer buf of sQ, sdO, and its L_i, D_i
 // (Br) into sL, sD: threads [0, Br) copy L, threads [Br, 2 Br) copy D, one float each.
@@ -239,31 +220,6 @@ __device__ __forceinline__ void store_ds_t(T* sdS, const float (&rdS)[kBr / 8][4
   }
 }
 
-// One n8 tile of dQ (16 rows, columns [n0, n0 + 8)) added into the accumulator with
-// red.global.add.v4.f32: lane (g, t) holds (g, 2t..2t+1) and (g + 8, 2t..2t+1); lanes 2k
-// and 2k + 1 swap a pair, so that the even lane holds four consecutive floats of row g and
-// the odd lane four of row g + 8: one 16-byte reduction per lane instead of four scalar
-// atomics. row is the accumulator row of fragment row g; rows past n_q are skipped (after
-// the shuffle, which every lane takes part in).
-template <int D>
-__device__ __forceinline__ void add_dq_tile(float* gdQacc, const float (&rC)[4], int row, int n0,
-                                            int n_q, int lane) {
-  constexpr unsigned kFullWarp = 0xffffffffu;
-  const bool even = lane % 2 == 0;
-  // The even lane gives away row g + 8's pair, the odd lane row g's.
-  const float give0 = even ? rC[2] : rC[0], give1 = even ? rC[3] : rC[1];
-  const float got0 = __shfl_xor_sync(kFullWarp, give0, 1);
-  const float got1 = __shfl_xor_sync(kFullWarp, give1, 1);
-  const int r = even ? row : row + 8;
-  const int c = n0 + (lane % 4) * 2 - (even ? 0 : 2);  // a multiple of 4: 16-byte aligned
-  if (r >= n_q) return;
-  float* dst = gdQacc + int64_t(r) * D + c;
-  if (even)
-    ptx::red_add_v4(dst, rC[0], rC[1], got0, got1);
-  else
-    ptx::red_add_v4(dst, got0, got1, rC[2], rC[3]);
-}
-
 // dQ_i += dS K_j for the warp's share of dQ_i: query rows [q0 + 16 r, + 16) of row tile
 // r = w % (Br / 16), columns [part D / kDqParts, + D / kDqParts) of part w / (Br / 16);
 // added into the fp32 accumulator gdQacc (rows of D floats), 16 columns of d at a time so
@@ -296,7 +252,8 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
     }
 #pragma unroll
     for (int n2 = 0; n2 < 2; ++n2)
-      add_dq_tile<D>(gdQacc, rC[n2], row, (2 * np + n2) * 8, n_q, lane);
+      backward_steps::add_dq_tile<D>(gdQacc, rC[n2][0], rC[n2][1], rC[n2][2], rC[n2][3], row,
+                                     (2 * np + n2) * 8, n_q, lane);
   }
 }
 
@@ -341,12 +298,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
   const int k0 = blockIdx.x * kBc, hk = blockIdx.y, b = blockIdx.z;
   const T* gK = static_cast<const T*>(p.k) + b * p.k_stride.batch + hk * p.k_stride.head;
   const T* gV = static_cast<const T*>(p.v) + b * p.v_stride.batch + hk * p.v_stride.head;
-  const QueryTiles tiles_i = query_tiles(p, k0);
+  const QueryTiles tiles_i = backward_steps::query_tiles<kBr>(p, k0);
   const int steps = p.group_size * tiles_i.count;  // (query head, query tile) pairs
 
   tiles::load_tile<T, D, kBc, kThreads>(sK, gK, p.k_stride.row, k0, p.n_k);
   tiles::load_tile<T, D, kBc, kThreads>(sV, gV, p.v_stride.row, k0, p.n_k);
-  if (steps > 0) load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, 0), 0, sQ, sdO, sL, sD);
+  if (steps > 0)
+    load_step<T, D>(bp, b, backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, 0), 0, sQ, sdO,
+                    sL, sD);
   ptx::cp_async_commit();
 
   float rdK[D / 8][4], rdV[D / 8][4];  // (16 keys, D) each, for the whole loop
@@ -357,15 +316,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
 
   for (int s = 0; s < steps; ++s) {
     const int buf = s % kBuffers;
-    const Step step = step_of(tiles_i, hk, p.group_size, s);
+    const Step step = backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, s);
     const int h = step.h, q0 = step.q0;
     // One barrier: step s's tiles have landed for every thread, and every warp is done with
     // step s - 1 (its buffer, which the prefetch below refills, and sdS).
     ptx::cp_async_wait<0>();
     __syncthreads();
     if (s + 1 < steps) {
-      load_step<T, D>(bp, b, step_of(tiles_i, hk, p.group_size, s + 1), (s + 1) % kBuffers, sQ, sdO,
-                      sL, sD);
+      load_step<T, D>(bp, b, backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, s + 1),
+                      (s + 1) % kBuffers, sQ, sdO, sL, sD);
       ptx::cp_async_commit();
     }
     const T* sQ_i = sQ + buf * kBr * D;

@@ -1,30 +1,34 @@
-// Version 5a: split-KV decode (flash-decoding), the split kernel. A few query rows per
-// sequence against a long KV cache: one block per (split, KV head x row block, batch entry)
-// computes the state (m, l, U) of its packed query rows over the keys of its split and
-// writes it, fp32, U unnormalised, to the workspace; 05_decode_combine.cu merges the splits.
+// Version 5a: split-KV decode (flash-decoding), the split kernel, on the tensor cores. A few
+// query rows per sequence against a long KV cache: one block per (split, KV head x row
+// block, batch entry) computes the state (m, l, U) of its packed query rows over the keys of
+// its split and writes it, fp32, U unnormalised, to the workspace; 05_decode_combine.cu
+// merges the splits.
 //
 // GQA packing: the block's rows are the N_q rows of every query head that reads its KV head,
-// packed row p = (head in group) * N_q + i, so each K and V byte is read once per row block.
-// Thread layout (d = 128: 16 threads per key, 8 key lanes; d = 64: 8 and 16): thread t holds
-// columns [8 (t % tpk), 8 (t % tpk) + 8) of Q's rows in registers and of U's rows, and takes
-// the keys lane, lane + lanes, ... of every tile (lane = t / tpk). Each key lane keeps its
-// own state (m, l, U) over its own keys, so the sweep needs no block-wide reduction; the
-// lanes' states are merged once, at the end, in a fixed order (deterministic).
-// The loads: K and V go straight from HBM into registers (16-byte ld.global.nc, no L1
-// allocation), one tile ahead: while a thread computes tile j from registers, its loads of
-// tile j + 1 are in flight. No SRAM staging: every thread uses only the vectors it loaded
-// itself, so a copy through SRAM would only cross L1 twice. In flight per block: one tile,
-// kThreads x kKeysPerLane x 2 (K, V) x 16 B = 16 KiB (decode::bytes_in_flight_per_block);
-// at 3 blocks per SM 48 KiB per SM, above the ~30 KiB that Little's law asks of HBM (4.8 TB/s
-// x 800 ns / 132 SMs). SRAM holds only the key lanes' states for the final merge (33 KiB).
-// A paged cache costs one block-table read per page and key lane (a lane remembers its
-// current page and reads the next one's entry ahead), not one per key.
-// Bytes per split: its keys x 2 (K, V) x d x 2 read, rows x (d + 2) x 4 written. Slow part,
-// said plainly: Q K^T and W V are fp32 FMAs on the CUDA cores (no tensor cores), fine for 4
-// packed rows, compute-bound for 8 (N_q = 16 takes 8 row blocks per KV head).
+// packed row p = (head in group) * N_q + i, up to 16 of them: the M of an mma.sync m16n8k16
+// tile, held as A fragments in registers for the whole split. A group of 4 heads with one
+// query fills 4 of the 16 rows; the other 12 are zeros, computed and never written. The
+// tensor cores have that much to spare: at 4.8 TB/s, S = Q K^T and U += W V cost 16 rows x 2
+// x 2 FLOPs per 4 bytes of K and V, 77 TFLOP/s, a tenth of what mma.sync delivers.
+// The split's keys arrive in tiles of Bc = 64 keys, K and V, through a ring of `stages`
+// SRAM buffers (cp.async, 96 KiB a block: 3 stages at d = 128, 6 at d = 64), stored
+// swizzled (sram_tiles.cuh) so that ldmatrix reads them without bank conflicts. Each of the
+// 4 warps takes its own 16 keys of every tile and keeps its own state over them:
+//   S (16, 16)  = Q (16, d) K_w^T         d / 16 ldmatrix.x4, d / 8 mma   (fp32 in registers)
+//   m', alpha, W = exp2(S s - m' s), l     online softmax per row (quad shuffles)
+//   U (16, d) += W (16, 16) V_w (16, d)    d / 16 ldmatrix.x4.trans, d / 8 mma
+// so a warp issues about 130 instructions for its 8 KiB of K and V (d = 128), where the
+// CUDA-core version issued thousands (an unpack and an FMA per element, shuffles per key).
+// The warps' states are merged once, at the end, in SRAM (the ring, idle by then), in a fixed
+// order: the result is bitwise the same on every run.
+// A paged cache: a thread's keys of a tile are consecutive and lie on one page, so it reads
+// one block-table entry per tile, one tile ahead of the copy that needs it.
+// Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
+// (d + 2) x 4 written; a split with no keys (more splits than tiles) reads nothing.
 #include "common.cuh"
 #include "decode_problem.hpp"
 #include "ptx.cuh"
+#include "sram_tiles.cuh"
 
 #include <cstdint>
 
@@ -32,14 +36,21 @@ namespace flashlab::gpu {
 namespace {
 
 using namespace decode;
+using tiles::LaneChunks;
+using tiles::swizzled;
 
-// 8 elements of one 16-byte vector to fp32.
-template <class T>
-__device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[kVecElements]) {
-  const T* x = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int e = 0; e < kVecElements; ++e) out[e] = to_float(x[e]);
-}
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// kernel_info.hpp's facts for head dimension kD, as constants device code can read.
+template <int kD>
+struct Shape {
+  static constexpr int kChunks = chunks_per_row(kD);          // 16-byte chunks a key
+  static constexpr int kKeysPerThread = keys_per_thread(kD);  // 8 or 4, consecutive
+  static constexpr int kStages = stages(kD);                  // 3 or 6
+  static constexpr int kTileElems = kBc * kD;                 // K or V of one tile
+  static_assert(kStages >= 2, "the ring needs a tile to compute and one in flight");
+  static_assert(merge_bytes(kD) <= sram_bytes(kD), "the merge reuses the ring");
+};
 
 // Sets the workspace's error word: `bit`, and (first writer wins) the entry it concerns.
 __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, int b, int page) {
@@ -48,74 +59,109 @@ __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, 
     error_word[kErrorPageIndex] = uint32_t(page);
 }
 
-// A key lane's walk through the pages of a paged cache. The lane's keys rise in steps of
-// key_lanes(d) <= kMinPageSize, so it visits the pages of its split one after another: it
-// reads the block table once per page, and reads the entry of the next page as soon as it
-// enters one, so that the K and V loads at the page's end do not wait for the table.
-struct PageCursor {
-  int logical = -1;   // the sequence's page number (key >> page_shift); -1: none yet
-  int page = 0;       // the block table's entry for it: the page's index in the cache
-  int next_page = 0;  // the entry for logical + 1, read ahead (when the split reaches it)
+// The four threads of a quad (lane / 4 equal) hold one row's scores between them.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullWarp, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFullWarp, x, 1);
+  return x + __shfl_xor_sync(kFullWarp, x, 2);
+}
+
+// Which keys a block takes: kernel_info.hpp's rule. The sequence is cut into tiles of Bc
+// keys, split s takes tiles [s q, (s + 1) q), q = ceil(tiles / splits): keys [k0, k1).
+struct SplitRange {
+  int k0 = 0, k1 = 0, tiles = 0;
 };
-
-// Where key j of sequence b lives: its batch entry (contiguous) or page (paged) in `outer`,
-// its row there in `row`; `k1` is the split's end. False when the block table names a page
-// outside [0, num_pages): the loads then read nothing and give zeros, and the error word
-// says so.
-__device__ __forceinline__ bool locate_key(const DecodeProblem& p, int b, int j, int k1,
-                                           PageCursor* cursor, int* outer, int* row) {
-  if (p.block_table == nullptr) {
-    *outer = b;
-    *row = j;
-    return true;
-  }
-  const int logical = j >> p.page_shift;
-  if (logical != cursor->logical) {
-    const int32_t* table_row = p.block_table + int64_t(b) * p.block_table_stride;
-    cursor->page = cursor->logical >= 0 && logical == cursor->logical + 1 ? cursor->next_page
-                                                                          : table_row[logical];
-    cursor->logical = logical;
-    if ((int64_t(logical) + 1) << p.page_shift < k1) cursor->next_page = table_row[logical + 1];
-    if (cursor->page < 0 || cursor->page >= p.num_pages)
-      flag_error(p.error_word, FLASHLAB_DECODE_BAD_PAGE, kErrorPageEntry, b, cursor->page);
-  }
-  *outer = cursor->page;
-  *row = j & ((1 << p.page_shift) - 1);
-  return cursor->page >= 0 && cursor->page < p.num_pages;
+__device__ __forceinline__ SplitRange split_range(int len, int splits, int split) {
+  const int all_tiles = (len + kBc - 1) / kBc;
+  const int q = (all_tiles + splits - 1) / splits;
+  const int t0 = min(split * q, all_tiles), t1 = min(t0 + q, all_tiles);
+  return {min(t0 * kBc, len), min(t1 * kBc, len), t1 - t0};
 }
 
-// The HBM address of the 16-byte vector `vec` of (outer, kv_head, row) in K or V.
-template <class T>
-__device__ __forceinline__ const T* vector_at(const T* base, const Strides& s, int outer,
-                                              int kv_head, int row, int vec) {
-  return base + int64_t(outer) * s.batch + int64_t(kv_head) * s.head + int64_t(row) * s.row +
-         vec * kVecElements;
-}
-
-// kernel_info.hpp's tile shape for head dimension kD, as constants device code can read.
+// This warp's (m, l, U) over its keys: rows g and g + 8 of the 16 packed rows (g = lane / 4),
+// m in raw score units (W = 2^((S - m) s), s = scale log2 e), l this thread's share of the
+// row sum (its quad's four shares add up at the merge), U as mma C fragments.
 template <int kD>
-struct Shape {
-  static constexpr int kTpk = threads_per_key(kD);  // threads per key
-  static constexpr int kLanes = key_lanes(kD);      // key lanes: keys per block step
-  static constexpr int kBc = bc(kD);                // keys per tile
-  static_assert(kLanes <= kMinPageSize, "a key lane visits every page of its split in turn");
+struct SoftmaxState {
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float rU[kD / 8][4];  // (16, d)
 };
 
-// kRows: the packed rows this instantiation holds in registers (4 or 8).
-template <class T, int kD, int kRows>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
+// S (16, 16) = Q K_w^T: Q from its A fragments rQ (16, d), K_w the warp's 16 keys of the
+// tile (16, d) in SRAM, as the forward's mma_a_bt does with Q in SRAM.
+template <class T, int kD>
+__device__ __forceinline__ void compute_scores(float (&rS)[2][4], const uint32_t (&rQ)[kD / 16][4],
+                                               const T* sKw, int lane) {
+  const int key = (lane % 8) + (lane / 16) * 8;   // lanes 16..31: the second n8 tile
+  const LaneChunks chunks(lane, (lane / 8) % 2);  // lanes 8..15, 24..31: the upper 8 of k16
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) rS[nt][e] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t rK[4];  // B fragments of n-tiles 0 and 1, k-slice kk
+    ptx::ldmatrix_x4(rK, sKw + key * kD + chunks.at(kk));
+    ptx::mma_16816<T>(rS[0], rQ[kk], rK[0], rK[1]);
+    ptx::mma_16816<T>(rS[1], rQ[kk], rK[2], rK[3]);
+  }
+}
+
+// m' = max(m, rowmax S); alpha = 2^((m - m') s); W = 2^(S s - m' s); l = alpha l + rowsum W;
+// U = alpha U + W V_w (flashlab::cpu::update and accumulate, as 03_fa2.cu spells them).
+template <class T, int kD>
+__device__ __forceinline__ void update(SoftmaxState<kD>& state, float (&rS)[2][4], const T* sVw,
+                                       int lane, float scale_log2) {
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float tile_max =
+        fmaxf(fmaxf(rS[0][2 * r], rS[0][2 * r + 1]), fmaxf(rS[1][2 * r], rS[1][2 * r + 1]));
+    const float m_new = fmaxf(state.m[r], quad_max(tile_max));
+    // A row that has seen only masked keys still has m' = -inf: exponentiate against 0
+    // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0.
+    const float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
+    alpha[r] = ptx::exp2_approx(state.m[r] * scale_log2 - base);
+    state.m[r] = m_new;
+    float row_sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        rS[nt][e] = ptx::exp2_approx(fmaf(rS[nt][e], scale_log2, -base));  // W
+        row_sum += rS[nt][e];
+      }
+    state.l[r] = alpha[r] * state.l[r] + row_sum;
+  }
+  // Once the running max has settled, alpha is exactly 1 on most tiles: skip U = alpha U.
+  if (__any_sync(kFullWarp, alpha[0] != 1.0f || alpha[1] != 1.0f))
+#pragma unroll
+    for (int dt = 0; dt < kD / 8; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) state.rU[dt][e] *= alpha[e / 2];
+  // W's C fragments are its A fragments (rounded to T): one k16 slice of U += W V_w.
+  const uint32_t rW[4] = {ptx::pack2<T>(rS[0][0], rS[0][1]), ptx::pack2<T>(rS[0][2], rS[0][3]),
+                          ptx::pack2<T>(rS[1][0], rS[1][1]), ptx::pack2<T>(rS[1][2], rS[1][3])};
+  tiles::mma_slice_b<T, kD>(state.rU, rW, sVw, /*kk=*/0, lane);
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     decode_split_kv_kernel(const DecodeProblem p) {
-  constexpr int kTpk = Shape<kD>::kTpk;
-  constexpr int kLanes = Shape<kD>::kLanes;
-  constexpr int kBc = Shape<kD>::kBc;
-  extern __shared__ __align__(16) unsigned char sram[];  // the key lanes' states, at the end
+  using S = Shape<kD>;
+  extern __shared__ __align__(128) unsigned char sram[];
+  T* sK = reinterpret_cast<T*>(sram);       // (stages, Bc, d), swizzled
+  T* sV = sK + S::kStages * S::kTileElems;  // (stages, Bc, d), swizzled
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.row_blocks;
   const int row_block = blockIdx.y % p.row_blocks;
   const int b = blockIdx.z;
-  const int t = threadIdx.x;
-  const int lane = t / kTpk, vec = t % kTpk;
+  const int t = threadIdx.x, warp = t / kWarpSize, lane = t % kWarpSize;
 
   // The length, clamped into the cache so that no load leaves it.
   int len = p.seq_lens[b];
@@ -124,167 +170,167 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(kRows))
       flag_error(p.error_word, FLASHLAB_DECODE_BAD_LENGTH, kErrorLengthEntry, b, -1);
     len = min(max(len, 0), p.capacity);
   }
-  // The reference's segment: keys [split seg, min((split + 1) seg, len)), seg = ceil(len / splits).
-  const int seg = (len + p.splits - 1) / p.splits;
-  const int k0 = min(split * seg, len);
-  const int k1 = min(k0 + seg, len);
+  const SplitRange range = split_range(len, p.splits, split);
 
+  // The copy: thread t moves chunk `chunk` of keys [first_key, first_key + kKeysPerThread)
+  // of every tile, K and V.
   const T* gK = static_cast<const T*>(p.k);
   const T* gV = static_cast<const T*>(p.v);
-  const int tiles = (k1 - k0 + kBc - 1) / kBc;
-  PageCursor cursor;
-  // Issues the loads of this thread's vectors of tile `tile` (its lane's keys only) into
-  // rK, rV; past the last tile, or for a key beyond the split, it loads nothing (zeros).
-  auto load_tile = [&](int tile, uint4(&rK)[kKeysPerLane], uint4(&rV)[kKeysPerLane]) {
+  const int chunk = t % S::kChunks, first_key = t / S::kChunks * S::kKeysPerThread;
+  const bool paged = p.block_table != nullptr;
+  const int32_t* table_row = paged ? p.block_table + int64_t(b) * p.block_table_stride : nullptr;
+  // The block-table entry of this thread's keys of `tile` (0 when contiguous or past the end).
+  auto entry_of = [&](int tile) {
+    const int j0 = range.k0 + tile * kBc + first_key;
+    return paged && tile < range.tiles && j0 < range.k1 ? table_row[j0 >> p.page_shift] : 0;
+  };
+  // Starts the copy of tile `tile` into its stage; past the last tile it copies nothing.
+  auto load_tile = [&](int tile, int entry) {
+    if (tile >= range.tiles) return;
+    const int j0 = range.k0 + tile * kBc + first_key;
+    int outer = b, row = j0;  // the batch entry (contiguous) or page (paged), the row there
+    bool page_ok = true;
+    if (paged) {
+      outer = entry;
+      row = j0 & ((1 << p.page_shift) - 1);
+      page_ok = entry >= 0 && entry < p.num_pages;
+      if (!page_ok && j0 < range.k1)
+        flag_error(p.error_word, FLASHLAB_DECODE_BAD_PAGE, kErrorPageEntry, b, entry);
+    }
+    const int64_t k_at = int64_t(outer) * p.k_stride.batch + int64_t(kv_head) * p.k_stride.head +
+                         int64_t(row) * p.k_stride.row + chunk * tiles::kChunk;
+    const int64_t v_at = int64_t(outer) * p.v_stride.batch + int64_t(kv_head) * p.v_stride.head +
+                         int64_t(row) * p.v_stride.row + chunk * tiles::kChunk;
+    const int stage = tile % S::kStages;
+    T* sKs = sK + stage * S::kTileElems;
+    T* sVs = sV + stage * S::kTileElems;
 #pragma unroll
-    for (int kk = 0; kk < kKeysPerLane; ++kk) {
-      const int j = k0 + tile * kBc + kk * kLanes + lane;
-      int outer = 0, row = 0;
-      const bool valid = tile < tiles && j < k1 && locate_key(p, b, j, k1, &cursor, &outer, &row);
-      rK[kk] = ptx::ld_global_nc_16(vector_at(gK, p.k_stride, outer, kv_head, row, vec), valid);
-      rV[kk] = ptx::ld_global_nc_16(vector_at(gV, p.v_stride, outer, kv_head, row, vec), valid);
+    for (int i = 0; i < S::kKeysPerThread; ++i) {
+      // Keys past the split (the sequence's ragged end) and a bad page are zero-filled.
+      const bool valid = page_ok && j0 + i < range.k1;
+      const int dst = swizzled<kD>(first_key + i, chunk);
+      ptx::cp_async_16(sKs + dst, valid ? gK + k_at + i * p.k_stride.row : gK, valid);
+      ptx::cp_async_16(sVs + dst, valid ? gV + v_at + i * p.v_stride.row : gV, valid);
     }
   };
 
-  // The first tile's loads go out before Q's, so that the two latencies overlap.
-  uint4 rK_next[kKeysPerLane], rV_next[kKeysPerLane];  // tile + 1, in flight
-  load_tile(0, rK_next, rV_next);
+  // The ring's first stages - 1 tiles, their table entries read together first.
+  int entries[S::kStages];
+#pragma unroll
+  for (int s = 0; s < S::kStages; ++s) entries[s] = entry_of(s);
+#pragma unroll
+  for (int s = 0; s < S::kStages - 1; ++s) {
+    load_tile(s, entries[s]);
+    ptx::cp_async_commit();
+  }
+  int entry_ahead = entries[S::kStages - 1];  // for the next tile to copy
 
-  // The packed rows: p_row = row_block * kMaxRowsPerBlock + r, (head in group, i).
+  // Q's A fragments, rows g and g + 8 of the packed rows (zeros past the group), columns
+  // 2 (lane % 4) .. + 1 and + 8 of every k16 slice; a split with no keys reads none.
+  const float scale_log2 = p.scale * kLog2e;
   const int first_row = row_block * kMaxRowsPerBlock;
-  const int rows = min(kRows, p.group_size * p.n_q - first_row);
-  float rQ[kRows][kVecElements];  // this thread's columns of Q * scale * log2 e
-  int visible_end[kRows];         // row i sees keys j < len - N_q + i + 1 (bottom-right)
-  const float q_scale = p.scale * kLog2e;
+  const int rows = min(kMaxRowsPerBlock, p.group_size * p.n_q - first_row);
+  uint32_t rQ[kD / 16][4];
+  int visible_end[2];  // packed row r sees keys j < len - N_q + i + 1 (bottom-right)
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    visible_end[r] = 0;
-    for (int e = 0; e < kVecElements; ++e) rQ[r][e] = 0.0f;
-    if (r < rows) {
-      const int packed = first_row + r;
-      const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
-      visible_end[r] = min(k1, len - p.n_q + i + 1);
-      const T* gQ = static_cast<const T*>(p.q) + int64_t(b) * p.q_stride.batch +
-                    int64_t(h) * p.q_stride.head + int64_t(i) * p.q_stride.row + vec * kVecElements;
-      float x[kVecElements];
-      to_float8<T>(*reinterpret_cast<const uint4*>(gQ), x);
-      for (int e = 0; e < kVecElements; ++e) rQ[r][e] = x[e] * q_scale;
+  for (int r = 0; r < 2; ++r) {
+    const int packed = first_row + lane / 4 + 8 * r;
+    const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
+    visible_end[r] = len - p.n_q + i + 1;
+    const bool has_row = lane / 4 + 8 * r < rows && range.tiles > 0;
+    const T* gQ = static_cast<const T*>(p.q) + int64_t(b) * p.q_stride.batch +
+                  int64_t(h) * p.q_stride.head + int64_t(i) * p.q_stride.row + 2 * (lane % 4);
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)  // a0/a1: columns 16 kk + 2t; a2/a3: + 8
+        rQ[kk][2 * half + r] =
+            has_row ? *reinterpret_cast<const uint32_t*>(gQ + 16 * kk + 8 * half) : 0u;
+  }
+  // The first key some packed row does not see: tiles that reach it are masked.
+  const int mask_from = len - p.n_q + 1;
+
+  SoftmaxState<kD> state;
+#pragma unroll
+  for (int dt = 0; dt < kD / 8; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) state.rU[dt][e] = 0.0f;
+
+  for (int tile = 0; tile < range.tiles; ++tile) {
+    ptx::cp_async_wait<S::kStages - 2>();  // this thread's copies of `tile` have landed
+    __syncthreads();  // everyone's have; and every warp is done with tile - 1's stage
+    const int ahead = tile + S::kStages - 1;
+    load_tile(ahead, entry_ahead);  // into tile - 1's stage
+    entry_ahead = entry_of(ahead + 1);
+    ptx::cp_async_commit();  // even when empty: the wait above counts groups
+
+    const int stage = tile % S::kStages;
+    const T* sKw = sK + stage * S::kTileElems + warp * kKeysPerWarp * kD;  // (16, d)
+    const T* sVw = sV + stage * S::kTileElems + warp * kKeysPerWarp * kD;  // (16, d)
+    float rS[2][4];  // S, then W: (16 rows, 16 keys)
+    compute_scores<T, kD>(rS, rQ, sKw, lane);
+    const int key0 = range.k0 + tile * kBc;
+    if (key0 + kBc > mask_from) {  // the sequence's end, or a row's causal window
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + warp * kKeysPerWarp + nt * 8 + 2 * (lane % 4) + e % 2;
+          if (key >= visible_end[e / 2]) rS[nt][e] = -INFINITY;
+        }
     }
+    update<T, kD>(state, rS, sVw, lane, scale_log2);
   }
 
-  // This key lane's state, base 2: m2 = m log2 e, W = exp2(S log2 e - m2).
-  float m2[kRows], l[kRows], rU[kRows][kVecElements];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    m2[r] = -INFINITY;
-    l[r] = 0.0f;
-    for (int e = 0; e < kVecElements; ++e) rU[r][e] = 0.0f;
-  }
-
-  // Two tiles a loop body, so that "this tile" and "the next" swap register names instead of
-  // being copied (ptxas: no spills at 255 registers for 8 rows, where one a body spilled).
-#pragma unroll 2
-  for (int tile = 0; tile < tiles; ++tile) {
-    uint4 rK[kKeysPerLane], rV[kKeysPerLane];  // tile, landed (or landing)
-#pragma unroll
-    for (int kk = 0; kk < kKeysPerLane; ++kk) {
-      rK[kk] = rK_next[kk];
-      rV[kk] = rV_next[kk];
-    }
-    load_tile(tile + 1, rK_next, rV_next);
-
-    // S = Q K^T for this lane's kKeysPerLane keys, base 2: reduce the kTpk column slices.
-    float s[kKeysPerLane][kRows];
-#pragma unroll
-    for (int kk = 0; kk < kKeysPerLane; ++kk) {
-      const int j = k0 + tile * kBc + kk * kLanes + lane;
-      float k_f[kVecElements];
-      to_float8<T>(rK[kk], k_f);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int e = 0; e < kVecElements; ++e) dot = fmaf(rQ[r][e], k_f[e], dot);
-#pragma unroll
-        for (int offset = kTpk / 2; offset > 0; offset /= 2)
-          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        s[kk][r] = j < visible_end[r] ? dot : -INFINITY;  // masked keys weigh exp2(-inf) = 0
-      }
-    }
-    // The online-softmax update of each row with this lane's keys of the tile.
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float m_tile = s[0][r];
-#pragma unroll
-      for (int kk = 1; kk < kKeysPerLane; ++kk) m_tile = fmaxf(m_tile, s[kk][r]);
-      const float m_new = fmaxf(m2[r], m_tile);
-      // A row with no valid key yet keeps the empty state: we don't want (-inf) - (-inf).
-      const float alpha = m_new == -INFINITY ? 1.0f : ptx::exp2_approx(m2[r] - m_new);
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < kKeysPerLane; ++kk) {
-        s[kk][r] = m_new == -INFINITY ? 0.0f : ptx::exp2_approx(s[kk][r] - m_new);  // W
-        row_sum += s[kk][r];
-      }
-      m2[r] = m_new;
-      l[r] = alpha * l[r] + row_sum;
-#pragma unroll
-      for (int e = 0; e < kVecElements; ++e) rU[r][e] *= alpha;
-    }
-    // U += W V for this lane's keys and this thread's columns.
-#pragma unroll
-    for (int kk = 0; kk < kKeysPerLane; ++kk) {
-      float v_f[kVecElements];
-      to_float8<T>(rV[kk], v_f);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-#pragma unroll
-        for (int e = 0; e < kVecElements; ++e) rU[r][e] = fmaf(s[kk][r], v_f[e], rU[r][e]);
-    }
-  }
-  // Merge the key lanes' states in SRAM: sU (lanes, kMaxRowsPerBlock, d), sM, sL.
+  // Merge the warps' states in SRAM: sU (warps, 16, d), sM and sL (warps, 16), over the ring.
+  ptx::cp_async_wait<0>();
+  __syncthreads();
   float* sU = reinterpret_cast<float*>(sram);
-  float* sM = sU + kLanes * kMaxRowsPerBlock * kD;
-  float* sL = sM + kLanes * kMaxRowsPerBlock;
+  float* sM = sU + kWarps * kMaxRowsPerBlock * kD;
+  float* sL = sM + kWarps * kMaxRowsPerBlock;
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (r >= rows) continue;
-    for (int e = 0; e < kVecElements; ++e)
-      sU[(lane * kMaxRowsPerBlock + r) * kD + vec * kVecElements + e] = rU[r][e];
-    if (vec == 0) {
-      sM[lane * kMaxRowsPerBlock + r] = m2[r];
-      sL[lane * kMaxRowsPerBlock + r] = l[r];
+  for (int r = 0; r < 2; ++r) {
+    const int row = lane / 4 + 8 * r;
+    float* sU_row = sU + (warp * kMaxRowsPerBlock + row) * kD + 2 * (lane % 4);
+#pragma unroll
+    for (int dt = 0; dt < kD / 8; ++dt)
+      *reinterpret_cast<float2*>(sU_row + dt * 8) =
+          make_float2(state.rU[dt][2 * r], state.rU[dt][2 * r + 1]);
+    const float l_row = quad_sum(state.l[r]);
+    if (lane % 4 == 0) {
+      sM[warp * kMaxRowsPerBlock + row] = state.m[r];
+      sL[warp * kMaxRowsPerBlock + row] = l_row;
     }
   }
   __syncthreads();
-  // merge of n states at once: m = max m_lane, then each scaled by exp2(m_lane - m).
+  // merge of kWarps states at once: m = max m_w, then each scaled by 2^((m_w - m) s).
   for (int idx = t; idx < rows * kD; idx += kThreads) {
     const int r = idx / kD, c = idx % kD;
     float m_max = -INFINITY;
-    for (int ln = 0; ln < kLanes; ++ln) m_max = fmaxf(m_max, sM[ln * kMaxRowsPerBlock + r]);
+    for (int w = 0; w < kWarps; ++w) m_max = fmaxf(m_max, sM[w * kMaxRowsPerBlock + r]);
     float l_sum = 0.0f, u_sum = 0.0f;
     if (m_max != -INFINITY) {
-      for (int ln = 0; ln < kLanes; ++ln) {
-        const float beta = ptx::exp2_approx(sM[ln * kMaxRowsPerBlock + r] - m_max);
-        l_sum = fmaf(beta, sL[ln * kMaxRowsPerBlock + r], l_sum);
-        u_sum = fmaf(beta, sU[(ln * kMaxRowsPerBlock + r) * kD + c], u_sum);
+      for (int w = 0; w < kWarps; ++w) {
+        const float beta = ptx::exp2_approx((sM[w * kMaxRowsPerBlock + r] - m_max) * scale_log2);
+        l_sum = fmaf(beta, sL[w * kMaxRowsPerBlock + r], l_sum);
+        u_sum = fmaf(beta, sU[(w * kMaxRowsPerBlock + r) * kD + c], u_sum);
       }
     }
     const int packed = first_row + r;
     const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
-    float* state = p.states + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * (kD + 2) +
-                   int64_t(split) * (kD + 2);  // (U (d), m, l), m natural: m2 ln 2
-    state[c] = u_sum;
+    float* state_out = p.states + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * (kD + 2) +
+                       int64_t(split) * (kD + 2);  // (U (d), m, l), m natural: m scale
+    state_out[c] = u_sum;
     if (c == 0) {
-      state[kD] = m_max == -INFINITY ? -INFINITY : m_max * kLn2;
-      state[kD + 1] = l_sum;
+      state_out[kD] = m_max == -INFINITY ? -INFINITY : m_max * p.scale;
+      state_out[kD + 1] = l_sum;
     }
   }
 }
 
-template <class T, int kD, int kRows>
+template <class T, int kD>
 void launch(const DecodeProblem& p, cudaStream_t stream) {
-  const auto kernel = decode_split_kv_kernel<T, kD, kRows>;
+  const auto kernel = decode_split_kv_kernel<T, kD>;
   const int sram = int(sram_bytes(kD));
   throw_if_cuda_error(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sram),
@@ -294,14 +340,6 @@ void launch(const DecodeProblem& p, cudaStream_t stream) {
   check_launch("decode_split_kv");
 }
 
-template <class T, int kD>
-void launch_rows(const DecodeProblem& p, cudaStream_t stream) {
-  if (rows_per_block(p.group_size, p.n_q) == kMaxRowsPerBlock / 2)
-    launch<T, kD, kMaxRowsPerBlock / 2>(p, stream);
-  else
-    launch<T, kD, kMaxRowsPerBlock>(p, stream);
-}
-
 }  // namespace
 
 void launch_decode_split_kv(const DecodeProblem& p, cudaStream_t stream) {
@@ -309,9 +347,9 @@ void launch_decode_split_kv(const DecodeProblem& p, cudaStream_t stream) {
     using T = decltype(zero);
     if constexpr (!std::is_same_v<T, float>) {
       if (p.d == 64)
-        launch_rows<T, 64>(p, stream);
+        launch<T, 64>(p, stream);
       else
-        launch_rows<T, 128>(p, stream);
+        launch<T, 128>(p, stream);
     }
   });
 }

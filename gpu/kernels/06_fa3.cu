@@ -33,15 +33,24 @@
 //   finalize:   O = U / l, L = m + log l (a row that saw no key: O = 0, L = -inf)
 // Causal: KV tiles wholly in the future of the block's last row are never loaded; only
 // tiles that cross the diagonal (or the ragged end of N_k) are masked, in registers.
+// The tile scheduler (flashlab/gpu/tile_schedule.hpp): a block runs work items, each one
+// query tile of one (batch, head), in an order that keeps the K and V of a few heads in the
+// L2, longest causal tiles first. Persistent: one block per SM, whose rings run on from one
+// item to the next, so the producer loads the next item's Q, K_0 and V_0 while the
+// consumers finish this one; or one block per item (flashlab_fa3_options.grid).
 // Tiles, stages, threads and SRAM: fa3:: in flashlab/gpu/kernel_info.hpp; the switches:
 // flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
 #include "common.cuh"
 #include "flashlab/cpu/rescale_rule.hpp"
+#include "flashlab/gpu/tile_schedule.hpp"
 #include "hopper/pipeline.cuh"
 #include "hopper/tma.cuh"
 #include "hopper/wgmma.cuh"
 #include "launch.hpp"
 #include "ptx.cuh"
+
+#include <map>
+#include <mutex>
 
 namespace flashlab::gpu {
 namespace {
@@ -109,29 +118,68 @@ struct Sram {
 };
 static_assert(sizeof(hopper::PipelineBarriers<kMaxStages>) <= fa3::kBarrierBytes);
 
-// The producer's work, for one block: Q once, then K_j and V_j into their rings. Each call
-// is made by a whole warp: every lane waits for the buffer, one elected lane issues.
+// How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
+// the block's last row + offset are in every row's future and are never loaded.
+__device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
+  int n_keys = p.n_k;
+  if (p.causal) {
+    const int last_row = min(q0 + kBr, p.n_q) - 1;
+    n_keys = max(0, min(p.n_k, last_row + p.causal_offset + 1));
+  }
+  return (n_keys + kBc - 1) / kBc;
+}
+
+// One work item as the block runs it: the scheduler's (b, h, query tile), resolved.
+struct WorkTile {
+  int b, h, hk;  // batch entry, query head, the KV head it reads (GQA)
+  int q0;        // its first query row
+  int Tc;        // the KV tiles it needs
+};
+__device__ __forceinline__ WorkTile work_tile(const Problem& p, const fa3::TileOrder& order,
+                                              int64_t w) {
+  const fa3::WorkItem item = fa3::work_item(order, w);
+  const int q0 = item.tile * kBr;
+  return {item.b, item.h, item.h / p.group_size, q0, kv_tile_count(p, q0)};
+}
+
+// Where a block's rings stand when a work item starts: the item's KV tile j is the K (and
+// V) ring's use kv + j, its Q the Q ring's use q. Each item's tiles continue the rings where
+// the last item left them. Only a use's buffer (n % stages) and parity ((n / stages) % 2)
+// matter, so kv is kept modulo 2 stages and q modulo 2.
+struct RingUses {
+  int kv = 0, q = 0;
+  __device__ __forceinline__ void advance(int Tc, int stages) {
+    kv = (kv + Tc) % (2 * stages);
+    q ^= 1;
+  }
+};
+
+// The producer's work: a work item's Q, then K_j and V_j into their rings. Each call is
+// made by a whole warp: every lane waits for the buffer, one elected lane issues.
 template <class T, int D>
 struct Loader {
   const TensorMaps* maps;
   Sram<T, D> sram;
-  int stages, b, h, hk, q0;
+  int stages;
 
-  __device__ __forceinline__ void load_q() const {
-    uint64_t* bar = &sram.bars->q_full;
+  // Q of the item, as the Q ring's use `use`.
+  __device__ __forceinline__ void load_q(const WorkTile& w, int use) const {
+    const Stage st(use, 1);
+    sram.bars->q.producer_acquire(st);
     if (hopper::elect_one_lane()) {
-      hopper::mbarrier_arrive_expect_tx(bar, Tiles<T, D>::kQBytes);
+      uint64_t* bar = sram.bars->q.producer_expect(st, Tiles<T, D>::kQBytes);
 #pragma unroll
       for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-        hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q.map, bar, s * kSlab, q0,
-                            h * maps->q.head_step, b * maps->q.batch_step);
+        hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q.map, bar, s * kSlab, w.q0,
+                            w.h * maps->q.head_step, w.b * maps->q.batch_step);
     }
     __syncwarp();
   }
-  // Tile j of K (or V) into its ring buffer.
+  // Tile j of the item's K (or V), as its ring's use `use`.
   __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
-                                          const hopper::TensorMap* map, int j) const {
-    const Stage st(j, stages);
+                                          const hopper::TensorMap* map, const WorkTile& w, int use,
+                                          int j) const {
+    const Stage st(use, stages);
     ring.producer_acquire(st);
     if (hopper::elect_one_lane()) {
       uint64_t* bar = ring.producer_expect(st, Tiles<T, D>::kKVBytes);
@@ -139,15 +187,15 @@ struct Loader {
 #pragma unroll
       for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
         hopper::tma_load_4d(sX + s * kBc * kSlab, &map->map, bar, s * kSlab, j * kBc,
-                            hk * map->head_step, b * map->batch_step);
+                            w.hk * map->head_step, w.b * map->batch_step);
     }
     __syncwarp();
   }
-  __device__ __forceinline__ void load_k(int j) const {
-    load_kv(sram.bars->k, sram.sK, &maps->k, j);
+  __device__ __forceinline__ void load_k(const WorkTile& w, const RingUses& at, int j) const {
+    load_kv(sram.bars->k, sram.sK, &maps->k, w, at.kv + j, j);
   }
-  __device__ __forceinline__ void load_v(int j) const {
-    load_kv(sram.bars->v, sram.sV, &maps->v, j);
+  __device__ __forceinline__ void load_v(const WorkTile& w, const RingUses& at, int j) const {
+    load_kv(sram.bars->v, sram.sV, &maps->v, w, at.kv + j, j);
   }
 };
 
@@ -358,17 +406,6 @@ __device__ __forceinline__ void pass_turn(int consumer) {
                : "memory");
 }
 
-// How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
-// the block's last row + offset are in every row's future and are never loaded.
-__device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
-  int n_keys = p.n_k;
-  if (p.causal) {
-    const int last_row = min(q0 + kBr, p.n_q) - 1;
-    n_keys = max(0, min(p.n_k, last_row + p.causal_offset + 1));
-  }
-  return (n_keys + kBc - 1) / kBc;
-}
-
 // Whether KV tile [k0, k0 + Bc) needs masking for query rows from `first_row` on.
 __device__ __forceinline__ bool tile_needs_mask(const Problem& p, int first_row, int k0) {
   return k0 + kBc > p.n_k || (p.causal && k0 + kBc - 1 > first_row + p.causal_offset);
@@ -385,6 +422,7 @@ struct Switches {
 struct Fa3Params {
   Problem p;
   Switches sw;
+  fa3::TileOrder order;  // the work items and the order blocks take them in
 };
 
 // O = U / l and L = m + log l (flashlab::cpu::finalize) for the thread's two rows.
@@ -411,18 +449,20 @@ __device__ __forceinline__ void finalize(const SoftmaxState& state, const float 
   }
 }
 
-// One consumer warpgroup's 64 rows, from the first tile to O. `issues` is true only without
-// warp specialisation, for the one warp (warp 0 of consumer 0) that then issues the copies.
+// One consumer warpgroup's 64 rows of work item w, from the first tile to O. `at`: where
+// the rings stand at the item's start. `issues` is true only without warp specialisation,
+// for the one warp (warp 0 of consumer 0) that then issues the copies.
 template <class T, int D, bool kIntraOverlap, Rescale kRescale>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
-                                        int consumer, int Tc, int q0, int b, int h,
+                                        int consumer, const WorkTile& w, const RingUses& at,
                                         const Loader<T, D>& loader, bool issues) {
   const Problem& p = params.p;
   const int stages = params.sw.stages;
   const bool ping_pong = params.sw.ping_pong;
+  const int Tc = w.Tc;
   const int t = threadIdx.x % kWarpgroupThreads;
   const int warp = t / kWarpSize, lane = t % kWarpSize;
-  const int first_row = q0 + consumer * fa3::kRowsPerConsumer;
+  const int first_row = w.q0 + consumer * fa3::kRowsPerConsumer;
   const int row_g = first_row + warp * 16 + lane / 4;
   const float scale_log2 = p.scale * kLog2e;
   // The operands' descriptors: sQ's rows of this warpgroup, and buffer 0 of the K and V
@@ -439,6 +479,14 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   };
   hopper::Ring<kMaxStages>& k_ring = sram.bars->k;
   hopper::Ring<kMaxStages>& v_ring = sram.bars->v;
+  // Q's stage in its one-stage ring; tile 0's in the K and V rings (tile j's is j steps on).
+  const Stage q_st(at.q, 1);
+  Stage k_st(at.kv, stages);
+  // K_j (at stage st) is done with once S_j has landed; Q too, after the item's last S.
+  const auto release_k = [&](Stage st, int j) {
+    k_ring.consumer_release(st);
+    if (j == Tc - 1) sram.bars->q.consumer_release(q_st);
+  };
 
   SoftmaxState state = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {-INFINITY, -INFINITY}};
   const RescaleRule& rule = params.sw.rescale;
@@ -449,10 +497,12 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
 #pragma unroll
   for (int r = 0; r < 2; ++r)
     row_key_end[r] = p.causal ? min(p.n_k, row_g + 8 * r + p.causal_offset + 1) : p.n_k;
-  float rU[D / 2];                // (64, D) of U = sum of W V, not divided by l
-  float rS[kSRegs];               // (64, Bc) of S
-  uint32_t rW[kBc / 16][4];       // W_{j-1} in T, the A operand of U += W V
-  uint32_t rW_next[kBc / 16][4];  // W_j, computed while U += W_{j-1} V_{j-1} may still run
+  float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
+  float rS[kSRegs];  // (64, Bc) of S
+  // W in T, the A operand of U += W V: W_{j-1} in one, W_j made in the other while
+  // U += W_{j-1} V_{j-1} may still run; they trade places every section.
+  uint32_t rW[kBc / 16][4];
+  uint32_t rW_next[kBc / 16][4];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
   // The online softmax of the tile whose first key is k0, masked only where it must be.
@@ -468,7 +518,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     }
   };
 
-  hopper::mbarrier_wait(&sram.bars->q_full, 0);
+  sram.bars->q.consumer_wait(q_st);
+  if (Tc == 0) sram.bars->q.consumer_release(q_st);  // no key to read Q against
   // Ping-pong: consumer 0 goes first; consumer 1 hands it the first turn. Each then waits
   // Tc + 1 times (sections 0..Tc), and consumer 1 skips its last hand-over, which no one
   // would wait for.
@@ -476,32 +527,35 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
 
   // Section 0: S_0 and its softmax.
   if (Tc > 0) {
-    k_ring.consumer_wait(Stage(0, stages));
+    k_ring.consumer_wait(k_st);
     if (ping_pong) wait_turn(consumer);
     hopper::wgmma_fence();
-    issue_scores<T, D>(rS, q_desc, k_desc(Stage(0, stages).index));
+    issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
     if (ping_pong) pass_turn(consumer);
     hopper::wgmma_wait<0>();
     hopper::fence_registers(rS);
-    k_ring.consumer_release(Stage(0, stages));
-    if (issues && stages < Tc) loader.load_k(stages);
+    release_k(k_st, 0);
+    if (issues && stages < Tc) loader.load_k(w, at, stages);
     float alpha[2];  // U is 0: nothing to rescale
     softmax(0, alpha, rW);
   }
 
-  // Section j: U += W_{j-1} V_{j-1}, and S_j with its softmax while j < Tc.
-  for (int j = 1; j <= Tc; ++j) {
+  // Section j: U += W_{j-1} V_{j-1} (W_{j-1} in rW_prev), and S_j with its softmax into
+  // rW_made while j < Tc.
+  const auto section = [&](int j, const uint32_t(&rW_prev)[kBc / 16][4],
+                           uint32_t(&rW_made)[kBc / 16][4]) {
     const bool has_next = j < Tc;
-    const Stage k_st(j, stages), v_st(j - 1, stages);
+    const Stage v_st = k_st;  // tile j - 1: the V ring's uses are the K ring's
+    k_st = k_st.next(stages);
     if (has_next) k_ring.consumer_wait(k_st);
     v_ring.consumer_wait(v_st);
     if (ping_pong) wait_turn(consumer);
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
       if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
-      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
     } else {
-      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
       if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
     }
     if (ping_pong && !(consumer == 1 && j == Tc)) pass_turn(consumer);
@@ -510,8 +564,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (kIntraOverlap && has_next) {
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
-      k_ring.consumer_release(k_st);
-      softmax(j * kBc, alpha, rW_next);
+      release_k(k_st, j);
+      softmax(j * kBc, alpha, rW_made);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
@@ -519,46 +573,45 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<0>();
       hopper::fence_registers(rS);
       hopper::fence_registers(rU);
-      if (has_next) k_ring.consumer_release(k_st);
+      if (has_next) release_k(k_st, j);
       v_ring.consumer_release(v_st);
-      if (has_next) softmax(j * kBc, alpha, rW_next);
+      if (has_next) softmax(j * kBc, alpha, rW_made);
     }
     if (issues) {  // no producer warpgroup: refill the buffers just released
-      if (has_next && j + stages < Tc) loader.load_k(j + stages);
-      if (j - 1 + stages < Tc) loader.load_v(j - 1 + stages);
+      if (has_next && j + stages < Tc) loader.load_k(w, at, j + stages);
+      if (j - 1 + stages < Tc) loader.load_v(w, at, j - 1 + stages);
     }
     if (has_next) {
       // Under the conditional rule, a warp none of whose rows moved its base has alpha = 1
       // on every row and skips the multiply (FlashAttention-4's saving).
       if (!is_conditional(kRescale) || __any_sync(kFullWarp, alpha[0] != 1.0f || alpha[1] != 1.0f))
         rescale<D>(rU, alpha);
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) rW[kk][q] = rW_next[kk][q];
     }
+  };
+  // Two sections per turn, the W buffers trading places, so that W_j never has to be
+  // copied into the registers W_{j-1} held (32 moves per tile).
+  for (int j = 1; j <= Tc; j += 2) {
+    section(j, rW, rW_next);
+    if (j + 1 <= Tc) section(j + 1, rW_next, rW);
   }
   if (kRescale == Rescale::counted) count_updates(row_key_end, counted, Tc, rule.counts);
-  finalize<T, D>(state, rU, p, b, h, row_g, lane, scale_log2);
+  finalize<T, D>(state, rU, p, w.b, w.h, row_g, lane, scale_log2);
 }
 
-// Per-block set-up shared by both arrangements: barriers, the query tile, the KV range.
+// The block: its barriers once, then work items from the tile scheduler (one item, or in
+// a persistent block several, one after the other), in both arrangements.
 template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale>
 __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
     fa3_kernel(const __grid_constant__ Fa3Params params, const __grid_constant__ TensorMaps maps) {
   extern __shared__ __align__(128) unsigned char raw_sram[];
   const Problem& p = params.p;
-  const Sram<T, D> sram(raw_sram, params.sw.stages);
-
-  // Causal query tiles differ in work; the longest (last) ones are scheduled first.
-  const int i = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int q0 = i * kBr;
-  const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group_size;
-  const int Tc = kv_tile_count(p, q0);
-  const Loader<T, D> loader{&maps, sram, params.sw.stages, b, h, hk, q0};
+  const fa3::TileOrder& order = params.order;
+  const int stages = params.sw.stages;
+  const Sram<T, D> sram(raw_sram, stages);
+  const Loader<T, D> loader{&maps, sram, stages};
 
   if (threadIdx.x == 0) {
-    sram.bars->init(params.sw.stages, kConsumerThreads);
+    sram.bars->init(stages, kConsumerThreads);
     hopper::fence_barrier_init();
   }
   __syncthreads();
@@ -567,39 +620,78 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
   // lane: ptxas then knows the role branches below are warp-uniform, which it needs to keep
   // the wgmma of a consumer asynchronous rather than serialise them.
   const int warpgroup = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpgroupThreads, 0);
+  RingUses at;
   if constexpr (kWarpSpecialized) {
     if (warpgroup == 0) {  // the producer
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
       if (threadIdx.x / kWarpSize == 0) {  // one warp; its elected lane issues the copies
+        hopper::tma_prefetch_map(&maps.q.map);
         hopper::tma_prefetch_map(&maps.k.map);
         hopper::tma_prefetch_map(&maps.v.map);
-        loader.load_q();
-        for (int j = 0; j < Tc; ++j) {
-          loader.load_k(j);
-          loader.load_v(j);
+        for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
+          const WorkTile w = work_tile(p, order, item);
+          loader.load_q(w, at.q);
+          for (int j = 0; j < w.Tc; ++j) {
+            loader.load_k(w, at, j);
+            loader.load_v(w, at, j);
+          }
+          at.advance(w.Tc, stages);
         }
       }
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
-      consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup - 1, Tc, q0, b, h, loader,
-                                             false);
-    }
-  } else {
-    // No producer: warp 0 issues Q and the first `stages` tiles now, and each later tile as
-    // soon as its buffer is released (in consume).
-    const bool issues = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpSize, 0) == 0;
-    if (issues) {
-      loader.load_q();
-      for (int j = 0; j < min(params.sw.stages, Tc); ++j) {
-        loader.load_k(j);
-        loader.load_v(j);
+      for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
+        const WorkTile w = work_tile(p, order, item);
+        consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup - 1, w, at, loader, false);
+        at.advance(w.Tc, stages);
       }
     }
-    consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup, Tc, q0, b, h, loader, issues);
+  } else {
+    // No producer: warp 0 issues each item's Q and first `stages` tiles at its start, and
+    // each later tile as soon as its buffer is released (in consume).
+    const bool issues = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpSize, 0) == 0;
+    for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
+      const WorkTile w = work_tile(p, order, item);
+      if (issues) {
+        loader.load_q(w, at.q);
+        for (int j = 0; j < min(stages, w.Tc); ++j) {
+          loader.load_k(w, at, j);
+          loader.load_v(w, at, j);
+        }
+      }
+      consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup, w, at, loader, issues);
+      at.advance(w.Tc, stages);
+    }
   }
 }
 
 // ---- Host side --------------------------------------------------------------------------
+
+// What the tile scheduler needs to know of the GPU, asked of the driver once per device.
+struct DeviceFacts {
+  int sm_count = 0;
+  int64_t l2_bytes = 0;
+};
+const DeviceFacts& current_device_facts() {
+  static std::mutex mutex;
+  static std::map<int, DeviceFacts> known;  // by device ordinal
+  int device = 0;
+  throw_if_cuda_error(cudaGetDevice(&device), "cudaGetDevice");
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto found = known.find(device);
+  if (found == known.end()) {
+    DeviceFacts facts;
+    int l2 = 0;
+    throw_if_cuda_error(
+        cudaDeviceGetAttribute(&facts.sm_count, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute(MultiProcessorCount)");
+    throw_if_cuda_error(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device),
+                        "cudaDeviceGetAttribute(L2CacheSize)");
+    facts.l2_bytes = l2;
+    found = known.emplace(device, facts).first;
+  }
+  return found->second;  // a map's elements stay where they are as others are added
+}
 
 template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale>
 void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t stream) {
@@ -624,9 +716,13 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
     throw_if_cuda_error(
         cudaMemsetAsync(counts, 0, FLASHLAB_RESCALE_COUNTS * sizeof(int64_t), stream),
         "fa3 rescale counts");
-  const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}};
-  const dim3 grid((p.n_q + kBr - 1) / kBr, p.heads_q, p.batch);
-  kernel<<<grid, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
+  const DeviceFacts& device = current_device_facts();
+  const fa3::TileOrder order = fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D,
+                                                    sizeof(T), p.causal, device.l2_bytes);
+  const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}, order};
+  const auto blocks =
+      unsigned(fa3::grid_blocks(order, fa3::is_persistent(options.grid, order), device.sm_count));
+  kernel<<<blocks, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
   check_launch("fa3_kernel");
 }
 

@@ -3,6 +3,8 @@
 //   preprocess (D, zeroed accumulator) -> main (dK, dV; dQ's atomics) -> convert (dQ)
 // or, deterministic:
 //   preprocess (D) -> main (dK, dV) -> dQ kernel (dQ in a fixed order).
+// The main kernel is v3 (06_fa3_backward.cu, wgmma) where fa3_backward::takes the call, v2
+// (04_fa2_backward.cu, mma.sync) otherwise: deterministic mode, dropout, a row stride of 0.
 #include "flashlab/gpu/backward.hpp"
 
 #include "../kernels/launch_backward.hpp"
@@ -61,6 +63,14 @@ BackwardProblem make_problem(const flashlab_backward_params& p) {
   return bp;
 }
 
+// fa3_backward::takes, on the call's parameters: TMA cannot describe a row stride of 0.
+bool runs_on_v3(const BackwardProblem& bp) {
+  const Problem& f = bp.fwd;
+  const bool row_stride_zero = (f.n_q > 1 && (f.q_stride.row == 0 || bp.dout_stride.row == 0)) ||
+                               (f.n_k > 1 && (f.k_stride.row == 0 || f.v_stride.row == 0));
+  return fa3_backward::takes(bp.deterministic, f.dropout.enabled, row_stride_zero);
+}
+
 }  // namespace
 
 void backward(const flashlab_backward_params& params) {
@@ -69,7 +79,10 @@ void backward(const flashlab_backward_params& params) {
   const BackwardProblem problem = make_problem(params);
   const auto stream = static_cast<cudaStream_t>(params.stream);
   launch_backward_preprocess(problem, stream);
-  launch_fa2_backward(problem, stream);
+  if (runs_on_v3(problem))
+    launch_fa3_backward(problem, stream);
+  else
+    launch_fa2_backward(problem, stream);
   if (problem.deterministic)
     launch_fa2_backward_dq(problem, stream);
   else

@@ -80,6 +80,14 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     ", intra_overlap = " + std::to_string(o.intra_overlap) +
                     ", conditional_rescale = " + std::to_string(o.conditional_rescale) +
                     ": each must be 0 (off) or 1 (on)");
+  if (o.grid != FLASHLAB_FA3_GRID_PER_TILE && o.grid != FLASHLAB_FA3_GRID_PERSISTENT &&
+      o.grid != FLASHLAB_FA3_GRID_AUTO)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 option grid = " + std::to_string(o.grid) + " is unknown: it must be " +
+                    std::to_string(FLASHLAB_FA3_GRID_PER_TILE) + " (one block per tile), " +
+                    std::to_string(FLASHLAB_FA3_GRID_PERSISTENT) + " (persistent) or " +
+                    std::to_string(FLASHLAB_FA3_GRID_AUTO) + " (persistent up to " +
+                    std::to_string(fa3::kAutoPersistentMaxTiles) + " query tiles a head)");
   if (o.rescale_counts != nullptr && o.conditional_rescale == 0)
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option rescale_counts was given with conditional_rescale = 0: the counts "
@@ -132,6 +140,7 @@ flashlab_fa3_options default_fa3_options() {
   o.intra_overlap = 1;
   o.conditional_rescale = 0;
   o.rescale_counts = nullptr;
+  o.grid = fa3::kDefaultGrid;
   return o;
 }
 

@@ -262,7 +262,8 @@ void roofline(LessonContext& ctx) {
             "4d matrix FLOPs) not far behind at d = 64. ANCHORS.md measured the same effect on\n"
             "torch's kernel: 5.48 GB of L2 traffic but 110.6 MB read from DRAM. Naive's S and P\n"
             "(128 MiB each at N = 8192) do not fit, and naive stays memory bound. Overlapping\n"
-            "softmax with the matrix products is the subject of lessons 8 and 9.\n\n",
+            "softmax with the matrix products is the subject of lesson 8; lesson 9 removes\n"
+            "most of the softmax's rescales.\n\n",
             sim::format_bytes(double(hw.l2_bytes)));
 }
 
@@ -298,9 +299,10 @@ void three_levels(LessonContext& ctx) {
       "  The naive kernel reads more: cuBLAS re-reads its operands once per\n"
       "  output tile, and fewer than the softmax's three passes over S reach the SM, because\n"
       "  some hit in the SM's own L1.\n"
-      "- at the L2 slices, lts__t_bytes: lower than into the SMs, by 40% for one head, and\n"
-      "  less the more heads share the chip: the runs fit requests of several SMs for the\n"
-      "  same sectors at the same moment being merged before the slices.\n"
+      "- at the L2 slices, lts__t_bytes: lower than into the SMs, by a quarter to 40% for\n"
+      "  one head (the runs vary), and less the more heads share the chip: the runs fit\n"
+      "  requests of several SMs for the same sectors at the same moment being merged before\n"
+      "  the slices.\n"
       "- at DRAM, dram__bytes_read: about Q, K and V once; writes still dirty in the L2 when\n"
       "  the kernel ends reach DRAM after it. `flashlab compare` sets each kernel's mirror\n"
       "  beside all three on a GPU.\n\n");

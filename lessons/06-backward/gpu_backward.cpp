@@ -19,7 +19,7 @@ namespace flashlab::app {
 
 namespace {
 
-namespace bwd = gpu::fa2_backward;
+namespace bwd = gpu::fa3_backward;  // the default mode's main kernel
 constexpr int kBf16Bytes = 2, kFp32Bytes = 4;
 constexpr std::uint64_t kSeed = 66;
 // The correctness check: GQA (4 query heads over 2 KV heads), d = 64, awkward lengths.
@@ -36,7 +36,8 @@ constexpr const char* kMeasureChild = "FLASHLAB_LESSON6_MEASURE";
 // The backward's kernels, by name, for ncu's filter (the forward that precedes them is left
 // out of the count).
 constexpr const char* kBackwardKernels =
-    "regex:fa2_backward_kernel|fa2_backward_dq_kernel|preprocess_kernel|convert_dq_kernel";
+    "regex:fa3_backward_kernel|fa2_backward_kernel|fa2_backward_dq_kernel|preprocess_kernel|"
+    "convert_dq_kernel";
 
 cpu::HeadTensor<float> random_heads(Index heads, Index rows, Index d, std::uint64_t seed) {
   cpu::HeadTensor<float> t(1, heads, rows, d);

@@ -1,9 +1,11 @@
-// Lesson 6's GPU step: flashlab's backward kernels (gpu/kernels/04_*.cu, through the GPU
-// runner) beside the CPU reference on the same inputs, their two modes timed, and the bytes
-// that recomputing P costs against the bytes that storing it would.
+// Lesson 6's GPU step: flashlab's backward kernels (gpu/kernels/04_*.cu and, in the default
+// mode, the main kernel 06_fa3_backward.cu, through the GPU runner) beside the CPU reference
+// on the same inputs, their two modes timed, and the bytes that recomputing P costs against
+// the bytes that storing it would.
 //
-// The bytes are a closed form of the kernels as built (non-causal, the default mode, tiles
-// from kernel_info.hpp's fa2_backward), counted as the two-level model counts them: every
+// The bytes are a closed form of the kernels as built (non-causal, the default mode at
+// d = 128, tiles from kernel_info.hpp's fa3_backward; at d = 64 its two warpgroups each add
+// a share of dQ, twice the atomics below), counted as the two-level model counts them: every
 // tile that crosses between the L2 and an SM. With E bytes per element, Tc = ceil(N_k / Bc):
 //   preprocess  reads O, dO:              2 E Hq N_q d
 //               writes D, zeroes dQacc:   4 Hq N_q + 4 Hq N_q d

@@ -1,6 +1,7 @@
 // Lesson 9: FlashAttention-4's conditional rescaling: the invariant that makes it exact,
 // the rescales it saves on real inputs, and the bug of moving the base without rescaling.
 #include "09-conditional-rescaling/book_data.hpp"
+#include "09-conditional-rescaling/gpu_rescale.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
 
@@ -8,6 +9,7 @@
 #include "flashlab/cpu/naive.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace flashlab::app {
 
@@ -73,8 +75,8 @@ void counts(LessonContext& ctx) {
           "its rescales skipped: on random scores the max never outgrows the first tile's by\n"
           "8 ln 2, so none is needed; when scores grow along the sequence some still are. The\n"
           "largest weight stays below 2^8 = 256 and the output is as accurate as before.\n"
-          "On a GPU a skipped rescale is a (Br, d) multiply of U that a separate correction\n"
-          "warpgroup (FA4's design) does not have to perform.\n\n");
+          "Each skipped rescale spares one row of U its d multiplies by alpha; in FA4's design\n"
+          "a separate correction warpgroup does that work, and does it only when a base moves.\n\n");
 }
 
 void verified(LessonContext& ctx) {
@@ -115,11 +117,15 @@ void the_bug(LessonContext& ctx) {
           "invariant check exists.\n\n");
 }
 
-void gpu_counterpart(LessonContext& ctx) {
-  ctx.step("On a GPU");
-  ctx.say("FlashAttention-4 targets Blackwell (B200); flashlab's kernels target Hopper and do\n"
-          "not implement conditional rescaling, so this lesson has no GPU run. The counts above\n"
-          "are what such a kernel would skip on these inputs.\n\n");
+// Step 2's two kinds of scores, for the GPU step.
+RescaleCase rescale_case(std::string label, double growth) {
+  auto in = inputs(growth);
+  return {std::move(label), std::move(in.Q), std::move(in.K), std::move(in.V)};
+}
+
+void on_the_gpu(LessonContext& ctx) {
+  gpu_rescale_step(ctx, {rescale_case("random", 0.0), rescale_case("growing along N", 8.0)},
+                   kTile);
 }
 
 }  // namespace
@@ -129,7 +135,7 @@ void run_lesson_09(LessonContext& ctx) {
   counts(ctx);
   verified(ctx);
   the_bug(ctx);
-  gpu_counterpart(ctx);
+  on_the_gpu(ctx);
   ctx.finish("lesson 10: decode, where one query meets a long KV cache.");
 }
 

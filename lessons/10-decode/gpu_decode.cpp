@@ -165,11 +165,11 @@ void paged_layouts(LessonContext& ctx, const Problem& p, double kv) {
                                                                          .repeats = kRepeats}));
   ctx.table(t);
   ctx.say(
-      "Each key lane of the split kernel reads the block table once per page it enters (and\n"
-      "the next page's entry ahead of time), so the table itself is a few bytes per page. What\n"
-      "a page costs is the break in the stream: a lane's next keys come from another address,\n"
-      "so smaller pages mean more of the kernel's loads wait on a table entry first. The\n"
-      "column against contiguous shows what that costs on this GPU.\n\n");
+      "Each thread of the split kernel looks up the block table once per tile (its keys of a\n"
+      "tile lie on one page), a tile ahead of the copy that needs the entry, so the table\n"
+      "itself is a few bytes per page. What a page costs is the break in the stream: the next\n"
+      "keys come from another address, so smaller pages cut the copies into shorter runs.\n"
+      "The column against contiguous shows what that costs on this GPU.\n\n");
 }
 
 }  // namespace

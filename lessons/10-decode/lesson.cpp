@@ -173,15 +173,16 @@ void paged_reads(LessonContext& ctx) {
             "keys in pages of {}, shuffled as an allocator leaves them after many requests,\n"
             "sequence 0's first {} pages live at pages {} of the pool.\n\n",
             kExampleLen, kExamplePage, kShown, row);
-  const int key_lanes = gpu::decode::key_lanes(kD);
+  const int tile = gpu::decode::bc(kD);
   const std::int64_t group = kHeadsQ / kHeadsKV;
   const std::int64_t row_blocks = gpu::decode::row_blocks(group, 1);
   const auto& h200 = sim::find_profile("h200");
-  ctx.print("The decode kernel (05_decode_split_kv.cu) gives each block {} key lanes at d = {}; a\n"
-            "lane reads a page's entry once, when it enters the page (and the next one's ahead).\n"
-            "Per decoding step of ANCHORS.md's shape (B = {}, {} KV heads, one token, the split\n"
-            "count the kernel picks on {} SMs), table bytes against K and V bytes:\n\n",
-            key_lanes, kD, kBatch, kHeadsKV, h200.sm_count);
+  ctx.print("The decode kernel (05_decode_split_kv.cu) copies K and V in tiles of {} keys; each\n"
+            "thread's keys of a tile lie on one page, so it looks up one entry a tile, a tile\n"
+            "ahead of the copy that needs it, and a block reads the entries of the pages its\n"
+            "split touches. Per decoding step of ANCHORS.md's shape (B = {}, {} KV heads, one\n"
+            "token, the split count the kernel picks on {} SMs), table bytes against K and V:\n\n",
+            tile, kBatch, kHeadsKV, h200.sm_count);
   Table t({"cache L", "page", "splits", "table size", "table bytes read", "K, V bytes",
            "table / K, V"});
   for (const auto& m : measured::kDecodePaged) {
@@ -191,7 +192,7 @@ void paged_reads(LessonContext& ctx) {
       const double entry = sizeof(std::int32_t);
       const double table_size = double(m.batch) * double((m.cache + page - 1) / page) * entry;
       const double read = double(m.batch) * kHeadsKV * double(row_blocks) *
-                          double(table_reads(m.cache, splits, page, key_lanes)) * entry;
+                          double(table_reads(m.cache, splits, page, tile)) * entry;
       const double kv = double(m.batch) * double(m.cache) * kv_bytes_per_key() * double(row_blocks);
       t.add({fmt::format("{}", m.cache), fmt::format("{}", page), fmt::format("{}", splits),
              sim::format_bytes(table_size), sim::format_bytes(read), sim::format_bytes(kv),

@@ -5,10 +5,10 @@
 // sequence of len keys holds ceil(len / page_size) pages and wastes less than one page:
 //   contiguous: reserved = max_len,                         wasted = max_len - len
 //   paged:      reserved = ceil(len / page_size) page_size, wasted = (-len) mod page_size
-// And what the table costs the decode kernel (05_decode_split_kv.cu): a block reads the keys
-// [s seg, min((s + 1) seg, len)) of split s, seg = ceil(len / splits), with key_lanes lanes,
-// lane i taking keys i, i + key_lanes, ...; a lane reads a page's table entry once when it
-// enters the page, so a page that holds n keys of a split costs min(key_lanes, n) reads.
+// And what the table costs the decode kernel (05_decode_split_kv.cu): the sequence is cut
+// into tiles of `tile` keys and split s takes tiles [s q, (s + 1) q), q = ceil(tiles / splits);
+// each thread of the block looks up the entry of its keys once per tile, so the block reads
+// the entries of the pages its split touches (the threads that share a page share its line).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +30,8 @@ CacheUse paged_use(std::span<const std::int64_t> lengths, std::int64_t page_size
 
 // Block-table entries one (batch entry, KV head, row block) reads for one decoding step over
 // a sequence of len keys split `splits` ways. Throws std::invalid_argument for len < 1,
-// splits < 1, page_size < 1 or key_lanes < 1.
+// splits < 1, page_size < 1 or tile < 1.
 std::int64_t table_reads(std::int64_t len, std::int64_t splits, std::int64_t page_size,
-                         std::int64_t key_lanes);
+                         std::int64_t tile);
 
 }  // namespace flashlab::app

@@ -159,11 +159,11 @@ void why_255(LessonContext& ctx) {
   ctx.table(w);
   const int warps = c.threads / gpu::kWarpSize;
   ctx.print(
-      "{} registers is the most that still fits three blocks of {} warps (the decode\n"
-      "kernel's 4-row instantiations are built to it), {} the most for four. But fa2 gains\n"
-      "nothing from fewer registers alone: its SRAM also stops at two blocks. More warps\n"
-      "would need both a smaller register footprint (fewer rows or a shorter KV tile per\n"
-      "warp) and less SRAM (one buffer, or smaller tiles): each costs something back.\n\n",
+      "{} registers is the most that still fits three blocks of {} warps, {} the most for\n"
+      "four. But fa2 gains nothing from fewer registers alone: its SRAM also stops at two\n"
+      "blocks. More warps would need both a smaller register footprint (fewer rows or a\n"
+      "shorter KV tile per warp) and less SRAM (one buffer, or smaller tiles): each costs\n"
+      "something back.\n\n",
       register_budget(s, c.threads, 3), warps, register_budget(s, c.threads, 4));
 }
 
@@ -247,8 +247,7 @@ void run_lesson_12(LessonContext& ctx) {
   why_255(ctx);
   what_it_costs(ctx);
   parallelism(ctx);
-  ctx.finish(
-      "back to `flashlab lessons`; lesson 11 walks through the kernel these registers hold.");
+  ctx.finish("lesson 13: dropout, drawn again in the backward pass instead of stored.");
 }
 
 }  // namespace flashlab::app

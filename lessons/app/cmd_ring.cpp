@@ -1,12 +1,17 @@
 // `flashlab ring`: ring attention across P GPUs, counted by the simulator (sim/ring.hpp):
 // each rank's HBM bytes, the bytes each link carries, whether sending the next K/V slice
-// hides behind each step's compute, and the N per rank from which it does.
+// hides behind each step's compute, and the N per rank from which it does. With --pass
+// backward, the same for the ring's backward (sim/ring_backward.hpp): the GPU backward on
+// each pair of chunks, and the dK, dV accumulators that travel with the K/V slices.
 //   flashlab ring --ranks 8 --n-per-rank 16384 --d 128 --heads 16 --causal --link ib-ndr
+//   flashlab ring --pass backward --ranks 8 --n-per-rank 16384 --heads 16 --causal
 #include "commands.hpp"
+#include "gpu_bridge/pass_kernels.hpp"
 #include "kit/terminal.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/ring.hpp"
+#include "flashlab/sim/ring_backward.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
@@ -19,7 +24,7 @@ namespace {
 
 struct RingArgs {
   std::string ranks = "2", n_per_rank = "16384", d = "128", heads = "1";
-  std::string layout = "zigzag", link = "nvlink-h200", profile = "h200";
+  std::string layout = "zigzag", link = "nvlink-h200", profile = "h200", pass = "forward";
   bool causal = false, no_colour = false;
 };
 
@@ -50,10 +55,8 @@ sim::RingProblem problem_of(const RingArgs& a) {
   return p;
 }
 
-void ring(const RingArgs& a) {
-  const sim::RingProblem p = problem_of(a);
-  const auto& gpu = sim::find_profile(a.profile);
-  const auto& link = sim::find_link(a.link);
+void ring_forward(const RingArgs& a, const sim::RingProblem& p, const sim::HardwareProfile& gpu,
+                  const sim::LinkProfile& link) {
   const sim::RingReport r = sim::simulate_ring(p, gpu, link);
   const Style style = Style::for_stdout(a.no_colour);
   std::cout << fmt::format(
@@ -96,12 +99,96 @@ void ring(const RingArgs& a) {
       hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"));
 }
 
+// The backward each pair of chunks runs: flashlab's GPU backward, from its description.
+sim::BackwardKernelFacts backward_facts(const RingArgs& a) {
+  const cpu::Index d = parse_integer("--d", a.d, 1, 4096);
+  const BackwardFacts f = backward_kernel_facts(d, sim::DType::bf16, /*deterministic=*/false);
+  if (!f.facts)
+    throw cpu::InvalidArgument(fmt::format(
+        "--pass backward: the ring runs flashlab's backward on each pair of chunks, and {}",
+        f.why_not));
+  return *f.facts;
+}
+
+void ring_backward(const RingArgs& a, const sim::RingProblem& p,
+                   const sim::BackwardKernelFacts& facts, const sim::HardwareProfile& gpu,
+                   const sim::LinkProfile& link) {
+  const sim::RingBackwardReport r = sim::simulate_ring_backward(p, facts, gpu, link);
+  const Style style = Style::for_stdout(a.no_colour);
+  std::cout << fmt::format(
+      "ring backward of P = {} ranks, N per rank = {} (N = {}), d = {}, {} heads, bf16, {}, {}; "
+      "backward tiles Br = {}, Bc = {}; {} and {} ({:.0f} GB/s per direction)\n\n",
+      p.ranks, p.n_per_rank, p.ranks * p.n_per_rank, p.d, p.heads,
+      a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), facts.Br, facts.Bc, gpu.name,
+      link.name, link.bytes_per_s / 1e9);
+  Table ranks({"rank", "HBM bytes (kernels)", "HBM bytes (accumulators)", "pairs computed"});
+  for (cpu::Index rank = 0; rank < p.ranks; ++rank) {
+    sim::Bytes kernels = 0, accumulators = 0;
+    cpu::Index pairs = 0;
+    for (cpu::Index s = 0; s < p.ranks; ++s) {
+      kernels += r.at(rank, s).kernel_bytes;
+      accumulators += r.at(rank, s).accumulate_bytes;
+      pairs += r.at(rank, s).pairs_full + r.at(rank, s).pairs_diagonal;
+    }
+    ranks.add({fmt::format("{}", rank), sim::format_bytes(double(kernels)),
+               sim::format_bytes(double(accumulators)), fmt::format("{}", pairs)});
+  }
+  ranks.print(std::cout, style, 0);
+  std::cout << fmt::format(
+      "\nK and V {} and dK and dV {} a send; each link carries {} over the run ((P - 1) sends "
+      "of each; the forward's: {}).\n\n",
+      sim::format_bytes(double(r.kv_bytes_per_send)),
+      sim::format_bytes(double(r.gradient_bytes_per_send)), sim::format_bytes(double(r.link_bytes)),
+      sim::format_bytes(double((p.ranks - 1) * r.kv_bytes_per_send)));
+  Table steps({"step", "compute (slowest rank)", "bytes sent meanwhile", "send time", "step time",
+               "send hidden"});
+  for (cpu::Index s = 0; s < p.ranks; ++s) {
+    const auto i = static_cast<size_t>(s);
+    const bool sends = r.link_bytes_in_step[i] > 0;
+    steps.add({fmt::format("{}", s), fmt::format("{:.1f} us", r.compute_s[i] * 1e6),
+               sends ? sim::format_bytes(double(r.link_bytes_in_step[i])) : "-",
+               sends ? fmt::format("{:.1f} us", r.link_s[i] * 1e6) : "-",
+               fmt::format("{:.1f} us", r.step_s[i] * 1e6),
+               sends ? (r.compute_s[i] >= r.link_s[i] ? "yes" : "no") : "-"});
+  }
+  steps.print(std::cout, style, 0);
+  const auto hides = sim::hiding_n_per_rank_backward(p, facts, gpu, link);
+  std::cout << fmt::format(
+      "\nAfter the last step the dK, dV accumulators go home and are added: {:.1f} us that "
+      "nothing hides.\nThe ring backward takes {:.1f} us (a lower bound). The sends {} at this "
+      "N; they hide from N per rank = {}.\n",
+      r.tail_s * 1e6, r.seconds() * 1e6, r.link_hidden() ? "hide at every step" : "do not hide",
+      hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"));
+}
+
+void ring(const RingArgs& a) {
+  if (a.pass != "forward" && a.pass != "backward")
+    throw cpu::InvalidArgument(fmt::format(
+        "--pass {}: the ring runs forward or backward (decode and fa3 are single-GPU passes "
+        "of `flashlab simulate`)",
+        a.pass));
+  if (a.pass == "backward") {
+    const sim::BackwardKernelFacts facts = backward_facts(a);  // its refusal first
+    return ring_backward(a, problem_of(a), facts, sim::find_profile(a.profile),
+                         sim::find_link(a.link));
+  }
+  const sim::RingProblem p = problem_of(a);
+  const auto& gpu = sim::find_profile(a.profile);
+  const auto& link = sim::find_link(a.link);
+  ring_forward(a, p, gpu, link);
+}
+
 }  // namespace
 
 void add_ring_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "ring", "Ring attention across P GPUs, counted: HBM and link bytes, when the link hides");
+      "ring",
+      "Ring attention across P GPUs, counted: HBM and link bytes, when the link hides "
+      "(forward or backward)");
   auto& a = arguments_of<RingArgs>(cmd, ring);
+  cmd->add_option("--pass", a.pass,
+                  "forward (the default) or backward: the ring's forward, or its backward with "
+                  "the dK, dV accumulators travelling with K and V");
   cmd->add_option("--ranks", a.ranks, "P, the GPUs in the ring (default 2)");
   cmd->add_option("--n-per-rank", a.n_per_rank, "queries and keys each rank holds (default 16384)");
   cmd->add_option("--d", a.d, "head dimension (default 128)");

@@ -144,7 +144,9 @@ void limit_resources([[maybe_unused]] const CaseLimits& limits) {
   ::dup2(output_fd, STDOUT_FILENO);
   ::dup2(output_fd, STDERR_FILENO);
   ::close(output_fd);
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // what was printed before a crash still arrives
+  // Unbuffered: what was printed before a crash has already left (no buffer to lose, none to
+  // allocate in a child whose memory is limited).
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
   limit_resources(limits);
   // A forked child has none of the OpenMP threads the parent may have started, and GNU OpenMP
   // would wait for them forever: the student's code (and Eigen inside it) runs on one thread.

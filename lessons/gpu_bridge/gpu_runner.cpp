@@ -25,6 +25,7 @@ struct Plugin {
   flashlab_runner_forward_fn forward = nullptr;
   flashlab_runner_backward_fn backward = nullptr;
   flashlab_runner_decode_fn decode = nullptr;
+  flashlab_runner_rescale_fn rescale = nullptr;
 };
 
 // Where the plugin may be, first match wins: $FLASHLAB_GPU_RUNNER, beside the program, and
@@ -70,8 +71,9 @@ Loaded load_plugin() {
         reinterpret_cast<flashlab_runner_device_fn>(dlsym(handle, "flashlab_runner_device")),
         reinterpret_cast<flashlab_runner_forward_fn>(dlsym(handle, "flashlab_runner_forward")),
         reinterpret_cast<flashlab_runner_backward_fn>(dlsym(handle, "flashlab_runner_backward")),
-        reinterpret_cast<flashlab_runner_decode_fn>(dlsym(handle, "flashlab_runner_decode"))};
-    if (!version || !p.device || !p.forward || !p.backward || !p.decode ||
+        reinterpret_cast<flashlab_runner_decode_fn>(dlsym(handle, "flashlab_runner_decode")),
+        reinterpret_cast<flashlab_runner_rescale_fn>(dlsym(handle, "flashlab_runner_rescale"))};
+    if (!version || !p.device || !p.forward || !p.backward || !p.decode || !p.rescale ||
         version() != FLASHLAB_RUNNER_VERSION)
       return {std::nullopt,
               fmt::format("{} is not a GPU runner of this flashlab (version {} expected): "
@@ -142,6 +144,43 @@ std::string half_dtype_refusal(sim::DType dtype, const char* what) {
 }
 
 }  // namespace
+
+GpuRescaleRun run_gpu_rescale_counts(const cpu::Matrix<float>& Q, const cpu::Matrix<float>& K,
+                                     const cpu::Matrix<float>& V, sim::DType dtype,
+                                     cpu::Causal causal) {
+  GpuRescaleRun run;
+  run.message = half_dtype_refusal(dtype, "fa3's rescale count");
+  if (run.message.empty() && (K.rows() != V.rows() || K.cols() != Q.cols() ||
+                              V.cols() != Q.cols() || Q.size() == 0 || K.size() == 0))
+    run.message = fmt::format(
+        "shapes do not match: Q must be (N_q, d), K and V (N_k, d), none of them empty; got Q "
+        "({}, {}), K ({}, {}), V ({}, {})",
+        Q.rows(), Q.cols(), K.rows(), K.cols(), V.rows(), V.cols());
+  if (run.message.empty()) run.message = why_no_gpu();
+  if (!run.message.empty()) return run;
+  run.O = cpu::Matrix<float>::Zero(Q.rows(), Q.cols());
+  const flashlab_runner_rescale_call call{.q = Q.data(),
+                                          .k = K.data(),
+                                          .v = V.data(),
+                                          .o = run.O.data(),
+                                          .n_q = Q.rows(),
+                                          .n_k = K.rows(),
+                                          .d = Q.cols(),
+                                          .dtype = c_dtype(dtype),
+                                          .causal = c_causal(causal)};
+  flashlab_runner_rescale_result result{};
+  loaded().plugin->rescale(&call, &result);
+  run.ran = result.ran == 1;
+  run.message = result.message;
+  if (!run.ran) {
+    run.O.resize(0, 0);
+    return run;
+  }
+  const int64_t* n = result.counts;  // flashlab_rescale_count's order (runner_abi.h)
+  run.counts.first = n[0], run.counts.rescaled = n[1], run.counts.skipped = n[2];
+  run.counts.kept = n[3];
+  return run;
+}
 
 GpuBackwardRun run_gpu_backward(const cpu::HeadTensor<float>& Q, const cpu::HeadTensor<float>& K,
                                 const cpu::HeadTensor<float>& V, const cpu::HeadTensor<float>& dO,

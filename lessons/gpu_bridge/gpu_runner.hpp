@@ -1,10 +1,11 @@
 // Running flashlab's GPU kernels (gpu/, through its C ABI) on host matrices, for
-// `flashlab compare` and the lessons' GPU steps: a forward kernel, the backward pass and
-// split-KV decode. The first call loads the GPU runner plugin
-// (runner_abi.h); where it cannot be loaded (no CUDA at build time, the plugin not built, no
+// `flashlab compare` and the lessons' GPU steps: a forward kernel, fa3 counting its
+// conditional rescales, the backward pass and split-KV decode. The first call loads the GPU runner
+// plugin (runner_abi.h); where it cannot be loaded (no CUDA at build time, the plugin not built, no
 // device), every call says plainly why nothing ran.
 #pragma once
 
+#include "flashlab/cpu/conditional_rescaling.hpp"
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/multihead.hpp"
 #include "flashlab/cpu/types.hpp"
@@ -39,6 +40,20 @@ struct GpuRun {
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
                        cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1);
+
+struct GpuRescaleRun {
+  bool ran = false;
+  std::string message;        // why it did not run
+  cpu::RescaleCounts counts;  // what every (row, KV tile) update did, counted on the device
+  cpu::Matrix<float> O;       // (N_q, d), read back and widened to fp32
+};
+
+// fa3 once on Q (N_q, d), K, V (N_k, d), rounded to dtype (fp16 or bf16) on the way in, with
+// FlashAttention-4's conditional rescaling on (flashlab/fa3.h, the other switches at their
+// defaults) and its counts read back; batch 1, one head, the scale 1 / sqrt(d).
+GpuRescaleRun run_gpu_rescale_counts(const cpu::Matrix<float>& Q, const cpu::Matrix<float>& K,
+                                     const cpu::Matrix<float>& V, sim::DType dtype,
+                                     cpu::Causal causal);
 
 struct GpuBackwardOptions {
   sim::DType dtype = sim::DType::bf16;  // fp16 or bf16

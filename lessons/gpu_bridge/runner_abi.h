@@ -15,8 +15,12 @@ extern "C" {
 #endif
 
 /* Raised whenever a struct below changes; the program refuses a plugin of another version.
- * 3: the backward and decode calls. */
-#define FLASHLAB_RUNNER_VERSION 3
+ * 3: the backward and decode calls. 4: the rescale-count call. */
+#define FLASHLAB_RUNNER_VERSION 4
+
+/* The four counts of the rescale-count call, in flashlab_rescale_count's order (first,
+ * rescaled, skipped, kept: flashlab/fa3.h); the plugin checks that the two agree. */
+#define FLASHLAB_RUNNER_RESCALE_COUNTS 4
 
 /* One forward call of one kernel on host matrices: batch 1, `heads` heads, each head given
  * the same Q, K and V in memory of its own (so that its traffic is a separate head's). */
@@ -100,6 +104,25 @@ typedef struct flashlab_runner_decode_result {
   char message[512];       /* why it did not run ("" when it ran) */
 } flashlab_runner_decode_result;
 
+/* fa3 once under FlashAttention-4's conditional rescaling (flashlab_fa3_options with
+ * conditional_rescale = 1, the other switches at their defaults), batch 1, one head, the
+ * default scale 1 / sqrt(d), counting on the device what every (row, KV tile) update did. */
+typedef struct flashlab_runner_rescale_call {
+  const float* q; /* (n_q, d) row-major, host memory; rounded to dtype on the way in */
+  const float* k; /* (n_k, d) */
+  const float* v; /* (n_k, d) */
+  float* o;       /* (n_q, d): O, read back and widened to fp32 */
+  int64_t n_q, n_k, d;
+  int32_t dtype;  /* flashlab_dtype: fp16 or bf16 */
+  int32_t causal; /* flashlab_causal */
+} flashlab_runner_rescale_call;
+
+typedef struct flashlab_runner_rescale_result {
+  int32_t ran; /* 1 when counts and O hold the kernel's */
+  int64_t counts[FLASHLAB_RUNNER_RESCALE_COUNTS]; /* first, rescaled, skipped, kept */
+  char message[512];                              /* why it did not run ("" when it ran) */
+} flashlab_runner_rescale_result;
+
 /* FLASHLAB_RUNNER_VERSION of the plugin. */
 typedef int (*flashlab_runner_version_fn)(void);
 /* 1 when a CUDA device is present; description gets its name, or why there is none. */
@@ -110,6 +133,8 @@ typedef void (*flashlab_runner_backward_fn)(const flashlab_runner_backward_call*
                                             flashlab_runner_backward_result* result);
 typedef void (*flashlab_runner_decode_fn)(const flashlab_runner_decode_call* call,
                                           flashlab_runner_decode_result* result);
+typedef void (*flashlab_runner_rescale_fn)(const flashlab_runner_rescale_call* call,
+                                           flashlab_runner_rescale_result* result);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,13 @@
 // The GPU runner plugin (libflashlab_gpu_runner.so, see runner_abi.h): copies host tensors
-// to the device, calls flashlab_forward, flashlab_backward and flashlab_decode (gpu/'s C ABI,
-// as any other language would), times the calls with CUDA events and reads the outputs
-// back. The only part of lessons/ that links CUDA.
+// to the device, calls flashlab_forward, flashlab_forward_fa3 (counting rescales),
+// flashlab_backward and flashlab_decode (gpu/'s C ABI, as any other language would), times the
+// calls with CUDA events and reads the outputs back. The only part of lessons/ that links CUDA.
 #include "runner_abi.h"
 
 #include "gpu_bridge/block_table.hpp"
 
 #include "flashlab/cpu/types.hpp"
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 
 #include <cuda_runtime.h>
@@ -331,6 +332,54 @@ void run_decode(const flashlab_runner_decode_call& c, flashlab_runner_decode_res
                   int(FLASHLAB_BF16), c.dtype));
 }
 
+static_assert(FLASHLAB_RUNNER_RESCALE_COUNTS == FLASHLAB_RESCALE_COUNTS &&
+                  FLASHLAB_RESCALE_FIRST == 0 && FLASHLAB_RESCALE_RESCALED == 1 &&
+                  FLASHLAB_RESCALE_SKIPPED == 2 && FLASHLAB_RESCALE_KEPT == 3,
+              "runner_abi.h passes the counts in flashlab_rescale_count's order");
+
+// fa3 once with conditional rescaling on, its counts read back. The counts are poisoned
+// before the call, so a library that did not write them cannot pass for one that counted.
+template <class T>
+void run_rescale_typed(const flashlab_runner_rescale_call& c, flashlab_runner_rescale_result& r) {
+  const DeviceBuffer<T> q = upload<T>(c.q, std::size_t(c.n_q * c.d)),
+                        k = upload<T>(c.k, std::size_t(c.n_k * c.d)),
+                        v = upload<T>(c.v, std::size_t(c.n_k * c.d));
+  DeviceBuffer<T> o(std::size_t(c.n_q * c.d));
+  DeviceBuffer<int64_t> counts(FLASHLAB_RESCALE_COUNTS);
+  check(cudaMemset(counts.ptr, 0xff, FLASHLAB_RESCALE_COUNTS * sizeof(int64_t)), "cudaMemset");
+  flashlab_forward_params p{};
+  p.q = q.ptr, p.k = k.ptr, p.v = v.ptr, p.o = o.ptr;
+  contiguous(p.q_stride, 1, c.n_q, c.d);
+  contiguous(p.o_stride, 1, c.n_q, c.d);
+  contiguous(p.k_stride, 1, c.n_k, c.d);
+  contiguous(p.v_stride, 1, c.n_k, c.d);
+  p.batch = 1, p.heads_q = 1, p.heads_kv = 1, p.n_q = c.n_q, p.n_k = c.n_k, p.d = c.d;
+  p.scale = 0;  // the default 1 / sqrt(d)
+  p.dtype = c.dtype, p.causal = c.causal, p.kernel = FLASHLAB_KERNEL_FA3;
+  flashlab_fa3_options options{};
+  library(flashlab_fa3_default_options(&options));
+  options.conditional_rescale = 1;
+  options.rescale_counts = counts.ptr;
+  library(flashlab_forward_fa3(&p, &options));
+  check(cudaDeviceSynchronize(), "the fa3 call");
+  const std::vector<int64_t> host = counts.read();
+  std::copy(host.begin(), host.end(), r.counts);
+  download(o, c.o);
+}
+
+void run_rescale(const flashlab_runner_rescale_call& c, flashlab_runner_rescale_result& r) {
+  if (c.n_q < 1 || c.n_k < 1 || c.d < 1)
+    throw std::invalid_argument(
+        fmt::format("n_q = {}, n_k = {}, d = {}: each must be >= 1", c.n_q, c.n_k, c.d));
+  switch (c.dtype) {
+    case FLASHLAB_FP16: return run_rescale_typed<flashlab::cpu::fp16>(c, r);
+    case FLASHLAB_BF16: return run_rescale_typed<flashlab::cpu::bf16>(c, r);
+  }
+  throw std::invalid_argument(
+      fmt::format("fa3 counts rescales in fp16 or bf16 (dtype {} or {}), not dtype {}",
+                  int(FLASHLAB_FP16), int(FLASHLAB_BF16), c.dtype));
+}
+
 // text into a caller's buffer of `size` bytes, cut to fit and always terminated.
 void copy_text(char* to, std::size_t size, const std::string& text) {
   if (size == 0) return;
@@ -392,6 +441,17 @@ __attribute__((visibility("default"))) void flashlab_runner_decode(
   *result = {};
   try {
     run_decode(*call, *result);
+    result->ran = 1;
+  } catch (const std::exception& e) {
+    copy_text(result->message, sizeof result->message, e.what());
+  }
+}
+
+__attribute__((visibility("default"))) void flashlab_runner_rescale(
+    const flashlab_runner_rescale_call* call, flashlab_runner_rescale_result* result) {
+  *result = {};
+  try {
+    run_rescale(*call, *result);
     result->ran = 1;
   } catch (const std::exception& e) {
     copy_text(result->message, sizeof result->message, e.what());

@@ -2,6 +2,10 @@
 against the library's own other algorithms on the same inputs: forward in both loop orders,
 causal alignments, GQA, the log-sum-exp, backward, decode, conditional rescaling, dropout;
 and every kind of bad input, with the library's message."""
+import importlib.util
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -266,3 +270,18 @@ def test_bad_values_are_value_errors_with_the_library_message(rng):
         flashlab.forward(np.full((4, 4), np.inf), k, v, check_finite=True)
     with pytest.raises(ValueError, match="rows = -1: a size must be at least 0"):
         flashlab.dropout_multipliers(0.5, 1, 0, -1, 4)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="torch is not installed for this Python: the case needs it loaded first")
+def test_library_errors_are_value_errors_after_torch_is_loaded():
+    # torch loads its own C++ runtime first; the module's exceptions must still reach Python as
+    # ValueError, not end the interpreter (a fresh process: the order of loading is the point).
+    code = ("import torch, numpy as np, flashlab\n"
+            "try:\n"
+            "    flashlab.forward(np.zeros((4, 4)), np.zeros((5, 3)), np.zeros((5, 4)))\n"
+            "except ValueError as e:\n"
+            "    print('ValueError:', e)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, f"exit status {run.returncode}; stderr: {run.stderr[-2000:]}"
+    assert "ValueError: K has d = 3 columns but Q has d = 4" in run.stdout

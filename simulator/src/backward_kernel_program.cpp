@@ -17,7 +17,8 @@
 // D_i once, loops over the KV tiles that i sees (K_j, V_j each) and writes dQ_i once.
 // The pre- and post-kernels run a block per Br rows of one query head. A block loads its own tile
 // (K_j, V_j; Q_i, dO_i, L_i, D_i) before its loop even when no tile of the other side is visible to
-// it, and then writes zeros (dK_j, dV_j; dQ_i).
+// it, and then writes zeros (dK_j, dV_j; dQ_i); except v3's main kernel (skips_unseen_kv), which
+// loads nothing in a block whose keys no query sees (and writes its zeros).
 //
 // Closed form. b = input bytes, f = 4 (fp32), H_q query heads, H_kv KV heads, batch B,
 // Tr = ceil(N_q / Br), Tc = ceil(N_k / Bc); a step is a visible (i, j) pair of one query
@@ -25,6 +26,7 @@
 //   QR = sum over steps of r   (no mask: Tc N_q)     -- query rows a main block loads
 //   A  = sum over steps of r c (no mask: N_q N_k)    -- scores computed
 //   KR = sum over steps of c   (no mask: Tr N_k)     -- keys the dQ kernel loads
+//   UK = keys of the KV tiles no query sees (no mask: 0)
 // for one (query head, KV head) pair; causal with offset o (top-left 0, bottom-right
 // N_k - N_q): KV tile j at key k0 is first seen by query tile floor((k0 - o) / Br) (0 when
 // k0 <= o, none when k0 - o >= N_q), and query tile i, last row e, sees min(N_k,
@@ -36,7 +38,7 @@
 //   dQ accumulator    written B H_q (N_q + QR) d f read  B H_q N_q d f (the post-kernel)
 //   Q                 read  B H_q QR d b
 //   L                 read  B H_q QR f
-//   K, V              read  B H_kv N_k d b each
+//   K, V              read  B H_kv N_k d b each; v3: B H_kv (N_k - UK) d b each
 //   dK, dV            written B H_kv N_k d b each
 //   dQ                written B H_q N_q d b
 // Deterministic: no accumulator; Q, dO, L, D read B H_q (QR + N_q) rows (the dQ kernel
@@ -77,7 +79,7 @@ Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 
 // The sums over the steps of one (query head, KV head) pair, named as in the header.
 struct StepSums {
-  Index QR = 0, A = 0, KR = 0;
+  Index QR = 0, A = 0, KR = 0, UK = 0;
 };
 
 StepSums step_sums(const BackwardShape& s, Index Br, Index Bc) {
@@ -90,6 +92,7 @@ StepSums step_sums(const BackwardShape& s, Index Br, Index Bc) {
     if (s.causal != cpu::Causal::none && k0 > o) first = k0 - o >= s.n_q ? Tr : (k0 - o) / Br;
     const Index rows = first >= Tr ? 0 : s.n_q - first * Br;
     sums.QR += rows;
+    if (rows == 0) sums.UK += c;
     sums.A = cpu::checked_add(sums.A, cpu::checked_mul(rows, c, "the scores"), "the scores");
   }
   for (Index i = 0; i < Tr; ++i) {  // dQ kernel: the keys each query tile sees
@@ -127,6 +130,15 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
   for (const auto* store : {&f.stores.dk_dv, &f.stores.dq_reduction, &f.stores.d,
                             &f.stores.accumulator_zeros, &f.stores.dq, &f.stores.dq_kernel})
     if (*store) check(**store);
+  if (f.stores.dq_reduction_passes < 1 || f.stores.dq_reduction_passes > 2)
+    throw cpu::InvalidArgument(fmt::format(
+        "the backward mirror: dq_reduction_passes = {}; a step's dQ is reduced once or twice "
+        "(1 or 2)",
+        f.stores.dq_reduction_passes));
+  if (f.skips_unseen_kv && f.deterministic)
+    throw cpu::InvalidArgument(
+        "the backward mirror: skips_unseen_kv (v3's main kernel) with deterministic = true is "
+        "no kernel that runs: the deterministic mode runs v2, which loads every KV tile");
 }
 
 PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFacts& f) {
@@ -140,12 +152,13 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
     return cpu::checked_product({heads, rows, cols, bytes}, "the backward's bytes");
   };
   const Index own_rows = f.deterministic ? QR + s.n_q : QR;  // Q, L, D: the dQ kernel adds N_q
-  const Index kv_read = rows_of(Hkv, s.n_k, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
+  const Index kv_rows = f.skips_unseen_kv ? s.n_k - sums.UK : s.n_k;  // per KV head
+  const Index kv_read = rows_of(Hkv, kv_rows, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
 
   PassReport r;
   r.pass = f.deterministic ? "backward (deterministic)" : "backward";
-  r.label = fmt::format("Br {}, Bc {}, {} threads, {} SRAM, {}", Br, Bc, f.threads,
-                        format_bytes(double(f.sram_bytes)), to_string(f.dtype));
+  r.label = fmt::format("Br {}, Bc {}, {} threads, {} SRAM, {}, main kernel {}", Br, Bc, f.threads,
+                        format_bytes(double(f.sram_bytes)), to_string(f.dtype), f.main_kernel);
   const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written) {
     r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written});
   };
@@ -169,7 +182,10 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   if (!f.deterministic)  // read by the post-kernel only: a reduction brings nothing back
     tensor("dQ accumulator", kAccumulator, q_elems, rows_of(Hq, s.n_q, d, kFp32),
            cpu::checked_add(written(w.accumulator_zeros, Hq, s.n_q, d, kFp32),
-                            written(w.dq_reduction, Hq, QR, d, kFp32), "the backward's bytes"));
+                            cpu::checked_mul(Index(w.dq_reduction_passes),
+                                             written(w.dq_reduction, Hq, QR, d, kFp32),
+                                             "the backward's bytes"),
+                            "the backward's bytes"));
   tensor("dQ", f.dtype, q_elems, 0, written(f.deterministic ? w.dq_kernel : w.dq, Hq, s.n_q, d, b));
   tensor("dK", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));
   tensor("dV", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));

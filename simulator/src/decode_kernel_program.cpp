@@ -39,6 +39,8 @@
 // per row of the combine, S - 1 merges (merge_ops) and the finalize (finalize_ops).
 // Grid: the split kernel's B H_kv R S blocks, of which sum over sequences of H_kv R W have
 // keys; its waves and busy SMs on a profile follow (kernel_pass.hpp).
+// SRAM of one split block: max(stages x 2 Bc d b (the ring of K and V tiles), warps x
+// rows_per_block x (d + 2) f (the warps' states, merged at the end over the idle ring)).
 //
 // Counts only: the numbers of decode are cpu_reference's (decode.hpp), which splits and
 // merges with the same algebra; the mirror books the bytes and the work.
@@ -64,6 +66,18 @@ constexpr Index kMaxHeads = Index{1} << 12;
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
 constexpr Bytes kTableEntryBytes = 4;     // int32 page index
 constexpr Index kStateFloatsBeyondU = 2;  // m and l beside U's d floats
+constexpr Index kMaxStages = 64;
+constexpr Index kMaxWarps = 32;
+
+// One block's SRAM: the ring of stages x (K, V) tiles of keys_per_step keys, in the input
+// dtype; at the end the same memory holds the warps' states for their merge, warps x
+// rows_per_block x (U (d), m, l) fp32. The larger of the two.
+Bytes split_block_sram(Index d, const DecodeKernelFacts& f) {
+  if (f.stages == 0) return 0;
+  const Bytes ring = f.stages * 2 * f.keys_per_step * d * bytes_of(f.dtype);
+  const Bytes merge = f.warps * f.rows_per_block * (d + kStateFloatsBeyondU) * kFp32;
+  return std::max(ring, merge);
+}
 
 Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 
@@ -140,6 +154,8 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("state_header", f.stores.state_header, 0, kMaxDecodeLength);
   for (const auto* store : {&f.stores.state_u, &f.stores.state_scalar, &f.stores.o, &f.stores.lse})
     if (*store) check(**store);
+  check_range("stages", f.stages, 0, kMaxStages);
+  check_range("warps", f.warps, 1, kMaxWarps);
 }
 
 PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f) {
@@ -189,6 +205,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);
   combine += detail::finalize_ops(1, d);
   r.ops += combine.times(B * H * rows);
+  r.peak_sram = split_block_sram(d, f);
   r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads});
   r.launches.push_back({"combine", B * s.heads_q(), B * s.heads_q(), 0});
   return r;

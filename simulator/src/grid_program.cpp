@@ -5,13 +5,18 @@
 
 #include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/options.hpp"
+#include "flashlab/cpu/philox.hpp"
 
 #include "l2_cache.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <queue>
 #include <stdexcept>
+#include <tuple>
 
 namespace flashlab::sim {
 
@@ -52,12 +57,17 @@ class GridRun {
     add("L", rows_q, 1, kAccumulator);
     row_bytes_ = {p.d * s, p.d * s, p.d * s, p.d * s, bytes_of(kAccumulator)};
     for (Index part = 0; part < p.l2_partitions; ++part) {
-      l2_.emplace_back(p.partition_bytes(), static_cast<int>(part));
+      l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed);
       if (observer) l2_.back().set_observer(&observer);
     }
   }
 
   GridReport run() {
+    return p_.schedule == GridSchedule::drift ? run_drifting() : run_lockstep();
+  }
+
+ private:
+  GridReport run_lockstep() {
     const Index blocks = p_.blocks(), R = p_.resident_blocks();
     Index next = 0;
     std::int64_t steps = 0;
@@ -73,12 +83,74 @@ class GridRun {
       ++steps;
       finish_done();
     }
-    GridReport r{p_, tensors_, std::vector<Bytes>(kTensors, 0), R, steps, accesses_};
+    return report(steps);
+  }
+
+  // The drift schedule (grid.hpp): a queue of moments, one pending per resident block. At the
+  // same moment stores go first, then Q loads, then K and V, each in block order: lockstep's
+  // order, so that sigma = 0 reproduces it.
+  enum Moment : int { kFinish, kStart, kStep };
+  struct Event {
+    double time;
+    int moment;
+    Index block;
+    Index slot;
+    bool operator>(const Event& o) const {
+      return std::tie(time, moment, block) > std::tie(o.time, o.moment, o.block);
+    }
+  };
+  struct Running {  // the block in one of the R slots
+    Index block = 0;
+    double t0 = 0, tau = 1;  // when it started, its time per KV tile
+    Index j = 0, kv_end = 0;
+  };
+
+  GridReport run_drifting() {
+    const Index blocks = p_.blocks(), R = p_.resident_blocks();
+    const Index group = p_.heads / p_.kv_head_count();  // query heads per KV head
+    std::vector<Running> slots(R);
+    std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+    const auto begin = [&](Index slot, Index block, double t) {
+      slots[slot] = {block, t, block_tile_time(p_, block), 0, kv_end_of(block)};
+      events.push({t, kStart, block, slot});
+    };
+    for (Index b = 0; b < R; ++b) begin(b, b, 0.0);
+    Index next = R;
+    double end = 0;
+    while (!events.empty()) {
+      const Event e = events.top();
+      events.pop();
+      Running& r = slots[e.slot];
+      const Index head = head_of(r.block), i = query_tile_of(r.block);
+      const Index part = p_.partition_of(r.block);
+      if (e.moment == kStart) {
+        access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
+      } else if (e.moment == kStep) {
+        const Index row0 = head / group * p_.N + r.j * p_.Bc, rows = rows_of(r.j, p_.Bc);
+        access(kK, row0, rows, /*write=*/false, part);
+        access(kV, row0, rows, /*write=*/false, part);
+        ++r.j;
+      } else {
+        access(kO, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
+        access(kL, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
+        end = e.time;
+        if (next < blocks) begin(e.slot, next++, e.time);
+        continue;
+      }
+      // Its next moment: K_j and V_j at t0 + j tau, or the stores at t0 + Tc tau.
+      const bool done = r.j == r.kv_end;
+      events.push({r.t0 + double(r.j) * r.tau, done ? kFinish : kStep, r.block, e.slot});
+    }
+    return report(static_cast<std::int64_t>(std::ceil(end)));
+  }
+
+  GridReport report(std::int64_t steps) const {
+    GridReport r{p_, tensors_, std::vector<Bytes>(kTensors, 0), p_.resident_blocks(), steps,
+                 accesses_};
     for (const detail::L2Cache& part : l2_) part.add_dirty(r.dirty_at_end);
     return r;
   }
 
- private:
   void add(const char* name, Index rows, Index cols, DType dtype) {
     tensors_.push_back({name, dtype, cpu::checked_mul(rows, cols, "a tensor's elements")});
   }
@@ -235,10 +307,52 @@ void check(const GridProblem& p) {
     throw cpu::InvalidArgument(
         fmt::format("an L2 of {} bytes in {} partitions: give at least a byte per partition",
                     p.l2_bytes, p.l2_partitions));
+  if (!(p.block_time_spread >= 0 && p.block_time_spread <= kMaxBlockTimeSpread))
+    throw cpu::InvalidArgument(fmt::format(
+        "block_time_spread = {}: give 0 to {} (the standard deviation of the log of a block's "
+        "time per KV tile; 0 is lockstep)",
+        p.block_time_spread, kMaxBlockTimeSpread));
+  if (p.schedule == GridSchedule::lockstep && p.block_time_spread != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "block_time_spread = {} with the lockstep schedule, where every block takes the same "
+        "time per tile: give schedule drift, or a spread of 0",
+        p.block_time_spread));
+  if (p.replacement != L2Replacement::lru && p.replacement != L2Replacement::random)
+    throw cpu::InvalidArgument("an unknown L2 replacement: give lru or random");
+  if (p.schedule != GridSchedule::lockstep && p.schedule != GridSchedule::drift)
+    throw cpu::InvalidArgument("an unknown grid schedule: give lockstep or drift");
   cpu::check_causal(p.causal);
   if (p.causal == cpu::Causal::bottom_right)
     throw cpu::InvalidArgument(
         "the grid model runs N_q = N_k, where causal is top-left: give none or top_left");
+}
+
+std::string_view to_string(L2Replacement replacement) {
+  switch (replacement) {
+    case L2Replacement::lru: return "lru";
+    case L2Replacement::random: return "random";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(GridSchedule schedule) {
+  switch (schedule) {
+    case GridSchedule::lockstep: return "lockstep";
+    case GridSchedule::drift: return "drift";
+  }
+  return "unknown";
+}
+
+double block_tile_time(const GridProblem& p, Index block) {
+  if (p.block_time_spread == 0) return 1.0;
+  // Two uniform words from the block's counter and the seed, then Box-Muller for z.
+  const auto u = [](std::uint32_t word) { return (double(word) + 0.5) / 4294967296.0; };
+  const cpu::PhiloxCounter c = cpu::philox4x32_10(
+      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(std::uint64_t(block) >> 32),
+       0, 0},
+      {static_cast<std::uint32_t>(p.seed), static_cast<std::uint32_t>(p.seed >> 32)});
+  const double z = std::sqrt(-2.0 * std::log(u(c[0]))) * std::cos(2.0 * std::numbers::pi * u(c[1]));
+  return std::exp(p.block_time_spread * z);
 }
 
 std::string_view to_string(L2EventKind kind) {

@@ -1,5 +1,7 @@
 #include "l2_cache.hpp"
 
+#include "flashlab/cpu/philox.hpp"
+
 #include <stdexcept>
 
 namespace flashlab::sim::detail {
@@ -47,20 +49,41 @@ void L2Cache::copy_in(int tensor, std::int64_t row0, Bytes bytes,
 
 void L2Cache::place(int tensor, std::int64_t row0, Bytes bytes, bool dirty) {
   const std::uint64_t key = key_of(tensor, row0);
-  lru_.push_front({key, tensor, row0, bytes, dirty});
+  lru_.push_front({key, tensor, row0, bytes, dirty, resident_.size()});
   where_[key] = lru_.begin();
+  resident_.push_back(lru_.begin());
   in_use_ += bytes;
+}
+
+std::list<L2Cache::Line>::iterator L2Cache::victim() {
+  if (replacement_ == L2Replacement::lru) return std::prev(lru_.end());
+  // Any resident tile, each as likely: a 64-bit word from Philox, scaled to the count.
+  const cpu::PhiloxCounter word = cpu::philox4x32_10(
+      {static_cast<std::uint32_t>(evictions_), static_cast<std::uint32_t>(evictions_ >> 32),
+       static_cast<std::uint32_t>(partition_), 0},
+      {static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32)});
+  const std::uint64_t r = (std::uint64_t{word[0]} << 32) | word[1];
+  return resident_[static_cast<std::size_t>(
+      (static_cast<unsigned __int128>(r) * resident_.size()) >> 64)];
+}
+
+void L2Cache::drop(std::list<Line>::iterator line) {
+  in_use_ -= line->bytes;
+  where_.erase(line->key);
+  resident_[line->slot] = resident_.back();  // the last line takes its place
+  resident_[line->slot]->slot = line->slot;
+  resident_.pop_back();
+  lru_.erase(line);
 }
 
 void L2Cache::evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors) {
   while (in_use_ + bytes > capacity_) {
-    const Line& victim = lru_.back();
-    if (victim.dirty) tensors[victim.tensor].dram_written += victim.bytes;
-    tell(victim.dirty ? L2EventKind::write_back : L2EventKind::evict, victim.tensor, victim.row0,
-         victim.bytes, victim.dirty);
-    in_use_ -= victim.bytes;
-    where_.erase(victim.key);
-    lru_.pop_back();
+    const auto line = victim();
+    ++evictions_;
+    if (line->dirty) tensors[line->tensor].dram_written += line->bytes;
+    tell(line->dirty ? L2EventKind::write_back : L2EventKind::evict, line->tensor, line->row0,
+         line->bytes, line->dirty);
+    drop(line);
   }
 }
 

@@ -1,4 +1,5 @@
-// An L2 between HBM and SRAM: least-recently-used tiles, write-back and write-allocate. It
+// An L2 between HBM and SRAM: least-recently-used tiles (or, for the grid model, a random
+// victim), write-back and write-allocate. It
 // turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM
 // itself (what a GPU's DRAM counters report). Private to simulator/.
 //
@@ -21,8 +22,11 @@ namespace flashlab::sim::detail {
 class L2Cache {
  public:
   // partition: the number its events carry (grid.hpp's L2 partitions; 0 for the one L2).
-  explicit L2Cache(Bytes capacity, int partition = 0)
-      : capacity_(capacity), partition_(partition) {}
+  // replacement: which tile makes room (grid.hpp's L2Replacement); random draws from
+  // Philox4x32-10 keyed by seed, its counter the partition and the evictions so far.
+  explicit L2Cache(Bytes capacity, int partition = 0,
+                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0)
+      : capacity_(capacity), partition_(partition), replacement_(replacement), seed_(seed) {}
 
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
@@ -64,8 +68,11 @@ class L2Cache {
     std::int64_t row0;
     Bytes bytes;
     bool dirty;
+    std::size_t slot;  // its place in resident_
   };
   void evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors);
+  std::list<Line>::iterator victim();
+  void drop(std::list<Line>::iterator line);
   void place(int tensor, std::int64_t row0, Bytes bytes, bool dirty);
   void tell(L2EventKind kind, int tensor, std::int64_t row0, Bytes bytes, bool write) const {
     if (observer_) (*observer_)({kind, tensor, row0, bytes, write, partition_});
@@ -73,7 +80,11 @@ class L2Cache {
 
   Bytes capacity_, in_use_ = 0;
   int partition_;
+  L2Replacement replacement_;
+  std::uint64_t seed_;
+  std::uint64_t evictions_ = 0;
   std::list<Line> lru_;  // front: most recently used
+  std::vector<std::list<Line>::iterator> resident_;  // every line, in no order: random draws
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;
   const L2Observer* observer_ = nullptr;
 };

@@ -13,6 +13,19 @@ namespace flashlab::sim {
 namespace {
 constexpr cpu::Index kMaxPairN = cpu::Index{1} << 22;  // the most rows sim::check allows
 
+// The fa2 program's count for one square pair of chunks of `rows` rows.
+Report pair_report(const RingProblem& p, cpu::Index rows, cpu::Causal causal,
+                   const HardwareProfile& gpu) {
+  Problem pair{.N = rows,
+               .d = p.d,
+               .dtype = p.dtype,
+               .causal = causal,
+               .sram_bytes = gpu.sram_per_sm,
+               .tiles = p.tiles};
+  return count(Algorithm::fa2, pair);
+}
+}  // namespace
+
 void check_ring(const RingProblem& p) {
   std::ostringstream why;
   if (p.ranks < 1)
@@ -31,19 +44,6 @@ void check_ring(const RingProblem& p) {
     return;
   throw cpu::InvalidArgument(why.str());
 }
-
-// The fa2 program's count for one square pair of chunks of `rows` rows.
-Report pair_report(const RingProblem& p, cpu::Index rows, cpu::Causal causal,
-                   const HardwareProfile& gpu) {
-  Problem pair{.N = rows,
-               .d = p.d,
-               .dtype = p.dtype,
-               .causal = causal,
-               .sram_bytes = gpu.sram_per_sm,
-               .tiles = p.tiles};
-  return count(Algorithm::fa2, pair);
-}
-}  // namespace
 
 const RingRankStep& RingReport::at(cpu::Index rank, cpu::Index step) const {
   return steps.at(static_cast<size_t>(rank * problem.ranks + step));
@@ -113,13 +113,9 @@ RingReport simulate_ring(const RingProblem& p, const HardwareProfile& gpu,
   return out;
 }
 
-std::optional<cpu::Index> hiding_n_per_rank(RingProblem p, const HardwareProfile& gpu,
-                                            const LinkProfile& link) {
+std::optional<cpu::Index> smallest_hiding_n(const RingProblem& p,
+                                            const std::function<bool(cpu::Index)>& hidden) {
   const cpu::Index step = p.layout == cpu::RingLayout::zigzag ? 2 : 1;
-  const auto hidden = [&](cpu::Index n) {
-    p.n_per_rank = n;
-    return simulate_ring(p, gpu, link).link_hidden();
-  };
   if (p.ranks == 1) return step;  // nothing is sent
   cpu::Index lo = 0, hi = step;   // hidden(lo) is false (or lo = 0), hidden(hi) is tested
   while (!hidden(hi)) {
@@ -133,6 +129,14 @@ std::optional<cpu::Index> hiding_n_per_rank(RingProblem p, const HardwareProfile
     (hidden(mid) ? hi : lo) = mid;
   }
   return hi;
+}
+
+std::optional<cpu::Index> hiding_n_per_rank(RingProblem p, const HardwareProfile& gpu,
+                                            const LinkProfile& link) {
+  return smallest_hiding_n(p, [&](cpu::Index n) {
+    p.n_per_rank = n;
+    return simulate_ring(p, gpu, link).link_hidden();
+  });
 }
 
 }  // namespace flashlab::sim

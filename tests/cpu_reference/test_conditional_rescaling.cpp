@@ -8,8 +8,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 using namespace flashlab::cpu;
 using flashlab::test::random_matrix;
@@ -335,4 +337,67 @@ TEST_CASE("bad rescale thresholds are refused with a clear error") {
                                             {}, with_tau(130.0)));
   // Shapes are checked as in every forward.
   CHECK_THROWS_AS(forward_conditional<float>(Q, K.leftCols(7), V, {}), InvalidArgument);
+}
+
+TEST_CASE("another executor's counts agree within rounding near the threshold, and no further") {
+  // The reference's counts on real inputs, so that the rule is tried on counts it meets.
+  const auto seed = flashlab::test::fresh_seed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  const Index n_q = 300, n_k = 1023, d = 32;
+  const auto Q = random_matrix<float>(n_q, d, rng), K = random_matrix<float>(n_k, d, rng),
+             V = random_matrix<float>(n_k, d, rng);
+  AttentionOptions options;
+  options.scale = 1.0;  // scores of std ~ sqrt(d): bases move often
+  options.tiles = {64, 128};
+  const RescaleCounts ref = forward_conditional<float>(Q, K, V, options).rescales;
+  REQUIRE(ref.rescaled > 0);
+  REQUIRE(ref.skipped > 0);
+  const Index slack = std::max<Index>(2, ref.standard_rescales() / 100);
+
+  const RescaleAgreement same = compare_rescale_counts(ref, ref);
+  CHECK(same.agree);
+  CHECK(same.reason.empty());
+  CHECK(same.slack == slack);
+
+  // Decisions that went the other way near the threshold: up to the slack, agreed.
+  RescaleCounts near = ref;
+  near.rescaled += slack, near.skipped -= slack;
+  CHECK(compare_rescale_counts(near, ref).agree);
+  near = ref;
+  near.skipped += slack, near.kept -= slack;
+  CHECK(compare_rescale_counts(near, ref).agree);
+
+  // One more than the slack: refused, naming the count.
+  RescaleCounts far = ref;
+  far.skipped += slack + 1, far.kept -= slack + 1;
+  const RescaleAgreement a = compare_rescale_counts(far, ref);
+  CHECK_FALSE(a.agree);
+  CHECK(a.reason.find("skipped differs by " + std::to_string(slack + 1)) != std::string::npos);
+
+  // The shape fixes `first` and the number of later updates exactly.
+  RescaleCounts extra = ref;
+  extra.first += 1;
+  CHECK_FALSE(compare_rescale_counts(extra, ref).agree);
+  CHECK(compare_rescale_counts(extra, ref).reason.find("first tiles differ") != std::string::npos);
+  extra = ref;
+  extra.kept += 1;
+  CHECK_FALSE(compare_rescale_counts(extra, ref).agree);
+  CHECK(compare_rescale_counts(extra, ref).reason.find("later updates differ") !=
+        std::string::npos);
+
+  // Zeros from a device that did not count: refused.
+  CHECK_FALSE(compare_rescale_counts(RescaleCounts{}, ref).agree);
+}
+
+TEST_CASE("the agreement's slack is at least 2 where the reference saw few growths") {
+  RescaleCounts ref;
+  ref.first = 10, ref.rescaled = 1, ref.skipped = 3, ref.kept = 6;
+  RescaleCounts other = ref;
+  other.rescaled = 3, other.skipped = 1;
+  const RescaleAgreement a = compare_rescale_counts(other, ref);
+  CHECK(a.slack == 2);
+  CHECK(a.agree);
+  other.rescaled = 4, other.skipped = 0, other.kept = 6;
+  CHECK_FALSE(compare_rescale_counts(other, ref).agree);
 }

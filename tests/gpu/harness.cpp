@@ -228,7 +228,8 @@ std::string Case::describe() const {
          (fa3 ? " fa3{ws=" + std::to_string(fa3->warp_specialized) + " stages=" +
                     std::to_string(fa3->stages) + " ping_pong=" + std::to_string(fa3->ping_pong) +
                     " intra_overlap=" + std::to_string(fa3->intra_overlap) +
-                    " conditional_rescale=" + std::to_string(fa3->conditional_rescale) + "}"
+                    " conditional_rescale=" + std::to_string(fa3->conditional_rescale) +
+                    " grid=" + std::to_string(fa3->grid) + "}"
               : "");
 }
 

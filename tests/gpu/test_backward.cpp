@@ -1,6 +1,7 @@
-// The fa2 backward against the fp64 CPU reference, under ANCHORS.md's rule for gradients:
-// dQ, dK and dV each within 3x of the error of the naive backward computed in the same low
-// precision, on awkward shapes, GQA, every layout and both causal alignments, with the
+// The backward (v3, the wgmma kernel, where fa3_backward::takes the call: the default mode
+// without dropout; v2 otherwise) against the fp64 CPU reference, under ANCHORS.md's rule for
+// gradients: dQ, dK and dV each within 3x of the error of the naive backward computed in the same
+// low precision, on awkward shapes, GQA, every layout and both causal alignments, with the
 // gradients poisoned with NaN before the call. A failure prints the case, the gradient and
 // both errors.
 #include "backward_harness.hpp"
@@ -103,6 +104,49 @@ TEST_CASE("backward: BSHD and padded rows") {
   }
 }
 
+// v3's own risks: its two buffers of Q_i, dO_i through many phases of their barriers (a
+// block's steps run over the GQA group's query heads), dQ split by slabs of d (d = 128) or by keys
+// (d = 64), a warpgroup whose 64 keys lie wholly past N_k, and blocks whose keys no query sees
+// (they load nothing and write zeros).
+TEST_CASE(
+    "backward v3: many steps a block (GQA 4 over 1, N_q = 1023), d = 64 and 128, fp16 and bf16") {
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : {64, 128}) {
+      BackwardCase c;
+      c.dtype = dtype;
+      c.heads_q = 4;
+      c.heads_kv = 1;
+      c.n_q = 1023;
+      c.n_k = 300;
+      c.d = d;
+      expect_gradients_match(c);
+      c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
+      expect_gradients_match(c);
+    }
+}
+
+TEST_CASE("backward v3: a warpgroup's keys past N_k, and blocks no query sees") {
+  for (int d : {64, 128}) {
+    // N_k = 17, 65: the second warpgroup's keys are all past N_k; 129: a second block of one key.
+    for (int n_k : {17, 65, 129}) {
+      BackwardCase c;
+      c.n_q = 200;
+      c.n_k = n_k;
+      c.d = d;
+      expect_gradients_match(c);
+    }
+    // Top-left with N_k > N_q: keys past N_q - 1 are seen by no query, whole blocks of them.
+    BackwardCase c;
+    c.heads_q = 2;
+    c.heads_kv = 2;
+    c.n_q = 100;
+    c.n_k = 700;
+    c.d = d;
+    c.causal = FLASHLAB_CAUSAL_TOP_LEFT;
+    expect_gradients_match(c);
+  }
+}
+
 TEST_CASE("backward, deterministic mode: the same rule, and bitwise equal over 50 runs") {
   constexpr int kRuns = 50;
   for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
@@ -127,6 +171,23 @@ TEST_CASE("backward, deterministic mode: the same rule, and bitwise equal over 5
     c.deterministic = true;
     expect_gradients_match(c);
   }
+}
+
+TEST_CASE(
+    "sanitizer: the backward v3 at d = 64 and 128, bf16 and fp16, GQA, ragged and causal, "
+    "several steps a block (compute-sanitizer runs this)") {
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : {64, 128}) {
+      BackwardCase c;
+      c.dtype = dtype;
+      c.heads_q = 2;
+      c.heads_kv = 1;
+      c.n_q = 130;
+      c.n_k = 203;
+      c.d = d;
+      c.causal = d == 64 ? FLASHLAB_CAUSAL_BOTTOM_RIGHT : FLASHLAB_CAUSAL_TOP_LEFT;
+      expect_gradients_match(c);
+    }
 }
 
 TEST_CASE(

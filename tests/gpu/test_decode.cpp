@@ -1,7 +1,8 @@
 // Split-KV decode (gpu/kernels/05_decode_*.cu) against the fp64 CPU reference decode: ragged
-// lengths including 0 and 1, N_q in {1, 4, 16}, every split count, GQA 32/8 and 4/1, d 64
-// and 128, bf16 and fp16; the paged cache bitwise equal to the contiguous one; repeated runs
-// bitwise equal; the device-side checks of lengths and page indices; every error status.
+// lengths including 0 and 1 and on both sides of the tile, N_q in {1, 3, 4, 16}, every split
+// count, GQA groups of 1 to 32 heads (32/8 and 4/1 among them), d 64 and 128, bf16 and fp16;
+// the paged cache bitwise equal to the contiguous one; repeated runs bitwise equal; the
+// device-side checks of lengths and page indices; every error status.
 #include "checks.hpp"
 #include "decode_harness.hpp"
 
@@ -51,6 +52,41 @@ TEST_CASE("decode matches the fp64 reference: dtypes, d, N_q in {1, 4, 16}, GQA 
           c.lens = kRaggedLens;
           expect_decode_matches(c);
         }
+}
+
+// The packed rows of a block are the 16 rows of an mma tile: groups that fill part of it
+// (1, 2, 4, 8 heads with one query), exactly (16), or more than one tile (32 heads; 8 heads
+// x 3 queries = 24 rows: a full row block and a ragged one).
+TEST_CASE("decode: GQA groups of 1, 2, 4, 8, 16 and 32 query heads per KV head") {
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : decode::kHeadDims)
+      for (int group : {1, 2, 4, 8, 16, 32})
+        for (int n_q : {1, 3}) {
+          DecodeCase c;
+          c.dtype = dtype;
+          c.d = d;
+          c.n_q = n_q;
+          c.heads_kv = 2;
+          c.heads_q = 2 * group;
+          c.lens = {0, 1, 97, 1023};
+          expect_decode_matches(c);
+        }
+}
+
+// Lengths on both sides of the tile (decode::kBc keys) and of a split's share of tiles.
+TEST_CASE("decode: lengths that are not a multiple of the tile, every way of splitting them") {
+  const int bc = decode::kBc;
+  for (int d : decode::kHeadDims)
+    for (int splits : {1, 2, 3, 0}) {
+      DecodeCase c;
+      c.d = d;
+      c.heads_q = 8;
+      c.heads_kv = 2;
+      c.n_q = 2;
+      c.lens = {bc - 1, bc, bc + 1, 2 * bc - 1, 2 * bc + 1, 5 * bc + 17, 113};
+      c.num_splits = splits;
+      expect_decode_matches(c);
+    }
 }
 
 TEST_CASE("decode with every split count from 1 to 64 (more splits than keys included)") {

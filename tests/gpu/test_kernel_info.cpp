@@ -109,6 +109,34 @@ TEST_CASE("the backward's kernels fit the hardware, and the workspace is its for
         2 * fa2_backward::workspace_bytes(1, 1, 4096, 128, false));
 }
 
+TEST_CASE("the backward's v3: which calls it takes, and its tiles, threads and SRAM") {
+  // The rule: the default mode without dropout, with rows TMA can describe; v2 otherwise.
+  CHECK(fa3_backward::takes(/*deterministic=*/false, /*dropout=*/false, /*row_stride_zero=*/false));
+  CHECK(!fa3_backward::takes(true, false, false));
+  CHECK(!fa3_backward::takes(false, true, false));
+  CHECK(!fa3_backward::takes(false, false, true));
+  CHECK(!fa3_backward::takes(true, true, true));
+  for (flashlab_dtype dtype : {FLASHLAB_FP16, FLASHLAB_BF16})
+    for (int64_t d : {64, 128}) {
+      INFO("fa3 backward d = ", d, " ", dtype_name(dtype));
+      const KernelConfig c = fa3_backward::config(d, dtype);
+      // Two warpgroups of 128 threads, each owning wgmma's M = 64 keys; 64 query rows a step.
+      CHECK(c.threads == 256);
+      CHECK(c.Bc == 128);
+      CHECK(c.Br == 64);
+      CHECK(c.blocks_per_sm == 1);
+      // Alignment slack and barriers (1024 + 1024 bytes), sK, sV (128 x d), sQ, sdO two
+      // buffers of (64 x d), sdS^T (128 x 64), 2 bytes each; sL, sD two buffers of 64 floats.
+      CHECK(c.sram_bytes == 2048 + 2 * (2 * 128 * d + 4 * 64 * d + 128 * 64) + 4 * 4 * 64);
+      CHECK(c.sram_bytes <= kBlockSramBytes);
+      CHECK(c.blocks_per_sm * (c.sram_bytes + kReservedPerBlock) <= kSmSramBytes);
+      CHECK(c.stride_align_elements * dtype_bytes(dtype) == c.pointer_align_bytes);
+    }
+  // d = 128, bf16: 147 KiB, the figure kernel_info.hpp's comment gives.
+  CHECK(fa3_backward::sram_bytes(128, FLASHLAB_BF16) == 147 * 1024);
+  CHECK(fa3_backward::sram_bytes(64, FLASHLAB_BF16) == 83 * 1024);
+}
+
 // The numbers the kernels were written with (and measured with, bench/gpu/NOTES.md).
 TEST_CASE("the ladder's configurations") {
   const KernelConfig fa2_128 = kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
@@ -197,17 +225,30 @@ TEST_CASE("unsupported or unknown dtype, unknown kernel") {
   }
 }
 
-// The decode kernels' facts: the tile (the bytes a block has in flight) is 16 KiB of K and V
-// for both head dimensions, the merge SRAM of the resident blocks fits an H200 SM (228 KiB),
-// and the split heuristic stays in [1, kMaxSplits] and keeps 95% of a wave's slots busy.
+// The decode kernels' facts: a tile is one k16 slice of W V per warp; the ring of K and V
+// tiles is the same 96 KiB for both head dimensions and two blocks of it fit an H200 SM
+// (228 KiB, 1 KiB of it reserved per block); the merge fits in the ring; a thread's keys of a
+// tile lie on one page; the split heuristic stays in [1, kMaxSplits] and keeps 95% of a
+// wave's slots busy.
 TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace") {
-  constexpr int64_t kSmSramBytes = 228 * 1024, kH200Sms = 132;
+  constexpr int64_t kSmSramBytes = 228 * 1024, kReservedPerBlock = 1024, kH200Sms = 132;
+  CHECK(decode::kBc == decode::kWarps * decode::kKeysPerWarp);
+  CHECK(decode::kKeysPerWarp == 16);      // the k of mma.sync m16n8k16
+  CHECK(decode::kMaxRowsPerBlock == 16);  // its m
   for (int64_t d : decode::kHeadDims) {
-    CHECK(decode::threads_per_key(d) * decode::key_lanes(d) == decode::kThreads);
-    CHECK(decode::bc(d) * d * 2 * 2 == 16 * 1024);
-    CHECK(decode::bytes_in_flight_per_block() == decode::bc(d) * d * 2 * 2);
-    for (int rows : {decode::kMaxRowsPerBlock / 2, decode::kMaxRowsPerBlock})
-      CHECK(decode::blocks_per_sm(rows) * decode::sram_bytes(d) <= kSmSramBytes);
+    CAPTURE(d);
+    CHECK(decode::bc(d) == decode::kBc);
+    CHECK(decode::stage_bytes(d) == decode::kBc * d * 2 * 2);
+    CHECK(decode::stages(d) * decode::stage_bytes(d) == 96 * 1024);
+    CHECK(decode::bytes_in_flight_per_block(d) == 96 * 1024 - decode::stage_bytes(d));
+    CHECK(decode::sram_bytes(d) == 96 * 1024);
+    CHECK(decode::merge_bytes(d) == decode::kWarps * 16 * (d + 2) * 4);
+    CHECK(decode::merge_bytes(d) <= decode::sram_bytes(d));
+    CHECK(decode::kBlocksPerSm * (decode::sram_bytes(d) + kReservedPerBlock) <= kSmSramBytes);
+    CHECK((decode::kBlocksPerSm + 1) * (decode::sram_bytes(d) + kReservedPerBlock) > kSmSramBytes);
+    // every 16-byte chunk of a tile's K is copied by exactly one thread
+    CHECK(decode::kThreads * decode::keys_per_thread(d) == decode::kBc * d / 8);
+    CHECK(decode::kMinPageSize % decode::keys_per_thread(d) == 0);
   }
   CHECK(!decode::supports_head_dim(96));
   CHECK(!decode::supports_dtype(FLASHLAB_FP32));
@@ -215,22 +256,25 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   for (int64_t ps : {16, 64, 256, 65536}) CHECK(decode::is_page_size(ps));
   for (int64_t ps : {0, 8, 24, 48, 131072, -16}) CHECK(!decode::is_page_size(ps));
   CHECK(decode::row_blocks(4, 1) == 1);
-  CHECK(decode::row_blocks(4, 16) == 8);
-  CHECK(decode::row_blocks(1, 9) == 2);
-  // ANCHORS.md's shape, GQA 32/8, N_q = 1, 3 blocks per SM on 132 SMs (a wave of 396): the
+  CHECK(decode::row_blocks(4, 16) == 4);
+  CHECK(decode::row_blocks(16, 1) == 1);
+  CHECK(decode::row_blocks(1, 17) == 2);
+  CHECK(decode::row_blocks(32, 1) == 2);
+  // ANCHORS.md's shape, GQA 32/8, N_q = 1, 2 blocks per SM on 132 SMs (a wave of 264): the
   // fewest splits that keep 95% of the slots busy, unless the cache is too short for them.
-  // B = 8: 64 (b, KV head) pairs, 6 splits = 384 blocks (5 would be 320: 81%).
-  CHECK(decode::auto_splits(8, 8, 4, 1, 131072, kH200Sms) == 6);
+  // B = 8: 64 (b, KV head) pairs, 4 splits = 256 blocks (3 would be 192: 73%).
+  CHECK(decode::auto_splits(8, 8, 4, 1, 131072, kH200Sms) == 4);
   CHECK(decode::auto_splits(8, 8, 4, 1, 1024, kH200Sms) == 2);
-  // B = 1: 8 pairs, 48 splits = 384 (47 would be 376: 94.9%).
-  CHECK(decode::auto_splits(1, 8, 4, 1, 32768, kH200Sms) == 48);
+  // B = 1: 8 pairs, 32 splits = 256 (31 would be 248: 93.9%).
+  CHECK(decode::auto_splits(1, 8, 4, 1, 32768, kH200Sms) == 32);
   // One pair never fills 95% of a wave: the best share within kMaxSplits.
   CHECK(decode::auto_splits(1, 1, 4, 1, 1 << 20, kH200Sms) == decode::kMaxSplits);
-  // B = 32: one split fills 256 of 396 slots (65%); B = 64: 512 blocks, a second wave 29%
-  // full (65%). 3 splits fill 768 of 792 and 1536 of 1584 slots (97%).
-  CHECK(decode::auto_splits(32, 8, 4, 1, 32768, kH200Sms) == 3);
-  CHECK(decode::auto_splits(64, 8, 4, 1, 32768, kH200Sms) == 3);
-  // N_q = 16: 8 rows a block, 2 blocks per SM (a wave of 264), 8 row blocks per pair.
+  // B = 32: one split fills 256 of 264 slots; B = 64: 512 of 2 x 264 (97%).
+  CHECK(decode::auto_splits(32, 8, 4, 1, 32768, kH200Sms) == 1);
+  CHECK(decode::auto_splits(64, 8, 4, 1, 32768, kH200Sms) == 1);
+  // B = 16: 128 blocks, 2 splits fill 256 of 264.
+  CHECK(decode::auto_splits(16, 8, 4, 1, 32768, kH200Sms) == 2);
+  // N_q = 16: 64 packed rows, 4 row blocks per pair: B = 8 has 256 blocks a split.
   CHECK(decode::auto_splits(8, 8, 4, 16, 32768, kH200Sms) == 1);
   for (int64_t batch : {1, 3, 8, 64})
     for (int64_t len : {1, 100, 4096, 131072}) {

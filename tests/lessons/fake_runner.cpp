@@ -1,6 +1,7 @@
 // Stand-in GPU runner plugins, built three ways:
-//   FAKE_RUNNER_VERSION = 2: the previous version's calls (device and forward);
-//   FAKE_RUNNER_VERSION = 3 without FAKE_RUNNER_ZEROS: the backward but no decode call;
+//   FAKE_RUNNER_VERSION = 3: the previous version's calls (device, forward, backward and
+//     decode);
+//   FAKE_RUNNER_VERSION = 4 without FAKE_RUNNER_ZEROS: every call but the rescale count;
 //     the program must refuse both;
 //   FAKE_RUNNER_ZEROS: every call of this version, each "running" on a pretend device and
 //     returning zeros, so that the lessons' GPU steps can be driven end to end without a GPU
@@ -30,7 +31,6 @@ __attribute__((visibility("default"))) void flashlab_runner_forward(const flashl
   r->median_ms = 1;
 }
 
-#if FAKE_RUNNER_VERSION >= 3
 __attribute__((visibility("default"))) void flashlab_runner_backward(
     const flashlab_runner_backward_call* c, flashlab_runner_backward_result* r) {
   *r = {};
@@ -41,9 +41,7 @@ __attribute__((visibility("default"))) void flashlab_runner_backward(
   r->bitwise_repeats = 1;
   r->median_ms = 1;
 }
-#endif
 
-#ifdef FAKE_RUNNER_ZEROS
 __attribute__((visibility("default"))) void flashlab_runner_decode(
     const flashlab_runner_decode_call* c, flashlab_runner_decode_result* r) {
   *r = {};
@@ -54,6 +52,14 @@ __attribute__((visibility("default"))) void flashlab_runner_decode(
     c->splits_used[i] = c->splits[i] > 0 ? c->splits[i] : 1;
     c->median_ms[i] = 1;
   }
+  r->ran = 1;
+}
+
+#ifdef FAKE_RUNNER_ZEROS
+__attribute__((visibility("default"))) void flashlab_runner_rescale(
+    const flashlab_runner_rescale_call* c, flashlab_runner_rescale_result* r) {
+  *r = {};  // every count 0
+  std::fill_n(c->o, c->n_q * c->d, 0.0f);
   r->ran = 1;
 }
 #endif

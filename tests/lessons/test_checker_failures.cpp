@@ -124,6 +124,8 @@ TEST_CASE("checker: a NaN in the output is found and counted") {
 TEST_CASE("checker: what the code printed before it crashed comes back with the case") {
   const CaseResult c = only_the_triggered_case_fails(&failing::softmax_prints_then_crashes,
                                                      "SIGSEGV");
+  CAPTURE(c.output);
+  CAPTURE(c.detail);
   CHECK(contains(c.output, "softmax of 7 scores"));
 }
 

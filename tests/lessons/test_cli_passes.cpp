@@ -114,11 +114,14 @@ TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SM
                                                                  .page_size = 64});
   REQUIRE(p.report);
   CHECK(bytes_of(j, "block table", "bytes_read") == p.report->tensor("block table").read);
-  // 4 rows of 4 query heads are 16 packed rows: two row blocks of the kernel's
-  // decode::kMaxRowsPerBlock = 8, each of which reads K and V.
-  CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * (1 + 97 + 4096) * 128 * 2);
-  CHECK(j["launches"][0]["blocks"] == 4 * 8 * 2 * 16);
+  // 4 rows of 4 query heads are 16 packed rows: one row block of the kernel's
+  // decode::kMaxRowsPerBlock = 16 (an mma tile's M), which reads K and V once.
+  static_assert(flashlab::gpu::decode::kMaxRowsPerBlock == 16);
+  CHECK(bytes_of(j, "K", "bytes_read") == 1 * 8 * (1 + 97 + 4096) * 128 * 2);
+  CHECK(j["launches"][0]["blocks"] == 4 * 8 * 1 * 16);
   CHECK(j["launches"][0]["busy_sms"] == p.report->launch("split").busy_sms(132));
+  // The mirror lays out the kernel's SRAM: its ring of K and V tiles, as kernel_info states it.
+  CHECK(p.report->peak_sram == flashlab::gpu::decode::sram_bytes(128));
 
   // One sequence, one KV head: the split count decides how many SMs work.
   const auto one = json_of("simulate --pass decode --kv-len 32768 --splits 1");
@@ -132,6 +135,21 @@ TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SM
         64 * bytes_of(one, "partial state", "bytes_read"));
   CHECK(bytes_of(many, "partial state", "bytes_written") >
         64 * bytes_of(one, "partial state", "bytes_written"));
+}
+
+// The mirror's SRAM from the facts gpu_bridge reads in kernel_info, for every d and dtype the
+// kernel takes: the ring of K and V tiles that the kernel asks for at launch.
+TEST_CASE("the decode mirror's SRAM per block is the kernel's, for every d and dtype") {
+  namespace k = flashlab::gpu::decode;
+  for (const flashlab::sim::DType dtype : {flashlab::sim::DType::bf16, flashlab::sim::DType::fp16})
+    for (const std::int64_t d : k::kHeadDims) {
+      CAPTURE(d);
+      const auto f = flashlab::app::decode_kernel_facts(d, dtype, 4, 0);
+      REQUIRE(f.facts);
+      const auto r = flashlab::sim::count_decode_kernel(
+          {.lengths = {4096, 97}, .heads_kv = 8, .group = 4, .d = d}, *f.facts);
+      CHECK(r.peak_sram == k::sram_bytes(d));
+    }
 }
 
 TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {

@@ -1,13 +1,16 @@
-// The GPU steps of lessons 6 and 10 and the bridge under them, on a machine without a GPU:
+// The GPU steps of lessons 6, 9 and 10 and the bridge under them, on a machine without a GPU:
 // each step says plainly what it would show; the closed forms they print; the shuffled block
 // table of the paged cache; the runner's refusals (another plugin version, bad shapes).
 #include "run_flashlab.hpp"
 
 #include "06-backward/gpu_backward.hpp"
+#include "09-conditional-rescaling/gpu_rescale.hpp"
 #include "10-decode/gpu_decode.hpp"
 #include "gpu_bridge/block_table.hpp"
 #include "gpu_bridge/gpu_runner.hpp"
 #include "gpu_bridge/runner_abi.h"
+#include "random_inputs.hpp"
+#include "traces/tile_trace.hpp"
 #include "flashlab/flashlab.h"
 #include "flashlab/sim/dtype.hpp"
 
@@ -19,7 +22,10 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 
 namespace flashlab::test {
@@ -34,7 +40,94 @@ std::string lesson_without_gpu(int number) {
   return run.output;
 }
 
+// The lines of text that start with prefix.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  return out;
+}
+
+// The tab-separated cells of a line.
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string cell; std::getline(in, cell, '\t');) out.push_back(cell);
+  return out;
+}
+
+// Lesson 9's GPU-step rows of one kind of scores: the CPU reference's, then the GPU's if any.
+std::vector<std::vector<std::string>> rescale_rows(const std::string& out,
+                                                   const std::string& scores) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : lines_starting(out, scores + "\t"))
+    if (const auto c = cells(line); c.size() == 8 && (c[1] == "CPU reference" || c[1] == "GPU fa3"))
+      rows.push_back(c);
+  return rows;
+}
+
 }  // namespace
+
+TEST_CASE("lesson 9's CPU column: fa3's tiles, and a rescale wherever a row's max grows") {
+  // Counted here from the full score matrix: a row's tile is `first` once, and the
+  // standard algorithm rescales (rescaled + skipped) when the tile's max beats every
+  // earlier score of the row. N_q, N_k awkward; Bc from the kernel table.
+  constexpr cpu::Index Bc = gpu::fa3::kBc;
+  const std::uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  for (const auto& [n_q, n_k] :
+       {std::pair<cpu::Index, cpu::Index>{97, 1023}, {1, 17}, {113, 3 * Bc}}) {
+    CAPTURE(n_q);
+    CAPTURE(n_k);
+    app::RescaleCase c{"random", app::random_inputs({.N = n_q, .d = 64, .seed = seed}).Q,
+                       app::random_inputs({.N = n_k, .d = 64, .seed = seed + 1}).K,
+                       app::random_inputs({.N = n_k, .d = 64, .seed = seed + 2}).V};
+    c.K *= 3.0f;  // scores of std ~ 3: bases move, growths are skipped
+    const cpu::RescaleCounts n = app::reference_rescale_counts(c);
+    const cpu::Index Tc = (n_k + Bc - 1) / Bc;
+    CHECK(n.first == n_q);
+    CHECK(n.rescaled + n.skipped + n.kept == n_q * (Tc - 1));
+    // S as the reference computes it from bf16 inputs, in fp32 (the accumulator of bf16).
+    const cpu::Matrix<float> S = c.Q.cast<cpu::bf16>().cast<float>() *
+                                 c.K.cast<cpu::bf16>().cast<float>().transpose() / std::sqrt(64.0f);
+    cpu::Index grew = 0;
+    for (cpu::Index i = 0; i < n_q; ++i) {
+      float running = -std::numeric_limits<float>::infinity();
+      for (cpu::Index k0 = 0; k0 < n_k; k0 += Bc) {
+        const float tile_max = S.row(i).segment(k0, std::min(Bc, n_k - k0)).maxCoeff();
+        grew += k0 > 0 && tile_max > running;
+        running = std::max(running, tile_max);
+      }
+    }
+    // A growth within rounding of the running max may be called either way: at most 1%.
+    CHECK(std::abs(n.rescaled + n.skipped - grew) <= std::max<cpu::Index>(2, grew / 100));
+  }
+}
+
+TEST_CASE("lesson 9 without a GPU says why its GPU step is skipped and prints the CPU column") {
+  const std::string out = lesson_without_gpu(9);
+  if (out.empty()) {
+    MESSAGE("a GPU is present: lesson 9's GPU step counts on it instead");
+    return;
+  }
+  CHECK(contains(out, "On a GPU: fa3's conditional rescales beside the reference's"));
+  CHECK(contains(out, "No GPU here: "));
+  CHECK(contains(out, "Run `flashlab lesson 9` on a machine with an NVIDIA Hopper GPU"));
+  CHECK(contains(out, fmt::format("fa3's tiles (Br = {}, Bc = {})", gpu::fa3::kBr, gpu::fa3::kBc)));
+  // The lesson's N = 1024 rows over ceil(1024 / Bc) KV tiles, CPU rows only.
+  const cpu::Index N = 1024, Tc = (N + gpu::fa3::kBc - 1) / gpu::fa3::kBc;
+  for (const char* scores : {"random", "growing along N"}) {
+    CAPTURE(scores);
+    const auto rows = rescale_rows(out, scores);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0][1] == "CPU reference");
+    CHECK(std::stoll(rows[0][2]) == N);
+    CHECK(std::stoll(rows[0][3]) + std::stoll(rows[0][4]) + std::stoll(rows[0][5]) == N * (Tc - 1));
+  }
+  // Growing scores make the max outgrow the base by more than tau: some rescales remain.
+  CHECK(std::stoll(rescale_rows(out, "growing along N")[0][3]) > 0);
+}
 
 TEST_CASE("lesson 6 without a GPU says what its GPU step would show and how to run it") {
   const std::string out = lesson_without_gpu(6);
@@ -70,7 +163,7 @@ TEST_CASE("lesson 10 without a GPU says what its split-KV step would show and ho
 TEST_CASE("the backward's bytes in closed form, counted by hand for a small shape") {
   // Hq = 2, Hkv = 1, N_q = 64, N_k = 3 Bc - 1 (the kernel table's Bc), d = 64, bf16:
   // Tc = 3 KV tiles, the last one ragged.
-  constexpr int Bc = flashlab::gpu::fa2_backward::kBc;
+  constexpr int Bc = flashlab::gpu::fa3_backward::kBc;
   const app::BackwardShape s{.heads_q = 2, .heads_kv = 1, .n_q = 64, .n_k = 3 * Bc - 1, .d = 64};
   const auto b = app::recompute_bytes(s, 2);
   const double q_rows = 2 * 64, keys = 3 * Bc - 1, d = 64, tiles = 3;
@@ -176,9 +269,9 @@ TEST_CASE("without a GPU, the backward and decode calls say why nothing ran") {
   CHECK(d.message == status.description);
 }
 
-#ifdef FLASHLAB_FAKE_RUNNER_V2
+#ifdef FLASHLAB_FAKE_RUNNER_V3
 TEST_CASE("the program refuses a GPU runner of another version, or one that lacks a call") {
-  for (const char* plugin : {FLASHLAB_FAKE_RUNNER_V2, FLASHLAB_FAKE_RUNNER_NO_DECODE}) {
+  for (const char* plugin : {FLASHLAB_FAKE_RUNNER_V3, FLASHLAB_FAKE_RUNNER_NO_RESCALE}) {
     CAPTURE(plugin);
     const Run run = run_command(
         fmt::format("FLASHLAB_GPU_RUNNER={} {} lesson 6 --no-color 2>&1", plugin, FLASHLAB_BINARY));
@@ -211,6 +304,47 @@ TEST_CASE("lesson 6's GPU step, fed zero gradients, finds every one outside the 
   CHECK(refused == 9);
   CHECK(contains(out, "deterministic\t1.000 ms\t"));
   CHECK(contains(out, "\t50\tyes"));
+}
+
+// Lesson 9's GPU step driven by a runner whose "device" counts nothing: the CPU column as
+// without a GPU, and zero counts refused by the agreement rule, naming what differs.
+TEST_CASE("lesson 9's GPU step, fed zero counts, finds that they do not agree") {
+  const Run run = run_command(fmt::format("FLASHLAB_GPU_RUNNER={} {} lesson 9 --no-color 2>&1",
+                                          FLASHLAB_FAKE_RUNNER_ZEROS, FLASHLAB_BINARY));
+  REQUIRE(run.status == 0);
+  const std::string& out = run.output;
+  CHECK(contains(out, "a stand-in device that returns zeros."));
+  for (const char* scores : {"random", "growing along N"}) {
+    CAPTURE(scores);
+    const auto rows = rescale_rows(out, scores);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0][1] == "CPU reference");
+    CHECK(rows[1][1] == "GPU fa3");
+    CHECK(rows[1][2] == "0");
+    CHECK(rows[1][7].rfind("NO: first tiles differ (0 against 1024)", 0) == 0);
+  }
+}
+
+TEST_CASE("the GPU rescale count refuses bad shapes and dtypes before looking for a GPU") {
+  const cpu::Matrix<float> q = cpu::Matrix<float>::Zero(17, 64),
+                           kv = cpu::Matrix<float>::Zero(97, 64),
+                           wrong_d = cpu::Matrix<float>::Zero(97, 32);
+  const auto bad = app::run_gpu_rescale_counts(q, wrong_d, kv, sim::DType::bf16, cpu::Causal::none);
+  CHECK_FALSE(bad.ran);
+  CHECK(contains(bad.message, "shapes do not match: Q must be (N_q, d), K and V (N_k, d)"));
+  CHECK(contains(bad.message, "K (97, 32)"));
+  const auto empty = app::run_gpu_rescale_counts(cpu::Matrix<float>(0, 64), kv, kv,
+                                                 sim::DType::bf16, cpu::Causal::none);
+  CHECK_FALSE(empty.ran);
+  CHECK(contains(empty.message, "none of them empty; got Q (0, 64)"));
+  const auto fp32 = app::run_gpu_rescale_counts(q, kv, kv, sim::DType::fp32, cpu::Causal::none);
+  CHECK_FALSE(fp32.ran);
+  CHECK(contains(fp32.message, "fa3's rescale count runs in fp16 or bf16 on the GPU, not fp32"));
+  const auto status = app::gpu_status();
+  if (status.available) return;
+  const auto none = app::run_gpu_rescale_counts(q, kv, kv, sim::DType::bf16, cpu::Causal::none);
+  CHECK_FALSE(none.ran);
+  CHECK(none.message == status.description);
 }
 
 #ifdef FLASHLAB_GPU_RUNNER_PLUGIN
@@ -284,6 +418,27 @@ TEST_CASE("the GPU runner plugin refuses bad backward and decode calls with a me
   decode(&d, &dr);
   CHECK(dr.ran == 0);
   CHECK(contains(dr.message, "page_size = 48 is not a power of two"));
+
+  const auto rescale =
+      reinterpret_cast<flashlab_runner_rescale_fn>(dlsym(handle, "flashlab_runner_rescale"));
+  REQUIRE((rescale != nullptr));
+  flashlab_runner_rescale_call rc{.q = x.data(),
+                                  .k = x.data(),
+                                  .v = x.data(),
+                                  .o = x.data(),
+                                  .n_q = 0,
+                                  .n_k = 97,
+                                  .d = 64,
+                                  .dtype = FLASHLAB_BF16,
+                                  .causal = FLASHLAB_CAUSAL_NONE};
+  flashlab_runner_rescale_result rr{};
+  rescale(&rc, &rr);
+  CHECK(rr.ran == 0);
+  CHECK(contains(rr.message, "n_q = 0, n_k = 97, d = 64: each must be >= 1"));
+  rc.n_q = 17, rc.dtype = FLASHLAB_FP32;
+  rescale(&rc, &rr);
+  CHECK(rr.ran == 0);
+  CHECK(contains(rr.message, "fa3 counts rescales in fp16 or bf16"));
   dlclose(handle);
 }
 #endif

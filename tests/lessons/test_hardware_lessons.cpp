@@ -84,12 +84,12 @@ TEST_CASE("occupancy: the kernels' own targets (kernel_info.hpp) come out of the
   CHECK(o.blocks == fa2.blocks_per_sm);
   CHECK(o.by_shared == int((228 * 1024) / (fa2.sram_bytes + 1024)));
   CHECK(o.warps_per_scheduler(sm) == doctest::Approx(2.0));
-  // decode: 4-row instantiations at 3 blocks (at most 168 registers), 8-row ones at 2.
+  // decode: 4 warps, 2 blocks per SM by SRAM (its ring), with up to 255 registers a thread.
   using namespace gpu::decode;
-  CHECK(register_budget(sm, kThreads, blocks_per_sm(kMaxRowsPerBlock / 2)) == 168);
-  CHECK(occupancy(sm, kThreads, 168, sram_bytes(128)).blocks ==
-        blocks_per_sm(kMaxRowsPerBlock / 2));
-  CHECK(occupancy(sm, kThreads, 169, 0).by_registers == 2);
+  CHECK(register_budget(sm, kThreads, kBlocksPerSm) == 255);
+  CHECK(occupancy(sm, kThreads, 255, sram_bytes(128)).blocks == kBlocksPerSm);
+  CHECK(occupancy(sm, kThreads, 255, sram_bytes(64)).blocks == kBlocksPerSm);
+  CHECK(occupancy(sm, kThreads, 168, 0).by_registers == 3);
   // the backward's main kernel: 256 threads, one block, at most 255 registers.
   CHECK(register_budget(sm, gpu::fa2_backward::kThreads, gpu::fa2_backward::kBlocksPerSm) == 255);
   CHECK(occupancy(sm, 128, 128, 0).by_registers == 4);
@@ -337,21 +337,19 @@ TEST_CASE("paged cache: waste and table reads, key by key") {
   for (std::int64_t len : {1, 17, 97, 113, 1023, 4099}) {
     for (std::int64_t splits : {1, 3, 6}) {
       for (std::int64_t page : {16, 64}) {
-        for (std::int64_t lanes : {8, 16}) {
-          // Each lane's pages, from its own keys.
-          const std::int64_t seg = (len + splits - 1) / splits;
+        for (std::int64_t tile : {32, 64}) {
+          // Each split's pages, from its own keys: key k is in tile k / tile, of split
+          // (k / tile) / q.
+          const std::int64_t q = ((len + tile - 1) / tile + splits - 1) / splits;
+          std::vector<std::set<std::int64_t>> pages(static_cast<std::size_t>(splits));
+          for (std::int64_t key = 0; key < len; ++key)
+            pages[std::size_t(key / tile / q)].insert(key / page);
           std::int64_t reads = 0;
-          for (std::int64_t s = 0; s < splits; ++s) {
-            const std::int64_t k0 = std::min(s * seg, len), k1 = std::min(k0 + seg, len);
-            for (std::int64_t lane = 0; lane < lanes; ++lane) {
-              std::set<std::int64_t> pages;
-              for (std::int64_t key = k0 + lane; key < k1; key += lanes) pages.insert(key / page);
-              reads += std::int64_t(pages.size());
-            }
-          }
+          for (const auto& p : pages) reads += std::int64_t(p.size());
           CAPTURE(len);
           CAPTURE(splits);
-          CHECK(table_reads(len, splits, page, lanes) == reads);
+          CAPTURE(tile);
+          CHECK(table_reads(len, splits, page, tile) == reads);
         }
       }
     }

@@ -316,3 +316,16 @@ TEST_CASE("no lesson speaks of a source document the learner has never seen") {
     }
   CHECK(texts > 11);  // every lesson's README.md, at least
 }
+
+TEST_CASE("every lesson but the last points on to the one that follows it") {
+  const auto lessons = all_lessons();
+  REQUIRE(lessons.size() > 1);
+  for (std::size_t i = 0; i + 1 < lessons.size(); ++i) {
+    CAPTURE(lessons[i].number);
+    const std::string out = run_lesson(lessons[i].number).output;
+    const std::size_t at = out.rfind("Next: ");
+    REQUIRE(at != std::string::npos);
+    const std::string next = out.substr(at, out.find('\n', at) - at);
+    CHECK(contains(next, fmt::format("lesson {}", lessons[i + 1].number)));
+  }
+}

@@ -16,21 +16,26 @@ namespace flashlab::sim::test {
 namespace {
 
 struct Sums {
-  Index QR = 0, A = 0, KR = 0;
+  Index QR = 0, A = 0, KR = 0, UK = 0;  // UK: keys of the KV tiles no query tile sees
 };
 
 // Every (i, j) pair of one (query head, KV head), classified by the CPU reference's mask.
 Sums brute_force(const BackwardShape& s, Index Br, Index Bc) {
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   Sums sums;
-  for (Index i = 0; i * Br < s.n_q; ++i)
-    for (Index j = 0; j * Bc < s.n_k; ++j) {
-      const Index r = std::min(Br, s.n_q - i * Br), c = std::min(Bc, s.n_k - j * Bc);
+  for (Index j = 0; j * Bc < s.n_k; ++j) {
+    const Index c = std::min(Bc, s.n_k - j * Bc);
+    bool seen = false;
+    for (Index i = 0; i * Br < s.n_q; ++i) {
+      const Index r = std::min(Br, s.n_q - i * Br);
       if (mask.classify(i * Br, r, j * Bc, c) == cpu::TileKind::skipped) continue;
+      seen = true;
       sums.QR += r;
       sums.A += r * c;
       sums.KR += c;
     }
+    if (!seen) sums.UK += c;
+  }
   return sums;
 }
 
@@ -42,12 +47,14 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   CAPTURE(s.heads_q);
   CAPTURE(s.heads_kv);
   CAPTURE(f.deterministic);
+  CAPTURE(f.skips_unseen_kv);
   const PassReport r = count_backward_kernel(s, f);
   const Sums x = brute_force(s, f.Br, f.Bc);
   const Index b = bytes_of(f.dtype), fp = 4, d = s.d;
   const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;
   const Index own = f.deterministic ? x.QR + s.n_q : x.QR;
-  const Index kv = Hkv * s.n_k * d * b + (f.deterministic ? Hq * x.KR * d * b : 0);
+  const Index kv_rows = f.skips_unseen_kv ? s.n_k - x.UK : s.n_k;
+  const Index kv = Hkv * kv_rows * d * b + (f.deterministic ? Hq * x.KR * d * b : 0);
   CHECK(r.tensor("Q").read == Hq * own * d * b);
   CHECK(r.tensor("K").read == kv);
   CHECK(r.tensor("V").read == kv);
@@ -97,6 +104,12 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
               s, {.Br = 64, .Bc = 32, .dtype = DType::bf16, .deterministic = deterministic});
           check_closed_form(
               s, {.Br = 16, .Bc = 48, .dtype = DType::fp16, .deterministic = deterministic});
+          if (!deterministic)  // v3's main kernel: no loads where no query sees the keys
+            check_closed_form(s, {.Br = 64,
+                                  .Bc = 128,
+                                  .dtype = DType::bf16,
+                                  .skips_unseen_kv = true,
+                                  .main_kernel = "v3"});
         }
 }
 
@@ -156,7 +169,8 @@ TEST_CASE("backward mirror: an impossible store is refused with what would be ri
 
 TEST_CASE("backward mirror: the device's causal GQA shape, reads and writes in closed form") {
   // B = 1, 16 query heads over 4 KV heads, N = 4096, d = 128, causal (the compare run of
-  // 2026-12-01): the SMs read 608.2 MiB and wrote 593.6 MiB there.
+  // 2026-12-01): the SMs read 608.2 MiB and wrote 593.6 MiB there with v2, 608.2 and
+  // 593.7 MiB with v3 (every KV tile is seen in a square causal problem: the same bytes).
   const BackwardShape s{.batch = 1,
                         .heads_q = 16,
                         .heads_kv = 4,
@@ -176,6 +190,61 @@ TEST_CASE("backward mirror: the device's causal GQA shape, reads and writes in c
   const Index written =
       Hq * N * 32 + Hq * (N + QR) * d * 4 + Hq * N * d * 2 + 2 * 2 * Hkv * N * d * 2;
   CHECK(r.bytes_written() == written);  // 594.0 MiB
+  BackwardKernelFacts v3 = f;
+  v3.skips_unseen_kv = true;
+  v3.main_kernel = "v3";
+  const PassReport r3 = count_backward_kernel(s, v3);
+  CHECK(r3.bytes_read() == read);
+  CHECK(r3.bytes_written() == written);
+}
+
+TEST_CASE("backward mirror: a dQ reduced twice a step (v3 at d = 64) writes its sectors twice") {
+  const BackwardShape s{.heads_q = 4,
+                        .heads_kv = 2,
+                        .n_q = 113,
+                        .n_k = 97,
+                        .d = 64,
+                        .causal = cpu::Causal::bottom_right};
+  BackwardKernelFacts once{.Br = 64, .Bc = 128, .stores = kAsBuilt, .skips_unseen_kv = true};
+  BackwardKernelFacts twice = once;
+  twice.stores.dq_reduction_passes = 2;
+  const Index QR = brute_force(s, 64, 128).QR, Hq = 4, d = 64;
+  const Bytes zeros = Hq * s.n_q * d * 4, reductions = Hq * QR * d * 4;
+  CHECK(count_backward_kernel(s, once).tensor("dQ accumulator").written == zeros + reductions);
+  CHECK(count_backward_kernel(s, twice).tensor("dQ accumulator").written ==
+        zeros + 2 * reductions);
+  twice.stores.dq_reduction_passes = 3;
+  CHECK(contains(message_of([&] { count_backward_kernel(s, twice); }), "once or twice (1 or 2)"));
+}
+
+TEST_CASE("backward mirror, v3: K and V of blocks no query sees are not read, and it is named") {
+  // Top-left, N_q = 100, N_k = 700, Bc = 128: keys past 99 are in every query's future;
+  // KV tiles 1..5 (keys 128..699, 572 keys) are seen by no query.
+  const BackwardShape s{.heads_q = 2,
+                        .heads_kv = 1,
+                        .n_q = 100,
+                        .n_k = 700,
+                        .d = 64,
+                        .causal = cpu::Causal::top_left};
+  BackwardKernelFacts v3{.Br = 64, .Bc = 128, .skips_unseen_kv = true, .main_kernel = "v3"};
+  const PassReport r = count_backward_kernel(s, v3);
+  CHECK(r.tensor("K").read == (700 - 572) * 64 * 2);
+  CHECK(r.tensor("V").read == (700 - 572) * 64 * 2);
+  CHECK(r.tensor("dK").written == 700 * 64 * 2);  // zeros are written for the unseen keys
+  CHECK(contains(r.label, "Br 64, Bc 128"));
+  CHECK(contains(r.label, "main kernel v3"));
+  BackwardKernelFacts v2 = v3;
+  v2.skips_unseen_kv = false;
+  v2.main_kernel = "v2";
+  CHECK(count_backward_kernel(s, v2).tensor("K").read == 700 * 64 * 2);
+  // Without a mask every KV tile is seen: v3 and v2 read the same bytes.
+  BackwardShape full = s;
+  full.causal = cpu::Causal::none;
+  CHECK(count_backward_kernel(full, v3).bytes_total() ==
+        count_backward_kernel(full, v2).bytes_total());
+  // v3 has no deterministic mode.
+  v3.deterministic = true;
+  CHECK(contains(message_of([&] { count_backward_kernel(s, v3); }), "deterministic"));
 }
 
 TEST_CASE("backward mirror: without a mask, QR = Tc N_q, A = N_q N_k, KR = Tr N_k") {

@@ -208,6 +208,21 @@ TEST_CASE("decode mirror: bad inputs are refused with what would be right") {
   CHECK(contains(message_of([&] { count_decode_kernel({.n_q = 0}, {}); }), "n_q = 0"));
   CHECK(contains(message_of([&] { count_decode_kernel(s, {.keys_per_step = 0}); }),
                  "keys_per_step = 0"));
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.stages = -1}); }), "stages = -1"));
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.warps = 0}); }), "warps = 0"));
+}
+
+// One block's SRAM: the ring of K and V tiles, or the warps' states at the merge when they
+// need more; none booked without stages.
+TEST_CASE("decode mirror: a split block's SRAM is its ring of tiles or its merge, the larger") {
+  const DecodeShape s{.lengths = {1000}, .heads_kv = 2, .group = 4, .d = 128};
+  // 3 stages x (K, V) x 64 keys x 128 x 2 bytes = 96 KiB; 4 warps x 16 rows x 130 x 4 = 32.5 KiB.
+  const DecodeKernelFacts ring{.keys_per_step = 64, .rows_per_block = 16, .stages = 3, .warps = 4};
+  CHECK(count_decode_kernel(s, ring).peak_sram == 98304);
+  // 1 stage of 16 keys = 8 KiB of tiles: the merge's 33280 bytes decide.
+  const DecodeKernelFacts merge{.keys_per_step = 16, .rows_per_block = 16, .stages = 1, .warps = 4};
+  CHECK(count_decode_kernel(s, merge).peak_sram == 33280);
+  CHECK(count_decode_kernel(s, {.keys_per_step = 64, .rows_per_block = 16}).peak_sram == 0);
 }
 
 }  // namespace flashlab::sim::test

@@ -31,7 +31,25 @@ typedef struct flashlab_fa3_options {
   int64_t* rescale_counts;  /* NULL, or device memory for FLASHLAB_RESCALE_COUNTS int64:
                                what every (row, KV tile) update did, counted on the device
                                and written there (zeroed first, on the call's stream). */
+  int32_t grid;             /* how blocks take query tiles (flashlab_fa3_grid): one block
+                               per tile, one persistent block per SM, or the latter only
+                               where tiles are of equal work (not causal). Default
+                               FLASHLAB_FA3_GRID_AUTO. */
 } flashlab_fa3_options;
+
+/* flashlab_fa3_options.grid. The order of the tiles is the same in every case
+ * (flashlab/gpu/tile_schedule.hpp): a few heads at a time, so their K and V stay in the L2,
+ * and under the causal mask each head's longest tile first. */
+typedef enum flashlab_fa3_grid {
+  FLASHLAB_FA3_GRID_PER_TILE = 0,   /* one block per query tile (FlashAttention-2's grid) */
+  FLASHLAB_FA3_GRID_PERSISTENT = 1, /* one block per SM, each taking tiles in turn, so its
+                                       set-up is paid once and the next tile's loads run
+                                       under this tile's last matmul and O store */
+  FLASHLAB_FA3_GRID_AUTO = 2        /* persistent where every tile has the same work (no
+                                       causal mask); per tile under the causal mask, where
+                                       the persistent blocks' fixed turns would share unequal
+                                       tiles unevenly and the hardware's dispatch does not */
+} flashlab_fa3_grid;
 
 /* The counts of flashlab_fa3_options.rescale_counts, indexed by these; the same four as
  * flashlab::cpu::RescaleCounts. Rows whose scores in a tile are all masked are not counted. */

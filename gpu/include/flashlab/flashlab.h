@@ -22,7 +22,8 @@
 extern "C" {
 #endif
 
-#define FLASHLAB_ABI_VERSION 3  /* 3: flashlab_backward (backward.h), dropout (dropout.h) */
+/* 3: flashlab_backward (backward.h), dropout (dropout.h); 4: flashlab_fa3_options.grid (fa3.h) */
+#define FLASHLAB_ABI_VERSION 4
 
 typedef enum flashlab_status {
   FLASHLAB_OK = 0,

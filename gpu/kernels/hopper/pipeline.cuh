@@ -11,7 +11,9 @@
 // phase to wait for has parity (j / stages) % 2. The producer's first pass over a ring
 // waits on the empty barriers with the opposite parity, which an mbarrier counts as the
 // phase just before its first one and reports complete: the buffers start out free.
-// Q is loaded once per block and has a barrier of its own (q_full), waited with parity 0.
+// Q has a ring of its own with one stage: the producer loads a work item's Q tile into the one
+// buffer once every consumer has released the last item's (its last S = Q K^T has landed),
+// so in a persistent block the next item's Q comes in under this item's last U += W V.
 #pragma once
 
 #include "mbarrier.cuh"
@@ -40,6 +42,17 @@ struct Stage {
   uint32_t parity;  // (j / stages) % 2
   __device__ __forceinline__ Stage(int j, int stages)
       : index(j % stages), parity(uint32_t(j / stages) & 1u) {}
+  // Tile j + 1's stage, without the division: the next buffer, and the parity flipped when
+  // the ring wraps around (a consumer steps through its tiles this way, since `stages` is a
+  // run-time value and each division would cost some twenty instructions per tile).
+  __device__ __forceinline__ Stage next(int stages) const {
+    Stage s = *this;
+    if (++s.index == stages) {
+      s.index = 0;
+      s.parity ^= 1u;
+    }
+    return s;
+  }
 };
 
 // One ring's barriers, in SRAM; sized for the most stages a kernel may use.
@@ -76,11 +89,11 @@ struct Ring {
 // Every barrier of the forward kernel.
 template <int kMaxStages>
 struct PipelineBarriers {
-  uint64_t q_full;
+  Ring<1> q;
   Ring<kMaxStages> k, v;
 
   __device__ __forceinline__ void init(int stages, uint32_t consumer_threads) {
-    mbarrier_init(&q_full, 1);
+    q.init(1, consumer_threads);
     k.init(stages, consumer_threads);
     v.init(stages, consumer_threads);
   }

@@ -107,6 +107,12 @@ __device__ __forceinline__ void fence_registers(uint32_t (&a)[n]) {
 template <class T, int N>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                          int scale_d);
+// D (64, N) = A (64, 16) * B (16, N) + (scale_d ? D : 0), A and B from SRAM, both MN-major
+// (transposed): M and N contiguous, K over rows, as dS^T (keys, queries) and K (keys, d) are
+// stored when the backward forms dQ = dS K (descriptor_mn_major for both).
+template <class T, int N>
+__device__ __forceinline__ void wgmma_ss_mn(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                            int scale_d);
 // D (64, N) = A (64, 16) * B (16, N) + (scale_d ? D : 0), A from registers (layout above),
 // B from SRAM MN-major (transposed).
 template <class T, int N>
@@ -144,10 +150,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
-// wgmma_ss at N = 128 (S = Q K^T, Bc = 128) and wgmma_rs at N = 128 and 64 (U += W V, d = 128
-// or 64) for the element type T, whose PTX name is TYPE ("bf16", "f16"). The predicate p
-// is scale_d != 0; the immediates are the scales of A and B (1) and, for ss, A and B
-// K-major (0, 0); for rs, B transposed (1).
+// wgmma_ss at N = 128 (S = Q K^T, Bc = 128) and N = 64 (the backward's S^T = K Q^T and
+// dP^T = V dO^T, Br = 64), wgmma_rs at N = 128 and 64 (U += W V, d = 128 or 64; the
+// backward's dV += P^T dO and dK += dS^T Q), and wgmma_ss_mn at N = 64 (the backward's
+// dQ += dS K, one 64-column slab of d per instruction) for the element type T, whose PTX name is
+// TYPE ("bf16", "f16"). The predicate p is scale_d != 0; the immediates are the scales of A
+// and B (1) and, for ss, A and B K-major (0, 0); for rs, B transposed (1); for ss_mn, A and
+// B transposed (1, 1).
 #define FLASHLAB_WGMMA_INSTRUCTIONS(T, TYPE)                                                    \
   template <>                                                                                  \
   __device__ __forceinline__ void wgmma_ss<T, 128>(float(&d)[64], uint64_t desc_a,             \
@@ -157,6 +166,26 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " "              \
                  FLASHLAB_WGMMA_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                        \
                  : FLASHLAB_WGMMA_D64                                                          \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                    \
+  }                                                                                            \
+  template <>                                                                                  \
+  __device__ __forceinline__ void wgmma_ss<T, 64>(float(&d)[32], uint64_t desc_a,              \
+                                                  uint64_t desc_b, int scale_d) {              \
+    asm volatile("{\n.reg .pred p;\n"                                                          \
+                 "setp.ne.b32 p, %34, 0;\n"                                                    \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "               \
+                 FLASHLAB_WGMMA_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"                        \
+                 : FLASHLAB_WGMMA_D32                                                          \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                    \
+  }                                                                                            \
+  template <>                                                                                  \
+  __device__ __forceinline__ void wgmma_ss_mn<T, 64>(float(&d)[32], uint64_t desc_a,           \
+                                                     uint64_t desc_b, int scale_d) {           \
+    asm volatile("{\n.reg .pred p;\n"                                                          \
+                 "setp.ne.b32 p, %34, 0;\n"                                                    \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "               \
+                 FLASHLAB_WGMMA_REGS32 ", %32, %33, p, 1, 1, 1, 1;\n}\n"                        \
+                 : FLASHLAB_WGMMA_D32                                                          \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                    \
   }                                                                                            \
   template <>                                                                                  \

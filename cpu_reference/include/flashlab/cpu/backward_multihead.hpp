@@ -32,6 +32,18 @@ struct MultiHeadGradients {
 // the number of threads. The tile spread's memory beyond the outputs: each query head's share of dK
 // and dV, copies of Q, O, dO, L (and Q * scale, D) per query head and of K, V per KV head, and one
 // item's dS tiles (N_q x Bc) per tile that finished ahead of an earlier one of its head.
+// Throws InvalidArgument, saying what was wrong and what would be right, unless Q, K, V pass
+// check_heads, O and dO have Q's shape, L is (batch, heads_q, N_q, 1) and the dropout (if
+// any) is valid for every (batch, head). Every shape check of backward_multihead is here,
+// before its parallel loop; what can still throw inside it (a non-finite score, when the
+// caller asked for checking) leaves through parallel_for.
+template <class T>
+void check_multihead_backward(const HeadTensor<T>& Q, const HeadTensor<T>& K,
+                              const HeadTensor<T>& V, const HeadTensor<T>& O,
+                              const HeadTensor<T>& L, const HeadTensor<T>& dO,
+                              const AttentionOptions& options,
+                              const std::optional<Dropout>& dropout);
+
 template <class T>
 MultiHeadGradients<T> backward_multihead(const HeadTensor<T>& Q, const HeadTensor<T>& K,
                                          const HeadTensor<T>& V, const HeadTensor<T>& O,

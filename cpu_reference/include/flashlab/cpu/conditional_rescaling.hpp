@@ -21,6 +21,7 @@
 #include "flashlab/cpu/rescale_rule.hpp"
 #include "flashlab/cpu/softmax_state.hpp"
 
+#include <string>
 #include <vector>
 
 namespace flashlab::cpu {
@@ -68,6 +69,20 @@ struct RescaleCounts {
   Index standard_rescales() const { return rescaled + skipped; }
   double skipped_fraction() const;  // skipped / standard_rescales(); 0 when there were none
 };
+
+// Whether another executor's counts on the same inputs and tiles (the fa3 kernel's, whose
+// scores are bf16 or fp16 products summed in another order) agree with the reference's.
+// Which rows start and how many later updates there are follows from the shape alone, so
+// `first` and rescaled + skipped + kept must be equal. Whether a max grew, and by more than
+// tau, is decided on scores rounded differently: a decision within rounding of its
+// threshold may go the other way, rarely. So each of rescaled, skipped and kept may differ
+// by 1% of the reference's growths (rescaled + skipped), and by at least 2.
+struct RescaleAgreement {
+  bool agree = false;
+  Index slack = 0;     // the largest difference allowed in rescaled, skipped and kept
+  std::string reason;  // why they disagree; "" when they agree
+};
+RescaleAgreement compare_rescale_counts(const RescaleCounts& other, const RescaleCounts& reference);
 
 // A row block's state under conditional rescaling. state.m holds the base r, which may
 // trail the running max by up to tau ln 2; max_seen holds the running max itself, used

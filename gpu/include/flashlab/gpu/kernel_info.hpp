@@ -6,6 +6,7 @@
 // flashlab.h: it builds without CUDA.
 #pragma once
 
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 
 #include <array>
@@ -314,33 +315,64 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //
 // One block of kThreads handles one (batch entry, KV head, row block, split). Its packed
 // query rows are the N_q rows of every query head of the GQA group that reads this KV head,
-// row p = (head in group) * N_q + i, at most kMaxRowsPerBlock of them; a group with more
-// packed rows takes several row blocks (and reads K and V once per row block).
-// Inside a block, each key is read by threads_per_key(d) threads, one 16-byte vector of 8
-// elements each; the block's key_lanes(d) key lanes each keep their own state (m, l, U) over
-// their own keys, and the lanes' states are merged once at the end of the split.
-// K and V arrive in tiles of Bc = key_lanes(d) * kKeysPerLane keys, 16 KiB of K and V per tile
-// for d = 64 and d = 128 alike, loaded from HBM straight into registers one tile ahead (each
-// thread uses only the vectors it loaded, so no SRAM staging); SRAM holds only the merge.
+// row p = (head in group) * N_q + i, at most kMaxRowsPerBlock of them: the 16 rows (M) of
+// an mma.sync m16n8k16 tile; a group with more packed rows takes several row blocks (and
+// reads K and V once per row block). Rows the group does not fill are zeros in the tile.
+// K and V arrive in tiles of kBc keys through a ring of stages(d) SRAM buffers (cp.async,
+// swizzled as sram_tiles.cuh); each warp takes its own kKeysPerWarp keys of every tile and
+// keeps its own state (m, l, U) over them in registers: S = Q K^T and U += W V on the
+// tensor cores. The warps' states are merged once, in SRAM, at the end of the split.
 namespace decode {
-inline constexpr int kThreads = 4 * kWarpSize;
-inline constexpr int kVecElements = 8;     // one 16-byte load of bf16 or fp16
-inline constexpr int kAlignBytes = 16;     // every K and V load is 16 bytes (ld.global.v4)
-inline constexpr int kKeysPerLane = 4;     // keys one key lane takes from each tile
-inline constexpr int kMaxRowsPerBlock = 8; // packed query rows (group heads x N_q) per block
-inline constexpr int kMaxQueryRows = 16;   // N_q: a new token, or up to 16 speculated ones
-inline constexpr int kMaxSplits = 64;      // num_splits: 0 = automatic, 1..kMaxSplits forced
-inline constexpr int kMinPageSize = 16;    // page_size: a power of two in [16, kMaxPageSize]
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = kWarps * kWarpSize;
+inline constexpr int kAlignBytes = 16;       // every K and V load is a 16-byte cp.async
+inline constexpr int kMaxRowsPerBlock = 16;  // packed query rows: mma.sync's M
+inline constexpr int kKeysPerWarp = 16;      // a warp's keys of a tile: one k16 slice of W V
+inline constexpr int kBc = kWarps * kKeysPerWarp;  // keys per tile, d = 64 and d = 128 alike
+inline constexpr int kBlocksPerSm = 2;       // by SRAM: two rings of kRingBytes per SM
+inline constexpr int kMaxQueryRows = 16;     // N_q: a new token, or up to 16 speculated ones
+inline constexpr int kMaxSplits = 64;        // num_splits: 0 = automatic, 1..kMaxSplits forced
+inline constexpr int kMinPageSize = 16;      // page_size: a power of two in [16, kMaxPageSize]
 inline constexpr int kMaxPageSize = 1 << 16;
-// Two instantiations hold the packed rows in registers: kMaxRowsPerBlock / 2 rows (GQA 4
-// with N_q = 1), 3 blocks per SM (at most 168 registers a thread), or kMaxRowsPerBlock, 2
-// blocks per SM (at most 255). Registers, not SRAM, bound the blocks per SM.
-constexpr int rows_per_block(int64_t group_size, int64_t n_q) {
-  return group_size * n_q <= kMaxRowsPerBlock / 2 ? kMaxRowsPerBlock / 2 : kMaxRowsPerBlock;
+// The ring of K and V tiles: 96 KiB per block at d = 64 and d = 128 alike, so that while a
+// block computes one tile, up to stages - 1 tiles (64 KiB at d = 128, 80 at d = 64) are in
+// flight; at kBlocksPerSm blocks 128 KiB or more per SM, well above the ~36 KiB that Little's
+// law asks of HBM (4.8 TB/s x ~1 us / 132 SMs), and two rings plus the runtime's 1 KiB a
+// block fit the H200's 228 KiB.
+inline constexpr int64_t kRingBytes = 96 * 1024;
+constexpr int64_t tile_bytes(int64_t d) { return int64_t(kBc) * d * 2; }  // K or V, 16-bit
+constexpr int64_t stage_bytes(int64_t d) { return 2 * tile_bytes(d); }    // K and V
+constexpr int stages(int64_t d) { return int(kRingBytes / stage_bytes(d)); }  // 3 or 6
+// Keys each thread copies per tile: its keys are consecutive, so they lie on one page
+// (kMinPageSize is a multiple), and a thread reads one block-table entry per tile.
+constexpr int chunks_per_row(int64_t d) { return int(d / 8); }  // 16-byte chunks of a key row
+constexpr int keys_per_thread(int64_t d) { return kBc * chunks_per_row(d) / kThreads; }
+static_assert(kMinPageSize % keys_per_thread(64) == 0 && kMinPageSize % keys_per_thread(128) == 0,
+              "a thread's keys of a tile never straddle a page");
+// Bytes of K and V one block has in flight while it computes a tile: stages - 1 tiles.
+constexpr int64_t bytes_in_flight_per_block(int64_t d) {
+  return (stages(d) - 1) * stage_bytes(d);
 }
-constexpr int blocks_per_sm(int rows_per_block) {
-  return rows_per_block <= kMaxRowsPerBlock / 2 ? 3 : 2;
+// The warps' states at the merge, kWarps x kMaxRowsPerBlock x (U (d) + m + l), fp32 (33 KiB
+// at d = 128): they reuse the ring, which is idle by then.
+constexpr int64_t merge_bytes(int64_t d) {
+  return int64_t(kWarps) * kMaxRowsPerBlock * (d + 2) * 4;
 }
+constexpr int64_t sram_bytes(int64_t d) {
+  const int64_t ring = stages(d) * stage_bytes(d);
+  return ring > merge_bytes(d) ? ring : merge_bytes(d);
+}
+// The tile a sequence is cut into for the splits: split s takes tiles [s q, (s + 1) q) of
+// its ceil(L / kBc) tiles, q = ceil(tiles / splits), so only the sequence's last tile is
+// ragged; the splits past the last tile (when splits > tiles / q) have no keys and write
+// the empty state (m = -inf, l = 0, U = 0).
+constexpr int bc(int64_t /*d*/) { return kBc; }
+
+// Row blocks per (batch entry, KV head): ceil(group_size * N_q / kMaxRowsPerBlock).
+constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
+  return (group_size * n_q + kMaxRowsPerBlock - 1) / kMaxRowsPerBlock;
+}
+
 // The split heuristic: enough blocks for about one wave of resident blocks on every SM, and
 // no split shorter than kMinKeysPerSplit keys, so that the combine (which reads and writes
 // (d + 2) floats per split and row) stays small beside the split's K and V (d = 128, GQA 4
@@ -363,40 +395,20 @@ constexpr bool is_page_size(int64_t page_size) {
          (page_size & (page_size - 1)) == 0;
 }
 
-constexpr int threads_per_key(int64_t d) { return int(d / kVecElements); }   // 16 or 8
-constexpr int key_lanes(int64_t d) { return kThreads / threads_per_key(d); }  // 8 or 16
-constexpr int bc(int64_t d) { return key_lanes(d) * kKeysPerLane; }          // 32 or 64
-// Bytes of K and V one block has in flight while it computes the tile before: one tile,
-// kThreads x kKeysPerLane vectors of K and of V, 16 bytes each (16 KiB).
-constexpr int64_t bytes_in_flight_per_block() {
-  return int64_t(kThreads) * kKeysPerLane * 2 * kAlignBytes;
-}
-// The block's only SRAM: the key lanes' states at the merge, key_lanes x kMaxRowsPerBlock x
-// (U (d) + m + l), fp32 (33 KiB at d = 64 and d = 128).
-constexpr int64_t sram_bytes(int64_t d) {
-  return int64_t(key_lanes(d)) * kMaxRowsPerBlock * (d + 2) * 4;
-}
-
-// Row blocks per (batch entry, KV head): ceil(group_size * N_q / kMaxRowsPerBlock).
-constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
-  return (group_size * n_q + kMaxRowsPerBlock - 1) / kMaxRowsPerBlock;
-}
-
-// The automatic split count. The grid runs in waves of sm_count x blocks_per_sm resident
+// The automatic split count. The grid runs in waves of sm_count x kBlocksPerSm resident
 // blocks, and every block of one call does about the same work, so a grid of n blocks keeps
 // the GPU busy for a share n / (ceil(n / wave) x wave) of its time: the last wave's empty
 // slots are lost. The rule takes the fewest splits whose grid keeps at least
 // kMinWaveShare / kWaveShareDen of the slots busy (fewer splits: fewer states to combine),
 // else the split count with the best share, capped by the length (kMinKeysPerSplit) and
-// kMaxSplits. ANCHORS.md's shape on 132 SMs at 3 blocks per SM (wave = 396): B = 8 has 64
-// (b, KV head) blocks a split, 6 splits fill 384 slots (97%); B = 64 has 512, one split
-// would leave a second wave 29% full (65% busy), 3 splits fill 1536 of 4 x 396 (97%);
-// B = 1 takes 48 splits (384 of 396).
+// kMaxSplits. ANCHORS.md's shape on 132 SMs at 2 blocks per SM (wave = 264): B = 8 has 64
+// (b, KV head) blocks a split, 4 splits fill 256 slots (97%); B = 64 has 512, one split
+// fills 512 of 2 x 264 (97%); B = 1 takes 32 splits (256 of 264).
 inline constexpr int64_t kMinWaveShare = 19, kWaveShareDen = 20;  // 95%
 constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
                           int64_t max_seq_len, int64_t sm_count) {
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
-  const int64_t wave = sm_count * blocks_per_sm(rows_per_block(group_size, n_q));
+  const int64_t wave = sm_count * kBlocksPerSm;
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
@@ -448,6 +460,10 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB. At d = 64 half of that.
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
 //     consumer thread issues the copies itself between its tiles.
+//   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
+//     in turn, or one block per query tile; the same order of tiles either way. By default
+//     persistent up to kAutoPersistentMaxTiles query tiles a head, per tile beyond
+//     (flashlab_fa3_grid).
 // The tiles are in SRAM in TMA's 128-byte swizzle, d split in slabs of 64 elements (128 bytes,
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
 namespace fa3 {
@@ -462,6 +478,17 @@ inline constexpr int kSlab = 64;           // elements of d per 128-byte swizzle
 inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base alignment
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
 inline constexpr int kBarrierBytes = 1024; // mbarriers (Q, full and empty per stage), padded
+inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
+// FLASHLAB_FA3_GRID_AUTO's rule: persistent while a head has at most this many query tiles
+// (N_q <= 8192 at Br = 128), one block per tile beyond. Measured on the H200 (2026-12-01,
+// bench/results/2026-12-01-h200-fa3v3-grids.csv, same work at every N): persistent over per
+// tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
+// their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
+inline constexpr int64_t kAutoPersistentMaxTiles = 64;
+// The share of the L2 the tile order plans the K and V of the heads in flight to take (the
+// rest is left to the Q tiles read and the O tiles written meanwhile): one half.
+inline constexpr int64_t kL2ShareForKV[2] = {1, 2};
+inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 constexpr int threads(bool warp_specialized) {
   return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
 }
@@ -494,6 +521,71 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   return c;
 }
 }  // namespace fa3
+
+// 06_fa3_backward.cu: the backward on Hopper's tensor cores (FlashAttention-3's backward),
+// the main kernel of the default (non-deterministic, no dropout) backward; preprocess and
+// convert are fa2_backward's. A block owns Bc = 128 keys of one (batch, KV head) and loops
+// over the query tiles of Br = 64 rows of its GQA group's query heads, as fa2_backward does.
+//   Threads: 2 warpgroups, no producer (thread 0 issues the TMA copies between steps); each
+//     warpgroup owns 64 of the Bc keys, wgmma's M: S^T = K Q^T and dP^T = V dO^T are
+//     (64 keys, Br) accumulators, P^T and dS^T then feed dV += P^T dO and dK += dS^T Q
+//     straight from registers (wgmma's A from registers), and dQ += dS K, with dS^T read
+//     back from SRAM, is split between the warpgroups by 64-column slabs of d at d = 128,
+//     by their own keys at d = 64 (both then add all of d: twice the reductions).
+//   Registers of a thread at d = 128: dK and dV (64, d) fp32 = 64 + 64, S^T and dP^T
+//     (64, 64) fp32 = 32 + 32, P^T packed = 16: 208 at the peak (S^T, dP^T); while dQ runs,
+//     dK + dV + P^T + dS^T packed + dQ (64, 64) = 64 + 64 + 16 + 16 + 32 = 192. 256
+//     threads x 255 registers fit the register file: one block per SM. One warpgroup owning
+//     all 128 keys would need 256 registers for dK and dV alone; a producer warpgroup
+//     (384 threads) would leave at most 168 per thread without setmaxnreg.
+//   SRAM (d = 128, bf16): sK, sV (128, 128) 32 KiB each; sQ, sdO 2 buffers x (64, 128)
+//     16 KiB each; sdS^T (128, 64) 16 KiB; sL, sD 2 x 64 fp32 each; barriers; 1024 bytes of
+//     slack for the swizzle atom's alignment: 147 KiB. At d = 64, 83 KiB.
+// Which backward runs (the one rule): v3 when the call is not deterministic, has no
+// dropout and no row stride of 0 among Q, K, V and dO (which TMA cannot describe); v2
+// (fa2_backward) otherwise. The deterministic mode's dQ kernel and the dropout replay are v2's.
+namespace fa3_backward {
+inline constexpr int kWarpgroups = 2;
+inline constexpr int kThreads = kWarpgroups * fa3::kWarpgroupThreads;
+inline constexpr int kKeysPerWarpgroup = fa3::kRowsPerConsumer;  // wgmma's M
+inline constexpr int kBc = kWarpgroups * kKeysPerWarpgroup;      // keys per block
+inline constexpr int kBr = 64;                                   // query rows per step
+inline constexpr int kBuffers = 2;                               // Q, dO, L, D double-buffered
+inline constexpr int kBlocksPerSm = 1;
+inline constexpr int kBarrierBytes = 1024;  // mbarriers (K and V, Q and dO per buffer), padded
+// The SRAM a block takes (the kernel's layout, in this order): slack for the swizzle atom,
+// barriers, sK and sV (Bc, d), sQ and sdO (kBuffers, Br, d), sdS^T (Bc, Br) in the input
+// dtype, then sL and sD (kBuffers, Br) fp32.
+constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
+  return fa3::kSwizzleAtom + kBarrierBytes +
+         dtype_bytes(dtype) * (2 * kBc * d + 2 * kBuffers * kBr * d + kBc * kBr) +
+         int64_t(sizeof(float)) * 2 * kBuffers * kBr;
+}
+// Its stores, as 06_fa3_backward.cu writes them (preprocess and convert: fa2_backward's):
+//   write_dk_dv: dK, dV straight from the wgmma accumulators, a 32-bit pair of 16-bit
+//     elements per row, 8 rows x 16 bytes an instruction (2x the data), as v2;
+//   dQ_i += dS K: backward_steps::add_dq_tile, red.global.add.v4.f32 over 16 rows (exact),
+//     as v2; at d = 64 both warpgroups add all of d (kDqReductionPasses: twice the bytes).
+inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
+inline constexpr WarpStorePattern kDqReduction = fa2_backward::kDqReduction;
+constexpr int dq_reduction_passes(int64_t d) { return d == 64 ? 2 : 1; }
+// The rule: whether a call runs on v3 (see above).
+constexpr bool takes(bool deterministic, bool dropout, bool row_stride_zero) {
+  return !deterministic && !dropout && !row_stride_zero;
+}
+constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
+  KernelConfig c = fa2_backward::config(d, dtype);
+  c.Br = kBr;
+  c.Bc = kBc;
+  c.threads = kThreads;
+  c.sram_bytes = sram_bytes(d, dtype);
+  c.blocks_per_sm = kBlocksPerSm;
+  c.pointer_align_bytes = fa3::kAlignBytes;
+  c.stride_align_elements = int(fa3::kAlignBytes / dtype_bytes(dtype));
+  return c;
+}
+static_assert(sram_bytes(128, FLASHLAB_BF16) <= fa3::kMaxSramPerBlock);
+}  // namespace fa3_backward
 
 // The ladder, simplest first: the one list of kernels.
 inline constexpr std::array kKernels = {

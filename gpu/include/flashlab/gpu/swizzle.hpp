@@ -10,11 +10,7 @@
 // c ^ 7, eight different ones: all 32 banks once, no conflict.
 #pragma once
 
-#if defined(__CUDACC__)
-#define FLASHLAB_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define FLASHLAB_HOST_DEVICE inline
-#endif
+#include "flashlab/gpu/host_device.hpp"
 
 namespace flashlab::gpu::swizzle {
 

@@ -9,6 +9,8 @@
 
 #include <optional>
 
+#include <string_view>
+
 namespace flashlab::sim {
 
 // The problem: batch x heads_q query heads of N_q rows, sharing heads_kv KV heads of N_k
@@ -35,6 +37,9 @@ struct BackwardStores {
   std::optional<WarpStore> accumulator_zeros{};  // preprocess: the accumulator set to 0
   std::optional<WarpStore> dq{};                 // convert: dQ (atomic mode)
   std::optional<WarpStore> dq_kernel{};          // dQ kernel: dQ (deterministic mode)
+  // Times each step's dQ_i is reduced into the accumulator: 1, or 2 where two warps (v3 at
+  // d = 64: both warpgroups) each add all of d.
+  int dq_reduction_passes = 1;
 };
 
 struct BackwardKernelFacts {
@@ -45,11 +50,16 @@ struct BackwardKernelFacts {
   DType dtype = DType::bf16;   // of Q, K, V, O, dO, dQ, dK, dV
   bool deterministic = false;  // dQ by its own kernel instead of fp32 atomics
   BackwardStores stores{};
+  // The main kernel: v2 (mma.sync) loads its K_j, V_j before it knows whether any query sees
+  // them; v3 (wgmma, TMA) loads nothing in a block whose keys no query sees. v3 has no
+  // deterministic mode (that call runs v2).
+  bool skips_unseen_kv = false;
+  std::string_view main_kernel = "v2";  // named in the report's label
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
 // size is >= 1 (N up to 2^22, d up to 2^12, batch x heads_q up to 2^20), heads_kv divides
-// heads_q, and Br, Bc >= 1.
+// heads_q, Br, Bc >= 1, and skips_unseen_kv only without deterministic.
 void check(const BackwardShape& shape, const BackwardKernelFacts& facts);
 
 // Every kernel of the pass counted in closed form over the KV tiles (and, deterministic,

@@ -50,6 +50,9 @@ struct DecodeKernelFacts {
   cpu::Index rows_per_block = 0;  // packed query rows (n_q x group) a block takes; a (sequence,
                                   // KV head) with more takes several row blocks, each of which
                                   // reads K and V again. 0: all of them in one block
+  cpu::Index stages = 0;          // K and V tiles (keys_per_step keys each) in the block's
+                                  // SRAM ring; 0: SRAM not booked
+  cpu::Index warps = 1;           // each keeps its own state; merged in SRAM at the end
   int threads = 0;                // per block of the split kernel (reported, not counted)
   DType dtype = DType::bf16;      // of Q, K, V and O
   DecodeStores stores{};
@@ -64,7 +67,7 @@ inline constexpr cpu::Index kMaxDecodeBatch = cpu::Index{1} << 16;
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless the
 // batch has 1 to kMaxDecodeBatch sequences, each length is in [0, kMaxDecodeLength], heads_kv,
 // group, n_q, d, keys_per_step are >= 1 (n_q <= kMaxDecodeQueries, d <= 2^12), 1 <= splits <=
-// kMaxDecodeSplits and page_size >= 0.
+// kMaxDecodeSplits, page_size >= 0, 0 <= stages <= 64 and 1 <= warps <= 32.
 void check(const DecodeShape& shape, const DecodeKernelFacts& facts);
 
 // The split kernel and the combine, counted per sequence in closed form: microseconds for

@@ -11,8 +11,9 @@
 // interleaving of their accesses). A block loads Q_i when it starts and stores O_i and L_i
 // when it ends. Every access goes through one L2 shared by all SMs.
 //
-// The L2: least recently used, write-back, write-allocate, its entries whole tiles (the
-// unit the blocks move). DRAM moves whole 32-byte sectors: a tile of rows [r0, r0 + rows)
+// The L2: least recently used (or random victims: L2Replacement, below), write-back,
+// write-allocate, its entries whole tiles (the unit the blocks move). DRAM moves whole
+// 32-byte sectors: a tile of rows [r0, r0 + rows)
 // of a tensor whose rows are rb bytes occupies sectors floor(r0 rb / 32) .. ceil((r0 +
 // rows) rb / 32) - 1, and that is what a miss reads and a write-back writes. (Where rb x
 // rows is not a multiple of 32, neighbouring tiles share a sector and each counts it: the
@@ -41,6 +42,21 @@
 // tiles of O and L that are evicted before it ends; the rest stay dirty in the L2
 // (dirty_at_end), and the hardware's DRAM write counter, read at the kernel's end, does not
 // see them.
+//
+// The schedule. lockstep (the default, what the lessons teach and the closed forms below
+// assume): the resident blocks step together, as above. drift: every block at its own pace.
+// Block b takes tau_b = exp(sigma z_b) units of time per KV tile, z_b a standard normal drawn
+// once per block from (seed, b) by Philox4x32-10 (cpu/philox.hpp), sigma the hardware
+// profile's block_time_spread: the standard deviation of log tau, about the relative spread
+// of the blocks' run times. A block started at time t0 loads K_j and V_j at t0 + j tau_b and
+// stores O and L at t0 + Tc tau_b, and the next block in grid order takes its slot at that
+// moment; accesses at the same moment go in the lockstep order (stores, then Q loads, then K
+// and V, each in block order), so sigma = 0 is the lockstep schedule, access for access.
+// Within a wave the blocks' positions spread as sigma x the steps taken; across waves a
+// slot's start time wanders as the sum of its blocks' times (sigma Tc sqrt(waves)). A block
+// that trails the leaders of its KV head by more than a partition's worth of tiles finds
+// them evicted and reads them from DRAM again; that is what lockstep cannot produce. Every
+// block is its own L2 access (no grouping): N = 131072 at 16 heads takes seconds.
 //
 // The crossover (l2_crossover): a KV head whose blocks span two waves is re-read by the
 // second; its tile j survives in the LRU when what was touched since its first read, itself
@@ -79,6 +95,19 @@ namespace flashlab::sim {
 // DRAM moves whole sectors (kSectorBytes, warp_store.hpp, which machine.hpp brings); an L2
 // line is four of them.
 
+// Which tile of a full L2 partition makes room (above): the least recently used (lru, the
+// default, what the lessons teach and the closed forms assume), or any resident tile, each as
+// likely, drawn from Philox4x32-10 keyed by the problem's seed (random).
+enum class L2Replacement { lru, random };
+std::string_view to_string(L2Replacement replacement);
+
+// How the resident blocks advance through their KV tiles (above).
+enum class GridSchedule {
+  lockstep,  // together, one KV step at a time
+  drift,     // each block at its own pace, drawn from block_time_spread and seed
+};
+std::string_view to_string(GridSchedule schedule);
+
 struct GridProblem {
   cpu::Index N = 1024;  // queries and keys per head
   cpu::Index d = 128;   // head dimension
@@ -92,6 +121,13 @@ struct GridProblem {
   cpu::Index sm_count = 132;
   Bytes l2_bytes = 60 * 1024 * 1024;  // all partitions together
   cpu::Index l2_partitions = 1;       // the hardware profile's l2_partitions
+  L2Replacement replacement = L2Replacement::lru;  // the hardware profile's l2_replacement
+  GridSchedule schedule = GridSchedule::lockstep;
+  // drift only: sigma, the standard deviation of log(a block's time per KV tile); the hardware
+  // profile's block_time_spread. 0 <= sigma <= kMaxBlockTimeSpread.
+  double block_time_spread = 0;
+  // The Philox key of the drift schedule's block times and of random replacement's victims.
+  std::uint64_t seed = 0;
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
@@ -104,11 +140,20 @@ struct GridProblem {
   cpu::Index partition_of(cpu::Index block) const { return block % l2_partitions; }
 };
 
+// The largest block_time_spread the drift schedule takes: sigma = 1 already lets one block
+// in six take 2.7 times the median's time per tile.
+inline constexpr double kMaxBlockTimeSpread = 1.0;
+
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
 // 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
-// blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64
-// and causal is none or top-left.
+// blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64,
+// causal is none or top-left, and block_time_spread is 0 to kMaxBlockTimeSpread (0 unless
+// the schedule is drift).
 void check(const GridProblem& problem);
+
+// A block's time per KV tile under the drift schedule, exp(sigma z_b) (above), for a problem
+// that check() accepts; 1 when sigma = 0.
+double block_tile_time(const GridProblem& problem, cpu::Index block);
 
 // One thing the L2 did, in the order it did it.
 enum class L2EventKind {
@@ -141,7 +186,8 @@ struct GridReport {
   std::vector<TensorTraffic> tensors{};
   std::vector<Bytes> dirty_at_end{};  // per tensor: left dirty in the L2 when the grid ends
   cpu::Index resident_blocks = 0;     // R
-  std::int64_t steps = 0;             // KV steps of the whole grid (resident blocks together)
+  std::int64_t steps = 0;             // KV steps of the whole grid (resident blocks together;
+                                      // drift: the grid's time, in tile times, rounded up)
   std::int64_t l2_accesses = 0;       // tile accesses the L2 saw (blocks that step together
                                       // on the same tile: one access, the rest booked as hits)
 
@@ -153,10 +199,11 @@ struct GridReport {
   const TensorTraffic& tensor(std::string_view name) const;
 };
 
-// Runs the grid through the shared L2. With an observer, every block's every access is its
-// own L2 access and each event is reported; without one, blocks of the same head that
-// started together and run alike are booked as one group (the same counts, faster:
-// N = 262144 at 16 heads in well under a second).
+// Runs the grid through the shared L2 on the problem's schedule. With an observer, every
+// block's every access is its own L2 access and each event is reported; without one, the
+// lockstep schedule books blocks of the same head that started together and run alike as one
+// group (the same counts, faster: N = 262144 at 16 heads in well under a second). The drift
+// schedule goes block by block either way; with the same seed it gives the same bytes.
 GridReport run_grid(const GridProblem& problem, const L2Observer& observer = {});
 
 // The closed form above: h(N), the most KV heads of two waves that share one (0 when no KV

@@ -4,6 +4,7 @@
 // whatever does not overlap. Its use is to say which resource binds.
 #pragma once
 
+#include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/report.hpp"
 
 #include <span>
@@ -54,6 +55,12 @@ struct HardwareProfile {
   // The L2's partitions: each SM is attached to one, and data read by SMs of several
   // partitions is held in each of them (sim::GridProblem::l2_partitions; grid.hpp).
   int l2_partitions = 1;
+  // How far a kernel's blocks drift apart: the standard deviation of the log of a block's
+  // time per KV tile (sim::GridProblem::block_time_spread, the drift schedule of grid.hpp).
+  // 0 where no figure is known: the grid model then runs its blocks in lockstep.
+  double block_time_spread = 0;
+  // Which tile a full L2 partition drops (sim::GridProblem::replacement; grid.hpp).
+  L2Replacement l2_replacement = L2Replacement::lru;
   double hbm_bytes_per_s = 0;    // read + written
   // Bytes per second the L2 delivers to the SMs, whole chip: what a load of a tile that is
   // already in the L2 (a re-read of K or V, lesson 5) moves at, where HBM's figure is for

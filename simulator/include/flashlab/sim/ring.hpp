@@ -14,6 +14,7 @@
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/report.hpp"
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -57,11 +58,21 @@ struct RingReport {
   bool link_hidden() const;
 };
 
+// Throws cpu::InvalidArgument for P < 1, n outside [1, 2^22], an odd n in the zigzag layout,
+// bottom_right causal or heads < 1, saying what would be right: the checks of every ring.
+void check_ring(const RingProblem& problem);
+
 // Throws cpu::InvalidArgument for P < 1, n < 1, an odd n in the zigzag layout (its two
 // chunks per rank must be equal), bottom_right causal (use top_left: with N_q = N_k they
 // are one mask), heads < 1, or a pair the fa2 program refuses (sim::check).
 RingReport simulate_ring(const RingProblem& problem, const HardwareProfile& gpu,
                          const LinkProfile& link);
+
+// The smallest N per rank (a multiple of 2 for zigzag) at which hidden(n) holds, searched
+// up to 2^22 for a hidden() that stays true from some n on (compute grows as n^2, what is
+// sent as n); none if it never holds there. P = 1 sends nothing: the smallest n.
+std::optional<cpu::Index> smallest_hiding_n(const RingProblem& problem,
+                                            const std::function<bool(cpu::Index)>& hidden);
 
 // The smallest N per rank (a multiple of 2 for zigzag) from which the link hides at every
 // step, searched up to 2^22; none if it never does there.

@@ -1,0 +1,111 @@
+// fa3's tile scheduler: which work item each block of the grid takes, and in which order.
+// A work item is one query tile (Br rows) of one (batch, query head) pair. Written once,
+// for the kernel (gpu/kernels/06_fa3.cu) and for host code (the tests check the order on
+// the CPU). Plain C++17: it builds without CUDA.
+//
+// Two launches share the order (flashlab_fa3_options.persistent):
+//   persistent: one block per SM; block k takes items k, k + grid, k + 2 grid, ... So the
+//     block's set-up (barriers, TMA descriptors) is paid once per SM, not once per tile,
+//     and the producer loads the next item's Q, K_0 and V_0 while the consumers still run
+//     this item's last U += W V and store its O.
+//   one block per item (FlashAttention-2's grid): block k takes item k, in blockIdx order.
+// The order. The (batch, head) pairs are cut into sections of `section_pairs` pairs whose K
+// and V together fit in a share of the L2 (fa3::kL2ShareForKV). Inside a section the pair
+// varies fastest and the query tile slowest, so the blocks in flight at one time read the K
+// and V of a section's few heads, which stay in the L2 while every query tile of those heads
+// goes by. Under the causal mask the query tiles are taken from the last (it sees the most
+// keys: the longest) to the first, so the short ones fill the end of the section:
+//   G = section_pairs, Tr = tiles per pair;
+//   item w: section s = w / (G Tr), pairs in it g = min(G, pairs - s G), r = w - s G Tr;
+//           pair = s G + r % g;  step = r / g;  tile = causal ? Tr - 1 - step : step.
+// Static round robin, not a queue: fine where every item has the same work (no causal
+// mask). Causal items differ in length, and fixed turns share them unevenly: on ANCHORS.md's
+// shapes the busiest persistent block gets 4% to 21% more than the mean (counted by
+// tests/gpu/test_tile_schedule.cpp), against 0% to 6% for blocks dispatched by the hardware
+// as SMs free up, longest first. Measured, the persistent grid still wins under the mask
+// while heads are short (its saved set-up outweighs the imbalance) and loses at N = 16384:
+// FLASHLAB_FA3_GRID_AUTO is persistent up to fa3::kAutoPersistentMaxTiles query tiles a
+// head (kernel_info.hpp has the figures). A work queue (an atomic counter in global memory,
+// reset for every launch) would balance causal tiles too.
+#pragma once
+
+#include "flashlab/gpu/host_device.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
+
+#include <cstdint>
+
+namespace flashlab::gpu::fa3 {
+
+inline constexpr int64_t kMaxInt32 = 2147483647;
+
+struct TileOrder {
+  int64_t items = 0;           // pairs x tiles
+  int heads_q = 1;             // pair = b heads_q + h
+  int pairs = 0;               // batch x heads_q
+  int tiles = 0;               // Tr = ceil(N_q / Br): query tiles per pair
+  int section_pairs = 1;       // G: pairs whose K and V share the L2 at one time
+  bool longest_first = false;  // causal: the last query tile of a pair first
+};
+
+struct WorkItem {
+  int b = 0, h = 0;  // batch entry, query head
+  int tile = 0;      // query tile: rows [tile Br, tile Br + Br)
+};
+
+// The order for a problem of (batch, heads_q, heads_kv, N_q, N_k, d) with elements of
+// elem_bytes, on a GPU with l2_bytes of L2. A query head's share of K and V is
+// 2 N_k d elem_bytes / group (the heads of a GQA group read the same KV head).
+constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t n_q,
+                                    int64_t n_k, int64_t d, int64_t elem_bytes, bool causal,
+                                    int64_t l2_bytes) {
+  TileOrder o;
+  o.heads_q = int(heads_q);
+  o.pairs = int(batch * heads_q);
+  o.tiles = int((n_q + kBr - 1) / kBr);
+  o.items = int64_t(o.pairs) * o.tiles;
+  const int64_t group = heads_kv > 0 ? heads_q / heads_kv : 1;
+  const int64_t kv_per_pair = (2 * n_k * d * elem_bytes + group - 1) / group;
+  const int64_t budget = l2_bytes * kL2ShareForKV[0] / kL2ShareForKV[1];
+  const int64_t fit = kv_per_pair > 0 ? budget / kv_per_pair : o.pairs;
+  o.section_pairs = int(fit < 1 ? 1 : fit > o.pairs ? o.pairs : fit);
+  o.longest_first = causal;
+  return o;
+}
+
+// Work item w (0 <= w < o.items) of the order, in integers of type I: int64_t always does,
+// int where o.items fits it (a 64-bit division costs a GPU thread several times more).
+template <class I>
+FLASHLAB_HOST_DEVICE constexpr WorkItem work_item_as(const TileOrder& o, I w) {
+  const I per_section = I(o.section_pairs) * I(o.tiles);
+  const I s = w / per_section;
+  const I first_pair = s * I(o.section_pairs);
+  const I left = I(o.pairs) - first_pair;
+  const I g = left < I(o.section_pairs) ? left : I(o.section_pairs);
+  const I r = w - s * per_section;
+  const int pair = int(first_pair + r % g);
+  const int step = int(r / g);
+  WorkItem item;
+  item.b = pair / o.heads_q;
+  item.h = pair % o.heads_q;
+  item.tile = o.longest_first ? o.tiles - 1 - step : step;
+  return item;
+}
+FLASHLAB_HOST_DEVICE constexpr WorkItem work_item(const TileOrder& o, int64_t w) {
+  return o.items <= kMaxInt32 ? work_item_as<int>(o, int(w)) : work_item_as<int64_t>(o, w);
+}
+
+// Whether the grid of flashlab_fa3_grid `grid` is persistent for an order.
+constexpr bool is_persistent(int32_t grid, const TileOrder& o) {
+  return grid == FLASHLAB_FA3_GRID_PERSISTENT ||
+         (grid == FLASHLAB_FA3_GRID_AUTO && o.tiles <= kAutoPersistentMaxTiles);
+}
+
+// The grid: one block per SM when persistent (never more blocks than items), else one block
+// per item up to the grid's limit (the blocks then stride over the rest as the persistent
+// ones do).
+constexpr int64_t grid_blocks(const TileOrder& o, bool persistent, int64_t sm_count) {
+  const int64_t cap = persistent ? (sm_count > 0 ? sm_count : 1) : kMaxGridX;
+  return o.items < cap ? o.items : cap;
+}
+
+}  // namespace flashlab::gpu::fa3
