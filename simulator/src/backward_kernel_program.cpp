@@ -181,11 +181,11 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
          written(w.d, Hq, s.n_q, 1, kFp32));
   if (!f.deterministic)  // read by the post-kernel only: a reduction brings nothing back
     tensor("dQ accumulator", kAccumulator, q_elems, rows_of(Hq, s.n_q, d, kFp32),
-           cpu::checked_add(written(w.accumulator_zeros, Hq, s.n_q, d, kFp32),
-                            cpu::checked_mul(Index(w.dq_reduction_passes),
-                                             written(w.dq_reduction, Hq, QR, d, kFp32),
-                                             "the backward's bytes"),
-                            "the backward's bytes"));
+           cpu::checked_add(
+               written(w.accumulator_zeros, Hq, s.n_q, d, kFp32),
+               cpu::checked_mul(Index(w.dq_reduction_passes),
+                                written(w.dq_reduction, Hq, QR, d, kFp32), "the backward's bytes"),
+               "the backward's bytes"));
   tensor("dQ", f.dtype, q_elems, 0, written(f.deterministic ? w.dq_kernel : w.dq, Hq, s.n_q, d, b));
   tensor("dK", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));
   tensor("dV", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));

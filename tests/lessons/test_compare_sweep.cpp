@@ -57,13 +57,13 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
     const double matrix = N * d * 2;  // one (N, d) bf16 matrix
     const double query_tiles = std::ceil(N / c.Br);
     CHECK(std::stod(r[kSmRead]) ==
-          heads * (matrix + query_tiles * 2 * matrix));        // Q once, K and V per tile
+          heads * (matrix + query_tiles * 2 * matrix));  // Q once, K and V per tile
     // O from the mma fragments: 16-byte row runs, a 32-byte sector each (2x its data); L a
     // sector per 8 rows (exact: N is a multiple of 8 here).
     CHECK(c.o_store.runs == flashlab::gpu::kFragmentPairStore.runs);
     CHECK(c.lse_store.threads == flashlab::gpu::kFragmentLseStore.threads);
     CHECK(std::stod(r[kSmWritten]) == heads * (2 * matrix + N * 4));
-    CHECK(r[kSmReadMeasured].empty());                           // not measured
+    CHECK(r[kSmReadMeasured].empty());  // not measured
   }
   fs::remove(csv);
   CHECK(contains(run.output, "not measured (--no-ncu)"));

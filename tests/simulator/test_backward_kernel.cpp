@@ -211,8 +211,7 @@ TEST_CASE("backward mirror: a dQ reduced twice a step (v3 at d = 64) writes its 
   const Index QR = brute_force(s, 64, 128).QR, Hq = 4, d = 64;
   const Bytes zeros = Hq * s.n_q * d * 4, reductions = Hq * QR * d * 4;
   CHECK(count_backward_kernel(s, once).tensor("dQ accumulator").written == zeros + reductions);
-  CHECK(count_backward_kernel(s, twice).tensor("dQ accumulator").written ==
-        zeros + 2 * reductions);
+  CHECK(count_backward_kernel(s, twice).tensor("dQ accumulator").written == zeros + 2 * reductions);
   twice.stores.dq_reduction_passes = 3;
   CHECK(contains(message_of([&] { count_backward_kernel(s, twice); }), "once or twice (1 or 2)"));
 }
