@@ -259,10 +259,24 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   };
   const auto b = flashlab::app::backward_kernel_facts(128, sim::DType::bf16, false);
   REQUIRE(b.facts);
-  CHECK(same(b.facts->stores.dk_dv, gpu::fa2_backward::kDkDvStore));
-  CHECK(same(b.facts->stores.dq_reduction, gpu::fa2_backward::kDqReduction));
+  // Not deterministic: v3's main kernel, with v2's pre- and post-kernels.
+  CHECK(b.facts->main_kernel == "v3");
+  CHECK(same(b.facts->stores.dk_dv, gpu::fa3_backward::kDkDvStore));
+  CHECK(same(b.facts->stores.dq_reduction, gpu::fa3_backward::kDqReduction));
+  CHECK(b.facts->stores.dq_reduction_passes == gpu::fa3_backward::dq_reduction_passes(128));
   CHECK(same(b.facts->stores.d, gpu::fa2_backward::kDStore));
   CHECK(same(b.facts->stores.dq, gpu::fa2_backward::dq_store(FLASHLAB_BF16)));
+  const auto b64 = flashlab::app::backward_kernel_facts(64, sim::DType::bf16, false);
+  REQUIRE(b64.facts);
+  CHECK(b64.facts->stores.dq_reduction_passes == gpu::fa3_backward::dq_reduction_passes(64));
+  CHECK(b64.facts->stores.dq_reduction_passes == 2);  // both warpgroups add all of d
+  // Deterministic: v2 throughout, its dQ kernel's fragment stores, one reduction pass.
+  const auto det = flashlab::app::backward_kernel_facts(128, sim::DType::bf16, true);
+  REQUIRE(det.facts);
+  CHECK(det.facts->main_kernel == "v2");
+  CHECK(same(det.facts->stores.dk_dv, gpu::fa2_backward::kDkDvStore));
+  CHECK(same(det.facts->stores.dq_kernel, gpu::fa2_backward::kDqKernelStore));
+  CHECK(det.facts->stores.dq_reduction_passes == 1);
   const auto dec = flashlab::app::decode_kernel_facts(128, sim::DType::bf16, 6, 0);
   REQUIRE(dec.facts);
   CHECK(same(dec.facts->stores.state_u, gpu::decode::kStateUStore));
