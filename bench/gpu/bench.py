@@ -7,6 +7,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --summarize-ncu ncu_naive.csv ncu_fa2.csv ...    # bytes vs prediction
   python3 bench.py --lib ... --pass backward --csv bwd.csv          # the backward sweep
                                                                     # (bench_backward.py)
+  python3 bench.py --lib ... --pass backward --head-dims 64 --causal 1   # one part of it
   python3 bench.py --lib ... --decode --csv decode.csv               # decode (bench_decode.py)
   python3 bench.py --lib ... --ablation --csv ablation.csv          # fa3's switches, one by one
   python3 bench.py --lib ... --ablation --ablation-d 64 --csv ablation64.csv   # the same at d = 64
@@ -143,7 +144,7 @@ def print_summary(summary):
 
 
 def run_sweep(args):
-    sweep.run(args, HEAD_DIMS, functools.partial(bench_shape, only=args.impls), print_summary)
+    sweep.run(args, args.head_dims, functools.partial(bench_shape, only=args.impls), print_summary)
 
 
 def ablation_options(fl_lib):
@@ -317,6 +318,10 @@ def main():
     ap.add_argument("--lib", help="path to libflashlab.so")
     ap.add_argument("--csv", default="bench_gpu.csv")
     ap.add_argument("--seq-lens", type=int, nargs="*", default=SEQ_LENS)
+    ap.add_argument("--head-dims", type=int, nargs="*", choices=HEAD_DIMS, default=HEAD_DIMS,
+                    help="the sweep's head dimensions (default: all)")
+    ap.add_argument("--causal", type=int, nargs="*", choices=[0, 1], default=[0, 1],
+                    help="the sweep's masks: 0 none, 1 causal (default: both)")
     ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa3-persistent "
                     "fa3-per-tile fa2 flash cudnn; "
                     "cudnn is always the reference the outputs are compared with)")
@@ -332,7 +337,7 @@ def main():
                     help="the head dimension of --ablation (default 128)")
     args = ap.parse_args()
     if args.which == "backward":
-        bench_backward.run_sweep(args, HEAD_DIMS)
+        bench_backward.run_sweep(args, args.head_dims)
     elif args.decode:
         bench_decode.run_decode_sweep(args)
     elif args.ablation:

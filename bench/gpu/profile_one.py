@@ -1,12 +1,14 @@
 """One call of one flashlab kernel between cudaProfilerStart/Stop, after a warm-up outside
 that range, so that Nsight Compute's full sections (warp states, per-instruction stall
-samples) can be read for it:
+samples) or a chosen metric set can be read for it:
 
   ncu --profile-from-start off --set full --import-source yes -o fa3 \
       python3 profile_one.py --lib build/gpu/libflashlab.so fa3
   python3 profile_one.py --lib ... backward | decode
+  python3 profile_one.py --lib ... decode --batch 8 --length 4096      # another shape
+  python3 profile_one.py --lib ... fa2 --heads 1 --n 4096 --d 64 --causal
 
-Shapes: the forward and the backward at B = 1, H = 16, N = 8192, d = 128 (bf16, not
+Default shapes: the forward and the backward at B = 1, H = 16, N = 8192, d = 128 (bf16, not
 causal), the decode at B = 8, 32 query heads over 8 KV heads, L = 32768, d = 128.
 """
 import argparse
@@ -18,30 +20,38 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True, help="path to libflashlab.so")
     ap.add_argument("what", choices=["fa2", "fa3", "backward", "decode"])
+    ap.add_argument("--batch", type=int, help="B (default 1, the decode's 8)")
+    ap.add_argument("--heads", type=int, help="query heads (default 16, the decode's 32)")
+    ap.add_argument("--n", type=int, default=8192, help="N of the forward and the backward")
+    ap.add_argument("--d", type=int, default=128, choices=[64, 128])
+    ap.add_argument("--causal", action="store_true", help="forward and backward: top-left mask")
+    ap.add_argument("--length", type=int, default=32768, help="the decode's cache length L")
     args = ap.parse_args()
     import torch
     lib = fl.Flashlab(args.lib)
     gen = torch.Generator(device="cuda").manual_seed(20261201)
     bf16 = dict(device="cuda", dtype=torch.bfloat16)
     if args.what == "decode":
-        B, L = 8, 32768
-        q = torch.randn(B, 32, 1, 128, generator=gen, **bf16)
-        k, v = (torch.randn(B, 8, L, 128, generator=gen, **bf16) for _ in range(2))
+        B, H, L = args.batch or 8, args.heads or 32, args.length
+        q = torch.randn(B, H, 1, args.d, generator=gen, **bf16)
+        k, v = (torch.randn(B, 8, L, args.d, generator=gen, **bf16) for _ in range(2))
         o = torch.empty_like(q)
         lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
         params, _workspace = lib.decode_params(q, k, v, o, lens, L)
         run = lambda: lib.decode(params)
     else:
-        q, k, v, do = (torch.randn(1, 16, 8192, 128, generator=gen, **bf16) for _ in range(4))
+        shape = (args.batch or 1, args.heads or 16, args.n, args.d)
+        q, k, v, do = (torch.randn(*shape, generator=gen, **bf16) for _ in range(4))
         o = torch.empty_like(q)
-        lse = torch.empty(1, 16, 8192, device="cuda", dtype=torch.float32)
+        lse = torch.empty(*shape[:3], device="cuda", dtype=torch.float32)
+        mask = fl.CAUSAL_TOP_LEFT if args.causal else fl.CAUSAL_NONE
         kernel = fl.FA3 if args.what == "fa3" else fl.FA2
-        forward = lib.params(q, k, v, o, lse, kernel=kernel)
+        forward = lib.params(q, k, v, o, lse, causal=mask, kernel=kernel)
         run = lambda: lib.forward(forward)
         if args.what == "backward":
             run()
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            p = lib.backward_params(q, k, v, o, lse, do, dq, dk, dv)
+            p = lib.backward_params(q, k, v, o, lse, do, dq, dk, dv, causal=mask)
             workspace = lib.backward(p)
             run = lambda: lib.backward(p, workspace)
     run()

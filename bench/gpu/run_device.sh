@@ -11,7 +11,8 @@
 #
 #   bench/gpu/run_device.sh [steps...]   steps: build test python sanitize cli sweep bench
 #                                        bench-backward decode ablation ncu levels train
-#                                        exercises ring profile (default: all but profile)
+#                                        exercises ring profile stores (default: all but
+#                                        profile and stores)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
@@ -200,11 +201,13 @@ if want cli; then
     --causal --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
   "$BUILD/lessons/app/flashlab" compare --pass decode --n 32768 --n-q 1 --d 128 --batch 8 \
     --heads 32 --kv-heads 8 --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
-  # The lessons' GPU steps through the same runner: lesson 6's backward beside the reference
-  # (errors under the 3x rule, default and deterministic mode, bytes measured by ncu),
-  # lesson 9's conditional rescales counted by fa3 beside the CPU reference's, and
-  # lesson 10's split-KV decode (splits, paged caches, errors against the CPU reference).
-  for n in 6 9 10; do
+  # The lessons' GPU steps through the same runner: lesson 0's naive and fa2 side by side,
+  # lesson 3's tiled forward as the scalar and fa2 kernels, lesson 4's causal skipping timed,
+  # lesson 6's backward beside the reference (errors under the 3x rule, default and
+  # deterministic mode, bytes measured by ncu), lesson 7's partitioning, lesson 9's
+  # conditional rescales counted by fa3 beside the CPU reference's, and lesson 10's split-KV
+  # decode (splits, paged caches, errors against the CPU reference).
+  for n in 0 3 4 6 7 9 10; do
     step "flashlab lesson $n on the GPU"
     timeout 600 "$BUILD/lessons/app/flashlab" lesson $n --no-color < /dev/null 2>&1 |
       tee "$OUT/lesson$n.log" | sed -n '/On a GPU/,$p' || status=1
@@ -364,6 +367,35 @@ if want levels; then
         print i ",\"" s "\"," $5 "," $13 "," $15}' >> "$OUT/levels_lrc.csv" || status=1
   done
   cat "$OUT/levels_lrc.csv"
+fi
+if want stores; then
+  # Bytes out of the SMs, store by store: the requests and sectors the L1 sends on for global
+  # stores and reductions, beside l1tex__m_l1tex2xbar_write_bytes and the slices' writes, one
+  # call of each kernel that writes through fragments (fa2, fa3, the backward, the decode).
+  # The SASS order of each kernel's global stores (STG, RED) follows: whether a warp's two
+  # half-sector stores to one sector leave back to back, which the L1 can merge.
+  step "stores: sectors out of the SMs per kernel, and the SASS order of their stores"
+  store_metrics=l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
+  store_metrics+=,l1tex__t_requests_pipe_lsu_mem_global_op_red.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum
+  store_metrics+=,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_sectors_srcunit_tex_op_write.sum
+  store_metrics+=,lts__t_sectors_srcunit_tex_op_red.sum,smsp__sass_inst_executed_op_global_st.sum
+  store_metrics+=,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+  echo "what,options,kernel,metric,value" > "$OUT/stores.csv"
+  for run in "fa2:--heads 1 --n 4096" "fa2:--heads 16 --n 4096" "fa2:--heads 1 --n 1024 --d 64 --causal" \
+             "fa3:--heads 1 --n 4096" "fa3:--heads 16 --n 8192" "fa3:--heads 1 --n 1024 --d 64 --causal" \
+             "backward:--heads 16 --n 4096" "backward:--heads 16 --n 4096 --d 64" \
+             "decode:--length 32768" "decode:--length 4096"; do
+    what=${run%%:*} options=${run#*:}
+    # shellcheck disable=SC2086  # the options split into words on purpose
+    ncu --profile-from-start off --print-units base --csv --metrics "$store_metrics" \
+        python3 "$ROOT/bench/gpu/profile_one.py" --lib "$BUILD/gpu/libflashlab.so" "$what" $options 2>&1 |
+      awk -F'","' -v w="$what" -v o="$options" '/^"[0-9]/ {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
+        print w ",\"" o "\"," $5 "," $13 "," $15}' >> "$OUT/stores.csv" || status=1
+  done
+  cat "$OUT/stores.csv"
+  cuobjdump --dump-sass "$BUILD/gpu/libflashlab.so" | awk '/Function :/ {f = $3; keep = (f ~ /fa2_kernel|fa3_kernel|decode_split_kv_kernel|decode_combine|fa3_backward_kernel|fa2_backward_kernel/)}
+    keep && (/Function :/ || /STG|REDG|RED\.|ATOMG|BAR|EXIT|BRA/)' > "$OUT/stores_sass.txt"
+  wc -l "$OUT/stores_sass.txt"
 fi
 if want profile; then
   # Nsight Compute's full sections for one call of the kernels whose speed is being worked on

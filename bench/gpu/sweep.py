@@ -20,7 +20,7 @@ def run(args, head_dims, bench_shape, print_summary, label=""):
         writer = csv.writer(f)
         writer.writerow(CSV_HEADER)
         for d in head_dims:
-            for causal in (False, True):
+            for causal in (bool(c) for c in args.causal):
                 for N in args.seq_lens:
                     rows = bench_shape(torch, do_bench, lib, d, causal, N, writer)
                     f.flush()

@@ -1,9 +1,13 @@
-// Version 5b: split-KV decode, the combine kernel. One warp per query row (b, h, i) folds the
-// splits' states (m, l, U) from the workspace left to right with the reference's merge
-// (cpu_reference softmax_state.hpp):
-//   m = max(m_a, m_b); alpha = exp(m_a - m); beta = exp(m_b - m)
-//   l = alpha l_a + beta l_b;  U = alpha U_a + beta U_b
-// then normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
+// Version 5b: split-KV decode, the combine kernel. One warp per query row (b, h, i) merges the
+// splits' states (m, l, U) from the workspace: the reference's merge (cpu_reference
+// softmax_state.hpp), m = max(m_a, m_b), l = exp(m_a - m) l_a + exp(m_b - m) l_b, U likewise,
+// taken over all splits at once in two passes:
+//   pass 1: the lanes read the splits' m (lane j: splits j, j + 32, ...), m = max over splits;
+//   pass 2: for every split s, beta_s = exp(m_s - m), l += beta_s l_s, U += beta_s U_s.
+// No split's loads wait on the one before (a left-to-right fold rescales by alpha, which needs
+// the previous m first: one memory latency per split), so pass 2 keeps kSplitsInFlight
+// splits' loads in flight together: 1 + ceil(splits / kSplitsInFlight) latencies per row.
+// Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
 // natural log). A row that saw no key (l = 0: a zero-length sequence, or a row whose causal
 // window is empty) gets O = 0 and LSE = -inf, the reference's convention.
 // Bytes: reads splits x (d + 2) x 4 and writes d x 2 + 4 per row.
@@ -14,6 +18,9 @@ namespace flashlab::gpu {
 namespace {
 
 using namespace decode;
+
+// Splits whose states pass 2 loads together before it folds them in.
+constexpr int kSplitsInFlight = 4;
 
 template <class T, int kD>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeProblem p) {
@@ -27,18 +34,40 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   const int b = int(row / (int64_t(p.n_q) * p.heads_q));
 
   const float* state = p.states + row * p.splits * (kD + 2);  // (splits, U (d), m, l)
-  float m = -INFINITY, l = 0.0f, rU[kCols];
+  const int64_t stride = kD + 2;
+  // Pass 1: m = the largest of the splits' maxima, the lanes over the splits.
+  float m = -INFINITY;
+  for (int s = lane; s < p.splits; s += kWarpSize) m = fmaxf(m, state[s * stride + kD]);
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+
+  // Pass 2: l = sum beta_s l_s, U = sum beta_s U_s, beta_s = exp(m_s - m). An empty split
+  // (m_s = -inf, l_s = 0, U_s = 0) adds nothing; if every split is empty, so is the row.
+  float l = 0.0f, rU[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) rU[c] = 0.0f;
-  for (int s = 0; s < p.splits; ++s, state += kD + 2) {
-    const float m_s = state[kD];
-    const float m_new = fmaxf(m, m_s);
-    if (m_new == -INFINITY) continue;  // both empty: the empty state is merge's identity
-    const float alpha = expf(m - m_new), beta = expf(m_s - m_new);
-    l = alpha * l + beta * state[kD + 1];
+  if (m != -INFINITY) {
+    // kSplitsInFlight splits at a time: every load of the group is issued before any is used.
+    for (int s0 = 0; s0 < p.splits; s0 += kSplitsInFlight) {
+      float m_s[kSplitsInFlight], l_s[kSplitsInFlight], U_s[kSplitsInFlight][kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) rU[c] = alpha * rU[c] + beta * state[c * kWarpSize + lane];
-    m = m_new;
+      for (int j = 0; j < kSplitsInFlight; ++j) {
+        const bool real = s0 + j < p.splits;  // past the last split: the empty state
+        const float* split = state + (real ? s0 + j : 0) * stride;
+        m_s[j] = real ? split[kD] : -INFINITY;
+        l_s[j] = real ? split[kD + 1] : 0.0f;
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) U_s[j][c] = real ? split[c * kWarpSize + lane] : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kSplitsInFlight; ++j) {
+        const float beta = expf(m_s[j] - m);
+        l += beta * l_s[j];
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) rU[c] += beta * U_s[j][c];
+      }
+    }
   }
 
   T* gO = static_cast<T*>(p.o) + int64_t(b) * p.o_stride.batch + int64_t(h) * p.o_stride.head +

@@ -18,19 +18,20 @@
 //       dV += P^T dO_i and dK += dS^T Q_i take them from registers (no SRAM round trip);
 //       dS^T also goes to SRAM (sdS, (Bc, Br)), and dQ_i += dS K runs with dS^T and K both
 //       read transposed from SRAM as m64n64 products (one 64-column slab of d each): at
-//       d = 128 warpgroup w takes slab w of dQ_i over all Bc keys; at d = 64 (one slab)
-//       warpgroup w takes all of d over its own 64 keys, and both add (twice the reductions:
-//       a slab is the narrowest N a transposed operand in this swizzle is described with
-//       here). Each thread adds its share into the fp32 accumulator as 16-byte reductions
-//       (red.global.add.v4.f32), as v2 does.
+//       d = 128 warpgroup w takes slab w of dQ_i over all Bc keys; at d = 64 (one slab: a
+//       slab is the narrowest N a transposed operand in this swizzle is described with)
+//       warpgroup w takes all of d over its own 64 keys, then hands the other warpgroup,
+//       through SRAM (sdQx), the partial of the 32 columns that one adds, and adds the sum
+//       of columns [32 w, 32 w + 32) of both. Each thread adds its share into the fp32
+//       accumulator as 16-byte reductions (red.global.add.v4.f32), as v2 does.
 // Why 2 warpgroups and no producer warpgroup: fa3_backward:: in kernel_info.hpp counts the
 // registers (208 a thread at the peak, d = 128). Thread 0's warp issues the TMA copies
 // (an elected lane) right after the step's barrier.
 // Per step, per block: 5 products of 2 Br Bc d FLOPs (10 Br Bc d in all); loads Q_i, dO_i
-// (2 Br d elements) and L_i, D_i (2 Br fp32); Br d fp32 reductions of dQ at d = 128, 2 Br d
-// at d = 64. Whole problem, non-causal: the bytes of v2 (same Br, Bc): K, V read once, Q,
-// dO, L, D once per KV tile, B Hq N_q d ceil(N_k / Bc) fp32 reductions (twice at d = 64),
-// dK and dV written once.
+// (2 Br d elements) and L_i, D_i (2 Br fp32); Br d fp32 reductions of dQ (at d = 64 after
+// an exchange of Br d fp32 through SRAM and one more barrier). Whole problem, non-causal:
+// the bytes of v2 (same Br, Bc): K, V read once, Q, dO, L, D once per KV tile,
+// B Hq N_q d ceil(N_k / Bc) fp32 reductions, dK and dV written once.
 // Causal: as v2, KV tile j starts at the first query tile that sees its first key; a
 // warpgroup masks its S^T only where its 64 keys and the tile's rows cross the diagonal or
 // the ragged ends.
@@ -94,13 +95,14 @@ static_assert(sizeof(Barriers) <= fa3_backward::kBarrierBytes);
 template <class T, int D>
 struct Sram {
   Barriers* bars;
-  T* sK;      // (Bc, D)
-  T* sV;      // (Bc, D)
-  T* sQ;      // (kBuffers, Br, D)
-  T* sdO;     // (kBuffers, Br, D)
-  T* sdS;     // (Bc, Br): dS^T of the step, keys as rows
-  float* sL;  // (kBuffers, Br)
-  float* sD;  // (kBuffers, Br)
+  T* sK;        // (Bc, D)
+  T* sV;        // (Bc, D)
+  T* sQ;        // (kBuffers, Br, D)
+  T* sdO;       // (kBuffers, Br, D)
+  T* sdS;       // (Bc, Br): dS^T of the step, keys as rows
+  float* sL;    // (kBuffers, Br)
+  float* sD;    // (kBuffers, Br)
+  float* sdQx;  // (kWarpgroups, Br, D / kWarpgroups) at d = 64: dQ's exchange; none at 128
   __device__ __forceinline__ explicit Sram(unsigned char* raw) {
     using Tl = Tiles<T, D>;
     const uint32_t pad =
@@ -114,6 +116,7 @@ struct Sram {
     sdS = sdO + kBuffers * Tl::kQElems;
     sL = reinterpret_cast<float*>(sdS + Tl::kdSElems);
     sD = sL + kBuffers * kBr;
+    sdQx = sD + kBuffers * kBr;
   }
 };
 
@@ -297,6 +300,9 @@ struct DqSplit {
   static constexpr int kDqSlabs = D / kSlab;
   static constexpr int kDqKeys = kBc * kDqSlabs / fa3_backward::kWarpgroups;
   static_assert(fa3_backward::kWarpgroups % kDqSlabs == 0 && kDqKeys % kK == 0);
+  // d = 64: fewer slabs than warpgroups, so their partials are exchanged (exchange_dq).
+  static constexpr bool kExchanged = fa3_backward::dq_exchanged(D);
+  static_assert(kExchanged == (kDqSlabs < fa3_backward::kWarpgroups));
   __device__ __forceinline__ static int slab(int wg) { return wg % kDqSlabs; }
   __device__ __forceinline__ static int first_key(int wg) { return (wg / kDqSlabs) * kDqKeys; }
 };
@@ -313,6 +319,42 @@ __device__ __forceinline__ void issue_dq(float (&rdQ)[kSlab / 2], uint64_t ds_de
                                   hopper::descriptor_plus(k_desc, row_bytes<T>(kk * kK)),
                                   /*scale_d=*/kk > 0);
   hopper::wgmma_commit();
+}
+
+// d = 64: the two warpgroups' dQ_i partials (Br, 64) meet in SRAM. Warpgroup w keeps
+// columns [32 w, 32 w + 32) (registers [16 w, 16 w + 16): element 4 j + e is column 8 j +
+// 2 (lane % 4) + e % 2) and writes the other half to its slot of sdQx, as float4s in
+// fragment order (thread t of either warpgroup holds the same rows and columns); after the
+// barrier it adds the other warpgroup's slot into rKeep. sdQx is rewritten only after the
+// next step's first barrier, so its reads here are done by then.
+constexpr int kDqHalf = kSlab / 4;  // registers of half of a (Br, 64) accumulator
+__device__ __forceinline__ void exchange_dq(float (&rKeep)[kDqHalf], const float (&rdQ)[kSlab / 2],
+                                            float* sdQx, int wg) {
+  static_assert(fa3_backward::kWarpgroups == 2, "the exchange pairs the two warpgroups");
+  const int t = threadIdx.x % kWarpgroupThreads;
+  float4* mine = reinterpret_cast<float4*>(sdQx) + wg * (kDqHalf / 4) * kWarpgroupThreads;
+  const float4* theirs =
+      reinterpret_cast<const float4*>(sdQx) + (1 - wg) * (kDqHalf / 4) * kWarpgroupThreads;
+  // Selects, not an index by wg: the accumulators stay in registers.
+  float give[kDqHalf];
+#pragma unroll
+  for (int i = 0; i < kDqHalf; ++i) {
+    rKeep[i] = wg == 0 ? rdQ[i] : rdQ[kDqHalf + i];
+    give[i] = wg == 0 ? rdQ[kDqHalf + i] : rdQ[i];
+  }
+#pragma unroll
+  for (int k = 0; k < kDqHalf / 4; ++k)
+    mine[k * kWarpgroupThreads + t] =
+        make_float4(give[4 * k], give[4 * k + 1], give[4 * k + 2], give[4 * k + 3]);
+  __syncthreads();  // both warpgroups' halves are in sdQx
+#pragma unroll
+  for (int k = 0; k < kDqHalf / 4; ++k) {
+    const float4 v = theirs[k * kWarpgroupThreads + t];
+    rKeep[4 * k] += v.x;
+    rKeep[4 * k + 1] += v.y;
+    rKeep[4 * k + 2] += v.z;
+    rKeep[4 * k + 3] += v.w;
+  }
 }
 
 // dK = scale * sum dS^T Q and dV = sum P^T dO of the thread's keys, rounded to T: element
@@ -464,10 +506,20 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
     }
     float* gdQacc = bp.dq_accum + (int64_t(b) * p.heads_q + step.h) * p.n_q * D;
     const int row = step.q0 + warp * 16 + lane / 4;
+    if constexpr (DqSplit<D>::kExchanged) {
+      float rKeep[kDqHalf];  // (Br, 32): columns [32 wg, 32 wg + 32), both warpgroups' sum
+      exchange_dq(rKeep, rdQ, sram.sdQx, wg);
 #pragma unroll
-    for (int j = 0; j < kSlab / 8; ++j)
-      backward_steps::add_dq_tile<D>(gdQacc, rdQ[4 * j], rdQ[4 * j + 1], rdQ[4 * j + 2],
-                                     rdQ[4 * j + 3], row, dq_col + 8 * j, p.n_q, lane);
+      for (int j = 0; j < kDqHalf / 4; ++j)
+        backward_steps::add_dq_tile<D>(gdQacc, rKeep[4 * j], rKeep[4 * j + 1], rKeep[4 * j + 2],
+                                       rKeep[4 * j + 3], row, wg * (kSlab / 2) + 8 * j, p.n_q,
+                                       lane);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kSlab / 8; ++j)
+        backward_steps::add_dq_tile<D>(gdQacc, rdQ[4 * j], rdQ[4 * j + 1], rdQ[4 * j + 2],
+                                       rdQ[4 * j + 3], row, dq_col + 8 * j, p.n_q, lane);
+    }
   }
   write_dk_dv<T, D>(bp, rdK, rdV, b, hk, key_g, lane);
 }
@@ -478,11 +530,12 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
   constexpr KernelConfig config = fa3_backward::config(D, dtype);
   static_assert(config.Br == kBr && config.Bc == kBc && config.threads == kThreads);
   using Tl = Tiles<T, D>;
-  static_assert(fa3::kSwizzleAtom + fa3_backward::kBarrierBytes +
-                        sizeof(T) * (2 * Tl::kKVElems + 2 * kBuffers * Tl::kQElems + Tl::kdSElems) +
-                        sizeof(float) * 2 * kBuffers * kBr ==
-                    config.sram_bytes,
-                "the kernel carves up the SRAM that kernel_info.hpp says it takes");
+  static_assert(
+      fa3::kSwizzleAtom + fa3_backward::kBarrierBytes +
+              sizeof(T) * (2 * Tl::kKVElems + 2 * kBuffers * Tl::kQElems + Tl::kdSElems) +
+              sizeof(float) * (2 * kBuffers * kBr + fa3_backward::dq_exchange_floats(D)) ==
+          config.sram_bytes,
+      "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   const auto kernel = fa3_backward_kernel<T, D>;
   throw_if_cuda_error(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(config.sram_bytes)),

@@ -4,9 +4,10 @@
 // the bytes that storing it would.
 //
 // The bytes are a closed form of the kernels as built (non-causal, the default mode at
-// d = 128, tiles from kernel_info.hpp's fa3_backward; at d = 64 its two warpgroups each add
-// a share of dQ, twice the atomics below), counted as the two-level model counts them: every
-// tile that crosses between the L2 and an SM. With E bytes per element, Tc = ceil(N_k / Bc):
+// d = 128, tiles from kernel_info.hpp's fa3_backward; at d = 64 its two warpgroups sum their
+// shares of dQ in SRAM first, so the atomics below hold at both), counted as the two-level
+// model counts them: every tile that crosses between the L2 and an SM. With E bytes per
+// element, Tc = ceil(N_k / Bc):
 //   preprocess  reads O, dO:              2 E Hq N_q d
 //               writes D, zeroes dQacc:   4 Hq N_q + 4 Hq N_q d
 //   main        reads K, V once:          2 E Hkv N_k d

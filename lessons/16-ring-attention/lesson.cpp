@@ -143,17 +143,25 @@ void balance(LessonContext& ctx) {
       kN / kB * (kN / kB + 1) / 2, kN / kB * (kN / kB + 1) / 2 / kP);
 }
 
+// The ring both of the simulator's steps run, forward and backward: 8 H200s, 16 heads of d =
+// kD, causal, zigzag, each pair of chunks in fa2's tiles; the steps vary n and the mask.
+constexpr Index kSimulatedRanks = 8, kSimulatedHeads = 16;
+sim::RingProblem simulated_ring() {
+  const auto fa2 = gpu::kernel_config(FLASHLAB_KERNEL_FA2, kD, FLASHLAB_BF16);
+  return {.ranks = kSimulatedRanks,
+          .d = kD,
+          .heads = kSimulatedHeads,
+          .causal = cpu::Causal::top_left,
+          .layout = cpu::RingLayout::zigzag,
+          .tiles = {fa2.Br, fa2.Bc}};
+}
+
 void overlap(LessonContext& ctx) {
   ctx.step("Does sending the next slice hide behind this step's compute? (the simulator)");
   const auto& h200 = sim::find_profile("h200");
   const auto fa2 = gpu::kernel_config(FLASHLAB_KERNEL_FA2, kD, FLASHLAB_BF16);
-  constexpr Index kP = 8, kHeads = 16;
-  sim::RingProblem p{.ranks = kP,
-                     .d = kD,
-                     .heads = kHeads,
-                     .causal = cpu::Causal::top_left,
-                     .layout = cpu::RingLayout::zigzag,
-                     .tiles = {fa2.Br, fa2.Bc}};
+  constexpr Index kP = kSimulatedRanks, kHeads = kSimulatedHeads;
+  sim::RingProblem p = simulated_ring();
   ctx.print(
       "While a rank computes on the slice it holds, it sends that slice on: 2 n d bf16\n"
       "numbers per head (K and V), n = N per rank. Compute per step grows as n^2, the slice\n"
@@ -244,16 +252,10 @@ void backward_exact(LessonContext& ctx) {
 void backward_overlap(LessonContext& ctx) {
   ctx.step("The backward's bytes on the links, and when they hide (the simulator)");
   const auto& h200 = sim::find_profile("h200");
-  const auto fa2 = gpu::kernel_config(FLASHLAB_KERNEL_FA2, kD, FLASHLAB_BF16);
   const auto facts = *backward_kernel_facts(kD, sim::DType::bf16, false).facts;
-  constexpr Index kP = 8, kHeads = 16;
+  constexpr Index kP = kSimulatedRanks, kHeads = kSimulatedHeads;
   constexpr auto kBusiest = static_cast<size_t>(2);  // sends a K/V slice and an accumulator
-  sim::RingProblem p{.ranks = kP,
-                     .d = kD,
-                     .heads = kHeads,
-                     .causal = cpu::Causal::top_left,
-                     .layout = cpu::RingLayout::zigzag,
-                     .tiles = {fa2.Br, fa2.Bc}};
+  sim::RingProblem p = simulated_ring();
   ctx.print(
       "Per link over the run, with n rows per rank and H heads: the forward sends K and V,\n"
       "(P - 1) 2 n d bf16 numbers per head; the backward sends them too, and the dK, dV\n"

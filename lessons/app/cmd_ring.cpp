@@ -55,6 +55,27 @@ sim::RingProblem problem_of(const RingArgs& a) {
   return p;
 }
 
+// Each rank's HBM bytes over the run, the kernels' and the extra step's (the forward's merges,
+// the backward's accumulators: `extra`, named `extra_name`), and the chunk pairs it computed.
+template <class Report, class Step>
+void print_rank_totals(const Report& r, cpu::Index ranks, const char* extra_name,
+                       sim::Bytes Step::*extra, const Style& style) {
+  Table table({"rank", "HBM bytes (kernels)", extra_name, "pairs computed"});
+  for (cpu::Index rank = 0; rank < ranks; ++rank) {
+    sim::Bytes kernels = 0, extras = 0;
+    cpu::Index pairs = 0;
+    for (cpu::Index s = 0; s < ranks; ++s) {
+      const Step& step = r.at(rank, s);
+      kernels += step.kernel_bytes;
+      extras += step.*extra;
+      pairs += step.pairs_full + step.pairs_diagonal;
+    }
+    table.add({fmt::format("{}", rank), sim::format_bytes(double(kernels)),
+               sim::format_bytes(double(extras)), fmt::format("{}", pairs)});
+  }
+  table.print(std::cout, style, 0);
+}
+
 void ring_forward(const RingArgs& a, const sim::RingProblem& p, const sim::HardwareProfile& gpu,
                   const sim::LinkProfile& link) {
   const sim::RingReport r = sim::simulate_ring(p, gpu, link);
@@ -65,19 +86,7 @@ void ring_forward(const RingArgs& a, const sim::RingProblem& p, const sim::Hardw
       p.ranks, p.n_per_rank, p.ranks * p.n_per_rank, p.d, p.heads,
       a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), p.tiles.Br, p.tiles.Bc,
       gpu.name, link.name, link.bytes_per_s / 1e9);
-  Table ranks({"rank", "HBM bytes (kernels)", "HBM bytes (merges)", "pairs computed"});
-  for (cpu::Index rank = 0; rank < p.ranks; ++rank) {
-    sim::Bytes kernels = 0, merges = 0;
-    cpu::Index pairs = 0;
-    for (cpu::Index s = 0; s < p.ranks; ++s) {
-      kernels += r.at(rank, s).kernel_bytes;
-      merges += r.at(rank, s).merge_bytes;
-      pairs += r.at(rank, s).pairs_full + r.at(rank, s).pairs_diagonal;
-    }
-    ranks.add({fmt::format("{}", rank), sim::format_bytes(double(kernels)),
-               sim::format_bytes(double(merges)), fmt::format("{}", pairs)});
-  }
-  ranks.print(std::cout, style, 0);
+  print_rank_totals(r, p.ranks, "HBM bytes (merges)", &sim::RingRankStep::merge_bytes, style);
   std::cout << fmt::format("\nEach link carries {} per step, {} over the run ((P - 1) steps).\n\n",
                            sim::format_bytes(double(r.link_bytes_per_step)),
                            sim::format_bytes(double(r.link_bytes)));
@@ -121,19 +130,8 @@ void ring_backward(const RingArgs& a, const sim::RingProblem& p,
       p.ranks, p.n_per_rank, p.ranks * p.n_per_rank, p.d, p.heads,
       a.causal ? "causal" : "non-causal", cpu::to_string(p.layout), facts.Br, facts.Bc, gpu.name,
       link.name, link.bytes_per_s / 1e9);
-  Table ranks({"rank", "HBM bytes (kernels)", "HBM bytes (accumulators)", "pairs computed"});
-  for (cpu::Index rank = 0; rank < p.ranks; ++rank) {
-    sim::Bytes kernels = 0, accumulators = 0;
-    cpu::Index pairs = 0;
-    for (cpu::Index s = 0; s < p.ranks; ++s) {
-      kernels += r.at(rank, s).kernel_bytes;
-      accumulators += r.at(rank, s).accumulate_bytes;
-      pairs += r.at(rank, s).pairs_full + r.at(rank, s).pairs_diagonal;
-    }
-    ranks.add({fmt::format("{}", rank), sim::format_bytes(double(kernels)),
-               sim::format_bytes(double(accumulators)), fmt::format("{}", pairs)});
-  }
-  ranks.print(std::cout, style, 0);
+  print_rank_totals(r, p.ranks, "HBM bytes (accumulators)",
+                    &sim::RingBackwardRankStep::accumulate_bytes, style);
   std::cout << fmt::format(
       "\nK and V {} and dK and dV {} a send; each link carries {} over the run ((P - 1) sends "
       "of each; the forward's: {}).\n\n",

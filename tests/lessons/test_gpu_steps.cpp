@@ -1,4 +1,4 @@
-// The GPU steps of lessons 6, 9 and 10 and the bridge under them, on a machine without a GPU:
+// The GPU steps of lessons 4, 6, 9 and 10 and the bridge under them, on a machine without a GPU:
 // each step says plainly what it would show; the closed forms they print; the shuffled block
 // table of the paged cache; the runner's refusals (another plugin version, bad shapes).
 #include "run_flashlab.hpp"
@@ -13,6 +13,7 @@
 #include "traces/tile_trace.hpp"
 #include "flashlab/flashlab.h"
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/profiles.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
 
@@ -158,6 +159,24 @@ TEST_CASE("lesson 10 without a GPU says what its split-KV step would show and ho
   CHECK(contains(out, "num_splits = 1, 2, 4, ..., 64 and the automatic choice"));
   CHECK(contains(out, "pages of 16, 64 and 256 keys through a shuffled"));
   CHECK(contains(out, "Run `flashlab lesson 10` on a machine with an NVIDIA GPU"));
+}
+
+TEST_CASE("lesson 4 without a GPU says what timing with and without the mask would show") {
+  const std::string out = lesson_without_gpu(4);
+  if (out.empty()) {
+    MESSAGE("a GPU is present: lesson 4's GPU step measures instead (bench/gpu/run_device.sh)");
+    return;
+  }
+  // fa2 at N = 4096: one block per query tile of the kernel table's Br; the places are its
+  // blocks per SM on every SM of the H200 profile; causal leaves (T + 1) / 2T of the rows.
+  const int br = flashlab::gpu::fa2::kBr, tiles = (4096 + br - 1) / br;
+  const int places = flashlab::gpu::fa2::kBlocksPerSm * sim::find_profile("h200").sm_count;
+  CHECK(contains(out, "On a GPU: half the work, and the time"));
+  CHECK(contains(out, fmt::format("query tile of Br = {} rows ({} a head)", br, tiles)));
+  CHECK(contains(out, fmt::format("{:.2f} of the work", double(tiles + 1) / (2.0 * tiles))));
+  CHECK(contains(out, fmt::format("With one head all {} blocks run at once ({} places", tiles,
+                                  places)));
+  CHECK(contains(out, "for 1 and 16 heads"));
 }
 
 TEST_CASE("the backward's bytes in closed form, counted by hand for a small shape") {

@@ -3,6 +3,7 @@
 // lockstep schedule access for access, the same seed giving the same bytes, random victims
 // keeping part of a stream larger than the L2 where LRU keeps none, and the parameters
 // refused out of range.
+#include "grid_events.hpp"
 #include "helpers.hpp"
 
 #include "flashlab/sim/grid.hpp"
@@ -20,16 +21,6 @@
 namespace flashlab::sim::test {
 
 namespace {
-
-constexpr const char* kNames[] = {"Q", "K", "V", "O", "L"};
-
-std::vector<std::string> events_of(const GridProblem& p) {
-  std::vector<std::string> out;
-  run_grid(p, [&](const L2Event& e) {
-    out.push_back(fmt::format("{} {} {} {}", to_string(e.kind), kNames[e.tensor], e.row0, e.bytes));
-  });
-  return out;
-}
 
 // 2 SMs, one block each, one head of N = 16: query tiles of 8 rows (blocks 0 and 1, both
 // resident from the start), K/V tiles of 4 rows (Tc = 4). d = 16 in bf16: a row is 32 bytes,
@@ -127,19 +118,8 @@ TEST_CASE("grid drift: sigma = 0 is the lockstep schedule, access for access") {
   auto rng = fresh_rng();
   std::uniform_int_distribution<Index> pick(0, 1 << 20);
   for (int trial = 0; trial < 30; ++trial) {
-    const Index N = std::vector<Index>{1, 17, 97, 113, 1023}[pick(rng) % 5];
-    const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
-    const GridProblem lock{.N = N,
-                           .d = 8 * (1 + pick(rng) % 4),
-                           .heads = kv_heads * group,
-                           .kv_heads = kv_heads,
-                           .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
-                           .Br = 8 * (1 + pick(rng) % 4),
-                           .Bc = 8 * (1 + pick(rng) % 4),
-                           .blocks_per_sm = 1 + pick(rng) % 2,
-                           .sm_count = 1 + pick(rng) % 5,
-                           .l2_bytes = 256 + pick(rng) % 16384,
-                           .l2_partitions = 1 + pick(rng) % 3};
+    const GridProblem lock = random_small_grid(rng, {1, 17, 97, 113, 1023});
+    const Index N = lock.N;
     const GridProblem drift = drifting(lock, 0.0, pick(rng));
     CAPTURE(N);
     CAPTURE(lock.heads);
@@ -220,21 +200,10 @@ TEST_CASE("grid drift: random victims, grouped or block by block, give the same 
   auto rng = fresh_rng();
   std::uniform_int_distribution<Index> pick(0, 1 << 20);
   for (int trial = 0; trial < 30; ++trial) {
-    const Index N = std::vector<Index>{1, 17, 97, 113, 1023}[pick(rng) % 5];
-    const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
-    const GridProblem p{.N = N,
-                        .d = 8 * (1 + pick(rng) % 4),
-                        .heads = kv_heads * group,
-                        .kv_heads = kv_heads,
-                        .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
-                        .Br = 8 * (1 + pick(rng) % 4),
-                        .Bc = 8 * (1 + pick(rng) % 4),
-                        .blocks_per_sm = 1 + pick(rng) % 2,
-                        .sm_count = 1 + pick(rng) % 5,
-                        .l2_bytes = 256 + pick(rng) % 16384,
-                        .l2_partitions = 1 + pick(rng) % 3,
-                        .replacement = L2Replacement::random,
-                        .seed = static_cast<std::uint64_t>(pick(rng))};
+    GridProblem p = random_small_grid(rng, {1, 17, 97, 113, 1023});
+    p.replacement = L2Replacement::random;
+    p.seed = static_cast<std::uint64_t>(pick(rng));
+    const Index N = p.N;
     CAPTURE(N);
     CAPTURE(p.heads);
     CAPTURE(p.kv_heads);

@@ -1,6 +1,7 @@
 // The grid through one shared L2 (flashlab/sim/grid.hpp): a hand-worked small grid event by
 // event, waves in grid order, the closed forms of the header, grouping that changes no
 // count, and the L2 crossover against a brute-force run of the model.
+#include "grid_events.hpp"
 #include "helpers.hpp"
 
 #include "flashlab/sim/grid.hpp"
@@ -15,17 +16,6 @@
 namespace flashlab::sim::test {
 
 namespace {
-
-constexpr const char* kNames[] = {"Q", "K", "V", "O", "L"};
-
-// Each event as "kind tensor row0 bytes", e.g. "miss K 16 256".
-std::vector<std::string> events_of(const GridProblem& p) {
-  std::vector<std::string> out;
-  run_grid(p, [&](const L2Event& e) {
-    out.push_back(fmt::format("{} {} {} {}", to_string(e.kind), kNames[e.tensor], e.row0, e.bytes));
-  });
-  return out;
-}
 
 // 2 SMs, one block each, 2 heads of N = 16 in tiles of 8 rows: 4 blocks in 2 waves. With
 // d = 16 in bf16 a row is 32 bytes, one sector: a Q, K, V or O tile is 256 bytes and an L
@@ -181,8 +171,8 @@ TEST_CASE("grid L2: two partitions, a hand-worked grid: a tile read from both si
   p.l2_partitions = 2;
   std::vector<std::string> events;
   run_grid(p, [&](const L2Event& e) {
-    events.push_back(fmt::format("{} {} {} {} @{}", to_string(e.kind), kNames[e.tensor], e.row0,
-                                 e.bytes, e.partition));
+    events.push_back(fmt::format("{} {} {} {} @{}", to_string(e.kind), kGridTensorNames[e.tensor],
+                                 e.row0, e.bytes, e.partition));
   });
   const std::vector<std::string> expected = {
       // each block's Q tile goes to its own partition only
@@ -227,19 +217,8 @@ TEST_CASE("grid L2: booking blocks that run alike as one group changes no count"
   auto rng = fresh_rng();
   std::uniform_int_distribution<Index> pick(0, 1 << 20);
   for (int trial = 0; trial < 40; ++trial) {
-    const Index N = std::vector<Index>{1, 17, 97, 113, 200}[pick(rng) % 5];
-    const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
-    GridProblem p{.N = N,
-                  .d = 8 * (1 + pick(rng) % 4),
-                  .heads = kv_heads * group,
-                  .kv_heads = kv_heads,
-                  .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
-                  .Br = 8 * (1 + pick(rng) % 4),
-                  .Bc = 8 * (1 + pick(rng) % 4),
-                  .blocks_per_sm = 1 + pick(rng) % 2,
-                  .sm_count = 1 + pick(rng) % 5,
-                  .l2_bytes = 256 + pick(rng) % 16384,
-                  .l2_partitions = 1 + pick(rng) % 3};
+    GridProblem p = random_small_grid(rng, {1, 17, 97, 113, 200});
+    const Index N = p.N;
     CAPTURE(N);
     CAPTURE(p.d);
     CAPTURE(p.heads);

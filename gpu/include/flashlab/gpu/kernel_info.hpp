@@ -531,7 +531,9 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 //     (64 keys, Br) accumulators, P^T and dS^T then feed dV += P^T dO and dK += dS^T Q
 //     straight from registers (wgmma's A from registers), and dQ += dS K, with dS^T read
 //     back from SRAM, is split between the warpgroups by 64-column slabs of d at d = 128,
-//     by their own keys at d = 64 (both then add all of d: twice the reductions).
+//     by their own keys at d = 64; there the two (Br, 64) partials meet in SRAM (sdQx):
+//     each warpgroup hands the other the 32 columns it does not add, so each adds (Br, 32)
+//     and dQ takes Br d reductions per step at both head dimensions.
 //   Registers of a thread at d = 128: dK and dV (64, d) fp32 = 64 + 64, S^T and dP^T
 //     (64, 64) fp32 = 32 + 32, P^T packed = 16: 208 at the peak (S^T, dP^T); while dQ runs,
 //     dK + dV + P^T + dS^T packed + dQ (64, 64) = 64 + 64 + 16 + 16 + 32 = 192. 256
@@ -540,7 +542,8 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
 //     (384 threads) would leave at most 168 per thread without setmaxnreg.
 //   SRAM (d = 128, bf16): sK, sV (128, 128) 32 KiB each; sQ, sdO 2 buffers x (64, 128)
 //     16 KiB each; sdS^T (128, 64) 16 KiB; sL, sD 2 x 64 fp32 each; barriers; 1024 bytes of
-//     slack for the swizzle atom's alignment: 147 KiB. At d = 64, 83 KiB.
+//     slack for the swizzle atom's alignment: 147 KiB. At d = 64, 83 KiB + sdQx (2, Br, 32)
+//     fp32 16 KiB = 99 KiB.
 // Which backward runs (the one rule): v3 when the call is not deterministic, has no
 // dropout and no row stride of 0 among Q, K, V and dO (which TMA cannot describe); v2
 // (fa2_backward) otherwise. The deterministic mode's dQ kernel and the dropout replay are v2's.
@@ -553,13 +556,18 @@ inline constexpr int kBr = 64;                                   // query rows p
 inline constexpr int kBuffers = 2;                               // Q, dO, L, D double-buffered
 inline constexpr int kBlocksPerSm = 1;
 inline constexpr int kBarrierBytes = 1024;  // mbarriers (K and V, Q and dO per buffer), padded
+// dQ's exchange: where d is narrower than one slab per warpgroup (d = 64), both warpgroups
+// form dQ_i over all of d and each adds only 1 / kWarpgroups of its columns, receiving the
+// other's partial of them through sdQx (kWarpgroups, Br, d / kWarpgroups) fp32; none at 128.
+constexpr bool dq_exchanged(int64_t d) { return d / fa3::kSlab < kWarpgroups; }
+constexpr int64_t dq_exchange_floats(int64_t d) { return dq_exchanged(d) ? kBr * d : 0; }
 // The SRAM a block takes (the kernel's layout, in this order): slack for the swizzle atom,
 // barriers, sK and sV (Bc, d), sQ and sdO (kBuffers, Br, d), sdS^T (Bc, Br) in the input
-// dtype, then sL and sD (kBuffers, Br) fp32.
+// dtype, then sL and sD (kBuffers, Br) fp32, then sdQx fp32 (d = 64 only).
 constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
   return fa3::kSwizzleAtom + kBarrierBytes +
          dtype_bytes(dtype) * (2 * kBc * d + 2 * kBuffers * kBr * d + kBc * kBr) +
-         int64_t(sizeof(float)) * 2 * kBuffers * kBr;
+         int64_t(sizeof(float)) * (2 * kBuffers * kBr + dq_exchange_floats(d));
 }
 // Its stores, as 06_fa3_backward.cu writes them (preprocess and convert: fa2_backward's):
 //   write_dk_dv: dK, dV straight from the wgmma accumulators, a 32-bit pair of 16-bit
