@@ -67,14 +67,24 @@ std::string predicted_text(const Prediction& p) {
 std::string measured_text(const NcuOutcome& o) {
   if (!o.bytes) return o.message;
   const auto& m = *o.bytes;
-  return fmt::format("SMs read {}, write {}; L2 {}; DRAM {} read, {} written",
-                     bytes_text(m.sm_read), bytes_text(m.sm_written), bytes_text(m.l2),
-                     bytes_text(m.dram_read), bytes_text(m.dram_written));
+  const auto merged = m.merge_ratio();
+  return fmt::format(
+      "SMs read {}; store sectors issued {}, out of the SMs {}{}; L2 {}; DRAM {} read, {} "
+      "written",
+      bytes_text(m.sm_read), bytes_text(m.stores_issued), bytes_text(m.sm_written),
+      merged ? fmt::format(" ({:.2f} of them)", *merged) : std::string(), bytes_text(m.l2),
+      bytes_text(m.dram_read), bytes_text(m.dram_written));
 }
 
 std::string ratio_text(std::optional<double> measured, double predicted) {
   if (!measured || predicted <= 0) return "-";
   return fmt::format("{:.3f}", *measured / predicted);
+}
+
+std::string ratios_text(const NcuOutcome& o, double read_predicted, double written_predicted) {
+  if (!o.bytes) return "-";
+  return fmt::format("read {}, stores {}", ratio_text(o.bytes->sm_read, read_predicted),
+                     ratio_text(o.bytes->stores_issued, written_predicted));
 }
 
 }  // namespace flashlab::app

@@ -120,6 +120,9 @@ struct Prediction {
   // N_q != N_k has neither.
   bool dram_modelled() const { return grid || report; }
   double sm_read() const;
+  // The store and reduction sectors its warp instructions touch, in bytes: what the L1 issues
+  // (Nsight Compute's l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B); what
+  // leaves the SMs is that or less (ncu_bytes.hpp).
   double sm_written() const;
   double dram_read() const;
   double dram_written() const;  // during the kernel

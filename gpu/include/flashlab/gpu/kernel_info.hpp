@@ -573,10 +573,16 @@ constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
 //   write_dk_dv: dK, dV straight from the wgmma accumulators, a 32-bit pair of 16-bit
 //     elements per row, 8 rows x 16 bytes an instruction (2x the data), as v2;
 //   dQ_i += dS K: backward_steps::add_dq_tile, red.global.add.v4.f32 over 16 rows (exact),
-//     as v2; at d = 64 both warpgroups add all of d (kDqReductionPasses: twice the bytes).
+//     as v2; each warpgroup adds dq_columns_added(d) columns of the Br rows: a slab at
+//     d = 128, half of d after the exchange at d = 64, so a step reduces dQ_i once.
 inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
 inline constexpr WarpStorePattern kDqReduction = fa2_backward::kDqReduction;
-constexpr int dq_reduction_passes(int64_t d) { return d == 64 ? 2 : 1; }
+constexpr int64_t dq_columns_added(int64_t d) {
+  return dq_exchanged(d) ? d / kWarpgroups : fa3::kSlab;
+}
+// How many times a step's reductions cover dQ_i (Br, d): the warpgroups' columns over d.
+constexpr int dq_reduction_passes(int64_t d) { return int(kWarpgroups * dq_columns_added(d) / d); }
+static_assert(dq_reduction_passes(64) == 1 && dq_reduction_passes(128) == 1);
 // The rule: whether a call runs on v3 (see above).
 constexpr bool takes(bool deterministic, bool dropout, bool row_stride_zero) {
   return !deterministic && !dropout && !row_stride_zero;

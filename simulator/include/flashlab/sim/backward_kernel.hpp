@@ -37,8 +37,8 @@ struct BackwardStores {
   std::optional<WarpStore> accumulator_zeros{};  // preprocess: the accumulator set to 0
   std::optional<WarpStore> dq{};                 // convert: dQ (atomic mode)
   std::optional<WarpStore> dq_kernel{};          // dQ kernel: dQ (deterministic mode)
-  // Times each step's dQ_i is reduced into the accumulator: 1, or 2 where two warps (v3 at
-  // d = 64: both warpgroups) each add all of d.
+  // Times each step's dQ_i is reduced into the accumulator: 1, or 2 where two warpgroups
+  // each add all of d (v3 at d = 64 before its exchange; kernel_info.hpp says which now).
   int dq_reduction_passes = 1;
 };
 

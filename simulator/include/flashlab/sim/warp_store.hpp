@@ -1,9 +1,11 @@
-// What a store leaving the SMs costs: the L1 sends a warp's store (or reduction) instruction
-// to the L2 as whole 32-byte sectors, one for every sector that any of its lanes writes a
-// byte of, and Nsight Compute's l1tex__m_l1tex2xbar_write_bytes counts those sectors in
-// full. So bytes out of the SMs = 32 x (sectors touched per instruction), not the bytes of
+// What a store leaving the SMs costs: the L1 issues a warp's store (or reduction) instruction
+// as whole 32-byte sectors, one for every sector that any of its lanes writes a byte of, and
+// Nsight Compute's l1tex__t_sectors_pipe_lsu_mem_global_op_st (and _op_red) counts exactly
+// those. So the bytes stored = 32 x (sectors touched per instruction), not the bytes of
 // data: a store of 4 bytes by each of 32 lanes spread over 8 rows writes 8 runs of 16 bytes,
-// touches 8 sectors and sends 256 bytes for 128 bytes of data.
+// touches 8 sectors and issues 256 bytes for 128 bytes of data. What then leaves the SM
+// (l1tex__m_l1tex2xbar_write_bytes) is that or less: some kernels' sectors are merged on the
+// way, by a rule not modelled here (docs/IO-LEVELS.md).
 //
 //   sim::WarpStore pattern{.bytes_per_thread = 4, .threads = 32, .runs = 8};
 //   sim::bytes_out(pattern, 1024);   // 2048: eight instructions of 8 sectors each
