@@ -218,9 +218,9 @@ void compare(const CompareArgs& a, sim::DType dtype) {
   for (const auto& kernel : split(a.kernels)) predictions.push_back(predict(run_of(a, kernel)));
   simulator_rows(predictions, rows);
   gpu_rows(a, dtype, in, predictions, rows, errors);
-  Table table({"executor", "max error", "time", "bytes predicted", "bytes measured",
-               "measured/predicted"},
-              {true, true, true, true, true, false});
+  Table table(
+      {"executor", "max error", "time", "bytes predicted", "bytes measured", "measured/predicted"},
+      {true, true, true, true, true, false});
   for (const auto& r : rows)
     table.add({r.executor, r.error, r.time, r.predicted, r.measured, r.ratio});
   const Style style = Style::for_stdout(a.no_colour);

@@ -288,9 +288,8 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   }
   const GpuStatus status = gpu_status();
   std::cout << "GPU: " << status.description << "\n";
-  Table table(
-      {"executor", "time", "bytes predicted", "bytes measured", "measured/predicted"},
-      {true, true, true, true, false});
+  Table table({"executor", "time", "bytes predicted", "bytes measured", "measured/predicted"},
+              {true, true, true, true, false});
   for (const Row& r :
        {simulator_row(prediction), gpu_pass_row(pass, resolved, p, status, prediction, run_pass)})
     table.add({r.executor, r.time, r.predicted, r.measured, r.ratio});

@@ -150,15 +150,15 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
       "stores_issued_measured\n");
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel,
-                          p.run.n, p.run.d, p.run.heads, p.run.causal ? 1 : 0, p.run.dtype,
-                          csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
-                          csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
-                          csv_number(f.l2_measured), csv_number(f.dram_predicted),
-                          csv_number(f.dram_read_measured), csv_number(f.dram_written_measured),
-                          csv_number(f.dram_read_predicted), csv_number(f.dram_written_predicted),
-                          csv_number(f.left_dirty_predicted), csv_number(f.crossover_n),
-                          csv_number(f.stores_issued_measured)));
+    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                          p.run.kernel, p.run.n, p.run.d, p.run.heads, p.run.causal ? 1 : 0,
+                          p.run.dtype, csv_number(f.sm_read_predicted),
+                          csv_number(f.sm_read_measured), csv_number(f.sm_written_predicted),
+                          csv_number(f.sm_written_measured), csv_number(f.l2_measured),
+                          csv_number(f.dram_predicted), csv_number(f.dram_read_measured),
+                          csv_number(f.dram_written_measured), csv_number(f.dram_read_predicted),
+                          csv_number(f.dram_written_predicted), csv_number(f.left_dirty_predicted),
+                          csv_number(f.crossover_n), csv_number(f.stores_issued_measured)));
   }
   out.commit();
 }

@@ -1,7 +1,8 @@
 // The bytes of one GPU kernel run, measured by Nsight Compute at the SMs (into them, the
-// store sectors the L1 issued, out of them), the L2 slices and DRAM (running this same program in compare's hidden --gpu-only mode), and the texts that
-// set them beside the prediction of the kernel's mirror (gpu_bridge/kernels.hpp).
-// `flashlab compare` shows them for one problem, and across a sweep.
+// store sectors the L1 issued, out of them), the L2 slices and DRAM (running this same
+// program in compare's hidden --gpu-only mode), and the texts that set them beside the
+// prediction of the kernel's mirror (gpu_bridge/kernels.hpp). `flashlab compare` shows them
+// for one problem, and across a sweep.
 #pragma once
 
 #include "gpu_bridge/kernels.hpp"

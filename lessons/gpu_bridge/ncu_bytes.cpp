@@ -126,8 +126,8 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
                             const std::vector<std::string>& ncu_options) {
   // Base units: bytes and sectors as counted, not rescaled to Kbyte or Msector.
-  std::vector<std::string> argv{ncu,    "--csv",         "--clock-control", "none",
-                                "--print-units", "base", "--metrics",       metric_list()};
+  std::vector<std::string> argv{ncu,    "--csv",     "--clock-control", "none", "--print-units",
+                                "base", "--metrics", metric_list()};
   argv.insert(argv.end(), ncu_options.begin(), ncu_options.end());
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);

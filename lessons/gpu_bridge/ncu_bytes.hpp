@@ -44,8 +44,7 @@ struct NcuMetric {
   const char* level;
 };
 inline constexpr NcuMetric kNcuMetrics[] = {
-    {"l1tex__m_xbar2l1tex_read_bytes.sum", NcuUnit::bytes, &MeasuredBytes::sm_read,
-     "into the SMs"},
+    {"l1tex__m_xbar2l1tex_read_bytes.sum", NcuUnit::bytes, &MeasuredBytes::sm_read, "into the SMs"},
     {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", NcuUnit::sectors,
      &MeasuredBytes::stores_issued, "store sectors the L1 issued"},
     {"l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum", NcuUnit::sectors,

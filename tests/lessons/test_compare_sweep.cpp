@@ -71,8 +71,9 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
   fs::remove(csv);
   CHECK(contains(run.output, "not measured (--no-ncu)"));
   // The writes' counters named with their levels (ncu_bytes.hpp's table).
-  CHECK(contains(run.output, "store sectors the L1 issued: "
-                             "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
+  CHECK(contains(run.output,
+                 "store sectors the L1 issued: "
+                 "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
   CHECK(contains(run.output, "out of the SMs: l1tex__m_l1tex2xbar_write_bytes.sum"));
 }
 

@@ -57,14 +57,14 @@ TEST_CASE("ncu CSV: store and reduction sectors the L1 issued, in bytes of 32-by
   // Two kernels (a main kernel with stores and reductions, a post-kernel with stores), in
   // base units and in thousands.
   const double st0 = 2097152, red0 = 33554432, st1 = 524.288, out0 = 1140611008;
-  const auto m = flashlab::app::parse_ncu_csv(fmt::format(
-      "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
-      "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"sector\",\"{}\"\n"
-      "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum\",\"sector\",\"{}\"\n"
-      "\"0\",\"l1tex__m_l1tex2xbar_write_bytes.sum\",\"byte\",\"{}\"\n"
-      "\"0\",\"gpu__time_duration.sum\",\"nsecond\",\"1116032\"\n"
-      "\"1\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"Ksector\",\"{}\"\n",
-      st0, red0, out0, st1));
+  const auto m = flashlab::app::parse_ncu_csv(
+      fmt::format("\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+                  "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"sector\",\"{}\"\n"
+                  "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum\",\"sector\",\"{}\"\n"
+                  "\"0\",\"l1tex__m_l1tex2xbar_write_bytes.sum\",\"byte\",\"{}\"\n"
+                  "\"0\",\"gpu__time_duration.sum\",\"nsecond\",\"1116032\"\n"
+                  "\"1\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"Ksector\",\"{}\"\n",
+                  st0, red0, out0, st1));
   REQUIRE(m);
   CHECK(m->kernels == 2);
   CHECK(m->stores_issued == doctest::Approx(32 * (st0 + red0 + st1 * 1e3)));
@@ -97,7 +97,6 @@ TEST_CASE("ncu metrics: each name once, the sector counters in sectors and the r
     CAPTURE(name);
     CHECK(std::string(kNcuMetrics[a].level).size() > 0);
     CHECK((kNcuMetrics[a].unit == NcuUnit::sectors) == (name.find("_sectors_") != name.npos));
-    for (std::size_t b = a + 1; b < std::size(kNcuMetrics); ++b)
-      CHECK(name != kNcuMetrics[b].name);
+    for (std::size_t b = a + 1; b < std::size(kNcuMetrics); ++b) CHECK(name != kNcuMetrics[b].name);
   }
 }

@@ -198,8 +198,9 @@ TEST_CASE("backward mirror: the device's causal GQA shape, reads and writes in c
   CHECK(r3.bytes_written() == written);
 }
 
-TEST_CASE("backward mirror: a dQ reduced twice a step (warpgroups each adding all of d) writes "
-          "its sectors twice") {
+TEST_CASE(
+    "backward mirror: a dQ reduced twice a step (warpgroups each adding all of d) writes "
+    "its sectors twice") {
   const BackwardShape s{.heads_q = 4,
                         .heads_kv = 2,
                         .n_q = 113,
