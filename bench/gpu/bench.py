@@ -289,14 +289,20 @@ def summarize_ncu(lib, paths):
     metrics = ["l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes.sum",
                "lts__t_bytes.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
                "gpu__time_duration.sum"]
+    # The store and reduction sectors the L1 issued (32 bytes each): what the mirrors' writes
+    # count; SM write (what left the SMs) is those or fewer (docs/IO-LEVELS.md).
+    sectors = ["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+               "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum"]
     print("\nNsight Compute, one forward at B=1, H=16, N=8192, d=128, bf16, non-causal")
     print("(predicted: closed-form bytes between the L2 and the SMs of a two-level HBM + SRAM"
-          " model for each kernel's tile sizes; compare with SM read + SM write)")
+          " model for each kernel's tile sizes; compare with SM read + SM write;"
+          " L1 stores: store + reduction sectors issued, x 32 B)")
     print(f"{'impl':>10} {'kernels':>7} {'SM read':>10} {'SM write':>10} {'L2 bytes':>10}"
-          f" {'DRAM read':>10} {'DRAM write':>10} {'predicted':>10} {'ratio':>6} {'time ms':>9}")
+          f" {'DRAM read':>10} {'DRAM write':>10} {'L1 stores':>10} {'predicted':>10}"
+          f" {'ratio':>6} {'time ms':>9}")
     for path in paths:
         impl = os.path.basename(path).removeprefix("ncu_").removesuffix(".csv")
-        totals, kernels = {m: 0.0 for m in metrics}, set()
+        totals, kernels = {m: 0.0 for m in metrics + sectors}, set()
         with open(path) as f:
             lines = [line for line in f if line.startswith('"')]
         for row in csv.DictReader(lines):
@@ -308,6 +314,7 @@ def summarize_ncu(lib, paths):
         pred_s = f"{pred / 1e9:9.3f}G" if pred else f"{'-':>10}"
         ratio_s = f"{sm / pred:6.3f}" if pred else f"{'-':>6}"
         gb = [f"{totals[m] / 1e9:9.3f}G" for m in metrics[:5]]
+        gb.append(f"{32 * sum(totals[m] for m in sectors) / 1e9:9.3f}G")
         print(f"{impl:>10} {len(kernels):7d} {' '.join(gb)} {pred_s} {ratio_s} "
               f"{totals[metrics[5]] / 1e6:9.3f}")
 

@@ -25,9 +25,10 @@ OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
 STEPS=${*:-build test python sanitize cli sweep bench bench-backward decode ablation ncu levels train exercises ring}
-# Into and out of the SMs, at the L2 slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says
-# which level each measures), and the kernel's time.
-NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+# Into the SMs, the store and reduction sectors the L1 issued, out of the SMs, at the L2
+# slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says which level each measures), and the
+# kernel's time.
+NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
 mkdir -p "$OUT"
 status=0
 

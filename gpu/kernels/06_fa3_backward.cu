@@ -297,6 +297,9 @@ struct DqSplit {
   // d = 64: fewer slabs than warpgroups, so their partials are exchanged (exchange_dq).
   static constexpr bool kExchanged = fa3_backward::dq_exchanged(D);
   static_assert(kExchanged == (kDqSlabs < fa3_backward::kWarpgroups));
+  // The columns of dQ_i a warpgroup adds (the loops after exchange_dq), as kernel_info.hpp
+  // states them for the mirror: half a slab after the exchange, a slab without.
+  static_assert(fa3_backward::dq_columns_added(D) == (kExchanged ? kSlab / 2 : kSlab));
   __device__ __forceinline__ static int slab(int wg) { return wg % kDqSlabs; }
   __device__ __forceinline__ static int first_key(int wg) { return (wg / kDqSlabs) * kDqKeys; }
 };

@@ -287,18 +287,26 @@ void three_levels(LessonContext& ctx) {
            sim::format_bytes(p.dram())});
   }
   ctx.table(t);
-  ctx.print("Measured on an H200 (docs/IO-LEVELS.md has the runs):\n"
-            "- into the SMs, l1tex__m_xbar2l1tex_read_bytes: fa2 and the scalar kernel read exactly\n"
-            "  the bytes above (the scalar kernel writes 16x more: 2-byte stores, 32-byte sectors).\n"
-            "  The naive kernel reads more: cuBLAS re-reads its operands once per\n"
-            "  output tile, and fewer than the softmax's three passes over S reach the SM, because\n"
-            "  some hit in the SM's own L1.\n"
-            "- at the L2 slices, lts__t_bytes: lower than into the SMs, by a quarter to 40% for\n"
-            "  one head (the runs vary), and less the more heads share the chip: the runs fit requests of several SMs for the\n"
-            "  same sectors at the same moment being merged before the slices.\n"
-            "- at DRAM, dram__bytes_read: about Q, K and V once; writes still dirty in the L2 when\n"
-            "  the kernel ends reach DRAM after it. `flashlab compare` sets each kernel's mirror\n"
-            "  beside all three on a GPU.\n\n");
+  ctx.print(
+      "Measured on an H200 (docs/IO-LEVELS.md has the runs):\n"
+      "- into the SMs, l1tex__m_xbar2l1tex_read_bytes: fa2 and the scalar kernel read exactly\n"
+      "  the bytes above.\n"
+      "- out of the SMs: the L1 issues a store as whole 32-byte sectors\n"
+      "  (l1tex__t_sectors_pipe_lsu_mem_global_op_st), so the column above books each store's\n"
+      "  sectors, not its bytes, and matches that counter exactly: the scalar kernel's 2-byte\n"
+      "  stores, a row per thread, cost 16x their data, fa2's 4-byte fragment stores 2x. What\n"
+      "  then leaves the SM (l1tex__m_l1tex2xbar_write_bytes) is those sectors or fewer: fa2's\n"
+      "  are merged back to about their data, fa3's far less, by a rule not yet known.\n"
+      "  The naive kernel reads more: cuBLAS re-reads its operands once per\n"
+      "  output tile, and fewer than the softmax's three passes over S reach the SM, because\n"
+      "  some hit in the SM's own L1.\n"
+      "- at the L2 slices, lts__t_bytes: lower than into the SMs, by a quarter to 40% for\n"
+      "  one head (the runs vary), and less the more heads share the chip: the runs fit\n"
+      "  requests of several SMs for the same sectors at the same moment being merged before\n"
+      "  the slices.\n"
+      "- at DRAM, dram__bytes_read: about Q, K and V once; writes still dirty in the L2 when\n"
+      "  the kernel ends reach DRAM after it. `flashlab compare` sets each kernel's mirror\n"
+      "  beside all three on a GPU.\n\n");
 }
 
 }  // namespace

@@ -178,9 +178,8 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
     const double err = max_error(run.O, in.O_exact);
     errors.emplace_back(name, err);
     const NcuOutcome m = measure(run_of(a, kernel), a.no_ncu);
-    const std::optional<double> sm_read = m.bytes ? std::optional(m.bytes->sm_read) : std::nullopt;
     rows.push_back({name, num(err, 3), us(run.median_ms), predicted_text(p), measured_text(m),
-                    ratio_text(sm_read, p.sm_read())});
+                    ratios_text(m, p.sm_read(), p.sm_stores_issued(), p.sm_written())});
   }
 }
 
@@ -219,9 +218,9 @@ void compare(const CompareArgs& a, sim::DType dtype) {
   for (const auto& kernel : split(a.kernels)) predictions.push_back(predict(run_of(a, kernel)));
   simulator_rows(predictions, rows);
   gpu_rows(a, dtype, in, predictions, rows, errors);
-  Table table({"executor", "max error", "time", "bytes predicted", "bytes measured",
-               "SM read: measured/predicted"},
-              {true, true, true, true, true, false});
+  Table table(
+      {"executor", "max error", "time", "bytes predicted", "bytes measured", "measured/predicted"},
+      {true, true, true, true, true, false});
   for (const auto& r : rows)
     table.add({r.executor, r.error, r.time, r.predicted, r.measured, r.ratio});
   const Style style = Style::for_stdout(a.no_colour);
@@ -229,14 +228,17 @@ void compare(const CompareArgs& a, sim::DType dtype) {
   print_verdicts(style, a.dtype, naive_err, errors);
   std::cout << fmt::format(
       "Predicted bytes: the simulator's count of what crosses between the L2 and the SMs\n"
-      "(measured by l1tex__m_xbar2l1tex_read_bytes and l1tex__m_l1tex2xbar_write_bytes) and of\n"
+      "(measured by l1tex__m_xbar2l1tex_read_bytes; writes by the store and reduction sectors\n"
+      "the L1 issued, l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B) and of\n"
       "what reaches DRAM past a {} LRU L2 (dram__bytes_read/write): for fa2 and fa3 their\n"
       "whole grid ({} SMs, blocks in waves; N_q = N_k only) through the L2's {} partitions, K\n"
       "and V held in each, the DRAM writes those made while it ran and apart what it leaves\n"
       "dirty; for the others one head run as one SM would. lts__t_bytes, at the L2 slices, sits "
       "lower: Hopper\n"
       "merges simultaneous requests of several SMs for the same sectors before they reach\n"
-      "the slices.\n",
+      "the slices. Writes are booked as the 32-byte sectors each warp store touches; what\n"
+      "left the SMs (l1tex__m_l1tex2xbar_write_bytes) is those or fewer, merged after the\n"
+      "L1's store pipe by a rule the model does not know (docs/IO-LEVELS.md).\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
       target_profile().l2_partitions);
 }

@@ -199,9 +199,11 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
   const std::string time = fmt::format("{:.1f} us (median of {})", run.median_ms * 1e3, p.repeats);
   const std::string kernels =
       m.bytes ? fmt::format(" ({} kernel launches)", m.bytes->kernels) : std::string();
-  const double predicted = prediction.report ? double(prediction.report->bytes_read()) : 0;
+  const auto& r = prediction.report;
   return {name, time, "-", measured_text(m) + kernels,
-          ratio_text(m.bytes ? std::optional(m.bytes->sm_read) : std::nullopt, predicted)};
+          ratios_text(m, r ? double(r->bytes_read()) : 0,
+                      r ? double(r->bytes_written() - r->bytes_written_by_tma()) : 0,
+                      r ? double(r->bytes_written()) : 0)};
 }
 
 }  // namespace
@@ -288,9 +290,8 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   }
   const GpuStatus status = gpu_status();
   std::cout << "GPU: " << status.description << "\n";
-  Table table(
-      {"executor", "time", "bytes predicted", "bytes measured", "SM read: measured/predicted"},
-      {true, true, true, true, false});
+  Table table({"executor", "time", "bytes predicted", "bytes measured", "measured/predicted"},
+              {true, true, true, true, false});
   for (const Row& r :
        {simulator_row(prediction), gpu_pass_row(pass, resolved, p, status, prediction, run_pass)})
     table.add({r.executor, r.time, r.predicted, r.measured, r.ratio});

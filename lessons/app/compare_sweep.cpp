@@ -58,12 +58,16 @@ std::vector<KernelRun> runs_of(const CompareSweepRequest& r) {
 
 // A point's figures, each absent where nothing was predicted or measured: what both the
 // table and the CSV show.
+// Written: the mirror's store sectors (its writes less its TMA stores) against the store
+// sectors the L1 issued (stores_issued), and what left the SMs (sm_written_measured), their
+// merge ratio beside it (not shown where TMA stores carry some of the writes).
 // DRAM predicted: written is what the kernel writes while it runs (its counter's figure);
 // left_dirty what stays dirty in the L2 after it (the grid model only).
 struct Figures {
   std::optional<double> sm_read_predicted, sm_read_measured, sm_written_predicted,
-      sm_written_measured, l2_measured, dram_predicted, dram_read_predicted, dram_read_measured,
-      dram_written_predicted, dram_written_measured, left_dirty_predicted, crossover_n;
+      stores_issued_measured, sm_written_measured, merge_ratio, l2_measured, dram_predicted,
+      dram_read_predicted, dram_read_measured, dram_written_predicted, dram_written_measured,
+      left_dirty_predicted, crossover_n;
 };
 
 Figures figures_of(const Point& p) {
@@ -81,7 +85,9 @@ Figures figures_of(const Point& p) {
   if (const auto& c = p.predicted.crossover) f.crossover_n = double(c->first_N);
   if (const auto& m = p.measured) {
     f.sm_read_measured = m->sm_read;
+    f.stores_issued_measured = m->stores_issued;
     f.sm_written_measured = m->sm_written;
+    f.merge_ratio = m->merge_ratio();
     f.l2_measured = m->l2;
     f.dram_read_measured = m->dram_read;
     f.dram_written_measured = m->dram_written;
@@ -92,20 +98,29 @@ Figures figures_of(const Point& p) {
 std::string optional_bytes(std::optional<double> b) { return b ? bytes_text(*b) : "-"; }
 std::string csv_number(std::optional<double> b) { return b ? fmt::format("{:.0f}", *b) : ""; }
 
+// Bytes out of the SMs over the store sectors issued; where TMA stores carry some of the
+// writes (fa3's O) those leave beside the sectors, and the ratio says nothing of merging.
+std::string merge_text(const Point& p, const Figures& f) {
+  if (p.predicted.sm_written_by_tma() > 0) return "TMA";
+  return f.merge_ratio ? fmt::format("{:.3f}", *f.merge_ratio) : "-";
+}
+
 void print_table(const std::vector<Point>& points, const Style& style) {
   Table t({"kernel", "N", "d", "heads", "SM read pred.", "SM read meas.", "ratio", "SM write pred.",
-           "SM write meas.", "ratio", "L2 slices meas.", "DRAM read pred.", "DRAM read meas.",
-           "ratio", "DRAM write pred.", "DRAM write meas.", "note"},
+           "stores issued meas.", "ratio", "left the SMs", "merge", "L2 slices meas.",
+           "DRAM read pred.", "DRAM read meas.", "ratio", "DRAM write pred.", "DRAM write meas.",
+           "note"},
           {true, false, false, false, false, false, false, false, false, false, false, false, false,
-           false, false, false, true});
+           false, false, false, false, false, true});
   for (const Point& p : points) {
     const Figures f = figures_of(p);
     t.add(
         {p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
          fmt::format("{}", p.run.heads), optional_bytes(f.sm_read_predicted),
          optional_bytes(f.sm_read_measured), ratio_text(f.sm_read_measured, p.predicted.sm_read()),
-         optional_bytes(f.sm_written_predicted), optional_bytes(f.sm_written_measured),
-         ratio_text(f.sm_written_measured, p.predicted.sm_written()), optional_bytes(f.l2_measured),
+         optional_bytes(f.sm_written_predicted), optional_bytes(f.stores_issued_measured),
+         ratio_text(f.stores_issued_measured, p.predicted.sm_stores_issued()),
+         optional_bytes(f.sm_written_measured), merge_text(p, f), optional_bytes(f.l2_measured),
          optional_bytes(f.dram_read_predicted), optional_bytes(f.dram_read_measured),
          ratio_text(f.dram_read_measured, p.predicted.dram_read()),
          optional_bytes(f.dram_written_predicted), optional_bytes(f.dram_written_measured),
@@ -138,17 +153,19 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
   out.write(
       "kernel,N,d,heads,causal,dtype,sm_read_predicted,sm_read_measured,sm_written_predicted,"
       "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured,"
-      "dram_read_predicted,dram_written_predicted,left_dirty_predicted,l2_crossover_n\n");
+      "dram_read_predicted,dram_written_predicted,left_dirty_predicted,l2_crossover_n,"
+      "stores_issued_measured\n");
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.run.kernel,
-                          p.run.n, p.run.d, p.run.heads, p.run.causal ? 1 : 0, p.run.dtype,
-                          csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
-                          csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
-                          csv_number(f.l2_measured), csv_number(f.dram_predicted),
-                          csv_number(f.dram_read_measured), csv_number(f.dram_written_measured),
-                          csv_number(f.dram_read_predicted), csv_number(f.dram_written_predicted),
-                          csv_number(f.left_dirty_predicted), csv_number(f.crossover_n)));
+    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                          p.run.kernel, p.run.n, p.run.d, p.run.heads, p.run.causal ? 1 : 0,
+                          p.run.dtype, csv_number(f.sm_read_predicted),
+                          csv_number(f.sm_read_measured), csv_number(f.sm_written_predicted),
+                          csv_number(f.sm_written_measured), csv_number(f.l2_measured),
+                          csv_number(f.dram_predicted), csv_number(f.dram_read_measured),
+                          csv_number(f.dram_written_measured), csv_number(f.dram_read_predicted),
+                          csv_number(f.dram_written_predicted), csv_number(f.left_dirty_predicted),
+                          csv_number(f.crossover_n), csv_number(f.stores_issued_measured)));
   }
   out.commit();
 }
@@ -251,8 +268,10 @@ void run_compare_sweep(const CompareSweepRequest& r) {
       "predicted by the simulator's mirror of each kernel (per head, times the heads; fa3's\n"
       "mirror counts every head; DRAM for fa2 and fa3 by the whole grid through the shared L2,\n"
       "DRAM writes as the kernel's counter sees them, without what it leaves dirty), measured\n"
-      "by Nsight Compute (docs/IO-LEVELS.md says which counter is which level).\n",
-      r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed);
+      "by Nsight Compute (docs/IO-LEVELS.md says which counter is which level). SM writes are\n"
+      "the store sectors the L1 issued; what left the SMs is those or fewer (merge: their\n"
+      "ratio). The counters:\n{}",
+      r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed, ncu_levels_text());
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";
   print_table(points, Style::for_stdout(r.no_colour));

@@ -52,29 +52,48 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu) {
   return outcome;
 }
 
+// " (of which TMA stores 1.0 MiB)" where some of the writes leave through TMA.
+std::string tma_text(const Prediction& p) {
+  return p.sm_written_by_tma() > 0
+             ? fmt::format(" (of which TMA stores {})", bytes_text(p.sm_written_by_tma()))
+             : std::string();
+}
+
 std::string predicted_text(const Prediction& p) {
   if (!p.modelled()) return p.why_not;
   if (!p.dram_modelled())
-    return fmt::format("SMs read {}, write {}; DRAM not modelled (the grid takes N_q = N_k)",
-                       bytes_text(p.sm_read()), bytes_text(p.sm_written()));
+    return fmt::format("SMs read {}, write {}{}; DRAM not modelled (the grid takes N_q = N_k)",
+                       bytes_text(p.sm_read()), bytes_text(p.sm_written()), tma_text(p));
   const std::string dirty =
       p.grid ? fmt::format(" (+ {} left dirty)", bytes_text(p.left_dirty())) : "";
-  return fmt::format("SMs read {}, write {}; DRAM {} read, {} written{}", bytes_text(p.sm_read()),
-                     bytes_text(p.sm_written()), bytes_text(p.dram_read()),
+  return fmt::format("SMs read {}, write {}{}; DRAM {} read, {} written{}", bytes_text(p.sm_read()),
+                     bytes_text(p.sm_written()), tma_text(p), bytes_text(p.dram_read()),
                      bytes_text(p.dram_written()), dirty);
 }
 
 std::string measured_text(const NcuOutcome& o) {
   if (!o.bytes) return o.message;
   const auto& m = *o.bytes;
-  return fmt::format("SMs read {}, write {}; L2 {}; DRAM {} read, {} written",
-                     bytes_text(m.sm_read), bytes_text(m.sm_written), bytes_text(m.l2),
-                     bytes_text(m.dram_read), bytes_text(m.dram_written));
+  const auto merged = m.merge_ratio();
+  return fmt::format(
+      "SMs read {}; store sectors issued {}, out of the SMs {}{}; L2 {}; DRAM {} read, {} "
+      "written",
+      bytes_text(m.sm_read), bytes_text(m.stores_issued), bytes_text(m.sm_written),
+      merged ? fmt::format(" ({:.2f} of them)", *merged) : std::string(), bytes_text(m.l2),
+      bytes_text(m.dram_read), bytes_text(m.dram_written));
 }
 
 std::string ratio_text(std::optional<double> measured, double predicted) {
   if (!measured || predicted <= 0) return "-";
   return fmt::format("{:.3f}", *measured / predicted);
+}
+
+std::string ratios_text(const NcuOutcome& o, double read_predicted, double stores_predicted,
+                        double written_predicted) {
+  if (!o.bytes) return "-";
+  return fmt::format("read {}, stores {}, out {}", ratio_text(o.bytes->sm_read, read_predicted),
+                     ratio_text(o.bytes->stores_issued, stores_predicted),
+                     ratio_text(o.bytes->sm_written, written_predicted));
 }
 
 }  // namespace flashlab::app

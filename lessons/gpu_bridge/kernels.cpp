@@ -55,13 +55,20 @@ sim::DType sim_dtype(flashlab_dtype dtype) {
 
 }  // namespace
 
+const measured::CublasTiles* cublas_tiles(Index n, Index d, Index heads, sim::DType dtype) {
+  if (dtype != sim::DType::bf16) return nullptr;
+  for (const auto& t : measured::kCublasTiles)
+    if (t.n == n && t.d == d && t.heads == heads) return &t;
+  return nullptr;
+}
+
 std::string kernel_refusal(std::string_view kernel, cpu::Index d, sim::DType dtype) {
   const auto id = kernel_by_name(kernel);
   if (!id) return unknown_kernel_message(kernel);
   return gpu::kernel_info(*id, d, c_dtype(dtype)).reason;
 }
 
-KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem) {
+KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads) {
   KernelMirror mirror{std::nullopt, problem, ""};
   const auto id = kernel_by_name(kernel);
   if (!id) {
@@ -86,9 +93,15 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem)
     return mirror;
   }
   mirror.problem.score_dtype = sim_dtype(c.s.dtype);
+  mirror.problem.o_store = sim_store(c.o_store);
+  mirror.problem.l_store = sim_store(c.lse_store);
   if (c.s.level == FLASHLAB_MEMORY_HBM) {  // three operators: S and P are tensors in HBM
     mirror.problem.weight_dtype = sim_dtype(c.w.dtype);
     mirror.problem.score_reads = c.s_hbm_reads;
+    if (const auto* t = cublas_tiles(problem.N, problem.d, heads, problem.dtype)) {
+      mirror.problem.score_gemm = t->score;
+      mirror.problem.output_gemm = t->output;
+    }
   }
   return mirror;
 }
@@ -111,8 +124,17 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                               .barrier_bytes = k::kBarrierBytes,
                               .dtype = dtype,
                               .writes_lse = true,
+                              .o_store = sim_store(info.config.o_store),
+                              .lse_store = sim_store(info.config.lse_store),
                               .stages_o = k::stages_o(d, c_dtype(dtype), int(stages))},
           ""};
+}
+
+std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern) {
+  if (pattern.threads == 0) return std::nullopt;
+  return sim::WarpStore{.bytes_per_thread = pattern.bytes_per_thread,
+                        .threads = pattern.threads,
+                        .runs = pattern.runs};
 }
 
 sim::Problem fa2_kernel_problem(const sim::Problem& problem) {
@@ -120,7 +142,10 @@ sim::Problem fa2_kernel_problem(const sim::Problem& problem) {
   if (!mirror.algorithm || !mirror.problem.tiles)
     throw cpu::InvalidArgument(
         fmt::format("the fa2 kernel's tiles are not defined here: {}", mirror.why_not));
-  return mirror.problem;
+  sim::Problem paper = mirror.problem;  // the paper's algorithm: bytes of data
+  paper.o_store.reset();
+  paper.l_store.reset();
+  return paper;
 }
 
 const sim::HardwareProfile& target_profile() { return sim::find_profile("h200"); }
@@ -137,7 +162,7 @@ Prediction predict(const KernelRun& run) {
                            .causal = run.alignment(),
                            .sram_bytes = target_profile().sram_per_sm,
                            .l2_bytes = target_profile().l2_bytes};
-  const KernelMirror mirror = kernel_mirror(run.kernel, asked);
+  const KernelMirror mirror = kernel_mirror(run.kernel, asked, run.heads);
   Prediction p{run.kernel, run.kernel, std::nullopt, run.heads, ""};
   if (!mirror.modelled()) {
     p.why_not = mirror.why_not;
@@ -189,6 +214,10 @@ double Prediction::sm_read() const {
 double Prediction::sm_written() const {
   if (pass) return double(pass->bytes_written());
   return report ? double(report->bytes_written()) * double(heads) : 0;
+}
+
+double Prediction::sm_written_by_tma() const {
+  return pass ? double(pass->bytes_written_by_tma()) : 0;
 }
 
 double Prediction::dram_read() const {

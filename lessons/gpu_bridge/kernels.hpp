@@ -7,11 +7,13 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/flashlab.h"
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/fa3_kernel.hpp"
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/problem.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/report.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -48,7 +50,15 @@ struct KernelMirror {
   bool modelled() const { return algorithm || fa3; }
 };
 // problem: N, d, dtype, causal, SRAM and L2 as the caller wants them simulated.
-KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem);
+// For the scalar and fa2 kernels the problem carries their epilogues' warp stores of O and
+// L (KernelConfig::o_store, lse_store), so their writes are booked as the sectors they send.
+// The naive kernel's GEMMs take the output tiles cuBLAS was seen to choose for the shape
+// (cublas_tiles), `heads` being the batch count cuBLAS sees.
+KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads = 1);
+
+// The tiles cuBLAS chose for the naive kernel's GEMMs at this shape on the H200
+// (measured_h200.hpp), or nullptr where no run has read them.
+const measured::CublasTiles* cublas_tiles(Index n, Index d, Index heads, sim::DType dtype);
 
 // The fa3 kernel's facts from the table (its tiles, ring, SRAM layout) with `stages` K and V
 // buffers (0: the kernel's default), or why it does not take (d, dtype) or that many stages.
@@ -58,10 +68,15 @@ struct Fa3Facts {
 };
 Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages = 0);
 
+// A kernel's warp store as the table states it (kernel_info.hpp), in the simulator's terms;
+// nothing where the table describes none (all zero: a library's kernel).
+std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern);
+
 // The caller's problem with the tiles (Br, Bc) and score dtype of flashlab's fa2 kernel, for
 // the simulator's FlashAttention-2 program: the lessons' FA2 uses the tile rule its kernel
-// uses, not the first paper's. Throws cpu::InvalidArgument with the kernel table's reason
-// when fa2 does not take the problem's d and dtype.
+// uses, not the first paper's (and counts O and L as bytes of data, as the paper does). Throws
+// cpu::InvalidArgument with the kernel table's reason when fa2 does not take the problem's d and
+// dtype.
 sim::Problem fa2_kernel_problem(const sim::Problem& problem);
 
 // The profile of the GPU the kernels are built for (sm_90a) and measured on: the H200. Every
@@ -105,7 +120,14 @@ struct Prediction {
   // N_q != N_k has neither.
   bool dram_modelled() const { return grid || report; }
   double sm_read() const;
+  // The store and reduction sectors its warp instructions touch, in bytes: what the L1 issues
+  // (Nsight Compute's l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B); what
+  // leaves the SMs is that or less (ncu_bytes.hpp).
   double sm_written() const;
+  // Of those, the bytes TMA stores carry from SRAM (fa3's O): outside the L1's store pipe, so
+  // not among the store sectors ncu counts there; whole lines, so all of them leave the SMs.
+  double sm_written_by_tma() const;
+  double sm_stores_issued() const { return sm_written() - sm_written_by_tma(); }
   double dram_read() const;
   double dram_written() const;  // during the kernel
   double left_dirty() const;    // in the L2 at the kernel's end (0 without the grid model)

@@ -4,6 +4,8 @@
 // When a new run replaces a figure, it is replaced here and nowhere else.
 #pragma once
 
+#include "flashlab/sim/problem.hpp"
+
 #include <array>
 #include <string_view>
 
@@ -42,6 +44,26 @@ inline constexpr std::array kDecodePaged = {
     DecodePaged{8, 4096, 2.08, 1.83, 1.96},
     DecodePaged{8, 32768, 2.85, 2.52, 2.62},
     DecodePaged{8, 131072, 3.00, 2.62, 2.76},
+};
+
+// The output tiles cuBLAS chose for the naive kernel's two GEMMs (01_naive.cu,
+// cublasGemmBatchedEx) on the H200, read from the kernel names Nsight Compute prints:
+// nvjet_sm90_tss_256x128_... tiles cuBLAS's (M, N) = (columns, rows) of the row-major output
+// 256 x 128. A GEMM reads its left operand once per column of output tiles and its right one
+// once per row, so the tiles set the naive kernel's reads into the SMs (Q 16 and K 32 times
+// at N = 4096). cuBLAS picks them per shape (N, d, heads as the batch count, dtype), so only
+// the shapes read on the device are known; the mirror takes them from here
+// (sim::Problem::score_gemm, output_gemm) and leaves the others at one read per operand.
+struct CublasTiles {
+  int n, d, heads;       // bf16, N_q = N_k = n, either mask
+  sim::GemmTile score;   // S = Q K^T, output (N, N)
+  sim::GemmTile output;  // O = P V, output (N, d)
+};
+inline constexpr Source kCublasTilesSource{
+    "docs/IO-LEVELS.md, \"The naive kernel: cuBLAS's tiles and the L1\" (2026-12-01)",
+    "bf16, one head", "Nsight Compute kernel names (nvjet_sm90_..._MxN_...)"};
+inline constexpr std::array kCublasTiles = {
+    CublasTiles{4096, 128, 1, {128, 256}, {64, 64}},  // tss_256x128, tst_64x64
 };
 
 }  // namespace flashlab::app::measured

@@ -2,6 +2,8 @@
 
 #include "kit/process.hpp"
 
+#include "flashlab/sim/warp_store.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -41,13 +43,16 @@ std::vector<std::string> fields(const std::string& line) {
   return out;
 }
 
-// ncu's units are decimal: Kbyte = 1000 bytes.
-std::optional<double> scale_of(const std::string& unit) {
-  if (unit == "byte") return 1.0;
-  if (unit == "Kbyte") return 1e3;
-  if (unit == "Mbyte") return 1e6;
-  if (unit == "Gbyte") return 1e9;
-  if (unit == "Tbyte") return 1e12;
+// The bytes one unit of a metric stands for: ncu's prefixes are decimal (Kbyte = 1000 bytes,
+// Ksector = 1000 sectors), a sector is sim::kSectorBytes; nothing for a unit not of the kind.
+std::optional<double> scale_of(const std::string& unit, NcuUnit kind) {
+  const std::string base = kind == NcuUnit::bytes ? "byte" : "sector";
+  const double one = kind == NcuUnit::bytes ? 1.0 : double(sim::kSectorBytes);
+  if (unit == base) return one;
+  if (unit == "K" + base) return one * 1e3;
+  if (unit == "M" + base) return one * 1e6;
+  if (unit == "G" + base) return one * 1e9;
+  if (unit == "T" + base) return one * 1e12;
   return std::nullopt;
 }
 
@@ -61,6 +66,17 @@ std::optional<double> number(std::string text) {
 }
 
 }  // namespace
+
+std::optional<double> MeasuredBytes::merge_ratio() const {
+  if (stores_issued <= 0) return std::nullopt;
+  return sm_written / stores_issued;
+}
+
+std::string ncu_levels_text() {
+  std::string out;
+  for (const NcuMetric& m : kNcuMetrics) out += std::string("  ") + m.level + ": " + m.name + "\n";
+  return out;
+}
 
 std::optional<std::string> find_ncu() {
   if (const char* path = std::getenv("PATH")) {
@@ -94,13 +110,14 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
       continue;
     }
     if (int(f.size()) <= std::max({name, unit, value})) continue;
-    const auto s = scale_of(f[unit]);
-    const auto v = number(f[value]);
-    if (!s || !v) return std::nullopt;
-    const double bytes = *s * *v;
-    for (const NcuMetric& metric : kNcuMetrics)
-      if (f[name] == metric.name) m.*metric.field += bytes;
     if (id >= 0 && f[id] != last_id) ++m.kernels, last_id = f[id];
+    for (const NcuMetric& metric : kNcuMetrics) {
+      if (f[name] != metric.name) continue;
+      const auto s = scale_of(f[unit], metric.unit);
+      const auto v = number(f[value]);
+      if (!s || !v) return std::nullopt;
+      m.*metric.field += *s * *v;
+    }
   }
   if (header.empty()) return std::nullopt;
   return m;
@@ -108,8 +125,9 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
 
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
                             const std::vector<std::string>& ncu_options) {
-  std::vector<std::string> argv{ncu,    "--csv",     "--clock-control",
-                                "none", "--metrics", metric_list()};
+  // Base units: bytes and sectors as counted, not rescaled to Kbyte or Msector.
+  std::vector<std::string> argv{ncu,    "--csv",     "--clock-control", "none", "--print-units",
+                                "base", "--metrics", metric_list()};
   argv.insert(argv.end(), ncu_options.begin(), ncu_options.end());
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);

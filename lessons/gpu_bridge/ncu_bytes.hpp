@@ -1,9 +1,12 @@
-// Bytes measured by Nsight Compute at the three levels a kernel's traffic crosses: runs a
-// command under `ncu` and sums, over every kernel it launched,
-//   into and out of the SMs  l1tex__m_xbar2l1tex_read_bytes.sum,
-//   l1tex__m_l1tex2xbar_write_bytes.sum
-//                            (what the simulator's two-level model counts: every load and
-//                            store of a tile between the L2 and an SM)
+// Bytes measured by Nsight Compute at the levels a kernel's traffic crosses: runs a command
+// under `ncu` and sums, over every kernel it launched,
+//   into the SMs             l1tex__m_xbar2l1tex_read_bytes.sum
+//   stores the L1 issued     l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum and _op_red.sum,
+//                            32-byte sectors, each warp instruction's own (what the mirrors'
+//                            "written" counts: exact, docs/IO-LEVELS.md)
+//   out of the SMs           l1tex__m_l1tex2xbar_write_bytes.sum (those sectors or fewer:
+//                            some kernels' stores to one sector are merged after the L1's
+//                            store pipe, by a rule the mirrors do not model)
 //   at the L2 slices         lts__t_bytes.sum (lower: Hopper merges simultaneous requests of
 //                            several SMs for the same sectors before they reach the slices)
 //   at DRAM                  dram__bytes_read.sum, dram__bytes_write.sum (past the L2)
@@ -16,24 +19,45 @@
 namespace flashlab::app {
 
 struct MeasuredBytes {
-  double sm_read = 0, sm_written = 0;  // into and out of the SMs
-  double l2 = 0;                       // at the L2 slices
+  double sm_read = 0;        // into the SMs
+  double stores_issued = 0;  // the store and reduction sectors the L1 issued, in bytes
+  double sm_written = 0;     // out of the SMs
+  double l2 = 0;             // at the L2 slices
   double dram_read = 0, dram_written = 0;
   int kernels = 0;  // kernels profiled
+
+  // Bytes out of the SMs per byte of store sectors issued: 1 where nothing was merged, 0.5
+  // where every two sectors left as one; nothing when no stores were counted.
+  std::optional<double> merge_ratio() const;
 };
 
-// The metrics, each once: ncu's name and the field it is summed into.
+// What ncu counts a metric in: bytes ("byte", "Kbyte", ...) or sectors ("sector", ...), which
+// the parser turns into bytes of 32-byte sectors.
+enum class NcuUnit { bytes, sectors };
+
+// The metrics, each once: ncu's name, its unit, the field it is summed into and the level of
+// the memory system it measures.
 struct NcuMetric {
   const char* name;
+  NcuUnit unit;
   double MeasuredBytes::*field;
+  const char* level;
 };
 inline constexpr NcuMetric kNcuMetrics[] = {
-    {"l1tex__m_xbar2l1tex_read_bytes.sum", &MeasuredBytes::sm_read},
-    {"l1tex__m_l1tex2xbar_write_bytes.sum", &MeasuredBytes::sm_written},
-    {"lts__t_bytes.sum", &MeasuredBytes::l2},
-    {"dram__bytes_read.sum", &MeasuredBytes::dram_read},
-    {"dram__bytes_write.sum", &MeasuredBytes::dram_written},
+    {"l1tex__m_xbar2l1tex_read_bytes.sum", NcuUnit::bytes, &MeasuredBytes::sm_read, "into the SMs"},
+    {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", NcuUnit::sectors,
+     &MeasuredBytes::stores_issued, "store sectors the L1 issued"},
+    {"l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum", NcuUnit::sectors,
+     &MeasuredBytes::stores_issued, "reduction sectors the L1 issued"},
+    {"l1tex__m_l1tex2xbar_write_bytes.sum", NcuUnit::bytes, &MeasuredBytes::sm_written,
+     "out of the SMs"},
+    {"lts__t_bytes.sum", NcuUnit::bytes, &MeasuredBytes::l2, "at the L2 slices"},
+    {"dram__bytes_read.sum", NcuUnit::bytes, &MeasuredBytes::dram_read, "read from DRAM"},
+    {"dram__bytes_write.sum", NcuUnit::bytes, &MeasuredBytes::dram_written, "written to DRAM"},
 };
+
+// One line a metric, "  <level>: <name>", for the tables that show them.
+std::string ncu_levels_text();
 
 // The path of ncu when it is on PATH or in /usr/local/cuda/bin, else nothing.
 std::optional<std::string> find_ncu();
@@ -49,7 +73,8 @@ struct NcuOutcome {
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
                             const std::vector<std::string>& ncu_options = {});
 
-// The sum of each metric in ncu's --csv output (exposed for testing the parser).
+// The sum of each metric in ncu's --csv output, in bytes (exposed for testing the parser);
+// nothing when there is no header or a metric's unit is not its kind's.
 std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv);
 
 }  // namespace flashlab::app

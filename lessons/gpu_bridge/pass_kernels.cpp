@@ -43,16 +43,28 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
   namespace k = gpu::fa2_backward;
   if (std::string why = refusal("backward", k::kHeadDims, k::kDtypes, d, dtype); !why.empty())
     return {std::nullopt, why};
+  // The stores of the kernels that run around either main kernel (pre, post, dQ kernel).
+  sim::BackwardStores stores{.dk_dv = sim_store(k::kDkDvStore),
+                             .dq_reduction = sim_store(k::kDqReduction),
+                             .d = sim_store(k::kDStore),
+                             .accumulator_zeros = sim_store(k::kAccumulatorZeroStore),
+                             .dq = sim_store(k::dq_store(c_dtype(dtype))),
+                             .dq_kernel = sim_store(k::kDqKernelStore)};
   // The main kernel the library runs for such a call (the bridge's runs have no dropout and
   // contiguous rows): the one rule, fa3_backward::takes.
   if (gpu::fa3_backward::takes(deterministic, /*dropout=*/false, /*row_stride_zero=*/false)) {
-    const gpu::KernelConfig v3 = gpu::fa3_backward::config(d, c_dtype(dtype));
+    namespace v3k = gpu::fa3_backward;
+    const gpu::KernelConfig v3 = v3k::config(d, c_dtype(dtype));
+    stores.dk_dv = sim_store(v3k::kDkDvStore);
+    stores.dq_reduction = sim_store(v3k::kDqReduction);
+    stores.dq_reduction_passes = v3k::dq_reduction_passes(d);
     return {sim::BackwardKernelFacts{.Br = v3.Br,
                                      .Bc = v3.Bc,
                                      .threads = v3.threads,
                                      .sram_bytes = v3.sram_bytes,
                                      .dtype = dtype,
                                      .deterministic = deterministic,
+                                     .stores = stores,
                                      .skips_unseen_kv = true,
                                      .main_kernel = "v3"},
             ""};
@@ -62,7 +74,8 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                    .threads = k::kThreads,
                                    .sram_bytes = k::sram_bytes(d, c_dtype(dtype)),
                                    .dtype = dtype,
-                                   .deterministic = deterministic},
+                                   .deterministic = deterministic,
+                                   .stores = stores},
           ""};
 }
 
@@ -79,7 +92,12 @@ DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index p
                                  .stages = k::stages(d),
                                  .warps = k::kWarps,
                                  .threads = k::kThreads,
-                                 .dtype = dtype},
+                                 .dtype = dtype,
+                                 .stores = {.state_u = sim_store(k::kStateUStore),
+                                            .state_scalar = sim_store(k::kStateScalarStore),
+                                            .o = sim_store(k::combine_o_store(c_dtype(dtype))),
+                                            .lse = sim_store(k::kCombineLseStore),
+                                            .state_header = k::kWorkspaceHeaderBytes}},
           ""};
 }
 

@@ -8,8 +8,9 @@
 //                   it are skipped whole) loads Q_i, dO_i (input dtype), L_i, D_i (fp32),
 //                   recomputes S = Q_i K_j^T and P = exp(S - L_i), forms dP = dO_i V_j^T,
 //                   dS = P * (dP - D_i), adds P^T dO_i into dV_j and dS^T Q_i into dK_j on
-//                   chip and dS K_j into the dQ accumulator with fp32 atomics (a read and a
-//                   write of Br x d fp32 at the L2); writes dK_j, dV_j (input dtype) at the end
+//                   chip and dS K_j into the dQ accumulator with fp32 reductions
+//                   (red.global.add: the L2 reads and adds; into the SMs nothing comes back,
+//                   so they are writes of Br x d fp32); writes dK_j, dV_j (input dtype) at the end
 //   3. post-kernel  reads the dQ accumulator, writes dQ (input dtype)
 // Deterministic mode: no accumulator and no post-kernel; the main kernel leaves dQ alone
 // and a dQ kernel, a block per (batch, query head, query tile i), loads Q_i, dO_i, L_i,
@@ -34,7 +35,7 @@
 //   O                 read  B H_q N_q d b
 //   dO                read  B H_q (N_q + QR) d b
 //   D                 written B H_q N_q f          read  B H_q QR f
-//   dQ accumulator    written B H_q (N_q + QR) d f read  B H_q (QR + N_q) d f
+//   dQ accumulator    written B H_q (N_q + QR) d f read  B H_q N_q d f (the post-kernel)
 //   Q                 read  B H_q QR d b
 //   L                 read  B H_q QR f
 //   K, V              read  B H_kv N_k d b each; v3: B H_kv (N_k - UK) d b each
@@ -42,6 +43,12 @@
 //   dQ                written B H_q N_q d b
 // Deterministic: no accumulator; Q, dO, L, D read B H_q (QR + N_q) rows (the dQ kernel
 // adds N_q), K and V B H_kv N_k d b + B H_q KR d b each, dQ written B H_q N_q d b.
+// Out of the SMs, the written bytes are the sectors of each kernel's warp stores when the
+// facts give them (BackwardStores; warp_store.hpp), row by row. As the kernels are built:
+// dK, dV and the dQ kernel's dQ from mma fragments, 8 rows x 16 bytes an instruction, so
+// 2 x their data; D one float a row from one lane, 32 bytes a row (8 x); the reductions
+// (16 rows x 32 bytes), the zeros and the post-kernel's dQ exactly their data. So, atomic
+// mode: writes = 32 B H_q N_q + (N_q + QR) B H_q d f + B H_q N_q d b + 2 x 2 B H_kv N_k d b.
 // Operations: matrix FLOPs 2 A d per product: 5 products in atomic mode (S, dP, dV, dK,
 // dQ), 4 + 3 deterministic (the dQ kernel recomputes S and dP); per score exp 1 (P),
 // sum 1 (dP - D), rescale 1 (P * (dP - D)), once per kernel that forms dS; D costs N_q d
@@ -120,6 +127,14 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
   check_size("Bc", f.Bc, kMirrorMaxLength);
   cpu::check_causal(s.causal);
   check_mirror_heads(s.batch, s.heads_q, s.heads_kv);
+  for (const auto* store : {&f.stores.dk_dv, &f.stores.dq_reduction, &f.stores.d,
+                            &f.stores.accumulator_zeros, &f.stores.dq, &f.stores.dq_kernel})
+    if (*store) check(**store);
+  if (f.stores.dq_reduction_passes < 1 || f.stores.dq_reduction_passes > 2)
+    throw cpu::InvalidArgument(fmt::format(
+        "the backward mirror: dq_reduction_passes = {}; a step's dQ is reduced once or twice "
+        "(1 or 2)",
+        f.stores.dq_reduction_passes));
   if (f.skips_unseen_kv && f.deterministic)
     throw cpu::InvalidArgument(
         "the backward mirror: skips_unseen_kv (v3's main kernel) with deterministic = true is "
@@ -147,6 +162,14 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written) {
     r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written});
   };
+  // Bytes out of the SMs for `rows` rows of `cols` elements of `bytes` each, every one of
+  // `heads` heads, each row written by its own stores of that pattern (warp_store.hpp).
+  const auto written = [&](const std::optional<WarpStore>& store, Index heads, Index rows,
+                           Index cols, Index bytes) {
+    const Bytes row = cols * bytes;
+    return rows_of(heads, rows, 1, store ? bytes_out(*store, row) : row);
+  };
+  const BackwardStores& w = f.stores;
   const Index q_elems = elements(Hq, s.n_q, d), kv_elems = elements(Hkv, s.n_k, d);
   tensor("Q", f.dtype, q_elems, rows_of(Hq, own_rows, d, b), 0);
   tensor("K", f.dtype, kv_elems, kv_read, 0);
@@ -155,13 +178,17 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   tensor("dO", f.dtype, q_elems, rows_of(Hq, s.n_q + own_rows, d, b), 0);
   tensor("L", kAccumulator, elements(Hq, s.n_q, 1), rows_of(Hq, own_rows, 1, kFp32), 0);
   tensor("D", kAccumulator, elements(Hq, s.n_q, 1), rows_of(Hq, own_rows, 1, kFp32),
-         rows_of(Hq, s.n_q, 1, kFp32));
-  if (!f.deterministic)
-    tensor("dQ accumulator", kAccumulator, q_elems, rows_of(Hq, QR + s.n_q, d, kFp32),
-           rows_of(Hq, s.n_q + QR, d, kFp32));
-  tensor("dQ", f.dtype, q_elems, 0, rows_of(Hq, s.n_q, d, b));
-  tensor("dK", f.dtype, kv_elems, 0, rows_of(Hkv, s.n_k, d, b));
-  tensor("dV", f.dtype, kv_elems, 0, rows_of(Hkv, s.n_k, d, b));
+         written(w.d, Hq, s.n_q, 1, kFp32));
+  if (!f.deterministic)  // read by the post-kernel only: a reduction brings nothing back
+    tensor("dQ accumulator", kAccumulator, q_elems, rows_of(Hq, s.n_q, d, kFp32),
+           cpu::checked_add(
+               written(w.accumulator_zeros, Hq, s.n_q, d, kFp32),
+               cpu::checked_mul(Index(w.dq_reduction_passes),
+                                written(w.dq_reduction, Hq, QR, d, kFp32), "the backward's bytes"),
+               "the backward's bytes"));
+  tensor("dQ", f.dtype, q_elems, 0, written(f.deterministic ? w.dq_kernel : w.dq, Hq, s.n_q, d, b));
+  tensor("dK", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));
+  tensor("dV", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));
 
   // Work: per score of every step, per product; A counts one query head's scores.
   const Index scores = cpu::checked_mul(Hq, A, "the scores");

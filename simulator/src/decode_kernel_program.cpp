@@ -27,6 +27,13 @@
 //   partial    written  H_kv S rows (d + 2) f    read  the same (by the combine)
 //   O          written  H_kv rows d b
 //   LSE        written  H_kv rows f
+// Out of the SMs, the written bytes are the sectors of the stores when the facts give them
+// (DecodeStores; warp_store.hpp). As built: a state's U goes out in runs of 32 floats, each
+// touching 4 sectors when it starts on one and 5 when not; a state starts h + k (d + 2) f
+// bytes into the workspace (k its index, h the header), 8 k bytes past a sector for d a
+// multiple of 8: one state in four is aligned. Its m and l cost a sector each, O its data,
+// LSE 32 bytes a row. So with d = 128, four states in a row send 16 + 3 x 20 sectors of U and
+// 4 x 2 of m and l: 2688 bytes for 2080 of data.
 // Operations: per working split of k keys in t steps, S = Q K^T and U += W V (2 rows k d
 // FLOPs each) and the online-softmax update (update_ops per step: rows k + rows t exps);
 // per row of the combine, S - 1 merges (merge_ops) and the finalize (finalize_ops).
@@ -46,6 +53,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 namespace flashlab::sim {
 
@@ -103,6 +111,33 @@ SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelF
   return c;
 }
 
+// Bytes out of the SMs for `count` partial states of (d + 2) floats laid one after another
+// from byte `header` of the workspace: each state's U by `u` runs, its m and l by one
+// `scalar` store each (warp_store.hpp). The offsets of the states past a sector repeat with
+// a period of at most 32 states, so each offset is costed once and counted.
+Bytes states_out(Index count, Index d, const DecodeStores& w) {
+  const Bytes stride = (d + kStateFloatsBeyondU) * kFp32, u_bytes = d * kFp32;
+  const auto u_out = [&](Bytes start) {
+    if (!w.state_u) return u_bytes;
+    const Bytes run = w.state_u->run_bytes();
+    Bytes sectors = 0;
+    for (Bytes at = 0; at < u_bytes; at += run)
+      sectors += sectors_touched(start + at, std::min(run, u_bytes - at));
+    return sectors * kSectorBytes;
+  };
+  const Bytes scalars =
+      kStateFloatsBeyondU * (w.state_scalar ? bytes_out(*w.state_scalar, kFp32) : kFp32);
+  const Index period = kSectorBytes / std::gcd(stride, kSectorBytes);
+  Bytes out = 0;
+  for (Index k = 0; k < std::min(period, count); ++k) {
+    const Index alike = (count - k + period - 1) / period;  // states k, k + period, ...
+    const Bytes one = u_out(w.state_header + k * stride) + scalars;
+    out = cpu::checked_add(out, cpu::checked_mul(alike, one, "the states' bytes"),
+                           "the states' bytes");
+  }
+  return out;
+}
+
 }  // namespace
 
 void check(const DecodeShape& s, const DecodeKernelFacts& f) {
@@ -116,6 +151,9 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("keys_per_step", f.keys_per_step, 1, kMaxDecodeLength);
   check_range("page_size", f.page_size, 0, kMaxDecodeLength);
   check_range("rows_per_block", f.rows_per_block, 0, kMaxDecodeQueries * kMaxHeads);
+  check_range("state_header", f.stores.state_header, 0, kMaxDecodeLength);
+  for (const auto* store : {&f.stores.state_u, &f.stores.state_scalar, &f.stores.o, &f.stores.lse})
+    if (*store) check(**store);
   check_range("stages", f.stages, 0, kMaxStages);
   check_range("warps", f.warps, 1, kMaxWarps);
 }
@@ -140,6 +178,10 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
     return cpu::checked_product(factors, "the decode's bytes");
   };
   const Bytes state = bytes({B, H, S, rows, state_floats, kFp32});
+  // A row of O or LSE out of the SMs: each row has its own stores (a warp per row).
+  const auto row_out = [](const std::optional<WarpStore>& store, Bytes row) {
+    return store ? bytes_out(*store, row) : row;
+  };
 
   PassReport r;
   r.pass = "decode";
@@ -154,9 +196,10 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"V", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
       {"block table", "int32", f.page_size > 0 ? B * ceil_div(max_length, f.page_size) : 0,
        bytes({H, R, entries, kTableEntryBytes}), 0},
-      {"partial state", fp32, B * H * S * rows * state_floats, state, state},
-      {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, d, b})},
-      {"LSE", fp32, B * H * rows, 0, bytes({B, H, rows, kFp32})},
+      {"partial state", fp32, B * H * S * rows * state_floats, state,
+       states_out(bytes({B, H, S, rows}), d, f.stores)},
+      {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, row_out(f.stores.o, d * b)})},
+      {"LSE", fp32, B * H * rows, 0, bytes({B, H, rows, row_out(f.stores.lse, kFp32)})},
   };
   r.ops = ops.times(H);
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);

@@ -2,6 +2,11 @@
 // state (m, l, U) in SRAM while every KV tile streams past, and writes O_i and L_i once.
 //
 // HBM traffic, non-causal: Q, O and L once; K and V once per query tile, Tr times.
+// As a mirror of a kernel (the scalar kernel, fa2), O and L written are the sectors of the
+// kernel's epilogue stores (Problem::o_store, l_store; warp_store.hpp): the scalar kernel's
+// O 16 N d in bf16 (a thread per row, a sector per 2-byte store), fa2's 2 N d b (8 rows x
+// 16 bytes a warp store); L exact for both, 32 bytes a sector of whole runs. DRAM (and an
+// L2) still see the data.
 #include "program.hpp"
 
 #include "flashlab/cpu/checked.hpp"
@@ -56,6 +61,8 @@ void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<
   const auto gV = machine.add_tensor("V", N, d, p.dtype);
   const auto gO = machine.add_tensor("O", N, d, p.dtype);
   const auto gL = machine.add_tensor("L", N, 1, kAccumulator);
+  if (p.o_store) machine.set_store(gO, *p.o_store);  // a kernel's epilogue: its sectors
+  if (p.l_store) machine.set_store(gL, *p.l_store);
   const Fa2Buffers s = Fa2Buffers::allocate(machine, p, t);
   if (in) *out = {cpu::Matrix<float>(N, d), cpu::Vector<float>(N)};
   const bool grouped = !in && !machine.tracing() && !machine.has_l2();

@@ -29,6 +29,13 @@
 //   V  read     B H_q KL d b             shares K and V in HBM and in the L2, not on chip)
 //   O  written  B H_q N_q d b
 //   L  written  B H_q N_q f             (when the caller asks for the LSE)
+// Out of the SMs: where O is staged (facts.stages_o), TMA stores carry its rows whole, B H_q
+// N_q d b, outside the L1's store pipe. Otherwise written bytes are the sectors of the
+// epilogue's stores (finalize, one
+// 32-bit pair per lane and row of the accumulator fragment: 8 rows x 16 bytes a warp
+// instruction, 8 sectors, so O costs 2 B H_q N_q d b; L, 8 consecutive floats by one lane of
+// each quad, costs B H_q 32 ceil(N_q / 8)), when the facts give those stores
+// (bytes_out of warp_store.hpp per head; the heads' L start on a sector when 8 divides N_q).
 // Work as issued, per loaded tile: 2 products of 2 Br Bc d FLOPs (whole tiles, zero-filled
 // and masked rows included: the tensor cores compute them), Br Bc exps and maxima and sums,
 // Br exps (alpha) and Br (d + 1) rescales (U and l by alpha); per block Br d divides
@@ -108,6 +115,8 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check_size("barrier_bytes", f.barrier_bytes, 0, kMaxOverhead);
   cpu::check_causal(s.causal);
   check_mirror_heads(s.batch, s.heads_q, s.heads_kv);
+  if (f.o_store) check(*f.o_store);
+  if (f.lse_store) check(*f.lse_store);
   if (f.Br % f.consumers != 0)
     throw cpu::InvalidArgument(fmt::format(
         "Br = {} does not split over {} consumer warpgroups: each takes Br / consumers rows", f.Br,
@@ -129,16 +138,27 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
                         f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
                         f.warp_specialized ? "warp-specialised" : "no producer warpgroup",
                         f.threads, to_string(f.dtype));
-  const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written) {
-    r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written});
+  const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written,
+                          Bytes by_tma = 0) {
+    r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written, by_tma});
   };
   const Index q_elems = cpu::checked_product({Hq, s.n_q, d}, "Q's elements");
   const Index kv_elems = cpu::checked_product({Hkv, s.n_k, d}, "K's elements");
   tensor("Q", f.dtype, q_elems, rows_of(Hq, s.n_q, d, b), 0);
   tensor("K", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
   tensor("V", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
-  tensor("O", f.dtype, q_elems, 0, rows_of(Hq, s.n_q, d, b));
-  if (f.writes_lse) tensor("L", kAccumulator, Hq * s.n_q, 0, rows_of(Hq, s.n_q, 1, kFp32));
+  // Out of the SMs: the sectors of finalize's stores, head by head (warp_store.hpp).
+  const auto out = [&](const std::optional<WarpStore>& store, Index cols, Bytes bytes) {
+    const Bytes head = rows_of(1, s.n_q, cols, bytes);
+    return cpu::checked_mul(Hq, store ? bytes_out(*store, head) : head, "the fa3's writes");
+  };
+  if (f.stages_o) {  // TMA stores of sO: whole rows of O, its bytes of data
+    const Bytes o_bytes = rows_of(Hq, s.n_q, d, b);
+    tensor("O", f.dtype, q_elems, 0, o_bytes, o_bytes);
+  } else {
+    tensor("O", f.dtype, q_elems, 0, out(f.o_store, d, b));
+  }
+  if (f.writes_lse) tensor("L", kAccumulator, Hq * s.n_q, 0, out(f.lse_store, 1, kFp32));
 
   // Work as issued: whole (Br, Bc) tiles per loaded KV tile, Br rows per block.
   const Index tiles = cpu::checked_mul(Hq, sums.tiles, "the KV tiles");

@@ -36,6 +36,11 @@ Bytes PassReport::bytes_written() const {
                          [](Bytes s, const PassTensor& t) { return s + t.written; });
 }
 
+Bytes PassReport::bytes_written_by_tma() const {
+  return std::accumulate(tensors.begin(), tensors.end(), Bytes{0},
+                         [](Bytes s, const PassTensor& t) { return s + t.written_by_tma; });
+}
+
 const PassTensor& PassReport::tensor(std::string_view name) const {
   for (const auto& t : tensors)
     if (t.name == name) return t;

@@ -40,7 +40,13 @@ Machine::TensorId Machine::add_tensor(std::string name, cpu::Index rows, cpu::In
   cpu::checked_mul(elements, bytes_of(dtype), "the bytes of " + name);
   tensors_.push_back({std::move(name), dtype, elements});
   tensor_cols_.push_back(cols);
+  tensor_stores_.emplace_back();
   return static_cast<TensorId>(tensors_.size() - 1);
+}
+
+void Machine::set_store(TensorId tensor, const WarpStore& store) {
+  check(store);
+  tensor_stores_.at(tensor) = store;
 }
 
 Machine::BufferId Machine::allocate(std::string name, std::string role, cpu::Index rows,
@@ -92,8 +98,12 @@ void Machine::move_bytes(TensorId tensor, cpu::Index row0, Bytes bytes, bool wri
   TensorTraffic& t = tensors_[tensor];
   constexpr std::string_view kWhat = "the bytes a tensor moves";  // no string built per step
   const Bytes total = cpu::checked_mul(bytes, times, kWhat);
+  // Out of the SMs a store costs the sectors it touches (warp_store.hpp).
+  const std::optional<WarpStore>& store = tensor_stores_[tensor];
+  const Bytes sm_total =
+      write && store ? cpu::checked_mul(bytes_out(*store, bytes), times, kWhat) : total;
   Bytes& moved = write ? t.written : t.read;
-  moved = cpu::checked_add(moved, total, kWhat);
+  moved = cpu::checked_add(moved, sm_total, kWhat);
   if (!l2_) {
     Bytes& dram = write ? t.dram_written : t.dram_read;
     dram = cpu::checked_add(dram, total, kWhat);

@@ -17,7 +17,8 @@
 //   K  read     T(N, m1) N d b
 //   S  written  N^2 s              read  score_reads V_s s
 //   P  written  N^2 w              read  T(d, n2) N^2 w
-//   L  written  4N
+//   L  written  4N                 (32N out of the SMs when Problem::l_store is the
+//                                  softmax's: one float a row by one thread, a sector each)
 //   V  read     T(N, m2) N d b
 //   O  written  N d b
 // With s = w = b, score_reads = 1, no mask and every tile 0, Q to O are the paper's
@@ -143,6 +144,7 @@ void run_naive_kernel(Machine& machine, const Problem& p, const Inputs<In>* in, 
   const auto gP = machine.add_tensor("P", N, N, weight_dtype);
   const auto gL = machine.add_tensor("L", N, 1, kAccumulator);
   const auto gO = machine.add_tensor("O", N, d, p.dtype);
+  if (p.l_store) machine.set_store(gL, *p.l_store);  // the softmax's store of L: its sectors
   const bool grouped = !in && !machine.tracing() && !machine.has_l2();
   const Bytes qkv_row = row_bytes(d, p.dtype), qkv_all = cpu::checked_mul(N, qkv_row, "Q");
 

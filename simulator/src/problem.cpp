@@ -99,6 +99,8 @@ void check(const Problem& p) {
   check_dtype(p.dtype, "dtype");
   check_dtype(p.score_dtype, "dtype");
   if (p.weight_dtype) check_dtype(*p.weight_dtype, "weight dtype");
+  if (p.o_store) check(*p.o_store);
+  if (p.l_store) check(*p.l_store);
   if (p.M() < p.d)
     throw cpu::InvalidArgument(fmt::format(
         "M < d: an SRAM of {} bytes holds M = {} {} elements, fewer than one row of d = {}; "

@@ -3,6 +3,7 @@
 // kernels' facts from gpu_bridge, and every refusal a line and exit status 2.
 #include "run_flashlab.hpp"
 
+#include "gpu_bridge/kernels.hpp"
 #include "gpu_bridge/pass_kernels.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <optional>
 
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
@@ -76,7 +78,8 @@ TEST_CASE("simulate --pass fa3 prints the Hopper kernel's mirror with the table'
   // 97 query rows, one query tile, bottom-right: its last row sees all 1023 keys.
   CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * 1023 * 128 * 2);
   CHECK(bytes_of(j, "Q", "bytes_read") == 2 * 8 * 97 * 128 * 2);
-  CHECK(bytes_of(j, "L", "bytes_written") == 2 * 8 * 97 * 4);
+  // L out of the SMs: a sector for each 8 rows (one lane of each quad stores a float).
+  CHECK(bytes_of(j, "L", "bytes_written") == 2 * 8 * ((97 + 7) / 8) * 32);
   CHECK(j["launches"][0]["blocks"] == 2 * 8);
   const auto table = run_flashlab("simulate --pass fa3 --n 4096 --d 64 --heads 4");
   REQUIRE(table.status == 0);
@@ -126,7 +129,11 @@ TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SM
   CHECK(one["launches"][0]["busy_sms"] == 1);
   CHECK(many["launches"][0]["busy_sms"] == 64);
   CHECK(bytes_of(one, "K", "bytes_read") == bytes_of(many, "K", "bytes_read"));
-  CHECK(bytes_of(many, "partial state", "bytes_written") ==
+  // The states' data grows with the splits (the combine reads it all); their writes out of
+  // the SMs grow faster: one state's U starts on a sector, of 64 only one in four does.
+  CHECK(bytes_of(many, "partial state", "bytes_read") ==
+        64 * bytes_of(one, "partial state", "bytes_read"));
+  CHECK(bytes_of(many, "partial state", "bytes_written") >
         64 * bytes_of(one, "partial state", "bytes_written"));
 }
 
@@ -156,7 +163,9 @@ TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
     CHECK(j[k]["blocks"] == blocks);
     CHECK(j[k]["busy_sms"] == std::min<std::int64_t>(blocks, 132));
     CHECK(j[k]["waves"] == (blocks + 131) / 132);
-    CHECK(j[k]["partial_state_bytes_written"] == blocks * 4 * (128 + 2) * 4);
+    // Out of the SMs, the states' sectors: 4 states a block (GQA 4), (128 + 2) floats each,
+    // so every four states in a row send U as 16 + 3 x 20 sectors and m, l 2 sectors each.
+    CHECK(j[k]["partial_state_bytes_written"] == blocks * (16 + 3 * 20 + 4 * 2) * 32);
   }
   const auto text = run_flashlab("simulate --pass decode --splits 1,3");
   REQUIRE(text.status == 0);
@@ -239,4 +248,51 @@ TEST_CASE("compare --pass: the GPU's row runs the pass, or says why it is empty"
     CHECK(contains(run.output, "not measured (--no-ncu)"));
     CHECK(!contains(run.output, "not run"));
   }
+}
+
+TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
+  namespace gpu = flashlab::gpu;
+  namespace sim = flashlab::sim;
+  const auto same = [](const std::optional<sim::WarpStore>& s, const gpu::WarpStorePattern& p) {
+    return s && s->bytes_per_thread == p.bytes_per_thread && s->threads == p.threads &&
+           s->runs == p.runs;
+  };
+  const auto b = flashlab::app::backward_kernel_facts(128, sim::DType::bf16, false);
+  REQUIRE(b.facts);
+  // Not deterministic: v3's main kernel, with v2's pre- and post-kernels.
+  CHECK(b.facts->main_kernel == "v3");
+  CHECK(same(b.facts->stores.dk_dv, gpu::fa3_backward::kDkDvStore));
+  CHECK(same(b.facts->stores.dq_reduction, gpu::fa3_backward::kDqReduction));
+  CHECK(b.facts->stores.dq_reduction_passes == gpu::fa3_backward::dq_reduction_passes(128));
+  CHECK(same(b.facts->stores.d, gpu::fa2_backward::kDStore));
+  CHECK(same(b.facts->stores.dq, gpu::fa2_backward::dq_store(FLASHLAB_BF16)));
+  const auto b64 = flashlab::app::backward_kernel_facts(64, sim::DType::bf16, false);
+  REQUIRE(b64.facts);
+  CHECK(b64.facts->stores.dq_reduction_passes == gpu::fa3_backward::dq_reduction_passes(64));
+  // The warpgroups exchange their partials through SRAM and each adds half of d: one pass,
+  // as the H200 counted (16,777,216 reduction sectors at B 1, H 16, N 4096 = B H N d
+  // ceil(N / Bc) 4 B / 32 B).
+  CHECK(b64.facts->stores.dq_reduction_passes == 1);
+  // Deterministic: v2 throughout, its dQ kernel's fragment stores, one reduction pass.
+  const auto det = flashlab::app::backward_kernel_facts(128, sim::DType::bf16, true);
+  REQUIRE(det.facts);
+  CHECK(det.facts->main_kernel == "v2");
+  CHECK(same(det.facts->stores.dk_dv, gpu::fa2_backward::kDkDvStore));
+  CHECK(same(det.facts->stores.dq_kernel, gpu::fa2_backward::kDqKernelStore));
+  CHECK(det.facts->stores.dq_reduction_passes == 1);
+  const auto dec = flashlab::app::decode_kernel_facts(128, sim::DType::bf16, 6, 0);
+  REQUIRE(dec.facts);
+  CHECK(same(dec.facts->stores.state_u, gpu::decode::kStateUStore));
+  CHECK(dec.facts->stores.state_header == gpu::decode::kWorkspaceHeaderBytes);
+  // The forward kernels: the scalar kernel's 2-byte stores a row each, fa2's fragments.
+  const sim::Problem asked{.N = 97, .d = 64, .dtype = sim::DType::bf16};
+  const auto scalar = flashlab::app::kernel_mirror("scalar", asked);
+  CHECK(same(scalar.problem.o_store, gpu::scalar::config(64, FLASHLAB_BF16).o_store));
+  CHECK(scalar.problem.o_store->runs == 32);
+  const auto fa2 = flashlab::app::kernel_mirror("fa2", asked);
+  CHECK(same(fa2.problem.l_store, gpu::fa2::config(64, FLASHLAB_BF16).lse_store));
+  // The lessons' FA2 is the paper's: bytes of data.
+  CHECK_FALSE(flashlab::app::fa2_kernel_problem(asked).o_store);
+  // Not described (a library's kernel): booked as data.
+  CHECK_FALSE(flashlab::app::sim_store(gpu::WarpStorePattern{}));
 }

@@ -57,12 +57,24 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
     const double matrix = N * d * 2;  // one (N, d) bf16 matrix
     const double query_tiles = std::ceil(N / c.Br);
     CHECK(std::stod(r[kSmRead]) ==
-          heads * (matrix + query_tiles * 2 * matrix));        // Q once, K and V per tile
-    CHECK(std::stod(r[kSmWritten]) == heads * (matrix + N * 4));  // O and L once
-    CHECK(r[kSmReadMeasured].empty());                           // not measured
+          heads * (matrix + query_tiles * 2 * matrix));  // Q once, K and V per tile
+    // O from the mma fragments: 16-byte row runs, a 32-byte sector each (2x its data); L a
+    // sector per 8 rows (exact: N is a multiple of 8 here).
+    CHECK(c.o_store.runs == flashlab::gpu::kFragmentPairStore.runs);
+    CHECK(c.lse_store.threads == flashlab::gpu::kFragmentLseStore.threads);
+    CHECK(std::stod(r[kSmWritten]) == heads * (2 * matrix + N * 4));
+    CHECK(r[kSmReadMeasured].empty());  // not measured
+    CHECK(r.size() == rows[0].size());
+    CHECK(r.back().empty());  // the store sectors issued: not measured either
   }
+  CHECK(rows[0].back() == "stores_issued_measured");
   fs::remove(csv);
   CHECK(contains(run.output, "not measured (--no-ncu)"));
+  // The writes' counters named with their levels (ncu_bytes.hpp's table).
+  CHECK(contains(run.output,
+                 "store sectors the L1 issued: "
+                 "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
+  CHECK(contains(run.output, "out of the SMs: l1tex__m_l1tex2xbar_write_bytes.sum"));
 }
 
 TEST_CASE("compare --sweep without a GPU: predictions, and why the measured columns are empty") {

@@ -4,6 +4,7 @@
 // that N and one step below; for the backward, its errors, its link bytes from
 // (P - 1) 2 n d (2 + 4) heads, and its N per rank checked the same way.
 #include "flashlab/gpu/kernel_info.hpp"
+#include "gpu_bridge/pass_kernels.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/ring.hpp"
 #include "flashlab/sim/ring_backward.hpp"
@@ -122,9 +123,9 @@ TEST_CASE("lesson 16: the ring's backward is exact, its bytes and hiding N as co
     CHECK(contains(squeezed(out), fmt::format("\n{} {} {}", n, flashlab::sim::format_bytes(forward),
                                               flashlab::sim::format_bytes(backward))));
   }
-  namespace k = flashlab::gpu::fa2_backward;
-  const flashlab::sim::BackwardKernelFacts facts{
-      .Br = k::kBr, .Bc = k::kBc, .dtype = flashlab::sim::DType::bf16};
+  // The facts the lesson takes: the backward the library runs, from the bridge.
+  const flashlab::sim::BackwardKernelFacts facts =
+      *flashlab::app::backward_kernel_facts(128, flashlab::sim::DType::bf16, false).facts;
   const auto& h200 = flashlab::sim::find_profile("h200");
   int sooner = 0, same = 0, later = 0;
   for (const char* link : {"nvlink-h200", "ib-ndr"}) {

@@ -5,6 +5,9 @@
 
 #include <fmt/core.h>
 
+#include <iterator>
+#include <string>
+
 TEST_CASE("ncu CSV: three metrics of two kernels, in mixed units, are summed in bytes") {
   const double read1 = 1.5, read2 = 250, write1 = 3.25, l2_1 = 12.5, l2_2 = 0.75;  // as printed
   const std::string csv = fmt::format(
@@ -48,4 +51,52 @@ TEST_CASE("ncu CSV: thousands separators are read, unknown units refused, no hea
       "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
       "\"0\",\"dram__bytes_read.sum\",\"furlong\",\"3\"\n"));
   CHECK_FALSE(flashlab::app::parse_ncu_csv("==ERROR== no kernels were profiled\n"));
+}
+
+TEST_CASE("ncu CSV: store and reduction sectors the L1 issued, in bytes of 32-byte sectors") {
+  // Two kernels (a main kernel with stores and reductions, a post-kernel with stores), in
+  // base units and in thousands.
+  const double st0 = 2097152, red0 = 33554432, st1 = 524.288, out0 = 1140611008;
+  const auto m = flashlab::app::parse_ncu_csv(
+      fmt::format("\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+                  "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"sector\",\"{}\"\n"
+                  "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum\",\"sector\",\"{}\"\n"
+                  "\"0\",\"l1tex__m_l1tex2xbar_write_bytes.sum\",\"byte\",\"{}\"\n"
+                  "\"0\",\"gpu__time_duration.sum\",\"nsecond\",\"1116032\"\n"
+                  "\"1\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"Ksector\",\"{}\"\n",
+                  st0, red0, out0, st1));
+  REQUIRE(m);
+  CHECK(m->kernels == 2);
+  CHECK(m->stores_issued == doctest::Approx(32 * (st0 + red0 + st1 * 1e3)));
+  CHECK(m->sm_written == doctest::Approx(out0));
+  // Not merged in the main kernel; the post-kernel's stores left nothing here.
+  REQUIRE(m->merge_ratio());
+  CHECK(*m->merge_ratio() == doctest::Approx(out0 / (32 * (st0 + red0 + st1 * 1e3))));
+}
+
+TEST_CASE("ncu CSV: a sector counter in bytes is refused; no stores, no merge ratio") {
+  CHECK_FALSE(flashlab::app::parse_ncu_csv(
+      "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"byte\",\"64\"\n"));
+  CHECK_FALSE(flashlab::app::parse_ncu_csv(
+      "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"l1tex__m_l1tex2xbar_write_bytes.sum\",\"sector\",\"64\"\n"));
+  const auto m = flashlab::app::parse_ncu_csv(
+      "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"l1tex__m_l1tex2xbar_write_bytes.sum\",\"byte\",\"2048\"\n");
+  REQUIRE(m);
+  CHECK(m->stores_issued == 0);
+  CHECK_FALSE(m->merge_ratio());
+}
+
+TEST_CASE("ncu metrics: each name once, the sector counters in sectors and the rest in bytes") {
+  using flashlab::app::kNcuMetrics;
+  using flashlab::app::NcuUnit;
+  for (std::size_t a = 0; a < std::size(kNcuMetrics); ++a) {
+    const std::string name = kNcuMetrics[a].name;
+    CAPTURE(name);
+    CHECK(std::string(kNcuMetrics[a].level).size() > 0);
+    CHECK((kNcuMetrics[a].unit == NcuUnit::sectors) == (name.find("_sectors_") != name.npos));
+    for (std::size_t b = a + 1; b < std::size(kNcuMetrics); ++b) CHECK(name != kNcuMetrics[b].name);
+  }
 }

@@ -72,7 +72,9 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
     CHECK_THROWS_AS(r.tensor("dQ accumulator"), std::out_of_range);
     CHECK(r.launch("dQ").blocks == Hq * ceil_div(s.n_q, f.Br));
   } else {
-    CHECK(r.tensor("dQ accumulator").read == Hq * (x.QR + s.n_q) * d * fp);
+    // Read into the SMs by the post-kernel alone: the main kernel's reductions are done at
+    // the L2 and bring nothing back.
+    CHECK(r.tensor("dQ accumulator").read == Hq * s.n_q * d * fp);
     CHECK(r.tensor("dQ accumulator").written == Hq * (s.n_q + x.QR) * d * fp);
   }
   CHECK(r.launch("main").blocks == Hkv * ceil_div(s.n_k, f.Bc));
@@ -109,6 +111,111 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
                                   .skips_unseen_kv = true,
                                   .main_kernel = "v3"});
         }
+}
+
+// The kernels' stores as their sources write them (kernel_info.hpp's fa2_backward::),
+// written out by hand here: mma fragments (4 bytes a lane, 8 rows), 16-byte reductions over
+// 16 rows, one float by one lane, and lanes along a row.
+const BackwardStores kAsBuilt{.dk_dv = WarpStore{4, 32, 8},
+                              .dq_reduction = WarpStore{16, 32, 16},
+                              .d = WarpStore{4, 1, 1},
+                              .accumulator_zeros = WarpStore{4, 32, 1},
+                              .dq = WarpStore{2, 32, 1},
+                              .dq_kernel = WarpStore{4, 32, 8}};
+
+TEST_CASE("backward mirror: writes out of the SMs are the sectors of the kernels' stores") {
+  const Index lengths[] = {1, 17, 97, 113, 256};
+  for (const bool deterministic : {false, true})
+    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left})
+      for (const Index n_q : lengths)
+        for (const Index n_k : lengths) {
+          const BackwardShape s{.batch = 2,
+                                .heads_q = 4,
+                                .heads_kv = 2,
+                                .n_q = n_q,
+                                .n_k = n_k,
+                                .d = 64,
+                                .causal = causal};
+          const BackwardKernelFacts f{.Br = 64,
+                                      .Bc = 128,
+                                      .dtype = DType::bf16,
+                                      .deterministic = deterministic,
+                                      .stores = kAsBuilt};
+          CAPTURE(n_q);
+          CAPTURE(n_k);
+          CAPTURE(deterministic);
+          const PassReport r = count_backward_kernel(s, f);
+          BackwardKernelFacts data = f;
+          data.stores = {};
+          const PassReport plain = count_backward_kernel(s, data);
+          const Index Hq = 8, Hkv = 4, d = 64, b = 2;
+          const Sums x = brute_force(s, f.Br, f.Bc);
+          // Reads do not change; every 16-byte row run of a fragment costs a whole sector.
+          CHECK(r.bytes_read() == plain.bytes_read());
+          CHECK(r.tensor("dK").written == 2 * Hkv * n_k * d * b);
+          CHECK(r.tensor("dV").written == 2 * Hkv * n_k * d * b);
+          CHECK(r.tensor("D").written == Hq * n_q * 32);  // 8x: a sector a row
+          CHECK(r.tensor("dQ").written == (deterministic ? 2 : 1) * Hq * n_q * d * b);
+          if (!deterministic)  // zeros and reductions: whole sectors, exactly their data
+            CHECK(r.tensor("dQ accumulator").written == Hq * (n_q + x.QR) * d * 4);
+        }
+}
+
+TEST_CASE("backward mirror: an impossible store is refused with what would be right") {
+  const BackwardKernelFacts f{.stores = {.dq_reduction = WarpStore{32, 32, 16}}};
+  CHECK_THROWS_WITH_AS(count_backward_kernel({}, f), doctest::Contains("a lane stores 1 to 16"),
+                       cpu::InvalidArgument);
+}
+
+TEST_CASE("backward mirror: the device's causal GQA shape, reads and writes in closed form") {
+  // B = 1, 16 query heads over 4 KV heads, N = 4096, d = 128, causal (the compare run of
+  // 2026-12-01): the SMs read 608.2 MiB and wrote 593.6 MiB there with v2, 608.2 and
+  // 593.7 MiB with v3 (every KV tile is seen in a square causal problem: the same bytes).
+  const BackwardShape s{.batch = 1,
+                        .heads_q = 16,
+                        .heads_kv = 4,
+                        .n_q = 4096,
+                        .n_k = 4096,
+                        .d = 128,
+                        .causal = cpu::Causal::top_left};
+  const BackwardKernelFacts f{.Br = 64, .Bc = 128, .dtype = DType::bf16, .stores = kAsBuilt};
+  const PassReport r = count_backward_kernel(s, f);
+  const Index QR = brute_force(s, 64, 128).QR, Hq = 16, Hkv = 4, N = 4096, d = 128;
+  CHECK(QR == 32 * 4096 - 128 * (31 * 32 / 2));  // KV tile j is seen by N - 128 j rows
+  // Q, dO (once more in the pre-kernel), L, D per main-kernel row; O; K, V; the accumulator
+  // by the post-kernel.
+  const Index read =
+      Hq * QR * (2 * d * 2 + 2 * 4) + Hq * N * d * 2 * 2 + 2 * Hkv * N * d * 2 + Hq * N * d * 4;
+  CHECK(r.bytes_read() == read);  // 608.25 MiB
+  const Index written =
+      Hq * N * 32 + Hq * (N + QR) * d * 4 + Hq * N * d * 2 + 2 * 2 * Hkv * N * d * 2;
+  CHECK(r.bytes_written() == written);  // 594.0 MiB
+  BackwardKernelFacts v3 = f;
+  v3.skips_unseen_kv = true;
+  v3.main_kernel = "v3";
+  const PassReport r3 = count_backward_kernel(s, v3);
+  CHECK(r3.bytes_read() == read);
+  CHECK(r3.bytes_written() == written);
+}
+
+TEST_CASE(
+    "backward mirror: a dQ reduced twice a step (warpgroups each adding all of d) writes "
+    "its sectors twice") {
+  const BackwardShape s{.heads_q = 4,
+                        .heads_kv = 2,
+                        .n_q = 113,
+                        .n_k = 97,
+                        .d = 64,
+                        .causal = cpu::Causal::bottom_right};
+  BackwardKernelFacts once{.Br = 64, .Bc = 128, .stores = kAsBuilt, .skips_unseen_kv = true};
+  BackwardKernelFacts twice = once;
+  twice.stores.dq_reduction_passes = 2;
+  const Index QR = brute_force(s, 64, 128).QR, Hq = 4, d = 64;
+  const Bytes zeros = Hq * s.n_q * d * 4, reductions = Hq * QR * d * 4;
+  CHECK(count_backward_kernel(s, once).tensor("dQ accumulator").written == zeros + reductions);
+  CHECK(count_backward_kernel(s, twice).tensor("dQ accumulator").written == zeros + 2 * reductions);
+  twice.stores.dq_reduction_passes = 3;
+  CHECK(contains(message_of([&] { count_backward_kernel(s, twice); }), "once or twice (1 or 2)"));
 }
 
 TEST_CASE("backward mirror, v3: K and V of blocks no query sees are not read, and it is named") {

@@ -117,6 +117,64 @@ TEST_CASE("decode mirror: every sequence empty reads no cache and still writes O
   CHECK(r.tensor("O").written == 3 * 2 * 2 * 2 * 64 * 2);
 }
 
+namespace {
+
+// The kernels' stores as their sources write them (kernel_info.hpp's decode::), by hand:
+// U by 32 lanes along the state, m and l by one lane each, O along the row, LSE by one lane.
+const DecodeStores kAsBuilt{.state_u = WarpStore{4, 32, 1},
+                            .state_scalar = WarpStore{4, 1, 1},
+                            .o = WarpStore{2, 32, 1},
+                            .lse = WarpStore{4, 1, 1},
+                            .state_header = 256};
+
+// The sectors of `count` states laid one after another, instruction by instruction: each
+// 128-byte run of U as the bytes it covers, then m and l as a sector each.
+Bytes states_lane_by_lane(Index count, Index d, Bytes header) {
+  const Bytes stride = (d + 2) * 4;
+  Bytes out = 0;
+  for (Index k = 0; k < count; ++k) {
+    const Bytes u = header + k * stride;
+    for (Bytes at = 0; at < d * 4; at += 128) {
+      const Bytes first = u + at, last = std::min(u + d * 4, first + 128) - 1;
+      out += (last / 32 - first / 32 + 1) * 32;
+    }
+    out += 2 * 32;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("decode mirror: writes out of the SMs are the sectors of the kernels' stores") {
+  for (const Index d : {64, 128})
+    for (const Index splits : {1, 3, 6, 7})
+      for (const Index group : {1, 4}) {
+        const DecodeShape s{
+            .lengths = {0, 97, 4096}, .heads_kv = 2, .group = group, .n_q = 1, .d = d};
+        const DecodeKernelFacts f{.splits = splits, .keys_per_step = 64, .stores = kAsBuilt};
+        CAPTURE(d);
+        CAPTURE(splits);
+        CAPTURE(group);
+        const PassReport r = count_decode_kernel(s, f);
+        const Index states = 3 * 2 * group * splits, rows = 3 * 2 * group;
+        CHECK(r.tensor("partial state").written == states_lane_by_lane(states, d, 256));
+        CHECK(r.tensor("partial state").read == states * (d + 2) * 4);  // loads: their data
+        CHECK(r.tensor("O").written == rows * d * 2);
+        CHECK(r.tensor("LSE").written == rows * 32);
+      }
+}
+
+TEST_CASE("decode mirror: the device's shape, one state in four starting on a sector") {
+  // B = 8, 32 query heads over 8 KV heads, L = 32768, d = 128, 6 splits (the compare run of
+  // 2026-12-01 measured 999.0 KiB written against 845.0 KiB of data).
+  const DecodeShape s{
+      .lengths = std::vector<Index>(8, 32768), .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
+  const PassReport r = count_decode_kernel(s, {.splits = 6, .stores = kAsBuilt});
+  const Index states = 8 * 32 * 6;  // 1536, 384 of each offset 0, 8, 16, 24
+  CHECK(r.tensor("partial state").written == states / 4 * (16 * 32 + 3 * 20 * 32 + 4 * 2 * 32));
+  CHECK(r.bytes_written() == states / 4 * 2688 + 8 * 32 * 128 * 2 + 8 * 32 * 32);
+}
+
 TEST_CASE("decode mirror: count-only is fast for long caches and large batches") {
   const DecodeShape s{.lengths = std::vector<Index>(64, Index{1} << 30),
                       .heads_kv = 8,
@@ -131,6 +189,12 @@ TEST_CASE("decode mirror: count-only is fast for long caches and large batches")
 
 TEST_CASE("decode mirror: bad inputs are refused with what would be right") {
   const DecodeShape s{};
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.stores = {.state_header = -1}}); }),
+                 "state_header = -1 is out of range"));
+  CHECK(contains(message_of([&] {
+                   count_decode_kernel(s, {.stores = {.state_u = WarpStore{4, 0, 1}}});
+                 }),
+                 "1 to 32 active lanes"));
   CHECK(contains(message_of([&] { count_decode_kernel(s, {.splits = 0}); }),
                  "splits = 0 is out of range: the decode mirror takes 1 <= splits <= 1024"));
   CHECK(contains(message_of([&] { count_decode_kernel(s, {.splits = 1025}); }), "splits = 1025"));

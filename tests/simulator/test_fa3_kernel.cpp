@@ -168,4 +168,36 @@ TEST_CASE("fa3 mirror: a shape or facts it cannot take is refused with the reaso
                        cpu::InvalidArgument);
 }
 
+TEST_CASE("fa3 mirror: O and L written are the sectors of the epilogue's stores, or TMA's rows") {
+  // finalize stores O from the wgmma accumulator as mma.sync fragments: 4 bytes a lane over
+  // 8 rows (8 sectors for 128 bytes); L by one lane of each quad, 8 rows a sector. By hand.
+  for (const Index n_q : {1, 17, 97, 128, 1023})
+    for (const Index heads : {1, 3}) {
+      CAPTURE(n_q);
+      CAPTURE(heads);
+      const Fa3Shape s{.heads_q = heads, .heads_kv = 1, .n_q = n_q, .n_k = 300, .d = 128};
+      Fa3KernelFacts f{.Br = 128, .Bc = 128, .stages = 2, .dtype = DType::bf16};
+      const PassReport data = count_fa3_kernel(s, f);
+      f.o_store = WarpStore{4, 32, 8};
+      f.lse_store = WarpStore{4, 8, 1};
+      const PassReport r = count_fa3_kernel(s, f);
+      CHECK(r.bytes_read() == data.bytes_read());
+      CHECK(r.tensor("O").written == 2 * heads * n_q * 128 * 2);
+      CHECK(r.tensor("L").written == heads * ceil_div(n_q, 8) * 32);
+      CHECK(r.bytes_written_by_tma() == 0);
+      // O staged in SRAM and sent by TMA stores: its rows whole, its bytes of data, all of
+      // them outside the L1's store pipe; L as before; sO in the SRAM.
+      f.stages_o = true;
+      const PassReport staged = count_fa3_kernel(s, f);
+      CHECK(staged.tensor("O").written == heads * n_q * 128 * 2);
+      CHECK(staged.tensor("O").written_by_tma == heads * n_q * 128 * 2);
+      CHECK(staged.bytes_written_by_tma() == heads * n_q * 128 * 2);
+      CHECK(staged.tensor("L").written == r.tensor("L").written);
+      CHECK(staged.peak_sram == r.peak_sram + 128 * 128 * 2);
+      f.lse_store = WarpStore{4, 32, 5};
+      CHECK_THROWS_WITH_AS(count_fa3_kernel(s, f), doctest::Contains("the runs must divide"),
+                           cpu::InvalidArgument);
+    }
+}
+
 }  // namespace flashlab::sim::test

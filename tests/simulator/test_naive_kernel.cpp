@@ -171,6 +171,23 @@ TEST_CASE("naive-kernel as flashlab's kernel is built: fp32 S read three times")
   CHECK(r.bytes_total() == (4 * 64 + 2 * 32 + 4) * kMiB + 4 * 4096);
 }
 
+TEST_CASE("naive-kernel: the softmax's L, one float a row by one thread, costs a sector a row") {
+  for (const Index N : {1, 17, 97, 1023})
+    for (const cpu::Causal causal : {cpu::Causal::none, cpu::Causal::top_left}) {
+      CAPTURE(N);
+      Problem p = problem(N, 64, DType::bf16, 192 * kKiB, causal);
+      p.score_reads = 3;
+      const Report data = count(Algorithm::naive_kernel, p);
+      p.l_store = WarpStore{4, 1, 1};
+      const Report r = count(Algorithm::naive_kernel, p);
+      CHECK(data.tensor("L").written == 4 * N);
+      CHECK(r.tensor("L").written == 32 * N);
+      CHECK(r.bytes_written() - r.tensor("L").written ==
+            data.bytes_written() - data.tensor("L").written);
+      CHECK(r.dram_written() == data.dram_written());
+    }
+}
+
 TEST_CASE("naive-kernel under a causal mask: the softmax reads only the scores rows see") {
   auto rng = fresh_rng();
   const Index N = std::uniform_int_distribution<Index>(2, 700)(rng), d = 40;

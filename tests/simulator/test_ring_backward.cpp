@@ -24,10 +24,11 @@ sim::BackwardKernelFacts facts(Index Br, Index Bc) {
 // One backward call on a square non-causal pair of c rows, bf16 (b = 2), one head, atomic
 // dQ: QR = ceil(c / Bc) c query rows loaded by the main kernel;
 //   O c d b, dO (c + QR) d b, Q QR d b, K and V c d b each, dQ dK dV written c d b each,
-//   D written c f and read QR f, L read QR f, the dQ accumulator (c + QR) d f each way.
+//   D written c f and read QR f, L read QR f, the dQ accumulator written (c + QR) d f (zeros,
+//   then the reductions, which bring nothing back) and read c d f (the post-kernel).
 sim::Bytes full_pair_bytes(Index c, Index d, Index Bc) {
   const Index b = 2, QR = ceil_div(c, Bc) * c;
-  return d * b * (7 * c + 2 * QR) + kF * (c + 2 * QR) + 2 * d * kF * (c + QR);
+  return d * b * (7 * c + 2 * QR) + kF * (c + 2 * QR) + d * kF * (2 * c + QR);
 }
 }  // namespace
 

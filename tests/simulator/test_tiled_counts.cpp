@@ -61,6 +61,44 @@ TEST_CASE("fa2: Q, O, L once, K and V once per query tile") {
   }
 }
 
+TEST_CASE("fa2 as a kernel: O and L written are the sectors of its epilogue's stores") {
+  // The scalar kernel (a lane per row, one element a store; its L lane by lane along the
+  // rows) and fa2 (mma fragments: 4 bytes a lane over 8 rows; L by one lane of each quad,
+  // 8 rows a sector), by hand; N awkward so that the last query tile is ragged.
+  struct Kernel {
+    WarpStore o, l;
+    Index Br, Bc;
+  };
+  const Kernel scalar{{2, 32, 32}, {4, 32, 1}, 64, 32}, fa2{{4, 32, 8}, {4, 8, 1}, 128, 64};
+  for (const Index N : {1, 17, 97, 113, 1023, 1024})
+    for (const cpu::Causal causal : {cpu::Causal::none, cpu::Causal::top_left}) {
+      CAPTURE(N);
+      const Index d = 64;
+      Problem p{.N = N, .d = d, .dtype = DType::bf16, .causal = causal};
+      const auto sectors = [](Index bytes) { return ceil_div(bytes, 32) * 32; };
+      for (const Kernel& k : {scalar, fa2}) {
+        p.tiles = cpu::TileSizes{k.Br, k.Bc};
+        const Report data = count(Algorithm::fa2, p);
+        p.o_store = k.o;
+        p.l_store = k.l;
+        const Report r = count(Algorithm::fa2, p);
+        CHECK(r.bytes_read() == data.bytes_read());
+        CHECK(r.dram_written() == data.dram_written());  // DRAM takes the data
+        // O: each store's run is one element (scalar: 16x) or 16 bytes (fa2: 2x).
+        CHECK(r.tensor("O").written == (k.o.runs == 32 ? 16 : 2) * N * d * 2);
+        // L: each query tile's stretch of floats in runs of 128 (scalar) or 32 bytes (fa2).
+        Index l = 0;
+        for (Index q0 = 0; q0 < N; q0 += k.Br) {
+          const Index rows = std::min(k.Br, N - q0), run = k.l.run_bytes();
+          l += (rows * 4 / run) * run + sectors(rows * 4 % run);
+        }
+        CHECK(r.tensor("L").written == l);
+        p.o_store.reset();
+        p.l_store.reset();
+      }
+    }
+}
+
 TEST_CASE("the paper's block sizes: Bc = ceil(M / 4d), Br = min(Bc, d), halved only to fit") {
   for (const Case& c : kCases) {
     for (const Algorithm a : {Algorithm::fa1, Algorithm::fa2}) {

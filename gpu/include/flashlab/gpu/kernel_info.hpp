@@ -80,6 +80,37 @@ struct Intermediate {
   flashlab_dtype dtype = FLASHLAB_FP32;
 };
 
+// One warp-level store instruction of a kernel, as its source writes it: `threads` active
+// lanes store `bytes_per_thread` bytes each, and their bytes fall in `runs` runs of
+// contiguous bytes (a run per row the lanes write, or one run for consecutive addresses),
+// each starting on a 32-byte sector. The L1 sends every sector a run touches to the L2 in
+// full, so this, not the bytes of data, sets the bytes out of the SMs (the simulator's
+// sim::WarpStore and sim::bytes_out; docs/IO-LEVELS.md). All zero: not described (a
+// library's kernel).
+struct WarpStorePattern {
+  int bytes_per_thread = 0;
+  int threads = 0;
+  int runs = 0;
+};
+// A lane per row, each storing one element: 32 runs of one element, a sector each.
+constexpr WarpStorePattern lane_per_row(int64_t element_bytes) {
+  return {int(element_bytes), kWarpSize, kWarpSize};
+}
+// The m16n8 accumulator fragment stored straight from registers (mma.sync and wgmma lay
+// it out alike): lane (g, t) = (lane / 4, lane % 4) holds columns 2t, 2t + 1 of rows g and
+// g + 8 of each n8 tile, stored as one 32-bit pair of 16-bit elements per row: an
+// instruction writes 8 rows x 16 bytes, 8 sectors for 128 bytes.
+inline constexpr WarpStorePattern kFragmentPairStore{4, kWarpSize, 8};
+// L (fp32) of the same fragment: lane t = 0 of each quad stores its row's float, 8
+// consecutive rows: one sector of 32 bytes.
+inline constexpr WarpStorePattern kFragmentLseStore{4, kWarpSize / 4, 1};
+// A whole warp storing consecutive elements, lane by lane (a row of a row-per-warp kernel).
+constexpr WarpStorePattern lanes_in_a_row(int64_t element_bytes) {
+  return {int(element_bytes), kWarpSize, 1};
+}
+// One lane storing one 4-byte float (a row's D or L in a row-per-warp kernel).
+inline constexpr WarpStorePattern kOneFloatStore{4, 1, 1};
+
 // One kernel's launch configuration and data flow for one (d, dtype).
 struct KernelConfig {
   int Br = 0;               // query rows per block; 0 where the kernel has no tiles
@@ -93,6 +124,8 @@ struct KernelConfig {
   int s_hbm_reads = 0;      // how many times S is read back from HBM (0: never stored there)
   int pointer_align_bytes = 0;    // of Q, K, V and O
   int stride_align_elements = 0;  // of every batch, head and row stride that is used
+  WarpStorePattern o_store;       // the epilogue's store of O
+  WarpStorePattern lse_store;     // and of L = m + log l (fp32)
 };
 
 // 01_naive.cu: three operators, S and P in HBM.
@@ -110,6 +143,7 @@ constexpr KernelConfig config(flashlab_dtype dtype) {
   c.s_hbm_reads = kSoftmaxPasses;
   c.pointer_align_bytes = int(dtype_bytes(dtype));
   c.stride_align_elements = 1;
+  c.lse_store = kOneFloatStore;  // softmax_rows: thread 0 of the row's block (O: cuBLAS's)
   return c;
 }
 }  // namespace naive
@@ -135,6 +169,10 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   c.kv_passes = 1;
   c.pointer_align_bytes = int(dtype_bytes(dtype));
   c.stride_align_elements = 1;
+  // finalize: each thread writes its own row of O one element at a time (32 sectors per
+  // instruction: 16x the data in bf16), and its row's L beside its neighbours' (exact).
+  c.o_store = lane_per_row(dtype_bytes(dtype));
+  c.lse_store = lanes_in_a_row(sizeof(float));
   return c;
 }
 }  // namespace scalar
@@ -165,6 +203,8 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   c.kv_passes = 1;
   c.pointer_align_bytes = kAlignBytes;
   c.stride_align_elements = int(kAlignBytes / dtype_bytes(dtype));
+  c.o_store = kFragmentPairStore;  // finalize: O from the mma.sync fragments
+  c.lse_store = kFragmentLseStore;
   return c;
 }
 }  // namespace fa2
@@ -199,6 +239,22 @@ inline constexpr int kPreprocessThreads = 256;  // preprocess and convert: one w
 inline constexpr int64_t kWorkspaceAlignBytes = 256;  // of the workspace and of each part
 inline constexpr HeadDims kHeadDims{{64, 128}, 2};
 inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)};
+// Their stores, as the sources write them:
+//   main kernel, write_dk_dv: dK, dV from the mma fragments (8 rows x 16 bytes: 2x the data);
+//   main kernel, add_dq_tile: red.global.add.v4.f32, lane pairs make a row's 32 bytes, 16
+//     rows: 16 full sectors (exact);
+//   preprocess: D by lane 0 of the row's warp (one float: a sector for 4 bytes) and the
+//     accumulator's zeros lane by lane (exact);
+//   convert: dQ lane by lane along the row (exact);
+//   dQ kernel (deterministic mode): dQ from the mma fragments, as dK and dV.
+inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
+inline constexpr WarpStorePattern kDqKernelStore = kFragmentPairStore;
+inline constexpr WarpStorePattern kDqReduction{16, kWarpSize, kWarpSize / 2};
+inline constexpr WarpStorePattern kDStore = kOneFloatStore;
+inline constexpr WarpStorePattern kAccumulatorZeroStore = lanes_in_a_row(sizeof(float));
+constexpr WarpStorePattern dq_store(flashlab_dtype dtype) {
+  return lanes_in_a_row(dtype_bytes(dtype));
+}
 
 // Main kernel: sK, sV (Bc, d); sQ, sdO (kBuffers, Br, d); sdS (Bc, Br), all in the input
 // dtype; sL, sD (kBuffers, Br) fp32; sKeep (threads) 32-bit words, dropout's mask bits.
@@ -371,6 +427,18 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
 
 // Floats of one split's state for one query row: U (d), then m and l.
 constexpr int64_t state_floats(int64_t d) { return d + 2; }
+// Their stores, as the sources write them:
+//   split kernel, the merge's end: U by 32 lanes along the row (one run of 128 bytes; a state
+//     is (d + 2) floats, so its start drifts by 8 bytes from one state to the next and a run
+//     touches 5 sectors where it does not start on one), then m and l by one lane, one
+//     float each: two instructions of a sector each;
+//   combine: O lane by lane along the row (exact), L by lane 0 (a sector for 4 bytes).
+inline constexpr WarpStorePattern kStateUStore = lanes_in_a_row(sizeof(float));
+inline constexpr WarpStorePattern kStateScalarStore = kOneFloatStore;  // m, then l
+inline constexpr WarpStorePattern kCombineLseStore = kOneFloatStore;
+constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
+  return lanes_in_a_row(dtype_bytes(dtype));
+}
 // Workspace bytes: the header, then batch x heads_q x N_q x splits states.
 constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, int64_t d,
                                   int64_t splits) {
@@ -463,6 +531,10 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   c.kv_passes = 1;
   c.pointer_align_bytes = kAlignBytes;
   c.stride_align_elements = int(kAlignBytes / dtype_bytes(dtype));
+  // O from the wgmma accumulator where it is not staged (stages_o false: 3 stages at d = 128);
+  // where it is, TMA stores carry whole rows of sO and the pattern is not used.
+  c.o_store = kFragmentPairStore;
+  c.lse_store = kFragmentLseStore;
   return c;
 }
 }  // namespace fa3
@@ -514,6 +586,20 @@ constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype) {
          dtype_bytes(dtype) * (2 * kBc * d + 2 * kBuffers * kBr * d + kBc * kBr) +
          int64_t(sizeof(float)) * (2 * kBuffers * kBr + dq_exchange_floats(d));
 }
+// Its stores, as 06_fa3_backward.cu writes them (preprocess and convert: fa2_backward's):
+//   write_dk_dv: dK, dV straight from the wgmma accumulators, a 32-bit pair of 16-bit
+//     elements per row, 8 rows x 16 bytes an instruction (2x the data), as v2;
+//   dQ_i += dS K: backward_steps::add_dq_tile, red.global.add.v4.f32 over 16 rows (exact),
+//     as v2; each warpgroup adds dq_columns_added(d) columns of the Br rows: a slab at
+//     d = 128, half of d after the exchange at d = 64, so a step reduces dQ_i once.
+inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
+inline constexpr WarpStorePattern kDqReduction = fa2_backward::kDqReduction;
+constexpr int64_t dq_columns_added(int64_t d) {
+  return dq_exchanged(d) ? d / kWarpgroups : fa3::kSlab;
+}
+// How many times a step's reductions cover dQ_i (Br, d): the warpgroups' columns over d.
+constexpr int dq_reduction_passes(int64_t d) { return int(kWarpgroups * dq_columns_added(d) / d); }
+static_assert(dq_reduction_passes(64) == 1 && dq_reduction_passes(128) == 1);
 // The rule: whether a call runs on v3 (see above).
 constexpr bool takes(bool deterministic, bool dropout, bool row_stride_zero) {
   return !deterministic && !dropout && !row_stride_zero;

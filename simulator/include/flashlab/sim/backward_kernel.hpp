@@ -5,6 +5,9 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/sim/dtype.hpp"
 #include "flashlab/sim/kernel_pass.hpp"
+#include "flashlab/sim/warp_store.hpp"
+
+#include <optional>
 
 #include <string_view>
 
@@ -24,6 +27,21 @@ struct BackwardShape {
 
 // The kernel's own facts, as its description gives them (the caller fills them in; the
 // simulator does not include gpu/).
+// The warp stores of the pass's kernels (kernel_info.hpp's fa2_backward::), so that their
+// writes are booked as the sectors they send out of the SMs (warp_store.hpp); an absent one
+// is booked as bytes of data.
+struct BackwardStores {
+  std::optional<WarpStore> dk_dv{};              // main kernel: dK, dV at the end
+  std::optional<WarpStore> dq_reduction{};       // main kernel: red.global.add into the accumulator
+  std::optional<WarpStore> d{};                  // preprocess: D
+  std::optional<WarpStore> accumulator_zeros{};  // preprocess: the accumulator set to 0
+  std::optional<WarpStore> dq{};                 // convert: dQ (atomic mode)
+  std::optional<WarpStore> dq_kernel{};          // dQ kernel: dQ (deterministic mode)
+  // Times each step's dQ_i is reduced into the accumulator: 1, or 2 where two warpgroups
+  // each add all of d (v3 at d = 64 before its exchange; kernel_info.hpp says which now).
+  int dq_reduction_passes = 1;
+};
+
 struct BackwardKernelFacts {
   cpu::Index Br = 64;          // query rows per step of the main kernel's loop
   cpu::Index Bc = 64;          // keys per block of the main kernel
@@ -31,6 +49,7 @@ struct BackwardKernelFacts {
   Bytes sram_bytes = 0;        // per block of the main kernel (reported, not counted)
   DType dtype = DType::bf16;   // of Q, K, V, O, dO, dQ, dK, dV
   bool deterministic = false;  // dQ by its own kernel instead of fp32 atomics
+  BackwardStores stores{};
   // The main kernel: v2 (mma.sync) loads its K_j, V_j before it knows whether any query sees
   // them; v3 (wgmma, TMA) loads nothing in a block whose keys no query sees. v3 has no
   // deterministic mode (that call runs v2).

@@ -5,6 +5,9 @@
 
 #include "flashlab/sim/dtype.hpp"
 #include "flashlab/sim/kernel_pass.hpp"
+#include "flashlab/sim/warp_store.hpp"
+
+#include <optional>
 
 #include <vector>
 
@@ -25,6 +28,19 @@ struct DecodeShape {
   cpu::Index heads_q() const { return heads_kv * group; }
 };
 
+// The warp stores of the pass's kernels (kernel_info.hpp's decode::), so that their writes
+// are booked as the sectors they send out of the SMs (warp_store.hpp); an absent one is
+// booked as bytes of data. The partial states lie one after another, state_header bytes
+// into the workspace, (d + 2) floats each, so a state's U starts where the one before ended:
+// not always on a sector.
+struct DecodeStores {
+  std::optional<WarpStore> state_u{};       // split kernel: U of a state, lanes along it
+  std::optional<WarpStore> state_scalar{};  // split kernel: m, then l, one float each
+  std::optional<WarpStore> o{};             // combine: O
+  std::optional<WarpStore> lse{};           // combine: LSE, one float a row
+  Bytes state_header = 0;                   // workspace bytes before the first state
+};
+
 // The kernel's facts (its description gives them; the split count is the kernel's choice
 // from the SM count, batch, heads and length, which the mirror takes as an input).
 struct DecodeKernelFacts {
@@ -39,6 +55,7 @@ struct DecodeKernelFacts {
   cpu::Index warps = 1;           // each keeps its own state; merged in SRAM at the end
   int threads = 0;                // per block of the split kernel (reported, not counted)
   DType dtype = DType::bf16;      // of Q, K, V and O
+  DecodeStores stores{};
 };
 
 // Limits of the mirror's inputs, for callers that check their own options against them.

@@ -9,6 +9,9 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/sim/dtype.hpp"
 #include "flashlab/sim/kernel_pass.hpp"
+#include "flashlab/sim/warp_store.hpp"
+
+#include <optional>
 
 namespace flashlab::sim {
 
@@ -38,6 +41,10 @@ struct Fa3KernelFacts {
   Bytes barrier_bytes = 0;       // SRAM of the mbarriers (Q, full and empty per stage)
   DType dtype = DType::bf16;     // of Q, K, V and O
   bool writes_lse = true;        // L = m + log l stored (fp32) beside O
+  // The epilogue's warp stores of O and L (kernel_info.hpp's fa3::config): their writes are
+  // booked as the sectors they send out of the SMs (warp_store.hpp); absent: bytes of data.
+  std::optional<WarpStore> o_store{};
+  std::optional<WarpStore> lse_store{};
   bool stages_o = false;         // O leaves through an SRAM tile sO (Br, d) and TMA stores
 };
 

@@ -92,8 +92,8 @@
 
 namespace flashlab::sim {
 
-// DRAM moves whole sectors; an L2 line is four of them.
-inline constexpr Bytes kSectorBytes = 32;
+// DRAM moves whole sectors (kSectorBytes, warp_store.hpp, which machine.hpp brings); an L2
+// line is four of them.
 
 // Which tile of a full L2 partition makes room (above): the least recently used (lru, the
 // default, what the lessons teach and the closed forms assume), or any resident tile, each as

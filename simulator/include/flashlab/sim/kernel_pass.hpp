@@ -39,6 +39,8 @@ struct PassTensor {
   std::int64_t elements = 0;
   Bytes read = 0;     // HBM (L2) -> SMs
   Bytes written = 0;  // SMs -> HBM (L2); an atomic add is a read and a write
+  Bytes written_by_tma = 0;  // of written, what TMA stores carry (whole lines, from SRAM:
+                             // not through the L1's store pipe)
 };
 
 struct PassReport {
@@ -51,6 +53,7 @@ struct PassReport {
 
   Bytes bytes_read() const;
   Bytes bytes_written() const;
+  Bytes bytes_written_by_tma() const;
   Bytes bytes_total() const { return bytes_read() + bytes_written(); }
   // The traffic of one tensor by name; throws std::out_of_range if the pass has none.
   const PassTensor& tensor(std::string_view name) const;

@@ -11,6 +11,7 @@
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/sim/dtype.hpp"
 #include "flashlab/sim/trace.hpp"
+#include "flashlab/sim/warp_store.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -43,9 +44,10 @@ struct TensorTraffic {
   DType dtype = DType::fp32;
   std::int64_t elements = 0;
   Bytes read = 0;          // HBM -> SRAM, as the two-level model counts it
-  Bytes written = 0;       // SRAM -> HBM
+  Bytes written = 0;       // SRAM -> HBM (the stores' sectors, for a tensor given its store)
   Bytes dram_read = 0;     // of those, what an L2 could not serve: HBM's own (DRAM) reads
-  Bytes dram_written = 0;  // and writes; equal to read and written without an L2
+  Bytes dram_written = 0;  // and writes (of data); equal to read and written without an L2,
+                           // unless the tensor's stores touch more sectors than they fill
 };
 
 // Thrown when an SRAM buffer does not fit. what() names the buffer, its size, the
@@ -76,6 +78,11 @@ class Machine {
 
   // An HBM tensor of (rows, cols) elements.
   TensorId add_tensor(std::string name, cpu::Index rows, cpu::Index cols, DType dtype);
+  // The warp store that writes tensor on a GPU: from then on its writes are booked as the
+  // sectors those stores send out of the SMs (sim::bytes_out), not as bytes of data; its
+  // DRAM bytes (and an L2's lines) stay the data. Without a call: bytes of data, as the
+  // paper counts.
+  void set_store(TensorId tensor, const WarpStore& store);
 
   // An SRAM buffer of (rows, cols) elements; role says what it holds, for error messages
   // ("the KV tile K_j"). Throws SramOverflow when it does not fit beside those resident.
@@ -169,6 +176,7 @@ class Machine {
   Bytes capacity_, in_use_ = 0, peak_ = 0;
   std::vector<TensorTraffic> tensors_;
   std::vector<cpu::Index> tensor_cols_;
+  std::vector<std::optional<WarpStore>> tensor_stores_;
   std::vector<Buffer> buffers_;
   OpCounts ops_;
   cpu::TileCounts tiles_;

@@ -6,6 +6,7 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/warp_store.hpp"
 
 #include <optional>
 #include <string>
@@ -71,6 +72,11 @@ struct Problem {
   cpu::Index score_reads = 1;  // 1: once, as the paper counts
   GemmTile score_gemm{};       // S = Q K^T, output (N, N)
   GemmTile output_gemm{};      // O = P V, output (N, d)
+  // The warp stores of a tiled kernel's epilogue (the fa2 program as the scalar or fa2
+  // kernel): O and L are then booked as the 32-byte sectors those stores send out of the
+  // SMs (warp_store.hpp). Absent: bytes of data, as the paper counts them.
+  std::optional<WarpStore> o_store{};
+  std::optional<WarpStore> l_store{};
 
   // The paper's M: the SRAM's capacity in elements of the input type.
   cpu::Index M() const { return sram_bytes / bytes_of(dtype); }

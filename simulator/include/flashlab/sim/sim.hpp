@@ -49,3 +49,4 @@
 #include "flashlab/sim/table.hpp"
 #include "flashlab/sim/trace.hpp"
 #include "flashlab/sim/units.hpp"
+#include "flashlab/sim/warp_store.hpp"

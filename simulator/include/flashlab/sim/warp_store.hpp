@@ -1,0 +1,56 @@
+// What a store leaving the SMs costs: the L1 issues a warp's store (or reduction) instruction
+// as whole 32-byte sectors, one for every sector that any of its lanes writes a byte of, and
+// Nsight Compute's l1tex__t_sectors_pipe_lsu_mem_global_op_st (and _op_red) counts exactly
+// those. So the bytes stored = 32 x (sectors touched per instruction), not the bytes of
+// data: a store of 4 bytes by each of 32 lanes spread over 8 rows writes 8 runs of 16 bytes,
+// touches 8 sectors and issues 256 bytes for 128 bytes of data. What then leaves the SM
+// (l1tex__m_l1tex2xbar_write_bytes) is that or less: some kernels' sectors are merged on the
+// way, by a rule not modelled here (docs/IO-LEVELS.md).
+//
+//   sim::WarpStore pattern{.bytes_per_thread = 4, .threads = 32, .runs = 8};
+//   sim::bytes_out(pattern, 1024);   // 2048: eight instructions of 8 sectors each
+//
+// The kernels' own patterns are facts of each kernel (flashlab/gpu/kernel_info.hpp), handed
+// to the mirrors by their callers; this file only knows sectors.
+#pragma once
+
+#include "flashlab/sim/dtype.hpp"
+
+namespace flashlab::sim {
+
+// The unit the L1 and the L2 exchange, and DRAM moves (the grid model's L2 counts in it too).
+inline constexpr Bytes kSectorBytes = 32;
+
+// One warp-level store instruction: `threads` active lanes write `bytes_per_thread` bytes
+// each, and their bytes fall in `runs` runs of contiguous bytes of equal length (a run per
+// row of the tensor the lanes write, or one run when the lanes write consecutive
+// addresses). Each run starts on a sector boundary unless an offset is given.
+struct WarpStore {
+  int bytes_per_thread = 16;
+  int threads = 32;
+  int runs = 1;
+
+  Bytes run_bytes() const { return Bytes{bytes_per_thread} * threads / runs; }
+  Bytes data_bytes() const { return Bytes{bytes_per_thread} * threads; }
+};
+
+// Throws cpu::InvalidArgument, saying what would be right, unless 1 <= bytes_per_thread
+// <= 16 (a lane stores at most a 16-byte vector), 1 <= threads <= 32, 1 <= runs <= threads
+// and runs divides threads.
+void check(const WarpStore& store);
+
+// The sectors that `bytes` contiguous bytes touch when they start `offset` bytes past a
+// sector boundary (offset taken modulo 32): ceil((offset % 32 + bytes) / 32); 0 for none.
+Bytes sectors_touched(Bytes offset, Bytes bytes);
+
+// The sectors one instruction of the pattern touches, every run starting `offset` bytes past
+// a sector boundary: runs x sectors_touched(offset, run_bytes).
+Bytes sectors_touched(const WarpStore& store, Bytes offset = 0);
+
+// Bytes out of the SMs for `data` bytes stored as consecutive runs of the pattern from a
+// sector boundary on (whole rows of a tile, or a tile's stretch of a vector such as L): 32
+// bytes per sector of each whole run, and the sectors of the partial run at the end (the
+// lanes past the last row store nothing).
+Bytes bytes_out(const WarpStore& store, Bytes data);
+
+}  // namespace flashlab::sim
