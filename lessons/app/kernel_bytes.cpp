@@ -71,10 +71,11 @@ std::string predicted_text(const Prediction& p) {
                      bytes_text(p.dram_written()), dirty);
 }
 
-std::string measured_text(const NcuOutcome& o) {
+std::string measured_text(const NcuOutcome& o, bool tma_stores) {
   if (!o.bytes) return o.message;
   const auto& m = *o.bytes;
-  const auto merged = m.merge_ratio();
+  // TMA stores leave the SMs beside the store sectors: out over issued is then no merge.
+  const auto merged = tma_stores ? std::nullopt : m.merge_ratio();
   return fmt::format(
       "SMs read {}; store sectors issued {}, out of the SMs {}{}; L2 {}; DRAM {} read, {} "
       "written",

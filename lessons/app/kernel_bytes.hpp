@@ -26,7 +26,9 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu);
 std::string predicted_text(const Prediction& p);
 // "SMs read ...; store sectors issued ..., out of the SMs ... (0.52 of them); L2 ...; DRAM
 // ... read, ... written", or why nothing was measured.
-std::string measured_text(const NcuOutcome& o);
+// tma_stores: the kernel also writes by TMA stores, so out of the SMs over the store sectors
+// issued is no merge ratio and is not shown.
+std::string measured_text(const NcuOutcome& o, bool tma_stores = false);
 // measured / predicted to three decimals, or "-" when either is missing.
 std::string ratio_text(std::optional<double> measured, double predicted);
 // "read 1.000, stores 1.000": into the SMs, and the store sectors the L1 issued against the

@@ -1,4 +1,5 @@
 // The parser of Nsight Compute's --csv output: metrics summed over kernels, units converted.
+#include "app/kernel_bytes.hpp"
 #include "gpu_bridge/ncu_bytes.hpp"
 
 #include <doctest/doctest.h>
@@ -99,4 +100,25 @@ TEST_CASE("ncu metrics: each name once, the sector counters in sectors and the r
     CHECK((kNcuMetrics[a].unit == NcuUnit::sectors) == (name.find("_sectors_") != name.npos));
     for (std::size_t b = a + 1; b < std::size(kNcuMetrics); ++b) CHECK(name != kNcuMetrics[b].name);
   }
+}
+
+TEST_CASE("compare's measured text and ratios: the merge shown for store sectors, not beside TMA") {
+  using flashlab::app::MeasuredBytes;
+  using flashlab::app::NcuOutcome;
+  // fa2-like: 32 MiB of store sectors issued, 18 MiB left the SMs (merged); fa3-like: 256 KiB
+  // of sectors (L) and 16.25 MiB out, O's 16 MiB by TMA stores beside them.
+  const double MiB = 1024.0 * 1024.0;
+  const NcuOutcome fa2{MeasuredBytes{.sm_read = 1024 * MiB, .stores_issued = 32 * MiB,
+                                     .sm_written = 18 * MiB}, ""};
+  const NcuOutcome fa3{MeasuredBytes{.sm_read = 1024 * MiB, .stores_issued = 0.25 * MiB,
+                                     .sm_written = 16.25 * MiB}, ""};
+  CHECK(flashlab::app::measured_text(fa2).find("(0.56 of them)") != std::string::npos);
+  CHECK(flashlab::app::measured_text(fa3, /*tma_stores=*/true).find("of them") ==
+        std::string::npos);
+  // read, stores (the prediction's writes less its TMA stores), out (all its writes).
+  CHECK(flashlab::app::ratios_text(fa3, 1024 * MiB, 0.25 * MiB, 16.25 * MiB) ==
+        "read 1.000, stores 1.000, out 1.000");
+  CHECK(flashlab::app::ratios_text(fa2, 1024 * MiB, 32 * MiB, 32 * MiB) ==
+        "read 1.000, stores 1.000, out 0.562");
+  CHECK(flashlab::app::ratios_text(NcuOutcome{std::nullopt, "no ncu"}, 1, 1, 1) == "-");
 }
