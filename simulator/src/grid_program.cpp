@@ -183,9 +183,12 @@ class GridRun {
   }
 
   Index rows_of(Index tile, Index B) const { return std::min(B, p_.N - tile * B); }
-  Index head_of(Index block) const { return block / p_.query_tiles(); }
-  // The query tile block b runs: causal kernels run the longest rows first.
+  Index head_of(Index block) const {
+    return p_.order ? p_.order(block).head : block / p_.query_tiles();
+  }
+  // The query tile block b runs: in grid order, causal kernels run the longest rows first.
   Index query_tile_of(Index block) const {
+    if (p_.order) return p_.order(block).tile;
     const Index x = block % p_.query_tiles();
     return p_.causal == cpu::Causal::none ? x : p_.query_tiles() - 1 - x;
   }
@@ -278,6 +281,29 @@ void check_range(std::string_view what, Index value, Index lo, Index hi, std::st
         fmt::format("{} = {}: give {} to {} ({})", what, value, lo, hi, why));
 }
 
+// A kernel's own order must give every (head, query tile) to exactly one block.
+void check_order(const GridProblem& p) {
+  constexpr Index kMaxChecked = Index{1} << 24;  // blocks whose order is checked one by one
+  const Index blocks = p.blocks(), tiles = p.query_tiles();
+  if (blocks > kMaxChecked) return;
+  std::vector<bool> taken(static_cast<std::size_t>(blocks), false);
+  for (Index b = 0; b < blocks; ++b) {
+    const BlockTile w = p.order(b);
+    if (w.head < 0 || w.head >= p.heads || w.tile < 0 || w.tile >= tiles)
+      throw cpu::InvalidArgument(fmt::format(
+          "the grid's order gives block {} head {}, query tile {}: give heads 0 to {} and "
+          "query tiles 0 to {}",
+          b, w.head, w.tile, p.heads - 1, tiles - 1));
+    const auto at = static_cast<std::size_t>(w.head * tiles + w.tile);
+    if (taken[at])
+      throw cpu::InvalidArgument(fmt::format(
+          "the grid's order gives head {}, query tile {} to two blocks (the second is block "
+          "{}): give each (head, query tile) to one block",
+          w.head, w.tile, b));
+    taken[at] = true;
+  }
+}
+
 }  // namespace
 
 Index GridProblem::resident_blocks() const {
@@ -325,6 +351,7 @@ void check(const GridProblem& p) {
   if (p.causal == cpu::Causal::bottom_right)
     throw cpu::InvalidArgument(
         "the grid model runs N_q = N_k, where causal is top-left: give none or top_left");
+  if (p.order) check_order(p);
 }
 
 std::string_view to_string(L2Replacement replacement) {

@@ -65,6 +65,10 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
     throw cpu::InvalidArgument(
         "the L2 crossover's closed form is the non-causal grid's: give causal none, or run "
         "the causal grid through run_grid");
+  if (problem.order)
+    throw cpu::InvalidArgument(
+        "the L2 crossover's closed form is for blocks in grid order: run a kernel's own order "
+        "through run_grid");
   GridProblem p = problem;
   p.N = 1;
   check(p);

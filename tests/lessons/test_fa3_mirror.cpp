@@ -6,6 +6,8 @@
 #include "run_flashlab.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/gpu/tile_schedule.hpp"
+#include "flashlab/sim/grid.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/core.h>
@@ -87,4 +89,35 @@ TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be n
   REQUIRE(square.status == 0);
   CHECK(contains(square.output, "simulator: fa3 (Br "));
   CHECK(!contains(square.output, "not modelled"));
+}
+
+TEST_CASE("fa3 prediction: the grid runs fa3's own tile order, not the grid order") {
+  // 16 heads of N = 4096, d = 128 (ANCHORS.md's measured shape): fa3's scheduler puts as many
+  // heads in a section as half the L2 holds K and V of, the head varying fastest. The
+  // prediction's grid must be that order's run, and here the two orders differ.
+  const app::KernelRun run{.kernel = "fa3", .n = 4096, .d = 128, .heads = 16};
+  const app::Prediction p = app::predict(run);
+  REQUIRE(p.grid);
+  CHECK(!p.crossover);  // the crossover's closed form is for grid order
+  const sim::HardwareProfile& gpu = app::target_profile();
+  const k::TileOrder order =
+      k::make_tile_order(1, 16, 16, 4096, 4096, 128, 2, false, gpu.l2_bytes);
+  sim::GridProblem g{.N = 4096,
+                     .d = 128,
+                     .heads = 16,
+                     .Br = k::kBr,
+                     .Bc = k::kBc,
+                     .blocks_per_sm = 1,
+                     .sm_count = gpu.sm_count,
+                     .l2_bytes = gpu.l2_bytes,
+                     .l2_partitions = gpu.l2_partitions};
+  const sim::GridReport grid_order = sim::run_grid(g);
+  g.order = [order](app::Index b) {
+    const k::WorkItem w = k::work_item(order, b);
+    return sim::BlockTile{w.h, w.tile};
+  };
+  const sim::GridReport fa3_order = sim::run_grid(g);
+  CHECK(p.grid->dram_read() == fa3_order.dram_read());
+  CHECK(p.grid->dram_written() == fa3_order.dram_written());
+  CHECK(fa3_order.dram_read() != grid_order.dram_read());
 }

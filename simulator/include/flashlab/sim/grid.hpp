@@ -5,7 +5,10 @@
 // blockIdx.x is the query tile, y the head, z the batch; heads here counts batch x heads).
 // A causal kernel runs query tile Tr - 1 - x at blockIdx.x = x, longest first. R =
 // sm_count x blocks_per_sm blocks are resident at once; the block scheduler hands out block
-// ids in increasing order as slots free, so blocks start in waves, in grid order. The
+// ids in increasing order as slots free, so blocks start in waves, in grid order. (A kernel
+// with a scheduler of its own, fa3's, gives its (head, query tile) per block instead:
+// GridProblem::order. Its persistent blocks take items k, k + R, ..., which with items of
+// equal length is the same as slots freeing in item order.) The
 // resident blocks advance together, one KV step at a time: in each step every resident
 // block, in block-id order, loads K_j and then V_j of its KV head (a round-robin
 // interleaving of their accesses). A block loads Q_i when it starts and stores O_i and L_i
@@ -108,6 +111,11 @@ enum class GridSchedule {
 };
 std::string_view to_string(GridSchedule schedule);
 
+// The work of one block of the grid: a query tile of one head.
+struct BlockTile {
+  cpu::Index head = 0, tile = 0;
+};
+
 struct GridProblem {
   cpu::Index N = 1024;  // queries and keys per head
   cpu::Index d = 128;   // head dimension
@@ -128,6 +136,11 @@ struct GridProblem {
   double block_time_spread = 0;
   // The Philox key of the drift schedule's block times and of random replacement's victims.
   std::uint64_t seed = 0;
+  // Which (head, query tile) block b runs. Empty: grid order, a head's query tiles one after
+  // the other (FlashAttention-2's grid; under the causal mask the last tile first). Else the
+  // kernel's own order (fa3's tile scheduler, flashlab/gpu/tile_schedule.hpp, handed in by
+  // the caller), a one-to-one map of 0 .. blocks() - 1 onto the heads' tiles.
+  std::function<BlockTile(cpu::Index block)> order{};
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
