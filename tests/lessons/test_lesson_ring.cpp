@@ -79,8 +79,9 @@ TEST_CASE("lesson 16: the slice sent and the N per rank from which each link hid
   const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
   for (const char* link : {"nvlink-h200", "ib-ndr"}) {
     for (bool causal : {false, true}) {
-      const std::regex line(fmt::format(R"({}\s+{}\s*: the link hides from N per rank = (\d+))",
-                                        link, causal ? "causal" : "non-causal"));
+      const std::regex line(
+          fmt::format(R"({}\s+{}\s*: the link hides at every N per rank from (\d+))", link,
+                      causal ? "causal" : "non-causal"));
       std::smatch m;
       REQUIRE(std::regex_search(out, m, line));
       const long n = std::stol(m[1]);
@@ -131,7 +132,7 @@ TEST_CASE("lesson 16: the ring's backward is exact, its bytes and hiding N as co
   for (const char* link : {"nvlink-h200", "ib-ndr"}) {
     for (bool causal : {false, true}) {
       const std::regex line(fmt::format(
-          R"({}\s+{}\s*: the backward's link hides from N per rank = (\d+) \(forward: (\d+)\))",
+          R"({}\s+{}\s*: the backward's link hides at every N per rank from (\d+) \(forward: (\d+)\))",
           link, causal ? "causal" : "non-causal"));
       std::smatch m;
       REQUIRE(std::regex_search(out, m, line));
