@@ -130,9 +130,9 @@ std::optional<cpu::Index> smallest_hiding_n(const RingProblem& p,
   return n;
 }
 
-double matrix_hiding_n(double bytes_per_nd, double flops_per_n2d, const HardwareProfile& gpu,
-                       const LinkProfile& link) {
-  return bytes_per_nd * gpu.matrix_flops_per_s / (flops_per_n2d * link.bytes_per_s);
+double term_hiding_n(double sent_per_nd, double work_per_n2d, double work_per_s,
+                     const LinkProfile& link) {
+  return sent_per_nd * work_per_s / (work_per_n2d * link.bytes_per_s);
 }
 
 // Why hidden(n) is not monotone, on the H200 (F / BW = 161 FLOPs per byte) with fa2's Br =
@@ -151,19 +151,26 @@ double matrix_hiding_n(double bytes_per_nd, double flops_per_n2d, const Hardware
 // partial tile's K and V in full), so the model is right and the search is not bisection.
 std::optional<cpu::Index> hiding_n_per_rank(RingProblem p, const HardwareProfile& gpu,
                                             const LinkProfile& link) {
-  // A step sends K and V, 2 n d b bytes a head; its busiest rank computes every score of an
-  // n x n block (4 n^2 d FLOPs: S and W V), or, causal, at least half of them (a diagonal
-  // block, or zigzag's two full pairs of n / 2 rows); fa2 counts 4 d FLOPs per score of
-  // every tile it computes, masked ones included, so this bounds its count from below.
-  const double sent = 2.0 * double(bytes_of(p.dtype));
-  const double flops = p.causal == cpu::Causal::none ? 4.0 : 2.0;
+  // A step sends K and V, 2 n d b bytes a head. Its busiest rank computes every score of an
+  // n x n block, or, causal, at least half of them (a diagonal block, or zigzag's two full
+  // pairs of n / 2 rows): S = n^2 or n^2 / 2 scores a head. Two terms of its bound, each
+  // alone enough:
+  //   matrix: fa2 counts 4 d FLOPs per score of every tile it computes: >= 4 S d;
+  //   memory: a query tile of at most Br rows reads each key it needs once, so K and V
+  //           bring at least 2 d b S / Br bytes (non-causal: n >= Br BW / B).
+  // The walk down starts from the smaller of the two n.
+  const double b = double(bytes_of(p.dtype));
+  const double scores = p.causal == cpu::Causal::none ? 1.0 : 0.5;  // S / n^2
+  const double sure_from = std::min(
+      term_hiding_n(2 * b, 4 * scores, gpu.matrix_flops_per_s, link),
+      term_hiding_n(2 * b, 2 * b * scores / double(p.tiles.Br), gpu.hbm_bytes_per_s, link));
   return smallest_hiding_n(
       p,
       [&](cpu::Index n) {
         p.n_per_rank = n;
         return simulate_ring(p, gpu, link).link_hidden();
       },
-      matrix_hiding_n(sent, flops, gpu, link));
+      sure_from);
 }
 
 }  // namespace flashlab::sim

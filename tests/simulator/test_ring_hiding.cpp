@@ -72,7 +72,7 @@ TEST_CASE("the term that jumps: a diagonal pair's K, V bytes, fixed within a ban
   const auto& gpu = sim::find_profile("h200");
   sim::RingProblem p = cli_causal_ring();
   const Index Br = p.tiles.Br;
-  for (Index c : {Index{1}, Index{17}, Br - 1, Br, Br + 1, 80 * Br + 1, 81 * Br, 81 * Br + 1}) {
+  for (Index c : {Index{2}, Index{17}, Br - 1, Br, Br + 1, 80 * Br + 1, 81 * Br, 81 * Br + 1}) {
     CAPTURE(c);
     p.n_per_rank = 2 * c;
     const auto r = sim::simulate_ring(p, gpu, sim::find_link("ib-ndr"));
@@ -117,10 +117,11 @@ TEST_CASE("smallest_hiding_n walks down from where hiding is sure, past a gap") 
             p, [](Index) { return false; }, 100.0) == 2);
 }
 
-TEST_CASE("the matrix bound the search starts from holds on every sending step") {
-  // hiding_n_per_rank starts from the n where the busiest rank's matrix FLOPs alone outlast
-  // the send: at least w n^2 d a head (forward w = 4, causal 2; backward 10, causal 5)
-  // against 2 n d b (forward) or at most 2 n d (b + 4) (backward) bytes a head.
+TEST_CASE("the bounds the search starts from hold on every sending step") {
+  // hiding_n_per_rank starts from the n where one term alone outlasts the send, 2 n d b bytes
+  // a head: the busiest rank's matrix FLOPs, at least 4 S d a head, or its kernels' HBM bytes,
+  // at least 2 d b S / Br (S = n^2 scores, causal n^2 / 2). The backward's: at least 10 S d
+  // FLOPs against at most 2 n d (b + 4) bytes sent.
   const auto& gpu = sim::find_profile("h200");
   const auto& link = sim::find_link("ib-ndr");
   const auto f = backward_facts();
@@ -128,7 +129,7 @@ TEST_CASE("the matrix bound the search starts from holds on every sending step")
   for (Index P : {2, 3, 4, 8}) {
     for (auto layout : {cpu::RingLayout::contiguous, cpu::RingLayout::zigzag}) {
       for (auto causal : {cpu::Causal::none, cpu::Causal::top_left}) {
-        for (Index n : {2, 18, 98, 114, 1024, 4098}) {
+        for (Index n : {2, 18, 98, 114, 256, 1024, 4098}) {
           sim::RingProblem p{.ranks = P,
                              .n_per_rank = n,
                              .d = kD,
@@ -138,38 +139,47 @@ TEST_CASE("the matrix bound the search starts from holds on every sending step")
                              .tiles = cli_causal_ring().tiles};
           CAPTURE(P);
           CAPTURE(to_string(layout));
+          CAPTURE(to_string(causal));
           CAPTURE(n);
-          const bool full = causal == cpu::Causal::none;
-          const Index n2d = n * n * kD * heads, nd = n * kD * heads;
+          // Twice the scores S a head: n^2 d non-causal, n^2 d / 2 causal.
+          const Index twice_scores = (causal == cpu::Causal::none ? 2 : 1) * n * n;
+          const Index nd = n * kD * heads;
           const auto fwd = sim::simulate_ring(p, gpu, link);
           CHECK(fwd.link_bytes_per_step == 2 * nd * b);
           const auto bwd = sim::simulate_ring_backward(p, f, gpu, link);
           for (Index s = 0; s < P; ++s) {
-            Index fwd_flops = 0, bwd_flops = 0;
+            Index fwd_flops = 0, fwd_bytes = 0, bwd_flops = 0;
             for (Index r = 0; r < P; ++r) {
               fwd_flops = std::max(fwd_flops, fwd.at(r, s).ops.matrix_flops);
+              fwd_bytes = std::max(fwd_bytes, fwd.at(r, s).kernel_bytes);
               bwd_flops = std::max(bwd_flops, bwd.at(r, s).ops.matrix_flops);
             }
             CAPTURE(s);
-            if (s + 1 < P) CHECK(fwd_flops >= (full ? 4 : 2) * n2d);
+            if (s + 1 < P) {
+              CHECK(2 * fwd_flops >= 4 * twice_scores * kD * heads);
+              CHECK(2 * fwd_bytes * p.tiles.Br >= 2 * kD * b * twice_scores * heads);
+            }
             if (bwd.link_bytes_in_step[static_cast<size_t>(s)] > 0) {
               CHECK(bwd.link_bytes_in_step[static_cast<size_t>(s)] <= 2 * nd * (b + 4));
-              CHECK(bwd_flops >= (full ? 10 : 5) * n2d);
+              CHECK(2 * bwd_flops >= 10 * twice_scores * kD * heads);
             }
           }
         }
       }
     }
   }
-  // The n those give, F / B for the forward non-causal, as ring.hpp's header says.
-  CHECK(sim::matrix_hiding_n(4, 4, gpu, link) ==
+  // The n those give: F / B for the forward's matrix term, non-causal, as ring.hpp's header
+  // says, and Br BW / B for its memory term.
+  CHECK(sim::term_hiding_n(4, 4, gpu.matrix_flops_per_s, link) ==
         doctest::Approx(gpu.matrix_flops_per_s / link.bytes_per_s));
+  CHECK(sim::term_hiding_n(4, 4.0 / 128, gpu.hbm_bytes_per_s, link) ==
+        doctest::Approx(128 * gpu.hbm_bytes_per_s / link.bytes_per_s));
 }
 
 TEST_CASE("the N per rank found hides at every larger N of the next few thousand") {
   const auto& gpu = sim::find_profile("h200");
   const auto f = backward_facts();
-  constexpr Index kAfter = 3000;  // past several bands of Br = 128 rows a chunk
+  constexpr Index kAfter = 2048;  // 16 bands of Br = 128 rows a chunk (8 in zigzag)
   for (const char* name : {"nvlink-h200", "ib-ndr"}) {
     const auto& link = sim::find_link(name);
     for (Index P : {2, 3, 8}) {

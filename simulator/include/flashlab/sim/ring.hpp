@@ -73,21 +73,22 @@ RingReport simulate_ring(const RingProblem& problem, const HardwareProfile& gpu,
 // The smallest N per rank (a multiple of 2 for zigzag) from which hidden(n) holds for EVERY
 // larger n up to 2^22. hidden() need not be monotone (tile quantisation makes the link hide,
 // stop hiding and hide again as n grows), so no bisection: `sure_from` is an n from which
-// the caller has shown that hidden(n) holds for every larger n (the matrix term alone hides
-// the link, matrix_hiding_n), and the search walks down from there, one step at a time, to
-// the last n that does not hide. none if hidden(2^22) is false. P = 1 sends nothing: the
-// smallest n.
+// the caller has shown that hidden(n) holds for every larger n (one term of the step's
+// bound alone outlasts the send there, term_hiding_n), and the search walks down from
+// there, one step at a time, to the last n that does not hide. none if hidden(2^22) is
+// false. P = 1 sends nothing: the smallest n.
 std::optional<cpu::Index> smallest_hiding_n(const RingProblem& problem,
                                             const std::function<bool(cpu::Index)>& hidden,
                                             double sure_from);
 
-// The n from which the matrix term alone hides a send: a step whose busiest rank does at
-// least flops_per_n2d n^2 d matrix FLOPs per head lasts at least that over F, and a send of
-// at most bytes_per_nd n d bytes per head lasts that over B, so from
-//   n = bytes_per_nd F / (flops_per_n2d B)
-// on every step's compute outlasts its send, whatever its HBM bytes.
-double matrix_hiding_n(double bytes_per_nd, double flops_per_n2d, const HardwareProfile& gpu,
-                       const LinkProfile& link);
+// The n from which one term of a step's roofline bound alone hides a send: a step whose
+// busiest rank does at least work_per_n2d n^2 d units of work a head (matrix FLOPs, or HBM
+// bytes) at work_per_s lasts at least that long, and a send of at most sent_per_nd n d bytes
+// a head lasts that over the link's B, so from
+//   n = sent_per_nd work_per_s / (work_per_n2d B)
+// on every step's compute outlasts its send, whatever its other terms.
+double term_hiding_n(double sent_per_nd, double work_per_n2d, double work_per_s,
+                     const LinkProfile& link);
 
 // The smallest N per rank (a multiple of 2 for zigzag) from which the link hides at every
 // step, for every larger N up to 2^22; none if it does not hide at 2^22. Not monotone below
