@@ -136,17 +136,17 @@ double term_hiding_n(double sent_per_nd, double work_per_n2d, double work_per_s,
 }
 
 // Why hidden(n) is not monotone, on the H200 (F / BW = 161 FLOPs per byte) with fa2's Br =
-// 128: a full pair of c rows moves 2 c d b bytes of K and V for each of its Tr = ceil(c / Br)
-// query tiles against 4 c^2 d FLOPs, c / Br < F / BW FLOPs per byte, so below the matrix
-// term's n a step is bound by its HBM bytes. Those jump where the query tile count does:
-// at c = k Br + 1 a new query tile of one row reads K and V again (all c keys in a full
-// pair, and in a diagonal pair too, as its last tile sees every key). Between jumps (Tr
-// fixed), a full pair's bytes grow as c, like the slice sent, but a diagonal pair's K and V
-// are 2 d b (Br Tr (Tr - 1) / 2 + c): a part fixed for the whole band plus c, so the step
-// grows more slowly than the send and can fall behind it before the next tile arrives.
-// Causal zigzag on IB, P = 2, d = 128 (step 0: one full pair and two diagonal pairs of
-// c = n / 2 rows): hidden at n = 20482 (c = 80 Br + 1, just past a jump) up to 20490, not
-// from 20492 to 20736 (c = 81 Br, the band's end), hidden for every n from 20738 (c = 81 Br
+// 128, Bc = 64: a full pair of c rows moves 2 c d b bytes of K and V for each of its
+// Tr = ceil(c / Br) query tiles against 4 c^2 d FLOPs, about Br = 128 FLOPs per byte in bf16,
+// fewer than F / BW, so below the matrix term's n a step is bound by its HBM bytes. Those jump
+// where the query tile count does: at c = k Br + 1 a new query tile of one row reads K and V again
+// (all c keys in a full pair, and in a diagonal pair too, as its last tile sees every key). Between
+// jumps (Tr fixed), a full pair's bytes grow as c, like the slice sent, but a diagonal pair's K and
+// V are 2 d b (Br Tr (Tr - 1) / 2 + c): a part fixed for the whole band plus c, so the step grows
+// more slowly than the send and can fall behind it before the next tile arrives. Causal zigzag on
+// IB, P = 2, d = 128 (step 0: one full pair and two diagonal pairs of c = n / 2 rows): hidden at n
+// = 20482 (c = 80 Br + 1, just past a jump) up to 20490, not from 20492 to 20736 (c = 81 Br, the
+// band's end), hidden for every n from 20738 (c = 81 Br
 // + 1: the next jump, 6 c d b bytes at once). The tiles are real (the kernel reads a
 // partial tile's K and V in full), so the model is right and the search is not bisection.
 std::optional<cpu::Index> hiding_n_per_rank(RingProblem p, const HardwareProfile& gpu,

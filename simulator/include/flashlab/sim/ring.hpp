@@ -9,7 +9,7 @@
 // n on: non-causal, t_compute >= 4 n^2 d / F and t_link = 4 n d / B (bf16) give n >= F / B;
 // causal, each step's busiest rank does at least half that work, so n >= 2 F / B.
 // Below that n the step's bound is often its HBM bytes, and those are quantised by the
-// tiles: whether the link hides need not be monotone in n (see hiding_n_per_rank).
+// tiles: whether the link hides need not be monotone in n (ring.cpp says which term jumps).
 #pragma once
 
 #include "flashlab/cpu/ring_schedule.hpp"
