@@ -189,7 +189,7 @@ void overlap(LessonContext& ctx) {
     for (auto causal : {cpu::Causal::none, cpu::Causal::top_left}) {
       p.causal = causal;
       const auto n = sim::hiding_n_per_rank(p, h200, sim::find_link(link));
-      ctx.print("{:<12} {:<10}: the link hides from N per rank = {}\n", link,
+      ctx.print("{:<12} {:<10}: the link hides at every N per rank from {}\n", link,
                 causal == cpu::Causal::none ? "non-causal" : "causal",
                 n ? fmt::format("{}", *n) : std::string("(never, up to 2^22)"));
     }
@@ -200,6 +200,9 @@ void overlap(LessonContext& ctx) {
       "as N, not N^2, so a link 9 times slower needs far more than 9 times the N. The bound\n"
       "is a lower bound on a step's time, so a real kernel, slower than the bound, hides the\n"
       "link from a smaller N still.\n"
+      "\"From\" means from there on: below it the link may hide at one N and not at a larger\n"
+      "one. A step's bytes jump where its count of query tiles, ceil(rows / Br), does (the new\n"
+      "tile reads K and V again), then grow more slowly than the slice until the next jump.\n"
       "On a GPU: bench/gpu/ring_attention.py runs this ring with flashlab's kernel, P ranks\n"
       "through NCCL (torchrun) or emulated as streams on one GPU (--emulate P).\n\n");
 }
@@ -301,9 +304,10 @@ void backward_overlap(LessonContext& ctx) {
       const auto text = [](const std::optional<Index>& n) {
         return n ? fmt::format("{}", *n) : std::string("(never, up to 2^22)");
       };
-      ctx.print("{:<12} {:<10}: the backward's link hides from N per rank = {} (forward: {})\n",
-                link, causal == cpu::Causal::none ? "non-causal" : "causal", text(backward),
-                text(forward));
+      ctx.print(
+          "{:<12} {:<10}: the backward's link hides at every N per rank from {} (forward: {})\n",
+          link, causal == cpu::Causal::none ? "non-causal" : "causal", text(backward),
+          text(forward));
       const Index never = Index{1} << 23;
       const Index b = backward.value_or(never), f = forward.value_or(never);
       ++(b < f ? sooner : b == f ? same : later);

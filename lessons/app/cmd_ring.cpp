@@ -17,6 +17,8 @@
 #include <fmt/core.h>
 
 #include <iostream>
+#include <optional>
+#include <string>
 
 namespace flashlab::app {
 
@@ -76,6 +78,15 @@ void print_rank_totals(const Report& r, cpu::Index ranks, const char* extra_name
   table.print(std::cout, style, 0);
 }
 
+// A line for an N that hides although it is below the N from which every N hides: the
+// step's HBM bytes jump where its query tile count does (sim/ring.cpp says which term).
+std::string below_hiding_n(bool hidden, cpu::Index n, const std::optional<cpu::Index>& from) {
+  if (!hidden || (from && n >= *from)) return "";
+  return "It hides at this N but not at every larger one: a step's HBM bytes jump where its "
+         "count of query tiles (ceil(rows / Br)) does, and fall behind the send before the next "
+         "jump.\n";
+}
+
 void ring_forward(const RingArgs& a, const sim::RingProblem& p, const sim::HardwareProfile& gpu,
                   const sim::LinkProfile& link) {
   const sim::RingReport r = sim::simulate_ring(p, gpu, link);
@@ -102,10 +113,11 @@ void ring_forward(const RingArgs& a, const sim::RingProblem& p, const sim::Hardw
   steps.print(std::cout, style, 0);
   const auto hides = sim::hiding_n_per_rank(p, gpu, link);
   std::cout << fmt::format(
-      "\nThe ring takes {:.1f} us (a lower bound). The send {} at this N; it hides from N per "
-      "rank = {}.\n",
+      "\nThe ring takes {:.1f} us (a lower bound). The send {} at this N; it hides at every N "
+      "per rank from {}.\n{}",
       r.seconds() * 1e6, r.link_hidden() ? "hides at every step" : "does not hide",
-      hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"));
+      hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"),
+      below_hiding_n(r.link_hidden(), p.n_per_rank, hides));
 }
 
 // The backward each pair of chunks runs: flashlab's GPU backward, from its description.
@@ -154,9 +166,10 @@ void ring_backward(const RingArgs& a, const sim::RingProblem& p,
   std::cout << fmt::format(
       "\nAfter the last step the dK, dV accumulators go home and are added: {:.1f} us that "
       "nothing hides.\nThe ring backward takes {:.1f} us (a lower bound). The sends {} at this "
-      "N; they hide from N per rank = {}.\n",
+      "N; they hide at every N per rank from {}.\n{}",
       r.tail_s * 1e6, r.seconds() * 1e6, r.link_hidden() ? "hide at every step" : "do not hide",
-      hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"));
+      hides ? fmt::format("{}", *hides) : std::string("(never, up to 2^22)"),
+      below_hiding_n(r.link_hidden(), p.n_per_rank, hides));
 }
 
 void ring(const RingArgs& a) {

@@ -4,6 +4,7 @@
 #include "flashlab/sim/simulate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -114,29 +115,62 @@ RingReport simulate_ring(const RingProblem& p, const HardwareProfile& gpu,
 }
 
 std::optional<cpu::Index> smallest_hiding_n(const RingProblem& p,
-                                            const std::function<bool(cpu::Index)>& hidden) {
+                                            const std::function<bool(cpu::Index)>& hidden,
+                                            double sure_from) {
   const cpu::Index step = p.layout == cpu::RingLayout::zigzag ? 2 : 1;
   if (p.ranks == 1) return step;  // nothing is sent
-  cpu::Index lo = 0, hi = step;   // hidden(lo) is false (or lo = 0), hidden(hi) is tested
-  while (!hidden(hi)) {
-    if (hi > kMaxPairN / 2) return std::nullopt;
-    lo = hi;
-    hi *= 2;
-  }
-  while (hi - lo > step) {  // hidden() grows with n: compute as n^2, the slice as n
-    const cpu::Index mid = (lo + hi) / 2 / step * step;
-    if (mid <= lo) break;
-    (hidden(mid) ? hi : lo) = mid;
-  }
-  return hi;
+  const cpu::Index top = kMaxPairN / step * step;
+  // The first multiple of step at or above sure_from, or the search's bound.
+  cpu::Index n =
+      sure_from >= double(top)
+          ? top
+          : std::max(step, static_cast<cpu::Index>(std::ceil(sure_from / double(step))) * step);
+  if (!hidden(n)) return std::nullopt;
+  while (n > step && hidden(n - step)) n -= step;
+  return n;
 }
 
+double term_hiding_n(double sent_per_nd, double work_per_n2d, double work_per_s,
+                     const LinkProfile& link) {
+  return sent_per_nd * work_per_s / (work_per_n2d * link.bytes_per_s);
+}
+
+// Why hidden(n) is not monotone, on the H200 (F / BW = 161 FLOPs per byte) with fa2's Br =
+// 128, Bc = 64: a full pair of c rows moves 2 c d b bytes of K and V for each of its
+// Tr = ceil(c / Br) query tiles against 4 c^2 d FLOPs, about Br = 128 FLOPs per byte in bf16,
+// fewer than F / BW, so below the matrix term's n a step is bound by its HBM bytes. Those jump
+// where the query tile count does: at c = k Br + 1 a new query tile of one row reads K and V again
+// (all c keys in a full pair, and in a diagonal pair too, as its last tile sees every key). Between
+// jumps (Tr fixed), a full pair's bytes grow as c, like the slice sent, but a diagonal pair's K and
+// V are 2 d b (Br Tr (Tr - 1) / 2 + c): a part fixed for the whole band plus c, so the step grows
+// more slowly than the send and can fall behind it before the next tile arrives. Causal zigzag on
+// IB, P = 2, d = 128 (step 0: one full pair and two diagonal pairs of c = n / 2 rows): hidden at n
+// = 20482 (c = 80 Br + 1, just past a jump) up to 20490, not from 20492 to 20736 (c = 81 Br, the
+// band's end), hidden for every n from 20738 (c = 81 Br
+// + 1: the next jump, 6 c d b bytes at once). The tiles are real (the kernel reads a
+// partial tile's K and V in full), so the model is right and the search is not bisection.
 std::optional<cpu::Index> hiding_n_per_rank(RingProblem p, const HardwareProfile& gpu,
                                             const LinkProfile& link) {
-  return smallest_hiding_n(p, [&](cpu::Index n) {
-    p.n_per_rank = n;
-    return simulate_ring(p, gpu, link).link_hidden();
-  });
+  // A step sends K and V, 2 n d b bytes a head. Its busiest rank computes every score of an
+  // n x n block, or, causal, at least half of them (a diagonal block, or zigzag's two full
+  // pairs of n / 2 rows): S = n^2 or n^2 / 2 scores a head. Two terms of its bound, each
+  // alone enough:
+  //   matrix: fa2 counts 4 d FLOPs per score of every tile it computes: >= 4 S d;
+  //   memory: a query tile of at most Br rows reads each key it needs once, so K and V
+  //           bring at least 2 d b S / Br bytes (non-causal: n >= Br BW / B).
+  // The walk down starts from the smaller of the two n.
+  const double b = double(bytes_of(p.dtype));
+  const double scores = p.causal == cpu::Causal::none ? 1.0 : 0.5;  // S / n^2
+  const double sure_from = std::min(
+      term_hiding_n(2 * b, 4 * scores, gpu.matrix_flops_per_s, link),
+      term_hiding_n(2 * b, 2 * b * scores / double(p.tiles.Br), gpu.hbm_bytes_per_s, link));
+  return smallest_hiding_n(
+      p,
+      [&](cpu::Index n) {
+        p.n_per_rank = n;
+        return simulate_ring(p, gpu, link).link_hidden();
+      },
+      sure_from);
 }
 
 }  // namespace flashlab::sim

@@ -123,10 +123,20 @@ std::optional<cpu::Index> hiding_n_per_rank_backward(RingProblem p,
                                                      const BackwardKernelFacts& facts,
                                                      const HardwareProfile& gpu,
                                                      const LinkProfile& link) {
-  return smallest_hiding_n(p, [&](cpu::Index n) {
-    p.n_per_rank = n;
-    return simulate_ring_backward(p, facts, gpu, link).link_hidden();
-  });
+  // A step sends at most a K/V slice and an accumulator, 2 n d (b + f) bytes a head; its
+  // busiest rank computes every score of an n x n block, or, causal, at least half of them
+  // (ring.cpp's argument), and the mirror counts at least five products of 2 d FLOPs per
+  // score it computes (S, dP, dV, dK, dQ): 10 n^2 d, or 5 n^2 d. (The backward's count is
+  // a closed form, so the walk down from this matrix term's n is quick.)
+  const double sent = 2.0 * double(bytes_of(p.dtype) + kFp32);
+  const double flops = p.causal == cpu::Causal::none ? 10.0 : 5.0;
+  return smallest_hiding_n(
+      p,
+      [&](cpu::Index n) {
+        p.n_per_rank = n;
+        return simulate_ring_backward(p, facts, gpu, link).link_hidden();
+      },
+      term_hiding_n(sent, flops, gpu.matrix_flops_per_s, link));
 }
 
 }  // namespace flashlab::sim

@@ -79,8 +79,9 @@ TEST_CASE("lesson 16: the slice sent and the N per rank from which each link hid
   const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
   for (const char* link : {"nvlink-h200", "ib-ndr"}) {
     for (bool causal : {false, true}) {
-      const std::regex line(fmt::format(R"({}\s+{}\s*: the link hides from N per rank = (\d+))",
-                                        link, causal ? "causal" : "non-causal"));
+      const std::regex line(
+          fmt::format(R"({}\s+{}\s*: the link hides at every N per rank from (\d+))", link,
+                      causal ? "causal" : "non-causal"));
       std::smatch m;
       REQUIRE(std::regex_search(out, m, line));
       const long n = std::stol(m[1]);
@@ -98,6 +99,13 @@ TEST_CASE("lesson 16: the slice sent and the N per rank from which each link hid
       CHECK(flashlab::sim::simulate_ring(p, h200, l).link_hidden());
       p.n_per_rank = n - 2;
       CHECK_FALSE(flashlab::sim::simulate_ring(p, h200, l).link_hidden());
+      // "From" means at every larger N: the next few bands of Br rows a chunk hide too.
+      int misses = 0;
+      for (long next = n; next <= n + 1024; next += 2) {
+        p.n_per_rank = next;
+        misses += !flashlab::sim::simulate_ring(p, h200, l).link_hidden();
+      }
+      CHECK(misses == 0);
       // Never above the matrix term's closed form: 4 n^2 d flops (half when causal) per
       // step against 4 n d bytes on the link.
       CHECK(n <= (causal ? 2 : 1) * h200.matrix_flops_per_s / l.bytes_per_s + 2);
@@ -131,7 +139,7 @@ TEST_CASE("lesson 16: the ring's backward is exact, its bytes and hiding N as co
   for (const char* link : {"nvlink-h200", "ib-ndr"}) {
     for (bool causal : {false, true}) {
       const std::regex line(fmt::format(
-          R"({}\s+{}\s*: the backward's link hides from N per rank = (\d+) \(forward: (\d+)\))",
+          R"({}\s+{}\s*: the backward's link hides at every N per rank from (\d+) \(forward: (\d+)\))",
           link, causal ? "causal" : "non-causal"));
       std::smatch m;
       REQUIRE(std::regex_search(out, m, line));
@@ -151,6 +159,12 @@ TEST_CASE("lesson 16: the ring's backward is exact, its bytes and hiding N as co
         p.n_per_rank = n - 2;
         CHECK_FALSE(flashlab::sim::simulate_ring_backward(p, facts, h200, l).link_hidden());
       }
+      int misses = 0;  // and at every larger N of the next thousand
+      for (long next = n; next <= n + 1024; next += 2) {
+        p.n_per_rank = next;
+        misses += !flashlab::sim::simulate_ring_backward(p, facts, h200, l).link_hidden();
+      }
+      CHECK(misses == 0);
       ++(n < n_forward ? sooner : n == n_forward ? same : later);
       // Never above the matrix term's bound: 10 n^2 d FLOPs a step (half when causal)
       // against at most 2 n d (2 + 4) bytes on the link.

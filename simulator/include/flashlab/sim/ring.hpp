@@ -7,7 +7,9 @@
 // the last):   link bytes = (P - 1) * 2 * n * d * bytes(dtype) * heads,   n = N per rank.
 // Per step, compute grows as n^2 d and the slice sent as n d, so the link hides from some
 // n on: non-causal, t_compute >= 4 n^2 d / F and t_link = 4 n d / B (bf16) give n >= F / B;
-// causal with zigzag, each step does half that work, so n >= 2 F / B.
+// causal, each step's busiest rank does at least half that work, so n >= 2 F / B.
+// Below that n the step's bound is often its HBM bytes, and those are quantised by the
+// tiles: whether the link hides need not be monotone in n (ring.cpp says which term jumps).
 #pragma once
 
 #include "flashlab/cpu/ring_schedule.hpp"
@@ -68,14 +70,29 @@ void check_ring(const RingProblem& problem);
 RingReport simulate_ring(const RingProblem& problem, const HardwareProfile& gpu,
                          const LinkProfile& link);
 
-// The smallest N per rank (a multiple of 2 for zigzag) at which hidden(n) holds, searched
-// up to 2^22 for a hidden() that stays true from some n on (compute grows as n^2, what is
-// sent as n); none if it never holds there. P = 1 sends nothing: the smallest n.
+// The smallest N per rank (a multiple of 2 for zigzag) from which hidden(n) holds for EVERY
+// larger n up to 2^22. hidden() need not be monotone (tile quantisation makes the link hide,
+// stop hiding and hide again as n grows), so no bisection: `sure_from` is an n from which
+// the caller has shown that hidden(n) holds for every larger n (one term of the step's
+// bound alone outlasts the send there, term_hiding_n), and the search walks down from
+// there, one step at a time, to the last n that does not hide. none if hidden(2^22) is
+// false. P = 1 sends nothing: the smallest n.
 std::optional<cpu::Index> smallest_hiding_n(const RingProblem& problem,
-                                            const std::function<bool(cpu::Index)>& hidden);
+                                            const std::function<bool(cpu::Index)>& hidden,
+                                            double sure_from);
+
+// The n from which one term of a step's roofline bound alone hides a send: a step whose
+// busiest rank does at least work_per_n2d n^2 d units of work a head (matrix FLOPs, or HBM
+// bytes) at work_per_s lasts at least that long, and a send of at most sent_per_nd n d bytes
+// a head lasts that over the link's B, so from
+//   n = sent_per_nd work_per_s / (work_per_n2d B)
+// on every step's compute outlasts its send, whatever its other terms.
+double term_hiding_n(double sent_per_nd, double work_per_n2d, double work_per_s,
+                     const LinkProfile& link);
 
 // The smallest N per rank (a multiple of 2 for zigzag) from which the link hides at every
-// step, searched up to 2^22; none if it never does there.
+// step, for every larger N up to 2^22; none if it does not hide at 2^22. Not monotone below
+// it: see ring.cpp for the term that jumps.
 std::optional<cpu::Index> hiding_n_per_rank(RingProblem problem, const HardwareProfile& gpu,
                                             const LinkProfile& link);
 

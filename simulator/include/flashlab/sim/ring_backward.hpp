@@ -66,7 +66,8 @@ RingBackwardReport simulate_ring_backward(const RingProblem& problem,
                                           const HardwareProfile& gpu, const LinkProfile& link);
 
 // The smallest N per rank (a multiple of 2 for zigzag) from which the backward's link hides
-// at every step, searched up to 2^22; none if it never does there.
+// at every step, for every larger N up to 2^22 (smallest_hiding_n); none if it does not
+// hide at 2^22.
 std::optional<cpu::Index> hiding_n_per_rank_backward(RingProblem problem,
                                                      const BackwardKernelFacts& facts,
                                                      const HardwareProfile& gpu,
