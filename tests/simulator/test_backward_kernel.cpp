@@ -7,6 +7,8 @@
 #include "flashlab/sim/backward_kernel.hpp"
 
 #include <doctest/doctest.h>
+
+#include <initializer_list>
 #include <fmt/core.h>
 
 #include <chrono>
@@ -85,21 +87,30 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   CHECK(r.ops.sum == passes * Hq * x.A + Hq * s.n_q * d + (f.deterministic ? 0 : Hq * x.QR * d));
 }
 
+// Every (N_q, N_k) of the awkward lengths under each of `causals`: 2 batch entries of 4
+// query heads over 2 KV heads, d = 64.
+template <class F>
+void for_awkward_shapes(std::initializer_list<cpu::Causal> causals, F&& f) {
+  const Index lengths[] = {1, 17, 97, 113, 256};
+  for (const auto causal : causals)
+    for (const Index n_q : lengths)
+      for (const Index n_k : lengths)
+        f(BackwardShape{.batch = 2,
+                        .heads_q = 4,
+                        .heads_kv = 2,
+                        .n_q = n_q,
+                        .n_k = n_k,
+                        .d = 64,
+                        .causal = causal});
+}
+
 }  // namespace
 
 TEST_CASE("backward mirror: every tensor and the work match the closed form on awkward shapes") {
-  const Index lengths[] = {1, 17, 97, 113, 256};
   for (const bool deterministic : {false, true})
-    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
-      for (const Index n_q : lengths)
-        for (const Index n_k : lengths) {
-          const BackwardShape s{.batch = 2,
-                                .heads_q = 4,
-                                .heads_kv = 2,
-                                .n_q = n_q,
-                                .n_k = n_k,
-                                .d = 64,
-                                .causal = causal};
+    for_awkward_shapes(
+        {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right},
+        [&](const BackwardShape& s) {
           check_closed_form(
               s, {.Br = 64, .Bc = 32, .dtype = DType::bf16, .deterministic = deterministic});
           check_closed_form(
@@ -110,7 +121,7 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
                                   .dtype = DType::bf16,
                                   .skips_unseen_kv = true,
                                   .main_kernel = "v3"});
-        }
+        });
 }
 
 // The kernels' stores as their sources write them (kernel_info.hpp's fa2_backward::),
@@ -124,41 +135,32 @@ const BackwardStores kAsBuilt{.dk_dv = WarpStore{4, 32, 8},
                               .dq_kernel = WarpStore{4, 32, 8}};
 
 TEST_CASE("backward mirror: writes out of the SMs are the sectors of the kernels' stores") {
-  const Index lengths[] = {1, 17, 97, 113, 256};
   for (const bool deterministic : {false, true})
-    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left})
-      for (const Index n_q : lengths)
-        for (const Index n_k : lengths) {
-          const BackwardShape s{.batch = 2,
-                                .heads_q = 4,
-                                .heads_kv = 2,
-                                .n_q = n_q,
-                                .n_k = n_k,
-                                .d = 64,
-                                .causal = causal};
-          const BackwardKernelFacts f{.Br = 64,
-                                      .Bc = 128,
-                                      .dtype = DType::bf16,
-                                      .deterministic = deterministic,
-                                      .stores = kAsBuilt};
-          CAPTURE(n_q);
-          CAPTURE(n_k);
-          CAPTURE(deterministic);
-          const PassReport r = count_backward_kernel(s, f);
-          BackwardKernelFacts data = f;
-          data.stores = {};
-          const PassReport plain = count_backward_kernel(s, data);
-          const Index Hq = 8, Hkv = 4, d = 64, b = 2;
-          const Sums x = brute_force(s, f.Br, f.Bc);
-          // Reads do not change; every 16-byte row run of a fragment costs a whole sector.
-          CHECK(r.bytes_read() == plain.bytes_read());
-          CHECK(r.tensor("dK").written == 2 * Hkv * n_k * d * b);
-          CHECK(r.tensor("dV").written == 2 * Hkv * n_k * d * b);
-          CHECK(r.tensor("D").written == Hq * n_q * 32);  // 8x: a sector a row
-          CHECK(r.tensor("dQ").written == (deterministic ? 2 : 1) * Hq * n_q * d * b);
-          if (!deterministic)  // zeros and reductions: whole sectors, exactly their data
-            CHECK(r.tensor("dQ accumulator").written == Hq * (n_q + x.QR) * d * 4);
-        }
+    for_awkward_shapes({cpu::Causal::none, cpu::Causal::top_left}, [&](const BackwardShape& s) {
+      const Index n_q = s.n_q, n_k = s.n_k;
+      const BackwardKernelFacts f{.Br = 64,
+                                  .Bc = 128,
+                                  .dtype = DType::bf16,
+                                  .deterministic = deterministic,
+                                  .stores = kAsBuilt};
+      CAPTURE(n_q);
+      CAPTURE(n_k);
+      CAPTURE(deterministic);
+      const PassReport r = count_backward_kernel(s, f);
+      BackwardKernelFacts data = f;
+      data.stores = {};
+      const PassReport plain = count_backward_kernel(s, data);
+      const Index Hq = 8, Hkv = 4, d = 64, b = 2;
+      const Sums x = brute_force(s, f.Br, f.Bc);
+      // Reads do not change; every 16-byte row run of a fragment costs a whole sector.
+      CHECK(r.bytes_read() == plain.bytes_read());
+      CHECK(r.tensor("dK").written == 2 * Hkv * n_k * d * b);
+      CHECK(r.tensor("dV").written == 2 * Hkv * n_k * d * b);
+      CHECK(r.tensor("D").written == Hq * n_q * 32);  // 8x: a sector a row
+      CHECK(r.tensor("dQ").written == (deterministic ? 2 : 1) * Hq * n_q * d * b);
+      if (!deterministic)  // zeros and reductions: whole sectors, exactly their data
+        CHECK(r.tensor("dQ accumulator").written == Hq * (n_q + x.QR) * d * 4);
+    });
 }
 
 TEST_CASE("backward mirror: an impossible store is refused with what would be right") {
