@@ -30,20 +30,23 @@ inline constexpr WarpState kFa2WarpState{
      "B = 1, H = 16, N = 8192, d = 128, bf16, non-causal", "Nsight Compute, scheduler section"},
     0.59};
 
-// The split-KV decode kernel (05_decode_split_kv.cu, v2) on a contiguous cache and on paged
-// ones, pages placed through a shuffled block table. TB/s = bytes of K and V read / time.
+// The split-KV decode kernel (05_decode_split_kv.cu, v3: the tensor cores, a cp.async ring;
+// the combine as a dependent launch) on a contiguous cache and on paged ones, pages placed
+// through a shuffled block table. TB/s = bytes of K and V read / time. (v2, which copied K
+// and V into registers, lost 6 to 13% to pages of 64 and 256 keys.)
 struct DecodePaged {
   int batch;
   int cache;  // keys per sequence, L
   double contiguous, paged64, paged256;
 };
-inline constexpr Source kDecodePagedSource{"bench/RESULTS.md, run of 2026-12-01 (second), Decode",
-                                           "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1",
-                                           "triton.testing.do_bench medians"};
+inline constexpr Source kDecodePagedSource{
+    "bench/RESULTS.md, run of 2026-12-01 (sixth), Decode, run 2 "
+    "(results/2026-12-01-h200-decode-pdl-r2.csv)",
+    "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1", "triton.testing.do_bench medians"};
 inline constexpr std::array kDecodePaged = {
-    DecodePaged{8, 4096, 2.08, 1.83, 1.96},
-    DecodePaged{8, 32768, 2.85, 2.52, 2.62},
-    DecodePaged{8, 131072, 3.00, 2.62, 2.76},
+    DecodePaged{8, 4096, 2.69, 2.67, 2.68},
+    DecodePaged{8, 32768, 4.17, 4.11, 4.13},
+    DecodePaged{8, 131072, 4.45, 4.36, 4.38},
 };
 
 // The output tiles cuBLAS chose for the naive kernel's two GEMMs (01_naive.cu,
