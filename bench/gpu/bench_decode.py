@@ -7,9 +7,12 @@ ANCHORS.md's shape: bf16, d = 128, 32 query heads over 8 KV heads, one new token
 Bandwidth = bytes of K and V read / time = 2 B Hkv L d 2 / t. L sweeps 1024 .. 131072 at
 B = 8, and B sweeps 1 .. 64 at L = 32768 (with B L capped so K and V fit memory). The split
 count the library chose is printed beside each point. Times are medians of
-triton.testing.do_bench (which clears the L2 before every run).
+triton.testing.do_bench (which clears the L2 before every run, leaving it dirty), and, in
+the columns marked clean, medians of CUDA events after a clean flush (timing.py says why:
+at short caches the dirty flush's write-back is a tenth of the call).
 """
 import flashlab_ctypes as fl
+import timing
 
 D, HEADS_Q, HEADS_KV = 128, 32, 8
 LENGTHS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -46,7 +49,7 @@ def to_pages(torch, x, page_size, order):
     return pages.transpose(1, 2)
 
 
-def bench_point(torch, do_bench, lib, B, L, writer):
+def bench_point(torch, do_bench, flusher, lib, B, L, writer):
     gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
     q = torch.randn(B, HEADS_Q, 1, D, device="cuda", dtype=torch.bfloat16, generator=gen)
     k, v = (torch.randn(B, HEADS_KV, L, D, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -66,10 +69,12 @@ def bench_point(torch, do_bench, lib, B, L, writer):
             torch.cuda.synchronize()
             diff = ((result if result is not None else out).float() - reference).abs().max().item()
             ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+            ms_clean = flusher.median_ms(fn)
         except RuntimeError as e:
             print(f"  {name}: {e}", flush=True)
             return
-        rows[name] = (ms, kv_bytes(B, L) / (ms * 1e-3) / 1e12, diff, splits)  # TB/s
+        tbs = lambda t: kv_bytes(B, L) / (t * 1e-3) / 1e12  # noqa: E731
+        rows[name] = (ms, tbs(ms), diff, splits, ms_clean, tbs(ms_clean))
 
     params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse)
     splits = lib.decode_num_splits(params)
@@ -89,18 +94,19 @@ def bench_point(torch, do_bench, lib, B, L, writer):
         del pk, pv, table, pwork
     for backend in TORCH_DECODE_BACKENDS:
         record(backend, torch_decode(torch, backend, q, k, v), None)
-    for name, (ms, tbs, diff, sp) in rows.items():
-        writer.writerow([B, L, name, sp, f"{ms:.4f}", f"{tbs:.3f}", f"{diff:.3e}"])
+    for name, (ms, tbs, diff, sp, ms_clean, tbs_clean) in rows.items():
+        writer.writerow([B, L, name, sp, f"{ms:.4f}", f"{tbs:.3f}", f"{diff:.3e}",
+                         f"{ms_clean:.4f}", f"{tbs_clean:.3f}"])
     del q, k, v, o, lse, reference, workspace
     torch.cuda.empty_cache()
     return rows
 
 
 def print_row(B, L, rows):
-    tbs = lambda name: f"{rows[name][1]:6.2f}" if name in rows else f"{'-':>6}"
+    tbs = lambda name, i=1: f"{rows[name][i]:6.2f}" if name in rows else f"{'-':>6}"  # noqa: E731
     sp = rows["flashlab"][3] if "flashlab" in rows else "-"
     print(f"{B:4d} {L:7d} {sp!s:>6} | {tbs('flashlab')} {tbs('paged64')} {tbs('paged256')} | "
-          f"{tbs('flash')} {tbs('cudnn')}", flush=True)
+          f"{tbs('flash')} {tbs('cudnn')} | {tbs('flashlab', 5)} {tbs('cudnn', 5)}", flush=True)
 
 
 def run_decode_sweep(args):
@@ -111,12 +117,15 @@ def run_decode_sweep(args):
     points = [(8, L) for L in LENGTHS] + [(B, BATCH_SWEEP_LEN) for B in BATCHES if B != 8]
     print("TB/s of K and V read (bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1)")
     print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'pg64':>6} {'pg256':>6} | "
-          f"{'flash':>6} {'cudnn':>6}")
+          f"{'flash':>6} {'cudnn':>6} | {'clean:':>6} {'cudnn':>6}")
+    print(f"{'':>20} (do_bench){'':>33}(after a clean flush: flashlab, cuDNN)")
     with open(args.csv, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["B", "L", "impl", "splits", "ms", "tb_per_s", "max_abs_diff_vs_cudnn"])
+        writer.writerow(["B", "L", "impl", "splits", "ms", "tb_per_s", "max_abs_diff_vs_cudnn",
+                         "ms_clean", "tb_per_s_clean"])
+        flusher = timing.CleanFlush(torch)
         for B, L in points:
             if B * L > MAX_CACHE_TOKENS:
                 continue
-            print_row(B, L, bench_point(torch, do_bench, lib, B, L, writer))
+            print_row(B, L, bench_point(torch, do_bench, flusher, lib, B, L, writer))
             f.flush()

@@ -12,32 +12,17 @@ TB/s = bytes of K and V / time.
   python3 bench/gpu/decode_timing_methods.py build/gpu/libflashlab.so [B:L ...]
 """
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlab_ctypes as fl  # noqa: E402
 import bench_decode as bd  # noqa: E402
+import timing  # noqa: E402
 import torch  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 lib = fl.Flashlab(sys.argv[1])
-dirty = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-clean = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-clean.zero_()
-
-def events(fn, flush, reps=50):
-    times = []
-    for _ in range(reps):
-        if flush == "dirty":
-            dirty.zero_()
-        elif flush == "clean":
-            dirty.zero_(); clean.sum()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+flusher = timing.CleanFlush(torch)
 
 def loop(fn, reps=100):
     fn(); torch.cuda.synchronize()
@@ -71,7 +56,8 @@ for B, L in points:
         try:
             fn(); torch.cuda.synchronize()
             db = do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
-            de, cl, lp = events(fn, "dirty") * 1e3, events(fn, "clean") * 1e3, loop(fn) * 1e3
+            de = flusher.median_ms(fn, clean=False) * 1e3
+            cl, lp = flusher.median_ms(fn) * 1e3, loop(fn) * 1e3
         except RuntimeError as e:
             print(name, e); continue
         by = bd.kv_bytes(B, L)

@@ -1,0 +1,42 @@
+"""One GPU call timed with CUDA events after the L2 is emptied clean, beside triton's do_bench.
+
+do_bench empties the L2 before every call by writing 256 MB, which leaves the L2 full of
+dirty lines: the timed call then pays for writing ~60 MB of someone else's data back to
+DRAM, some 9 to 10 us on the H200 (bench/gpu/decode_timing_methods.py measured it). For a
+call of tens of microseconds (a short decode) that is a tenth of its time. CleanFlush does
+the same write and then reads another 256 MB, so that the L2 holds clean lines only, as
+Nsight Compute's cache control leaves it.
+
+  flush = CleanFlush(torch)
+  ms = flush.median_ms(fn)               # after a clean flush
+  ms = flush.median_ms(fn, clean=False)  # after do_bench's flush, for comparison
+"""
+import statistics
+
+FLUSH_BYTES = 256 << 20  # what triton's do_bench writes to empty the L2
+
+
+class CleanFlush:
+    def __init__(self, torch):
+        self.torch = torch
+        self.dirty = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+        self.clean = torch.zeros(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+
+    def flush(self, clean=True):
+        self.dirty.zero_()  # do_bench's flush: the L2 ends full of these dirty lines
+        if clean:
+            self.clean.sum()  # read 256 MB: the dirty lines go back to DRAM before the call
+
+    def median_ms(self, fn, reps=50, clean=True):
+        torch = self.torch
+        times = []
+        for _ in range(reps):
+            self.flush(clean)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
