@@ -1,0 +1,105 @@
+"""bench/gpu/timing.py and the decode benchmark's printing, without torch or a GPU: the clean
+flush writes do_bench's 256 MB and then reads another 256 MB before each timed call (the
+dirty one only writes), the median of the events' times is returned, and the decode table
+prints flashlab's and cuDNN's TB/s after the clean flush beside do_bench's. Every script of
+bench/gpu also compiles."""
+import io
+import os
+import py_compile
+import sys
+import tempfile
+import types
+import unittest
+from contextlib import redirect_stdout
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GPU = os.path.join(HERE, "..", "..", "bench", "gpu")
+sys.path.insert(0, GPU)
+import timing  # noqa: E402
+import bench_decode as bd  # noqa: E402
+
+
+class FakeTorch:
+    """What CleanFlush uses of torch: two buffers and CUDA events on a clock the test sets."""
+
+    def __init__(self, durations):
+        self.log = []
+        self.durations = list(durations)  # how long each timed call takes, in ms
+        self.clock = 0.0
+        fake = self
+
+        class Buffer:
+            def __init__(self, name):
+                self.name = name
+
+            def zero_(self):
+                fake.log.append(("write", self.name))
+
+            def sum(self):
+                fake.log.append(("read", self.name))
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.at = None
+
+            def record(self):
+                self.at = fake.clock
+
+            def elapsed_time(self, end):
+                return end.at - self.at
+
+        self.int8 = "int8"
+        self.cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None)
+        self.buffers = iter(["dirty", "clean"])
+        self.Buffer = Buffer
+
+    def empty(self, n, dtype, device):
+        assert n == timing.FLUSH_BYTES and device == "cuda"
+        return self.Buffer(next(self.buffers))
+
+    zeros = empty
+
+    def call(self):
+        self.log.append(("call", None))
+        self.clock += self.durations.pop(0)
+
+
+class CleanFlush(unittest.TestCase):
+    def test_clean_flush_writes_then_reads_before_each_call(self):
+        torch = FakeTorch([3.0, 1.0, 2.0])
+        flush = timing.CleanFlush(torch)
+        self.assertEqual(flush.median_ms(torch.call, reps=3), 2.0)
+        self.assertEqual(torch.log, [("write", "dirty"), ("read", "clean"), ("call", None)] * 3)
+
+    def test_dirty_flush_only_writes(self):
+        torch = FakeTorch([5.0, 4.0])
+        flush = timing.CleanFlush(torch)
+        self.assertEqual(flush.median_ms(torch.call, reps=2, clean=False), 4.5)
+        self.assertEqual(torch.log, [("write", "dirty"), ("call", None)] * 2)
+
+
+class DecodeTable(unittest.TestCase):
+    def test_the_row_shows_do_bench_and_clean_figures(self):
+        rows = {"flashlab": (0.0494, 2.71, 0.0, 4, 0.0396, 3.39),
+                "cudnn": (0.0492, 2.73, 0.0, "", 0.0397, 3.38)}
+        out = io.StringIO()
+        with redirect_stdout(out):
+            bd.print_row(8, 4096, rows)
+        cells = out.getvalue().split()
+        self.assertEqual(cells[:3], ["8", "4096", "4"])
+        self.assertEqual([c for c in cells if c != "|"][3:],
+                         ["2.71", "-", "-", "-", "2.73", "3.39", "3.38"])
+
+
+class Scripts(unittest.TestCase):
+    def test_every_script_compiles(self):
+        with tempfile.TemporaryDirectory() as out:
+            for name in sorted(os.listdir(GPU)):
+                if name.endswith(".py"):
+                    with self.subTest(script=name):
+                        py_compile.compile(os.path.join(GPU, name), doraise=True,
+                                           cfile=os.path.join(out, name + "c"))
+
+
+if __name__ == "__main__":
+    unittest.main()
