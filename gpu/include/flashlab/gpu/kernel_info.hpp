@@ -457,7 +457,8 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //     (ptxas: no spills). Bc = 176 would need 88 + 64 + 44 + 44 = 240 before any address,
 //     mask or softmax state, so 128 it is.
 //   SRAM (d = 128, bf16): sQ (128, 128) 32 KiB + stages x (sK + sV) 2 x 32 KiB; 3 stages =
-//     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB. At d = 64 half of that.
+//     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB, + sO (128, 128) 32 KiB for
+//     the epilogue's TMA stores (below: stages_o). At d = 64 half of that.
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
 //     consumer thread issues the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
