@@ -437,9 +437,8 @@ struct Fa3Params {
 
 // L = m + log l (natural log) of row `row`, by the quad's lane 0; -inf for a row that saw
 // no key.
-__device__ __forceinline__ void store_lse(const SoftmaxState& state, const Problem& p, int b,
-                                          int h, int row, float l_row, int lane, float scale_log2,
-                                          int r) {
+__device__ __forceinline__ void store_lse(const SoftmaxState& state, const Problem& p, int b, int h,
+                                          int row, float l_row, int lane, float scale_log2, int r) {
   if (p.lse != nullptr && lane % 4 == 0)
     p.lse[(size_t(b) * p.heads_q + h) * p.n_q + row] =
         l_row > 0.0f ? (state.m[r] * scale_log2 + log2f(l_row)) * kLn2 : -INFINITY;
@@ -479,11 +478,10 @@ __device__ __forceinline__ void epilogue_barrier(int consumer) {
 // it waits until those stores have read it. Rows past N_q are written to sO, never to HBM
 // (the copy engine stops at the tensor's end).
 template <class T, int D>
-__device__ __forceinline__ void finalize_staged(const SoftmaxState& state,
-                                                const float (&rU)[D / 2], const Problem& p,
-                                                const hopper::TensorMap& map_o, T* sO, const WorkTile& w,
-                                                int consumer, int first_row, int t,
-                                                float scale_log2) {
+__device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const float (&rU)[D / 2],
+                                                const Problem& p, const hopper::TensorMap& map_o,
+                                                T* sO, const WorkTile& w, int consumer,
+                                                int first_row, int t, float scale_log2) {
   const int warp = t / kWarpSize, lane = t % kWarpSize;
   if (t == 0) hopper::tma_store_wait_read<0>();  // the previous tile's stores have read sO
   epilogue_barrier(consumer);
@@ -495,8 +493,8 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state,
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
       const int slab = nt / (kSlab / 8), chunk = (nt % (kSlab / 8)) ^ (local % 8);
-      *reinterpret_cast<uint32_t*>(sO + (slab * fa3::kRowsPerConsumer + local) * kSlab +
-                                   chunk * 8 + (lane % 4) * 2) =
+      *reinterpret_cast<uint32_t*>(sO + (slab * fa3::kRowsPerConsumer + local) * kSlab + chunk * 8 +
+                                   (lane % 4) * 2) =
           ptx::pack2<T>(rU[4 * nt + 2 * r] * inv_l, rU[4 * nt + 2 * r + 1] * inv_l);
     }
     if (first_row + local < p.n_q)
@@ -507,8 +505,8 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state,
   if (t == 0 && first_row < p.n_q) {
 #pragma unroll
     for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-      hopper::tma_store_4d(&map_o.map, sO + s * fa3::kRowsPerConsumer * kSlab, s * kSlab,
-                           first_row, w.h * map_o.head_step, w.b * map_o.batch_step);
+      hopper::tma_store_4d(&map_o.map, sO + s * fa3::kRowsPerConsumer * kSlab, s * kSlab, first_row,
+                           w.h * map_o.head_step, w.b * map_o.batch_step);
     hopper::tma_store_commit();
   }
 }
@@ -660,8 +658,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   }
   if (kRescale == Rescale::counted) count_updates(row_key_end, counted, Tc, rule.counts);
   if (params.stage_o)
-    finalize_staged<T, D>(state, rU, p, loader.maps->o, sram.sO + consumer * fa3::kRowsPerConsumer * D, w,
-                          consumer, first_row, t, scale_log2);
+    finalize_staged<T, D>(state, rU, p, loader.maps->o,
+                          sram.sO + consumer * fa3::kRowsPerConsumer * D, w, consumer, first_row, t,
+                          scale_log2);
   else
     finalize<T, D>(state, rU, p, w.b, w.h, row_g, lane, scale_log2);
 }

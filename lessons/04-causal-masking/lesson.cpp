@@ -137,7 +137,9 @@ constexpr int kGpuWarmups = 2, kGpuRepeats = 10;
 
 void causal_on_gpu(LessonContext& ctx) {
   ctx.step("On a GPU: half the work, and the time");
-  const sim::Problem problem{.N = kGpuN, .d = kGpuD, .dtype = sim::DType::bf16,
+  const sim::Problem problem{.N = kGpuN,
+                             .d = kGpuD,
+                             .dtype = sim::DType::bf16,
                              .sram_bytes = target_profile().sram_per_sm};
   const KernelMirror fa2 = kernel_mirror("fa2", problem);
   const Index br = fa2.problem.tiles->Br;
@@ -153,20 +155,22 @@ void causal_on_gpu(LessonContext& ctx) {
         "is left. With one head all {} blocks run at once ({} places: {} SMs x {}), so the time\n"
         "is the longest block's, and the last query tile reads every key: the time barely\n"
         "moves. With {} heads there are more blocks than places, finished blocks make room\n"
-        "for waiting ones, and the time moves toward the work. The naive kernel's two GEMMs compute\n"
-        "every score and every product, masked or not; only its softmax reads fewer scores.\n\n",
-        status.description, kGpuN, kGpuD, kGpuHeads[0], kGpuHeads[1], br,
-        tiles, work, tiles, slots, target_profile().sm_count, fa2.blocks_per_sm, kGpuHeads[1]);
+        "for waiting ones, and the time moves toward the work. The naive kernel's two GEMMs\n"
+        "compute every score and every product, masked or not; only its softmax reads fewer\n"
+        "scores.\n\n",
+        status.description, kGpuN, kGpuD, kGpuHeads[0], kGpuHeads[1], br, tiles, work, tiles, slots,
+        target_profile().sm_count, fa2.blocks_per_sm, kGpuHeads[1]);
     return;
   }
   const auto in = random_inputs({.N = kGpuN, .d = kGpuD, .seed = kSeed});
   const cpu::Matrix<float> Q = in.Q.cast<cpu::bf16>().cast<float>(),
                            K = in.K.cast<cpu::bf16>().cast<float>(),
                            V = in.V.cast<cpu::bf16>().cast<float>();
-  ctx.print("{}: N = {}, d = {}, bf16, batch 1. fa2 has one block per query tile of Br = {}\n"
-            "rows ({} a head, {} places at once: {} SMs x {}); causal, {:.3f} of the work is left.\n\n",
-            status.description, kGpuN, kGpuD, br, tiles, slots,
-            target_profile().sm_count, fa2.blocks_per_sm, work);
+  ctx.print(
+      "{}: N = {}, d = {}, bf16, batch 1. fa2 has one block per query tile of Br = {}\n"
+      "rows ({} a head, {} places at once: {} SMs x {}); causal, {:.3f} of the work is left.\n\n",
+      status.description, kGpuN, kGpuD, br, tiles, slots, target_profile().sm_count,
+      fa2.blocks_per_sm, work);
   Table t({"kernel", "heads", "no mask", "causal", "causal / no mask"}, {true});
   std::array<double, kGpuHeads.size()> fa2_ratio{};
   for (const std::string kernel : {"fa2", "naive"}) {
@@ -193,9 +197,9 @@ void causal_on_gpu(LessonContext& ctx) {
       "fa2 with one head: {:.2f} of the unmasked time for {:.2f} of the work. All {} blocks run\n"
       "at once, so the time is the longest block's, and the last query tile reads every key.\n"
       "With {} heads ({} blocks for {} places) finished blocks make room for waiting ones and\n"
-      "the time moves toward the work: {:.2f}. Skipping saves time only when there is other work to\n"
-      "fill the SMs it frees (lesson 12: the grid and the waves; FlashAttention-3's scheduler\n"
-      "starts the longest tiles first). The naive kernel's two GEMMs compute every score and\n"
+      "the time moves toward the work: {:.2f}. Skipping saves time only when there is other\n"
+      "work to fill the SMs it frees (lesson 12: the grid and the waves; FlashAttention-3's\n"
+      "scheduler starts the longest tiles first). The naive kernel's two GEMMs compute every score and\n"
       "every product, masked or not; only its softmax reads fewer scores.\n"
       "Bytes, predicted and measured: `flashlab compare --n {} --d {} --causal`.\n\n",
       fa2_ratio[0], work, tiles, kGpuHeads[1], kGpuHeads[1] * tiles, slots, fa2_ratio[1], kGpuN,

@@ -178,7 +178,8 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
     const double err = max_error(run.O, in.O_exact);
     errors.emplace_back(name, err);
     const NcuOutcome m = measure(run_of(a, kernel), a.no_ncu);
-    rows.push_back({name, num(err, 3), us(run.median_ms), predicted_text(p), measured_text(m, p.sm_written_by_tma() > 0),
+    rows.push_back({name, num(err, 3), us(run.median_ms), predicted_text(p),
+                    measured_text(m, p.sm_written_by_tma() > 0),
                     ratios_text(m, p.sm_read(), p.sm_stores_issued(), p.sm_written())});
   }
 }

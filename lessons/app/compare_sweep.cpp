@@ -114,17 +114,17 @@ void print_table(const std::vector<Point>& points, const Style& style) {
            false, false, false, false, false, true});
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    t.add(
-        {p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
-         fmt::format("{}", p.run.heads), optional_bytes(f.sm_read_predicted),
-         optional_bytes(f.sm_read_measured), ratio_text(f.sm_read_measured, p.predicted.sm_read()),
-         optional_bytes(f.sm_written_predicted), optional_bytes(f.stores_issued_measured),
-         ratio_text(f.stores_issued_measured, p.predicted.sm_stores_issued()),
-         optional_bytes(f.sm_written_measured), merge_text(p, f), optional_bytes(f.l2_measured),
-         optional_bytes(f.dram_read_predicted), optional_bytes(f.dram_read_measured),
-         ratio_text(f.dram_read_measured, p.predicted.dram_read()),
-         optional_bytes(f.dram_written_predicted), optional_bytes(f.dram_written_measured),
-         p.note});
+    t.add({p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
+           fmt::format("{}", p.run.heads), optional_bytes(f.sm_read_predicted),
+           optional_bytes(f.sm_read_measured),
+           ratio_text(f.sm_read_measured, p.predicted.sm_read()),
+           optional_bytes(f.sm_written_predicted), optional_bytes(f.stores_issued_measured),
+           ratio_text(f.stores_issued_measured, p.predicted.sm_stores_issued()),
+           optional_bytes(f.sm_written_measured), merge_text(p, f), optional_bytes(f.l2_measured),
+           optional_bytes(f.dram_read_predicted), optional_bytes(f.dram_read_measured),
+           ratio_text(f.dram_read_measured, p.predicted.dram_read()),
+           optional_bytes(f.dram_written_predicted), optional_bytes(f.dram_written_measured),
+           p.note});
   }
   t.print(std::cout, style);
 }

@@ -161,9 +161,9 @@ namespace {
 // fa3's blocks take their (head, query tile) from its tile scheduler (tile_schedule.hpp),
 // planned for the L2 of the GPU the mirror runs on: batch 1, heads as the run's.
 std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::GridProblem& g) {
-  const gpu::fa3::TileOrder order = gpu::fa3::make_tile_order(
-      1, g.heads, g.kv_head_count(), run.n, run.n, run.d, sim::bytes_of(g.dtype),
-      g.causal != cpu::Causal::none, g.l2_bytes);
+  const gpu::fa3::TileOrder order =
+      gpu::fa3::make_tile_order(1, g.heads, g.kv_head_count(), run.n, run.n, run.d,
+                                sim::bytes_of(g.dtype), g.causal != cpu::Causal::none, g.l2_bytes);
   return [order](Index block) {
     const gpu::fa3::WorkItem w = gpu::fa3::work_item(order, block);
     return sim::BlockTile{w.b * order.heads_q + w.h, w.tile};
@@ -207,16 +207,16 @@ Prediction predict(const KernelRun& run) {
   if (run.queries() != run.n) return p;                    // the grid model takes N_q = N_k
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
     sim::GridProblem grid{.N = run.n,
-                                .d = run.d,
-                                .dtype = mirror.problem.dtype,
-                                .heads = run.heads,
-                                .causal = mirror.problem.causal,
-                                .Br = mirror.problem.tiles->Br,
-                                .Bc = mirror.problem.tiles->Bc,
-                                .blocks_per_sm = mirror.blocks_per_sm,
-                                .sm_count = target_profile().sm_count,
-                                .l2_bytes = target_profile().l2_bytes,
-                                .l2_partitions = target_profile().l2_partitions};
+                          .d = run.d,
+                          .dtype = mirror.problem.dtype,
+                          .heads = run.heads,
+                          .causal = mirror.problem.causal,
+                          .Br = mirror.problem.tiles->Br,
+                          .Bc = mirror.problem.tiles->Bc,
+                          .blocks_per_sm = mirror.blocks_per_sm,
+                          .sm_count = target_profile().sm_count,
+                          .l2_bytes = target_profile().l2_bytes,
+                          .l2_partitions = target_profile().l2_partitions};
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     p.grid = sim::run_grid(grid);
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);

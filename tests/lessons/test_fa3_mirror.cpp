@@ -43,7 +43,8 @@ TEST_CASE("fa3 mirror: what the kernel does not take is refused with the table's
                                     k::kMaxStages + 1));
 }
 
-TEST_CASE("fa3 prediction: bytes into the SMs equal the grid model's; out, TMA's rows and L's sectors") {
+TEST_CASE(
+    "fa3 prediction: bytes into the SMs equal the grid model's; out, TMA's rows and L's sectors") {
   for (const bool causal : {false, true})
     for (const app::Index n : {1, 97, 1023}) {
       CAPTURE(n);
@@ -100,8 +101,7 @@ TEST_CASE("fa3 prediction: the grid runs fa3's own tile order, not the grid orde
   REQUIRE(p.grid);
   CHECK(!p.crossover);  // the crossover's closed form is for grid order
   const sim::HardwareProfile& gpu = app::target_profile();
-  const k::TileOrder order =
-      k::make_tile_order(1, 16, 16, 4096, 4096, 128, 2, false, gpu.l2_bytes);
+  const k::TileOrder order = k::make_tile_order(1, 16, 16, 4096, 4096, 128, 2, false, gpu.l2_bytes);
   sim::GridProblem g{.N = 4096,
                      .d = 128,
                      .heads = 16,

@@ -174,8 +174,8 @@ TEST_CASE("lesson 4 without a GPU says what timing with and without the mask wou
   CHECK(contains(out, "On a GPU: half the work, and the time"));
   CHECK(contains(out, fmt::format("query tile of Br = {} rows ({} a head)", br, tiles)));
   CHECK(contains(out, fmt::format("{:.2f} of the work", double(tiles + 1) / (2.0 * tiles))));
-  CHECK(contains(out, fmt::format("With one head all {} blocks run at once ({} places", tiles,
-                                  places)));
+  CHECK(contains(out,
+                 fmt::format("With one head all {} blocks run at once ({} places", tiles, places)));
   CHECK(contains(out, "for 1 and 16 heads"));
 }
 

@@ -108,10 +108,11 @@ TEST_CASE("compare's measured text and ratios: the merge shown for store sectors
   // fa2-like: 32 MiB of store sectors issued, 18 MiB left the SMs (merged); fa3-like: 256 KiB
   // of sectors (L) and 16.25 MiB out, O's 16 MiB by TMA stores beside them.
   const double MiB = 1024.0 * 1024.0;
-  const NcuOutcome fa2{MeasuredBytes{.sm_read = 1024 * MiB, .stores_issued = 32 * MiB,
-                                     .sm_written = 18 * MiB}, ""};
-  const NcuOutcome fa3{MeasuredBytes{.sm_read = 1024 * MiB, .stores_issued = 0.25 * MiB,
-                                     .sm_written = 16.25 * MiB}, ""};
+  const NcuOutcome fa2{
+      MeasuredBytes{.sm_read = 1024 * MiB, .stores_issued = 32 * MiB, .sm_written = 18 * MiB}, ""};
+  const NcuOutcome fa3{
+      MeasuredBytes{.sm_read = 1024 * MiB, .stores_issued = 0.25 * MiB, .sm_written = 16.25 * MiB},
+      ""};
   CHECK(flashlab::app::measured_text(fa2).find("(0.56 of them)") != std::string::npos);
   CHECK(flashlab::app::measured_text(fa3, /*tma_stores=*/true).find("of them") ==
         std::string::npos);

@@ -76,8 +76,8 @@ void check_closed_form(const Fa3Shape& s, const Fa3KernelFacts& f) {
   CHECK(r.ops.exp == scores + tiles * f.Br + Hq * Tr * f.Br);
   CHECK(r.ops.rescale == tiles * f.Br * (d + 1));
   CHECK(r.ops.divide == Hq * Tr * f.Br * d);
-  CHECK(r.peak_sram == 1024 + f.Br * d * b + f.stages * 2 * f.Bc * d * b + 1024 +
-                           (f.stages_o ? f.Br * d * b : 0));
+  CHECK(r.peak_sram ==
+        1024 + f.Br * d * b + f.stages * 2 * f.Bc * d * b + 1024 + (f.stages_o ? f.Br * d * b : 0));
 }
 
 }  // namespace

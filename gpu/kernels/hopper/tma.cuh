@@ -49,8 +49,8 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, u
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* src, int d0,
                                              int row0, int head, int batch) {
   asm volatile(
-      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::
-          "l"(reinterpret_cast<uint64_t>(map)),
+      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], "
+      "[%5];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
       "r"(d0), "r"(row0), "r"(head), "r"(batch), "r"(ptx::sram_address(src))
       : "memory");
 }
@@ -85,8 +85,8 @@ struct TensorMap {
 };
 
 // The host side: describes one (batch, heads, rows, d) tensor of the ABI for TMA copies of
-// boxes (kTmaSlab, box_rows), loads or stores. Throws FLASHLAB_ERROR_MISALIGNED for strides TMA cannot
-// describe, FLASHLAB_ERROR_UNSUPPORTED for a broadcast row (row stride 0), and
+// boxes (kTmaSlab, box_rows), loads or stores. Throws FLASHLAB_ERROR_MISALIGNED for strides TMA
+// cannot describe, FLASHLAB_ERROR_UNSUPPORTED for a broadcast row (row stride 0), and
 // FLASHLAB_ERROR_CUDA when the driver refuses the map.
 TensorMap make_tensor_map(const char* name, const void* base, const Strides& strides, int batch,
                           int heads, int rows, int d, flashlab_dtype dtype, int box_rows);

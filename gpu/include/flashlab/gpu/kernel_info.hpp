@@ -518,7 +518,8 @@ constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
 }
 static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
               "three stages of d = 128 fit an H200 block");
-static_assert(stages_o(128, FLASHLAB_BF16, kDefaultStages) && stages_o(64, FLASHLAB_BF16, kMaxStages),
+static_assert(stages_o(128, FLASHLAB_BF16, kDefaultStages) &&
+                  stages_o(64, FLASHLAB_BF16, kMaxStages),
               "the default stages at d = 128, and every setting at d = 64, stage O");
 constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   KernelConfig c;
