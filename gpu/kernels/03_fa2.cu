@@ -48,7 +48,6 @@ constexpr int kWarps = kThreads / kWarpSize;
 static_assert(kWarps * kRowsPerWarp == kBr, "each warp owns kMTiles m16 tiles of the Br rows");
 static_assert(tiles::kChunk * 2 == fa2::kAlignBytes,
               "a cp.async chunk is the alignment it needs");
-constexpr unsigned kFullWarp = 0xffffffffu;
 
 // SRAM, in elements: sQ (Br, D), sK and sV (kBuffers, Bc, D).
 template <int D> constexpr int kSQElems = kBr * D;
@@ -123,15 +122,6 @@ __device__ __forceinline__ void mask_scores(float (&rS)[kMTiles][Bc / 8][4], int
       }
 }
 
-// The four threads of a quad (lane / 4 equal) hold one row's scores between them.
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, 1));
-  return fmaxf(x, __shfl_xor_sync(kFullWarp, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(kFullWarp, x, 1);
-  return x + __shfl_xor_sync(kFullWarp, x, 2);
-}
 
 // U = alpha U for one m-tile: rows g (elements 0, 1) and g + 8 (elements 2, 3).
 template <int D>

@@ -17,7 +17,6 @@ namespace {
 
 using fa2_backward::kPreprocessThreads;
 constexpr int kRowsPerBlock = kPreprocessThreads / kWarpSize;
-constexpr unsigned kFullWarp = 0xffffffffu;
 
 // Query row n of (b, h) for global warp w = (b * Hq + h) * N_q + n.
 struct Row {

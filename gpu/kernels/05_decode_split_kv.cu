@@ -41,7 +41,6 @@ using namespace decode;
 using tiles::LaneChunks;
 using tiles::swizzled;
 
-constexpr unsigned kFullWarp = 0xffffffffu;
 
 // kernel_info.hpp's facts for head dimension kD, as constants device code can read.
 template <int kD>
@@ -61,15 +60,6 @@ __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, 
     error_word[kErrorPageIndex] = uint32_t(page);
 }
 
-// The four threads of a quad (lane / 4 equal) hold one row's scores between them.
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, 1));
-  return fmaxf(x, __shfl_xor_sync(kFullWarp, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(kFullWarp, x, 1);
-  return x + __shfl_xor_sync(kFullWarp, x, 2);
-}
 
 // Which keys a block takes: kernel_info.hpp's rule. The sequence is cut into tiles of Bc
 // keys, split s takes tiles [s q, (s + 1) q), q = ceil(tiles / splits): keys [k0, k1).

@@ -73,7 +73,6 @@ static_assert(kConsumerWarpgroups == 2, "ping-pong pairs two consumer warpgroups
 // exactly what 384 threads x 168 (the cap __launch_bounds__(384, 1) gives) add up to.
 constexpr int kProducerRegisters = 24;
 constexpr int kConsumerRegisters = 240;
-constexpr unsigned kFullWarp = 0xffffffffu;
 // Named barriers 1 and 2: "consumer warpgroup 0 (1) may issue its matmuls" (0 is
 // __syncthreads); each is passed by the 128 threads that wait on it and the 128 that arrive.
 constexpr int kTurnBarrier0 = 1;
@@ -249,15 +248,6 @@ struct TileEvents {
   unsigned rescaled = 0, skipped = 0;
 };
 
-// The four threads of a quad hold one row's scores between them.
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, 1));
-  return fmaxf(x, __shfl_xor_sync(kFullWarp, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(kFullWarp, x, 1);
-  return x + __shfl_xor_sync(kFullWarp, x, 2);
-}
 
 // Adds a warp's counts to the device's: one atomic per count and warp, none when zero.
 // Counts are added modulo 2^64, so that a negative term (kept, below) subtracts.

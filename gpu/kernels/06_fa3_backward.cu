@@ -64,7 +64,6 @@ constexpr int kSlab = fa3::kSlab;
 constexpr int kWarpgroupThreads = fa3::kWarpgroupThreads;
 constexpr int kM = fa3_backward::kKeysPerWarpgroup;  // keys per warpgroup
 constexpr int kK = hopper::kWgmmaK;
-constexpr unsigned kFullWarp = 0xffffffffu;
 static_assert(kM == hopper::kWgmmaM, "a warpgroup's keys are one wgmma M");
 static_assert(kBr == kSlab, "a row of sdS^T (Br queries) is one 128-byte swizzled row");
 static_assert(kThreads >= 2 * kBr, "threads [0, Br) copy L_i, threads [Br, 2 Br) copy D_i");

@@ -45,7 +45,6 @@ __device__ __forceinline__ Step step_of(const QueryTiles& tiles_i, int hk, int g
 template <int D>
 __device__ __forceinline__ void add_dq_tile(float* gdQacc, float c0, float c1, float c2, float c3,
                                             int row, int n0, int n_q, int lane) {
-  constexpr unsigned kFullWarp = 0xffffffffu;
   const bool even = lane % 2 == 0;
   // The even lane gives away row g + 8's pair, the odd lane row g's.
   const float give0 = even ? c2 : c0, give1 = even ? c3 : c1;

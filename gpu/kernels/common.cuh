@@ -44,6 +44,20 @@ __device__ __forceinline__ int visible_keys(const Problem& p, int row) {
   return p.causal ? max(0, min(p.n_k, row + p.causal_offset + 1)) : p.n_k;
 }
 
+// The lane mask of a warp-wide shuffle or vote: all 32 lanes take part.
+inline constexpr unsigned kFullWarp = 0xffffffffu;
+
+// An mma fragment (m16n8, mma.sync's and wgmma's alike) gives each row's scores to the four
+// threads of a quad (lane / 4 equal): the row's max and sum take two shuffles among them.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullWarp, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFullWarp, x, 1);
+  return x + __shfl_xor_sync(kFullWarp, x, 2);
+}
+
 // log2(e): exp(x) = exp2(x * log2 e), and the hardware's fast exponential is exp2.
 inline constexpr float kLog2e = 1.4426950408889634f;
 // ln(2): log(x) = log2(x) * ln 2, to turn a base-2 log-sum-exp back into the natural one.
