@@ -6,7 +6,8 @@ cuDNN backends) on the same tensors, in the same process; contiguous and paged c
 ANCHORS.md's shape: bf16, d = 128, 32 query heads over 8 KV heads, one new token (N_q = 1).
 Bandwidth = bytes of K and V read / time = 2 B Hkv L d 2 / t. L sweeps 1024 .. 131072 at
 B = 8, and B sweeps 1 .. 64 at L = 32768 (with B L capped so K and V fit memory). The split
-count the library chose is printed beside each point. Times are medians of
+count the library chose is printed beside each point. `flashlab` runs with the library's
+L2 policy for K and V (evict-first), `normal` the same kernel with plain loads. Times are medians of
 triton.testing.do_bench (which clears the L2 before every run, leaving it dirty), and, in
 the columns marked clean, medians of CUDA events after a clean flush (timing.py says why:
 at short caches the dirty flush's write-back is a tenth of the call).
@@ -80,6 +81,10 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
     splits = lib.decode_num_splits(params)
     record("flashlab", lambda: lib.decode(params), o, splits)
     lib.decode_check(params)
+    nparams, nwork = lib.decode_params(q, k, v, o, lens, L, lse=lse,
+                                       kv_l2_policy=fl.DECODE_L2_EVICT_NORMAL)
+    record("normal", lambda: lib.decode(nparams), o, splits)
+    del nwork
     for page_size in PAGE_SIZES:
         if L % page_size:
             continue
@@ -105,8 +110,9 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
 def print_row(B, L, rows):
     tbs = lambda name, i=1: f"{rows[name][i]:6.2f}" if name in rows else f"{'-':>6}"  # noqa: E731
     sp = rows["flashlab"][3] if "flashlab" in rows else "-"
-    print(f"{B:4d} {L:7d} {sp!s:>6} | {tbs('flashlab')} {tbs('paged64')} {tbs('paged256')} | "
-          f"{tbs('flash')} {tbs('cudnn')} | {tbs('flashlab', 5)} {tbs('cudnn', 5)}", flush=True)
+    print(f"{B:4d} {L:7d} {sp!s:>6} | {tbs('flashlab')} {tbs('normal')} {tbs('paged64')} "
+          f"{tbs('paged256')} | {tbs('flash')} {tbs('cudnn')} | {tbs('flashlab', 5)} "
+          f"{tbs('normal', 5)} {tbs('cudnn', 5)}", flush=True)
 
 
 def run_decode_sweep(args):
@@ -116,9 +122,9 @@ def run_decode_sweep(args):
     lib = fl.Flashlab(args.lib)
     points = [(8, L) for L in LENGTHS] + [(B, BATCH_SWEEP_LEN) for B in BATCHES if B != 8]
     print("TB/s of K and V read (bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1)")
-    print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'pg64':>6} {'pg256':>6} | "
-          f"{'flash':>6} {'cudnn':>6} | {'clean:':>6} {'cudnn':>6}")
-    print(f"{'':>20} (do_bench){'':>33}(after a clean flush: flashlab, cuDNN)")
+    print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'normal':>6} {'pg64':>6} "
+          f"{'pg256':>6} | {'flash':>6} {'cudnn':>6} | {'clean:':>6} {'normal':>6} {'cudnn':>6}")
+    print(f"{'':>20} (do_bench){'':>40}(after a clean flush: flashlab, normal, cuDNN)")
     with open(args.csv, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["B", "L", "impl", "splits", "ms", "tb_per_s", "max_abs_diff_vs_cudnn",

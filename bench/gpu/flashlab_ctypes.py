@@ -13,6 +13,8 @@ FP32, FP16, BF16 = 0, 1, 2
 MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
 MAX_HEAD_DIMS = 8
 # flashlab_rescale_count (fa3.h): the order of fa3's rescale counts.
+# flashlab_decode_params.kv_l2_policy (decode.h)
+DECODE_L2_AUTO, DECODE_L2_EVICT_NORMAL, DECODE_L2_EVICT_FIRST = 0, 1, 2
 RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 # flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic
 # (persistent up to kernel_info.hpp's fa3::kAutoPersistentMaxTiles query tiles a head).
@@ -120,7 +122,7 @@ class DecodeParams(ctypes.Structure):
         ("scale", ctypes.c_double),
         ("dtype", ctypes.c_int32), ("num_splits", ctypes.c_int32),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_int64),
-        ("reserved", ctypes.c_int32), ("reserved2", ctypes.c_int32),
+        ("kv_l2_policy", ctypes.c_int32), ("reserved2", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
     ]
 
@@ -266,7 +268,8 @@ class Flashlab:
         return workspace
 
     def decode_params(self, q, k_cache, v_cache, o, seq_lens, max_seq_len, lse=None,
-                      block_table=None, page_size=0, num_splits=0, scale=0.0, stream=None):
+                      block_table=None, page_size=0, num_splits=0, scale=0.0, stream=None,
+                      kv_l2_policy=DECODE_L2_AUTO):
         """Q, O: (B, Hq, N_q, d) torch tensors; seq_lens: (B) int32 on the GPU.
         Contiguous cache (block_table None): K, V viewed (B, Hkv, max_seq_len, d).
         Paged: K, V viewed (num_pages, Hkv, page_size, d), e.g. a (pages, page, Hkv, d)
@@ -288,6 +291,7 @@ class Flashlab:
         p.batch, p.heads_q, p.n_q, p.d = q.shape
         p.heads_kv, p.max_seq_len = k_cache.shape[1], max_seq_len
         p.scale, p.dtype, p.num_splits = scale, dtypes[q.dtype], num_splits
+        p.kv_l2_policy = kv_l2_policy
         p.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
         p.workspace_bytes = self.decode_workspace_bytes(p)
         workspace = torch.empty(p.workspace_bytes, dtype=torch.uint8, device=q.device)

@@ -25,6 +25,9 @@
 // launch, 05_decode_combine.cu): the combine's blocks wait on the SMs for this grid to end.
 // A paged cache: a thread's keys of a tile are consecutive and lie on one page, so it reads
 // one block-table entry per tile, one tile ahead of the copy that needs it.
+// K and V are streamed, each byte read once a call: by default their copies carry an
+// evict-first L2 policy (decode::kDefaultKvL2Policy), so they replace one another in the L2
+// instead of the lines already there.
 // Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
 // (d + 2) x 4 written; a split with no keys (more splits than tiles) reads nothing.
 #include "common.cuh"
@@ -141,7 +144,9 @@ __device__ __forceinline__ void update(SoftmaxState<kD>& state, float (&rS)[2][4
   tiles::mma_slice_b<T, kD>(state.rU, rW, sVw, /*kk=*/0, lane);
 }
 
-template <class T, int kD>
+// kEvictFirst: K and V are copied with an evict-first L2 policy (flashlab_decode_params's
+// kv_l2_policy): lines read once leave the L2 before the lines other work left there.
+template <class T, int kD, bool kEvictFirst>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     decode_split_kv_kernel(const DecodeProblem p) {
   using S = Shape<kD>;
@@ -174,6 +179,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const T* gV = static_cast<const T*>(p.v);
   const int chunk = t % S::kChunks, first_key = t / S::kChunks * S::kKeysPerThread;
   const bool paged = p.block_table != nullptr;
+  const uint64_t l2_policy = kEvictFirst ? ptx::l2_evict_first_policy() : 0;
   const int32_t* table_row = paged ? p.block_table + int64_t(b) * p.block_table_stride : nullptr;
   // The block-table entry of this thread's keys of `tile` (0 when contiguous or past the end).
   auto entry_of = [&](int tile) {
@@ -205,8 +211,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       // Keys past the split (the sequence's ragged end) and a bad page are zero-filled.
       const bool valid = page_ok && j0 + i < range.k1;
       const int dst = swizzled<kD>(first_key + i, chunk);
-      ptx::cp_async_16(sKs + dst, valid ? gK + k_at + i * p.k_stride.row : gK, valid);
-      ptx::cp_async_16(sVs + dst, valid ? gV + v_at + i * p.v_stride.row : gV, valid);
+      const T* k_src = valid ? gK + k_at + i * p.k_stride.row : gK;
+      const T* v_src = valid ? gV + v_at + i * p.v_stride.row : gV;
+      if constexpr (kEvictFirst) {
+        ptx::cp_async_16(sKs + dst, k_src, valid, l2_policy);
+        ptx::cp_async_16(sVs + dst, v_src, valid, l2_policy);
+      } else {
+        ptx::cp_async_16(sKs + dst, k_src, valid);
+        ptx::cp_async_16(sVs + dst, v_src, valid);
+      }
     }
   };
 
@@ -324,9 +337,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   }
 }
 
-template <class T, int kD>
+template <class T, int kD, bool kEvictFirst>
 void launch(const DecodeProblem& p, cudaStream_t stream) {
-  const auto kernel = decode_split_kv_kernel<T, kD>;
+  const auto kernel = decode_split_kv_kernel<T, kD, kEvictFirst>;
   const int sram = int(sram_bytes(kD));
   throw_if_cuda_error(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sram),
@@ -343,9 +356,9 @@ void launch_decode_split_kv(const DecodeProblem& p, cudaStream_t stream) {
     using T = decltype(zero);
     if constexpr (!std::is_same_v<T, float>) {
       if (p.d == 64)
-        launch<T, 64>(p, stream);
+        p.kv_evict_first ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
       else
-        launch<T, 128>(p, stream);
+        p.kv_evict_first ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
     }
   });
 }

@@ -20,6 +20,23 @@ __device__ __forceinline__ void cp_async_16(void* sram, const void* hbm, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(sram_address(sram)),
                "l"(hbm), "n"(kBytes), "r"(valid ? kBytes : 0));
 }
+// createpolicy.fractional.L2::evict_first: an L2 cache policy (an opaque 64-bit value) that
+// marks every line a hinted access touches as the first to be replaced in its set. Made once
+// per thread and passed to the accesses below.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+// cp_async_16 with an L2 cache policy (cp.async ... .L2::cache_hint): the same copy, and the
+// line it brings into the L2 carries the policy's eviction priority.
+__device__ __forceinline__ void cp_async_16(void* sram, const void* hbm, bool valid,
+                                            uint64_t l2_policy) {
+  constexpr int kBytes = 16;
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], %2, %3, %4;\n" ::"r"(
+                   sram_address(sram)),
+               "l"(hbm), "n"(kBytes), "r"(valid ? kBytes : 0), "l"(l2_policy));
+}
 // The same for 4 bytes (one fp32), through L1 (.ca: the only caching a 4-byte copy allows).
 __device__ __forceinline__ void cp_async_4(void* sram, const void* hbm, bool valid) {
   constexpr int kBytes = 4;

@@ -56,6 +56,7 @@ DecodeProblem make_problem(const flashlab_decode_params& p, int splits) {
   problem.splits = splits;
   problem.scale = p.scale > 0 ? float(p.scale) : float(1.0 / std::sqrt(double(p.d)));
   problem.dtype = flashlab_dtype(p.dtype);
+  problem.kv_evict_first = decode::kv_evict_first(p.kv_l2_policy);
   problem.error_word = static_cast<uint32_t*>(p.workspace);
   problem.states =
       reinterpret_cast<float*>(static_cast<char*>(p.workspace) + decode::kWorkspaceHeaderBytes);

@@ -29,10 +29,14 @@ void check_enums(const flashlab_decode_params& p) {
                                          " is not supported by the decode kernels: they take " +
                                          "d in {" + to_string(decode::kHeadDims[0]) + ", " +
                                          to_string(decode::kHeadDims[1]) + "}");
-  if (p.reserved != 0 || p.reserved2 != 0)
-    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "reserved = " + to_string(p.reserved) +
-                                          ", reserved2 = " + to_string(p.reserved2) +
-                                          ": both must be 0 (kept for a later version)");
+  if (!decode::is_kv_l2_policy(p.kv_l2_policy))
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "kv_l2_policy = " + to_string(p.kv_l2_policy) +
+             " is unknown: give FLASHLAB_DECODE_L2_AUTO (0), FLASHLAB_DECODE_L2_EVICT_NORMAL (1) "
+             "or FLASHLAB_DECODE_L2_EVICT_FIRST (2)");
+  if (p.reserved2 != 0)
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "reserved2 = " + to_string(p.reserved2) +
+                                          ": it must be 0 (kept for a later version)");
   if (p.scale < 0 || std::isinf(p.scale))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "scale = " + general(p.scale) +
                                           " is not allowed: give a finite scale > 0, or 0 "

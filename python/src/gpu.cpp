@@ -220,7 +220,7 @@ flashlab_decode_params decode_params(const py::kwargs& kwargs, const char* funct
   f.get("num_pages", p.num_pages), f.get("batch", p.batch), f.get("heads_q", p.heads_q);
   f.get("heads_kv", p.heads_kv), f.get("n_q", p.n_q), f.get("max_seq_len", p.max_seq_len);
   f.get("d", p.d), f.get("scale", p.scale), f.get("dtype", p.dtype);
-  f.get("num_splits", p.num_splits);
+  f.get("num_splits", p.num_splits), f.get("kv_l2_policy", p.kv_l2_policy);
   f.pointer("workspace", p.workspace), f.get("workspace_bytes", p.workspace_bytes);
   f.pointer("stream", p.stream);
   f.check_all_used(function);

@@ -152,6 +152,33 @@ TEST_CASE("decode is bitwise deterministic over repeated runs") {
   for (int r = 1; r < 20; ++r) CHECK(run.run(0) == first);
 }
 
+TEST_CASE("decode: every kv_l2_policy gives the same bits (a cache hint changes no value)") {
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : decode::kHeadDims)
+      for (int page_size : {0, 64}) {
+        DecodeCase c;
+        c.dtype = dtype;
+        c.d = d;
+        c.heads_q = 32;
+        c.heads_kv = 8;
+        c.n_q = 4;
+        c.lens = {3000, 1, 0, 1023};
+        c.page_size = page_size;
+        const uint64_t seed = fresh_seed();
+        DecodeRun run(c, seed);
+        INFO(c.describe(), " seed=", seed);
+        run.params().kv_l2_policy = FLASHLAB_DECODE_L2_EVICT_NORMAL;
+        const DecodeBits normal = run.run(0);
+        run.params().kv_l2_policy = FLASHLAB_DECODE_L2_EVICT_FIRST;
+        CHECK(run.run(0) == normal);
+        run.params().kv_l2_policy = FLASHLAB_DECODE_L2_AUTO;
+        const DecodeOutcome auto_policy = run.run_and_compare(0);
+        CHECK(auto_policy.err <= auto_policy.bound);
+        CHECK(auto_policy.unwritten == 0);
+        CHECK(run.run(0) == normal);
+      }
+}
+
 TEST_CASE("flashlab_decode_num_splits and _workspace_bytes answer from kernel_info's formulas") {
   DecodeCase c;
   c.heads_q = 32;

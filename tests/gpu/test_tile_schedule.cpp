@@ -64,7 +64,7 @@ TEST_CASE("tile order: more items than an int holds are taken in 64-bit integers
   const TileOrder o = make_tile_order(32768, 65535, 65535, 2 * kBr, 1, 64, 2, false, kH200L2);
   REQUIRE(o.items > kMaxInt32);
   const int64_t per_section = int64_t(o.section_pairs) * o.tiles;
-  const int64_t sections = (o.pairs + o.section_pairs - 1) / o.section_pairs;
+  const int64_t sections = (int64_t(o.pairs) + o.section_pairs - 1) / o.section_pairs;
   INFO("section_pairs=", o.section_pairs, " sections=", sections);
   // A section's first item is its first pair's first tile; the last item, the last pair's
   // last tile; and the 32-bit path agrees with the 64-bit one wherever both apply.

@@ -137,7 +137,7 @@ TEST_CASE("decode: null pointers") {
   }
 }
 
-TEST_CASE("decode: enums, d, scale, reserved, num_splits") {
+TEST_CASE("decode: enums, d, scale, kv_l2_policy, reserved2, num_splits") {
   auto p = valid_contiguous();
   SUBCASE("dtype unknown") {
     p.dtype = 7;
@@ -151,9 +151,19 @@ TEST_CASE("decode: enums, d, scale, reserved, num_splits") {
     p.d = 96;
     expect_error(p, FLASHLAB_ERROR_UNSUPPORTED, "d in {64, 128}");
   }
-  SUBCASE("reserved") {
-    p.reserved = 1;
-    expect_error(p, FLASHLAB_ERROR_BAD_ARGUMENT, "must be 0");
+  SUBCASE("kv_l2_policy unknown") {
+    for (int32_t policy : {-1, 3, 1 << 30}) {
+      p.kv_l2_policy = policy;
+      expect_error(p, FLASHLAB_ERROR_BAD_ARGUMENT,
+                   "kv_l2_policy = " + std::to_string(policy) + " is unknown");
+    }
+  }
+  SUBCASE("every kv_l2_policy is taken") {
+    for (int32_t policy : {FLASHLAB_DECODE_L2_AUTO, FLASHLAB_DECODE_L2_EVICT_NORMAL,
+                           FLASHLAB_DECODE_L2_EVICT_FIRST}) {
+      p.kv_l2_policy = policy;
+      CHECK_NOTHROW(validate_decode(p, kSms));
+    }
   }
   SUBCASE("reserved2") {
     p.reserved2 = -1;

@@ -54,6 +54,15 @@ extern "C" {
 #define FLASHLAB_DECODE_BAD_LENGTH 1u /* a seq_lens entry outside [0, max_seq_len] */
 #define FLASHLAB_DECODE_BAD_PAGE 2u   /* a block_table entry outside [0, num_pages) */
 
+/* kv_l2_policy: how the split kernel's reads of K and V ask the L2 to keep their lines.
+ * Decode reads each byte of the cache once per step (GQA packing), so its lines have no
+ * reuse in the call; marked evict-first, they replace one another in the L2 instead of the
+ * lines other work left there (weights, activations, or lines still dirty from an earlier
+ * kernel, whose write-back to HBM would otherwise be paid during the decode). */
+#define FLASHLAB_DECODE_L2_AUTO 0         /* the library's choice (decode::kDefaultKvL2Policy) */
+#define FLASHLAB_DECODE_L2_EVICT_NORMAL 1 /* plain loads: the L2's usual replacement */
+#define FLASHLAB_DECODE_L2_EVICT_FIRST 2  /* K and V lines are the first to be replaced */
+
 typedef struct flashlab_decode_params {
   const void* q;              /* (batch, heads_q, n_q, d) */
   const void* k_cache;        /* contiguous or paged, see above */
@@ -81,7 +90,7 @@ typedef struct flashlab_decode_params {
   int32_t num_splits;         /* 0: automatic (flashlab_decode_num_splits); 1..64: forced */
   void* workspace;            /* device, flashlab_decode_workspace_bytes() bytes, 16-aligned */
   int64_t workspace_bytes;
-  int32_t reserved;           /* must be 0 */
+  int32_t kv_l2_policy;       /* FLASHLAB_DECODE_L2_AUTO (0), _EVICT_NORMAL or _EVICT_FIRST */
   int32_t reserved2;          /* must be 0 */
   void* stream;               /* cudaStream_t; NULL is the legacy default stream */
 } flashlab_decode_params;

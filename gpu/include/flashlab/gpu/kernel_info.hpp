@@ -390,6 +390,21 @@ inline constexpr uint32_t kDtypeBits = dtype_bit(FLASHLAB_FP16) | dtype_bit(FLAS
 
 constexpr bool supports_head_dim(int64_t d) { return d == kHeadDims[0] || d == kHeadDims[1]; }
 constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.contains(dtype); }
+// flashlab_decode_params.kv_l2_policy: what FLASHLAB_DECODE_L2_AUTO means. K and V are
+// streamed (each byte read once per call), so their lines are marked evict-first: they
+// then replace one another rather than the lines already in the L2, and lines left dirty
+// by an earlier kernel are not written back during the decode. (Measurement in
+// bench/gpu/NOTES.md, "Decode: the L2 policy of K and V".)
+inline constexpr int32_t kDefaultKvL2Policy = FLASHLAB_DECODE_L2_EVICT_FIRST;
+constexpr bool is_kv_l2_policy(int32_t policy) {
+  return policy == FLASHLAB_DECODE_L2_AUTO || policy == FLASHLAB_DECODE_L2_EVICT_NORMAL ||
+         policy == FLASHLAB_DECODE_L2_EVICT_FIRST;
+}
+// The policy a call runs with: its own, or the default for FLASHLAB_DECODE_L2_AUTO.
+constexpr bool kv_evict_first(int32_t policy) {
+  return (policy == FLASHLAB_DECODE_L2_AUTO ? kDefaultKvL2Policy : policy) ==
+         FLASHLAB_DECODE_L2_EVICT_FIRST;
+}
 constexpr bool is_page_size(int64_t page_size) {
   return page_size >= kMinPageSize && page_size <= kMaxPageSize &&
          (page_size & (page_size - 1)) == 0;
@@ -486,9 +501,13 @@ inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
 // tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
 // their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
 inline constexpr int64_t kAutoPersistentMaxTiles = 64;
-// The share of the L2 the tile order plans the K and V of the heads in flight to take (the
-// rest is left to the Q tiles read and the O tiles written meanwhile): one half.
-inline constexpr int64_t kL2ShareForKV[2] = {1, 2};
+// The share of the L2 the tile order plans the K and V of the heads in flight to take: a
+// quarter, half of one of the H200's two L2 partitions. An SM reads through the partition
+// on its side, which keeps its own copy of lines homed in the other, so a head whose blocks
+// run on both sides is held twice; the rest is left to the Q tiles read and the O tiles
+// written meanwhile. (Planned on half the L2, 16 heads x N = 4096 at d = 128 made sections of
+// 15 heads, 60 MiB held twice in 60: 129.7 MiB read from DRAM for 48 of K, V and Q.)
+inline constexpr int64_t kL2ShareForKV[2] = {1, 4};
 inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 constexpr int threads(bool warp_specialized) {
   return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
