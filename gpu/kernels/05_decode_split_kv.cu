@@ -25,9 +25,9 @@
 // launch, 05_decode_combine.cu): the combine's blocks wait on the SMs for this grid to end.
 // A paged cache: a thread's keys of a tile are consecutive and lie on one page, so it reads
 // one block-table entry per tile, one tile ahead of the copy that needs it.
-// K and V are streamed, each byte read once a call: by default their copies carry an
-// evict-first L2 policy (decode::kDefaultKvL2Policy), so they replace one another in the L2
-// instead of the lines already there.
+// K and V are streamed, each byte read once a call: with kv_l2_policy evict-first their
+// copies carry that L2 policy (cp.async's L2::cache_hint), so they replace one another in
+// the L2 instead of the lines already there (decode::kDefaultKvL2Policy says the default).
 // Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
 // (d + 2) x 4 written; a split with no keys (more splits than tiles) reads nothing.
 #include "common.cuh"
