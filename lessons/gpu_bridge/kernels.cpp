@@ -84,6 +84,12 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
   const gpu::KernelConfig& c = info.config;
   if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};
   mirror.blocks_per_sm = c.blocks_per_sm;
+  if (c.kv_through_l1) {
+    const sim::SmLimits& sm = target_profile().sm;
+    if (mirror.blocks_per_sm == 0)
+      mirror.blocks_per_sm = sim::blocks_by_shared_and_threads(sm, c.threads, c.sram_bytes);
+    mirror.l1_bytes = sim::l1_beside_shared(sm, int(mirror.blocks_per_sm), c.sram_bytes);
+  }
   if (*id == FLASHLAB_KERNEL_FA3) {
     mirror.fa3 = fa3_kernel_facts(problem.d, problem.dtype).facts;
     return mirror;
@@ -216,7 +222,8 @@ Prediction predict(const KernelRun& run) {
                           .blocks_per_sm = mirror.blocks_per_sm,
                           .sm_count = target_profile().sm_count,
                           .l2_bytes = target_profile().l2_bytes,
-                          .l2_partitions = target_profile().l2_partitions};
+                          .l2_partitions = target_profile().l2_partitions,
+                          .l1_bytes = mirror.l1_bytes};
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     p.grid = sim::run_grid(grid);
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);
@@ -226,6 +233,10 @@ Prediction predict(const KernelRun& run) {
 
 double Prediction::sm_read() const {
   if (pass) return double(pass->bytes_read());
+  // Where K and V pass an L1 the grid says what crossed into the SMs: the blocks' loads less
+  // what their SMs' L1s served.
+  if (grid && grid->problem.l1_bytes > 0 && report)
+    return double(report->bytes_read()) * double(heads) - double(grid->l1_hit_bytes);
   return report ? double(report->bytes_read()) * double(heads) : 0;
 }
 

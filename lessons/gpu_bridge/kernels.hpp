@@ -44,7 +44,13 @@ struct KernelMirror {
   std::optional<sim::Algorithm> algorithm;
   sim::Problem problem;  // the caller's problem with the kernel's facts filled in
   std::string why_not;
-  Index blocks_per_sm = 0;  // the occupancy the kernel is built for; 0: it asks for none
+  // The occupancy the grid model runs it at: the one it is built for, or, where it asks for
+  // none but its K and V pass the L1 (the scalar kernel), what shared memory, threads and the
+  // block limit allow (registers do not bind there: ptxas's figures in kernel_info.hpp's
+  // scalar::); 0: no grid.
+  Index blocks_per_sm = 0;
+  // Each SM's L1 beside that many blocks' shared memory, where K and V pass it; else 0.
+  sim::Bytes l1_bytes = 0;
   std::optional<sim::Fa3KernelFacts> fa3{};  // set for fa3 (then algorithm is empty)
 
   bool modelled() const { return algorithm || fa3; }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <deque>
 #include <queue>
 #include <stdexcept>
 #include <tuple>
@@ -30,6 +31,8 @@ constexpr Index kMaxHeads = Index{1} << 16;
 constexpr Index kMaxSms = Index{1} << 16;
 constexpr Bytes kMaxL2 = Bytes{1} << 50;
 constexpr Index kMaxPartitions = 64;
+constexpr Bytes kMaxL1 = Bytes{1} << 30;       // an L1 per SM: 1 GiB is far past any GPU's
+constexpr Index kMaxL1Slots = Index{1} << 20;  // blocks placed on SMs one by one (the L1)
 
 enum Tensor : int { kQ, kK, kV, kO, kL, kTensors };
 
@@ -40,8 +43,9 @@ struct Group {
   Index first_block = 0;  // block ids first_block .. first_block + count - 1
   Index count = 1;
   Index head = 0, kv_head = 0;
-  Index j = 0;       // the next KV tile
-  Index kv_end = 0;  // one past the last KV tile
+  Index j = 0;                 // the next KV tile
+  Index kv_end = 0;            // one past the last KV tile
+  std::vector<Index> slots{};  // with an L1: each block's slot (its SM: slot mod sm_count)
 };
 
 class GridRun {
@@ -60,11 +64,14 @@ class GridRun {
       l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed);
       if (observer) l2_.back().set_observer(&observer);
     }
+    if (p.l1_bytes > 0) {  // grid.hpp, "The L1": an LRU per SM, and the slots blocks take
+      for (Index sm = 0; sm < p.sm_count; ++sm) l1_.emplace_back(p.l1_bytes, static_cast<int>(sm));
+      l1_scratch_ = tensors_;
+      for (Index slot = 0; slot < p.resident_blocks(); ++slot) free_slots_.push_back(slot);
+    }
   }
 
-  GridReport run() {
-    return p_.schedule == GridSchedule::drift ? run_drifting() : run_lockstep();
-  }
+  GridReport run() { return p_.schedule == GridSchedule::drift ? run_drifting() : run_lockstep(); }
 
  private:
   GridReport run_lockstep() {
@@ -127,8 +134,8 @@ class GridRun {
         access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
       } else if (e.moment == kStep) {
         const Index row0 = head / group * p_.N + r.j * p_.Bc, rows = rows_of(r.j, p_.Bc);
-        access(kK, row0, rows, /*write=*/false, part);
-        access(kV, row0, rows, /*write=*/false, part);
+        load_kv_tile(kK, row0, rows, e.slot % p_.sm_count, part);
+        load_kv_tile(kV, row0, rows, e.slot % p_.sm_count, part);
         ++r.j;
       } else {
         access(kO, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
@@ -145,8 +152,8 @@ class GridRun {
   }
 
   GridReport report(std::int64_t steps) const {
-    GridReport r{p_, tensors_, std::vector<Bytes>(kTensors, 0), p_.resident_blocks(), steps,
-                 accesses_};
+    GridReport r{p_,        tensors_, std::vector<Bytes>(kTensors, 0), p_.resident_blocks(), steps,
+                 accesses_, l1_hits_};
     for (const detail::L2Cache& part : l2_) part.add_dirty(r.dirty_at_end);
     return r;
   }
@@ -174,6 +181,20 @@ class GridRun {
     else
       near.access(t, row0, bytes, write, tensors_);
     ++accesses_;
+  }
+
+  // A load of K or V (tensor t) by a block on SM `sm` of partition `part`: served by the
+  // SM's L1 where there is one and it holds the tile (kept there on a miss), else the
+  // access above.
+  void load_kv_tile(int t, Index row0, Index rows, Index sm, Index part) {
+    if (l1_.empty()) return access(t, row0, rows, /*write=*/false, part);
+    detail::L2Cache& l1 = l1_[sm];
+    const bool hit = l1.holds(t, row0);
+    l1.access(t, row0, sector_bytes(t, row0, rows), /*write=*/false, l1_scratch_);
+    if (hit)
+      l1_hits_ += rows * row_bytes_[t];
+    else
+      access(t, row0, rows, /*write=*/false, part);
   }
 
   bool held_elsewhere(int t, Index row0, Index part) const {
@@ -210,6 +231,10 @@ class GridRun {
         ++count;
     const Index group_size = p_.heads / p_.kv_head_count();
     groups_.push_back({first, count, head, head / group_size, 0, end});
+    for (Index k = 0; k < count && !l1_.empty(); ++k) {  // the slots freed first
+      groups_.back().slots.push_back(free_slots_.front());
+      free_slots_.pop_front();
+    }
     for (Index b = first; b < first + count; ++b) {
       const Index i = query_tile_of(b);
       access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, p_.partition_of(b));
@@ -226,6 +251,14 @@ class GridRun {
   // would without grouping.
   void load_kv(const Group& g) {
     const Index row0 = g.kv_head * p_.N + g.j * p_.Bc, rows = rows_of(g.j, p_.Bc);
+    if (!l1_.empty()) {  // block by block, each through its SM's L1
+      for (Index k = 0; k < g.count; ++k) {
+        const Index sm = g.slots[k] % p_.sm_count, part = p_.partition_of(g.first_block + k);
+        load_kv_tile(kK, row0, rows, sm, part);
+        load_kv_tile(kV, row0, rows, sm, part);
+      }
+      return;
+    }
     const Index P = p_.l2_partitions;
     std::vector<Index> left(P, 0);  // blocks of the group in each partition
     for (Index b = g.first_block; b < g.first_block + g.count; ++b) ++left[p_.partition_of(b)];
@@ -260,6 +293,7 @@ class GridRun {
         access(kO, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
         access(kL, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
       }
+      free_slots_.insert(free_slots_.end(), g.slots.begin(), g.slots.end());
       resident_ -= g.count;
     }
     std::erase_if(groups_, [](const Group& g) { return g.j >= g.kv_end; });
@@ -273,6 +307,10 @@ class GridRun {
   std::vector<Group> groups_;  // resident, in block order
   Index resident_ = 0;
   std::int64_t accesses_ = 0;
+  std::vector<detail::L2Cache> l1_;        // one per SM where K and V pass an L1
+  std::vector<TensorTraffic> l1_scratch_;  // what the L1s would book as "DRAM": unused
+  std::deque<Index> free_slots_;           // with an L1: free slots, in the order they freed
+  Bytes l1_hits_ = 0;
 };
 
 void check_range(std::string_view what, Index value, Index lo, Index hi, std::string_view why) {
@@ -345,6 +383,16 @@ void check(const GridProblem& p) {
         p.block_time_spread));
   if (p.replacement != L2Replacement::lru && p.replacement != L2Replacement::random)
     throw cpu::InvalidArgument("an unknown L2 replacement: give lru or random");
+  if (p.l1_bytes < 0 || p.l1_bytes > kMaxL1)
+    throw cpu::InvalidArgument(fmt::format(
+        "an L1 of {} bytes: give 0 (K and V bypass it) to {} (the H200's is at most 256 KiB "
+        "less the shared memory)",
+        p.l1_bytes, kMaxL1));
+  if (p.l1_bytes > 0 && p.resident_blocks() > kMaxL1Slots)
+    throw cpu::InvalidArgument(fmt::format(
+        "{} resident blocks with an L1: the model places at most {} on SMs (give fewer SMs or "
+        "blocks per SM, or l1_bytes = 0)",
+        p.resident_blocks(), kMaxL1Slots));
   if (p.schedule != GridSchedule::lockstep && p.schedule != GridSchedule::drift)
     throw cpu::InvalidArgument("an unknown grid schedule: give lockstep or drift");
   cpu::check_causal(p.causal);
@@ -375,8 +423,8 @@ double block_tile_time(const GridProblem& p, Index block) {
   // Two uniform words from the block's counter and the seed, then Box-Muller for z.
   const auto u = [](std::uint32_t word) { return (double(word) + 0.5) / 4294967296.0; };
   const cpu::PhiloxCounter c = cpu::philox4x32_10(
-      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(std::uint64_t(block) >> 32),
-       0, 0},
+      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(std::uint64_t(block) >> 32), 0,
+       0},
       {static_cast<std::uint32_t>(p.seed), static_cast<std::uint32_t>(p.seed >> 32)});
   const double z = std::sqrt(-2.0 * std::log(u(c[0]))) * std::cos(2.0 * std::numbers::pi * u(c[1]));
   return std::exp(p.block_time_spread * z);

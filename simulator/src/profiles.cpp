@@ -2,6 +2,9 @@
 
 #include "flashlab/cpu/types.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -25,8 +28,15 @@ constexpr Bytes kMB = 1024 * kKB;
 // registers per SM, at most 255 per thread, given to warps in units of 256; 2048 threads and
 // 32 blocks per SM; 4 warp schedulers; 1 KB of shared memory reserved per block. Compute
 // capability 8.0 (A100) has 164 KB of shared memory per SM, 9.0 (H100, H200) and 10.0 (B200)
-// 228 KB.
-constexpr SmLimits sm_limits(Bytes shared_bytes) {
+// 228 KB. The unified data cache and the shared-memory carve-outs it allows: NVIDIA Ampere
+// tuning guide, 192 KB, carve-outs 0, 8, 16, 32, 64, 100, 132 or 164 KB; Hopper tuning guide,
+// 256 KB, carve-outs as the A100's and 196 or 228 KB (Blackwell's guide: as Hopper's).
+constexpr std::array<Bytes, 10> kCarveouts = {0,         8 * kKB,   16 * kKB,  32 * kKB,
+                                              64 * kKB,  100 * kKB, 132 * kKB, 164 * kKB,
+                                              196 * kKB, 228 * kKB};
+constexpr SmLimits sm_limits(Bytes shared_bytes, Bytes unified_cache_bytes) {
+  int count = 0;
+  while (count < int(kCarveouts.size()) && kCarveouts[count] <= shared_bytes) ++count;
   return {.registers = 64 * 1024,
           .register_granule = 256,
           .max_registers_per_thread = kMaxRegistersPerThread,
@@ -34,33 +44,36 @@ constexpr SmLimits sm_limits(Bytes shared_bytes) {
           .max_blocks = 32,
           .schedulers = 4,
           .shared_bytes = shared_bytes,
-          .shared_reserved_per_block = 1 * kKB};
+          .shared_reserved_per_block = 1 * kKB,
+          .unified_cache_bytes = unified_cache_bytes,
+          .carveouts = kCarveouts,
+          .carveout_count = count};
 }
 
 constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "a100",
         .description = "NVIDIA A100 SXM4 80GB (datasheet figures)",
-        .sm_count = 108,             // NVIDIA A100 Tensor Core GPU Architecture whitepaper
+        .sm_count = 108,  // NVIDIA A100 Tensor Core GPU Architecture whitepaper
         // CUDA Programming Guide, compute capability 8.0: 164 KB per SM, 163 KB per block.
         .sram_per_sm = 163 * kKB,
-        .l2_bytes = 40 * kMB,        // A100 whitepaper: 40 MB L2
-        .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
+        .l2_bytes = 40 * kMB,                               // A100 whitepaper: 40 MB L2
+        .hbm_bytes_per_s = 2039 * kGiga,                    // A100 datasheet, 80GB SXM: 2,039 GB/s
         .l2_bytes_per_s = kL2BytesPerClock * 1.41 * kGiga,  // at the 1410 MHz boost
-        .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
+        .matrix_flops_per_s = 312 * kTera,                  // A100 datasheet: BF16 312 TFLOPS dense
         .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga,  // 1410 MHz boost (whitepaper)
-        .sm = sm_limits(164 * kKB)},
+        .sm = sm_limits(164 * kKB, 192 * kKB)},
     HardwareProfile{
         .name = "h100",
         .description = "NVIDIA H100 SXM5 80GB (datasheet figures)",
-        .sm_count = 132,             // NVIDIA H100 datasheet / Hopper architecture whitepaper
+        .sm_count = 132,  // NVIDIA H100 datasheet / Hopper architecture whitepaper
         // CUDA Programming Guide, compute capability 9.0: 228 KB per SM, 227 KB per block.
         .sram_per_sm = 227 * kKB,
-        .l2_bytes = 50 * kMB,        // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5)
+        .l2_bytes = 50 * kMB,  // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5)
         // Hopper whitepaper: the L2 is divided into two partitions, each caching data for
         // the GPCs attached to it directly.
         .l2_partitions = 2,
-        .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
+        .hbm_bytes_per_s = 3.35 * kTera,                    // H100 SXM datasheet: 3.35 TB/s
         .l2_bytes_per_s = kL2BytesPerClock * 1.98 * kGiga,  // an estimate; 1980 MHz boost
         // H100 SXM datasheet: BF16 989 TFLOPS dense, the figure used here (its 1,979
         // TFLOPS is with 2:4 sparsity, which attention does not use).
@@ -68,14 +81,14 @@ constexpr std::array kProfiles = {
         // FlashAttention-3 (Shah et al., 2024): "989 TFLOPS of FP16 matmul but only 3.9
         // TFLOPS of special functions" on the H100 SXM5.
         .exp_per_s = 3.9 * kTera,
-        .sm = sm_limits(228 * kKB)},
+        .sm = sm_limits(228 * kKB, 256 * kKB)},
     HardwareProfile{
         .name = "h200",
         .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
-        .sm_count = 132,             // the H200 measured in docs/ANCHORS.md
+        .sm_count = 132,  // the H200 measured in docs/ANCHORS.md
         // Measured: 232,448 bytes (227 KiB) per block with the opt-in attribute (DEVICE-NOTES.md).
         .sram_per_sm = 227 * kKB,
-        .l2_bytes = 60 * kMB,        // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
+        .l2_bytes = 60 * kMB,  // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
         // The GH100's two partitions (as the H100); the DRAM reads measured past the
         // crossover fit two of 30 MiB, K and V held in both (docs/IO-LEVELS.md).
         .l2_partitions = 2,
@@ -94,11 +107,11 @@ constexpr std::array kProfiles = {
         // TFLOPS dense, as the H100.
         .matrix_flops_per_s = 686 * kTera,
         .exp_per_s = 3.9 * kTera,  // the same GH100 chip as the H100 SXM5 (FlashAttention-3)
-        .sm = sm_limits(228 * kKB)},
+        .sm = sm_limits(228 * kKB, 256 * kKB)},
     HardwareProfile{
         .name = "b200",
         .description = "NVIDIA B200 (datasheet figures; exp throughput estimated)",
-        .sm_count = 148,             // NVIDIA Blackwell architecture technical brief
+        .sm_count = 148,  // NVIDIA Blackwell architecture technical brief
         // CUDA Programming Guide, compute capability 10.0: 228 KB per SM, 227 KB per block.
         .sram_per_sm = 227 * kKB,
         // NVIDIA's datasheets give no L2 size. 126 MB is what Chips and Cheese measured on a
@@ -106,7 +119,7 @@ constexpr std::array kProfiles = {
         // MiB like NVIDIA's own figures. It is split between the two dies, half beside each;
         // the model treats it as one pool, so it errs towards hits where K and V outgrow a half.
         .l2_bytes = 126 * kMB,
-        .hbm_bytes_per_s = 8 * kTera,        // HGX B200 datasheet: 8 TB/s per GPU
+        .hbm_bytes_per_s = 8 * kTera,                      // HGX B200 datasheet: 8 TB/s per GPU
         .l2_bytes_per_s = kL2BytesPerClock * 1.9 * kGiga,  // an estimate, as the H100's
         // HGX B200 datasheet: BF16 4.5 PFLOPS with sparsity, so 2.25 dense; ANCHORS.md's
         // FlashAttention-4 figure (1613 TFLOPS = 71% of peak) agrees.
@@ -114,7 +127,7 @@ constexpr std::array kProfiles = {
         // An estimate: 16 per clock per SM x 148 SMs x about 1.9 GHz, a boost clock that
         // NVIDIA's datasheet does not state.
         .exp_per_s = kExpPerClockPerSm * 148 * 1.9 * kGiga,
-        .sm = sm_limits(228 * kKB)},
+        .sm = sm_limits(228 * kKB, 256 * kKB)},
 };
 
 constexpr std::array kLinks = {
@@ -131,6 +144,27 @@ constexpr std::array kLinks = {
 };
 
 }  // namespace
+
+Bytes l1_beside_shared(const SmLimits& sm, int blocks, Bytes shared_per_block) {
+  const Bytes needed = Bytes(blocks) * (shared_per_block + sm.shared_reserved_per_block);
+  for (int i = 0; i < sm.carveout_count; ++i)
+    if (sm.carveouts[i] >= needed) return sm.unified_cache_bytes - sm.carveouts[i];
+  throw cpu::InvalidArgument(fmt::format(
+      "{} blocks of {} bytes of shared memory (and {} reserved each) need {} bytes: an SM's "
+      "largest carve-out is {} bytes",
+      blocks, shared_per_block, sm.shared_reserved_per_block, needed,
+      sm.carveout_count > 0 ? sm.carveouts[sm.carveout_count - 1] : 0));
+}
+
+int blocks_by_shared_and_threads(const SmLimits& sm, int threads, Bytes shared_per_block) {
+  if (threads < 1 || threads > sm.max_threads || shared_per_block < 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "a block of {} threads and {} bytes of shared memory: give 1 to {} threads and a "
+        "shared memory size >= 0",
+        threads, shared_per_block, sm.max_threads));
+  const Bytes by_shared = sm.shared_bytes / (shared_per_block + sm.shared_reserved_per_block);
+  return int(std::min<Bytes>({by_shared, Bytes(sm.max_threads / threads), Bytes(sm.max_blocks)}));
+}
 
 std::span<const LinkProfile> links() { return kLinks; }
 

@@ -296,3 +296,40 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   // Not described (a library's kernel): booked as data.
   CHECK_FALSE(flashlab::app::sim_store(gpu::WarpStorePattern{}));
 }
+
+TEST_CASE("the scalar kernel's mirror: its L1 from the carve-out, and what 1 head reads") {
+  namespace gpu = flashlab::gpu;
+  namespace sim = flashlab::sim;
+  using flashlab::app::Index;
+  // Its plain loads of K and V pass the L1; fa2's cp.async.cg and fa3's TMA do not.
+  CHECK(gpu::scalar::config(128, FLASHLAB_BF16).kv_through_l1);
+  CHECK_FALSE(gpu::fa2::config(128, FLASHLAB_BF16).kv_through_l1);
+  const sim::HardwareProfile& h200 = flashlab::app::target_profile();
+  for (Index d : {64, 128}) {
+    CAPTURE(d);
+    const gpu::KernelConfig c = gpu::scalar::config(d, FLASHLAB_BF16);
+    const auto mirror = flashlab::app::kernel_mirror(
+        "scalar", sim::Problem{.N = 1024, .d = d, .dtype = sim::DType::bf16});
+    // Blocks by shared memory (registers allow more: ptxas gives 168 and 96), and the L1
+    // beside the carve-out that holds them.
+    const Index blocks = h200.sm.shared_bytes / (c.sram_bytes + h200.sm.shared_reserved_per_block);
+    CHECK(mirror.blocks_per_sm == blocks);
+    CHECK(mirror.l1_bytes == sim::l1_beside_shared(h200.sm, int(blocks), c.sram_bytes));
+    CHECK(mirror.l1_bytes > 0);
+    CHECK(flashlab::app::kernel_mirror("fa2", sim::Problem{.N = 1024, .d = d}).l1_bytes == 0);
+  }
+  // One head, N = 16384, d = 128: 256 blocks of 64 rows, 3 per SM, all resident. SMs 0 to 123
+  // hold blocks s and s + 132 (the same head, in step), so 132 SMs read K and V for 256 blocks.
+  const flashlab::app::KernelRun run{.kernel = "scalar", .n = 16384, .d = 128, .heads = 1};
+  const auto p = flashlab::app::predict(run);
+  REQUIRE(p.report);
+  REQUIRE(p.grid);
+  const double kv_per_block = 2.0 * 16384 * 128 * 2;
+  const double q = 16384.0 * 128 * 2;
+  CHECK(p.report->bytes_read() == doctest::Approx(q + 256 * kv_per_block));
+  CHECK(p.sm_read() == doctest::Approx(q + 132 * kv_per_block));
+  // At N = 8192 the 128 blocks have an SM each: nothing shared.
+  const auto p8 = flashlab::app::predict({.kernel = "scalar", .n = 8192, .d = 128, .heads = 1});
+  REQUIRE(p8.report);
+  CHECK(p8.sm_read() == doctest::Approx(double(p8.report->bytes_read())));
+}

@@ -126,6 +126,10 @@ struct KernelConfig {
   int stride_align_elements = 0;  // of every batch, head and row stride that is used
   WarpStorePattern o_store;       // the epilogue's store of O
   WarpStorePattern lse_store;     // and of L = m + log l (fp32)
+  // K and V come in by plain loads, which the SM's L1 caches, so blocks of a head that share
+  // an SM and step together read each tile from the L2 once (sim::GridProblem::l1_bytes);
+  // false where they bypass the L1 (cp.async.cg, TMA).
+  bool kv_through_l1 = false;
 };
 
 // 01_naive.cu: three operators, S and P in HBM.
@@ -173,6 +177,7 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   // instruction: 16x the data in bf16), and its row's L beside its neighbours' (exact).
   c.o_store = lane_per_row(dtype_bytes(dtype));
   c.lse_store = lanes_in_a_row(sizeof(float));
+  c.kv_through_l1 = true;  // load_tile: plain loads, converted to fp32 on the way to SRAM
   return c;
 }
 }  // namespace scalar

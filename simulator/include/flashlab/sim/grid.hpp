@@ -61,6 +61,20 @@
 // them evicted and reads them from DRAM again; that is what lockstep cannot produce. Every
 // block is its own L2 access (no grouping): N = 131072 at 16 heads takes seconds.
 //
+// The L1 (l1_bytes > 0). Blocks run on SMs: R = sm_count x blocks_per_sm slots, slot k on SM
+// k mod sm_count. The first wave takes slots 0, 1, ..., and a later block the slot freed
+// first (blocks that end together free theirs in block order; drift, where one block ends
+// at a time, gives the same). So a first wave puts block b on SM b mod sm_count and a partial
+// wave spreads one block per SM before doubling up, as the hardware's block scheduler does;
+// blocks that run together, end together and hand their SMs on together. Each
+// SM has an LRU L1 of l1_bytes, whole tiles, read-only here: a block's K_j or V_j that its
+// SM's L1 holds is served there and neither crosses into the SM nor reaches the L2; a miss
+// goes to the L2 as above and is kept in the L1. So blocks of one KV head that share an SM
+// and step together read each K and V tile into it once: the scalar kernel at one head, N =
+// 16384 (256 blocks, 3 per SM) has 132 SMs reading for 256 blocks, 0.516 of the bytes the
+// blocks load. (The L2 partition of a block stays b mod P, as above; the two agree where
+// waves start whole.)
+//
 // The crossover (l2_crossover): a KV head whose blocks span two waves is re-read by the
 // second; its tile j survives in the LRU when what was touched since its first read, itself
 // included, fits. The wave's KV heads are h_w, the next wave's h_w+1, and the shared head is
@@ -141,6 +155,10 @@ struct GridProblem {
   // kernel's own order (fa3's tile scheduler, flashlab/gpu/tile_schedule.hpp, handed in by
   // the caller), a one-to-one map of 0 .. blocks() - 1 onto the heads' tiles.
   std::function<BlockTile(cpu::Index block)> order{};
+  // The L1 of each SM that K and V tiles pass through, for a kernel whose K and V loads are
+  // cached there (the scalar kernel's plain loads); 0 where they bypass it (cp.async.cg,
+  // TMA: fa2, fa3), the default. See "The L1" above.
+  Bytes l1_bytes = 0;
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
@@ -203,6 +221,9 @@ struct GridReport {
                                       // drift: the grid's time, in tile times, rounded up)
   std::int64_t l2_accesses = 0;       // tile accesses the L2 saw (blocks that step together
                                       // on the same tile: one access, the rest booked as hits)
+  // Loads of K and V tiles that the SMs' L1s served (l1_bytes > 0), in bytes: what the
+  // blocks loaded less what crossed into the SMs.
+  Bytes l1_hit_bytes = 0;
 
   Bytes sm_read() const;
   Bytes sm_written() const;
