@@ -43,8 +43,8 @@ struct Group {
   Index first_block = 0;  // block ids first_block .. first_block + count - 1
   Index count = 1;
   Index head = 0, kv_head = 0;
-  Index j = 0;                 // the next KV tile
-  Index kv_end = 0;            // one past the last KV tile
+  Index j = 0;       // the next KV tile
+  Index kv_end = 0;  // one past the last KV tile
   std::vector<Index> slots{};  // with an L1: each block's slot (its SM: slot mod sm_count)
 };
 
@@ -65,13 +65,15 @@ class GridRun {
       if (observer) l2_.back().set_observer(&observer);
     }
     if (p.l1_bytes > 0) {  // grid.hpp, "The L1": an LRU per SM, and the slots blocks take
-      for (Index sm = 0; sm < p.sm_count; ++sm) l1_.emplace_back(p.l1_bytes, static_cast<int>(sm));
+      for (Index sm = 0; sm < p.sm_count; ++sm) l1_.emplace_back(p.l1_bytes, int(sm));
       l1_scratch_ = tensors_;
       for (Index slot = 0; slot < p.resident_blocks(); ++slot) free_slots_.push_back(slot);
     }
   }
 
-  GridReport run() { return p_.schedule == GridSchedule::drift ? run_drifting() : run_lockstep(); }
+  GridReport run() {
+    return p_.schedule == GridSchedule::drift ? run_drifting() : run_lockstep();
+  }
 
  private:
   GridReport run_lockstep() {
@@ -152,7 +154,7 @@ class GridRun {
   }
 
   GridReport report(std::int64_t steps) const {
-    GridReport r{p_,        tensors_, std::vector<Bytes>(kTensors, 0), p_.resident_blocks(), steps,
+    GridReport r{p_, tensors_, std::vector<Bytes>(kTensors, 0), p_.resident_blocks(), steps,
                  accesses_, l1_hits_};
     for (const detail::L2Cache& part : l2_) part.add_dirty(r.dirty_at_end);
     return r;
@@ -423,8 +425,8 @@ double block_tile_time(const GridProblem& p, Index block) {
   // Two uniform words from the block's counter and the seed, then Box-Muller for z.
   const auto u = [](std::uint32_t word) { return (double(word) + 0.5) / 4294967296.0; };
   const cpu::PhiloxCounter c = cpu::philox4x32_10(
-      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(std::uint64_t(block) >> 32), 0,
-       0},
+      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(std::uint64_t(block) >> 32),
+       0, 0},
       {static_cast<std::uint32_t>(p.seed), static_cast<std::uint32_t>(p.seed >> 32)});
   const double z = std::sqrt(-2.0 * std::log(u(c[0]))) * std::cos(2.0 * std::numbers::pi * u(c[1]));
   return std::exp(p.block_time_spread * z);

@@ -54,26 +54,26 @@ constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "a100",
         .description = "NVIDIA A100 SXM4 80GB (datasheet figures)",
-        .sm_count = 108,  // NVIDIA A100 Tensor Core GPU Architecture whitepaper
+        .sm_count = 108,             // NVIDIA A100 Tensor Core GPU Architecture whitepaper
         // CUDA Programming Guide, compute capability 8.0: 164 KB per SM, 163 KB per block.
         .sram_per_sm = 163 * kKB,
-        .l2_bytes = 40 * kMB,                               // A100 whitepaper: 40 MB L2
-        .hbm_bytes_per_s = 2039 * kGiga,                    // A100 datasheet, 80GB SXM: 2,039 GB/s
+        .l2_bytes = 40 * kMB,        // A100 whitepaper: 40 MB L2
+        .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
         .l2_bytes_per_s = kL2BytesPerClock * 1.41 * kGiga,  // at the 1410 MHz boost
-        .matrix_flops_per_s = 312 * kTera,                  // A100 datasheet: BF16 312 TFLOPS dense
+        .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
         .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga,  // 1410 MHz boost (whitepaper)
         .sm = sm_limits(164 * kKB, 192 * kKB)},
     HardwareProfile{
         .name = "h100",
         .description = "NVIDIA H100 SXM5 80GB (datasheet figures)",
-        .sm_count = 132,  // NVIDIA H100 datasheet / Hopper architecture whitepaper
+        .sm_count = 132,             // NVIDIA H100 datasheet / Hopper architecture whitepaper
         // CUDA Programming Guide, compute capability 9.0: 228 KB per SM, 227 KB per block.
         .sram_per_sm = 227 * kKB,
-        .l2_bytes = 50 * kMB,  // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5)
+        .l2_bytes = 50 * kMB,        // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5)
         // Hopper whitepaper: the L2 is divided into two partitions, each caching data for
         // the GPCs attached to it directly.
         .l2_partitions = 2,
-        .hbm_bytes_per_s = 3.35 * kTera,                    // H100 SXM datasheet: 3.35 TB/s
+        .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
         .l2_bytes_per_s = kL2BytesPerClock * 1.98 * kGiga,  // an estimate; 1980 MHz boost
         // H100 SXM datasheet: BF16 989 TFLOPS dense, the figure used here (its 1,979
         // TFLOPS is with 2:4 sparsity, which attention does not use).
@@ -85,10 +85,10 @@ constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "h200",
         .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
-        .sm_count = 132,  // the H200 measured in docs/ANCHORS.md
+        .sm_count = 132,             // the H200 measured in docs/ANCHORS.md
         // Measured: 232,448 bytes (227 KiB) per block with the opt-in attribute (DEVICE-NOTES.md).
         .sram_per_sm = 227 * kKB,
-        .l2_bytes = 60 * kMB,  // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
+        .l2_bytes = 60 * kMB,        // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
         // The GH100's two partitions (as the H100); the DRAM reads measured past the
         // crossover fit two of 30 MiB, K and V held in both (docs/IO-LEVELS.md).
         .l2_partitions = 2,
@@ -111,7 +111,7 @@ constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "b200",
         .description = "NVIDIA B200 (datasheet figures; exp throughput estimated)",
-        .sm_count = 148,  // NVIDIA Blackwell architecture technical brief
+        .sm_count = 148,             // NVIDIA Blackwell architecture technical brief
         // CUDA Programming Guide, compute capability 10.0: 228 KB per SM, 227 KB per block.
         .sram_per_sm = 227 * kKB,
         // NVIDIA's datasheets give no L2 size. 126 MB is what Chips and Cheese measured on a
@@ -119,7 +119,7 @@ constexpr std::array kProfiles = {
         // MiB like NVIDIA's own figures. It is split between the two dies, half beside each;
         // the model treats it as one pool, so it errs towards hits where K and V outgrow a half.
         .l2_bytes = 126 * kMB,
-        .hbm_bytes_per_s = 8 * kTera,                      // HGX B200 datasheet: 8 TB/s per GPU
+        .hbm_bytes_per_s = 8 * kTera,        // HGX B200 datasheet: 8 TB/s per GPU
         .l2_bytes_per_s = kL2BytesPerClock * 1.9 * kGiga,  // an estimate, as the H100's
         // HGX B200 datasheet: BF16 4.5 PFLOPS with sparsity, so 2.25 dense; ANCHORS.md's
         // FlashAttention-4 figure (1613 TFLOPS = 71% of peak) agrees.

@@ -35,14 +35,14 @@ inline constexpr int kTensorMemoryColumns = 512;
 // What one SM holds at once: the limits that decide how many blocks of a kernel are resident
 // together (CUDA C++ Programming Guide, the technical specifications per compute capability).
 struct SmLimits {
-  int registers = 0;         // 32-bit registers in the SM's register file
-  int register_granule = 0;  // registers are given to a warp in multiples of this
+  int registers = 0;                // 32-bit registers in the SM's register file
+  int register_granule = 0;         // registers are given to a warp in multiples of this
   int max_registers_per_thread = 0;
-  int max_threads = 0;                  // resident threads
-  int max_blocks = 0;                   // resident thread blocks
-  int schedulers = 0;                   // warp schedulers (sub-partitions), each with its own
-                                        // quarter of the register file and its own warps
-  Bytes shared_bytes = 0;               // shared memory of the SM, all resident blocks together
+  int max_threads = 0;              // resident threads
+  int max_blocks = 0;               // resident thread blocks
+  int schedulers = 0;               // warp schedulers (sub-partitions), each with its own
+                                    // quarter of the register file and its own warps
+  Bytes shared_bytes = 0;           // shared memory of the SM, all resident blocks together
   Bytes shared_reserved_per_block = 0;  // what the system keeps of it for each resident block
   // The SM's unified data cache: L1 and shared memory are one array, of which the driver
   // sets a carve-out aside as shared memory (one of `carveouts`, ascending) and the rest
@@ -67,9 +67,9 @@ struct HardwareProfile {
   std::string_view name;         // "h200", as the CLI's --profile takes it
   std::string_view description;  // the part and where its figures come from, in brief
   int sm_count = 0;
-  Bytes sram_per_sm = 0;  // shared memory one SM offers one thread block (the most
-                          // a block can opt in to, a little below the SM's total)
-  Bytes l2_bytes = 0;     // the L2 between HBM and the SMs, whole chip
+  Bytes sram_per_sm = 0;         // shared memory one SM offers one thread block (the most
+                                 // a block can opt in to, a little below the SM's total)
+  Bytes l2_bytes = 0;            // the L2 between HBM and the SMs, whole chip
   // The L2's partitions: each SM is attached to one, and data read by SMs of several
   // partitions is held in each of them (sim::GridProblem::l2_partitions; grid.hpp).
   int l2_partitions = 1;
@@ -79,14 +79,14 @@ struct HardwareProfile {
   double block_time_spread = 0;
   // Which tile a full L2 partition drops (sim::GridProblem::replacement; grid.hpp).
   L2Replacement l2_replacement = L2Replacement::lru;
-  double hbm_bytes_per_s = 0;  // read + written
+  double hbm_bytes_per_s = 0;    // read + written
   // Bytes per second the L2 delivers to the SMs, whole chip: what a load of a tile that is
   // already in the L2 (a re-read of K or V, lesson 5) moves at, where HBM's figure is for
   // the bytes that come from DRAM.
   double l2_bytes_per_s = 0;
-  double matrix_flops_per_s = 0;  // dense bf16 tensor-core throughput
-  double exp_per_s = 0;           // special-function unit (exp2) throughput, whole chip
-  SmLimits sm;                    // what one SM holds at once
+  double matrix_flops_per_s = 0; // dense bf16 tensor-core throughput
+  double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip
+  SmLimits sm;                   // what one SM holds at once
 };
 
 // A100, H100, H200, B200 (sources in profiles.cpp, beside each figure).
