@@ -7,7 +7,7 @@
 //   x = n + f,   n = floor(x),   f in [0, 1),   so   2^x = 2^n * 2^f,
 // 2^f = p(f) = 1 + c1 f + c2 f^2 + c3 f^3 by Horner's rule (three FMAs), and 2^n by adding
 // n to the exponent field of p's bits (one integer shift-and-add: p lies in [1, 2]).
-// floor(x) is taken without a conversion instruction (those run at MUFU's rate too): adding
+// floor(x) is taken without a conversion instruction (16 a clock per SM, MUFU's rate): adding
 // 1.5 * 2^23 rounded toward -inf leaves floor(x) in the low mantissa bits of the sum, and
 // the sum minus 1.5 * 2^23 is floor(x) as a float, exactly.
 // Per exponential: 2 min/max (the clamp), 3 adds, 3 FMAs, 1 shift-and-add; no MUFU.
