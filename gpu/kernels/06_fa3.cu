@@ -355,11 +355,9 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, const float 
 #pragma unroll
   for (int kk = 0; kk < kBc / 16; ++kk) {
     // Known at compile time: kk is unrolled.
-    const bool on_fma_pipe = kSoftwareExp2 && kk % fa3::kSoftwareExp2Period ==
-                                                  fa3::kSoftwareExp2Period - 1;
-    const auto exp2 = [&](float x) {
-      return on_fma_pipe ? software_exp2(x) : ptx::exp2_approx(x);
-    };
+    const bool on_fma_pipe =
+        kSoftwareExp2 && kk % fa3::kSoftwareExp2Period == fa3::kSoftwareExp2Period - 1;
+    const auto exp2 = [&](float x) { return on_fma_pipe ? software_exp2(x) : ptx::exp2_approx(x); };
 #pragma unroll
     for (int q = 0; q < 4; ++q) {  // A register q: row g + 8 (q % 2), keys + 8 (q / 2)
       const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2), r = q % 2;

@@ -106,11 +106,11 @@ FLASHLAB_HOST_DEVICE float fused_multiply_add(float a, float b, float c) {
 // 2^x on the FMA pipe; see the top of the file for what it returns at the edges.
 FLASHLAB_HOST_DEVICE float software_exp2(float x) {
   x = clamp_exp2_argument(x);
-  const float shifted = shifted_floor(x);  // kFloorShift + n
+  const float shifted = shifted_floor(x);       // kFloorShift + n
   const float f = x - (shifted - kFloorShift);  // in [0, 1]; exact for |x| >= 1
   const float p =
-      fused_multiply_add(fused_multiply_add(fused_multiply_add(kExp2C3, f, kExp2C2), f, kExp2C1),
-                         f, 1.0f);  // 2^f, in [1, 2]
+      fused_multiply_add(fused_multiply_add(fused_multiply_add(kExp2C3, f, kExp2C2), f, kExp2C1), f,
+                         1.0f);  // 2^f, in [1, 2]
   // n is the low bits of shifted's bits (the shift is 3 * 2^22 in the ulps of 2^23), and
   // shifting them up by 23 drops the shift's own bits: shifted's bits << 23 = n << 23
   // (modulo 2^32, two's complement). Added to p's exponent field: 2^n p.
