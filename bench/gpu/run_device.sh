@@ -62,7 +62,7 @@ if want build; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DPython3_EXECUTABLE="$(command -v python3)" "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
-        test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile flashlab \
+        test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile test_gpu_exp2 flashlab \
         flashlab_gpu_runner || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
@@ -112,6 +112,7 @@ if want test; then
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   }
   gpu_test "fa3's TMA and wgmma wrappers on one tile" "$BUILD/tests/gpu/test_gpu_hopper_tile"
+  gpu_test "software_exp2: the device's bits are the host's" "$BUILD/tests/gpu/test_gpu_exp2"
   gpu_test "fa3's own cases" "$BUILD/tests/gpu/test_gpu" -tc='fa3*'
   gpu_test "the backward's cases (v3 where fa3_backward::takes the call, else v2)" \
     "$BUILD/tests/gpu/test_gpu" -tc='backward*'
