@@ -24,9 +24,7 @@ __global__ void exp2_kernel(const float* x, float* y, int n) {
 
 struct Buffer {
   float* ptr = nullptr;
-  explicit Buffer(size_t count) {
-    check(cudaMalloc(&ptr, count * sizeof(float)), "cudaMalloc");
-  }
+  explicit Buffer(size_t count) { check(cudaMalloc(&ptr, count * sizeof(float)), "cudaMalloc"); }
   ~Buffer() { cudaFree(ptr); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

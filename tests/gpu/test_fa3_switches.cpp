@@ -30,7 +30,7 @@ std::vector<flashlab_fa3_options> every_combination() {
       for (int ping_pong : {0, 1})
         for (int overlap : {0, 1})
           out.push_back({ws, stages, ping_pong, overlap, /*conditional_rescale=*/0, nullptr,
-                         FLASHLAB_FA3_GRID_PER_TILE});
+                         FLASHLAB_FA3_GRID_PER_TILE, /*software_exp2=*/0});
   return out;
 }
 
@@ -177,8 +177,11 @@ TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
           c.n_k = 1023;
           c.d = d;
           c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-          c.fa3 = flashlab_fa3_options{
-              1, stages, ping_pong, 1, /*conditional_rescale=*/0, nullptr, fa3::kDefaultGrid};
+          flashlab_fa3_options o{};
+          REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+          o.stages = stages;
+          o.ping_pong = ping_pong;
+          c.fa3 = o;
           expect_matches_reference(c);
         }
 }
