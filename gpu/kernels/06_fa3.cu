@@ -357,12 +357,14 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, const float 
     // Known at compile time: kk is unrolled.
     const bool on_fma_pipe =
         kSoftwareExp2 && kk % fa3::kSoftwareExp2Period == fa3::kSoftwareExp2Period - 1;
-    const auto exp2 = [&](float x) { return on_fma_pipe ? software_exp2(x) : ptx::exp2_approx(x); };
+    const auto power_of_2 = [&](float x) {
+      return on_fma_pipe ? software_exp2(x) : ptx::exp2_approx(x);
+    };
 #pragma unroll
     for (int q = 0; q < 4; ++q) {  // A register q: row g + 8 (q % 2), keys + 8 (q / 2)
       const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2), r = q % 2;
-      const float w0 = exp2(fmaf(score(i), scale_log2, -base[r]));
-      const float w1 = exp2(fmaf(score(i + 1), scale_log2, -base[r]));
+      const float w0 = power_of_2(fmaf(score(i), scale_log2, -base[r]));
+      const float w1 = power_of_2(fmaf(score(i + 1), scale_log2, -base[r]));
       row_sum[r][kk % kPartials] += w0 + w1;
       rW_next[kk][q] = ptx::pack2<T>(w0, w1);
     }
