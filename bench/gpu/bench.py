@@ -12,6 +12,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --lib ... --ablation --csv ablation.csv          # fa3's switches, one by one
   python3 bench.py --lib ... --ablation --ablation-d 64 --csv ablation64.csv   # the same at d = 64
   python3 bench.py --lib ... --impls fa3 fa3-persistent fa3-per-tile cudnn   # fa3's grids
+  python3 bench.py --lib ... --impls fa3 fa3-sexp2 cudnn            # software exponentials
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
@@ -64,22 +65,26 @@ def torch_call(torch, backend, q, k, v, causal):
     return run
 
 
-# fa3 on one grid each (flashlab_fa3_grid), beside "fa3" (the library's default grid), so
-# that the persistent and the one-block-per-tile launches are timed in the same run.
-FA3_GRIDS = {"fa3-persistent": fl.FA3_GRID_PERSISTENT, "fa3-per-tile": fl.FA3_GRID_PER_TILE}
+# fa3 with one switch (flashlab/fa3.h) moved from its default, beside "fa3" (the library's
+# defaults), so that both are timed in the same run: on one grid each (flashlab_fa3_grid),
+# persistent and one block per tile; and with FlashAttention-4's software exponentials.
+FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
+                "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),
+                "fa3-sexp2": dict(software_exp2=1)}
 
 
 def is_flashlab(impl):
-    return impl in fl.KERNELS or impl in FA3_GRIDS
+    return impl in fl.KERNELS or impl in FA3_VARIANTS
 
 
 def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
-    """kernel: a name of fl.KERNELS, or of FA3_GRIDS (fa3 with that grid)."""
+    """kernel: a name of fl.KERNELS, or of FA3_VARIANTS (fa3 with those switches)."""
     p = lib.params(q, k, v, o, lse, causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE,
-                   kernel=fl.FA3 if kernel in FA3_GRIDS else fl.KERNELS[kernel])
-    if kernel in FA3_GRIDS:
+                   kernel=fl.FA3 if kernel in FA3_VARIANTS else fl.KERNELS[kernel])
+    if kernel in FA3_VARIANTS:
         options = lib.fa3_default_options()
-        options.grid = FA3_GRIDS[kernel]
+        for field, value in FA3_VARIANTS[kernel].items():
+            setattr(options, field, value)
         return lambda: lib.forward_fa3(p, options)
     return lambda: lib.forward(p)
 
@@ -89,7 +94,7 @@ def implementations(N, only=None):
     # FLASHLAB_SKIP_FA3=1 leaves fa3 out: a fault on the device ends the process's CUDA
     # context, and with it every later timing of the sweep.
     skip_fa3 = os.environ.get("FLASHLAB_SKIP_FA3", "") not in ("", "0")
-    impls = ([] if skip_fa3 else ["fa3", *FA3_GRIDS]) + ["fa2", "naive"]
+    impls = ([] if skip_fa3 else ["fa3", *FA3_VARIANTS]) + ["fa2", "naive"]
     impls += ["scalar"] if N in SCALAR_SEQ_LENS else []
     impls += [b for b in TORCH_BACKENDS if b != "math" or N <= MATH_MAX_SEQ]
     return [i for i in impls if only is None or i in only]
@@ -130,7 +135,8 @@ def print_summary(summary):
     print("\nTFLOP/s (bf16, H = 2048/d, B = 16384/N); ratio = kernel / backend")
     print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa3':>6} {'fa2':>6} {'naive':>6} {'scalar':>6} | "
           f"{'flash':>6} {'cudnn':>6} {'effic':>6} {'math':>6} | {'fa2/fl':>6} {'fa2/cd':>6}"
-          f" {'fa3/cd':>6} | {'pers/cd':>7} {'tile/cd':>7} | max|diff| vs cudnn: fa2, fa3")
+          f" {'fa3/cd':>6} | {'pers/cd':>7} {'tile/cd':>7} {'sexp2/cd':>8} | "
+          f"max|diff| vs cudnn: fa2, fa3, fa3-sexp2")
     for (d, causal, N), rows in summary:
         t = {k: v[1] for k, v in rows.items()}
         cell = lambda name: f"{t[name]:6.1f}" if name in t else f"{'-':>6}"
@@ -140,7 +146,8 @@ def print_summary(summary):
               f"{cell('scalar')} | {cell('flash')} {cell('cudnn')} {cell('efficient')} "
               f"{cell('math')} | {ratio('fa2', 'flash')} {ratio('fa2', 'cudnn')} "
               f"{ratio('fa3', 'cudnn')} | {ratio('fa3-persistent', 'cudnn'):>7} "
-              f"{ratio('fa3-per-tile', 'cudnn'):>7} | {diff('fa2')}, {diff('fa3')}")
+              f"{ratio('fa3-per-tile', 'cudnn'):>7} {ratio('fa3-sexp2', 'cudnn'):>8} | "
+              f"{diff('fa2')}, {diff('fa3')}, {diff('fa3-sexp2')}")
 
 
 def run_sweep(args):
@@ -152,10 +159,12 @@ def ablation_options(fl_lib):
     everything off: the FlashAttention-3 ablation, one idea at a time."""
     default = fl_lib.fa3_default_options()
     fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap", "conditional_rescale",
-              "grid")
+              "grid", "software_exp2")
     def variant(**changes):
         return fl.Fa3Options(**{f: changes.get(f, getattr(default, f)) for f in fields})
     out = [variant(), variant(conditional_rescale=1 - default.conditional_rescale)]
+    # The software exponentials are compiled without the conditional rule: moved alone.
+    out += [variant(software_exp2=1 - default.software_exp2, conditional_rescale=0)]
     out += [variant(grid=g) for g in (fl.FA3_GRID_PERSISTENT, fl.FA3_GRID_PER_TILE)
             if g != default.grid]
     out += [variant(stages=s) for s in (1, 2, 3) if s != default.stages]
@@ -180,8 +189,8 @@ def rescale_counts(torch, lib, params, options):
 def run_ablation(args):
     """fa3 with each switch (flashlab/fa3.h) at N = 8192, bf16 (d = 128, or --ablation-d),
     against cuDNN in the same run; every variant's output is compared with cuDNN's. At d = 64
-    only the run-time switches (stages, ping-pong, grid, conditional rescaling) are compiled;
-    the others are reported as refused."""
+    only the run-time switches (stages, ping-pong, grid), conditional rescaling and the
+    software exponentials are compiled; the others are reported as refused."""
     import torch
     from triton.testing import do_bench
     lib = fl.Flashlab(args.lib)
@@ -192,7 +201,7 @@ def run_ablation(args):
         writer.writerow(["d", "causal", "N", "B", "H", "impl", "warp_specialized", "stages",
                          "ping_pong", "intra_overlap", "conditional_rescale", "ms", "tflops",
                          "ratio_to_cudnn", "max_abs_diff_vs_cudnn", "rescaled", "skipped",
-                         "grid"])
+                         "grid", "software_exp2"])
         for causal in (False, True):
             q, k, v = make_inputs(torch, B, H, N, d)
             o = torch.empty_like(q)
@@ -202,7 +211,8 @@ def run_ablation(args):
             cudnn_ms = do_bench(cudnn, warmup=25, rep=100, return_mode="median")
             cudnn_tflops = flops(B, H, N, d, causal) / cudnn_ms / 1e9
             writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", "",
-                             f"{cudnn_ms:.4f}", f"{cudnn_tflops:.1f}", "1.000", "0", "", "", ""])
+                             f"{cudnn_ms:.4f}", f"{cudnn_tflops:.1f}", "1.000", "0", "", "", "",
+                             ""])
             print(f"\nd={d} N={N} causal={int(causal)}: cudnn {cudnn_tflops:.1f} TFLOP/s")
             p = lib.params(q, k, v, o, lse,
                            causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE, kernel=fl.FA3)
@@ -223,7 +233,7 @@ def run_ablation(args):
                                  options.conditional_rescale, f"{ms:.4f}", f"{tflops:.1f}",
                                  f"{tflops / cudnn_tflops:.3f}", f"{diff:.3e}",
                                  counts.get("rescaled", ""), counts.get("skipped", ""),
-                                 options.grid])
+                                 options.grid, options.software_exp2])
                 f.flush()
                 print(f"  fa3 {options.describe():52s} {tflops:7.1f} TFLOP/s "
                       f"{tflops / cudnn_tflops:6.3f}x cudnn  max|diff| {diff:.2e}"
@@ -330,7 +340,7 @@ def main():
     ap.add_argument("--causal", type=int, nargs="*", choices=[0, 1], default=[0, 1],
                     help="the sweep's masks: 0 none, 1 causal (default: both)")
     ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa3-persistent "
-                    "fa3-per-tile fa2 flash cudnn; "
+                    "fa3-per-tile fa3-sexp2 fa2 flash cudnn; "
                     "cudnn is always the reference the outputs are compared with)")
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")

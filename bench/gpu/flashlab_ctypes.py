@@ -19,7 +19,7 @@ RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 # flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic
 # (persistent up to kernel_info.hpp's fa3::kAutoPersistentMaxTiles query tiles a head).
 FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO = 0, 1, 2
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 
 class ForwardParams(ctypes.Structure):
@@ -82,13 +82,14 @@ class Fa3Options(ctypes.Structure):
         ("warp_specialized", ctypes.c_int32), ("stages", ctypes.c_int32),
         ("ping_pong", ctypes.c_int32), ("intra_overlap", ctypes.c_int32),
         ("conditional_rescale", ctypes.c_int32), ("rescale_counts", ctypes.c_void_p),
-        ("grid", ctypes.c_int32),
+        ("grid", ctypes.c_int32), ("software_exp2", ctypes.c_int32),
     ]
 
     def describe(self):
         return (f"ws={self.warp_specialized} stages={self.stages} "
                 f"ping_pong={self.ping_pong} overlap={self.intra_overlap} "
-                f"conditional={self.conditional_rescale} grid={self.grid}")
+                f"conditional={self.conditional_rescale} grid={self.grid} "
+                f"sexp2={self.software_exp2}")
 
 
 class KernelInfo(ctypes.Structure):

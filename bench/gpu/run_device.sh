@@ -62,7 +62,7 @@ if want build; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DPython3_EXECUTABLE="$(command -v python3)" "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
-        test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile flashlab \
+        test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile test_gpu_exp2 flashlab \
         flashlab_gpu_runner || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
@@ -76,9 +76,12 @@ if want build; then
   # kernel, and no local memory (LDL/STL: spills or a register array indexed at run time).
   # One exception, printed but allowed: the conditional rule's counting kernel (Rescale 2,
   # `RescaleE2` in its name), an instrument that is never timed, spills at d = 128.
+  # MUFU.EX2 is printed too: the software_exp2 kernels (`ELb1EEEv` ending the template
+  # arguments) have fewer, a quarter of the unmasked tiles' exponentials being FMA-pipe code.
   cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /fa3_kernel/ {
-      if (!(f in n)) { n[f] = 1; kernels++ }; if (/HGMMA/) g[f]++; if (/UTMALDG/) t[f]++; if (/LDL|STL/) s[f]++ }
-    END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
+      if (!(f in n)) { n[f] = 1; kernels++ }; if (/HGMMA/) g[f]++; if (/UTMALDG/) t[f]++; if (/LDL|STL/) s[f]++
+      if (/MUFU.EX2/) e[f]++ }
+    END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d MUFU.EX2 %d\n", f, g[f], t[f], s[f], e[f];
          if (!g[f] || !t[f] || (s[f] && f !~ /RescaleE2/)) bad = 1 }; if (!kernels) bad = 1; exit bad}' \
     || { echo "fa3 SASS check failed: HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
   # The backward's v3 likewise: HGMMA and UTMALDG in every instantiation, no local memory.
@@ -109,6 +112,7 @@ if want test; then
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   }
   gpu_test "fa3's TMA and wgmma wrappers on one tile" "$BUILD/tests/gpu/test_gpu_hopper_tile"
+  gpu_test "software_exp2: the device's bits are the host's" "$BUILD/tests/gpu/test_gpu_exp2"
   gpu_test "fa3's own cases" "$BUILD/tests/gpu/test_gpu" -tc='fa3*'
   gpu_test "the backward's cases (v3 where fa3_backward::takes the call, else v2)" \
     "$BUILD/tests/gpu/test_gpu" -tc='backward*'

@@ -23,6 +23,10 @@
 //     buffer, a kernel of its own counts on the device what each (row, tile) update did.
 //   - the masked tiles (the causal diagonal, the ragged end of N_k) have an online softmax
 //     of their own; the others read S as it is, with no per-score test.
+//   - software exponentials (FlashAttention-4; switch software_exp2): on the unmasked tiles,
+//     1 in fa3::kSoftwareExp2Period of W's k16 slices is exponentiated on the FMA pipe
+//     (flashlab/gpu/exp2_software.hpp) rather than by ex2.approx on the special-function
+//     unit, whose 16 a clock per SM at d = 64 take as long as the matmuls.
 // Each consumer's loop is cut into sections: section 0 computes S_0 and its softmax;
 // section j (1 <= j <= Tc) issues U += W_{j-1} V_{j-1} and, when j < Tc, S_j, then runs the
 // softmax of S_j. The per-tile algebra and its names are fa2's and the CPU reference's:
@@ -45,6 +49,7 @@
 // flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
 #include "common.cuh"
 #include "flashlab/cpu/rescale_rule.hpp"
+#include "flashlab/gpu/exp2_software.hpp"
 #include "flashlab/gpu/tile_schedule.hpp"
 #include "hopper/pipeline.cuh"
 #include "hopper/tma.cuh"
@@ -317,11 +322,15 @@ __device__ __forceinline__ float move_base(SoftmaxState& state, int r, float til
 // the A operand of U += W V, in T: the two accumulator tiles of keys 16 kk .. 16 kk + 15
 // are exactly one A fragment (wgmma.cuh). U's half of accumulate (alpha U, then + W V) is
 // the caller's, since U may still be being written by the tensor cores here.
-template <class T, bool kMasked, Rescale kRescale>
+// kSoftwareExp2 (unmasked tiles only, where every score is finite): the slices kk with
+// kk % kSoftwareExp2Period == kSoftwareExp2Period - 1 take 2^x from software_exp2 (FMA pipe),
+// the others from ex2.approx (MUFU).
+template <class T, bool kMasked, Rescale kRescale, bool kSoftwareExp2>
 __device__ __forceinline__ void online_softmax(SoftmaxState& state, const float (&rS)[kSRegs],
                                                const int (&key_end)[2], const RescaleRule& rule,
                                                unsigned counted, float (&alpha)[2],
                                                uint32_t (&rW_next)[kBc / 16][4], float scale_log2) {
+  static_assert(!(kMasked && kSoftwareExp2), "software_exp2 takes finite scores only");
   const auto score = [&](int i) {
     if constexpr (kMasked) return key_of(i) >= key_end[row_of(i)] ? -INFINITY : rS[i];
     return rS[i];
@@ -344,15 +353,22 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, const float 
   if (kRescale == Rescale::counted) count_growth(events, rule.counts);
   float row_sum[2][kPartials] = {};
 #pragma unroll
-  for (int kk = 0; kk < kBc / 16; ++kk)
+  for (int kk = 0; kk < kBc / 16; ++kk) {
+    // Known at compile time: kk is unrolled.
+    const bool on_fma_pipe =
+        kSoftwareExp2 && kk % fa3::kSoftwareExp2Period == fa3::kSoftwareExp2Period - 1;
+    const auto power_of_2 = [&](float x) {
+      return on_fma_pipe ? software_exp2(x) : ptx::exp2_approx(x);
+    };
 #pragma unroll
     for (int q = 0; q < 4; ++q) {  // A register q: row g + 8 (q % 2), keys + 8 (q / 2)
       const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2), r = q % 2;
-      const float w0 = ptx::exp2_approx(fmaf(score(i), scale_log2, -base[r]));
-      const float w1 = ptx::exp2_approx(fmaf(score(i + 1), scale_log2, -base[r]));
+      const float w0 = power_of_2(fmaf(score(i), scale_log2, -base[r]));
+      const float w1 = power_of_2(fmaf(score(i + 1), scale_log2, -base[r]));
       row_sum[r][kk % kPartials] += w0 + w1;
       rW_next[kk][q] = ptx::pack2<T>(w0, w1);
     }
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) state.l[r] = alpha[r] * state.l[r] + (row_sum[r][0] + row_sum[r][1]);
 }
@@ -504,7 +520,7 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const
 // One consumer warpgroup's 64 rows of work item w, from the first tile to O. `at`: where
 // the rings stand at the item's start. `issues` is true only without warp specialisation,
 // for the one warp (warp 0 of consumer 0) that then issues the copies.
-template <class T, int D, bool kIntraOverlap, Rescale kRescale>
+template <class T, int D, bool kIntraOverlap, Rescale kRescale, bool kSoftwareExp2>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
                                         int consumer, const WorkTile& w, const RingUses& at,
                                         const Loader<T, D>& loader, bool issues) {
@@ -562,11 +578,12 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (tile_needs_mask(p, first_row, k0)) {
       const int first_key = k0 + 2 * (lane % 4);
       const int key_end[2] = {row_key_end[0] - first_key, row_key_end[1] - first_key};
-      online_softmax<T, true, kRescale>(state, rS, key_end, rule, counted, alpha, rW_out,
-                                        scale_log2);
+      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false>(state, rS, key_end, rule, counted,
+                                                                 alpha, rW_out, scale_log2);
     } else {
       const int none[2] = {kBc, kBc};
-      online_softmax<T, false, kRescale>(state, rS, none, rule, counted, alpha, rW_out, scale_log2);
+      online_softmax<T, false, kRescale, kSoftwareExp2>(state, rS, none, rule, counted, alpha,
+                                                        rW_out, scale_log2);
     }
   };
 
@@ -662,7 +679,8 @@ __device__ __forceinline__ void finish_o_stores(const Fa3Params& params) {
 
 // The block: its barriers once, then work items from the tile scheduler (one item, or in
 // a persistent block several, one after the other), in both arrangements.
-template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale>
+template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale,
+          bool kSoftwareExp2>
 __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
     fa3_kernel(const __grid_constant__ Fa3Params params, const __grid_constant__ TensorMaps maps) {
   extern __shared__ __align__(128) unsigned char raw_sram[];
@@ -704,7 +722,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
       for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
         const WorkTile w = work_tile(p, order, item);
-        consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup - 1, w, at, loader, false);
+        consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(params, sram, warpgroup - 1, w, at,
+                                                              loader, false);
         at.advance(w.Tc, stages);
       }
       finish_o_stores(params);
@@ -722,7 +741,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
           loader.load_v(w, at, j);
         }
       }
-      consume<T, D, kIntraOverlap, kRescale>(params, sram, warpgroup, w, at, loader, issues);
+      consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(params, sram, warpgroup, w, at, loader,
+                                                            issues);
       at.advance(w.Tc, stages);
     }
     finish_o_stores(params);
@@ -757,7 +777,8 @@ const DeviceFacts& current_device_facts() {
   return found->second;  // a map's elements stay where they are as others are added
 }
 
-template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale>
+template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale,
+          bool kSoftwareExp2 = false>
 void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t stream) {
   constexpr flashlab_dtype dtype = kDtypeOf<T>;
   constexpr KernelConfig config = fa3::config(D, dtype);
@@ -766,7 +787,7 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
                     Tiles<T, D>::kKVBytes == fa3::tile_bytes(kBc, D, dtype),
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   const int64_t sram_bytes = fa3::sram_bytes(D, dtype, options.stages);
-  const auto kernel = fa3_kernel<T, D, kWarpSpecialized, kIntraOverlap, kRescale>;
+  const auto kernel = fa3_kernel<T, D, kWarpSpecialized, kIntraOverlap, kRescale, kSoftwareExp2>;
   throw_if_cuda_error(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sram_bytes)),
       "fa3 kernel shared memory");
@@ -796,10 +817,20 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
 
 // Every switch is compiled at the ablation's shape (bf16, d = 128); other (d, dtype) have
 // the default arrangement only, which keeps the library's build time in check. The
-// conditional rule is compiled with the default arrangement, at every (d, dtype).
+// conditional rule and the software exponentials are each compiled with the default
+// arrangement, at every (d, dtype), but not together.
 template <class T, int D>
 void launch_switched(const Problem& p, const flashlab_fa3_options& o, cudaStream_t stream) {
   const bool ws = o.warp_specialized != 0, overlap = o.intra_overlap != 0;
+  if (o.software_exp2 != 0) {
+    if (ws && overlap && o.conditional_rescale == 0)
+      return launch<T, D, true, true, Rescale::standard, /*kSoftwareExp2=*/true>(p, o, stream);
+    throw Error(FLASHLAB_ERROR_UNSUPPORTED,
+                "fa3 with software_exp2 = 1 is compiled with warp_specialized = 1, "
+                "intra_overlap = 1 and conditional_rescale = 0 only (given " +
+                    std::to_string(o.warp_specialized) + ", " + std::to_string(o.intra_overlap) +
+                    " and " + std::to_string(o.conditional_rescale) + ")");
+  }
   if (o.conditional_rescale != 0) {
     if (ws && overlap && o.rescale_counts != nullptr)
       return launch<T, D, true, true, Rescale::counted>(p, o, stream);

@@ -73,12 +73,13 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     ": they are for FLASHLAB_KERNEL_FA3 (" + std::to_string(FLASHLAB_KERNEL_FA3) +
                     ") only; call flashlab_forward for the other kernels");
   if (!is_flag(o.warp_specialized) || !is_flag(o.ping_pong) || !is_flag(o.intra_overlap) ||
-      !is_flag(o.conditional_rescale))
+      !is_flag(o.conditional_rescale) || !is_flag(o.software_exp2))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 options warp_specialized = " + std::to_string(o.warp_specialized) +
                     ", ping_pong = " + std::to_string(o.ping_pong) +
                     ", intra_overlap = " + std::to_string(o.intra_overlap) +
                     ", conditional_rescale = " + std::to_string(o.conditional_rescale) +
+                    ", software_exp2 = " + std::to_string(o.software_exp2) +
                     ": each must be 0 (off) or 1 (on)");
   if (o.grid != FLASHLAB_FA3_GRID_PER_TILE && o.grid != FLASHLAB_FA3_GRID_PERSISTENT &&
       o.grid != FLASHLAB_FA3_GRID_AUTO)
@@ -141,6 +142,7 @@ flashlab_fa3_options default_fa3_options() {
   o.conditional_rescale = 0;
   o.rescale_counts = nullptr;
   o.grid = fa3::kDefaultGrid;
+  o.software_exp2 = 0;
   return o;
 }
 

@@ -229,7 +229,8 @@ std::string Case::describe() const {
                     std::to_string(fa3->stages) + " ping_pong=" + std::to_string(fa3->ping_pong) +
                     " intra_overlap=" + std::to_string(fa3->intra_overlap) +
                     " conditional_rescale=" + std::to_string(fa3->conditional_rescale) +
-                    " grid=" + std::to_string(fa3->grid) + "}"
+                    " grid=" + std::to_string(fa3->grid) +
+                    " software_exp2=" + std::to_string(fa3->software_exp2) + "}"
               : "");
 }
 

@@ -6,12 +6,16 @@
 // FlashAttention-4's conditional rescaling changes the base each row's weights are taken
 // against, not O or L: it matches the reference too, and the updates it counts on the
 // device are the CPU reference's for the same inputs.
+// FlashAttention-4's software exponential (software_exp2) changes how a share of W's
+// elements is computed, within 1.04e-4 relative: it matches the reference on the same grid
+// of shapes, is bitwise deterministic, and does change the output's bits (it runs).
 #include "checks.hpp"
 
 #include "flashlab/cpu/conditional_rescaling.hpp"
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <string>
 
 namespace flashlab::gpu::test {
@@ -26,7 +30,7 @@ std::vector<flashlab_fa3_options> every_combination() {
       for (int ping_pong : {0, 1})
         for (int overlap : {0, 1})
           out.push_back({ws, stages, ping_pong, overlap, /*conditional_rescale=*/0, nullptr,
-                         FLASHLAB_FA3_GRID_PER_TILE});
+                         FLASHLAB_FA3_GRID_PER_TILE, /*software_exp2=*/0});
   return out;
 }
 
@@ -173,14 +177,132 @@ TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
           c.n_k = 1023;
           c.d = d;
           c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-          c.fa3 = flashlab_fa3_options{
-              1, stages, ping_pong, 1, /*conditional_rescale=*/0, nullptr, fa3::kDefaultGrid};
+          flashlab_fa3_options o{};
+          REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+          o.stages = stages;
+          o.ping_pong = ping_pong;
+          c.fa3 = o;
           expect_matches_reference(c);
         }
 }
 
 flashlab_status call_fa3(const ValidCall& call, const flashlab_fa3_options& o,
                          std::string* message);
+
+flashlab_fa3_options software_exp2() {
+  flashlab_fa3_options o{};
+  REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+  o.software_exp2 = 1;
+  return o;
+}
+
+// The shapes of the grid test above: one tile, a ragged one, more items than SMs with
+// N_q != N_k both ways (bottom-right rows that see no key), GQA and MQA. N_k >= 128 in most,
+// so that they have unmasked tiles, the only ones the switch changes.
+TEST_CASE("fa3: software_exp2 matches the reference (d = 64 and 128, bf16 and fp16, GQA)") {
+  struct Shape {
+    int batch, heads_q, heads_kv, n_q, n_k;
+  };
+  const Shape shapes[] = {{1, 1, 1, 1, 1},       {1, 2, 1, 97, 113},   {3, 16, 4, 300, 1023},
+                          {2, 12, 3, 1100, 517}, {4, 8, 8, 1023, 113}, {2, 16, 1, 700, 17},
+                          {1, 4, 2, 1023, 1024}};
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : {64, 128})
+      for (const Shape& s : shapes)
+        for (flashlab_causal causal :
+             {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+          // scale 1 spreads the scores (std ~ sqrt(d)): many x far below 0, some past the
+          // clamp at -127.
+          for (double scale : {0.0, 1.0}) {
+            Case c;
+            c.kernel = FLASHLAB_KERNEL_FA3;
+            c.dtype = dtype;
+            c.batch = s.batch;
+            c.heads_q = s.heads_q;
+            c.heads_kv = s.heads_kv;
+            c.n_q = s.n_q;
+            c.n_k = s.n_k;
+            c.d = d;
+            c.scale = scale;
+            c.causal = causal;
+            c.fa3 = software_exp2();
+            expect_matches_reference(c);
+          }
+}
+
+TEST_CASE("fa3: software_exp2 on the persistent grid and per tile, more items than SMs") {
+  for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT})
+    for (int d : {64, 128})
+      for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
+        flashlab_fa3_options o = software_exp2();
+        o.grid = grid;
+        expect_matches_reference(many_items(causal, d, o));
+      }
+}
+
+bool same_bits(const RawRun& a, const RawRun& b) {
+  return a.o == b.o && a.lse.size() == b.lse.size() &&
+         std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0;
+}
+
+TEST_CASE("fa3: software_exp2 is bitwise deterministic, and changes the output's bits") {
+  constexpr int kRuns = 5;
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : {64, 128}) {
+      Case c;
+      c.kernel = FLASHLAB_KERNEL_FA3;
+      c.dtype = dtype;
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.n_q = c.n_k = 1023;
+      c.d = d;
+      c.causal = FLASHLAB_CAUSAL_TOP_LEFT;
+      c.fa3 = software_exp2();
+      const uint64_t seed = fresh_seed();
+      const auto runs = run_repeated(c, seed, kRuns);
+      INFO(c.describe(), " seed=", seed);
+      for (int r = 1; r < kRuns; ++r) CHECK(same_bits(runs[0], runs[r]));
+      // The same inputs with every exponential on the special-function unit: a quarter of
+      // W's elements differ by up to 1e-4 relative, so some of O's or L's bits must differ
+      // (else the switch did not reach the kernel).
+      c.fa3->software_exp2 = 0;
+      const auto mufu_only = run_repeated(c, seed, 1);
+      CHECK(!same_bits(runs[0], mufu_only[0]));
+    }
+}
+
+TEST_CASE("fa3: software_exp2's option is checked") {
+  flashlab_fa3_options defaults{};
+  REQUIRE(flashlab_fa3_default_options(&defaults) == FLASHLAB_OK);
+  CHECK(defaults.software_exp2 == 0);
+  std::string message;
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : {64, 128}) {
+      const ValidCall call(FLASHLAB_KERNEL_FA3, dtype, d);
+      CHECK(call_fa3(call, software_exp2(), &message) == FLASHLAB_OK);
+      CHECK(message.empty());
+    }
+  const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
+  for (int bad : {-1, 2}) {
+    flashlab_fa3_options o = software_exp2();
+    o.software_exp2 = bad;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(message.find("software_exp2 = " + std::to_string(bad)) != std::string::npos);
+    CHECK(message.find("must be 0 (off) or 1 (on)") != std::string::npos);
+  }
+  // Not compiled: with another arrangement (even at bf16, d = 128, where the others all
+  // are), or with the conditional rule.
+  for (int field = 0; field < 3; ++field) {
+    flashlab_fa3_options o = software_exp2();
+    if (field == 0) o.warp_specialized = 0;
+    if (field == 1) o.intra_overlap = 0;
+    if (field == 2) o.conditional_rescale = 1;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_UNSUPPORTED);
+    CHECK(message.find("software_exp2 = 1 is compiled with warp_specialized = 1, intra_overlap "
+                       "= 1 and conditional_rescale = 0 only") != std::string::npos);
+  }
+}
 
 flashlab_fa3_options conditional() {
   flashlab_fa3_options o{};

@@ -35,6 +35,14 @@ typedef struct flashlab_fa3_options {
                                per tile, one persistent block per SM, or the latter only
                                where tiles are of equal work (not causal). Default
                                FLASHLAB_FA3_GRID_AUTO. */
+  int32_t software_exp2;    /* 1: FlashAttention-4's software exponential: on the tiles that
+                               need no mask, 1 in fa3::kSoftwareExp2Period (kernel_info.hpp)
+                               of the softmax's exponentials is computed on the FMA pipe
+                               (flashlab/gpu/exp2_software.hpp) instead of the special-
+                               function unit, which at d = 64 takes as long as the matmuls;
+                               0: every one on the special-function unit. Compiled with
+                               warp_specialized = 1, intra_overlap = 1 and
+                               conditional_rescale = 0 only. Default 0. */
 } flashlab_fa3_options;
 
 /* flashlab_fa3_options.grid. The order of the tiles is the same in every case
@@ -67,7 +75,9 @@ flashlab_status flashlab_fa3_default_options(flashlab_fa3_options* out);
 /* flashlab_forward() for params->kernel == FLASHLAB_KERNEL_FA3, with these switches.
  * FLASHLAB_ERROR_BAD_ARGUMENT for another kernel or a switch out of range;
  * FLASHLAB_ERROR_UNSUPPORTED for a combination that is not compiled (every switch is, at
- * d = 128 bf16; other (d, dtype) run warp_specialized = intra_overlap = 1 only). */
+ * d = 128 bf16; other (d, dtype) run warp_specialized = intra_overlap = 1 only; and
+ * software_exp2 = 1 runs with warp_specialized = intra_overlap = 1, conditional_rescale = 0
+ * only, at every (d, dtype)). */
 flashlab_status flashlab_forward_fa3(const flashlab_forward_params* params,
                                      const flashlab_fa3_options* options);
 

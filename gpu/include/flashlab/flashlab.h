@@ -22,8 +22,9 @@
 extern "C" {
 #endif
 
-/* 3: flashlab_backward (backward.h), dropout (dropout.h); 4: flashlab_fa3_options.grid (fa3.h) */
-#define FLASHLAB_ABI_VERSION 4
+/* 3: flashlab_backward (backward.h), dropout (dropout.h); 4: flashlab_fa3_options.grid (fa3.h);
+ * 5: flashlab_fa3_options.software_exp2 */
+#define FLASHLAB_ABI_VERSION 5
 
 typedef enum flashlab_status {
   FLASHLAB_OK = 0,

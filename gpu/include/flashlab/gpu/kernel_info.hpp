@@ -502,6 +502,17 @@ inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base 
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
 inline constexpr int kBarrierBytes = 1024; // mbarriers (Q, full and empty per stage), padded
 inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
+// flashlab_fa3_options.software_exp2: on the unmasked tiles, the k16 slices kk of W (16 keys
+// each, Bc / 16 of them) with kk % kSoftwareExp2Period == kSoftwareExp2Period - 1 take their
+// exponentials from software_exp2 (flashlab/gpu/exp2_software.hpp, FMA pipe) instead of
+// ex2.approx (MUFU): 1 in 4, 2 of the 8 slices at Bc = 128. Why: per (row, key) the softmax
+// takes one exponential (MUFU: 16 a clock per SM) against 4 d FLOPs of matmul (wgmma: about
+// 4096 bf16 FLOPs a clock per SM); at d = 64 a consumer's (64, 128) tile is 8192
+// exponentials, 512 MUFU clocks, as long as the other consumer's two matmuls (2 x 64 x 128 x
+// 64 x 2 FLOPs / 4096 = 512 clocks). With 1 in 4 on the FMA pipe the MUFU's share is 384
+// clocks, under the matmuls'.
+inline constexpr int kSoftwareExp2Period = 4;
+static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole in a tile");
 // FLASHLAB_FA3_GRID_AUTO's rule: persistent while a head has at most this many query tiles
 // (N_q <= 8192 at Br = 128), one block per tile beyond. Measured on the H200 (2026-12-01,
 // bench/results/2026-12-01-h200-fa3v3-grids.csv, same work at every N): persistent over per
