@@ -94,6 +94,13 @@ void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
   }
 }
 
+void L2Cache::clear() {
+  lru_.clear();
+  resident_.clear();
+  where_.clear();
+  in_use_ = 0;
+}
+
 bool L2Cache::holds(int tensor, std::int64_t row0) const {
   return where_.contains(key_of(tensor, row0));
 }

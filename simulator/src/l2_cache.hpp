@@ -51,6 +51,9 @@ class L2Cache {
 
   // Writes every dirty tile back: where the data ends up when the program is done.
   void flush(std::vector<TensorTraffic>& tensors);
+  // Drops every tile, dirty or not, booking nothing: an L2 emptied by someone else (Nsight
+  // Compute between the kernels it measures, which writes the dirty ones back itself).
+  void clear();
   // The bytes of each tensor still dirty, without writing them back (dirty[t] += ...).
   void add_dirty(std::vector<Bytes>& dirty) const;
 

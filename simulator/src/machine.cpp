@@ -166,6 +166,10 @@ void Machine::finish() {
   if (l2_) l2_->flush(tensors_);
 }
 
+void Machine::empty_l2_between_kernels() {
+  if (l2_) l2_->clear();
+}
+
 void Machine::compute(std::string_view what, const OpCounts& ops, TileCoord where,
                       std::optional<cpu::TileKind> kind, std::int64_t times,
                       const cpu::SoftmaxState<float>* state) {

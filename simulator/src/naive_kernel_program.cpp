@@ -26,6 +26,13 @@
 // P V under a causal mask; only the softmax leaves the future's scores unread (and writes
 // their P as 0).
 //
+// Through an L2 the three operators are three kernel launches. By default one L2 carries S
+// and P from one to the next and finish() writes back what is dirty at the end; with
+// Problem::l2_emptied_between_kernels, as Nsight Compute measures each launch, the L2 is
+// empty when each starts and what it leaves dirty counts as no kernel's DRAM writes, so
+// each kernel reads its operands from DRAM (Q and K; S; P and V) and writes to DRAM only the
+// lines its own stream pushes out while it runs.
+//
 // The program moves Q and O by panels of GEMM rows, K and V whole (a row of output tiles
 // reads all of their panels), and S and P row by row, the softmax's unit: through an L2,
 // each tensor is always cut the same way. The work booked is the paper's (the softmax's
@@ -148,20 +155,26 @@ void run_naive_kernel(Machine& machine, const Problem& p, const Inputs<In>* in, 
   const bool grouped = !in && !machine.tracing() && !machine.has_l2();
   const Bytes qkv_row = row_bytes(d, p.dtype), qkv_all = cpu::checked_mul(N, qkv_row, "Q");
 
+  const auto next_kernel = [&] {
+    if (p.l2_emptied_between_kernels) machine.empty_l2_between_kernels();
+  };
   run_gemm(machine,
            {gQ, gK, gS, qkv_row, qkv_all, row_bytes(N, p.score_dtype), N, N, p.score_gemm,
             Rows::panel, Rows::one_by_one},
            grouped);
   machine.compute("S = Q K^T", score_ops(N, N, d), {}, std::nullopt);
+  next_kernel();
 
   run_softmax(machine, p, gS, gP, gL, grouped);
   machine.compute("P = softmax(S)", softmax_ops(1, visible_scores(p)), {}, std::nullopt);
+  next_kernel();
 
   run_gemm(machine,
            {gP, gV, gO, row_bytes(N, weight_dtype), qkv_all, qkv_row, N, d, p.output_gemm,
             Rows::one_by_one, Rows::panel},
            grouped);
   machine.compute("O = P V", score_ops(N, d, N), {}, std::nullopt);
+  next_kernel();
 
   if (in) {  // the numbers are cpu_reference's naive attention, as the paper's program's are
     cpu::AttentionOptions options;

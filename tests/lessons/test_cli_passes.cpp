@@ -333,3 +333,21 @@ TEST_CASE("the scalar kernel's mirror: its L1 from the carve-out, and what 1 hea
   REQUIRE(p8.report);
   CHECK(p8.sm_read() == doctest::Approx(double(p8.report->bytes_read())));
 }
+
+TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one partition's room") {
+  namespace sim = flashlab::sim;
+  const sim::HardwareProfile& h200 = flashlab::app::target_profile();
+  for (flashlab::app::Index heads : {1, 16}) {
+    CAPTURE(heads);
+    const auto m = flashlab::app::kernel_mirror(
+        "naive", sim::Problem{.N = 1024, .d = 128, .l2_bytes = h200.l2_bytes}, heads);
+    CHECK(m.problem.l2_emptied_between_kernels);
+    CHECK(m.problem.l2_bytes == h200.l2_bytes / h200.l2_partitions / heads);
+  }
+  // N = 1024, one head: every kernel reads its operands from DRAM once (Q and K; S; P and
+  // V) and nothing it writes leaves the L2 while it runs.
+  const auto p = flashlab::app::predict({.kernel = "naive", .n = 1024, .d = 128, .heads = 1});
+  const double N = 1024, d = 128;
+  CHECK(p.dram_read() == doctest::Approx(3 * N * d * 2 + N * N * 4 + N * N * 2));
+  CHECK(p.dram_written() == 0);
+}

@@ -171,6 +171,38 @@ TEST_CASE("naive-kernel as flashlab's kernel is built: fp32 S read three times")
   CHECK(r.bytes_total() == (4 * 64 + 2 * 32 + 4) * kMiB + 4 * 4096);
 }
 
+TEST_CASE("naive-kernel through an L2 emptied between its kernels, as Nsight Compute measures") {
+  // N = 64, d = 16, bf16, fp32 S: Q, K, V, O 2 KiB each, S 16 KiB, P 8 KiB, L 256 bytes.
+  constexpr Bytes kRow = 16 * 2;
+  const Bytes qkv = 64 * kRow, S = 64 * 64 * 4, P = 64 * 64 * 2, L = 64 * 4;
+  Problem p = problem(64, 16, DType::bf16, 192 * kKiB);
+  p.l2_bytes = 1 << 20;  // holds everything
+  // One L2 from kernel to kernel: S and P are read back from it; all is written at the end.
+  const Report carried = count(Algorithm::naive_kernel, p);
+  CHECK(carried.dram_read() == 3 * qkv);
+  CHECK(carried.dram_written() == S + P + L + qkv);
+  // Emptied between the kernels: each reads its operands from DRAM (Q and K; S; P and V),
+  // and nothing it writes fits out of the L2 while it runs, so no kernel writes DRAM.
+  p.l2_emptied_between_kernels = true;
+  const Report cold = count(Algorithm::naive_kernel, p);
+  CHECK(cold.dram_read() == 3 * qkv + S + P);
+  CHECK(cold.dram_written() == 0);
+  CHECK(cold.bytes_total() == carried.bytes_total());  // the SMs' side is the same
+  // An L2 of 8 KiB (LRU: at the end of a kernel it holds the longest run of its latest
+  // accesses that fits). The GEMM writes S's 64 rows of 256 bytes after reading Q and K: the
+  // last 32 rows stay dirty and are emptied uncounted, the first 32 were written back while
+  // it ran. The softmax reads a row of S (256 bytes, clean), writes its P (128, dirty) and
+  // its L (4, dirty), 388 bytes a row: the last 21 rows and row 42's L stay (8152 bytes),
+  // the rest of P and L was written back. The reads do not change.
+  p.l2_bytes = 8 * kKiB;
+  const Report small = count(Algorithm::naive_kernel, p);
+  CHECK(small.dram_read() == 3 * qkv + S + P);
+  CHECK(small.tensor("S").dram_written == S - 32 * 256);
+  CHECK(small.tensor("P").dram_written == P - 21 * 128);
+  CHECK(small.tensor("L").dram_written == L - 22 * 4);
+  CHECK(small.tensor("O").dram_written == 0);  // O (2 KiB) stays in the L2 of the last GEMM
+}
+
 TEST_CASE("naive-kernel: the softmax's L, one float a row by one thread, costs a sector a row") {
   for (const Index N : {1, 17, 97, 1023})
     for (const cpu::Causal causal : {cpu::Causal::none, cpu::Causal::top_left}) {

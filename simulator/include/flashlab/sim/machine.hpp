@@ -118,6 +118,10 @@ class Machine {
 
   // Writes back what the L2 still holds dirty: call once, when the program is done.
   void finish();
+  // Between two kernels measured by Nsight Compute (its default --cache-control all): the
+  // L2 written back and emptied outside either kernel, so the next one starts cold and the
+  // write-backs count as neither's DRAM writes. Nothing without an L2.
+  void empty_l2_between_kernels();
 
   // Everything the machine has counted so far. A count-only run with an L2 books an outer
   // loop's iterations one by one until the L2 repeats its state (l2_signature), then books

@@ -72,6 +72,11 @@ struct Problem {
   cpu::Index score_reads = 1;  // 1: once, as the paper counts
   GemmTile score_gemm{};       // S = Q K^T, output (N, N)
   GemmTile output_gemm{};      // O = P V, output (N, d)
+  // The naive kernel's three launches as Nsight Compute measures them (its default cache
+  // control): each starts with the L2 empty, and the lines it leaves dirty are written back
+  // between the kernels, counted as no kernel's DRAM writes (Machine::empty_l2_between_kernels).
+  // False: one L2 carries S and P from kernel to kernel, and finish() writes back the rest.
+  bool l2_emptied_between_kernels = false;
   // The warp stores of a tiled kernel's epilogue (the fa2 program as the scalar or fa2
   // kernel): O and L are then booked as the 32-byte sectors those stores send out of the
   // SMs (warp_store.hpp). Absent: bytes of data, as the paper counts them.
