@@ -85,6 +85,7 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
     eparams, ework = lib.decode_params(q, k, v, o, lens, L, lse=lse,
                                        kv_l2_policy=fl.DECODE_L2_EVICT_FIRST)
     record("evict1st", lambda: lib.decode(eparams), o, splits)
+    lib.decode_check(eparams)
     del ework
     for page_size in PAGE_SIZES:
         if L % page_size:

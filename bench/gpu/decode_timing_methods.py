@@ -45,7 +45,8 @@ for B, L in points:
     p, w = lib.decode_params(q, k, v, o, lens, L, lse=lse)
     auto = lib.decode_num_splits(p)
     fns[f"flashlab auto={auto}"] = (lambda p=p: lib.decode(p), auto)
-    pe, we = lib.decode_params(q, k, v, o, lens, L, lse=lse, kv_l2_policy=fl.DECODE_L2_EVICT_FIRST)
+    pe, we = lib.decode_params(q, k, v, o, lens, L, lse=lse,
+                               kv_l2_policy=fl.DECODE_L2_EVICT_FIRST)
     fns[f"flashlab evict1st={auto}"] = (lambda pe=pe: lib.decode(pe), auto)
     keep = [w, we]
     for s in ((1, 2, 4, 8, 16, 32) if L < 65536 else ()):

@@ -13,9 +13,9 @@ FP32, FP16, BF16 = 0, 1, 2
 MEMORY_NONE, MEMORY_HBM, MEMORY_SRAM, MEMORY_REGISTERS = 0, 1, 2, 3
 MAX_HEAD_DIMS = 8
 # flashlab_rescale_count (fa3.h): the order of fa3's rescale counts.
+RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 # flashlab_decode_params.kv_l2_policy (decode.h)
 DECODE_L2_AUTO, DECODE_L2_EVICT_NORMAL, DECODE_L2_EVICT_FIRST = 0, 1, 2
-RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 # flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic
 # (persistent up to kernel_info.hpp's fa3::kAutoPersistentMaxTiles query tiles a head).
 FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO = 0, 1, 2

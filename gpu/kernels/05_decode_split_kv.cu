@@ -25,9 +25,8 @@
 // launch, 05_decode_combine.cu): the combine's blocks wait on the SMs for this grid to end.
 // A paged cache: a thread's keys of a tile are consecutive and lie on one page, so it reads
 // one block-table entry per tile, one tile ahead of the copy that needs it.
-// K and V are streamed, each byte read once a call: with kv_l2_policy evict-first their
-// copies carry that L2 policy (cp.async's L2::cache_hint), so they replace one another in
-// the L2 instead of the lines already there (decode::kDefaultKvL2Policy says the default).
+// With kv_l2_policy evict-first the K and V copies carry that L2 policy (cp.async's
+// L2::cache_hint; decode.h says what for, decode::kDefaultKvL2Policy the default).
 // Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
 // (d + 2) x 4 written; a split with no keys (more splits than tiles) reads nothing.
 #include "common.cuh"
@@ -144,8 +143,7 @@ __device__ __forceinline__ void update(SoftmaxState<kD>& state, float (&rS)[2][4
   tiles::mma_slice_b<T, kD>(state.rU, rW, sVw, /*kk=*/0, lane);
 }
 
-// kEvictFirst: K and V are copied with an evict-first L2 policy (flashlab_decode_params's
-// kv_l2_policy): lines read once leave the L2 before the lines other work left there.
+// kEvictFirst: K and V are copied with an evict-first L2 policy (kv_l2_policy, decode.h).
 template <class T, int kD, bool kEvictFirst>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     decode_split_kv_kernel(const DecodeProblem p) {

@@ -32,11 +32,13 @@ void check_enums(const flashlab_decode_params& p) {
   if (!decode::is_kv_l2_policy(p.kv_l2_policy))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT,
          "kv_l2_policy = " + to_string(p.kv_l2_policy) +
-             " is unknown: give FLASHLAB_DECODE_L2_AUTO (0), FLASHLAB_DECODE_L2_EVICT_NORMAL (1) "
-             "or FLASHLAB_DECODE_L2_EVICT_FIRST (2)");
+             " is unknown: give FLASHLAB_DECODE_L2_AUTO (" + to_string(FLASHLAB_DECODE_L2_AUTO) +
+             "), FLASHLAB_DECODE_L2_EVICT_NORMAL (" + to_string(FLASHLAB_DECODE_L2_EVICT_NORMAL) +
+             ") or FLASHLAB_DECODE_L2_EVICT_FIRST (" + to_string(FLASHLAB_DECODE_L2_EVICT_FIRST) +
+             ")");
   if (p.reserved2 != 0)
-    fail(FLASHLAB_ERROR_BAD_ARGUMENT, "reserved2 = " + to_string(p.reserved2) +
-                                          ": it must be 0 (kept for a later version)");
+    fail(FLASHLAB_ERROR_BAD_ARGUMENT,
+         "reserved2 = " + to_string(p.reserved2) + ": it must be 0 (kept for a later version)");
   if (p.scale < 0 || std::isinf(p.scale))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "scale = " + general(p.scale) +
                                           " is not allowed: give a finite scale > 0, or 0 "

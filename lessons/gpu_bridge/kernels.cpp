@@ -117,8 +117,9 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
     // partition's room; each operator runs over all the heads at once (cuBLAS's batch, the
     // softmax's grid), whose tensors stream through it one head after another, so `heads`
     // heads evict what one head evicts through 1 / heads of that room, times heads.
-    // (Checked on the stored sweep, docs/IO-LEVELS.md: DRAM writes within 7% at 1 and 16
-    // heads, N = 1024 to 32768; with the whole L2 as the room, 3.3 to 3.7x off at small N.)
+    // (Checked on the stored sweep, docs/IO-LEVELS.md: DRAM writes within 7% wherever more
+    // than 1 MiB is written, one head to N = 32768, 16 to N = 16384; with the whole L2 as the
+    // room, 3.3 and 3.7x too few at N = 4096 and 1024.)
     mirror.problem.l2_emptied_between_kernels = true;
     if (problem.l2_bytes > 0)
       mirror.problem.l2_bytes = std::max<sim::Bytes>(

@@ -46,8 +46,8 @@ struct KernelMirror {
   std::string why_not;
   // The occupancy the grid model runs it at: the one it is built for, or, where it asks for
   // none but its K and V pass the L1 (the scalar kernel), what shared memory, threads and the
-  // block limit allow (registers do not bind there: ptxas's figures in kernel_info.hpp's
-  // scalar::); 0: no grid.
+  // block limit allow (its registers allow more blocks than its shared memory does); 0: no
+  // grid.
   Index blocks_per_sm = 0;
   // Each SM's L1 beside that many blocks' shared memory, where K and V pass it; else 0.
   sim::Bytes l1_bytes = 0;

@@ -162,8 +162,10 @@ int blocks_by_shared_and_threads(const SmLimits& sm, int threads, Bytes shared_p
         "a block of {} threads and {} bytes of shared memory: give 1 to {} threads and a "
         "shared memory size >= 0",
         threads, shared_per_block, sm.max_threads));
-  const Bytes by_shared = sm.shared_bytes / (shared_per_block + sm.shared_reserved_per_block);
-  return int(std::min<Bytes>({by_shared, Bytes(sm.max_threads / threads), Bytes(sm.max_blocks)}));
+  const Bytes per_block = shared_per_block + sm.shared_reserved_per_block;
+  const Bytes by_threads = std::min<Bytes>(sm.max_threads / threads, sm.max_blocks);
+  // A block that takes no shared memory at all (nor any reserve) is not limited by it.
+  return int(per_block > 0 ? std::min(sm.shared_bytes / per_block, by_threads) : by_threads);
 }
 
 std::span<const LinkProfile> links() { return kLinks; }

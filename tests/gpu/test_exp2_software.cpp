@@ -1,6 +1,7 @@
 // software_exp2 (flashlab/gpu/exp2_software.hpp), the very code fa3's softmax runs, on the
-// CPU: its relative error over a dense sweep of [-126, 8] (the softmax's x <= 0 and up to
-// the conditional rule's tau = 8) stays under the bound the header states and comes close
+// CPU: its relative error over a dense sweep of [-126, 8] (the softmax's x <= 0, and up to
+// the conditional rule's tau = 8 should the two switches ever be combined) stays under the
+// bound the header states and comes close
 // to it (the bound is the fit's, not a loose guess), integers are exact, and the clamp's
 // edges give what the header says.
 #include <doctest/doctest.h>

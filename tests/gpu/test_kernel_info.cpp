@@ -297,3 +297,20 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
 
 }  // namespace
 }  // namespace flashlab::gpu
+
+namespace flashlab::gpu {
+namespace {
+
+TEST_CASE("decode's kv_l2_policy: which copies carry the evict-first hint") {
+  static_assert(decode::is_kv_l2_policy(decode::kDefaultKvL2Policy) &&
+                    decode::kDefaultKvL2Policy != FLASHLAB_DECODE_L2_AUTO,
+                "the default is one of the two policies, not `automatic` again");
+  CHECK(decode::kv_evict_first(FLASHLAB_DECODE_L2_EVICT_FIRST));
+  CHECK_FALSE(decode::kv_evict_first(FLASHLAB_DECODE_L2_EVICT_NORMAL));
+  CHECK(decode::kv_evict_first(FLASHLAB_DECODE_L2_AUTO) ==
+        (decode::kDefaultKvL2Policy == FLASHLAB_DECODE_L2_EVICT_FIRST));
+  for (int32_t policy : {-1, 3, 100}) CHECK_FALSE(decode::is_kv_l2_policy(policy));
+}
+
+}  // namespace
+}  // namespace flashlab::gpu

@@ -56,9 +56,11 @@ extern "C" {
 
 /* kv_l2_policy: how the split kernel's reads of K and V ask the L2 to keep their lines.
  * Decode reads each byte of the cache once per step (GQA packing), so its lines have no
- * reuse in the call; marked evict-first, they replace one another in the L2 instead of the
- * lines other work left there (weights, activations, or lines still dirty from an earlier
- * kernel, whose write-back to HBM would otherwise be paid during the decode). */
+ * reuse in the call. Marked evict-first, they are meant to be the first victims of their L2
+ * set, so that they replace one another rather than the lines other work left there
+ * (weights, activations, or lines still dirty from an earlier kernel, whose write-back to
+ * HBM would otherwise be paid during the decode). Whether the H200 does so is for a
+ * benchmark to show (bench/gpu/bench_decode.py times both); the default is plain loads. */
 #define FLASHLAB_DECODE_L2_AUTO 0         /* the library's choice (decode::kDefaultKvL2Policy) */
 #define FLASHLAB_DECODE_L2_EVICT_NORMAL 1 /* plain loads: the L2's usual replacement */
 #define FLASHLAB_DECODE_L2_EVICT_FIRST 2  /* K and V lines are the first to be replaced */

@@ -26,8 +26,8 @@
 //   x <= -127 and x = -inf: +0, exactly;
 //   x > 127 and x = +inf: 2^127 (not +inf: the clamp);
 //   NaN: +0 (the clamp drops it). fa3 calls it only where the scores are finite (the
-//     unmasked tiles), with x = (S - m) scale log2 e <= 0, or up to tau = 8 under
-//     FlashAttention-4's conditional rule.
+//     unmasked tiles), with x = (S - m) scale log2 e <= 0 (it is compiled with the standard
+//     rescale only; under FlashAttention-4's conditional rule x would reach tau = 8).
 #pragma once
 
 #include "flashlab/gpu/host_device.hpp"

@@ -395,13 +395,10 @@ inline constexpr uint32_t kDtypeBits = dtype_bit(FLASHLAB_FP16) | dtype_bit(FLAS
 
 constexpr bool supports_head_dim(int64_t d) { return d == kHeadDims[0] || d == kHeadDims[1]; }
 constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.contains(dtype); }
-// flashlab_decode_params.kv_l2_policy: what FLASHLAB_DECODE_L2_AUTO means. K and V are
-// streamed (each byte read once per call): marked evict-first, their lines would replace one
-// another rather than the lines already in the L2, and lines left dirty by an earlier kernel
-// would not be written back during the decode (at B = 8, L = 4096 every library's decode
-// pays ~10 us for such a write-back after triton's do_bench flush: bench/gpu/NOTES.md,
-// "Decode: the L2 policy of K and V"). Plain loads stay the default until the H200 has
-// timed both (bench.py --decode times `flashlab` and `evict1st` in the same run).
+// flashlab_decode_params.kv_l2_policy: what FLASHLAB_DECODE_L2_AUTO means (decode.h says
+// what evict-first is for). Plain loads until the H200 has timed both (bench.py --decode
+// times `flashlab` and `evict1st` in the same run; bench/gpu/NOTES.md, "Decode: the L2
+// policy of K and V", has the prediction).
 inline constexpr int32_t kDefaultKvL2Policy = FLASHLAB_DECODE_L2_EVICT_NORMAL;
 constexpr bool is_kv_l2_policy(int32_t policy) {
   return policy == FLASHLAB_DECODE_L2_AUTO || policy == FLASHLAB_DECODE_L2_EVICT_NORMAL ||

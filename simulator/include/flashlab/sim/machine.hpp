@@ -120,7 +120,8 @@ class Machine {
   void finish();
   // Between two kernels measured by Nsight Compute (its default --cache-control all): the
   // L2 written back and emptied outside either kernel, so the next one starts cold and the
-  // write-backs count as neither's DRAM writes. Nothing without an L2.
+  // write-backs count as neither's DRAM writes. Nothing without an L2. No event is traced
+  // for it (the L2's lines simply are not there when the next kernel looks).
   void empty_l2_between_kernels();
 
   // Everything the machine has counted so far. A count-only run with an L2 books an outer
