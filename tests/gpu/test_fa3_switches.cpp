@@ -21,6 +21,13 @@
 namespace flashlab::gpu::test {
 namespace {
 
+// The library's default options, as a caller starts from them.
+flashlab_fa3_options fa3_defaults() {
+  flashlab_fa3_options o{};
+  REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+  return o;
+}
+
 flashlab_fa3_options conditional();
 
 std::vector<flashlab_fa3_options> every_combination() {
@@ -109,8 +116,7 @@ TEST_CASE("fa3: every grid at d = 64 and 128, bf16 and fp16, ragged causal shape
         for (const Shape& s : shapes)
           for (flashlab_causal causal :
                {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-            flashlab_fa3_options o{};
-            REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+            flashlab_fa3_options o = fa3_defaults();
             o.grid = grid;
             Case c;
             c.kernel = FLASHLAB_KERNEL_FA3;
@@ -147,8 +153,7 @@ TEST_CASE(
   // take two items; two KV tiles each, to keep the sanitizers' run short.
   for (int d : {64, 128})
     for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-      flashlab_fa3_options o{};
-      REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+      flashlab_fa3_options o = fa3_defaults();
       o.grid = FLASHLAB_FA3_GRID_PERSISTENT;
       Case c;
       c.kernel = FLASHLAB_KERNEL_FA3;
@@ -177,8 +182,7 @@ TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
           c.n_k = 1023;
           c.d = d;
           c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-          flashlab_fa3_options o{};
-          REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+          flashlab_fa3_options o = fa3_defaults();
           o.stages = stages;
           o.ping_pong = ping_pong;
           c.fa3 = o;
@@ -190,8 +194,7 @@ flashlab_status call_fa3(const ValidCall& call, const flashlab_fa3_options& o,
                          std::string* message);
 
 flashlab_fa3_options software_exp2() {
-  flashlab_fa3_options o{};
-  REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+  flashlab_fa3_options o = fa3_defaults();
   o.software_exp2 = 1;
   return o;
 }
@@ -305,8 +308,7 @@ TEST_CASE("fa3: software_exp2's option is checked") {
 }
 
 flashlab_fa3_options conditional() {
-  flashlab_fa3_options o{};
-  REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+  flashlab_fa3_options o = fa3_defaults();
   o.conditional_rescale = 1;
   return o;
 }

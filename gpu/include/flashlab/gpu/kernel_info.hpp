@@ -516,13 +516,15 @@ static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole 
 // tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
 // their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
 inline constexpr int64_t kAutoPersistentMaxTiles = 64;
-// The share of the L2 the tile order plans the K and V of the heads in flight to take: a
-// quarter, half of one of the H200's two L2 partitions. An SM reads through the partition
-// on its side, which keeps its own copy of lines homed in the other, so a head whose blocks
-// run on both sides is held twice; the rest is left to the Q tiles read and the O tiles
-// written meanwhile. (Planned on half the L2, 16 heads x N = 4096 at d = 128 made sections of
-// 15 heads, 60 MiB held twice in 60: 129.7 MiB read from DRAM for 48 of K, V and Q.)
-inline constexpr int64_t kL2ShareForKV[2] = {1, 4};
+// The share of the L2 the tile order plans the K and V of the heads in flight to take (the
+// rest is left to the Q tiles read and the O tiles written meanwhile): one half. Measured
+// and modelled (docs/IO-LEVELS.md, "fa3's DRAM bytes"): a head whose blocks run on both
+// sides of the L2 is held in both partitions, so at 16 heads x N = 4096, d = 128 the
+// section of 15 heads thrashes (129.7 MiB read from DRAM for 48); 14 or fewer would not.
+// The section size also sets how evenly causal tiles share the persistent grid's turns
+// (tests/gpu/test_tile_schedule.cpp), which a smaller share makes up to 13% worse at some
+// shapes: a change to be timed, not yet made.
+inline constexpr int64_t kL2ShareForKV[2] = {1, 2};
 inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 constexpr int threads(bool warp_specialized) {
   return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
