@@ -4,6 +4,7 @@
 // paper's Theta(N^2 d^2 / M) law, and the roofline says which resource binds on an H200.
 #include "05-io-analysis/book_data.hpp"
 #include "gpu_bridge/kernels.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 #include "kit/lesson_context.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
@@ -290,7 +291,9 @@ void three_levels(LessonContext& ctx) {
   ctx.print(
       "Measured on an H200 (docs/IO-LEVELS.md has the runs):\n"
       "- into the SMs, l1tex__m_xbar2l1tex_read_bytes: fa2 and the scalar kernel read exactly\n"
-      "  the bytes above.\n"
+      "  the bytes above. (Where two blocks of one head share an SM the scalar kernel's second\n"
+      "  block finds K and V in the SM's L1: fa2's cp.async.cg passes the L1 by, the scalar\n"
+      "  kernel's plain loads do not; see below.)\n"
       "- out of the SMs: the L1 issues a store as whole 32-byte sectors\n"
       "  (l1tex__t_sectors_pipe_lsu_mem_global_op_st), so the column above books each store's\n"
       "  sectors, not its bytes, and matches that counter exactly: the scalar kernel's 2-byte\n"
@@ -308,6 +311,36 @@ void three_levels(LessonContext& ctx) {
       "- at DRAM, dram__bytes_read: about Q, K and V once; writes still dirty in the L2 when\n"
       "  the kernel ends reach DRAM after it. `flashlab compare` sets each kernel's mirror\n"
       "  beside all three on a GPU.\n\n");
+
+  // The L1: the scalar kernel where its blocks of one head share SMs.
+  constexpr Index kLongN = 16384;
+  const Prediction scalar = predict({.kernel = "scalar", .n = kLongN, .d = d});
+  const KernelMirror mirror =
+      kernel_mirror("scalar", sim::Problem{.N = kLongN, .d = d, .dtype = sim::DType::bf16});
+  if (scalar.report && scalar.grid) {
+    const double loads = double(scalar.report->bytes_read());
+    ctx.print(
+        "The L1 is a fourth level, inside the SM. At N = {} the scalar kernel has {} blocks of\n"
+        "{} rows; {} fit on an SM beside their shared memory, which leaves {} of the SM's\n"
+        "{} unified cache as L1. The first wave puts block b on SM b mod {}, so blocks b and\n"
+        "b + {} share an SM, read the same K and V tiles in step, and the second finds them\n"
+        "in the L1: the blocks load {}, and {} of it crosses into the SMs ({:.3f}). The H200\n"
+        "measured {:.3f} of the loads at this shape\n({}).\n",
+        kLongN, scalar.grid->problem.blocks(), scalar.grid->problem.Br, mirror.blocks_per_sm,
+        sim::format_bytes(double(mirror.l1_bytes)), sim::format_bytes(double(hw.sm.unified_cache_bytes)),
+        hw.sm_count, hw.sm_count, sim::format_bytes(loads), sim::format_bytes(scalar.sm_read()),
+        scalar.sm_read() / loads, measured::kScalarSmReadN16384.ratio,
+        measured::kScalarSmReadN16384.source.run);
+  }
+  // The naive kernel at DRAM: three launches, each measured cold.
+  const Prediction naive = predict({.kernel = "naive", .n = N, .d = d});
+  ctx.print(
+      "\nThe naive kernel is three launches, and Nsight Compute writes the L2 back and empties\n"
+      "it before each launch it measures: the softmax reads all of S from DRAM, the second\n"
+      "GEMM all of P. Its mirror runs them so, and reads {} from DRAM at N = {} (Q, K and V\n"
+      "are {}); the H200 measured {:.3f} times that\n({}).\n",
+      sim::format_bytes(naive.dram_read()), N, sim::format_bytes(3.0 * double(N * d * 2)),
+      measured::kNaiveDramReadN4096.ratio, measured::kNaiveDramReadN4096.source.run);
 }
 
 }  // namespace

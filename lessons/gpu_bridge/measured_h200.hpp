@@ -69,4 +69,23 @@ inline constexpr std::array kCublasTiles = {
     CublasTiles{4096, 128, 1, {128, 256}, {64, 64}},  // tss_256x128, tst_64x64
 };
 
+// Bytes a kernel's launches moved, as a ratio to a count the lessons compute (each says
+// which): the figures lesson 5 quotes beside its predictions.
+struct BytesRatio {
+  Source source;
+  double ratio;
+};
+// The scalar kernel at one head, N = 16384, d = 128: bytes into the SMs over its blocks'
+// loads, every block's every tile (1,111,490,944 of 2,151,677,952): its L1 sharing.
+inline constexpr BytesRatio kScalarSmReadN16384{
+    {"bench/RESULTS.md, the compare sweep of 2026-12-01 (compare-sweep-h1.csv)",
+     "scalar, one head, N = 16384, d = 128, bf16", "Nsight Compute, l1tex__m_xbar2l1tex_read_bytes"},
+    0.5166};
+// The naive kernel at one head, N = 4096, d = 128: DRAM read (103,866,624 bytes) over its
+// mirror's prediction with each launch measured cold.
+inline constexpr BytesRatio kNaiveDramReadN4096{
+    {"bench/RESULTS.md, the compare sweep of 2026-12-01 (compare-sweep-h1.csv)",
+     "naive, one head, N = 4096, d = 128, bf16", "Nsight Compute, dram__bytes_read"},
+    1.001};
+
 }  // namespace flashlab::app::measured

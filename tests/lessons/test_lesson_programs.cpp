@@ -119,6 +119,20 @@ TEST_CASE("lesson 5: the bytes into the SMs of fa2 as built, in closed form") {
   CHECK(contains(out, fmt::format("fa2\t{:.1f} MiB", read)));
 }
 
+TEST_CASE("lesson 5: the L1 the scalar kernel shares, and the naive kernel measured cold") {
+  const auto out = run_lesson(5).output;
+  // N = 16384, d = 128, one head: 256 blocks, SMs 0 to 123 hold two of them, so 132 blocks'
+  // K and V cross into the SMs; Q once for every block.
+  const double q = 16384.0 * 128 * 2, kv_per_block = 2 * q;
+  CHECK(contains(out, "the scalar kernel has 256 blocks of\n64 rows"));
+  CHECK(contains(out, fmt::format("crosses into the SMs ({:.3f})",
+                                  (q + 132 * kv_per_block) / (q + 256 * kv_per_block))));
+  // N = 4096: Q, K and V, S (fp32) and P (bf16) each read from DRAM once.
+  const double mib = 1 << 20, n = 4096, d = 128;
+  CHECK(contains(out, fmt::format("reads {:.1f} MiB from DRAM at N = 4096",
+                                  (3 * n * d * 2 + n * n * 4 + n * n * 2) / mib)));
+}
+
 TEST_CASE("lesson 6: P at N = 8192 in bf16 for 32 heads; backward FLOPs 2.5x the forward") {
   const auto out = run_lesson(6).output;
   constexpr double kMiB = 1 << 20;
