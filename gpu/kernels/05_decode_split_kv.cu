@@ -43,7 +43,6 @@ using namespace decode;
 using tiles::LaneChunks;
 using tiles::swizzled;
 
-
 // kernel_info.hpp's facts for head dimension kD, as constants device code can read.
 template <int kD>
 struct Shape {
@@ -61,7 +60,6 @@ __device__ void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, 
   if (atomicCAS(&error_word[entry_field], 0u, uint32_t(b + 1)) == 0u && page >= 0)
     error_word[kErrorPageIndex] = uint32_t(page);
 }
-
 
 // Which keys a block takes: kernel_info.hpp's rule. The sequence is cut into tiles of Bc
 // keys, split s takes tiles [s q, (s + 1) q), q = ceil(tiles / splits): keys [k0, k1).

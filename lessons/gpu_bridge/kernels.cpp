@@ -248,11 +248,9 @@ Prediction predict(const KernelRun& run) {
 
 double Prediction::sm_read() const {
   if (pass) return double(pass->bytes_read());
-  // Where K and V pass an L1 the grid says what crossed into the SMs: the blocks' loads less
-  // what their SMs' L1s served.
-  if (grid && grid->problem.l1_bytes > 0 && report)
-    return double(report->bytes_read()) * double(heads) - double(grid->l1_hit_bytes);
-  return report ? double(report->bytes_read()) * double(heads) : 0;
+  // The blocks' loads less what their SMs' L1s served (none where K and V bypass the L1).
+  const double l1_hits = grid ? double(grid->l1_hit_bytes) : 0;
+  return report ? double(report->bytes_read()) * double(heads) - l1_hits : 0;
 }
 
 double Prediction::sm_written() const {

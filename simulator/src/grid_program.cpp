@@ -45,7 +45,7 @@ struct Group {
   Index head = 0, kv_head = 0;
   Index j = 0;       // the next KV tile
   Index kv_end = 0;  // one past the last KV tile
-  std::vector<Index> slots{};  // with an L1: each block's slot (its SM: slot mod sm_count)
+  std::vector<Index> slots{};  // with an L1: each block's slot (GridProblem::sm_of_slot)
 };
 
 class GridRun {
@@ -136,8 +136,8 @@ class GridRun {
         access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
       } else if (e.moment == kStep) {
         const Index row0 = head / group * p_.N + r.j * p_.Bc, rows = rows_of(r.j, p_.Bc);
-        load_kv_tile(kK, row0, rows, e.slot % p_.sm_count, part);
-        load_kv_tile(kV, row0, rows, e.slot % p_.sm_count, part);
+        load_kv_tile(kK, row0, rows, p_.sm_of_slot(e.slot), part);
+        load_kv_tile(kV, row0, rows, p_.sm_of_slot(e.slot), part);
         ++r.j;
       } else {
         access(kO, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
@@ -255,7 +255,7 @@ class GridRun {
     const Index row0 = g.kv_head * p_.N + g.j * p_.Bc, rows = rows_of(g.j, p_.Bc);
     if (!l1_.empty()) {  // block by block, each through its SM's L1
       for (Index k = 0; k < g.count; ++k) {
-        const Index sm = g.slots[k] % p_.sm_count, part = p_.partition_of(g.first_block + k);
+        const Index sm = p_.sm_of_slot(g.slots[k]), part = p_.partition_of(g.first_block + k);
         load_kv_tile(kK, row0, rows, sm, part);
         load_kv_tile(kV, row0, rows, sm, part);
       }

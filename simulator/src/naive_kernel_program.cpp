@@ -155,7 +155,7 @@ void run_naive_kernel(Machine& machine, const Problem& p, const Inputs<In>* in, 
   const bool grouped = !in && !machine.tracing() && !machine.has_l2();
   const Bytes qkv_row = row_bytes(d, p.dtype), qkv_all = cpu::checked_mul(N, qkv_row, "Q");
 
-  const auto next_kernel = [&] {
+  const auto between_kernels = [&] {
     if (p.l2_emptied_between_kernels) machine.empty_l2_between_kernels();
   };
   run_gemm(machine,
@@ -163,18 +163,18 @@ void run_naive_kernel(Machine& machine, const Problem& p, const Inputs<In>* in, 
             Rows::panel, Rows::one_by_one},
            grouped);
   machine.compute("S = Q K^T", score_ops(N, N, d), {}, std::nullopt);
-  next_kernel();
+  between_kernels();
 
   run_softmax(machine, p, gS, gP, gL, grouped);
   machine.compute("P = softmax(S)", softmax_ops(1, visible_scores(p)), {}, std::nullopt);
-  next_kernel();
+  between_kernels();
 
   run_gemm(machine,
            {gP, gV, gO, row_bytes(N, weight_dtype), qkv_all, qkv_row, N, d, p.output_gemm,
             Rows::one_by_one, Rows::panel},
            grouped);
   machine.compute("O = P V", score_ops(N, d, N), {}, std::nullopt);
-  next_kernel();
+  between_kernels();
 
   if (in) {  // the numbers are cpu_reference's naive attention, as the paper's program's are
     cpu::AttentionOptions options;

@@ -16,7 +16,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace flashlab::gpu::test {
 namespace {
@@ -101,35 +103,44 @@ TEST_CASE("fa3: the persistent grid, every switch combination, more items than S
   }
 }
 
+// A shape of the grid tests: batch, query and KV heads, N_q, N_k.
+struct GridShape {
+  int batch, heads_q, heads_kv, n_q, n_k;
+};
+// Fewer items than SMs (one tile; a ragged one), more items than SMs (with N_q != N_k both
+// ways, and N_q > N_k where bottom-right rows see no key), MQA.
+constexpr GridShape kGridShapes[] = {{1, 1, 1, 1, 1},       {1, 2, 1, 97, 113},
+                                     {3, 16, 4, 300, 1023}, {2, 12, 3, 1100, 517},
+                                     {4, 8, 8, 1023, 113},  {2, 16, 1, 700, 17}};
+
+// fa3 on that shape with those options.
+Case grid_case(const GridShape& s, flashlab_dtype dtype, int d, flashlab_causal causal,
+               const flashlab_fa3_options& o) {
+  Case c;
+  c.kernel = FLASHLAB_KERNEL_FA3;
+  c.dtype = dtype;
+  c.batch = s.batch;
+  c.heads_q = s.heads_q;
+  c.heads_kv = s.heads_kv;
+  c.n_q = s.n_q;
+  c.n_k = s.n_k;
+  c.d = d;
+  c.causal = causal;
+  c.fa3 = o;
+  return c;
+}
+
 TEST_CASE("fa3: every grid at d = 64 and 128, bf16 and fp16, ragged causal shapes and GQA") {
-  struct Shape {
-    int batch, heads_q, heads_kv, n_q, n_k;
-  };
-  // Fewer items than SMs (one tile; a ragged one), more items than SMs (with N_q != N_k
-  // both ways, and N_q > N_k where bottom-right rows see no key), MQA.
-  const Shape shapes[] = {{1, 1, 1, 1, 1},       {1, 2, 1, 97, 113},   {3, 16, 4, 300, 1023},
-                          {2, 12, 3, 1100, 517}, {4, 8, 8, 1023, 113}, {2, 16, 1, 700, 17}};
   for (int grid :
        {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_AUTO})
     for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
       for (int d : {64, 128})
-        for (const Shape& s : shapes)
+        for (const GridShape& s : kGridShapes)
           for (flashlab_causal causal :
                {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
             flashlab_fa3_options o = fa3_defaults();
             o.grid = grid;
-            Case c;
-            c.kernel = FLASHLAB_KERNEL_FA3;
-            c.dtype = dtype;
-            c.batch = s.batch;
-            c.heads_q = s.heads_q;
-            c.heads_kv = s.heads_kv;
-            c.n_q = s.n_q;
-            c.n_k = s.n_k;
-            c.d = d;
-            c.causal = causal;
-            c.fa3 = o;
-            expect_matches_reference(c);
+            expect_matches_reference(grid_case(s, dtype, d, causal, o));
           }
 }
 
@@ -203,32 +214,19 @@ flashlab_fa3_options software_exp2() {
 // N_q != N_k both ways (bottom-right rows that see no key), GQA and MQA. N_k >= 128 in most,
 // so that they have unmasked tiles, the only ones the switch changes.
 TEST_CASE("fa3: software_exp2 matches the reference (d = 64 and 128, bf16 and fp16, GQA)") {
-  struct Shape {
-    int batch, heads_q, heads_kv, n_q, n_k;
-  };
-  const Shape shapes[] = {{1, 1, 1, 1, 1},       {1, 2, 1, 97, 113},   {3, 16, 4, 300, 1023},
-                          {2, 12, 3, 1100, 517}, {4, 8, 8, 1023, 113}, {2, 16, 1, 700, 17},
-                          {1, 4, 2, 1023, 1024}};
+  // The grid tests' shapes, and one whose N_k is a whole number of KV tiles.
+  std::vector<GridShape> shapes(std::begin(kGridShapes), std::end(kGridShapes));
+  shapes.push_back({1, 4, 2, 1023, 1024});
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
     for (int d : {64, 128})
-      for (const Shape& s : shapes)
+      for (const GridShape& s : shapes)
         for (flashlab_causal causal :
              {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
           // scale 1 spreads the scores (std ~ sqrt(d)): many x far below 0, some past the
           // clamp at -127.
           for (double scale : {0.0, 1.0}) {
-            Case c;
-            c.kernel = FLASHLAB_KERNEL_FA3;
-            c.dtype = dtype;
-            c.batch = s.batch;
-            c.heads_q = s.heads_q;
-            c.heads_kv = s.heads_kv;
-            c.n_q = s.n_q;
-            c.n_k = s.n_k;
-            c.d = d;
+            Case c = grid_case(s, dtype, d, causal, software_exp2());
             c.scale = scale;
-            c.causal = causal;
-            c.fa3 = software_exp2();
             expect_matches_reference(c);
           }
 }

@@ -169,6 +169,8 @@ struct GridProblem {
   Bytes partition_bytes() const { return l2_bytes / l2_partitions; }
   // The partition of the SM that runs block b (the header says why b mod P).
   cpu::Index partition_of(cpu::Index block) const { return block % l2_partitions; }
+  // The SM of one of the R slots resident blocks take (the header, "The L1").
+  cpu::Index sm_of_slot(cpu::Index slot) const { return slot % sm_count; }
 };
 
 // The largest block_time_spread the drift schedule takes: sigma = 1 already lets one block
