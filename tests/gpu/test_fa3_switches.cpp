@@ -231,6 +231,22 @@ TEST_CASE("fa3: software_exp2 matches the reference (d = 64 and 128, bf16 and fp
           }
 }
 
+// compute-sanitizer runs every "sanitizer*" case: the software exponential's kernels at both
+// d, on a shape with unmasked tiles (N_k = 300: two whole KV tiles) and a ragged one.
+TEST_CASE("sanitizer: fa3 with software_exp2, d = 64 and 128") {
+  for (int d : {64, 128}) {
+    Case c;
+    c.kernel = FLASHLAB_KERNEL_FA3;
+    c.heads_q = 2;
+    c.heads_kv = 1;
+    c.n_q = 97;
+    c.n_k = 300;
+    c.d = d;
+    c.fa3 = software_exp2();
+    expect_matches_reference(c);
+  }
+}
+
 TEST_CASE("fa3: software_exp2 on the persistent grid and per tile, more items than SMs") {
   for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT})
     for (int d : {64, 128})
