@@ -349,21 +349,20 @@ if want levels; then
   done
   cat "$OUT/levels.csv"
 
-  # Coalescing before the L2 slices: Hopper's L2 Request Coalescer (LRC) merges requests of
-  # several SMs for the same sectors. Its counters are listed first (their names as this
-  # ncu knows them), then the requests and sectors into and out of it are read beside
-  # lts__t_bytes, at a fixed amount of work (H N^2 the same) while the number of blocks
-  # reading each K/V tile at once changes: 128 (one head, N = 16384: every block of the head
-  # resident), 64, 32, 16, and 1024 with one KV head for 64 query heads (MQA). If the LRC is
-  # what lowers lts__t_bytes below the SMs' bytes, its sectors in should follow the SMs' and
-  # its sectors out the slices'.
+  # Coalescing before the L2 slices (docs/IO-LEVELS.md, "What the L2 slices count"): Hopper's
+  # L2 Request Coalescer (LRC) merges the read requests of several SMs for the same sectors.
+  # Its counters are listed first (their names as this ncu knows them), then its sectors to
+  # the SMs and from the slices are read beside the SMs' bytes and the slices' reads, with
+  # 1 to 1024 blocks reading each K/V tile at once (one head at N = 16384, 4, 16 and 64
+  # heads, 64 query heads on one KV head) and fa3's persistent grid, one block per SM.
   step "levels: the L2 Request Coalescer (lrc__*) as more blocks read the same tile at once"
   ncu --query-metrics 2>/dev/null | awk '$1 ~ /^lrc__/' > "$OUT/lrc_metrics.txt"
-  lrc=$(awk '$1 ~ /^lrc__t_(requests|sectors)/ {printf ",%s.sum", $1}' "$OUT/lrc_metrics.txt")
-  echo "lrc metrics: ${lrc#,}"
+  lrc=,lts__t_sectors_srcunit_tex_op_read.sum,lrc__xbar2gpc_sectors_op_read.sum
+  lrc+=,lrc__lts2lrc_sectors_op_read.sum,lrc__request_sectors_op_read_coalescable.sum
+  lrc+=,lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum
   echo "impl,shape(B,Hq,Hkv,N,d),kernel,metric,value" > "$OUT/levels_lrc.csv"
   for run in fa2:1,1,1,16384,128 fa2:1,4,4,8192,128 fa2:1,16,16,4096,128 fa2:1,64,64,2048,128 \
-             fa2:1,64,1,2048,128; do
+             fa2:1,64,1,2048,128 fa2:1,1,1,32768,128 fa3:1,1,1,16384,128 fa3:1,16,16,4096,128; do
     impl=${run%%:*} shape=${run#*:}
     ncu --clock-control none --profile-from-start off --print-units base --csv \
         --metrics "$NCU_METRICS$lrc" python3 "$ROOT/bench/gpu/bench.py" \

@@ -233,14 +233,15 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "the L1 issued, l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B) and of\n"
       "what reaches DRAM past a {} LRU L2 (dram__bytes_read/write): for fa2 and fa3 their\n"
       "whole grid ({} SMs, blocks in waves, fa3's in its scheduler's order; N_q = N_k only)\n"
-      "through the L2's {} partitions, K\n"
-      "and V held in each, the DRAM writes those made while it ran and apart what it leaves\n"
-      "dirty; for the others one head run as one SM would. lts__t_bytes, at the L2 slices, sits "
-      "lower: Hopper\n"
-      "merges simultaneous requests of several SMs for the same sectors before they reach\n"
-      "the slices. Writes are booked as the 32-byte sectors each warp store touches; what\n"
-      "left the SMs (l1tex__m_l1tex2xbar_write_bytes) is those or fewer, merged after the\n"
-      "L1's store pipe by a rule the model does not know (docs/IO-LEVELS.md).\n",
+      "through the L2's {} partitions, K and V held in each, the DRAM writes those made while\n"
+      "it ran and apart what it leaves dirty; for the others one head run as one SM would.\n"
+      "lts__t_bytes, at the L2 slices, sits lower: Hopper's L2 Request Coalescer merges the\n"
+      "requests of several SMs for the same sectors that meet in it (SM reads per slice read:\n"
+      "lrc__xbar2gpc_sectors_op_read over lrc__lts2lrc_sectors_op_read, a matter of timing\n"
+      "that the model, having no clock, does not predict). Writes are booked as the 32-byte\n"
+      "sectors each warp store touches; what left the SMs (l1tex__m_l1tex2xbar_write_bytes)\n"
+      "is those or fewer, merged after the L1's store pipe by a rule the model does not know\n"
+      "(docs/IO-LEVELS.md).\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
       target_profile().l2_partitions);
 }

@@ -65,9 +65,10 @@ std::vector<KernelRun> runs_of(const CompareSweepRequest& r) {
 // left_dirty what stays dirty in the L2 after it (the grid model only).
 struct Figures {
   std::optional<double> sm_read_predicted, sm_read_measured, sm_written_predicted,
-      stores_issued_measured, sm_written_measured, merge_ratio, l2_measured, dram_predicted,
-      dram_read_predicted, dram_read_measured, dram_written_predicted, dram_written_measured,
-      left_dirty_predicted, crossover_n;
+      stores_issued_measured, sm_written_measured, merge_ratio, l2_measured, lrc_to_sms_measured,
+      lrc_from_slices_measured, coalescing, dram_predicted, dram_read_predicted,
+      dram_read_measured, dram_written_predicted, dram_written_measured, left_dirty_predicted,
+      crossover_n;
 };
 
 Figures figures_of(const Point& p) {
@@ -89,6 +90,9 @@ Figures figures_of(const Point& p) {
     f.sm_written_measured = m->sm_written;
     f.merge_ratio = m->merge_ratio();
     f.l2_measured = m->l2;
+    f.lrc_to_sms_measured = m->lrc_to_sms;
+    f.lrc_from_slices_measured = m->lrc_from_slices;
+    f.coalescing = m->coalescing();
     f.dram_read_measured = m->dram_read;
     f.dram_written_measured = m->dram_written;
   }
@@ -108,10 +112,10 @@ std::string merge_text(const Point& p, const Figures& f) {
 void print_table(const std::vector<Point>& points, const Style& style) {
   Table t({"kernel", "N", "d", "heads", "SM read pred.", "SM read meas.", "ratio", "SM write pred.",
            "stores issued meas.", "ratio", "left the SMs", "merge", "L2 slices meas.",
-           "DRAM read pred.", "DRAM read meas.", "ratio", "DRAM write pred.", "DRAM write meas.",
+           "coalesced", "DRAM read pred.", "DRAM read meas.", "ratio", "DRAM write pred.", "DRAM write meas.",
            "note"},
           {true, false, false, false, false, false, false, false, false, false, false, false, false,
-           false, false, false, false, false, true});
+           false, false, false, false, false, false, true});
   for (const Point& p : points) {
     const Figures f = figures_of(p);
     t.add({p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
@@ -121,6 +125,7 @@ void print_table(const std::vector<Point>& points, const Style& style) {
            optional_bytes(f.sm_written_predicted), optional_bytes(f.stores_issued_measured),
            ratio_text(f.stores_issued_measured, p.predicted.sm_stores_issued()),
            optional_bytes(f.sm_written_measured), merge_text(p, f), optional_bytes(f.l2_measured),
+           f.coalescing ? fmt::format("{:.2f}", *f.coalescing) : "-",
            optional_bytes(f.dram_read_predicted), optional_bytes(f.dram_read_measured),
            ratio_text(f.dram_read_measured, p.predicted.dram_read()),
            optional_bytes(f.dram_written_predicted), optional_bytes(f.dram_written_measured),
@@ -154,10 +159,10 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
       "kernel,N,d,heads,causal,dtype,sm_read_predicted,sm_read_measured,sm_written_predicted,"
       "sm_written_measured,l2_measured,dram_predicted,dram_read_measured,dram_written_measured,"
       "dram_read_predicted,dram_written_predicted,left_dirty_predicted,l2_crossover_n,"
-      "stores_issued_measured\n");
+      "stores_issued_measured,lrc_to_sms_measured,lrc_from_slices_measured\n");
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+    out.write(fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                           p.run.kernel, p.run.n, p.run.d, p.run.heads, p.run.causal ? 1 : 0,
                           p.run.dtype, csv_number(f.sm_read_predicted),
                           csv_number(f.sm_read_measured), csv_number(f.sm_written_predicted),
@@ -165,7 +170,9 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
                           csv_number(f.dram_predicted), csv_number(f.dram_read_measured),
                           csv_number(f.dram_written_measured), csv_number(f.dram_read_predicted),
                           csv_number(f.dram_written_predicted), csv_number(f.left_dirty_predicted),
-                          csv_number(f.crossover_n), csv_number(f.stores_issued_measured)));
+                          csv_number(f.crossover_n), csv_number(f.stores_issued_measured),
+                          csv_number(f.lrc_to_sms_measured),
+                          csv_number(f.lrc_from_slices_measured)));
   }
   out.commit();
 }

@@ -76,11 +76,14 @@ std::string measured_text(const NcuOutcome& o, bool tma_stores) {
   const auto& m = *o.bytes;
   // TMA stores leave the SMs beside the store sectors: out over issued is then no merge.
   const auto merged = tma_stores ? std::nullopt : m.merge_ratio();
+  const auto coalescing = m.coalescing();
   return fmt::format(
-      "SMs read {}; store sectors issued {}, out of the SMs {}{}; L2 {}; DRAM {} read, {} "
+      "SMs read {}; store sectors issued {}, out of the SMs {}{}; L2 {}{}; DRAM {} read, {} "
       "written",
       bytes_text(m.sm_read), bytes_text(m.stores_issued), bytes_text(m.sm_written),
       merged ? fmt::format(" ({:.2f} of them)", *merged) : std::string(), bytes_text(m.l2),
+      coalescing ? fmt::format(" (each slice read served {:.2f} SM reads)", *coalescing)
+                 : std::string(),
       bytes_text(m.dram_read), bytes_text(m.dram_written));
 }
 

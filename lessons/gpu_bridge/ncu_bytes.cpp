@@ -72,6 +72,11 @@ std::optional<double> MeasuredBytes::merge_ratio() const {
   return sm_written / stores_issued;
 }
 
+std::optional<double> MeasuredBytes::coalescing() const {
+  if (lrc_from_slices <= 0) return std::nullopt;
+  return lrc_to_sms / lrc_from_slices;
+}
+
 std::string ncu_levels_text() {
   std::string out;
   for (const NcuMetric& m : kNcuMetrics) out += std::string("  ") + m.level + ": " + m.name + "\n";

@@ -7,8 +7,12 @@
 //   out of the SMs           l1tex__m_l1tex2xbar_write_bytes.sum (those sectors or fewer:
 //                            some kernels' stores to one sector are merged after the L1's
 //                            store pipe, by a rule the mirrors do not model)
-//   at the L2 slices         lts__t_bytes.sum (lower: Hopper merges simultaneous requests of
-//                            several SMs for the same sectors before they reach the slices)
+//   at the L2 slices         lts__t_bytes.sum (lower: Hopper's L2 Request Coalescer merges
+//                            requests of several SMs for the same sectors before the slices)
+//   the Coalescer's reads    lrc__xbar2gpc_sectors_op_read.sum (sent to the SMs: what they
+//                            read) and lrc__lts2lrc_sectors_op_read.sum (asked of the slices),
+//                            whose ratio is how many SMs' reads each slice read served
+//                            (docs/IO-LEVELS.md, "What the L2 slices count")
 //   at DRAM                  dram__bytes_read.sum, dram__bytes_write.sum (past the L2)
 #pragma once
 
@@ -23,12 +27,17 @@ struct MeasuredBytes {
   double stores_issued = 0;  // the store and reduction sectors the L1 issued, in bytes
   double sm_written = 0;     // out of the SMs
   double l2 = 0;             // at the L2 slices
+  double lrc_to_sms = 0;       // read sectors the L2 Request Coalescer sent to the SMs, in bytes
+  double lrc_from_slices = 0;  // read sectors it asked of the L2 slices, in bytes
   double dram_read = 0, dram_written = 0;
   int kernels = 0;  // kernels profiled
 
   // Bytes out of the SMs per byte of store sectors issued: 1 where nothing was merged, 0.5
   // where every two sectors left as one; nothing when no stores were counted.
   std::optional<double> merge_ratio() const;
+  // Sectors sent to the SMs per sector read from the slices: 1 where no two SMs' reads met
+  // in the Coalescer, 2 where each slice read served two; nothing when it was not counted.
+  std::optional<double> coalescing() const;
 };
 
 // What ncu counts a metric in: bytes ("byte", "Kbyte", ...) or sectors ("sector", ...), which
@@ -52,6 +61,10 @@ inline constexpr NcuMetric kNcuMetrics[] = {
     {"l1tex__m_l1tex2xbar_write_bytes.sum", NcuUnit::bytes, &MeasuredBytes::sm_written,
      "out of the SMs"},
     {"lts__t_bytes.sum", NcuUnit::bytes, &MeasuredBytes::l2, "at the L2 slices"},
+    {"lrc__xbar2gpc_sectors_op_read.sum", NcuUnit::sectors, &MeasuredBytes::lrc_to_sms,
+     "read sectors the L2 Request Coalescer sent to the SMs"},
+    {"lrc__lts2lrc_sectors_op_read.sum", NcuUnit::sectors, &MeasuredBytes::lrc_from_slices,
+     "read sectors the Coalescer asked of the L2 slices"},
     {"dram__bytes_read.sum", NcuUnit::bytes, &MeasuredBytes::dram_read, "read from DRAM"},
     {"dram__bytes_write.sum", NcuUnit::bytes, &MeasuredBytes::dram_written, "written to DRAM"},
 };

@@ -65,9 +65,14 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
     CHECK(std::stod(r[kSmWritten]) == heads * (2 * matrix + N * 4));
     CHECK(r[kSmReadMeasured].empty());  // not measured
     CHECK(r.size() == rows[0].size());
-    CHECK(r.back().empty());  // the store sectors issued: not measured either
+    CHECK(r.back().empty());  // the Coalescer's sectors: not measured either
   }
-  CHECK(rows[0].back() == "stores_issued_measured");
+  // The last three columns: store sectors issued, the Coalescer's sectors to the SMs and
+  // from the slices.
+  REQUIRE(rows[0].size() >= 3);
+  CHECK(rows[0][rows[0].size() - 3] == "stores_issued_measured");
+  CHECK(rows[0][rows[0].size() - 2] == "lrc_to_sms_measured");
+  CHECK(rows[0].back() == "lrc_from_slices_measured");
   fs::remove(csv);
   CHECK(contains(run.output, "not measured (--no-ncu)"));
   // The writes' counters named with their levels (ncu_bytes.hpp's table).
@@ -75,6 +80,8 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
                  "store sectors the L1 issued: "
                  "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
   CHECK(contains(run.output, "out of the SMs: l1tex__m_l1tex2xbar_write_bytes.sum"));
+  CHECK(contains(run.output, "read sectors the Coalescer asked of the L2 slices: "
+                             "lrc__lts2lrc_sectors_op_read.sum"));
 }
 
 TEST_CASE("compare --sweep without a GPU: predictions, and why the measured columns are empty") {

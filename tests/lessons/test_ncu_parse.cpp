@@ -42,6 +42,31 @@ TEST_CASE("ncu CSV: the bytes into and out of the SMs are read as well") {
   CHECK(m->l2 == 0);
 }
 
+TEST_CASE("ncu CSV: the L2 Request Coalescer's read sectors, and how many SM reads a slice read served") {
+  // One head of fa2 at N = 16384 as the H200 counted it: 33.7 million sectors to the SMs,
+  // 16.8 million asked of the slices (in two kernels here, one in Msector).
+  const auto m = flashlab::app::parse_ncu_csv(
+      "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"lrc__xbar2gpc_sectors_op_read.sum\",\"sector\",\"33,695,942\"\n"
+      "\"0\",\"lrc__lts2lrc_sectors_op_read.sum\",\"sector\",\"16,000,000\"\n"
+      "\"1\",\"lrc__lts2lrc_sectors_op_read.sum\",\"Msector\",\"0.770166\"\n");
+  REQUIRE(m);
+  CHECK(m->lrc_to_sms == doctest::Approx(32.0 * 33695942));
+  CHECK(m->lrc_from_slices == doctest::Approx(32.0 * 16770166));
+  REQUIRE(m->coalescing());
+  CHECK(*m->coalescing() == doctest::Approx(33695942.0 / 16770166));
+  CHECK(flashlab::app::measured_text(flashlab::app::NcuOutcome{*m, ""})
+            .find("(each slice read served 2.01 SM reads)") != std::string::npos);
+  // Not counted (another GPU, or an older ncu): no ratio, and the text says nothing of it.
+  const auto none = flashlab::app::parse_ncu_csv(
+      "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"lts__t_bytes.sum\",\"byte\",\"4096\"\n");
+  REQUIRE(none);
+  CHECK_FALSE(none->coalescing());
+  CHECK(flashlab::app::measured_text(flashlab::app::NcuOutcome{*none, ""}).find("served") ==
+        std::string::npos);
+}
+
 TEST_CASE("ncu CSV: thousands separators are read, unknown units refused, no header is no data") {
   const auto m = flashlab::app::parse_ncu_csv(
       "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
