@@ -88,4 +88,24 @@ inline constexpr BytesRatio kNaiveDramReadN4096{
      "naive, one head, N = 4096, d = 128, bf16", "Nsight Compute, dram__bytes_read"},
     1.001};
 
+// Hopper's L2 Request Coalescer on fa2's reads, one call each (docs/IO-LEVELS.md, "What the
+// L2 slices count"): the read sectors it sent to the SMs and those it asked of the L2 slices.
+// Their ratio, how many SM reads each slice read served, is what sets the slices' bytes
+// below the SMs'.
+struct Coalescing {
+  int heads;
+  int n;
+  double to_sms, from_slices;  // 32-byte sectors
+};
+inline constexpr Source kFa2CoalescingSource{
+    "bench/gpu/NOTES.md, seventh run (results/2026-12-01-h200-levels-lrc.csv)",
+    "fa2, B = 1, d = 128, bf16, non-causal",
+    "Nsight Compute, lrc__xbar2gpc_sectors_op_read and lrc__lts2lrc_sectors_op_read"};
+inline constexpr std::array kFa2Coalescing = {
+    Coalescing{1, 4096, 2140528, 1241632},
+    Coalescing{1, 16384, 33695942, 16770166},
+    Coalescing{1, 32768, 134491260, 125740420},
+    Coalescing{16, 4096, 34089078, 29571718},
+};
+
 }  // namespace flashlab::app::measured

@@ -5,6 +5,7 @@
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"
 #include "flashlab/sim/units.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 #include "kit/lesson_registry.hpp"
 #include "tour/tour.hpp"
 #include "traces/tile_trace.hpp"
@@ -131,6 +132,20 @@ TEST_CASE("lesson 5: the L1 the scalar kernel shares, and the naive kernel measu
   const double mib = 1 << 20, n = 4096, d = 128;
   CHECK(contains(out, fmt::format("reads {:.1f} MiB from DRAM at N = 4096",
                                   (3 * n * d * 2 + n * n * 4 + n * n * 2) / mib)));
+}
+
+TEST_CASE("lesson 5: the slices' reads, the model's SM bytes over the Coalescer's measured ratio") {
+  const auto out = run_lesson(5).output;
+  // One head, N = 16384, d = 128: 128 blocks of fa2, one per SM; Q once, K and V per block.
+  const auto fa2 = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 128, FLASHLAB_BF16);
+  const double mib = 16384.0 * 128 * 2 / (1 << 20);
+  const double read = mib + (16384 / fa2.Br) * 2 * mib;
+  const auto& c = flashlab::app::measured::kFa2Coalescing[1];
+  REQUIRE(c.n == 16384);
+  REQUIRE(c.heads == 1);
+  const double ratio = c.to_sms / c.from_slices;
+  CHECK(contains(out, fmt::format("1\t16384\t{}\t1\t", 16384 / fa2.Br)));
+  CHECK(contains(out, fmt::format("\t{:.2f}\t{:.1f} MiB", ratio, read / ratio)));
 }
 
 TEST_CASE("lesson 6: P at N = 8192 in bf16 for 32 heads; backward FLOPs 2.5x the forward") {
