@@ -7,6 +7,12 @@ samples) or a chosen metric set can be read for it:
   python3 profile_one.py --lib ... backward | decode
   python3 profile_one.py --lib ... decode --batch 8 --length 4096      # another shape
   python3 profile_one.py --lib ... fa2 --heads 1 --n 4096 --d 64 --causal
+  ncu --cache-control none --profile-from-start off --metrics dram__bytes_read.sum \
+      python3 profile_one.py --lib ... decode --length 4096 --dirty-l2 --kv-l2-policy evict-first
+
+--dirty-l2 writes 256 MB just before the profiled call, as triton's do_bench does before each
+call it times, so that the call meets an L2 full of dirty lines; Nsight Compute keeps them
+only with `--cache-control none` (by default it writes the L2 back and empties it first).
 
 Default shapes: the forward and the backward at B = 1, H = 16, N = 8192, d = 128 (bf16, not
 causal), the decode at B = 8, 32 query heads over 8 KV heads, L = 32768, d = 128.
@@ -14,6 +20,7 @@ causal), the decode at B = 8, 32 query heads over 8 KV heads, L = 32768, d = 128
 import argparse
 
 import flashlab_ctypes as fl
+import timing
 
 
 def main():
@@ -26,6 +33,10 @@ def main():
     ap.add_argument("--d", type=int, default=128, choices=[64, 128])
     ap.add_argument("--causal", action="store_true", help="forward and backward: top-left mask")
     ap.add_argument("--length", type=int, default=32768, help="the decode's cache length L")
+    ap.add_argument("--kv-l2-policy", choices=["auto", "normal", "evict-first"], default="auto",
+                    help="the decode's kv_l2_policy (decode.h)")
+    ap.add_argument("--dirty-l2", action="store_true",
+                    help="fill the L2 with dirty lines (a 256 MB write) before the profiled call")
     args = ap.parse_args()
     import torch
     lib = fl.Flashlab(args.lib)
@@ -37,7 +48,9 @@ def main():
         k, v = (torch.randn(B, 8, L, args.d, generator=gen, **bf16) for _ in range(2))
         o = torch.empty_like(q)
         lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
-        params, _workspace = lib.decode_params(q, k, v, o, lens, L)
+        policy = {"auto": fl.DECODE_L2_AUTO, "normal": fl.DECODE_L2_EVICT_NORMAL,
+                  "evict-first": fl.DECODE_L2_EVICT_FIRST}[args.kv_l2_policy]
+        params, _workspace = lib.decode_params(q, k, v, o, lens, L, kv_l2_policy=policy)
         run = lambda: lib.decode(params)
     else:
         shape = (args.batch or 1, args.heads or 16, args.n, args.d)
@@ -55,6 +68,8 @@ def main():
             workspace = lib.backward(p)
             run = lambda: lib.backward(p, workspace)
     run()
+    if args.dirty_l2:
+        timing.CleanFlush(torch).flush(clean=False)
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
     run()
