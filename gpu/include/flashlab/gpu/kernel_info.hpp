@@ -396,9 +396,9 @@ inline constexpr uint32_t kDtypeBits = dtype_bit(FLASHLAB_FP16) | dtype_bit(FLAS
 constexpr bool supports_head_dim(int64_t d) { return d == kHeadDims[0] || d == kHeadDims[1]; }
 constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.contains(dtype); }
 // flashlab_decode_params.kv_l2_policy: what FLASHLAB_DECODE_L2_AUTO means (decode.h says
-// what evict-first is for). Plain loads until the H200 has timed both (bench.py --decode
-// times `flashlab` and `evict1st` in the same run; bench/gpu/NOTES.md, "Decode: the L2
-// policy of K and V", has the prediction).
+// what evict-first is for). Plain loads: on the H200 evict-first saved 2 us at L <= 4096
+// after do_bench's flush and cost 2 to 20 us past it (bench.py --decode times `flashlab`
+// and `evict1st` in one run; bench/gpu/NOTES.md, seventh run, has the figures and why).
 inline constexpr int32_t kDefaultKvL2Policy = FLASHLAB_DECODE_L2_EVICT_NORMAL;
 constexpr bool is_kv_l2_policy(int32_t policy) {
   return policy == FLASHLAB_DECODE_L2_AUTO || policy == FLASHLAB_DECODE_L2_EVICT_NORMAL ||
@@ -507,7 +507,8 @@ inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
 // 4096 bf16 FLOPs a clock per SM); at d = 64 a consumer's (64, 128) tile is 8192
 // exponentials, 512 MUFU clocks, as long as the other consumer's two matmuls (2 x 64 x 128 x
 // 64 x 2 FLOPs / 4096 = 512 clocks). With 1 in 4 on the FMA pipe the MUFU's share is 384
-// clocks, under the matmuls'.
+// clocks, under the matmuls'. Measured on the H200: 2 to 8% slower at every shape (1 to 7%
+// with 1 in 8): the softmax's issue slots, not MUFU, are the limit (bench/gpu/NOTES.md).
 inline constexpr int kSoftwareExp2Period = 4;
 static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole in a tile");
 // FLASHLAB_FA3_GRID_AUTO's rule: persistent while a head has at most this many query tiles
