@@ -11,7 +11,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --lib ... --decode --csv decode.csv               # decode (bench_decode.py)
   python3 bench.py --lib ... --ablation --csv ablation.csv          # fa3's switches, one by one
   python3 bench.py --lib ... --ablation --ablation-d 64 --csv ablation64.csv   # the same at d = 64
-  python3 bench.py --lib ... --impls fa3 fa3-persistent fa3-per-tile cudnn   # fa3's grids
+  python3 bench.py --lib ... --impls fa3 fa3-persistent fa3-queue fa3-per-tile cudnn   # fa3's grids
   python3 bench.py --lib ... --impls fa3 fa3-sexp2 cudnn            # software exponentials
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
@@ -67,8 +67,10 @@ def torch_call(torch, backend, q, k, v, causal):
 
 # fa3 with one switch (flashlab/fa3.h) moved from its default, beside "fa3" (the library's
 # defaults), so that both are timed in the same run: on one grid each (flashlab_fa3_grid),
-# persistent and one block per tile; and with FlashAttention-4's software exponentials.
+# persistent in fixed turns, from a work queue, and one block per tile; and with
+# FlashAttention-4's software exponentials.
 FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
+                "fa3-queue": dict(grid=fl.FA3_GRID_QUEUE),
                 "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),
                 "fa3-sexp2": dict(software_exp2=1)}
 
@@ -135,7 +137,7 @@ def print_summary(summary):
     print("\nTFLOP/s (bf16, H = 2048/d, B = 16384/N); ratio = kernel / backend")
     print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa3':>6} {'fa2':>6} {'naive':>6} {'scalar':>6} | "
           f"{'flash':>6} {'cudnn':>6} {'effic':>6} {'math':>6} | {'fa2/fl':>6} {'fa2/cd':>6}"
-          f" {'fa3/cd':>6} | {'pers/cd':>7} {'tile/cd':>7} {'sexp2/cd':>8} | "
+          f" {'fa3/cd':>6} | {'pers/cd':>7} {'queue/cd':>8} {'tile/cd':>7} {'sexp2/cd':>8} | "
           f"max|diff| vs cudnn: fa2, fa3, fa3-sexp2")
     for (d, causal, N), rows in summary:
         t = {k: v[1] for k, v in rows.items()}
@@ -146,7 +148,8 @@ def print_summary(summary):
               f"{cell('scalar')} | {cell('flash')} {cell('cudnn')} {cell('efficient')} "
               f"{cell('math')} | {ratio('fa2', 'flash')} {ratio('fa2', 'cudnn')} "
               f"{ratio('fa3', 'cudnn')} | {ratio('fa3-persistent', 'cudnn'):>7} "
-              f"{ratio('fa3-per-tile', 'cudnn'):>7} {ratio('fa3-sexp2', 'cudnn'):>8} | "
+              f"{ratio('fa3-queue', 'cudnn'):>8} {ratio('fa3-per-tile', 'cudnn'):>7} "
+              f"{ratio('fa3-sexp2', 'cudnn'):>8} | "
               f"{diff('fa2')}, {diff('fa3')}, {diff('fa3-sexp2')}")
 
 
@@ -165,7 +168,8 @@ def ablation_options(fl_lib):
     out = [variant(), variant(conditional_rescale=1 - default.conditional_rescale)]
     # The software exponentials are compiled without the conditional rule: moved alone.
     out += [variant(software_exp2=1 - default.software_exp2, conditional_rescale=0)]
-    out += [variant(grid=g) for g in (fl.FA3_GRID_PERSISTENT, fl.FA3_GRID_PER_TILE)
+    out += [variant(grid=g)
+            for g in (fl.FA3_GRID_PERSISTENT, fl.FA3_GRID_QUEUE, fl.FA3_GRID_PER_TILE)
             if g != default.grid]
     out += [variant(stages=s) for s in (1, 2, 3) if s != default.stages]
     out += [variant(warp_specialized=0), variant(ping_pong=0), variant(intra_overlap=0),
@@ -339,7 +343,7 @@ def main():
                     help="the sweep's head dimensions (default: all)")
     ap.add_argument("--causal", type=int, nargs="*", choices=[0, 1], default=[0, 1],
                     help="the sweep's masks: 0 none, 1 causal (default: both)")
-    ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa3-persistent "
+    ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa3-persistent fa3-queue "
                     "fa3-per-tile fa3-sexp2 fa2 flash cudnn; "
                     "cudnn is always the reference the outputs are compared with)")
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)

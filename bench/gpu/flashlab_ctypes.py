@@ -16,10 +16,9 @@ MAX_HEAD_DIMS = 8
 RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 # flashlab_decode_params.kv_l2_policy (decode.h)
 DECODE_L2_AUTO, DECODE_L2_EVICT_NORMAL, DECODE_L2_EVICT_FIRST = 0, 1, 2
-# flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic
-# (persistent up to kernel_info.hpp's fa3::kAutoPersistentMaxTiles query tiles a head).
-FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO = 0, 1, 2
-ABI_VERSION = 5
+# flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic, work queue
+FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO, FA3_GRID_QUEUE = 0, 1, 2, 3
+ABI_VERSION = 6
 
 
 class ForwardParams(ctypes.Structure):

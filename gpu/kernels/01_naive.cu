@@ -53,32 +53,6 @@ cudaDataType cuda_type(flashlab_dtype dtype) {
   return CUDA_R_32F;
 }
 
-// Scratch memory from cudaMallocAsync, returned with cudaFreeAsync on the same stream, so
-// the free is ordered after the work already enqueued on it. free() is the normal path and
-// reports a failed free; the destructor frees what is still held when a later step threw.
-class StreamScratch {
- public:
-  StreamScratch(size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
-    throw_if_cuda_error(cudaMallocAsync(&ptr_, bytes, stream), what);
-  }
-  ~StreamScratch() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);  // a destructor cannot throw
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-
-  void* get() const { return ptr_; }
-  void free(const char* what) {
-    void* ptr = ptr_;
-    ptr_ = nullptr;
-    throw_if_cuda_error(cudaFreeAsync(ptr, stream_), what);
-  }
-
- private:
-  void* ptr_ = nullptr;
-  cudaStream_t stream_;
-};
-
 // Sum or max of one value per thread over the block; every thread gets the result.
 template <bool kMax>
 __device__ float block_reduce(float x, float* sPartials) {

@@ -44,7 +44,11 @@
 // query tile of one (batch, head), in an order that keeps the K and V of a few heads in the
 // L2, longest causal tiles first. Persistent: one block per SM, whose rings run on from one
 // item to the next, so the producer loads the next item's Q, K_0 and V_0 while the
-// consumers finish this one; or one block per item (flashlab_fa3_options.grid).
+// consumers finish this one; or one block per item (flashlab_fa3_options.grid). The
+// producer takes each item (in fixed turns, or from a work queue: a counter in device
+// memory) and hands it to the consumers in an SRAM slot beside Q's barriers, written before
+// the arrival that announces Q's bytes: the Q ring's full phase publishes both, and the
+// consumers release Q, freeing the slot, only after they have read it.
 // Tiles, stages, threads and SRAM: fa3:: in flashlab/gpu/kernel_info.hpp; the switches:
 // flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
 #include "common.cuh"
@@ -59,6 +63,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 namespace flashlab::gpu {
 namespace {
@@ -108,6 +113,7 @@ struct TensorMaps {
 template <class T, int D>
 struct Sram {
   hopper::PipelineBarriers<kMaxStages>* bars;
+  int64_t* item;  // the work item whose Q the Q ring's current use holds; -1: none left
   T* sQ;  // (Br, D)
   T* sK;  // (stages, Bc, D)
   T* sV;  // (stages, Bc, D)
@@ -117,6 +123,7 @@ struct Sram {
         (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
     unsigned char* base = raw + pad;
     bars = reinterpret_cast<hopper::PipelineBarriers<kMaxStages>*>(base);
+    item = reinterpret_cast<int64_t*>(base + sizeof(hopper::PipelineBarriers<kMaxStages>));
     sQ = reinterpret_cast<T*>(base + fa3::kBarrierBytes);
     sK = sQ + Tiles<T, D>::kQElems;
     sV = sK + stages * Tiles<T, D>::kKVElems;
@@ -129,7 +136,8 @@ struct Sram {
     return sV + index * Tiles<T, D>::kKVElems;
   }
 };
-static_assert(sizeof(hopper::PipelineBarriers<kMaxStages>) <= fa3::kBarrierBytes);
+static_assert(sizeof(hopper::PipelineBarriers<kMaxStages>) % alignof(int64_t) == 0 &&
+              sizeof(hopper::PipelineBarriers<kMaxStages>) + sizeof(int64_t) <= fa3::kBarrierBytes);
 
 // How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
 // the block's last row + offset are in every row's future and are never loaded.
@@ -175,11 +183,18 @@ struct Loader {
   Sram<T, D> sram;
   int stages;
 
-  // Q of the item, as the Q ring's use `use`.
-  __device__ __forceinline__ void load_q(const WorkTile& w, int use) const {
+  // Waits until every consumer is done with the Q ring's last use (its item's last S): its
+  // buffer, and the item slot beside it, may then be written for use `use`.
+  __device__ __forceinline__ void acquire_q(int use) const {
+    sram.bars->q.producer_acquire(Stage(use, 1));
+  }
+  // Q of work item `item` (w), as the Q ring's use `use`, acquired: the elected lane writes
+  // the item to the slot the consumers read it from, then announces Q's bytes on the full
+  // barrier, whose phase publishes both (an arrive releases the writes before it).
+  __device__ __forceinline__ void load_q(const WorkTile& w, int64_t item, int use) const {
     const Stage st(use, 1);
-    sram.bars->q.producer_acquire(st);
     if (hopper::elect_one_lane()) {
+      *sram.item = item;
       uint64_t* bar = sram.bars->q.producer_expect(st, Tiles<T, D>::kQBytes);
 #pragma unroll
       for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
@@ -187,6 +202,21 @@ struct Loader {
                             w.h * maps->q.head_step, w.b * maps->q.batch_step);
     }
     __syncwarp();
+  }
+  // No work item left for the block: the slot says so (-1) on the Q ring's use `use`,
+  // acquired, and an arrival without bytes completes its phase.
+  __device__ __forceinline__ void publish_end(int use) const {
+    if (hopper::elect_one_lane()) {
+      *sram.item = -1;
+      hopper::mbarrier_arrive(&sram.bars->q.full[Stage(use, 1).index]);
+    }
+    __syncwarp();
+  }
+  // Consumer: the work item of the Q ring's use `use`, once the producer has published it
+  // (-1: the block is done).
+  __device__ __forceinline__ int64_t wait_item(int use) const {
+    sram.bars->q.consumer_wait(Stage(use, 1));
+    return *static_cast<const volatile int64_t*>(sram.item);
   }
   // Tile j of the item's K (or V), as its ring's use `use`.
   __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
@@ -438,6 +468,8 @@ struct Fa3Params {
   Problem p;
   Switches sw;
   fa3::TileOrder order;  // the work items and the order blocks take them in
+  unsigned long long* queue;  // the work queue's count of items taken (zeroed), or nullptr:
+                              // fixed turns (flashlab_fa3_options.grid)
   bool stage_o;          // O through sO and TMA stores (fa3::stages_o), else from registers
 };
 
@@ -677,6 +709,16 @@ __device__ __forceinline__ void finish_o_stores(const Fa3Params& params) {
   if (params.stage_o && threadIdx.x % kWarpgroupThreads == 0) hopper::tma_store_wait<0>();
 }
 
+// The item the producer warp takes after `item` (fa3::next_in_turn, fa3::next_from_queue):
+// with a queue, lane 0 counts one more item taken and the warp shares the old count.
+__device__ __forceinline__ int64_t next_item(const Fa3Params& params, int64_t item) {
+  if (params.queue == nullptr) return fa3::next_in_turn(item, gridDim.x);
+  unsigned long long taken = 0;
+  if (threadIdx.x % kWarpSize == 0) taken = atomicAdd(params.queue, 1ull);
+  taken = __shfl_sync(kFullWarp, taken, 0);
+  return fa3::next_from_queue(int64_t(taken), gridDim.x);
+}
+
 // The block: its barriers once, then work items from the tile scheduler (one item, or in
 // a persistent block several, one after the other), in both arrangements.
 template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale,
@@ -708,9 +750,18 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         hopper::tma_prefetch_map(&maps.q.map);
         hopper::tma_prefetch_map(&maps.k.map);
         hopper::tma_prefetch_map(&maps.v.map);
-        for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
+        // The block's first item is its own; each next one is taken once the consumers are
+        // done with the last one's Q, and handed to them in the Q ring's item slot.
+        int64_t item = blockIdx.x;
+        for (bool first = true;; first = false) {
+          loader.acquire_q(at.q);
+          if (!first) item = next_item(params, item);
+          if (item >= order.items) {
+            loader.publish_end(at.q);
+            break;
+          }
           const WorkTile w = work_tile(p, order, item);
-          loader.load_q(w, at.q);
+          loader.load_q(w, item, at.q);
           for (int j = 0; j < w.Tc; ++j) {
             loader.load_k(w, at, j);
             loader.load_v(w, at, j);
@@ -720,7 +771,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       }
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
-      for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
+      for (int64_t item = loader.wait_item(at.q); item >= 0; item = loader.wait_item(at.q)) {
         const WorkTile w = work_tile(p, order, item);
         consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(params, sram, warpgroup - 1, w, at,
                                                               loader, false);
@@ -735,7 +786,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
     for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
       const WorkTile w = work_tile(p, order, item);
       if (issues) {
-        loader.load_q(w, at.q);
+        loader.acquire_q(at.q);
+        loader.load_q(w, item, at.q);
         for (int j = 0; j < min(stages, w.Tc); ++j) {
           loader.load_k(w, at, j);
           loader.load_v(w, at, j);
@@ -808,11 +860,23 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
   const DeviceFacts& device = current_device_facts();
   const fa3::TileOrder order = fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D,
                                                     sizeof(T), p.causal, device.l2_bytes);
-  const Fa3Params params{p, {options.stages, options.ping_pong != 0, rule}, order, stage_o};
+  // The work queue's count of items taken, zeroed on the stream before the launch.
+  std::optional<StreamScratch> queue;
+  if (options.grid == FLASHLAB_FA3_GRID_QUEUE) {
+    queue.emplace(sizeof(unsigned long long), stream, "fa3 work queue");
+    throw_if_cuda_error(cudaMemsetAsync(queue->get(), 0, sizeof(unsigned long long), stream),
+                        "fa3 work queue");
+  }
+  const Fa3Params params{p,
+                         {options.stages, options.ping_pong != 0, rule},
+                         order,
+                         queue ? static_cast<unsigned long long*>(queue->get()) : nullptr,
+                         stage_o};
   const auto blocks =
       unsigned(fa3::grid_blocks(order, fa3::is_persistent(options.grid, order), device.sm_count));
   kernel<<<blocks, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
   check_launch("fa3_kernel");
+  if (queue) queue->free("fa3 work queue");
 }
 
 // Every switch is compiled at the ablation's shape (bf16, d = 128); other (d, dtype) have

@@ -1,4 +1,5 @@
-// Small pieces every kernel file shares: element types, the causal mask, error checks.
+// Small pieces every kernel file shares: element types, the causal mask, error checks,
+// stream-ordered scratch memory.
 #pragma once
 
 #include "flashlab/gpu/forward.hpp"
@@ -73,6 +74,32 @@ inline void throw_if_cuda_error(cudaError_t err, const char* what) {
 inline void check_launch(const char* kernel) {
   throw_if_cuda_error(cudaGetLastError(), kernel);
 }
+
+// Scratch memory from cudaMallocAsync, returned with cudaFreeAsync on the same stream, so
+// the free is ordered after the work already enqueued on it. free() is the normal path and
+// reports a failed free; the destructor frees what is still held when a later step threw.
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
+    throw_if_cuda_error(cudaMallocAsync(&ptr_, bytes, stream), what);
+  }
+  ~StreamScratch() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);  // a destructor cannot throw
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+
+  void* get() const { return ptr_; }
+  void free(const char* what) {
+    void* ptr = ptr_;
+    ptr_ = nullptr;
+    throw_if_cuda_error(cudaFreeAsync(ptr, stream_), what);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
 
 // Calls fn with a value of the element type that dtype names (float, __half, __nv_bfloat16).
 template <class Fn>

@@ -5,6 +5,7 @@
 #include "device_pointers.hpp"
 #include "flashlab/cpu/philox_rule.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/gpu/tile_schedule.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -81,14 +82,19 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     ", conditional_rescale = " + std::to_string(o.conditional_rescale) +
                     ", software_exp2 = " + std::to_string(o.software_exp2) +
                     ": each must be 0 (off) or 1 (on)");
-  if (o.grid != FLASHLAB_FA3_GRID_PER_TILE && o.grid != FLASHLAB_FA3_GRID_PERSISTENT &&
-      o.grid != FLASHLAB_FA3_GRID_AUTO)
+  if (!fa3::is_grid(o.grid))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option grid = " + std::to_string(o.grid) + " is unknown: it must be " +
                     std::to_string(FLASHLAB_FA3_GRID_PER_TILE) + " (one block per tile), " +
-                    std::to_string(FLASHLAB_FA3_GRID_PERSISTENT) + " (persistent) or " +
+                    std::to_string(FLASHLAB_FA3_GRID_PERSISTENT) + " (persistent), " +
                     std::to_string(FLASHLAB_FA3_GRID_AUTO) + " (persistent up to " +
-                    std::to_string(fa3::kAutoPersistentMaxTiles) + " query tiles a head)");
+                    std::to_string(fa3::kAutoPersistentMaxTiles) + " query tiles a head) or " +
+                    std::to_string(FLASHLAB_FA3_GRID_QUEUE) + " (persistent, from a work queue)");
+  if (o.grid == FLASHLAB_FA3_GRID_QUEUE && o.warp_specialized == 0)
+    throw Error(FLASHLAB_ERROR_UNSUPPORTED,
+                "fa3 option grid = " + std::to_string(FLASHLAB_FA3_GRID_QUEUE) +
+                    " (a work queue) needs warp_specialized = 1: the producer warp takes the "
+                    "tiles from the queue and hands them to the consumers");
   if (o.rescale_counts != nullptr && o.conditional_rescale == 0)
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option rescale_counts was given with conditional_rescale = 0: the counts "

@@ -93,13 +93,35 @@ TEST_CASE("fa3: the persistent grid, every switch combination, more items than S
   const int64_t items =
       int64_t(probe.batch) * probe.heads_q * ((probe.n_q + fa3::kBr - 1) / fa3::kBr);
   REQUIRE(items > sm_count());  // so that blocks run several items one after the other
-  for (flashlab_fa3_options o : every_combination()) {
-    o.grid = FLASHLAB_FA3_GRID_PERSISTENT;
-    // Causal bottom-right with N_q > N_k: the first rows see no key, so whole items have no
-    // KV tile (Tc = 0) between items that have some.
-    for (flashlab_causal causal :
-         {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
-      expect_matches_reference(many_items(causal, 128, o));
+  for (flashlab_fa3_options o : every_combination())
+    // The work queue's items are taken by the producer warp: only with one.
+    for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE}) {
+      if (grid == FLASHLAB_FA3_GRID_QUEUE && o.warp_specialized == 0) continue;
+      o.grid = grid;
+      // Causal bottom-right with N_q > N_k: the first rows see no key, so whole items have
+      // no KV tile (Tc = 0) between items that have some.
+      for (flashlab_causal causal :
+           {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+        expect_matches_reference(many_items(causal, 128, o));
+    }
+}
+
+TEST_CASE("fa3: the work queue is bitwise deterministic, whichever block takes an item") {
+  // Which block runs which item changes from run to run; what an item computes does not.
+  constexpr int kRuns = 20;
+  for (int d : {64, 128}) {
+    flashlab_fa3_options o = fa3_defaults();
+    o.grid = FLASHLAB_FA3_GRID_QUEUE;
+    const Case c = many_items(FLASHLAB_CAUSAL_TOP_LEFT, d, o);
+    const uint64_t seed = fresh_seed();
+    const auto runs = run_repeated(c, seed, kRuns);
+    INFO(c.describe(), " seed=", seed);
+    for (int r = 1; r < kRuns; ++r) {
+      CHECK(runs[0].o == runs[r].o);
+      REQUIRE(runs[0].lse.size() == runs[r].lse.size());
+      CHECK(std::memcmp(runs[0].lse.data(), runs[r].lse.data(),
+                        runs[0].lse.size() * sizeof(float)) == 0);
+    }
   }
 }
 
@@ -131,8 +153,8 @@ Case grid_case(const GridShape& s, flashlab_dtype dtype, int d, flashlab_causal 
 }
 
 TEST_CASE("fa3: every grid at d = 64 and 128, bf16 and fp16, ragged causal shapes and GQA") {
-  for (int grid :
-       {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_AUTO})
+  for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_AUTO,
+                   FLASHLAB_FA3_GRID_QUEUE})
     for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
       for (int d : {64, 128})
         for (const GridShape& s : kGridShapes)
@@ -145,38 +167,41 @@ TEST_CASE("fa3: every grid at d = 64 and 128, bf16 and fp16, ragged causal shape
 }
 
 TEST_CASE("fa3: the persistent grid under the conditional rule, counting or not") {
-  for (int d : {64, 128}) {
-    flashlab_fa3_options o = conditional();
-    o.grid = FLASHLAB_FA3_GRID_PERSISTENT;
-    Case c = many_items(FLASHLAB_CAUSAL_BOTTOM_RIGHT, d, o);
-    c.scale = 1.0;
-    expect_matches_reference(c);
-    const RescaleCounts r = run_rescale_counts(c, fresh_seed());
-    INFO(c.describe());
-    CHECK(r.outcome.err <= r.outcome.bound);
-    CHECK(r.gpu[FLASHLAB_RESCALE_FIRST] == r.cpu[FLASHLAB_RESCALE_FIRST]);
-  }
+  for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
+    for (int d : {64, 128}) {
+      flashlab_fa3_options o = conditional();
+      o.grid = grid;
+      Case c = many_items(FLASHLAB_CAUSAL_BOTTOM_RIGHT, d, o);
+      c.scale = 1.0;
+      expect_matches_reference(c);
+      const RescaleCounts r = run_rescale_counts(c, fresh_seed());
+      INFO(c.describe());
+      CHECK(r.outcome.err <= r.outcome.bound);
+      CHECK(r.gpu[FLASHLAB_RESCALE_FIRST] == r.cpu[FLASHLAB_RESCALE_FIRST]);
+    }
 }
 
 TEST_CASE(
     "sanitizer: fa3's persistent grid, blocks taking several items (compute-sanitizer runs it)") {
   // 12 heads x 12 query tiles = 144 items, a few more than an H200's 132 SMs, so some blocks
   // take two items; two KV tiles each, to keep the sanitizers' run short.
-  for (int d : {64, 128})
-    for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-      flashlab_fa3_options o = fa3_defaults();
-      o.grid = FLASHLAB_FA3_GRID_PERSISTENT;
-      Case c;
-      c.kernel = FLASHLAB_KERNEL_FA3;
-      c.heads_q = 12;
-      c.heads_kv = 3;
-      c.n_q = 1500;
-      c.n_k = 203;
-      c.d = d;
-      c.causal = causal;
-      c.fa3 = o;
-      expect_matches_reference(c);
-    }
+  // The work queue likewise: its counter, and the item slot the producer hands items in.
+  for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
+    for (int d : {64, 128})
+      for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
+        flashlab_fa3_options o = fa3_defaults();
+        o.grid = grid;
+        Case c;
+        c.kernel = FLASHLAB_KERNEL_FA3;
+        c.heads_q = 12;
+        c.heads_kv = 3;
+        c.n_q = 1500;
+        c.n_k = 203;
+        c.d = d;
+        c.causal = causal;
+        c.fa3 = o;
+        expect_matches_reference(c);
+      }
 }
 
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
@@ -248,7 +273,8 @@ TEST_CASE("sanitizer: fa3 with software_exp2, d = 64 and 128") {
 }
 
 TEST_CASE("fa3: software_exp2 on the persistent grid and per tile, more items than SMs") {
-  for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT})
+  for (int grid :
+       {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
     for (int d : {64, 128})
       for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
         flashlab_fa3_options o = software_exp2();
@@ -481,11 +507,18 @@ TEST_CASE("fa3: switches out of range, another kernel, NULL options") {
     CHECK(message.find("stages = " + std::to_string(stages)) != std::string::npos);
   }
   CHECK(defaults.grid == fa3::kDefaultGrid);
-  for (int grid : {-1, 3}) {
+  for (int grid : {-1, FLASHLAB_FA3_GRID_QUEUE + 1}) {
     flashlab_fa3_options o = defaults;
     o.grid = grid;
     CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
     CHECK(message.find("grid = " + std::to_string(grid) + " is unknown") != std::string::npos);
+  }
+  {  // The work queue is handed out by the producer warp: refused without one.
+    flashlab_fa3_options o = defaults;
+    o.grid = FLASHLAB_FA3_GRID_QUEUE;
+    o.warp_specialized = 0;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_UNSUPPORTED);
+    CHECK(message.find("needs warp_specialized = 1") != std::string::npos);
   }
   flashlab_fa3_options o = defaults;
   o.ping_pong = 2;

@@ -2,7 +2,8 @@
 // taken exactly once, sections of heads fit the L2 share they are planned for, causal tiles
 // go longest first, the grid is what the option says, and the static turns of a persistent
 // grid balance equal tiles but not causal ones (why FLASHLAB_FA3_GRID_AUTO is persistent
-// only without the mask).
+// only without the mask), while the work queue, run here as the kernel's producers take
+// from it, gives every item to one block and balances causal tiles as dispatch does.
 #include <doctest/doctest.h>
 
 #include "flashlab/gpu/tile_schedule.hpp"
@@ -129,6 +130,8 @@ TEST_CASE(
     CHECK(grid_blocks(tiny, true, kH200Sms) == 1);  // never a block without an item
     CHECK(grid_blocks(o, false, kH200Sms) == o.items);
     CHECK(is_persistent(FLASHLAB_FA3_GRID_PERSISTENT, o));
+    CHECK(is_persistent(FLASHLAB_FA3_GRID_QUEUE, o));
+    CHECK(is_persistent(FLASHLAB_FA3_GRID_QUEUE, tiny));
     CHECK_FALSE(is_persistent(FLASHLAB_FA3_GRID_PER_TILE, o));
     CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, o));  // 8 tiles a head
     CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, tiny));
@@ -169,6 +172,57 @@ double dispatched(const TileOrder& o, int64_t grid, bool causal) {
   return double(last) * grid / double(total);
 }
 
+TEST_CASE("the grid option's values: the four of flashlab_fa3_grid and no other") {
+  for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT,
+                   FLASHLAB_FA3_GRID_AUTO, FLASHLAB_FA3_GRID_QUEUE})
+    CHECK(is_grid(grid));
+  for (int grid : {-1, FLASHLAB_FA3_GRID_QUEUE + 1}) CHECK_FALSE(is_grid(grid));
+}
+
+// The work queue as the kernel runs it: block k's producer takes item k first; whenever a
+// block is ready for another (here: when its last one is done, the least loaded first, the
+// lower block on ties) it takes next_from_queue(count, grid) and the count goes up by one,
+// until an item from o.items on tells it to stop. Returns each item's block (-1: untaken)
+// and sets *balance to the busiest block's work over the mean.
+std::vector<int64_t> run_queue(const TileOrder& o, int64_t grid, bool causal, double* balance) {
+  std::vector<int64_t> block_of(o.items, -1);
+  using Ready = std::pair<int64_t, int64_t>;  // (work done, block)
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
+  int64_t total = 0, last = 0, taken = 0;
+  auto run = [&](int64_t block, int64_t done, int64_t item) {
+    if (item >= o.items) return;  // the block stops
+    CHECK(block_of[item] == -1);  // no item twice
+    block_of[item] = block;
+    const int64_t work = causal ? causal_work(o, item) : 1;
+    total += work;
+    last = std::max(last, done + work);
+    ready.push({done + work, block});
+  };
+  for (int64_t k = 0; k < grid; ++k) run(k, 0, k);
+  while (!ready.empty()) {
+    const auto [done, block] = ready.top();
+    ready.pop();
+    run(block, done, next_from_queue(taken++, grid));
+  }
+  *balance = double(last) * grid / double(total);
+  return block_of;
+}
+
+TEST_CASE("the work queue: every item taken once, by one block, and blocks stop past the end") {
+  for (const auto& [s, l2] : kCases)
+    for (bool causal : {false, true}) {
+      const TileOrder o = order_of(s, causal, l2);
+      const int64_t grid = grid_blocks(o, is_persistent(FLASHLAB_FA3_GRID_QUEUE, o), kH200Sms);
+      INFO("batch=", s.batch, " heads_q=", s.heads_q, " N_q=", s.n_q, " causal=", causal);
+      double balance = 0;
+      const std::vector<int64_t> block_of = run_queue(o, grid, causal, &balance);
+      CHECK(std::count(block_of.begin(), block_of.end(), -1) == 0);
+      // The first items are the blocks' own; fixed turns would give the next ones out again.
+      for (int64_t k = 0; k < std::min<int64_t>(grid, o.items); ++k) CHECK(block_of[k] == k);
+      CHECK(next_in_turn(0, grid) == next_from_queue(0, grid));
+    }
+}
+
 TEST_CASE("persistent turns balance equal tiles, and causal tiles are balanced better dispatched") {
   // ANCHORS.md's shapes: hidden 2048 (H = 2048 / d), B = 16384 / N, N = 1024 .. 16384.
   for (int64_t d : {64, 128})
@@ -186,6 +240,13 @@ TEST_CASE("persistent turns balance equal tiles, and causal tiles are balanced b
       INFO("causal, busiest over mean: turns ", turns, ", dispatched ", dispatch);
       CHECK(turns > dispatch);
       CHECK(dispatch < 1.07);
+      // The work queue with one block per SM balances them as dispatch does: its blocks take
+      // the next item in the same order when they are free.
+      double queue = 0;
+      run_queue(causal, kH200Sms, true, &queue);
+      INFO("work queue ", queue);
+      CHECK(queue == doctest::Approx(dispatch));
+      CHECK(queue < turns);
     }
 }
 

@@ -3,11 +3,16 @@
 // for the kernel (gpu/kernels/06_fa3.cu) and for host code (the tests check the order on
 // the CPU). Plain C++17: it builds without CUDA.
 //
-// Two launches share the order (flashlab_fa3_options.persistent):
+// Three launches share the order (flashlab_fa3_options.grid):
 //   persistent: one block per SM; block k takes items k, k + grid, k + 2 grid, ... So the
 //     block's set-up (barriers, TMA descriptors) is paid once per SM, not once per tile,
 //     and the producer loads the next item's Q, K_0 and V_0 while the consumers still run
 //     this item's last U += W V and store its O.
+//   a work queue: one block per SM; block k takes item k first, then whichever item is next
+//     in the order when it is ready for one: grid + the count of items taken so far from a
+//     counter in device memory (atomicAdd), zeroed before the launch. What fixed turns do
+//     for equal tiles, the queue does for unequal ones: a block that drew a long causal
+//     tile takes fewer.
 //   one block per item (FlashAttention-2's grid): block k takes item k, in blockIdx order.
 // The order. The (batch, head) pairs are cut into sections of `section_pairs` pairs whose K
 // and V together fit in a share of the L2 (fa3::kL2ShareForKV). Inside a section the pair
@@ -25,8 +30,8 @@
 // as SMs free up, longest first. Measured, the persistent grid still wins under the mask
 // while heads are short (its saved set-up outweighs the imbalance) and loses at N = 16384:
 // FLASHLAB_FA3_GRID_AUTO is persistent up to fa3::kAutoPersistentMaxTiles query tiles a
-// head (kernel_info.hpp has the figures). A work queue (an atomic counter in global memory,
-// reset for every launch) would balance causal tiles too.
+// head (kernel_info.hpp has the figures). The work queue balances causal tiles as dispatch
+// does, and keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE).
 #pragma once
 
 #include "flashlab/gpu/host_device.hpp"
@@ -94,10 +99,26 @@ FLASHLAB_HOST_DEVICE constexpr WorkItem work_item(const TileOrder& o, int64_t w)
   return o.items <= kMaxInt32 ? work_item_as<int>(o, int(w)) : work_item_as<int64_t>(o, w);
 }
 
+// Whether `grid` is one of flashlab_fa3_grid's values.
+constexpr bool is_grid(int32_t grid) {
+  return grid == FLASHLAB_FA3_GRID_PER_TILE || grid == FLASHLAB_FA3_GRID_PERSISTENT ||
+         grid == FLASHLAB_FA3_GRID_AUTO || grid == FLASHLAB_FA3_GRID_QUEUE;
+}
+
 // Whether the grid of flashlab_fa3_grid `grid` is persistent for an order.
 constexpr bool is_persistent(int32_t grid, const TileOrder& o) {
-  return grid == FLASHLAB_FA3_GRID_PERSISTENT ||
+  return grid == FLASHLAB_FA3_GRID_PERSISTENT || grid == FLASHLAB_FA3_GRID_QUEUE ||
          (grid == FLASHLAB_FA3_GRID_AUTO && o.tiles <= kAutoPersistentMaxTiles);
+}
+
+// The item a block takes after `item`: the next of its fixed turns, or from the work queue,
+// where `taken` is how many items the blocks had taken from it before (the counter's old
+// value). Items from o.items on mean the block is done.
+FLASHLAB_HOST_DEVICE constexpr int64_t next_in_turn(int64_t item, int64_t grid) {
+  return item + grid;
+}
+FLASHLAB_HOST_DEVICE constexpr int64_t next_from_queue(int64_t taken, int64_t grid) {
+  return grid + taken;
 }
 
 // The grid: one block per SM when persistent (never more blocks than items), else one block
