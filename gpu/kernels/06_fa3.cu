@@ -709,10 +709,9 @@ __device__ __forceinline__ void finish_o_stores(const Fa3Params& params) {
   if (params.stage_o && threadIdx.x % kWarpgroupThreads == 0) hopper::tma_store_wait<0>();
 }
 
-// The item the producer warp takes after `item` (fa3::next_in_turn, fa3::next_from_queue):
-// with a queue, lane 0 counts one more item taken and the warp shares the old count.
-__device__ __forceinline__ int64_t next_item(const Fa3Params& params, int64_t item) {
-  if (params.queue == nullptr) return fa3::next_in_turn(item, gridDim.x);
+// The next item from the work queue, for the producer warp: lane 0 counts one more item
+// taken and the warp shares the count before it (fa3::next_from_queue).
+__device__ __forceinline__ int64_t take_from_queue(const Fa3Params& params) {
   unsigned long long taken = 0;
   if (threadIdx.x % kWarpSize == 0) taken = atomicAdd(params.queue, 1ull);
   taken = __shfl_sync(kFullWarp, taken, 0);
@@ -750,16 +749,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         hopper::tma_prefetch_map(&maps.q.map);
         hopper::tma_prefetch_map(&maps.k.map);
         hopper::tma_prefetch_map(&maps.v.map);
-        // The block's first item is its own; each next one is taken once the consumers are
-        // done with the last one's Q, and handed to them in the Q ring's item slot.
-        int64_t item = blockIdx.x;
-        for (bool first = true;; first = false) {
-          loader.acquire_q(at.q);
-          if (!first) item = next_item(params, item);
-          if (item >= order.items) {
-            loader.publish_end(at.q);
-            break;
-          }
+        // Q, then every K_j and V_j of an item, as far ahead as the rings allow.
+        const auto load_item = [&](int64_t item) {
           const WorkTile w = work_tile(p, order, item);
           loader.load_q(w, item, at.q);
           for (int j = 0; j < w.Tc; ++j) {
@@ -767,15 +758,40 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
             loader.load_v(w, at, j);
           }
           at.advance(w.Tc, stages);
+        };
+        if (params.queue == nullptr) {  // fixed turns, which the consumers know too
+          for (int64_t item = blockIdx.x; item < order.items;
+               item = fa3::next_in_turn(item, gridDim.x)) {
+            loader.acquire_q(at.q);
+            load_item(item);
+          }
+        } else {
+          // The work queue: the block's first item is its own; each next one is taken once
+          // the consumers are done with the last one's Q, and handed to them in the Q ring's
+          // item slot, as is the end (-1).
+          loader.acquire_q(at.q);
+          for (int64_t item = blockIdx.x; item < order.items; item = take_from_queue(params)) {
+            load_item(item);
+            loader.acquire_q(at.q);
+          }
+          loader.publish_end(at.q);
         }
       }
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
-      for (int64_t item = loader.wait_item(at.q); item >= 0; item = loader.wait_item(at.q)) {
+      const auto run_item = [&](int64_t item) {
         const WorkTile w = work_tile(p, order, item);
         consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(params, sram, warpgroup - 1, w, at,
                                                               loader, false);
         at.advance(w.Tc, stages);
+      };
+      if (params.queue == nullptr) {
+        for (int64_t item = blockIdx.x; item < order.items;
+             item = fa3::next_in_turn(item, gridDim.x))
+          run_item(item);
+      } else {
+        for (int64_t item = loader.wait_item(at.q); item >= 0; item = loader.wait_item(at.q))
+          run_item(item);
       }
       finish_o_stores(params);
     }
