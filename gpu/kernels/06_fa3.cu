@@ -749,8 +749,12 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         hopper::tma_prefetch_map(&maps.q.map);
         hopper::tma_prefetch_map(&maps.k.map);
         hopper::tma_prefetch_map(&maps.v.map);
-        // Q, then every K_j and V_j of an item, as far ahead as the rings allow.
-        const auto load_item = [&](int64_t item) {
+        // Each item's Q once the consumers are done with the last one's (its buffer and the
+        // item slot beside it are then free), then its K_j and V_j as far ahead as the rings
+        // allow. The next item: the block's next fixed turn, or from the work queue, taken
+        // then and handed to the consumers in the slot, as is the end (-1).
+        loader.acquire_q(at.q);
+        for (int64_t item = blockIdx.x; item < order.items;) {
           const WorkTile w = work_tile(p, order, item);
           loader.load_q(w, item, at.q);
           for (int j = 0; j < w.Tc; ++j) {
@@ -758,40 +762,24 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
             loader.load_v(w, at, j);
           }
           at.advance(w.Tc, stages);
-        };
-        if (params.queue == nullptr) {  // fixed turns, which the consumers know too
-          for (int64_t item = blockIdx.x; item < order.items;
-               item = fa3::next_in_turn(item, gridDim.x)) {
-            loader.acquire_q(at.q);
-            load_item(item);
-          }
-        } else {
-          // The work queue: the block's first item is its own; each next one is taken once
-          // the consumers are done with the last one's Q, and handed to them in the Q ring's
-          // item slot, as is the end (-1).
           loader.acquire_q(at.q);
-          for (int64_t item = blockIdx.x; item < order.items; item = take_from_queue(params)) {
-            load_item(item);
-            loader.acquire_q(at.q);
-          }
-          loader.publish_end(at.q);
+          item = params.queue ? take_from_queue(params) : fa3::next_in_turn(item, gridDim.x);
         }
+        if (params.queue) loader.publish_end(at.q);
       }
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
-      const auto run_item = [&](int64_t item) {
+      // The consumers' items: their fixed turns, which they know, or the queue's, which they
+      // read from the slot (-1: the end).
+      const auto next = [&](int64_t item) -> int64_t {
+        return params.queue ? loader.wait_item(at.q) : fa3::next_in_turn(item, gridDim.x);
+      };
+      for (int64_t item = params.queue ? loader.wait_item(at.q) : int64_t(blockIdx.x);
+           item >= 0 && item < order.items; item = next(item)) {
         const WorkTile w = work_tile(p, order, item);
         consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(params, sram, warpgroup - 1, w, at,
                                                               loader, false);
         at.advance(w.Tc, stages);
-      };
-      if (params.queue == nullptr) {
-        for (int64_t item = blockIdx.x; item < order.items;
-             item = fa3::next_in_turn(item, gridDim.x))
-          run_item(item);
-      } else {
-        for (int64_t item = loader.wait_item(at.q); item >= 0; item = loader.wait_item(at.q))
-          run_item(item);
       }
       finish_o_stores(params);
     }
