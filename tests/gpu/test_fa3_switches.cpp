@@ -32,6 +32,12 @@ flashlab_fa3_options fa3_defaults() {
 
 flashlab_fa3_options conditional();
 
+// Whether two runs wrote the same O and L, bit for bit.
+bool same_bits(const RawRun& a, const RawRun& b) {
+  return a.o == b.o && a.lse.size() == b.lse.size() &&
+         std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0;
+}
+
 std::vector<flashlab_fa3_options> every_combination() {
   std::vector<flashlab_fa3_options> out;
   for (int ws : {0, 1})
@@ -116,12 +122,7 @@ TEST_CASE("fa3: the work queue is bitwise deterministic, whichever block takes a
     const uint64_t seed = fresh_seed();
     const auto runs = run_repeated(c, seed, kRuns);
     INFO(c.describe(), " seed=", seed);
-    for (int r = 1; r < kRuns; ++r) {
-      CHECK(runs[0].o == runs[r].o);
-      REQUIRE(runs[0].lse.size() == runs[r].lse.size());
-      CHECK(std::memcmp(runs[0].lse.data(), runs[r].lse.data(),
-                        runs[0].lse.size() * sizeof(float)) == 0);
-    }
+    for (int r = 1; r < kRuns; ++r) CHECK(same_bits(runs[0], runs[r]));
   }
 }
 
@@ -281,11 +282,6 @@ TEST_CASE("fa3: software_exp2 on the persistent grid and per tile, more items th
         o.grid = grid;
         expect_matches_reference(many_items(causal, d, o));
       }
-}
-
-bool same_bits(const RawRun& a, const RawRun& b) {
-  return a.o == b.o && a.lse.size() == b.lse.size() &&
-         std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0;
 }
 
 TEST_CASE("fa3: software_exp2 is bitwise deterministic, and changes the output's bits") {
