@@ -751,18 +751,21 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         hopper::tma_prefetch_map(&maps.v.map);
         // Each item's Q once the consumers are done with the last one's (its buffer and the
         // item slot beside it are then free), then its K_j and V_j as far ahead as the rings
-        // allow. The next item: the block's next fixed turn, or from the work queue, taken
-        // then and handed to the consumers in the slot, as is the end (-1).
-        loader.acquire_q(at.q);
+        // allow. In fixed turns the next item is known at once, and its indices are worked
+        // out before that wait; from the work queue it is taken only after the wait, when
+        // the consumers are ready for it, and handed to them in the slot, as is the end (-1).
+        bool q_acquired = false;
         for (int64_t item = blockIdx.x; item < order.items;) {
           const WorkTile w = work_tile(p, order, item);
+          if (!q_acquired) loader.acquire_q(at.q);
           loader.load_q(w, item, at.q);
           for (int j = 0; j < w.Tc; ++j) {
             loader.load_k(w, at, j);
             loader.load_v(w, at, j);
           }
           at.advance(w.Tc, stages);
-          loader.acquire_q(at.q);
+          q_acquired = params.queue != nullptr;
+          if (q_acquired) loader.acquire_q(at.q);
           item = params.queue ? take_from_queue(params) : fa3::next_in_turn(item, gridDim.x);
         }
         if (params.queue) loader.publish_end(at.q);

@@ -12,6 +12,8 @@
 #include "kit/lesson_context.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/gpu/tile_balance.hpp"
+#include "flashlab/gpu/tile_schedule.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <algorithm>
@@ -239,6 +241,40 @@ void parallelism(LessonContext& ctx) {
       hw.sm_count - one.sms_busy, hw.sm_count);
 }
 
+// Causal blocks of unequal work: fa3's persistent blocks in fixed turns against blocks that
+// take the next tile when they are free (tile_balance.hpp counts both).
+void unequal_blocks(LessonContext& ctx) {
+  ctx.step("Unequal blocks: the causal mask, fixed turns and a work queue");
+  const auto& hw = target_profile();
+  constexpr std::int64_t kHidden = 2048, kTokens = 16384;  // H = 2048 / d, B = 16384 / N
+  ctx.print(
+      "Under the causal mask query tile t reads t + 1 KV tiles: the last tile of a head does\n"
+      "Tr times the work of the first. fa3 (Br = Bc = {}) can run one persistent block per SM,\n"
+      "its set-up paid once, the tiles handed out longest first. In fixed turns (block k takes\n"
+      "tiles k, k + {}, ...) some blocks draw more long tiles than others; taken in order as\n"
+      "blocks free up (the hardware's dispatch of one block per tile, or fa3's work queue: a\n"
+      "counter in device memory) a block that drew a long tile takes fewer. The busiest SM's\n"
+      "work over the mean, counted in KV tiles, H = {} / d, B = {} / N:\n\n",
+      gpu::fa3::kBr, hw.sm_count, kHidden, kTokens);
+  Table t({"d", "N", "tiles", "tiles a SM", "in turns", "in order"});
+  for (std::int64_t d : {64, 128})
+    for (std::int64_t n : {1024, 4096, 16384}) {
+      const auto order = gpu::fa3::make_tile_order(kTokens / n, kHidden / d, kHidden / d, n, n, d,
+                                                   2, /*causal=*/true, hw.l2_bytes);
+      t.add({fmt::format("{}", d), fmt::format("{}", n), fmt::format("{}", order.items),
+             fmt::format("{:.1f}", double(order.items) / hw.sm_count),
+             fmt::format("{:.3f}", gpu::fa3::busiest_in_turns(order, hw.sm_count, true)),
+             fmt::format("{:.3f}", gpu::fa3::busiest_in_order(order, hw.sm_count, true))});
+    }
+  ctx.table(t);
+  ctx.print(
+      "The kernel ends when its busiest SM does, so `in turns` is the time fixed turns take\n"
+      "over an even share, before any overhead. Without the mask every tile costs the same\n"
+      "and turns are even. The queue costs one atomic add per tile; what it buys on the H200\n"
+      "is `flashlab_fa3_options.grid = FLASHLAB_FA3_GRID_QUEUE` against _PERSISTENT in\n"
+      "bench/gpu/bench.py (`fa3-queue`, `fa3-persistent`).\n\n");
+}
+
 }  // namespace
 
 void run_lesson_12(LessonContext& ctx) {
@@ -247,6 +283,7 @@ void run_lesson_12(LessonContext& ctx) {
   why_255(ctx);
   what_it_costs(ctx);
   parallelism(ctx);
+  unequal_blocks(ctx);
   ctx.finish("lesson 13: dropout, drawn again in the backward pass instead of stored.");
 }
 

@@ -6,6 +6,7 @@
 // from it, gives every item to one block and balances causal tiles as dispatch does.
 #include <doctest/doctest.h>
 
+#include "flashlab/gpu/tile_balance.hpp"
 #include "flashlab/gpu/tile_schedule.hpp"
 
 #include <algorithm>
@@ -145,33 +146,6 @@ TEST_CASE(
   }
 }
 
-// KV tiles item w reads, with Br = Bc and N_q = N_k under the top-left mask: its tile + 1.
-int64_t causal_work(const TileOrder& o, int64_t w) { return work_item(o, w).tile + 1; }
-
-// The busiest block's work over the mean: blocks of a persistent grid taking items in fixed
-// turns (block k: items k, k + grid, ...), or blocks dispatched as SMs free up, each SM
-// taking the next item when it is done (what the hardware does with one block per item).
-double static_turns(const TileOrder& o, int64_t grid, bool causal) {
-  std::vector<int64_t> work(grid, 0);
-  for (int64_t w = 0; w < o.items; ++w) work[w % grid] += causal ? causal_work(o, w) : 1;
-  int64_t total = 0;
-  for (int64_t x : work) total += x;
-  return double(*std::max_element(work.begin(), work.end())) * grid / double(total);
-}
-double dispatched(const TileOrder& o, int64_t grid, bool causal) {
-  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;
-  for (int64_t k = 0; k < grid; ++k) free_at.push(0);
-  int64_t total = 0, last = 0;
-  for (int64_t w = 0; w < o.items; ++w) {
-    const int64_t t = free_at.top() + (causal ? causal_work(o, w) : 1);
-    free_at.pop();
-    free_at.push(t);
-    total += causal ? causal_work(o, w) : 1;
-    last = std::max(last, t);
-  }
-  return double(last) * grid / double(total);
-}
-
 TEST_CASE("the grid option's values: the four of flashlab_fa3_grid and no other") {
   for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT,
                    FLASHLAB_FA3_GRID_AUTO, FLASHLAB_FA3_GRID_QUEUE})
@@ -193,7 +167,7 @@ std::vector<int64_t> run_queue(const TileOrder& o, int64_t grid, bool causal, do
     if (item >= o.items) return;  // the block stops
     CHECK(block_of[item] == -1);  // no item twice
     block_of[item] = block;
-    const int64_t work = causal ? causal_work(o, item) : 1;
+    const int64_t work = item_kv_tiles(o, item, causal);
     total += work;
     last = std::max(last, done + work);
     ready.push({done + work, block});
@@ -232,11 +206,11 @@ TEST_CASE("persistent turns balance equal tiles, and causal tiles are balanced b
       INFO("d=", d, " N=", n, " items=", plain.items);
       // Equal tiles: the busiest block has at most one item more than the mean.
       const double items_per_block = double(plain.items) / kH200Sms;
-      CHECK(static_turns(plain, kH200Sms, false) <=
+      CHECK(busiest_in_turns(plain, kH200Sms, false) <=
             (std::ceil(items_per_block) / items_per_block) + 1e-12);
       // Causal: fixed turns leave the busiest block further above the mean than dispatch.
-      const double turns = static_turns(causal, kH200Sms, true);
-      const double dispatch = dispatched(causal, kH200Sms, true);
+      const double turns = busiest_in_turns(causal, kH200Sms, true);
+      const double dispatch = busiest_in_order(causal, kH200Sms, true);
       INFO("causal, busiest over mean: turns ", turns, ", dispatched ", dispatch);
       CHECK(turns > dispatch);
       CHECK(dispatch < 1.07);

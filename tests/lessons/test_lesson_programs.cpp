@@ -148,6 +148,24 @@ TEST_CASE("lesson 5: the slices' reads, the model's SM bytes over the Coalescer'
   CHECK(contains(out, fmt::format("\t{:.2f}\t{:.1f} MiB", ratio, read / ratio)));
 }
 
+TEST_CASE("lesson 12: causal tiles shared in order are at least as even as in fixed turns") {
+  const auto out = run_lesson(12).output;
+  REQUIRE(contains(out, "Step 6: Unequal blocks"));
+  for (int d : {64, 128})
+    for (int n : {1024, 4096, 16384}) {
+      // (B = 16384 / N) x (H = 2048 / d) x (N / Br) tiles, Br = fa3's.
+      const int tiles = 16384 / n * (2048 / d) * (n / flashlab::gpu::fa3::kBr);
+      const std::string row = fmt::format("\n{}\t{}\t{}\t", d, n, tiles);
+      const auto at = out.find(row);
+      REQUIRE_MESSAGE(at != std::string::npos, "no row " << row);
+      std::istringstream cells(out.substr(at + row.size()));
+      double per_sm = 0, in_turns = 0, in_order = 0;
+      cells >> per_sm >> in_turns >> in_order;
+      CHECK(in_order >= 1.0);
+      CHECK(in_order <= in_turns);
+    }
+}
+
 TEST_CASE("lesson 6: P at N = 8192 in bf16 for 32 heads; backward FLOPs 2.5x the forward") {
   const auto out = run_lesson(6).output;
   constexpr double kMiB = 1 << 20;
