@@ -365,8 +365,7 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
   const double compulsory = 3 * n * d * 2 + S + n * n * 2;
   const auto big = flashlab::app::predict({.kernel = "naive", .n = 16384, .d = 128, .heads = 1});
   CHECK(big.dram_read() == doctest::Approx(compulsory + 2 * S - 2 * 16 * row));
-  const auto big16 =
-      flashlab::app::predict({.kernel = "naive", .n = 16384, .d = 128, .heads = 16});
+  const auto big16 = flashlab::app::predict({.kernel = "naive", .n = 16384, .d = 128, .heads = 16});
   CHECK(big16.dram_read() == doctest::Approx(16 * (compulsory + 2 * S - 2 * 16 * row)));
   CHECK(big16.sm_read() == doctest::Approx(16 * big.sm_read()));
 }

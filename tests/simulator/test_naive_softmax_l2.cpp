@@ -111,14 +111,13 @@ TEST_CASE("naive-kernel softmax in flight: the mirror is the closed form at awkw
       }
 }
 
-TEST_CASE("naive-kernel softmax on the H200: the transition where the rows in flight outgrow "
-          "a partition") {
+TEST_CASE("naive-kernel softmax on the H200: rows in flight just under and over a partition") {
   // Half the resident blocks of a softmax of 256 threads with 32 bytes of shared memory (the
   // naive kernel's; the bridge's test checks that it takes them from the kernel table), on
   // one partition's 30 MiB: 528 rows.
   const HardwareProfile& hw = find_profile("h200");
-  const Index R = Index(hw.sm_count) * blocks_by_shared_and_threads(hw.sm, 256, 32) /
-                  hw.l2_partitions;
+  const Index R =
+      Index(hw.sm_count) * blocks_by_shared_and_threads(hw.sm, 256, 32) / hw.l2_partitions;
   const Bytes C = hw.l2_bytes / hw.l2_partitions;
   CHECK(R == 528);
   // Second passes hit while R rows of S (4N bytes each) fit: N <= C / 4R; third passes also
