@@ -380,6 +380,7 @@ TEST_CASE("naive-kernel by name, and in the table, JSON and CSV") {
   CHECK(json["kernel"]["score_dtype"] == "fp32");
   CHECK(json["kernel"]["weight_dtype"] == "bf16");
   CHECK(json["kernel"]["score_reads"] == 3);
+  CHECK(json["kernel"]["softmax_rows_in_flight"] == 1);
   CHECK(json["kernel"]["score_gemm_tile"]["m"] == 64);
   CHECK(json["kernel"]["output_gemm_tile"]["n"] == 0);
   CHECK(json["bytes"]["total"] == reports[1].bytes_total());
