@@ -357,6 +357,11 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
   const double N = 1024, d = 128;
   CHECK(p.dram_read() == doctest::Approx(3 * N * d * 2 + N * N * 4 + N * N * 2));
   CHECK(p.dram_written() == 0);
+  // N = 4096, the figure lesson 5 quotes beside the H200's (measured_h200.hpp): the 528 rows
+  // in flight (16 KiB of S each) and their P fill 12.4 of the 30 MiB, so every later pass
+  // hits and the reads stay compulsory: Q, K, V, then S (fp32) and P (bf16) once each.
+  const auto p4 = flashlab::app::predict({.kernel = "naive", .n = 4096, .d = 128, .heads = 1});
+  CHECK(p4.dram_read() == doctest::Approx(3 * 4096.0 * d * 2 + 6 * 4096.0 * 4096));
   // Where the rows in flight outgrow the room (528 rows of 64 KiB of S, 33 MiB, in 30 MiB:
   // N = 16384), the softmax's second and third passes come from DRAM too, all but those of
   // the last group, 16 rows (16384 = 31 x 528 + 16), which fits; with 16 heads, 33 rows in
