@@ -121,9 +121,20 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
     // than 1 MiB is written, one head to N = 32768, 16 to N = 16384; with the whole L2 as the
     // room, 3.3 and 3.7x too few at N = 4096 and 1024.)
     mirror.problem.l2_emptied_between_kernels = true;
-    if (problem.l2_bytes > 0)
-      mirror.problem.l2_bytes = std::max<sim::Bytes>(
-          1, problem.l2_bytes / target_profile().l2_partitions / std::max<Index>(1, heads));
+    if (problem.l2_bytes > 0) {
+      const sim::HardwareProfile& hw = target_profile();
+      const Index per_partition = hw.l2_partitions * std::max<Index>(1, heads);
+      mirror.problem.l2_bytes = std::max<sim::Bytes>(1, problem.l2_bytes / per_partition);
+      // The softmax's rows in flight: its resident blocks, one per row, sm_count x what
+      // threads and shared memory let an SM hold (2048 / 256 = 8 on the H200; its 20
+      // registers a thread allow more). A row is read by its one block, so its SM's
+      // partition alone holds it (grid.hpp: a line read by one side), and each partition
+      // runs its half of the rows through its own l2_bytes / P: the room above, with
+      // heads scaled down alike.
+      const Index resident =
+          Index(hw.sm_count) * sim::blocks_by_shared_and_threads(hw.sm, c.threads, c.sram_bytes);
+      mirror.problem.softmax_rows_in_flight = (resident + per_partition - 1) / per_partition;
+    }
   }
   return mirror;
 }

@@ -110,7 +110,8 @@ struct KernelRun {
 // DRAM: for a kernel built for an occupancy (fa2), its whole grid run through the target's
 // shared L2 (sim::run_grid: SMs, blocks in waves, write-back), where the DRAM write figure
 // is what the kernel writes while it runs and what it leaves dirty is apart; otherwise one
-// head's program through the L2 as one SM would, times the heads, all written back.
+// head's program through the L2 as one SM would, times the heads, all written back (the naive
+// kernel: its launches each cold, its softmax's resident rows in flight; kernel_mirror).
 struct Prediction {
   std::string kernel;  // "fa2"
   std::string label;   // "fa2 (Br 128, Bc 64)"

@@ -33,6 +33,10 @@
 // each kernel reads its operands from DRAM (Q and K; S; P and V) and writes to DRAM only the
 // lines its own stream pushes out while it runs.
 //
+// The softmax runs its rows as the GPU's resident blocks do, Problem::softmax_rows_in_flight
+// at once, pass by pass (run_softmax): a row's second and third passes find it in the L2
+// only while the rows in flight fit there, not whenever one row does.
+//
 // The program moves Q and O by panels of GEMM rows, K and V whole (a row of output tiles
 // reads all of their panels), and S and P row by row, the softmax's unit: through an L2,
 // each tensor is always cut the same way. The work booked is the paper's (the softmax's
@@ -107,8 +111,19 @@ void run_gemm(Machine& machine, const Gemm& g, bool grouped) {
   if (T_rows > T_whole) tile_row(T_whole * m, g.rows - T_whole * m, 1);  // the ragged last
 }
 
-// The softmax, a row at a time: the scores the row sees, score_reads times; P's whole row
-// (0 past them) and the row's L. Grouped: without a mask every row is alike.
+// The softmax, its blocks as the GPU runs them: `R` = Problem::softmax_rows_in_flight rows
+// at once (its resident blocks), in groups of R rows; a group takes its passes together,
+// pass by pass: each row's visible scores once per pass, every row of the group in turn,
+// and with the last pass each row's P (whole, 0 past the visible scores) and L. Through an
+// LRU L2 of C bytes, with s_r the bytes of row r's visible scores, w of a row of P and 4 of
+// its L, a pass after the first finds row i of its group (from 0) where it left it when what
+// was touched since that row's previous pass fits: the whole group's scores, and on the last
+// pass also the P and L of the i rows before it:
+//     hit on passes 2 .. score_reads - 1   iff  sum_group s_r <= C
+//     hit on the last pass                  iff  sum_group s_r + i (w + 4) <= C
+// R = 1 is one row after another, as one SM would run them: every pass after the first hits
+// while a row of S fits. Grouped (count-only, no L2): the order moves no byte, and without a
+// mask every row is alike.
 void run_softmax(Machine& machine, const Problem& p, Machine::TensorId gS, Machine::TensorId gP,
                  Machine::TensorId gL, bool grouped) {
   const Index N = p.N;
@@ -122,13 +137,21 @@ void run_softmax(Machine& machine, const Problem& p, Machine::TensorId gS, Machi
     machine.write_through(gL, 0, l_row, N);
     return;
   }
-  for (Index r = 0; r < N; ++r) {
-    const Index visible = mask.causal == cpu::Causal::none
-                              ? N
-                              : std::clamp(r + mask.diagonal_offset() + 1, Index{0}, N);
-    machine.read_through(gS, r, row_bytes(visible, p.score_dtype), p.score_reads);
-    machine.write_through(gP, r, p_row);
-    machine.write_through(gL, r, l_row);
+  const auto visible = [&](Index r) {
+    return mask.causal == cpu::Causal::none
+               ? N
+               : std::clamp(r + mask.diagonal_offset() + 1, Index{0}, N);
+  };
+  const Index R = std::min(p.softmax_rows_in_flight, N);
+  for (Index r0 = 0; r0 < N; r0 += R) {
+    const Index r1 = std::min(r0 + R, N);  // the group: rows [r0, r1)
+    for (Index pass = 1; pass <= p.score_reads; ++pass)
+      for (Index r = r0; r < r1; ++r) {
+        machine.read_through(gS, r, row_bytes(visible(r), p.score_dtype));
+        if (pass < p.score_reads) continue;
+        machine.write_through(gP, r, p_row);
+        machine.write_through(gL, r, l_row);
+      }
   }
 }
 

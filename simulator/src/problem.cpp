@@ -40,6 +40,11 @@ void check_kernel_facts(const Problem& p) {
   };
   check_tile(p.score_gemm, "S = Q K^T");
   check_tile(p.output_gemm, "O = P V");
+  if (p.softmax_rows_in_flight < 1)
+    throw cpu::InvalidArgument(fmt::format(
+        "softmax_rows_in_flight = {}: the softmax has at least one row of S in flight (1: one "
+        "row after another, as one SM runs them; its resident blocks on a GPU)",
+        p.softmax_rows_in_flight));
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ nlohmann::ordered_json to_json(const Report& r) {
     out["kernel"] = {{"score_dtype", to_string(p.score_dtype)},
                      {"weight_dtype", to_string(p.weight_dtype.value_or(p.dtype))},
                      {"score_reads", p.score_reads},
+                     {"softmax_rows_in_flight", p.softmax_rows_in_flight},
                      {"score_gemm_tile", tile(p.score_gemm)},
                      {"output_gemm_tile", tile(p.output_gemm)}};
   }

@@ -343,6 +343,13 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
         "naive", sim::Problem{.N = 1024, .d = 128, .l2_bytes = h200.l2_bytes}, heads);
     CHECK(m.problem.l2_emptied_between_kernels);
     CHECK(m.problem.l2_bytes == h200.l2_bytes / h200.l2_partitions / heads);
+    // The softmax's resident blocks, from the kernel table and the profile, scaled as the
+    // room is: 132 SMs x 8 blocks of 256 threads, 528 on each partition, 33 at 16 heads.
+    const flashlab::gpu::KernelConfig c = flashlab::gpu::naive::config(FLASHLAB_BF16);
+    const flashlab::app::Index resident =
+        h200.sm_count * sim::blocks_by_shared_and_threads(h200.sm, c.threads, c.sram_bytes);
+    CHECK(resident == 1056);
+    CHECK(m.problem.softmax_rows_in_flight * h200.l2_partitions * heads == resident);
   }
   // N = 1024, one head: every kernel reads its operands from DRAM once (Q and K; S; P and
   // V) and nothing it writes leaves the L2 while it runs.
@@ -350,4 +357,20 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
   const double N = 1024, d = 128;
   CHECK(p.dram_read() == doctest::Approx(3 * N * d * 2 + N * N * 4 + N * N * 2));
   CHECK(p.dram_written() == 0);
+  // N = 4096, the figure lesson 5 quotes beside the H200's (measured_h200.hpp): the 528 rows
+  // in flight (16 KiB of S each) and their P fill 12.4 of the 30 MiB, so every later pass
+  // hits and the reads stay compulsory: Q, K, V, then S (fp32) and P (bf16) once each.
+  const auto p4 = flashlab::app::predict({.kernel = "naive", .n = 4096, .d = 128, .heads = 1});
+  CHECK(p4.dram_read() == doctest::Approx(3 * 4096.0 * d * 2 + 6 * 4096.0 * 4096));
+  // Where the rows in flight outgrow the room (528 rows of 64 KiB of S, 33 MiB, in 30 MiB:
+  // N = 16384), the softmax's second and third passes come from DRAM too, all but those of
+  // the last group, 16 rows (16384 = 31 x 528 + 16), which fits; with 16 heads, 33 rows in
+  // 1.875 MiB, the same (16384 = 496 x 33 + 16) for each head. Only the DRAM side moves.
+  const double n = 16384, S = n * n * 4, row = n * 4;
+  const double compulsory = 3 * n * d * 2 + S + n * n * 2;
+  const auto big = flashlab::app::predict({.kernel = "naive", .n = 16384, .d = 128, .heads = 1});
+  CHECK(big.dram_read() == doctest::Approx(compulsory + 2 * S - 2 * 16 * row));
+  const auto big16 = flashlab::app::predict({.kernel = "naive", .n = 16384, .d = 128, .heads = 16});
+  CHECK(big16.dram_read() == doctest::Approx(16 * (compulsory + 2 * S - 2 * 16 * row)));
+  CHECK(big16.sm_read() == doctest::Approx(16 * big.sm_read()));
 }

@@ -79,6 +79,8 @@ Problem random_kernel_problem(std::mt19937_64& rng) {
   p.score_reads = std::uniform_int_distribution<Index>(1, 4)(rng);
   p.score_gemm = {random_tile(p.N, rng), random_tile(p.N, rng)};
   p.output_gemm = {random_tile(p.N, rng), random_tile(p.d, rng)};
+  // The softmax's rows in flight order its passes and move no byte on the SMs' side.
+  p.softmax_rows_in_flight = std::uniform_int_distribution<Index>(1, p.N + 3)(rng);
   constexpr cpu::Causal kCausal[] = {cpu::Causal::none, cpu::Causal::top_left,
                                      cpu::Causal::bottom_right};
   p.causal = kCausal[rng() % 3];
@@ -378,6 +380,7 @@ TEST_CASE("naive-kernel by name, and in the table, JSON and CSV") {
   CHECK(json["kernel"]["score_dtype"] == "fp32");
   CHECK(json["kernel"]["weight_dtype"] == "bf16");
   CHECK(json["kernel"]["score_reads"] == 3);
+  CHECK(json["kernel"]["softmax_rows_in_flight"] == 1);
   CHECK(json["kernel"]["score_gemm_tile"]["m"] == 64);
   CHECK(json["kernel"]["output_gemm_tile"]["n"] == 0);
   CHECK(json["bytes"]["total"] == reports[1].bytes_total());

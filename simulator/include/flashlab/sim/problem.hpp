@@ -77,6 +77,11 @@ struct Problem {
   // between the kernels, counted as no kernel's DRAM writes (Machine::empty_l2_between_kernels).
   // False: one L2 carries S and P from kernel to kernel, and finish() writes back the rest.
   bool l2_emptied_between_kernels = false;
+  // The naive kernel's softmax as the GPU runs it: the rows of S whose passes go through
+  // the L2 together (its resident blocks, a block per row), taken in groups of this many,
+  // pass by pass (naive_kernel_program.cpp). 1: one row after another, as one SM would run
+  // them, so a row's later passes find it in the L2 whenever a row fits.
+  cpu::Index softmax_rows_in_flight = 1;
   // The warp stores of a tiled kernel's epilogue (the fa2 program as the scalar or fa2
   // kernel): O and L are then booked as the 32-byte sectors those stores send out of the
   // SMs (warp_store.hpp). Absent: bytes of data, as the paper counts them.
@@ -91,7 +96,7 @@ struct Problem {
 // 1 <= N <= 2^22, 1 <= d <= 2^12, the SRAM and the L2 are at most kMaxCapacityBytes (1 PiB),
 // d <= M (the paper's analysis assumes d <= M <= Nd; below d not even one row of K fits),
 // any given Br, Bc are >= 1, causal and the dtypes hold valid values, 1 <= score_reads <=
-// kMaxScoreReads and the GEMM tiles are >= 0.
+// kMaxScoreReads, the GEMM tiles are >= 0 and softmax_rows_in_flight >= 1.
 void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.
