@@ -259,8 +259,9 @@ void unequal_blocks(LessonContext& ctx) {
   Table t({"d", "N", "tiles", "tiles a SM", "in turns", "in order"});
   for (std::int64_t d : {64, 128})
     for (std::int64_t n : {1024, 4096, 16384}) {
-      const auto order = gpu::fa3::make_tile_order(kTokens / n, kHidden / d, kHidden / d, n, n, d,
-                                                   2, /*causal=*/true, hw.l2_bytes);
+      const auto order =
+          gpu::fa3::make_tile_order(kTokens / n, kHidden / d, kHidden / d, n, n, d,
+                                    gpu::dtype_bytes(FLASHLAB_BF16), /*causal=*/true, hw.l2_bytes);
       t.add({fmt::format("{}", d), fmt::format("{}", n), fmt::format("{}", order.items),
              fmt::format("{:.1f}", double(order.items) / hw.sm_count),
              fmt::format("{:.3f}", gpu::fa3::busiest_in_turns(order, hw.sm_count, true)),

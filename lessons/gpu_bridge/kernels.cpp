@@ -123,8 +123,9 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
     mirror.problem.l2_emptied_between_kernels = true;
     if (problem.l2_bytes > 0) {
       const sim::HardwareProfile& hw = target_profile();
-      const Index per_partition = hw.l2_partitions * std::max<Index>(1, heads);
-      mirror.problem.l2_bytes = std::max<sim::Bytes>(1, problem.l2_bytes / per_partition);
+      // The L2 cut into one share per partition and head.
+      const Index shares = hw.l2_partitions * std::max<Index>(1, heads);
+      mirror.problem.l2_bytes = std::max<sim::Bytes>(1, problem.l2_bytes / shares);
       // The softmax's rows in flight: its resident blocks, one per row, sm_count x what
       // threads and shared memory let an SM hold (2048 / 256 = 8 on the H200; its 20
       // registers a thread allow more). A row is read by its one block, so its SM's
@@ -133,7 +134,7 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
       // heads scaled down alike.
       const Index resident =
           Index(hw.sm_count) * sim::blocks_by_shared_and_threads(hw.sm, c.threads, c.sram_bytes);
-      mirror.problem.softmax_rows_in_flight = (resident + per_partition - 1) / per_partition;
+      mirror.problem.softmax_rows_in_flight = (resident + shares - 1) / shares;
     }
   }
   return mirror;

@@ -38,6 +38,33 @@ bool same_bits(const RawRun& a, const RawRun& b) {
          std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0;
 }
 
+// A test's shape: batch, query and KV heads, N_q, N_k.
+struct GridShape {
+  int batch, heads_q, heads_kv, n_q, n_k;
+};
+// Fewer items than SMs (one tile; a ragged one), more items than SMs (with N_q != N_k both
+// ways, and N_q > N_k where bottom-right rows see no key), MQA.
+constexpr GridShape kGridShapes[] = {{1, 1, 1, 1, 1},       {1, 2, 1, 97, 113},
+                                     {3, 16, 4, 300, 1023}, {2, 12, 3, 1100, 517},
+                                     {4, 8, 8, 1023, 113},  {2, 16, 1, 700, 17}};
+
+// fa3 on that shape with those options.
+Case grid_case(const GridShape& s, flashlab_dtype dtype, int d, flashlab_causal causal,
+               const flashlab_fa3_options& o) {
+  Case c;
+  c.kernel = FLASHLAB_KERNEL_FA3;
+  c.dtype = dtype;
+  c.batch = s.batch;
+  c.heads_q = s.heads_q;
+  c.heads_kv = s.heads_kv;
+  c.n_q = s.n_q;
+  c.n_k = s.n_k;
+  c.d = d;
+  c.causal = causal;
+  c.fa3 = o;
+  return c;
+}
+
 std::vector<flashlab_fa3_options> every_combination() {
   std::vector<flashlab_fa3_options> out;
   for (int ws : {0, 1})
@@ -57,34 +84,15 @@ TEST_CASE("fa3: every switch combination matches the reference (bf16, d = 128)")
   for (const flashlab_fa3_options& o : every_combination())
     for (const auto& shape : kShapes)
       for (flashlab_causal causal : kModes) {
-        Case c;
-        c.kernel = FLASHLAB_KERNEL_FA3;
-        c.batch = 2;
-        c.heads_q = 4;
-        c.heads_kv = 2;
-        c.n_q = shape[0];
-        c.n_k = shape[1];
-        c.d = 128;
-        c.causal = causal;
-        c.fa3 = o;
-        expect_matches_reference(c);
+        expect_matches_reference(
+            grid_case({2, 4, 2, shape[0], shape[1]}, FLASHLAB_BF16, 128, causal, o));
       }
 }
 
 // A Case whose blocks, on a persistent grid, each take several work items: 4 x 8 (batch,
 // head) pairs x 8 query tiles = 256 items, more than an H200's 132 SMs; GQA 8 / 2.
 Case many_items(flashlab_causal causal, int d, const flashlab_fa3_options& o) {
-  Case c;
-  c.kernel = FLASHLAB_KERNEL_FA3;
-  c.batch = 4;
-  c.heads_q = 8;
-  c.heads_kv = 2;
-  c.n_q = 1023;
-  c.n_k = 300;
-  c.d = d;
-  c.causal = causal;
-  c.fa3 = o;
-  return c;
+  return grid_case({4, 8, 2, 1023, 300}, FLASHLAB_BF16, d, causal, o);
 }
 
 int sm_count() {
@@ -126,33 +134,6 @@ TEST_CASE("fa3: the work queue is bitwise deterministic, whichever block takes a
   }
 }
 
-// A shape of the grid tests: batch, query and KV heads, N_q, N_k.
-struct GridShape {
-  int batch, heads_q, heads_kv, n_q, n_k;
-};
-// Fewer items than SMs (one tile; a ragged one), more items than SMs (with N_q != N_k both
-// ways, and N_q > N_k where bottom-right rows see no key), MQA.
-constexpr GridShape kGridShapes[] = {{1, 1, 1, 1, 1},       {1, 2, 1, 97, 113},
-                                     {3, 16, 4, 300, 1023}, {2, 12, 3, 1100, 517},
-                                     {4, 8, 8, 1023, 113},  {2, 16, 1, 700, 17}};
-
-// fa3 on that shape with those options.
-Case grid_case(const GridShape& s, flashlab_dtype dtype, int d, flashlab_causal causal,
-               const flashlab_fa3_options& o) {
-  Case c;
-  c.kernel = FLASHLAB_KERNEL_FA3;
-  c.dtype = dtype;
-  c.batch = s.batch;
-  c.heads_q = s.heads_q;
-  c.heads_kv = s.heads_kv;
-  c.n_q = s.n_q;
-  c.n_k = s.n_k;
-  c.d = d;
-  c.causal = causal;
-  c.fa3 = o;
-  return c;
-}
-
 TEST_CASE("fa3: every grid at d = 64 and 128, bf16 and fp16, ragged causal shapes and GQA") {
   for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_AUTO,
                    FLASHLAB_FA3_GRID_QUEUE})
@@ -192,16 +173,7 @@ TEST_CASE(
       for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
         flashlab_fa3_options o = fa3_defaults();
         o.grid = grid;
-        Case c;
-        c.kernel = FLASHLAB_KERNEL_FA3;
-        c.heads_q = 12;
-        c.heads_kv = 3;
-        c.n_q = 1500;
-        c.n_k = 203;
-        c.d = d;
-        c.causal = causal;
-        c.fa3 = o;
-        expect_matches_reference(c);
+        expect_matches_reference(grid_case({1, 12, 3, 1500, 203}, FLASHLAB_BF16, d, causal, o));
       }
 }
 
@@ -210,20 +182,11 @@ TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
     for (int d : {64, 128})
       for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
         for (int ping_pong : {0, 1}) {
-          Case c;
-          c.kernel = FLASHLAB_KERNEL_FA3;
-          c.dtype = dtype;
-          c.heads_q = 2;
-          c.heads_kv = 1;
-          c.n_q = 517;
-          c.n_k = 1023;
-          c.d = d;
-          c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
           flashlab_fa3_options o = fa3_defaults();
           o.stages = stages;
           o.ping_pong = ping_pong;
-          c.fa3 = o;
-          expect_matches_reference(c);
+          expect_matches_reference(
+              grid_case({1, 2, 1, 517, 1023}, dtype, d, FLASHLAB_CAUSAL_BOTTOM_RIGHT, o));
         }
 }
 
@@ -260,17 +223,9 @@ TEST_CASE("fa3: software_exp2 matches the reference (d = 64 and 128, bf16 and fp
 // compute-sanitizer runs every "sanitizer*" case: the software exponential's kernels at both
 // d, on a shape with unmasked tiles (N_k = 300: two whole KV tiles) and a ragged one.
 TEST_CASE("sanitizer: fa3 with software_exp2, d = 64 and 128") {
-  for (int d : {64, 128}) {
-    Case c;
-    c.kernel = FLASHLAB_KERNEL_FA3;
-    c.heads_q = 2;
-    c.heads_kv = 1;
-    c.n_q = 97;
-    c.n_k = 300;
-    c.d = d;
-    c.fa3 = software_exp2();
-    expect_matches_reference(c);
-  }
+  for (int d : {64, 128})
+    expect_matches_reference(
+        grid_case({1, 2, 1, 97, 300}, FLASHLAB_BF16, d, FLASHLAB_CAUSAL_NONE, software_exp2()));
 }
 
 TEST_CASE("fa3: software_exp2 on the persistent grid and per tile, more items than SMs") {
@@ -288,16 +243,8 @@ TEST_CASE("fa3: software_exp2 is bitwise deterministic, and changes the output's
   constexpr int kRuns = 5;
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
     for (int d : {64, 128}) {
-      Case c;
-      c.kernel = FLASHLAB_KERNEL_FA3;
-      c.dtype = dtype;
-      c.batch = 2;
-      c.heads_q = 4;
-      c.heads_kv = 2;
-      c.n_q = c.n_k = 1023;
-      c.d = d;
-      c.causal = FLASHLAB_CAUSAL_TOP_LEFT;
-      c.fa3 = software_exp2();
+      Case c =
+          grid_case({2, 4, 2, 1023, 1023}, dtype, d, FLASHLAB_CAUSAL_TOP_LEFT, software_exp2());
       const uint64_t seed = fresh_seed();
       const auto runs = run_repeated(c, seed, kRuns);
       INFO(c.describe(), " seed=", seed);
@@ -358,17 +305,8 @@ TEST_CASE("fa3: conditional rescaling matches the reference (every d and dtype)"
       for (double scale : {0.0, 1.0})
         for (const auto& shape : kShapes)
           for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-            Case c;
-            c.kernel = FLASHLAB_KERNEL_FA3;
-            c.dtype = dtype;
-            c.heads_q = 2;
-            c.heads_kv = 1;
-            c.n_q = shape[0];
-            c.n_k = shape[1];
-            c.d = d;
+            Case c = grid_case({1, 2, 1, shape[0], shape[1]}, dtype, d, causal, conditional());
             c.scale = scale;
-            c.causal = causal;
-            c.fa3 = conditional();
             expect_matches_reference(c);
           }
 }
@@ -394,17 +332,8 @@ TEST_CASE("fa3: the rescales counted on the device are the CPU reference's") {
                           {513, 4096, FLASHLAB_CAUSAL_NONE, 0.0}};
   for (int d : {64, 128})
     for (const Shape& s : shapes) {
-      Case c;
-      c.kernel = FLASHLAB_KERNEL_FA3;
-      c.batch = 2;
-      c.heads_q = 4;
-      c.heads_kv = 2;
-      c.n_q = s.n_q;
-      c.n_k = s.n_k;
-      c.d = d;
-      c.causal = s.causal;
+      Case c = grid_case({2, 4, 2, s.n_q, s.n_k}, FLASHLAB_BF16, d, s.causal, conditional());
       c.scale = s.scale;
-      c.fa3 = conditional();
       const uint64_t seed = fresh_seed();
       const RescaleCounts r = run_rescale_counts(c, seed);
       INFO(c.describe(), " seed=", seed);
@@ -432,16 +361,9 @@ TEST_CASE("fa3: the rescales counted on the device are the CPU reference's") {
 TEST_CASE(
     "sanitizer: fa3 under the conditional rule, counting or not (compute-sanitizer runs it)") {
   for (int d : {64, 128}) {
-    Case c;
-    c.kernel = FLASHLAB_KERNEL_FA3;
-    c.heads_q = 2;
-    c.heads_kv = 1;
-    c.n_q = 97;
-    c.n_k = 203;
-    c.d = d;
+    Case c = grid_case({1, 2, 1, 97, 203}, FLASHLAB_BF16, d, FLASHLAB_CAUSAL_BOTTOM_RIGHT,
+                       conditional());
     c.scale = 1.0;
-    c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-    c.fa3 = conditional();
     expect_matches_reference(c);
     const RescaleCounts r = run_rescale_counts(c, fresh_seed());
     CHECK(r.outcome.err <= r.outcome.bound);

@@ -497,7 +497,8 @@ inline constexpr int kDefaultStages = 2;
 inline constexpr int kSlab = 64;           // elements of d per 128-byte swizzled row
 inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base alignment
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
-inline constexpr int kBarrierBytes = 1024; // mbarriers (Q, full and empty per stage), padded
+// The mbarriers (Q's, full and empty per stage) and the work item slot beside them, padded.
+inline constexpr int kBarrierBytes = 1024;
 inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
 // flashlab_fa3_options.software_exp2: on the unmasked tiles, the k16 slices kk of W (16 keys
 // each, Bc / 16 of them) with kk % kSoftwareExp2Period == kSoftwareExp2Period - 1 take their
