@@ -751,24 +751,26 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         hopper::tma_prefetch_map(&maps.v.map);
         // Each item's Q once the consumers are done with the last one's (its buffer and the
         // item slot beside it are then free), then its K_j and V_j as far ahead as the rings
-        // allow. In fixed turns the next item is known at once, and its indices are worked
-        // out before that wait; from the work queue it is taken only after the wait, when
-        // the consumers are ready for it, and handed to them in the slot, as is the end (-1).
-        bool q_acquired = false;
+        // allow. The next item is settled as soon as the last of these loads is issued,
+        // before that wait: in fixed turns it is known at once; from the work queue the
+        // block claims it then, some `stages` tiles before its consumers are done with this
+        // one, so that the atomic's round trip to the L2 and the item's indices are worked
+        // out while they finish, not after. It reaches them in the slot, as does the end (-1).
         for (int64_t item = blockIdx.x; item < order.items;) {
           const WorkTile w = work_tile(p, order, item);
-          if (!q_acquired) loader.acquire_q(at.q);
+          loader.acquire_q(at.q);
           loader.load_q(w, item, at.q);
           for (int j = 0; j < w.Tc; ++j) {
             loader.load_k(w, at, j);
             loader.load_v(w, at, j);
           }
           at.advance(w.Tc, stages);
-          q_acquired = params.queue != nullptr;
-          if (q_acquired) loader.acquire_q(at.q);
           item = params.queue ? take_from_queue(params) : fa3::next_in_turn(item, gridDim.x);
         }
-        if (params.queue) loader.publish_end(at.q);
+        if (params.queue) {
+          loader.acquire_q(at.q);
+          loader.publish_end(at.q);
+        }
       }
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));

@@ -252,11 +252,14 @@ void unequal_blocks(LessonContext& ctx) {
       "Tr times the work of the first. fa3 (Br = Bc = {}) can run one persistent block per SM,\n"
       "its set-up paid once, the tiles handed out longest first. In fixed turns (block k takes\n"
       "tiles k, k + {}, ...) some blocks draw more long tiles than others; taken in order as\n"
-      "blocks free up (the hardware's dispatch of one block per tile, or fa3's work queue: a\n"
-      "counter in device memory) a block that drew a long tile takes fewer. The busiest SM's\n"
-      "work over the mean, counted in KV tiles, H = {} / d, B = {} / N:\n\n",
-      gpu::fa3::kBr, hw.sm_count, kHidden, kTokens);
-  Table t({"d", "N", "tiles", "tiles a SM", "in turns", "in order"});
+      "blocks free up (the hardware's dispatch of one block per tile) a block that drew a\n"
+      "long tile takes fewer. fa3's work queue, a counter in device memory, does the same with\n"
+      "one block per SM, but its producer claims the next tile as soon as it has issued the\n"
+      "last loads of this one, {} KV tiles before the block is free, so that the atomic's trip\n"
+      "to the L2 is not waited for. The busiest SM's work over the mean, counted in KV tiles,\n"
+      "H = {} / d, B = {} / N:\n\n",
+      gpu::fa3::kBr, hw.sm_count, gpu::fa3::kDefaultStages, kHidden, kTokens);
+  Table t({"d", "N", "tiles", "tiles a SM", "in turns", "in order", "queue"});
   for (std::int64_t d : {64, 128})
     for (std::int64_t n : {1024, 4096, 16384}) {
       const auto order =
@@ -265,7 +268,8 @@ void unequal_blocks(LessonContext& ctx) {
       t.add({fmt::format("{}", d), fmt::format("{}", n), fmt::format("{}", order.items),
              fmt::format("{:.1f}", double(order.items) / hw.sm_count),
              fmt::format("{:.3f}", gpu::fa3::busiest_in_turns(order, hw.sm_count, true)),
-             fmt::format("{:.3f}", gpu::fa3::busiest_in_order(order, hw.sm_count, true))});
+             fmt::format("{:.3f}", gpu::fa3::busiest_in_order(order, hw.sm_count, true)),
+             fmt::format("{:.3f}", gpu::fa3::busiest_in_queue(order, hw.sm_count, true))});
     }
   ctx.table(t);
   ctx.print(

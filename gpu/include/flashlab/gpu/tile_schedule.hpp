@@ -9,10 +9,11 @@
 //     and the producer loads the next item's Q, K_0 and V_0 while the consumers still run
 //     this item's last U += W V and store its O.
 //   a work queue: one block per SM; block k takes item k first, then whichever item is next
-//     in the order when it is ready for one: grid + the count of items taken so far from a
-//     counter in device memory (atomicAdd), zeroed before the launch. What fixed turns do
-//     for equal tiles, the queue does for unequal ones: a block that drew a long causal
-//     tile takes fewer.
+//     in the order when it is nearly ready for one (its producer has issued the last loads
+//     of its current item, `stages` KV tiles before the consumers are done with it): grid +
+//     the count of items taken so far from a counter in device memory (atomicAdd), zeroed
+//     before the launch. What fixed turns do for equal tiles, the queue does for unequal
+//     ones: a block that drew a long causal tile takes fewer.
 //   one block per item (FlashAttention-2's grid): block k takes item k, in blockIdx order.
 // The order. The (batch, head) pairs are cut into sections of `section_pairs` pairs whose K
 // and V together fit in a share of the L2 (fa3::kL2ShareForKV). Inside a section the pair
