@@ -869,9 +869,10 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
   const DeviceFacts& device = current_device_facts();
   const fa3::TileOrder order = fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D,
                                                     sizeof(T), p.causal, device.l2_bytes);
+  const flashlab_fa3_grid grid = fa3::resolve_grid(options.grid, order, kWarpSpecialized);
   // The work queue's count of items taken, zeroed on the stream before the launch.
   std::optional<StreamScratch> queue;
-  if (options.grid == FLASHLAB_FA3_GRID_QUEUE) {
+  if (grid == FLASHLAB_FA3_GRID_QUEUE) {
     queue.emplace(sizeof(unsigned long long), stream, "fa3 work queue");
     throw_if_cuda_error(cudaMemsetAsync(queue->get(), 0, sizeof(unsigned long long), stream),
                         "fa3 work queue");
@@ -882,7 +883,7 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
                          queue ? static_cast<unsigned long long*>(queue->get()) : nullptr,
                          stage_o};
   const auto blocks =
-      unsigned(fa3::grid_blocks(order, fa3::is_persistent(options.grid, order), device.sm_count));
+      unsigned(fa3::grid_blocks(order, grid != FLASHLAB_FA3_GRID_PER_TILE, device.sm_count));
   kernel<<<blocks, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
   check_launch("fa3_kernel");
   if (queue) queue->free("fa3 work queue");

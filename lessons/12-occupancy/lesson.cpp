@@ -275,9 +275,12 @@ void unequal_blocks(LessonContext& ctx) {
   ctx.print(
       "The kernel ends when its busiest SM does, so `in turns` is the time fixed turns take\n"
       "over an even share, before any overhead. Without the mask every tile costs the same\n"
-      "and turns are even. The queue costs one atomic add per tile; what it buys on the H200\n"
-      "is `flashlab_fa3_options.grid = FLASHLAB_FA3_GRID_QUEUE` against _PERSISTENT in\n"
-      "bench/gpu/bench.py (`fa3-queue`, `fa3-persistent`).\n\n");
+      "and turns are even. The queue costs one atomic add per tile, and its claim runs ahead\n"
+      "of the block by a few KV tiles, which short tiles (N = 512: 1 to 4 KV tiles) do not\n"
+      "cover. So FLASHLAB_FA3_GRID_AUTO takes the queue under the causal mask from {} query\n"
+      "tiles a head, the fixed turns below (kernel_info.hpp has the H200's figures; time them\n"
+      "with bench/gpu/bench.py --impls fa3-queue fa3-persistent).\n\n",
+      gpu::fa3::kAutoQueueMinTiles);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace flashlab::gpu::fa3 {
@@ -122,8 +123,8 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
 }
 
 TEST_CASE(
-    "the grid: one block per SM when persistent, per tile otherwise, and auto is persistent "
-    "up to its number of query tiles a head") {
+    "the grid: one block per SM when persistent, per tile otherwise; auto is the work queue "
+    "under the causal mask, else persistent up to its number of query tiles a head") {
   const Shape big{16, 16, 16, 1024, 1024, 128}, small{1, 1, 1, 97, 97, 64};
   for (bool causal : {false, true}) {
     const TileOrder o = order_of(big, causal), tiny = order_of(small, causal);
@@ -137,13 +138,39 @@ TEST_CASE(
     CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, o));  // 8 tiles a head
     CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, tiny));
   }
+  // Without the causal mask, and under it without a producer warp: persistent up to the
+  // limit, per tile beyond.
   const int64_t n_at_limit = fa3::kAutoPersistentMaxTiles * fa3::kBr;
+  const Shape at_limit{1, 4, 4, n_at_limit, n_at_limit, 128},
+      past_limit{1, 4, 4, n_at_limit + 1, n_at_limit + 1, 128};
   for (bool causal : {false, true}) {
-    CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO,
-                        order_of(Shape{1, 4, 4, n_at_limit, n_at_limit, 128}, causal)));
-    CHECK_FALSE(is_persistent(FLASHLAB_FA3_GRID_AUTO,
-                              order_of(Shape{1, 4, 4, n_at_limit + 1, n_at_limit + 1, 128}, causal)));
+    const bool ws = !causal;
+    CHECK(resolve_grid(FLASHLAB_FA3_GRID_AUTO, order_of(at_limit, causal), ws) ==
+          FLASHLAB_FA3_GRID_PERSISTENT);
+    CHECK(resolve_grid(FLASHLAB_FA3_GRID_AUTO, order_of(past_limit, causal), ws) ==
+          FLASHLAB_FA3_GRID_PER_TILE);
+    CHECK_FALSE(is_persistent(FLASHLAB_FA3_GRID_AUTO, order_of(past_limit, causal), ws));
   }
+  // Causal, with a producer warp: the work queue from kAutoQueueMinTiles query tiles a head,
+  // at any length; the fixed turns below.
+  const int64_t n_queue = fa3::kAutoQueueMinTiles * fa3::kBr;
+  const std::pair<int64_t, flashlab_fa3_grid> expected[] = {
+      {n_queue - fa3::kBr, FLASHLAB_FA3_GRID_PERSISTENT},  // one query tile too few
+      {n_queue - fa3::kBr + 1, FLASHLAB_FA3_GRID_QUEUE},   // the last tile ragged
+      {n_queue, FLASHLAB_FA3_GRID_QUEUE},
+      {n_at_limit + 1, FLASHLAB_FA3_GRID_QUEUE},
+      {4 * n_at_limit, FLASHLAB_FA3_GRID_QUEUE}};
+  for (const auto& [n, grid] : expected) {
+    const TileOrder o = order_of(Shape{1, 4, 4, n, n, 128}, true);
+    INFO("N=", n, " tiles=", o.tiles);
+    CHECK(resolve_grid(FLASHLAB_FA3_GRID_AUTO, o, true) == grid);
+    CHECK(is_persistent(FLASHLAB_FA3_GRID_AUTO, o, true));
+  }
+  // Every other value is run as it is asked.
+  const TileOrder o = order_of(Shape{1, 4, 4, 4 * n_at_limit, 4 * n_at_limit, 128}, true);
+  for (int grid :
+       {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
+    for (bool ws : {false, true}) CHECK(resolve_grid(grid, o, ws) == grid);
 }
 
 TEST_CASE("the grid option's values: the four of flashlab_fa3_grid and no other") {

@@ -33,8 +33,8 @@ typedef struct flashlab_fa3_options {
                                and written there (zeroed first, on the call's stream). */
   int32_t grid;             /* how blocks take query tiles (flashlab_fa3_grid): one block
                                per tile, one persistent block per SM in fixed turns or
-                               from a work queue, or fixed turns only where tiles are of
-                               equal work (not causal). Default FLASHLAB_FA3_GRID_AUTO. */
+                               from a work queue, or the one of these that suits the
+                               problem. Default FLASHLAB_FA3_GRID_AUTO. */
   int32_t software_exp2;    /* 1: FlashAttention-4's software exponential: on the tiles that
                                need no mask, 1 in fa3::kSoftwareExp2Period (kernel_info.hpp)
                                of the softmax's exponentials is computed on the FMA pipe
@@ -53,10 +53,11 @@ typedef enum flashlab_fa3_grid {
   FLASHLAB_FA3_GRID_PERSISTENT = 1, /* one block per SM, each taking tiles in turn, so its
                                        set-up is paid once and the next tile's loads run
                                        under this tile's last matmul and O store */
-  FLASHLAB_FA3_GRID_AUTO = 2,       /* persistent where every tile has the same work (no
-                                       causal mask); per tile under the causal mask, where
-                                       the persistent blocks' fixed turns would share unequal
-                                       tiles unevenly and the hardware's dispatch does not */
+  FLASHLAB_FA3_GRID_AUTO = 2,       /* under the causal mask, where tiles differ in work,
+                                       the work queue (from fa3::kAutoQueueMinTiles query
+                                       tiles a head, with warp_specialized = 1); otherwise
+                                       persistent up to fa3::kAutoPersistentMaxTiles query
+                                       tiles a head and per tile beyond (kernel_info.hpp) */
   FLASHLAB_FA3_GRID_QUEUE = 3       /* one block per SM, each taking the next tile of the
                                        order from a counter in device memory when it is
                                        ready for one (a work queue), so tiles of unequal work

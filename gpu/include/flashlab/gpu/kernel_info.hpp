@@ -518,6 +518,13 @@ static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole 
 // tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
 // their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
 inline constexpr int64_t kAutoPersistentMaxTiles = 64;
+// Under the causal mask FLASHLAB_FA3_GRID_AUTO takes the work queue where a head has at least
+// this many query tiles (N_q >= 1024 at Br = 128). Measured on the H200 (2026-12-02, median
+// of three runs, bench/results/2026-12-02-h200-fa3-grids.csv), the queue over the persistent
+// turns, causal, N = 512 .. 16384: d = 128 0.998 1.035 1.017 1.043 1.052 1.153; d = 64 0.980
+// 0.999 1.014 1.020 1.037 1.024. At 4 tiles a head (N = 512) most tiles read fewer KV tiles
+// than the producer claims ahead, and the turns keep it (0.98 at d = 64).
+inline constexpr int64_t kAutoQueueMinTiles = 8;
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half. Measured
 // and modelled (docs/IO-LEVELS.md, "fa3's DRAM bytes"): a head whose blocks run on both

@@ -28,11 +28,11 @@
 // mask). Causal items differ in length, and fixed turns share them unevenly: on ANCHORS.md's
 // shapes the busiest persistent block gets 4% to 21% more than the mean (counted by
 // tests/gpu/test_tile_schedule.cpp), against 0% to 6% for blocks dispatched by the hardware
-// as SMs free up, longest first. Measured, the persistent grid still wins under the mask
-// while heads are short (its saved set-up outweighs the imbalance) and loses at N = 16384:
-// FLASHLAB_FA3_GRID_AUTO is persistent up to fa3::kAutoPersistentMaxTiles query tiles a
-// head (kernel_info.hpp has the figures). The work queue balances causal tiles as dispatch
-// does, and keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE).
+// as SMs free up, longest first. The work queue balances causal tiles as dispatch does, and
+// keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE). FLASHLAB_FA3_GRID_AUTO (resolve_grid
+// below; kernel_info.hpp has the measured figures): under the causal mask the work queue,
+// without it the persistent turns up to fa3::kAutoPersistentMaxTiles query tiles a head and
+// one block per tile beyond.
 #pragma once
 
 #include "flashlab/gpu/host_device.hpp"
@@ -106,10 +106,22 @@ constexpr bool is_grid(int32_t grid) {
          grid == FLASHLAB_FA3_GRID_AUTO || grid == FLASHLAB_FA3_GRID_QUEUE;
 }
 
+// The grid that flashlab_fa3_grid `grid` runs for an order: itself, or for
+// FLASHLAB_FA3_GRID_AUTO, under the causal mask the work queue (when there is a producer
+// warp to take from it and a head has at least fa3::kAutoQueueMinTiles query tiles), else
+// persistent in fixed turns up to fa3::kAutoPersistentMaxTiles query tiles a head, and one
+// block per tile beyond.
+constexpr flashlab_fa3_grid resolve_grid(int32_t grid, const TileOrder& o, bool warp_specialized) {
+  if (grid != FLASHLAB_FA3_GRID_AUTO) return flashlab_fa3_grid(grid);
+  if (o.longest_first && warp_specialized && o.tiles >= kAutoQueueMinTiles)
+    return FLASHLAB_FA3_GRID_QUEUE;
+  return o.tiles <= kAutoPersistentMaxTiles ? FLASHLAB_FA3_GRID_PERSISTENT
+                                            : FLASHLAB_FA3_GRID_PER_TILE;
+}
+
 // Whether the grid of flashlab_fa3_grid `grid` is persistent for an order.
-constexpr bool is_persistent(int32_t grid, const TileOrder& o) {
-  return grid == FLASHLAB_FA3_GRID_PERSISTENT || grid == FLASHLAB_FA3_GRID_QUEUE ||
-         (grid == FLASHLAB_FA3_GRID_AUTO && o.tiles <= kAutoPersistentMaxTiles);
+constexpr bool is_persistent(int32_t grid, const TileOrder& o, bool warp_specialized = true) {
+  return resolve_grid(grid, o, warp_specialized) != FLASHLAB_FA3_GRID_PER_TILE;
 }
 
 // The item a block takes after `item`: the next of its fixed turns, or from the work queue,
