@@ -16,7 +16,9 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
-triton.testing.do_bench (which clears the L2 before every run).
+triton.testing.do_bench (which clears the L2 before every run), the implementations of a
+shape timed in turns, each once in every place of the order (timing.interleaved_medians:
+timed one after the other, the first reads up to 7% faster).
 """
 import argparse
 import functools
@@ -29,6 +31,7 @@ import flashlab_ctypes as fl  # noqa: E402
 import bench_backward  # noqa: E402
 import bench_decode  # noqa: E402
 import sweep  # noqa: E402
+import timing  # noqa: E402
 
 HIDDEN = 2048
 TOKENS = 16384
@@ -108,7 +111,7 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None):
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
     reference = torch_call(torch, "cudnn", q, k, v, causal)().float()
-    rows = {}
+    fns, diffs = {}, {}
     for impl in implementations(N, only):
         if is_flashlab(impl):
             fn = flashlab_call(lib, impl, q, k, v, o, lse, causal)
@@ -118,12 +121,14 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None):
             out = fn()
             torch.cuda.synchronize()
             result = o if is_flashlab(impl) else out
-            max_diff = (result.float() - reference).abs().max().item()
-            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+            diffs[impl] = (result.float() - reference).abs().max().item()
+            fns[impl] = fn
         except RuntimeError as e:  # a backend that refuses the shape is reported, not fatal
             print(f"  {impl}: {e}", flush=True)
-            continue
-        rows[impl] = (ms, flops(B, H, N, d, causal) / ms / 1e9, max_diff)
+    # Timed in turns (timing.interleaved_medians): none owes its figure to its place.
+    times = timing.interleaved_medians(do_bench, fns)
+    rows = {impl: (ms, flops(B, H, N, d, causal) / ms / 1e9, diffs[impl])
+            for impl, ms in times.items()}
     for impl, (ms, tflops, max_diff) in rows.items():
         ratio = {b: tflops / rows[b][1] if b in rows else float("nan") for b in ("flash", "cudnn")}
         writer.writerow([d, int(causal), N, B, H, impl, f"{ms:.4f}", f"{tflops:.1f}",
@@ -212,24 +217,30 @@ def run_ablation(args):
             lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
             cudnn = torch_call(torch, "cudnn", q, k, v, causal)
             reference = cudnn().float()
-            cudnn_ms = do_bench(cudnn, warmup=25, rep=100, return_mode="median")
+            p = lib.params(q, k, v, o, lse,
+                           causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE, kernel=fl.FA3)
+            # Every variant that runs, checked against cuDNN, then all of them and cuDNN timed
+            # in turns (timing.interleaved_medians).
+            fns, diffs, variants = {"cudnn": cudnn}, {}, {}
+            for i, options in enumerate(ablation_options(lib)):
+                fn = (lambda opt: lambda: lib.forward_fa3(p, opt))(options)
+                try:
+                    fn()
+                    torch.cuda.synchronize()
+                    diffs[i] = (o.float() - reference).abs().max().item()
+                except RuntimeError as e:
+                    print(f"  fa3 {options.describe()}: {e}", flush=True)
+                    continue
+                fns[i], variants[i] = fn, options
+            times = timing.interleaved_medians(do_bench, fns)
+            cudnn_ms = times["cudnn"]
             cudnn_tflops = flops(B, H, N, d, causal) / cudnn_ms / 1e9
             writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", "",
                              f"{cudnn_ms:.4f}", f"{cudnn_tflops:.1f}", "1.000", "0", "", "", "",
                              ""])
             print(f"\nd={d} N={N} causal={int(causal)}: cudnn {cudnn_tflops:.1f} TFLOP/s")
-            p = lib.params(q, k, v, o, lse,
-                           causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE, kernel=fl.FA3)
-            for options in ablation_options(lib):
-                fn = lambda: lib.forward_fa3(p, options)
-                try:
-                    fn()
-                    torch.cuda.synchronize()
-                    diff = (o.float() - reference).abs().max().item()
-                    ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
-                except RuntimeError as e:
-                    print(f"  fa3 {options.describe()}: {e}", flush=True)
-                    continue
+            for i, options in variants.items():
+                ms, diff = times[i], diffs[i]
                 tflops = flops(B, H, N, d, causal) / ms / 1e9
                 counts = rescale_counts(torch, lib, p, options)
                 writer.writerow([d, int(causal), N, B, H, "fa3", options.warp_specialized,

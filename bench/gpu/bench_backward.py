@@ -7,10 +7,12 @@ the same process.
 Shapes as ANCHORS.md: bf16, H = 2048 / d, B = 16384 / N; FLOPs = 2.5x the forward's
 (4 B H N^2 d, halved when causal): the five products S, dP, dV, dK, dQ against the
 forward's two. Each time is the backward alone (the forward ran once, before), median of
-triton.testing.do_bench. max|diff| compares each gradient with cuDNN's.
+triton.testing.do_bench, the implementations timed in turns (timing.interleaved_medians).
+max|diff| compares each gradient with cuDNN's.
 """
 import flashlab_ctypes as fl
 import sweep
+import timing
 
 BACKWARD_FLOP_RATIO = 2.5
 TORCH_BACKWARD = ["flash", "cudnn"]
@@ -51,7 +53,7 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer):
                    for _ in range(4))
     flops = BACKWARD_FLOP_RATIO * 4 * B * H * N * N * d / (2 if causal else 1)
     reference = [g.float() for g in torch_backward(torch, "cudnn", q, k, v, do, causal)()]
-    rows = {}
+    fns, diffs = {}, {}
     for impl in IMPLS:
         try:
             if impl in TORCH_BACKWARD:
@@ -60,12 +62,13 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer):
                 fn = flashlab_backward(torch, lib, q, k, v, do, causal, impl == "bwd_det")
             grads = fn()
             torch.cuda.synchronize()
-            diff = max((g.float() - r).abs().max().item() for g, r in zip(grads, reference))
-            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+            diffs[impl] = max((g.float() - r).abs().max().item() for g, r in zip(grads, reference))
+            fns[impl] = fn
         except RuntimeError as e:  # a backend that refuses the shape is reported, not fatal
             print(f"  {impl}: {e}", flush=True)
-            continue
-        rows[impl] = (ms, flops / ms / 1e9, diff)
+    # Timed in turns (timing.interleaved_medians): none owes its figure to its place.
+    rows = {impl: (ms, flops / ms / 1e9, diffs[impl])
+            for impl, ms in timing.interleaved_medians(do_bench, fns).items()}
     for impl, (ms, tflops, diff) in rows.items():
         ratio = {b: tflops / rows[b][1] if b in rows else float("nan") for b in TORCH_BACKWARD}
         writer.writerow([d, int(causal), N, B, H, impl, f"{ms:.4f}", f"{tflops:.1f}",

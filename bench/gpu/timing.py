@@ -40,3 +40,25 @@ class CleanFlush:
             torch.cuda.synchronize()
             times.append(start.elapsed_time(end))
         return statistics.median(times)
+
+
+def interleaved_medians(do_bench, fns, rep=100, warmup=25):
+    """The median time in ms of each of fns ({name: callable}), timed in turns so that no one
+    of them owes its figure to where it stands in the list.
+
+    Why: timed one after the other, the first of several calls reads faster than the same
+    call timed next. On the H200 (2026-12-02, bench/gpu/NOTES.md "Where a call stands") fa3
+    timed first and the identical fa3 timed second differed by up to 7% (d = 128, N = 4096),
+    the card's clock falling under sustained load. So the calls are timed in as many rounds
+    as there are of them, each round in the order turned by one, so that each call is timed
+    once in every place; each round gives a median of do_bench (warmup and rep, in ms,
+    shared out over the rounds), and the figure is the median of those.
+    """
+    names = list(fns)
+    rounds = len(names)
+    per_round = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r:] + names[:r]:
+            per_round[name].append(do_bench(fns[name], warmup=max(1, warmup // rounds),
+                                            rep=max(10, rep // rounds), return_mode="median"))
+    return {name: statistics.median(times) for name, times in per_round.items()}

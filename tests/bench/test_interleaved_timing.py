@@ -1,0 +1,93 @@
+"""bench/gpu/timing.py's interleaved_medians without torch or a GPU: every call is timed once
+in every place of the order, and a clock that favours whichever call comes first after a
+pause no longer tells identical calls apart, as it does when they are timed one after the
+other."""
+import os
+import random
+import statistics
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
+import timing  # noqa: E402
+
+
+class FakeBench:
+    """do_bench on a card whose clock is `boost` higher for the first call after a pause and
+    half that for the second, then steady (it falls under sustained load, and stays down)."""
+
+    def __init__(self, cost, boost=0.07):
+        self.cost, self.boost = cost, boost
+        self.calls = []  # (name, calls since the pause)
+        self.since_pause = 0
+
+    def pause(self):
+        self.since_pause = 0
+
+    def __call__(self, fn, warmup, rep, return_mode):
+        assert return_mode == "median" and warmup >= 1 and rep >= 10
+        name = fn()
+        self.calls.append((name, self.since_pause))
+        speed = 1 + {0: self.boost, 1: self.boost / 2}.get(self.since_pause, 0)
+        self.since_pause += 1
+        return self.cost[name] / speed
+
+
+def named(names):
+    return {n: (lambda n=n: n) for n in names}
+
+
+class InterleavedMedians(unittest.TestCase):
+    def test_every_call_in_every_place(self):
+        for count in (1, 2, 5, 9):
+            names = [f"impl{i}" for i in range(count)]
+            bench = FakeBench({n: 1.0 for n in names})
+            timing.interleaved_medians(bench, named(names))
+            self.assertEqual(len(bench.calls), count * count)
+            for r in range(count):
+                round_names = [n for n, _ in bench.calls[r * count:(r + 1) * count]]
+                self.assertEqual(sorted(round_names), sorted(names))
+                self.assertEqual(round_names[0], names[r])  # the order turned by r
+            for n in names:  # each call in every place of its round once
+                places = [i % count for i, (m, _) in enumerate(bench.calls) if m == n]
+                self.assertEqual(sorted(places), list(range(count)))
+
+    def test_identical_calls_read_the_same_whatever_their_place(self):
+        cost = random.uniform(0.1, 2.0)
+        names = ["first", "second", "third", "fourth"]
+        # One after the other, with a pause before the set: the first reads faster.
+        bench = FakeBench({n: cost for n in names})
+        bench.pause()
+        one_by_one = {n: bench(lambda n=n: n, warmup=25, rep=100, return_mode="median")
+                      for n in names}
+        self.assertLess(one_by_one["first"], one_by_one["second"])
+        self.assertLess(one_by_one["second"], one_by_one["third"])
+        # In turns, after the same pause: equal.
+        bench = FakeBench({n: cost for n in names})
+        bench.pause()
+        times = timing.interleaved_medians(bench, named(names))
+        self.assertAlmostEqual(max(times.values()) / min(times.values()), 1.0, places=12)
+
+    def test_a_faster_call_stays_faster(self):
+        bench = FakeBench({"slow": 1.0, "fast": 0.9, "other": 1.0})
+        times = timing.interleaved_medians(bench, named(["slow", "fast", "other"]))
+        self.assertLess(times["fast"], times["slow"])
+        ratio = times["fast"] / times["slow"]
+        self.assertAlmostEqual(ratio, 0.9, delta=0.02)
+
+    def test_the_median_of_the_rounds(self):
+        answers = iter([3.0, 1.0, 2.0])  # one call: its three rounds' medians... of one round
+        times = timing.interleaved_medians(
+            lambda fn, warmup, rep, return_mode: next(answers), {"only": lambda: None})
+        self.assertEqual(times["only"], 3.0)
+        answers = iter([5.0, 1.0, 9.0, 2.0])  # two calls, two rounds: a b | b a
+        times = timing.interleaved_medians(
+            lambda fn, warmup, rep, return_mode: next(answers),
+            {"a": lambda: None, "b": lambda: None})
+        self.assertEqual(times["a"], statistics.median([5.0, 2.0]))
+        self.assertEqual(times["b"], statistics.median([1.0, 9.0]))
+
+
+if __name__ == "__main__":
+    unittest.main()
