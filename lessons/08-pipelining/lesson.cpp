@@ -3,6 +3,7 @@
 // the speed-up the model predicts for each idea beside the one measured on the H200.
 #include "ablation_model.hpp"
 #include "kit/lesson_context.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 #include "measured_ablation.hpp"
 
 #include "flashlab/sim/profiles.hpp"
@@ -75,6 +76,13 @@ void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardw
       "non-causal). A ratio above 1 is what the idea\nbuys: the default's speed over the speed "
       "without it.\n\n",
       m.source, m.date, m.d, m.N, m.batch, m.heads);
+  const auto& spread = measured::kTimedLater;
+  ctx.print(
+      "These runs were timed one after the other, the default first. Timed so, the same kernel\n"
+      "took up to {:.1f}% longer when it came later in the order ({:.1f}% at the median), so a\n"
+      "measured ratio within a few percent of 1 is not resolved by this table.\n"
+      "(The spread: {}.)\n\n",
+      100 * (spread.largest - 1), 100 * (spread.median - 1), spread.source.run);
 }
 
 void disagreement_step(LessonContext& ctx) {

@@ -110,4 +110,20 @@ inline constexpr std::array kFa2Coalescing = {
     Coalescing{16, 4096, 34089078, 29571718},
 };
 
+// What a call's place in the timing order did (bench.py timed the implementations of a shape
+// one after the other until 2026-12-02): the same fa3 kernel on the same grid, timed first
+// and then second or fourth, at 24 shapes in three runs. The later one took this many times
+// the first's time: median and largest.
+struct OrderSpread {
+  Source source;
+  double median, largest;
+};
+inline constexpr OrderSpread kTimedLater{
+    {"bench/gpu/NOTES.md, \"fa3's work queue, measured\" (results/2026-12-02-h200-fa3-grids.csv)",
+     "fa3 against fa3-persistent (N <= 8192) and fa3-per-tile (N = 16384), d = 64 and 128, "
+     "causal and not",
+     "triton.testing.do_bench medians"},
+    1.008,
+    1.083};
+
 }  // namespace flashlab::app::measured
