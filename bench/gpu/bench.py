@@ -18,7 +18,7 @@ Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; b
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
 triton.testing.do_bench (which clears the L2 before every run), the implementations of a
 shape timed in turns, each once in every place of the order (timing.interleaved_medians:
-timed one after the other, the first reads up to 7% faster).
+timed one after the other, a call read up to 8% faster for coming first).
 """
 import argparse
 import functools

@@ -14,6 +14,11 @@ Nsight Compute's cache control leaves it.
 import statistics
 
 FLUSH_BYTES = 256 << 20  # what triton's do_bench writes to empty the L2
+# The least a round of interleaved_medians times a call for (ms): do_bench repeats a call
+# about rep / (its time + the flush) times, and under ~10 ms a round of a call of a few
+# milliseconds would hold only a handful of samples. Slow calls (naive, math) cost more so:
+# at least MIN_ROUND_REP_MS per round, rounds as many as the calls timed.
+MIN_ROUND_REP_MS = 10
 
 
 class CleanFlush:
@@ -47,9 +52,9 @@ def interleaved_medians(do_bench, fns, rep=100, warmup=25):
     of them owes its figure to where it stands in the list.
 
     Why: timed one after the other, the first of several calls reads faster than the same
-    call timed next. On the H200 (2026-12-02, bench/gpu/NOTES.md "Where a call stands") fa3
-    timed first and the identical fa3 timed second differed by up to 7% (d = 128, N = 4096),
-    the card's clock falling under sustained load. So the calls are timed in as many rounds
+    call timed next. On the H200 (2026-12-02, bench/gpu/NOTES.md, "fa3's work queue,
+    measured") the same fa3 kernel took up to 8% longer timed second or fourth of five than
+    timed first (d = 128, N = 2048 and 4096), the card's clock falling under sustained load. So the calls are timed in as many rounds
     as there are of them, each round in the order turned by one, so that each call is timed
     once in every place; each round gives a median of do_bench (warmup and rep, in ms,
     shared out over the rounds), and the figure is the median of those.
@@ -59,6 +64,7 @@ def interleaved_medians(do_bench, fns, rep=100, warmup=25):
     per_round = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r:] + names[:r]:
-            per_round[name].append(do_bench(fns[name], warmup=max(1, warmup // rounds),
-                                            rep=max(10, rep // rounds), return_mode="median"))
+            per_round[name].append(
+                do_bench(fns[name], warmup=max(1, warmup // rounds),
+                         rep=max(MIN_ROUND_REP_MS, rep // rounds), return_mode="median"))
     return {name: statistics.median(times) for name, times in per_round.items()}

@@ -78,10 +78,11 @@ void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardw
       m.source, m.date, m.d, m.N, m.batch, m.heads);
   const auto& spread = measured::kTimedLater;
   ctx.print(
-      "These runs were timed one after the other, the default first. Timed so, the same kernel\n"
-      "took up to {:.1f}% longer when it came later in the order ({:.1f}% at the median), so a\n"
-      "measured ratio within a few percent of 1 is not resolved by this table.\n"
-      "(The spread: {}.)\n\n",
+      "These runs were timed one after the other: cuDNN, the default, then each variant. In a\n"
+      "later sweep timed so, the same kernel took up to {:.1f}% longer when it came second or\n"
+      "fourth of five than when it came first ({:.1f}% at the median), so a measured ratio\n"
+      "within a few percent of 1 is not resolved by this table, and the variants timed last\n"
+      "may owe more to their place. (The spread: {}.)\n\n",
       100 * (spread.largest - 1), 100 * (spread.median - 1), spread.source.run);
 }
 

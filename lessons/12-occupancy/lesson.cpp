@@ -252,14 +252,11 @@ void unequal_blocks(LessonContext& ctx) {
       "Tr times the work of the first. fa3 (Br = Bc = {}) can run one persistent block per SM,\n"
       "its set-up paid once, the tiles handed out longest first. In fixed turns (block k takes\n"
       "tiles k, k + {}, ...) some blocks draw more long tiles than others; taken in order as\n"
-      "blocks free up (the hardware's dispatch of one block per tile) a block that drew a\n"
-      "long tile takes fewer. fa3's work queue, a counter in device memory, does the same with\n"
-      "one block per SM, but its producer claims the next tile as soon as it has issued the\n"
-      "last loads of this one, {} KV tiles before the block is free, so that the atomic's trip\n"
-      "to the L2 is not waited for. The busiest SM's work over the mean, counted in KV tiles,\n"
-      "H = {} / d, B = {} / N:\n\n",
-      gpu::fa3::kBr, hw.sm_count, gpu::fa3::kDefaultStages, kHidden, kTokens);
-  Table t({"d", "N", "tiles", "tiles a SM", "in turns", "in order", "queue"});
+      "blocks free up (the hardware's dispatch of one block per tile, or fa3's work queue: a\n"
+      "counter in device memory) a block that drew a long tile takes fewer. The busiest SM's\n"
+      "work over the mean, counted in KV tiles, H = {} / d, B = {} / N:\n\n",
+      gpu::fa3::kBr, hw.sm_count, kHidden, kTokens);
+  Table t({"d", "N", "tiles", "tiles a SM", "in turns", "in order"});
   for (std::int64_t d : {64, 128})
     for (std::int64_t n : {1024, 4096, 16384}) {
       const auto order =
@@ -268,19 +265,19 @@ void unequal_blocks(LessonContext& ctx) {
       t.add({fmt::format("{}", d), fmt::format("{}", n), fmt::format("{}", order.items),
              fmt::format("{:.1f}", double(order.items) / hw.sm_count),
              fmt::format("{:.3f}", gpu::fa3::busiest_in_turns(order, hw.sm_count, true)),
-             fmt::format("{:.3f}", gpu::fa3::busiest_in_order(order, hw.sm_count, true)),
-             fmt::format("{:.3f}", gpu::fa3::busiest_in_queue(order, hw.sm_count, true))});
+             fmt::format("{:.3f}", gpu::fa3::busiest_in_order(order, hw.sm_count, true))});
     }
   ctx.table(t);
   ctx.print(
       "The kernel ends when its busiest SM does, so `in turns` is the time fixed turns take\n"
       "over an even share, before any overhead. Without the mask every tile costs the same\n"
-      "and turns are even. The queue costs one atomic add per tile, and its claim runs ahead\n"
-      "of the block by a few KV tiles, which short tiles (N = 512: 1 to 4 KV tiles) do not\n"
-      "cover. So FLASHLAB_FA3_GRID_AUTO takes the queue under the causal mask from {} query\n"
-      "tiles a head, the fixed turns below (kernel_info.hpp has the H200's figures; time them\n"
-      "with bench/gpu/bench.py --impls fa3-queue fa3-persistent).\n\n",
-      gpu::fa3::kAutoQueueMinTiles);
+      "and turns are even. The queue's producer claims the next tile {} KV tiles before its\n"
+      "block is free, so that the atomic's trip to the L2 is not waited for: that can hand a\n"
+      "tile to another block, but not, counted so, change the busiest one's work at these\n"
+      "shapes. It costs one atomic add per tile. FLASHLAB_FA3_GRID_AUTO takes it under the\n"
+      "causal mask from {} query tiles a head (kernel_info.hpp has the H200's figures; time\n"
+      "it with bench/gpu/bench.py --impls fa3-queue fa3-persistent).\n\n",
+      gpu::fa3::kDefaultStages, gpu::fa3::kAutoQueueMinTiles);
 }
 
 }  // namespace

@@ -112,8 +112,8 @@ inline constexpr std::array kFa2Coalescing = {
 
 // What a call's place in the timing order did (bench.py timed the implementations of a shape
 // one after the other until 2026-12-02): the same fa3 kernel on the same grid, timed first
-// and then second or fourth, at 24 shapes in three runs. The later one took this many times
-// the first's time: median and largest.
+// and then second or fourth of five, at 24 shapes in three runs. The later one took this many
+// times the first's time: median and largest.
 struct OrderSpread {
   Source source;
   double median, largest;

@@ -481,9 +481,10 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
 //     consumer thread issues the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
-//     in turn, or one block per query tile; the same order of tiles either way. By default
-//     persistent up to kAutoPersistentMaxTiles query tiles a head, per tile beyond
-//     (flashlab_fa3_grid).
+//     in fixed turns or from a work queue, or one block per query tile; the same order of
+//     tiles every way. By default (fa3::resolve_grid) the work queue under the causal mask
+//     with a producer warp from kAutoQueueMinTiles query tiles a head; else persistent up to
+//     kAutoPersistentMaxTiles query tiles a head, per tile beyond (flashlab_fa3_grid).
 // The tiles are in SRAM in TMA's 128-byte swizzle, d split in slabs of 64 elements (128 bytes,
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
 namespace fa3 {
@@ -512,7 +513,8 @@ inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
 // with 1 in 8): the softmax's issue slots, not MUFU, are the limit (bench/gpu/NOTES.md).
 inline constexpr int kSoftwareExp2Period = 4;
 static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole in a tile");
-// FLASHLAB_FA3_GRID_AUTO's rule: persistent while a head has at most this many query tiles
+// FLASHLAB_FA3_GRID_AUTO's rule where it does not take the work queue (no causal mask, no
+// producer warp, or short heads): persistent while a head has at most this many query tiles
 // (N_q <= 8192 at Br = 128), one block per tile beyond. Measured on the H200 (2026-12-01,
 // bench/results/2026-12-01-h200-fa3v3-grids.csv, same work at every N): persistent over per
 // tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
@@ -522,8 +524,11 @@ inline constexpr int64_t kAutoPersistentMaxTiles = 64;
 // this many query tiles (N_q >= 1024 at Br = 128). Measured on the H200 (2026-12-02, median
 // of three runs, bench/results/2026-12-02-h200-fa3-grids.csv), the queue over the persistent
 // turns, causal, N = 512 .. 16384: d = 128 0.998 1.035 1.017 1.043 1.052 1.153; d = 64 0.980
-// 0.999 1.014 1.020 1.037 1.024. At 4 tiles a head (N = 512) most tiles read fewer KV tiles
-// than the producer claims ahead, and the turns keep it (0.98 at d = 64).
+// 0.999 1.014 1.020 1.037 1.024 (against one block per tile at N = 16384, the old default
+// there: 1.005 and 1.004). Provisional: the queue was timed after the turns, and a call's
+// place in that order moved the same kernel by up to 8% (bench/gpu/NOTES.md), which covers
+// the 2% it lost at N = 512, d = 64, where the KV-tile count gives it +2.5%; to be timed in
+// turns (bench.py now does) before it moves.
 inline constexpr int64_t kAutoQueueMinTiles = 8;
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half. Measured

@@ -6,11 +6,12 @@
 // hand the items out:
 //   in turns: block k takes items k, k + grid, k + 2 grid, ... whatever they cost;
 //   in order, as blocks free up: each block, when done, takes the next item of the order.
-//     That is what the hardware's dispatch does with one block per item;
-//   from fa3's work queue (FLASHLAB_FA3_GRID_QUEUE), one block per SM: in order too, but a
-//     block claims its next item a little before it is free, when its producer has issued
-//     the last loads of its current one: as far ahead of the consumers as the K and V rings
-//     allow, `stages` KV tiles (or at the item's start, if it has fewer).
+//     That is what the hardware's dispatch does with one block per item, and, near enough,
+//     what fa3's work queue (FLASHLAB_FA3_GRID_QUEUE) does with one block per SM: its
+//     producer claims the next item a little early, `stages` KV tiles before the block is
+//     free, which can hand an item to another block but, counted so, leaves the busiest
+//     block's work unchanged at ANCHORS.md's shapes (tests/gpu/test_tile_schedule.cpp runs
+//     the queue as the kernel does and checks it).
 // Host code for the tests and the lessons; plain C++17.
 #pragma once
 
@@ -21,7 +22,6 @@
 #include <cstdint>
 #include <functional>
 #include <queue>
-#include <tuple>
 #include <vector>
 
 namespace flashlab::gpu::fa3 {
@@ -44,30 +44,19 @@ inline double busiest_in_turns(const TileOrder& o, int64_t grid, bool causal) {
   return double(*std::max_element(work.begin(), work.end())) * grid / double(total);
 }
 
-// The same, each block taking the next item of the order `claim_lead` KV tiles before it
-// is done with its current one (0: when it is done), and starting it when it is done. Of
-// blocks that claim at the same time the one free first goes first, then the lower index.
-inline double busiest_in_order(const TileOrder& o, int64_t grid, bool causal,
-                               int64_t claim_lead = 0) {
-  using Block = std::tuple<int64_t, int64_t, int64_t>;  // (claims its next item, free, index)
-  std::priority_queue<Block, std::vector<Block>, std::greater<>> claims;
-  for (int64_t k = 0; k < grid; ++k) claims.push({0, 0, k});
+// The same, each block taking the next item of the order when it is done with its last.
+inline double busiest_in_order(const TileOrder& o, int64_t grid, bool causal) {
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;
+  for (int64_t k = 0; k < grid; ++k) free_at.push(0);
   int64_t total = 0, last = 0;
   for (int64_t w = 0; w < o.items; ++w) {
-    const auto [claim, start, k] = claims.top();
-    const int64_t done = start + item_kv_tiles(o, w, causal);
-    claims.pop();
-    claims.push({std::max(start, done - claim_lead), done, k});
+    const int64_t done = free_at.top() + item_kv_tiles(o, w, causal);
+    free_at.pop();
+    free_at.push(done);
     total += item_kv_tiles(o, w, causal);
     last = std::max(last, done);
   }
   return double(last) * grid / double(total);
-}
-
-// The work queue's: a block's producer claims the next item `stages` tiles ahead.
-inline double busiest_in_queue(const TileOrder& o, int64_t grid, bool causal,
-                               int stages = kDefaultStages) {
-  return busiest_in_order(o, grid, causal, stages);
 }
 
 }  // namespace flashlab::gpu::fa3

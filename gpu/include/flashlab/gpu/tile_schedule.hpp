@@ -120,7 +120,7 @@ constexpr flashlab_fa3_grid resolve_grid(int32_t grid, const TileOrder& o, bool 
 }
 
 // Whether the grid of flashlab_fa3_grid `grid` is persistent for an order.
-constexpr bool is_persistent(int32_t grid, const TileOrder& o, bool warp_specialized = true) {
+constexpr bool is_persistent(int32_t grid, const TileOrder& o, bool warp_specialized) {
   return resolve_grid(grid, o, warp_specialized) != FLASHLAB_FA3_GRID_PER_TILE;
 }
 
