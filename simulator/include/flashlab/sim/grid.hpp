@@ -99,6 +99,7 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/l2_policy.hpp"
 #include "flashlab/sim/machine.hpp"
 
 #include <cstdint>
@@ -113,10 +114,9 @@ namespace flashlab::sim {
 // line is four of them.
 
 // Which tile of a full L2 partition makes room (above): the least recently used (lru, the
-// default, what the lessons teach and the closed forms assume), or any resident tile, each as
-// likely, drawn from Philox4x32-10 keyed by the problem's seed (random).
-enum class L2Replacement { lru, random };
-std::string_view to_string(L2Replacement replacement);
+// default, what the lessons teach and the closed forms assume), any resident tile, each as
+// likely, drawn from Philox4x32-10 keyed by the problem's seed (random), or 128-byte lines in
+// hashed sets, LRU within each (sets): L2Replacement, flashlab/sim/l2_policy.hpp.
 
 // How the resident blocks advance through their KV tiles (above).
 enum class GridSchedule {
