@@ -1,6 +1,9 @@
 #include "l2_cache.hpp"
 
 #include "flashlab/cpu/philox.hpp"
+#include "flashlab/cpu/types.hpp"
+
+#include <fmt/format.h>
 
 #include <stdexcept>
 
@@ -25,6 +28,11 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
     : capacity_(capacity), partition_(partition), replacement_(replacement), seed_(seed) {
   check(replacement);
   if (replacement_ == L2Replacement::sets) {
+    if (capacity_ > kMaxSetsL2Bytes)
+      throw cpu::InvalidArgument(fmt::format(
+          "an L2 of {} bytes in hashed sets: the model keeps a record of every line, give at "
+          "most {} bytes (a GPU's L2 is tens of MiB), or the lru policy",
+          capacity_, kMaxSetsL2Bytes));
     sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (kL2Ways * kL2LineBytes)));
     ways_.assign(sets_ * kL2Ways, Way{});
   }

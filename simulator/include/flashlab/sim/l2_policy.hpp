@@ -41,5 +41,7 @@ inline constexpr Bytes kL2LineBytes = 4 * kSectorBytes;
 // L2s report (Volta's, measured; later parts' assumed the same). An assumption, not a fact of
 // the H200: the sets policy's spread narrows as 1 / sqrt(kL2Ways).
 inline constexpr int kL2Ways = 16;
+// The largest L2 the sets policy takes (it keeps a record of every line): 1 GiB.
+inline constexpr Bytes kMaxSetsL2Bytes = Bytes{1} << 30;
 
 }  // namespace flashlab::sim
