@@ -14,6 +14,7 @@
 //
 //   ./build/bench/simulator/naive_vs_measured                    # every row, policy sets
 //   ./build/bench/simulator/naive_vs_measured --replacement random --seed 2
+//   ./build/bench/simulator/naive_vs_measured --only naive-transition --n 9216
 #include "gpu_bridge/kernels.hpp"
 
 #include "flashlab/sim/simulate.hpp"
@@ -54,7 +55,9 @@ std::vector<std::string> split(const std::string& line) {
   return out;
 }
 
-std::vector<Measured> read_results(const std::filesystem::path& dir) {
+// The naive rows of the CSVs whose name contains `only` (all: empty), of size N = n (all: 0).
+std::vector<Measured> read_results(const std::filesystem::path& dir, const std::string& only,
+                                   cpu::Index n_only) {
   if (!std::filesystem::is_directory(dir))
     throw std::runtime_error("no folder " + dir.string() +
                              ": give --results the folder of measured CSVs (bench/results)");
@@ -64,6 +67,7 @@ std::vector<Measured> read_results(const std::filesystem::path& dir) {
   std::sort(files.begin(), files.end());
   std::vector<Measured> out;
   for (const auto& path : files) {
+    if (path.filename().string().find(only) == std::string::npos) continue;
     std::ifstream in(path);
     std::string line;
     if (!std::getline(in, line) || line.find("dram_read_measured") == std::string::npos) continue;
@@ -75,13 +79,17 @@ std::vector<Measured> read_results(const std::filesystem::path& dir) {
                       causal = col("causal"), read = col("dram_read_measured");
     while (std::getline(in, line)) {
       const auto f = split(line);
-      if (f.size() <= read || f[kernel] != "naive" || f[causal] != "0" || f[read].empty())
+      if (f.size() <= read || f[kernel] != "naive" || f[causal] != "0" || f[read].empty() ||
+          (n_only > 0 && std::stoll(f[n]) != n_only))
         continue;
       out.push_back({path.filename().string(), std::stoll(f[heads]), std::stoll(f[n]),
                      std::stoll(f[d]), std::stod(f[read])});
     }
   }
-  if (out.empty()) throw std::runtime_error("no naive row with measured DRAM bytes in " + dir.string());
+  if (out.empty())
+    throw std::runtime_error("no naive row with measured DRAM bytes in " + dir.string() +
+                             (only.empty() ? "" : " whose CSV's name contains " + only) +
+                             (n_only > 0 ? " at N = " + std::to_string(n_only) : ""));
   return out;
 }
 
@@ -109,9 +117,12 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
 int main(int argc, char** argv) {
   CLI::App app{"The naive kernel's DRAM reads beside the measured runs: the mirror through an "
                "LRU L2 (the default) and through an L2 of another policy"};
-  std::string results = "bench/results", replacement = "sets";
+  std::string results = "bench/results", replacement = "sets", only;
   std::uint64_t seed = 1;
+  cpu::Index n_only = 0;
   app.add_option("--results", results, "the folder of measured CSVs")->capture_default_str();
+  app.add_option("--only", only, "only the CSVs whose file name contains this");
+  app.add_option("--n", n_only, "only the rows of this N (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--replacement", replacement, "the second L2's policy: lru, random or sets")
       ->capture_default_str()
       ->check(CLI::IsMember({"lru", "random", "sets"}));
@@ -122,7 +133,7 @@ int main(int argc, char** argv) {
     const auto policy = replacement == "lru"      ? sim::L2Replacement::lru
                         : replacement == "random" ? sim::L2Replacement::random
                                                   : sim::L2Replacement::sets;
-    const std::vector<Measured> rows = read_results(results);
+    const std::vector<Measured> rows = read_results(results, only, n_only);
     fmt::print("| csv | heads | N | measured MiB | compulsory | x measured | LRU | x | "
                "meas / pred | {} | x | meas / pred |\n{}|\n",
                replacement, std::string("|---").append("|---").append("|---").append("|---")

@@ -219,8 +219,8 @@ void L2Cache::add_dirty(std::vector<Bytes>& dirty) const {
 
 std::vector<std::int64_t> L2Cache::signature(const std::vector<int>& moving,
                                              std::int64_t origin) const {
-  if (replacement_ == L2Replacement::sets)  // never the same twice: the clock moves
-    return {-1, static_cast<std::int64_t>(clock_)};
+  if (replacement_ == L2Replacement::sets)  // never the same twice
+    return {-1, static_cast<std::int64_t>(++signatures_)};
   std::vector<std::int64_t> out;
   out.reserve(4 * lru_.size());
   for (const Line& line : lru_) {

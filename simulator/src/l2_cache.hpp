@@ -112,6 +112,7 @@ class L2Cache {
   std::size_t sets_ = 0;       // sets policy: S sets of kL2Ways ways
   std::vector<Way> ways_;      // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
   std::uint64_t clock_ = 0;    // line touches so far
+  mutable std::uint64_t signatures_ = 0;  // signatures given: each one differs
 };
 
 }  // namespace flashlab::sim::detail
