@@ -37,9 +37,9 @@ void check(L2Replacement replacement);
 // An L2 line: four sectors (Nsight Compute and NVIDIA's CUDA documentation describe the
 // L1 and L2 lines of Volta to Hopper as 128 bytes of four 32-byte sectors).
 inline constexpr Bytes kL2LineBytes = 4 * kSectorBytes;
-// The lines of a set. NVIDIA publishes no associativity; 16 is what microbenchmarks of its
-// L2s report (Volta's, measured; later parts' assumed the same). An assumption, not a fact of
-// the H200: the sets policy's spread narrows as 1 / sqrt(kL2Ways).
+// The lines of a set. NVIDIA publishes no associativity; 16 is the figure third-party
+// descriptions give for Volta's L2 (measured there, estimated for later parts). An
+// assumption, not a fact of the H200: the sets policy's spread narrows as 1 / sqrt(kL2Ways).
 inline constexpr int kL2Ways = 16;
 // The largest L2 the sets policy takes (it keeps a record of every line): 1 GiB.
 inline constexpr Bytes kMaxSetsL2Bytes = Bytes{1} << 30;
