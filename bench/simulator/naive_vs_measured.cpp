@@ -104,7 +104,8 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
                            .sram_bytes = hw.sram_per_sm,
                            .l2_bytes = hw.l2_bytes};
   app::KernelMirror mirror = app::kernel_mirror("naive", asked, m.heads);
-  if (!mirror.algorithm) throw std::runtime_error("no mirror of the naive kernel: " + mirror.why_not);
+  if (!mirror.algorithm)
+    throw std::runtime_error("no mirror of the naive kernel: " + mirror.why_not);
   mirror.problem.l2_replacement = replacement;
   mirror.problem.l2_seed = seed;
   if (rows_in_flight > 0) mirror.problem.softmax_rows_in_flight = rows_in_flight;
@@ -115,8 +116,9 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The naive kernel's DRAM reads beside the measured runs: the mirror through an "
-               "LRU L2 (the default) and through an L2 of another policy"};
+  CLI::App app{
+      "The naive kernel's DRAM reads beside the measured runs: the mirror through an "
+      "LRU L2 (the default) and through an L2 of another policy"};
   std::string results = "bench/results", replacement = "sets", only;
   std::uint64_t seed = 1;
   cpu::Index n_only = 0;
@@ -134,10 +136,12 @@ int main(int argc, char** argv) {
                         : replacement == "random" ? sim::L2Replacement::random
                                                   : sim::L2Replacement::sets;
     const std::vector<Measured> rows = read_results(results, only, n_only);
-    fmt::print("| csv | heads | N | measured MiB | compulsory | x measured | LRU | x | "
-               "meas / pred | {} | x | meas / pred |\n{}|\n",
-               replacement, std::string("|---").append("|---").append("|---").append("|---")
-                                .append("|---|---|---|---|---|---|---|---"));
+    fmt::print(
+        "| csv | heads | N | measured MiB | compulsory | x measured | LRU | x | "
+        "meas / pred | {} | x | meas / pred |\n{}|\n",
+        replacement,
+        std::string("|---").append("|---").append("|---").append("|---").append(
+            "|---|---|---|---|---|---|---|---"));
     int within_lru = 0, within_b = 0;
     for (const Measured& m : rows) {
       const double compulsory = predict(m, sim::L2Replacement::lru, seed, /*rows_in_flight=*/1);
@@ -147,10 +151,11 @@ int main(int argc, char** argv) {
       const auto x = [&](double read) { return (read - compulsory) / passes; };
       within_lru += std::abs(m.read / lru - 1) <= kGoal;
       within_b += std::abs(m.read / b - 1) <= kGoal;
-      fmt::print("| {} | {} | {} | {:.1f} | {:.1f} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | {:.1f} | "
-                 "{:.3f} | {:.3f} |\n",
-                 m.source, m.heads, m.N, m.read / 1048576, compulsory / 1048576, x(m.read),
-                 lru / 1048576, x(lru), m.read / lru, b / 1048576, x(b), m.read / b);
+      fmt::print(
+          "| {} | {} | {} | {:.1f} | {:.1f} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | {:.1f} | "
+          "{:.3f} | {:.3f} |\n",
+          m.source, m.heads, m.N, m.read / 1048576, compulsory / 1048576, x(m.read), lru / 1048576,
+          x(lru), m.read / lru, b / 1048576, x(b), m.read / b);
       std::fflush(stdout);
     }
     fmt::print("\nReads within 15%: LRU {} of {}, {} {} of {}\n", within_lru, rows.size(),

@@ -39,9 +39,8 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
 }
 
 std::size_t L2Cache::set_of(std::uint64_t key, std::int64_t line) const {
-  const std::uint64_t h =
-      mix64(mix64(mix64(key) ^ static_cast<std::uint64_t>(line)) ^ seed_ ^
-            (static_cast<std::uint64_t>(partition_) << 56));
+  const std::uint64_t h = mix64(mix64(mix64(key) ^ static_cast<std::uint64_t>(line)) ^ seed_ ^
+                                (static_cast<std::uint64_t>(partition_) << 56));
   return static_cast<std::size_t>((static_cast<unsigned __int128>(h) * sets_) >> 64);
 }
 
@@ -90,8 +89,8 @@ void L2Cache::access_lines(int tensor, std::int64_t row0, Bytes bytes, bool writ
     return all_hit;
   };
   const bool hit = once();
-  tell(hit ? L2EventKind::hit : (write ? L2EventKind::allocate : L2EventKind::miss), tensor,
-       row0, bytes, write);
+  tell(hit ? L2EventKind::hit : (write ? L2EventKind::allocate : L2EventKind::miss), tensor, row0,
+       bytes, write);
   if (times < 2) return;
   // The same tile again: a second time settles it (a tile with more lines in a set than the
   // set has ways misses them every time, the rest hit); the others repeat the second.
@@ -205,8 +204,7 @@ void L2Cache::clear() {
 }
 
 bool L2Cache::holds(int tensor, std::int64_t row0) const {
-  if (replacement_ == L2Replacement::sets)
-    return find_line(key_of(tensor, row0), 0) != nullptr;
+  if (replacement_ == L2Replacement::sets) return find_line(key_of(tensor, row0), 0) != nullptr;
   return where_.contains(key_of(tensor, row0));
 }
 

@@ -105,13 +105,13 @@ class L2Cache {
   L2Replacement replacement_;
   std::uint64_t seed_;
   std::uint64_t evictions_ = 0;
-  std::list<Line> lru_;  // front: most recently used
+  std::list<Line> lru_;                              // front: most recently used
   std::vector<std::list<Line>::iterator> resident_;  // every line, in no order: random draws
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;
   const L2Observer* observer_ = nullptr;
-  std::size_t sets_ = 0;       // sets policy: S sets of kL2Ways ways
-  std::vector<Way> ways_;      // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
-  std::uint64_t clock_ = 0;    // line touches so far
+  std::size_t sets_ = 0;                  // sets policy: S sets of kL2Ways ways
+  std::vector<Way> ways_;                 // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
+  std::uint64_t clock_ = 0;               // line touches so far
   mutable std::uint64_t signatures_ = 0;  // signatures given: each one differs
 };
 
