@@ -43,7 +43,9 @@ class L2Cache {
 
   // A read of a tile that this L2 does not hold but another partition does: placed here,
   // clean, copied from there without a DRAM read (L2EventKind::copy). The caller has
-  // checked that it is not resident here and that it fits.
+  // checked that it is not resident here and that it fits. With sets, "held" is judged by
+  // the tile's first line (holds), and every line of it is copied: the other partition's
+  // lost lines, if any, are taken as held (a simplification of the sets policy's grid).
   void copy_in(int tensor, std::int64_t row0, Bytes bytes, std::vector<TensorTraffic>& tensors);
 
   // Whether the tile of that tensor starting at row0 is resident (sets: its first line).
