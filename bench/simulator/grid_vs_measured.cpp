@@ -230,12 +230,12 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   app.add_option("--results", results, "the folder of measured CSVs")->capture_default_str();
   app.add_option("--only", only, "only the CSVs whose file name contains this");
-  app.add_option("--replacement", replacement, "B's L2 replacement: lru or random")
+  app.add_option("--replacement", replacement, "B's L2 replacement: lru, random or sets")
       ->capture_default_str()
-      ->check(CLI::IsMember({"lru", "random"}));
+      ->check(CLI::IsMember({"lru", "random", "sets"}));
   app.add_option("--spread", spreads,
                  "B's block_time_spread values, 0 for lockstep (default: the H200 profile's)");
-  app.add_option("--seed", seed, "the Philox key of drift and random replacement")
+  app.add_option("--seed", seed, "the Philox key of drift and random replacement, the sets' hash")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
@@ -243,8 +243,9 @@ int main(int argc, char** argv) {
     for (const double spread : spreads)  // refused before any row is read or printed
       sim::check({.schedule = spread > 0 ? sim::GridSchedule::drift : sim::GridSchedule::lockstep,
                   .block_time_spread = spread});
-    const auto victims =
-        replacement == "lru" ? sim::L2Replacement::lru : sim::L2Replacement::random;
+    const auto victims = replacement == "lru"      ? sim::L2Replacement::lru
+                         : replacement == "random" ? sim::L2Replacement::random
+                                                   : sim::L2Replacement::sets;
     const std::vector<Measured> rows = read_results(results, only);
     Model model(seed);
     for (const double spread : spreads) print_table(rows, model, victims, spread);

@@ -383,8 +383,7 @@ void check(const GridProblem& p) {
         "block_time_spread = {} with the lockstep schedule, where every block takes the same "
         "time per tile: give schedule drift, or a spread of 0",
         p.block_time_spread));
-  if (p.replacement != L2Replacement::lru && p.replacement != L2Replacement::random)
-    throw cpu::InvalidArgument("an unknown L2 replacement: give lru or random");
+  check(p.replacement);
   if (p.l1_bytes < 0 || p.l1_bytes > kMaxL1)
     throw cpu::InvalidArgument(fmt::format(
         "an L1 of {} bytes: give 0 (K and V bypass it) to {} (the H200's is at most 256 KiB "
@@ -402,14 +401,6 @@ void check(const GridProblem& p) {
     throw cpu::InvalidArgument(
         "the grid model runs N_q = N_k, where causal is top-left: give none or top_left");
   if (p.order) check_order(p);
-}
-
-std::string_view to_string(L2Replacement replacement) {
-  switch (replacement) {
-    case L2Replacement::lru: return "lru";
-    case L2Replacement::random: return "random";
-  }
-  return "unknown";
 }
 
 std::string_view to_string(GridSchedule schedule) {

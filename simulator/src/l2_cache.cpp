@@ -1,6 +1,9 @@
 #include "l2_cache.hpp"
 
 #include "flashlab/cpu/philox.hpp"
+#include "flashlab/cpu/types.hpp"
+
+#include <fmt/format.h>
 
 #include <stdexcept>
 
@@ -12,7 +15,92 @@ constexpr int kRowBits = 40;
 std::uint64_t key_of(int tensor, std::int64_t row) {
   return (static_cast<std::uint64_t>(tensor) << kRowBits) | static_cast<std::uint64_t>(row);
 }
+// SplitMix64's finaliser: a 64-bit mix whose every output bit depends on every input bit.
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
 }  // namespace
+
+L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::uint64_t seed)
+    : capacity_(capacity), partition_(partition), replacement_(replacement), seed_(seed) {
+  check(replacement);
+  if (replacement_ == L2Replacement::sets) {
+    if (capacity_ > kMaxSetsL2Bytes)
+      throw cpu::InvalidArgument(fmt::format(
+          "an L2 of {} bytes in hashed sets: the model keeps a record of every line, give at "
+          "most {} bytes (a GPU's L2 is tens of MiB), or the lru policy",
+          capacity_, kMaxSetsL2Bytes));
+    sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (kL2Ways * kL2LineBytes)));
+    ways_.assign(sets_ * kL2Ways, Way{});
+  }
+}
+
+std::size_t L2Cache::set_of(std::uint64_t key, std::int64_t line) const {
+  const std::uint64_t h = mix64(mix64(mix64(key) ^ static_cast<std::uint64_t>(line)) ^ seed_ ^
+                                (static_cast<std::uint64_t>(partition_) << 56));
+  return static_cast<std::size_t>((static_cast<unsigned __int128>(h) * sets_) >> 64);
+}
+
+const L2Cache::Way* L2Cache::find_line(std::uint64_t key, std::int64_t line) const {
+  const Way* set = &ways_[set_of(key, line) * kL2Ways];
+  for (int w = 0; w < kL2Ways; ++w)
+    if (set[w].tensor >= 0 && set[w].key == key && set[w].line == line) return &set[w];
+  return nullptr;
+}
+
+bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes bytes, bool write,
+                         bool fetch, std::vector<TensorTraffic>& tensors) {
+  const std::uint64_t key = key_of(tensor, row0);
+  Way* set = &ways_[set_of(key, j) * kL2Ways];
+  Way* victim = &set[0];
+  for (int w = 0; w < kL2Ways; ++w) {
+    Way& way = set[w];
+    if (way.tensor >= 0 && way.key == key && way.line == j) {  // a hit
+      way.dirty = way.dirty || write;
+      way.bytes = std::max(way.bytes, bytes);
+      way.used = ++clock_;
+      return true;
+    }
+    // The victim: an empty way if there is one, else the least recently used.
+    if (victim->tensor >= 0 && (way.tensor < 0 || way.used < victim->used)) victim = &way;
+  }
+  if (victim->tensor >= 0) {
+    ++evictions_;
+    if (victim->dirty) tensors[victim->tensor].dram_written += victim->bytes;
+    in_use_ -= victim->bytes;
+  }
+  if (fetch) tensors[tensor].dram_read += bytes;
+  *victim = {key, j, tensor, write, bytes, ++clock_};
+  in_use_ += bytes;
+  return false;
+}
+
+void L2Cache::access_lines(int tensor, std::int64_t row0, Bytes bytes, bool write,
+                           std::vector<TensorTraffic>& tensors, std::int64_t times) {
+  const std::int64_t lines = (bytes + kL2LineBytes - 1) / kL2LineBytes;
+  const auto once = [&] {
+    bool all_hit = true;
+    for (std::int64_t j = 0; j < lines; ++j)
+      all_hit &= touch_line(tensor, row0, j, std::min(kL2LineBytes, bytes - j * kL2LineBytes),
+                            write, /*fetch=*/!write, tensors);
+    return all_hit;
+  };
+  const bool hit = once();
+  tell(hit ? L2EventKind::hit : (write ? L2EventKind::allocate : L2EventKind::miss), tensor, row0,
+       bytes, write);
+  if (times < 2) return;
+  // The same tile again: a second time settles it (a tile with more lines in a set than the
+  // set has ways misses them every time, the rest hit); the others repeat the second.
+  std::vector<TensorTraffic> before = tensors;
+  once();
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    tensors[t].dram_read += (times - 2) * (tensors[t].dram_read - before[t].dram_read);
+    tensors[t].dram_written += (times - 2) * (tensors[t].dram_written - before[t].dram_written);
+  }
+}
 
 void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
                      std::vector<TensorTraffic>& tensors, std::int64_t times) {
@@ -21,6 +109,8 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
     tell(L2EventKind::bypass, tensor, row0, bytes, write);
     return;
   }
+  if (replacement_ == L2Replacement::sets)
+    return access_lines(tensor, row0, bytes, write, tensors, times);
   const std::uint64_t key = key_of(tensor, row0);
   const auto hit = where_.find(key);
   if (hit != where_.end()) {  // move to the front; a write makes it dirty
@@ -42,6 +132,13 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
 
 void L2Cache::copy_in(int tensor, std::int64_t row0, Bytes bytes,
                       std::vector<TensorTraffic>& tensors) {
+  if (replacement_ == L2Replacement::sets) {  // its lines, clean, none read from DRAM
+    for (std::int64_t j = 0; j * kL2LineBytes < bytes; ++j)
+      touch_line(tensor, row0, j, std::min(kL2LineBytes, bytes - j * kL2LineBytes),
+                 /*write=*/false, /*fetch=*/false, tensors);
+    tell(L2EventKind::copy, tensor, row0, bytes, /*write=*/false);
+    return;
+  }
   evict_until_fits(bytes, tensors);
   tell(L2EventKind::copy, tensor, row0, bytes, /*write=*/false);
   place(tensor, row0, bytes, /*dirty=*/false);
@@ -88,6 +185,10 @@ void L2Cache::evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors)
 }
 
 void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
+  for (Way& way : ways_) {
+    if (way.tensor >= 0 && way.dirty) tensors[way.tensor].dram_written += way.bytes;
+    way.dirty = false;
+  }
   for (Line& line : lru_) {
     if (line.dirty) tensors[line.tensor].dram_written += line.bytes;
     line.dirty = false;
@@ -95,6 +196,7 @@ void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
 }
 
 void L2Cache::clear() {
+  ways_.assign(ways_.size(), Way{});
   lru_.clear();
   resident_.clear();
   where_.clear();
@@ -102,16 +204,21 @@ void L2Cache::clear() {
 }
 
 bool L2Cache::holds(int tensor, std::int64_t row0) const {
+  if (replacement_ == L2Replacement::sets) return find_line(key_of(tensor, row0), 0) != nullptr;
   return where_.contains(key_of(tensor, row0));
 }
 
 void L2Cache::add_dirty(std::vector<Bytes>& dirty) const {
+  for (const Way& way : ways_)
+    if (way.tensor >= 0 && way.dirty) dirty[way.tensor] += way.bytes;
   for (const Line& line : lru_)
     if (line.dirty) dirty[line.tensor] += line.bytes;
 }
 
 std::vector<std::int64_t> L2Cache::signature(const std::vector<int>& moving,
                                              std::int64_t origin) const {
+  if (replacement_ == L2Replacement::sets)  // never the same twice
+    return {-1, static_cast<std::int64_t>(++signatures_)};
   std::vector<std::int64_t> out;
   out.reserve(4 * lru_.size());
   for (const Line& line : lru_) {
@@ -123,6 +230,8 @@ std::vector<std::int64_t> L2Cache::signature(const std::vector<int>& moving,
 }
 
 void L2Cache::shift(const std::vector<int>& moving, std::int64_t rows) {
+  if (replacement_ == L2Replacement::sets)
+    throw std::logic_error("an L2 of hashed sets cannot be shifted: its signatures never repeat");
   where_.clear();
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (std::find(moving.begin(), moving.end(), it->tensor) != moving.end()) {

@@ -1,5 +1,5 @@
-// An L2 between HBM and SRAM: least-recently-used tiles (or, for the grid model, a random
-// victim), write-back and write-allocate. It
+// An L2 between HBM and SRAM: least-recently-used tiles (or a random victim, or 128-byte
+// lines in hashed sets with LRU in each: l2_policy.hpp), write-back and write-allocate. It
 // turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM
 // itself (what a GPU's DRAM counters report). Private to simulator/.
 //
@@ -9,6 +9,7 @@
 #pragma once
 
 #include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/l2_policy.hpp"
 #include "flashlab/sim/machine.hpp"
 
 #include <cstdint>
@@ -22,11 +23,11 @@ namespace flashlab::sim::detail {
 class L2Cache {
  public:
   // partition: the number its events carry (grid.hpp's L2 partitions; 0 for the one L2).
-  // replacement: which tile makes room (grid.hpp's L2Replacement); random draws from
-  // Philox4x32-10 keyed by seed, its counter the partition and the evictions so far.
+  // replacement: which tile makes room (l2_policy.hpp); random draws from Philox4x32-10
+  // keyed by seed, its counter the partition and the evictions so far; sets hashes each line
+  // to its set with the seed (and the partition) mixed in.
   explicit L2Cache(Bytes capacity, int partition = 0,
-                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0)
-      : capacity_(capacity), partition_(partition), replacement_(replacement), seed_(seed) {}
+                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0);
 
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
@@ -42,10 +43,12 @@ class L2Cache {
 
   // A read of a tile that this L2 does not hold but another partition does: placed here,
   // clean, copied from there without a DRAM read (L2EventKind::copy). The caller has
-  // checked that it is not resident here and that it fits.
+  // checked that it is not resident here and that it fits. With sets, "held" is judged by
+  // the tile's first line (holds), and every line of it is copied: the other partition's
+  // lost lines, if any, are taken as held (a simplification of the sets policy's grid).
   void copy_in(int tensor, std::int64_t row0, Bytes bytes, std::vector<TensorTraffic>& tensors);
 
-  // Whether the tile of that tensor starting at row0 is resident.
+  // Whether the tile of that tensor starting at row0 is resident (sets: its first line).
   bool holds(int tensor, std::int64_t row0) const;
   Bytes capacity() const { return capacity_; }
 
@@ -60,7 +63,8 @@ class L2Cache {
   // Told of every hit, miss, allocation, eviction and write-back from now on (null: none).
   void set_observer(const L2Observer* observer) { observer_ = observer; }
 
-  // Machine::l2_signature and Machine::shift_l2.
+  // Machine::l2_signature and Machine::shift_l2. With sets no two signatures are equal (the
+  // lines' sets depend on their rows, so a shifted L2 is not the same L2): nothing is skipped.
   std::vector<std::int64_t> signature(const std::vector<int>& moving, std::int64_t origin) const;
   void shift(const std::vector<int>& moving, std::int64_t rows);
 
@@ -74,6 +78,23 @@ class L2Cache {
     std::size_t slot;  // its place in resident_
   };
   void evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors);
+  // The sets policy: a line j of a tile, its set, and one access to it.
+  struct Way {
+    std::uint64_t key = 0;  // the tile's
+    std::int64_t line = 0;  // which of its lines
+    int tensor = -1;        // -1: empty
+    bool dirty = false;
+    Bytes bytes = 0;
+    std::uint64_t used = 0;  // when last touched: the set's LRU order
+  };
+  void access_lines(int tensor, std::int64_t row0, Bytes bytes, bool write,
+                    std::vector<TensorTraffic>& tensors, std::int64_t times);
+  // Touches line j (bytes long) of the tile; returns whether it was resident. A miss places
+  // it (evicting the set's least recently used line), reading it from DRAM when `fetch`.
+  bool touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes bytes, bool write,
+                  bool fetch, std::vector<TensorTraffic>& tensors);
+  std::size_t set_of(std::uint64_t key, std::int64_t line) const;
+  const Way* find_line(std::uint64_t key, std::int64_t line) const;
   std::list<Line>::iterator victim();
   void drop(std::list<Line>::iterator line);
   void place(int tensor, std::int64_t row0, Bytes bytes, bool dirty);
@@ -86,10 +107,14 @@ class L2Cache {
   L2Replacement replacement_;
   std::uint64_t seed_;
   std::uint64_t evictions_ = 0;
-  std::list<Line> lru_;  // front: most recently used
+  std::list<Line> lru_;                              // front: most recently used
   std::vector<std::list<Line>::iterator> resident_;  // every line, in no order: random draws
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;
   const L2Observer* observer_ = nullptr;
+  std::size_t sets_ = 0;                  // sets policy: S sets of kL2Ways ways
+  std::vector<Way> ways_;                 // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
+  std::uint64_t clock_ = 0;               // line touches so far
+  mutable std::uint64_t signatures_ = 0;  // signatures given: each one differs
 };
 
 }  // namespace flashlab::sim::detail

@@ -28,9 +28,12 @@ OpCounts OpCounts::times(std::int64_t k) const {
           cpu::checked_mul(rescale, k, kWhat),      cpu::checked_mul(divide, k, kWhat)};
 }
 
-Machine::Machine(Bytes sram_capacity, Bytes l2_capacity)
+Machine::Machine(Bytes sram_capacity, Bytes l2_capacity, L2Replacement replacement,
+                 std::uint64_t seed)
     : capacity_(sram_capacity),
-      l2_(l2_capacity > 0 ? std::make_unique<detail::L2Cache>(l2_capacity) : nullptr) {}
+      l2_(l2_capacity > 0
+              ? std::make_unique<detail::L2Cache>(l2_capacity, 0, replacement, seed)
+              : nullptr) {}
 
 Machine::~Machine() = default;
 

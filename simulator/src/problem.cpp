@@ -80,6 +80,7 @@ std::vector<Algorithm> parse_algorithms(std::string_view list) {
 }
 
 void check(const Problem& p) {
+  check(p.l2_replacement);
   if (p.N < 1 || p.N > kMaxN)
     throw cpu::InvalidArgument(fmt::format(
         "N = {}: the sequence length must be between 1 and {} (larger counts would overflow "

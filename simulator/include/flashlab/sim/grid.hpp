@@ -14,7 +14,8 @@
 // interleaving of their accesses). A block loads Q_i when it starts and stores O_i and L_i
 // when it ends. Every access goes through one L2 shared by all SMs.
 //
-// The L2: least recently used (or random victims: L2Replacement, below), write-back,
+// The L2: least recently used (or random victims, or lines in hashed sets: L2Replacement,
+// flashlab/sim/l2_policy.hpp), write-back,
 // write-allocate, its entries whole tiles (the unit the blocks move). DRAM moves whole
 // 32-byte sectors: a tile of rows [r0, r0 + rows)
 // of a tensor whose rows are rb bytes occupies sectors floor(r0 rb / 32) .. ceil((r0 +
@@ -22,7 +23,8 @@
 // rows is not a multiple of 32, neighbouring tiles share a sector and each counts it: the
 // model's one over-count, at most 32 bytes per tile boundary. At d = 64 and 128 in bf16
 // every tile is whole sectors.) The real L2 is set-associative and hashed over its slices;
-// this model is fully associative and exact LRU.
+// this model is fully associative and exact LRU by default (the sets policy, an option,
+// models the sets; docs/IO-LEVELS.md says how it fares).
 //
 // Partitions (l2_partitions = P, the hardware profile's figure: 2 on Hopper). The L2 is P
 // separate caches of l2_bytes / P each, and every SM is attached to one of them. Block b
@@ -99,6 +101,7 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/l2_policy.hpp"
 #include "flashlab/sim/machine.hpp"
 
 #include <cstdint>
@@ -113,10 +116,9 @@ namespace flashlab::sim {
 // line is four of them.
 
 // Which tile of a full L2 partition makes room (above): the least recently used (lru, the
-// default, what the lessons teach and the closed forms assume), or any resident tile, each as
-// likely, drawn from Philox4x32-10 keyed by the problem's seed (random).
-enum class L2Replacement { lru, random };
-std::string_view to_string(L2Replacement replacement);
+// default, what the lessons teach and the closed forms assume), any resident tile, each as
+// likely, drawn from Philox4x32-10 keyed by the problem's seed (random), or 128-byte lines in
+// hashed sets, LRU within each (sets): L2Replacement, flashlab/sim/l2_policy.hpp.
 
 // How the resident blocks advance through their KV tiles (above).
 enum class GridSchedule {

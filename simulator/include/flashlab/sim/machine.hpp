@@ -10,6 +10,7 @@
 
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/l2_policy.hpp"
 #include "flashlab/sim/trace.hpp"
 #include "flashlab/sim/warp_store.hpp"
 
@@ -71,7 +72,9 @@ class Machine {
   static constexpr Bytes kUnbounded = std::numeric_limits<Bytes>::max();
 
   // l2_capacity = 0: no L2, the paper's two-level model.
-  explicit Machine(Bytes sram_capacity, Bytes l2_capacity = 0);
+  // An L2 of l2_capacity bytes (0: none) that makes room by `replacement` (l2_policy.hpp).
+  explicit Machine(Bytes sram_capacity, Bytes l2_capacity = 0,
+                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0);
   ~Machine();
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;

@@ -6,8 +6,10 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/options.hpp"
 #include "flashlab/sim/dtype.hpp"
+#include "flashlab/sim/l2_policy.hpp"
 #include "flashlab/sim/warp_store.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +68,11 @@ struct Problem {
   // past it; 0 for the paper's two-level model. With an L2, count-only mode books every
   // step on its own (the L2 must see which rows move), so it is slower at large N.
   Bytes l2_bytes = 0;
+  // How that L2 makes room (l2_policy.hpp): LRU over tiles, the default the closed forms
+  // assume; random victims; or 128-byte lines in hashed sets, LRU within a set. The seed
+  // keys random's draws and the sets' hash.
+  L2Replacement l2_replacement = L2Replacement::lru;
+  std::uint64_t l2_seed = 0;
   // The three-operator kernel as built (Algorithm::naive_kernel; the other programs leave
   // them alone): S lives in HBM in score_dtype and P in weight_dtype (the input dtype when
   // absent); the softmax reads S back score_reads times; each GEMM tiles its output so.
@@ -96,7 +103,8 @@ struct Problem {
 // 1 <= N <= 2^22, 1 <= d <= 2^12, the SRAM and the L2 are at most kMaxCapacityBytes (1 PiB),
 // d <= M (the paper's analysis assumes d <= M <= Nd; below d not even one row of K fits),
 // any given Br, Bc are >= 1, causal and the dtypes hold valid values, 1 <= score_reads <=
-// kMaxScoreReads, the GEMM tiles are >= 0 and softmax_rows_in_flight >= 1.
+// kMaxScoreReads, the GEMM tiles are >= 0, softmax_rows_in_flight >= 1 and l2_replacement is
+// one of l2_policy.hpp's.
 void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.

@@ -1,0 +1,168 @@
+// The naive kernel's DRAM reads beside every run of it measured on the H200: reads the
+// `flashlab compare` CSVs in bench/results (rows of kernel naive with dram_read_measured)
+// and prints, per row, the reads measured and predicted by the kernel's mirror (the three
+// launches each cold, the softmax's resident rows in flight: lessons/gpu_bridge/kernels.cpp)
+// through the default L2 (LRU over tiles) and through an L2 of a policy to choose
+// (l2_policy.hpp: sets, random), with measured / predicted.
+//
+// Each figure is also written as compulsory + x of the re-readable passes: compulsory is
+// what the three launches must read once (Q and K; S once; P and V: the mirror with one row
+// of S in flight, where every later pass hits), the re-readable passes are the softmax's
+// passes after its first, (score_reads - 1) x the bytes of S, and
+//     x = (DRAM read - compulsory) / ((score_reads - 1) S heads),
+// 0 when every later pass hits, 1 when each comes from DRAM again.
+//
+//   ./build/bench/simulator/naive_vs_measured                    # every row, policy sets
+//   ./build/bench/simulator/naive_vs_measured --replacement random --seed 2
+//   ./build/bench/simulator/naive_vs_measured --only naive-transition --n 9216
+#include "gpu_bridge/kernels.hpp"
+
+#include "flashlab/sim/simulate.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace flashlab;
+
+namespace {
+
+constexpr double kGoal = 0.15;  // DRAM bytes within 15%
+
+struct Measured {
+  std::string source;  // the CSV's file name
+  cpu::Index heads = 1, N = 0, d = 0;
+  double read = 0;  // bytes
+};
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out(1);
+  for (const char c : line) {
+    if (c == ',')
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
+}
+
+// The naive rows of the CSVs whose name contains `only` (all: empty), of size N = n (all: 0).
+std::vector<Measured> read_results(const std::filesystem::path& dir, const std::string& only,
+                                   cpu::Index n_only) {
+  if (!std::filesystem::is_directory(dir))
+    throw std::runtime_error("no folder " + dir.string() +
+                             ": give --results the folder of measured CSVs (bench/results)");
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".csv") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<Measured> out;
+  for (const auto& path : files) {
+    if (path.filename().string().find(only) == std::string::npos) continue;
+    std::ifstream in(path);
+    std::string line;
+    if (!std::getline(in, line) || line.find("dram_read_measured") == std::string::npos) continue;
+    const auto header = split(line);
+    const auto col = [&](const char* name) {
+      return std::size_t(std::find(header.begin(), header.end(), name) - header.begin());
+    };
+    const std::size_t kernel = col("kernel"), n = col("N"), d = col("d"), heads = col("heads"),
+                      causal = col("causal"), read = col("dram_read_measured");
+    while (std::getline(in, line)) {
+      const auto f = split(line);
+      if (f.size() <= read || f[kernel] != "naive" || f[causal] != "0" || f[read].empty() ||
+          (n_only > 0 && std::stoll(f[n]) != n_only))
+        continue;
+      out.push_back({path.filename().string(), std::stoll(f[heads]), std::stoll(f[n]),
+                     std::stoll(f[d]), std::stod(f[read])});
+    }
+  }
+  if (out.empty())
+    throw std::runtime_error("no naive row with measured DRAM bytes in " + dir.string() +
+                             (only.empty() ? "" : " whose CSV's name contains " + only) +
+                             (n_only > 0 ? " at N = " + std::to_string(n_only) : ""));
+  return out;
+}
+
+// The mirror's DRAM read, all heads, with the L2's policy and the softmax's rows in flight
+// as given (0: the mirror's own).
+double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t seed,
+               cpu::Index rows_in_flight = 0) {
+  const sim::HardwareProfile& hw = app::target_profile();
+  const sim::Problem asked{.N = m.N,
+                           .d = m.d,
+                           .dtype = sim::DType::bf16,
+                           .sram_bytes = hw.sram_per_sm,
+                           .l2_bytes = hw.l2_bytes};
+  app::KernelMirror mirror = app::kernel_mirror("naive", asked, m.heads);
+  if (!mirror.algorithm)
+    throw std::runtime_error("no mirror of the naive kernel: " + mirror.why_not);
+  mirror.problem.l2_replacement = replacement;
+  mirror.problem.l2_seed = seed;
+  if (rows_in_flight > 0) mirror.problem.softmax_rows_in_flight = rows_in_flight;
+  const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
+  return double(r.dram_read()) * double(m.heads);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "The naive kernel's DRAM reads beside the measured runs: the mirror through an "
+      "LRU L2 (the default) and through an L2 of another policy"};
+  std::string results = "bench/results", replacement = "sets", only;
+  std::uint64_t seed = 1;
+  cpu::Index n_only = 0;
+  app.add_option("--results", results, "the folder of measured CSVs")->capture_default_str();
+  app.add_option("--only", only, "only the CSVs whose file name contains this");
+  app.add_option("--n", n_only, "only the rows of this N (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--replacement", replacement, "the second L2's policy: lru, random or sets")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"lru", "random", "sets"}));
+  app.add_option("--seed", seed, "the key of random's draws and of the sets' hash")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const auto policy = replacement == "lru"      ? sim::L2Replacement::lru
+                        : replacement == "random" ? sim::L2Replacement::random
+                                                  : sim::L2Replacement::sets;
+    const std::vector<Measured> rows = read_results(results, only, n_only);
+    fmt::print(
+        "| csv | heads | N | measured MiB | compulsory | x measured | LRU | x | "
+        "meas / pred | {} | x | meas / pred |\n{}|\n",
+        replacement,
+        std::string("|---").append("|---").append("|---").append("|---").append(
+            "|---|---|---|---|---|---|---|---"));
+    int within_lru = 0, within_b = 0;
+    for (const Measured& m : rows) {
+      const double compulsory = predict(m, sim::L2Replacement::lru, seed, /*rows_in_flight=*/1);
+      const double passes = 2.0 * 4.0 * double(m.N) * double(m.N) * double(m.heads);
+      const double lru = predict(m, sim::L2Replacement::lru, seed);
+      const double b = predict(m, policy, seed);
+      const auto x = [&](double read) { return (read - compulsory) / passes; };
+      within_lru += std::abs(m.read / lru - 1) <= kGoal;
+      within_b += std::abs(m.read / b - 1) <= kGoal;
+      fmt::print(
+          "| {} | {} | {} | {:.1f} | {:.1f} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | {:.1f} | "
+          "{:.3f} | {:.3f} |\n",
+          m.source, m.heads, m.N, m.read / 1048576, compulsory / 1048576, x(m.read), lru / 1048576,
+          x(lru), m.read / lru, b / 1048576, x(b), m.read / b);
+      std::fflush(stdout);
+    }
+    fmt::print("\nReads within 15%: LRU {} of {}, {} {} of {}\n", within_lru, rows.size(),
+               replacement, within_b, rows.size());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "naive_vs_measured: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

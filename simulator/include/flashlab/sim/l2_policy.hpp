@@ -1,0 +1,47 @@
+// Which line of a full L2 makes room, and where a line may live: the policies the simulator's
+// L2 (the programs' one L2, Problem::l2_replacement; the grid model's partitions,
+// GridProblem::replacement) can run, and the geometry the set-associative one takes.
+//
+// lru     Fully associative over the tiles the programs move; the least recently used tile
+//         goes. What the lessons teach and every closed form assumes: a stream that fits the
+//         L2 is all kept, one that does not is all lost, a step.
+// random  Fully associative; any resident tile goes, each as likely (Philox4x32-10 keyed by
+//         the seed). A line survives m misses in an L2 of C lines with probability about
+//         exp(-m / C): no step, but also part of every stream kept, however large.
+// sets    Set-associative, as a hardware L2 is: 128-byte lines (kL2LineBytes, four 32-byte
+//         sectors), kL2Ways lines a set, LRU within a set. A tile is cut into its lines and
+//         each line is placed in a set by a hash of (tensor, tile, line, seed), which stands
+//         for the L2's hashed set index over physical addresses the model does not know: the
+//         lines of a stream of L lines land in S sets as balls in bins, so a set holds about
+//         Poisson(L / S) of them. A set keeps a stream's lines while it holds at most
+//         kL2Ways of them (LRU within it) and loses them all, as LRU does, once it holds
+//         more. With W = kL2Ways, C = S W lines and L = f C, p_k the Poisson(f W)
+//         probabilities, the share of a stream's lines that sit in overfull sets, and so
+//         are re-read when it comes round again, is
+//             sum_{k > W} k p_k / (f W) = P(Poisson(f W) >= W):
+//         0.13% at f = 0.41, 25% at f = 0.82, 53% at f = 1, 97% at f = 1.5 (LRU: 0, 0, 0 and
+//         100%). The L2 holds S W lines, S = floor(its bytes / (W kL2LineBytes)), at least 1.
+#pragma once
+
+#include "flashlab/sim/warp_store.hpp"
+
+#include <string_view>
+
+namespace flashlab::sim {
+
+enum class L2Replacement { lru, random, sets };
+std::string_view to_string(L2Replacement replacement);
+// Throws cpu::InvalidArgument unless it is one of the three above.
+void check(L2Replacement replacement);
+
+// An L2 line: four sectors (Nsight Compute and NVIDIA's CUDA documentation describe the
+// L1 and L2 lines of Volta to Hopper as 128 bytes of four 32-byte sectors).
+inline constexpr Bytes kL2LineBytes = 4 * kSectorBytes;
+// The lines of a set. NVIDIA publishes no associativity; 16 is the figure third-party
+// descriptions give for Volta's L2 (measured there, estimated for later parts). An
+// assumption, not a fact of the H200: the sets policy's spread narrows as 1 / sqrt(kL2Ways).
+inline constexpr int kL2Ways = 16;
+// The largest L2 the sets policy takes (it keeps a record of every line): 1 GiB.
+inline constexpr Bytes kMaxSetsL2Bytes = Bytes{1} << 30;
+
+}  // namespace flashlab::sim
