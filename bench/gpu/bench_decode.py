@@ -11,7 +11,8 @@ default L2 policy for K and V (kv_l2_policy = 0), `evict1st` the same kernel wit
 V copies marked evict-first (decode.h says why that can matter). Times are medians of
 triton.testing.do_bench (which clears the L2 before every run, leaving it dirty), and, in
 the columns marked clean, medians of CUDA events after a clean flush (timing.py says why:
-at short caches the dirty flush's write-back is a tenth of the call).
+at short caches the dirty flush's write-back is a tenth of the call); a point's
+implementations timed in turns, each once in every place of the order.
 """
 import flashlab_ctypes as fl
 import timing
@@ -63,20 +64,21 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
         reference = torch_decode(torch, "cudnn", q, k, v)().float()
     except RuntimeError:  # cuDNN refuses the shape: the flash backend is the reference
         reference = torch_decode(torch, "flash", q, k, v)().float()
-    rows = {}
+    # Every implementation is run once and checked against the reference, then all of them
+    # timed in turns (timing.interleaved_medians, interleaved_clean_medians): none owes its
+    # figure to its place. The paged caches stay in memory until then.
+    fns, diffs, splits_of, kept = {}, {}, {}, []
 
     def record(name, fn, result, splits=""):
         try:
             out = fn()
             torch.cuda.synchronize()
-            diff = ((result if result is not None else out).float() - reference).abs().max().item()
-            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
-            ms_clean = flusher.median_ms(fn)
+            diffs[name] = ((result if result is not None else out).float() -
+                           reference).abs().max().item()
         except RuntimeError as e:
             print(f"  {name}: {e}", flush=True)
             return
-        tbs = lambda t: kv_bytes(B, L) / (t * 1e-3) / 1e12  # noqa: E731
-        rows[name] = (ms, tbs(ms), diff, splits, ms_clean, tbs(ms_clean))
+        fns[name], splits_of[name] = fn, splits
 
     params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse)
     splits = lib.decode_num_splits(params)
@@ -86,7 +88,7 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
                                        kv_l2_policy=fl.DECODE_L2_EVICT_FIRST)
     record("evict1st", lambda: lib.decode(eparams), o, splits)
     lib.decode_check(eparams)
-    del ework
+    kept.append(ework)
     for page_size in PAGE_SIZES:
         if L % page_size:
             continue
@@ -96,15 +98,20 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
         table = order.reshape(B, per_seq)
         pparams, pwork = lib.decode_params(q, pk, pv, o, lens, L, lse=lse, block_table=table,
                                            page_size=page_size)
-        record(f"paged{page_size}", lambda: lib.decode(pparams), o, splits)
+        record(f"paged{page_size}", (lambda pp: lambda: lib.decode(pp))(pparams), o, splits)
         lib.decode_check(pparams)
-        del pk, pv, table, pwork
+        kept.append((pk, pv, table, pwork))
     for backend in TORCH_DECODE_BACKENDS:
         record(backend, torch_decode(torch, backend, q, k, v), None)
+    times = timing.interleaved_medians(do_bench, fns)
+    clean = timing.interleaved_clean_medians(flusher, fns)
+    tb_per_s = lambda t: kv_bytes(B, L) / (t * 1e-3) / 1e12  # noqa: E731
+    rows = {name: (times[name], tb_per_s(times[name]), diffs[name], splits_of[name],
+                   clean[name], tb_per_s(clean[name])) for name in fns}
     for name, (ms, tbs, diff, sp, ms_clean, tbs_clean) in rows.items():
         writer.writerow([B, L, name, sp, f"{ms:.4f}", f"{tbs:.3f}", f"{diff:.3e}",
                          f"{ms_clean:.4f}", f"{tbs_clean:.3f}"])
-    del q, k, v, o, lse, reference, workspace
+    del q, k, v, o, lse, reference, workspace, kept
     torch.cuda.empty_cache()
     return rows
 

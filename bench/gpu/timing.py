@@ -19,6 +19,7 @@ FLUSH_BYTES = 256 << 20  # what triton's do_bench writes to empty the L2
 # milliseconds would hold only a handful of samples. Slow calls (naive, math) cost more so:
 # at least MIN_ROUND_REP_MS per round, rounds as many as the calls timed.
 MIN_ROUND_REP_MS = 10
+MIN_ROUND_CLEAN_REPS = 5  # likewise for CleanFlush's timed calls, counted
 
 
 class CleanFlush:
@@ -47,24 +48,38 @@ class CleanFlush:
         return statistics.median(times)
 
 
-def interleaved_medians(do_bench, fns, rep=100, warmup=25):
+def interleaved(fns, time_round):
     """The median time in ms of each of fns ({name: callable}), timed in turns so that no one
-    of them owes its figure to where it stands in the list.
+    of them owes its figure to where it stands in the list: time_round(fn, rounds) times fn
+    once (its share of the time, a round's) and returns ms.
 
     Why: timed one after the other, the first of several calls reads faster than the same
     call timed next. On the H200 (2026-12-02, bench/gpu/NOTES.md, "fa3's work queue,
     measured") the same fa3 kernel took up to 8% longer timed second or fourth of five than
-    timed first (d = 128, N = 2048 and 4096), the card's clock falling under sustained load. So the calls are timed in as many rounds
-    as there are of them, each round in the order turned by one, so that each call is timed
-    once in every place; each round gives a median of do_bench (warmup and rep, in ms,
-    shared out over the rounds), and the figure is the median of those.
+    timed first (d = 128, N = 2048 and 4096), the card's clock falling under sustained load.
+    So the calls are timed in as many rounds as there are of them, each round in the order
+    turned by one, so that each call is timed once in every place, and the figure is the
+    median of its rounds'.
     """
     names = list(fns)
     rounds = len(names)
     per_round = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r:] + names[:r]:
-            per_round[name].append(
-                do_bench(fns[name], warmup=max(1, warmup // rounds),
-                         rep=max(MIN_ROUND_REP_MS, rep // rounds), return_mode="median"))
+            per_round[name].append(time_round(fns[name], rounds))
     return {name: statistics.median(times) for name, times in per_round.items()}
+
+
+def interleaved_medians(do_bench, fns, rep=100, warmup=25):
+    """interleaved() with do_bench's median as a round's time, its warmup and rep (ms) shared
+    out over the rounds."""
+    return interleaved(fns, lambda fn, rounds: do_bench(
+        fn, warmup=max(1, warmup // rounds), rep=max(MIN_ROUND_REP_MS, rep // rounds),
+        return_mode="median"))
+
+
+def interleaved_clean_medians(flusher, fns, reps=50):
+    """interleaved() with CleanFlush's median as a round's time, its reps shared out over
+    the rounds (at least MIN_ROUND_CLEAN_REPS each)."""
+    return interleaved(fns, lambda fn, rounds: flusher.median_ms(
+        fn, reps=max(MIN_ROUND_CLEAN_REPS, reps // rounds)))

@@ -1,7 +1,7 @@
-"""bench/gpu/timing.py's interleaved_medians without torch or a GPU: every call is timed once
-in every place of the order, and a clock that favours whichever call comes first after a
-pause no longer tells identical calls apart, as it does when they are timed one after the
-other."""
+"""bench/gpu/timing.py's interleaved timing (do_bench's and the clean flush's) without torch
+or a GPU: every call is timed once in every place of the order, and a clock that favours
+whichever call comes first after a pause no longer tells identical calls apart, as it does
+when they are timed one after the other."""
 import os
 import random
 import statistics
@@ -98,6 +98,22 @@ class InterleavedMedians(unittest.TestCase):
             {"a": lambda: None, "b": lambda: None})
         self.assertEqual(times["a"], statistics.median([5.0, 2.0]))
         self.assertEqual(times["b"], statistics.median([1.0, 9.0]))
+
+    def test_the_clean_flush_timed_in_turns_too(self):
+        calls = []
+
+        class FakeFlush:
+            def median_ms(self, fn, reps):
+                calls.append((fn(), reps))
+                return {"a": 2.0, "b": 1.0, "c": 3.0}[calls[-1][0]]
+
+        times = timing.interleaved_clean_medians(FakeFlush(), named(["a", "b", "c"]), reps=60)
+        self.assertEqual(times, {"a": 2.0, "b": 1.0, "c": 3.0})
+        self.assertEqual([n for n, _ in calls], ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
+        self.assertTrue(all(reps == 20 for _, reps in calls))  # 60 shared over 3 rounds
+        calls.clear()
+        timing.interleaved_clean_medians(FakeFlush(), named(["a", "b", "c"]), reps=6)
+        self.assertTrue(all(reps == timing.MIN_ROUND_CLEAN_REPS for _, reps in calls))
 
 
 if __name__ == "__main__":
