@@ -14,6 +14,7 @@
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/profiles.hpp"
+#include "measured_csvs.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -113,17 +114,9 @@ void read_levels(const std::filesystem::path& path, std::vector<Measured>& out) 
 }
 
 std::vector<Measured> read_results(const std::filesystem::path& dir, const std::string& only) {
-  if (!std::filesystem::is_directory(dir))
-    throw std::runtime_error("no folder " + dir.string() +
-                             ": give --results the folder of measured CSVs (bench/results)");
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".csv") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
   std::vector<Measured> out;
-  for (const auto& path : files) {
+  for (const auto& path : bench::measured_csvs(dir, only)) {
     const std::string name = path.filename().string();
-    if (!only.empty() && name.find(only) == std::string::npos) continue;
     const std::string header = lines_of(path).at(0);
     if (header.find("dram_read_measured") != std::string::npos)
       read_compare(path, out);

@@ -16,6 +16,7 @@
 //   ./build/bench/simulator/naive_vs_measured --replacement random --seed 2
 //   ./build/bench/simulator/naive_vs_measured --only naive-transition --n 9216
 #include "gpu_bridge/kernels.hpp"
+#include "measured_csvs.hpp"
 
 #include "flashlab/sim/simulate.hpp"
 
@@ -58,16 +59,8 @@ std::vector<std::string> split(const std::string& line) {
 // The naive rows of the CSVs whose name contains `only` (all: empty), of size N = n (all: 0).
 std::vector<Measured> read_results(const std::filesystem::path& dir, const std::string& only,
                                    cpu::Index n_only) {
-  if (!std::filesystem::is_directory(dir))
-    throw std::runtime_error("no folder " + dir.string() +
-                             ": give --results the folder of measured CSVs (bench/results)");
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".csv") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
   std::vector<Measured> out;
-  for (const auto& path : files) {
-    if (path.filename().string().find(only) == std::string::npos) continue;
+  for (const auto& path : bench::measured_csvs(dir, only)) {
     std::ifstream in(path);
     std::string line;
     if (!std::getline(in, line) || line.find("dram_read_measured") == std::string::npos) continue;
