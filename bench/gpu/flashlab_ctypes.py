@@ -18,7 +18,7 @@ RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 DECODE_L2_AUTO, DECODE_L2_EVICT_NORMAL, DECODE_L2_EVICT_FIRST = 0, 1, 2
 # flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic, work queue
 FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO, FA3_GRID_QUEUE = 0, 1, 2, 3
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 
 class ForwardParams(ctypes.Structure):
@@ -82,13 +82,14 @@ class Fa3Options(ctypes.Structure):
         ("ping_pong", ctypes.c_int32), ("intra_overlap", ctypes.c_int32),
         ("conditional_rescale", ctypes.c_int32), ("rescale_counts", ctypes.c_void_p),
         ("grid", ctypes.c_int32), ("software_exp2", ctypes.c_int32),
+        ("overlap_items", ctypes.c_int32),
     ]
 
     def describe(self):
         return (f"ws={self.warp_specialized} stages={self.stages} "
                 f"ping_pong={self.ping_pong} overlap={self.intra_overlap} "
                 f"conditional={self.conditional_rescale} grid={self.grid} "
-                f"sexp2={self.software_exp2}")
+                f"sexp2={self.software_exp2} items={self.overlap_items}")
 
 
 class KernelInfo(ctypes.Structure):

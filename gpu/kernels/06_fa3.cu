@@ -29,7 +29,9 @@
 //     unit, whose 16 a clock per SM at d = 64 take as long as the matmuls.
 // Each consumer's loop is cut into sections: section 0 computes S_0 and its softmax;
 // section j (1 <= j <= Tc) issues U += W_{j-1} V_{j-1} and, when j < Tc, S_j, then runs the
-// softmax of S_j. The per-tile algebra and its names are fa2's and the CPU reference's:
+// softmax of S_j. In a persistent block the consumers run across work items (switch
+// overlap_items): the last section of an item issues the next item's S_0, whose Q the
+// producer has loaded into a second buffer, so that item starts at its section 1. The per-tile algebra and its names are fa2's and the CPU reference's:
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
 // (W goes from the softmax straight into bf16/fp16 A-operand registers, never over S: S is
@@ -107,25 +109,26 @@ struct TensorMaps {
   hopper::TensorMap o;  // described only where O is staged (Fa3Params::stage_o)
 };
 
-// The SRAM of one block: the barriers, then sQ, then the K ring and the V ring, then sO
-// where O is staged (each consumer's (64, D) after the other's). Every tile is D / 64 slabs
-// of (rows, 64), one after the other.
+// The SRAM of one block: the barriers and the item slots, then the Q buffers, then the K ring
+// and the V ring, then sO where O is staged (each consumer's (64, D) after the other's).
+// Every tile is D / 64 slabs of (rows, 64), one after the other.
+using Barriers = hopper::PipelineBarriers<kMaxStages, fa3::kMaxQBuffers>;
 template <class T, int D>
 struct Sram {
-  hopper::PipelineBarriers<kMaxStages>* bars;
-  int64_t* item;  // the work item whose Q the Q ring's current use holds; -1: none left
-  T* sQ;  // (Br, D)
+  Barriers* bars;
+  int64_t* item;  // per Q buffer: the work item whose Q it holds; -1: none left
+  T* sQ;  // (q_buffers, Br, D)
   T* sK;  // (stages, Bc, D)
   T* sV;  // (stages, Bc, D)
   T* sO;  // (Br, D), where O is staged
-  __device__ __forceinline__ Sram(unsigned char* raw, int stages) {
+  __device__ __forceinline__ Sram(unsigned char* raw, int q_buffers, int stages) {
     const uint32_t pad =
         (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
     unsigned char* base = raw + pad;
-    bars = reinterpret_cast<hopper::PipelineBarriers<kMaxStages>*>(base);
-    item = reinterpret_cast<int64_t*>(base + sizeof(hopper::PipelineBarriers<kMaxStages>));
+    bars = reinterpret_cast<Barriers*>(base);
+    item = reinterpret_cast<int64_t*>(base + sizeof(Barriers));
     sQ = reinterpret_cast<T*>(base + fa3::kBarrierBytes);
-    sK = sQ + Tiles<T, D>::kQElems;
+    sK = sQ + q_buffers * Tiles<T, D>::kQElems;
     sV = sK + stages * Tiles<T, D>::kKVElems;
     sO = sV + stages * Tiles<T, D>::kKVElems;
   }
@@ -136,8 +139,8 @@ struct Sram {
     return sV + index * Tiles<T, D>::kKVElems;
   }
 };
-static_assert(sizeof(hopper::PipelineBarriers<kMaxStages>) % alignof(int64_t) == 0 &&
-              sizeof(hopper::PipelineBarriers<kMaxStages>) + sizeof(int64_t) <= fa3::kBarrierBytes);
+static_assert(sizeof(Barriers) % alignof(int64_t) == 0 &&
+              sizeof(Barriers) + fa3::kMaxQBuffers * sizeof(int64_t) <= fa3::kBarrierBytes);
 
 // How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
 // the block's last row + offset are in every row's future and are never loaded.
@@ -166,12 +169,12 @@ __device__ __forceinline__ WorkTile work_tile(const Problem& p, const fa3::TileO
 // Where a block's rings stand when a work item starts: the item's KV tile j is the K (and
 // V) ring's use kv + j, its Q the Q ring's use q. Each item's tiles continue the rings where
 // the last item left them. Only a use's buffer (n % stages) and parity ((n / stages) % 2)
-// matter, so kv is kept modulo 2 stages and q modulo 2.
+// matter, so kv is kept modulo 2 stages and q modulo 2 Q buffers.
 struct RingUses {
   int kv = 0, q = 0;
-  __device__ __forceinline__ void advance(int Tc, int stages) {
+  __device__ __forceinline__ void advance(int Tc, int stages, int q_buffers) {
     kv = (kv + Tc) % (2 * stages);
-    q ^= 1;
+    q = (q + 1) % (2 * q_buffers);
   }
 };
 
@@ -181,24 +184,26 @@ template <class T, int D>
 struct Loader {
   const TensorMaps* maps;
   Sram<T, D> sram;
+  int q_buffers;
   int stages;
 
-  // Waits until every consumer is done with the Q ring's last use (its item's last S): its
-  // buffer, and the item slot beside it, may then be written for use `use`.
+  // Waits until every consumer is done with the last use of the Q buffer that use `use`
+  // takes (its item's last S): the buffer, and its item slot, may then be written.
   __device__ __forceinline__ void acquire_q(int use) const {
-    sram.bars->q.producer_acquire(Stage(use, 1));
+    sram.bars->q.producer_acquire(Stage(use, q_buffers));
   }
   // Q of work item `item` (w), as the Q ring's use `use`, acquired: the elected lane writes
   // the item to the slot the consumers read it from, then announces Q's bytes on the full
   // barrier, whose phase publishes both (an arrive releases the writes before it).
   __device__ __forceinline__ void load_q(const WorkTile& w, int64_t item, int use) const {
-    const Stage st(use, 1);
+    const Stage st(use, q_buffers);
     if (hopper::elect_one_lane()) {
-      *sram.item = item;
+      sram.item[st.index] = item;
       uint64_t* bar = sram.bars->q.producer_expect(st, Tiles<T, D>::kQBytes);
+      T* sQ = sram.sQ + st.index * Tiles<T, D>::kQElems;
 #pragma unroll
       for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-        hopper::tma_load_4d(sram.sQ + s * kBr * kSlab, &maps->q.map, bar, s * kSlab, w.q0,
+        hopper::tma_load_4d(sQ + s * kBr * kSlab, &maps->q.map, bar, s * kSlab, w.q0,
                             w.h * maps->q.head_step, w.b * maps->q.batch_step);
     }
     __syncwarp();
@@ -206,17 +211,19 @@ struct Loader {
   // No work item left for the block: the slot says so (-1) on the Q ring's use `use`,
   // acquired, and an arrival without bytes completes its phase.
   __device__ __forceinline__ void publish_end(int use) const {
+    const Stage st(use, q_buffers);
     if (hopper::elect_one_lane()) {
-      *sram.item = -1;
-      hopper::mbarrier_arrive(&sram.bars->q.full[Stage(use, 1).index]);
+      sram.item[st.index] = -1;
+      hopper::mbarrier_arrive(&sram.bars->q.full[st.index]);
     }
     __syncwarp();
   }
   // Consumer: the work item of the Q ring's use `use`, once the producer has published it
   // (-1: the block is done).
   __device__ __forceinline__ int64_t wait_item(int use) const {
-    sram.bars->q.consumer_wait(Stage(use, 1));
-    return *static_cast<const volatile int64_t*>(sram.item);
+    const Stage st(use, q_buffers);
+    sram.bars->q.consumer_wait(st);
+    return *static_cast<const volatile int64_t*>(sram.item + st.index);
   }
   // Tile j of the item's K (or V), as its ring's use `use`.
   __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
@@ -462,12 +469,14 @@ struct Switches {
   int stages;
   bool ping_pong;
   RescaleRule rescale;
+  bool overlap_items;  // consumers run across work items, where the kernel can (below)
 };
 
 struct Fa3Params {
   Problem p;
   Switches sw;
   fa3::TileOrder order;  // the work items and the order blocks take them in
+  int q_buffers;         // Q's buffers (fa3::q_buffers): with two, consumers run across items
   unsigned long long* queue;  // the work queue's count of items taken (zeroed), or nullptr:
                               // fixed turns (flashlab_fa3_options.grid)
   bool stage_o;          // O through sO and TMA stores (fa3::stages_o), else from registers
@@ -549,124 +558,150 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const
   }
 }
 
-// One consumer warpgroup's 64 rows of work item w, from the first tile to O. `at`: where
-// the rings stand at the item's start. `issues` is true only without warp specialisation,
-// for the one warp (warp 0 of consumer 0) that then issues the copies.
-template <class T, int D, bool kIntraOverlap, Rescale kRescale, bool kSoftwareExp2>
+// A consumer warpgroup's 64 rows of one work item: the item, where its Q is, and the rows'
+// online-softmax state. Where the rows are, and which of their keys are masked, is worked
+// out from the item where it is needed (registers are scarcest across items, below).
+struct ItemRows {
+  WorkTile w;
+  Stage q_st;  // the item's Q: its buffer in the Q ring, and the phase
+  SoftmaxState state;
+};
+__device__ __forceinline__ ItemRows item_rows(const WorkTile& w, Stage q_st) {
+  return {w, q_st, {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {-INFINITY, -INFINITY}}};
+}
+// The warpgroup's first row, and the thread's row g (its other row is g + 8).
+__device__ __forceinline__ int first_row_of(const WorkTile& w, int consumer) {
+  return w.q0 + consumer * fa3::kRowsPerConsumer;
+}
+__device__ __forceinline__ int row_g_of(int first_row) {
+  const int t = threadIdx.x % kWarpgroupThreads;
+  return first_row + t / kWarpSize * 16 + t % kWarpSize / 4;
+}
+// Bit r: row r's updates are counted, by the quad's lane 0, for rows inside N_q.
+__device__ __forceinline__ unsigned counted_rows(const Problem& p, int row_g) {
+  return threadIdx.x % 4 != 0 ? 0u : unsigned(row_g < p.n_q) | unsigned(row_g + 8 < p.n_q) << 1;
+}
+// Row r's first masked key: N_k, or under the causal mask the key after its diagonal.
+__device__ __forceinline__ int row_key_end(const Problem& p, int row_g, int r) {
+  return p.causal ? min(p.n_k, row_g + 8 * r + p.causal_offset + 1) : p.n_k;
+}
+
+// One consumer warpgroup's 64 rows of each of a block's work items, from `item` on, each from
+// its first tile to O. next_item(item, uses) gives the item after one (-1: none), uses being
+// where the rings stand after it; start_item(item, w, uses) runs before an item that starts on its
+// own (there, without a producer, warp 0 issues its first copies: `issues`).
+// Across work items (`across_items`: a producer, two Q buffers, flashlab_fa3_options.
+// overlap_items): an item's last section issues the next item's S_0 with its own last
+// U += W V, writes O once both have landed, then runs S_0's softmax; the next item goes on
+// from its section 1. So no item has a section of one matmul alone (S_0, or the last
+// U += W V) whose latency nothing else covers.
+template <class T, int D, bool kIntraOverlap, Rescale kRescale, bool kSoftwareExp2, class NextItem,
+          class StartItem>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
-                                        int consumer, const WorkTile& w, const RingUses& at,
-                                        const Loader<T, D>& loader, bool issues) {
+                                        int consumer, const Loader<T, D>& loader, bool issues,
+                                        bool across_items, int64_t item, NextItem next_item,
+                                        StartItem start_item) {
   const Problem& p = params.p;
   const int stages = params.sw.stages;
   const bool ping_pong = params.sw.ping_pong;
-  const int Tc = w.Tc;
   const int t = threadIdx.x % kWarpgroupThreads;
-  const int warp = t / kWarpSize, lane = t % kWarpSize;
-  const int first_row = w.q0 + consumer * fa3::kRowsPerConsumer;
-  const int row_g = first_row + warp * 16 + lane / 4;
+  const int lane = t % kWarpSize;
   const float scale_log2 = p.scale * kLog2e;
-  // The operands' descriptors: sQ's rows of this warpgroup, and buffer 0 of the K and V
-  // rings, which buffer i is i tiles further on from.
-  const uint64_t q_desc =
+  // The operands' descriptors: this warpgroup's rows of Q buffer 0, and buffer 0 of the K
+  // and V rings; buffer i of each is i tiles further on.
+  const uint64_t q_desc0 =
       hopper::descriptor_k_major(sram.sQ + consumer * fa3::kRowsPerConsumer * kSlab);
   const uint64_t k_desc0 = hopper::descriptor_k_major(sram.k_tile(0));
   const uint64_t v_desc0 = hopper::descriptor_mn_major(sram.v_tile(0), kBc);
+  const auto q_desc = [&](Stage q_st) {
+    return hopper::descriptor_plus(q_desc0, q_st.index * Tiles<T, D>::kQBytes);
+  };
   const auto k_desc = [&](int index) {
     return hopper::descriptor_plus(k_desc0, index * Tiles<T, D>::kKVBytes);
   };
   const auto v_desc = [&](int index) {
     return hopper::descriptor_plus(v_desc0, index * Tiles<T, D>::kKVBytes);
   };
+  hopper::Ring<fa3::kMaxQBuffers>& q_ring = sram.bars->q;
   hopper::Ring<kMaxStages>& k_ring = sram.bars->k;
   hopper::Ring<kMaxStages>& v_ring = sram.bars->v;
-  // Q's stage in its one-stage ring; tile 0's in the K and V rings (tile j's is j steps on).
-  const Stage q_st(at.q, 1);
-  Stage k_st(at.kv, stages);
-  // K_j (at stage st) is done with once S_j has landed; Q too, after the item's last S.
-  const auto release_k = [&](Stage st, int j) {
+  // K_j (at stage st) is done with once S_j has landed; the item's Q too, after its last S.
+  const auto release_k = [&](Stage st, const ItemRows& rows, int j) {
     k_ring.consumer_release(st);
-    if (j == Tc - 1) sram.bars->q.consumer_release(q_st);
+    if (j == rows.w.Tc - 1) q_ring.consumer_release(rows.q_st);
   };
-
-  SoftmaxState state = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {-INFINITY, -INFINITY}};
   const RescaleRule& rule = params.sw.rescale;
-  // Bit r: row r's updates are counted, by the quad's lane 0, for rows inside N_q.
-  const unsigned counted = lane % 4 != 0 ? 0u : (row_g < p.n_q) | (row_g + 8 < p.n_q) << 1;
-  // Row r's first masked key: N_k, or under the causal mask the key after its diagonal.
-  int row_key_end[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-    row_key_end[r] = p.causal ? min(p.n_k, row_g + 8 * r + p.causal_offset + 1) : p.n_k;
+
+  RingUses at;           // where the rings stand at the item's start
+  Stage k_st(0, stages);  // the K (and V) ring's stage of the tile the next section reads
+  ItemRows cur = item_rows(work_tile(p, params.order, item), Stage(at.q, params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
   float rS[kSRegs];  // (64, Bc) of S
   // W in T, the A operand of U += W V: W_{j-1} in one, W_j made in the other while
   // U += W_{j-1} V_{j-1} may still run; they trade places every section.
   uint32_t rW[kBc / 16][4];
   uint32_t rW_next[kBc / 16][4];
+  const auto zero_u = [&] {
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
-  // The online softmax of the tile whose first key is k0, masked only where it must be.
-  const auto softmax = [&](int k0, float(&alpha)[2], uint32_t(&rW_out)[kBc / 16][4]) {
+    for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
+  };
+  // The online softmax of the rows' tile whose first key is k0, masked only where it must be.
+  const auto softmax = [&](ItemRows& rows, int k0, float(&alpha)[2],
+                           uint32_t(&rW_out)[kBc / 16][4]) {
+    const int first_row = first_row_of(rows.w, consumer), row_g = row_g_of(first_row);
+    const unsigned counted = kRescale == Rescale::counted ? counted_rows(p, row_g) : 0u;
     if (tile_needs_mask(p, first_row, k0)) {
       const int first_key = k0 + 2 * (lane % 4);
-      const int key_end[2] = {row_key_end[0] - first_key, row_key_end[1] - first_key};
-      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false>(state, rS, key_end, rule, counted,
-                                                                 alpha, rW_out, scale_log2);
+      const int key_end[2] = {row_key_end(p, row_g, 0) - first_key,
+                              row_key_end(p, row_g, 1) - first_key};
+      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false>(rows.state, rS, key_end, rule,
+                                                                 counted, alpha, rW_out, scale_log2);
     } else {
       const int none[2] = {kBc, kBc};
-      online_softmax<T, false, kRescale, kSoftwareExp2>(state, rS, none, rule, counted, alpha,
+      online_softmax<T, false, kRescale, kSoftwareExp2>(rows.state, rS, none, rule, counted, alpha,
                                                         rW_out, scale_log2);
     }
   };
+  // O = U / l and L = m + log l of the rows, once their last U += W V has landed.
+  const auto write_o = [&](const ItemRows& rows) {
+    const int first_row = first_row_of(rows.w, consumer), row_g = row_g_of(first_row);
+    if (kRescale == Rescale::counted) {
+      const int key_end[2] = {row_key_end(p, row_g, 0), row_key_end(p, row_g, 1)};
+      count_updates(key_end, counted_rows(p, row_g), rows.w.Tc, rule.counts);
+    }
+    if (params.stage_o)
+      finalize_staged<T, D>(rows.state, rU, p, loader.maps->o,
+                            sram.sO + consumer * fa3::kRowsPerConsumer * D, rows.w, consumer,
+                            first_row, t, scale_log2);
+    else
+      finalize<T, D>(rows.state, rU, p, rows.w.b, rows.w.h, row_g, lane, scale_log2);
+  };
 
-  sram.bars->q.consumer_wait(q_st);
-  if (Tc == 0) sram.bars->q.consumer_release(q_st);  // no key to read Q against
-  // Ping-pong: consumer 0 goes first; consumer 1 hands it the first turn. Each then waits
-  // Tc + 1 times (sections 0..Tc), and consumer 1 skips its last hand-over, which no one
-  // would wait for.
-  if (ping_pong && consumer == 1 && Tc > 0) pass_turn(1);
-
-  // Section 0: S_0 and its softmax.
-  if (Tc > 0) {
-    k_ring.consumer_wait(k_st);
-    if (ping_pong) wait_turn(consumer);
-    hopper::wgmma_fence();
-    issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
-    if (ping_pong) pass_turn(consumer);
-    hopper::wgmma_wait<0>();
-    hopper::fence_registers(rS);
-    release_k(k_st, 0);
-    if (issues && stages < Tc) loader.load_k(w, at, stages);
-    float alpha[2];  // U is 0: nothing to rescale
-    softmax(0, alpha, rW);
-  }
-
-  // Section j: U += W_{j-1} V_{j-1} (W_{j-1} in rW_prev), and S_j with its softmax into
-  // rW_made while j < Tc.
+  // Section j (1 <= j < Tc): U += W_{j-1} V_{j-1} (W_{j-1} in rW_prev), S_j and its softmax
+  // into rW_made, U rescaled by the softmax's alpha.
   const auto section = [&](int j, const uint32_t(&rW_prev)[kBc / 16][4],
                            uint32_t(&rW_made)[kBc / 16][4]) {
-    const bool has_next = j < Tc;
     const Stage v_st = k_st;  // tile j - 1: the V ring's uses are the K ring's
     k_st = k_st.next(stages);
-    if (has_next) k_ring.consumer_wait(k_st);
+    k_ring.consumer_wait(k_st);
     v_ring.consumer_wait(v_st);
     if (ping_pong) wait_turn(consumer);
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
-      if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
+      issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
       issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
     } else {
       issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
-      if (has_next) issue_scores<T, D>(rS, q_desc, k_desc(k_st.index));
+      issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
     }
-    if (ping_pong && !(consumer == 1 && j == Tc)) pass_turn(consumer);
+    if (ping_pong) pass_turn(consumer);
 
     float alpha[2];
-    if (kIntraOverlap && has_next) {
+    if (kIntraOverlap) {
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
-      release_k(k_st, j);
-      softmax(j * kBc, alpha, rW_made);
+      release_k(k_st, cur, j);
+      softmax(cur, j * kBc, alpha, rW_made);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
@@ -674,34 +709,117 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<0>();
       hopper::fence_registers(rS);
       hopper::fence_registers(rU);
-      if (has_next) release_k(k_st, j);
+      release_k(k_st, cur, j);
       v_ring.consumer_release(v_st);
-      if (has_next) softmax(j * kBc, alpha, rW_made);
+      softmax(cur, j * kBc, alpha, rW_made);
     }
     if (issues) {  // no producer warpgroup: refill the buffers just released
-      if (has_next && j + stages < Tc) loader.load_k(w, at, j + stages);
-      if (j - 1 + stages < Tc) loader.load_v(w, at, j - 1 + stages);
+      if (j + stages < cur.w.Tc) loader.load_k(cur.w, at, j + stages);
+      if (j - 1 + stages < cur.w.Tc) loader.load_v(cur.w, at, j - 1 + stages);
     }
-    if (has_next) {
-      // Under the conditional rule, a warp none of whose rows moved its base has alpha = 1
-      // on every row and skips the multiply (FlashAttention-4's saving).
-      if (!is_conditional(kRescale) || __any_sync(kFullWarp, alpha[0] != 1.0f || alpha[1] != 1.0f))
-        rescale<D>(rU, alpha);
-    }
+    // Under the conditional rule, a warp none of whose rows moved its base has alpha = 1
+    // on every row and skips the multiply (FlashAttention-4's saving).
+    if (!is_conditional(kRescale) || __any_sync(kFullWarp, alpha[0] != 1.0f || alpha[1] != 1.0f))
+      rescale<D>(rU, alpha);
   };
-  // Two sections per turn, the W buffers trading places, so that W_j never has to be
-  // copied into the registers W_{j-1} held (32 moves per tile).
-  for (int j = 1; j <= Tc; j += 2) {
-    section(j, rW, rW_next);
-    if (j + 1 <= Tc) section(j + 1, rW_next, rW);
+  const auto copy_w = [](uint32_t(&to)[kBc / 16][4], const uint32_t(&from)[kBc / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) to[kk][q] = from[kk][q];
+  };
+
+  bool started = false;  // cur's S_0 was issued, and its softmax run, in the last item's end
+  while (true) {
+    const int Tc = cur.w.Tc;
+    if (!started) {
+      // Section 0: S_0 and its softmax, W_0 into rW. Ping-pong: consumer 0 goes first;
+      // consumer 1 hands it the first turn. Each then waits once per section up to the last
+      // one of a run of items that start one another, where consumer 1 skips its
+      // hand-over, which no one would wait for.
+      start_item(item, cur.w, at);
+      q_ring.consumer_wait(cur.q_st);
+      if (Tc == 0) q_ring.consumer_release(cur.q_st);  // no key to read Q against
+      if (ping_pong && consumer == 1 && Tc > 0) pass_turn(1);
+      if (Tc > 0) {
+        k_ring.consumer_wait(k_st);
+        if (ping_pong) wait_turn(consumer);
+        hopper::wgmma_fence();
+        issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
+        if (ping_pong) pass_turn(consumer);
+        hopper::wgmma_wait<0>();
+        hopper::fence_registers(rS);
+        release_k(k_st, cur, 0);
+        if (issues && stages < Tc) loader.load_k(cur.w, at, stages);
+      }
+    } else if (Tc == 1) {
+      q_ring.consumer_release(cur.q_st);  // its one S landed in the last item's last section
+    }
+    if (Tc > 0) {
+      float alpha[2];  // U is 0: nothing to rescale
+      softmax(cur, 0, alpha, rW);
+    }
+    // U = 0 for the item's first U += W V, set only now: from O's writing to here U holds
+    // nothing, and its registers are free for the softmax of S_0.
+    zero_u();
+    // Sections 1 .. Tc - 1, two per turn, the W buffers trading places, so that W_j never
+    // has to be copied into the registers W_{j-1} held (32 moves per tile); W_{Tc-1} is
+    // then moved into rW once for the last section.
+    for (int j = 1; j < Tc; j += 2) {
+      section(j, rW, rW_next);
+      if (j + 1 < Tc) section(j + 1, rW_next, rW);
+    }
+    if (Tc % 2 == 0 && Tc > 0) copy_w(rW, rW_next);
+
+    // Section Tc: the last U += W_{Tc-1} V_{Tc-1}, then O; across items, with the next
+    // item's S_0 issued beside it (its Q is in the other buffer, its K_0 next in the ring)
+    // and its softmax run after O.
+    RingUses after = at;
+    after.advance(Tc, stages, params.q_buffers);
+    int64_t next = -1;
+    bool chain = false;  // the next item's S_0 goes with this section
+    if (across_items) {
+      next = next_item(item, after);
+      chain = Tc > 0 && next >= 0 && work_tile(p, params.order, next).Tc > 0;
+    }
+    if (Tc > 0) {
+      const Stage v_st = k_st;
+      k_st = k_st.next(stages);  // the next item's K_0, where it chains
+      const Stage next_q(after.q, params.q_buffers);
+      if (chain) {
+        q_ring.consumer_wait(next_q);
+        k_ring.consumer_wait(k_st);
+      }
+      v_ring.consumer_wait(v_st);
+      if (ping_pong) wait_turn(consumer);
+      hopper::wgmma_fence();
+      if (kIntraOverlap) {
+        if (chain) issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
+        issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      } else {
+        issue_values<T, D>(rU, rW, v_desc(v_st.index));
+        if (chain) issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
+      }
+      if (ping_pong && (consumer == 0 || chain)) pass_turn(consumer);
+      hopper::wgmma_wait<0>();
+      hopper::fence_registers(rS);
+      hopper::fence_registers(rU);
+      if (chain) k_ring.consumer_release(k_st);
+      v_ring.consumer_release(v_st);
+    }
+    // O, and then (at the loop's top) the next item's softmax of S_0: this item's U and state
+    // are done with before the softmax needs registers, and W_0 goes straight into rW, which
+    // the last U += W V has finished reading. The other consumer's matmuls fill the tensor
+    // cores meanwhile (ping-pong).
+    write_o(cur);
+
+    if (!across_items) next = next_item(item, after);
+    at = after;
+    if (next < 0) return;
+    item = next;
+    cur = item_rows(work_tile(p, params.order, item), Stage(at.q, params.q_buffers));
+    started = chain;
   }
-  if (kRescale == Rescale::counted) count_updates(row_key_end, counted, Tc, rule.counts);
-  if (params.stage_o)
-    finalize_staged<T, D>(state, rU, p, loader.maps->o,
-                          sram.sO + consumer * fa3::kRowsPerConsumer * D, w, consumer, first_row, t,
-                          scale_log2);
-  else
-    finalize<T, D>(state, rU, p, w.b, w.h, row_g, lane, scale_log2);
 }
 
 // A consumer's last TMA stores of O must have read sO before the block's SRAM goes.
@@ -728,11 +846,11 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
   const Problem& p = params.p;
   const fa3::TileOrder& order = params.order;
   const int stages = params.sw.stages;
-  const Sram<T, D> sram(raw_sram, stages);
-  const Loader<T, D> loader{&maps, sram, stages};
+  const Sram<T, D> sram(raw_sram, params.q_buffers, stages);
+  const Loader<T, D> loader{&maps, sram, params.q_buffers, stages};
 
   if (threadIdx.x == 0) {
-    sram.bars->init(stages, kConsumerThreads);
+    sram.bars->init(params.q_buffers, stages, kConsumerThreads);
     hopper::fence_barrier_init();
   }
   __syncthreads();
@@ -741,7 +859,12 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
   // lane: ptxas then knows the role branches below are warp-uniform, which it needs to keep
   // the wgmma of a consumer asynchronous rather than serialise them.
   const int warpgroup = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpgroupThreads, 0);
-  RingUses at;
+  // A block's first item in fixed turns (-1: none), and the one after `item`.
+  const int64_t first_in_turn = blockIdx.x < order.items ? int64_t(blockIdx.x) : -1;
+  const auto next_in_turn = [&](int64_t item) -> int64_t {
+    const int64_t next = fa3::next_in_turn(item, gridDim.x);
+    return next < order.items ? next : -1;
+  };
   if constexpr (kWarpSpecialized) {
     if (warpgroup == 0) {  // the producer
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
@@ -749,13 +872,15 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         hopper::tma_prefetch_map(&maps.q.map);
         hopper::tma_prefetch_map(&maps.k.map);
         hopper::tma_prefetch_map(&maps.v.map);
-        // Each item's Q once the consumers are done with the last one's (its buffer and the
-        // item slot beside it are then free), then its K_j and V_j as far ahead as the rings
-        // allow. The next item is settled as soon as the last of these loads is issued,
-        // before that wait: in fixed turns it is known at once; from the work queue the
-        // block claims it then, some `stages` tiles before its consumers are done with this
-        // one, so that the atomic's round trip to the L2 and the item's indices are worked
-        // out while they finish, not after. It reaches them in the slot, as does the end (-1).
+        // Each item's Q once the consumers are done with the item that last used its buffer
+        // (the buffer and its item slot are then free: with two buffers, the item before
+        // this one's predecessor), then its K_j and V_j as far ahead as the rings allow. The
+        // next item is settled as soon as the last of these loads is issued: in fixed turns
+        // it is known at once; from the work queue the block claims it then, some `stages`
+        // tiles before its consumers are done with this one, so that the atomic's round
+        // trip to the L2 and the item's indices are worked out while they finish, not after.
+        // It reaches them in its Q buffer's slot, as does the end (-1).
+        RingUses at;
         for (int64_t item = blockIdx.x; item < order.items;) {
           const WorkTile w = work_tile(p, order, item);
           loader.acquire_q(at.q);
@@ -764,7 +889,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
             loader.load_k(w, at, j);
             loader.load_v(w, at, j);
           }
-          at.advance(w.Tc, stages);
+          at.advance(w.Tc, stages, params.q_buffers);
           item = params.queue ? take_from_queue(params) : fa3::next_in_turn(item, gridDim.x);
         }
         if (params.queue) {
@@ -775,37 +900,39 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
     } else {
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
       // The consumers' items: their fixed turns, which they know, or the queue's, which they
-      // read from the slot (-1: the end).
-      const auto next = [&](int64_t item) -> int64_t {
-        return params.queue ? loader.wait_item(at.q) : fa3::next_in_turn(item, gridDim.x);
+      // read from the slot of the Q buffer that the item's use takes (-1: the end).
+      const auto next_item = [&](int64_t item, const RingUses& uses) -> int64_t {
+        return params.queue ? loader.wait_item(uses.q) : next_in_turn(item);
       };
-      for (int64_t item = params.queue ? loader.wait_item(at.q) : int64_t(blockIdx.x);
-           item >= 0 && item < order.items; item = next(item)) {
-        const WorkTile w = work_tile(p, order, item);
-        consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(params, sram, warpgroup - 1, w, at,
-                                                              loader, false);
-        at.advance(w.Tc, stages);
-      }
+      // Across work items where the switch asks for it and the SRAM holds a second Q buffer;
+      // not under the conditional rule, whose registers at d = 128 do not stretch to it
+      // (ptxas spills).
+      const bool across_items = kRescale == Rescale::standard && params.sw.overlap_items &&
+                                params.q_buffers == fa3::kMaxQBuffers;
+      const int64_t first = params.queue ? loader.wait_item(0) : first_in_turn;
+      if (first >= 0)
+        consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
+            params, sram, warpgroup - 1, loader, /*issues=*/false, across_items, first, next_item,
+            [](int64_t, const WorkTile&, const RingUses&) {});
       finish_o_stores(params);
     }
   } else {
     // No producer: warp 0 issues each item's Q and first `stages` tiles at its start, and
-    // each later tile as soon as its buffer is released (in consume).
+    // each later tile as soon as its buffer is released (in consume); items start on their own.
     const bool issues = __shfl_sync(kFullWarp, int(threadIdx.x) / kWarpSize, 0) == 0;
-    for (int64_t item = blockIdx.x; item < order.items; item += gridDim.x) {
-      const WorkTile w = work_tile(p, order, item);
-      if (issues) {
-        loader.acquire_q(at.q);
-        loader.load_q(w, item, at.q);
-        for (int j = 0; j < min(stages, w.Tc); ++j) {
-          loader.load_k(w, at, j);
-          loader.load_v(w, at, j);
-        }
+    const auto start_item = [&](int64_t item, const WorkTile& w, const RingUses& at) {
+      if (!issues) return;
+      loader.acquire_q(at.q);
+      loader.load_q(w, item, at.q);
+      for (int j = 0; j < min(stages, w.Tc); ++j) {
+        loader.load_k(w, at, j);
+        loader.load_v(w, at, j);
       }
-      consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(params, sram, warpgroup, w, at, loader,
-                                                            issues);
-      at.advance(w.Tc, stages);
-    }
+    };
+    if (first_in_turn >= 0)
+      consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
+          params, sram, warpgroup, loader, issues, /*across_items=*/false, first_in_turn,
+          [&](int64_t item, const RingUses&) { return next_in_turn(item); }, start_item);
     finish_o_stores(params);
   }
 }
@@ -878,8 +1005,9 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
                         "fa3 work queue");
   }
   const Fa3Params params{p,
-                         {options.stages, options.ping_pong != 0, rule},
+                         {options.stages, options.ping_pong != 0, rule, options.overlap_items != 0},
                          order,
+                         fa3::q_buffers(D, dtype, options.stages),
                          queue ? static_cast<unsigned long long*>(queue->get()) : nullptr,
                          stage_o};
   const auto blocks =

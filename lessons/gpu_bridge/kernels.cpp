@@ -152,6 +152,7 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                               .Bc = info.config.Bc,
                               .consumers = k::kConsumerWarpgroups,
                               .stages = stages,
+                              .q_buffers = k::q_buffers(d, c_dtype(dtype), int(stages)),
                               .warp_specialized = info.config.threads == k::threads(true),
                               .threads = info.config.threads,
                               .align_slack = k::kSwizzleAtom,

@@ -110,6 +110,7 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check_size("Br", f.Br, 1, kMaxTile);
   check_size("Bc", f.Bc, 1, kMaxTile);
   check_size("stages", f.stages, 1, kMaxStages);
+  check_size("q_buffers", f.q_buffers, 1, kMaxStages);
   check_size("consumers", f.consumers, 1, f.Br);
   check_size("align_slack", f.align_slack, 0, kMaxOverhead);
   check_size("barrier_bytes", f.barrier_bytes, 0, kMaxOverhead);
@@ -173,8 +174,8 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   r.ops.divide = cpu::checked_product({blocks, Br, d}, "the divides");
 
   r.launches.push_back({"fa3", blocks, Hq * sums.working, f.threads});
-  r.peak_sram = f.align_slack + Br * d * b + f.stages * 2 * Bc * d * b + f.barrier_bytes +
-                (f.stages_o ? Br * d * b : 0);
+  r.peak_sram = f.align_slack + f.q_buffers * Br * d * b + f.stages * 2 * Bc * d * b +
+                f.barrier_bytes + (f.stages_o ? Br * d * b : 0);
   return r;
 }
 

@@ -230,7 +230,8 @@ std::string Case::describe() const {
                     " intra_overlap=" + std::to_string(fa3->intra_overlap) +
                     " conditional_rescale=" + std::to_string(fa3->conditional_rescale) +
                     " grid=" + std::to_string(fa3->grid) +
-                    " software_exp2=" + std::to_string(fa3->software_exp2) + "}"
+                    " software_exp2=" + std::to_string(fa3->software_exp2) +
+                    " overlap_items=" + std::to_string(fa3->overlap_items) + "}"
               : "");
 }
 

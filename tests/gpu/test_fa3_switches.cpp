@@ -72,7 +72,8 @@ std::vector<flashlab_fa3_options> every_combination() {
       for (int ping_pong : {0, 1})
         for (int overlap : {0, 1})
           out.push_back({ws, stages, ping_pong, overlap, /*conditional_rescale=*/0, nullptr,
-                         FLASHLAB_FA3_GRID_PER_TILE, /*software_exp2=*/0});
+                         FLASHLAB_FA3_GRID_PER_TILE, /*software_exp2=*/0,
+                         /*overlap_items=*/1});
   return out;
 }
 
@@ -166,7 +167,9 @@ TEST_CASE("fa3: the persistent grid under the conditional rule, counting or not"
 TEST_CASE(
     "sanitizer: fa3's persistent grid, blocks taking several items (compute-sanitizer runs it)") {
   // 12 heads x 12 query tiles = 144 items, a few more than an H200's 132 SMs, so some blocks
-  // take two items; two KV tiles each, to keep the sanitizers' run short.
+  // take two items, the consumers running from one into the next (overlap_items, on by
+  // default: the second Q buffer and its item slot); two KV tiles each, to keep the
+  // sanitizers' run short, and none at all for the first rows under the bottom-right mask.
   // The work queue likewise: its counter, and the item slot the producer hands items in.
   for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
     for (int d : {64, 128})
@@ -175,6 +178,32 @@ TEST_CASE(
         o.grid = grid;
         expect_matches_reference(grid_case({1, 12, 3, 1500, 203}, FLASHLAB_BF16, d, causal, o));
       }
+}
+
+TEST_CASE("fa3: running across work items changes no bit (overlap_items, persistent and queue)") {
+  // The consumers start an item under the last one's end or after it: every item computes
+  // the same thing in the same order either way, so O and L must agree to the bit, at every
+  // stage count (3 stages at d = 128 have one Q buffer and never run across), with items
+  // of no KV tile (bottom-right, N_q > N_k) between the others, and ping-pong on and off.
+  for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
+    for (int d : {64, 128})
+      for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
+        for (flashlab_causal causal :
+             {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
+          flashlab_fa3_options o = fa3_defaults();
+          REQUIRE(o.overlap_items == 1);
+          o.grid = grid;
+          o.stages = stages;
+          o.ping_pong = stages % 2;  // off at 2 stages, on at 1 and 3
+          Case c = many_items(causal, d, o);
+          expect_matches_reference(c);
+          const uint64_t seed = fresh_seed();
+          const auto across = run_repeated(c, seed, 1);
+          c.fa3->overlap_items = 0;
+          const auto apart = run_repeated(c, seed, 1);
+          INFO(c.describe(), " seed=", seed);
+          CHECK(same_bits(across[0], apart[0]));
+        }
 }
 
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
@@ -287,6 +316,25 @@ TEST_CASE("fa3: software_exp2's option is checked") {
     CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_UNSUPPORTED);
     CHECK(message.find("software_exp2 = 1 is compiled with warp_specialized = 1, intra_overlap "
                        "= 1 and conditional_rescale = 0 only") != std::string::npos);
+  }
+}
+
+TEST_CASE("fa3: overlap_items's option is checked") {
+  CHECK(fa3_defaults().overlap_items == 1);
+  const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
+  std::string message;
+  for (int value : {0, 1}) {
+    flashlab_fa3_options o = fa3_defaults();
+    o.overlap_items = value;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_OK);
+    CHECK(message.empty());
+  }
+  for (int bad : {-1, 2}) {
+    flashlab_fa3_options o = fa3_defaults();
+    o.overlap_items = bad;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(message.find("overlap_items = " + std::to_string(bad)) != std::string::npos);
+    CHECK(message.find("must be 0 (off) or 1 (on)") != std::string::npos);
   }
 }
 

@@ -147,6 +147,15 @@ TEST_CASE("fa3 mirror: GQA shares K and V in HBM, not on chip; stages change SRA
   const PassReport three = count_fa3_kernel(s, facts(3, DType::bf16));
   CHECK(one.bytes_total() == three.bytes_total());
   CHECK(three.peak_sram - one.peak_sram == 2 * (2 * 128 * 128 * 2));
+  // A second Q buffer (consumers running across work items) is one more (Br, d) tile of
+  // SRAM and moves no byte: each item's Q is still loaded once.
+  Fa3KernelFacts two_q = facts(2, DType::bf16);
+  two_q.q_buffers = 2;
+  const PassReport across = count_fa3_kernel(s, two_q);
+  const PassReport apart = count_fa3_kernel(s, facts(2, DType::bf16));
+  CHECK(across.bytes_total() == apart.bytes_total());
+  CHECK(across.tensor("Q").read == apart.tensor("Q").read);
+  CHECK(across.peak_sram - apart.peak_sram == 128 * 128 * 2);
 }
 
 TEST_CASE("fa3 mirror: a shape or facts it cannot take is refused with the reason") {
@@ -161,6 +170,10 @@ TEST_CASE("fa3 mirror: a shape or facts it cannot take is refused with the reaso
                        doctest::Contains("N_q = 0 is out of range"), cpu::InvalidArgument);
   Fa3KernelFacts f = facts(0, DType::bf16);
   CHECK_THROWS_WITH_AS(count_fa3_kernel(ok, f), doctest::Contains("stages = 0"),
+                       cpu::InvalidArgument);
+  f = facts(2, DType::bf16);
+  f.q_buffers = 0;
+  CHECK_THROWS_WITH_AS(count_fa3_kernel(ok, f), doctest::Contains("q_buffers = 0"),
                        cpu::InvalidArgument);
   f = facts(2, DType::bf16);
   f.consumers = 3;

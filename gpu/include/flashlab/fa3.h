@@ -43,6 +43,16 @@ typedef struct flashlab_fa3_options {
                                0: every one on the special-function unit. Compiled with
                                warp_specialized = 1, intra_overlap = 1 and
                                conditional_rescale = 0 only. Default 0. */
+  int32_t overlap_items;    /* 1: a persistent block's consumers run from one work item into
+                               the next: the item's last U += W V is issued together with
+                               the next item's S_0 = Q K_0^T (its Q already in a second SRAM
+                               buffer), whose softmax runs once this item's O is written, so
+                               an item's first and last steps overlap as the others do;
+                               0: each item starts on its own after the last one's O. The
+                               same bits either way. It takes effect with
+                               warp_specialized = 1, conditional_rescale = 0 and a second Q
+                               buffer in SRAM (every setting but stages = 3 at d = 128);
+                               elsewhere items run one after the other. Default 1. */
 } flashlab_fa3_options;
 
 /* flashlab_fa3_options.grid. The order of the tiles is the same in every case

@@ -11,9 +11,10 @@
 // phase to wait for has parity (j / stages) % 2. The producer's first pass over a ring
 // waits on the empty barriers with the opposite parity, which an mbarrier counts as the
 // phase just before its first one and reports complete: the buffers start out free.
-// Q has a ring of its own with one stage: the producer loads a work item's Q tile into the one
-// buffer once every consumer has released the last item's (its last S = Q K^T has landed),
-// so in a persistent block the next item's Q comes in under this item's last U += W V.
+// Q has a ring of its own, of one or two buffers (fa3::q_buffers): the producer loads a work
+// item's Q tile into a buffer once every consumer has released the item's that used it last
+// (whose last S = Q K^T has landed). With two, a persistent block's next item's Q comes in
+// while the consumers still work on this one, in time for them to start on it early.
 #pragma once
 
 #include "mbarrier.cuh"
@@ -40,6 +41,7 @@ __device__ __forceinline__ bool elect_one_lane() {
 struct Stage {
   int index;        // the buffer: j % stages
   uint32_t parity;  // (j / stages) % 2
+  Stage() = default;
   __device__ __forceinline__ Stage(int j, int stages)
       : index(j % stages), parity(uint32_t(j / stages) & 1u) {}
   // Tile j + 1's stage, without the division: the next buffer, and the parity flipped when
@@ -87,13 +89,13 @@ struct Ring {
 };
 
 // Every barrier of the forward kernel.
-template <int kMaxStages>
+template <int kMaxStages, int kMaxQBuffers>
 struct PipelineBarriers {
-  Ring<1> q;
+  Ring<kMaxQBuffers> q;
   Ring<kMaxStages> k, v;
 
-  __device__ __forceinline__ void init(int stages, uint32_t consumer_threads) {
-    q.init(1, consumer_threads);
+  __device__ __forceinline__ void init(int q_buffers, int stages, uint32_t consumer_threads) {
+    q.init(q_buffers, consumer_threads);
     k.init(stages, consumer_threads);
     v.init(stages, consumer_threads);
   }

@@ -543,9 +543,9 @@ inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 constexpr int threads(bool warp_specialized) {
   return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
 }
-// The barriers, sQ (Br, d), then stages x (sK (Bc, d), sV (Bc, d)), then sO (Br, d) where
-// O is staged (below); 1024 bytes of slack so the kernel can round the dynamic SRAM base up
-// to the swizzle atom.
+// The barriers, sQ (q_buffers x (Br, d), below), then stages x (sK (Bc, d), sV (Bc, d)),
+// then sO (Br, d) where O is staged (below); 1024 bytes of slack so the kernel can round the
+// dynamic SRAM base up to the swizzle atom. ring_sram_bytes counts one Q buffer.
 constexpr int64_t tile_bytes(int64_t rows, int64_t d, flashlab_dtype dtype) {
   return rows * d * dtype_bytes(dtype);
 }
@@ -562,15 +562,32 @@ inline constexpr int64_t kMaxSramPerBlock = 232448;  // H200, with the opt-in at
 constexpr bool stages_o(int64_t d, flashlab_dtype dtype, int stages) {
   return ring_sram_bytes(d, dtype, stages) + tile_bytes(kBr, d, dtype) <= kMaxSramPerBlock;
 }
+// Q's buffers. Two where a second Q tile fits beside the ring and sO: the producer loads the
+// next work item's Q while the consumers still read this one's, and the consumers issue the
+// next item's S_0 = Q K_0^T under this item's last U += W V (06_fa3.cu, "across work items":
+// the item's first and last sections then overlap as every other section does). Every
+// setting but 3 stages at d = 128 (224 KiB of ring and no sO), which keeps one.
+inline constexpr int kMaxQBuffers = 2;
+constexpr int q_buffers(int64_t d, flashlab_dtype dtype, int stages) {
+  const int64_t o = stages_o(d, dtype, stages) ? tile_bytes(kBr, d, dtype) : 0;
+  return ring_sram_bytes(d, dtype, stages) + o + tile_bytes(kBr, d, dtype) <= kMaxSramPerBlock
+             ? kMaxQBuffers
+             : 1;
+}
 constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
   return ring_sram_bytes(d, dtype, stages) +
-         (stages_o(d, dtype, stages) ? tile_bytes(kBr, d, dtype) : 0);
+         (stages_o(d, dtype, stages) ? tile_bytes(kBr, d, dtype) : 0) +
+         (q_buffers(d, dtype, stages) - 1) * tile_bytes(kBr, d, dtype);
 }
 static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
               "three stages of d = 128 fit an H200 block");
 static_assert(stages_o(128, FLASHLAB_BF16, kDefaultStages) &&
                   stages_o(64, FLASHLAB_BF16, kMaxStages),
               "the default stages at d = 128, and every setting at d = 64, stage O");
+static_assert(q_buffers(128, FLASHLAB_BF16, kDefaultStages) == kMaxQBuffers &&
+                  q_buffers(64, FLASHLAB_BF16, kMaxStages) == kMaxQBuffers &&
+                  q_buffers(128, FLASHLAB_BF16, kMaxStages) == 1,
+              "two Q buffers at the default stages and at d = 64; one at 3 stages of d = 128");
 constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   KernelConfig c;
   c.Br = kBr;

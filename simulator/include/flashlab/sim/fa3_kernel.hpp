@@ -34,6 +34,8 @@ struct Fa3KernelFacts {
   cpu::Index Bc = 128;           // keys per K and V tile
   cpu::Index consumers = 2;      // consumer warpgroups, Br / consumers rows each
   cpu::Index stages = 2;         // K and V buffers in the ring
+  cpu::Index q_buffers = 1;      // Q tiles in SRAM: with two, a persistent block's consumers
+                                 // start an item under the last one's end (moves no byte)
   bool warp_specialized = true;  // a producer warpgroup issues the copies (reported; ping-pong
                                  // and intra-warpgroup overlap reorder work and move no byte)
   int threads = 0;               // per block (reported, not counted)
@@ -50,7 +52,8 @@ struct Fa3KernelFacts {
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
 // size is >= 1 (N up to 2^22, d up to 2^12, batch x heads_q up to 2^20), heads_kv divides
-// heads_q, Br, Bc, stages >= 1, consumers divides Br, and the SRAM overheads are >= 0.
+// heads_q, Br, Bc, stages, q_buffers >= 1, consumers divides Br, and the SRAM overheads
+// are >= 0.
 void check(const Fa3Shape& shape, const Fa3KernelFacts& facts);
 
 // The grid walked query tile by query tile in closed form per tile: microseconds at any N.
