@@ -42,8 +42,7 @@ struct DecodePaged {
 inline constexpr Source kDecodePagedSource{
     "bench/RESULTS.md, run of 2026-12-02 (second), Decode in turns "
     "(results/2026-12-02-h200-decode-turns.csv)",
-    "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1",
-    "triton.testing.do_bench medians, the layouts timed in turns"};
+    "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1", "triton.testing.do_bench medians"};
 inline constexpr std::array kDecodePaged = {
     DecodePaged{8, 4096, 2.683, 2.675, 2.680},
     DecodePaged{8, 32768, 4.171, 4.102, 4.127},
