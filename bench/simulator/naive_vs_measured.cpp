@@ -15,6 +15,7 @@
 //   ./build/bench/simulator/naive_vs_measured                    # every row, policy sets
 //   ./build/bench/simulator/naive_vs_measured --replacement random --seed 2
 //   ./build/bench/simulator/naive_vs_measured --only naive-transition --n 9216
+//   ./build/bench/simulator/naive_vs_measured --only naive-onset      # N = 5120 .. 8192
 #include "gpu_bridge/kernels.hpp"
 #include "measured_csvs.hpp"
 

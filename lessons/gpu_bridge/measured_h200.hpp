@@ -40,13 +40,13 @@ struct DecodePaged {
   double contiguous, paged64, paged256;
 };
 inline constexpr Source kDecodePagedSource{
-    "bench/RESULTS.md, run of 2026-12-01 (sixth), Decode, run 2 "
-    "(results/2026-12-01-h200-decode-pdl-r2.csv)",
+    "bench/RESULTS.md, run of 2026-12-02 (second), Decode in turns "
+    "(results/2026-12-02-h200-decode-turns.csv)",
     "bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1", "triton.testing.do_bench medians"};
 inline constexpr std::array kDecodePaged = {
-    DecodePaged{8, 4096, 2.69, 2.67, 2.68},
-    DecodePaged{8, 32768, 4.17, 4.11, 4.13},
-    DecodePaged{8, 131072, 4.45, 4.36, 4.38},
+    DecodePaged{8, 4096, 2.683, 2.675, 2.680},
+    DecodePaged{8, 32768, 4.171, 4.102, 4.127},
+    DecodePaged{8, 131072, 4.423, 4.369, 4.381},
 };
 
 // The output tiles cuBLAS chose for the naive kernel's two GEMMs (01_naive.cu,

@@ -521,14 +521,15 @@ static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole 
 // their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
 inline constexpr int64_t kAutoPersistentMaxTiles = 64;
 // Under the causal mask FLASHLAB_FA3_GRID_AUTO takes the work queue where a head has at least
-// this many query tiles (N_q >= 1024 at Br = 128). Measured on the H200 (2026-12-02, median
-// of three runs, bench/results/2026-12-02-h200-fa3-grids.csv), the queue over the persistent
-// turns, causal, N = 512 .. 16384: d = 128 0.998 1.035 1.017 1.043 1.052 1.153; d = 64 0.980
-// 0.999 1.014 1.020 1.037 1.024 (against one block per tile at N = 16384, the old default
-// there: 1.005 and 1.004). Provisional: the queue was timed after the turns, and a call's
-// place in that order moved the same kernel by up to 8% (bench/gpu/NOTES.md), which covers
-// the 2% it lost at N = 512, d = 64, where the KV-tile count gives it +2.5%; to be timed in
-// turns (bench.py now does) before it moves.
+// this many query tiles (N_q >= 1024 at Br = 128). Measured on the H200 with each shape's
+// implementations timed in turns (2026-12-02, bench/results/2026-12-02-h200-fa3-grids-turns.csv,
+// one run, where the same kernel on the same grid timed twice agreed within 0.990x to 1.022x),
+// the queue over the persistent turns, causal, N = 512 .. 16384: d = 128 1.005 1.031 1.012
+// 1.039 1.043 1.150; d = 64 0.980 1.001 1.011 1.040 1.041 1.036 (over one block per tile at
+// N = 16384, the old default there: 1.019 and 1.015). At 4 tiles a head the queue loses 2% at
+// d = 64, as it did when timed after the turns (-fa3-grids.csv, three runs), though the
+// KV-tile count gives it +2.5%, and is level at d = 128; from 8 it is level or ahead at every
+// point.
 inline constexpr int64_t kAutoQueueMinTiles = 8;
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half. Measured
