@@ -13,6 +13,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --lib ... --ablation --ablation-d 64 --csv ablation64.csv   # the same at d = 64
   python3 bench.py --lib ... --impls fa3 fa3-persistent fa3-queue fa3-per-tile cudnn   # fa3's grids
   python3 bench.py --lib ... --impls fa3 fa3-sexp2 cudnn            # software exponentials
+  python3 bench.py --lib ... --impls fa3 fa3-apart cudnn            # items started on their own
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
@@ -70,12 +71,14 @@ def torch_call(torch, backend, q, k, v, causal):
 
 # fa3 with one switch (flashlab/fa3.h) moved from its default, beside "fa3" (the library's
 # defaults), so that both are timed in the same run: on one grid each (flashlab_fa3_grid),
-# persistent in fixed turns, from a work queue, and one block per tile; and with
-# FlashAttention-4's software exponentials.
+# persistent in fixed turns, from a work queue, and one block per tile; with
+# FlashAttention-4's software exponentials; and with each work item started on its own
+# (overlap_items = 0) rather than under the last one's end.
 FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-queue": dict(grid=fl.FA3_GRID_QUEUE),
                 "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),
-                "fa3-sexp2": dict(software_exp2=1)}
+                "fa3-sexp2": dict(software_exp2=1),
+                "fa3-apart": dict(overlap_items=0)}
 
 
 def is_flashlab(impl):
@@ -142,7 +145,8 @@ def print_summary(summary):
     print("\nTFLOP/s (bf16, H = 2048/d, B = 16384/N); ratio = kernel / backend")
     print(f"{'d':>4} {'causal':>6} {'N':>6} | {'fa3':>6} {'fa2':>6} {'naive':>6} {'scalar':>6} | "
           f"{'flash':>6} {'cudnn':>6} {'effic':>6} {'math':>6} | {'fa2/fl':>6} {'fa2/cd':>6}"
-          f" {'fa3/cd':>6} | {'pers/cd':>7} {'queue/cd':>8} {'tile/cd':>7} {'sexp2/cd':>8} | "
+          f" {'fa3/cd':>6} | {'pers/cd':>7} {'queue/cd':>8} {'tile/cd':>7} {'sexp2/cd':>8}"
+          f" {'apart/cd':>8} | "
           f"max|diff| vs cudnn: fa2, fa3, fa3-sexp2")
     for (d, causal, N), rows in summary:
         t = {k: v[1] for k, v in rows.items()}
@@ -154,7 +158,7 @@ def print_summary(summary):
               f"{cell('math')} | {ratio('fa2', 'flash')} {ratio('fa2', 'cudnn')} "
               f"{ratio('fa3', 'cudnn')} | {ratio('fa3-persistent', 'cudnn'):>7} "
               f"{ratio('fa3-queue', 'cudnn'):>8} {ratio('fa3-per-tile', 'cudnn'):>7} "
-              f"{ratio('fa3-sexp2', 'cudnn'):>8} | "
+              f"{ratio('fa3-sexp2', 'cudnn'):>8} {ratio('fa3-apart', 'cudnn'):>8} | "
               f"{diff('fa2')}, {diff('fa3')}, {diff('fa3-sexp2')}")
 
 
@@ -167,10 +171,13 @@ def ablation_options(fl_lib):
     everything off: the FlashAttention-3 ablation, one idea at a time."""
     default = fl_lib.fa3_default_options()
     fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap", "conditional_rescale",
-              "grid", "software_exp2")
+              "grid", "software_exp2", "overlap_items")
     def variant(**changes):
         return fl.Fa3Options(**{f: changes.get(f, getattr(default, f)) for f in fields})
+    # The conditional rule's kernels run items one after the other whatever overlap_items
+    # says (fa3.h): its row is to be read against the overlap_items = 0 row as well.
     out = [variant(), variant(conditional_rescale=1 - default.conditional_rescale)]
+    out += [variant(overlap_items=1 - default.overlap_items)]
     # The software exponentials are compiled without the conditional rule: moved alone.
     out += [variant(software_exp2=1 - default.software_exp2, conditional_rescale=0)]
     out += [variant(grid=g)
@@ -210,7 +217,7 @@ def run_ablation(args):
         writer.writerow(["d", "causal", "N", "B", "H", "impl", "warp_specialized", "stages",
                          "ping_pong", "intra_overlap", "conditional_rescale", "ms", "tflops",
                          "ratio_to_cudnn", "max_abs_diff_vs_cudnn", "rescaled", "skipped",
-                         "grid", "software_exp2"])
+                         "grid", "software_exp2", "overlap_items"])
         for causal in (False, True):
             q, k, v = make_inputs(torch, B, H, N, d)
             o = torch.empty_like(q)
@@ -237,7 +244,7 @@ def run_ablation(args):
             cudnn_tflops = flops(B, H, N, d, causal) / cudnn_ms / 1e9
             writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", "",
                              f"{cudnn_ms:.4f}", f"{cudnn_tflops:.1f}", "1.000", "0", "", "", "",
-                             ""])
+                             "", ""])
             print(f"\nd={d} N={N} causal={int(causal)}: cudnn {cudnn_tflops:.1f} TFLOP/s")
             for i, options in variants.items():
                 ms, diff = times[i], diffs[i]
@@ -248,7 +255,7 @@ def run_ablation(args):
                                  options.conditional_rescale, f"{ms:.4f}", f"{tflops:.1f}",
                                  f"{tflops / cudnn_tflops:.3f}", f"{diff:.3e}",
                                  counts.get("rescaled", ""), counts.get("skipped", ""),
-                                 options.grid, options.software_exp2])
+                                 options.grid, options.software_exp2, options.overlap_items])
                 f.flush()
                 print(f"  fa3 {options.describe():52s} {tflops:7.1f} TFLOP/s "
                       f"{tflops / cudnn_tflops:6.3f}x cudnn  max|diff| {diff:.2e}"

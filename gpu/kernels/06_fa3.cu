@@ -591,10 +591,9 @@ __device__ __forceinline__ int row_key_end(const Problem& p, int row_g, int r) {
 // where the rings stand after it; start_item(item, w, uses) runs before an item that starts on its
 // own (there, without a producer, warp 0 issues its first copies: `issues`).
 // Across work items (`across_items`: a producer, two Q buffers, flashlab_fa3_options.
-// overlap_items): an item's last section issues the next item's S_0 with its own last
-// U += W V, writes O once both have landed, then runs S_0's softmax; the next item goes on
-// from its section 1. So no item has a section of one matmul alone (S_0, or the last
-// U += W V) whose latency nothing else covers.
+// overlap_items): an item's last section issues its own last U += W V and then the next
+// item's S_0, writes O while S_0 runs, then runs S_0's softmax; the next item goes on from
+// its section 1. So S_0's latency is spent writing O rather than waiting.
 template <class T, int D, bool kIntraOverlap, Rescale kRescale, bool kSoftwareExp2, class NextItem,
           class StartItem>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
@@ -771,9 +770,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     }
     if (Tc % 2 == 0 && Tc > 0) copy_w(rW, rW_next);
 
-    // Section Tc: the last U += W_{Tc-1} V_{Tc-1}, then O; across items, with the next
-    // item's S_0 issued beside it (its Q is in the other buffer, its K_0 next in the ring)
-    // and its softmax run after O.
+    // Section Tc: the last U += W_{Tc-1} V_{Tc-1}, then O. Across items, the next item's S_0
+    // is issued right after it (its Q in the other buffer, its K_0 next in the ring) and runs
+    // while O is written; its softmax follows.
     RingUses after = at;
     after.advance(Tc, stages, params.q_buffers);
     int64_t next = -1;
@@ -782,36 +781,45 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       next = next_item(item, after);
       chain = Tc > 0 && next >= 0 && work_tile(p, params.order, next).Tc > 0;
     }
-    if (Tc > 0) {
-      const Stage v_st = k_st;
-      k_st = k_st.next(stages);  // the next item's K_0, where it chains
-      const Stage next_q(after.q, params.q_buffers);
-      if (chain) {
-        q_ring.consumer_wait(next_q);
-        k_ring.consumer_wait(k_st);
-      }
+    // The two cases apart, each with its own O: ptxas must see, on each path, which
+    // accumulators are still being written while O is (else it serialises every wgmma).
+    const auto last_values = [&](Stage v_st) {
       v_ring.consumer_wait(v_st);
       if (ping_pong) wait_turn(consumer);
       hopper::wgmma_fence();
-      if (kIntraOverlap) {
-        if (chain) issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
-        issue_values<T, D>(rU, rW, v_desc(v_st.index));
-      } else {
-        issue_values<T, D>(rU, rW, v_desc(v_st.index));
-        if (chain) issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
-      }
-      if (ping_pong && (consumer == 0 || chain)) pass_turn(consumer);
+      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+    };
+    if (chain) {
+      const Stage v_st = k_st;
+      k_st = k_st.next(stages);  // the next item's K_0
+      last_values(v_st);
+      // Waited for only now, so that a late Q or K_0 holds up S_0 alone, not U += W V.
+      const Stage next_q(after.q, params.q_buffers);
+      q_ring.consumer_wait(next_q);
+      k_ring.consumer_wait(k_st);
+      issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
+      if (ping_pong) pass_turn(consumer);
+      hopper::wgmma_wait<1>();  // U += W V has landed; S_0 may still run
+      hopper::fence_registers(rU);
+      v_ring.consumer_release(v_st);
+      // O while S_0 runs; then (at the loop's top) S_0's softmax, with W_0 straight into rW,
+      // which the last U += W V has finished reading.
+      write_o(cur);
       hopper::wgmma_wait<0>();
       hopper::fence_registers(rS);
-      hopper::fence_registers(rU);
-      if (chain) k_ring.consumer_release(k_st);
-      v_ring.consumer_release(v_st);
+      k_ring.consumer_release(k_st);
+    } else {
+      if (Tc > 0) {
+        const Stage v_st = k_st;
+        k_st = k_st.next(stages);
+        last_values(v_st);
+        if (ping_pong && consumer == 0) pass_turn(consumer);
+        hopper::wgmma_wait<0>();
+        hopper::fence_registers(rU);
+        v_ring.consumer_release(v_st);
+      }
+      write_o(cur);
     }
-    // O, and then (at the loop's top) the next item's softmax of S_0: this item's U and state
-    // are done with before the softmax needs registers, and W_0 goes straight into rW, which
-    // the last U += W V has finished reading. The other consumer's matmuls fill the tensor
-    // cores meanwhile (ping-pong).
-    write_o(cur);
 
     if (!across_items) next = next_item(item, after);
     at = after;
