@@ -151,7 +151,7 @@ flashlab_fa3_options default_fa3_options() {
   o.rescale_counts = nullptr;
   o.grid = fa3::kDefaultGrid;
   o.software_exp2 = 0;
-  o.overlap_items = 1;
+  o.overlap_items = fa3::kDefaultOverlapItems;
   return o;
 }
 

@@ -167,17 +167,20 @@ TEST_CASE("fa3: the persistent grid under the conditional rule, counting or not"
 TEST_CASE(
     "sanitizer: fa3's persistent grid, blocks taking several items (compute-sanitizer runs it)") {
   // 12 heads x 12 query tiles = 144 items, a few more than an H200's 132 SMs, so some blocks
-  // take two items, the consumers running from one into the next (overlap_items, on by
-  // default: the second Q buffer and its item slot); two KV tiles each, to keep the
-  // sanitizers' run short, and none at all for the first rows under the bottom-right mask.
+  // take two items, the consumers running from one into the next or not (overlap_items:
+  // the second Q buffer and its item slot); two KV tiles each, to keep the sanitizers' run
+  // short, and none at all for the first rows under the bottom-right mask.
   // The work queue likewise: its counter, and the item slot the producer hands items in.
   for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
     for (int d : {64, 128})
-      for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-        flashlab_fa3_options o = fa3_defaults();
-        o.grid = grid;
-        expect_matches_reference(grid_case({1, 12, 3, 1500, 203}, FLASHLAB_BF16, d, causal, o));
-      }
+      for (int overlap_items : {0, 1})
+        for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
+          flashlab_fa3_options o = fa3_defaults();
+          o.overlap_items = overlap_items;
+          o.grid = grid;
+          expect_matches_reference(
+              grid_case({1, 12, 3, 1500, 203}, FLASHLAB_BF16, d, causal, o));
+        }
 }
 
 TEST_CASE("fa3: running across work items changes no bit (overlap_items, persistent and queue)") {
@@ -191,7 +194,7 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
         for (flashlab_causal causal :
              {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
           flashlab_fa3_options o = fa3_defaults();
-          REQUIRE(o.overlap_items == 1);
+          o.overlap_items = 1;
           o.grid = grid;
           o.stages = stages;
           o.ping_pong = stages % 2;  // off at 2 stages, on at 1 and 3
@@ -320,7 +323,7 @@ TEST_CASE("fa3: software_exp2's option is checked") {
 }
 
 TEST_CASE("fa3: overlap_items's option is checked") {
-  CHECK(fa3_defaults().overlap_items == 1);
+  CHECK(fa3_defaults().overlap_items == fa3::kDefaultOverlapItems);
   const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
   std::string message;
   for (int value : {0, 1}) {

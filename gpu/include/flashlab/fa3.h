@@ -52,7 +52,10 @@ typedef struct flashlab_fa3_options {
                                same bits either way. It takes effect with
                                warp_specialized = 1, conditional_rescale = 0 and a second Q
                                buffer in SRAM (every setting but stages = 3 at d = 128);
-                               elsewhere items run one after the other. Default 1. */
+                               elsewhere items run one after the other. Default 0
+                               (fa3::kDefaultOverlapItems, kernel_info.hpp: measured, it
+                               gains at most 2% and loses up to 8% where the next item's
+                               Q or K_0 lands late). */
 } flashlab_fa3_options;
 
 /* flashlab_fa3_options.grid. The order of the tiles is the same in every case

@@ -531,6 +531,14 @@ inline constexpr int64_t kAutoPersistentMaxTiles = 64;
 // KV-tile count gives it +2.5%, and is level at d = 128; from 8 it is level or ahead at every
 // point.
 inline constexpr int64_t kAutoQueueMinTiles = 8;
+// flashlab_fa3_options.overlap_items's default: off. Measured on the H200 (2026-12-02, one
+// run in turns, bench/results/2026-12-02-h200-fa3-across-v2.csv), across items over apart,
+// N = 512..16384: d = 128 non-causal 0.998 1.008 1.010 1.010 1.009 1.000, causal 0.997
+// 0.956 0.977 1.003 1.021 0.992; d = 64 non-causal 0.953 0.978 0.990 0.997 1.002 0.990,
+// causal 0.975 0.922 0.948 0.969 0.992 0.974. Where the next item's Q or K_0 has not
+// landed by the item's last section (short sections at d = 64; the work queue publishing
+// the next item late), S_0 and O wait for it, which apart they do not (bench/gpu/NOTES.md).
+inline constexpr int kDefaultOverlapItems = 0;
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half. Measured
 // and modelled (docs/IO-LEVELS.md, "fa3's DRAM bytes"): a head whose blocks run on both
