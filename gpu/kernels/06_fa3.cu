@@ -29,9 +29,11 @@
 //     unit, whose 16 a clock per SM at d = 64 take as long as the matmuls.
 // Each consumer's loop is cut into sections: section 0 computes S_0 and its softmax;
 // section j (1 <= j <= Tc) issues U += W_{j-1} V_{j-1} and, when j < Tc, S_j, then runs the
-// softmax of S_j. In a persistent block the consumers run across work items (switch
-// overlap_items): the last section of an item issues the next item's S_0, whose Q the
-// producer has loaded into a second buffer, so that item starts at its section 1. The per-tile algebra and its names are fa2's and the CPU reference's:
+// softmax of S_j. In a persistent block the consumers may run across work items (switch
+// overlap_items, off by default; with a producer, two Q buffers and the standard rule):
+// the last section of an item issues the next item's S_0, whose Q the producer has loaded
+// into a second buffer, so that item starts at its section 1. The per-tile algebra and its
+// names are fa2's and the CPU reference's:
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
 // (W goes from the softmax straight into bf16/fp16 A-operand registers, never over S: S is
@@ -48,9 +50,9 @@
 // item to the next, so the producer loads the next item's Q, K_0 and V_0 while the
 // consumers finish this one; or one block per item (flashlab_fa3_options.grid). The
 // producer takes each item (in fixed turns, or from a work queue: a counter in device
-// memory) and hands it to the consumers in an SRAM slot beside Q's barriers, written before
-// the arrival that announces Q's bytes: the Q ring's full phase publishes both, and the
-// consumers release Q, freeing the slot, only after they have read it.
+// memory) and hands it to the consumers in the SRAM slot of the item's Q buffer, written
+// before the arrival that announces Q's bytes: the Q ring's full phase publishes both, and
+// the consumers release Q, freeing the slot, only after they have read it.
 // Tiles, stages, threads and SRAM: fa3:: in flashlab/gpu/kernel_info.hpp; the switches:
 // flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
 #include "common.cuh"
@@ -476,7 +478,7 @@ struct Fa3Params {
   Problem p;
   Switches sw;
   fa3::TileOrder order;  // the work items and the order blocks take them in
-  int q_buffers;         // Q's buffers (fa3::q_buffers): with two, consumers run across items
+  int q_buffers;         // Q's buffers (fa3::q_buffers): two let consumers run across items
   unsigned long long* queue;  // the work queue's count of items taken (zeroed), or nullptr:
                               // fixed turns (flashlab_fa3_options.grid)
   bool stage_o;          // O through sO and TMA stores (fa3::stages_o), else from registers
@@ -591,9 +593,12 @@ __device__ __forceinline__ int row_key_end(const Problem& p, int row_g, int r) {
 // where the rings stand after it; start_item(item, w, uses) runs before an item that starts on its
 // own (there, without a producer, warp 0 issues its first copies: `issues`).
 // Across work items (`across_items`: a producer, two Q buffers, flashlab_fa3_options.
-// overlap_items): an item's last section issues its own last U += W V and then the next
-// item's S_0, writes O while S_0 runs, then runs S_0's softmax; the next item goes on from
-// its section 1. So S_0's latency is spent writing O rather than waiting.
+// overlap_items; never with `issues`, whose copies start_item issues): where an item with KV
+// tiles follows one with KV tiles, the first's last section issues its own last U += W V
+// and then the second's S_0, writes O while S_0 runs, and the second item's S_0 softmax runs
+// at the loop's top; it goes on from its section 1. So S_0's latency is spent writing O
+// rather than waiting. Words: `chain` (this item's end issues the next item's S_0) and
+// `started` (this item's S_0 was issued so) are the two sides of one hand-over.
 template <class T, int D, bool kIntraOverlap, Rescale kRescale, bool kSoftwareExp2, class NextItem,
           class StartItem>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
@@ -632,7 +637,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   const RescaleRule& rule = params.sw.rescale;
 
   RingUses at;           // where the rings stand at the item's start
-  Stage k_st(0, stages);  // the K (and V) ring's stage of the tile the next section reads
+  // The K (and V) ring's stage of the last KV tile read: a section steps it to its own K_j.
+  // (It is the ring's use at.kv + j, kept by steps rather than divisions.)
+  Stage k_st(0, stages);
   ItemRows cur = item_rows(work_tile(p, params.order, item), Stage(at.q, params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
   float rS[kSRegs];  // (64, Bc) of S
@@ -653,8 +660,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       const int first_key = k0 + 2 * (lane % 4);
       const int key_end[2] = {row_key_end(p, row_g, 0) - first_key,
                               row_key_end(p, row_g, 1) - first_key};
-      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false>(rows.state, rS, key_end, rule,
-                                                                 counted, alpha, rW_out, scale_log2);
+      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false>(
+          rows.state, rS, key_end, rule, counted, alpha, rW_out, scale_log2);
     } else {
       const int none[2] = {kBc, kBc};
       online_softmax<T, false, kRescale, kSoftwareExp2>(rows.state, rS, none, rule, counted, alpha,
@@ -728,14 +735,14 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       for (int q = 0; q < 4; ++q) to[kk][q] = from[kk][q];
   };
 
-  bool started = false;  // cur's S_0 was issued, and its softmax run, in the last item's end
+  bool started = false;  // cur's S_0 was issued in the last item's last section
   while (true) {
     const int Tc = cur.w.Tc;
     if (!started) {
-      // Section 0: S_0 and its softmax, W_0 into rW. Ping-pong: consumer 0 goes first;
-      // consumer 1 hands it the first turn. Each then waits once per section up to the last
-      // one of a run of items that start one another, where consumer 1 skips its
-      // hand-over, which no one would wait for.
+      // Section 0: S_0 (its softmax follows, below). Ping-pong: consumer 0 goes first;
+      // consumer 1 hands it the first turn. Each consumer then waits once per section, a
+      // started item's section 0 being the last item's last section; consumer 1 skips its
+      // hand-over only in a last section that starts no item (no one would wait for it).
       start_item(item, cur.w, at);
       q_ring.consumer_wait(cur.q_st);
       if (Tc == 0) q_ring.consumer_release(cur.q_st);  // no key to read Q against
@@ -793,7 +800,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       const Stage v_st = k_st;
       k_st = k_st.next(stages);  // the next item's K_0
       last_values(v_st);
-      // Waited for only now, so that a late Q or K_0 holds up S_0 alone, not U += W V.
+      // Waited for only now, so that a late Q or K_0 holds up S_0 and not U += W V; but
+      // still holding the turn, so the other consumer's issue waits too (measured: a loss
+      // where they land late, bench/gpu/NOTES.md, and why the switch is off by default).
       const Stage next_q(after.q, params.q_buffers);
       q_ring.consumer_wait(next_q);
       k_ring.consumer_wait(k_st);

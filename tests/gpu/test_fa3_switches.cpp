@@ -186,27 +186,32 @@ TEST_CASE(
 TEST_CASE("fa3: running across work items changes no bit (overlap_items, persistent and queue)") {
   // The consumers start an item under the last one's end or after it: every item computes
   // the same thing in the same order either way, so O and L must agree to the bit, at every
-  // stage count (3 stages at d = 128 have one Q buffer and never run across), with items
-  // of no KV tile (bottom-right, N_q > N_k) between the others, and ping-pong on and off.
+  // stage count (3 stages at d = 128 have one Q buffer and never run across), ping-pong on
+  // and off. Shapes: 256 items of up to 3 KV tiles (under the top-left mask and none, blocks
+  // run into items of one tile; under the bottom-right mask the later items have no KV tile
+  // and blocks end apart), and 576 items of one KV tile each (blocks run through chains of
+  // four and more items of one tile).
+  constexpr GridShape kShapes[] = {{4, 8, 2, 1023, 300}, {4, 16, 4, 1100, 17}};
   for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
     for (int d : {64, 128})
       for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
-        for (flashlab_causal causal :
-             {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-          flashlab_fa3_options o = fa3_defaults();
-          o.overlap_items = 1;
-          o.grid = grid;
-          o.stages = stages;
-          o.ping_pong = stages % 2;  // off at 2 stages, on at 1 and 3
-          Case c = many_items(causal, d, o);
-          expect_matches_reference(c);
-          const uint64_t seed = fresh_seed();
-          const auto across = run_repeated(c, seed, 1);
-          c.fa3->overlap_items = 0;
-          const auto apart = run_repeated(c, seed, 1);
-          INFO(c.describe(), " seed=", seed);
-          CHECK(same_bits(across[0], apart[0]));
-        }
+        for (const GridShape& shape : kShapes)
+          for (flashlab_causal causal :
+               {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
+            flashlab_fa3_options o = fa3_defaults();
+            o.overlap_items = 1;
+            o.grid = grid;
+            o.stages = stages;
+            o.ping_pong = stages % 2;  // off at 2 stages, on at 1 and 3
+            Case c = grid_case(shape, FLASHLAB_BF16, d, causal, o);
+            expect_matches_reference(c);
+            const uint64_t seed = fresh_seed();
+            const auto across = run_repeated(c, seed, 1);
+            c.fa3->overlap_items = 0;
+            const auto apart = run_repeated(c, seed, 1);
+            INFO(c.describe(), " seed=", seed);
+            CHECK(same_bits(across[0], apart[0]));
+          }
 }
 
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {

@@ -11,10 +11,12 @@
 // phase to wait for has parity (j / stages) % 2. The producer's first pass over a ring
 // waits on the empty barriers with the opposite parity, which an mbarrier counts as the
 // phase just before its first one and reports complete: the buffers start out free.
-// Q has a ring of its own, of one or two buffers (fa3::q_buffers): the producer loads a work
-// item's Q tile into a buffer once every consumer has released the item's that used it last
-// (whose last S = Q K^T has landed). With two, a persistent block's next item's Q comes in
-// while the consumers still work on this one, in time for them to start on it early.
+// Q has a ring of its own, of one or two buffers (fa3::q_buffers), used once per work item:
+// item u's Q takes buffer u % q_buffers, parity (u / q_buffers) % 2. The producer loads it
+// once every consumer has released the Q of the item that last used that buffer (its last
+// S = Q K^T has landed). With two, a persistent block's next Q comes in while the consumers
+// still work on this item. Beside each Q buffer the kernel keeps a slot for the item's index
+// (the work queue hands items over in it), published by the same full barrier.
 #pragma once
 
 #include "mbarrier.cuh"
@@ -41,7 +43,6 @@ __device__ __forceinline__ bool elect_one_lane() {
 struct Stage {
   int index;        // the buffer: j % stages
   uint32_t parity;  // (j / stages) % 2
-  Stage() = default;
   __device__ __forceinline__ Stage(int j, int stages)
       : index(j % stages), parity(uint32_t(j / stages) & 1u) {}
   // Tile j + 1's stage, without the division: the next buffer, and the parity flipped when

@@ -465,7 +465,8 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 }
 }  // namespace decode
 
-// 06_fa3.cu: Hopper. TMA brings Q once and K, V tiles into a ring of `stages` SRAM buffers
+// 06_fa3.cu: Hopper. TMA brings each work item's Q once (into one of q_buffers SRAM buffers)
+// and K, V tiles into a ring of `stages` SRAM buffers
 // (a producer warpgroup issues the copies); two consumer warpgroups of 64 query rows each run
 // S = Q K^T and U += W V as wgmma (Q, K, V from SRAM; W from registers).
 //   Br = 128: 2 consumer warpgroups x 64 rows (wgmma's M is 64 per warpgroup).
@@ -477,7 +478,8 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //     mask or softmax state, so 128 it is.
 //   SRAM (d = 128, bf16): sQ (128, 128) 32 KiB + stages x (sK + sV) 2 x 32 KiB; 3 stages =
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB, + sO (128, 128) 32 KiB for
-//     the epilogue's TMA stores (below: stages_o). At d = 64 half of that.
+//     the epilogue's TMA stores (below: stages_o), + a second sQ 32 KiB (q_buffers): 224 KiB,
+//     226 KiB with the barriers and the alignment slack. At d = 64 half of that.
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
 //     consumer thread issues the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
@@ -498,7 +500,7 @@ inline constexpr int kDefaultStages = 2;
 inline constexpr int kSlab = 64;           // elements of d per 128-byte swizzled row
 inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base alignment
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
-// The mbarriers (Q's, full and empty per stage) and the work item slot beside them, padded.
+// The mbarriers (Q's, full and empty per stage) and a work item slot per Q buffer, padded.
 inline constexpr int kBarrierBytes = 1024;
 inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
 // flashlab_fa3_options.software_exp2: on the unmasked tiles, the k16 slices kk of W (16 keys
