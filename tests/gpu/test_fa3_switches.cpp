@@ -295,6 +295,18 @@ TEST_CASE("fa3: software_exp2 is bitwise deterministic, and changes the output's
     }
 }
 
+// A 0/1 switch set to -1 or 2, the rest of `o` valid: refused, naming the switch and value.
+void check_flag_refused(const ValidCall& call, flashlab_fa3_options o,
+                        int32_t flashlab_fa3_options::*flag, const std::string& name) {
+  std::string message;
+  for (int bad : {-1, 2}) {
+    o.*flag = bad;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(message.find(name + " = " + std::to_string(bad)) != std::string::npos);
+    CHECK(message.find("must be 0 (off) or 1 (on)") != std::string::npos);
+  }
+}
+
 TEST_CASE("fa3: software_exp2's option is checked") {
   flashlab_fa3_options defaults{};
   REQUIRE(flashlab_fa3_default_options(&defaults) == FLASHLAB_OK);
@@ -307,13 +319,7 @@ TEST_CASE("fa3: software_exp2's option is checked") {
       CHECK(message.empty());
     }
   const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
-  for (int bad : {-1, 2}) {
-    flashlab_fa3_options o = software_exp2();
-    o.software_exp2 = bad;
-    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
-    CHECK(message.find("software_exp2 = " + std::to_string(bad)) != std::string::npos);
-    CHECK(message.find("must be 0 (off) or 1 (on)") != std::string::npos);
-  }
+  check_flag_refused(call, software_exp2(), &flashlab_fa3_options::software_exp2, "software_exp2");
   // Not compiled: with another arrangement (even at bf16, d = 128, where the others all
   // are), or with the conditional rule.
   for (int field = 0; field < 3; ++field) {
@@ -337,13 +343,7 @@ TEST_CASE("fa3: overlap_items's option is checked") {
     CHECK(call_fa3(call, o, &message) == FLASHLAB_OK);
     CHECK(message.empty());
   }
-  for (int bad : {-1, 2}) {
-    flashlab_fa3_options o = fa3_defaults();
-    o.overlap_items = bad;
-    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
-    CHECK(message.find("overlap_items = " + std::to_string(bad)) != std::string::npos);
-    CHECK(message.find("must be 0 (off) or 1 (on)") != std::string::npos);
-  }
+  check_flag_refused(call, fa3_defaults(), &flashlab_fa3_options::overlap_items, "overlap_items");
 }
 
 flashlab_fa3_options conditional() {

@@ -167,18 +167,24 @@ TEST_CASE("the ladder's configurations") {
 
   // fa3: two consumer warpgroups of 64 rows, a producer warpgroup, 128-key tiles, and
   // 1024 bytes of alignment slack + sQ + 2 stages x (sK, sV) + 1024 bytes of barriers + sO
-  // for the TMA stores of O; at 3 stages of d = 128 no room is left for sO (O is stored
-  // from the registers), at d = 64 there is.
+  // for the TMA stores of O + a second sQ; at 3 stages of d = 128 no room is left for sO (O
+  // is stored from the registers) nor a second sQ, at d = 64 there is.
   const KernelConfig fa3_128 = kernel_config(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_BF16);
   CHECK(fa3_128.Br == 128);
   CHECK(fa3_128.Bc == 128);
   CHECK(fa3_128.threads == 384);
   CHECK(fa3_128.blocks_per_sm == 1);
-  CHECK(fa3_128.sram_bytes == 1024 + 2 * (128 * 128 + 2 * 2 * 128 * 128) + 1024 + 2 * 128 * 128);
+  // sQ twice (the second Q buffer), sK and sV twice each, sO: 7 tiles of 32 KiB.
+  CHECK(fa3_128.sram_bytes ==
+        1024 + 2 * (128 * 128 + 2 * 2 * 128 * 128) + 1024 + 2 * 128 * 128 + 2 * 128 * 128);
+  CHECK(fa3::q_buffers(128, FLASHLAB_BF16, 2) == 2);
+  CHECK(fa3::q_buffers(128, FLASHLAB_BF16, 3) == 1);
+  CHECK(fa3::q_buffers(64, FLASHLAB_FP16, 3) == 2);
   CHECK(fa3::stages_o(128, FLASHLAB_BF16, 2));
   CHECK(!fa3::stages_o(128, FLASHLAB_BF16, 3));
   CHECK(fa3::stages_o(64, FLASHLAB_FP16, 3));
-  CHECK(fa3::sram_bytes(64, FLASHLAB_FP16, 3) == 1024 + 2 * (2 * 128 * 64 + 3 * 2 * 128 * 64) + 1024);
+  CHECK(fa3::sram_bytes(64, FLASHLAB_FP16, 3) ==
+        1024 + 2 * (3 * 128 * 64 + 3 * 2 * 128 * 64) + 1024);  // 2 sQ, 3 x (sK, sV), sO
   CHECK(fa3_128.stride_align_elements == 8);
   CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 3) == 1024 + 2 * (128 * 128 + 3 * 2 * 128 * 128) + 1024);
   CHECK(!supports(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_FP32));
