@@ -46,8 +46,8 @@ typedef struct flashlab_fa3_options {
   int32_t overlap_items;    /* 1: a persistent block's consumers run from one work item into
                                the next: the item's last U += W V is issued together with
                                the next item's S_0 = Q K_0^T (its Q already in a second SRAM
-                               buffer), whose softmax runs once this item's O is written, so
-                               an item's first and last steps overlap as the others do;
+                               buffer), whose softmax runs once this item's O is written
+                               (where both items have KV tiles);
                                0: each item starts on its own after the last one's O. The
                                same bits either way. It takes effect with
                                warp_specialized = 1, conditional_rescale = 0 and a second Q
