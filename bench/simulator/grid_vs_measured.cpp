@@ -223,9 +223,9 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   app.add_option("--results", results, "the folder of measured CSVs")->capture_default_str();
   app.add_option("--only", only, "only the CSVs whose file name contains this");
-  app.add_option("--replacement", replacement, "B's L2 replacement: lru, random or sets")
+  app.add_option("--replacement", replacement, "B's L2 replacement")
       ->capture_default_str()
-      ->check(CLI::IsMember({"lru", "random", "sets"}));
+      ->check(CLI::IsMember(sim::l2_replacement_names()));
   app.add_option("--spread", spreads,
                  "B's block_time_spread values, 0 for lockstep (default: the H200 profile's)");
   app.add_option("--seed", seed, "the Philox key of drift and random replacement, the sets' hash")
@@ -236,9 +236,7 @@ int main(int argc, char** argv) {
     for (const double spread : spreads)  // refused before any row is read or printed
       sim::check({.schedule = spread > 0 ? sim::GridSchedule::drift : sim::GridSchedule::lockstep,
                   .block_time_spread = spread});
-    const auto victims = replacement == "lru"      ? sim::L2Replacement::lru
-                         : replacement == "random" ? sim::L2Replacement::random
-                                                   : sim::L2Replacement::sets;
+    const sim::L2Replacement victims = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only);
     Model model(seed);
     for (const double spread : spreads) print_table(rows, model, victims, spread);

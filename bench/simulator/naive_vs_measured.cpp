@@ -119,16 +119,14 @@ int main(int argc, char** argv) {
   app.add_option("--results", results, "the folder of measured CSVs")->capture_default_str();
   app.add_option("--only", only, "only the CSVs whose file name contains this");
   app.add_option("--n", n_only, "only the rows of this N (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--replacement", replacement, "the second L2's policy: lru, random or sets")
+  app.add_option("--replacement", replacement, "the second L2's policy")
       ->capture_default_str()
-      ->check(CLI::IsMember({"lru", "random", "sets"}));
+      ->check(CLI::IsMember(sim::l2_replacement_names()));
   app.add_option("--seed", seed, "the key of random's draws and of the sets' hash")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    const auto policy = replacement == "lru"      ? sim::L2Replacement::lru
-                        : replacement == "random" ? sim::L2Replacement::random
-                                                  : sim::L2Replacement::sets;
+    const sim::L2Replacement policy = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only, n_only);
     fmt::print(
         "| csv | heads | N | measured MiB | compulsory | x measured | LRU | x | "

@@ -3,6 +3,11 @@
 
 #include "flashlab/cpu/types.hpp"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace flashlab::sim {
 
 std::string_view to_string(L2Replacement replacement) {
@@ -14,10 +19,26 @@ std::string_view to_string(L2Replacement replacement) {
   return "unknown";
 }
 
+std::optional<L2Replacement> parse_l2_replacement(std::string_view name) {
+  for (const L2Replacement r : kL2Replacements)
+    if (to_string(r) == name) return r;
+  return std::nullopt;
+}
+
+std::vector<std::string> l2_replacement_names() {
+  std::vector<std::string> names;
+  for (const L2Replacement r : kL2Replacements) names.emplace_back(to_string(r));
+  return names;
+}
+
 void check(L2Replacement replacement) {
-  if (replacement != L2Replacement::lru && replacement != L2Replacement::random &&
-      replacement != L2Replacement::sets)
-    throw cpu::InvalidArgument("an unknown L2 replacement: give lru, random or sets");
+  if (std::find(kL2Replacements.begin(), kL2Replacements.end(), replacement) ==
+      kL2Replacements.end()) {
+    const std::vector<std::string> names = l2_replacement_names();
+    throw cpu::InvalidArgument(fmt::format("an unknown L2 replacement: give {} or {}",
+                                           fmt::join(names.begin(), names.end() - 1, ", "),
+                                           names.back()));
+  }
 }
 
 }  // namespace flashlab::sim

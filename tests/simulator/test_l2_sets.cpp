@@ -164,6 +164,9 @@ TEST_CASE("sets: bad input is refused, saying what would be right") {
   CHECK_THROWS_WITH_AS(count(Algorithm::naive_kernel, p), doctest::Contains("give at most"),
                        cpu::InvalidArgument);
   CHECK(to_string(L2Replacement::sets) == "sets");
+  for (const L2Replacement r : kL2Replacements) CHECK(parse_l2_replacement(to_string(r)) == r);
+  CHECK(!parse_l2_replacement("fifo"));
+  CHECK(l2_replacement_names() == std::vector<std::string>{"lru", "random", "sets"});
 }
 
 }  // namespace flashlab::sim::test

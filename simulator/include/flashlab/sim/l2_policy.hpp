@@ -25,13 +25,24 @@
 
 #include "flashlab/sim/warp_store.hpp"
 
+#include <array>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace flashlab::sim {
 
 enum class L2Replacement { lru, random, sets };
+// Every policy: what the programs' --replacement options offer.
+inline constexpr std::array kL2Replacements = {L2Replacement::lru, L2Replacement::random,
+                                               L2Replacement::sets};
 std::string_view to_string(L2Replacement replacement);
-// Throws cpu::InvalidArgument unless it is one of the three above.
+// The policy whose to_string is `name`, or nothing.
+std::optional<L2Replacement> parse_l2_replacement(std::string_view name);
+// Every policy's name, in kL2Replacements' order (a command line's choices).
+std::vector<std::string> l2_replacement_names();
+// Throws cpu::InvalidArgument unless it is one of kL2Replacements.
 void check(L2Replacement replacement);
 
 // An L2 line: four sectors (Nsight Compute and NVIDIA's CUDA documentation describe the
