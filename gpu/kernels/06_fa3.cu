@@ -786,20 +786,22 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     bool chain = false;  // the next item's S_0 goes with this section
     if (across_items) {
       next = next_item(item, after);
+      // (The next item's tiles are worked out again at the loop's end rather than kept
+      // across O: registers are what this section is short of.)
       chain = Tc > 0 && next >= 0 && work_tile(p, params.order, next).Tc > 0;
     }
+    const Stage v_st = k_st;               // tile Tc - 1 (unused where Tc = 0)
+    if (Tc > 0) k_st = k_st.next(stages);  // the next item's K_0
     // The two cases apart, each with its own O: ptxas must see, on each path, which
     // accumulators are still being written while O is (else it serialises every wgmma).
-    const auto last_values = [&](Stage v_st) {
+    const auto last_values = [&] {
       v_ring.consumer_wait(v_st);
       if (ping_pong) wait_turn(consumer);
       hopper::wgmma_fence();
       issue_values<T, D>(rU, rW, v_desc(v_st.index));
     };
     if (chain) {
-      const Stage v_st = k_st;
-      k_st = k_st.next(stages);  // the next item's K_0
-      last_values(v_st);
+      last_values();
       // Waited for only now, so that a late Q or K_0 holds up S_0 and not U += W V; but
       // still holding the turn, so the other consumer's issue waits too (measured: a loss
       // where they land late, bench/gpu/NOTES.md, and why the switch is off by default).
@@ -819,9 +821,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       k_ring.consumer_release(k_st);
     } else {
       if (Tc > 0) {
-        const Stage v_st = k_st;
-        k_st = k_st.next(stages);
-        last_values(v_st);
+        last_values();
         if (ping_pong && consumer == 0) pass_turn(consumer);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rU);
