@@ -73,12 +73,16 @@ def torch_call(torch, backend, q, k, v, causal):
 # defaults), so that both are timed in the same run: on one grid each (flashlab_fa3_grid),
 # persistent in fixed turns, from a work queue, and one block per tile; with
 # FlashAttention-4's software exponentials; and with the consumers running from one work
-# item into the next (overlap_items = 1).
+# item into the next (overlap_items = 1); without ping-pong, and with 3 stages (the ablation's
+# switches, for a sweep over N), and both.
 FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-queue": dict(grid=fl.FA3_GRID_QUEUE),
                 "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),
                 "fa3-sexp2": dict(software_exp2=1),
-                "fa3-across": dict(overlap_items=1)}
+                "fa3-across": dict(overlap_items=1),
+                "fa3-noping": dict(ping_pong=0),
+                "fa3-3stages": dict(stages=3),
+                "fa3-noping-3st": dict(ping_pong=0, stages=3)}
 
 
 def is_flashlab(impl):

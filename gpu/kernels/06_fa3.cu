@@ -855,8 +855,11 @@ __device__ __forceinline__ int64_t take_from_queue(const Fa3Params& params) {
 
 // The block: its barriers once, then work items from the tile scheduler (one item, or in
 // a persistent block several, one after the other), in both arrangements.
+// kChainCode: whether the code that runs the consumers across work items is compiled in (and
+// then params.sw.overlap_items says whether it runs); fa3::chain_code_in_default_kernel says
+// where the default kernel is better without it.
 template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale,
-          bool kSoftwareExp2>
+          bool kSoftwareExp2, bool kChainCode>
 __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
     fa3_kernel(const __grid_constant__ Fa3Params params, const __grid_constant__ TensorMaps maps) {
   extern __shared__ __align__(128) unsigned char raw_sram[];
@@ -924,8 +927,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
       // Across work items where the switch asks for it and the SRAM holds a second Q buffer;
       // not under the conditional rule, whose registers at d = 128 do not stretch to it
       // (ptxas spills).
-      const bool across_items = kRescale == Rescale::standard && params.sw.overlap_items &&
-                                params.q_buffers == fa3::kMaxQBuffers;
+      const bool across_items = kChainCode && kRescale == Rescale::standard &&
+                                params.sw.overlap_items && params.q_buffers == fa3::kMaxQBuffers;
       const int64_t first = params.queue ? loader.wait_item(0) : first_in_turn;
       if (first >= 0)
         consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
@@ -983,7 +986,7 @@ const DeviceFacts& current_device_facts() {
 }
 
 template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale,
-          bool kSoftwareExp2 = false>
+          bool kSoftwareExp2 = false, bool kChainCode = true>
 void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t stream) {
   constexpr flashlab_dtype dtype = kDtypeOf<T>;
   constexpr KernelConfig config = fa3::config(D, dtype);
@@ -992,7 +995,8 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
                     Tiles<T, D>::kKVBytes == fa3::tile_bytes(kBc, D, dtype),
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   const int64_t sram_bytes = fa3::sram_bytes(D, dtype, options.stages);
-  const auto kernel = fa3_kernel<T, D, kWarpSpecialized, kIntraOverlap, kRescale, kSoftwareExp2>;
+  const auto kernel =
+      fa3_kernel<T, D, kWarpSpecialized, kIntraOverlap, kRescale, kSoftwareExp2, kChainCode>;
   throw_if_cuda_error(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sram_bytes)),
       "fa3 kernel shared memory");
@@ -1060,7 +1064,15 @@ void launch_switched(const Problem& p, const flashlab_fa3_options& o, cudaStream
                     std::to_string(o.warp_specialized) + " and " + std::to_string(o.intra_overlap) +
                     ")");
   }
-  if (ws && overlap) return launch<T, D, true, true, Rescale::standard>(p, o, stream);
+  if (ws && overlap) {
+    // Items apart where the default kernel is measured faster without the code that chains
+    // them (fa3::chain_code_in_default_kernel); the same bits either way.
+    if constexpr (!fa3::chain_code_in_default_kernel(D))
+      if (o.overlap_items == 0)
+        return launch<T, D, true, true, Rescale::standard, false, /*kChainCode=*/false>(p, o,
+                                                                                       stream);
+    return launch<T, D, true, true, Rescale::standard>(p, o, stream);
+  }
   if constexpr (std::is_same_v<T, __nv_bfloat16> && D == 128) {
     if (ws) return launch<T, D, true, false, Rescale::standard>(p, o, stream);
     if (overlap) return launch<T, D, false, true, Rescale::standard>(p, o, stream);

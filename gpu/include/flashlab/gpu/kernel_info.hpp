@@ -541,6 +541,16 @@ inline constexpr int64_t kAutoQueueMinTiles = 8;
 // landed by the item's last section (short sections at d = 64; the work queue publishing
 // the next item late), S_0 and O wait for it, which apart they do not (bench/gpu/NOTES.md).
 inline constexpr int kDefaultOverlapItems = 0;
+// Whether the default kernel (warp specialised, intra-warpgroup overlap, standard rule)
+// carries the code that chains work items, read at run time, or is compiled without it when
+// overlap_items = 0. The work is the same; the register assignment ptxas makes is not. Seen
+// in the SASS (2026-12-02, nvcc 13): without that code the d = 64 kernel holds s = scale *
+// log2(e) in a vector register, so the softmax's 64 FFMA x = S s - m' s per tile read three
+// vector registers (392 such FFMA, against 0 with the code in, where s is a uniform
+// register): 7% slower at N = 16384 (410 against 440 TFLOP/s); at d = 128 the kernel without
+// it keeps s uniform and ran 2 to 5% faster (N = 2048..16384: 587-660 against 559-630).
+// Measured on the H200 in the same runs (bench/gpu/NOTES.md, "Register banks").
+constexpr bool chain_code_in_default_kernel(int64_t d) { return d < 128; }
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half. Measured
 // and modelled (docs/IO-LEVELS.md, "fa3's DRAM bytes"): a head whose blocks run on both
