@@ -543,13 +543,13 @@ inline constexpr int64_t kAutoQueueMinTiles = 8;
 inline constexpr int kDefaultOverlapItems = 0;
 // Whether the default kernel (warp specialised, intra-warpgroup overlap, standard rule)
 // carries the code that chains work items, read at run time, or is compiled without it when
-// overlap_items = 0. The work is the same; the register assignment ptxas makes is not. Seen
-// in the SASS (2026-12-02, nvcc 13): without that code the d = 64 kernel holds s = scale *
-// log2(e) in a vector register, so the softmax's 64 FFMA x = S s - m' s per tile read three
-// vector registers (392 such FFMA, against 0 with the code in, where s is a uniform
-// register): 7% slower at N = 16384 (410 against 440 TFLOP/s); at d = 128 the kernel without
-// it keeps s uniform and ran 2 to 5% faster (N = 2048..16384: 587-660 against 559-630).
-// Measured on the H200 in the same runs (bench/gpu/NOTES.md, "Register banks").
+// overlap_items = 0. The work is the same, and so is the main loop's list of instructions;
+// the order ptxas schedules them in and the registers it gives them are not, and the speed
+// follows. Measured on the H200 (2026-12-02, nvcc 13, two builds each, in turns): at d = 64
+// without the code 7 to 9% slower at N = 16384 (407 to 414 against 441 to 445 TFLOP/s,
+// non-causal, one item per block, so the chaining never runs), at d = 128 without it 2 to 5%
+// faster (1.02 to 1.07 of cuDNN from N = 2048 against 0.98 to 1.03). Why, in the SASS: not
+// settled (bench/gpu/NOTES.md, "Same instructions, 4 to 8% apart").
 constexpr bool chain_code_in_default_kernel(int64_t d) { return d < 128; }
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile): one half. Measured
