@@ -73,8 +73,9 @@ def torch_call(torch, backend, q, k, v, causal):
 # defaults), so that both are timed in the same run: on one grid each (flashlab_fa3_grid),
 # persistent in fixed turns, from a work queue, and one block per tile; with
 # FlashAttention-4's software exponentials; and with the consumers running from one work
-# item into the next (overlap_items = 1); without ping-pong, and with 3 stages (the ablation's
-# switches, for a sweep over N), and both.
+# item into the next (overlap_items = 1); without ping-pong, with 3 stages, with both (d = 64's
+# defaults, fa3::default_stages and default_ping_pong), and with 2 stages and ping-pong (d =
+# 128's): the ablation's run-time switches, for a sweep over N.
 FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-queue": dict(grid=fl.FA3_GRID_QUEUE),
                 "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),
@@ -82,7 +83,8 @@ FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-across": dict(overlap_items=1),
                 "fa3-noping": dict(ping_pong=0),
                 "fa3-3stages": dict(stages=3),
-                "fa3-noping-3st": dict(ping_pong=0, stages=3)}
+                "fa3-noping-3st": dict(ping_pong=0, stages=3),
+                "fa3-ping-2st": dict(ping_pong=1, stages=2)}
 
 
 def is_flashlab(impl):
@@ -187,8 +189,11 @@ def ablation_options(fl_lib):
     out += [variant(grid=g)
             for g in (fl.FA3_GRID_PERSISTENT, fl.FA3_GRID_QUEUE, fl.FA3_GRID_PER_TILE)
             if g != default.grid]
+    # Stages and ping-pong default to FLASHLAB_FA3_AUTO (a choice per head dimension): every
+    # explicit setting is timed, so one of them is the default's own.
     out += [variant(stages=s) for s in (1, 2, 3) if s != default.stages]
-    out += [variant(warp_specialized=0), variant(ping_pong=0), variant(intra_overlap=0),
+    out += [variant(ping_pong=p) for p in (0, 1) if p != default.ping_pong]
+    out += [variant(warp_specialized=0), variant(intra_overlap=0),
             variant(ping_pong=0, intra_overlap=0),
             variant(warp_specialized=0, ping_pong=0, intra_overlap=0, stages=1)]
     return out

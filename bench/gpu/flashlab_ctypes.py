@@ -18,7 +18,9 @@ RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 DECODE_L2_AUTO, DECODE_L2_EVICT_NORMAL, DECODE_L2_EVICT_FIRST = 0, 1, 2
 # flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic, work queue
 FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO, FA3_GRID_QUEUE = 0, 1, 2, 3
-ABI_VERSION = 7
+# FLASHLAB_FA3_AUTO (fa3.h): stages and ping_pong chosen for the call's head dimension
+FA3_AUTO = -1
+ABI_VERSION = 8
 
 
 class ForwardParams(ctypes.Structure):
@@ -86,8 +88,10 @@ class Fa3Options(ctypes.Structure):
     ]
 
     def describe(self):
-        return (f"ws={self.warp_specialized} stages={self.stages} "
-                f"ping_pong={self.ping_pong} overlap={self.intra_overlap} "
+        def auto(x):
+            return "auto" if x == FA3_AUTO else x
+        return (f"ws={self.warp_specialized} stages={auto(self.stages)} "
+                f"ping_pong={auto(self.ping_pong)} overlap={self.intra_overlap} "
                 f"conditional={self.conditional_rescale} grid={self.grid} "
                 f"sexp2={self.software_exp2} items={self.overlap_items}")
 

@@ -73,16 +73,20 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                 "fa3 options were given for kernel = " + std::to_string(params.kernel) +
                     ": they are for FLASHLAB_KERNEL_FA3 (" + std::to_string(FLASHLAB_KERNEL_FA3) +
                     ") only; call flashlab_forward for the other kernels");
-  if (!is_flag(o.warp_specialized) || !is_flag(o.ping_pong) || !is_flag(o.intra_overlap) ||
+  if (!is_flag(o.warp_specialized) || !is_flag(o.intra_overlap) ||
       !is_flag(o.conditional_rescale) || !is_flag(o.software_exp2) || !is_flag(o.overlap_items))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 options warp_specialized = " + std::to_string(o.warp_specialized) +
-                    ", ping_pong = " + std::to_string(o.ping_pong) +
                     ", intra_overlap = " + std::to_string(o.intra_overlap) +
                     ", conditional_rescale = " + std::to_string(o.conditional_rescale) +
                     ", software_exp2 = " + std::to_string(o.software_exp2) +
                     ", overlap_items = " + std::to_string(o.overlap_items) +
                     ": each must be 0 (off) or 1 (on)");
+  if (!is_flag(o.ping_pong) && o.ping_pong != FLASHLAB_FA3_AUTO)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 option ping_pong = " + std::to_string(o.ping_pong) +
+                    ": it must be 0 (off), 1 (on) or FLASHLAB_FA3_AUTO (" +
+                    std::to_string(FLASHLAB_FA3_AUTO) + ": the default for the head dimension)");
   if (!fa3::is_grid(o.grid))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option grid = " + std::to_string(o.grid) + " is unknown: it must be " +
@@ -109,18 +113,20 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                   "for FLASHLAB_RESCALE_COUNTS int64 values (cudaMalloc's pointers are)");
     check_device_pointer("fa3 option rescale_counts", o.rescale_counts);
   }
-  if (o.stages < 1 || o.stages > fa3::kMaxStages)
-    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT, "fa3 option stages = " + std::to_string(o.stages) +
-                                                 ": it must be in [1, " +
-                                                 std::to_string(fa3::kMaxStages) + "]");
-  const int64_t need = fa3::sram_bytes(params.d, flashlab_dtype(params.dtype), o.stages);
+  if ((o.stages < 1 || o.stages > fa3::kMaxStages) && o.stages != FLASHLAB_FA3_AUTO)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 option stages = " + std::to_string(o.stages) + ": it must be in [1, " +
+                    std::to_string(fa3::kMaxStages) + "] or FLASHLAB_FA3_AUTO (" +
+                    std::to_string(FLASHLAB_FA3_AUTO) + ": the default for the head dimension)");
+  const int stages = fa3::resolve_options(params.d, o).stages;
+  const int64_t need = fa3::sram_bytes(params.d, flashlab_dtype(params.dtype), stages);
   int device = 0, have = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&have, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
   if (need > have)
     throw Error(FLASHLAB_ERROR_UNSUPPORTED,
-                "fa3 with stages = " + std::to_string(o.stages) +
+                "fa3 with stages = " + std::to_string(stages) +
                     " at d = " + std::to_string(params.d) + " needs " + std::to_string(need) +
                     " bytes of shared memory per block; this device gives " + std::to_string(have) +
                     ": use fewer stages");
@@ -144,8 +150,8 @@ void run(const flashlab_forward_params& params, const flashlab_fa3_options& fa3_
 flashlab_fa3_options default_fa3_options() {
   flashlab_fa3_options o;
   o.warp_specialized = 1;
-  o.stages = fa3::kDefaultStages;
-  o.ping_pong = 1;
+  o.stages = FLASHLAB_FA3_AUTO;
+  o.ping_pong = FLASHLAB_FA3_AUTO;
   o.intra_overlap = 1;
   o.conditional_rescale = 0;
   o.rescale_counts = nullptr;
@@ -157,13 +163,13 @@ flashlab_fa3_options default_fa3_options() {
 
 void forward(const flashlab_forward_params& params) {
   validate(params);
-  run(params, default_fa3_options());
+  run(params, fa3::resolve_options(params.d, default_fa3_options()));
 }
 
 void forward_fa3(const flashlab_forward_params& params, const flashlab_fa3_options& options) {
   validate(params);
   check_fa3_options(params, options);
-  run(params, options);
+  run(params, fa3::resolve_options(params.d, options));
 }
 
 }  // namespace flashlab::gpu

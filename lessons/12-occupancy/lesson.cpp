@@ -271,13 +271,14 @@ void unequal_blocks(LessonContext& ctx) {
   ctx.print(
       "The kernel ends when its busiest SM does, so `in turns` is the time fixed turns take\n"
       "over an even share, before any overhead. Without the mask every tile costs the same\n"
-      "and turns are even. The queue's producer claims the next tile {} KV tiles before its\n"
-      "block is free, so that the atomic's trip to the L2 is not waited for: that can hand a\n"
+      "and turns are even. The queue's producer claims the next tile as many KV tiles before\n"
+      "its block is free as the ring has stages ({} at d = 128, {} at d = 64), so that the\n"
+      "atomic's trip to the L2 is not waited for: that can hand a\n"
       "tile to another block, but not, counted so, change the busiest one's work at these\n"
       "shapes. It costs one atomic add per tile. FLASHLAB_FA3_GRID_AUTO takes it under the\n"
       "causal mask from {} query tiles a head (kernel_info.hpp has the H200's figures; time\n"
       "it with bench/gpu/bench.py --impls fa3-queue fa3-persistent).\n\n",
-      gpu::fa3::kDefaultStages, gpu::fa3::kAutoQueueMinTiles);
+      gpu::fa3::default_stages(128), gpu::fa3::default_stages(64), gpu::fa3::kAutoQueueMinTiles);
 }
 
 }  // namespace

@@ -144,7 +144,7 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
   namespace k = gpu::fa3;
   const gpu::KernelInfo info = gpu::kernel_info(FLASHLAB_KERNEL_FA3, d, c_dtype(dtype));
   if (!info.supported) return {std::nullopt, info.reason};
-  if (stages == 0) stages = k::kDefaultStages;
+  if (stages == 0) stages = k::default_stages(d);
   if (stages < 1 || stages > k::kMaxStages)
     return {std::nullopt,
             fmt::format("the fa3 kernel takes 1 to {} stages, not {}", k::kMaxStages, stages)};

@@ -469,16 +469,18 @@ TEST_CASE("fa3: switches out of range, another kernel, NULL options") {
   flashlab_fa3_options defaults{};
   REQUIRE(flashlab_fa3_default_options(&defaults) == FLASHLAB_OK);
   CHECK(defaults.warp_specialized == 1);
-  CHECK(defaults.stages == fa3::kDefaultStages);
+  CHECK(defaults.stages == FLASHLAB_FA3_AUTO);  // per d: fa3::default_stages
+  CHECK(defaults.ping_pong == FLASHLAB_FA3_AUTO);
   const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
   std::string message;
   CHECK(call_fa3(call, defaults, &message) == FLASHLAB_OK);
   CHECK(message.empty());
-  for (int stages : {0, fa3::kMaxStages + 1}) {
+  for (int stages : {0, -2, fa3::kMaxStages + 1}) {
     flashlab_fa3_options o = defaults;
     o.stages = stages;
     CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
     CHECK(message.find("stages = " + std::to_string(stages)) != std::string::npos);
+    CHECK(message.find("or FLASHLAB_FA3_AUTO") != std::string::npos);
   }
   CHECK(defaults.grid == fa3::kDefaultGrid);
   for (int grid : {-1, FLASHLAB_FA3_GRID_QUEUE + 1}) {
@@ -495,9 +497,17 @@ TEST_CASE("fa3: switches out of range, another kernel, NULL options") {
     CHECK(message.find("needs warp_specialized = 1") != std::string::npos);
   }
   flashlab_fa3_options o = defaults;
-  o.ping_pong = 2;
+  for (int ping_pong : {2, -2}) {
+    o.ping_pong = ping_pong;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(message.find("ping_pong = " + std::to_string(ping_pong) +
+                       ": it must be 0 (off), 1 (on) or FLASHLAB_FA3_AUTO") != std::string::npos);
+  }
+  o = defaults;
+  o.intra_overlap = 2;
   CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
   CHECK(message.find("must be 0 (off) or 1 (on)") != std::string::npos);
+  o = defaults;
   const ValidCall fa2(FLASHLAB_KERNEL_FA2, FLASHLAB_BF16, 128);
   CHECK(call_fa3(fa2, defaults, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
   CHECK(message.find("FLASHLAB_KERNEL_FA3") != std::string::npos);

@@ -188,6 +188,33 @@ TEST_CASE("the ladder's configurations") {
   CHECK(fa3_128.stride_align_elements == 8);
   CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 3) == 1024 + 2 * (128 * 128 + 3 * 2 * 128 * 128) + 1024);
   CHECK(!supports(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_FP32));
+  // The table's SRAM is that of each d's default stages: 3 at d = 64, where everything fits.
+  CHECK(kernel_config(FLASHLAB_KERNEL_FA3, 64, FLASHLAB_FP16).sram_bytes ==
+        fa3::sram_bytes(64, FLASHLAB_FP16, 3));
+}
+
+TEST_CASE("fa3's FLASHLAB_FA3_AUTO: stages and ping-pong chosen per head dimension") {
+  flashlab_fa3_options o{};
+  o.warp_specialized = 1, o.intra_overlap = 1, o.grid = FLASHLAB_FA3_GRID_QUEUE;
+  o.stages = FLASHLAB_FA3_AUTO, o.ping_pong = FLASHLAB_FA3_AUTO;
+  const flashlab_fa3_options at64 = fa3::resolve_options(64, o);
+  const flashlab_fa3_options at128 = fa3::resolve_options(128, o);
+  CHECK(at64.stages == 3);  // measured, kernel_info.hpp: 3 stages, no ping-pong at d = 64
+  CHECK(at64.ping_pong == 0);
+  CHECK(at128.stages == 2);
+  CHECK(at128.ping_pong == 1);
+  for (const flashlab_fa3_options& r : {at64, at128}) {  // the other fields as given
+    CHECK(r.warp_specialized == 1);
+    CHECK(r.intra_overlap == 1);
+    CHECK(r.grid == FLASHLAB_FA3_GRID_QUEUE);
+  }
+  // An explicit setting is kept at either d.
+  o.stages = 1, o.ping_pong = 1;
+  CHECK(fa3::resolve_options(64, o).stages == 1);
+  CHECK(fa3::resolve_options(64, o).ping_pong == 1);
+  o.stages = 3, o.ping_pong = 0;
+  CHECK(fa3::resolve_options(128, o).stages == 3);
+  CHECK(fa3::resolve_options(128, o).ping_pong == 0);
 
   const KernelConfig naive = kernel_config(FLASHLAB_KERNEL_NAIVE, 59, FLASHLAB_FP16);
   CHECK(naive.Br == 0);

@@ -216,8 +216,8 @@ std::vector<int64_t> run_queue(int64_t items, const std::function<int64_t(int64_
   *balance = double(last) * grid / double(total);
   return block_of;
 }
-std::vector<int64_t> run_queue(const TileOrder& o, int64_t grid, bool causal, double* balance,
-                               int64_t lead = kDefaultStages) {
+std::vector<int64_t> run_queue(const TileOrder& o, int64_t grid, bool causal, int64_t lead,
+                               double* balance) {
   return run_queue(
       o.items, [&](int64_t w) { return item_kv_tiles(o, w, causal); }, grid, lead, balance);
 }
@@ -243,7 +243,8 @@ TEST_CASE("the work queue: every item taken once, by one block, and blocks stop 
           grid_blocks(o, is_persistent(FLASHLAB_FA3_GRID_QUEUE, o, true), kH200Sms);
       INFO("batch=", s.batch, " heads_q=", s.heads_q, " N_q=", s.n_q, " causal=", causal);
       double balance = 0;
-      const std::vector<int64_t> block_of = run_queue(o, grid, causal, &balance);
+      const std::vector<int64_t> block_of =
+          run_queue(o, grid, causal, default_stages(s.d), &balance);
       CHECK(std::count(block_of.begin(), block_of.end(), -1) == 0);
       // The first items are the blocks' own; fixed turns would give the next ones out again.
       for (int64_t k = 0; k < std::min<int64_t>(grid, o.items); ++k) CHECK(block_of[k] == k);
@@ -269,9 +270,9 @@ TEST_CASE("persistent turns balance equal tiles, and causal tiles are balanced b
       CHECK(turns > dispatch);
       CHECK(dispatch < 1.07);
       // The work queue with one block per SM, run as the kernel runs it (the next item
-      // claimed `stages` tiles early): as even as dispatch at these shapes.
+      // claimed `stages` tiles early, d's default): as even as dispatch at these shapes.
       double queue = 0;
-      run_queue(causal, kH200Sms, true, &queue);
+      run_queue(causal, kH200Sms, true, default_stages(d), &queue);
       INFO("work queue ", queue);
       CHECK(queue == doctest::Approx(dispatch));
       CHECK(queue < turns);

@@ -29,7 +29,8 @@ TEST_CASE("fa3 mirror: the block's SRAM is the kernel table's, at every d, dtype
         CHECK(r.peak_sram == k::sram_bytes(d, app::c_dtype(dtype), int(stages)));
         CHECK(r.peak_sram <= k::kMaxSramPerBlock);
       }
-  CHECK(app::fa3_kernel_facts(128, sim::DType::bf16).facts->stages == k::kDefaultStages);
+  for (const app::Index d : {64, 128})  // stages = 0: the kernel's default for d
+    CHECK(app::fa3_kernel_facts(d, sim::DType::bf16).facts->stages == k::default_stages(d));
 }
 
 TEST_CASE("fa3 mirror: what the kernel does not take is refused with the table's reason") {
@@ -57,7 +58,7 @@ TEST_CASE(
       // Out of the SMs at the default stages: O by TMA stores of sO, its rows whole (its
       // data), and L by finalize's warp stores, a sector per 8 rows; the L1's store pipe sees
       // only L. The grid model books the data the L2 receives.
-      REQUIRE(k::stages_o(128, FLASHLAB_BF16, k::kDefaultStages));
+      REQUIRE(k::stages_o(128, FLASHLAB_BF16, k::default_stages(128)));
       const double row = 128.0 * 2, l_sectors = double((n + 7) / 8);
       CHECK(double(p.grid->sm_written()) == 3 * (n * row + 4.0 * n));
       CHECK(p.sm_written() == 3 * (n * row + 32 * l_sectors));
@@ -82,7 +83,7 @@ TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be n
       "--causal --repeats 1 --no-ncu --no-color");
   REQUIRE(out.status == 0);
   CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::kBr, k::kBc,
-                                         k::kDefaultStages)));
+                                         k::default_stages(64))));
   CHECK(contains(out.output, "DRAM not modelled (the grid takes N_q = N_k)"));
   const auto square = run_flashlab(
       "compare --kernels fa2,fa3 --n 256 --d 128 --repeats 1 "

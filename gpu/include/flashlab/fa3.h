@@ -10,15 +10,24 @@
 extern "C" {
 #endif
 
+/* flashlab_fa3_options.stages and .ping_pong: the kernel's own choice for the head dimension. */
+#define FLASHLAB_FA3_AUTO (-1)
+
 typedef struct flashlab_fa3_options {
   int32_t warp_specialized; /* 1: a producer warpgroup issues every TMA load and gives its
                                registers to the two consumer warpgroups (setmaxnreg);
                                0: no producer, the first consumer thread issues the loads
                                itself between its tiles. Default 1. */
-  int32_t stages;           /* K and V buffers in SRAM: 1, 2 or 3. Default 2. */
+  int32_t stages;           /* K and V buffers in SRAM: 1, 2 or 3, or FLASHLAB_FA3_AUTO:
+                               the default for the call's head dimension (2 at d = 128, 3
+                               at d = 64: fa3::default_stages, kernel_info.hpp). Default
+                               FLASHLAB_FA3_AUTO. */
   int32_t ping_pong;        /* 1: the two consumer warpgroups take turns issuing their
                                matmuls (named barriers), so one's softmax runs under the
-                               other's wgmma; 0: each issues when ready. Default 1. */
+                               other's wgmma; 0: each issues when ready; FLASHLAB_FA3_AUTO:
+                               the default for the call's head dimension (on at d = 128,
+                               off at d = 64: fa3::default_ping_pong). Default
+                               FLASHLAB_FA3_AUTO. */
   int32_t intra_overlap;    /* 1: S_{j+1} = Q K_{j+1}^T is issued before the softmax of S_j
                                and runs under it; 0: one softmax, then the next matmuls.
                                Default 1. */

@@ -479,7 +479,8 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //   SRAM (d = 128, bf16): sQ (128, 128) 32 KiB + stages x (sK + sV) 2 x 32 KiB; 3 stages =
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB, + sO (128, 128) 32 KiB for
 //     the epilogue's TMA stores (below: stages_o), + a second sQ 32 KiB (q_buffers): 224 KiB,
-//     226 KiB with the barriers and the alignment slack. At d = 64 half of that.
+//     226 KiB with the barriers and the alignment slack. At d = 64 half of that, and the
+//     default there is 3 stages (default_stages), 146 KiB with the second sQ and sO.
 //   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
 //     consumer thread issues the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
@@ -496,7 +497,27 @@ inline constexpr int kRowsPerConsumer = 64;  // wgmma's M
 inline constexpr int kBr = kConsumerWarpgroups * kRowsPerConsumer;
 inline constexpr int kBc = 128;
 inline constexpr int kMaxStages = 3;
-inline constexpr int kDefaultStages = 2;
+// The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
+// flashlab_fa3_options.stages and .ping_pong resolves to): d = 128: 2 stages, ping-pong on;
+// d = 64: 3 stages, ping-pong off. Measured on the H200 (2026-12-02, each setting of the same
+// kernel timed in turns, bench/results/2026-12-02-h200-fa3-d64-defaults.csv): at d = 64, 3
+// stages without ping-pong over 2 with it, N = 1024, 4096, 16384: non-causal 1.034 1.024
+// 1.018, causal 1.047 1.029 1.019 (on three other builds of the day: +0 to +5% from
+// N = 1024). Ping-pong makes one warpgroup's matmuls wait for the other's softmax; at d = 64 a
+// softmax (64 ex2 per warp at 8 cycles each, and the max pass before them) outlasts the
+// other's two matmuls (512 tensor-core cycles), so the turns only add waiting. At d = 128 the
+// matmuls are twice as long and the turns pay (ablation, N = 8192: off 0.985 and 0.952 of on,
+// non-causal and causal), and a
+// third stage would take the SRAM of the second Q buffer and of sO (stages_o, q_buffers).
+constexpr int default_stages(int64_t d) { return d < 128 ? 3 : 2; }
+constexpr bool default_ping_pong(int64_t d) { return d >= 128; }
+// The options a call at head dimension d runs with: FLASHLAB_FA3_AUTO in stages and ping_pong
+// replaced by d's defaults, every other field as given.
+constexpr flashlab_fa3_options resolve_options(int64_t d, flashlab_fa3_options o) {
+  if (o.stages == FLASHLAB_FA3_AUTO) o.stages = default_stages(d);
+  if (o.ping_pong == FLASHLAB_FA3_AUTO) o.ping_pong = default_ping_pong(d) ? 1 : 0;
+  return o;
+}
 inline constexpr int kSlab = 64;           // elements of d per 128-byte swizzled row
 inline constexpr int kSwizzleAtom = 1024;  // 8 rows x 128 bytes: a tile's base alignment
 inline constexpr int kAlignBytes = 16;     // TMA: global address and every stride
@@ -602,10 +623,10 @@ constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
 }
 static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
               "three stages of d = 128 fit an H200 block");
-static_assert(stages_o(128, FLASHLAB_BF16, kDefaultStages) &&
+static_assert(stages_o(128, FLASHLAB_BF16, default_stages(128)) &&
                   stages_o(64, FLASHLAB_BF16, kMaxStages),
               "the default stages at d = 128, and every setting at d = 64, stage O");
-static_assert(q_buffers(128, FLASHLAB_BF16, kDefaultStages) == kMaxQBuffers &&
+static_assert(q_buffers(128, FLASHLAB_BF16, default_stages(128)) == kMaxQBuffers &&
                   q_buffers(64, FLASHLAB_BF16, kMaxStages) == kMaxQBuffers &&
                   q_buffers(128, FLASHLAB_BF16, kMaxStages) == 1,
               "two Q buffers at the default stages and at d = 64; one at 3 stages of d = 128");
@@ -614,7 +635,7 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   c.Br = kBr;
   c.Bc = kBc;
   c.threads = threads(true);
-  c.sram_bytes = sram_bytes(d, dtype, kDefaultStages);
+  c.sram_bytes = sram_bytes(d, dtype, default_stages(d));
   c.blocks_per_sm = 1;
   c.s = {FLASHLAB_MEMORY_REGISTERS, FLASHLAB_FP32};
   c.w = {FLASHLAB_MEMORY_REGISTERS, dtype};  // rounded to the input dtype: wgmma's A operand
