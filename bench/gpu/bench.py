@@ -73,9 +73,9 @@ def torch_call(torch, backend, q, k, v, causal):
 # defaults), so that both are timed in the same run: on one grid each (flashlab_fa3_grid),
 # persistent in fixed turns, from a work queue, and one block per tile; with
 # FlashAttention-4's software exponentials; and with the consumers running from one work
-# item into the next (overlap_items = 1); without ping-pong, with 3 stages, with both (d = 64's
-# defaults, fa3::default_stages and default_ping_pong), and with 2 stages and ping-pong (d =
-# 128's): the ablation's run-time switches, for a sweep over N.
+# item into the next (overlap_items = 1); without ping-pong, with 3 stages, with both, and with
+# 2 stages and ping-pong (the last two: d = 64's and d = 128's defaults in 2026-12, see
+# fa3::default_stages): the ablation's run-time switches, for a sweep over N.
 FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-queue": dict(grid=fl.FA3_GRID_QUEUE),
                 "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),
@@ -172,10 +172,11 @@ def run_sweep(args):
     sweep.run(args, args.head_dims, functools.partial(bench_shape, only=args.impls), print_summary)
 
 
-def ablation_options(fl_lib):
-    """The default switches first, then each switch moved away from its default alone, then
-    everything off: the FlashAttention-3 ablation, one idea at a time."""
-    default = fl_lib.fa3_default_options()
+def ablation_options(fl_lib, d):
+    """The default switches first (as they resolve at head dimension d), then each switch
+    moved away from its default alone, then everything off: the FlashAttention-3 ablation,
+    one idea at a time."""
+    default = fl_lib.fa3_resolved_options(d, fl_lib.fa3_default_options())
     fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap", "conditional_rescale",
               "grid", "software_exp2", "overlap_items")
     def variant(**changes):
@@ -189,11 +190,9 @@ def ablation_options(fl_lib):
     out += [variant(grid=g)
             for g in (fl.FA3_GRID_PERSISTENT, fl.FA3_GRID_QUEUE, fl.FA3_GRID_PER_TILE)
             if g != default.grid]
-    # Stages and ping-pong default to FLASHLAB_FA3_AUTO (a choice per head dimension): every
-    # explicit setting is timed, so one of them is the default's own.
     out += [variant(stages=s) for s in (1, 2, 3) if s != default.stages]
-    out += [variant(ping_pong=p) for p in (0, 1) if p != default.ping_pong]
-    out += [variant(warp_specialized=0), variant(intra_overlap=0),
+    out += [variant(warp_specialized=0), variant(ping_pong=1 - default.ping_pong),
+            variant(intra_overlap=0),
             variant(ping_pong=0, intra_overlap=0),
             variant(warp_specialized=0, ping_pong=0, intra_overlap=0, stages=1)]
     return out
@@ -238,7 +237,7 @@ def run_ablation(args):
             # Every variant that runs, checked against cuDNN, then all of them and cuDNN timed
             # in turns (timing.interleaved_medians).
             fns, diffs, variants = {"cudnn": cudnn}, {}, {}
-            for i, options in enumerate(ablation_options(lib)):
+            for i, options in enumerate(ablation_options(lib, d)):
                 fn = (lambda opt: lambda: lib.forward_fa3(p, opt))(options)
                 try:
                     fn()

@@ -164,6 +164,9 @@ class Flashlab:
         self.lib.flashlab_forward_fa3.restype = ctypes.c_int
         self.lib.flashlab_fa3_default_options.argtypes = [ctypes.POINTER(Fa3Options)]
         self.lib.flashlab_fa3_default_options.restype = ctypes.c_int
+        self.lib.flashlab_fa3_resolve_options.argtypes = [
+            ctypes.c_int64, ctypes.POINTER(Fa3Options), ctypes.POINTER(Fa3Options)]
+        self.lib.flashlab_fa3_resolve_options.restype = ctypes.c_int
         if self.lib.flashlab_abi_version() != ABI_VERSION:
             raise RuntimeError(f"{path} has ABI version {self.lib.flashlab_abi_version()}; "
                                f"this mirror is of version {ABI_VERSION}")
@@ -221,6 +224,13 @@ class Flashlab:
         options = Fa3Options()
         self._check(self.lib.flashlab_fa3_default_options(ctypes.byref(options)))
         return options
+
+    def fa3_resolved_options(self, d, options):
+        """The options as a call at head dimension d runs them (FLASHLAB_FA3_AUTO resolved)."""
+        out = Fa3Options()
+        self._check(self.lib.flashlab_fa3_resolve_options(d, ctypes.byref(options),
+                                                          ctypes.byref(out)))
+        return out
 
     def forward_fa3(self, params, options):
         """flashlab_forward with fa3's switches (params.kernel must be FA3)."""

@@ -76,8 +76,9 @@ if want build; then
   # kernel, and no local memory (LDL/STL: spills or a register array indexed at run time).
   # One exception, printed but allowed: the conditional rule's counting kernel (Rescale 2,
   # `RescaleE2` in its name), an instrument that is never timed, spills at d = 128.
-  # MUFU.EX2 is printed too: the software_exp2 kernels (`ELb1EEEv` ending the template
-  # arguments) have fewer, a quarter of the unmasked tiles' exponentials being FMA-pipe code.
+  # MUFU.EX2 is printed too: the software_exp2 kernels (`RescaleE0ELb1ELb1E`: software_exp2,
+  # then kChainCode, the last two template arguments) have fewer, a quarter of the unmasked
+  # tiles' exponentials being FMA-pipe code.
   cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /fa3_kernel/ {
       if (!(f in n)) { n[f] = 1; kernels++ }; if (/HGMMA/) g[f]++; if (/UTMALDG/) t[f]++; if (/LDL|STL/) s[f]++
       if (/MUFU.EX2/) e[f]++ }

@@ -7,8 +7,12 @@ registers are not (bench/gpu/NOTES.md, "Same instructions, 4 to 8% apart").
               belongs in a uniform register (UR...) or the constant bank (c[...]). Where ptxas
               put it in a vector register, every one of those FFMA reads three.
   bank pairs  floating-point instructions of the main loop (FFMA, FADD, FMUL, FMNMX, F2FP)
-              two or more of whose vector-register sources, not marked .reuse, fall in the
-              same register bank, counted with two banks (register number mod 2): the model
+              two or more of whose vector-register sources read from the register file fall
+              in the same register bank, counted with two banks (register number mod 2). A
+              source is not read from the register file when the instruction before marked
+              the same register in the same operand slot .reuse (the operand reuse cache keeps
+              it for the next instruction; the marking instruction itself still reads it):
+              the model
               that Jia et al. measured on Volta ("Dissecting the NVIDIA Volta GPU Architecture
               via Microbenchmarking", 2018), where such sources are read one after the other.
               Hopper's banks are not documented, and whether these counts cost it time is not
@@ -29,7 +33,8 @@ INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 FUNCTION = re.compile(r"Function\s*:\s*(\S+)")
 PREDICATE = re.compile(r"^@!?U?P[T0-9]+\s+")
 VECTOR_REGISTER = re.compile(r"^[-|!]*R(\d+)(\.reuse)?")  # RZ does not match: no digits
-BRANCH = re.compile(r"\bBRA\s+(?:`\()?(?:\.L_x_\d+\)?|0x([0-9a-f]+))")
+# BRA, BRA.U, BRA.DIV ..., with an optional predicate operand (`BRA.U !UP0, 0x...`).
+BRANCH = re.compile(r"\bBRA(?:\.\w+)*\s+(?:(!?U?P[T0-9]+)\s*,\s*)?(?:`\()?(?:\.L_x_\d+\)?|0x([0-9a-f]+))")
 FLOATING_POINT = ("FFMA", "FADD", "FMUL", "FMNMX", "F2FP")
 
 
@@ -61,12 +66,13 @@ def sources(instruction):
 
 
 def vector_sources(instruction):
-    """[(register number, marked .reuse), ...] of the vector-register sources."""
+    """[(operand slot, register number, marked .reuse), ...] of the vector-register sources;
+    the slot is the source's place among the instruction's sources (0, 1, 2)."""
     out = []
-    for operand in sources(instruction):
+    for slot, operand in enumerate(sources(instruction)):
         found = VECTOR_REGISTER.match(operand)
         if found:
-            out.append((int(found.group(1)), found.group(2) is not None))
+            out.append((slot, int(found.group(1)), found.group(2) is not None))
     return out
 
 
@@ -79,8 +85,11 @@ def main_loop(instructions):
     loops = []
     for address, instruction, predicated in instructions:
         found = BRANCH.search(instruction)
-        if predicated and found and found.group(1) is not None and int(found.group(1), 16) < address:
-            start = int(found.group(1), 16)
+        if found is None or found.group(2) is None:
+            continue
+        conditional = predicated or found.group(1) not in (None, "PT")
+        if conditional and int(found.group(2), 16) < address:
+            start = int(found.group(2), 16)
             if any(start <= a <= address and opcode(i).split(".")[0] in ("HGMMA", "HMMA")
                    for a, i, _ in instructions):
                 loops.append((address - start, start, address))
@@ -90,12 +99,15 @@ def main_loop(instructions):
     return start, end
 
 
-def bank_pair(instruction, banks=2):
-    """Whether two or more unreused vector sources of a floating-point instruction share a bank."""
+def bank_pair(instruction, previous="", banks=2):
+    """Whether two or more of a floating-point instruction's vector sources that are read from
+    the register file (not from the reuse cache that `previous` filled) share a bank."""
     if opcode(instruction).split(".")[0] not in FLOATING_POINT:
         return False
-    unreused = [number % banks for number, reused in vector_sources(instruction) if not reused]
-    return any(unreused.count(bank) >= 2 for bank in set(unreused))
+    cached = {(slot, number) for slot, number, reuse in vector_sources(previous) if reuse}
+    read = [number % banks for slot, number, _ in vector_sources(instruction)
+            if (slot, number) not in cached]
+    return any(read.count(bank) >= 2 for bank in set(read))
 
 
 def report(instructions):
@@ -105,7 +117,7 @@ def report(instructions):
             "ffma3r": sum(reads_three_vector_registers(i) for _, i, _ in instructions),
             "loop": len(in_loop),
             "loop_ffma3r": sum(reads_three_vector_registers(i) for i in in_loop),
-            "bank_pairs": sum(bank_pair(i) for i in in_loop)}
+            "bank_pairs": sum(bank_pair(i, p) for p, i in zip([""] + in_loop, in_loop))}
 
 
 def main(argv=None):

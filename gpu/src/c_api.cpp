@@ -108,6 +108,24 @@ flashlab_status flashlab_fa3_default_options(flashlab_fa3_options* out) {
   return FLASHLAB_OK;
 }
 
+flashlab_status flashlab_fa3_resolve_options(int64_t d, const flashlab_fa3_options* options,
+                                             flashlab_fa3_options* out) {
+  if (options == nullptr || out == nullptr) {
+    last_error = options == nullptr ? "options is NULL: pass the flashlab_fa3_options to resolve"
+                                    : "out is NULL: pass a flashlab_fa3_options to fill";
+    return FLASHLAB_ERROR_NULL_POINTER;
+  }
+  const flashlab::gpu::KernelInfo info =
+      flashlab::gpu::kernel_info(FLASHLAB_KERNEL_FA3, d, FLASHLAB_BF16);
+  if (!info.supported) {
+    last_error = info.reason;
+    return FLASHLAB_ERROR_UNSUPPORTED;
+  }
+  *out = flashlab::gpu::fa3::resolve_options(d, *options);
+  last_error.clear();
+  return FLASHLAB_OK;
+}
+
 flashlab_status flashlab_forward_fa3(const flashlab_forward_params* params,
                                      const flashlab_fa3_options* options) {
   if (params == nullptr || options == nullptr) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "flashlab/cpu/types.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 
 #include <string>
 #include <string_view>
@@ -60,11 +61,12 @@ struct StageTimes {
   double softmax = 0;  // the exps of (Br / 2, Bc) scores
 };
 
-// FlashAttention-3's switches, as flashlab/fa3.h has them.
+// FlashAttention-3's switches, as flashlab/fa3.h has them; the defaults are the kernel's at
+// d = 128, the head dimension the lesson's model and its measured ablation take.
 struct Switches {
   bool warp_specialized = true;
-  Index stages = 2;
-  bool ping_pong = true;
+  Index stages = gpu::fa3::default_stages(128);
+  bool ping_pong = gpu::fa3::default_ping_pong(128);
   bool intra_overlap = true;
 };
 std::string describe(const Switches& s);  // "WS on, 2 stages, ping-pong on, intra on"

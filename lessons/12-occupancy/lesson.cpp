@@ -273,11 +273,11 @@ void unequal_blocks(LessonContext& ctx) {
       "over an even share, before any overhead. Without the mask every tile costs the same\n"
       "and turns are even. The queue's producer claims the next tile as many KV tiles before\n"
       "its block is free as the ring has stages ({} at d = 128, {} at d = 64), so that the\n"
-      "atomic's trip to the L2 is not waited for: that can hand a\n"
-      "tile to another block, but not, counted so, change the busiest one's work at these\n"
-      "shapes. It costs one atomic add per tile. FLASHLAB_FA3_GRID_AUTO takes it under the\n"
-      "causal mask from {} query tiles a head (kernel_info.hpp has the H200's figures; time\n"
-      "it with bench/gpu/bench.py --impls fa3-queue fa3-persistent).\n\n",
+      "atomic's trip to the L2 is not waited for: that can hand a tile to another block, but\n"
+      "not, counted so, change the busiest one's work at these shapes. It costs one atomic\n"
+      "add per tile. FLASHLAB_FA3_GRID_AUTO takes it under the causal mask from {} query\n"
+      "tiles a head (kernel_info.hpp has the H200's figures; time it with\n"
+      "bench/gpu/bench.py --impls fa3-queue fa3-persistent).\n\n",
       gpu::fa3::default_stages(128), gpu::fa3::default_stages(64), gpu::fa3::kAutoQueueMinTiles);
 }
 

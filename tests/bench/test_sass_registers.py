@@ -36,14 +36,20 @@ class Operands(unittest.TestCase):
         # RZ is no register read
         self.assertFalse(sr.reads_three_vector_registers("FFMA R1, R2, R3, RZ"))
 
-    def test_bank_pairs_count_unreused_sources_only(self):
+    def test_bank_pairs_count_register_file_reads_only(self):
         self.assertTrue(sr.bank_pair("FADD R7, R180, R4"))       # 180 and 4: both even
         self.assertFalse(sr.bank_pair("FADD R7, R181, R4"))      # odd and even
-        self.assertFalse(sr.bank_pair("FADD R7, R180.reuse, R4"))  # one comes from the reuse cache
         self.assertTrue(sr.bank_pair("FFMA R1, R3, UR4, -R5"))    # 3 and 5: both odd
         self.assertFalse(sr.bank_pair("IADD3 R1, R2, R4, RZ"))   # not a floating-point instruction
         self.assertTrue(sr.bank_pair("FMNMX R1, R2, R6, !PT", banks=4))
         self.assertFalse(sr.bank_pair("FMNMX R1, R2, R4, !PT", banks=4))
+        # .reuse keeps a source for the next instruction: the one that marks it still reads
+        # the register file; the next one, with the same register in the same slot, does not.
+        marking = "FADD R7, R180.reuse, R9"
+        self.assertTrue(sr.bank_pair("FADD R7, R180.reuse, R4"))
+        self.assertFalse(sr.bank_pair("FADD R8, R180, R4", previous=marking))
+        self.assertTrue(sr.bank_pair("FADD R8, R4, R180", previous=marking))  # another slot
+        self.assertTrue(sr.bank_pair("FADD R8, R180, R4", previous="FADD R7, R180, R9"))
 
 
 class MainLoop(unittest.TestCase):
@@ -72,6 +78,12 @@ class MainLoop(unittest.TestCase):
         r = sr.report(instructions)
         self.assertEqual(r, {"instructions": 11, "ffma3r": 2, "loop": 6, "loop_ffma3r": 1,
                              "bank_pairs": 2})  # FFMA R29, R5 (odd, odd) and FADD R180, R4
+
+    def test_a_loop_closed_by_a_branch_with_a_predicate_operand(self):
+        code = ["MOV R1, RZ", "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], R24",
+                "FADD R2, R4, R6", "BRA.U !UP0, 0x10", "EXIT", "BRA.U 0x0"]
+        [(_, instructions)] = sr.functions(sass("k", code)).items()
+        self.assertEqual(sr.main_loop(instructions), (0x10, 0x30))
 
     def test_no_loop_with_matrix_instructions(self):
         [(_, instructions)] = sr.functions(sass("k", ["FADD R1, R2, R4", "@P0 BRA 0x0"])).items()

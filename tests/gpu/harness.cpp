@@ -226,7 +226,8 @@ std::string Case::describe() const {
                               " offset=" + std::to_string(dropout_offset)
                         : "") +
          (fa3 ? " fa3{ws=" + std::to_string(fa3->warp_specialized) + " stages=" +
-                    std::to_string(fa3->stages) + " ping_pong=" + std::to_string(fa3->ping_pong) +
+                    std::to_string(gpu::fa3::resolve_options(d, *fa3).stages) +
+                    " ping_pong=" + std::to_string(gpu::fa3::resolve_options(d, *fa3).ping_pong) +
                     " intra_overlap=" + std::to_string(fa3->intra_overlap) +
                     " conditional_rescale=" + std::to_string(fa3->conditional_rescale) +
                     " grid=" + std::to_string(fa3->grid) +

@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 #include "flashlab/gpu/kernel_info.hpp"
 #include "valid_call.hpp"
@@ -80,6 +81,34 @@ TEST_CASE("flashlab_kernel_info: unsupported, unknown and NULL") {
   CHECK(std::string(flashlab_last_error()) == "dtype = -1 is unknown: use 0 (fp32), 1 (fp16) or 2 (bf16)");
 
   CHECK(status_name(flashlab_kernel_info(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_BF16, nullptr)) ==
+        "FLASHLAB_ERROR_NULL_POINTER");
+  CHECK(std::string(flashlab_last_error()).find("out is NULL") == 0);
+}
+
+TEST_CASE("fa3's options: FLASHLAB_FA3_AUTO by default, resolved per head dimension") {
+  flashlab_fa3_options defaults{};
+  REQUIRE(flashlab_fa3_default_options(&defaults) == FLASHLAB_OK);
+  CHECK(defaults.stages == FLASHLAB_FA3_AUTO);
+  CHECK(defaults.ping_pong == FLASHLAB_FA3_AUTO);
+  for (int64_t d : {int64_t{64}, int64_t{128}}) {
+    INFO("d = ", d);
+    flashlab_fa3_options out{};
+    REQUIRE(flashlab_fa3_resolve_options(d, &defaults, &out) == FLASHLAB_OK);
+    CHECK(std::string(flashlab_last_error()).empty());
+    CHECK(out.stages == fa3::default_stages(d));
+    CHECK(out.ping_pong == int(fa3::default_ping_pong(d)));
+    CHECK(out.warp_specialized == defaults.warp_specialized);
+    CHECK(out.grid == defaults.grid);
+    CHECK(out.overlap_items == defaults.overlap_items);
+  }
+  flashlab_fa3_options out{};
+  CHECK(status_name(flashlab_fa3_resolve_options(96, &defaults, &out)) ==
+        "FLASHLAB_ERROR_UNSUPPORTED");
+  CHECK(std::string(flashlab_last_error()).find("d = 96 is not supported by the fa3 kernel") == 0);
+  CHECK(status_name(flashlab_fa3_resolve_options(64, nullptr, &out)) ==
+        "FLASHLAB_ERROR_NULL_POINTER");
+  CHECK(std::string(flashlab_last_error()).find("options is NULL") == 0);
+  CHECK(status_name(flashlab_fa3_resolve_options(64, &defaults, nullptr)) ==
         "FLASHLAB_ERROR_NULL_POINTER");
   CHECK(std::string(flashlab_last_error()).find("out is NULL") == 0);
 }

@@ -195,14 +195,15 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
   for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
     for (int d : {64, 128})
       for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
-        for (const GridShape& shape : kShapes)
+        for (int s = 0; s < 2; ++s)
           for (flashlab_causal causal :
                {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
+            const GridShape& shape = kShapes[s];
             flashlab_fa3_options o = fa3_defaults();
             o.overlap_items = 1;
             o.grid = grid;
             o.stages = stages;
-            o.ping_pong = stages % 2;  // off at 2 stages, on at 1 and 3
+            o.ping_pong = (stages + s) % 2;  // each stage count with ping-pong on and off
             Case c = grid_case(shape, FLASHLAB_BF16, d, causal, o);
             expect_matches_reference(c);
             const uint64_t seed = fresh_seed();
@@ -212,6 +213,23 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
             INFO(c.describe(), " seed=", seed);
             CHECK(same_bits(across[0], apart[0]));
           }
+}
+
+TEST_CASE("fa3: flashlab_forward runs the options FLASHLAB_FA3_AUTO resolves to, bit for bit") {
+  for (int d : {64, 128}) {
+    flashlab_fa3_options resolved{};
+    const flashlab_fa3_options defaults = fa3_defaults();
+    REQUIRE(flashlab_fa3_resolve_options(d, &defaults, &resolved) == FLASHLAB_OK);
+    Case c = grid_case({2, 4, 2, 1023, 1023}, FLASHLAB_BF16, d, FLASHLAB_CAUSAL_TOP_LEFT,
+                       resolved);
+    expect_matches_reference(c);
+    const uint64_t seed = fresh_seed();
+    const auto explicit_options = run_repeated(c, seed, 1);
+    c.fa3.reset();  // flashlab_forward: the library's defaults
+    const auto by_default = run_repeated(c, seed, 1);
+    INFO(c.describe(), " seed=", seed);
+    CHECK(same_bits(explicit_options[0], by_default[0]));
+  }
 }
 
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {

@@ -191,6 +191,15 @@ TEST_CASE("the ladder's configurations") {
   // The table's SRAM is that of each d's default stages: 3 at d = 64, where everything fits.
   CHECK(kernel_config(FLASHLAB_KERNEL_FA3, 64, FLASHLAB_FP16).sram_bytes ==
         fa3::sram_bytes(64, FLASHLAB_FP16, 3));
+
+  const KernelConfig naive = kernel_config(FLASHLAB_KERNEL_NAIVE, 59, FLASHLAB_FP16);
+  CHECK(naive.Br == 0);
+  CHECK(naive.Bc == 0);
+  CHECK(naive.threads == 256);
+  CHECK(naive.s.level == FLASHLAB_MEMORY_HBM);
+  CHECK(naive.w.level == FLASHLAB_MEMORY_HBM);
+  CHECK(naive.w.dtype == FLASHLAB_FP16);
+  CHECK(naive.s_hbm_reads == 3);
 }
 
 TEST_CASE("fa3's FLASHLAB_FA3_AUTO: stages and ping-pong chosen per head dimension") {
@@ -215,15 +224,13 @@ TEST_CASE("fa3's FLASHLAB_FA3_AUTO: stages and ping-pong chosen per head dimensi
   o.stages = 3, o.ping_pong = 0;
   CHECK(fa3::resolve_options(128, o).stages == 3);
   CHECK(fa3::resolve_options(128, o).ping_pong == 0);
-
-  const KernelConfig naive = kernel_config(FLASHLAB_KERNEL_NAIVE, 59, FLASHLAB_FP16);
-  CHECK(naive.Br == 0);
-  CHECK(naive.Bc == 0);
-  CHECK(naive.threads == 256);
-  CHECK(naive.s.level == FLASHLAB_MEMORY_HBM);
-  CHECK(naive.w.level == FLASHLAB_MEMORY_HBM);
-  CHECK(naive.w.dtype == FLASHLAB_FP16);
-  CHECK(naive.s_hbm_reads == 3);
+  // FLASHLAB_FA3_AUTO in one field only: that one resolved, the other kept.
+  o.stages = FLASHLAB_FA3_AUTO, o.ping_pong = 1;
+  CHECK(fa3::resolve_options(64, o).stages == 3);
+  CHECK(fa3::resolve_options(64, o).ping_pong == 1);
+  o.stages = 2, o.ping_pong = FLASHLAB_FA3_AUTO;
+  CHECK(fa3::resolve_options(64, o).stages == 2);
+  CHECK(fa3::resolve_options(64, o).ping_pong == 0);
 }
 
 TEST_CASE("unsupported d: the reason names d, the set taken, and the kernels that take it") {

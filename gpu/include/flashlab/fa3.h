@@ -19,15 +19,14 @@ typedef struct flashlab_fa3_options {
                                0: no producer, the first consumer thread issues the loads
                                itself between its tiles. Default 1. */
   int32_t stages;           /* K and V buffers in SRAM: 1, 2 or 3, or FLASHLAB_FA3_AUTO:
-                               the default for the call's head dimension (2 at d = 128, 3
-                               at d = 64: fa3::default_stages, kernel_info.hpp). Default
-                               FLASHLAB_FA3_AUTO. */
+                               the default for the call's head dimension
+                               (fa3::default_stages, kernel_info.hpp; what a call resolves
+                               to: flashlab_fa3_resolve_options). Default FLASHLAB_FA3_AUTO. */
   int32_t ping_pong;        /* 1: the two consumer warpgroups take turns issuing their
                                matmuls (named barriers), so one's softmax runs under the
                                other's wgmma; 0: each issues when ready; FLASHLAB_FA3_AUTO:
-                               the default for the call's head dimension (on at d = 128,
-                               off at d = 64: fa3::default_ping_pong). Default
-                               FLASHLAB_FA3_AUTO. */
+                               the default for the call's head dimension
+                               (fa3::default_ping_pong). Default FLASHLAB_FA3_AUTO. */
   int32_t intra_overlap;    /* 1: S_{j+1} = Q K_{j+1}^T is issued before the softmax of S_j
                                and runs under it; 0: one softmax, then the next matmuls.
                                Default 1. */
@@ -99,6 +98,13 @@ typedef enum flashlab_rescale_count {
 
 /* Fills *out with the defaults; FLASHLAB_ERROR_NULL_POINTER if out is NULL. */
 flashlab_status flashlab_fa3_default_options(flashlab_fa3_options* out);
+
+/* Fills *out with *options as a call at head dimension d runs them: FLASHLAB_FA3_AUTO in
+ * stages and ping_pong replaced by d's defaults, every other field as given.
+ * FLASHLAB_ERROR_NULL_POINTER if options or out is NULL, FLASHLAB_ERROR_UNSUPPORTED if fa3
+ * does not take d. */
+flashlab_status flashlab_fa3_resolve_options(int64_t d, const flashlab_fa3_options* options,
+                                             flashlab_fa3_options* out);
 
 /* flashlab_forward() for params->kernel == FLASHLAB_KERNEL_FA3, with these switches.
  * FLASHLAB_ERROR_BAD_ARGUMENT for another kernel or a switch out of range;

@@ -502,8 +502,8 @@ inline constexpr int kMaxStages = 3;
 // d = 64: 3 stages, ping-pong off. Measured on the H200 (2026-12-02, each setting of the same
 // kernel timed in turns, bench/results/2026-12-02-h200-fa3-d64-defaults.csv): at d = 64, 3
 // stages without ping-pong over 2 with it, N = 1024, 4096, 16384: non-causal 1.034 1.024
-// 1.018, causal 1.047 1.029 1.019 (on three other builds of the day: +0 to +5% from
-// N = 1024). Ping-pong makes one warpgroup's matmuls wait for the other's softmax; at d = 64 a
+// 1.018, causal 1.047 1.029 1.019 (on two other builds of the day, N = 1024 to 16384: +2.2
+// to +4.3% and +1.4 to +5.9%). Ping-pong makes one warpgroup's matmuls wait for the other's softmax; at d = 64 a
 // softmax (64 ex2 per warp at 8 cycles each, and the max pass before them) outlasts the
 // other's two matmuls (512 tensor-core cycles), so the turns only add waiting. At d = 128 the
 // matmuls are twice as long and the turns pay (ablation, N = 8192: off 0.985 and 0.952 of on,
@@ -566,10 +566,12 @@ inline constexpr int kDefaultOverlapItems = 0;
 // carries the code that chains work items, read at run time, or is compiled without it when
 // overlap_items = 0. The work is the same, and so is the main loop's list of instructions;
 // the order ptxas schedules them in and the registers it gives them are not, and the speed
-// follows. Measured on the H200 (2026-12-02, nvcc 13, two builds each, in turns): at d = 64
-// without the code 7 to 9% slower at N = 16384 (407 to 414 against 441 to 445 TFLOP/s,
-// non-causal, one item per block, so the chaining never runs), at d = 128 without it 2 to 5%
-// faster (1.02 to 1.07 of cuDNN from N = 2048 against 0.98 to 1.03). Why, in the SASS: not
+// follows. Measured on the H200 (2026-12-02, nvcc 13): at d = 64, the two timed in turns in
+// two runs, without the code 7 to 9% slower at N = 16384 non-causal (410.2 and 406.8 against
+// 441.3 and 444.7 TFLOP/s; one item per block, so the chaining never runs); at d = 128 without
+// it faster: 1.02 to 1.07 of cuDNN from N = 2048 non-causal, where the kernel with it read 0.98
+// to 1.03 in the runs before (not in turns with each other), and +3 to +10% over it in turns
+// from N = 2048 in a build since dropped (s from the parameters). Why, in the SASS: not
 // settled (bench/gpu/NOTES.md, "Same instructions, 4 to 8% apart").
 constexpr bool chain_code_in_default_kernel(int64_t d) { return d < 128; }
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
