@@ -115,6 +115,7 @@ flashlab_status flashlab_fa3_resolve_options(int64_t d, const flashlab_fa3_optio
                                     : "out is NULL: pass a flashlab_fa3_options to fill";
     return FLASHLAB_ERROR_NULL_POINTER;
   }
+  // The options depend on d alone: bf16 stands for every dtype fa3 takes.
   const flashlab::gpu::KernelInfo info =
       flashlab::gpu::kernel_info(FLASHLAB_KERNEL_FA3, d, FLASHLAB_BF16);
   if (!info.supported) {

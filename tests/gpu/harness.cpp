@@ -215,6 +215,9 @@ const char* layout_name(Layout layout) {
 
 std::string Case::describe() const {
   static const char* kCausal[] = {"none", "top_left", "bottom_right"};
+  // fa3's switches as the call runs them (FLASHLAB_FA3_AUTO resolved for d).
+  const std::optional<flashlab_fa3_options> ran =
+      fa3 ? std::optional(gpu::fa3::resolve_options(d, *fa3)) : std::nullopt;
   return std::string(find_kernel(kernel)->name) + " " +
          std::string(dtype_name(flashlab_dtype(dtype))) + " B=" + std::to_string(batch) +
          " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
@@ -225,14 +228,14 @@ std::string Case::describe() const {
                               " seed=" + std::to_string(dropout_seed) +
                               " offset=" + std::to_string(dropout_offset)
                         : "") +
-         (fa3 ? " fa3{ws=" + std::to_string(fa3->warp_specialized) + " stages=" +
-                    std::to_string(gpu::fa3::resolve_options(d, *fa3).stages) +
-                    " ping_pong=" + std::to_string(gpu::fa3::resolve_options(d, *fa3).ping_pong) +
-                    " intra_overlap=" + std::to_string(fa3->intra_overlap) +
-                    " conditional_rescale=" + std::to_string(fa3->conditional_rescale) +
-                    " grid=" + std::to_string(fa3->grid) +
-                    " software_exp2=" + std::to_string(fa3->software_exp2) +
-                    " overlap_items=" + std::to_string(fa3->overlap_items) + "}"
+         (ran ? " fa3{ws=" + std::to_string(ran->warp_specialized) +
+                    " stages=" + std::to_string(ran->stages) +
+                    " ping_pong=" + std::to_string(ran->ping_pong) +
+                    " intra_overlap=" + std::to_string(ran->intra_overlap) +
+                    " conditional_rescale=" + std::to_string(ran->conditional_rescale) +
+                    " grid=" + std::to_string(ran->grid) +
+                    " software_exp2=" + std::to_string(ran->software_exp2) +
+                    " overlap_items=" + std::to_string(ran->overlap_items) + "}"
               : "");
 }
 
