@@ -36,8 +36,9 @@
 // names are fa2's and the CPU reference's:
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
-// (W goes from the softmax straight into bf16/fp16 A-operand registers, never over S: S is
-// a wgmma accumulator, and writing it while U += W V runs would make ptxas serialise them.)
+// (W is written over S in fp32 as the softmax makes it, and packed into bf16/fp16 A-operand
+// registers only once U += W_{j-1} V_{j-1}, which reads them, has landed: FlashAttention-3's
+// order, which keeps one W buffer rather than two.)
 //   finalize:   O = U / l, L = m + log l (a row that saw no key: O = 0, L = -inf)
 // The epilogue: where the SRAM has room (fa3::stages_o), a consumer writes its O rows into
 // sO and one of its threads sends them to HBM with TMA stores, whole 128-byte lines, while
@@ -355,20 +356,19 @@ __device__ __forceinline__ float move_base(SoftmaxState& state, int r, float til
 // W = 2^(S s - m' s); l = alpha l + rowsum W (flashlab::cpu::update and the l half of
 // accumulate), with s = scale * log2(e). kMasked: scores of keys at or past key_end[r] (the
 // thread's first masked key of row r, counted as key_of counts) are -inf; tiles that need
-// no mask take the kMasked = false path, which reads S as it is. S is only read: it is a
-// wgmma accumulator, and with intra-warpgroup overlap writing to it while the product with
-// V is still running would make ptxas serialise the two. W goes straight into rW_next as
-// the A operand of U += W V, in T: the two accumulator tiles of keys 16 kk .. 16 kk + 15
-// are exactly one A fragment (wgmma.cuh). U's half of accumulate (alpha U, then + W V) is
-// the caller's, since U may still be being written by the tensor cores here.
+// no mask take the kMasked = false path, which reads S as it is. W is written over S, in
+// fp32, element for element (FlashAttention-3's order): the A operand of U += W V, in T, is
+// packed from it by pack_w only once the product before it, which reads the one W buffer,
+// has landed. U's half of accumulate (alpha U, then + W V) is the caller's, since U may
+// still be being written by the tensor cores here.
 // kSoftwareExp2 (unmasked tiles only, where every score is finite): the slices kk with
 // kk % kSoftwareExp2Period == kSoftwareExp2Period - 1 take 2^x from software_exp2 (FMA pipe),
 // the others from ex2.approx (MUFU).
 template <class T, bool kMasked, Rescale kRescale, bool kSoftwareExp2>
-__device__ __forceinline__ void online_softmax(SoftmaxState& state, const float (&rS)[kSRegs],
+__device__ __forceinline__ void online_softmax(SoftmaxState& state, float (&rS)[kSRegs],
                                                const int (&key_end)[2], const RescaleRule& rule,
                                                unsigned counted, float (&alpha)[2],
-                                               uint32_t (&rW_next)[kBc / 16][4], float scale_log2) {
+                                               float scale_log2) {
   static_assert(!(kMasked && kSoftwareExp2), "software_exp2 takes finite scores only");
   const auto score = [&](int i) {
     if constexpr (kMasked) return key_of(i) >= key_end[row_of(i)] ? -INFINITY : rS[i];
@@ -400,16 +400,31 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, const float 
       return on_fma_pipe ? software_exp2(x) : ptx::exp2_approx(x);
     };
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {  // A register q: row g + 8 (q % 2), keys + 8 (q / 2)
-      const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2), r = q % 2;
+    for (int i = 8 * kk; i < 8 * kk + 8; i += 2) {  // keys i, i + 1 of row row_of(i)
+      const int r = row_of(i);
       const float w0 = power_of_2(fmaf(score(i), scale_log2, -base[r]));
       const float w1 = power_of_2(fmaf(score(i + 1), scale_log2, -base[r]));
       row_sum[r][kk % kPartials] += w0 + w1;
-      rW_next[kk][q] = ptx::pack2<T>(w0, w1);
+      rS[i] = w0;
+      rS[i + 1] = w1;
     }
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) state.l[r] = alpha[r] * state.l[r] + (row_sum[r][0] + row_sum[r][1]);
+}
+
+// W in T, the A operand of U += W V, from W in fp32 (over S): the two accumulator tiles of
+// keys 16 kk .. 16 kk + 15 are exactly one A fragment (wgmma.cuh); A register q holds row
+// g + 8 (q % 2), keys + 8 (q / 2).
+template <class T>
+__device__ __forceinline__ void pack_w(uint32_t (&rW)[kBc / 16][4], const float (&rS)[kSRegs]) {
+#pragma unroll
+  for (int kk = 0; kk < kBc / 16; ++kk)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2);
+      rW[kk][q] = ptx::pack2<T>(rS[i], rS[i + 1]);
+    }
 }
 
 // U = alpha U: elements 0, 1 of each accumulator tile are row g, 2, 3 row g + 8.
@@ -642,18 +657,15 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   Stage k_st(0, stages);
   ItemRows cur = item_rows(work_tile(p, params.order, item), Stage(at.q, params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
-  float rS[kSRegs];  // (64, Bc) of S
-  // W in T, the A operand of U += W V: W_{j-1} in one, W_j made in the other while
-  // U += W_{j-1} V_{j-1} may still run; they trade places every section.
+  float rS[kSRegs];  // (64, Bc) of S, then of W_j in fp32 until U += W_{j-1} V_{j-1} lands
+  // W in T, the A operand of U += W V: packed from rS once the product reading it is done.
   uint32_t rW[kBc / 16][4];
-  uint32_t rW_next[kBc / 16][4];
   const auto zero_u = [&] {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
   };
   // The online softmax of the rows' tile whose first key is k0, masked only where it must be.
-  const auto softmax = [&](ItemRows& rows, int k0, float(&alpha)[2],
-                           uint32_t(&rW_out)[kBc / 16][4]) {
+  const auto softmax = [&](ItemRows& rows, int k0, float(&alpha)[2]) {
     const int first_row = first_row_of(rows.w, consumer), row_g = row_g_of(first_row);
     const unsigned counted = kRescale == Rescale::counted ? counted_rows(p, row_g) : 0u;
     if (tile_needs_mask(p, first_row, k0)) {
@@ -661,11 +673,11 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       const int key_end[2] = {row_key_end(p, row_g, 0) - first_key,
                               row_key_end(p, row_g, 1) - first_key};
       online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false>(
-          rows.state, rS, key_end, rule, counted, alpha, rW_out, scale_log2);
+          rows.state, rS, key_end, rule, counted, alpha, scale_log2);
     } else {
       const int none[2] = {kBc, kBc};
       online_softmax<T, false, kRescale, kSoftwareExp2>(rows.state, rS, none, rule, counted, alpha,
-                                                        rW_out, scale_log2);
+                                                        scale_log2);
     }
   };
   // O = U / l and L = m + log l of the rows, once their last U += W V has landed.
@@ -683,10 +695,15 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       finalize<T, D>(rows.state, rU, p, rows.w.b, rows.w.h, row_g, lane, scale_log2);
   };
 
-  // Section j (1 <= j < Tc): U += W_{j-1} V_{j-1} (W_{j-1} in rW_prev), S_j and its softmax
-  // into rW_made, U rescaled by the softmax's alpha.
-  const auto section = [&](int j, const uint32_t(&rW_prev)[kBc / 16][4],
-                           uint32_t(&rW_made)[kBc / 16][4]) {
+  // W_j, from rS into rW, once nothing reads rW (the last U += W V has landed) and the
+  // softmax has written W_j over S_j.
+  const auto pack = [&] {
+    hopper::fence_registers(rS);
+    pack_w<T>(rW, rS);
+  };
+  // Section j (1 <= j < Tc): U += W_{j-1} V_{j-1} (W_{j-1} in rW), S_j and its softmax (W_j
+  // over S_j, then into rW), U rescaled by the softmax's alpha.
+  const auto section = [&](int j) {
     const Stage v_st = k_st;  // tile j - 1: the V ring's uses are the K ring's
     k_st = k_st.next(stages);
     k_ring.consumer_wait(k_st);
@@ -695,9 +712,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
       issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
-      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW, v_desc(v_st.index));
     } else {
-      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW, v_desc(v_st.index));
       issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
     }
     if (ping_pong) pass_turn(consumer);
@@ -707,8 +724,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
       release_k(k_st, cur, j);
-      softmax(cur, j * kBc, alpha, rW_made);
-      hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
+      softmax(cur, j * kBc, alpha);
+      hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: U may be rescaled, rW written
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
     } else {
@@ -717,8 +734,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::fence_registers(rU);
       release_k(k_st, cur, j);
       v_ring.consumer_release(v_st);
-      softmax(cur, j * kBc, alpha, rW_made);
+      softmax(cur, j * kBc, alpha);
     }
+    pack();
     if (issues) {  // no producer warpgroup: refill the buffers just released
       if (j + stages < cur.w.Tc) loader.load_k(cur.w, at, j + stages);
       if (j - 1 + stages < cur.w.Tc) loader.load_v(cur.w, at, j - 1 + stages);
@@ -727,12 +745,6 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     // on every row and skips the multiply (FlashAttention-4's saving).
     if (!is_conditional(kRescale) || __any_sync(kFullWarp, alpha[0] != 1.0f || alpha[1] != 1.0f))
       rescale<D>(rU, alpha);
-  };
-  const auto copy_w = [](uint32_t(&to)[kBc / 16][4], const uint32_t(&from)[kBc / 16][4]) {
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) to[kk][q] = from[kk][q];
   };
 
   bool started = false;  // cur's S_0 was issued in the last item's last section
@@ -763,19 +775,13 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     }
     if (Tc > 0) {
       float alpha[2];  // U is 0: nothing to rescale
-      softmax(cur, 0, alpha, rW);
+      softmax(cur, 0, alpha);
+      pack();  // rW is free: the last item's last U += W V has landed
     }
     // U = 0 for the item's first U += W V, set only now: from O's writing to here U holds
     // nothing, and its registers are free for the softmax of S_0.
     zero_u();
-    // Sections 1 .. Tc - 1, two per turn, the W buffers trading places, so that W_j never
-    // has to be copied into the registers W_{j-1} held (32 moves per tile); W_{Tc-1} is
-    // then moved into rW once for the last section.
-    for (int j = 1; j < Tc; j += 2) {
-      section(j, rW, rW_next);
-      if (j + 1 < Tc) section(j + 1, rW_next, rW);
-    }
-    if (Tc % 2 == 0 && Tc > 0) copy_w(rW, rW_next);
+    for (int j = 1; j < Tc; ++j) section(j);
 
     // Section Tc: the last U += W_{Tc-1} V_{Tc-1}, then O. Across items, the next item's S_0
     // is issued right after it (its Q in the other buffer, its K_0 next in the ring) and runs
@@ -813,7 +819,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::wgmma_wait<1>();  // U += W V has landed; S_0 may still run
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
-      // O while S_0 runs; then (at the loop's top) S_0's softmax, with W_0 straight into rW,
+      // O while S_0 runs; then (at the loop's top) S_0's softmax, W_0 packed into rW,
       // which the last U += W V has finished reading.
       write_o(cur);
       hopper::wgmma_wait<0>();
