@@ -87,8 +87,13 @@ FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-ping-2st": dict(ping_pong=1, stages=2)}
 
 
+# fa3 from a second library (bench.py --baseline-lib), with its defaults, timed in turns with
+# this one's: two builds of the kernel compared in one process, against the same cuDNN.
+BASELINE = "fa3-baseline"
+
+
 def is_flashlab(impl):
-    return impl in fl.KERNELS or impl in FA3_VARIANTS
+    return impl in fl.KERNELS or impl in FA3_VARIANTS or impl == BASELINE
 
 
 def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
@@ -103,26 +108,30 @@ def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
     return lambda: lib.forward(p)
 
 
-def implementations(N, only=None):
-    """What the sweep times at N; `only` (bench.py --impls) keeps those named."""
+def implementations(N, only=None, baseline=False):
+    """What the sweep times at N; `only` (bench.py --impls) keeps those named; `baseline`:
+    the second library's fa3 too."""
     # FLASHLAB_SKIP_FA3=1 leaves fa3 out: a fault on the device ends the process's CUDA
     # context, and with it every later timing of the sweep.
     skip_fa3 = os.environ.get("FLASHLAB_SKIP_FA3", "") not in ("", "0")
     impls = ([] if skip_fa3 else ["fa3", *FA3_VARIANTS]) + ["fa2", "naive"]
+    impls += [BASELINE] if baseline and not skip_fa3 else []
     impls += ["scalar"] if N in SCALAR_SEQ_LENS else []
     impls += [b for b in TORCH_BACKENDS if b != "math" or N <= MATH_MAX_SEQ]
-    return [i for i in impls if only is None or i in only]
+    return [i for i in impls if only is None or i in only or i == BASELINE]
 
 
-def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None):
+def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None, baseline_lib=None):
     B, H = TOKENS // N, HIDDEN // d
     q, k, v = make_inputs(torch, B, H, N, d)
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
     reference = torch_call(torch, "cudnn", q, k, v, causal)().float()
     fns, diffs = {}, {}
-    for impl in implementations(N, only):
-        if is_flashlab(impl):
+    for impl in implementations(N, only, baseline_lib is not None):
+        if impl == BASELINE:
+            fn = flashlab_call(baseline_lib, "fa3", q, k, v, o, lse, causal)
+        elif is_flashlab(impl):
             fn = flashlab_call(lib, impl, q, k, v, o, lse, causal)
         else:
             fn = torch_call(torch, impl, q, k, v, causal)
@@ -169,7 +178,9 @@ def print_summary(summary):
 
 
 def run_sweep(args):
-    sweep.run(args, args.head_dims, functools.partial(bench_shape, only=args.impls), print_summary)
+    baseline = fl.Flashlab(args.baseline_lib) if args.baseline_lib else None
+    sweep.run(args, args.head_dims,
+              functools.partial(bench_shape, only=args.impls, baseline_lib=baseline), print_summary)
 
 
 def ablation_options(fl_lib, d):
@@ -372,6 +383,8 @@ def main():
     ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa3-persistent fa3-queue "
                     "fa3-per-tile fa3-sexp2 fa2 flash cudnn; "
                     "cudnn is always the reference the outputs are compared with)")
+    ap.add_argument("--baseline-lib", help="a second libflashlab.so, whose fa3 (defaults) the "
+                    f"sweep times as {BASELINE} in turns with --lib's")
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--summarize-ncu", nargs="*")

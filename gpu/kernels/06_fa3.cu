@@ -8,12 +8,13 @@
 //   - warp specialisation: warpgroup 0 is the producer. One of its warps walks the KV tiles
 //     ahead of the consumers (an elected lane issues each copy), as far as the `stages`
 //     buffers of the K and V rings allow (hopper/pipeline.cuh), and the warpgroup hands most
-//     of its registers to the two consumer warpgroups (setmaxnreg 24 / 240), which only
-//     compute. Switched off, there is no producer: warp 0 of the first consumer issues the
-//     copies itself, between its own tiles.
-//   - ping-pong: the two consumer warpgroups take turns through two named barriers: one
+//     of its registers to the consumer warpgroups (setmaxnreg), which only compute: two
+//     consumers (Br = 128, 24 / 240 registers a thread) at d = 128, three (Br = 192,
+//     32 / 160) at d = 64 (fa3::consumer_warpgroups). Switched off, there is no producer:
+//     warp 0 of the first consumer issues the copies itself, between its own tiles.
+//   - ping-pong: the consumer warpgroups take turns through named barriers, round robin: one
 //     issues its matmuls (U += W_j V_j, S_{j+1} = Q K_{j+1}^T) and passes the turn, then runs
-//     its softmax while the other's matmuls occupy the tensor cores.
+//     its softmax while the others' matmuls occupy the tensor cores.
 //   - intra-warpgroup overlap: S_{j+1} is issued before U += W_j V_j and waited for first,
 //     so the softmax of S_{j+1} runs while the tensor cores still work on W_j V_j; U is
 //     rescaled by alpha once that product has landed.
@@ -36,9 +37,10 @@
 // names are fa2's and the CPU reference's:
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
-// (W is written over S in fp32 as the softmax makes it, and packed into bf16/fp16 A-operand
-// registers only once U += W_{j-1} V_{j-1}, which reads them, has landed: FlashAttention-3's
-// order, which keeps one W buffer rather than two.)
+// W, the A operand of U += W V, in bf16/fp16 registers (fa3::w_buffers): with two buffers
+// the softmax packs W_j into one while U += W_{j-1} V_{j-1} reads the other; with one
+// (FlashAttention-3's order, d = 64, where registers are short) it writes W_j over S_j in
+// fp32 and packs it once that product has landed.
 //   finalize:   O = U / l, L = m + log l (a row that saw no key: O = 0, L = -inf)
 // The epilogue: where the SRAM has room (fa3::stages_o), a consumer writes its O rows into
 // sO and one of its threads sends them to HBM with TMA stores, whole 128-byte lines, while
@@ -74,28 +76,29 @@ namespace flashlab::gpu {
 namespace {
 
 using fa3::kBc;
-using fa3::kBr;
 using fa3::kMaxStages;
 using fa3::kSlab;
 using hopper::Stage;
 
-constexpr int kConsumerWarpgroups = fa3::kConsumerWarpgroups;
 constexpr int kWarpgroupThreads = fa3::kWarpgroupThreads;
-constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
 static_assert(fa3::kRowsPerConsumer == hopper::kWgmmaM, "a consumer owns one wgmma M");
-static_assert(kConsumerWarpgroups == 2, "ping-pong pairs two consumer warpgroups");
-// Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536,
-// exactly what 384 threads x 168 (the cap __launch_bounds__(384, 1) gives) add up to.
-constexpr int kProducerRegisters = 24;
-constexpr int kConsumerRegisters = 240;
-// Named barriers 1 and 2: "consumer warpgroup 0 (1) may issue its matmuls" (0 is
-// __syncthreads); each is passed by the 128 threads that wait on it and the 128 that arrive.
+// Named barriers 1 .. kMaxConsumerWarpgroups: "consumer warpgroup c may issue its matmuls"
+// (ping-pong; 0 is __syncthreads); each is passed by the 128 threads that wait on it and
+// the 128 of the consumer before them that arrive.
 constexpr int kTurnBarrier0 = 1;
-// Named barriers 3 and 4: consumer warpgroup 0's (1's) 128 threads at its epilogue.
-constexpr int kEpilogueBarrier0 = 3;
+constexpr int kTurnThreads = 2 * kWarpgroupThreads;
+// The next kMaxConsumerWarpgroups: consumer warpgroup c's 128 threads at its epilogue.
+constexpr int kEpilogueBarrier0 = kTurnBarrier0 + fa3::kMaxConsumerWarpgroups;
+static_assert(kEpilogueBarrier0 + fa3::kMaxConsumerWarpgroups <= 16, "16 named barriers a block");
 
 template <class T, int D>
 struct Tiles {
+  static constexpr int kBr = fa3::br(D);  // query rows of a work item
+  static constexpr int kConsumers = fa3::consumer_warpgroups(D);
+  static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
+  static constexpr int kProducerRegisters = fa3::producer_registers(D);
+  static constexpr int kConsumerRegisters = fa3::consumer_registers(D);
+  static constexpr int kWBuffers = fa3::w_buffers(D);
   static constexpr int kSlabs = D / kSlab;
   static constexpr int kQElems = kBr * D;   // sQ (Br, D)
   static constexpr int kKVElems = kBc * D;  // one sK or sV (Bc, D)
@@ -147,10 +150,11 @@ static_assert(sizeof(Barriers) % alignof(int64_t) == 0 &&
 
 // How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
 // the block's last row + offset are in every row's future and are never loaded.
+template <int Br>
 __device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
   int n_keys = p.n_k;
   if (p.causal) {
-    const int last_row = min(q0 + kBr, p.n_q) - 1;
+    const int last_row = min(q0 + Br, p.n_q) - 1;
     n_keys = max(0, min(p.n_k, last_row + p.causal_offset + 1));
   }
   return (n_keys + kBc - 1) / kBc;
@@ -162,11 +166,13 @@ struct WorkTile {
   int q0;        // its first query row
   int Tc;        // the KV tiles it needs
 };
+// (Br = order.rows, known at compile time.)
+template <int Br>
 __device__ __forceinline__ WorkTile work_tile(const Problem& p, const fa3::TileOrder& order,
                                               int64_t w) {
   const fa3::WorkItem item = fa3::work_item(order, w);
-  const int q0 = item.tile * kBr;
-  return {item.b, item.h, item.h / p.group_size, q0, kv_tile_count(p, q0)};
+  const int q0 = item.tile * Br;
+  return {item.b, item.h, item.h / p.group_size, q0, kv_tile_count<Br>(p, q0)};
 }
 
 // Where a block's rings stand when a work item starts: the item's KV tile j is the K (and
@@ -206,7 +212,7 @@ struct Loader {
       T* sQ = sram.sQ + st.index * Tiles<T, D>::kQElems;
 #pragma unroll
       for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
-        hopper::tma_load_4d(sQ + s * kBr * kSlab, &maps->q.map, bar, s * kSlab, w.q0,
+        hopper::tma_load_4d(sQ + s * Tiles<T, D>::kBr * kSlab, &maps->q.map, bar, s * kSlab, w.q0,
                             w.h * maps->q.head_step, w.b * maps->q.batch_step);
     }
     __syncwarp();
@@ -356,19 +362,20 @@ __device__ __forceinline__ float move_base(SoftmaxState& state, int r, float til
 // W = 2^(S s - m' s); l = alpha l + rowsum W (flashlab::cpu::update and the l half of
 // accumulate), with s = scale * log2(e). kMasked: scores of keys at or past key_end[r] (the
 // thread's first masked key of row r, counted as key_of counts) are -inf; tiles that need
-// no mask take the kMasked = false path, which reads S as it is. W is written over S, in
-// fp32, element for element (FlashAttention-3's order): the A operand of U += W V, in T, is
-// packed from it by pack_w only once the product before it, which reads the one W buffer,
-// has landed. U's half of accumulate (alpha U, then + W V) is the caller's, since U may
-// still be being written by the tensor cores here.
+// no mask take the kMasked = false path, which reads S as it is. W, the A operand of
+// U += W V in T (fa3::w_buffers): kPackHere (two W buffers), packed as it is made into
+// rW_out, the buffer that the product in flight does not read; else (one buffer,
+// FlashAttention-3's order) written over S in fp32, element for element, for pack_w to pack
+// once that product has landed. U's half of accumulate (alpha U, then + W V) is the
+// caller's, since U may still be being written by the tensor cores here.
 // kSoftwareExp2 (unmasked tiles only, where every score is finite): the slices kk with
 // kk % kSoftwareExp2Period == kSoftwareExp2Period - 1 take 2^x from software_exp2 (FMA pipe),
 // the others from ex2.approx (MUFU).
-template <class T, bool kMasked, Rescale kRescale, bool kSoftwareExp2>
+template <class T, bool kMasked, Rescale kRescale, bool kSoftwareExp2, bool kPackHere>
 __device__ __forceinline__ void online_softmax(SoftmaxState& state, float (&rS)[kSRegs],
                                                const int (&key_end)[2], const RescaleRule& rule,
                                                unsigned counted, float (&alpha)[2],
-                                               float scale_log2) {
+                                               uint32_t (&rW_out)[kBc / 16][4], float scale_log2) {
   static_assert(!(kMasked && kSoftwareExp2), "software_exp2 takes finite scores only");
   const auto score = [&](int i) {
     if constexpr (kMasked) return key_of(i) >= key_end[row_of(i)] ? -INFINITY : rS[i];
@@ -405,8 +412,12 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, float (&rS)[
       const float w0 = power_of_2(fmaf(score(i), scale_log2, -base[r]));
       const float w1 = power_of_2(fmaf(score(i + 1), scale_log2, -base[r]));
       row_sum[r][kk % kPartials] += w0 + w1;
-      rS[i] = w0;
-      rS[i + 1] = w1;
+      if constexpr (kPackHere) {
+        rW_out[kk][(i - 8 * kk) / 2] = ptx::pack2<T>(w0, w1);  // as pack_w lays them out
+      } else {
+        rS[i] = w0;
+        rS[i + 1] = w1;
+      }
     }
   }
 #pragma unroll
@@ -444,7 +455,7 @@ __device__ __forceinline__ void issue_scores(float (&rS)[kSRegs], uint64_t q_des
 #pragma unroll
   for (int kk = 0; kk < D / hopper::kWgmmaK; ++kk) {
     const int slab = kk * hopper::kWgmmaK / kSlab, col = kk * hopper::kWgmmaK % kSlab;
-    const uint32_t q_bytes = (slab * kBr * kSlab + col) * sizeof(T);
+    const uint32_t q_bytes = (slab * Tiles<T, D>::kBr * kSlab + col) * sizeof(T);
     const uint32_t k_bytes = (slab * kBc * kSlab + col) * sizeof(T);
     hopper::wgmma_ss<T, kBc>(rS, hopper::descriptor_plus(q_desc, q_bytes),
                              hopper::descriptor_plus(k_desc, k_bytes), /*scale_d=*/kk > 0);
@@ -465,14 +476,16 @@ __device__ __forceinline__ void issue_values(float (&rU)[D / 2], const uint32_t 
   hopper::wgmma_commit();
 }
 
-// Ping-pong: wait for this warpgroup's turn to issue matmuls; hand the turn to the other.
+// Ping-pong: wait for this warpgroup's turn to issue matmuls; hand the turn to the next of
+// the `consumers` (round robin: 0, 1, .., consumers - 1, 0, ..).
 __device__ __forceinline__ void wait_turn(int consumer) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(kTurnBarrier0 + consumer), "n"(kConsumerThreads)
+  asm volatile("bar.sync %0, %1;\n" ::"r"(kTurnBarrier0 + consumer), "n"(kTurnThreads)
                : "memory");
 }
+template <int kConsumers>
 __device__ __forceinline__ void pass_turn(int consumer) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(kTurnBarrier0 + (1 - consumer)), "n"(kConsumerThreads)
-               : "memory");
+  const int next = kConsumers == 2 ? 1 - consumer : (consumer + 1) % kConsumers;
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(kTurnBarrier0 + next), "n"(kTurnThreads) : "memory");
 }
 
 // Whether KV tile [k0, k0 + Bc) needs masking for query rows from `first_row` on.
@@ -655,29 +668,37 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // The K (and V) ring's stage of the last KV tile read: a section steps it to its own K_j.
   // (It is the ring's use at.kv + j, kept by steps rather than divisions.)
   Stage k_st(0, stages);
-  ItemRows cur = item_rows(work_tile(p, params.order, item), Stage(at.q, params.q_buffers));
+  ItemRows cur = item_rows(work_tile<Tiles<T, D>::kBr>(p, params.order, item), Stage(at.q, params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
-  float rS[kSRegs];  // (64, Bc) of S, then of W_j in fp32 until U += W_{j-1} V_{j-1} lands
-  // W in T, the A operand of U += W V: packed from rS once the product reading it is done.
+  float rS[kSRegs];  // (64, Bc) of S, then of W_j in fp32 until it is packed
+  // W in T, the A operand of U += W V (fa3::w_buffers): with two, W_{j-1} in one, W_j packed
+  // into the other as soon as the softmax has made it, while U += W_{j-1} V_{j-1} may still
+  // run; they trade places every section. With one (rW_next unused), W_j is packed into rW
+  // once U += W_{j-1} V_{j-1} has landed.
+  constexpr bool kTwoW = Tiles<T, D>::kWBuffers == 2;
+  constexpr int consumers = Tiles<T, D>::kConsumers;
   uint32_t rW[kBc / 16][4];
+  uint32_t rW_next[kBc / 16][4];
   const auto zero_u = [&] {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) rU[i] = 0.0f;
   };
   // The online softmax of the rows' tile whose first key is k0, masked only where it must be.
-  const auto softmax = [&](ItemRows& rows, int k0, float(&alpha)[2]) {
+  // W_j goes into rW_out (two W buffers) or over S_j (one: pack, below).
+  const auto softmax = [&](ItemRows& rows, int k0, float(&alpha)[2],
+                           uint32_t(&rW_out)[kBc / 16][4]) {
     const int first_row = first_row_of(rows.w, consumer), row_g = row_g_of(first_row);
     const unsigned counted = kRescale == Rescale::counted ? counted_rows(p, row_g) : 0u;
     if (tile_needs_mask(p, first_row, k0)) {
       const int first_key = k0 + 2 * (lane % 4);
       const int key_end[2] = {row_key_end(p, row_g, 0) - first_key,
                               row_key_end(p, row_g, 1) - first_key};
-      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false>(
-          rows.state, rS, key_end, rule, counted, alpha, scale_log2);
+      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false, kTwoW>(
+          rows.state, rS, key_end, rule, counted, alpha, rW_out, scale_log2);
     } else {
       const int none[2] = {kBc, kBc};
-      online_softmax<T, false, kRescale, kSoftwareExp2>(rows.state, rS, none, rule, counted, alpha,
-                                                        scale_log2);
+      online_softmax<T, false, kRescale, kSoftwareExp2, kTwoW>(rows.state, rS, none, rule, counted,
+                                                               alpha, rW_out, scale_log2);
     }
   };
   // O = U / l and L = m + log l of the rows, once their last U += W V has landed.
@@ -695,15 +716,19 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       finalize<T, D>(rows.state, rU, p, rows.w.b, rows.w.h, row_g, lane, scale_log2);
   };
 
-  // W_j, from rS into rW, once nothing reads rW (the last U += W V has landed) and the
-  // softmax has written W_j over S_j.
-  const auto pack = [&] {
-    hopper::fence_registers(rS);
-    pack_w<T>(rW, rS);
+  // One W buffer: W_j, from rS (where the softmax wrote it over S_j) into rW_to, once nothing
+  // reads it (with two, the softmax packed it already).
+  const auto pack = [&](uint32_t(&rW_to)[kBc / 16][4]) {
+    if constexpr (!kTwoW) {
+      hopper::fence_registers(rS);
+      pack_w<T>(rW_to, rS);
+    }
   };
-  // Section j (1 <= j < Tc): U += W_{j-1} V_{j-1} (W_{j-1} in rW), S_j and its softmax (W_j
-  // over S_j, then into rW), U rescaled by the softmax's alpha.
-  const auto section = [&](int j) {
+  // Section j (1 <= j < Tc): U += W_{j-1} V_{j-1} (W_{j-1} in rW_prev), S_j and its softmax,
+  // W_j into rW_made (the other buffer, or with one buffer the same, once the product has
+  // landed), U rescaled by the softmax's alpha.
+  const auto section = [&](int j, const uint32_t(&rW_prev)[kBc / 16][4],
+                           uint32_t(&rW_made)[kBc / 16][4]) {
     const Stage v_st = k_st;  // tile j - 1: the V ring's uses are the K ring's
     k_st = k_st.next(stages);
     k_ring.consumer_wait(k_st);
@@ -712,31 +737,32 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
       issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
-      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
     } else {
-      issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
       issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
     }
-    if (ping_pong) pass_turn(consumer);
+    if (ping_pong) pass_turn<consumers>(consumer);
 
     float alpha[2];
     if (kIntraOverlap) {
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
       release_k(k_st, cur, j);
-      softmax(cur, j * kBc, alpha);
-      hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: U may be rescaled, rW written
+      softmax(cur, j * kBc, alpha, rW_made);
+      hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
+      pack(rW_made);
     } else {
       hopper::wgmma_wait<0>();
       hopper::fence_registers(rS);
       hopper::fence_registers(rU);
       release_k(k_st, cur, j);
       v_ring.consumer_release(v_st);
-      softmax(cur, j * kBc, alpha);
+      softmax(cur, j * kBc, alpha, rW_made);
+      pack(rW_made);
     }
-    pack();
     if (issues) {  // no producer warpgroup: refill the buffers just released
       if (j + stages < cur.w.Tc) loader.load_k(cur.w, at, j + stages);
       if (j - 1 + stages < cur.w.Tc) loader.load_v(cur.w, at, j - 1 + stages);
@@ -751,20 +777,20 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   while (true) {
     const int Tc = cur.w.Tc;
     if (!started) {
-      // Section 0: S_0 (its softmax follows, below). Ping-pong: consumer 0 goes first;
-      // consumer 1 hands it the first turn. Each consumer then waits once per section, a
-      // started item's section 0 being the last item's last section; consumer 1 skips its
-      // hand-over only in a last section that starts no item (no one would wait for it).
+      // Section 0: S_0 (its softmax follows, below). Ping-pong: consumer 0 goes first; the
+      // last consumer hands it the first turn. Each consumer then waits once per section, a
+      // started item's section 0 being the last item's last section; the last consumer skips
+      // its hand-over only in a last section that starts no item (no one would wait for it).
       start_item(item, cur.w, at);
       q_ring.consumer_wait(cur.q_st);
       if (Tc == 0) q_ring.consumer_release(cur.q_st);  // no key to read Q against
-      if (ping_pong && consumer == 1 && Tc > 0) pass_turn(1);
+      if (ping_pong && consumer == consumers - 1 && Tc > 0) pass_turn<consumers>(consumer);
       if (Tc > 0) {
         k_ring.consumer_wait(k_st);
         if (ping_pong) wait_turn(consumer);
         hopper::wgmma_fence();
         issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
-        if (ping_pong) pass_turn(consumer);
+        if (ping_pong) pass_turn<consumers>(consumer);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rS);
         release_k(k_st, cur, 0);
@@ -775,13 +801,29 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     }
     if (Tc > 0) {
       float alpha[2];  // U is 0: nothing to rescale
-      softmax(cur, 0, alpha);
-      pack();  // rW is free: the last item's last U += W V has landed
+      softmax(cur, 0, alpha, rW);
+      pack(rW);  // free: the last item's last U += W V has landed
     }
     // U = 0 for the item's first U += W V, set only now: from O's writing to here U holds
     // nothing, and its registers are free for the softmax of S_0.
     zero_u();
-    for (int j = 1; j < Tc; ++j) section(j);
+    if constexpr (kTwoW) {
+      // Sections 1 .. Tc - 1, two per turn, the W buffers trading places, so that W_j never
+      // has to be copied into the registers W_{j-1} held (32 moves per tile); W_{Tc-1} is
+      // then moved into rW once for the last section.
+      for (int j = 1; j < Tc; j += 2) {
+        section(j, rW, rW_next);
+        if (j + 1 < Tc) section(j + 1, rW_next, rW);
+      }
+      if (Tc % 2 == 0 && Tc > 0) {
+#pragma unroll
+        for (int kk = 0; kk < kBc / 16; ++kk)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) rW[kk][q] = rW_next[kk][q];
+      }
+    } else {
+      for (int j = 1; j < Tc; ++j) section(j, rW, rW);
+    }
 
     // Section Tc: the last U += W_{Tc-1} V_{Tc-1}, then O. Across items, the next item's S_0
     // is issued right after it (its Q in the other buffer, its K_0 next in the ring) and runs
@@ -794,7 +836,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       next = next_item(item, after);
       // (The next item's tiles are worked out again at the loop's end rather than kept
       // across O: registers are what this section is short of.)
-      chain = Tc > 0 && next >= 0 && work_tile(p, params.order, next).Tc > 0;
+      chain = Tc > 0 && next >= 0 && work_tile<Tiles<T, D>::kBr>(p, params.order, next).Tc > 0;
     }
     const Stage v_st = k_st;               // tile Tc - 1 (unused where Tc = 0)
     if (Tc > 0) k_st = k_st.next(stages);  // the next item's K_0
@@ -815,7 +857,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       q_ring.consumer_wait(next_q);
       k_ring.consumer_wait(k_st);
       issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
-      if (ping_pong) pass_turn(consumer);
+      if (ping_pong) pass_turn<consumers>(consumer);
       hopper::wgmma_wait<1>();  // U += W V has landed; S_0 may still run
       hopper::fence_registers(rU);
       v_ring.consumer_release(v_st);
@@ -828,7 +870,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     } else {
       if (Tc > 0) {
         last_values();
-        if (ping_pong && consumer == 0) pass_turn(consumer);
+        if (ping_pong && consumer != consumers - 1) pass_turn<consumers>(consumer);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rU);
         v_ring.consumer_release(v_st);
@@ -840,7 +882,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     at = after;
     if (next < 0) return;
     item = next;
-    cur = item_rows(work_tile(p, params.order, item), Stage(at.q, params.q_buffers));
+    cur = item_rows(work_tile<Tiles<T, D>::kBr>(p, params.order, item), Stage(at.q, params.q_buffers));
     started = chain;
   }
 }
@@ -866,7 +908,7 @@ __device__ __forceinline__ int64_t take_from_queue(const Fa3Params& params) {
 // where the default kernel is better without it.
 template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRescale,
           bool kSoftwareExp2, bool kChainCode>
-__global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
+__global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
     fa3_kernel(const __grid_constant__ Fa3Params params, const __grid_constant__ TensorMaps maps) {
   extern __shared__ __align__(128) unsigned char raw_sram[];
   const Problem& p = params.p;
@@ -876,7 +918,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
   const Loader<T, D> loader{&maps, sram, params.q_buffers, stages};
 
   if (threadIdx.x == 0) {
-    sram.bars->init(params.q_buffers, stages, kConsumerThreads);
+    sram.bars->init(params.q_buffers, stages, Tiles<T, D>::kConsumerThreads);
     hopper::fence_barrier_init();
   }
   __syncthreads();
@@ -893,7 +935,9 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
   };
   if constexpr (kWarpSpecialized) {
     if (warpgroup == 0) {  // the producer
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+      // Registers per thread (fa3::producer_registers, consumer_registers): the producer
+      // gives most of its share to the consumers, which only compute.
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tiles<T, D>::kProducerRegisters));
       if (threadIdx.x / kWarpSize == 0) {  // one warp; its elected lane issues the copies
         hopper::tma_prefetch_map(&maps.q.map);
         hopper::tma_prefetch_map(&maps.k.map);
@@ -908,7 +952,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         // It reaches them in its Q buffer's slot, as does the end (-1).
         RingUses at;
         for (int64_t item = blockIdx.x; item < order.items;) {
-          const WorkTile w = work_tile(p, order, item);
+          const WorkTile w = work_tile<Tiles<T, D>::kBr>(p, order, item);
           loader.acquire_q(at.q);
           loader.load_q(w, item, at.q);
           for (int j = 0; j < w.Tc; ++j) {
@@ -924,7 +968,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized), 1)
         }
       }
     } else {
-      asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tiles<T, D>::kConsumerRegisters));
       // The consumers' items: their fixed turns, which they know, or the queue's, which they
       // read from the slot of the Q buffer that the item's use takes (-1: the end).
       const auto next_item = [&](int64_t item, const RingUses& uses) -> int64_t {
@@ -996,8 +1040,8 @@ template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRe
 void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t stream) {
   constexpr flashlab_dtype dtype = kDtypeOf<T>;
   constexpr KernelConfig config = fa3::config(D, dtype);
-  static_assert(config.Br == kBr && config.Bc == kBc);
-  static_assert(Tiles<T, D>::kQBytes == fa3::tile_bytes(kBr, D, dtype) &&
+  static_assert(config.Br == Tiles<T, D>::kBr && config.Bc == kBc);
+  static_assert(Tiles<T, D>::kQBytes == fa3::tile_bytes(config.Br, D, dtype) &&
                     Tiles<T, D>::kKVBytes == fa3::tile_bytes(kBc, D, dtype),
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
   const int64_t sram_bytes = fa3::sram_bytes(D, dtype, options.stages);
@@ -1007,7 +1051,8 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sram_bytes)),
       "fa3 kernel shared memory");
   TensorMaps maps;
-  maps.q = hopper::make_tensor_map("Q", p.q, p.q_stride, p.batch, p.heads_q, p.n_q, D, dtype, kBr);
+  maps.q = hopper::make_tensor_map("Q", p.q, p.q_stride, p.batch, p.heads_q, p.n_q, D, dtype,
+                                   config.Br);
   maps.k = hopper::make_tensor_map("K", p.k, p.k_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
   maps.v = hopper::make_tensor_map("V", p.v, p.v_stride, p.batch, p.heads_kv, p.n_k, D, dtype, kBc);
   const bool stage_o = fa3::stages_o(D, dtype, options.stages);
@@ -1039,7 +1084,7 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
                          stage_o};
   const auto blocks =
       unsigned(fa3::grid_blocks(order, grid != FLASHLAB_FA3_GRID_PER_TILE, device.sm_count));
-  kernel<<<blocks, fa3::threads(kWarpSpecialized), sram_bytes, stream>>>(params, maps);
+  kernel<<<blocks, fa3::threads(kWarpSpecialized, D), sram_bytes, stream>>>(params, maps);
   check_launch("fa3_kernel");
   if (queue) queue->free("fa3 work queue");
 }

@@ -29,7 +29,7 @@ std::vector<std::string> row(const std::string& label, const std::string& run,
 
 cpu::RescaleCounts reference_rescale_counts(const RescaleCase& c) {
   cpu::AttentionOptions options;
-  options.tiles = {gpu::fa3::kBr, gpu::fa3::kBc};
+  options.tiles = {gpu::fa3::br(c.Q.cols()), gpu::fa3::kBc};
   return cpu::forward_conditional<cpu::bf16>(c.Q.cast<cpu::bf16>(), c.K.cast<cpu::bf16>(),
                                              c.V.cast<cpu::bf16>(), options)
       .rescales;
@@ -49,7 +49,8 @@ void gpu_rescale_step(LessonContext& ctx, const std::vector<RescaleCase>& cases,
       "and kept each differ by at most 1% of the reference's growths, and at least 2: a max\n"
       "within rounding of the threshold may be decided the other way on scores the device\n"
       "rounds differently.\n\n",
-      cpu::kFa4RescaleThresholdLog2, gpu::fa3::kBr, gpu::fa3::kBc, lesson_tile, lesson_tile);
+      cpu::kFa4RescaleThresholdLog2, gpu::fa3::br(cases.empty() ? 128 : cases.front().Q.cols()),
+      gpu::fa3::kBc, lesson_tile, lesson_tile);
   if (!status.available)
     ctx.print(
         "No GPU here: {}.\n"

@@ -21,7 +21,7 @@ struct RescaleCase {
 };
 
 // The CPU column: forward_conditional on Q, K, V rounded to bf16, with fa3's tiles
-// (Br = gpu::fa3::kBr, Bc = gpu::fa3::kBc) and FlashAttention-4's tau, non-causal.
+// (Br = gpu::fa3::br(d), Bc = gpu::fa3::kBc) and FlashAttention-4's tau, non-causal.
 cpu::RescaleCounts reference_rescale_counts(const RescaleCase& c);
 
 // Without a GPU: why, what the step would show, and the CPU column it would be checked

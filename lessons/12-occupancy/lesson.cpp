@@ -248,14 +248,15 @@ void unequal_blocks(LessonContext& ctx) {
   const auto& hw = target_profile();
   constexpr std::int64_t kHidden = 2048, kTokens = 16384;  // H = 2048 / d, B = 16384 / N
   ctx.print(
-      "Under the causal mask query tile t reads t + 1 KV tiles: the last tile of a head does\n"
-      "Tr times the work of the first. fa3 (Br = Bc = {}) can run one persistent block per SM,\n"
-      "its set-up paid once, the tiles handed out longest first. In fixed turns (block k takes\n"
+      "Under the causal mask query tile t reads the KV tiles up to its last row, (t + 1) Br / Bc\n"
+      "of them rounded up: the last tile of a head does Tr times the work of the first, or\n"
+      "nearly. fa3 (Br = {} at d = 128, {} at d = 64, Bc = {}) can run one persistent block per\n"
+      "SM, its set-up paid once, the tiles handed out longest first. In fixed turns (block k takes\n"
       "tiles k, k + {}, ...) some blocks draw more long tiles than others; taken in order as\n"
       "blocks free up (the hardware's dispatch of one block per tile, or fa3's work queue: a\n"
       "counter in device memory) a block that drew a long tile takes fewer. The busiest SM's\n"
       "work over the mean, counted in KV tiles, H = {} / d, B = {} / N:\n\n",
-      gpu::fa3::kBr, hw.sm_count, kHidden, kTokens);
+      gpu::fa3::br(128), gpu::fa3::br(64), gpu::fa3::kBc, hw.sm_count, kHidden, kTokens);
   Table t({"d", "N", "tiles", "tiles a SM", "in turns", "in order"});
   for (std::int64_t d : {64, 128})
     for (std::int64_t n : {1024, 4096, 16384}) {

@@ -150,10 +150,10 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
             fmt::format("the fa3 kernel takes 1 to {} stages, not {}", k::kMaxStages, stages)};
   return {sim::Fa3KernelFacts{.Br = info.config.Br,
                               .Bc = info.config.Bc,
-                              .consumers = k::kConsumerWarpgroups,
+                              .consumers = k::consumer_warpgroups(d),
                               .stages = stages,
                               .q_buffers = k::q_buffers(d, c_dtype(dtype), int(stages)),
-                              .warp_specialized = info.config.threads == k::threads(true),
+                              .warp_specialized = info.config.threads == k::threads(true, d),
                               .threads = info.config.threads,
                               .align_slack = k::kSwizzleAtom,
                               .barrier_bytes = k::kBarrierBytes,

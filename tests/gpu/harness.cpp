@@ -186,7 +186,7 @@ RescaleCounts rescale_counts_typed(const Case& c, uint64_t seed) {
   cpu::AttentionOptions options;
   options.causal = causal_of(c.causal);
   if (c.scale > 0) options.scale = c.scale;
-  options.tiles = {fa3::kBr, fa3::kBc};
+  options.tiles = {fa3::br(c.d), fa3::kBc};
   for (int b = 0; b < c.batch; ++b)
     for (int h = 0; h < c.heads_q; ++h) {
       compare_head(p, O, L, b, h, &out.outcome);

@@ -61,7 +61,7 @@ std::vector<RawRun> run_repeated(const Case& c, uint64_t seed, int runs);
 
 // fa3 under the conditional rule (c.fa3 with conditional_rescale = 1), counting on the
 // device: the counts (flashlab_rescale_count order) beside those of the CPU reference's
-// forward_conditional on the same inputs, with the kernel's tiles (fa3::kBr, fa3::kBc) and
+// forward_conditional on the same inputs, with the kernel's tiles (fa3::br(d), fa3::kBc) and
 // FlashAttention-4's tau, summed over every (batch, head); and the run's Outcome.
 struct RescaleCounts {
   int64_t gpu[FLASHLAB_RESCALE_COUNTS] = {};

@@ -106,7 +106,7 @@ int sm_count() {
 TEST_CASE("fa3: the persistent grid, every switch combination, more items than SMs") {
   const Case probe = many_items(FLASHLAB_CAUSAL_NONE, 128, {});
   const int64_t items =
-      int64_t(probe.batch) * probe.heads_q * ((probe.n_q + fa3::kBr - 1) / fa3::kBr);
+      int64_t(probe.batch) * probe.heads_q * ((probe.n_q + fa3::br(probe.d) - 1) / fa3::br(probe.d));
   REQUIRE(items > sm_count());  // so that blocks run several items one after the other
   for (flashlab_fa3_options o : every_combination())
     // The work queue's items are taken by the producer warp: only with one.

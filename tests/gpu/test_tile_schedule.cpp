@@ -45,7 +45,7 @@ TEST_CASE("tile order: every (batch, head, query tile) exactly once") {
     for (bool causal : {false, true}) {
       const TileOrder o = order_of(s, causal, l2);
       INFO("batch=", s.batch, " heads_q=", s.heads_q, " N_q=", s.n_q, " causal=", causal);
-      const int64_t tiles = (s.n_q + kBr - 1) / kBr;
+      const int64_t tiles = (s.n_q + br(s.d) - 1) / br(s.d);
       REQUIRE(o.items == s.batch * s.heads_q * tiles);
       std::set<std::tuple<int, int, int>> seen;
       for (int64_t w = 0; w < o.items; ++w) {
@@ -65,7 +65,7 @@ TEST_CASE("tile order: every (batch, head, query tile) exactly once") {
 TEST_CASE("tile order: more items than an int holds are taken in 64-bit integers") {
   // 32768 x 65535 (batch, head) pairs (validation allows up to INT_MAX pairs) x 2 query
   // tiles: 4.3e9 items.
-  const TileOrder o = make_tile_order(32768, 65535, 65535, 2 * kBr, 1, 64, 2, false, kH200L2);
+  const TileOrder o = make_tile_order(32768, 65535, 65535, 2 * br(64), 1, 64, 2, false, kH200L2);
   REQUIRE(o.items > kMaxInt32);
   const int64_t per_section = int64_t(o.section_pairs) * o.tiles;
   const int64_t sections = (int64_t(o.pairs) + o.section_pairs - 1) / o.section_pairs;
@@ -143,7 +143,7 @@ TEST_CASE(
   }
   // Without the causal mask, and under it without a producer warp: persistent up to the
   // limit, per tile beyond.
-  const int64_t n_at_limit = fa3::kAutoPersistentMaxTiles * fa3::kBr;
+  const int64_t n_at_limit = fa3::kAutoPersistentMaxTiles * fa3::br(128);
   const Shape at_limit{1, 4, 4, n_at_limit, n_at_limit, 128},
       past_limit{1, 4, 4, n_at_limit + 1, n_at_limit + 1, 128};
   for (bool causal : {false, true}) {
@@ -156,10 +156,10 @@ TEST_CASE(
   }
   // Causal, with a producer warp: the work queue from kAutoQueueMinTiles query tiles a head,
   // at any length; the fixed turns below.
-  const int64_t n_queue = fa3::kAutoQueueMinTiles * fa3::kBr;
+  const int64_t n_queue = fa3::kAutoQueueMinTiles * fa3::br(128);
   const std::pair<int64_t, flashlab_fa3_grid> expected[] = {
-      {n_queue - fa3::kBr, FLASHLAB_FA3_GRID_PERSISTENT},  // one query tile too few
-      {n_queue - fa3::kBr + 1, FLASHLAB_FA3_GRID_QUEUE},   // the last tile ragged
+      {n_queue - fa3::br(128), FLASHLAB_FA3_GRID_PERSISTENT},  // one query tile too few
+      {n_queue - fa3::br(128) + 1, FLASHLAB_FA3_GRID_QUEUE},   // the last tile ragged
       {n_queue, FLASHLAB_FA3_GRID_QUEUE},
       {n_at_limit + 1, FLASHLAB_FA3_GRID_QUEUE},
       {4 * n_at_limit, FLASHLAB_FA3_GRID_QUEUE}};
@@ -277,6 +277,29 @@ TEST_CASE("persistent turns balance equal tiles, and causal tiles are balanced b
       CHECK(queue == doctest::Approx(dispatch));
       CHECK(queue < turns);
     }
+}
+
+TEST_CASE("a causal item's KV tiles when Br is not Bc: up to its last row's diagonal") {
+  // d = 64: three consumer warpgroups, Br = 192 rows against Bc = 128 keys. N = 1024: query
+  // tiles of rows [0, 192), [192, 384), ..., [960, 1024) (the last one partly empty) reach
+  // keys 192, 384, 576, 768, 960 and 1024: ceil(those / 128) KV tiles, at most the 8 there are.
+  REQUIRE(br(64) == 192);
+  REQUIRE(kBc == 128);
+  const TileOrder o = order_of(Shape{1, 1, 1, 1024, 1024, 64}, true);
+  REQUIRE(o.tiles == 6);
+  REQUIRE(o.kv_tiles == 8);
+  const int64_t by_hand[6] = {2, 3, 5, 6, 8, 8};
+  for (int64_t w = 0; w < o.items; ++w) {
+    const int tile = work_item(o, w).tile;
+    CAPTURE(tile);
+    CHECK(item_kv_tiles(o, w, true) == by_hand[tile]);
+    CHECK(item_kv_tiles(o, w, false) == 8);
+  }
+  // Where Br = Bc (d = 128) it is the tile's index + 1.
+  const TileOrder square = order_of(Shape{1, 1, 1, 1000, 1000, 128}, true);
+  REQUIRE(square.tiles == 8);
+  for (int64_t w = 0; w < square.items; ++w)
+    CHECK(item_kv_tiles(square, w, true) == work_item(square, w).tile + 1);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ TEST_CASE(
       CHECK(p.sm_written_by_tma() == 3 * n * row);
       CHECK(p.sm_stores_issued() == 3 * 32 * l_sectors);
       if (!causal) {  // Q once, K and V once per query tile
-        const double Tr = double((n + k::kBr - 1) / k::kBr);
+        const double Tr = double((n + k::br(128) - 1) / k::br(128));
         CHECK(p.sm_read() == 3 * (n * row + 2 * Tr * n * row));
       }
     }
@@ -82,7 +82,7 @@ TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be n
       "compare --kernels fa3 --n 1023 --n-q 97 --d 64 --heads 2 "
       "--causal --repeats 1 --no-ncu --no-color");
   REQUIRE(out.status == 0);
-  CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::kBr, k::kBc,
+  CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::br(64), k::kBc,
                                          k::default_stages(64))));
   CHECK(contains(out.output, "DRAM not modelled (the grid takes N_q = N_k)"));
   const auto square = run_flashlab(
@@ -106,7 +106,7 @@ TEST_CASE("fa3 prediction: the grid runs fa3's own tile order, not the grid orde
   sim::GridProblem g{.N = 4096,
                      .d = 128,
                      .heads = 16,
-                     .Br = k::kBr,
+                     .Br = k::br(128),
                      .Bc = k::kBc,
                      .blocks_per_sm = 1,
                      .sm_count = gpu.sm_count,

@@ -163,8 +163,9 @@ TEST_CASE(
   REQUIRE(contains(out, "Step 6: Unequal blocks"));
   for (int d : {64, 128})
     for (int n : {1024, 4096, 16384}) {
-      // (B = 16384 / N) x (H = 2048 / d) x (N / Br) tiles, Br = fa3's.
-      const int tiles = 16384 / n * (2048 / d) * (n / flashlab::gpu::fa3::kBr);
+      // (B = 16384 / N) x (H = 2048 / d) x ceil(N / Br) tiles, Br = fa3's at d.
+      const int br = flashlab::gpu::fa3::br(d);
+      const int tiles = 16384 / n * (2048 / d) * ((n + br - 1) / br);
       const std::string row = fmt::format("\n{}\t{}\t{}\t", d, n, tiles);
       const auto at = out.find(row);
       REQUIRE_MESSAGE(at != std::string::npos, "no row " << row);

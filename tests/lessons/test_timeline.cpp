@@ -135,7 +135,7 @@ TEST_CASE("lesson 8's inputs: the grid's DRAM share, the per-SM times, the wave'
   // K and V of the heads of one wave fit the L2, so each tile comes from DRAM once and is
   // re-read from the L2 by the other N / Br - 1 query tiles of its head.
   const double share = lesson08::kv_dram_share(h200);
-  CHECK(share == doctest::Approx(double(k::kBr) / double(m.N)));
+  CHECK(share == doctest::Approx(double(k::br(m.d)) / double(m.N)));
   const StageTimes t = lesson08::stage_times(h200, share);
   const double per_sm = 1.0 / h200.sm_count, rows = k::kRowsPerConsumer;
   const double tile = double(k::kBc) * double(m.d) * 2;
@@ -146,10 +146,10 @@ TEST_CASE("lesson 8's inputs: the grid's DRAM share, the per-SM times, the wave'
   const Switches def = kMeasuredAblation[0].switches;
   auto tasks = schedule(def, t, m.N / k::kBc);
   run(tasks);
-  const double blocks = double(m.batch * m.heads * (m.N / k::kBr));  // 2048: 15.5 waves of 132
+  const double blocks = double(m.batch * m.heads * (m.N / k::br(m.d)));  // 2048: 15.5 waves of 132
   const double busy = blocks / (16.0 * h200.sm_count);
   CHECK(lesson08::predicted_tflops(def, t, h200) ==
-        doctest::Approx(4.0 * k::kBr * double(m.N) * double(m.d) / summarise(tasks).seconds *
+        doctest::Approx(4.0 * k::br(m.d) * double(m.N) * double(m.d) / summarise(tasks).seconds *
                         h200.sm_count * busy / 1e12));
 }
 

@@ -492,10 +492,46 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
 namespace fa3 {
 inline constexpr int kWarpgroupThreads = 4 * kWarpSize;  // wgmma is issued by 4 warps
-inline constexpr int kConsumerWarpgroups = 2;
 inline constexpr int kRowsPerConsumer = 64;  // wgmma's M
-inline constexpr int kBr = kConsumerWarpgroups * kRowsPerConsumer;
 inline constexpr int kBc = 128;
+// Consumer warpgroups per block, each owning kRowsPerConsumer query rows: Br = 128 at
+// d = 128, Br = 192 at d = 64 (FlashAttention-3's choice at d <= 64). Why three at d = 64:
+// a KV tile's two matmuls there are half as long as at d = 128 while a softmax is as long
+// (the same 64 x 128 exponentials), so with two consumers each softmax outlasts the other's
+// matmuls and the tensor cores wait; with three, each softmax has two other warpgroups'
+// matmuls to run under, and each item's fixed costs (S_0's softmax, the last U += W V, O) are
+// shared by 1.5 times the rows. What it costs: the registers (a consumer gets 160, not 240:
+// consumer_registers), and query tiles of 192 rows, whose last one in a head of N = 2^k rows
+// is partly empty (bench/gpu/NOTES.md, "Three consumer warpgroups at d = 64").
+constexpr int consumer_warpgroups(int64_t d) { return d < 128 ? 3 : 2; }
+inline constexpr int kMaxConsumerWarpgroups = 3;
+// Br: the query rows of a work item.
+constexpr int br(int64_t d) { return consumer_warpgroups(d) * kRowsPerConsumer; }
+// Registers per thread after setmaxnreg: the producer warpgroup's and each consumer's. With
+// two consumers, 128 x 24 + 256 x 240 = 64512 of the SM's 65536 (384 threads x 168, the cap
+// __launch_bounds__(384, 1) gives); with three, 128 x 32 + 384 x 160 = 65536 (512 x 128).
+constexpr int producer_registers(int64_t d) { return consumer_warpgroups(d) == 2 ? 24 : 32; }
+constexpr int consumer_registers(int64_t d) { return consumer_warpgroups(d) == 2 ? 240 : 160; }
+// What setmaxnreg hands out must be what the block was given at launch (65536 registers, one
+// block per SM), each count a multiple of 8.
+constexpr bool registers_add_up(int64_t d) {
+  const int given = 65536 / ((consumer_warpgroups(d) + 1) * kWarpgroupThreads);
+  const int rounded = given / 8 * 8;  // what __launch_bounds__(threads, 1) caps a thread at
+  return kWarpgroupThreads * (producer_registers(d) + consumer_warpgroups(d) * consumer_registers(d)) <=
+             (consumer_warpgroups(d) + 1) * kWarpgroupThreads * rounded &&
+         producer_registers(d) % 8 == 0 && consumer_registers(d) % 8 == 0;
+}
+static_assert(registers_add_up(64) && registers_add_up(128));
+// How many W buffers (the A operand of U += W V, in the input dtype) a consumer keeps. Two:
+// the softmax of S_j packs W_j into one while U += W_{j-1} V_{j-1} still reads the other,
+// the two trading places every KV tile (sections unrolled by two). One, FlashAttention-3's
+// order: the softmax writes W_j over S_j in fp32 and it is packed into the one buffer only
+// once U += W_{j-1} V_{j-1} has landed. One buffer saves 32 registers, which is what lets a
+// consumer fit 160 (three consumers, d = 64: no spill, where two buffers spill 848 bytes);
+// with two consumers it cost 1 to 3% at d = 128 (packing is then on the path after the
+// product) and was level at d = 64 (H200, 2026-12-02, timed in turns with the two-buffer
+// kernel: bench/results/2026-12-02-h200-fa3-w-order.csv).
+constexpr int w_buffers(int64_t d) { return consumer_warpgroups(d) == 2 ? 2 : 1; }
 inline constexpr int kMaxStages = 3;
 // The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
 // flashlab_fa3_options.stages and .ping_pong resolves to): d = 128: 2 stages, ping-pong on;
@@ -584,8 +620,8 @@ constexpr bool chain_code_in_default_kernel(int64_t d) { return d < 128; }
 // shapes: a change to be timed, not yet made.
 inline constexpr int64_t kL2ShareForKV[2] = {1, 2};
 inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
-constexpr int threads(bool warp_specialized) {
-  return (kConsumerWarpgroups + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
+constexpr int threads(bool warp_specialized, int64_t d) {
+  return (consumer_warpgroups(d) + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;
 }
 // The barriers, sQ (q_buffers x (Br, d), below), then stages x (sK (Bc, d), sV (Bc, d)),
 // then sO (Br, d) where O is staged (below); 1024 bytes of slack so the kernel can round the
@@ -594,7 +630,7 @@ constexpr int64_t tile_bytes(int64_t rows, int64_t d, flashlab_dtype dtype) {
   return rows * d * dtype_bytes(dtype);
 }
 constexpr int64_t ring_sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
-  return kSwizzleAtom + kBarrierBytes + tile_bytes(kBr, d, dtype) +
+  return kSwizzleAtom + kBarrierBytes + tile_bytes(br(d), d, dtype) +
          stages * 2 * tile_bytes(kBc, d, dtype);
 }
 inline constexpr int64_t kMaxSramPerBlock = 232448;  // H200, with the opt-in attribute
@@ -604,7 +640,7 @@ inline constexpr int64_t kMaxSramPerBlock = 232448;  // H200, with the opt-in at
 // its next tile; that is every setting but 3 stages at d = 128 (224 KiB of ring), where O
 // is stored from the registers, 4 bytes a thread and store, half a 32-byte sector each.
 constexpr bool stages_o(int64_t d, flashlab_dtype dtype, int stages) {
-  return ring_sram_bytes(d, dtype, stages) + tile_bytes(kBr, d, dtype) <= kMaxSramPerBlock;
+  return ring_sram_bytes(d, dtype, stages) + tile_bytes(br(d), d, dtype) <= kMaxSramPerBlock;
 }
 // Q's buffers. Two where a second Q tile fits beside the ring and sO: the producer loads the
 // next work item's Q while the consumers still read this one's, and the consumers issue the
@@ -613,15 +649,15 @@ constexpr bool stages_o(int64_t d, flashlab_dtype dtype, int stages) {
 // setting but 3 stages at d = 128 (224 KiB of ring and no sO), which keeps one.
 inline constexpr int kMaxQBuffers = 2;
 constexpr int q_buffers(int64_t d, flashlab_dtype dtype, int stages) {
-  const int64_t o = stages_o(d, dtype, stages) ? tile_bytes(kBr, d, dtype) : 0;
-  return ring_sram_bytes(d, dtype, stages) + o + tile_bytes(kBr, d, dtype) <= kMaxSramPerBlock
+  const int64_t o = stages_o(d, dtype, stages) ? tile_bytes(br(d), d, dtype) : 0;
+  return ring_sram_bytes(d, dtype, stages) + o + tile_bytes(br(d), d, dtype) <= kMaxSramPerBlock
              ? kMaxQBuffers
              : 1;
 }
 constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
   return ring_sram_bytes(d, dtype, stages) +
-         (stages_o(d, dtype, stages) ? tile_bytes(kBr, d, dtype) : 0) +
-         (q_buffers(d, dtype, stages) - 1) * tile_bytes(kBr, d, dtype);
+         (stages_o(d, dtype, stages) ? tile_bytes(br(d), d, dtype) : 0) +
+         (q_buffers(d, dtype, stages) - 1) * tile_bytes(br(d), d, dtype);
 }
 static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
               "three stages of d = 128 fit an H200 block");
@@ -634,9 +670,9 @@ static_assert(q_buffers(128, FLASHLAB_BF16, default_stages(128)) == kMaxQBuffers
               "two Q buffers at the default stages and at d = 64; one at 3 stages of d = 128");
 constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   KernelConfig c;
-  c.Br = kBr;
+  c.Br = br(d);
   c.Bc = kBc;
-  c.threads = threads(true);
+  c.threads = threads(true, d);
   c.sram_bytes = sram_bytes(d, dtype, default_stages(d));
   c.blocks_per_sm = 1;
   c.s = {FLASHLAB_MEMORY_REGISTERS, FLASHLAB_FP32};

@@ -1,8 +1,9 @@
 // How evenly a grid of persistent blocks shares fa3's work items (tile_schedule.hpp): the
 // busiest block's work over the mean, 1 where every block does the same. An item's work is
 // counted as the KV tiles it reads, for N_q = N_k: every tile without the mask; under the
-// top-left mask (Br = Bc) its query tile's index + 1, so the last query tile of a head reads
-// Tr tiles and the first one. An item's own set-up and epilogue are left out. Two ways to
+// top-left mask those up to its last row's diagonal, ceil((i + 1) Br / Bc) for query tile i
+// (i + 1 where Br = Bc: the last query tile of a head reads them all, the first one). An
+// item's own set-up and epilogue are left out. Two ways to
 // hand the items out:
 //   in turns: block k takes items k, k + grid, k + 2 grid, ... whatever they cost;
 //   in order, as blocks free up: each block, when done, takes the next item of the order.
@@ -26,11 +27,11 @@
 
 namespace flashlab::gpu::fa3 {
 
-static_assert(kBr == kBc, "a query tile's causal work is its index + 1 KV tiles only if Br = Bc");
-
 // KV tiles item w reads (N_q = N_k; causal: the top-left mask).
 inline int64_t item_kv_tiles(const TileOrder& o, int64_t w, bool causal) {
-  return causal ? work_item(o, w).tile + 1 : o.tiles;
+  if (!causal) return o.kv_tiles;
+  const int64_t last_key = int64_t(work_item(o, w).tile + 1) * o.rows;  // one past, maybe past N
+  return std::min<int64_t>(o.kv_tiles, (last_key + kBc - 1) / kBc);
 }
 
 // The busiest block's work over the mean, the blocks taking the items in fixed turns.

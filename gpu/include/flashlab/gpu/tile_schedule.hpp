@@ -49,6 +49,8 @@ struct TileOrder {
   int heads_q = 1;             // pair = b heads_q + h
   int pairs = 0;               // batch x heads_q
   int tiles = 0;               // Tr = ceil(N_q / Br): query tiles per pair
+  int rows = 0;                // Br = fa3::br(d): query rows per tile
+  int kv_tiles = 0;            // Tc = ceil(N_k / Bc): KV tiles per pair
   int section_pairs = 1;       // G: pairs whose K and V share the L2 at one time
   bool longest_first = false;  // causal: the last query tile of a pair first
 };
@@ -67,7 +69,9 @@ constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t head
   TileOrder o;
   o.heads_q = int(heads_q);
   o.pairs = int(batch * heads_q);
-  o.tiles = int((n_q + kBr - 1) / kBr);
+  o.rows = br(d);
+  o.tiles = int((n_q + o.rows - 1) / o.rows);
+  o.kv_tiles = int((n_k + kBc - 1) / kBc);
   o.items = int64_t(o.pairs) * o.tiles;
   const int64_t group = heads_kv > 0 ? heads_q / heads_kv : 1;
   const int64_t kv_per_pair = (2 * n_k * d * elem_bytes + group - 1) / group;
