@@ -84,7 +84,9 @@ FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-noping": dict(ping_pong=0),
                 "fa3-3stages": dict(stages=3),
                 "fa3-noping-3st": dict(ping_pong=0, stages=3),
-                "fa3-ping-2st": dict(ping_pong=1, stages=2)}
+                "fa3-ping-2st": dict(ping_pong=1, stages=2),
+                "fa3-2stages": dict(stages=2),
+                "fa3-ping": dict(ping_pong=1)}
 
 
 # fa3 from a second library (bench.py --baseline-lib), with its defaults, timed in turns with

@@ -232,6 +232,34 @@ TEST_CASE("fa3: flashlab_forward runs the options FLASHLAB_FA3_AUTO resolves to,
   }
 }
 
+TEST_CASE("fa3: consumers leaving out the KV tiles their rows do not see change no bit (d = 64)") {
+  // At d = 64 (Br = 192 > Bc) a consumer computes only the tiles its own rows see
+  // (fa3::skips_unseen_tiles) where ping-pong is off; with ping-pong on every consumer
+  // computes every tile of the item. A tile a row does not see adds W = 0 to it and leaves m,
+  // l and U as they were, so O and L must agree to the bit. Shapes: diagonal items under both
+  // masks, a head's last query tile with consumers that have no row (N_q = 1024, 577, 97),
+  // rows that see no key at all (bottom-right, N_q > N_k), GQA.
+  REQUIRE(fa3::skips_unseen_tiles(64));
+  constexpr GridShape kShapes[] = {{2, 4, 2, 1024, 1024}, {1, 3, 1, 577, 1300}, {3, 2, 2, 97, 97},
+                                   {1, 2, 1, 700, 250}};
+  for (const GridShape& shape : kShapes)
+    for (flashlab_causal causal :
+         {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+      for (int stages : {2, 3}) {
+        flashlab_fa3_options o = fa3_defaults();
+        o.stages = stages;
+        o.ping_pong = 0;
+        Case c = grid_case(shape, FLASHLAB_BF16, 64, causal, o);
+        expect_matches_reference(c);
+        const uint64_t seed = fresh_seed();
+        const auto skipping = run_repeated(c, seed, 1);
+        c.fa3->ping_pong = 1;
+        const auto every_tile = run_repeated(c, seed, 1);
+        INFO(c.describe(), " seed=", seed);
+        CHECK(same_bits(skipping[0], every_tile[0]));
+      }
+}
+
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
     for (int d : {64, 128})
