@@ -165,10 +165,11 @@ TEST_CASE("the ladder's configurations") {
   CHECK(scalar_64.s.level == FLASHLAB_MEMORY_SRAM);
   CHECK(scalar_64.pointer_align_bytes == 2);
 
-  // fa3: two consumer warpgroups of 64 rows, a producer warpgroup, 128-key tiles, and
-  // 1024 bytes of alignment slack + sQ + 2 stages x (sK, sV) + 1024 bytes of barriers + sO
-  // for the TMA stores of O + a second sQ; at 3 stages of d = 128 no room is left for sO (O
-  // is stored from the registers) nor a second sQ, at d = 64 there is.
+  // fa3: two consumer warpgroups of 64 rows at d = 128 (three at d = 64), a producer
+  // warpgroup, 128-key tiles, and 1024 bytes of alignment slack + sQ + 2 stages x (sK, sV) +
+  // 1024 bytes of barriers + sO for the TMA stores of O + a second sQ; at 3 stages of
+  // d = 128 no room is left for sO (O is stored from the registers) nor a second sQ, at
+  // d = 64 there is.
   const KernelConfig fa3_128 = kernel_config(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_BF16);
   CHECK(fa3_128.Br == 128);
   CHECK(fa3_128.Bc == 128);
@@ -183,8 +184,12 @@ TEST_CASE("the ladder's configurations") {
   CHECK(fa3::stages_o(128, FLASHLAB_BF16, 2));
   CHECK(!fa3::stages_o(128, FLASHLAB_BF16, 3));
   CHECK(fa3::stages_o(64, FLASHLAB_FP16, 3));
+  const KernelConfig fa3_64 = kernel_config(FLASHLAB_KERNEL_FA3, 64, FLASHLAB_FP16);
+  CHECK(fa3_64.Br == 192);  // three consumers of 64 rows
+  CHECK(fa3_64.Bc == 128);
+  CHECK(fa3_64.threads == 512);
   CHECK(fa3::sram_bytes(64, FLASHLAB_FP16, 3) ==
-        1024 + 2 * (3 * 128 * 64 + 3 * 2 * 128 * 64) + 1024);  // 2 sQ, 3 x (sK, sV), sO
+        1024 + 2 * (3 * 192 * 64 + 3 * 2 * 128 * 64) + 1024);  // 2 sQ, 3 x (sK, sV), sO
   CHECK(fa3_128.stride_align_elements == 8);
   CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 3) == 1024 + 2 * (128 * 128 + 3 * 2 * 128 * 128) + 1024);
   CHECK(!supports(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_FP32));

@@ -548,7 +548,12 @@ inline constexpr int kMaxStages = 3;
 // 1.018, causal 1.047 1.029 1.019 (on two other builds of the day, N = 1024 to 16384: +2.2
 // to +4.3% and +1.4 to +5.9%). Ping-pong makes one warpgroup's matmuls wait for the other's softmax; at d = 64 a
 // softmax (64 ex2 per warp at 8 cycles each, and the max pass before them) outlasts the
-// other's two matmuls (512 tensor-core cycles), so the turns only add waiting. At d = 128 the
+// other's two matmuls (512 tensor-core cycles), so the turns only add waiting. With three
+// consumers at d = 64 (consumer_warpgroups), the same kernel timed in turns at N = 512..16384,
+// both masks (bench/results/2026-12-02-h200-three-consumers-d64-pipeline.csv): 3 stages
+// without ping-pong over 2 stages 1.005 to 1.045, over ping-pong (3 stages) 0.997 to 1.033,
+// over both 1.008 to 1.053; the ablation run of the same build (N = 8192) read 2 stages 5.6%
+// and 2.9% ahead instead, a spread between runs that the sweep's 12 points outweigh. At d = 128 the
 // matmuls are twice as long and the turns pay (ablation, N = 8192: off 0.985 and 0.952 of on,
 // non-causal and causal), and a
 // third stage would take the SRAM of the second Q buffer and of sO (stages_o, q_buffers).

@@ -1,5 +1,5 @@
 // The mirror of flashlab's Hopper forward kernel as built (gpu/kernels/06_fa3.cu: TMA, an
-// mbarrier ring of K and V stages, two consumer warpgroups), counts only; the program and its
+// mbarrier ring of K and V stages, two or three consumer warpgroups), counts only; the program and its
 // closed forms are in simulator/src/fa3_kernel_program.cpp.
 //
 //   sim::PassReport r = sim::count_fa3_kernel(shape, facts);
