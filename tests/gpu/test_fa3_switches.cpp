@@ -183,6 +183,19 @@ TEST_CASE(
         }
 }
 
+// c checked against the reference; then its O and L, and those of c with `change` made to its
+// fa3 options, on the same inputs (a fresh seed), checked equal to the bit.
+template <class Change>
+void expect_same_bits_when(Case c, Change change) {
+  expect_matches_reference(c);
+  const uint64_t seed = fresh_seed();
+  const auto before = run_repeated(c, seed, 1);
+  change(*c.fa3);
+  const auto after = run_repeated(c, seed, 1);
+  INFO(c.describe(), " seed=", seed);
+  CHECK(same_bits(before[0], after[0]));
+}
+
 TEST_CASE("fa3: running across work items changes no bit (overlap_items, persistent and queue)") {
   // The consumers start an item under the last one's end or after it: every item computes
   // the same thing in the same order either way, so O and L must agree to the bit, at every
@@ -204,14 +217,8 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
             o.grid = grid;
             o.stages = stages;
             o.ping_pong = (stages + s) % 2;  // each stage count with ping-pong on and off
-            Case c = grid_case(shape, FLASHLAB_BF16, d, causal, o);
-            expect_matches_reference(c);
-            const uint64_t seed = fresh_seed();
-            const auto across = run_repeated(c, seed, 1);
-            c.fa3->overlap_items = 0;
-            const auto apart = run_repeated(c, seed, 1);
-            INFO(c.describe(), " seed=", seed);
-            CHECK(same_bits(across[0], apart[0]));
+            expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, d, causal, o),
+                                  [](flashlab_fa3_options& apart) { apart.overlap_items = 0; });
           }
 }
 
@@ -249,14 +256,8 @@ TEST_CASE("fa3: consumers leaving out the KV tiles their rows do not see change 
         flashlab_fa3_options o = fa3_defaults();
         o.stages = stages;
         o.ping_pong = 0;
-        Case c = grid_case(shape, FLASHLAB_BF16, 64, causal, o);
-        expect_matches_reference(c);
-        const uint64_t seed = fresh_seed();
-        const auto skipping = run_repeated(c, seed, 1);
-        c.fa3->ping_pong = 1;
-        const auto every_tile = run_repeated(c, seed, 1);
-        INFO(c.describe(), " seed=", seed);
-        CHECK(same_bits(skipping[0], every_tile[0]));
+        expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, 64, causal, o),
+                              [](flashlab_fa3_options& every_tile) { every_tile.ping_pong = 1; });
       }
 }
 
