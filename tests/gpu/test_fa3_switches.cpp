@@ -239,14 +239,11 @@ TEST_CASE("fa3: flashlab_forward runs the options FLASHLAB_FA3_AUTO resolves to,
   }
 }
 
-TEST_CASE("fa3: consumers leaving out the KV tiles their rows do not see change no bit (d = 64)") {
-  // At d = 64 (Br = 192 > Bc) a consumer computes only the tiles its own rows see
-  // (fa3::skips_unseen_tiles) where ping-pong is off; with ping-pong on every consumer
-  // computes every tile of the item. A tile a row does not see adds W = 0 to it and leaves m,
-  // l and U as they were, so O and L must agree to the bit. Shapes: diagonal items under both
-  // masks, a head's last query tile with consumers that have no row (N_q = 1024, 577, 97),
-  // rows that see no key at all (bottom-right, N_q > N_k), GQA.
-  REQUIRE(fa3::skips_unseen_tiles(64));
+TEST_CASE("fa3: ping-pong changes no bit at d = 64 (three consumers, round robin)") {
+  // Ping-pong only orders when each consumer issues its matmuls: O and L must agree to the
+  // bit with it on and off. Shapes: diagonal items under both masks, a head's last query tile
+  // with consumers that have no row (N_q = 1024, 577, 97), rows that see no key at all
+  // (bottom-right, N_q > N_k), GQA.
   constexpr GridShape kShapes[] = {{2, 4, 2, 1024, 1024}, {1, 3, 1, 577, 1300}, {3, 2, 2, 97, 97},
                                    {1, 2, 1, 700, 250}};
   for (const GridShape& shape : kShapes)
@@ -257,7 +254,7 @@ TEST_CASE("fa3: consumers leaving out the KV tiles their rows do not see change 
         o.stages = stages;
         o.ping_pong = 0;
         expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, 64, causal, o),
-                              [](flashlab_fa3_options& every_tile) { every_tile.ping_pong = 1; });
+                              [](flashlab_fa3_options& turns) { turns.ping_pong = 1; });
       }
 }
 
