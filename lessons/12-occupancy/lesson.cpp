@@ -199,6 +199,64 @@ void what_it_costs(LessonContext& ctx) {
       "without the same register squeeze (setmaxnreg moves registers to the consumers).\n\n");
 }
 
+// fa3's registers: a producer warpgroup that gives most of its share to the consumers
+// (setmaxnreg), and what a consumer keeps for a whole KV tile; two consumers at d = 128,
+// three at d = 64, and why the second needs FlashAttention-3's one W buffer. Every figure is
+// kernel_info.hpp's (fa3::).
+void fa3_registers(LessonContext& ctx) {
+  namespace k = gpu::fa3;
+  ctx.step("fa3: a producer that gives its registers away, two or three consumers");
+  ctx.print(
+      "fa3 runs one block per SM: a producer warpgroup that only issues TMA copies, and\n"
+      "consumer warpgroups that each own {} query rows and compute. At launch every thread\n"
+      "gets the same share of the SM's {} registers, what __launch_bounds__(threads, 1)\n"
+      "allows; then setmaxnreg takes the producer's down and the consumers' up, so that the\n"
+      "warps that hold the tiles have them. A consumer thread keeps, for a whole KV tile, its\n"
+      "share of S ({} rows x Bc = {} keys, fp32, over 128 threads), of U ({} rows x d, fp32)\n"
+      "and of W, the softmax's output in bf16, the A operand of U += W V ({} registers a\n"
+      "buffer); before addresses, m and l, and the softmax's temporaries:\n\n",
+      k::kRowsPerConsumer, sm().registers, k::kRowsPerConsumer, k::kBc, k::kRowsPerConsumer,
+      k::kBc / 16 * 4);
+  Table t({"d", "consumers", "Br", "threads", "at launch", "producer", "consumer",
+           "registers used", "S", "U", "W buffers", "S + U + W"});
+  // A consumer thread's registers of data with `buffers` W buffers, at head dimension d.
+  const auto data = [&](int d, int buffers) {
+    const int S = k::kRowsPerConsumer * k::kBc / k::kWarpgroupThreads;
+    const int U = k::kRowsPerConsumer * d / k::kWarpgroupThreads;
+    return S + U + buffers * (k::kBc / 16 * 4);
+  };
+  const auto at_launch = [&](int d) { return sm().registers / k::threads(true, d) / 8 * 8; };
+  for (int d : {128, 64}) {
+    const int threads = k::threads(true, d), consumers = k::consumer_warpgroups(d);
+    const int used = k::kWarpgroupThreads * (k::producer_registers(d) +
+                                             consumers * k::consumer_registers(d));
+    const int S = k::kRowsPerConsumer * k::kBc / k::kWarpgroupThreads;
+    const int U = k::kRowsPerConsumer * d / k::kWarpgroupThreads;
+    t.add({fmt::format("{}", d), fmt::format("{}", consumers), fmt::format("{}", k::br(d)),
+           fmt::format("{}", threads), fmt::format("{}", at_launch(d)),
+           fmt::format("{}", k::producer_registers(d)), fmt::format("{}", k::consumer_registers(d)),
+           fmt::format("{} of {}", used, sm().registers), fmt::format("{}", S),
+           fmt::format("{}", U), fmt::format("{}", k::w_buffers(d)),
+           fmt::format("{}", data(d, k::w_buffers(d)))});
+  }
+  ctx.table(t);
+  ctx.print(
+      "At d = 128 {} consumers hold {} registers of data in {}, {} W buffers among them:\n"
+      "the softmax packs W_j into one while U += W_{{j-1}} V_{{j-1}} still reads the other. At\n"
+      "d = 64 a KV tile's products are half as long and the softmax is not, so with two\n"
+      "consumers each softmax outlasts the other's products and the tensor cores wait; with\n"
+      "{} (Br = {}) each softmax has the others' products to run under. {} warpgroups leave\n"
+      "{} registers a thread at launch and {} a consumer after setmaxnreg: with two W\n"
+      "buffers the data alone would be {}, and ptxas spilled. So at d = 64 the softmax\n"
+      "writes W over S in fp32 and packs it into the one W buffer once U += W V has landed\n"
+      "(FlashAttention-3's order). On the H200 three consumers ran 1.07 to 1.22x two from\n"
+      "N = 1024 without the mask (bench/RESULTS.md, the fifth run of 2026-12-02); lesson 8's\n"
+      "exercise 5 asks why.\n\n",
+      k::consumer_warpgroups(128), data(128, k::w_buffers(128)), k::consumer_registers(128),
+      k::w_buffers(128), k::consumer_warpgroups(64), k::br(64), k::consumer_warpgroups(64) + 1,
+      at_launch(64), k::consumer_registers(64), data(64, 2));
+}
+
 // FlashAttention-2 (section 3.2): blocks over (batch, head) and query tiles, where
 // FlashAttention-1 had one block per (batch, head).
 void parallelism(LessonContext& ctx) {
@@ -289,6 +347,7 @@ void run_lesson_12(LessonContext& ctx) {
   sm_limits(ctx, counts);
   why_255(ctx);
   what_it_costs(ctx);
+  fa3_registers(ctx);
   parallelism(ctx);
   unequal_blocks(ctx);
   ctx.finish("lesson 13: dropout, drawn again in the backward pass instead of stored.");

@@ -160,7 +160,7 @@ TEST_CASE(
     "lesson 12: causal tiles shared in order are at least as even as in fixed "
     "turns") {
   const auto out = run_lesson(12).output;
-  REQUIRE(contains(out, "Step 6: Unequal blocks"));
+  REQUIRE(contains(out, "Step 7: Unequal blocks"));
   for (int d : {64, 128})
     for (int n : {1024, 4096, 16384}) {
       // (B = 16384 / N) x (H = 2048 / d) x ceil(N / Br) tiles, Br = fa3's at d.
