@@ -332,7 +332,8 @@ def predicted_sm_bytes(lib, impl):
     qkvo = N * d * BYTES_BF16                   # one (N, d) bf16 matrix
     lse = N * 4
     if info.br > 0:  # K and V read kv_passes times per query tile; Q read and O written once
-        return heads * (2 * qkvo + (N // info.br) * info.kv_passes * 2 * qkvo + lse)
+        tiles = -(-N // info.br)  # query tiles, the last one partly empty where Br does not divide N
+        return heads * (2 * qkvo + tiles * info.kv_passes * 2 * qkvo + lse)
     # S (fp32) written and read back s_hbm_reads times; P written and read by P V
     s_bytes, p_bytes = N * N * 4, N * N * BYTES_BF16
     return heads * (4 * qkvo + (1 + info.s_hbm_reads) * s_bytes + 2 * p_bytes + lse)

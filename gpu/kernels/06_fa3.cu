@@ -95,6 +95,7 @@ template <class T, int D>
 struct Tiles {
   static constexpr int kBr = fa3::br(D);  // query rows of a work item
   static constexpr int kConsumers = fa3::consumer_warpgroups(D);
+  static_assert(kConsumers <= fa3::kMaxConsumerWarpgroups, "a turn and an epilogue barrier each");
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kProducerRegisters = fa3::producer_registers(D);
   static constexpr int kConsumerRegisters = fa3::consumer_registers(D);
@@ -116,7 +117,7 @@ struct TensorMaps {
 };
 
 // The SRAM of one block: the barriers and the item slots, then the Q buffers, then the K ring
-// and the V ring, then sO where O is staged (each consumer's (64, D) after the other's).
+// and the V ring, then sO where O is staged (each consumer's (64, D) after the one before).
 // Every tile is D / 64 slabs of (rows, 64), one after the other.
 using Barriers = hopper::PipelineBarriers<kMaxStages, fa3::kMaxQBuffers>;
 template <class T, int D>
@@ -166,7 +167,7 @@ struct WorkTile {
   int q0;        // its first query row
   int Tc;        // the KV tiles it needs
 };
-// (Br = order.rows, known at compile time.)
+// (Br = order.rows, known at compile time: the launch makes the order with the kernel's D.)
 template <int Br>
 __device__ __forceinline__ WorkTile work_tile(const Problem& p, const fa3::TileOrder& order,
                                               int64_t w) {
@@ -851,7 +852,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (chain) {
       last_values();
       // Waited for only now, so that a late Q or K_0 holds up S_0 and not U += W V; but
-      // still holding the turn, so the other consumer's issue waits too (measured: a loss
+      // still holding the turn, so the next consumer's issue waits too (measured: a loss
       // where they land late, bench/gpu/NOTES.md, and why the switch is off by default).
       const Stage next_q(after.q, params.q_buffers);
       q_ring.consumer_wait(next_q);

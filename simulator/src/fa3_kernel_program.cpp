@@ -7,8 +7,8 @@
 //               buffers each: tile j goes to buffer j mod stages once the consumers have
 //               released tile j - stages (the ring's "empty" barrier) and signals "full";
 //               without warp specialisation the first consumer warp issues the same copies
-//   consumers   two warpgroups of Br / 2 rows each run S = Q_i K_j^T and U += W V_j as
-//               wgmma on whole (Br / 2, Bc) tiles, the online softmax in registers (ping-pong
+//   consumers   `consumers` warpgroups of Br / consumers rows each (two at d = 128, three at
+//               d = 64) run S = Q_i K_j^T and U += W V_j as wgmma on whole tiles, the online softmax in registers (ping-pong
 //               and intra-warpgroup overlap reorder this work; they move no byte)
 //   epilogue    O_i = U / l and L_i = m + log l straight from registers to HBM (no TMA
 //               store, no SRAM staging), only the rows below N_q

@@ -139,6 +139,12 @@ TEST_CASE("lesson 12: blocks per (batch, head) against per query tile at B = 1, 
   CHECK(contains(out, fmt::format("168\t{}\t3\t3\t2\t2", 168 * 32)));
 }
 
+// What step 5 says, fixed by kernel_info.hpp: a consumer's data (S, U, its W buffers) fits its
+// registers at both d, and at d = 64 two W buffers would not leave any room.
+static_assert(64 + 128 / 2 + 2 * 32 < gpu::fa3::consumer_registers(128));
+static_assert(64 + 64 / 2 + 1 * 32 < gpu::fa3::consumer_registers(64));
+static_assert(64 + 64 / 2 + 2 * 32 >= gpu::fa3::consumer_registers(64));
+
 TEST_CASE("lesson 12: fa3's registers add up to the SM's file, and its data fits a consumer") {
   namespace k = gpu::fa3;
   const std::string out = lesson_output(12);
@@ -150,15 +156,11 @@ TEST_CASE("lesson 12: fa3's registers add up to the SM's file, and its data fits
         128 * (k::producer_registers(d) + consumers * k::consumer_registers(d));
     // A consumer thread's share of S (64 x 128 fp32), U (64 x d fp32) and its W buffers.
     const int data = 64 * 128 / 128 + 64 * d / 128 + k::w_buffers(d) * 32;
-    CHECK(used <= 65536);
-    CHECK(data < k::consumer_registers(d));
     CHECK(contains(out, fmt::format("\n{}\t{}\t{}\t{}\t{}\t{}\t{}\t{} of 65536\t", d, consumers,
                                     k::br(d), threads, 65536 / threads / 8 * 8,
                                     k::producer_registers(d), k::consumer_registers(d), used)));
     CHECK(contains(out, fmt::format("\t{}\t{}\n", k::w_buffers(d), data)));
   }
-  // With two W buffers a consumer at d = 64 would hold as much data as its 160 registers.
-  CHECK(64 + 32 + 2 * 32 >= k::consumer_registers(64));
 }
 
 TEST_CASE("ptxas report: parsed as ptxas prints it, malformed entries refused") {

@@ -467,22 +467,25 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 
 // 06_fa3.cu: Hopper. TMA brings each work item's Q once (into one of q_buffers SRAM buffers)
 // and K, V tiles into a ring of `stages` SRAM buffers
-// (a producer warpgroup issues the copies); two consumer warpgroups of 64 query rows each run
+// (a producer warpgroup issues the copies); consumer warpgroups of 64 query rows each run
 // S = Q K^T and U += W V as wgmma (Q, K, V from SRAM; W from registers).
-//   Br = 128: 2 consumer warpgroups x 64 rows (wgmma's M is 64 per warpgroup).
-//   Bc = 128 for d = 64 and d = 128. Registers of a consumer thread (setmaxnreg 240): S is a
-//     (64, Bc) fp32 accumulator spread over 128 threads = Bc / 2 = 64 registers, U is
-//     d / 2 = 64 at d = 128, W in bf16 is half of S = 32, and W of the next tile (computed
-//     while U += W V still runs, intra-warpgroup overlap) another 32: 192 of 240 at d = 128
+//   Br = 128 at d = 128: 2 consumer warpgroups x 64 rows (wgmma's M is 64 per warpgroup);
+//     Br = 192 at d = 64: 3 of them (consumer_warpgroups, below).
+//   Bc = 128 for d = 64 and d = 128. Registers of a consumer thread at d = 128 (setmaxnreg
+//     240): S is a (64, Bc) fp32 accumulator spread over 128 threads = Bc / 2 = 64
+//     registers, U is d / 2 = 64, W in bf16 is half of S = 32, and W of the next tile
+//     (computed while U += W V still runs, intra-warpgroup overlap) another 32: 192 of 240
 //     (ptxas: no spills). Bc = 176 would need 88 + 64 + 44 + 44 = 240 before any address,
-//     mask or softmax state, so 128 it is.
+//     mask or softmax state, so 128 it is. At d = 64 (setmaxnreg 160): S 64, U 32 and one W
+//     buffer 32 (w_buffers).
 //   SRAM (d = 128, bf16): sQ (128, 128) 32 KiB + stages x (sK + sV) 2 x 32 KiB; 3 stages =
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB, + sO (128, 128) 32 KiB for
 //     the epilogue's TMA stores (below: stages_o), + a second sQ 32 KiB (q_buffers): 224 KiB,
-//     226 KiB with the barriers and the alignment slack. At d = 64 half of that, and the
-//     default there is 3 stages (default_stages), 146 KiB with the second sQ and sO.
-//   Threads: 3 warpgroups (384) with warp specialisation; 2 (256) without, when the first
-//     consumer thread issues the copies itself between its tiles.
+//     226 KiB with the barriers and the alignment slack. At d = 64, 3 stages (default_stages)
+//     of 16 KiB sK and sV, two sQ (192, 64) and sO (192, 64) of 24 KiB: 170 KiB.
+//   Threads: the consumers and a producer warpgroup with warp specialisation (384 at
+//     d = 128, 512 at d = 64: threads); without it (d = 128 only) the consumers alone, the
+//     first consumer thread issuing the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
 //     in fixed turns or from a work queue, or one block per query tile; the same order of
 //     tiles every way. By default (fa3::resolve_grid) the work queue under the causal mask
@@ -570,7 +573,8 @@ inline constexpr flashlab_fa3_grid kDefaultGrid = FLASHLAB_FA3_GRID_AUTO;
 // exponentials from software_exp2 (flashlab/gpu/exp2_software.hpp, FMA pipe) instead of
 // ex2.approx (MUFU): 1 in 4, 2 of the 8 slices at Bc = 128. Why: per (row, key) the softmax
 // takes one exponential (MUFU: 16 a clock per SM) against 4 d FLOPs of matmul (wgmma: about
-// 4096 bf16 FLOPs a clock per SM); at d = 64 a consumer's (64, 128) tile is 8192
+// 4096 bf16 FLOPs a clock per SM); at d = 64 (with two consumers, when this was measured)
+// a consumer's (64, 128) tile is 8192
 // exponentials, 512 MUFU clocks, as long as the other consumer's two matmuls (2 x 64 x 128 x
 // 64 x 2 FLOPs / 4096 = 512 clocks). With 1 in 4 on the FMA pipe the MUFU's share is 384
 // clocks, under the matmuls'. Measured on the H200: 2 to 8% slower at every shape (1 to 7%
@@ -579,13 +583,14 @@ inline constexpr int kSoftwareExp2Period = 4;
 static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole in a tile");
 // FLASHLAB_FA3_GRID_AUTO's rule where it does not take the work queue (no causal mask, no
 // producer warp, or short heads): persistent while a head has at most this many query tiles
-// (N_q <= 8192 at Br = 128), one block per tile beyond. Measured on the H200 (2026-12-01,
+// (N_q <= 8192 at d = 128's Br = 128, N_q <= 12288 at d = 64's Br = 192), one block per tile beyond. Measured on the H200 (2026-12-01,
 // bench/results/2026-12-01-h200-fa3v3-grids.csv, same work at every N): persistent over per
 // tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
 // their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
 inline constexpr int64_t kAutoPersistentMaxTiles = 64;
 // Under the causal mask FLASHLAB_FA3_GRID_AUTO takes the work queue where a head has at least
-// this many query tiles (N_q >= 1024 at Br = 128). Measured on the H200 with each shape's
+// this many query tiles (N_q > 896 at d = 128's Br = 128, N_q > 1344 at d = 64's Br = 192;
+// measured there before d = 64 had three consumers). Measured on the H200 with each shape's
 // implementations timed in turns (2026-12-02, bench/results/2026-12-02-h200-fa3-grids-turns.csv,
 // one run, where the same kernel on the same grid timed twice agreed within 0.990x to 1.022x),
 // the queue over the persistent turns, causal, N = 512 .. 16384: d = 128 1.005 1.031 1.012
