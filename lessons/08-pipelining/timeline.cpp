@@ -57,7 +57,7 @@ void run(std::vector<Task>& tasks) {
   }
   std::vector<bool> done(tasks.size(), false);
   std::size_t next[kPrograms] = {0, 0, 0};
-  double ready_at[kPrograms] = {0, 0, 0};  // when each program may issue its next task
+  double ready_at[kPrograms] = {};  // when each program may issue its next task
   double free_at[kUnits] = {0, 0, 0};
   for (std::size_t scheduled = 0; scheduled < tasks.size(); ++scheduled) {
     int best = -1;
@@ -167,18 +167,18 @@ void consumer_program(Builder& b, const Switches& s, int g, Index n) {
 }
 
 // What each task waits for.
-void dependencies(Builder& b, const Switches& s, Index n) {
+void dependencies(Builder& b, const Switches& s, Index n, int consumers) {
   const Index st = s.stages;
   for (Index j = 0; j < n; ++j) {
     // A K buffer is released once S (and, without intra overlap, the product before it, which
-    // the same wait covers) is done in both consumers; a V buffer once U += W V is.
-    for (int g = 0; g < kConsumers; ++g) {
+    // the same wait covers) is done in every consumer; a V buffer once U += W V is.
+    for (int g = 0; g < consumers; ++g) {
       b.after(b.find(Kind::load_k, 0, j), {b.find(Kind::S, g, j - st)});
       if (!s.intra_overlap) b.after(b.find(Kind::load_k, 0, j), {b.find(Kind::PV, g, j - st - 1)});
       b.after(b.find(Kind::load_v, 0, j), {b.find(Kind::PV, g, j - st)});
     }
   }
-  for (int g = 0; g < kConsumers; ++g)
+  for (int g = 0; g < consumers; ++g)
     for (Index j = 0; j < n; ++j) {
       const int S = b.find(Kind::S, g, j), e = b.find(Kind::softmax, g, j);
       const int pv = b.find(Kind::PV, g, j);
@@ -191,8 +191,9 @@ void dependencies(Builder& b, const Switches& s, Index n) {
       b.after(pv, {b.find(Kind::load_v, 0, j), e});
     }
   if (!s.ping_pong) return;
-  // Turns: a section's products are issued once the other consumer has issued its own of
-  // the section before (consumer 0 goes first).
+  // Turns, round robin: consumer g issues a section's products once consumer g - 1 has
+  // issued its own of the same section, and consumer 0 once the last consumer has issued
+  // those of the section before (consumer 0 goes first).
   const auto section_last = [&](int g, Index j) {  // the last product of section j
     const int pv = b.find(Kind::PV, g, j - 1), S = b.find(Kind::S, g, j);
     if (pv < 0 || S < 0) return std::max(pv, S);
@@ -204,14 +205,17 @@ void dependencies(Builder& b, const Switches& s, Index n) {
     return s.intra_overlap ? S : pv;
   };
   for (Index j = 0; j <= n; ++j) {
-    b.turn(section_first(1, j), {section_last(0, j)});
-    b.turn(section_first(0, j), {section_last(1, j - 1)});
+    for (int g = 1; g < consumers; ++g) b.turn(section_first(g, j), {section_last(g - 1, j)});
+    b.turn(section_first(0, j), {section_last(consumers - 1, j - 1)});
   }
 }
 
 }  // namespace
 
-std::vector<Task> schedule(const Switches& s, const StageTimes& t, Index n) {
+std::vector<Task> schedule(const Switches& s, const StageTimes& t, Index n, int consumers) {
+  if (consumers < 1 || consumers > kMaxConsumers)
+    throw cpu::InvalidArgument(fmt::format(
+        "a block has 1 to {} consumer warpgroups, got {}", kMaxConsumers, consumers));
   if (s.stages < 1)
     throw cpu::InvalidArgument(
         fmt::format("a pipeline needs at least one stage, got {}", s.stages));
@@ -223,8 +227,8 @@ std::vector<Task> schedule(const Switches& s, const StageTimes& t, Index n) {
       b.add(Kind::load_k, kProducer, 0, j);
       b.add(Kind::load_v, kProducer, 0, j);
     }
-  for (int g = 0; g < kConsumers; ++g) consumer_program(b, s, g, n);
-  dependencies(b, s, n);
+  for (int g = 0; g < consumers; ++g) consumer_program(b, s, g, n);
+  dependencies(b, s, n, consumers);
   return b.take();
 }
 

@@ -11,6 +11,7 @@
 #include "flashlab/sim/profiles.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -34,8 +35,9 @@ std::vector<Switches> every_switch_setting() {
   return out;
 }
 
-std::vector<Task> ran(const Switches& s, const StageTimes& t = kTimes, Index n = kTiles) {
-  auto tasks = schedule(s, t, n);
+std::vector<Task> ran(const Switches& s, const StageTimes& t = kTimes, Index n = kTiles,
+                      int consumers = kConsumers) {
+  auto tasks = schedule(s, t, n, consumers);
   run(tasks);
   return tasks;
 }
@@ -43,9 +45,11 @@ std::vector<Task> ran(const Switches& s, const StageTimes& t = kTimes, Index n =
 }  // namespace
 
 TEST_CASE("every setting: units never double-booked, inputs, turns and program order kept") {
+  for (int consumers = 1; consumers <= kMaxConsumers; ++consumers)
   for (const Switches& s : every_switch_setting()) {
     CAPTURE(describe(s));
-    const auto tasks = ran(s);
+    CAPTURE(consumers);
+    const auto tasks = ran(s, kTimes, kTiles, consumers);
     for (int u = 0; u < kUnits; ++u) {
       std::vector<std::pair<double, double>> spans;
       for (const auto& t : tasks)
@@ -54,7 +58,7 @@ TEST_CASE("every setting: units never double-booked, inputs, turns and program o
       for (std::size_t k = 1; k < spans.size(); ++k)
         CHECK(spans[k].first >= spans[k - 1].second - kExact);
     }
-    double last_issue[kProducer + 1] = {0, 0, 0};
+    double last_issue[kProducer + 1] = {};
     for (const auto& t : tasks) {
       CHECK(t.start >= t.issue - kExact);
       CHECK(t.end == doctest::Approx(t.start + t.seconds));
@@ -66,8 +70,9 @@ TEST_CASE("every setting: units never double-booked, inputs, turns and program o
     // Work conserved: per tile, K and V loaded once, two products and a softmax per consumer.
     const Summary sum = summarise(tasks);
     CHECK(sum.busy[int(Unit::copy)] == doctest::Approx(2 * kTiles * kTimes.load));
-    CHECK(sum.busy[int(Unit::tensor)] == doctest::Approx(2 * kConsumers * kTiles * kTimes.mma));
-    CHECK(sum.busy[int(Unit::exp)] == doctest::Approx(kConsumers * kTiles * kTimes.softmax));
+    CHECK(sum.busy[int(Unit::tensor)] == doctest::Approx(2 * consumers * kTiles * kTimes.mma));
+    CHECK(sum.busy[int(Unit::exp)] == doctest::Approx(consumers * kTiles * kTimes.softmax));
+    for (const auto& t : tasks) CHECK((t.program == kProducer || t.program < consumers));
     CHECK(sum.seconds >= sum.busy[int(Unit::tensor)] - kExact);
   }
 }
@@ -120,6 +125,10 @@ TEST_CASE("the switches: one stage exposes the loads; no producer makes consumer
 
 TEST_CASE("bad schedules are refused") {
   CHECK_THROWS_AS(schedule({true, 0, true, true}, kTimes, 4), flashlab::cpu::InvalidArgument);
+  const std::string range = fmt::format("1 to {} consumer warpgroups", kMaxConsumers);
+  for (const int consumers : {0, kMaxConsumers + 1})
+    CHECK_THROWS_WITH_AS(schedule({true, 2, true, true}, kTimes, 4, consumers),
+                         doctest::Contains(range.c_str()), flashlab::cpu::InvalidArgument);
   CHECK_THROWS_AS(schedule({true, 2, true, true}, kTimes, 0), flashlab::cpu::InvalidArgument);
   std::vector<Task> forward_dep{{Kind::S, Unit::tensor, 0, 0, 0, 1.0, {1}, {}},
                                 {Kind::PV, Unit::tensor, 0, 0, 0, 1.0, {0}, {}}};
