@@ -262,12 +262,18 @@ struct Loader {
 // ---- The consumer's per-tile algebra, on one thread's share of a (64, Bc) tile ----------
 // The thread holds rows g and g + 8 of its warp's 16 (g = lane / 4): element 4 nt + e of rS
 // is row g + 8 (e / 2), key 8 nt + 2 (lane % 4) + e % 2 (wgmma's accumulator layout).
-constexpr int kSRegs = kBc / 2;  // (64, Bc) fp32 over 128 threads
+constexpr int kSRegs = fa3::s_registers();  // (64, Bc) fp32 over 128 threads
 
 // The key of element i of the thread's share, counted from the thread's first key of the
 // tile (k0 + 2 (lane % 4)), and the row (0 or 1: g or g + 8) it belongs to.
 __device__ __forceinline__ constexpr int key_of(int i) { return (i / 4) * 8 + i % 2; }
 __device__ __forceinline__ constexpr int row_of(int i) { return (i % 4) / 2; }
+// W, the A operand of U += W V, in T: the two accumulator tiles of keys 16 kk .. 16 kk + 15
+// are exactly one A fragment (wgmma.cuh), whose register q packs elements i and i + 1 of the
+// thread's share, i = w_element(kk, q): row g + 8 (q % 2), keys + 8 (q / 2).
+__device__ __forceinline__ constexpr int w_element(int kk, int q) {
+  return 8 * kk + 4 * (q / 2) + 2 * (q % 2);
+}
 
 // The accumulator tiles the rows' partial sums and maxima are spread over, so that each is a
 // short dependency chain rather than one add (or max) after another across the whole tile.
@@ -408,13 +414,13 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, float (&rS)[
       return on_fma_pipe ? software_exp2(x) : ptx::exp2_approx(x);
     };
 #pragma unroll
-    for (int i = 8 * kk; i < 8 * kk + 8; i += 2) {  // keys i, i + 1 of row row_of(i)
-      const int r = row_of(i);
+    for (int q = 0; q < 4; ++q) {
+      const int i = w_element(kk, q), r = row_of(i);
       const float w0 = power_of_2(fmaf(score(i), scale_log2, -base[r]));
       const float w1 = power_of_2(fmaf(score(i + 1), scale_log2, -base[r]));
       row_sum[r][kk % kPartials] += w0 + w1;
       if constexpr (kPackHere) {
-        rW_out[kk][(i - 8 * kk) / 2] = ptx::pack2<T>(w0, w1);  // as pack_w lays them out
+        rW_out[kk][q] = ptx::pack2<T>(w0, w1);
       } else {
         rS[i] = w0;
         rS[i + 1] = w1;
@@ -425,16 +431,14 @@ __device__ __forceinline__ void online_softmax(SoftmaxState& state, float (&rS)[
   for (int r = 0; r < 2; ++r) state.l[r] = alpha[r] * state.l[r] + (row_sum[r][0] + row_sum[r][1]);
 }
 
-// W in T, the A operand of U += W V, from W in fp32 (over S): the two accumulator tiles of
-// keys 16 kk .. 16 kk + 15 are exactly one A fragment (wgmma.cuh); A register q holds row
-// g + 8 (q % 2), keys + 8 (q / 2).
+// W in T, the A operand of U += W V, from W in fp32 (written over S), as w_element lays it out.
 template <class T>
 __device__ __forceinline__ void pack_w(uint32_t (&rW)[kBc / 16][4], const float (&rS)[kSRegs]) {
 #pragma unroll
   for (int kk = 0; kk < kBc / 16; ++kk)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int i = 8 * kk + 4 * (q / 2) + 2 * (q % 2);
+      const int i = w_element(kk, q);
       rW[kk][q] = ptx::pack2<T>(rS[i], rS[i + 1]);
     }
 }
@@ -485,6 +489,8 @@ __device__ __forceinline__ void wait_turn(int consumer) {
 }
 template <int kConsumers>
 __device__ __forceinline__ void pass_turn(int consumer) {
+  // (With two, 1 - consumer: the same turn, and the instructions d = 128's kernel was
+  // measured with.)
   const int next = kConsumers == 2 ? 1 - consumer : (consumer + 1) % kConsumers;
   asm volatile("bar.arrive %0, %1;\n" ::"r"(kTurnBarrier0 + next), "n"(kTurnThreads) : "memory");
 }
@@ -669,14 +675,17 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // The K (and V) ring's stage of the last KV tile read: a section steps it to its own K_j.
   // (It is the ring's use at.kv + j, kept by steps rather than divisions.)
   Stage k_st(0, stages);
-  ItemRows cur = item_rows(work_tile<Tiles<T, D>::kBr>(p, params.order, item), Stage(at.q, params.q_buffers));
+  const auto work_tile_of = [&](int64_t w) {
+    return work_tile<Tiles<T, D>::kBr>(p, params.order, w);
+  };
+  ItemRows cur = item_rows(work_tile_of(item), Stage(at.q, params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
   float rS[kSRegs];  // (64, Bc) of S, then of W_j in fp32 until it is packed
   // W in T, the A operand of U += W V (fa3::w_buffers): with two, W_{j-1} in one, W_j packed
   // into the other as soon as the softmax has made it, while U += W_{j-1} V_{j-1} may still
   // run; they trade places every section. With one (rW_next unused), W_j is packed into rW
   // once U += W_{j-1} V_{j-1} has landed.
-  constexpr bool kTwoW = Tiles<T, D>::kWBuffers == 2;
+  constexpr bool kTwoWBuffers = Tiles<T, D>::kWBuffers == 2;
   constexpr int consumers = Tiles<T, D>::kConsumers;
   uint32_t rW[kBc / 16][4];
   uint32_t rW_next[kBc / 16][4];
@@ -694,12 +703,12 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       const int first_key = k0 + 2 * (lane % 4);
       const int key_end[2] = {row_key_end(p, row_g, 0) - first_key,
                               row_key_end(p, row_g, 1) - first_key};
-      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false, kTwoW>(
+      online_softmax<T, true, kRescale, /*kSoftwareExp2=*/false, kTwoWBuffers>(
           rows.state, rS, key_end, rule, counted, alpha, rW_out, scale_log2);
     } else {
       const int none[2] = {kBc, kBc};
-      online_softmax<T, false, kRescale, kSoftwareExp2, kTwoW>(rows.state, rS, none, rule, counted,
-                                                               alpha, rW_out, scale_log2);
+      online_softmax<T, false, kRescale, kSoftwareExp2, kTwoWBuffers>(
+          rows.state, rS, none, rule, counted, alpha, rW_out, scale_log2);
     }
   };
   // O = U / l and L = m + log l of the rows, once their last U += W V has landed.
@@ -720,7 +729,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // One W buffer: W_j, from rS (where the softmax wrote it over S_j) into rW_to, once nothing
   // reads it (with two, the softmax packed it already).
   const auto pack = [&](uint32_t(&rW_to)[kBc / 16][4]) {
-    if constexpr (!kTwoW) {
+    if constexpr (!kTwoWBuffers) {
       hopper::fence_registers(rS);
       pack_w<T>(rW_to, rS);
     }
@@ -808,7 +817,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     // U = 0 for the item's first U += W V, set only now: from O's writing to here U holds
     // nothing, and its registers are free for the softmax of S_0.
     zero_u();
-    if constexpr (kTwoW) {
+    if constexpr (kTwoWBuffers) {
       // Sections 1 .. Tc - 1, two per turn, the W buffers trading places, so that W_j never
       // has to be copied into the registers W_{j-1} held (32 moves per tile); W_{Tc-1} is
       // then moved into rW once for the last section.
@@ -837,7 +846,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       next = next_item(item, after);
       // (The next item's tiles are worked out again at the loop's end rather than kept
       // across O: registers are what this section is short of.)
-      chain = Tc > 0 && next >= 0 && work_tile<Tiles<T, D>::kBr>(p, params.order, next).Tc > 0;
+      chain = Tc > 0 && next >= 0 && work_tile_of(next).Tc > 0;
     }
     const Stage v_st = k_st;               // tile Tc - 1 (unused where Tc = 0)
     if (Tc > 0) k_st = k_st.next(stages);  // the next item's K_0
@@ -883,7 +892,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     at = after;
     if (next < 0) return;
     item = next;
-    cur = item_rows(work_tile<Tiles<T, D>::kBr>(p, params.order, item), Stage(at.q, params.q_buffers));
+    cur = item_rows(work_tile_of(item), Stage(at.q, params.q_buffers));
     started = chain;
   }
 }

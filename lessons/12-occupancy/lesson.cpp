@@ -216,27 +216,20 @@ void fa3_registers(LessonContext& ctx) {
       "and of W, the softmax's output in bf16, the A operand of U += W V ({} registers a\n"
       "buffer); before addresses, m and l, and the softmax's temporaries:\n\n",
       k::kRowsPerConsumer, sm().registers, k::kRowsPerConsumer, k::kBc, k::kRowsPerConsumer,
-      k::kBc / 16 * 4);
+      k::w_registers());
   Table t({"d", "consumers", "Br", "threads", "at launch", "producer", "consumer",
            "registers used", "S", "U", "W buffers", "S + U + W"});
-  // A consumer thread's registers of data with `buffers` W buffers, at head dimension d.
-  const auto data = [&](int d, int buffers) {
-    const int S = k::kRowsPerConsumer * k::kBc / k::kWarpgroupThreads;
-    const int U = k::kRowsPerConsumer * d / k::kWarpgroupThreads;
-    return S + U + buffers * (k::kBc / 16 * 4);
-  };
-  const auto at_launch = [&](int d) { return sm().registers / k::threads(true, d) / 8 * 8; };
+  const auto data = [](int d, int buffers) { return k::consumer_data_registers(d, buffers); };
+  const auto at_launch = [](int d) { return k::registers_at_launch(k::threads(true, d)); };
   for (int d : {128, 64}) {
     const int threads = k::threads(true, d), consumers = k::consumer_warpgroups(d);
     const int used = k::kWarpgroupThreads * (k::producer_registers(d) +
                                              consumers * k::consumer_registers(d));
-    const int S = k::kRowsPerConsumer * k::kBc / k::kWarpgroupThreads;
-    const int U = k::kRowsPerConsumer * d / k::kWarpgroupThreads;
     t.add({fmt::format("{}", d), fmt::format("{}", consumers), fmt::format("{}", k::br(d)),
            fmt::format("{}", threads), fmt::format("{}", at_launch(d)),
            fmt::format("{}", k::producer_registers(d)), fmt::format("{}", k::consumer_registers(d)),
-           fmt::format("{} of {}", used, sm().registers), fmt::format("{}", S),
-           fmt::format("{}", U), fmt::format("{}", k::w_buffers(d)),
+           fmt::format("{} of {}", used, sm().registers), fmt::format("{}", k::s_registers()),
+           fmt::format("{}", k::u_registers(d)), fmt::format("{}", k::w_buffers(d)),
            fmt::format("{}", data(d, k::w_buffers(d)))});
   }
   ctx.table(t);
@@ -309,8 +302,8 @@ void unequal_blocks(LessonContext& ctx) {
       "Under the causal mask query tile t reads the KV tiles up to its last row, (t + 1) Br / Bc\n"
       "of them rounded up: the last tile of a head does Tr times the work of the first, or\n"
       "nearly. fa3 (Br = {} at d = 128, {} at d = 64, Bc = {}) can run one persistent block per\n"
-      "SM, its set-up paid once, the tiles handed out longest first. In fixed turns (block k takes\n"
-      "tiles k, k + {}, ...) some blocks draw more long tiles than others; taken in order as\n"
+      "SM, its set-up paid once, the tiles handed out longest first. In fixed turns (block k\n"
+      "takes tiles k, k + {}, ...) some blocks draw more long tiles than others; taken in order as\n"
       "blocks free up (the hardware's dispatch of one block per tile, or fa3's work queue: a\n"
       "counter in device memory) a block that drew a long tile takes fewer. The busiest SM's\n"
       "work over the mean, counted in KV tiles, H = {} / d, B = {} / N:\n\n",

@@ -515,14 +515,20 @@ constexpr int br(int64_t d) { return consumer_warpgroups(d) * kRowsPerConsumer; 
 // __launch_bounds__(384, 1) gives); with three, 128 x 32 + 384 x 160 = 65536 (512 x 128).
 constexpr int producer_registers(int64_t d) { return consumer_warpgroups(d) == 2 ? 24 : 32; }
 constexpr int consumer_registers(int64_t d) { return consumer_warpgroups(d) == 2 ? 240 : 160; }
-// What setmaxnreg hands out must be what the block was given at launch (65536 registers, one
-// block per SM), each count a multiple of 8.
+// Registers a thread holds come in steps of 8: the cap __launch_bounds__ gives, and every count
+// setmaxnreg may ask for.
+inline constexpr int kRegisterStep = 8;
+inline constexpr int kRegistersPerSm = 65536;
+// What every thread of a block of `threads` may hold at launch (one block per SM).
+constexpr int registers_at_launch(int threads) {
+  return kRegistersPerSm / threads / kRegisterStep * kRegisterStep;
+}
+// What setmaxnreg hands out must be what the block was given at launch.
 constexpr bool registers_add_up(int64_t d) {
-  const int given = 65536 / ((consumer_warpgroups(d) + 1) * kWarpgroupThreads);
-  const int rounded = given / 8 * 8;  // what __launch_bounds__(threads, 1) caps a thread at
-  return kWarpgroupThreads * (producer_registers(d) + consumer_warpgroups(d) * consumer_registers(d)) <=
-             (consumer_warpgroups(d) + 1) * kWarpgroupThreads * rounded &&
-         producer_registers(d) % 8 == 0 && consumer_registers(d) % 8 == 0;
+  const int threads = (consumer_warpgroups(d) + 1) * kWarpgroupThreads;
+  const int asked = producer_registers(d) + consumer_warpgroups(d) * consumer_registers(d);
+  return kWarpgroupThreads * asked <= threads * registers_at_launch(threads) &&
+         producer_registers(d) % kRegisterStep == 0 && consumer_registers(d) % kRegisterStep == 0;
 }
 static_assert(registers_add_up(64) && registers_add_up(128));
 // How many W buffers (the A operand of U += W V, in the input dtype) a consumer keeps. Two:
@@ -535,6 +541,18 @@ static_assert(registers_add_up(64) && registers_add_up(128));
 // product) and was level at d = 64 (H200, 2026-12-02, timed in turns with the two-buffer
 // kernel: bench/results/2026-12-02-h200-fa3-w-order.csv).
 constexpr int w_buffers(int64_t d) { return consumer_warpgroups(d) == 2 ? 2 : 1; }
+// What a consumer thread keeps for a whole KV tile, in registers, with `buffers` W buffers: its
+// share of S (64 rows x Bc fp32 over 128 threads), of U (64 rows x d fp32), and of W (64 x Bc
+// in the input dtype, two elements a register), before addresses, m, l and temporaries.
+constexpr int s_registers() { return kRowsPerConsumer * kBc / kWarpgroupThreads; }
+constexpr int u_registers(int64_t d) { return int(kRowsPerConsumer * d / kWarpgroupThreads); }
+constexpr int w_registers() { return s_registers() / 2; }
+constexpr int consumer_data_registers(int64_t d, int buffers) {
+  return s_registers() + u_registers(d) + buffers * w_registers();
+}
+static_assert(consumer_data_registers(128, w_buffers(128)) < consumer_registers(128) &&
+                  consumer_data_registers(64, w_buffers(64)) < consumer_registers(64),
+              "a consumer's tiles fit its registers");
 inline constexpr int kMaxStages = 3;
 // The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
 // flashlab_fa3_options.stages and .ping_pong resolves to): d = 128: 2 stages, ping-pong on;
@@ -583,7 +601,8 @@ inline constexpr int kSoftwareExp2Period = 4;
 static_assert(kBc / 16 % kSoftwareExp2Period == 0, "every slice period is whole in a tile");
 // FLASHLAB_FA3_GRID_AUTO's rule where it does not take the work queue (no causal mask, no
 // producer warp, or short heads): persistent while a head has at most this many query tiles
-// (N_q <= 8192 at d = 128's Br = 128, N_q <= 12288 at d = 64's Br = 192), one block per tile beyond. Measured on the H200 (2026-12-01,
+// (N_q <= 8192 at d = 128's Br = 128, N_q <= 12288 at d = 64's Br = 192), one block per
+// tile beyond. Measured on the H200 (2026-12-01,
 // bench/results/2026-12-01-h200-fa3v3-grids.csv, same work at every N): persistent over per
 // tile 1.00 to 1.29 at N = 512 to 8192 (d 64 and 128, causal or not; short heads gain most,
 // their set-up and tail being a larger share), 0.93 to 1.00 at N = 16384.
