@@ -100,6 +100,7 @@ struct Tiles {
   static constexpr int kProducerRegisters = fa3::producer_registers(D);
   static constexpr int kConsumerRegisters = fa3::consumer_registers(D);
   static constexpr int kWBuffers = fa3::w_buffers(D);
+  static constexpr bool kSkipsUnseen = fa3::skips_unseen_tiles(D);
   static constexpr int kSlabs = D / kSlab;
   static constexpr int kQElems = kBr * D;   // sQ (Br, D)
   static constexpr int kKVElems = kBc * D;  // one sK or sV (Bc, D)
@@ -601,14 +602,27 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const
 struct ItemRows {
   WorkTile w;
   Stage q_st;  // the item's Q: its buffer in the Q ring, and the phase
+  int tiles;   // the KV tiles the warpgroup computes: w.Tc, or its own_tiles (below)
   SoftmaxState state;
 };
-__device__ __forceinline__ ItemRows item_rows(const WorkTile& w, Stage q_st) {
-  return {w, q_st, {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {-INFINITY, -INFINITY}}};
-}
 // The warpgroup's first row, and the thread's row g (its other row is g + 8).
 __device__ __forceinline__ int first_row_of(const WorkTile& w, int consumer) {
   return w.q0 + consumer * fa3::kRowsPerConsumer;
+}
+// The KV tiles of an item that a consumer's own 64 rows need: none where they start past
+// N_q (the item's last query tile, partly empty), and under the causal mask those up to its
+// last row's diagonal. With Br = 192 > Bc (d = 64) a diagonal item's first consumers need
+// one KV tile fewer than its last, and the last item of a head of N = 2^k rows has one or
+// two consumers with no row at all.
+__device__ __forceinline__ int own_tiles(const Problem& p, const WorkTile& w, int consumer) {
+  const int first_row = first_row_of(w, consumer);
+  return first_row < p.n_q ? kv_tile_count<fa3::kRowsPerConsumer>(p, first_row) : 0;
+}
+// skip_unseen: the warpgroup computes its own tiles only, else every tile of the item.
+__device__ __forceinline__ ItemRows item_rows(const Problem& p, const WorkTile& w, Stage q_st,
+                                              int consumer, bool skip_unseen) {
+  return {w, q_st, skip_unseen ? own_tiles(p, w, consumer) : w.Tc,
+          {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {-INFINITY, -INFINITY}}};
 }
 __device__ __forceinline__ int row_g_of(int first_row) {
   const int t = threadIdx.x % kWarpgroupThreads;
@@ -624,7 +638,12 @@ __device__ __forceinline__ int row_key_end(const Problem& p, int row_g, int r) {
 }
 
 // One consumer warpgroup's 64 rows of each of a block's work items, from `item` on, each from
-// its first tile to O. next_item(item, uses) gives the item after one (-1: none), uses being
+// its first tile to O. `skip_unseen` (a producer, no ping-pong, items apart): the warpgroup
+// computes only the KV tiles its own rows see (own_tiles), releasing the item's others unread
+// as they land, before its O; the producer loads every tile the item's rows need, and the
+// other consumers compute them. (Ping-pong's turns need every consumer to take as many as the
+// others; without a producer, warp 0 issues the copies and must walk them all.)
+// next_item(item, uses) gives the item after one (-1: none), uses being
 // where the rings stand after it; start_item(item, w, uses) runs before an item that starts on its
 // own (there, without a producer, warp 0 issues its first copies: `issues`).
 // Across work items (`across_items`: a producer, two Q buffers, flashlab_fa3_options.
@@ -638,8 +657,8 @@ template <class T, int D, bool kIntraOverlap, Rescale kRescale, bool kSoftwareEx
           class StartItem>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
                                         int consumer, const Loader<T, D>& loader, bool issues,
-                                        bool across_items, int64_t item, NextItem next_item,
-                                        StartItem start_item) {
+                                        bool across_items, bool skip_unseen, int64_t item,
+                                        NextItem next_item, StartItem start_item) {
   const Problem& p = params.p;
   const int stages = params.sw.stages;
   const bool ping_pong = params.sw.ping_pong;
@@ -667,7 +686,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // K_j (at stage st) is done with once S_j has landed; the item's Q too, after its last S.
   const auto release_k = [&](Stage st, const ItemRows& rows, int j) {
     k_ring.consumer_release(st);
-    if (j == rows.w.Tc - 1) q_ring.consumer_release(rows.q_st);
+    if (j == rows.tiles - 1) q_ring.consumer_release(rows.q_st);
   };
   const RescaleRule& rule = params.sw.rescale;
 
@@ -678,7 +697,10 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   const auto work_tile_of = [&](int64_t w) {
     return work_tile<Tiles<T, D>::kBr>(p, params.order, w);
   };
-  ItemRows cur = item_rows(work_tile_of(item), Stage(at.q, params.q_buffers));
+  const auto rows_of = [&](int64_t w, Stage q_st) {
+    return item_rows(p, work_tile_of(w), q_st, consumer, skip_unseen);
+  };
+  ItemRows cur = rows_of(item, Stage(at.q, params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
   float rS[kSRegs];  // (64, Bc) of S, then of W_j in fp32 until it is packed
   // W in T, the A operand of U += W V (fa3::w_buffers): with two, W_{j-1} in one, W_j packed
@@ -785,7 +807,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
 
   bool started = false;  // cur's S_0 was issued in the last item's last section
   while (true) {
-    const int Tc = cur.w.Tc;
+    const int Tc = cur.tiles;  // the tiles this warpgroup computes (cur.w.Tc: the item's)
     if (!started) {
       // Section 0: S_0 (its softmax follows, below). Ping-pong: consumer 0 goes first; the
       // last consumer hands it the first turn. Each consumer then waits once per section, a
@@ -804,7 +826,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rS);
         release_k(k_st, cur, 0);
-        if (issues && stages < Tc) loader.load_k(cur.w, at, stages);
+        if (issues && stages < cur.w.Tc) loader.load_k(cur.w, at, stages);
       }
     } else if (Tc == 1) {
       q_ring.consumer_release(cur.q_st);  // its one S landed in the last item's last section
@@ -839,7 +861,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     // is issued right after it (its Q in the other buffer, its K_0 next in the ring) and runs
     // while O is written; its softmax follows.
     RingUses after = at;
-    after.advance(Tc, stages, params.q_buffers);
+    after.advance(cur.w.Tc, stages, params.q_buffers);
     int64_t next = -1;
     bool chain = false;  // the next item's S_0 goes with this section
     if (across_items) {
@@ -849,7 +871,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       chain = Tc > 0 && next >= 0 && work_tile_of(next).Tc > 0;
     }
     const Stage v_st = k_st;               // tile Tc - 1 (unused where Tc = 0)
-    if (Tc > 0) k_st = k_st.next(stages);  // the next item's K_0
+    if (Tc > 0) k_st = k_st.next(stages);  // tile Tc: the next item's K_0, or one not computed
     // The two cases apart, each with its own O: ptxas must see, on each path, which
     // accumulators are still being written while O is (else it serialises every wgmma).
     const auto last_values = [&] {
@@ -885,6 +907,14 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
         hopper::fence_registers(rU);
         v_ring.consumer_release(v_st);
       }
+      // The item's tiles past this warpgroup's own (skip_unseen), released unread as they land.
+      for (int j = Tc; j < cur.w.Tc; ++j) {
+        k_ring.consumer_wait(k_st);
+        k_ring.consumer_release(k_st);
+        v_ring.consumer_wait(k_st);
+        v_ring.consumer_release(k_st);
+        k_st = k_st.next(stages);
+      }
       write_o(cur);
     }
 
@@ -892,7 +922,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     at = after;
     if (next < 0) return;
     item = next;
-    cur = item_rows(work_tile_of(item), Stage(at.q, params.q_buffers));
+    cur = rows_of(item, Stage(at.q, params.q_buffers));
     started = chain;
   }
 }
@@ -992,7 +1022,9 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
       const int64_t first = params.queue ? loader.wait_item(0) : first_in_turn;
       if (first >= 0)
         consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
-            params, sram, warpgroup - 1, loader, /*issues=*/false, across_items, first, next_item,
+            params, sram, warpgroup - 1, loader, /*issues=*/false, across_items,
+            /*skip_unseen=*/Tiles<T, D>::kSkipsUnseen && !params.sw.ping_pong && !across_items,
+            first, next_item,
             [](int64_t, const WorkTile&, const RingUses&) {});
       finish_o_stores(params);
     }
@@ -1011,7 +1043,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
     };
     if (first_in_turn >= 0)
       consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
-          params, sram, warpgroup, loader, issues, /*across_items=*/false, first_in_turn,
+          params, sram, warpgroup, loader, issues, /*across_items=*/false, /*skip_unseen=*/false,
+          first_in_turn,
           [&](int64_t item, const RingUses&) { return next_in_turn(item); }, start_item);
     finish_o_stores(params);
   }

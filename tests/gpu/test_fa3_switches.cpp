@@ -239,13 +239,16 @@ TEST_CASE("fa3: flashlab_forward runs the options FLASHLAB_FA3_AUTO resolves to,
   }
 }
 
-TEST_CASE("fa3: ping-pong changes no bit at d = 64 (three consumers, round robin)") {
+TEST_CASE("fa3: ping-pong, and consumers leaving out the tiles their rows do not see, change no bit at d = 64") {
   // Ping-pong only orders when each consumer issues its matmuls: O and L must agree to the
-  // bit with it on and off. Shapes: diagonal items under both masks, a head's last query tile
+  // bit with it on and off. With it off, a consumer also computes only the KV tiles its own
+  // rows see (fa3::skips_unseen_tiles; with it on, every tile of the item): a tile a row does
+  // not see adds W = 0 and leaves m, l and U as they were, so the bits agree there too. Shapes: diagonal items under both masks, a head's last query tile
   // with consumers that have no row (N_q = 1024, 577, 97), rows that see no key at all
   // (bottom-right, N_q > N_k), GQA.
   constexpr GridShape kShapes[] = {{2, 4, 2, 1024, 1024}, {1, 3, 1, 577, 1300}, {3, 2, 2, 97, 97},
                                    {1, 2, 1, 700, 250}};
+  REQUIRE(fa3::skips_unseen_tiles(64));
   for (const GridShape& shape : kShapes)
     for (flashlab_causal causal :
          {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
