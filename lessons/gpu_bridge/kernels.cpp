@@ -161,7 +161,10 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                               .writes_lse = true,
                               .o_store = sim_store(info.config.o_store),
                               .lse_store = sim_store(info.config.lse_store),
-                              .stages_o = k::stages_o(d, c_dtype(dtype), int(stages))},
+                              .stages_o = k::stages_o(d, c_dtype(dtype), int(stages)),
+                              // as the default options run it: ping-pong off, items apart
+                              .skips_unseen = k::skips_unseen_tiles(d) && !k::default_ping_pong(d) &&
+                                              k::kDefaultOverlapItems == 0},
           ""};
 }
 

@@ -7,9 +7,12 @@
 //               buffers each: tile j goes to buffer j mod stages once the consumers have
 //               released tile j - stages (the ring's "empty" barrier) and signals "full";
 //               without warp specialisation the first consumer warp issues the same copies
-//   consumers   `consumers` warpgroups of Br / consumers rows each (two at d = 128, three at
-//               d = 64) run S = Q_i K_j^T and U += W V_j as wgmma on whole tiles, the online softmax in registers (ping-pong
-//               and intra-warpgroup overlap reorder this work; they move no byte)
+//   consumers   C warpgroups of R = Br / C rows each (two at d = 128, three at d = 64) run
+//               S = Q_i K_j^T and U += W V_j as wgmma on whole (R, Bc) tiles, the online
+//               softmax in registers (ping-pong and intra-warpgroup overlap reorder this
+//               work; they move no byte): each consumer every tile the block loads, or
+//               (facts.skips_unseen) only the tiles its own rows see, ceil(n_ic / Bc) with
+//               n_ic the keys of its last row, none where its rows start past N_q
 //   epilogue    O_i = U / l and L_i = m + log l straight from registers to HBM (no TMA
 //               store, no SRAM staging), only the rows below N_q
 // TMA reads only the rows inside the tensor: a tile that runs past N_q or N_k is zero-filled
@@ -36,9 +39,10 @@
 // instruction, 8 sectors, so O costs 2 B H_q N_q d b; L, 8 consecutive floats by one lane of
 // each quad, costs B H_q 32 ceil(N_q / 8)), when the facts give those stores
 // (bytes_out of warp_store.hpp per head; the heads' L start on a sector when 8 divides N_q).
-// Work as issued, per loaded tile: 2 products of 2 Br Bc d FLOPs (whole tiles, zero-filled
-// and masked rows included: the tensor cores compute them), Br Bc exps and maxima and sums,
-// Br exps (alpha) and Br (d + 1) rescales (U and l by alpha); per block Br d divides
+// Work as issued, per (R, Bc) tile a consumer computes (CT of them in all: C times the KV
+// tiles loaded, or fewer where consumers skip): 2 products of 2 R Bc d FLOPs (whole tiles,
+// zero-filled and masked rows included: the tensor cores compute them), R Bc exps and maxima
+// and sums, R exps (alpha) and R (d + 1) rescales (U and l by alpha); per block Br d divides
 // (O = U / l) and Br logs (L).
 // SRAM per block, as the kernel carves it: align_slack + Br d b (sQ) + stages x 2 Bc d b (the
 // K and V rings) + barrier_bytes, + Br d b (sO) where O is staged for its TMA stores.
@@ -75,25 +79,34 @@ void check_size(std::string_view name, Index value, Index low, Index max) {
 
 // What one query head's blocks load, summed over its query tiles.
 struct TileSums {
-  Index KL = 0;       // keys loaded (K and V alike), the header's KL
-  Index tiles = 0;    // KV tiles loaded
-  Index working = 0;  // blocks that load at least one KV tile
+  Index KL = 0;              // keys loaded (K and V alike), the header's KL
+  Index tiles = 0;           // KV tiles loaded
+  Index working = 0;         // blocks that load at least one KV tile
+  Index consumer_tiles = 0;  // CT: (R, Bc) tiles the consumers compute
 };
 
-TileSums tile_sums(const Fa3Shape& s, Index Br, Index Bc) {
+TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
+  const Index Br = f.Br, Bc = f.Bc, R = f.Br / f.consumers;
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   const Index o = mask.diagonal_offset(), Tr = ceil_div(s.n_q, Br);
+  // The KV tiles that rows [first, end) need: up to their last row's keys.
+  const auto tiles_seen = [&](Index first, Index end) {
+    Index n_keys = s.n_k;
+    if (s.causal != cpu::Causal::none)
+      n_keys = std::clamp<Index>(std::min(end, s.n_q) - 1 + o + 1, 0, s.n_k);
+    return ceil_div(n_keys, Bc);
+  };
   TileSums sums;
   for (Index i = 0; i < Tr; ++i) {
-    Index n_keys = s.n_k;  // n_i: the keys the block's last row sees
-    if (s.causal != cpu::Causal::none) {
-      const Index last_row = std::min((i + 1) * Br, s.n_q) - 1;
-      n_keys = std::clamp<Index>(last_row + o + 1, 0, s.n_k);
-    }
-    const Index Tc = ceil_div(n_keys, Bc);
+    const Index Tc = tiles_seen(i * Br, (i + 1) * Br);  // n_i: the block's last row's keys
     sums.KL += std::min(s.n_k, Tc * Bc);
     sums.tiles += Tc;
     sums.working += Tc > 0 ? 1 : 0;
+    for (Index c = 0; c < f.consumers; ++c) {
+      const Index first = i * Br + c * R;
+      sums.consumer_tiles +=
+          !f.skips_unseen ? Tc : first < s.n_q ? tiles_seen(first, first + R) : 0;
+    }
   }
   return sums;
 }
@@ -128,7 +141,7 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check(s, f);
   const Index Br = f.Br, Bc = f.Bc, d = s.d, b = bytes_of(f.dtype);
   const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;  // heads in all
-  const TileSums sums = tile_sums(s, Br, Bc);
+  const TileSums sums = tile_sums(s, f);
   const auto rows_of = [](Index heads, Index rows, Index cols, Index bytes) {
     return cpu::checked_product({heads, rows, cols, bytes}, "the fa3 kernel's bytes");
   };
@@ -161,16 +174,17 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   }
   if (f.writes_lse) tensor("L", kAccumulator, Hq * s.n_q, 0, out(f.lse_store, 1, kFp32));
 
-  // Work as issued: whole (Br, Bc) tiles per loaded KV tile, Br rows per block.
-  const Index tiles = cpu::checked_mul(Hq, sums.tiles, "the KV tiles");
-  const Index scores = cpu::checked_product({tiles, Br, Bc}, "the scores");
+  // Work as issued: whole (R, Bc) tiles per tile a consumer computes, Br rows per block.
+  const Index R = Br / f.consumers;
+  const Index tiles = cpu::checked_mul(Hq, sums.consumer_tiles, "the consumers' tiles");
+  const Index scores = cpu::checked_product({tiles, R, Bc}, "the scores");
   const Index Tr = ceil_div(s.n_q, Br), blocks = cpu::checked_mul(Hq, Tr, "the blocks");
   r.ops.matrix_flops =
       cpu::checked_product({kFlopsPerMultiplyAdd, kProducts, scores, d}, "the fa3 kernel's FLOPs");
-  r.ops.exp = scores + tiles * Br + blocks * Br;  // W, alpha per tile; log l per block
+  r.ops.exp = scores + tiles * R + blocks * Br;  // W, alpha per tile; log l per block
   r.ops.max = scores;
   r.ops.sum = scores;
-  r.ops.rescale = cpu::checked_product({tiles, Br, d + 1}, "the rescales");
+  r.ops.rescale = cpu::checked_product({tiles, R, d + 1}, "the rescales");
   r.ops.divide = cpu::checked_product({blocks, Br, d}, "the divides");
 
   r.launches.push_back({"fa3", blocks, Hq * sums.working, f.threads});

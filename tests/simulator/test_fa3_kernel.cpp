@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 namespace flashlab::sim::test {
 
 namespace {
@@ -101,6 +103,78 @@ TEST_CASE("fa3 mirror: every tensor and the work match the closed form on awkwar
         narrow.Bc = 48;  // tiles that do not divide the lengths another way
         check_closed_form(d64, narrow);
       }
+}
+
+// The (R, Bc) tiles the consumers compute, R = Br / consumers, found by classifying each
+// consumer's rows against each tile its block loads: with skips_unseen, those that are not
+// wholly in the future of the consumer's rows (none where its rows start past N_q), else all.
+Index consumer_tiles_brute_force(const Fa3Shape& s, const Fa3KernelFacts& f) {
+  const cpu::Mask mask{s.causal, s.n_q, s.n_k};
+  const Index R = f.Br / f.consumers;
+  Index count = 0;
+  for (Index i = 0; i * f.Br < s.n_q; ++i) {
+    const Index block_rows = std::min(f.Br, s.n_q - i * f.Br);
+    for (Index j = 0; j * f.Bc < s.n_k; ++j) {
+      const Index cols = std::min(f.Bc, s.n_k - j * f.Bc);
+      if (mask.classify(i * f.Br, block_rows, j * f.Bc, cols) == cpu::TileKind::skipped) continue;
+      for (Index c = 0; c < f.consumers; ++c) {
+        const Index first = i * f.Br + c * R;
+        if (!f.skips_unseen) {
+          ++count;
+        } else if (first < s.n_q) {
+          const Index rows = std::min(R, s.n_q - first);
+          count += mask.classify(first, rows, j * f.Bc, cols) != cpu::TileKind::skipped;
+        }
+      }
+    }
+  }
+  return count;
+}
+
+TEST_CASE("fa3 mirror: three consumers that compute only the tiles their rows see (d = 64)") {
+  Fa3KernelFacts f = facts(3, DType::bf16);
+  f.Br = 192;
+  f.consumers = 3;
+  f.threads = 512;
+  // Worked by hand, one head of N = 1024, d = 64: six query tiles of 192 rows (the last one
+  // rows 960..1151, consumers 1 and 2 past N), eight KV tiles. Top-left mask: the item of
+  // query tile t loads min(8, ceil(192 (t + 1) / 128)) = 2 3 5 6 8 8 tiles; consumer c needs
+  // ceil((192 t + 64 (c + 1)) / 128): 1 1 2 | 2 3 3 | 4 4 5 | 5 6 6 | 7 7 8 | 8 - -, 72 in all
+  // against 3 x 32 = 96. Without the mask: 16 consumers with rows x 8 = 128 against 144.
+  const Index d = 64, R = 64, Bc = 128;
+  for (const auto& [causal, skipping, all] :
+       {std::tuple{cpu::Causal::top_left, Index{72}, Index{96}},
+        std::tuple{cpu::Causal::none, Index{128}, Index{144}}}) {
+    const Fa3Shape s{.n_q = 1024, .n_k = 1024, .d = d, .causal = causal};
+    f.skips_unseen = true;
+    const PassReport skip = count_fa3_kernel(s, f);
+    f.skips_unseen = false;
+    const PassReport every = count_fa3_kernel(s, f);
+    CHECK(skip.ops.matrix_flops == 2 * 2 * skipping * R * Bc * d);
+    CHECK(every.ops.matrix_flops == 2 * 2 * all * R * Bc * d);
+    CHECK(skip.ops.exp == skipping * R * Bc + skipping * R + 6 * 192);
+    CHECK(skip.ops.rescale == skipping * R * (d + 1));
+    // The bytes do not change: the producer loads every tile some row of the item sees.
+    for (const char* name : {"Q", "K", "V", "O", "L"}) {
+      CHECK(skip.tensor(name).read == every.tensor(name).read);
+      CHECK(skip.tensor(name).written == every.tensor(name).written);
+    }
+  }
+  // Against the brute force on awkward shapes, both alignments, N_q != N_k both ways.
+  for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
+    for (const Index n_q : {1, 97, 193, 1023})
+      for (const Index n_k : {1, 97, 700, 1023})
+        for (const bool skips : {false, true}) {
+          const Fa3Shape s{.heads_q = 2, .heads_kv = 1, .n_q = n_q, .n_k = n_k, .d = d,
+                           .causal = causal};
+          f.skips_unseen = skips;
+          CAPTURE(n_q);
+          CAPTURE(n_k);
+          CAPTURE(cpu::to_string(causal));
+          CAPTURE(skips);
+          CHECK(count_fa3_kernel(s, f).ops.matrix_flops ==
+                2 * 2 * 2 * consumer_tiles_brute_force(s, f) * R * Bc * d);
+        }
 }
 
 TEST_CASE("fa3 mirror: without a mask each query tile reads all of K and V once") {

@@ -48,6 +48,8 @@ struct Fa3KernelFacts {
   std::optional<WarpStore> o_store{};
   std::optional<WarpStore> lse_store{};
   bool stages_o = false;         // O leaves through an SRAM tile sO (Br, d) and TMA stores
+  bool skips_unseen = false;     // a consumer computes only the KV tiles its own rows see
+                                 // (none where they start past N_q); else all the block loads
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
