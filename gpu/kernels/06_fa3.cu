@@ -806,21 +806,17 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   };
 
   bool started = false;  // cur's S_0 was issued in the last item's last section
-  bool handed_over = false;  // ping-pong's first turn of cur was passed in the last item's end
   while (true) {
     const int Tc = cur.tiles;  // the tiles this warpgroup computes (cur.w.Tc: the item's)
     if (!started) {
       // Section 0: S_0 (its softmax follows, below). Ping-pong: consumer 0 goes first; the
-      // last consumer hands it the first turn, here at the block's first item (and after an
-      // item without KV tiles), else already in the last item's last section (handed_over).
-      // Each consumer then waits once per section, a started item's section 0 being the last
-      // item's last section; the last consumer skips its hand-over only in a last section
-      // that starts no item with tiles (no one would wait for it).
+      // last consumer hands it the first turn. Each consumer then waits once per section, a
+      // started item's section 0 being the last item's last section; the last consumer skips
+      // its hand-over only in a last section that starts no item (no one would wait for it).
       start_item(item, cur.w, at);
       q_ring.consumer_wait(cur.q_st);
       if (Tc == 0) q_ring.consumer_release(cur.q_st);  // no key to read Q against
-      if (ping_pong && consumer == consumers - 1 && Tc > 0 && !handed_over)
-        pass_turn<consumers>(consumer);
+      if (ping_pong && consumer == consumers - 1 && Tc > 0) pass_turn<consumers>(consumer);
       if (Tc > 0) {
         k_ring.consumer_wait(k_st);
         if (ping_pong) wait_turn(consumer);
@@ -868,19 +864,11 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     after.advance(cur.w.Tc, stages, params.q_buffers);
     int64_t next = -1;
     bool chain = false;  // the next item's S_0 goes with this section
-    // Ping-pong's last consumer hands consumer 0 the turn for the next item's S_0 as soon as
-    // it has issued its own last U += W V, where there is a next item with KV tiles, so that
-    // S_0 runs while the consumers write O (the turns go on across items); it then skips the
-    // hand-over at that item's top. It learns the next item first, from its fixed turn or
-    // from the queue's slot (published with the next Q, which two Q buffers load early).
-    const bool hands_over_early = ping_pong && consumer == consumers - 1 && Tc > 0;
-    bool next_has_tiles = false;
-    if (across_items || hands_over_early) {
+    if (across_items) {
       next = next_item(item, after);
       // (The next item's tiles are worked out again at the loop's end rather than kept
       // across O: registers are what this section is short of.)
-      next_has_tiles = next >= 0 && work_tile_of(next).Tc > 0;
-      chain = across_items && Tc > 0 && next_has_tiles;
+      chain = Tc > 0 && next >= 0 && work_tile_of(next).Tc > 0;
     }
     const Stage v_st = k_st;               // tile Tc - 1 (unused where Tc = 0)
     if (Tc > 0) k_st = k_st.next(stages);  // tile Tc: the next item's K_0, or one not computed
@@ -914,8 +902,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     } else {
       if (Tc > 0) {
         last_values();
-        if (ping_pong && (consumer != consumers - 1 || next_has_tiles))
-          pass_turn<consumers>(consumer);
+        if (ping_pong && consumer != consumers - 1) pass_turn<consumers>(consumer);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rU);
         v_ring.consumer_release(v_st);
@@ -931,13 +918,12 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       write_o(cur);
     }
 
-    if (!across_items && !hands_over_early) next = next_item(item, after);
+    if (!across_items) next = next_item(item, after);
     at = after;
     if (next < 0) return;
     item = next;
     cur = rows_of(item, Stage(at.q, params.q_buffers));
     started = chain;
-    handed_over = hands_over_early && next_has_tiles && !chain;
   }
 }
 
