@@ -196,11 +196,42 @@ void expect_same_bits_when(Case c, Change change) {
   CHECK(same_bits(before[0], after[0]));
 }
 
+// Whether the consumers of c compute the same KV tiles with and without `change`: at d = 64
+// a consumer leaves out the tiles its rows do not see only where ping-pong is off and items
+// run apart (fa3::skips_unseen_tiles). Under a causal mask such a tile is wholly masked for
+// rows that have already seen keys, and computing it is not free of rounding: the base stays,
+// but alpha = 2^(m s - m' s) is worked out as one fused multiply-add against m' s rounded, so
+// it comes out 2^e, e the rounding error of m' s, and can differ from 1 in its last bit
+// (bench/gpu/NOTES.md, "Consumers that skip the tiles their rows do not see, measured").
+// Without a mask the tiles a consumer leaves out are those of rows past N_q, never written.
+bool same_tiles_computed(const Case& c, const flashlab_fa3_options& other) {
+  const auto skips = [&](const flashlab_fa3_options& o) {
+    return fa3::skips_unseen_tiles(c.d) && !o.ping_pong && !o.overlap_items;
+  };
+  return c.causal == FLASHLAB_CAUSAL_NONE || skips(*c.fa3) == skips(other);
+}
+
+// As expect_same_bits_when where both compute the same tiles; where they do not (above), each
+// is checked against the reference under the 2x rule instead.
+template <class Change>
+void expect_same_bits_or_both_exact(Case c, Change change) {
+  flashlab_fa3_options other = *c.fa3;
+  change(other);
+  if (same_tiles_computed(c, other)) {
+    expect_same_bits_when(c, change);
+    return;
+  }
+  expect_matches_reference(c);
+  c.fa3 = other;
+  expect_matches_reference(c);
+}
+
 TEST_CASE("fa3: running across work items changes no bit (overlap_items, persistent and queue)") {
   // The consumers start an item under the last one's end or after it: every item computes
   // the same thing in the same order either way, so O and L must agree to the bit, at every
   // stage count (3 stages at d = 128 have one Q buffer and never run across), ping-pong on
-  // and off. Shapes: 256 items of up to 3 KV tiles (under the top-left mask and none, blocks
+  // and off; but for the KV tiles a consumer leaves out where items run apart (d = 64, no
+  // ping-pong, a causal mask: same_tiles_computed), where both are held to the reference. Shapes: 256 items of up to 3 KV tiles (under the top-left mask and none, blocks
   // run into items of one tile; under the bottom-right mask the later items have no KV tile
   // and blocks end apart), and 576 items of one KV tile each (blocks run through chains of
   // four and more items of one tile).
@@ -217,8 +248,9 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
             o.grid = grid;
             o.stages = stages;
             o.ping_pong = (stages + s) % 2;  // each stage count with ping-pong on and off
-            expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, d, causal, o),
-                                  [](flashlab_fa3_options& apart) { apart.overlap_items = 0; });
+            expect_same_bits_or_both_exact(
+                grid_case(shape, FLASHLAB_BF16, d, causal, o),
+                [](flashlab_fa3_options& apart) { apart.overlap_items = 0; });
           }
 }
 
@@ -239,12 +271,14 @@ TEST_CASE("fa3: flashlab_forward runs the options FLASHLAB_FA3_AUTO resolves to,
   }
 }
 
-TEST_CASE("fa3: ping-pong, and consumers leaving out the tiles their rows do not see, change no bit at d = 64") {
-  // Ping-pong only orders when each consumer issues its matmuls: O and L must agree to the
-  // bit with it on and off. With it off, a consumer also computes only the KV tiles its own
-  // rows see (fa3::skips_unseen_tiles; with it on, every tile of the item): a tile a row does
-  // not see adds W = 0 and leaves m, l and U as they were, so the bits agree there too. Shapes: diagonal items under both masks, a head's last query tile
-  // with consumers that have no row (N_q = 1024, 577, 97), rows that see no key at all
+TEST_CASE("fa3: ping-pong changes no bit at d = 64 where the consumers compute the same tiles") {
+  // Ping-pong only orders when each consumer issues its matmuls. With it off, a consumer also
+  // computes only the KV tiles its own rows see (fa3::skips_unseen_tiles; with it on, every
+  // tile of the item). Without a mask the tiles it leaves out belong to rows past N_q, so O
+  // and L must agree to the bit; under a causal mask they are wholly masked tiles, whose
+  // alpha is not exactly 1 (same_tiles_computed), and both settings are held to the
+  // reference. Shapes: diagonal items under both masks, a head's last query tile with
+  // consumers that have no row (N_q = 1024, 577, 97), rows that see no key at all
   // (bottom-right, N_q > N_k), GQA.
   constexpr GridShape kShapes[] = {{2, 4, 2, 1024, 1024}, {1, 3, 1, 577, 1300}, {3, 2, 2, 97, 97},
                                    {1, 2, 1, 700, 250}};
@@ -256,8 +290,11 @@ TEST_CASE("fa3: ping-pong, and consumers leaving out the tiles their rows do not
         flashlab_fa3_options o = fa3_defaults();
         o.stages = stages;
         o.ping_pong = 0;
-        expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, 64, causal, o),
-                              [](flashlab_fa3_options& turns) { turns.ping_pong = 1; });
+        const Case c = grid_case(shape, FLASHLAB_BF16, 64, causal, o);
+        flashlab_fa3_options turns = o;
+        turns.ping_pong = 1;
+        CHECK(same_tiles_computed(c, turns) == (causal == FLASHLAB_CAUSAL_NONE));
+        expect_same_bits_or_both_exact(c, [](flashlab_fa3_options& t) { t.ping_pong = 1; });
       }
 }
 
