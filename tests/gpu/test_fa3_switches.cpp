@@ -198,12 +198,13 @@ void expect_same_bits_when(Case c, Change change) {
 
 // Whether the consumers of c compute the same KV tiles with and without `change`: at d = 64
 // a consumer leaves out the tiles its rows do not see only where ping-pong is off and items
-// run apart (fa3::skips_unseen_tiles). Under a causal mask such a tile is wholly masked for
-// rows that have already seen keys, and computing it is not free of rounding: the base stays,
-// but alpha = 2^(m s - m' s) is worked out as one fused multiply-add against m' s rounded, so
-// it comes out 2^e, e the rounding error of m' s, and can differ from 1 in its last bit
-// (bench/gpu/NOTES.md, "Consumers that skip the tiles their rows do not see, measured").
-// Without a mask the tiles a consumer leaves out are those of rows past N_q, never written.
+// run apart (fa3::skips_unseen_tiles; with the standard rule, and d = 64 always holding two Q
+// buffers). Under a causal mask such a tile is wholly masked for rows that have already seen
+// keys, and computing it was measured not to be free of rounding: the base stays, but alpha =
+// 2^(m s - m' s), likely fused into one multiply-add against m' s rounded, can miss 1 in its
+// last bit (bench/gpu/NOTES.md, "Consumers that skip the tiles their rows do not see,
+// measured"). Without a mask the tiles a consumer leaves out are those of rows past N_q,
+// never written.
 bool same_tiles_computed(const Case& c, const flashlab_fa3_options& other) {
   const auto skips = [&](const flashlab_fa3_options& o) {
     return fa3::skips_unseen_tiles(c.d) && !o.ping_pong && !o.overlap_items;
