@@ -16,7 +16,8 @@
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
-# CLI11, fmt, nlohmann-json, pybind11, for machines that lack them; default .deps/root), SEQ_LENS
+# CLI11, fmt, nlohmann-json, pybind11, for machines that lack them; default .deps/root), TEST_SHARDS
+# (how many test_gpu processes the test step runs at once; default 8), SEQ_LENS
 # (the benchmark's N values).
 set -uo pipefail
 
@@ -109,26 +110,43 @@ fi
 
 if want test; then
   step "GPU tests"
-  # A fault in a kernel (an illegal instruction, an illegal address) is sticky: every later
-  # CUDA call of the process fails too. So fa3, the newest kernel, is tested in processes of
-  # its own (its wrappers on one tile, then its own cases), the other kernels with fa3 left
-  # out (FLASHLAB_SKIP_FA3), and last everything together, as a user would run it.
-  gpu_test() {  # a label, then the command
-    echo "--- $1"
-    "${@:2}" 2>&1 | tee -a "$OUT/tests.log" | tail -4
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-  }
-  gpu_test "fa3's TMA and wgmma wrappers on one tile" "$BUILD/tests/gpu/test_gpu_hopper_tile"
-  gpu_test "software_exp2: the device's bits are the host's" "$BUILD/tests/gpu/test_gpu_exp2"
-  gpu_test "fa3's own cases" "$BUILD/tests/gpu/test_gpu" -tc='fa3*'
-  gpu_test "the backward's cases (v3 where fa3_backward::takes the call, else v2)" \
-    "$BUILD/tests/gpu/test_gpu" -tc='backward*'
-  gpu_test "every other case, fa3 left out" env FLASHLAB_SKIP_FA3=1 \
-    "$BUILD/tests/gpu/test_gpu" -tce='fa3*'
-  gpu_test "every case, fa3 included" "$BUILD/tests/gpu/test_gpu"
-  for t in test_gpu_abi test_gpu_info test_gpu_validate test_gpu_validate_decode; do
-    gpu_test "$t" "$BUILD/tests/gpu/$t"
+  # test_gpu's cases in TEST_SHARDS processes at once (default 8), each a range of the cases
+  # in name order (doctest's --first and --last), and the other GPU test programs beside
+  # them: the whole suite then takes about its longest shard's time (fa3's "every grid" case,
+  # some three minutes) rather than the sum. A fault in a kernel (an illegal instruction, an
+  # illegal address) is sticky, every later CUDA call of the process failing too, so it
+  # spoils only its own shard's later cases; the summary names each shard's cases and
+  # failures. (doctest counts the cases outside a shard's range as passed: only the
+  # assertions and the failures say what a shard ran.)
+  mkdir -p "$OUT/tests"
+  shards=${TEST_SHARDS:-8}
+  names="$OUT/tests/cases.txt"
+  "$BUILD/tests/gpu/test_gpu" -ltc -ob=name | grep -v '^\[doctest\]\|^====' > "$names"
+  cases=$(wc -l < "$names")
+  per=$(( (cases + shards - 1) / shards ))
+  pids=() labels=()
+  for ((first = 1; first <= cases; first += per)); do
+    last=$(( first + per - 1 ))
+    "$BUILD/tests/gpu/test_gpu" -ob=name -f=$first -l=$last > "$OUT/tests/shard_$first.log" 2>&1 &
+    pids+=($!) labels+=("test_gpu cases $first to $last")
   done
+  for t in test_gpu_hopper_tile test_gpu_exp2 test_gpu_abi test_gpu_info test_gpu_validate \
+           test_gpu_validate_decode; do
+    "$BUILD/tests/gpu/$t" > "$OUT/tests/$t.log" 2>&1 &
+    pids+=($!) labels+=("$t")
+  done
+  : > "$OUT/tests.log"
+  for i in "${!pids[@]}"; do
+    if wait "${pids[$i]}"; then echo "passed: ${labels[$i]}"; else echo "FAILED: ${labels[$i]}"; status=1; fi
+  done >> "$OUT/tests.log"
+  cat "$OUT/tests.log"
+  for ((first = 1; first <= cases; first += per)); do
+    log="$OUT/tests/shard_$first.log"
+    echo "--- cases $first to $(( first + per - 1 )):" >> "$OUT/tests.log"
+    sed -n "${first},$(( first + per - 1 ))p" "$names" | sed 's/^/    /' >> "$OUT/tests.log"
+    grep -E "^\[doctest\] assertions|ERROR|logged:|CRASHED" "$log" | head -20 >> "$OUT/tests.log"
+  done
+  grep -E "ERROR|CRASHED" "$OUT/tests.log" | head -20
 fi
 
 if want python; then
