@@ -562,8 +562,9 @@ static_assert(consumer_data_registers(128, w_buffers(128)) < consumer_registers(
 // within 2.5% at N = 16384 (bench/gpu/NOTES.md, "Consumers that skip the tiles their rows do
 // not see, measured"). Meant for Br > Bc (d = 64) only; at Br = Bc a consumer's rows see
 // every tile of the item but where N_q is ragged. Run where ping-pong is off and items run
-// apart (the default at d = 64). The same bits either way: a tile its rows do not see is
-// wholly masked for them, moves no base, and its alpha is exactly 1 (06_fa3.cu, move_base).
+// apart (the default at d = 64). Under a causal mask the output's last bits then differ from
+// a run that computes every tile (a wholly masked tile's alpha is not exactly 1), within the
+// 2x rule either way.
 constexpr bool skips_unseen_tiles(int64_t d) { return br(d) > kBc; }
 inline constexpr int kMaxStages = 3;
 // The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
