@@ -555,8 +555,8 @@ static_assert(consumer_data_registers(128, w_buffers(128)) < consumer_registers(
               "a consumer's tiles fit its registers");
 // Whether a consumer may leave out the KV tiles its own 64 rows do not see (06_fa3.cu,
 // own_tiles): under the causal mask, with Br > Bc, a diagonal item's first consumers end a KV
-// tile before its last one; and a head's partly empty query tile of 192 rows, where N is a
-// multiple of 128 but not of 192, has consumers with no row: 25% of the consumers' tiles at N = 1024
+// tile before its last one; and a head's last query tile of 192 rows, where N is a multiple
+// of 128 but not of 192, has consumers with no row: 25% of the consumers' tiles at N = 1024
 // under the causal mask, 11% without it. Measured on the H200 (2026-12-02, in turns, two
 // runs): +16% at N = 1024 causal, +6% non-causal, +4 to 7% causal at N = 2048 and 4096,
 // within 2.5% at N = 16384 (bench/gpu/NOTES.md, "Consumers that skip the tiles their rows do
