@@ -17,7 +17,8 @@
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
 # CLI11, fmt, nlohmann-json, pybind11, for machines that lack them; default .deps/root), TEST_SHARDS
-# (how many test_gpu processes the test step runs at once; default 8), SEQ_LENS
+# (how many test_gpu processes the test step runs at once; default 8), TEST_TIMEOUT (seconds
+# before the test step stops one of them; default 900), SEQ_LENS
 # (the benchmark's N values).
 set -uo pipefail
 
@@ -112,32 +113,47 @@ if want test; then
   step "GPU tests"
   # test_gpu's cases in TEST_SHARDS processes at once (default 8), each a range of the cases
   # in name order (doctest's --first and --last), and the other GPU test programs beside
-  # them: the whole suite then takes about its longest shard's time (fa3's "every grid" case,
-  # some three minutes) rather than the sum. A fault in a kernel (an illegal instruction, an
-  # illegal address) is sticky, every later CUDA call of the process failing too, so it
-  # spoils only its own shard's later cases; the summary names each shard's cases and
-  # failures. (doctest counts the cases outside a shard's range as passed: only the
-  # assertions and the failures say what a shard ran.)
+  # them, so that the suite is not the sum of its cases' times (the processes share the one
+  # GPU, which time-slices between them). Each process is stopped after TEST_TIMEOUT seconds
+  # (default 900; a deadlocked kernel would hang it) and counted as failed. A fault in a
+  # kernel (an illegal instruction, an illegal address) is sticky, every later CUDA call of
+  # the process failing too, so it spoils only its own shard's later cases; the summary names
+  # each shard's cases and failures. (doctest counts the cases outside a shard's range as
+  # passed: only the assertions and the failures say what a shard ran.)
   mkdir -p "$OUT/tests"
   shards=${TEST_SHARDS:-8}
+  (( shards >= 1 )) || shards=1
+  limit=${TEST_TIMEOUT:-900}
   names="$OUT/tests/cases.txt"
-  "$BUILD/tests/gpu/test_gpu" -ltc -ob=name | grep -v '^\[doctest\]\|^====' > "$names"
+  "$BUILD/tests/gpu/test_gpu" -ltc -ob=name > "$names.raw" 2>&1
+  listed=$?
+  grep -v '^\[doctest\]\|^====' "$names.raw" > "$names"
   cases=$(wc -l < "$names")
+  if (( listed != 0 || cases == 0 )); then
+    echo "FAILED: test_gpu listed no case (exit $listed):"; tail -5 "$names.raw"
+    status=1
+    cases=0
+  fi
   per=$(( (cases + shards - 1) / shards ))
   pids=() labels=()
   for ((first = 1; first <= cases; first += per)); do
     last=$(( first + per - 1 ))
-    "$BUILD/tests/gpu/test_gpu" -ob=name -f=$first -l=$last > "$OUT/tests/shard_$first.log" 2>&1 &
+    timeout -s KILL "$limit" "$BUILD/tests/gpu/test_gpu" -ob=name -f=$first -l=$last \
+      > "$OUT/tests/shard_$first.log" 2>&1 &
     pids+=($!) labels+=("test_gpu cases $first to $last")
   done
   for t in test_gpu_hopper_tile test_gpu_exp2 test_gpu_abi test_gpu_info test_gpu_validate \
            test_gpu_validate_decode; do
-    "$BUILD/tests/gpu/$t" > "$OUT/tests/$t.log" 2>&1 &
+    timeout -s KILL "$limit" "$BUILD/tests/gpu/$t" > "$OUT/tests/$t.log" 2>&1 &
     pids+=($!) labels+=("$t")
   done
   : > "$OUT/tests.log"
   for i in "${!pids[@]}"; do
-    if wait "${pids[$i]}"; then echo "passed: ${labels[$i]}"; else echo "FAILED: ${labels[$i]}"; status=1; fi
+    wait "${pids[$i]}"
+    rc=$?
+    if (( rc == 0 )); then echo "passed: ${labels[$i]}"
+    elif (( rc == 137 )); then echo "FAILED (stopped after $limit s): ${labels[$i]}"; status=1
+    else echo "FAILED (exit $rc): ${labels[$i]}"; status=1; fi
   done >> "$OUT/tests.log"
   cat "$OUT/tests.log"
   for ((first = 1; first <= cases; first += per)); do
