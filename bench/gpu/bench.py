@@ -75,7 +75,9 @@ def torch_call(torch, backend, q, k, v, causal):
 # FlashAttention-4's software exponentials; and with the consumers running from one work
 # item into the next (overlap_items = 1); without ping-pong, with 3 stages, with both, and with
 # 2 stages and ping-pong (the last two: d = 64's and d = 128's defaults in 2026-12, see
-# fa3::default_stages): the ablation's run-time switches, for a sweep over N.
+# fa3::default_stages): the ablation's run-time switches, for a sweep over N. At d = 64 turning
+# ping-pong on, or running across items, also turns off the consumers' leaving out of the KV
+# tiles their rows do not see (fa3::consumers_skip_unseen): those variants measure both.
 FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-queue": dict(grid=fl.FA3_GRID_QUEUE),
                 "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),

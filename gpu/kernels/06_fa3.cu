@@ -1014,16 +1014,20 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
       const auto next_item = [&](int64_t item, const RingUses& uses) -> int64_t {
         return params.queue ? loader.wait_item(uses.q) : next_in_turn(item);
       };
-      // Across work items where the switch asks for it and the SRAM holds a second Q buffer;
-      // not under the conditional rule, whose registers at d = 128 do not stretch to it
-      // (ptxas spills).
-      const bool across_items = kChainCode && kRescale == Rescale::standard &&
-                                params.sw.overlap_items && params.q_buffers == fa3::kMaxQBuffers;
+      // Across work items where the switch asks for it and the SRAM holds a second Q buffer
+      // (fa3::runs_across_items); never in the conditional rule's kernels, whose registers at
+      // d = 128 do not stretch to it (ptxas spills), nor in those compiled without the
+      // chaining code: known here at compile time, so that their code for it is left out.
+      constexpr bool kMayRunAcross = kChainCode && !is_conditional(kRescale);
+      const bool across_items =
+          kMayRunAcross && fa3::runs_across_items(params.sw.overlap_items, kWarpSpecialized,
+                                                  /*conditional=*/false, params.q_buffers);
       const int64_t first = params.queue ? loader.wait_item(0) : first_in_turn;
       if (first >= 0)
         consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
             params, sram, warpgroup - 1, loader, /*issues=*/false, across_items,
-            /*skip_unseen=*/Tiles<T, D>::kSkipsUnseen && !params.sw.ping_pong && !across_items,
+            fa3::consumers_skip(Tiles<T, D>::kSkipsUnseen, kWarpSpecialized, params.sw.ping_pong,
+                               across_items),
             first, next_item,
             [](int64_t, const WorkTile&, const RingUses&) {});
       finish_o_stores(params);

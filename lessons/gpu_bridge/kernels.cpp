@@ -162,9 +162,12 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                               .o_store = sim_store(info.config.o_store),
                               .lse_store = sim_store(info.config.lse_store),
                               .stages_o = k::stages_o(d, c_dtype(dtype), int(stages)),
-                              // as the default options run it: ping-pong off, items apart
-                              .skips_unseen = k::skips_unseen_tiles(d) && !k::default_ping_pong(d) &&
-                                              k::kDefaultOverlapItems == 0},
+                              // as the default options run it
+                              .skips_unseen = k::consumers_skip_unseen(
+                                  d, /*warp_specialized=*/true, k::default_ping_pong(d),
+                                  k::runs_across_items(k::kDefaultOverlapItems != 0, true, false,
+                                                       k::q_buffers(d, c_dtype(dtype),
+                                                                    int(stages))))},
           ""};
 }
 

@@ -89,8 +89,8 @@ TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Index Br = f.Br, Bc = f.Bc, R = f.Br / f.consumers;
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   const Index o = mask.diagonal_offset(), Tr = ceil_div(s.n_q, Br);
-  // The KV tiles that rows [first, end) need: up to their last row's keys.
-  const auto tiles_seen = [&](Index first, Index end) {
+  // The KV tiles that rows before `end` need: up to the last row's keys.
+  const auto tiles_seen = [&](Index end) {
     Index n_keys = s.n_k;
     if (s.causal != cpu::Causal::none)
       n_keys = std::clamp<Index>(std::min(end, s.n_q) - 1 + o + 1, 0, s.n_k);
@@ -98,14 +98,14 @@ TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
   };
   TileSums sums;
   for (Index i = 0; i < Tr; ++i) {
-    const Index Tc = tiles_seen(i * Br, (i + 1) * Br);  // n_i: the block's last row's keys
+    const Index Tc = tiles_seen((i + 1) * Br);  // n_i: the block's last row's keys
     sums.KL += std::min(s.n_k, Tc * Bc);
     sums.tiles += Tc;
     sums.working += Tc > 0 ? 1 : 0;
     for (Index c = 0; c < f.consumers; ++c) {
       const Index first = i * Br + c * R;
       sums.consumer_tiles +=
-          !f.skips_unseen ? Tc : first < s.n_q ? tiles_seen(first, first + R) : 0;
+          !f.skips_unseen ? Tc : first < s.n_q ? tiles_seen(first + R) : 0;
     }
   }
   return sums;

@@ -22,10 +22,12 @@ typedef struct flashlab_fa3_options {
                                the default for the call's head dimension
                                (fa3::default_stages, kernel_info.hpp; what a call resolves
                                to: flashlab_fa3_resolve_options). Default FLASHLAB_FA3_AUTO. */
-  int32_t ping_pong;        /* 1: the two consumer warpgroups take turns issuing their
+  int32_t ping_pong;        /* 1: the consumer warpgroups take turns issuing their
                                matmuls (named barriers), so one's softmax runs under the
-                               other's wgmma; 0: each issues when ready; FLASHLAB_FA3_AUTO:
-                               the default for the call's head dimension
+                               others' wgmma; 0: each issues when ready, and at d = 64,
+                               where items run apart, each computes only the KV tiles its
+                               own rows see (fa3::consumers_skip_unseen, kernel_info.hpp);
+                               FLASHLAB_FA3_AUTO: the default for the call's head dimension
                                (fa3::default_ping_pong). Default FLASHLAB_FA3_AUTO. */
   int32_t intra_overlap;    /* 1: S_{j+1} = Q K_{j+1}^T is issued before the softmax of S_j
                                and runs under it; 0: one softmax, then the next matmuls.
@@ -57,10 +59,11 @@ typedef struct flashlab_fa3_options {
                                buffer), whose softmax runs once this item's O is written
                                (where both items have KV tiles);
                                0: each item starts on its own after the last one's O. The
-                               same bits either way, but at d = 64 under a causal mask, where
-                               items that run apart let each consumer leave out the KV tiles
-                               its rows do not see (fa3::skips_unseen_tiles, kernel_info.hpp),
-                               which moves the last bits, within the 2x rule. It takes effect with
+                               same bits either way, but at d = 64 under a causal mask with
+                               ping_pong = 0, where items that run apart let each consumer
+                               leave out the KV tiles its rows do not see
+                               (fa3::consumers_skip_unseen, kernel_info.hpp), which can move
+                               the last bits, within the 2x rule. It takes effect with
                                warp_specialized = 1, conditional_rescale = 0 and a second Q
                                buffer in SRAM (every setting but stages = 3 at d = 128);
                                elsewhere items run one after the other. Default 0

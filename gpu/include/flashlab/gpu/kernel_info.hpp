@@ -8,6 +8,7 @@
 
 #include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
+#include "flashlab/gpu/host_device.hpp"
 
 #include <array>
 #include <cstdint>
@@ -555,16 +556,18 @@ static_assert(consumer_data_registers(128, w_buffers(128)) < consumer_registers(
               "a consumer's tiles fit its registers");
 // Whether a consumer may leave out the KV tiles its own 64 rows do not see (06_fa3.cu,
 // own_tiles): under the causal mask, with Br > Bc, a diagonal item's first consumers end a KV
-// tile before its last one; and a head's last query tile of 192 rows, where N is a multiple
-// of 128 but not of 192, has consumers with no row: 25% of the consumers' tiles at N = 1024
-// under the causal mask, 11% without it. Measured on the H200 (2026-12-02, in turns, two
-// runs): +16% at N = 1024 causal, +6% non-causal, +4 to 7% causal at N = 2048 and 4096,
+// tile before its last one; and a head's partly empty query tile of 192 rows, where N is a
+// multiple of 128 but not of 192, has consumers with no row: 25% of the consumers' tiles at
+// N = 1024 under the causal mask, 11% without it. Measured on the H200 (2026-12-02, in turns,
+// two runs): +16% at N = 1024 causal, +6% non-causal, +4 to 7% causal at N = 2048 and 4096,
 // within 2.5% at N = 16384 (bench/gpu/NOTES.md, "Consumers that skip the tiles their rows do
-// not see, measured"). Meant for Br > Bc (d = 64) only; at Br = Bc a consumer's rows see
-// every tile of the item but where N_q is ragged. Run where ping-pong is off and items run
-// apart (the default at d = 64). Under a causal mask the output's last bits then differ from
-// a run that computes every tile (a wholly masked tile's alpha is not exactly 1), within the
-// 2x rule either way.
+// not see, measured"). Compiled where Br > Bc (d = 64) only: at Br = Bc there is less to
+// leave out (a ragged N_q, or a bottom-right diagonal that falls inside a KV tile). A call
+// leaves them out where consumers_skip_unseen says (below). Its bits: under a causal mask
+// they can differ in the last place from a run that computes every tile, within the 2x rule
+// (measured on the device). The likely cause, read from the code and not isolated: a tile
+// wholly masked for a row moves no base, but its alpha = 2^(m s - m' s) is worked out with
+// m' s already rounded, and may come out 2^e with e the rounding error, not 1.
 constexpr bool skips_unseen_tiles(int64_t d) { return br(d) > kBc; }
 inline constexpr int kMaxStages = 3;
 // The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
@@ -573,9 +576,10 @@ inline constexpr int kMaxStages = 3;
 // kernel timed in turns, bench/results/2026-12-02-h200-fa3-d64-defaults.csv): at d = 64, 3
 // stages without ping-pong over 2 with it, N = 1024, 4096, 16384: non-causal 1.034 1.024
 // 1.018, causal 1.047 1.029 1.019 (on two other builds of the day, N = 1024 to 16384: +2.2
-// to +4.3% and +1.4 to +5.9%). Ping-pong makes one warpgroup's matmuls wait for the other's softmax; at d = 64 a
-// softmax (64 ex2 per warp at 8 cycles each, and the max pass before them) outlasts the
-// other's two matmuls (512 tensor-core cycles), so the turns only add waiting. With three
+// to +4.3% and +1.4 to +5.9%). Ping-pong makes one warpgroup's matmuls wait for the other's
+// softmax; at d = 64 a softmax (64 ex2 per warp at 8 cycles each, and the max pass before
+// them) outlasts the other's two matmuls (512 tensor-core cycles), so the turns only add
+// waiting. With three
 // consumers at d = 64 (consumer_warpgroups), the same kernel timed in turns at N = 512..16384,
 // both masks (bench/results/2026-12-02-h200-three-consumers-d64-pipeline.csv): 3 stages
 // without ping-pong over 2 stages 1.005 to 1.045, over ping-pong (3 stages) 0.997 to 1.033,
@@ -700,6 +704,25 @@ constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
   return ring_sram_bytes(d, dtype, stages) +
          (stages_o(d, dtype, stages) ? tile_bytes(br(d), d, dtype) : 0) +
          (q_buffers(d, dtype, stages) - 1) * tile_bytes(br(d), d, dtype);
+}
+// Whether a call's consumers run across work items (flashlab_fa3_options.overlap_items): asked
+// for, with a producer warpgroup, under the standard rule (the conditional rule's kernels keep
+// items apart), and with a second Q buffer in SRAM (q_buffers).
+FLASHLAB_HOST_DEVICE constexpr bool runs_across_items(bool overlap_items, bool warp_specialized,
+                                                      bool conditional, int q_buffers) {
+  return overlap_items && warp_specialized && !conditional && q_buffers == kMaxQBuffers;
+}
+// Whether a call's consumers leave out the KV tiles their rows do not see: where the kernel
+// may (kernel_may_skip: skips_unseen_tiles of its d), a producer issues the loads (without
+// one, the first consumer warp issues them and must walk every tile), ping-pong is off (its
+// turns need every consumer to take as many) and items run apart.
+FLASHLAB_HOST_DEVICE constexpr bool consumers_skip(bool kernel_may_skip, bool warp_specialized,
+                                                   bool ping_pong, bool across_items) {
+  return kernel_may_skip && !ping_pong && !across_items && warp_specialized;
+}
+constexpr bool consumers_skip_unseen(int64_t d, bool warp_specialized, bool ping_pong,
+                                     bool across_items) {
+  return consumers_skip(skips_unseen_tiles(d), warp_specialized, ping_pong, across_items);
 }
 static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
               "three stages of d = 128 fit an H200 block");
