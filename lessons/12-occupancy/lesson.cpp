@@ -333,6 +333,58 @@ void unequal_blocks(LessonContext& ctx) {
       gpu::fa3::default_stages(128), gpu::fa3::default_stages(64), gpu::fa3::kAutoQueueMinTiles);
 }
 
+// Consumers of unequal work inside one fa3 block at d = 64: the (64, Bc) tiles the three
+// consumers compute, every tile the block loads or only their own rows' (own_tiles in
+// 06_fa3.cu), counted by the kernel's simulator mirror (sim::count_fa3_kernel).
+void unequal_consumers(LessonContext& ctx) {
+  ctx.step("Unequal consumers: inside a block, at d = 64");
+  constexpr std::int64_t d = 64;
+  const Fa3Facts asked = fa3_kernel_facts(d, sim::DType::bf16);
+  sim::Fa3KernelFacts facts = *asked.facts;
+  const std::int64_t rows = facts.Br / facts.consumers;
+  constexpr std::int64_t kN = 1024;  // the worked example: a head's last block
+  const std::int64_t last = (kN + facts.Br - 1) / facts.Br - 1;
+  ctx.print(
+      "At d = 64 a block holds {} consumer warpgroups of {} rows (Br = {}), against KV tiles\n"
+      "of Bc = {} keys. The producer loads every KV tile some row of the block sees; a\n"
+      "consumer's own rows may see fewer. Under the causal mask a diagonal block's first\n"
+      "consumers end a tile before its last one, and where Br does not divide N a head's\n"
+      "partly empty block has consumers with no row at all (N = {}: rows {}..{}, the last\n"
+      "{} consumers past N). Counted by fa3's simulator mirror for one head, in ({}, {})\n"
+      "tiles, with every consumer computing every tile the block loads, and with each\n"
+      "computing only its own rows' (fa3::consumers_skip_unseen: at d = 64 where ping-pong\n"
+      "is off and items run apart, the defaults there):\n\n",
+      facts.consumers, rows, facts.Br, facts.Bc, kN, last * facts.Br, (last + 1) * facts.Br - 1,
+      ((last + 1) * facts.Br - kN) / rows, rows, facts.Bc);
+  Table t({"N", "mask", "every tile", "own rows' tiles", "left out"});
+  const auto consumer_tiles = [&](const sim::Fa3Shape& shape, bool skips) {
+    facts.skips_unseen = skips;
+    const double per_tile = 2.0 * 2 * rows * facts.Bc * d;  // S = Q K^T and U += W V
+    return std::int64_t(sim::count_fa3_kernel(shape, facts).ops.matrix_flops / per_tile);
+  };
+  for (std::int64_t n : {1024, 2048, 4096, 16384})
+    for (const bool causal : {false, true}) {
+      const sim::Fa3Shape shape{.n_q = n, .n_k = n, .d = d,
+                                .causal = causal ? cpu::Causal::top_left : cpu::Causal::none};
+      const std::int64_t every = consumer_tiles(shape, false), own = consumer_tiles(shape, true);
+      t.add({fmt::format("{}", n), causal ? "causal" : "none", fmt::format("{}", every),
+             fmt::format("{}", own), fmt::format("{:.1f}%", 100.0 * double(every - own) / every)});
+    }
+  ctx.table(t);
+  const auto& gain = measured::kFa3SkipUnseenN1024;
+  ctx.print(
+      "A consumer that leaves its unseen tiles out releases them unread as they land, and\n"
+      "the others' matmuls take the tensor cores meanwhile. Measured by {}\n  at {}\n"
+      "  ({}),\n"
+      "over the same kernel computing every tile, in two runs: {:.3f} and {:.3f} under the\n"
+      "mask, {:.3f} and {:.3f} without it. Under ping-pong every consumer must take as many\n"
+      "turns, so there each computes every tile. A block still ends when its busiest\n"
+      "consumer does: exercise 6 counts what that costs at N = 1024, and what starting the\n"
+      "tiles elsewhere would save.\n\n",
+      gain.source.tool, gain.source.shape, gain.source.run, gain.causal[0], gain.causal[1],
+      gain.none[0], gain.none[1]);
+}
+
 }  // namespace
 
 void run_lesson_12(LessonContext& ctx) {
@@ -343,6 +395,7 @@ void run_lesson_12(LessonContext& ctx) {
   fa3_registers(ctx);
   parallelism(ctx);
   unequal_blocks(ctx);
+  unequal_consumers(ctx);
   ctx.finish("lesson 13: dropout, drawn again in the backward pass instead of stored.");
 }
 

@@ -126,4 +126,19 @@ inline constexpr OrderSpread kTimedLater{
     1.008,
     1.083};
 
+// fa3 at d = 64 with its consumers computing only the KV tiles their own rows see, over the
+// same kernel before that change (4ce63fc), timed in turns in one process: N = 1024, the
+// first and second run.
+struct SkipGain {
+  Source source;
+  double causal[2], none[2];  // TFLOP/s over 4ce63fc's, runs 1 and 2
+};
+inline constexpr SkipGain kFa3SkipUnseenN1024{
+    {"bench/RESULTS.md, run of 2026-12-02, sixth; bench/gpu/NOTES.md, \"Consumers that skip the "
+     "tiles their rows do not see, measured\" (results/2026-12-02-h200-fa3-skip-unseen-d64.csv, "
+     "-repeat.csv)",
+     "B = 16, H = 32, N = 1024, d = 64, bf16", "bench.py --baseline-lib, triton.testing.do_bench"},
+    {1.158, 1.160},
+    {1.063, 1.057}};
+
 }  // namespace flashlab::app::measured
