@@ -18,7 +18,8 @@
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
 # CLI11, fmt, nlohmann-json, pybind11, for machines that lack them; default .deps/root), TEST_SHARDS
 # (how many test_gpu processes the test step runs at once; default 8), TEST_TIMEOUT (seconds
-# before the test step stops one of them; default 900), SEQ_LENS
+# before the test step stops one of them; default 900), SANITIZE_TIMEOUT (the same for the
+# sanitize step; default 1500), SEQ_LENS
 # (the benchmark's N values).
 set -uo pipefail
 
@@ -198,35 +199,50 @@ if want python; then
 fi
 
 if want sanitize; then
+  step "compute-sanitizer: memcheck, racecheck, synccheck"
+  # Each tool on each group of cases in a process of its own, all at once (the GPU time-slices
+  # between them), so that a fault in one kernel hides no other's result and the step takes
+  # about its longest process's time rather than the sum: every kernel's sanitizer cases with
+  # fa3 left out (FLASHLAB_SKIP_FA3), fa3's one-tile test, the sanitizer cases again with fa3
+  # in, the backward's v3 (wgmma, TMA, at both d and dtypes, GQA, ragged and causal) and the
+  # decode kernels (paged and contiguous, bad lengths and page indices clamped, never read
+  # out of bounds; determinism). Each is stopped after SANITIZE_TIMEOUT seconds (default
+  # 1500) and counted as failed.
+  mkdir -p "$OUT/sanitize"
+  limit=${SANITIZE_TIMEOUT:-1500}
+  tests="$BUILD/tests/gpu"
+  not_v3='sanitizer: the backward v3*'
+  pids=() labels=() logs=()
   for tool in memcheck racecheck synccheck; do
-    step "compute-sanitizer --tool $tool"
-    # Every kernel but fa3, then fa3 (its one-tile test and every kernel again, fa3 included)
-    # in processes of their own, so that a fault in fa3 hides no other kernel's result.
-    FLASHLAB_SKIP_FA3=1 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.log" 2>&1 \
-      && echo "$tool (fa3 left out): clean" || { status=1; tail -20 "$BUILD.$tool.log"; }
-    cat "$BUILD.$tool.log" >> "$OUT/sanitizer.log"
-    compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      "$BUILD/tests/gpu/test_gpu_hopper_tile" > "$BUILD.$tool.tile.log" 2>&1 \
-      && echo "$tool (fa3's one-tile test): clean" || { status=1; tail -20 "$BUILD.$tool.tile.log"; }
-    cat "$BUILD.$tool.tile.log" >> "$OUT/sanitizer.log"
-    compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      "$BUILD/tests/gpu/test_gpu" -tc='sanitizer*' > "$BUILD.$tool.fa3.log" 2>&1 \
-      && echo "$tool (fa3 included): clean" || { status=1; tail -20 "$BUILD.$tool.fa3.log"; }
-    cat "$BUILD.$tool.fa3.log" >> "$OUT/sanitizer.log"
-    # The backward's v3 (wgmma, TMA) at both d and dtypes, GQA, ragged and causal, in a
-    # process of its own.
-    compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
-      -tc='sanitizer: the backward v3*' > "$BUILD.$tool.bwd3.log" 2>&1 \
-      && echo "$tool (backward v3): clean" || { status=1; tail -20 "$BUILD.$tool.bwd3.log"; }
-    cat "$BUILD.$tool.bwd3.log" >> "$OUT/sanitizer.log"
-    # The decode kernels: paged and contiguous, bad lengths and page indices (clamped, never
-    # read out of bounds), determinism.
-    compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD/tests/gpu/test_gpu" \
-      -tc='decode: *,decode is bitwise*' > "$BUILD.$tool.decode.log" 2>&1 \
-      && echo "$tool (decode): clean" || { status=1; tail -20 "$BUILD.$tool.decode.log"; }
-    cat "$BUILD.$tool.decode.log" >> "$OUT/sanitizer.log"
+    for group in "fa3 left out" "fa3's one-tile test" "fa3 included" "backward v3" "decode"; do
+      log="$OUT/sanitize/$tool.${group//[^a-z0-9]/_}.log"
+      run=(timeout -s KILL "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1)
+      case $group in
+        "fa3 left out")
+          FLASHLAB_SKIP_FA3=1 "${run[@]}" "$tests/test_gpu" -tc='sanitizer*' -tce="$not_v3" \
+            > "$log" 2>&1 & ;;
+        "fa3's one-tile test") "${run[@]}" "$tests/test_gpu_hopper_tile" > "$log" 2>&1 & ;;
+        "fa3 included")
+          "${run[@]}" "$tests/test_gpu" -tc='sanitizer*' -tce="$not_v3" > "$log" 2>&1 & ;;
+        "backward v3") "${run[@]}" "$tests/test_gpu" -tc="$not_v3" > "$log" 2>&1 & ;;
+        "decode")
+          "${run[@]}" "$tests/test_gpu" -tc='decode: *,decode is bitwise*' > "$log" 2>&1 & ;;
+      esac
+      pids+=($!) labels+=("$tool ($group)") logs+=("$log")
+    done
   done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"
+    rc=$?
+    if (( rc == 0 )); then echo "${labels[$i]}: clean"
+    else
+      (( rc == 137 )) && echo "${labels[$i]}: FAILED (stopped after $limit s)" \
+                      || echo "${labels[$i]}: FAILED (exit $rc)"
+      tail -20 "${logs[$i]}"
+      status=1
+    fi
+  done
+  cat "${logs[@]}" > "$OUT/sanitizer.log"
 fi
 
 if want cli; then
