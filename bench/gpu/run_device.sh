@@ -37,6 +37,22 @@ status=0
 
 step() { echo; echo "=== $1 ($(date -u +%H:%M:%S))"; }
 want() { [[ " $STEPS " == *" $1 "* ]]; }
+# Waits for the processes a step started in the background (`pids`, a label each in `labels`,
+# a log each in `logs` where it keeps one) and prints each one's outcome: $1 for a clean exit,
+# else FAILED, why (exit code, or stopped by `timeout -s KILL` after $limit seconds) and the
+# log's tail; a failure sets status.
+await_processes() {
+  local i rc
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"
+    rc=$?
+    if (( rc == 0 )); then echo "$1: ${labels[$i]}"; continue; fi
+    status=1
+    if (( rc == 137 )); then echo "FAILED (stopped after $limit s): ${labels[$i]}"
+    else echo "FAILED (exit $rc): ${labels[$i]}"; fi
+    if [[ -n ${logs[$i]:-} ]]; then tail -20 "${logs[$i]}"; fi
+  done
+}
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
@@ -136,32 +152,26 @@ if want test; then
     cases=0
   fi
   per=$(( (cases + shards - 1) / shards ))
-  pids=() labels=()
+  pids=() labels=() logs=() firsts=()
   for ((first = 1; first <= cases; first += per)); do
-    last=$(( first + per - 1 ))
+    last=$(( first + per - 1 < cases ? first + per - 1 : cases ))
     timeout -s KILL "$limit" "$BUILD/tests/gpu/test_gpu" -ob=name -f=$first -l=$last \
       > "$OUT/tests/shard_$first.log" 2>&1 &
-    pids+=($!) labels+=("test_gpu cases $first to $last")
+    pids+=($!) labels+=("test_gpu cases $first to $last") logs+=("") firsts+=($first)
   done
   for t in test_gpu_hopper_tile test_gpu_exp2 test_gpu_abi test_gpu_info test_gpu_validate \
            test_gpu_validate_decode; do
     timeout -s KILL "$limit" "$BUILD/tests/gpu/$t" > "$OUT/tests/$t.log" 2>&1 &
-    pids+=($!) labels+=("$t")
+    pids+=($!) labels+=("$t") logs+=("$OUT/tests/$t.log")
   done
-  : > "$OUT/tests.log"
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}"
-    rc=$?
-    if (( rc == 0 )); then echo "passed: ${labels[$i]}"
-    elif (( rc == 137 )); then echo "FAILED (stopped after $limit s): ${labels[$i]}"; status=1
-    else echo "FAILED (exit $rc): ${labels[$i]}"; status=1; fi
-  done >> "$OUT/tests.log"
+  await_processes passed > "$OUT/tests.log"
   cat "$OUT/tests.log"
-  for ((first = 1; first <= cases; first += per)); do
-    log="$OUT/tests/shard_$first.log"
-    echo "--- cases $first to $(( first + per - 1 )):" >> "$OUT/tests.log"
-    sed -n "${first},$(( first + per - 1 ))p" "$names" | sed 's/^/    /' >> "$OUT/tests.log"
-    grep -E "^\[doctest\] assertions|ERROR|logged:|CRASHED" "$log" | head -20 >> "$OUT/tests.log"
+  for first in "${firsts[@]}"; do  # each shard: its cases, then what it ran and what failed
+    last=$(( first + per - 1 < cases ? first + per - 1 : cases ))
+    echo "--- cases $first to $last:" >> "$OUT/tests.log"
+    sed -n "${first},${last}p" "$names" | sed 's/^/    /' >> "$OUT/tests.log"
+    grep -E "^\[doctest\] assertions|ERROR|logged:|CRASHED" "$OUT/tests/shard_$first.log" |
+      head -20 >> "$OUT/tests.log"
   done
   grep -E "ERROR|CRASHED" "$OUT/tests.log" | head -20
 fi
@@ -231,17 +241,7 @@ if want sanitize; then
       pids+=($!) labels+=("$tool ($group)") logs+=("$log")
     done
   done
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}"
-    rc=$?
-    if (( rc == 0 )); then echo "${labels[$i]}: clean"
-    else
-      (( rc == 137 )) && echo "${labels[$i]}: FAILED (stopped after $limit s)" \
-                      || echo "${labels[$i]}: FAILED (exit $rc)"
-      tail -20 "${logs[$i]}"
-      status=1
-    fi
-  done
+  await_processes clean
   cat "${logs[@]}" > "$OUT/sanitizer.log"
 fi
 

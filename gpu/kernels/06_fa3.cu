@@ -100,7 +100,6 @@ struct Tiles {
   static constexpr int kProducerRegisters = fa3::producer_registers(D);
   static constexpr int kConsumerRegisters = fa3::consumer_registers(D);
   static constexpr int kWBuffers = fa3::w_buffers(D);
-  static constexpr bool kSkipsUnseen = fa3::skips_unseen_tiles(D);
   static constexpr int kSlabs = D / kSlab;
   static constexpr int kQElems = kBr * D;   // sQ (Br, D)
   static constexpr int kKVElems = kBc * D;  // one sK or sV (Bc, D)
@@ -1021,13 +1020,12 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
       constexpr bool kMayRunAcross = kChainCode && !is_conditional(kRescale);
       const bool across_items =
           kMayRunAcross && fa3::runs_across_items(params.sw.overlap_items, kWarpSpecialized,
-                                                  /*conditional=*/false, params.q_buffers);
+                                                  is_conditional(kRescale), params.q_buffers);
       const int64_t first = params.queue ? loader.wait_item(0) : first_in_turn;
       if (first >= 0)
         consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
             params, sram, warpgroup - 1, loader, /*issues=*/false, across_items,
-            fa3::consumers_skip(Tiles<T, D>::kSkipsUnseen, kWarpSpecialized, params.sw.ping_pong,
-                               across_items),
+            fa3::consumers_skip_unseen(D, kWarpSpecialized, params.sw.ping_pong, across_items),
             first, next_item,
             [](int64_t, const WorkTile&, const RingUses&) {});
       finish_o_stores(params);

@@ -359,8 +359,7 @@ void unequal_consumers(LessonContext& ctx) {
   Table t({"N", "mask", "every tile", "own rows' tiles", "left out"});
   const auto consumer_tiles = [&](const sim::Fa3Shape& shape, bool skips) {
     facts.skips_unseen = skips;
-    const double per_tile = 2.0 * 2 * rows * facts.Bc * d;  // S = Q K^T and U += W V
-    return std::int64_t(sim::count_fa3_kernel(shape, facts).ops.matrix_flops / per_tile);
+    return sim::fa3_consumer_tiles(shape, facts);
   };
   for (std::int64_t n : {1024, 2048, 4096, 16384})
     for (const bool causal : {false, true}) {

@@ -165,7 +165,9 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                               // as the default options run it
                               .skips_unseen = k::consumers_skip_unseen(
                                   d, /*warp_specialized=*/true, k::default_ping_pong(d),
-                                  k::runs_across_items(k::kDefaultOverlapItems != 0, true, false,
+                                  k::runs_across_items(k::kDefaultOverlapItems != 0,
+                                                       /*warp_specialized=*/true,
+                                                       /*conditional=*/false,
                                                        k::q_buffers(d, c_dtype(dtype),
                                                                     int(stages))))},
           ""};

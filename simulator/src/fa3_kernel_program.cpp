@@ -137,6 +137,12 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
         f.consumers));
 }
 
+Index fa3_consumer_tiles(const Fa3Shape& s, const Fa3KernelFacts& f) {
+  check(s, f);
+  return cpu::checked_product({s.batch, s.heads_q, tile_sums(s, f).consumer_tiles},
+                              "the consumers' tiles");
+}
+
 PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check(s, f);
   const Index Br = f.Br, Bc = f.Bc, d = s.d, b = bytes_of(f.dtype);
@@ -176,7 +182,7 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
 
   // Work as issued: whole (R, Bc) tiles per tile a consumer computes, Br rows per block.
   const Index R = Br / f.consumers;
-  const Index tiles = cpu::checked_mul(Hq, sums.consumer_tiles, "the consumers' tiles");
+  const Index tiles = fa3_consumer_tiles(s, f);
   const Index scores = cpu::checked_product({tiles, R, Bc}, "the scores");
   const Index Tr = ceil_div(s.n_q, Br), blocks = cpu::checked_mul(Hq, Tr, "the blocks");
   r.ops.matrix_flops =

@@ -150,6 +150,9 @@ TEST_CASE("fa3 mirror: three consumers that compute only the tiles their rows se
     const PassReport skip = count_fa3_kernel(s, f);
     f.skips_unseen = false;
     const PassReport every = count_fa3_kernel(s, f);
+    CHECK(fa3_consumer_tiles(s, f) == all);
+    f.skips_unseen = true;
+    CHECK(fa3_consumer_tiles(s, f) == skipping);
     CHECK(skip.ops.matrix_flops == 2 * 2 * skipping * R * Bc * d);
     CHECK(every.ops.matrix_flops == 2 * 2 * all * R * Bc * d);
     CHECK(skip.ops.exp == skipping * R * Bc + skipping * R + 6 * 192);

@@ -507,10 +507,10 @@ inline constexpr int kBc = 128;
 // shared by 1.5 times the rows. What it costs: the registers (a consumer gets 160, not 240:
 // consumer_registers), and query tiles of 192 rows, whose last one in a head of N = 2^k rows
 // is partly empty (bench/gpu/NOTES.md, "Three consumer warpgroups at d = 64").
-constexpr int consumer_warpgroups(int64_t d) { return d < 128 ? 3 : 2; }
+FLASHLAB_HOST_DEVICE constexpr int consumer_warpgroups(int64_t d) { return d < 128 ? 3 : 2; }
 inline constexpr int kMaxConsumerWarpgroups = 3;
 // Br: the query rows of a work item.
-constexpr int br(int64_t d) { return consumer_warpgroups(d) * kRowsPerConsumer; }
+FLASHLAB_HOST_DEVICE constexpr int br(int64_t d) { return consumer_warpgroups(d) * kRowsPerConsumer; }
 // Registers per thread after setmaxnreg: the producer warpgroup's and each consumer's. With
 // two consumers, 128 x 24 + 256 x 240 = 64512 of the SM's 65536 (384 threads x 168, the cap
 // __launch_bounds__(384, 1) gives); with three, 128 x 32 + 384 x 160 = 65536 (512 x 128).
@@ -568,7 +568,7 @@ static_assert(consumer_data_registers(128, w_buffers(128)) < consumer_registers(
 // (measured on the device). The likely cause, read from the code and not isolated: a tile
 // wholly masked for a row moves no base, but its alpha = 2^(m s - m' s) is worked out with
 // m' s already rounded, and may come out 2^e with e the rounding error, not 1.
-constexpr bool skips_unseen_tiles(int64_t d) { return br(d) > kBc; }
+FLASHLAB_HOST_DEVICE constexpr bool skips_unseen_tiles(int64_t d) { return br(d) > kBc; }
 inline constexpr int kMaxStages = 3;
 // The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
 // flashlab_fa3_options.stages and .ping_pong resolves to): d = 128: 2 stages, ping-pong on;
@@ -579,9 +579,9 @@ inline constexpr int kMaxStages = 3;
 // to +4.3% and +1.4 to +5.9%). Ping-pong makes one warpgroup's matmuls wait for the other's
 // softmax; at d = 64 a softmax (64 ex2 per warp at 8 cycles each, and the max pass before
 // them) outlasts the other's two matmuls (512 tensor-core cycles), so the turns only add
-// waiting. With three
-// consumers at d = 64 (consumer_warpgroups), the same kernel timed in turns at N = 512..16384,
-// both masks (bench/results/2026-12-02-h200-three-consumers-d64-pipeline.csv): 3 stages
+// waiting. With three consumers at d = 64 (consumer_warpgroups), the same kernel timed in
+// turns at N = 512..16384, both masks
+// (bench/results/2026-12-02-h200-three-consumers-d64-pipeline.csv): 3 stages
 // without ping-pong over 2 stages 1.005 to 1.045, over ping-pong (3 stages) 0.997 to 1.033,
 // over both 1.008 to 1.053; the ablation run of the same build (N = 8192) read 2 stages 5.6%
 // and 2.9% ahead instead, a spread between runs that the sweep's 12 points outweigh. At d = 128 the
@@ -713,16 +713,12 @@ FLASHLAB_HOST_DEVICE constexpr bool runs_across_items(bool overlap_items, bool w
   return overlap_items && warp_specialized && !conditional && q_buffers == kMaxQBuffers;
 }
 // Whether a call's consumers leave out the KV tiles their rows do not see: where the kernel
-// may (kernel_may_skip: skips_unseen_tiles of its d), a producer issues the loads (without
-// one, the first consumer warp issues them and must walk every tile), ping-pong is off (its
-// turns need every consumer to take as many) and items run apart.
-FLASHLAB_HOST_DEVICE constexpr bool consumers_skip(bool kernel_may_skip, bool warp_specialized,
-                                                   bool ping_pong, bool across_items) {
-  return kernel_may_skip && !ping_pong && !across_items && warp_specialized;
-}
-constexpr bool consumers_skip_unseen(int64_t d, bool warp_specialized, bool ping_pong,
-                                     bool across_items) {
-  return consumers_skip(skips_unseen_tiles(d), warp_specialized, ping_pong, across_items);
+// may (skips_unseen_tiles of its d), a producer issues the loads (without one, the first
+// consumer warp issues them and must walk every tile), ping-pong is off (its turns need every
+// consumer to take as many) and items run apart.
+FLASHLAB_HOST_DEVICE constexpr bool consumers_skip_unseen(int64_t d, bool warp_specialized,
+                                                          bool ping_pong, bool across_items) {
+  return skips_unseen_tiles(d) && !ping_pong && !across_items && warp_specialized;
 }
 static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
               "three stages of d = 128 fit an H200 block");

@@ -62,4 +62,9 @@ void check(const Fa3Shape& shape, const Fa3KernelFacts& facts);
 // peak_sram is the block's SRAM as the kernel lays it out.
 PassReport count_fa3_kernel(const Fa3Shape& shape, const Fa3KernelFacts& facts);
 
+// The (Br / consumers, Bc) tiles the consumer warpgroups of the whole grid compute, the count
+// count_fa3_kernel's work is made of: each consumer every KV tile its block loads, or
+// (facts.skips_unseen) only those its own rows see. Throws as check does.
+cpu::Index fa3_consumer_tiles(const Fa3Shape& shape, const Fa3KernelFacts& facts);
+
 }  // namespace flashlab::sim
