@@ -161,17 +161,6 @@ __device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
   return (n_keys + kBc - 1) / kBc;
 }
 
-// Whether row is a row of the tensor (a query tile's rows may start before 0 or end past N_q).
-__device__ __forceinline__ bool in_rows(const Problem& p, int row) {
-  return row >= 0 && row < p.n_q;
-}
-// Whether a consumer's 64 rows hold a row of the tensor: not where they start past N_q (a
-// head's last query tile, partly empty) or end below row 0 (under the causal mask the partly
-// empty tile is the first, and starts before row 0: fa3::tile_lead).
-__device__ __forceinline__ bool has_rows(const Problem& p, int first_row) {
-  return first_row < p.n_q && first_row + fa3::kRowsPerConsumer > 0;
-}
-
 // One work item as the block runs it: the scheduler's (b, h, query tile), resolved.
 struct WorkTile {
   int b, h, hk;  // batch entry, query head, the KV head it reads (GQA)
@@ -183,7 +172,7 @@ template <int Br>
 __device__ __forceinline__ WorkTile work_tile(const Problem& p, const fa3::TileOrder& order,
                                               int64_t w) {
   const fa3::WorkItem item = fa3::work_item(order, w);
-  const int q0 = fa3::first_row(order, item.tile);
+  const int q0 = item.tile * Br;
   return {item.b, item.h, item.h / p.group_size, q0, kv_tile_count<Br>(p, q0)};
 }
 
@@ -363,14 +352,9 @@ __device__ __forceinline__ float move_base(SoftmaxState& state, int r, float til
   const bool move = !is_conditional(kRescale) || (tile_max - m_old) * scale_log2 > rule.tau;
   const float m_new = move ? fmaxf(m_old, tile_max) : m_old;
   // A row that has seen only masked keys still has m = -inf: exponentiate against 0
-  // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0. alpha is
-  // 2^((m - m') s), the difference taken first, so that it is exactly 1 where the base stays
-  // (as in the CPU reference): m s - m' s would be fused into one multiply-add against m' s
-  // rounded, leaving the rounding error of m s, and a tile that moves nothing (one wholly
-  // masked, say) would still scale l and U by 2^e.
-  const float m_finite = m_new == -INFINITY ? 0.0f : m_new;
-  const float base = m_finite * scale_log2;
-  alpha = move ? ptx::exp2_approx((m_old - m_finite) * scale_log2) : 1.0f;
+  // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0.
+  const float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
+  alpha = move ? ptx::exp2_approx(m_old * scale_log2 - base) : 1.0f;
   state.m[r] = m_new;
   state.max_seen[r] = fmaxf(state.max_seen[r], tile_max);
   if (kRescale == Rescale::counted && counted) {
@@ -555,7 +539,7 @@ __device__ __forceinline__ void finalize(const SoftmaxState& state, const float 
   for (int r = 0; r < 2; ++r) {
     const float l_row = quad_sum(state.l[r]);
     const int row = row_g + r * 8;
-    if (!in_rows(p, row)) continue;
+    if (row >= p.n_q) continue;
     const float inv_l = l_row > 0.0f ? 1.0f / l_row : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
@@ -597,13 +581,12 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const
                                    (lane % 4) * 2) =
           ptx::pack2<T>(rU[4 * nt + 2 * r] * inv_l, rU[4 * nt + 2 * r + 1] * inv_l);
     }
-    if (in_rows(p, first_row + local))
+    if (first_row + local < p.n_q)
       store_lse(state, p, w.b, w.h, first_row + local, l_row, lane, scale_log2, r);
   }
   hopper::fence_proxy_async_shared();  // sO's writes, visible to the copy engine
   epilogue_barrier(consumer);
-  // (A consumer's rows lie wholly below row 0 or not at all: the lead is whole consumers'.)
-  if (t == 0 && has_rows(p, first_row)) {
+  if (t == 0 && first_row < p.n_q) {
 #pragma unroll
     for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
       hopper::tma_store_4d(&map_o.map, sO + s * fa3::kRowsPerConsumer * kSlab, s * kSlab, first_row,
@@ -625,13 +608,14 @@ struct ItemRows {
 __device__ __forceinline__ int first_row_of(const WorkTile& w, int consumer) {
   return w.q0 + consumer * fa3::kRowsPerConsumer;
 }
-// The KV tiles of an item that a consumer's own 64 rows need: none where it has no row, and
-// under the causal mask those up to its last row's diagonal. With Br = 192 > Bc (d = 64) a
-// diagonal item's first consumers need one KV tile fewer than its last, and a head's partly
-// empty query tile of N = 2^k rows has one or two consumers with no row at all.
+// The KV tiles of an item that a consumer's own 64 rows need: none where they start past
+// N_q (the item's last query tile, partly empty), and under the causal mask those up to its
+// last row's diagonal. With Br = 192 > Bc (d = 64) a diagonal item's first consumers need
+// one KV tile fewer than its last, and the last item of a head of N = 2^k rows has one or
+// two consumers with no row at all.
 __device__ __forceinline__ int own_tiles(const Problem& p, const WorkTile& w, int consumer) {
   const int first_row = first_row_of(w, consumer);
-  return has_rows(p, first_row) ? kv_tile_count<fa3::kRowsPerConsumer>(p, first_row) : 0;
+  return first_row < p.n_q ? kv_tile_count<fa3::kRowsPerConsumer>(p, first_row) : 0;
 }
 // skip_unseen: the warpgroup computes its own tiles only, else every tile of the item.
 __device__ __forceinline__ ItemRows item_rows(const Problem& p, const WorkTile& w, Stage q_st,
@@ -643,9 +627,9 @@ __device__ __forceinline__ int row_g_of(int first_row) {
   const int t = threadIdx.x % kWarpgroupThreads;
   return first_row + t / kWarpSize * 16 + t % kWarpSize / 4;
 }
-// Bit r: row r's updates are counted, by the quad's lane 0, for rows of the tensor.
+// Bit r: row r's updates are counted, by the quad's lane 0, for rows inside N_q.
 __device__ __forceinline__ unsigned counted_rows(const Problem& p, int row_g) {
-  return threadIdx.x % 4 != 0 ? 0u : unsigned(in_rows(p, row_g)) | unsigned(in_rows(p, row_g + 8)) << 1;
+  return threadIdx.x % 4 != 0 ? 0u : unsigned(row_g < p.n_q) | unsigned(row_g + 8 < p.n_q) << 1;
 }
 // Row r's first masked key: N_k, or under the causal mask the key after its diagonal.
 __device__ __forceinline__ int row_key_end(const Problem& p, int row_g, int r) {

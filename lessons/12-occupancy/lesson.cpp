@@ -299,11 +299,9 @@ void unequal_blocks(LessonContext& ctx) {
   const auto& hw = target_profile();
   constexpr std::int64_t kHidden = 2048, kTokens = 16384;  // H = 2048 / d, B = 16384 / N
   ctx.print(
-      "Under the causal mask query tile t reads the KV tiles up to its last row, ((t + 1) Br -\n"
-      "lead) / Bc of them rounded up, lead being the rows by which the first tile starts before\n"
-      "row 0 where Br does not divide N (the partly empty tile goes first, where it sees fewest\n"
-      "keys): the last tile of a head does Tr times the work of the first, or nearly. fa3\n"
-      "(Br = {} at d = 128, {} at d = 64, Bc = {}) can run one persistent block per\n"
+      "Under the causal mask query tile t reads the KV tiles up to its last row, (t + 1) Br / Bc\n"
+      "of them rounded up: the last tile of a head does Tr times the work of the first, or\n"
+      "nearly. fa3 (Br = {} at d = 128, {} at d = 64, Bc = {}) can run one persistent block per\n"
       "SM, its set-up paid once, the tiles handed out longest first. In fixed turns (block k\n"
       "takes tiles k, k + {}, ...) some blocks draw more long tiles than others; taken in order as\n"
       "blocks free up (the hardware's dispatch of one block per tile, or fa3's work queue: a\n"
@@ -327,9 +325,8 @@ void unequal_blocks(LessonContext& ctx) {
       "over an even share, before any overhead. Without the mask every tile costs the same\n"
       "and turns are even. The queue's producer claims the next tile as many KV tiles before\n"
       "its block is free as the ring has stages ({} at d = 128, {} at d = 64), so that the\n"
-      "atomic's trip to the L2 is not waited for: that can hand a tile to another block, but,\n"
-      "counted so, changes the busiest one's work at one of these shapes only, by under 1%.\n"
-      "It costs one atomic\n"
+      "atomic's trip to the L2 is not waited for: that can hand a tile to another block, but\n"
+      "not, counted so, change the busiest one's work at these shapes. It costs one atomic\n"
       "add per tile. FLASHLAB_FA3_GRID_AUTO takes it under the causal mask from {} query\n"
       "tiles a head (kernel_info.hpp has the H200's figures; time it with\n"
       "bench/gpu/bench.py --impls fa3-queue fa3-persistent).\n\n",
@@ -353,8 +350,7 @@ void unequal_consumers(LessonContext& ctx) {
       "consumer's own rows may see fewer. Under the causal mask a diagonal block's first\n"
       "consumers end a tile before its last one, and where Br does not divide N a head's\n"
       "partly empty block has consumers with no row at all (N = {}: rows {}..{}, the last\n"
-      "{} consumers past N; under the mask fa3 makes that block the first, where it sees the\n"
-      "fewest keys: exercise 6). Counted by fa3's simulator mirror for one head, in ({}, {})\n"
+      "{} consumers past N). Counted by fa3's simulator mirror for one head, in ({}, {})\n"
       "tiles, with every consumer computing every tile the block loads, and with each\n"
       "computing only its own rows' (fa3::consumers_skip_unseen: at d = 64 where ping-pong\n"
       "is off and items run apart, the defaults there):\n\n",

@@ -169,8 +169,7 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                                                        /*warp_specialized=*/true,
                                                        /*conditional=*/false,
                                                        k::q_buffers(d, c_dtype(dtype),
-                                                                    int(stages)))),
-                              .partly_empty_first = k::kPartlyEmptyTileFirst},
+                                                                    int(stages))))},
           ""};
 }
 
@@ -202,17 +201,15 @@ cpu::Causal KernelRun::alignment() const {
 namespace {
 
 // fa3's blocks take their (head, query tile) from its tile scheduler (tile_schedule.hpp),
-// planned for the L2 of the GPU the mirror runs on: batch 1, heads as the run's; its query
-// tiles start where the scheduler's lead puts them.
-void use_fa3_order(const KernelRun& run, sim::GridProblem& g) {
+// planned for the L2 of the GPU the mirror runs on: batch 1, heads as the run's.
+std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::GridProblem& g) {
   const gpu::fa3::TileOrder order =
       gpu::fa3::make_tile_order(1, g.heads, g.kv_head_count(), run.n, run.n, run.d,
                                 sim::bytes_of(g.dtype), g.causal != cpu::Causal::none, g.l2_bytes);
-  g.order = [order](Index block) {
+  return [order](Index block) {
     const gpu::fa3::WorkItem w = gpu::fa3::work_item(order, block);
     return sim::BlockTile{w.b * order.heads_q + w.h, w.tile};
   };
-  g.lead = order.lead;
 }
 
 }  // namespace
@@ -263,7 +260,7 @@ Prediction predict(const KernelRun& run) {
                           .l2_bytes = target_profile().l2_bytes,
                           .l2_partitions = target_profile().l2_partitions,
                           .l1_bytes = mirror.l1_bytes};
-    if (mirror.fa3) use_fa3_order(run, grid);
+    if (mirror.fa3) grid.order = fa3_order(run, grid);
     p.grid = sim::run_grid(grid);
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);
   }

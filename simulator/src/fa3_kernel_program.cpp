@@ -1,9 +1,7 @@
 // flashlab's Hopper forward as built (gpu/kernels/06_fa3.cu), counted block by block.
 //
 // A block per (batch, query head, query tile i of Br rows); causal grids run the query tiles
-// longest first, which changes when blocks run, not what they move, and (facts.
-// partly_empty_first) start tile i `lead` rows before i Br (fa3_tile_lead), so that the
-// partly empty tile is the first, which sees the fewest keys. In each block:
+// longest first, which changes when blocks run, not what they move. In each block:
 //   producer    TMA brings Q_i once (one copy per 64-column slab, completing on the Q
 //               barrier), then K_j and V_j for j = 0 .. Tc_i - 1 into a ring of `stages`
 //               buffers each: tile j goes to buffer j mod stages once the consumers have
@@ -14,20 +12,19 @@
 //               softmax in registers (ping-pong and intra-warpgroup overlap reorder this
 //               work; they move no byte): each consumer every tile the block loads, or
 //               (facts.skips_unseen) only the tiles its own rows see, ceil(n_ic / Bc) with
-//               n_ic the keys of its last row, none where it has no row (its rows start
-//               past N_q or end below row 0)
+//               n_ic the keys of its last row, none where its rows start past N_q
 //   epilogue    O_i = U / l and L_i = m + log l straight from registers to HBM (no TMA
 //               store, no SRAM staging), only the rows below N_q
 // TMA reads only the rows inside the tensor: a tile that runs past N_q or N_k is zero-filled
 // on chip, and its missing rows cross nothing. Under a causal mask with offset o (top-left 0,
-// bottom-right N_k - N_q) the block's last row e = min((i + 1) Br - lead, N_q) - 1 sees
+// bottom-right N_k - N_q) the block's last row e = min((i + 1) Br, N_q) - 1 sees
 // n_i = clamp(e + o + 1, 0, N_k) keys, and the KV tiles past them are never loaded:
 // Tc_i = ceil(n_i / Bc) tiles, the last of them masked in registers. Without a mask n_i = N_k.
 // A block whose rows see no key (bottom-right, N_q > N_k) still loads Q_i and writes O_i = 0,
 // L_i = -inf.
 //
-// Closed form. b = input bytes, f = 4 (fp32), B H_q query heads in all, Tr = ceil(N_q / Br)
-// query tiles (the lead, less than a tile, adds none), and the keys a block loads
+// Closed form. b = input bytes, f = 4 (fp32), B H_q query heads in all, r_i = min(Br, N_q -
+// i Br) rows of tile i, Tr = ceil(N_q / Br), and the keys a block loads
 //   KL_i = min(N_k, Tc_i Bc)           (no mask: N_k)
 //   KL   = sum over i of KL_i          (no mask: Tr N_k)
 //   Q  read     B H_q N_q d b
@@ -92,7 +89,6 @@ TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Index Br = f.Br, Bc = f.Bc, R = f.Br / f.consumers;
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   const Index o = mask.diagonal_offset(), Tr = ceil_div(s.n_q, Br);
-  const Index lead = fa3_tile_lead(s, f);
   // The KV tiles that rows before `end` need: up to the last row's keys.
   const auto tiles_seen = [&](Index end) {
     Index n_keys = s.n_k;
@@ -102,27 +98,20 @@ TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
   };
   TileSums sums;
   for (Index i = 0; i < Tr; ++i) {
-    const Index q0 = i * Br - lead;
-    const Index Tc = tiles_seen(q0 + Br);  // n_i: the block's last row's keys
+    const Index Tc = tiles_seen((i + 1) * Br);  // n_i: the block's last row's keys
     sums.KL += std::min(s.n_k, Tc * Bc);
     sums.tiles += Tc;
     sums.working += Tc > 0 ? 1 : 0;
     for (Index c = 0; c < f.consumers; ++c) {
-      const Index first = q0 + c * R;
-      const bool has_rows = first < s.n_q && first + R > 0;
-      sums.consumer_tiles += !f.skips_unseen ? Tc : has_rows ? tiles_seen(first + R) : 0;
+      const Index first = i * Br + c * R;
+      sums.consumer_tiles +=
+          !f.skips_unseen ? Tc : first < s.n_q ? tiles_seen(first + R) : 0;
     }
   }
   return sums;
 }
 
 }  // namespace
-
-Index fa3_tile_lead(const Fa3Shape& s, const Fa3KernelFacts& f) {
-  if (s.causal == cpu::Causal::none || !f.partly_empty_first) return 0;
-  const Index R = f.Br / f.consumers;
-  return (ceil_div(s.n_q, f.Br) * f.Br - s.n_q) / R * R;
-}
 
 void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check_size("batch", s.batch, 1, kMirrorMaxHeadsInAll);

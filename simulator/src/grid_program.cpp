@@ -133,15 +133,15 @@ class GridRun {
       const Index head = head_of(r.block), i = query_tile_of(r.block);
       const Index part = p_.partition_of(r.block);
       if (e.moment == kStart) {
-        access(kQ, head * p_.N + query_row0(i), query_rows(i), /*write=*/false, part);
+        access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
       } else if (e.moment == kStep) {
         const Index row0 = head / group * p_.N + r.j * p_.Bc, rows = rows_of(r.j, p_.Bc);
         load_kv_tile(kK, row0, rows, p_.sm_of_slot(e.slot), part);
         load_kv_tile(kV, row0, rows, p_.sm_of_slot(e.slot), part);
         ++r.j;
       } else {
-        access(kO, head * p_.N + query_row0(i), query_rows(i), /*write=*/true, part);
-        access(kL, head * p_.N + query_row0(i), query_rows(i), /*write=*/true, part);
+        access(kO, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
+        access(kL, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
         end = e.time;
         if (next < blocks) begin(e.slot, next++, e.time);
         continue;
@@ -206,11 +206,6 @@ class GridRun {
   }
 
   Index rows_of(Index tile, Index B) const { return std::min(B, p_.N - tile * B); }
-  // Query tile i's rows: [i Br - lead, (i + 1) Br - lead) inside [0, N) (GridProblem::lead).
-  Index query_row0(Index i) const { return std::max<Index>(0, i * p_.Br - p_.lead); }
-  Index query_rows(Index i) const {
-    return std::min(p_.N, (i + 1) * p_.Br - p_.lead) - query_row0(i);
-  }
   Index head_of(Index block) const {
     return p_.order ? p_.order(block).head : block / p_.query_tiles();
   }
@@ -223,7 +218,7 @@ class GridRun {
   Index kv_end_of(Index block) const {
     if (p_.causal == cpu::Causal::none) return p_.kv_tiles();
     const Index i = query_tile_of(block);
-    const Index last_row = query_row0(i) + query_rows(i);  // one past the tile's last query
+    const Index last_row = i * p_.Br + rows_of(i, p_.Br);  // one past the tile's last query
     return cpu::tile_count(last_row, p_.Bc);               // keys 0 .. last_row - 1
   }
 
@@ -244,7 +239,7 @@ class GridRun {
     }
     for (Index b = first; b < first + count; ++b) {
       const Index i = query_tile_of(b);
-      access(kQ, head * p_.N + query_row0(i), query_rows(i), /*write=*/false, p_.partition_of(b));
+      access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, p_.partition_of(b));
     }
     resident_ += count;
     return count;
@@ -296,9 +291,9 @@ class GridRun {
     for (const Group& g : groups_) {
       if (g.j < g.kv_end) continue;
       for (Index b = g.first_block; b < g.first_block + g.count; ++b) {
-        const Index i = query_tile_of(b), row0 = g.head * p_.N + query_row0(i);
-        access(kO, row0, query_rows(i), /*write=*/true, p_.partition_of(b));
-        access(kL, row0, query_rows(i), /*write=*/true, p_.partition_of(b));
+        const Index i = query_tile_of(b), row0 = g.head * p_.N + i * p_.Br;
+        access(kO, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
+        access(kL, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
       }
       free_slots_.insert(free_slots_.end(), g.slots.begin(), g.slots.end());
       resident_ -= g.count;
@@ -367,9 +362,6 @@ void check(const GridProblem& p) {
         p.kv_heads, p.heads));
   check_range("Br", p.Br, 1, kMaxN, "query rows per block");
   check_range("Bc", p.Bc, 1, kMaxN, "keys per K/V tile");
-  check_range("lead", p.lead, 0, p.query_tiles() * p.Br - p.N,
-              "rows by which query tile 0 starts before row 0: at most Tr Br - N, so that "
-              "every query tile holds a row");
   check_range("blocks_per_sm", p.blocks_per_sm, 1, 1024, "the kernel's occupancy");
   check_range("sm_count", p.sm_count, 1, kMaxSms, "the GPU's SMs");
   if (p.l2_bytes < 1 || p.l2_bytes > kMaxL2)

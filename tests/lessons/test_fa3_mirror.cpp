@@ -7,7 +7,6 @@
 
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/gpu/tile_schedule.hpp"
-#include "flashlab/sim/fa3_kernel.hpp"
 #include "flashlab/sim/grid.hpp"
 
 #include <doctest/doctest.h>
@@ -70,33 +69,6 @@ TEST_CASE(
         CHECK(p.sm_read() == 3 * (n * row + 2 * Tr * n * row));
       }
     }
-}
-
-TEST_CASE("fa3 prediction: under the causal mask the partly empty query tile first, as the kernel") {
-  // The mirror's lead (its own geometry, from the facts' flag) is the tile scheduler's, and
-  // both models of the grid (the pass's blocks and the grid model's L2) start the tiles there.
-  for (const app::Index d : {64, 128})
-    for (const app::Index n : {1, 64, 97, 193, 1000, 1023, 1024, 1025, 4096}) {
-      CAPTURE(d);
-      CAPTURE(n);
-      const app::Fa3Facts f = app::fa3_kernel_facts(d, sim::DType::bf16);
-      REQUIRE(f.facts);
-      const sim::Fa3Shape causal{.n_q = n, .n_k = n, .d = d, .causal = flashlab::cpu::Causal::top_left};
-      CHECK(sim::fa3_tile_lead(causal, *f.facts) == k::tile_lead(n, k::br(d), true));
-      const sim::Fa3Shape none{.n_q = n, .n_k = n, .d = d};
-      CHECK(sim::fa3_tile_lead(none, *f.facts) == 0);
-      const app::KernelRun run{.kernel = "fa3", .n = n, .d = d, .heads = 3, .causal = true};
-      const app::Prediction p = app::predict(run);
-      REQUIRE(p.pass);
-      REQUIRE(p.grid);
-      CHECK(p.sm_read() == double(p.grid->sm_read()));
-    }
-  // d = 64, N = 1024: six tiles of 192 rows from row -128 load 1 2 4 5 7 8 KV tiles of 8.
-  const app::Prediction p =
-      app::predict({.kernel = "fa3", .n = 1024, .d = 64, .heads = 1, .causal = true});
-  REQUIRE(p.pass);
-  const double row = 64.0 * 2;
-  CHECK(p.sm_read() == 1024 * row + 2 * 27 * 128 * row);
 }
 
 TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be not modelled") {

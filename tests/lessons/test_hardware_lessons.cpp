@@ -168,14 +168,13 @@ TEST_CASE("lesson 12: the consumers' own tiles at d = 64, by hand at N = 1024, a
   const std::string out = lesson_output(12);
   REQUIRE(contains(out, "Step 8: Unequal consumers: inside a block, at d = 64"));
   REQUIRE(gpu::fa3::br(64) == 192);
-  // One head of N = 1024: six blocks of 192 rows, eight KV tiles. Without the mask the last
-  // block holds rows 960..1151, consumers 1 and 2 past N: 18 consumers x 8 tiles = 144, 16
-  // with rows x 8 = 128. Under the top-left mask the blocks start 128 rows before row 0
-  // (fa3::tile_lead: rows -128..63, 64..255, ..., 832..1023) and load 1 2 4 5 7 8 tiles
-  // (x 3 = 81); consumer c of block t owns rows from 192 t - 128 + 64 c and its last row sees
-  // ceil((192 t + 64 c - 64) / 128) tiles: - - 1 | 1 2 2 | 3 3 4 | 4 5 5 | 6 6 7 | 7 8 8 = 72.
+  // One head of N = 1024: six blocks of 192 rows (the last, rows 960..1151, with consumers 1
+  // and 2 past N), eight KV tiles. Without the mask 18 consumers x 8 tiles = 144, 16 with rows
+  // x 8 = 128. Under the top-left mask block t loads 2 3 5 6 8 8 tiles (x 3 = 96) and
+  // consumer c's last row 192 t + 64 c + 63 sees ceil((192 t + 64 (c + 1)) / 128) of them:
+  // 1 1 2 | 2 3 3 | 4 4 5 | 5 6 6 | 7 7 8 | 8 - - = 72.
   CHECK(contains(out, "\n1024\tnone\t144\t128\t11.1%\n"));
-  CHECK(contains(out, "\n1024\tcausal\t81\t72\t11.1%\n"));
+  CHECK(contains(out, "\n1024\tcausal\t96\t72\t25.0%\n"));
   CHECK(contains(out, "rows 960..1151, the last\n2 consumers past N"));
   const auto& gain = measured::kFa3SkipUnseenN1024;
   CHECK(contains(out, fmt::format("{:.3f} and {:.3f} under the\nmask, {:.3f} and {:.3f} without it",

@@ -21,27 +21,17 @@ struct Loaded {
   Index working = 0;  // blocks that load a KV tile
 };
 
-// Rows [first, first + count) of the query tensor, clipped to [0, N_q).
-struct Rows {
-  Index first = 0, count = 0;
-};
-Rows clip(const Fa3Shape& s, Index first, Index count) {
-  const Index begin = std::max<Index>(first, 0), end = std::min(first + count, s.n_q);
-  return {begin, std::max<Index>(end - begin, 0)};
-}
-
 // A block loads every KV tile that is not wholly in the future of all its rows: the tiles
-// cpu::Mask does not classify as skipped, each with the rows that lie inside N_k. Query tile
-// i holds rows [i Br - lead, (i + 1) Br - lead) of the tensor.
-Loaded brute_force(const Fa3Shape& s, Index Br, Index Bc, Index lead = 0) {
+// cpu::Mask does not classify as skipped, each with the rows that lie inside N_k.
+Loaded brute_force(const Fa3Shape& s, Index Br, Index Bc) {
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   Loaded x;
-  for (Index i = 0; i * Br - lead < s.n_q; ++i) {
-    const Rows q = clip(s, i * Br - lead, Br);
+  for (Index i = 0; i * Br < s.n_q; ++i) {
+    const Index rows = std::min(Br, s.n_q - i * Br);
     Index tiles = 0;
     for (Index j = 0; j * Bc < s.n_k; ++j) {
       const Index cols = std::min(Bc, s.n_k - j * Bc);
-      if (mask.classify(q.first, q.count, j * Bc, cols) == cpu::TileKind::skipped) continue;
+      if (mask.classify(i * Br, rows, j * Bc, cols) == cpu::TileKind::skipped) continue;
       x.keys += cols;
       ++tiles;
     }
@@ -71,7 +61,7 @@ void check_closed_form(const Fa3Shape& s, const Fa3KernelFacts& f) {
   CAPTURE(s.heads_kv);
   CAPTURE(f.Bc);
   const PassReport r = count_fa3_kernel(s, f);
-  const Loaded x = brute_force(s, f.Br, f.Bc, fa3_tile_lead(s, f));
+  const Loaded x = brute_force(s, f.Br, f.Bc);
   const Index b = bytes_of(f.dtype), d = s.d, Hq = s.batch * s.heads_q;
   const Index Tr = ceil_div(s.n_q, f.Br);
   CHECK(r.tensor("Q").read == Hq * s.n_q * d * b);
@@ -112,53 +102,7 @@ TEST_CASE("fa3 mirror: every tensor and the work match the closed form on awkwar
         Fa3KernelFacts narrow = facts(3, DType::fp16);
         narrow.Bc = 48;  // tiles that do not divide the lengths another way
         check_closed_form(d64, narrow);
-        // The partly empty query tile first (under the causal mask): three consumers of 64
-        // rows, Br = 192, leads of 0, 64 and 128 rows among these lengths.
-        Fa3KernelFacts first = facts(2, DType::bf16);
-        first.Br = 192;
-        first.consumers = 3;
-        first.partly_empty_first = true;
-        check_closed_form(d64, first);
       }
-}
-
-TEST_CASE("fa3 mirror: the lead puts a head's partly empty query tile first, in whole consumers") {
-  Fa3KernelFacts f = facts(2, DType::bf16);
-  f.Br = 192;
-  f.consumers = 3;
-  f.partly_empty_first = true;
-  // Tr Br - N_q rounded down to 64: N_q = 1024, 6 x 192 = 1152, 128; 1000: 152 -> 128;
-  // 960: a whole number of tiles, 0; 97: 95 -> 64; 1: 191 -> 128; 1025: 127 -> 64.
-  for (const auto& [n_q, lead] : {std::pair<Index, Index>{1024, 128}, {1000, 128}, {960, 0},
-                                  {97, 64}, {1, 128}, {1025, 64}, {1088, 64}}) {
-    CAPTURE(n_q);
-    const Fa3Shape causal{.n_q = n_q, .n_k = 1024, .d = 64, .causal = cpu::Causal::top_left};
-    CHECK(fa3_tile_lead(causal, f) == lead);
-    const Fa3Shape bottom{.n_q = n_q, .n_k = 2048, .d = 64, .causal = cpu::Causal::bottom_right};
-    CHECK(fa3_tile_lead(bottom, f) == lead);
-    const Fa3Shape none{.n_q = n_q, .n_k = 1024, .d = 64};
-    CHECK(fa3_tile_lead(none, f) == 0);  // without the mask every tile costs the same
-  }
-  f.partly_empty_first = false;
-  CHECK(fa3_tile_lead({.n_q = 1024, .n_k = 1024, .d = 64, .causal = cpu::Causal::top_left}, f) ==
-        0);
-  // Worked by hand, one head of N = 1024, top-left: tiles start 128 rows before row 0, so
-  // tile t holds rows [192 t - 128, 192 t + 64) and loads ceil((192 t + 64) / 128) KV tiles:
-  // 1 2 4 5 7 8 = 27 (32 with the partly empty tile last: 2 3 5 6 8 8).
-  f.partly_empty_first = true;
-  f.skips_unseen = true;
-  const Index d = 64, b = 2;
-  const Fa3Shape s{.n_q = 1024, .n_k = 1024, .d = d, .causal = cpu::Causal::top_left};
-  const PassReport first = count_fa3_kernel(s, f);
-  CHECK(first.tensor("K").read == 27 * 128 * d * b);
-  CHECK(first.tensor("Q").read == 1024 * d * b);
-  CHECK(first.tensor("O").written == 1024 * d * b);
-  f.partly_empty_first = false;
-  const PassReport last = count_fa3_kernel(s, f);
-  CHECK(last.tensor("K").read == 32 * 128 * d * b);
-  // The consumers' work is the same: each owns the same 64 rows either way (72 tiles).
-  CHECK(first.ops.matrix_flops == last.ops.matrix_flops);
-  CHECK(first.ops.matrix_flops == 2 * 2 * 72 * 64 * 128 * d);
 }
 
 // The (R, Bc) tiles the consumers compute, R = Br / consumers, found by classifying each
@@ -166,20 +110,21 @@ TEST_CASE("fa3 mirror: the lead puts a head's partly empty query tile first, in 
 // wholly in the future of the consumer's rows (none where its rows start past N_q), else all.
 Index consumer_tiles_brute_force(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
-  const Index R = f.Br / f.consumers, lead = fa3_tile_lead(s, f);
+  const Index R = f.Br / f.consumers;
   Index count = 0;
-  for (Index i = 0; i * f.Br - lead < s.n_q; ++i) {
-    const Rows block = clip(s, i * f.Br - lead, f.Br);
+  for (Index i = 0; i * f.Br < s.n_q; ++i) {
+    const Index block_rows = std::min(f.Br, s.n_q - i * f.Br);
     for (Index j = 0; j * f.Bc < s.n_k; ++j) {
       const Index cols = std::min(f.Bc, s.n_k - j * f.Bc);
-      if (mask.classify(block.first, block.count, j * f.Bc, cols) == cpu::TileKind::skipped)
-        continue;
+      if (mask.classify(i * f.Br, block_rows, j * f.Bc, cols) == cpu::TileKind::skipped) continue;
       for (Index c = 0; c < f.consumers; ++c) {
-        const Rows own = clip(s, i * f.Br - lead + c * R, R);
-        if (!f.skips_unseen)
+        const Index first = i * f.Br + c * R;
+        if (!f.skips_unseen) {
           ++count;
-        else if (own.count > 0)
-          count += mask.classify(own.first, own.count, j * f.Bc, cols) != cpu::TileKind::skipped;
+        } else if (first < s.n_q) {
+          const Index rows = std::min(R, s.n_q - first);
+          count += mask.classify(first, rows, j * f.Bc, cols) != cpu::TileKind::skipped;
+        }
       }
     }
   }
@@ -222,17 +167,14 @@ TEST_CASE("fa3 mirror: three consumers that compute only the tiles their rows se
   for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
     for (const Index n_q : {1, 97, 193, 1023})
       for (const Index n_k : {1, 97, 700, 1023})
-        for (const bool skips : {false, true})
-          for (const bool first : {false, true}) {
+        for (const bool skips : {false, true}) {
           const Fa3Shape s{.heads_q = 2, .heads_kv = 1, .n_q = n_q, .n_k = n_k, .d = d,
                            .causal = causal};
           f.skips_unseen = skips;
-          f.partly_empty_first = first;
           CAPTURE(n_q);
           CAPTURE(n_k);
           CAPTURE(cpu::to_string(causal));
           CAPTURE(skips);
-          CAPTURE(first);
           CHECK(count_fa3_kernel(s, f).ops.matrix_flops ==
                 2 * 2 * 2 * consumer_tiles_brute_force(s, f) * R * Bc * d);
         }

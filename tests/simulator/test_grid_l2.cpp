@@ -383,9 +383,6 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   refuses({.l2_bytes = 0}, "an L2 of 0 bytes");
   refuses({.l2_partitions = 0}, "l2_partitions = 0: give 1 to 64");
   refuses({.l2_bytes = 3, .l2_partitions = 4}, "a byte per partition");
-  refuses({.N = 16, .Br = 8, .lead = 1}, "lead = 1: give 0 to 0");
-  refuses({.N = 12, .Br = 8, .lead = 5}, "lead = 5: give 0 to 4");
-  refuses({.N = 12, .Br = 8, .lead = -1}, "lead = -1: give 0 to 4");
   refuses({.causal = cpu::Causal::bottom_right}, "top-left");
   refuses({.causal = static_cast<cpu::Causal>(7)}, "");
   CHECK_THROWS_AS(l2_crossover({.causal = cpu::Causal::top_left}), cpu::InvalidArgument);
@@ -398,26 +395,6 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   ordered.order = [](Index b) { return BlockTile{b % 2, b / 2}; };
   CHECK_THROWS_WITH_AS(l2_crossover(ordered), doctest::Contains("for blocks in grid order"),
                        cpu::InvalidArgument);
-}
-
-TEST_CASE("grid L2: a lead starts the query tiles before row 0, the partly empty one first") {
-  // By hand, causal, N = 12, Br = 8, Bc = 4, two heads, d = 16 (a row of 32 bytes). Without
-  // a lead tile 0 holds rows 0..7 (2 KV tiles) and tile 1 rows 8..11 (3); with a lead of 4,
-  // tile 0 rows 0..3 (rows -4..-1 are none: 1 KV tile) and tile 1 rows 4..11 (3). Into the
-  // SMs a head reads Q's 12 rows and K and V's loaded rows: 12 + 2 x 20 without the lead,
-  // 12 + 2 x 16 with it. Out, O and L of the 12 rows either way.
-  GridProblem p = small_grid();
-  p.N = 12;
-  p.Bc = 4;
-  p.causal = cpu::Causal::top_left;
-  const GridReport last = run_grid(p);
-  p.lead = 4;
-  const GridReport first = run_grid(p);
-  const Bytes row = 16 * 2;
-  CHECK(last.sm_read() == 2 * (12 + 2 * 20) * row);
-  CHECK(first.sm_read() == 2 * (12 + 2 * 16) * row);
-  CHECK(first.tensor("Q").read == last.tensor("Q").read);
-  CHECK(first.sm_written() == last.sm_written());
 }
 
 TEST_CASE("grid L2: a kernel's own order; the grid order given as one is the same run") {

@@ -1,7 +1,7 @@
 // How evenly a grid of persistent blocks shares fa3's work items (tile_schedule.hpp): the
 // busiest block's work over the mean, 1 where every block does the same. An item's work is
 // counted as the KV tiles it reads, for N_q = N_k: every tile without the mask; under the
-// top-left mask those up to its last row's diagonal, ceil(((i + 1) Br - lead) / Bc) for query tile i
+// top-left mask those up to its last row's diagonal, ceil((i + 1) Br / Bc) for query tile i
 // (i + 1 where Br = Bc: the last query tile of a head reads them all, the first one). An
 // item's own set-up and epilogue are left out. Two ways to
 // hand the items out:
@@ -11,9 +11,8 @@
 //     what fa3's work queue (FLASHLAB_FA3_GRID_QUEUE) does with one block per SM: its
 //     producer claims the next item a little early, `stages` KV tiles before the block is
 //     free, which can hand an item to another block but, counted so, leaves the busiest
-//     block's work unchanged at ANCHORS.md's shapes but one, d = 64 N = 2048, where it is
-//     0.5% more (tests/gpu/test_tile_schedule.cpp runs the queue as the kernel does and
-//     checks it).
+//     block's work unchanged at ANCHORS.md's shapes (tests/gpu/test_tile_schedule.cpp runs
+//     the queue as the kernel does and checks it).
 // Host code for the tests and the lessons; plain C++17.
 #pragma once
 
@@ -31,9 +30,7 @@ namespace flashlab::gpu::fa3 {
 // KV tiles item w reads (N_q = N_k; causal: the top-left mask).
 inline int64_t item_kv_tiles(const TileOrder& o, int64_t w, bool causal) {
   if (!causal) return o.kv_tiles;
-  // One past the tile's last key, maybe past N (the order's lead, tile_schedule.hpp, starts
-  // the tiles before row 0).
-  const int64_t last_key = first_row(o, work_item(o, w).tile + 1);
+  const int64_t last_key = int64_t(work_item(o, w).tile + 1) * o.rows;  // one past, maybe past N
   return std::min<int64_t>(o.kv_tiles, (last_key + kBc - 1) / kBc);
 }
 

@@ -53,33 +53,12 @@ struct TileOrder {
   int kv_tiles = 0;            // Tc = ceil(N_k / Bc): KV tiles per pair
   int section_pairs = 1;       // G: pairs whose K and V share the L2 at one time
   bool longest_first = false;  // causal: the last query tile of a pair first
-  int lead = 0;                // rows by which query tile 0 starts before row 0 (below)
 };
 
 struct WorkItem {
   int b = 0, h = 0;  // batch entry, query head
-  int tile = 0;      // query tile: rows [first_row(o, tile), first_row(o, tile) + Br)
+  int tile = 0;      // query tile: rows [tile Br, tile Br + Br)
 };
-
-// Where Br does not divide N_q one query tile is partly empty. Without the mask it costs as
-// much wherever it is, and it is the last (rows [(Tr - 1) Br, N_q)). Under the causal mask
-// the last tile sees the most keys and the first the fewest, so the partly empty one is made
-// the first: query tile t starts `lead` rows before t Br, lead = Tr Br - N_q rounded down to
-// whole consumers' rows (kRowsPerConsumer), so that a consumer's rows lie wholly below row 0
-// (it computes nothing and stores nothing) or wholly at or above it. Tile 0's rows below 0
-// are read as zeros (TMA fills what lies outside the tensor) and never written. The rows
-// each consumer owns, and so the work, are the same; the block's time, its busiest
-// consumer's, is not: at d = 64 (Br = 192), N = 1024, the last tile's 64 rows took all 8 KV
-// tiles with one consumer of three working, and taken first they take one.
-inline constexpr bool kPartlyEmptyTileFirst = true;
-constexpr int tile_lead(int64_t n_q, int rows, bool causal) {
-  if (!causal || !kPartlyEmptyTileFirst) return 0;
-  const int64_t tiles = (n_q + rows - 1) / rows;
-  return int((tiles * rows - n_q) / kRowsPerConsumer * kRowsPerConsumer);
-}
-FLASHLAB_HOST_DEVICE constexpr int first_row(const TileOrder& o, int tile) {
-  return tile * o.rows - o.lead;
-}
 
 // The order for a problem of (batch, heads_q, heads_kv, N_q, N_k, d) with elements of
 // elem_bytes, on a GPU with l2_bytes of L2. A query head's share of K and V is
@@ -100,7 +79,6 @@ constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t head
   const int64_t fit = kv_per_pair > 0 ? budget / kv_per_pair : o.pairs;
   o.section_pairs = int(fit < 1 ? 1 : fit > o.pairs ? o.pairs : fit);
   o.longest_first = causal;
-  o.lead = tile_lead(n_q, o.rows, causal);
   return o;
 }
 

@@ -49,16 +49,8 @@ struct Fa3KernelFacts {
   std::optional<WarpStore> lse_store{};
   bool stages_o = false;         // O leaves through an SRAM tile sO (Br, d) and TMA stores
   bool skips_unseen = false;     // a consumer computes only the KV tiles its own rows see
-                                 // (none where it has no row); else all the block loads
-  bool partly_empty_first = false;  // under the causal mask a head's partly empty query
-                                    // tile is its first (fa3_tile_lead, below)
+                                 // (none where they start past N_q); else all the block loads
 };
-
-// Rows by which a head's query tile 0 starts before row 0 (tile i: rows [i Br - lead,
-// (i + 1) Br - lead)): under the causal mask, where the facts say so, Tr Br - N_q rounded
-// down to whole consumers' rows (Br / consumers), so that the partly empty tile, which sees
-// the fewest keys there, is the first; else 0.
-cpu::Index fa3_tile_lead(const Fa3Shape& shape, const Fa3KernelFacts& facts);
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
 // size is >= 1 (N up to 2^22, d up to 2^12, batch x heads_q up to 2^20), heads_kv divides

@@ -157,10 +157,6 @@ struct GridProblem {
   // kernel's own order (fa3's tile scheduler, flashlab/gpu/tile_schedule.hpp, handed in by
   // the caller), a one-to-one map of 0 .. blocks() - 1 onto the heads' tiles.
   std::function<BlockTile(cpu::Index block)> order{};
-  // Rows by which query tile 0 starts before row 0: tile i holds rows [i Br - lead,
-  // (i + 1) Br - lead) inside [0, N) (fa3 under the causal mask: its partly empty tile
-  // first, tile_schedule.hpp's tile_lead); 0 <= lead < Br, and lead <= Tr Br - N.
-  cpu::Index lead = 0;
   // The L1 of each SM that K and V tiles pass through, for a kernel whose K and V loads are
   // cached there (the scalar kernel's plain loads); 0 where they bypass it (cp.async.cg,
   // TMA: fa2, fa3), the default. See "The L1" above.
