@@ -17,8 +17,8 @@
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
 # CLI11, fmt, nlohmann-json, pybind11, for machines that lack them; default .deps/root), TEST_SHARDS
-# (how many test_gpu processes the test step runs at once; default 8), TEST_TIMEOUT (seconds
-# before the test step stops one of them; default 900), SANITIZE_TIMEOUT (the same for the
+# (how many test_gpu processes, one case each, the test step runs at once; default 8),
+# TEST_TIMEOUT (seconds before the test step stops one of them; default 900), SANITIZE_TIMEOUT (the same for the
 # sanitize step; default 1500), SEQ_LENS
 # (the benchmark's N values).
 set -uo pipefail
@@ -128,15 +128,15 @@ fi
 
 if want test; then
   step "GPU tests"
-  # test_gpu's cases in TEST_SHARDS processes at once (default 8), each a range of the cases
-  # in name order (doctest's --first and --last), and the other GPU test programs beside
-  # them, so that the suite is not the sum of its cases' times (the processes share the one
-  # GPU, which time-slices between them). Each process is stopped after TEST_TIMEOUT seconds
-  # (default 900; a deadlocked kernel would hang it) and counted as failed. A fault in a
-  # kernel (an illegal instruction, an illegal address) is sticky, every later CUDA call of
-  # the process failing too, so it spoils only its own shard's later cases; the summary names
-  # each shard's cases and failures. (doctest counts the cases outside a shard's range as
-  # passed: only the assertions and the failures say what a shard ran.)
+  # Each of test_gpu's cases in a process of its own (doctest's --first and --last on its
+  # index in name order), TEST_SHARDS of them at once (default 8), the next starting as one
+  # ends, and the other GPU test programs beside them: so that the suite takes about its
+  # longest case's time over the processes rather than the sum of its cases' times (the
+  # processes share the one GPU, which time-slices between them). A fault in a kernel (an
+  # illegal instruction, an illegal address) is sticky, every later CUDA call of the process
+  # failing too: here it spoils its own case only. Each process is stopped after TEST_TIMEOUT
+  # seconds (default 900; a deadlocked kernel would hang it) and counted as failed; the
+  # summary names every case that failed, with its log's tail.
   mkdir -p "$OUT/tests"
   shards=${TEST_SHARDS:-8}
   (( shards >= 1 )) || shards=1
@@ -151,29 +151,41 @@ if want test; then
     status=1
     cases=0
   fi
-  per=$(( (cases + shards - 1) / shards ))
-  pids=() labels=() logs=() firsts=()
-  for ((first = 1; first <= cases; first += per)); do
-    last=$(( first + per - 1 < cases ? first + per - 1 : cases ))
-    timeout -s KILL "$limit" "$BUILD/tests/gpu/test_gpu" -ob=name -f=$first -l=$last \
-      > "$OUT/tests/shard_$first.log" 2>&1 &
-    pids+=($!) labels+=("test_gpu cases $first to $last") logs+=("") firsts+=($first)
-  done
+  exits="$OUT/tests/exits.txt"  # a line for each process as it ends: its label and exit code
+  : > "$exits"
+  # Runs "$@" in the background, stopped after $limit s, its output in the log $1.log, its
+  # label $1 and exit code appended to $exits; waits while `shards` others run.
+  launch() {
+    local label=$1
+    shift
+    while (( $(jobs -rp | wc -l) >= shards )); do wait -n; done
+    ( timeout -s KILL "$limit" "$@" > "$OUT/tests/$label.log" 2>&1
+      echo "$label $?" >> "$exits" ) &
+  }
   for t in test_gpu_hopper_tile test_gpu_exp2 test_gpu_abi test_gpu_info test_gpu_validate \
            test_gpu_validate_decode; do
-    timeout -s KILL "$limit" "$BUILD/tests/gpu/$t" > "$OUT/tests/$t.log" 2>&1 &
-    pids+=($!) labels+=("$t") logs+=("$OUT/tests/$t.log")
+    launch "$t" "$BUILD/tests/gpu/$t"
   done
-  await_processes passed > "$OUT/tests.log"
+  for ((i = 1; i <= cases; ++i)); do
+    launch "case_$i" "$BUILD/tests/gpu/test_gpu" -ob=name -f=$i -l=$i
+  done
+  wait
+  failed=0
+  while read -r label rc; do
+    (( rc == 0 )) && continue
+    failed=$((failed + 1))
+    why="exit $rc"
+    (( rc == 137 )) && why="stopped after $limit s"
+    name=$label
+    [[ $label == case_* ]] && name="test_gpu case ${label#case_}: $(sed -n "${label#case_}p" "$names")"
+    echo "FAILED ($why): $name"
+    grep -E "ERROR|CRASHED|logged:" "$OUT/tests/$label.log" | head -12
+  done < <(sort -V "$exits") > "$OUT/tests.log"
+  ran=$(wc -l < "$exits")
+  echo "GPU tests: $ran processes ran ($cases test_gpu cases and 6 programs), $failed failed" \
+    >> "$OUT/tests.log"
+  (( failed == 0 && ran == cases + 6 )) || status=1
   cat "$OUT/tests.log"
-  for first in "${firsts[@]}"; do  # each shard: its cases, then what it ran and what failed
-    last=$(( first + per - 1 < cases ? first + per - 1 : cases ))
-    echo "--- cases $first to $last:" >> "$OUT/tests.log"
-    sed -n "${first},${last}p" "$names" | sed 's/^/    /' >> "$OUT/tests.log"
-    grep -E "^\[doctest\] assertions|ERROR|logged:|CRASHED" "$OUT/tests/shard_$first.log" |
-      head -20 >> "$OUT/tests.log"
-  done
-  grep -E "ERROR|CRASHED" "$OUT/tests.log" | head -20
 fi
 
 if want python; then

@@ -38,6 +38,27 @@ inline void expect_matches_reference(const Case& c) {
   CHECK(out.lse_err <= kLseTolerance);
 }
 
+// fa3 on the case with each of `each`'s options, all on the same fresh inputs, each held to
+// the same references (computed once) as expect_matches_reference holds one run.
+inline void expect_each_matches_reference(const Case& c,
+                                          const std::vector<flashlab_fa3_options>& each) {
+  const uint64_t seed = fresh_seed();
+  const std::vector<Outcome> outs = run_case_each(c, seed, each);
+  REQUIRE(outs.size() == each.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Case ran = c;
+    ran.fa3 = each[i];
+    const Outcome& out = outs[i];
+    INFO(ran.describe(), " seed=", seed, " err=", out.err, " naive-same-precision err=",
+         out.err_naive, " bound=", out.bound, " LSE err=", out.lse_err);
+    CHECK(out.unwritten == 0);
+    CHECK(out.padding_written == 0);
+    CHECK(out.err <= out.bound);
+    CHECK(out.lse_inf_matches);
+    CHECK(out.lse_err <= kLseTolerance);
+  }
+}
+
 // Whether FLASHLAB_SKIP_FA3 is set (to anything but "" or "0"): the tests that run every
 // kernel then leave fa3 out. A fault in a kernel (an illegal instruction, say) is sticky: it
 // ends every later CUDA call of the process, so the device script runs the other kernels'

@@ -104,10 +104,17 @@ double fp32_slack(const Case& c, const HostTensor<In>& V) {
   return kFp32OrderSlack * std::numeric_limits<float>::epsilon() * std::sqrt(double(c.n_k)) * v_max;
 }
 
-// Compares one (b, h) head of the kernel's output with the references.
+// One (b, h) head's references: O and L of attention in fp64, and the error naive attention
+// computed in the case's precision makes against them (ANCHORS.md's rule). They depend on the
+// inputs alone, so a test that runs several switch settings on the same inputs computes them
+// once (naive attention in bf16 or fp16 is most of a test's time).
+struct HeadReference {
+  cpu::NaiveResult<double> exact;
+  double err_naive = 0;
+};
+
 template <class In>
-void compare_head(const Prepared<In>& p, const std::vector<In>& O, const std::vector<float>& L,
-                  int b, int h, Outcome* out) {
+HeadReference head_reference(const Prepared<In>& p, int b, int h) {
   const Case& c = p.c;
   const int hk = h / (c.heads_q / c.heads_kv);
   cpu::AttentionOptions options;
@@ -118,39 +125,82 @@ void compare_head(const Prepared<In>& p, const std::vector<In>& O, const std::ve
   // The rule indexes the mask by the query head h, not the KV head it reads.
   const cpu::DropoutMask mask({c.dropout_p, c.dropout_seed, c.dropout_offset}, b, h);
   const cpu::DropoutMask* dropout = c.dropout_p > 0 ? &mask : nullptr;
-  const auto ref = cpu::naive_attention<double>(
-      Q.template cast<double>(), K.template cast<double>(), V.template cast<double>(), options,
-      cpu::SoftmaxKind::stable, dropout);
+  HeadReference r{cpu::naive_attention<double>(Q.template cast<double>(),
+                                               K.template cast<double>(),
+                                               V.template cast<double>(), options,
+                                               cpu::SoftmaxKind::stable, dropout),
+                  0.0};
   const auto low = cpu::naive_attention<In>(Q, K, V, options, cpu::SoftmaxKind::stable, dropout);
+  for (int n = 0; n < c.n_q; ++n)
+    for (int k = 0; k < c.d; ++k)
+      r.err_naive = std::max(r.err_naive, std::abs(double(low.O(n, k)) - r.exact.O(n, k)));
+  return r;
+}
+
+// Every (b, h) head's references, in (b, h) order.
+template <class In>
+std::vector<HeadReference> references(const Prepared<In>& p) {
+  std::vector<HeadReference> out;
+  for (int b = 0; b < p.c.batch; ++b)
+    for (int h = 0; h < p.c.heads_q; ++h) out.push_back(head_reference(p, b, h));
+  return out;
+}
+
+// Compares one (b, h) head of the kernel's output with its references.
+template <class In>
+void compare_head(const Prepared<In>& p, const HeadReference& r, const std::vector<In>& O,
+                  const std::vector<float>& L, int b, int h, Outcome* out) {
+  const Case& c = p.c;
+  out->err_naive = std::max(out->err_naive, r.err_naive);
   for (int n = 0; n < c.n_q; ++n) {
     for (int k = 0; k < c.d; ++k) {
       const double o = double(O[p.gO.at(b, h, n, k)]);
       if (std::isnan(o))
         ++out->unwritten;
       else
-        out->err = std::max(out->err, std::abs(o - ref.O(n, k)));
-      out->err_naive = std::max(out->err_naive, std::abs(double(low.O(n, k)) - ref.O(n, k)));
+        out->err = std::max(out->err, std::abs(o - r.exact.O(n, k)));
     }
     for (int k = c.d; c.layout == Layout::bhsd_padded && k < c.d + kRowPad; ++k)
       if (!std::isnan(double(O[p.gO.at(b, h, n, k)]))) ++out->padding_written;
     const double l = L[(size_t(b) * c.heads_q + h) * c.n_q + n];
-    if (std::isinf(ref.L[n]))
+    if (std::isinf(r.exact.L[n]))
       out->lse_inf_matches &= std::isinf(l) && l < 0;
     else if (std::isnan(l) || std::isinf(l))
       out->lse_inf_matches = false;
     else
-      out->lse_err = std::max(out->lse_err, std::abs(l - ref.L[n]));
+      out->lse_err = std::max(out->lse_err, std::abs(l - r.exact.L[n]));
   }
+}
+
+// The kernel's output against the references, every head.
+template <class In>
+Outcome compare(const Prepared<In>& p, const std::vector<HeadReference>& refs,
+                const std::vector<In>& O, const std::vector<float>& L) {
+  Outcome out;
+  for (int b = 0, i = 0; b < p.c.batch; ++b)
+    for (int h = 0; h < p.c.heads_q; ++h, ++i) compare_head(p, refs[size_t(i)], O, L, b, h, &out);
+  out.bound = 2.0 * out.err_naive + fp32_slack(p.c, p.V);
+  return out;
 }
 
 template <class In>
 Outcome run_typed(const Case& c, uint64_t seed) {
   Prepared<In> p(c, seed);
   const auto [O, L] = p.launch();
-  Outcome out;
-  for (int b = 0; b < c.batch; ++b)
-    for (int h = 0; h < c.heads_q; ++h) compare_head(p, O, L, b, h, &out);
-  out.bound = 2.0 * out.err_naive + fp32_slack(c, p.V);
+  return compare(p, references(p), O, L);
+}
+
+template <class In>
+std::vector<Outcome> run_each_typed(const Case& c, uint64_t seed,
+                                    const std::vector<flashlab_fa3_options>& each) {
+  Prepared<In> p(c, seed);
+  const std::vector<HeadReference> refs = references(p);
+  std::vector<Outcome> out;
+  for (const flashlab_fa3_options& o : each) {
+    p.c.fa3 = o;
+    const auto [O, L] = p.launch();
+    out.push_back(compare(p, refs, O, L));
+  }
   return out;
 }
 
@@ -187,9 +237,9 @@ RescaleCounts rescale_counts_typed(const Case& c, uint64_t seed) {
   options.causal = causal_of(c.causal);
   if (c.scale > 0) options.scale = c.scale;
   options.tiles = {fa3::br(c.d), fa3::kBc};
+  out.outcome = compare(p, references(p), O, L);
   for (int b = 0; b < c.batch; ++b)
     for (int h = 0; h < c.heads_q; ++h) {
-      compare_head(p, O, L, b, h, &out.outcome);
       const int hk = h / (c.heads_q / c.heads_kv);
       const auto r = cpu::forward_conditional<In>(p.Q.head(b, h, c.n_q), p.K.head(b, hk, c.n_k),
                                                   p.V.head(b, hk, c.n_k), options);
@@ -198,7 +248,6 @@ RescaleCounts rescale_counts_typed(const Case& c, uint64_t seed) {
       out.cpu[FLASHLAB_RESCALE_SKIPPED] += r.rescales.skipped;
       out.cpu[FLASHLAB_RESCALE_KEPT] += r.rescales.kept;
     }
-  out.outcome.bound = 2.0 * out.outcome.err_naive;
   return out;
 }
 
@@ -246,6 +295,18 @@ Outcome run_case(const Case& c, uint64_t seed) {
     case FLASHLAB_BF16: break;
   }
   return run_typed<cpu::bf16>(c, seed);
+}
+
+std::vector<Outcome> run_case_each(const Case& c, uint64_t seed,
+                                   const std::vector<flashlab_fa3_options>& each) {
+  if (c.kernel != FLASHLAB_KERNEL_FA3)
+    throw std::invalid_argument("run_case_each: the options are fa3's; give an fa3 case");
+  switch (c.dtype) {
+    case FLASHLAB_FP32: return run_each_typed<float>(c, seed, each);
+    case FLASHLAB_FP16: return run_each_typed<cpu::fp16>(c, seed, each);
+    case FLASHLAB_BF16: break;
+  }
+  return run_each_typed<cpu::bf16>(c, seed, each);
 }
 
 std::vector<RawRun> run_repeated(const Case& c, uint64_t seed, int runs) {

@@ -52,6 +52,12 @@ struct Outcome {
 // Runs the case once on fresh random inputs drawn from `seed`.
 Outcome run_case(const Case& c, uint64_t seed);
 
+// Runs fa3 on the case once for each of `each`'s options (c.fa3 ignored), all on the same
+// fresh inputs drawn from `seed`, the references computed once: what a test of switches that
+// change how the work is scheduled, never the result, needs.
+std::vector<Outcome> run_case_each(const Case& c, uint64_t seed,
+                                   const std::vector<flashlab_fa3_options>& each);
+
 // The raw output bits of two runs of one case on the same inputs (for determinism).
 struct RawRun {
   std::vector<uint8_t> o;

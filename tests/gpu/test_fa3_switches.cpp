@@ -82,12 +82,12 @@ TEST_CASE("fa3: every switch combination matches the reference (bf16, d = 128)")
   constexpr int kShapes[][2] = {{1, 1}, {97, 113}, {300, 1023}, {1023, 300}};
   constexpr flashlab_causal kModes[] = {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT,
                                         FLASHLAB_CAUSAL_BOTTOM_RIGHT};
-  for (const flashlab_fa3_options& o : every_combination())
-    for (const auto& shape : kShapes)
-      for (flashlab_causal causal : kModes) {
-        expect_matches_reference(
-            grid_case({2, 4, 2, shape[0], shape[1]}, FLASHLAB_BF16, 128, causal, o));
-      }
+  // Each combination on the same inputs, held to references computed once.
+  for (const auto& shape : kShapes)
+    for (flashlab_causal causal : kModes)
+      expect_each_matches_reference(
+          grid_case({2, 4, 2, shape[0], shape[1]}, FLASHLAB_BF16, 128, causal, {}),
+          every_combination());
 }
 
 // A Case whose blocks, on a persistent grid, each take several work items: 4 x 8 (batch,
@@ -108,17 +108,19 @@ TEST_CASE("fa3: the persistent grid, every switch combination, more items than S
   const int64_t items =
       int64_t(probe.batch) * probe.heads_q * ((probe.n_q + fa3::br(probe.d) - 1) / fa3::br(probe.d));
   REQUIRE(items > sm_count());  // so that blocks run several items one after the other
+  std::vector<flashlab_fa3_options> each;
   for (flashlab_fa3_options o : every_combination())
     // The work queue's items are taken by the producer warp: only with one.
     for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE}) {
       if (grid == FLASHLAB_FA3_GRID_QUEUE && o.warp_specialized == 0) continue;
       o.grid = grid;
-      // Causal bottom-right with N_q > N_k: the first rows see no key, so whole items have
-      // no KV tile (Tc = 0) between items that have some.
-      for (flashlab_causal causal :
-           {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
-        expect_matches_reference(many_items(causal, 128, o));
+      each.push_back(o);
     }
+  // Causal bottom-right with N_q > N_k: the first rows see no key, so whole items have no KV
+  // tile (Tc = 0) between items that have some.
+  for (flashlab_causal causal :
+       {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+    expect_each_matches_reference(many_items(causal, 128, {}), each);
 }
 
 TEST_CASE("fa3: the work queue is bitwise deterministic, whichever block takes an item") {
@@ -136,17 +138,18 @@ TEST_CASE("fa3: the work queue is bitwise deterministic, whichever block takes a
 }
 
 TEST_CASE("fa3: every grid at d = 64 and 128, bf16 and fp16, ragged causal shapes and GQA") {
+  std::vector<flashlab_fa3_options> grids;
   for (int grid : {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_AUTO,
-                   FLASHLAB_FA3_GRID_QUEUE})
-    for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
-      for (int d : {64, 128})
-        for (const GridShape& s : kGridShapes)
-          for (flashlab_causal causal :
-               {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-            flashlab_fa3_options o = fa3_defaults();
-            o.grid = grid;
-            expect_matches_reference(grid_case(s, dtype, d, causal, o));
-          }
+                   FLASHLAB_FA3_GRID_QUEUE}) {
+    grids.push_back(fa3_defaults());
+    grids.back().grid = grid;
+  }
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : {64, 128})
+      for (const GridShape& s : kGridShapes)
+        for (flashlab_causal causal :
+             {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+          expect_each_matches_reference(grid_case(s, dtype, d, causal, {}), grids);
 }
 
 TEST_CASE("fa3: the persistent grid under the conditional rule, counting or not") {
@@ -171,16 +174,17 @@ TEST_CASE(
   // the second Q buffer and its item slot); two KV tiles each, to keep the sanitizers' run
   // short, and none at all for the first rows under the bottom-right mask.
   // The work queue likewise: its counter, and the item slot the producer hands items in.
+  std::vector<flashlab_fa3_options> each;
   for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
-    for (int d : {64, 128})
-      for (int overlap_items : {0, 1})
-        for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-          flashlab_fa3_options o = fa3_defaults();
-          o.overlap_items = overlap_items;
-          o.grid = grid;
-          expect_matches_reference(
-              grid_case({1, 12, 3, 1500, 203}, FLASHLAB_BF16, d, causal, o));
-        }
+    for (int overlap_items : {0, 1}) {
+      each.push_back(fa3_defaults());
+      each.back().overlap_items = overlap_items;
+      each.back().grid = grid;
+    }
+  for (int d : {64, 128})
+    for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+      expect_each_matches_reference(grid_case({1, 12, 3, 1500, 203}, FLASHLAB_BF16, d, causal, {}),
+                                    each);
 }
 
 // c checked against the reference; then its O and L, and those of c with `change` made to its
@@ -224,9 +228,7 @@ void expect_same_bits_or_both_match_reference(Case c, Change change) {
     expect_same_bits_when(c, change);
     return;
   }
-  expect_matches_reference(c);
-  c.fa3 = other;
-  expect_matches_reference(c);
+  expect_each_matches_reference(c, {*c.fa3, other});
 }
 
 TEST_CASE("fa3: running across work items changes no bit (overlap_items, persistent and queue)") {
@@ -308,16 +310,17 @@ TEST_CASE("fa3: ping-pong changes no bit at d = 64 where the consumers compute t
 }
 
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
+  std::vector<flashlab_fa3_options> each;
+  for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
+    for (int ping_pong : {0, 1}) {
+      each.push_back(fa3_defaults());
+      each.back().stages = stages;
+      each.back().ping_pong = ping_pong;
+    }
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
     for (int d : {64, 128})
-      for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
-        for (int ping_pong : {0, 1}) {
-          flashlab_fa3_options o = fa3_defaults();
-          o.stages = stages;
-          o.ping_pong = ping_pong;
-          expect_matches_reference(
-              grid_case({1, 2, 1, 517, 1023}, dtype, d, FLASHLAB_CAUSAL_BOTTOM_RIGHT, o));
-        }
+      expect_each_matches_reference(
+          grid_case({1, 2, 1, 517, 1023}, dtype, d, FLASHLAB_CAUSAL_BOTTOM_RIGHT, {}), each);
 }
 
 flashlab_status call_fa3(const ValidCall& call, const flashlab_fa3_options& o,
@@ -359,14 +362,15 @@ TEST_CASE("sanitizer: fa3 with software_exp2, d = 64 and 128") {
 }
 
 TEST_CASE("fa3: software_exp2 on the persistent grid and per tile, more items than SMs") {
+  std::vector<flashlab_fa3_options> grids;
   for (int grid :
-       {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
-    for (int d : {64, 128})
-      for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
-        flashlab_fa3_options o = software_exp2();
-        o.grid = grid;
-        expect_matches_reference(many_items(causal, d, o));
-      }
+       {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE}) {
+    grids.push_back(software_exp2());
+    grids.back().grid = grid;
+  }
+  for (int d : {64, 128})
+    for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+      expect_each_matches_reference(many_items(causal, d, {}), grids);
 }
 
 TEST_CASE("fa3: software_exp2 is bitwise deterministic, and changes the output's bits") {
