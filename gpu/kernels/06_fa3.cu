@@ -352,9 +352,14 @@ __device__ __forceinline__ float move_base(SoftmaxState& state, int r, float til
   const bool move = !is_conditional(kRescale) || (tile_max - m_old) * scale_log2 > rule.tau;
   const float m_new = move ? fmaxf(m_old, tile_max) : m_old;
   // A row that has seen only masked keys still has m = -inf: exponentiate against 0
-  // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0.
-  const float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
-  alpha = move ? ptx::exp2_approx(m_old * scale_log2 - base) : 1.0f;
+  // instead, since 2^(-inf - (-inf)) is NaN; its W and alpha then come out 0. alpha is
+  // 2^((m - m') s), the difference taken first, so that it is exactly 1 where the base stays
+  // (as in the CPU reference): m s - m' s would be fused into one multiply-add against m' s
+  // rounded, leaving the rounding error of m s, and a tile that moves nothing (one wholly
+  // masked, say) would still scale l and U by 2^e.
+  const float m_finite = m_new == -INFINITY ? 0.0f : m_new;
+  const float base = m_finite * scale_log2;
+  alpha = move ? ptx::exp2_approx((m_old - m_finite) * scale_log2) : 1.0f;
   state.m[r] = m_new;
   state.max_seen[r] = fmaxf(state.max_seen[r], tile_max);
   if (kRescale == Rescale::counted && counted) {

@@ -563,11 +563,10 @@ static_assert(consumer_data_registers(128, w_buffers(128)) < consumer_registers(
 // within 2.5% at N = 16384 (bench/gpu/NOTES.md, "Consumers that skip the tiles their rows do
 // not see, measured"). Compiled where Br > Bc (d = 64) only: at Br = Bc there is less to
 // leave out (a ragged N_q, or a bottom-right diagonal that falls inside a KV tile). A call
-// leaves them out where consumers_skip_unseen says (below). Its bits: under a causal mask
-// they can differ in the last place from a run that computes every tile, within the 2x rule
-// (measured on the device). The likely cause, read from the code and not isolated: a tile
-// wholly masked for a row moves no base, but its alpha = 2^(m s - m' s) is worked out with
-// m' s already rounded, and may come out 2^e with e the rounding error, not 1.
+// leaves them out where consumers_skip_unseen says (below). The same bits either way: a tile
+// its rows do not see is wholly masked for them, moves no base, and its alpha is exactly 1
+// (06_fa3.cu, move_base; before alpha was made so, the bits differed in the last place under
+// a causal mask, within the 2x rule: bench/gpu/NOTES.md).
 FLASHLAB_HOST_DEVICE constexpr bool skips_unseen_tiles(int64_t d) { return br(d) > kBc; }
 inline constexpr int kMaxStages = 3;
 // The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
