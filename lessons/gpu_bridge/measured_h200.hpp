@@ -141,4 +141,20 @@ inline constexpr SkipGain kFa3SkipUnseenN1024{
     {1.158, 1.160},
     {1.063, 1.057}};
 
+// fa3 at d = 64 with the partly empty query tile a head's first under the causal mask (the
+// tiles started 128 rows before row 0, so that the busiest consumer's share of a head falls
+// from 96 (64, 128) tile-slots to 81; the branch fa3-lead-first), over main's kernel without
+// it, timed in turns in one process: N = 1024, one run. Without the mask nothing starts
+// elsewhere, so `none` is the spread of two builds of the same work.
+struct LeadGain {
+  Source source;
+  double causal, none;  // TFLOP/s over main's
+};
+inline constexpr LeadGain kFa3LeadFirstN1024{
+    {"bench/RESULTS.md, run of 2026-12-02, seventh; bench/gpu/NOTES.md, \"The partly empty "
+     "query tile first\" (results/2026-12-02-h200-fa3-lead-first-d64.csv)",
+     "B = 16, H = 32, N = 1024, d = 64, bf16", "bench.py --baseline-lib, triton.testing.do_bench"},
+    0.994,
+    0.970};
+
 }  // namespace flashlab::app::measured
