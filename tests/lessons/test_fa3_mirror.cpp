@@ -95,7 +95,8 @@ TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be n
 
 TEST_CASE("fa3 prediction: the grid runs fa3's own tile order, not the grid order") {
   // 16 heads of N = 4096, d = 128 (ANCHORS.md's measured shape): fa3's scheduler puts as many
-  // heads in a section as half the L2 holds K and V of, the head varying fastest. The
+  // heads in a section as its share of the L2 (fa3::kL2ShareForKV) holds K and V of, the
+  // head varying fastest. The
   // prediction's grid must be that order's run, and here the two orders differ.
   const app::KernelRun run{.kernel = "fa3", .n = 4096, .d = 128, .heads = 16};
   const app::Prediction p = app::predict(run);
