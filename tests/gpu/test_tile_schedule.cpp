@@ -91,17 +91,21 @@ TEST_CASE("tile order: more items than an int holds are taken in 64-bit integers
 }
 
 TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large as fits") {
-  for (const auto& [s, l2] : kCases) {
-    const TileOrder o = order_of(s, false, l2);
-    const int64_t group = s.heads_q / s.heads_kv;
-    const int64_t kv_per_pair = (2 * s.n_k * s.d * 2 + group - 1) / group;
-    const int64_t budget = l2 * kL2ShareForKV[0] / kL2ShareForKV[1];
-    INFO("heads_q=", s.heads_q, " N_k=", s.n_k, " d=", s.d, " L2=", l2);
-    CHECK(o.section_pairs >= 1);
-    CHECK(o.section_pairs <= o.pairs);
-    if (o.section_pairs > 1) CHECK(o.section_pairs * kv_per_pair <= budget);
-    if (o.section_pairs < o.pairs) CHECK((o.section_pairs + 1) * kv_per_pair > budget);
-  }
+  // The shares: a quarter without the mask, a half under it (kernel_info.hpp says why).
+  CHECK(kv_section_budget(int64_t(60) << 20, false) == int64_t(15) << 20);
+  CHECK(kv_section_budget(int64_t(60) << 20, true) == int64_t(30) << 20);
+  for (const auto& [s, l2] : kCases)
+    for (bool causal : {false, true}) {
+      const TileOrder o = order_of(s, causal, l2);
+      const int64_t group = s.heads_q / s.heads_kv;
+      const int64_t kv_per_pair = (2 * s.n_k * s.d * 2 + group - 1) / group;
+      const int64_t budget = kv_section_budget(l2, causal);
+      INFO("heads_q=", s.heads_q, " N_k=", s.n_k, " d=", s.d, " L2=", l2, " causal=", causal);
+      CHECK(o.section_pairs >= 1);
+      CHECK(o.section_pairs <= o.pairs);
+      if (o.section_pairs > 1) CHECK(o.section_pairs * kv_per_pair <= budget);
+      if (o.section_pairs < o.pairs) CHECK((o.section_pairs + 1) * kv_per_pair > budget);
+    }
 }
 
 TEST_CASE("tile order: inside a section, causal tiles go from the longest to the shortest") {

@@ -656,22 +656,28 @@ inline constexpr int kDefaultOverlapItems = 0;
 // settled (bench/gpu/NOTES.md, "Same instructions, 4 to 8% apart").
 constexpr bool chain_code_in_default_kernel(int64_t d) { return d < 128; }
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
-// rest is left to the Q tiles read and the O tiles written meanwhile): one quarter. A head
-// whose blocks run on both sides of the L2 is held in both partitions (docs/IO-LEVELS.md,
-// "fa3's DRAM bytes"), so sections planned on half of it filled both: at 16 heads x N =
-// 4096, d = 128 the section of 15 heads read 129.7 MiB from DRAM for 48. Measured on the
-// H200 (2026-12-02, bench/results/2026-12-02-h200-fa3-quarter-l2-d{64,128}{,-repeat}.csv,
-// in turns, two runs), a quarter over a half, N = 512..16384: d = 128 non-causal 1.028/1.018
-// 1.069/1.068 1.028/1.051 1.046/1.033 1.017/1.032 0.999/1.027, causal 1.003/0.999 1.020/1.017
-// 1.024/1.034 0.965/0.984 0.982/0.989 1.064/1.053; d = 64 non-causal 1.001/1.003 0.996/1.002
-// 1.016/1.044 1.034/1.030 1.012/1.027 1.000/1.000, causal 0.997/0.998 1.001/0.999 1.016/0.989
-// 1.007/1.000 0.959/0.972 0.983/0.998. DRAM read (ncu, B = 16384 / N, H = 16, d = 128, not
-// causal): N = 1024 477 -> 247 MB, N = 4096 597 -> 263 MB (cuDNN 201 at both). Under the
-// causal mask the work queue balances the tiles whatever the section size (with the
-// persistent turns a smaller section made the busiest block's share up to 13% worse:
-// tests/gpu/test_tile_schedule.cpp); a quarter loses 1 to 4% there at N = 4096 and 8192 and
-// gains as much at N = 1024, 2048 and 16384 (d = 128), so one share serves both masks.
-inline constexpr int64_t kL2ShareForKV[2] = {1, 4};
+// rest is left to the Q tiles read and the O tiles written meanwhile), as {numerator,
+// denominator}: a quarter without the mask, a half under it. A head whose blocks run on
+// both sides of the L2 is held in both partitions (docs/IO-LEVELS.md, "fa3's DRAM bytes"), so
+// sections planned on half of it filled both: at 16 heads x N = 4096, d = 128 the section of
+// 15 heads read 129.7 MiB from DRAM for 48. Measured on the H200 (2026-12-02,
+// bench/results/2026-12-02-h200-fa3-quarter-l2-d{64,128}{,-repeat}.csv, in turns, two runs),
+// a quarter over a half, N = 512..16384: d = 128 non-causal 1.028/1.018 1.069/1.068
+// 1.028/1.051 1.046/1.033 1.017/1.032 0.999/1.027; d = 64 non-causal 1.001/1.003 0.996/1.002
+// 1.016/1.044 1.034/1.030 1.012/1.027 1.000/1.000. DRAM read (ncu, B = 16384 / N, H = 16,
+// d = 128, not causal): N = 1024 477 -> 247 MB, N = 4096 597 -> 263 MB (cuDNN 201 at both).
+// Under the causal mask the section also sets how evenly the tiles, longest first in each
+// section, share the blocks: there a quarter measured d = 128 1.003/0.999 1.020/1.017
+// 1.024/1.034 0.965/0.984 0.982/0.989 1.064/1.053, d = 64 0.997/0.998 1.001/0.999 1.016/0.989
+// 1.007/1.000 0.959/0.972 0.983/0.998, losing at N = 4096 and 8192 where the busiest block's
+// share over the mean, dispatched or from the work queue, rises from under 1.07 to 1.072
+// (d = 64, N = 8192) and 1.102 (d = 128, N = 4096) (tests/gpu/test_tile_schedule.cpp); so
+// there the share stays a half.
+inline constexpr int64_t kL2ShareForKV[2][2] = {{1, 4}, {1, 2}};  // [causal]
+// The bytes of K and V one section of the tile order may plan on (make_tile_order).
+constexpr int64_t kv_section_budget(int64_t l2_bytes, bool causal) {
+  return l2_bytes * kL2ShareForKV[causal][0] / kL2ShareForKV[causal][1];
+}
 inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 constexpr int threads(bool warp_specialized, int64_t d) {
   return (consumer_warpgroups(d) + (warp_specialized ? 1 : 0)) * kWarpgroupThreads;

@@ -16,7 +16,7 @@
 //     ones: a block that drew a long causal tile takes fewer.
 //   one block per item (FlashAttention-2's grid): block k takes item k, in blockIdx order.
 // The order. The (batch, head) pairs are cut into sections of `section_pairs` pairs whose K
-// and V together fit in a share of the L2 (fa3::kL2ShareForKV). Inside a section the pair
+// and V together fit in a share of the L2 (fa3::kv_section_budget). Inside a section the pair
 // varies fastest and the query tile slowest, so the blocks in flight at one time read the K
 // and V of a section's few heads, which stay in the L2 while every query tile of those heads
 // goes by. Under the causal mask the query tiles are taken from the last (it sees the most
@@ -75,7 +75,7 @@ constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t head
   o.items = int64_t(o.pairs) * o.tiles;
   const int64_t group = heads_kv > 0 ? heads_q / heads_kv : 1;
   const int64_t kv_per_pair = (2 * n_k * d * elem_bytes + group - 1) / group;
-  const int64_t budget = l2_bytes * kL2ShareForKV[0] / kL2ShareForKV[1];
+  const int64_t budget = kv_section_budget(l2_bytes, causal);
   const int64_t fit = kv_per_pair > 0 ? budget / kv_per_pair : o.pairs;
   o.section_pairs = int(fit < 1 ? 1 : fit > o.pairs ? o.pairs : fit);
   o.longest_first = causal;
