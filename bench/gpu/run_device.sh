@@ -17,7 +17,8 @@
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
 # /tmp/flashlab-build), DEPS (a folder holding unpacked Debian packages of Eigen, doctest,
 # CLI11, fmt, nlohmann-json, pybind11, for machines that lack them; default .deps/root), TEST_SHARDS
-# (how many test_gpu processes, one case each, the test step runs at once; default 8),
+# (how many test processes, test_gpu's one case each and the six other programs, the test
+# step runs at once; default 8),
 # TEST_TIMEOUT (seconds before the test step stops one of them; default 900), TEST_CASES
 # (the indices, in name order, of the test_gpu cases to run; default all), SANITIZE_TIMEOUT (the same for the
 # sanitize step; default 1500), SEQ_LENS
@@ -152,25 +153,33 @@ if want test; then
     status=1
     cases=0
   fi
+  chosen=${TEST_CASES:-$(seq 1 "$cases")}
+  for i in $chosen; do  # indices in name order, 1 to cases
+    if ! [[ $i =~ ^[0-9]+$ ]] || (( i < 1 || i > cases )); then
+      echo "FAILED: TEST_CASES holds $i; give indices from 1 to $cases (test_gpu -ltc -ob=name)"
+      status=1
+      chosen=""
+    fi
+  done
   exits="$OUT/tests/exits.txt"  # a line for each process as it ends: its label and exit code
   : > "$exits"
+  # The CPU's cores shared between the processes: each one's OpenMP (the CPU references)
+  # spinning on all of them would leave the others none.
+  threads=$(( $(nproc) / shards > 1 ? $(nproc) / shards : 1 ))
   # Runs "$@" in the background, stopped after $limit s, its output in the log $1.log, its
-  # label $1 and exit code appended to $exits; waits while `shards` others run.
+  # label $1 and exit code appended to $exits; waits while `shards` processes (the six other
+  # programs among them) run.
   launch() {
     local label=$1
     shift
     while (( $(jobs -rp | wc -l) >= shards )); do wait -n; done
-    ( timeout -s KILL "$limit" "$@" > "$OUT/tests/$label.log" 2>&1
+    ( OMP_NUM_THREADS=$threads timeout -s KILL "$limit" "$@" > "$OUT/tests/$label.log" 2>&1
       echo "$label $?" >> "$exits" ) &
   }
   for t in test_gpu_hopper_tile test_gpu_exp2 test_gpu_abi test_gpu_info test_gpu_validate \
            test_gpu_validate_decode; do
     launch "$t" "$BUILD/tests/gpu/$t"
   done
-  # The CPU's cores shared between the processes: each one's OpenMP (the CPU references)
-  # spinning on all of them would leave the others none.
-  export OMP_NUM_THREADS=$(( $(nproc) / shards > 1 ? $(nproc) / shards : 1 ))
-  chosen=${TEST_CASES:-$(seq 1 "$cases")}
   for i in $chosen; do
     launch "case_$i" "$BUILD/tests/gpu/test_gpu" -ob=name -f=$i -l=$i
   done
@@ -238,14 +247,15 @@ if want sanitize; then
   # 1500) and counted as failed.
   mkdir -p "$OUT/sanitize"
   limit=${SANITIZE_TIMEOUT:-1500}
-  export OMP_NUM_THREADS=1  # fifteen processes' CPU references on the machine's cores
   tests="$BUILD/tests/gpu"
   not_v3='sanitizer: the backward v3*'
   pids=() labels=() logs=()
   for tool in memcheck racecheck synccheck; do
     for group in "fa3 left out" "fa3's one-tile test" "fa3 included" "backward v3" "decode"; do
       log="$OUT/sanitize/$tool.${group//[^a-z0-9]/_}.log"
-      run=(timeout -s KILL "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1)
+      # One OpenMP thread each: fifteen processes' CPU references share the machine's cores.
+      run=(env OMP_NUM_THREADS=1 timeout -s KILL "$limit" compute-sanitizer --tool "$tool"
+           --error-exitcode 1)
       case $group in
         "fa3 left out")
           FLASHLAB_SKIP_FA3=1 "${run[@]}" "$tests/test_gpu" -tc='sanitizer*' -tce="$not_v3" \

@@ -411,11 +411,11 @@ void unequal_consumers(LessonContext& ctx) {
       "works alone. At N = {} starting the tiles {} rows before row 0 makes it the first\n"
       "instead, and the busiest consumer's share of a head falls from {} tile-slots to {}\n"
       "(exercise 6). Measured by {}\n  at {}: {:.3f} of the kernel without it under the mask\n"
-      "({:.3f} without the mask, where nothing moved: the spread of two builds). No gain: the\n"
-      "three consumers share one SM's tensor cores, so a consumer left alone issues into\n"
-      "tensor cores no one else is using and runs faster. A block's time follows the tiles\n"
-      "its consumers compute together ({} either way), which is what leaving out the\n"
-      "unseen tiles reduced.\n\n",
+      "({:.3f} without the mask, where nothing moved: the spread of two builds). No gain.\n"
+      "The likely reason (read from the counts, not profiled): the three consumers share one\n"
+      "SM's tensor cores, so a consumer left alone issues into tensor cores no one else is\n"
+      "using and runs faster; a block's time then follows the tiles its consumers compute\n"
+      "together ({} either way), which is what leaving out the unseen tiles reduced.\n\n",
       kN, lead_rows, busiest_consumer_slots(kN, 0, facts),
       busiest_consumer_slots(kN, lead_rows, facts), lead.source.tool, lead.source.shape,
       lead.causal, lead.none, own_causal);

@@ -46,6 +46,7 @@ inline void expect_matches_reference(const Case& c) {
 // the same references (computed once) as expect_matches_reference holds one run.
 inline void expect_each_matches_reference(const Case& c,
                                           const std::vector<flashlab_fa3_options>& each) {
+  REQUIRE(!each.empty());
   const uint64_t seed = fresh_seed();
   const std::vector<Outcome> outs = run_case_each(c, seed, each);
   REQUIRE(outs.size() == each.size());

@@ -249,22 +249,25 @@ TEST_CASE("fa3: ping-pong changes no bit at d = 64 (consumers computing every ti
   // Ping-pong only orders when each consumer issues its matmuls; with it off, a consumer also
   // computes only the KV tiles its own rows see (fa3::skips_unseen_tiles; with it on, every
   // tile of the item). A tile a row does not see is wholly masked for it: W = 0, the base
-  // stays and alpha is exactly 1, so O and L must agree to the bit. Shapes: diagonal items
-  // under both masks, a head's last query tile with consumers that have no row (N_q = 1024,
-  // 577, 97), rows that see no key at all (bottom-right, N_q > N_k), GQA.
+  // stays and alpha is exactly 1, so O and L must agree to the bit; with items apart and
+  // running across (where every consumer computes every tile either way). Shapes: diagonal
+  // items under both masks, a head's last query tile with consumers that have no row
+  // (N_q = 1024, 577, 97), rows that see no key at all (bottom-right, N_q > N_k), GQA.
   constexpr GridShape kShapes[] = {{2, 4, 2, 1024, 1024}, {1, 3, 1, 577, 1300}, {3, 2, 2, 97, 97},
                                    {1, 2, 1, 700, 250}};
   REQUIRE(fa3::skips_unseen_tiles(64));
   for (const GridShape& shape : kShapes)
     for (flashlab_causal causal :
          {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
-      for (int stages : {2, 3}) {
-        flashlab_fa3_options o = fa3_defaults();
-        o.stages = stages;
-        o.ping_pong = 0;
-        expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, 64, causal, o),
-                              [](flashlab_fa3_options& turns) { turns.ping_pong = 1; });
-      }
+      for (int stages : {2, 3})
+        for (int overlap_items : {0, 1}) {
+          flashlab_fa3_options o = fa3_defaults();
+          o.stages = stages;
+          o.ping_pong = 0;
+          o.overlap_items = overlap_items;
+          expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, 64, causal, o),
+                                [](flashlab_fa3_options& turns) { turns.ping_pong = 1; });
+        }
 }
 
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {

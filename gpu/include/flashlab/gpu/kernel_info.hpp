@@ -669,10 +669,10 @@ constexpr bool chain_code_in_default_kernel(int64_t d) { return d < 128; }
 // Under the causal mask the section also sets how evenly the tiles, longest first in each
 // section, share the blocks: there a quarter measured d = 128 1.003/0.999 1.020/1.017
 // 1.024/1.034 0.965/0.984 0.982/0.989 1.064/1.053, d = 64 0.997/0.998 1.001/0.999 1.016/0.989
-// 1.007/1.000 0.959/0.972 0.983/0.998, losing at N = 4096 and 8192 where the busiest block's
-// share over the mean, dispatched or from the work queue, rises from under 1.07 to 1.072
-// (d = 64, N = 8192) and 1.102 (d = 128, N = 4096) (tests/gpu/test_tile_schedule.cpp); so
-// there the share stays a half.
+// 1.007/1.000 0.959/0.972 0.983/0.998, losing at N = 4096 and 8192 (d = 128) and 8192 and
+// 16384 (d = 64), where the busiest block's share over the mean, dispatched or from the work
+// queue, rises from under 1.07 to 1.072 (d = 64, N = 8192) and 1.102 (d = 128, N = 4096)
+// (tests/gpu/test_tile_schedule.cpp); so there the share stays a half.
 inline constexpr int64_t kL2ShareForKV[2][2] = {{1, 4}, {1, 2}};  // [causal]
 // The bytes of K and V one section of the tile order may plan on (make_tile_order).
 constexpr int64_t kv_section_budget(int64_t l2_bytes, bool causal) {
