@@ -253,9 +253,13 @@ class GridRun {
   // would without grouping.
   void load_kv(const Group& g) {
     const Index row0 = g.kv_head * p_.N + g.j * p_.Bc, rows = rows_of(g.j, p_.Bc);
-    if (!l1_.empty()) {  // block by block, each through its SM's L1
+    // Block by block, each through its SM's L1, or in its partition where a slot_partitions
+    // map places the blocks (the rounds below take the group's blocks to alternate).
+    if (!l1_.empty() || !p_.slot_partitions.empty()) {
       for (Index k = 0; k < g.count; ++k) {
-        const Index sm = p_.sm_of_slot(g.slots[k]), part = p_.partition_of(g.first_block + k);
+        // (the slots are kept where there is an L1 only)
+        const Index sm = l1_.empty() ? 0 : p_.sm_of_slot(g.slots[k]);
+        const Index part = p_.partition_of(g.first_block + k);
         load_kv_tile(kK, row0, rows, sm, part);
         load_kv_tile(kV, row0, rows, sm, part);
       }
@@ -384,6 +388,18 @@ void check(const GridProblem& p) {
         "time per tile: give schedule drift, or a spread of 0",
         p.block_time_spread));
   check(p.replacement);
+  if (!p.slot_partitions.empty()) {
+    if (Index(p.slot_partitions.size()) != p.sm_count)
+      throw cpu::InvalidArgument(fmt::format(
+          "slot_partitions has {} entries for {} SMs: give one partition for each SM slot, or "
+          "none for block b on partition b mod l2_partitions",
+          p.slot_partitions.size(), p.sm_count));
+    for (std::size_t s = 0; s < p.slot_partitions.size(); ++s)
+      if (p.slot_partitions[s] < 0 || p.slot_partitions[s] >= p.l2_partitions)
+        throw cpu::InvalidArgument(fmt::format(
+            "slot_partitions[{}] = {}: give a partition from 0 to l2_partitions - 1 = {}", s,
+            p.slot_partitions[s], p.l2_partitions - 1));
+  }
   if (p.l1_bytes < 0 || p.l1_bytes > kMaxL1)
     throw cpu::InvalidArgument(fmt::format(
         "an L1 of {} bytes: give 0 (K and V bypass it) to {} (the H200's is at most 256 KiB "
@@ -401,6 +417,23 @@ void check(const GridProblem& p) {
     throw cpu::InvalidArgument(
         "the grid model runs N_q = N_k, where causal is top-left: give none or top_left");
   if (p.order) check_order(p);
+}
+
+std::vector<Index> scattered_partitions(Index sm_count, Index partitions, std::uint64_t seed) {
+  if (partitions < 1 || partitions > sm_count)
+    throw cpu::InvalidArgument(fmt::format(
+        "scattered_partitions: {} partitions for {} SMs: give 1 to the SM count", partitions,
+        sm_count));
+  std::vector<Index> map(static_cast<std::size_t>(sm_count));
+  for (Index s = 0; s < sm_count; ++s) map[std::size_t(s)] = s % partitions;
+  // Fisher-Yates: slot i swaps with one of slots 0..i, drawn from slot i's counter.
+  for (Index i = sm_count - 1; i > 0; --i) {
+    const cpu::PhiloxCounter c = cpu::philox4x32_10(
+        {static_cast<std::uint32_t>(i), 0, 0, 0},
+        {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+    std::swap(map[std::size_t(i)], map[std::size_t(c[0] % std::uint32_t(i + 1))]);
+  }
+  return map;
 }
 
 std::string_view to_string(GridSchedule schedule) {

@@ -9,7 +9,9 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -368,6 +370,89 @@ TEST_CASE(
   CHECK(run_grid(p).dram_read() == 48 * (Bytes{1} << 20));
 }
 
+TEST_CASE("grid L2: a map of SM slots to partitions places the blocks; b mod P given as one is the same run") {
+  // The hand-worked grid of two partitions above: blocks 0 and 1 on slots 0 and 1.
+  GridProblem p = small_grid();
+  p.heads = 1;
+  p.l2_bytes = 2048;
+  p.l2_partitions = 2;
+  const auto events_of = [](const GridProblem& q) {
+    std::vector<std::string> events;
+    run_grid(q, [&](const L2Event& e) {
+      events.push_back(fmt::format("{} {} {} @{}", to_string(e.kind), kGridTensorNames[e.tensor],
+                                   e.row0, e.partition));
+    });
+    return events;
+  };
+  const std::vector<std::string> alternate = events_of(p);
+  GridProblem given = p;
+  given.slot_partitions = {0, 1};
+  CHECK(events_of(given) == alternate);
+  // Both SMs on partition 0: block 1 finds K_j and V_j where block 0 put them (a hit, not a
+  // copy), and nothing happens in partition 1.
+  GridProblem one_side = p;
+  one_side.slot_partitions = {0, 0};
+  int copies = 0, hits = 0, elsewhere = 0;
+  run_grid(one_side, [&](const L2Event& e) {
+    copies += e.kind == L2EventKind::copy;
+    hits += e.kind == L2EventKind::hit && (e.tensor == 1 || e.tensor == 2);
+    elsewhere += e.partition != 0;
+  });
+  CHECK(copies == 0);
+  CHECK(hits == 4);  // K_0, V_0, K_1, V_1, each read again by block 1
+  CHECK(elsewhere == 0);
+  const GridReport r = run_grid(one_side);
+  CHECK(r.tensor("K").read == 2 * 2 * 256);
+  CHECK(r.tensor("K").dram_read == 2 * 256);
+}
+
+TEST_CASE("grid L2: with any map of slots to partitions, booking blocks as groups changes no count") {
+  // Groups whose first blocks share a partition (which b mod P never makes) load in rounds
+  // over the partitions: the same counts as block by block.
+  auto rng = fresh_rng();
+  std::uniform_int_distribution<Index> pick(0, 1 << 20);
+  for (int trial = 0; trial < 40; ++trial) {
+    GridProblem p = random_small_grid(rng, {1, 17, 97, 113, 200});
+    p.slot_partitions.resize(static_cast<std::size_t>(p.sm_count));
+    for (Index& part : p.slot_partitions) part = pick(rng) % p.l2_partitions;
+    CAPTURE(p.N);
+    CAPTURE(p.heads);
+    CAPTURE(p.sm_count);
+    CAPTURE(p.l2_partitions);
+    CAPTURE(p.l2_bytes);
+    const GridReport grouped = run_grid(p);
+    const GridReport alone = run_grid(p, [](const L2Event&) {});
+    for (std::size_t t = 0; t < grouped.tensors.size(); ++t) {
+      CHECK(grouped.tensors[t].read == alone.tensors[t].read);
+      CHECK(grouped.tensors[t].dram_read == alone.tensors[t].dram_read);
+      CHECK(grouped.tensors[t].dram_written == alone.tensors[t].dram_written);
+      CHECK(grouped.dirty_at_end[t] == alone.dirty_at_end[t]);
+    }
+  }
+}
+
+TEST_CASE("grid L2: scattered_partitions is balanced, the same for a seed, and checked") {
+  for (const auto& [sms, parts] : {std::pair<Index, Index>{132, 2}, {7, 3}, {1, 1}, {5, 5}}) {
+    const std::vector<Index> map = scattered_partitions(sms, parts, 7);
+    REQUIRE(Index(map.size()) == sms);
+    for (Index part = 0; part < parts; ++part) {
+      const Index n = std::count(map.begin(), map.end(), part);
+      CHECK(n == sms / parts + (part < sms % parts ? 1 : 0));
+    }
+    CHECK(scattered_partitions(sms, parts, 7) == map);
+  }
+  // Another seed, another order (132 slots in two halves: 2^132 / C(132, 66) to one against
+  // the same map).
+  CHECK(scattered_partitions(132, 2, 7) != scattered_partitions(132, 2, 8));
+  std::vector<Index> alternating(132);
+  for (Index s = 0; s < 132; ++s) alternating[std::size_t(s)] = s % 2;
+  CHECK(scattered_partitions(132, 2, 7) != alternating);
+  CHECK_THROWS_WITH_AS(scattered_partitions(4, 5, 0), doctest::Contains("5 partitions for 4 SMs"),
+                       cpu::InvalidArgument);
+  CHECK_THROWS_WITH_AS(scattered_partitions(4, 0, 0), doctest::Contains("give 1 to the SM count"),
+                       cpu::InvalidArgument);
+}
+
 TEST_CASE("grid L2: bad problems are refused with what would be right") {
   const auto refuses = [](GridProblem p, const char* words) {
     CAPTURE(words);
@@ -385,6 +470,10 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   refuses({.l2_bytes = 3, .l2_partitions = 4}, "a byte per partition");
   refuses({.causal = cpu::Causal::bottom_right}, "top-left");
   refuses({.causal = static_cast<cpu::Causal>(7)}, "");
+  refuses({.sm_count = 2, .l2_partitions = 2, .slot_partitions = {0}},
+          "slot_partitions has 1 entries for 2 SMs: give one partition for each SM slot");
+  refuses({.sm_count = 2, .l2_partitions = 2, .slot_partitions = {0, 2}},
+          "slot_partitions[1] = 2: give a partition from 0 to l2_partitions - 1 = 1");
   CHECK_THROWS_AS(l2_crossover({.causal = cpu::Causal::top_left}), cpu::InvalidArgument);
   // A kernel's own order: every (head, query tile) to exactly one block.
   GridProblem ordered = small_grid();

@@ -161,6 +161,13 @@ struct GridProblem {
   // cached there (the scalar kernel's plain loads); 0 where they bypass it (cp.async.cg,
   // TMA: fa2, fa3), the default. See "The L1" above.
   Bytes l1_bytes = 0;
+  // Which L2 partition the SM of each of the sm_count slots reads (block b runs on the SM of
+  // slot b mod sm_count): empty for b mod P, the header's placement; else one entry a slot,
+  // each below l2_partitions: scattered_partitions() below, or a map measured on a GPU. (The
+  // header's placement is what the model was checked against for fa2 in grid order; fa3's
+  // persistent grid, whose sections can put a head's blocks all on even slots, is where the
+  // two part: docs/IO-LEVELS.md, "fa3's DRAM bytes".)
+  std::vector<cpu::Index> slot_partitions{};
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
@@ -169,11 +176,22 @@ struct GridProblem {
   // R: the blocks resident at once.
   cpu::Index resident_blocks() const;
   Bytes partition_bytes() const { return l2_bytes / l2_partitions; }
-  // The partition of the SM that runs block b (the header says why b mod P).
-  cpu::Index partition_of(cpu::Index block) const { return block % l2_partitions; }
+  // The partition of the SM that runs block b: b mod P (the header says why), or where
+  // slot_partitions is given, that of its SM slot, b mod sm_count.
+  cpu::Index partition_of(cpu::Index block) const {
+    return slot_partitions.empty() ? block % l2_partitions
+                                   : slot_partitions[static_cast<std::size_t>(block % sm_count)];
+  }
   // The SM of one of the R slots resident blocks take (the header, "The L1").
   cpu::Index sm_of_slot(cpu::Index slot) const { return slot % sm_count; }
 };
+
+// A balanced map of sm_count SM slots onto P partitions (each partition takes sm_count / P
+// slots, the first sm_count mod P one more), in an order shuffled by draws of Philox4x32-10
+// keyed by `seed`: a placement that is neither alternating nor the GPU's own, to put beside
+// measurements. 1 <= partitions <= sm_count.
+std::vector<cpu::Index> scattered_partitions(cpu::Index sm_count, cpu::Index partitions,
+                                             std::uint64_t seed);
 
 // The largest block_time_spread the drift schedule takes: sigma = 1 already lets one block
 // in six take 2.7 times the median's time per tile.
@@ -182,6 +200,7 @@ inline constexpr double kMaxBlockTimeSpread = 1.0;
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
 // 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
 // blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64,
+// slot_partitions is empty or one partition below l2_partitions for each of the sm_count slots,
 // causal is none or top-left, and block_time_spread is 0 to kMaxBlockTimeSpread (0 unless
 // the schedule is drift).
 void check(const GridProblem& problem);
