@@ -45,16 +45,7 @@ struct Row {
   double read = 0;                            // bytes
 };
 
-std::vector<std::string> fields_of(const std::string& line) {
-  std::vector<std::string> out(1);
-  for (const char c : line) {
-    if (c == ',')
-      out.emplace_back();
-    else
-      out.back() += c;
-  }
-  return out;
-}
+using bench::csv_fields;
 
 // fa3's rows of every *-fa3-sections-dram.csv in `dir`.
 std::vector<Row> read_rows(const std::filesystem::path& dir) {
@@ -63,7 +54,7 @@ std::vector<Row> read_rows(const std::filesystem::path& dir) {
     std::ifstream in(file);
     std::string line;
     std::getline(in, line);
-    const std::vector<std::string> header = fields_of(line);
+    const std::vector<std::string> header = csv_fields(line);
     const auto col = [&](const std::string& name) {
       for (std::size_t i = 0; i < header.size(); ++i)
         if (header[i] == name) return i;
@@ -72,7 +63,7 @@ std::vector<Row> read_rows(const std::filesystem::path& dir) {
     const std::size_t impl = col("impl"), B = col("B"), H = col("H"), N = col("N"), d = col("d"),
                       causal = col("causal"), share = col("share"), read = col("dram_read_bytes");
     while (std::getline(in, line)) {
-      const std::vector<std::string> f = fields_of(line);
+      const std::vector<std::string> f = csv_fields(line);
       if (f.size() != header.size() || f[impl] != "fa3") continue;
       Row r{std::stoll(f[B]), std::stoll(f[H]), std::stoll(f[N]), std::stoll(f[d]),
             f[causal] == "1", 0, 0, std::stod(f[read])};

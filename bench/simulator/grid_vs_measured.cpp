@@ -45,20 +45,7 @@ struct Measured {
   double read = 0, written = 0;  // bytes
 };
 
-// Splits a CSV line at commas outside double quotes.
-std::vector<std::string> fields_of(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (const char c : line) {
-    if (c == '"')
-      quoted = !quoted;
-    else if (c == ',' && !quoted)
-      out.emplace_back();
-    else
-      out.back() += c;
-  }
-  return out;
-}
+using bench::csv_fields;
 
 std::vector<std::string> lines_of(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -79,13 +66,13 @@ std::size_t column(const std::vector<std::string>& header, const std::string& na
 // A `flashlab compare` CSV: one row per kernel and shape, B = 1, as many KV heads as heads.
 void read_compare(const std::filesystem::path& path, std::vector<Measured>& out) {
   const auto lines = lines_of(path);
-  const auto header = fields_of(lines.at(0));
+  const auto header = csv_fields(lines.at(0));
   const auto col = [&](const char* name) { return column(header, name, path); };
   const std::size_t kernel = col("kernel"), n = col("N"), d = col("d"), heads = col("heads"),
                     causal = col("causal"), read = col("dram_read_measured"),
                     written = col("dram_written_measured");
   for (std::size_t i = 1; i < lines.size(); ++i) {
-    const auto f = fields_of(lines[i]);
+    const auto f = csv_fields(lines[i]);
     if (f.at(kernel) != "fa2" || f.at(causal) != "0" || f.at(read).empty()) continue;
     const cpu::Index h = std::stoll(f.at(heads));
     out.push_back({path.filename().string(), h, h, std::stoll(f.at(n)), std::stoll(f.at(d)),
@@ -97,7 +84,7 @@ void read_compare(const std::filesystem::path& path, std::vector<Measured>& out)
 void read_levels(const std::filesystem::path& path, std::vector<Measured>& out) {
   std::map<std::string, Measured> by_shape;
   for (const std::string& line : lines_of(path)) {
-    const auto f = fields_of(line);
+    const auto f = csv_fields(line);
     if (f.size() < 5 || f[0] != "fa2") continue;
     const bool read = f[3] == "dram__bytes_read.sum", written = f[3] == "dram__bytes_write.sum";
     if (!read && !written) continue;

@@ -1,5 +1,6 @@
 // The CSVs of measured figures in a results folder (bench/results), for the programs that set
-// the simulator's predictions beside them (grid_vs_measured, naive_vs_measured).
+// the simulator's predictions beside them (grid_vs_measured, naive_vs_measured,
+// fa3_dram_vs_measured), and their lines' fields.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +25,21 @@ inline std::vector<std::filesystem::path> measured_csvs(const std::filesystem::p
       files.push_back(e.path());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// A CSV line's fields: split at the commas outside double quotes, the quotes dropped.
+inline std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (const char c : line) {
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
 }
 
 }  // namespace flashlab::bench

@@ -46,16 +46,7 @@ struct Measured {
   double read = 0;  // bytes
 };
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out(1);
-  for (const char c : line) {
-    if (c == ',')
-      out.emplace_back();
-    else
-      out.back() += c;
-  }
-  return out;
-}
+using bench::csv_fields;
 
 // The naive rows of the CSVs whose name contains `only` (all: empty), of size N = n (all: 0).
 std::vector<Measured> read_results(const std::filesystem::path& dir, const std::string& only,
@@ -65,14 +56,14 @@ std::vector<Measured> read_results(const std::filesystem::path& dir, const std::
     std::ifstream in(path);
     std::string line;
     if (!std::getline(in, line) || line.find("dram_read_measured") == std::string::npos) continue;
-    const auto header = split(line);
+    const auto header = csv_fields(line);
     const auto col = [&](const char* name) {
       return std::size_t(std::find(header.begin(), header.end(), name) - header.begin());
     };
     const std::size_t kernel = col("kernel"), n = col("N"), d = col("d"), heads = col("heads"),
                       causal = col("causal"), read = col("dram_read_measured");
     while (std::getline(in, line)) {
-      const auto f = split(line);
+      const auto f = csv_fields(line);
       if (f.size() <= read || f[kernel] != "naive" || f[causal] != "0" || f[read].empty() ||
           (n_only > 0 && std::stoll(f[n]) != n_only))
         continue;
