@@ -67,9 +67,12 @@ std::vector<Row> read_rows(const std::filesystem::path& dir) {
       if (f.size() != header.size() || f[impl] != "fa3") continue;
       Row r{std::stoll(f[B]), std::stoll(f[H]), std::stoll(f[N]), std::stoll(f[d]),
             f[causal] == "1", 0, 0, std::stod(f[read])};
-      if (std::sscanf(f[share].c_str(), "%lld/%lld", reinterpret_cast<long long*>(&r.share_num),
-                      reinterpret_cast<long long*>(&r.share_den)) != 2 ||
-          r.share_num < 1 || r.share_den < r.share_num)
+      const std::size_t slash = f[share].find('/');
+      if (slash != std::string::npos) {
+        r.share_num = std::stoll(f[share].substr(0, slash));
+        r.share_den = std::stoll(f[share].substr(slash + 1));
+      }
+      if (r.share_num < 1 || r.share_den < r.share_num)
         throw std::runtime_error(file.string() + ": share " + f[share] + ": give a/b, 0 < a <= b");
       rows.push_back(r);
     }

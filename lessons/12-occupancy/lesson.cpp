@@ -11,6 +11,7 @@
 #include "gpu_bridge/measured_h200.hpp"
 #include "kit/lesson_context.hpp"
 
+#include "flashlab/cpu/options.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/gpu/tile_balance.hpp"
 #include "flashlab/gpu/tile_schedule.hpp"
@@ -338,14 +339,14 @@ void unequal_blocks(LessonContext& ctx) {
 // tiles started `lead` rows before row 0 (rows below 0 hold nothing): exercise 6's count.
 std::int64_t busiest_consumer_slots(std::int64_t n, std::int64_t lead,
                                     const sim::Fa3KernelFacts& f) {
-  const std::int64_t rows = f.Br / f.consumers, tiles = (n + lead + f.Br - 1) / f.Br;
+  const std::int64_t rows = f.Br / f.consumers, tiles = cpu::tile_count(n + lead, f.Br);
   std::int64_t slots = 0;
   for (std::int64_t t = 0; t < tiles; ++t) {
     std::int64_t busiest = 0;
     for (std::int64_t c = 0; c < f.consumers; ++c) {
       const std::int64_t first = std::max<std::int64_t>(t * f.Br - lead + c * rows, 0);
       const std::int64_t end = std::min(t * f.Br - lead + (c + 1) * rows, n);
-      if (first < end) busiest = std::max(busiest, (end + f.Bc - 1) / f.Bc);  // keys 0..end-1
+      if (first < end) busiest = std::max(busiest, cpu::tile_count(end, f.Bc));  // keys 0..end-1
     }
     slots += f.consumers * busiest;
   }
@@ -362,7 +363,8 @@ void unequal_consumers(LessonContext& ctx) {
   sim::Fa3KernelFacts facts = *asked.facts;
   const std::int64_t rows = facts.Br / facts.consumers;
   constexpr std::int64_t kN = 1024;  // the worked example: a head's last block
-  const std::int64_t last = (kN + facts.Br - 1) / facts.Br - 1;
+  const std::int64_t last = cpu::tile_count(kN, facts.Br) - 1;
+  const std::int64_t empty_rows = (last + 1) * facts.Br - kN;  // of the last block, past N
   ctx.print(
       "At d = 64 a block holds {} consumer warpgroups of {} rows (Br = {}), against KV tiles\n"
       "of Bc = {} keys. The producer loads every KV tile some row of the block sees; a\n"
@@ -374,7 +376,7 @@ void unequal_consumers(LessonContext& ctx) {
       "computing only its own rows' (fa3::consumers_skip_unseen: at d = 64 where ping-pong\n"
       "is off and items run apart, the defaults there):\n\n",
       facts.consumers, rows, facts.Br, facts.Bc, kN, last * facts.Br, (last + 1) * facts.Br - 1,
-      ((last + 1) * facts.Br - kN) / rows, rows, facts.Bc);
+      empty_rows / rows, rows, facts.Bc);
   Table t({"N", "mask", "every tile", "own rows' tiles", "left out"});
   const auto consumer_tiles = [&](const sim::Fa3Shape& shape, bool skips) {
     facts.skips_unseen = skips;
@@ -403,14 +405,14 @@ void unequal_consumers(LessonContext& ctx) {
       gain.none[0], gain.none[1]);
   const auto& lead = measured::kFa3LeadFirstN1024;
   // The tiles started as many whole consumers' rows before row 0 as the last tile lacks.
-  const std::int64_t tiles = (kN + facts.Br - 1) / facts.Br;
-  const std::int64_t lead_rows = (tiles * facts.Br - kN) / rows * rows;
+  const std::int64_t lead_rows = empty_rows / rows * rows;
   ctx.print(
       "Does a block end when its busiest consumer does? Under the mask the partly empty\n"
       "tile is a head's last, the one that sees the most keys, where one consumer of three\n"
       "works alone. At N = {} starting the tiles {} rows before row 0 makes it the first\n"
       "instead, and the busiest consumer's share of a head falls from {} tile-slots to {}\n"
-      "(exercise 6). Measured by {}\n  at {}: {:.3f} of the kernel without it under the mask\n"
+      "(exercise 6). Measured by {}\n  at {}\n  ({}):\n"
+      "{:.3f} of the kernel without it under the mask\n"
       "({:.3f} without the mask, where nothing moved: the spread of two builds). No gain.\n"
       "The likely reason (read from the counts, not profiled): the three consumers share one\n"
       "SM's tensor cores, so a consumer left alone issues into tensor cores no one else is\n"
@@ -418,7 +420,7 @@ void unequal_consumers(LessonContext& ctx) {
       "together ({} either way), which is what leaving out the unseen tiles reduced.\n\n",
       kN, lead_rows, busiest_consumer_slots(kN, 0, facts),
       busiest_consumer_slots(kN, lead_rows, facts), lead.source.tool, lead.source.shape,
-      lead.causal, lead.none, own_causal);
+      lead.source.run, lead.causal, lead.none, own_causal);
 }
 
 }  // namespace

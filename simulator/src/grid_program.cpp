@@ -428,9 +428,8 @@ std::vector<Index> scattered_partitions(Index sm_count, Index partitions, std::u
   for (Index s = 0; s < sm_count; ++s) map[std::size_t(s)] = s % partitions;
   // Fisher-Yates: slot i swaps with one of slots 0..i, drawn from slot i's counter.
   for (Index i = sm_count - 1; i > 0; --i) {
-    const cpu::PhiloxCounter c = cpu::philox4x32_10(
-        {static_cast<std::uint32_t>(i), 0, 0, 0},
-        {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+    const cpu::PhiloxCounter c =
+        cpu::philox4x32_10({static_cast<std::uint32_t>(i), 0, 0, 0}, cpu::philox_key(seed));
     std::swap(map[std::size_t(i)], map[std::size_t(c[0] % std::uint32_t(i + 1))]);
   }
   return map;
@@ -451,7 +450,7 @@ double block_tile_time(const GridProblem& p, Index block) {
   const cpu::PhiloxCounter c = cpu::philox4x32_10(
       {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(std::uint64_t(block) >> 32),
        0, 0},
-      {static_cast<std::uint32_t>(p.seed), static_cast<std::uint32_t>(p.seed >> 32)});
+      cpu::philox_key(p.seed));
   const double z = std::sqrt(-2.0 * std::log(u(c[0]))) * std::cos(2.0 * std::numbers::pi * u(c[1]));
   return std::exp(p.block_time_spread * z);
 }

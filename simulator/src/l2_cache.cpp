@@ -158,7 +158,7 @@ std::list<L2Cache::Line>::iterator L2Cache::victim() {
   const cpu::PhiloxCounter word = cpu::philox4x32_10(
       {static_cast<std::uint32_t>(evictions_), static_cast<std::uint32_t>(evictions_ >> 32),
        static_cast<std::uint32_t>(partition_), 0},
-      {static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32)});
+      cpu::philox_key(seed_));
   const std::uint64_t r = (std::uint64_t{word[0]} << 32) | word[1];
   return resident_[static_cast<std::size_t>(
       (static_cast<unsigned __int128>(r) * resident_.size()) >> 64)];

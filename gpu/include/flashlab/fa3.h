@@ -59,11 +59,10 @@ typedef struct flashlab_fa3_options {
                                buffer), whose softmax runs once this item's O is written
                                (where both items have KV tiles);
                                0: each item starts on its own after the last one's O. The
-                               same bits either way, but at d = 64 under a causal mask with
-                               ping_pong = 0, where items that run apart let each consumer
-                               leave out the KV tiles its rows do not see
-                               (fa3::consumers_skip_unseen, kernel_info.hpp), which can move
-                               the last bits, within the 2x rule. It takes effect with
+                               same bits either way (at d = 64 with ping_pong = 0, items that
+                               run apart also let each consumer leave out the KV tiles its
+                               rows do not see, fa3::consumers_skip_unseen in kernel_info.hpp,
+                               which moves no bit either). It takes effect with
                                warp_specialized = 1, conditional_rescale = 0 and a second Q
                                buffer in SRAM (every setting but stages = 3 at d = 128);
                                elsewhere items run one after the other. Default 0

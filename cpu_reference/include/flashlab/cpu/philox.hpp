@@ -24,4 +24,9 @@ using PhiloxKey = std::array<std::uint32_t, 2>;      // (k0, k1)
 // Four independent uniformly distributed 32-bit words for one (counter, key).
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 
+// A 64-bit seed as the key's two words, low word first.
+constexpr PhiloxKey philox_key(std::uint64_t seed) {
+  return {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
+}
+
 }  // namespace flashlab::cpu
