@@ -22,6 +22,8 @@
 
 #include <fmt/core.h>
 
+#include <stdexcept>
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -249,8 +251,12 @@ void compare(const CompareArgs& a, sim::DType dtype) {
 template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
-  run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
-                  /*warmups=*/0, /*repeats=*/1, a.heads);
+  const GpuRun run = run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
+                                     /*warmups=*/0, /*repeats=*/1, a.heads);
+  // Under ncu a kernel that did not run would leave nothing to measure and no word why.
+  if (!run.ran)
+    throw std::runtime_error(fmt::format("--gpu-only {}: the kernel did not run: {}",
+                                         a.gpu_only, run.message));
 }
 
 // What the CPU side of the comparison will cost, checked before anything is allocated.

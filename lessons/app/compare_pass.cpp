@@ -21,6 +21,8 @@
 
 #include <fmt/core.h>
 
+#include <stdexcept>
+
 #include <unistd.h>
 
 #include <array>
@@ -285,7 +287,9 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
     run_pass = [run, &p](int warmups, int repeats) { return run_decode(run, p, warmups, repeats); };
   }
   if (quiet) {
-    run_pass(/*warmups=*/0, /*repeats=*/1);
+    if (const PassRun run = run_pass(/*warmups=*/0, /*repeats=*/1); !run.ran)
+      throw std::runtime_error(fmt::format("--gpu-only {}: the pass did not run: {}",
+                                           p.gpu_only, run.message));
     return;
   }
   const GpuStatus status = gpu_status();

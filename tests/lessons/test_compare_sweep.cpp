@@ -95,11 +95,25 @@ TEST_CASE("compare --sweep without a GPU: predictions, and why the measured colu
 
 TEST_CASE(
     "compare --gpu-only computes nothing on the CPU, so the CPU's cost limit does not apply") {
-  // Without a GPU it only says why nothing ran (on stderr, nothing on stdout) and succeeds;
-  // with one it runs the kernel once. Either way N = 16384 is not refused for the CPU's sake.
+  // With a GPU it runs the kernel once and prints nothing. Without one it fails and says why
+  // (under ncu a kernel that did not run would otherwise leave an empty measurement and no
+  // word of the reason). Either way N = 16384 is not refused for the CPU's sake.
   const auto run = run_flashlab("compare --gpu-only fa2 --n 16384 --d 128 2>&1");
-  CHECK(run.status == 0);
   CHECK_FALSE(contains(run.output, "on this CPU"));
+  if (run.status != 0) {
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, "--gpu-only fa2: the kernel did not run: "));
+  } else {
+    CHECK(run.output.empty());
+  }
+  // The same for a pass.
+  const auto pass = run_flashlab("compare --pass decode --gpu-only decode --n 256 --d 64 2>&1");
+  if (pass.status != 0) {
+    CHECK(pass.status == kUsageError);
+    CHECK(contains(pass.output, "--gpu-only decode: the pass did not run: "));
+  } else {
+    CHECK(pass.output.empty());
+  }
 }
 
 TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request refused") {

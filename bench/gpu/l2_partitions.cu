@@ -1,0 +1,256 @@
+// bench_l2_partitions: on which SM each block of a grid runs, and which of the L2's partitions
+// each SM reads through (the H100 and H200 split their L2 in two halves joined by a fabric).
+// The simulator's grid model places blocks on partitions (sim::GridProblem::slot_partitions);
+// this program measures the placement it should take.
+//
+// 1. Placement. A grid whose blocks each take enough shared memory that exactly k fit on an
+//    SM (k = 1, 2) writes each block's %smid: slot b -> SM.
+// 2. Partitions, by latency. One thread on a reference SM r follows a chain of pointers
+//    through a buffer of `lines` 128-byte lines in a random order (every load depends on the
+//    one before, and ld.global.cg skips the L1), so the buffer sits in the L2. Then one thread
+//    on SM s follows the same chain twice, timing each step: the first walk ("after r") and
+//    the second ("again", after s itself). Hopper keeps a line read by an SM in that SM's
+//    partition as well as in its home partition, so after r every line is near for an SM of
+//    r's partition, while an SM of the other one finds about half the lines (those homed on
+//    r's side) far away, across the fabric. Its "again" walk finds them all near. So an SM
+//    whose first walk costs about its second shares r's partition; one clearly above it does
+//    not. Each SM is measured after two references, r = 0 and an SM that the first pass put on
+//    the other side; the two verdicts must be mirror images, and the program says how many are.
+//    Each (r, s) pair walks a buffer of its own, so no pair sees another's lines.
+//
+//   bench_l2_partitions [--lines N] [--csv FILE]
+// Prints a summary; the CSV has one row per block (placement) and per SM (latencies, partition).
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kLineWords = 128 / sizeof(unsigned);  // one 128-byte L2 line of 32-bit words
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
+}
+
+__device__ unsigned sm_id() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+// Placement: block b writes the SM it runs on. The shared memory it asks for (dynamic) only
+// sets how many blocks fit on an SM.
+__global__ void where_blocks_run(unsigned* sm_of_block) {
+  extern __shared__ unsigned char occupy[];
+  if (threadIdx.x == 0) {
+    occupy[0] = 1;
+    sm_of_block[blockIdx.x] = sm_id();
+  }
+}
+
+// One thread of the block that lands on SM `target` follows the chain from word 0 `walks`
+// times over its `steps` lines, writing the cycles of each walk; every other block returns.
+// One block fits on an SM (the caller's shared memory), so every SM holds exactly one.
+__global__ void walk_chain(const unsigned* chain, int steps, int walks, unsigned target,
+                           long long* cycles) {
+  extern __shared__ unsigned char occupy[];
+  if (sm_id() != target || threadIdx.x != 0) return;
+  occupy[0] = 1;
+  unsigned at = 0;
+  for (int w = 0; w < walks; ++w) {
+    const long long start = clock64();
+    for (int s = 0; s < steps; ++s) at = __ldcg(chain + at);
+    unsigned landed;  // reading `at` waits for the last load before the clock is read
+    asm volatile("mov.u32 %0, %1;" : "=r"(landed) : "r"(at));
+    cycles[w] = clock64() - start + (landed == 0xffffffffu ? 1 : 0);
+  }
+}
+
+struct Device {
+  int sms = 0;
+  int smem_per_sm = 0;
+};
+
+Device device_facts() {
+  Device d;
+  check_cuda(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  check_cuda(cudaDeviceGetAttribute(&d.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0),
+             "shared memory per SM");
+  return d;
+}
+
+// Dynamic shared memory that lets exactly `per_sm` blocks of `kernel` share an SM, checked
+// with the occupancy calculator.
+template <class Kernel>
+int shared_bytes_for(Kernel kernel, const Device& dev, int per_sm, int threads) {
+  const int bytes = dev.smem_per_sm / per_sm - 2048;  // 1 KiB reserved a block, with margin
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+             "cudaFuncSetAttribute");
+  int fits = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, kernel, threads, bytes),
+             "occupancy");
+  if (fits != per_sm)
+    throw std::runtime_error(fmt::format("{} bytes of shared memory let {} blocks share an SM, "
+                                         "not {}",
+                                         bytes, fits, per_sm));
+  return bytes;
+}
+
+// A random cycle over `lines` lines: word line * kLineWords holds the next line's first word.
+std::vector<unsigned> random_chain(int lines, std::mt19937& rng) {
+  std::vector<unsigned> order(static_cast<std::size_t>(lines));
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin() + 1, order.end(), rng);  // the walk starts at line 0
+  std::vector<unsigned> chain(static_cast<std::size_t>(lines) * kLineWords, 0u);
+  for (int i = 0; i < lines; ++i)
+    chain[std::size_t(order[i]) * kLineWords] = order[(i + 1) % lines] * kLineWords;
+  return chain;
+}
+
+struct Walks {
+  double after_reference = 0, again = 0;  // cycles a load
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Which SM each block runs on, and which L2 partition each SM reads through"};
+  int lines = 4096;
+  std::string csv_path;
+  app.add_option("--lines", lines, "128-byte lines each chain walks (256 to 65536)")
+      ->check(CLI::Range(256, 65536));
+  app.add_option("--csv", csv_path, "write the placement and the latencies here");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const Device dev = device_facts();
+    std::ofstream csv;
+    if (!csv_path.empty()) {
+      csv.open(csv_path);
+      if (!csv) throw std::runtime_error("cannot write " + csv_path);
+      csv << "kind,per_sm,index,sm,reference,cycles_after_reference,cycles_again,partition\n";
+    }
+
+    // 1. Placement.
+    unsigned* d_sm = nullptr;
+    check_cuda(cudaMalloc(&d_sm, sizeof(unsigned) * dev.sms * 2), "cudaMalloc");
+    std::vector<std::vector<unsigned>> placed(3);
+    for (int per_sm : {1, 2}) {
+      const int blocks = dev.sms * per_sm;
+      const int bytes = shared_bytes_for(where_blocks_run, dev, per_sm, 128);
+      where_blocks_run<<<blocks, 128, bytes>>>(d_sm);
+      check_cuda(cudaDeviceSynchronize(), "where_blocks_run");
+      placed[per_sm].resize(static_cast<std::size_t>(blocks));
+      check_cuda(cudaMemcpy(placed[per_sm].data(), d_sm, sizeof(unsigned) * blocks,
+                            cudaMemcpyDeviceToHost),
+                 "cudaMemcpy");
+      for (int b = 0; b < blocks; ++b)
+        if (csv) csv << fmt::format("block,{},{},{},,,,\n", per_sm, b, placed[per_sm][b]);
+    }
+    int same_sm = 0;  // with two an SM: blocks b and b + SMs together?
+    for (int b = 0; b < dev.sms; ++b) same_sm += placed[2][b] == placed[2][b + dev.sms];
+    fmt::print("placement: 1 block an SM, blocks 0..15 on SMs");
+    for (int b = 0; b < 16; ++b) fmt::print(" {}", placed[1][b]);
+    fmt::print("\n           2 blocks an SM: b and b + {} on one SM for {} of {} b\n", dev.sms,
+               same_sm, dev.sms);
+
+    // 2. Partitions: for each reference, a fresh chain per SM.
+    const int bytes = shared_bytes_for(walk_chain, dev, 1, 32);
+    std::mt19937 rng(2026);
+    const std::size_t words = std::size_t(lines) * kLineWords;
+    unsigned* d_chains = nullptr;
+    check_cuda(cudaMalloc(&d_chains, sizeof(unsigned) * words * dev.sms), "cudaMalloc");
+    long long* d_cycles = nullptr;
+    check_cuda(cudaMalloc(&d_cycles, sizeof(long long) * 2), "cudaMalloc");
+    auto measure = [&](unsigned reference) {
+      for (int s = 0; s < dev.sms; ++s) {
+        const std::vector<unsigned> chain = random_chain(lines, rng);
+        check_cuda(cudaMemcpy(d_chains + words * s, chain.data(), sizeof(unsigned) * words,
+                              cudaMemcpyHostToDevice),
+                   "cudaMemcpy");
+      }
+      std::vector<Walks> out(static_cast<std::size_t>(dev.sms));
+      for (int s = 0; s < dev.sms; ++s) {
+        const unsigned* chain = d_chains + words * s;
+        walk_chain<<<dev.sms, 32, bytes>>>(chain, lines, 1, reference, d_cycles);
+        walk_chain<<<dev.sms, 32, bytes>>>(chain, lines, 2, unsigned(s), d_cycles);
+        long long cycles[2];
+        check_cuda(cudaMemcpy(cycles, d_cycles, sizeof cycles, cudaMemcpyDeviceToHost), "walk");
+        out[s] = {double(cycles[0]) / lines, double(cycles[1]) / lines};
+      }
+      return out;
+    };
+    // An SM is on the reference's side where its first walk costs less than halfway between
+    // the cheapest and the dearest first walks (more than 20 cycles apart, else one level).
+    auto sides = [&](const std::vector<Walks>& w, std::vector<int>& side) {
+      double lo = 1e30, hi = 0;
+      for (const Walks& x : w) lo = std::min(lo, x.after_reference), hi = std::max(hi, x.after_reference);
+      side.assign(w.size(), 0);
+      if (hi - lo < 20) return false;
+      for (std::size_t s = 0; s < w.size(); ++s) side[s] = w[s].after_reference < (lo + hi) / 2 ? 0 : 1;
+      return true;
+    };
+    const std::vector<Walks> from0 = measure(0);
+    std::vector<int> side0;
+    const bool two_levels = sides(from0, side0);
+    int other = -1;
+    double dearest = 0;
+    for (int s = 0; s < dev.sms; ++s)
+      if (from0[s].after_reference > dearest) dearest = from0[s].after_reference, other = s;
+    const std::vector<Walks> from_other = measure(unsigned(other));
+    std::vector<int> side_other;
+    sides(from_other, side_other);
+    int mirrored = 0;
+    for (int s = 0; s < dev.sms; ++s) mirrored += side0[s] != side_other[s];
+    for (int s = 0; s < dev.sms; ++s) {
+      if (!csv) break;
+      csv << fmt::format("sm,1,{},{},0,{:.1f},{:.1f},{}\n", s, s, from0[s].after_reference,
+                         from0[s].again, side0[s]);
+      csv << fmt::format("sm,1,{},{},{},{:.1f},{:.1f},{}\n", s, s, other,
+                         from_other[s].after_reference, from_other[s].again, side_other[s]);
+    }
+
+    auto stats = [&](const std::vector<Walks>& w, const std::vector<int>& side, int which) {
+      std::vector<double> a, g;
+      for (std::size_t s = 0; s < w.size(); ++s)
+        if (side[s] == which) a.push_back(w[s].after_reference), g.push_back(w[s].again);
+      auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+      };
+      return fmt::format("{:3} SMs, cycles a load after the reference {:6.1f}, again {:6.1f}",
+                         a.size(), median(a), median(g));
+    };
+    fmt::print("partitions ({} lines a chain, medians):\n", lines);
+    fmt::print("  after SM 0, its side:      {}\n", stats(from0, side0, 0));
+    fmt::print("  after SM 0, the other:     {}\n", stats(from0, side0, 1));
+    fmt::print("  after SM {:3}, its side:    {}\n", other, stats(from_other, side_other, 0));
+    fmt::print("  after SM {:3}, the other:   {}\n", other, stats(from_other, side_other, 1));
+    fmt::print("two levels: {}; the two references' verdicts mirror each other for {} of {} SMs\n",
+               two_levels ? "yes" : "no", mirrored, dev.sms);
+    fmt::print("partition of the SM of slot b (1 block an SM), b = 0..{}:", dev.sms - 1);
+    for (int b = 0; b < dev.sms; ++b) fmt::print("{}{}", b % 33 == 0 ? "\n  " : " ", side0[placed[1][b]]);
+    fmt::print("\npartition of SM s, s = 0..{}:", dev.sms - 1);
+    for (int s = 0; s < dev.sms; ++s) fmt::print("{}{}", s % 33 == 0 ? "\n  " : " ", side0[s]);
+    fmt::print("\n");
+    cudaFree(d_cycles);
+    cudaFree(d_chains);
+    cudaFree(d_sm);
+    return two_levels && mirrored == dev.sms ? 0 : 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_l2_partitions: %s\n", e.what());
+    return 1;
+  }
+}
