@@ -296,22 +296,36 @@ flashlab_fa3_options software_exp2() {
 // The shapes of the grid test above: one tile, a ragged one, more items than SMs with
 // N_q != N_k both ways (bottom-right rows that see no key), GQA and MQA. N_k >= 128 in most,
 // so that they have unmasked tiles, the only ones the switch changes.
-TEST_CASE("fa3: software_exp2 matches the reference (d = 64 and 128, bf16 and fp16, GQA)") {
-  // The grid tests' shapes, and one whose N_k is a whole number of KV tiles.
+// The software exponential against the reference on the grid tests' shapes (GQA among
+// them) and one whose N_k is a whole number of KV tiles, every mask, two scales. One test
+// case per dtype and d: each is a process of its own on the device, and the four together
+// take too long for one.
+void expect_software_exp2_matches_reference(flashlab_dtype dtype, int d) {
   std::vector<GridShape> shapes(std::begin(kGridShapes), std::end(kGridShapes));
   shapes.push_back({1, 4, 2, 1023, 1024});
-  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
-    for (int d : {64, 128})
-      for (const GridShape& s : shapes)
-        for (flashlab_causal causal :
-             {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
-          // scale 1 spreads the scores (std ~ sqrt(d)): many x far below 0, some past the
-          // clamp at -127.
-          for (double scale : {0.0, 1.0}) {
-            Case c = grid_case(s, dtype, d, causal, software_exp2());
-            c.scale = scale;
-            expect_matches_reference(c);
-          }
+  for (const GridShape& s : shapes)
+    for (flashlab_causal causal :
+         {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+      // scale 1 spreads the scores (std ~ sqrt(d)): many x far below 0, some past the clamp
+      // at -127.
+      for (double scale : {0.0, 1.0}) {
+        Case c = grid_case(s, dtype, d, causal, software_exp2());
+        c.scale = scale;
+        expect_matches_reference(c);
+      }
+}
+
+TEST_CASE("fa3: software_exp2 matches the reference, d = 64, bf16 (GQA, every mask)") {
+  expect_software_exp2_matches_reference(FLASHLAB_BF16, 64);
+}
+TEST_CASE("fa3: software_exp2 matches the reference, d = 64, fp16 (GQA, every mask)") {
+  expect_software_exp2_matches_reference(FLASHLAB_FP16, 64);
+}
+TEST_CASE("fa3: software_exp2 matches the reference, d = 128, bf16 (GQA, every mask)") {
+  expect_software_exp2_matches_reference(FLASHLAB_BF16, 128);
+}
+TEST_CASE("fa3: software_exp2 matches the reference, d = 128, fp16 (GQA, every mask)") {
+  expect_software_exp2_matches_reference(FLASHLAB_FP16, 128);
 }
 
 // compute-sanitizer runs every "sanitizer*" case: the software exponential's kernels at both
