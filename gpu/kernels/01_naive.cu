@@ -72,7 +72,11 @@ __device__ float block_reduce(float x, float* sPartials) {
 
 // One block per row of S: P[r, :] = softmax(S[r, :]) with the causal mask applied, and
 // L[r] = m + log(l) (flashlab::cpu::stable_softmax and log_sum_exp, of one whole row).
-// naive::kSoftmaxPasses passes over the row (max, sum, write), each reading S from HBM.
+// naive::kSoftmaxPasses passes over the row (max, sum, write), each reading S from the L2
+// or HBM into the SM: the loads are ld.global.cg (__ldcg), which skip the L1, so every pass
+// crosses into the SM and the bytes lesson 5 counts are the bytes Nsight Compute sees. (With
+// plain loads the L1 served a varying share of the second and third passes: 1.2 of 3 at
+// N = 4096, 0.14 at 8192, docs/IO-LEVELS.md.)
 // blockIdx.y is the head within the chunk; first_head is the chunk's first (b, h) index.
 template <class T>
 __global__ void softmax_rows(const float* gS, T* gP, float* gL, Problem p, int64_t first_head) {
@@ -84,17 +88,17 @@ __global__ void softmax_rows(const float* gS, T* gP, float* gL, Problem p, int64
   const int valid = visible_keys(p, r);   // keys [0, valid); a causal row may see none
 
   float m = -INFINITY;
-  for (int j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, gS_row[j]);
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, __ldcg(gS_row + j));
   m = block_reduce<true>(m, sPartials);
 
   float l = 0.0f;
-  for (int j = threadIdx.x; j < valid; j += blockDim.x) l += expf(gS_row[j] - m);
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) l += expf(__ldcg(gS_row + j) - m);
   l = block_reduce<false>(l, sPartials);
 
   // A row with no visible key: P = 0 (so O = 0) and L = -inf, flashlab's convention.
   const float inv_l = valid > 0 ? 1.0f / l : 0.0f;
   for (int j = threadIdx.x; j < p.n_k; j += blockDim.x)
-    gP_row[j] = from_float<T>(j < valid ? expf(gS_row[j] - m) * inv_l : 0.0f);
+    gP_row[j] = from_float<T>(j < valid ? expf(__ldcg(gS_row + j) - m) * inv_l : 0.0f);
   if (gL != nullptr && threadIdx.x == 0)
     gL[size_t(first_head + blockIdx.y) * p.n_q + r] = valid > 0 ? m + logf(l) : -INFINITY;
 }

@@ -111,6 +111,7 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
       mirror.problem.score_gemm = t->score;
       mirror.problem.output_gemm = t->output;
     }
+    mirror.problem.gemm_operands_held = true;  // cuBLAS's persistent blocks share K and V
     // The three launches as Nsight Compute measures them: each starts with an empty L2. And
     // as they run: S and P are written and read by SMs on both sides of the L2, and a line
     // that SMs of both partitions touch is held in both (grid.hpp), so the streams have one

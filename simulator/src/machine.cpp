@@ -151,6 +151,14 @@ void Machine::write_through(TensorId tensor, cpu::Index row0, Bytes bytes, std::
   through(tensor, row0, bytes, /*write=*/true, times);
 }
 
+void Machine::read_held_in_l2(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times) {
+  if (!l2_) return through(tensor, row0, bytes, /*write=*/false, times);
+  TensorTraffic& t = tensors_.at(tensor);
+  constexpr std::string_view kWhat = "the bytes a tensor moves";
+  t.read = cpu::checked_add(t.read, cpu::checked_mul(bytes, times, kWhat), kWhat);
+  emit(EventKind::load, {}, t.name, bytes, times);
+}
+
 void Machine::through(TensorId tensor, cpu::Index row0, Bytes bytes, bool write,
                       std::int64_t times) {
   const TensorTraffic& t = tensors_.at(tensor);

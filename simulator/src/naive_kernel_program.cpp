@@ -1,14 +1,21 @@
 // flashlab's naive GPU kernel as it is built (gpu/kernels/01_naive.cu), beside the paper's
 // naive program (naive_program.cpp), which the lessons analyse. The same three operators,
 // with what the kernel's own description says of them; its caller passes those facts in
-// Problem (score_dtype, weight_dtype, score_reads, score_gemm, output_gemm):
+// Problem (score_dtype, weight_dtype, score_reads, score_gemm, output_gemm,
+// gemm_operands_held):
 //   1. cuBLAS S = Q K^T * scale   writes S in score_dtype; output tiles (m1, n1) = score_gemm
 //   2. softmax                    reads each row of S score_reads times (its max, its sum,
 //                                 then to write P), only the scores the row sees; writes P
 //                                 in weight_dtype (the input dtype when absent) and L in fp32
 //   3. cuBLAS O = P V             output tiles (m2, n2) = output_gemm
 // A GEMM reads each operand's panel once per output tile: its left operand (Q, P) once per
-// column of tiles, its right operand (K, V) once per row of tiles.
+// column of tiles, its right operand (K, V) once per row of tiles. With
+// Problem::gemm_operands_held, through an L2 only the first of the right operand's reads can
+// reach DRAM: cuBLAS's kernels here are persistent (grids of 88 to 132 blocks, at most one an
+// SM, bench/results/2026-12-03-h200-naive-kernels.csv) and walk one head's output tiles
+// together, so the operand they share stays in the L2 while they do (docs/IO-LEVELS.md, "The
+// naive kernel: cuBLAS's tiles"). (The left operand's panel is re-read once per column of
+// tiles straight away, so it hits in any L2 that holds a panel.)
 //
 // Bytes per tensor, with b, s, w the bytes of an input, score and weight element,
 // T(x, t) = ceil(x / t) tiles along a dimension of x (1 when t = 0), and V_s the scores the
@@ -94,12 +101,20 @@ void move_rows(Machine& machine, Machine::TensorId tensor, bool write, Rows how,
   }
 }
 
-void run_gemm(Machine& machine, const Gemm& g, bool grouped) {
+void run_gemm(Machine& machine, const Gemm& g, bool grouped, bool operands_held) {
   const Index m = tile_size(g.rows, g.tile.m);
   const Index T_rows = tiles_along(g.rows, g.tile.m), T_cols = tiles_along(g.cols, g.tile.n);
   const auto tile_row = [&](Index r0, Index rows, Index times) {  // `times` alike rows of tiles
     move_rows(machine, g.gA, /*write=*/false, g.a_rows, r0, rows, g.a_row, T_cols, times, grouped);
-    machine.read_through(g.gB, 0, g.b_all, times);
+    // Held: B through the L2 for the first row of tiles; the later rows find it there.
+    if (!operands_held) {
+      machine.read_through(g.gB, 0, g.b_all, times);
+    } else if (r0 == 0) {
+      machine.read_through(g.gB, 0, g.b_all, 1);
+      if (times > 1) machine.read_held_in_l2(g.gB, 0, g.b_all, times - 1);
+    } else {
+      machine.read_held_in_l2(g.gB, 0, g.b_all, times);
+    }
     move_rows(machine, g.gC, /*write=*/true, g.c_rows, r0, rows, g.c_row, 1, times, grouped);
   };
   const Index T_whole = g.rows / m;
@@ -184,7 +199,7 @@ void run_naive_kernel(Machine& machine, const Problem& p, const Inputs<In>* in, 
   run_gemm(machine,
            {gQ, gK, gS, qkv_row, qkv_all, row_bytes(N, p.score_dtype), N, N, p.score_gemm,
             Rows::panel, Rows::one_by_one},
-           grouped);
+           grouped, p.gemm_operands_held);
   machine.compute("S = Q K^T", score_ops(N, N, d), {}, std::nullopt);
   between_kernels();
 
@@ -195,7 +210,7 @@ void run_naive_kernel(Machine& machine, const Problem& p, const Inputs<In>* in, 
   run_gemm(machine,
            {gP, gV, gO, row_bytes(N, weight_dtype), qkv_all, qkv_row, N, d, p.output_gemm,
             Rows::one_by_one, Rows::panel},
-           grouped);
+           grouped, p.gemm_operands_held);
   machine.compute("O = P V", score_ops(N, d, N), {}, std::nullopt);
   between_kernels();
 

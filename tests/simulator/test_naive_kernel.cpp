@@ -312,6 +312,28 @@ TEST_CASE("naive-kernel through an L2") {
       CHECK(t.dram_written == two_level.tensor(t.name).written);
     }
   }
+  SUBCASE("operands held: the same bytes into the SMs, K and V from DRAM once") {
+    // An L2 far smaller than K or V: without gemm_operands_held each row of output tiles
+    // reads K (and V) from DRAM again; with it only the first row does, and the later rows'
+    // reads are booked into the SMs as the L2's.
+    p.l2_bytes = 64;
+    p.gemm_operands_held = true;
+    const Report held = count(Algorithm::naive_kernel, p);
+    p.gemm_operands_held = false;
+    const Report each = count(Algorithm::naive_kernel, p);
+    for (const char* name : {"K", "V"}) {
+      CAPTURE(name);
+      const Bytes once = held.tensor(name).elements * bytes_of(p.dtype);
+      CHECK(held.tensor(name).read == two_level.tensor(name).read);
+      CHECK(held.tensor(name).dram_read == once);
+      CHECK(each.tensor(name).dram_read == two_level.tensor(name).read);
+    }
+    for (const char* name : {"Q", "S", "P", "L", "O"}) {
+      CAPTURE(name);
+      CHECK(held.tensor(name).read == each.tensor(name).read);
+      CHECK(held.tensor(name).dram_read == each.tensor(name).dram_read);
+    }
+  }
   SUBCASE("the H200's at N = 65,536: K stays, S is fetched once for its three passes") {
     const auto& hw = find_profile("h200");
     Problem big = problem(65536, 128, DType::bf16, hw.sram_per_sm);

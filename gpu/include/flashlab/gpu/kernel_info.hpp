@@ -136,7 +136,8 @@ struct KernelConfig {
 // 01_naive.cu: three operators, S and P in HBM.
 namespace naive {
 inline constexpr int kSoftmaxThreads = 256;
-// The softmax reads each row of S three times: its max, its sum, and to write P.
+// The softmax reads each row of S three times: its max, its sum, and to write P; each pass
+// crosses into the SM (ld.global.cg: the L1 keeps none of S).
 inline constexpr int kSoftmaxPasses = 3;
 constexpr KernelConfig config(flashlab_dtype dtype) {
   KernelConfig c;

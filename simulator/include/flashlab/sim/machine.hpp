@@ -110,6 +110,12 @@ class Machine {
   // larger than the L2); without an L2 they may be any pieces of that size.
   void read_through(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times = 1);
   void write_through(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times = 1);
+  // A re-read of a piece the caller knows the L2 still holds (a library GEMM's operand,
+  // which its resident blocks read together while they work through one output): booked into
+  // the SMs, served by the L2, with no DRAM traffic and no change to the L2's order (no
+  // bounds check either: the caller has read the piece through the L2 before). Without an L2,
+  // where every read comes from DRAM, the same as read_through.
+  void read_held_in_l2(TensorId tensor, cpu::Index row0, Bytes bytes, std::int64_t times = 1);
 
   // Work on SRAM-resident tiles. kind says whether a score tile was computed (full or
   // partial) or none (std::nullopt for work that is not a score tile, e.g. finalize).

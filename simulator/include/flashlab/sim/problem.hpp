@@ -79,6 +79,11 @@ struct Problem {
   cpu::Index score_reads = 1;  // 1: once, as the paper counts
   GemmTile score_gemm{};       // S = Q K^T, output (N, N)
   GemmTile output_gemm{};      // O = P V, output (N, d)
+  // Through an L2: a GEMM's right operand (K, V), read once per row of output tiles, is held
+  // in the L2 after its first read (a library's persistent blocks work through one output
+  // together, naive_kernel_program.cpp), so only that first read can reach DRAM. False: each
+  // row of tiles reads it through the L2 like any other piece.
+  bool gemm_operands_held = false;
   // The naive kernel's three launches as Nsight Compute measures them (its default cache
   // control): each starts with the L2 empty, and the lines it leaves dirty are written back
   // between the kernels, counted as no kernel's DRAM writes (Machine::empty_l2_between_kernels).
