@@ -7,6 +7,8 @@
 //   alternate: block b on partition b mod 2, the model's placement (flashlab/sim/grid.hpp)
 //   scattered: the 132 SMs' slots put on the two partitions in a shuffled, balanced order
 //              (sim::scattered_partitions, one map per --seed)
+//   measured:  the H200's own placement of a first wave, one block an SM
+//              (sim::measured_slot_partitions, bench_l2_partitions)
 // each with LRU and with hashed sets (sim::L2Replacement). docs/IO-LEVELS.md, "fa3's DRAM
 // bytes", reads the table.
 //
@@ -82,7 +84,9 @@ std::vector<Row> read_rows(const std::filesystem::path& dir) {
 
 // The model's DRAM read for a row: fa3's order with the row's share (the L2 handed to the
 // scheduler scaled so that its own share of it is the row's), on the H200 profile's grid.
-double predicted(const Row& r, const sim::HardwareProfile& gpu, bool scattered,
+enum class Placement { alternate, scattered, measured };
+
+double predicted(const Row& r, const sim::HardwareProfile& gpu, Placement placement,
                  sim::L2Replacement replacement, std::uint64_t seed) {
   const std::int64_t* own = fa3::kL2ShareForKV[r.causal];
   const std::int64_t l2_for_order = gpu.l2_bytes * r.share_num * own[1] / (r.share_den * own[0]);
@@ -104,7 +108,10 @@ double predicted(const Row& r, const sim::HardwareProfile& gpu, bool scattered,
     const fa3::WorkItem w = fa3::work_item(order, b);
     return sim::BlockTile{w.b * order.heads_q + w.h, w.tile};
   };
-  if (scattered) g.slot_partitions = sim::scattered_partitions(gpu.sm_count, gpu.l2_partitions, seed);
+  if (placement == Placement::scattered)
+    g.slot_partitions = sim::scattered_partitions(gpu.sm_count, gpu.l2_partitions, seed);
+  if (placement == Placement::measured)
+    g.slot_partitions = sim::measured_slot_partitions(gpu, int(g.blocks_per_sm));
   return double(sim::run_grid(g).dram_read());
 }
 
@@ -124,13 +131,15 @@ int main(int argc, char** argv) {
     if (rows.empty()) throw std::runtime_error("no fa3 row in " + results + "/*-fa3-sections-dram.csv");
     struct Config {
       const char* name;
-      bool scattered;
+      Placement placement;
       sim::L2Replacement replacement;
     };
-    const Config configs[] = {{"alternate, LRU", false, sim::L2Replacement::lru},
-                              {"alternate, sets", false, sim::L2Replacement::sets},
-                              {"scattered, LRU", true, sim::L2Replacement::lru},
-                              {"scattered, sets", true, sim::L2Replacement::sets}};
+    const Config configs[] = {{"alternate, LRU", Placement::alternate, sim::L2Replacement::lru},
+                              {"alternate, sets", Placement::alternate, sim::L2Replacement::sets},
+                              {"scattered, LRU", Placement::scattered, sim::L2Replacement::lru},
+                              {"scattered, sets", Placement::scattered, sim::L2Replacement::sets},
+                              {"measured, LRU", Placement::measured, sim::L2Replacement::lru},
+                              {"measured, sets", Placement::measured, sim::L2Replacement::sets}};
     for (const std::uint64_t seed : seeds) {
       fmt::print("seed {}: DRAM read, MiB (measured / predicted)\n", seed);
       fmt::print("{:<22}{:>10}", "B x H, N, mask, share", "measured");
@@ -144,7 +153,7 @@ int main(int argc, char** argv) {
                                                   r.share_den),
                    r.read / kMiB);
         for (std::size_t i = 0; i < std::size(configs); ++i) {
-          const double p = predicted(r, gpu, configs[i].scattered, configs[i].replacement, seed);
+          const double p = predicted(r, gpu, configs[i].placement, configs[i].replacement, seed);
           const double ratio = r.read / p;
           within[i] += std::abs(ratio - 1.0) <= kGoal;
           worst[i] = std::max(worst[i], std::max(ratio, 1.0 / ratio));

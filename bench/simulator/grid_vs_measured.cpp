@@ -9,7 +9,8 @@
 //   ./build/bench/simulator/grid_vs_measured                       # every row, the profile's sigma
 //   ./build/bench/simulator/grid_vs_measured --only crossover_h1.csv --spread 0.05 0.1 0.2
 //
-// With several --spread values it prints the table for each and a summary line per value:
+// --placement measured places B's blocks as the H200 does (bench_l2_partitions), A's stay
+// alternate. With several --spread values it prints the table for each and a summary line per value:
 // how many rows' reads are within 15%, and the mean |log(measured / predicted)| of the reads.
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/grid.hpp"
@@ -124,33 +125,36 @@ class Model {
   Model(std::uint64_t seed) : seed_(seed) {}
 
   Prediction predict(const Measured& m, sim::L2Replacement replacement, sim::GridSchedule schedule,
-                     double spread) {
-    const auto key =
-        std::tuple(m.heads, m.kv_heads, m.N, m.d, int(replacement), int(schedule), spread);
+                     double spread, bool measured_placement = false) {
+    const auto key = std::tuple(m.heads, m.kv_heads, m.N, m.d, int(replacement), int(schedule),
+                                spread, measured_placement);
     if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
     const sim::HardwareProfile& h200 = sim::find_profile("h200");
     const gpu::KernelConfig fa2 = gpu::fa2::config(m.d, FLASHLAB_BF16);
-    const sim::GridReport r = sim::run_grid({.N = m.N,
-                                             .d = m.d,
-                                             .dtype = sim::DType::bf16,
-                                             .heads = m.heads,
-                                             .kv_heads = m.kv_heads,
-                                             .Br = fa2.Br,
-                                             .Bc = fa2.Bc,
-                                             .blocks_per_sm = fa2.blocks_per_sm,
-                                             .sm_count = h200.sm_count,
-                                             .l2_bytes = h200.l2_bytes,
-                                             .l2_partitions = h200.l2_partitions,
-                                             .replacement = replacement,
-                                             .schedule = schedule,
-                                             .block_time_spread = spread,
-                                             .seed = seed_});
+    sim::GridProblem g{.N = m.N,
+                       .d = m.d,
+                       .dtype = sim::DType::bf16,
+                       .heads = m.heads,
+                       .kv_heads = m.kv_heads,
+                       .Br = fa2.Br,
+                       .Bc = fa2.Bc,
+                       .blocks_per_sm = fa2.blocks_per_sm,
+                       .sm_count = h200.sm_count,
+                       .l2_bytes = h200.l2_bytes,
+                       .l2_partitions = h200.l2_partitions,
+                       .replacement = replacement,
+                       .schedule = schedule,
+                       .block_time_spread = spread,
+                       .seed = seed_};
+    if (measured_placement) g.slot_partitions = sim::measured_slot_partitions(h200, fa2.blocks_per_sm);
+    const sim::GridReport r = sim::run_grid(g);
     return cache_[key] = {double(r.dram_read()), double(r.dram_written())};
   }
 
  private:
   std::uint64_t seed_;
-  std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, cpu::Index, int, int, double>, Prediction>
+  std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, cpu::Index, int, int, double, bool>,
+           Prediction>
       cache_;
 };
 
@@ -158,25 +162,27 @@ std::string ratio(double measured, double predicted) {
   return predicted > 0 ? fmt::format("{:.3f}", measured / predicted) : "-";
 }
 
-// The second model: the given replacement, drifting with sigma = spread (lockstep at 0).
-std::string model_name(sim::L2Replacement replacement, double spread) {
-  return spread > 0 ? fmt::format("{}, drift sigma = {}", to_string(replacement), spread)
-                    : fmt::format("{}, lockstep", to_string(replacement));
+// The second model: the given replacement, drifting with sigma = spread (lockstep at 0),
+// blocks placed on the partitions alternately or as the H200 measured.
+std::string model_name(sim::L2Replacement replacement, double spread, bool measured) {
+  return fmt::format("{}, {}, {} placement", to_string(replacement),
+                     spread > 0 ? fmt::format("drift sigma = {}", spread) : "lockstep",
+                     measured ? "measured" : "alternate");
 }
 
 void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replacement replacement,
-                 double spread) {
+                 double spread, bool measured) {
   const auto schedule = spread > 0 ? sim::GridSchedule::drift : sim::GridSchedule::lockstep;
   fmt::print(
       "\nA: lru, lockstep; B: {}. MiB; ratios are measured / predicted\n\n"
       "| source | heads, KV heads, N | read meas. | A | ratio | B | ratio | "
       "write meas. | A | ratio | B | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-      model_name(replacement, spread));
+      model_name(replacement, spread, measured));
   int within_a = 0, within_b = 0;
   double log_a = 0, log_b = 0;
   for (const Measured& m : rows) {
     const Prediction a = model.predict(m, sim::L2Replacement::lru, sim::GridSchedule::lockstep, 0);
-    const Prediction b = model.predict(m, replacement, schedule, spread);
+    const Prediction b = model.predict(m, replacement, schedule, spread, measured);
     fmt::print(
         "| {} | {}, {}, {} | {:.1f} | {:.1f} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {} | {:.1f} | "
         "{} |\n",
@@ -193,7 +199,8 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
   fmt::print(
       "\nB = {}: reads within 15%: A {} of {}, B {} of {}; mean |log(measured / predicted)| "
       "of the reads: A {:.4f}, B {:.4f}\n",
-      model_name(replacement, spread), within_a, rows.size(), within_b, rows.size(), log_a / n,
+      model_name(replacement, spread, measured), within_a, rows.size(), within_b, rows.size(),
+      log_a / n,
       log_b / n);
 }
 
@@ -217,6 +224,12 @@ int main(int argc, char** argv) {
                  "B's block_time_spread values, 0 for lockstep (default: the H200 profile's)");
   app.add_option("--seed", seed, "the Philox key of drift and random replacement, the sets' hash")
       ->capture_default_str();
+  std::string placement = "alternate";
+  app.add_option("--placement", placement,
+                 "B's placement of blocks on the L2's partitions: alternate (b mod 2) or "
+                 "measured (the H200's, sim::measured_slot_partitions)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"alternate", "measured"}));
   CLI11_PARSE(app, argc, argv);
   try {
     if (spreads.empty()) spreads = {h200.block_time_spread};
@@ -226,7 +239,8 @@ int main(int argc, char** argv) {
     const sim::L2Replacement victims = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only);
     Model model(seed);
-    for (const double spread : spreads) print_table(rows, model, victims, spread);
+    for (const double spread : spreads)
+      print_table(rows, model, victims, spread, placement == "measured");
   } catch (const std::exception& e) {
     fmt::print(stderr, "grid_vs_measured: {}\n", e.what());
     return 2;

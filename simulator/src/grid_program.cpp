@@ -389,11 +389,13 @@ void check(const GridProblem& p) {
         p.block_time_spread));
   check(p.replacement);
   if (!p.slot_partitions.empty()) {
-    if (Index(p.slot_partitions.size()) != p.sm_count)
+    if (const Index n = Index(p.slot_partitions.size());
+        n != p.sm_count && n != p.sm_count * p.blocks_per_sm)
       throw cpu::InvalidArgument(fmt::format(
-          "slot_partitions has {} entries for {} SMs: give one partition for each SM slot, or "
-          "none for block b on partition b mod l2_partitions",
-          p.slot_partitions.size(), p.sm_count));
+          "slot_partitions has {} entries for {} SMs of {} blocks each: give one partition for "
+          "each SM ({}) or for each slot of a first wave ({}), or none for block b on partition "
+          "b mod l2_partitions",
+          n, p.sm_count, p.blocks_per_sm, p.sm_count, p.sm_count * p.blocks_per_sm));
     for (std::size_t s = 0; s < p.slot_partitions.size(); ++s)
       if (p.slot_partitions[s] < 0 || p.slot_partitions[s] >= p.l2_partitions)
         throw cpu::InvalidArgument(fmt::format(

@@ -50,6 +50,19 @@ constexpr SmLimits sm_limits(Bytes shared_bytes, Bytes unified_cache_bytes) {
           .carveout_count = count};
 }
 
+// The H200's first waves, block by block: the partition of the SM each block ran on,
+// measured (the profile's first_wave_partitions).
+constexpr std::string_view kH200FirstWave1 =
+    "0000000000000000111111111111111111111111111111111111111111111111"
+    "0000000000000000000000000000000000000000000000000011111111111111"
+    "1111";
+constexpr std::string_view kH200FirstWave2 =
+    "0000000000000000111111111111111111111111111111111111111111111111"
+    "0000000000000000000000000000000000000000000000000000000000111111"
+    "1111111111110000000011111111111111111111111111111111111111111111"
+    "1111000000000000000000000000000000000000000000000000001111111111"
+    "11111111";
+
 constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "a100",
@@ -98,6 +111,10 @@ constexpr std::array kProfiles = {
         // docs/IO-LEVELS.md, where it does not fit everywhere. Used only when the grid model
         // is asked for the drift schedule; lockstep stays the default.
         .block_time_spread = 0.016,
+        // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
+        // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
+        // partition (docs/IO-LEVELS.md, "Where blocks land").
+        .first_wave_partitions = {kH200FirstWave1, kH200FirstWave2},
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.
         .hbm_bytes_per_s = 4.25 * kTera,
@@ -182,6 +199,15 @@ const LinkProfile& find_link(std::string_view name) {
 }
 
 std::span<const HardwareProfile> profiles() { return kProfiles; }
+
+std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int blocks_per_sm) {
+  if (blocks_per_sm < 1 || blocks_per_sm > int(gpu.first_wave_partitions.size())) return {};
+  const std::string_view wave = gpu.first_wave_partitions[std::size_t(blocks_per_sm - 1)];
+  std::vector<cpu::Index> slots;
+  slots.reserve(wave.size());
+  for (const char digit : wave) slots.push_back(digit - '0');
+  return slots;
+}
 
 const HardwareProfile& find_profile(std::string_view name) {
   std::string names;

@@ -412,6 +412,30 @@ TEST_CASE("grid L2: a map of SM slots to partitions places the blocks; b mod P g
   CHECK(r.tensor("K").dram_read == 2 * 256);
 }
 
+TEST_CASE("grid L2: a map of a first wave's slots places block b by b mod R") {
+  // Two SMs of two blocks: R = 4 slots, blocks 0 to 7 (two heads of four query tiles). The
+  // map puts slots 0 and 1 on partition 0, 2 and 3 on partition 1, so blocks 0, 1, 4, 5 read
+  // through partition 0 and 2, 3, 6, 7 through partition 1; a map of the SMs alone (block b
+  // on SM b mod 2) could not say this.
+  GridProblem p = small_grid();
+  p.N = 32;
+  p.blocks_per_sm = 2;
+  p.l2_bytes = 1 << 16;
+  p.l2_partitions = 2;
+  p.slot_partitions = {0, 0, 1, 1};
+  for (Index b = 0; b < 8; ++b) CHECK(p.partition_of(b) == (b % 4 < 2 ? 0 : 1));
+  std::vector<Index> q_partition(8, -1);
+  run_grid(p, [&](const L2Event& e) {
+    if (kGridTensorNames[e.tensor] == std::string_view("Q"))
+      q_partition[std::size_t(e.row0 / p.Br)] = e.partition;
+  });
+  CHECK(q_partition == std::vector<Index>{0, 0, 1, 1, 0, 0, 1, 1});
+  // Each head's K is read on both sides (blocks 0, 1 and 2, 3 for head 0): from DRAM once,
+  // copied from one partition into the other, so DRAM reads both heads' K once each.
+  const GridReport r = run_grid(p);
+  CHECK(r.tensor("K").dram_read == 2 * 32 * 16 * 2);
+}
+
 TEST_CASE("grid L2: with any map of slots to partitions, booking blocks as groups changes no count") {
   // Groups whose first blocks share a partition (which b mod P never makes) load block by
   // block: the same counts as without grouping.
@@ -419,7 +443,9 @@ TEST_CASE("grid L2: with any map of slots to partitions, booking blocks as group
   std::uniform_int_distribution<Index> pick(0, 1 << 20);
   for (int trial = 0; trial < 40; ++trial) {
     GridProblem p = random_small_grid(rng, {1, 17, 97, 113, 200});
-    p.slot_partitions.resize(static_cast<std::size_t>(p.sm_count));
+    // One entry an SM, or one a slot of the first wave.
+    const Index slots = trial % 2 ? p.sm_count : p.sm_count * p.blocks_per_sm;
+    p.slot_partitions.resize(static_cast<std::size_t>(slots));
     for (Index& part : p.slot_partitions) part = pick(rng) % p.l2_partitions;
     CAPTURE(p.N);
     CAPTURE(p.heads);
@@ -470,7 +496,11 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   refuses({.causal = cpu::Causal::bottom_right}, "top-left");
   refuses({.causal = static_cast<cpu::Causal>(7)}, "");
   refuses({.sm_count = 2, .l2_partitions = 2, .slot_partitions = {0}},
-          "slot_partitions has 1 entries for 2 SMs: give one partition for each SM slot");
+          "slot_partitions has 1 entries for 2 SMs of 2 blocks each: give one partition for "
+          "each SM (2) or for each slot of a first wave (4)");
+  refuses({.blocks_per_sm = 3, .sm_count = 2, .l2_partitions = 2,
+           .slot_partitions = {0, 1, 0, 1}},
+          "slot_partitions has 4 entries for 2 SMs of 3 blocks each");
   refuses({.sm_count = 2, .l2_partitions = 2, .slot_partitions = {0, 2}},
           "slot_partitions[1] = 2: give a partition from 0 to l2_partitions - 1 = 1");
   CHECK_THROWS_AS(l2_crossover({.causal = cpu::Causal::top_left}), cpu::InvalidArgument);

@@ -6,6 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace flashlab::sim::test {
 
@@ -20,6 +25,42 @@ TEST_CASE("each profile is found by name and has every figure") {
     CHECK(hw.matrix_flops_per_s > hw.exp_per_s);  // why exp can bind at small d
     CHECK(hw.l2_bytes_per_s > hw.hbm_bytes_per_s);  // why re-reads from the L2 are cheaper
   }
+}
+
+TEST_CASE("the H200's first waves are the measured placement, block by block") {
+  // The profile's digits against the CSV bench_l2_partitions wrote on the H200: for each
+  // block of each first wave, the partition of the SM it ran on.
+  std::ifstream csv(FLASHLAB_RESULTS_DIR "/2026-12-03-h200-l2-partitions.csv");
+  REQUIRE(csv);
+  std::string line;
+  std::getline(csv, line);
+  REQUIRE(line == "kind,per_sm,index,sm,reference,cycles_after_reference,cycles_again,partition");
+  std::map<int, std::vector<int>> sm_of_block;  // per_sm -> the SM of each block
+  std::map<int, int> partition_of_sm;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string field; std::getline(fields, field, ',');) f.push_back(field);
+    REQUIRE(f.size() >= 4);
+    if (f[0] == "block") sm_of_block[std::stoi(f[1])].push_back(std::stoi(f[3]));
+    if (f[0] == "sm" && f[4] == "0") partition_of_sm[std::stoi(f[3])] = std::stoi(f[7]);
+  }
+  const HardwareProfile& h200 = find_profile("h200");
+  REQUIRE(partition_of_sm.size() == std::size_t(h200.sm_count));
+  for (const int per_sm : {1, 2}) {
+    CAPTURE(per_sm);
+    const std::vector<cpu::Index> slots = measured_slot_partitions(h200, per_sm);
+    REQUIRE(slots.size() == std::size_t(h200.sm_count * per_sm));
+    REQUIRE(sm_of_block[per_sm].size() == slots.size());
+    for (std::size_t b = 0; b < slots.size(); ++b)
+      CHECK(slots[b] == partition_of_sm.at(sm_of_block[per_sm][b]));
+    // Half the SMs on each side.
+    CHECK(std::count(slots.begin(), slots.end(), 1) == h200.sm_count * per_sm / 2);
+  }
+  // No measurement for other occupancies or other profiles: the model's own placement.
+  CHECK(measured_slot_partitions(h200, 3).empty());
+  CHECK(measured_slot_partitions(h200, 0).empty());
+  CHECK(measured_slot_partitions(find_profile("a100"), 1).empty());
 }
 
 TEST_CASE("the bound is the largest of its three terms, and names it") {

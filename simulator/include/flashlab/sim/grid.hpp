@@ -161,12 +161,12 @@ struct GridProblem {
   // cached there (the scalar kernel's plain loads); 0 where they bypass it (cp.async.cg,
   // TMA: fa2, fa3), the default. See "The L1" above.
   Bytes l1_bytes = 0;
-  // Which L2 partition the SM of each of the sm_count slots reads (block b runs on the SM of
-  // slot b mod sm_count): empty for b mod P, the header's placement; else one entry a slot,
-  // each below l2_partitions: scattered_partitions() below, or a map measured on a GPU. (The
-  // header's placement is what the model was checked against for fa2 in grid order; fa3's
-  // persistent grid, whose sections can put a head's blocks all on even slots, is where the
-  // two part: docs/IO-LEVELS.md, "fa3's DRAM bytes".)
+  // Which L2 partition the SM of each slot reads through: empty for b mod P, the header's
+  // placement; else one entry a slot, each below l2_partitions, for sm_count slots (block b
+  // in slot b mod sm_count: scattered_partitions() below) or for the R = sm_count x
+  // blocks_per_sm slots of a whole first wave (block b in slot b mod R: the placement
+  // measured on a GPU, measured_slot_partitions() in profiles.hpp). docs/IO-LEVELS.md, "Where
+  // blocks land", says what the H200's block scheduler does.
   std::vector<cpu::Index> slot_partitions{};
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
@@ -177,10 +177,11 @@ struct GridProblem {
   cpu::Index resident_blocks() const;
   Bytes partition_bytes() const { return l2_bytes / l2_partitions; }
   // The partition of the SM that runs block b: b mod P (the header says why), or where
-  // slot_partitions is given, that of its SM slot, b mod sm_count.
+  // slot_partitions is given, that of its slot, b mod the map's length.
   cpu::Index partition_of(cpu::Index block) const {
-    return slot_partitions.empty() ? block % l2_partitions
-                                   : slot_partitions[static_cast<std::size_t>(block % sm_count)];
+    if (slot_partitions.empty()) return block % l2_partitions;
+    const auto slots = static_cast<cpu::Index>(slot_partitions.size());
+    return slot_partitions[static_cast<std::size_t>(block % slots)];
   }
   // The SM of one of the R slots resident blocks take (the header, "The L1").
   cpu::Index sm_of_slot(cpu::Index slot) const { return slot % sm_count; }
@@ -200,7 +201,8 @@ inline constexpr double kMaxBlockTimeSpread = 1.0;
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
 // 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
 // blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64,
-// slot_partitions is empty or one partition below l2_partitions for each of the sm_count slots,
+// slot_partitions is empty or one partition below l2_partitions for each of the sm_count (or
+// sm_count x blocks_per_sm) slots,
 // causal is none or top-left, and block_time_spread is 0 to kMaxBlockTimeSpread (0 unless
 // the schedule is drift).
 void check(const GridProblem& problem);

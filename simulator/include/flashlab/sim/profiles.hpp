@@ -10,6 +10,7 @@
 #include <array>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace flashlab::sim {
 
@@ -79,6 +80,10 @@ struct HardwareProfile {
   double block_time_spread = 0;
   // Which tile a full L2 partition drops (sim::GridProblem::replacement; grid.hpp).
   L2Replacement l2_replacement = L2Replacement::lru;
+  // Where the blocks of a whole first wave land, in grid order: the L2 partition of each
+  // block's SM, one digit a block, for kernels of one block an SM ([0], sm_count digits) and
+  // of two ([1], 2 sm_count digits). Measured (bench_l2_partitions); empty where not.
+  std::array<std::string_view, 2> first_wave_partitions{};
   double hbm_bytes_per_s = 0;    // read + written
   // Bytes per second the L2 delivers to the SMs, whole chip: what a load of a tile that is
   // already in the L2 (a re-read of K or V, lesson 5) moves at, where HBM's figure is for
@@ -88,6 +93,11 @@ struct HardwareProfile {
   double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip
   SmLimits sm;                   // what one SM holds at once
 };
+
+// GridProblem::slot_partitions for a kernel of `blocks_per_sm` blocks an SM on `gpu`: the
+// profile's measured first wave for that occupancy (block b in slot b mod R), or empty (the
+// grid model's b mod P) where it has none.
+std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int blocks_per_sm);
 
 // A100, H100, H200, B200 (sources in profiles.cpp, beside each figure).
 std::span<const HardwareProfile> profiles();
