@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
                  "B's block_time_spread values, 0 for lockstep (default: the H200 profile's)");
   app.add_option("--seed", seed, "the Philox key of drift and random replacement, the sets' hash")
       ->capture_default_str();
-  std::string placement = "alternate";
+  std::string placement = "measured";
   app.add_option("--placement", placement,
                  "B's placement of blocks on the L2's partitions: alternate (b mod 2) or "
                  "measured (the H200's, sim::measured_slot_partitions)")

@@ -134,7 +134,9 @@ void print_table(const std::vector<Point>& points, const Style& style) {
   t.print(std::cout, style);
 }
 
-// Where each (kernel, d, heads) of the sweep stops keeping K and V in the L2 between waves.
+// Where each (kernel, d, heads) of the sweep stops keeping K and V in the L2 between waves, by
+// the closed form (sim::l2_crossover: LRU, lockstep, the model's own placement); the DRAM
+// columns come from the grid run with the profile's replacement and measured placement.
 void print_crossovers(const std::vector<Point>& points) {
   std::vector<std::string> seen;
   for (const Point& p : points) {
@@ -143,7 +145,8 @@ void print_crossovers(const std::vector<Point>& points) {
     if (!c || std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
     seen.push_back(key);
     fmt::print(
-        "L2 crossover, {} at d = {}, {} head{}: K and V re-read from DRAM from N = {} ({} KV "
+        "L2 crossover, {} at d = {}, {} head{} (the closed form: an LRU L2, blocks in lockstep, "
+        "b on partition b mod 2): K and V re-read from DRAM from N = {} ({} KV "
         "head{} live between waves: {:.2f} MiB against the {:.2f} MiB of one of the L2's {} "
         "partition{}); by every wave from N = {}\n",
         p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "", c->first_N, c->heads_live,

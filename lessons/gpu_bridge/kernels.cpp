@@ -260,7 +260,12 @@ Prediction predict(const KernelRun& run) {
                           .sm_count = target_profile().sm_count,
                           .l2_bytes = target_profile().l2_bytes,
                           .l2_partitions = target_profile().l2_partitions,
+                          .replacement = target_profile().l2_replacement,
                           .l1_bytes = mirror.l1_bytes};
+    // Blocks placed on the L2's partitions as the GPU's block scheduler places them, where
+    // the profile has measured it for this occupancy.
+    grid.slot_partitions =
+        sim::measured_slot_partitions(target_profile(), int(mirror.blocks_per_sm));
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     p.grid = sim::run_grid(grid);
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);

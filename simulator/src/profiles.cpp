@@ -114,6 +114,7 @@ constexpr std::array kProfiles = {
         // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
         // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
         // partition (docs/IO-LEVELS.md, "Where blocks land").
+        .l2_replacement = L2Replacement::sets,
         .first_wave_partitions = {kH200FirstWave1, kH200FirstWave2},
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.

@@ -112,7 +112,9 @@ TEST_CASE("fa3 prediction: the grid runs fa3's own tile order, not the grid orde
                      .blocks_per_sm = 1,
                      .sm_count = gpu.sm_count,
                      .l2_bytes = gpu.l2_bytes,
-                     .l2_partitions = gpu.l2_partitions};
+                     .l2_partitions = gpu.l2_partitions,
+                     .replacement = gpu.l2_replacement,
+                     .slot_partitions = sim::measured_slot_partitions(gpu, 1)};
   const sim::GridReport grid_order = sim::run_grid(g);
   g.order = [order](app::Index b) {
     const k::WorkItem w = k::work_item(order, b);
