@@ -9,9 +9,9 @@
 # torch's SDPA and with flashlab's attention (train), and run ring attention with P
 # ranks emulated on the one GPU (ring).
 #
-#   bench/gpu/run_device.sh [steps...]   steps: build test python sanitize cli sweep bench
-#                                        bench-backward decode ablation ncu levels train
-#                                        exercises ring profile stores (default: all but
+#   bench/gpu/run_device.sh [steps...]   steps: build test python sanitize partitions cli
+#                                        sweep bench bench-backward decode ablation ncu levels
+#                                        train exercises ring profile stores (default: all but
 #                                        profile and stores)
 #
 # Environment: OUT (where logs and CSVs go; default ./gpu-out), BUILD (build folder; default
@@ -29,7 +29,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-/tmp/flashlab-build}
 DEPS=${DEPS:-$ROOT/.deps/root}
-STEPS=${*:-build test python sanitize cli sweep bench bench-backward decode ablation ncu levels train exercises ring}
+STEPS=${*:-build test python sanitize partitions cli sweep bench bench-backward decode ablation ncu levels train exercises ring}
 # Into the SMs, the store and reduction sectors the L1 issued, out of the SMs, at the L2
 # slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says which level each measures), and the
 # kernel's time.
@@ -84,7 +84,7 @@ if want build; then
         -DPython3_EXECUTABLE="$(command -v python3)" "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
         test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile test_gpu_exp2 flashlab \
-        flashlab_gpu_runner || exit 1
+        flashlab_gpu_runner bench_l2_partitions || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
   # uses tensor cores, how many of each instruction that matters made it into the SASS.
@@ -272,6 +272,14 @@ if want sanitize; then
   done
   await_processes clean
   cat "${logs[@]}" > "$OUT/sanitizer.log"
+fi
+
+if want partitions; then
+  step "where blocks land and which L2 partition each SM reads through (bench_l2_partitions)"
+  # The simulator's H200 profile holds this placement (first_wave_partitions); the program
+  # exits 3 if the latencies do not split the SMs into two sides both references agree on.
+  "$BUILD/bench/bench_l2_partitions" --csv "$OUT/l2_partitions.csv" 2>&1 | tail -14
+  (( PIPESTATUS[0] == 0 )) || status=1
 fi
 
 if want cli; then
