@@ -27,11 +27,12 @@
 // models the sets; docs/IO-LEVELS.md says how it fares).
 //
 // Partitions (l2_partitions = P, the hardware profile's figure: 2 on Hopper). The L2 is P
-// separate caches of l2_bytes / P each, and every SM is attached to one of them. Block b
-// runs on an SM of partition b mod P: the block scheduler hands consecutive blocks to SMs
-// of different GPCs, and the GPCs are split between the partitions, so consecutive blocks
-// alternate (the exact SM is not visible to the kernel's counters; what matters here is
-// that a head's many blocks land on both sides). A block's read looks in its own
+// separate caches of l2_bytes / P each, and every SM is attached to one of them. By default
+// block b runs on an SM of partition b mod P, so that a head's many blocks land on both
+// sides. The H200 measured otherwise (docs/IO-LEVELS.md, "Where blocks land"): its block
+// scheduler deals blocks to pairs of SMs GPC after GPC, and consecutive blocks share a
+// partition in runs of 8 to 58; GridProblem::slot_partitions takes that placement (the
+// hardware profile's, sim::measured_slot_partitions), and `flashlab compare` runs it. A block's read looks in its own
 // partition; on a miss the tile is copied from another partition that holds it (no DRAM
 // traffic) or else read from DRAM, and either way it is then held in the reader's
 // partition too. So K and V, which every block of a head reads, take room in every
