@@ -4,7 +4,7 @@
 // this program measures the placement it should take.
 //
 // 1. Placement. A grid whose blocks each take enough shared memory that exactly k fit on an
-//    SM (k = 1, 2) writes each block's %smid: slot b -> SM.
+//    SM (k = 1 to 4) writes each block's %smid: slot b -> SM.
 // 2. Partitions, by latency. One thread on a reference SM r follows a chain of pointers
 //    through a buffer of `lines` 128-byte lines in a random order (every load depends on the
 //    one before, and ld.global.cg skips the L1), so the buffer sits in the L2. Then one thread
@@ -143,10 +143,11 @@ int main(int argc, char** argv) {
     }
 
     // 1. Placement.
+    constexpr int kMostPerSm = 4;
     unsigned* d_sm = nullptr;
-    check_cuda(cudaMalloc(&d_sm, sizeof(unsigned) * dev.sms * 2), "cudaMalloc");
-    std::vector<std::vector<unsigned>> placed(3);
-    for (int per_sm : {1, 2}) {
+    check_cuda(cudaMalloc(&d_sm, sizeof(unsigned) * dev.sms * kMostPerSm), "cudaMalloc");
+    std::vector<std::vector<unsigned>> placed(kMostPerSm + 1);
+    for (int per_sm = 1; per_sm <= kMostPerSm; ++per_sm) {
       const int blocks = dev.sms * per_sm;
       const int bytes = shared_bytes_for(where_blocks_run, dev, per_sm, 128);
       where_blocks_run<<<blocks, 128, bytes>>>(d_sm);
@@ -158,12 +159,16 @@ int main(int argc, char** argv) {
       for (int b = 0; b < blocks; ++b)
         if (csv) csv << fmt::format("block,{},{},{},,,,\n", per_sm, b, placed[per_sm][b]);
     }
-    int same_sm = 0;  // with two an SM: blocks b and b + SMs together?
-    for (int b = 0; b < dev.sms; ++b) same_sm += placed[2][b] == placed[2][b + dev.sms];
     fmt::print("placement: 1 block an SM, blocks 0..15 on SMs");
     for (int b = 0; b < 16; ++b) fmt::print(" {}", placed[1][b]);
-    fmt::print("\n           2 blocks an SM: b and b + {} on one SM for {} of {} b\n", dev.sms,
-               same_sm, dev.sms);
+    fmt::print("\n");
+    for (int per_sm = 2; per_sm <= kMostPerSm; ++per_sm) {
+      int same_sm = 0;  // blocks b and b + SMs together, as "slot k on SM k mod SMs" has it?
+      for (int b = 0; b < dev.sms * (per_sm - 1); ++b)
+        same_sm += placed[per_sm][b] == placed[per_sm][b + dev.sms];
+      fmt::print("           {} blocks an SM: b and b + {} on one SM for {} of {} b\n", per_sm,
+                 dev.sms, same_sm, dev.sms * (per_sm - 1));
+    }
 
     // 2. Partitions: for each reference, a fresh chain per SM.
     const int bytes = shared_bytes_for(walk_chain, dev, 1, 32);
