@@ -11,8 +11,8 @@
 // A GEMM reads each operand's panel once per output tile: its left operand (Q, P) once per
 // column of tiles, its right operand (K, V) once per row of tiles. With
 // Problem::gemm_operands_held, through an L2 only the first of the right operand's reads can
-// reach DRAM: cuBLAS's kernels here are persistent (grids of 88 to 132 blocks, at most one an
-// SM, bench/results/2026-12-03-h200-naive-kernels.csv) and walk one head's output tiles
+// reach DRAM: cuBLAS's kernels here are persistent (grids of 88 to 132 blocks on 132 SMs,
+// bench/results/2026-12-03-h200-naive-kernels.csv) and walk one head's output tiles
 // together, so the operand they share stays in the L2 while they do (docs/IO-LEVELS.md, "The
 // naive kernel: cuBLAS's tiles"). (The left operand's panel is re-read once per column of
 // tiles straight away, so it hits in any L2 that holds a panel.)
