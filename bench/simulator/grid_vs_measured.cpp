@@ -2,16 +2,22 @@
 // bench/results (the `flashlab compare` sweeps, whose rows carry dram_read_measured and
 // dram_written_measured, and the `levels` step's per-metric CSV, whose shapes carry the KV
 // heads) and prints, per measured row, DRAM read and written during the kernel, measured and
-// predicted by the lockstep schedule and by the drift schedule (flashlab/sim/grid.hpp), with
-// measured / predicted. The H200 profile gives the SMs, the L2, its partitions and the blocks'
-// time spread; fa2's tiles and occupancy come from the GPU library's kernel_info.hpp.
+// predicted by two models, with measured / predicted: A, LRU in lockstep with blocks
+// alternating between the partitions (what the lessons teach), and B, by default the H200
+// profile's model as `flashlab compare` runs it (its replacement, hashed sets; the measured
+// placement, bench_l2_partitions; lockstep), or the drift schedule (flashlab/sim/grid.hpp)
+// with --spread. The H200 profile gives the SMs, the L2, its partitions, its replacement and
+// the blocks' time spread; fa2's tiles and occupancy come from the GPU library's
+// kernel_info.hpp.
 //
-//   ./build/bench/simulator/grid_vs_measured                       # every row, the profile's sigma
-//   ./build/bench/simulator/grid_vs_measured --only crossover_h1.csv --spread 0.05 0.1 0.2
+//   ./build/bench/simulator/grid_vs_measured                       # every row, minutes
+//   ./build/bench/simulator/grid_vs_measured --only crossover_h1.csv --replacement lru \
+//       --spread 0.016 0.05 0.1
 //
-// --placement measured places B's blocks as the H200 does (bench_l2_partitions), A's stay
-// alternate. With several --spread values it prints the table for each and a summary line per value:
-// how many rows' reads are within 15%, and the mean |log(measured / predicted)| of the reads.
+// (Hashed sets take minutes: every row in about nine on the development machine, where
+// --replacement lru takes seconds; drift with sets about five for crossover_h1.csv's six.) With
+// several --spread values it prints the table for each and a summary line per value: how
+// many rows' reads are within 15%, and the mean |log(measured / predicted)| of the reads.
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/profiles.hpp"
@@ -221,7 +227,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember(sim::l2_replacement_names()));
   app.add_option("--spread", spreads,
-                 "B's block_time_spread values, 0 for lockstep (default: the H200 profile's)");
+                 "B's block_time_spread values, 0 for lockstep (the default; the H200 "
+                 "profile's sigma is " + std::to_string(h200.block_time_spread) + ")");
   app.add_option("--seed", seed, "the Philox key of drift and random replacement, the sets' hash")
       ->capture_default_str();
   std::string placement = "measured";
@@ -232,7 +239,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"alternate", "measured"}));
   CLI11_PARSE(app, argc, argv);
   try {
-    if (spreads.empty()) spreads = {h200.block_time_spread};
+    if (spreads.empty()) spreads = {0};
     for (const double spread : spreads)  // refused before any row is read or printed
       sim::check({.schedule = spread > 0 ? sim::GridSchedule::drift : sim::GridSchedule::lockstep,
                   .block_time_spread = spread});
