@@ -233,10 +233,12 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "Predicted bytes: the simulator's count of what crosses between the L2 and the SMs\n"
       "(measured by l1tex__m_xbar2l1tex_read_bytes; writes by the store and reduction sectors\n"
       "the L1 issued, l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B) and of\n"
-      "what reaches DRAM past a {} LRU L2 (dram__bytes_read/write): for fa2 and fa3 their\n"
-      "whole grid ({} SMs, blocks in waves, fa3's in its scheduler's order; N_q = N_k only)\n"
-      "through the L2's {} partitions, K and V held in each, the DRAM writes those made while\n"
-      "it ran and apart what it leaves dirty; for the others one head run as one SM would.\n"
+      "what reaches DRAM past a {} L2 (dram__bytes_read/write): for fa2 and fa3 their\n"
+      "whole grid ({} SMs, blocks in waves, fa3's in its scheduler's order, each on the\n"
+      "partition the GPU's block scheduler puts it where the profile has measured it;\n"
+      "N_q = N_k only) through the L2's {} partitions (replacement: {}), K and V held in each,\n"
+      "the DRAM writes those made while it ran and apart what it leaves dirty; for the others\n"
+      "one head run as one SM would, through an LRU L2.\n"
       "lts__t_bytes, at the L2 slices, sits lower: Hopper's L2 Request Coalescer merges the\n"
       "requests of several SMs for the same sectors that meet in it (SM reads per slice read:\n"
       "lrc__xbar2gpc_sectors_op_read over lrc__lts2lrc_sectors_op_read, a matter of timing\n"
@@ -245,7 +247,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "is those or fewer, merged after the L1's store pipe by a rule the model does not know\n"
       "(docs/IO-LEVELS.md).\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
-      target_profile().l2_partitions);
+      target_profile().l2_partitions, sim::to_string(target_profile().l2_replacement));
 }
 
 template <class In>
