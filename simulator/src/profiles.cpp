@@ -111,14 +111,15 @@ constexpr std::array kProfiles = {
         // docs/IO-LEVELS.md, where it does not fit everywhere. Used only when the grid model
         // is asked for the drift schedule; lockstep stays the default.
         .block_time_spread = 0.016,
-        // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
-        // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
-        // partition (docs/IO-LEVELS.md, "Where blocks land").
         // 128-byte lines in hashed sets with the measured placement below: every DRAM read of
         // the 2026-12-03 compare sweeps of fa2, fa3 and the scalar kernel within 15% (LRU
         // missed fa3 at 16 heads, N = 8192, by 1.28), fa3's eight sections calls within 8%
-        // (fa3_dram_vs_measured), fa2's stored rows 61 of 65 (grid_vs_measured --spread 0).
+        // (fa3_dram_vs_measured), fa2's stored rows 72 of 76 (grid_vs_measured; LRU with blocks
+        // alternating, 71).
         .l2_replacement = L2Replacement::sets,
+        // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
+        // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
+        // partition (docs/IO-LEVELS.md, "Where blocks land").
         .first_wave_partitions = {kH200FirstWave1, kH200FirstWave2},
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.
