@@ -91,13 +91,18 @@ FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-ping": dict(ping_pong=1)}
 
 
-# fa3 from a second library (bench.py --baseline-lib), with its defaults, timed in turns with
-# this one's: two builds of the kernel compared in one process, against the same cuDNN.
-BASELINE = "fa3-baseline"
+# A kernel from a second library (bench.py --baseline-lib; which one: --baseline-kernel, fa3
+# unless said), with its defaults, timed in turns with this one's as "<kernel>-baseline": two
+# builds of the kernel compared in one process, against the same cuDNN.
+BASELINE_SUFFIX = "-baseline"
+
+
+def is_baseline(impl):
+    return impl.endswith(BASELINE_SUFFIX)
 
 
 def is_flashlab(impl):
-    return impl in fl.KERNELS or impl in FA3_VARIANTS or impl == BASELINE
+    return impl in fl.KERNELS or impl in FA3_VARIANTS or is_baseline(impl)
 
 
 def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
@@ -112,29 +117,31 @@ def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
     return lambda: lib.forward(p)
 
 
-def implementations(N, only=None, baseline=False):
+def implementations(N, only=None, baseline=None):
     """What the sweep times at N; `only` (bench.py --impls) keeps those named; `baseline`:
-    the second library's fa3 too."""
+    the kernel of the second library's to time too, if any."""
     # FLASHLAB_SKIP_FA3=1 leaves fa3 out: a fault on the device ends the process's CUDA
     # context, and with it every later timing of the sweep.
     skip_fa3 = os.environ.get("FLASHLAB_SKIP_FA3", "") not in ("", "0")
     impls = ([] if skip_fa3 else ["fa3", *FA3_VARIANTS]) + ["fa2", "naive"]
-    impls += [BASELINE] if baseline and not skip_fa3 else []
+    if baseline and not (skip_fa3 and baseline == "fa3"):
+        impls += [baseline + BASELINE_SUFFIX]
     impls += ["scalar"] if N in SCALAR_SEQ_LENS else []
     impls += [b for b in TORCH_BACKENDS if b != "math" or N <= MATH_MAX_SEQ]
-    return [i for i in impls if only is None or i in only or i == BASELINE]
+    return [i for i in impls if only is None or i in only or is_baseline(i)]
 
 
-def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None, baseline_lib=None):
+def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None, baseline_lib=None,
+                baseline_kernel="fa3"):
     B, H = TOKENS // N, HIDDEN // d
     q, k, v = make_inputs(torch, B, H, N, d)
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
     reference = torch_call(torch, "cudnn", q, k, v, causal)().float()
     fns, diffs = {}, {}
-    for impl in implementations(N, only, baseline_lib is not None):
-        if impl == BASELINE:
-            fn = flashlab_call(baseline_lib, "fa3", q, k, v, o, lse, causal)
+    for impl in implementations(N, only, baseline_kernel if baseline_lib else None):
+        if is_baseline(impl):
+            fn = flashlab_call(baseline_lib, baseline_kernel, q, k, v, o, lse, causal)
         elif is_flashlab(impl):
             fn = flashlab_call(lib, impl, q, k, v, o, lse, causal)
         else:
@@ -184,7 +191,8 @@ def print_summary(summary):
 def run_sweep(args):
     baseline = fl.Flashlab(args.baseline_lib) if args.baseline_lib else None
     sweep.run(args, args.head_dims,
-              functools.partial(bench_shape, only=args.impls, baseline_lib=baseline), print_summary)
+              functools.partial(bench_shape, only=args.impls, baseline_lib=baseline,
+                                baseline_kernel=args.baseline_kernel), print_summary)
 
 
 def ablation_options(fl_lib, d):
@@ -388,8 +396,10 @@ def main():
     ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa3-persistent fa3-queue "
                     "fa3-per-tile fa3-sexp2 fa2 flash cudnn; "
                     "cudnn is always the reference the outputs are compared with)")
-    ap.add_argument("--baseline-lib", help="a second libflashlab.so, whose fa3 (defaults) the "
-                    f"sweep times as {BASELINE} in turns with --lib's")
+    ap.add_argument("--baseline-lib", help="a second libflashlab.so, whose kernel (defaults) the "
+                    f"sweep times as <kernel>{BASELINE_SUFFIX} in turns with --lib's")
+    ap.add_argument("--baseline-kernel", choices=list(fl.KERNELS), default="fa3",
+                    help="which of --baseline-lib's kernels (default fa3)")
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--summarize-ncu", nargs="*")

@@ -92,26 +92,23 @@ double predicted(const Row& r, const sim::HardwareProfile& gpu, Placement placem
   const std::int64_t l2_for_order = gpu.l2_bytes * r.share_num * own[1] / (r.share_den * own[0]);
   const fa3::TileOrder order = fa3::make_tile_order(r.B, r.H, r.H, r.N, r.N, r.d, 2, r.causal,
                                                     l2_for_order);
-  sim::GridProblem g{.N = r.N,
-                     .d = r.d,
-                     .heads = r.B * r.H,
-                     .causal = r.causal ? cpu::Causal::top_left : cpu::Causal::none,
-                     .Br = fa3::br(r.d),
-                     .Bc = fa3::kBc,
-                     .blocks_per_sm = 1,
-                     .sm_count = gpu.sm_count,
-                     .l2_bytes = gpu.l2_bytes,
-                     .l2_partitions = gpu.l2_partitions,
-                     .replacement = replacement,
-                     .seed = seed};
+  sim::GridProblem g = sim::on_gpu(gpu, {.N = r.N,
+                                         .d = r.d,
+                                         .heads = r.B * r.H,
+                                         .causal = r.causal ? cpu::Causal::top_left
+                                                            : cpu::Causal::none,
+                                         .Br = fa3::br(r.d),
+                                         .Bc = fa3::kBc,
+                                         .blocks_per_sm = 1,
+                                         .seed = seed});
   g.order = [order](cpu::Index b) {
     const fa3::WorkItem w = fa3::work_item(order, b);
     return sim::BlockTile{w.b * order.heads_q + w.h, w.tile};
   };
+  g.replacement = replacement;  // the placement and replacement this row asks for
+  if (placement == Placement::alternate) g.slot_partitions.clear();
   if (placement == Placement::scattered)
     g.slot_partitions = sim::scattered_partitions(gpu.sm_count, gpu.l2_partitions, seed);
-  if (placement == Placement::measured)
-    g.slot_partitions = sim::measured_slot_partitions(gpu, int(g.blocks_per_sm));
   return double(sim::run_grid(g).dram_read());
 }
 

@@ -137,22 +137,19 @@ class Model {
     if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
     const sim::HardwareProfile& h200 = sim::find_profile("h200");
     const gpu::KernelConfig fa2 = gpu::fa2::config(m.d, FLASHLAB_BF16);
-    sim::GridProblem g{.N = m.N,
-                       .d = m.d,
-                       .dtype = sim::DType::bf16,
-                       .heads = m.heads,
-                       .kv_heads = m.kv_heads,
-                       .Br = fa2.Br,
-                       .Bc = fa2.Bc,
-                       .blocks_per_sm = fa2.blocks_per_sm,
-                       .sm_count = h200.sm_count,
-                       .l2_bytes = h200.l2_bytes,
-                       .l2_partitions = h200.l2_partitions,
-                       .replacement = replacement,
-                       .schedule = schedule,
-                       .block_time_spread = spread,
-                       .seed = seed_};
-    if (measured_placement) g.slot_partitions = sim::measured_slot_partitions(h200, fa2.blocks_per_sm);
+    sim::GridProblem g = sim::on_gpu(h200, {.N = m.N,
+                                            .d = m.d,
+                                            .dtype = sim::DType::bf16,
+                                            .heads = m.heads,
+                                            .kv_heads = m.kv_heads,
+                                            .Br = fa2.Br,
+                                            .Bc = fa2.Bc,
+                                            .blocks_per_sm = fa2.blocks_per_sm,
+                                            .schedule = schedule,
+                                            .block_time_spread = spread,
+                                            .seed = seed_});
+    g.replacement = replacement;                          // the model asked for, and
+    if (!measured_placement) g.slot_partitions.clear();  // blocks alternating instead
     const sim::GridReport r = sim::run_grid(g);
     return cache_[key] = {double(r.dram_read()), double(r.dram_written())};
   }

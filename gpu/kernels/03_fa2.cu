@@ -21,7 +21,7 @@
 // The per-tile steps are cut and named as in the CPU reference (softmax_state.hpp):
 //   update:     m' = max(m, rowmax S); alpha = exp(m - m'); W = exp(S - m'); accumulate; m = m'
 //   accumulate: l = alpha l + rowsum W; U = alpha U + W V
-//   finalize:   O = U / l, L = m + log l
+//   finalize:   O = U / l, L = m + log l; O leaves through SRAM in whole 16-byte rows
 // SRAM tiles are swizzled (16-byte chunk c of row r lives at chunk c ^ (r % 8)), so the 8
 // rows that one ldmatrix reads fall in 8 different bank groups instead of one: load_tile
 // and LaneChunks, in sram_tiles.cuh, which the backward kernels share.
@@ -253,28 +253,36 @@ __device__ __forceinline__ void update(SoftmaxState<D>& state,
   accumulate<T, D, Bc, kDropout>(state, alpha, rW, sV, lane, rule, site);
 }
 
-// O = U / l and L = m + log l (flashlab::cpu::finalize) for m-tile mt's 16 rows; a row
-// that saw no key gets O = 0 and L = -inf. gO and gL point at row 0 of the (b, h) slice;
-// gL is null when the caller asked for no LSE.
+// O = U / l and L = m + log l (flashlab::cpu::finalize) for the warp's 32 rows; a row that
+// saw no key gets O = 0 and L = -inf. O goes through SRAM: the warp writes its fragments into
+// its own 32 rows of sQ (only this warp ever read them, and its last read of Q is done), then
+// copies whole rows out with 16-byte stores, so every sector leaving the SM is full; stored
+// straight from the fragments, each instruction would write 8 rows x 16 bytes, half of each
+// of 8 sectors. gO and gL point at row 0 of the (b, h) slice; gL is null when the caller
+// asked for no LSE. The lane is read afresh (ptx::lane_id): taken from the mainloop's values,
+// it kept a register live across the loop and ptxas spilled 4 bytes at d = 128.
 template <class T, int D>
-__device__ __forceinline__ void finalize(const SoftmaxState<D>& state, int mt, T* gO,
-                                         int64_t row_stride, float* gL, int row_g, int lane,
+__device__ __forceinline__ void finalize(const SoftmaxState<D>& state, T* sO, T* gO,
+                                         int64_t row_stride, float* gL, int row_g, int warp,
                                          int n_q, float scale_log2) {
+  const int row0 = warp * kRowsPerWarp;  // the warp's first row in the tile
+  const int lane = ptx::lane_id();
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l_row = quad_sum(state.l[mt][r]);
-    const int row = row_g + r * 8;
-    if (row >= n_q) continue;
-    const float inv_l = l_row > 0.0f ? 1.0f / l_row : 0.0f;
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    const float l_lo = quad_sum(state.l[mt][0]), l_hi = quad_sum(state.l[mt][1]);
+    tiles::store_fragments<T, D>(sO, row0 + mt * kMmaM, state.rU[mt],
+                                 l_lo > 0.0f ? 1.0f / l_lo : 0.0f,
+                                 l_hi > 0.0f ? 1.0f / l_hi : 0.0f, lane);
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      const int col = dt * 8 + (lane % 4) * 2;
-      *reinterpret_cast<uint32_t*>(gO + row * row_stride + col) = ptx::pack2<T>(
-          state.rU[mt][dt][2 * r] * inv_l, state.rU[mt][dt][2 * r + 1] * inv_l);
+    for (int r = 0; r < 2; ++r) {
+      const float l_row = r == 0 ? l_lo : l_hi;
+      const int row = row_g + mt * kMmaM + r * 8;
+      if (gL != nullptr && lane % 4 == 0 && row < n_q)
+        gL[row] = l_row > 0.0f ? (state.m[mt][r] * scale_log2 + log2f(l_row)) * kLn2 : -INFINITY;
     }
-    if (gL != nullptr && lane % 4 == 0)
-      gL[row] = l_row > 0.0f ? (state.m[mt][r] * scale_log2 + log2f(l_row)) * kLn2 : -INFINITY;
   }
+  __syncwarp();
+  tiles::store_rows<T, D, kRowsPerWarp>(gO, row_stride, row_g - lane / 4, n_q, sO, row0, lane);
 }
 
 // How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
@@ -353,14 +361,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
     update<T, D, Bc, kDropout>(state, rS, sV + buf * Bc * D, lane, scale_log2, p.dropout,
                                {dropout_head_word(b, h), row_g, k0});
   }
-  ptx::cp_async_wait<0>();  // with Tc = 0 the Q copy may still be in flight
+  ptx::cp_async_wait<0>();  // with Tc = 0 the Q copy may still be in flight, other
+  if (Tc == 0) __syncthreads();  // threads' included: finalize writes O over sQ
 
   T* gO = static_cast<T*>(p.o) + b * p.o_stride.batch + h * p.o_stride.head;  // (N_q, D)
   float* gL = p.lse ? p.lse + (size_t(b) * p.heads_q + h) * p.n_q : nullptr;  // (N_q)
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-    finalize<T, D>(state, mt, gO, p.o_stride.row, gL, row_g + mt * kMmaM, lane, p.n_q,
-                   scale_log2);
+  finalize<T, D>(state, sQ, gO, p.o_stride.row, gL, row_g, warp, p.n_q, scale_log2);
 }
 
 template <class T, int D, bool kDropout>

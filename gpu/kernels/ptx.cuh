@@ -13,6 +13,15 @@ __device__ __forceinline__ uint32_t sram_address(const void* sram) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(sram));
 }
 
+// This thread's lane in its warp, read from the %laneid register. Unlike threadIdx.x % 32,
+// the compiler cannot derive it from values it already holds, so a kernel's epilogue can
+// take it afresh instead of keeping one more register live across the mainloop.
+__device__ __forceinline__ int lane_id() {
+  int lane;
+  asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane));
+  return lane;
+}
+
 // cp.async: copy 16 bytes HBM -> SRAM without passing through registers, asynchronously.
 // With valid == false nothing is read and the 16 bytes are zero-filled (the ragged edge).
 __device__ __forceinline__ void cp_async_16(void* sram, const void* hbm, bool valid) {

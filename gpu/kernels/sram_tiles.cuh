@@ -45,6 +45,51 @@ __device__ __forceinline__ void load_tile(T* sX, const T* gX, int64_t row_stride
   }
 }
 
+// One warp stores the m16n8 C fragments of its (16, D) slice, rounded to T, into rows
+// [row0, row0 + 16) of the swizzled tile sX: lane (g, t) writes the 32-bit pair (2t, 2t + 1)
+// of rows g and g + 8 of every n8 tile. An n8 tile is one 16-byte chunk, so the 8 rows of
+// one store sit in chunks c ^ 0 ... c ^ 7: all 32 banks once, no conflict.
+template <class T, int D>
+__device__ __forceinline__ void store_fragments(T* sX, int row0, const float (&rC)[D / 8][4],
+                                                float scale_lo, float scale_hi, int lane) {
+  // row0 % 8 == 0, so rows g and g + 8 both keep chunk dt at dt ^ g, and with a row a power
+  // of two of at least 8 chunks, swizzled<D>(row0 + g, dt) + pair = lo ^ (dt * kChunk): one
+  // address for all the tile's stores, each a constant XOR of it.
+  static_assert(D % (kSwizzleRows * kChunk) == 0 && (D & (D - 1)) == 0,
+                "rows of a power of two of chunks, at least 8");
+  const int g = lane / 4;
+  const int lo = (row0 + g) * D + g * kChunk + (lane % 4) * 2, hi = lo + 8 * D;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    *reinterpret_cast<uint32_t*>(sX + (lo ^ (dt * kChunk))) =
+        ptx::pack2<T>(rC[dt][0] * scale_lo, rC[dt][1] * scale_lo);
+    *reinterpret_cast<uint32_t*>(sX + (hi ^ (dt * kChunk))) =
+        ptx::pack2<T>(rC[dt][2] * scale_hi, rC[dt][3] * scale_hi);
+  }
+}
+
+// One warp copies rows [row0, row0 + ROWS) of the swizzled tile sX to rows [grow0, grow0 +
+// ROWS) of gX in HBM (rows row_stride elements apart), whole rows of 16-byte stores: each
+// instruction writes 32 / (D / 8) rows of D elements, every 32-byte sector in full (the
+// store pattern kernel_info.hpp calls staged_row_store). Rows at or past n_rows are not
+// written. The reverse of load_tile's path; the caller makes the rows visible to the warp
+// (__syncwarp) first.
+template <class T, int D, int ROWS>
+__device__ __forceinline__ void store_rows(T* gX, int64_t row_stride, int grow0, int n_rows,
+                                           const T* sX, int row0, int lane) {
+  constexpr int kChunksPerRow = D / kChunk;
+  constexpr int kRowsPerStore = 32 / kChunksPerRow;
+  static_assert(ROWS % kRowsPerStore == 0, "every store writes whole rows");
+  const int r = lane / kChunksPerRow, c = lane % kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < ROWS; i += kRowsPerStore) {
+    const int row = row0 + i + r, grow = grow0 + i + r;
+    if (grow < n_rows)
+      *reinterpret_cast<uint4*>(gX + grow * row_stride + c * kChunk) =
+          *reinterpret_cast<const uint4*>(sX + swizzled<D>(row, c));
+  }
+}
+
 // The swizzled chunk offsets of the row an ldmatrix lane addresses. Every row a lane hands
 // to ldmatrix has row % 8 == lane % 8, so chunk 2jj + low sits at
 // (jj / 4) * 64 + ((2 (jj % 4) + low) ^ lane % 8) * 8 elements.

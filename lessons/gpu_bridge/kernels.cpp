@@ -249,23 +249,17 @@ Prediction predict(const KernelRun& run) {
   }
   if (run.queries() != run.n) return p;                    // the grid model takes N_q = N_k
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
-    sim::GridProblem grid{.N = run.n,
-                          .d = run.d,
-                          .dtype = mirror.problem.dtype,
-                          .heads = run.heads,
-                          .causal = mirror.problem.causal,
-                          .Br = mirror.problem.tiles->Br,
-                          .Bc = mirror.problem.tiles->Bc,
-                          .blocks_per_sm = mirror.blocks_per_sm,
-                          .sm_count = target_profile().sm_count,
-                          .l2_bytes = target_profile().l2_bytes,
-                          .l2_partitions = target_profile().l2_partitions,
-                          .replacement = target_profile().l2_replacement,
-                          .l1_bytes = mirror.l1_bytes};
-    // Blocks placed on the L2's partitions as the GPU's block scheduler places them, where
-    // the profile has measured it for this occupancy.
-    grid.slot_partitions =
-        sim::measured_slot_partitions(target_profile(), int(mirror.blocks_per_sm));
+    // On the profile's GPU: its L2 and replacement, blocks placed on the L2's partitions as
+    // its block scheduler places them where that is measured for this occupancy.
+    sim::GridProblem grid = sim::on_gpu(target_profile(), {.N = run.n,
+                                                           .d = run.d,
+                                                           .dtype = mirror.problem.dtype,
+                                                           .heads = run.heads,
+                                                           .causal = mirror.problem.causal,
+                                                           .Br = mirror.problem.tiles->Br,
+                                                           .Bc = mirror.problem.tiles->Bc,
+                                                           .blocks_per_sm = mirror.blocks_per_sm,
+                                                           .l1_bytes = mirror.l1_bytes});
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     p.grid = sim::run_grid(grid);
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);

@@ -215,6 +215,15 @@ std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int
   return slots;
 }
 
+GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {
+  g.sm_count = gpu.sm_count;
+  g.l2_bytes = gpu.l2_bytes;
+  g.l2_partitions = gpu.l2_partitions;
+  g.replacement = gpu.l2_replacement;
+  g.slot_partitions = measured_slot_partitions(gpu, int(g.blocks_per_sm));
+  return g;
+}
+
 const HardwareProfile& find_profile(std::string_view name) {
   std::string names;
   for (const auto& p : kProfiles) {

@@ -1,6 +1,7 @@
 """bench/gpu/bench.py's list of what a sweep times at a length, without torch or a GPU: the
-second library's fa3 (--baseline-lib) is timed beside --impls' choice whenever it is given,
-never without it, and FLASHLAB_SKIP_FA3 leaves every fa3 out, the baseline's too."""
+second library's kernel (--baseline-lib, --baseline-kernel) is timed beside --impls' choice
+whenever it is given, never without it, and FLASHLAB_SKIP_FA3 leaves every fa3 out, the
+baseline's fa3 too, but not a baseline of another kernel."""
 import os
 import sys
 import unittest
@@ -14,11 +15,15 @@ import bench  # noqa: E402
 class Implementations(unittest.TestCase):
     def test_baseline_only_when_given(self):
         with mock.patch.dict(os.environ, {"FLASHLAB_SKIP_FA3": ""}):
-            self.assertNotIn(bench.BASELINE, bench.implementations(1024))
-            self.assertNotIn(bench.BASELINE, bench.implementations(1024, ["fa3", "cudnn"]))
-            both = bench.implementations(1024, ["fa3", "cudnn"], baseline=True)
-            self.assertEqual(both, ["fa3", bench.BASELINE, "cudnn"])
-            self.assertTrue(bench.is_flashlab(bench.BASELINE))
+            impls = bench.implementations(1024)
+            self.assertFalse([i for i in impls if bench.is_baseline(i)])
+            self.assertNotIn("fa3-baseline", bench.implementations(1024, ["fa3", "cudnn"]))
+            both = bench.implementations(1024, ["fa3", "cudnn"], baseline="fa3")
+            self.assertEqual(both, ["fa3", "fa3-baseline", "cudnn"])
+            self.assertTrue(bench.is_flashlab("fa3-baseline"))
+            fa2 = bench.implementations(1024, ["fa2", "cudnn"], baseline="fa2")
+            self.assertEqual(fa2, ["fa2", "fa2-baseline", "cudnn"])
+            self.assertTrue(bench.is_flashlab("fa2-baseline"))
 
     def test_every_variant_is_a_switch_of_fa3_options(self):
         fields = {f for f, _ in bench.fl.Fa3Options._fields_}
@@ -29,9 +34,10 @@ class Implementations(unittest.TestCase):
 
     def test_skip_fa3_leaves_the_baseline_out(self):
         with mock.patch.dict(os.environ, {"FLASHLAB_SKIP_FA3": "1"}):
-            impls = bench.implementations(1024, None, baseline=True)
+            impls = bench.implementations(1024, None, baseline="fa3")
             self.assertFalse([i for i in impls if i.startswith("fa3")])
             self.assertIn("fa2", impls)
+            self.assertIn("fa2-baseline", bench.implementations(1024, None, baseline="fa2"))
 
 
 if __name__ == "__main__":

@@ -58,11 +58,11 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
     const double query_tiles = std::ceil(N / c.Br);
     CHECK(std::stod(r[kSmRead]) ==
           heads * (matrix + query_tiles * 2 * matrix));  // Q once, K and V per tile
-    // O from the mma fragments: 16-byte row runs, a 32-byte sector each (2x its data); L a
-    // sector per 8 rows (exact: N is a multiple of 8 here).
-    CHECK(c.o_store.runs == flashlab::gpu::kFragmentPairStore.runs);
+    // O staged in SRAM and stored as whole rows (its data exactly); L a sector per 8 rows
+    // (exact: N is a multiple of 8 here).
+    CHECK(c.o_store.bytes_per_thread * c.o_store.threads / c.o_store.runs == d * 2);
     CHECK(c.lse_store.threads == flashlab::gpu::kFragmentLseStore.threads);
-    CHECK(std::stod(r[kSmWritten]) == heads * (2 * matrix + N * 4));
+    CHECK(std::stod(r[kSmWritten]) == heads * (matrix + N * 4));
     CHECK(r[kSmReadMeasured].empty());  // not measured
     CHECK(r.size() == rows[0].size());
     CHECK(r.back().empty());  // the Coalescer's sectors: not measured either

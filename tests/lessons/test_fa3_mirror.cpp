@@ -104,17 +104,8 @@ TEST_CASE("fa3 prediction: the grid runs fa3's own tile order, not the grid orde
   CHECK(!p.crossover);  // the crossover's closed form is for grid order
   const sim::HardwareProfile& gpu = app::target_profile();
   const k::TileOrder order = k::make_tile_order(1, 16, 16, 4096, 4096, 128, 2, false, gpu.l2_bytes);
-  sim::GridProblem g{.N = 4096,
-                     .d = 128,
-                     .heads = 16,
-                     .Br = k::br(128),
-                     .Bc = k::kBc,
-                     .blocks_per_sm = 1,
-                     .sm_count = gpu.sm_count,
-                     .l2_bytes = gpu.l2_bytes,
-                     .l2_partitions = gpu.l2_partitions,
-                     .replacement = gpu.l2_replacement,
-                     .slot_partitions = sim::measured_slot_partitions(gpu, 1)};
+  sim::GridProblem g = sim::on_gpu(
+      gpu, {.N = 4096, .d = 128, .heads = 16, .Br = k::br(128), .Bc = k::kBc, .blocks_per_sm = 1});
   const sim::GridReport grid_order = sim::run_grid(g);
   g.order = [order](app::Index b) {
     const k::WorkItem w = k::work_item(order, b);

@@ -63,6 +63,27 @@ TEST_CASE("the H200's first waves are the measured placement, block by block") {
   CHECK(measured_slot_partitions(find_profile("a100"), 1).empty());
 }
 
+TEST_CASE("on_gpu: the profile's L2 and placement, the kernel's own fields kept") {
+  for (const auto& hw : profiles()) {
+    for (const Index per_sm : {Index{1}, Index{2}, Index{3}}) {
+      CAPTURE(hw.name);
+      CAPTURE(per_sm);
+      const GridProblem g = on_gpu(
+          hw, {.N = 97, .d = 64, .heads = 3, .kv_heads = 1, .Br = 64, .Bc = 32,
+               .blocks_per_sm = per_sm, .sm_count = 5, .l2_bytes = 1024, .l1_bytes = 4096});
+      CHECK(g.sm_count == hw.sm_count);
+      CHECK(g.l2_bytes == hw.l2_bytes);
+      CHECK(g.l2_partitions == hw.l2_partitions);
+      CHECK(g.replacement == hw.l2_replacement);
+      CHECK(g.slot_partitions == measured_slot_partitions(hw, int(per_sm)));
+      CHECK((g.N == 97 && g.d == 64 && g.heads == 3 && g.kv_heads == 1 && g.Br == 64 &&
+             g.Bc == 32 && g.blocks_per_sm == per_sm && g.l1_bytes == 4096));
+    }
+  }
+  // The H200's measured placement reaches the grid at the occupancies it was measured for.
+  CHECK(on_gpu(find_profile("h200"), {.blocks_per_sm = 2}).slot_partitions.size() == 264);
+}
+
 TEST_CASE("the bound is the largest of its three terms, and names it") {
   for (const auto& hw : profiles()) {
     for (const Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {

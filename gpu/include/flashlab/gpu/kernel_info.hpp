@@ -109,6 +109,11 @@ inline constexpr WarpStorePattern kFragmentLseStore{4, kWarpSize / 4, 1};
 constexpr WarpStorePattern lanes_in_a_row(int64_t element_bytes) {
   return {int(element_bytes), kWarpSize, 1};
 }
+// Whole rows of a tile staged in SRAM, 16 bytes a lane (sram_tiles.cuh's store_rows): an
+// instruction writes 512 bytes as 512 / row_bytes full rows, every sector whole.
+constexpr WarpStorePattern staged_row_store(int64_t d, flashlab_dtype dtype) {
+  return {16, kWarpSize, int(16 * kWarpSize / (d * dtype_bytes(dtype)))};
+}
 // One lane storing one 4-byte float (a row's D or L in a row-per-warp kernel).
 inline constexpr WarpStorePattern kOneFloatStore{4, 1, 1};
 
@@ -210,7 +215,7 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   c.kv_passes = 1;
   c.pointer_align_bytes = kAlignBytes;
   c.stride_align_elements = int(kAlignBytes / dtype_bytes(dtype));
-  c.o_store = kFragmentPairStore;  // finalize: O from the mma.sync fragments
+  c.o_store = staged_row_store(d, dtype);  // finalize: O through sQ, whole rows
   c.lse_store = kFragmentLseStore;
   return c;
 }

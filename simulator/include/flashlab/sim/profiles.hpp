@@ -99,6 +99,12 @@ struct HardwareProfile {
 // grid model's b mod P) where it has none.
 std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int blocks_per_sm);
 
+// The grid `g` as it runs on `gpu`, the one place the profile's facts enter a GridProblem:
+// its SM count, L2 bytes, partitions and replacement, and the measured placement of blocks
+// for g.blocks_per_sm (measured_slot_partitions). The kernel's own fields (shape, tiles,
+// occupancy, order, L1) are g's, untouched.
+GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g);
+
 // A100, H100, H200, B200 (sources in profiles.cpp, beside each figure).
 std::span<const HardwareProfile> profiles();
 
