@@ -18,8 +18,9 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
 triton.testing.do_bench (which clears the L2 before every run), the implementations of a
-shape timed in turns, each once in every place of the order (timing.interleaved_medians:
-timed one after the other, a call read up to 8% faster for coming first).
+shape timed in turns, each equally often in every place of the order and after every other
+(timing.interleaved_medians, balanced_orders: timed one after the other, a call read up to 8%
+faster for coming first; timed always right after cuDNN, 2 to 8% slower).
 """
 import argparse
 import functools
@@ -132,7 +133,7 @@ def implementations(N, only=None, baseline=None):
 
 
 def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None, baseline_lib=None,
-                baseline_kernel="fa3"):
+                baseline_kernel="fa3", orders=timing.balanced_orders):
     B, H = TOKENS // N, HIDDEN // d
     q, k, v = make_inputs(torch, B, H, N, d)
     o = torch.empty_like(q)
@@ -154,8 +155,9 @@ def bench_shape(torch, do_bench, lib, d, causal, N, writer, only=None, baseline_
             fns[impl] = fn
         except RuntimeError as e:  # a backend that refuses the shape is reported, not fatal
             print(f"  {impl}: {e}", flush=True)
-    # Timed in turns (timing.interleaved_medians): none owes its figure to its place.
-    times = timing.interleaved_medians(do_bench, fns)
+    # Timed in turns (timing.interleaved_medians): none owes its figure to its place or to
+    # the call before it.
+    times = timing.interleaved_medians(do_bench, fns, orders=orders)
     rows = {impl: (ms, flops(B, H, N, d, causal) / ms / 1e9, diffs[impl])
             for impl, ms in times.items()}
     for impl, (ms, tflops, max_diff) in rows.items():
@@ -192,7 +194,8 @@ def run_sweep(args):
     baseline = fl.Flashlab(args.baseline_lib) if args.baseline_lib else None
     sweep.run(args, args.head_dims,
               functools.partial(bench_shape, only=args.impls, baseline_lib=baseline,
-                                baseline_kernel=args.baseline_kernel), print_summary)
+                                baseline_kernel=args.baseline_kernel,
+                                orders=timing.ORDERS[args.turns]), print_summary)
 
 
 def ablation_options(fl_lib, d):
@@ -270,7 +273,7 @@ def run_ablation(args):
                     print(f"  fa3 {options.describe()}: {e}", flush=True)
                     continue
                 fns[i], variants[i] = fn, options
-            times = timing.interleaved_medians(do_bench, fns)
+            times = timing.interleaved_medians(do_bench, fns, orders=timing.ORDERS[args.turns])
             cudnn_ms = times["cudnn"]
             cudnn_tflops = flops(B, H, N, d, causal) / cudnn_ms / 1e9
             writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", "",
@@ -400,6 +403,9 @@ def main():
                     f"sweep times as <kernel>{BASELINE_SUFFIX} in turns with --lib's")
     ap.add_argument("--baseline-kernel", choices=list(fl.KERNELS), default="fa3",
                     help="which of --baseline-lib's kernels (default fa3)")
+    ap.add_argument("--turns", choices=list(timing.ORDERS), default="balanced",
+                    help="the orders of the rounds (timing.py): balanced (every place, every "
+                    "predecessor equally often; the default) or rotated (places only)")
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--summarize-ncu", nargs="*")

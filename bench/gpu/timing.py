@@ -48,38 +48,67 @@ class CleanFlush:
         return statistics.median(times)
 
 
-def interleaved(fns, time_round):
+def balanced_orders(count):
+    """The orders of `count` calls for timing them in turns: a Williams design (a balanced Latin
+    square). Each call stands in every place of a round equally often, and each call follows
+    every other call equally often: count rounds for an even count, 2 x count for an odd one
+    (the square and its mirror). Rows of indices into the list of calls.
+
+    Why both: a card's clock falls under sustained load, so the first call after a pause reads
+    faster (the place), and a call timed right after a heavy one (cuDNN at 600 TFLOP/s) reads
+    slower than after a light one (the predecessor). Turning one order by one place each round
+    balances the places but keeps every call's predecessor the same in every round but one: on
+    the H200 (2026-12-03, bench/gpu/NOTES.md, "Timed in turns: the call before counts") fa2
+    timed right after cuDNN read 2 to 8% slower than the same kernel timed after another.
+    """
+    first = [0]
+    for i in range(1, count):  # 0, 1, n-1, 2, n-2, ...: every step between neighbours once
+        first.append((i + 1) // 2 if i % 2 else count - i // 2)
+    square = [[(x + r) % count for x in first] for r in range(count)]
+    return square if count % 2 == 0 or count == 1 else square + [row[::-1] for row in square]
+
+
+def rotated_orders(count):
+    """The order turned by one place each round: places balanced, predecessors not (kept to
+    show the difference: bench.py --turns rotated)."""
+    return [[(x + r) % count for x in range(count)] for r in range(count)]
+
+
+ORDERS = {"balanced": balanced_orders, "rotated": rotated_orders}
+
+
+def interleaved(fns, time_round, orders=balanced_orders):
     """The median time in ms of each of fns ({name: callable}), timed in turns so that no one
-    of them owes its figure to where it stands in the list: time_round(fn, rounds) times fn
-    once (its share of the time, a round's) and returns ms.
+    of them owes its figure to where it stands in the list or to what ran just before it:
+    time_round(fn, rounds) times fn once (its share of the time, a round's) and returns ms;
+    `orders` gives the rounds' orders (balanced_orders).
 
     Why: timed one after the other, the first of several calls reads faster than the same
     call timed next. On the H200 (2026-12-02, bench/gpu/NOTES.md, "fa3's work queue,
     measured") the same fa3 kernel took up to 8% longer timed second or fourth of five than
-    timed first (d = 128, N = 2048 and 4096), the card's clock falling under sustained load.
-    So the calls are timed in as many rounds as there are of them, each round in the order
-    turned by one, so that each call is timed once in every place, and the figure is the
-    median of its rounds'.
+    timed first (d = 128, N = 2048 and 4096), the card's clock falling under sustained load;
+    and what runs just before a call counts too (balanced_orders). The figure is the median of
+    a call's rounds.
     """
     names = list(fns)
-    rounds = len(names)
+    rows = orders(len(names))
     per_round = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r:] + names[:r]:
-            per_round[name].append(time_round(fns[name], rounds))
+    for row in rows:
+        for i in row:
+            per_round[names[i]].append(time_round(fns[names[i]], len(rows)))
     return {name: statistics.median(times) for name, times in per_round.items()}
 
 
-def interleaved_medians(do_bench, fns, rep=100, warmup=25):
+def interleaved_medians(do_bench, fns, rep=100, warmup=25, orders=balanced_orders):
     """interleaved() with do_bench's median as a round's time, its warmup and rep (ms) shared
     out over the rounds."""
     return interleaved(fns, lambda fn, rounds: do_bench(
         fn, warmup=max(1, warmup // rounds), rep=max(MIN_ROUND_REP_MS, rep // rounds),
-        return_mode="median"))
+        return_mode="median"), orders)
 
 
-def interleaved_clean_medians(flusher, fns, reps=50):
+def interleaved_clean_medians(flusher, fns, reps=50, orders=balanced_orders):
     """interleaved() with CleanFlush's median as a round's time, its reps shared out over
     the rounds (at least MIN_ROUND_CLEAN_REPS each)."""
     return interleaved(fns, lambda fn, rounds: flusher.median_ms(
-        fn, reps=max(MIN_ROUND_CLEAN_REPS, reps // rounds)))
+        fn, reps=max(MIN_ROUND_CLEAN_REPS, reps // rounds)), orders)

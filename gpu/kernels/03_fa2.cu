@@ -267,6 +267,7 @@ __device__ __forceinline__ void finalize(const SoftmaxState<D>& state, T* sO, T*
                                          int n_q, float scale_log2) {
   const int row0 = warp * kRowsPerWarp;  // the warp's first row in the tile
   const int lane = ptx::lane_id();
+  __syncwarp();  // every lane's last ldmatrix of these rows is done before any lane writes
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     const float l_lo = quad_sum(state.l[mt][0]), l_hi = quad_sum(state.l[mt][1]);

@@ -1,7 +1,8 @@
 """bench/gpu/timing.py's interleaved timing (do_bench's and the clean flush's) without torch
-or a GPU: every call is timed once in every place of the order, and a clock that favours
-whichever call comes first after a pause no longer tells identical calls apart, as it does
-when they are timed one after the other."""
+or a GPU: every call is timed equally often in every place of the order and after every other
+call, so a clock that favours whichever call comes first after a pause, or one slowed by the
+call before, no longer tells identical calls apart, as it does when they are timed one after
+the other, or in an order merely turned each round."""
 import os
 import random
 import statistics
@@ -42,19 +43,44 @@ def named(names):
 
 
 class InterleavedMedians(unittest.TestCase):
-    def test_every_call_in_every_place(self):
-        for count in (1, 2, 5, 9):
+    def test_every_call_in_every_place_and_after_every_other(self):
+        for count in (1, 2, 3, 4, 5, 9, 10):
             names = [f"impl{i}" for i in range(count)]
             bench = FakeBench({n: 1.0 for n in names})
             timing.interleaved_medians(bench, named(names))
-            self.assertEqual(len(bench.calls), count * count)
-            for r in range(count):
-                round_names = [n for n, _ in bench.calls[r * count:(r + 1) * count]]
-                self.assertEqual(sorted(round_names), sorted(names))
-                self.assertEqual(round_names[0], names[r])  # the order turned by r
-            for n in names:  # each call in every place of its round once
-                places = [i % count for i, (m, _) in enumerate(bench.calls) if m == n]
-                self.assertEqual(sorted(places), list(range(count)))
+            rounds = count if count % 2 == 0 or count == 1 else 2 * count
+            self.assertEqual(len(bench.calls), rounds * count)
+            order = [n for n, _ in bench.calls]
+            for r in range(rounds):
+                self.assertEqual(sorted(order[r * count:(r + 1) * count]), sorted(names))
+            for n in names:  # each call in every place of its round equally often
+                places = [i % count for i, m in enumerate(order) if m == n]
+                self.assertEqual(sorted(places), sorted(list(range(count)) * (rounds // count)))
+            follows = {}  # (call, the call just before it in its round): how often
+            for r in range(rounds):
+                row = order[r * count:(r + 1) * count]
+                for before, after in zip(row, row[1:]):
+                    follows[(after, before)] = follows.get((after, before), 0) + 1
+            if count > 1:  # every ordered pair of neighbours equally often
+                self.assertEqual(len(follows), count * (count - 1))
+                self.assertEqual(set(follows.values()), {rounds // count})
+
+    def test_the_call_before_no_longer_tells_identical_calls_apart(self):
+        # A card on which a call reads 6% slower right after the heavy one ("cudnn").
+        class AfterHeavy(FakeBench):
+            def __call__(self, fn, warmup, rep, return_mode):
+                name = fn()
+                after_heavy = bool(self.calls) and self.calls[-1][0] == "cudnn"
+                self.calls.append((name, 0))
+                return self.cost[name] * (1.06 if after_heavy else 1.0)
+
+        names = ["new", "old", "flash", "cudnn"]  # new and old: the same kernel
+        cost = {n: 1.0 for n in names}
+        rotated = timing.interleaved_medians(AfterHeavy(cost), named(names),
+                                             orders=timing.rotated_orders)
+        self.assertGreater(rotated["new"] / rotated["old"], 1.05)  # new always after cudnn
+        balanced = timing.interleaved_medians(AfterHeavy(cost), named(names))
+        self.assertAlmostEqual(balanced["new"] / balanced["old"], 1.0, places=12)
 
     def test_identical_calls_read_the_same_whatever_their_place(self):
         cost = random.uniform(0.1, 2.0)
@@ -109,8 +135,8 @@ class InterleavedMedians(unittest.TestCase):
 
         times = timing.interleaved_clean_medians(FakeFlush(), named(["a", "b", "c"]), reps=60)
         self.assertEqual(times, {"a": 2.0, "b": 1.0, "c": 3.0})
-        self.assertEqual([n for n, _ in calls], ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
-        self.assertTrue(all(reps == 20 for _, reps in calls))  # 60 shared over 3 rounds
+        self.assertEqual("".join(n for n, _ in calls), "abc" "bca" "cab" "cba" "acb" "bac")
+        self.assertTrue(all(reps == 10 for _, reps in calls))  # 60 shared over 6 rounds
         calls.clear()
         timing.interleaved_clean_medians(FakeFlush(), named(["a", "b", "c"]), reps=6)
         self.assertTrue(all(reps == timing.MIN_ROUND_CLEAN_REPS for _, reps in calls))

@@ -1,0 +1,54 @@
+"""The decode's split count against time, beside cuDNN's decode: every count of SPLITS forced
+through flashlab_decode's num_splits at the goal's shapes (bf16, d = 128, 32 query heads over 8
+KV heads, N_q = 1, B = 8), the automatic choice printed beside them. TB/s of K and V read, by
+triton's do_bench, all counts and cuDNN timed in balanced turns (timing.interleaved_medians).
+
+  python3 bench/gpu/decode_splits.py --lib build/gpu/libflashlab.so [--lengths 4096 131072]
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_decode as bd  # noqa: E402
+import flashlab_ctypes as fl  # noqa: E402
+import timing  # noqa: E402
+
+SPLITS = [2, 3, 4, 5, 6, 8, 12, 16]
+BATCH = 8
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True, help="path to libflashlab.so")
+    ap.add_argument("--lengths", type=int, nargs="*", default=[131072, 32768, 4096])
+    args = ap.parse_args()
+    import torch
+    from triton.testing import do_bench
+    lib = fl.Flashlab(args.lib)
+    B = BATCH
+    print(f"TB/s of K and V by split count (B = {B}, bf16, d = {bd.D}, "
+          f"{bd.HEADS_Q} / {bd.HEADS_KV} heads, N_q = 1)")
+    for L in args.lengths:
+        gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
+        q = torch.randn(B, bd.HEADS_Q, 1, bd.D, device="cuda", dtype=torch.bfloat16,
+                        generator=gen)
+        k, v = (torch.randn(B, bd.HEADS_KV, L, bd.D, device="cuda", dtype=torch.bfloat16,
+                            generator=gen) for _ in range(2))
+        o = torch.empty_like(q)
+        lse = torch.empty(B, bd.HEADS_Q, 1, device="cuda", dtype=torch.float32)
+        lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+        fns, kept = {"cudnn": bd.torch_decode(torch, "cudnn", q, k, v)}, []
+        auto = lib.decode_num_splits(lib.decode_params(q, k, v, o, lens, L, lse=lse)[0])
+        for s in SPLITS:
+            params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse, num_splits=s)
+            kept.append((params, workspace))  # alive until timed
+            fns[f"s{s}"] = (lambda p=params: lib.decode(p))
+        times = timing.interleaved_medians(do_bench, fns)
+        tb = {n: bd.kv_bytes(B, L) / (ms * 1e-3) / 1e12 for n, ms in times.items()}
+        print(B, L, "auto", auto, " ".join(f"{n}:{t:.2f}" for n, t in tb.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
