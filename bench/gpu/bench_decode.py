@@ -12,7 +12,8 @@ V copies marked evict-first (decode.h says why that can matter). Times are media
 triton.testing.do_bench (which clears the L2 before every run, leaving it dirty), and, in
 the columns marked clean, medians of CUDA events after a clean flush (timing.py says why:
 at short caches the dirty flush's write-back is a tenth of the call); a point's
-implementations timed in turns, each once in every place of the order.
+implementations timed in turns, each equally often in every place of the order and after every
+other (timing.balanced_orders).
 """
 import flashlab_ctypes as fl
 import timing

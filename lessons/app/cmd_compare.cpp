@@ -244,8 +244,9 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "lrc__xbar2gpc_sectors_op_read over lrc__lts2lrc_sectors_op_read, a matter of timing\n"
       "that the model, having no clock, does not predict). Writes are booked as the 32-byte\n"
       "sectors each warp store touches; what left the SMs (l1tex__m_l1tex2xbar_write_bytes)\n"
-      "is those or fewer, merged after the L1's store pipe by a rule the model does not know\n"
-      "(docs/IO-LEVELS.md).\n",
+      "is those or fewer: whole sectors (fa2's O, fa3's through TMA) leave as issued; partly\n"
+      "written ones may be merged after the L1's store pipe, by a rule the model does not\n"
+      "know (docs/IO-LEVELS.md).\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
       target_profile().l2_partitions, sim::to_string(target_profile().l2_replacement));
 }
