@@ -18,8 +18,17 @@
 //    the other side; the two verdicts must be mirror images, and the program says how many are.
 //    Each (r, s) pair walks a buffer of its own, so no pair sees another's lines.
 //
-//   bench_l2_partitions [--lines N] [--csv FILE]
-// Prints a summary; the CSV has one row per block (placement) and per SM (latencies, partition).
+// 3. The room one side has (--room-mib sizes). One thread on SM 0 walks a chain of X MiB twice
+//    and times the second walk; then one thread on an SM of the other side walks it once more
+//    ("then the other side"), and SM 0 once again ("SM 0 after it"). While X fits in what
+//    SM 0's partition holds for it, SM 0's second walk costs a near load; past that the lines
+//    it lost come from the far partition (those homed there) or from DRAM, and the cost a load
+//    says how much of the L2 one side's reads can fill: the room the simulator's partitions
+//    take (sim::GridProblem's l2_bytes / l2_partitions for lines one side reads).
+//
+//   bench_l2_partitions [--lines N] [--csv FILE] [--room-mib X ...] [--room-csv FILE]
+// Prints a summary; the CSV has one row per block (placement) and per SM (latencies,
+// partition), the room's CSV one per size (cycles a load of each walk).
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -138,6 +147,12 @@ int main(int argc, char** argv) {
   app.add_option("--lines", lines, "128-byte lines each chain walks (256 to 65536)")
       ->check(CLI::Range(256, 65536));
   app.add_option("--csv", csv_path, "write the placement and the latencies here");
+  std::vector<int> room_mib{8, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80};
+  app.add_option("--room-mib", room_mib, "chain sizes (MiB) for the room one side has; "
+                 "none to skip it")
+      ->check(CLI::Range(1, 512));
+  std::string room_csv_path;
+  app.add_option("--room-csv", room_csv_path, "write the room's walks here");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -257,6 +272,41 @@ int main(int argc, char** argv) {
     fmt::print("\npartition of SM s, s = 0..{}:", dev.sms - 1);
     for (int s = 0; s < dev.sms; ++s) fmt::print("{}{}", s % 33 == 0 ? "\n  " : " ", side0[s]);
     fmt::print("\n");
+
+    // 3. The room one side has: SM 0 twice, then an SM of the other side, then SM 0 again.
+    std::ofstream room_csv;
+    if (!room_csv_path.empty()) {
+      room_csv.open(room_csv_path);
+      if (!room_csv) throw std::runtime_error("cannot write " + room_csv_path);
+      room_csv << "mib,sm0_again,other_sm,other_side,sm0_after_it\n";
+    }
+    if (!room_mib.empty())
+      fmt::print("room (cycles a load; SM 0's side, then SM {} of the other):\n"
+                 "     MiB  SM 0 again  then the other side  SM 0 after it\n", other);
+    for (const int mib : room_mib) {
+      const int room_lines = int((std::int64_t(mib) << 20) / 128);
+      const std::size_t room_words = std::size_t(room_lines) * kLineWords;
+      const std::vector<unsigned> chain = random_chain(room_lines, rng);
+      unsigned* d_room = nullptr;
+      check_cuda(cudaMalloc(&d_room, sizeof(unsigned) * room_words), "cudaMalloc");
+      check_cuda(cudaMemcpy(d_room, chain.data(), sizeof(unsigned) * room_words,
+                            cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
+      double cost[3];
+      const unsigned walkers[3] = {0u, unsigned(other), 0u};
+      for (int i = 0; i < 3; ++i) {
+        const int walks = i == 0 ? 2 : 1;  // SM 0's first walk only fills the L2
+        walk_chain<<<dev.sms, 32, bytes>>>(d_room, room_lines, walks, walkers[i], d_cycles);
+        long long cycles[2];
+        check_cuda(cudaMemcpy(cycles, d_cycles, sizeof cycles, cudaMemcpyDeviceToHost), "walk");
+        cost[i] = double(cycles[walks - 1]) / room_lines;
+      }
+      fmt::print("  {:6}  {:10.1f}  {:19.1f}  {:13.1f}\n", mib, cost[0], cost[1], cost[2]);
+      if (room_csv)
+        room_csv << fmt::format("{},{:.1f},{},{:.1f},{:.1f}\n", mib, cost[0], other, cost[1],
+                                cost[2]);
+      cudaFree(d_room);
+    }
     cudaFree(d_cycles);
     cudaFree(d_chains);
     cudaFree(d_sm);
