@@ -471,7 +471,8 @@ fi
 if want stores; then
   # Bytes out of the SMs, store by store: the requests and sectors the L1 sends on for global
   # stores and reductions, beside l1tex__m_l1tex2xbar_write_bytes and the slices' writes, one
-  # call of each kernel that writes through fragments (fa2, fa3, the backward, the decode).
+  # call of each kernel that writes O or its gradients (fa2 through SRAM in whole rows, fa3
+  # through TMA or its fragments, the backward's fragments, the decode's states).
   # The SASS order of each kernel's global stores (STG, RED) follows: whether a warp's two
   # half-sector stores to one sector leave back to back, which the L1 can merge.
   step "stores: sectors out of the SMs per kernel, and the SASS order of their stores"
