@@ -93,7 +93,7 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     std::to_string(FLASHLAB_FA3_GRID_PER_TILE) + " (one block per tile), " +
                     std::to_string(FLASHLAB_FA3_GRID_PERSISTENT) + " (persistent), " +
                     std::to_string(FLASHLAB_FA3_GRID_AUTO) +
-                    " (the work queue under the causal mask, else persistent up to " +
+                    " (the work queue under the causal mask and at d = 64, else persistent up to " +
                     std::to_string(fa3::kAutoPersistentMaxTiles) + " query tiles a head) or " +
                     std::to_string(FLASHLAB_FA3_GRID_QUEUE) + " (persistent, from a work queue)");
   if (o.grid == FLASHLAB_FA3_GRID_QUEUE && o.warp_specialized == 0)

@@ -195,7 +195,7 @@ TEST_CASE("the ring passes each K/V slice once around") {
   }
 }
 
-TEST_CASE("state_of: (O, L) is the state with base L and sum 1; -inf rows are empty") {
+TEST_CASE("state_of: (O, L) is the state with base L and sum 1, and -inf rows are empty") {
   Matrix<double> O(2, 2);
   O << 0.5, 2.0, 0.0, 0.0;
   Vector<double> L(2);

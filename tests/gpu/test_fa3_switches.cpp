@@ -593,7 +593,7 @@ TEST_CASE("fa3: switches out of range, another kernel, NULL options") {
   CHECK(message.find("both must be 1") != std::string::npos);
 }
 
-TEST_CASE("fa3: a broadcast row (row stride 0) is refused; broadcast heads and batches are read") {
+TEST_CASE("fa3: a broadcast row (row stride 0) is refused, and broadcast heads and batches are read") {
   const ValidCall ok(FLASHLAB_KERNEL_FA3);
   std::string message;
   {

@@ -128,8 +128,9 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
 }
 
 TEST_CASE(
-    "the grid: one block per SM when persistent, per tile otherwise; auto is the work queue "
-    "under the causal mask, else persistent up to its number of query tiles a head") {
+    "the grid: one block per SM when persistent, per tile otherwise, and auto is the work queue "
+    "under the causal mask and with three consumers, else persistent up to its number of "
+    "query tiles a head") {
   const Shape big{16, 16, 16, 1024, 1024, 128}, small{1, 1, 1, 97, 97, 64};
   for (bool causal : {false, true}) {
     const TileOrder o = order_of(big, causal), tiny = order_of(small, causal);
@@ -157,6 +158,25 @@ TEST_CASE(
     CHECK(resolve_grid(FLASHLAB_FA3_GRID_AUTO, order_of(past_limit, causal), ws) ==
           FLASHLAB_FA3_GRID_PER_TILE);
     CHECK_FALSE(is_persistent(FLASHLAB_FA3_GRID_AUTO, order_of(past_limit, causal), ws));
+  }
+  // Without the mask, three consumers (d = 64) and a producer warp: the work queue at every
+  // length; two consumers (d = 128) keep the rule above, and so does d = 64 without a
+  // producer warp.
+  REQUIRE(fa3::consumer_warpgroups(64) >= fa3::kAutoQueueWithoutMaskMinConsumers);
+  REQUIRE(fa3::consumer_warpgroups(128) < fa3::kAutoQueueWithoutMaskMinConsumers);
+  const int64_t n_at_limit_64 = fa3::kAutoPersistentMaxTiles * fa3::br(64);
+  for (const int64_t n : {int64_t{1}, int64_t{97}, int64_t{1023}, n_at_limit_64,
+                          n_at_limit_64 + 1, 4 * n_at_limit_64}) {
+    const TileOrder o64 = order_of(Shape{1, 4, 4, n, n, 64}, false);
+    INFO("N=", n, " tiles=", o64.tiles);
+    CHECK(resolve_grid(FLASHLAB_FA3_GRID_AUTO, o64, true) == FLASHLAB_FA3_GRID_QUEUE);
+    CHECK(resolve_grid(FLASHLAB_FA3_GRID_AUTO, o64, false) ==
+          (o64.tiles <= fa3::kAutoPersistentMaxTiles ? FLASHLAB_FA3_GRID_PERSISTENT
+                                                     : FLASHLAB_FA3_GRID_PER_TILE));
+    const TileOrder o128 = order_of(Shape{1, 4, 4, n, n, 128}, false);
+    CHECK(resolve_grid(FLASHLAB_FA3_GRID_AUTO, o128, true) ==
+          (o128.tiles <= fa3::kAutoPersistentMaxTiles ? FLASHLAB_FA3_GRID_PERSISTENT
+                                                      : FLASHLAB_FA3_GRID_PER_TILE));
   }
   // Causal, with a producer warp: the work queue from kAutoQueueMinTiles query tiles a head,
   // at any length; the fixed turns below.

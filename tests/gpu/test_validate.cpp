@@ -56,7 +56,7 @@ TEST_CASE("reserved must be 0") {
   }
 }
 
-TEST_CASE("scale: 0, -0.0 and NaN ask for the default; negative and inf are refused") {
+TEST_CASE("scale: 0, -0.0 and NaN ask for the default, and negative and inf are refused") {
   for (double scale : {0.0, -0.0, std::nan("")}) {
     auto p = valid();
     p.scale = scale;
@@ -138,7 +138,7 @@ TEST_CASE("a dimension of extent 1 may carry any stride") {
   expect_error(p, FLASHLAB_ERROR_MISALIGNED, "K's stride 7 is not a multiple of 8");
 }
 
-TEST_CASE("O may share no memory with Q, K, V or LSE; Q, K and V may share theirs") {
+TEST_CASE("O may share no memory with Q, K, V or LSE, and Q, K and V may share theirs") {
   {
     auto p = valid();
     p.k = p.q;

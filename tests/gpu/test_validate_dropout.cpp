@@ -40,7 +40,7 @@ const std::function<void(const flashlab_dropout_mask_params&)> kMask = [](const 
 };
 
 TEST_CASE(
-    "dropout_p from 0 up to below 1 passes for fa2; any other value is refused with the reason") {
+    "dropout_p from 0 up to below 1 passes for fa2, and any other value is refused with the reason") {
   for (double p : {0.0, -0.0, 1e-300, 0.5, 1.0 - 1e-16}) {
     auto call = test::valid_call(FLASHLAB_KERNEL_FA2);
     call.dropout_p = p;

@@ -45,7 +45,7 @@ TEST_CASE("fa3 mirror: what the kernel does not take is refused with the table's
 }
 
 TEST_CASE(
-    "fa3 prediction: bytes into the SMs equal the grid model's; out, TMA's rows and L's sectors") {
+    "fa3 prediction: bytes into the SMs equal the grid model's, and out, TMA's rows and L's sectors") {
   for (const bool causal : {false, true})
     for (const app::Index n : {1, 97, 1023}) {
       CAPTURE(n);

@@ -177,7 +177,7 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("lesson 6: P at N = 8192 in bf16 for 32 heads; backward FLOPs 2.5x the forward") {
+TEST_CASE("lesson 6: P at N = 8192 in bf16 for 32 heads, and backward FLOPs 2.5x the forward") {
   const auto out = run_lesson(6).output;
   constexpr double kMiB = 1 << 20;
   CHECK(contains(out, fmt::format("{:.0f} MiB", 32 * 8192.0 * 8192.0 * 2 / kMiB)));

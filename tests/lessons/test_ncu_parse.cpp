@@ -100,7 +100,7 @@ TEST_CASE("ncu CSV: store and reduction sectors the L1 issued, in bytes of 32-by
   CHECK(*m->merge_ratio() == doctest::Approx(out0 / (32 * (st0 + red0 + st1 * 1e3))));
 }
 
-TEST_CASE("ncu CSV: a sector counter in bytes is refused; no stores, no merge ratio") {
+TEST_CASE("ncu CSV: a sector counter in bytes is refused, and no stores, no merge ratio") {
   CHECK_FALSE(flashlab::app::parse_ncu_csv(
       "\"ID\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
       "\"0\",\"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum\",\"byte\",\"64\"\n"));

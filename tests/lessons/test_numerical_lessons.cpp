@@ -218,7 +218,7 @@ TEST_CASE("fa4 lesson: the worked 2^x and the exponent added as an integer") {
   CHECK(contains(out, "against 2^x = " + num(std::exp2(double(-2.3f)), 8)));
 }
 
-TEST_CASE("fa4 lesson: accuracy rows obey the fit's error; bf16 one ulp from degree 2 on") {
+TEST_CASE("fa4 lesson: accuracy rows obey the fit's error, and bf16 one ulp from degree 2 on") {
   const auto out = run_folder("15-fa4-exponential");
   for (int degree = 2; degree <= 5; ++degree) {
     CAPTURE(degree);

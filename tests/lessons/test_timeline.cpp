@@ -99,7 +99,7 @@ TEST_CASE("one tile, worked by hand: K 0-1, V 1-2, S 1-3 and 3-5, E 3-6 and 6-9,
   }
 }
 
-TEST_CASE("bounds: free loads and softmax leave the tensor cores' work; slow loads bind") {
+TEST_CASE("bounds: free loads and softmax leave the tensor cores' work, and slow loads bind") {
   // Nothing but products: the tensor cores never idle, 2 products x 2 consumers per tile.
   const auto only_mma = ran({true, 2, true, true}, {.load = 0, .mma = 1, .softmax = 0});
   CHECK(summarise(only_mma).seconds == doctest::Approx(4.0 * kTiles));
@@ -111,7 +111,7 @@ TEST_CASE("bounds: free loads and softmax leave the tensor cores' work; slow loa
   CHECK(t <= copy + 2 * kConsumers * slow.mma + slow.softmax + kExact);
 }
 
-TEST_CASE("the switches: one stage exposes the loads; no producer makes consumer 0 wait") {
+TEST_CASE("the switches: one stage exposes the loads, and no producer makes consumer 0 wait") {
   const StageTimes t{.load = 0.7, .mma = 0.8, .softmax = 0.6};
   const auto seconds = [&](const Switches& s) { return summarise(ran(s, t)).seconds; };
   const double def = seconds({true, 2, true, true});

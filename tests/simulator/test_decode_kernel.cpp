@@ -94,7 +94,7 @@ TEST_CASE("decode mirror: several query rows, odd steps and fp16") {
     }
 }
 
-TEST_CASE("decode mirror: K and V are read once whatever the splits; the states grow with them") {
+TEST_CASE("decode mirror: K and V are read once whatever the splits, and the states grow with them") {
   const DecodeShape s{.lengths = {32768}, .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
   const PassReport one = count_decode_kernel(s, {.splits = 1});
   const PassReport many = count_decode_kernel(s, {.splits = 16});

@@ -213,7 +213,7 @@ TEST_CASE("fa3 mirror: causal square problems load T (T + 1) / 2 of the T^2 tile
   }
 }
 
-TEST_CASE("fa3 mirror: GQA shares K and V in HBM, not on chip; stages change SRAM, not bytes") {
+TEST_CASE("fa3 mirror: GQA shares K and V in HBM, not on chip, and stages change SRAM, not bytes") {
   Fa3Shape s{.heads_q = 8, .heads_kv = 8, .n_q = 97, .n_k = 1023, .d = 128};
   const PassReport mha = count_fa3_kernel(s, facts(2, DType::bf16));
   s.heads_kv = 1;  // MQA: one KV head for all eight

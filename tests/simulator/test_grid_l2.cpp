@@ -376,7 +376,7 @@ TEST_CASE(
   CHECK(run_grid(p).dram_read() == 48 * (Bytes{1} << 20));
 }
 
-TEST_CASE("grid L2: a map of SM slots to partitions places the blocks; b mod P given as one is the same run") {
+TEST_CASE("grid L2: a map of SM slots to partitions places the blocks, and b mod P given as one is the same run") {
   // The hand-worked grid of two partitions above: blocks 0 and 1 on slots 0 and 1.
   GridProblem p = small_grid();
   p.heads = 1;
@@ -515,7 +515,7 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
                        cpu::InvalidArgument);
 }
 
-TEST_CASE("grid L2: a kernel's own order; the grid order given as one is the same run") {
+TEST_CASE("grid L2: a kernel's own order, and the grid order given as one is the same run") {
   // Grid order spelt out (block b: head b / Tr, tile b % Tr, the last tile first under the
   // mask) gives the default run access for access, on random small grids.
   std::mt19937_64 rng = fresh_rng();

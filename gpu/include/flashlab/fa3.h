@@ -79,9 +79,10 @@ typedef enum flashlab_fa3_grid {
   FLASHLAB_FA3_GRID_PERSISTENT = 1, /* one block per SM, each taking tiles in turn, so its
                                        set-up is paid once and the next tile's loads run
                                        under this tile's last matmul and O store */
-  FLASHLAB_FA3_GRID_AUTO = 2,       /* under the causal mask, where tiles differ in work,
-                                       the work queue (from fa3::kAutoQueueMinTiles query
-                                       tiles a head, with warp_specialized = 1); otherwise
+  FLASHLAB_FA3_GRID_AUTO = 2,       /* with warp_specialized = 1, the work queue under the
+                                       causal mask, where tiles differ in work (from
+                                       fa3::kAutoQueueMinTiles query tiles a head), and
+                                       without it at d = 64 (three consumers); otherwise
                                        persistent up to fa3::kAutoPersistentMaxTiles query
                                        tiles a head and per tile beyond (kernel_info.hpp) */
   FLASHLAB_FA3_GRID_QUEUE = 3       /* one block per SM, each taking the next tile of the

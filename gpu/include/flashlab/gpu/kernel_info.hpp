@@ -495,8 +495,9 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //     first consumer thread issuing the copies itself between its tiles.
 //   Grid (flashlab/gpu/tile_schedule.hpp): persistent, one block per SM taking query tiles
 //     in fixed turns or from a work queue, or one block per query tile; the same order of
-//     tiles every way. By default (fa3::resolve_grid) the work queue under the causal mask
-//     with a producer warp from kAutoQueueMinTiles query tiles a head; else persistent up to
+//     tiles every way. By default (fa3::resolve_grid) the work queue with a producer warp,
+//     under the causal mask from kAutoQueueMinTiles query tiles a head, without it from
+//     kAutoQueueWithoutMaskMinConsumers consumers (d = 64); else persistent up to
 //     kAutoPersistentMaxTiles query tiles a head, per tile beyond (flashlab_fa3_grid).
 // The tiles are in SRAM in TMA's 128-byte swizzle, d split in slabs of 64 elements (128 bytes,
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
@@ -641,6 +642,17 @@ inline constexpr int64_t kAutoPersistentMaxTiles = 64;
 // KV-tile count gives it +2.5%, and is level at d = 128; from 8 it is level or ahead at every
 // point.
 inline constexpr int64_t kAutoQueueMinTiles = 8;
+// Without the mask FLASHLAB_FA3_GRID_AUTO takes the work queue too where a block runs this
+// many consumer warpgroups or more (d = 64's three), with a producer warp, at any length: the
+// tiles do equal work, but the blocks do not finish them in step, and the queue hands the
+// next tile to whichever is free. Measured on the H200 in balanced turns (2026-12-03,
+// bench/results/2026-12-03-h200-fa3-grids-nomask.csv; -fa3-settings-n1024-2048.csv a second
+// run at N = 1024, 2048), the queue over the rule before (persistent up to
+// kAutoPersistentMaxTiles query tiles a head, per tile beyond), N = 1024..16384: d = 64 1.020
+// 1.021 1.018 1.006 1.010 (second run 1.015, 1.036); d = 128 1.000 1.015 1.000 1.005 1.005,
+// with persistent itself at 1.007 1.019 0.992 1.002 1.006: level, so two consumers keep the
+// rule before.
+inline constexpr int kAutoQueueWithoutMaskMinConsumers = 3;
 // flashlab_fa3_options.overlap_items's default: off. Measured on the H200 (2026-12-02, one
 // run in turns, bench/results/2026-12-02-h200-fa3-across-v2.csv), across items over apart,
 // N = 512..16384: d = 128 non-causal 0.998 1.008 1.010 1.010 1.009 1.000, causal 0.997

@@ -31,8 +31,8 @@
 // as SMs free up, longest first. The work queue balances causal tiles as dispatch does, and
 // keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE). FLASHLAB_FA3_GRID_AUTO (resolve_grid
 // below; kernel_info.hpp has the measured figures): under the causal mask the work queue,
-// without it the persistent turns up to fa3::kAutoPersistentMaxTiles query tiles a head and
-// one block per tile beyond.
+// without it the work queue with three consumers (d = 64), else the persistent turns up to
+// fa3::kAutoPersistentMaxTiles query tiles a head and one block per tile beyond.
 #pragma once
 
 #include "flashlab/gpu/host_device.hpp"
@@ -111,13 +111,16 @@ constexpr bool is_grid(int32_t grid) {
 }
 
 // The grid that flashlab_fa3_grid `grid` runs for an order: itself, or for
-// FLASHLAB_FA3_GRID_AUTO, under the causal mask the work queue (when there is a producer
-// warp to take from it and a head has at least fa3::kAutoQueueMinTiles query tiles), else
+// FLASHLAB_FA3_GRID_AUTO, where there is a producer warp to take from it, the work queue
+// under the causal mask (a head of at least fa3::kAutoQueueMinTiles query tiles) and without
+// it (at least fa3::kAutoQueueWithoutMaskMinConsumers consumer warpgroups, d = 64's); else
 // persistent in fixed turns up to fa3::kAutoPersistentMaxTiles query tiles a head, and one
 // block per tile beyond.
 constexpr flashlab_fa3_grid resolve_grid(int32_t grid, const TileOrder& o, bool warp_specialized) {
   if (grid != FLASHLAB_FA3_GRID_AUTO) return flashlab_fa3_grid(grid);
-  if (o.longest_first && warp_specialized && o.tiles >= kAutoQueueMinTiles)
+  const int consumers = o.rows / kRowsPerConsumer;
+  if (warp_specialized && (o.longest_first ? o.tiles >= kAutoQueueMinTiles
+                                           : consumers >= kAutoQueueWithoutMaskMinConsumers))
     return FLASHLAB_FA3_GRID_QUEUE;
   return o.tiles <= kAutoPersistentMaxTiles ? FLASHLAB_FA3_GRID_PERSISTENT
                                             : FLASHLAB_FA3_GRID_PER_TILE;
