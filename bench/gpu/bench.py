@@ -20,7 +20,7 @@ FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
 triton.testing.do_bench (which clears the L2 before every run), the implementations of a
 shape timed in turns, each equally often in every place of the order and after every other
 (timing.interleaved_medians, balanced_orders: timed one after the other, a call read up to 8%
-faster for coming first; timed always right after cuDNN, 2 to 8% slower).
+faster for coming first; timed always right after cuDNN, 3 to 7% slower).
 """
 import argparse
 import functools

@@ -59,7 +59,7 @@ def balanced_orders(count):
     slower than after a light one (the predecessor). Turning one order by one place each round
     balances the places but keeps every call's predecessor the same in every round but one: on
     the H200 (2026-12-03, bench/gpu/NOTES.md, "Timed in turns: the call before counts") fa2
-    timed right after cuDNN read 2 to 8% slower than the same kernel timed after another.
+    timed right after cuDNN read 3 to 7% slower than the same kernel timed after another.
     """
     first = [0]
     for i in range(1, count):  # 0, 1, n-1, 2, n-2, ...: every step between neighbours once
