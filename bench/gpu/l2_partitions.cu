@@ -9,10 +9,11 @@
 //    through a buffer of `lines` 128-byte lines in a random order (every load depends on the
 //    one before, and ld.global.cg skips the L1), so the buffer sits in the L2. Then one thread
 //    on SM s follows the same chain twice, timing each step: the first walk ("after r") and
-//    the second ("again", after s itself). Hopper keeps a line read by an SM in that SM's
-//    partition as well as in its home partition, so after r every line is near for an SM of
-//    r's partition, while an SM of the other one finds about half the lines (those homed on
-//    r's side) far away, across the fabric. Its "again" walk finds them all near. So an SM
+//    the second ("again", after s itself). Hopper keeps a line an SM reads in that SM's
+//    partition, so after r every line is near for an SM of r's partition, while an SM of the
+//    other one finds them across the fabric (all of them: part 3 shows the other partition
+//    keeps none of r's reads, even the lines it is home to). Its "again" walk finds them all
+//    near, its own partition now holding a copy. So an SM
 //    whose first walk costs about its second shares r's partition; one clearly above it does
 //    not. Each SM is measured after two references, r = 0 and an SM that the first pass put on
 //    the other side; the two verdicts must be mirror images, and the program says how many are.
@@ -45,7 +46,8 @@
 
 namespace {
 
-constexpr int kLineWords = 128 / sizeof(unsigned);  // one 128-byte L2 line of 32-bit words
+constexpr int kLineBytes = 128;                            // one L2 line
+constexpr int kLineWords = kLineBytes / sizeof(unsigned);  // of 32-bit words
 // Shared memory a block leaves unasked beside its share of the SM: the 1 KiB the hardware
 // reserves per block, and as much again so that one more block never fits.
 constexpr int kSharedMargin = 2048;
@@ -284,7 +286,7 @@ int main(int argc, char** argv) {
       fmt::print("room (cycles a load; SM 0's side, then SM {} of the other):\n"
                  "     MiB  SM 0 again  then the other side  SM 0 after it\n", other);
     for (const int mib : room_mib) {
-      const int room_lines = int((std::int64_t(mib) << 20) / 128);
+      const int room_lines = int((std::int64_t(mib) << 20) / kLineBytes);
       const std::size_t room_words = std::size_t(room_lines) * kLineWords;
       const std::vector<unsigned> chain = random_chain(room_lines, rng);
       unsigned* d_room = nullptr;

@@ -377,6 +377,9 @@ void launch(const Problem& p, cudaStream_t stream) {
   static_assert(config.Br == kBr && config.threads == kThreads);
   static_assert(sizeof(T) * (kSQElems<D> + 2 * kSKVElems<D, Bc>) == config.sram_bytes,
                 "the kernel carves up the SRAM that kernel_info.hpp says it takes");
+  static_assert(config.o_store.bytes_per_thread == swizzle::kChunkBytes &&
+                    config.o_store.runs == tiles::kRowsPerStore<D>,
+                "finalize stores O as kernel_info.hpp's o_store says (the simulator's count)");
   throw_if_cuda_error(cudaFuncSetAttribute(fa2_kernel<T, D, Bc, kDropout>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(config.sram_bytes)),

@@ -9,6 +9,7 @@
 
 #include "ptx.cuh"
 
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/gpu/swizzle.hpp"
 
 #include <cstdint>
@@ -68,21 +69,24 @@ __device__ __forceinline__ void store_fragments(T* sX, int row0, const float (&r
   }
 }
 
+// Rows of D 16-bit elements one warp instruction of store_rows writes, a chunk a lane.
+template <int D>
+inline constexpr int kRowsPerStore = kWarpSize / (D / kChunk);
+
 // One warp copies rows [row0, row0 + ROWS) of the swizzled tile sX to rows [grow0, grow0 +
 // ROWS) of gX in HBM (rows row_stride elements apart), whole rows of 16-byte stores: each
-// instruction writes 32 / (D / 8) rows of D elements, every 32-byte sector in full (the
-// store pattern kernel_info.hpp calls staged_row_store). Rows at or past n_rows are not
-// written. The reverse of load_tile's path; the caller makes the rows visible to the warp
-// (__syncwarp) first.
+// instruction writes kRowsPerStore<D> rows, every 32-byte sector in full (the store pattern
+// kernel_info.hpp calls staged_row_store). Rows at or past n_rows are not written. The
+// reverse of load_tile's path; the caller makes the rows visible to the warp (__syncwarp)
+// first.
 template <class T, int D, int ROWS>
 __device__ __forceinline__ void store_rows(T* gX, int64_t row_stride, int grow0, int n_rows,
                                            const T* sX, int row0, int lane) {
   constexpr int kChunksPerRow = D / kChunk;
-  constexpr int kRowsPerStore = 32 / kChunksPerRow;
-  static_assert(ROWS % kRowsPerStore == 0, "every store writes whole rows");
+  static_assert(ROWS % kRowsPerStore<D> == 0, "every store writes whole rows");
   const int r = lane / kChunksPerRow, c = lane % kChunksPerRow;
 #pragma unroll
-  for (int i = 0; i < ROWS; i += kRowsPerStore) {
+  for (int i = 0; i < ROWS; i += kRowsPerStore<D>) {
     const int row = row0 + i + r, grow = grow0 + i + r;
     if (grow < n_rows)
       *reinterpret_cast<uint4*>(gX + grow * row_stride + c * kChunk) =

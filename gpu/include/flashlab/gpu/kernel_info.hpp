@@ -9,6 +9,7 @@
 #include "flashlab/fa3.h"
 #include "flashlab/flashlab.h"
 #include "flashlab/gpu/host_device.hpp"
+#include "flashlab/gpu/swizzle.hpp"
 
 #include <array>
 #include <cstdint>
@@ -109,10 +110,11 @@ inline constexpr WarpStorePattern kFragmentLseStore{4, kWarpSize / 4, 1};
 constexpr WarpStorePattern lanes_in_a_row(int64_t element_bytes) {
   return {int(element_bytes), kWarpSize, 1};
 }
-// Whole rows of a tile staged in SRAM, 16 bytes a lane (sram_tiles.cuh's store_rows): an
-// instruction writes 512 bytes as 512 / row_bytes full rows, every sector whole.
+// Whole rows of a tile staged in SRAM, a 16-byte chunk a lane (sram_tiles.cuh's store_rows):
+// an instruction writes 512 bytes as 512 / row_bytes full rows, every sector whole.
 constexpr WarpStorePattern staged_row_store(int64_t d, flashlab_dtype dtype) {
-  return {16, kWarpSize, int(16 * kWarpSize / (d * dtype_bytes(dtype)))};
+  constexpr int kLaneBytes = swizzle::kChunkBytes;
+  return {kLaneBytes, kWarpSize, int(kLaneBytes * kWarpSize / (d * dtype_bytes(dtype)))};
 }
 // One lane storing one 4-byte float (a row's D or L in a row-per-warp kernel).
 inline constexpr WarpStorePattern kOneFloatStore{4, 1, 1};
