@@ -412,6 +412,10 @@ def main():
     ap.add_argument("--pass", dest="which", choices=["forward", "backward"], default="forward",
                     help="which pass the timing sweep times")
     ap.add_argument("--decode", action="store_true", help="the split-KV decode benchmark")
+    ap.add_argument("--decode-lengths", type=int, nargs="+", default=bench_decode.LENGTHS,
+                    help="with --decode: the cache lengths timed at B = 8")
+    ap.add_argument("--decode-batches", type=int, nargs="*", default=bench_decode.BATCHES,
+                    help="with --decode: the batches timed at L = 32768 (none: no batch sweep)")
     ap.add_argument("--ablation", action="store_true",
                     help="time fa3's switches one by one at N = 8192 (d: --ablation-d)")
     ap.add_argument("--ablation-d", type=int, choices=HEAD_DIMS, default=ABLATION_SHAPE["d"],

@@ -130,7 +130,9 @@ def run_decode_sweep(args):
     import torch
     from triton.testing import do_bench
     lib = fl.Flashlab(args.lib)
-    points = [(8, L) for L in LENGTHS] + [(B, BATCH_SWEEP_LEN) for B in BATCHES if B != 8]
+    points = [(8, L) for L in args.decode_lengths]
+    points += [(B, BATCH_SWEEP_LEN) for B in args.decode_batches
+               if B != 8 or BATCH_SWEEP_LEN not in args.decode_lengths]
     print("TB/s of K and V read (bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1)")
     print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'evict1':>6} {'pg64':>6} "
           f"{'pg256':>6} | {'flash':>6} {'cudnn':>6} | {'clean:':>6} {'evict1':>6} {'cudnn':>6}")

@@ -10,7 +10,8 @@
 // Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
 // natural log). A row that saw no key (l = 0: a zero-length sequence, or a row whose causal
 // window is empty) gets O = 0 and LSE = -inf, the reference's convention.
-// Bytes: reads splits x (d + 2) x 4 and writes d x 2 + 4 per row.
+// Bytes: reads splits x (d + 2) x 4 (a state's whole sectors: U's, and the one of m and l)
+// and writes d x 2 + 4 per row.
 // The kernel is launched as a programmatic dependent of the split kernel: its blocks become
 // resident while the splits still run and wait (cudaGridDependencySynchronize) until the
 // split kernel's grid has ended and its states are visible, instead of being launched only
@@ -29,7 +30,7 @@ constexpr int kSplitsInFlight = 4;
 template <class T, int kD>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeProblem p) {
   constexpr int kCols = kD / kWarpSize;  // columns per lane
-  cudaGridDependencySynchronize();  // the split kernel has ended; its states are visible
+  cudaGridDependencySynchronize();       // the split kernel has ended; its states are visible
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * (kCombineThreads / kWarpSize) + warp;
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
@@ -38,8 +39,8 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
   const int h = int(row / p.n_q % p.heads_q);
   const int b = int(row / (int64_t(p.n_q) * p.heads_q));
 
-  const float* state = p.states + row * p.splits * (kD + 2);  // (splits, U (d), m, l)
-  const int64_t stride = kD + 2;
+  constexpr int64_t stride = state_floats(kD);  // (splits, U (d), m, l, padding)
+  const float* state = p.states + row * p.splits * stride;
   // Pass 1: m = the largest of the splits' maxima, the lanes over the splits.
   float m = -INFINITY;
   for (int s = lane; s < p.splits; s += kWarpSize) m = fmaxf(m, state[s * stride + kD]);
@@ -60,8 +61,9 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
       for (int j = 0; j < kSplitsInFlight; ++j) {
         const bool real = s0 + j < p.splits;  // past the last split: the empty state
         const float* split = state + (real ? s0 + j : 0) * stride;
-        m_s[j] = real ? split[kD] : -INFINITY;
-        l_s[j] = real ? split[kD + 1] : 0.0f;
+        const float2 ml = *reinterpret_cast<const float2*>(split + kD);
+        m_s[j] = real ? ml.x : -INFINITY;
+        l_s[j] = real ? ml.y : 0.0f;
 #pragma unroll
         for (int c = 0; c < kCols; ++c) U_s[j][c] = real ? split[c * kWarpSize + lane] : 0.0f;
       }

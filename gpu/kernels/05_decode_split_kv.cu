@@ -28,7 +28,9 @@
 // With kv_l2_policy evict-first the K and V copies carry that L2 policy (cp.async's
 // L2::cache_hint; decode.h says what for, decode::kDefaultKvL2Policy the default).
 // Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
-// (d + 2) x 4 written; a split with no keys (more splits than tiles) reads nothing.
+// (d + 2) x 4 written, each row's state in whole sectors of its own (decode::state_floats: U
+// by whole sectors, then m and l in one store); a split with no keys (more splits than
+// tiles) reads nothing.
 #include "common.cuh"
 #include "decode_problem.hpp"
 #include "ptx.cuh"
@@ -323,13 +325,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     }
     const int packed = first_row + r;
     const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
-    float* state_out = p.states + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * (kD + 2) +
-                       int64_t(split) * (kD + 2);  // (U (d), m, l), m natural: m scale
+    // (U (d), m, l, padding): m natural, m scale; every state starts on a sector.
+    constexpr int kStride = int(state_floats(kD));
+    float* state_out = p.states + ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * kStride +
+                       int64_t(split) * kStride;
     state_out[c] = u_sum;
-    if (c == 0) {
-      state_out[kD] = m_max == -INFINITY ? -INFINITY : m_max * p.scale;
-      state_out[kD + 1] = l_sum;
-    }
+    if (c == 0)  // m and l in one 8-byte store (kStateMlStore), alone in their sector
+      *reinterpret_cast<float2*>(state_out + kD) =
+          make_float2(m_max == -INFINITY ? -INFINITY : m_max * p.scale, l_sum);
   }
 }
 

@@ -30,7 +30,7 @@ struct DecodeProblem {
   flashlab_dtype dtype = FLASHLAB_BF16;
   bool kv_evict_first = false;  // decode::kv_evict_first(kv_l2_policy): K and V loads' L2 hint
   // The workspace: the error word (4 x uint32: bits, bad-length entry + 1, bad-page entry +
-  // 1, the bad page index), then the states, (B, Hq, N_q, splits, d + 2) fp32.
+  // 1, the bad page index), then the states, (B, Hq, N_q, splits, decode::state_floats(d)) fp32.
   uint32_t* error_word = nullptr;
   float* states = nullptr;
 };

@@ -133,7 +133,7 @@ int64_t decode_workspace_bytes(const flashlab_decode_params& p, int64_t sm_count
   const int64_t rows = checked_mul(checked_mul(p.batch, p.heads_q, "batch * heads_q"), p.n_q,
                                    "batch * heads_q * n_q");
   const int64_t floats = checked_mul(checked_mul(rows, splits, "rows * splits"),
-                                     decode::state_floats(p.d), "states * (d + 2)");
+                                     decode::state_floats(p.d), "states * state_floats(d)");
   return checked_add(decode::kWorkspaceHeaderBytes, checked_mul(floats, 4, "state bytes"),
                      "workspace bytes");
 }

@@ -8,7 +8,8 @@
 // share a KV head share its read), E bytes per element:
 //   K and V bytes = 2 E d Hkv sum_b len_b
 // and splitting adds the partial states, written by the split kernel and read by the combine:
-//   state bytes   = 2 * 4 (d + 2) B Hq N_q splits.
+//   state bytes   = 2 * 4 F B Hq N_q splits, F = (d + 2) floats padded to whole 32-byte
+//                   sectors (decode::state_floats: 136 at d = 128).
 #pragma once
 
 #include "kit/lesson_context.hpp"

@@ -24,23 +24,28 @@
 //   block table read    H_kv R 4 sum over working splits of the pages the split touches:
 //                       floor((e - 1) / P) - floor(a / P) + 1 for keys [a, e); about
 //                       H_kv 4 (ceil(L / P) + W - 1) when shares do not end on a page
-//   partial    written  H_kv S rows (d + 2) f    read  the same (by the combine)
+//   partial    written  H_kv S rows (d + 2) f    read  the same (by the combine); with the
+//                       states padded to whole sectors (state_floats, the kernel as built)
+//                       both are H_kv S rows state_floats f, the sectors the stores and
+//                       the combine's loads touch
 //   O          written  H_kv rows d b
 //   LSE        written  H_kv rows f
 // Out of the SMs, the written bytes are the sectors of the stores when the facts give them
-// (DecodeStores; warp_store.hpp). As built: a state's U goes out in runs of 32 floats, each
-// touching 4 sectors when it starts on one and 5 when not; a state starts h + k (d + 2) f
-// bytes into the workspace (k its index, h the header), 8 k bytes past a sector for d a
-// multiple of 8: one state in four is aligned. Its m and l cost a sector each, O its data,
-// LSE 32 bytes a row. So with d = 128, four states in a row send 16 + 3 x 20 sectors of U and
-// 4 x 2 of m and l: 2688 bytes for 2080 of data.
+// (DecodeStores; warp_store.hpp). As built (states of 8 k floats, k whole): a state's U goes
+// out in runs of 32 floats, whole sectors, and its m and l in one 8-byte store, alone in the
+// state's last sector; so d / 8 + 1 sectors a state, 17 at d = 128 (544 bytes for 520 of
+// data), O its data, LSE 32 bytes a row. Packed at d + 2 floats, a state starts 8 k bytes
+// past a sector (k its index, d a multiple of 8), a run of U touches 5 sectors where it does
+// not start on one, and m and l cost a sector each: with d = 128 four states in a row send
+// 16 + 3 x 20 sectors of U and 4 x 2 of m and l, 2688 bytes for 2080 of data.
 // Operations: per working split of k keys in t steps, S = Q K^T and U += W V (2 rows k d
 // FLOPs each) and the online-softmax update (update_ops per step: rows k + rows t exps);
 // per row of the combine, S - 1 merges (merge_ops) and the finalize (finalize_ops).
 // Grid: the split kernel's B H_kv R S blocks, of which sum over sequences of H_kv R W have
 // keys; its waves and busy SMs on a profile follow (kernel_pass.hpp).
 // SRAM of one split block: max(stages x 2 Bc d b (the ring of K and V tiles), warps x
-// rows_per_block x (d + 2) f (the warps' states, merged at the end over the idle ring)).
+// rows_per_block x (d + 2) f (the warps' states, packed, merged at the end over the idle
+// ring)).
 //
 // Counts only: the numbers of decode are cpu_reference's (decode.hpp), which splits and
 // merges with the same algebra; the mirror books the bytes and the work.
@@ -111,31 +116,57 @@ SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelF
   return c;
 }
 
-// Bytes out of the SMs for `count` partial states of (d + 2) floats laid one after another
-// from byte `header` of the workspace: each state's U by `u` runs, its m and l by one
-// `scalar` store each (warp_store.hpp). The offsets of the states past a sector repeat with
-// a period of at most 32 states, so each offset is costed once and counted.
-Bytes states_out(Index count, Index d, const DecodeStores& w) {
-  const Bytes stride = (d + kStateFloatsBeyondU) * kFp32, u_bytes = d * kFp32;
-  const auto u_out = [&](Bytes start) {
-    if (!w.state_u) return u_bytes;
-    const Bytes run = w.state_u->run_bytes();
-    Bytes sectors = 0;
-    for (Bytes at = 0; at < u_bytes; at += run)
-      sectors += sectors_touched(start + at, std::min(run, u_bytes - at));
-    return sectors * kSectorBytes;
-  };
-  const Bytes scalars =
-      kStateFloatsBeyondU * (w.state_scalar ? bytes_out(*w.state_scalar, kFp32) : kFp32);
+// `bytes` from byte `start` on, accessed `step` bytes at a time (0: all at once), as the
+// bytes of the sectors each access touches (warp_store.hpp).
+Bytes span_sectors(Bytes start, Bytes bytes, Bytes step) {
+  if (step == 0) step = bytes;
+  Bytes n = 0;
+  for (Bytes at = 0; at < bytes; at += step)
+    n += sectors_touched(start + at, std::min(step, bytes - at));
+  return n * kSectorBytes;
+}
+
+// The sum of `cost(start)` over `count` partial states laid `stride` bytes apart from byte
+// `header` of the workspace. The offsets of the states past a sector repeat with a period of
+// at most 32 states, so each offset is costed once and counted.
+template <class Cost>
+Bytes over_states(Index count, Bytes stride, Bytes header, Cost cost) {
   const Index period = kSectorBytes / std::gcd(stride, kSectorBytes);
   Bytes out = 0;
   for (Index k = 0; k < std::min(period, count); ++k) {
     const Index alike = (count - k + period - 1) / period;  // states k, k + period, ...
-    const Bytes one = u_out(w.state_header + k * stride) + scalars;
-    out = cpu::checked_add(out, cpu::checked_mul(alike, one, "the states' bytes"),
+    out = cpu::checked_add(out,
+                           cpu::checked_mul(alike, cost(header + k * stride), "the states' bytes"),
                            "the states' bytes");
   }
   return out;
+}
+
+// Bytes out of the SMs for the states: each state's U by `state_u`'s runs, then its m and l
+// (8 bytes) by `state_ml`'s stores, the sectors each instruction touches; their data where
+// the facts give no stores.
+Bytes states_out(Index count, Index d, Bytes stride, const DecodeStores& w) {
+  const Bytes u_bytes = d * kFp32, ml_bytes = kStateFloatsBeyondU * kFp32;
+  if (!w.state_u || !w.state_ml)
+    return cpu::checked_mul(count, u_bytes + ml_bytes, "the states' bytes");
+  return over_states(count, stride, w.state_header, [&](Bytes start) {
+    return span_sectors(start, u_bytes, w.state_u->run_bytes()) +
+           span_sectors(start + u_bytes, ml_bytes, w.state_ml->run_bytes());
+  });
+}
+
+// Bytes into the SMs for the states, read by the combine: the sectors of each state's data
+// (U, m, l), each crossing once (its loads go through the L1, which keeps the sector of m and
+// l between the combine's two passes); a state padded to whole sectors is read whole.
+Bytes states_in(Index count, Index d, Bytes stride, Bytes header) {
+  const Bytes data = (d + kStateFloatsBeyondU) * kFp32;
+  return over_states(count, stride, header,
+                     [&](Bytes start) { return span_sectors(start, data, 0); });
+}
+
+// Floats from one state to the next: the facts', or packed.
+Index state_stride_floats(Index d, const DecodeKernelFacts& f) {
+  return f.state_floats > 0 ? f.state_floats : d + kStateFloatsBeyondU;
 }
 
 }  // namespace
@@ -152,7 +183,9 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("page_size", f.page_size, 0, kMaxDecodeLength);
   check_range("rows_per_block", f.rows_per_block, 0, kMaxDecodeQueries * kMaxHeads);
   check_range("state_header", f.stores.state_header, 0, kMaxDecodeLength);
-  for (const auto* store : {&f.stores.state_u, &f.stores.state_scalar, &f.stores.o, &f.stores.lse})
+  if (f.state_floats != 0)
+    check_range("state_floats", f.state_floats, s.d + kStateFloatsBeyondU, kMaxHeadDim * 2);
+  for (const auto* store : {&f.stores.state_u, &f.stores.state_ml, &f.stores.o, &f.stores.lse})
     if (*store) check(**store);
   check_range("stages", f.stages, 0, kMaxStages);
   check_range("warps", f.warps, 1, kMaxWarps);
@@ -174,10 +207,16 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
     max_length = std::max(max_length, L);
   }
   const Index B = s.batch(), state_floats = d + kStateFloatsBeyondU;
+  const Index stride = state_stride_floats(d, f);
   const auto bytes = [](std::initializer_list<Index> factors) {
     return cpu::checked_product(factors, "the decode's bytes");
   };
-  const Bytes state = bytes({B, H, S, rows, state_floats, kFp32});
+  // Read by the combine: the sectors of the states' data where the facts give their layout,
+  // else the data.
+  const Index states = bytes({B, H, S, rows});
+  const Bytes state_read = f.state_floats > 0
+                               ? states_in(states, d, stride * kFp32, f.stores.state_header)
+                               : bytes({states, state_floats, kFp32});
   // A row of O or LSE out of the SMs: each row has its own stores (a warp per row).
   const auto row_out = [](const std::optional<WarpStore>& store, Bytes row) {
     return store ? bytes_out(*store, row) : row;
@@ -196,8 +235,8 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"V", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
       {"block table", "int32", f.page_size > 0 ? B * ceil_div(max_length, f.page_size) : 0,
        bytes({H, R, entries, kTableEntryBytes}), 0},
-      {"partial state", fp32, B * H * S * rows * state_floats, state,
-       states_out(bytes({B, H, S, rows}), d, f.stores)},
+      {"partial state", fp32, B * H * S * rows * state_floats, state_read,
+       states_out(states, d, stride * kFp32, f.stores)},
       {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, row_out(f.stores.o, d * b)})},
       {"LSE", fp32, B * H * rows, 0, bytes({B, H, rows, row_out(f.stores.lse, kFp32)})},
   };

@@ -202,8 +202,9 @@ TEST_CASE("the backward's bytes in closed form, counted by hand for a small shap
 TEST_CASE("decode's bytes: K and V of the valid keys, and the partial states") {
   // Lengths 0, 1 and 17: 18 keys, each a K and a V row of d = 64 per KV head (2), bf16.
   CHECK(app::kv_bytes(2, 64, {0, 1, 17}, 2) == 2.0 * 2 * 64 * 2 * 18);
-  // (d + 2) fp32 per query row and split, written then read: B = 2, 4 heads, N_q = 1, 3 splits.
-  CHECK(app::state_bytes(2, 4, 1, 64, 3) == 2.0 * 4 * 66 * 2 * 4 * 3);
+  // (d + 2) fp32 per query row and split padded to whole sectors (72 floats at d = 64),
+  // written then read: B = 2, 4 heads, N_q = 1, 3 splits.
+  CHECK(app::state_bytes(2, 4, 1, 64, 3) == 2.0 * 4 * 72 * 2 * 4 * 3);
 }
 
 TEST_CASE("the shuffled block table uses every page once and covers every sequence") {

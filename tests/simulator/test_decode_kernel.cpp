@@ -94,7 +94,8 @@ TEST_CASE("decode mirror: several query rows, odd steps and fp16") {
     }
 }
 
-TEST_CASE("decode mirror: K and V are read once whatever the splits, and the states grow with them") {
+TEST_CASE(
+    "decode mirror: K and V are read once whatever the splits, and the states grow with them") {
   const DecodeShape s{.lengths = {32768}, .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
   const PassReport one = count_decode_kernel(s, {.splits = 1});
   const PassReport many = count_decode_kernel(s, {.splits = 16});
@@ -119,16 +120,24 @@ TEST_CASE("decode mirror: every sequence empty reads no cache and still writes O
 
 namespace {
 
-// The kernels' stores as their sources write them (kernel_info.hpp's decode::), by hand:
-// U by 32 lanes along the state, m and l by one lane each, O along the row, LSE by one lane.
+// The kernel's stores as its sources write them (kernel_info.hpp's decode::), by hand: U by
+// 32 lanes along the state, m and l by one lane in one 8-byte store, O along the row, LSE by
+// one lane; each state padded to whole sectors (d + 8 floats for d a multiple of 8).
 const DecodeStores kAsBuilt{.state_u = WarpStore{4, 32, 1},
-                            .state_scalar = WarpStore{4, 1, 1},
+                            .state_ml = WarpStore{8, 1, 1},
                             .o = WarpStore{2, 32, 1},
                             .lse = WarpStore{4, 1, 1},
                             .state_header = 256};
+Index padded(Index d) { return d + 8; }
+// The layout before the padding: states packed at d + 2 floats, m and l one store each.
+const DecodeStores kPacked{.state_u = WarpStore{4, 32, 1},
+                           .state_ml = WarpStore{4, 1, 1},
+                           .o = WarpStore{2, 32, 1},
+                           .lse = WarpStore{4, 1, 1},
+                           .state_header = 256};
 
-// The sectors of `count` states laid one after another, instruction by instruction: each
-// 128-byte run of U as the bytes it covers, then m and l as a sector each.
+// The sectors of `count` packed states laid one after another, instruction by instruction:
+// each 128-byte run of U as the bytes it covers, then m and l as a sector each.
 Bytes states_lane_by_lane(Index count, Index d, Bytes header) {
   const Bytes stride = (d + 2) * 4;
   Bytes out = 0;
@@ -151,28 +160,58 @@ TEST_CASE("decode mirror: writes out of the SMs are the sectors of the kernels' 
       for (const Index group : {1, 4}) {
         const DecodeShape s{
             .lengths = {0, 97, 4096}, .heads_kv = 2, .group = group, .n_q = 1, .d = d};
-        const DecodeKernelFacts f{.splits = splits, .keys_per_step = 64, .stores = kAsBuilt};
         CAPTURE(d);
         CAPTURE(splits);
         CAPTURE(group);
-        const PassReport r = count_decode_kernel(s, f);
         const Index states = 3 * 2 * group * splits, rows = 3 * 2 * group;
-        CHECK(r.tensor("partial state").written == states_lane_by_lane(states, d, 256));
-        CHECK(r.tensor("partial state").read == states * (d + 2) * 4);  // loads: their data
+        // As built: every state d / 8 + 1 sectors (U's whole, then m and l's), written and
+        // read.
+        const PassReport r = count_decode_kernel(
+            s,
+            {.splits = splits, .keys_per_step = 64, .state_floats = padded(d), .stores = kAsBuilt});
+        CHECK(r.tensor("partial state").written == states * (d / 8 + 1) * 32);
+        CHECK(r.tensor("partial state").read == states * padded(d) * 4);
+        CHECK(r.tensor("partial state").elements == states * (d + 2));
         CHECK(r.tensor("O").written == rows * d * 2);
         CHECK(r.tensor("LSE").written == rows * 32);
+        // Packed: U's runs cross sectors, m and l a sector each; loads booked as their data.
+        const PassReport p =
+            count_decode_kernel(s, {.splits = splits, .keys_per_step = 64, .stores = kPacked});
+        CHECK(p.tensor("partial state").written == states_lane_by_lane(states, d, 256));
+        CHECK(p.tensor("partial state").read == states * (d + 2) * 4);
       }
 }
 
-TEST_CASE("decode mirror: the device's shape, one state in four starting on a sector") {
+TEST_CASE("decode mirror: the device's shape, packed and padded states") {
   // B = 8, 32 query heads over 8 KV heads, L = 32768, d = 128, 6 splits (the compare run of
-  // 2026-12-01 measured 999.0 KiB written against 845.0 KiB of data).
+  // 2026-12-01 measured 999.0 KiB written against 845.0 KiB of data, packed).
   const DecodeShape s{
       .lengths = std::vector<Index>(8, 32768), .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
-  const PassReport r = count_decode_kernel(s, {.splits = 6, .stores = kAsBuilt});
-  const Index states = 8 * 32 * 6;  // 1536, 384 of each offset 0, 8, 16, 24
-  CHECK(r.tensor("partial state").written == states / 4 * (16 * 32 + 3 * 20 * 32 + 4 * 2 * 32));
-  CHECK(r.bytes_written() == states / 4 * 2688 + 8 * 32 * 128 * 2 + 8 * 32 * 32);
+  const Index states = 8 * 32 * 6;  // 1536
+  const Bytes o_and_lse = 8 * 32 * 128 * 2 + 8 * 32 * 32;
+  // Packed: 384 states of each offset 0, 8, 16, 24 bytes past a sector.
+  const PassReport packed = count_decode_kernel(s, {.splits = 6, .stores = kPacked});
+  CHECK(packed.tensor("partial state").written ==
+        states / 4 * (16 * 32 + 3 * 20 * 32 + 4 * 2 * 32));
+  CHECK(packed.bytes_written() == states / 4 * 2688 + o_and_lse);
+  // Padded: 17 sectors a state, 544 bytes for 520 of data.
+  const PassReport built =
+      count_decode_kernel(s, {.splits = 6, .state_floats = 136, .stores = kAsBuilt});
+  CHECK(built.tensor("partial state").written == states * 544);
+  CHECK(built.bytes_written() == states * 544 + o_and_lse);
+}
+
+TEST_CASE("decode mirror: states laid off the sectors cost the sectors they touch") {
+  // d = 64 with 70 floats a state (280 bytes, 256 of U): the states start 0, 24, 16, 8 bytes
+  // past a sector in turn. Written: U in two runs of 128 bytes, 4 + 4 sectors from a sector,
+  // 5 + 5 from 24, 16 or 8 (the run boundary's sector twice), m and l one sector each (bytes
+  // 256 to 263 of the state, within one sector at every offset). Read: the 264 bytes of data
+  // at once, 9 sectors at every offset (they end by byte 24 + 264 = 288 of the first sector).
+  const DecodeShape s{.lengths = {4096}, .heads_kv = 1, .group = 4, .n_q = 1, .d = 64};
+  const PassReport r =
+      count_decode_kernel(s, {.splits = 1, .state_floats = 70, .stores = kAsBuilt});
+  CHECK(r.tensor("partial state").written == (8 + 10 + 10 + 10 + 4) * 32);
+  CHECK(r.tensor("partial state").read == 4 * 9 * 32);
 }
 
 TEST_CASE("decode mirror: count-only is fast for long caches and large batches") {
@@ -189,6 +228,9 @@ TEST_CASE("decode mirror: count-only is fast for long caches and large batches")
 
 TEST_CASE("decode mirror: bad inputs are refused with what would be right") {
   const DecodeShape s{};
+  CHECK(
+      contains(message_of([&] { count_decode_kernel(s, {.state_floats = 129}); }),
+               "state_floats = 129 is out of range: the decode mirror takes 130 <= state_floats"));
   CHECK(contains(message_of([&] { count_decode_kernel(s, {.stores = {.state_header = -1}}); }),
                  "state_header = -1 is out of range"));
   CHECK(contains(message_of([&] {

@@ -31,11 +31,12 @@ struct DecodeShape {
 // The warp stores of the pass's kernels (kernel_info.hpp's decode::), so that their writes
 // are booked as the sectors they send out of the SMs (warp_store.hpp); an absent one is
 // booked as bytes of data. The partial states lie one after another, state_header bytes
-// into the workspace, (d + 2) floats each, so a state's U starts where the one before ended:
-// not always on a sector.
+// into the workspace, DecodeKernelFacts::state_floats apart: packed at d + 2 floats a
+// state's U starts where the one before ended, not always on a sector; padded to whole
+// sectors (the kernel as built) every state starts on one.
 struct DecodeStores {
   std::optional<WarpStore> state_u{};       // split kernel: U of a state, lanes along it
-  std::optional<WarpStore> state_scalar{};  // split kernel: m, then l, one float each
+  std::optional<WarpStore> state_ml{};      // split kernel: m and l (8 bytes), after U
   std::optional<WarpStore> o{};             // combine: O
   std::optional<WarpStore> lse{};           // combine: LSE, one float a row
   Bytes state_header = 0;                   // workspace bytes before the first state
@@ -55,6 +56,8 @@ struct DecodeKernelFacts {
   cpu::Index warps = 1;           // each keeps its own state; merged in SRAM at the end
   int threads = 0;                // per block of the split kernel (reported, not counted)
   DType dtype = DType::bf16;      // of Q, K, V and O
+  cpu::Index state_floats = 0;    // floats from one partial state to the next in the
+                                  // workspace: U (d), m, l and any padding; 0: d + 2, packed
   DecodeStores stores{};
 };
 
@@ -67,7 +70,8 @@ inline constexpr cpu::Index kMaxDecodeBatch = cpu::Index{1} << 16;
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless the
 // batch has 1 to kMaxDecodeBatch sequences, each length is in [0, kMaxDecodeLength], heads_kv,
 // group, n_q, d, keys_per_step are >= 1 (n_q <= kMaxDecodeQueries, d <= 2^12), 1 <= splits <=
-// kMaxDecodeSplits, page_size >= 0, 0 <= stages <= 64 and 1 <= warps <= 32.
+// kMaxDecodeSplits, page_size >= 0, 0 <= stages <= 64, 1 <= warps <= 32 and state_floats is 0
+// or at least d + 2.
 void check(const DecodeShape& shape, const DecodeKernelFacts& facts);
 
 // The split kernel and the combine, counted per sequence in closed form: microseconds for
