@@ -27,9 +27,24 @@
 //    says how much of the L2 one side's reads can fill: the room the simulator's partitions
 //    take (sim::GridProblem's l2_bytes / l2_partitions for lines one side reads).
 //
+// 4. Where written lines live (--written-mib sizes). After the L2 is filled with clean lines
+//    of another buffer (every SM reads 2.5 times the L2), the 1024 threads of a block on SM 0
+//    write a chain of X MiB (whole lines; the chain steps `stride` lines at a time, a stride
+//    prime to the line count, so it visits every line once), and one thread walks it once:
+//    on SM 0 ("SM 0 after its writes"), or in a second trial on the SM of the other side
+//    ("the other side after SM 0's writes"). A third trial has SM 0 read the chain first
+//    instead of writing it, then walk it ("SM 0 after its reads", the control: part 3 with
+//    this chain). If a written line is kept only in the writer's partition, as a read one is,
+//    the other side finds every line across (~386 cycles on the H200); if it is also kept in
+//    its home partition, the other side finds the half homed on its side near (~290): the
+//    mean, ~338. And SM 0's walk after its writes says how many written lines its partition
+//    keeps as X grows, beside its reads.
+//
 //   bench_l2_partitions [--lines N] [--csv FILE] [--room-mib X ...] [--room-csv FILE]
+//                       [--written-mib X ...] [--written-csv FILE]
 // Prints a summary; the CSV has one row per block (placement) and per SM (latencies,
-// partition), the room's CSV one per size (cycles a load of each walk).
+// partition), the room's CSV and the written lines' one row per size (cycles a load of each
+// walk).
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -95,6 +110,41 @@ __global__ void walk_chain(const unsigned* chain, int steps, int walks, unsigned
   }
 }
 
+// Part 4: the block on SM `target` writes whole lines of a chain over `lines` lines, line i's
+// first word pointing at line (i + stride) mod lines, the other words 0; 16 bytes a thread.
+__global__ void write_chain(uint4* chain, int lines, int stride, unsigned target) {
+  extern __shared__ unsigned char occupy[];
+  if (sm_id() != target) return;
+  if (threadIdx.x == 0) occupy[0] = 1;
+  constexpr int kChunks = kLineBytes / sizeof(uint4);  // per line
+  for (std::int64_t c = threadIdx.x; c < std::int64_t(lines) * kChunks; c += blockDim.x) {
+    const int line = int(c / kChunks);
+    const unsigned next = unsigned((std::int64_t(line) + stride) % lines) * kLineWords;
+    chain[c] = make_uint4(c % kChunks == 0 ? next : 0u, 0u, 0u, 0u);
+  }
+}
+
+// Part 4: the block on SM `target` reads every line of the chain once (word 0 of each).
+__global__ void read_lines(const unsigned* chain, int lines, unsigned target, unsigned* sink) {
+  extern __shared__ unsigned char occupy[];
+  if (sm_id() != target) return;
+  if (threadIdx.x == 0) occupy[0] = 1;
+  unsigned sum = 0;
+  for (int line = threadIdx.x; line < lines; line += blockDim.x)
+    sum += __ldcg(chain + std::size_t(line) * kLineWords);
+  if (sum == 0xffffffffu) *sink = sum;  // keeps the loads
+}
+
+// Part 4: every block reads its share of `words` (ld.global.cg), filling the L2 with clean
+// lines of this buffer.
+__global__ void fill_l2_clean(const unsigned* buffer, std::size_t words, unsigned* sink) {
+  unsigned sum = 0;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    sum += __ldcg(buffer + i);
+  if (sum == 0xffffffffu) *sink = sum;
+}
+
 struct Device {
   int sms = 0;
   int smem_per_sm = 0;
@@ -155,6 +205,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 512));
   std::string room_csv_path;
   app.add_option("--room-csv", room_csv_path, "write the room's walks here");
+  std::vector<int> written_mib{8, 16, 24, 28, 32, 36, 40, 48, 56, 64};
+  app.add_option("--written-mib", written_mib, "chain sizes (MiB) SM 0 writes, then walked; "
+                 "none to skip it")
+      ->check(CLI::Range(1, 512));
+  std::string written_csv_path;
+  app.add_option("--written-csv", written_csv_path, "write the written lines' walks here");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -308,6 +364,57 @@ int main(int argc, char** argv) {
         room_csv << fmt::format("{},{:.1f},{},{:.1f},{:.1f}\n", mib, cost[0], other, cost[1],
                                 cost[2]);
       cudaFree(d_room);
+    }
+    // 4. Where written lines live: SM 0 writes a chain (or reads it, the control), then SM 0
+    // or the other side walks it once, each trial after the L2 is filled with clean lines.
+    std::ofstream written_csv;
+    if (!written_csv_path.empty()) {
+      written_csv.open(written_csv_path);
+      if (!written_csv) throw std::runtime_error("cannot write " + written_csv_path);
+      written_csv << "mib,sm0_after_its_writes,other_sm,other_after_sm0_writes,sm0_after_its_reads\n";
+    }
+    if (!written_mib.empty()) {
+      fmt::print("written lines (cycles a load; SM 0 writes X MiB, then a walk on SM 0 or SM {}):\n"
+                 "     MiB  SM 0 after its writes  SM {} after them  SM 0 after its reads\n",
+                 other, other);
+      int l2_bytes = 0;
+      check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "L2 size");
+      const std::size_t fill_words = std::size_t(l2_bytes) * 5 / 2 / sizeof(unsigned);
+      unsigned *d_fill = nullptr, *d_sink = nullptr;
+      check_cuda(cudaMalloc(&d_fill, sizeof(unsigned) * fill_words), "cudaMalloc");
+      check_cuda(cudaMalloc(&d_sink, sizeof(unsigned)), "cudaMalloc");
+      check_cuda(cudaMemset(d_fill, 1, sizeof(unsigned) * fill_words), "cudaMemset");
+      const int writer_bytes = shared_bytes_for(write_chain, dev, 1, 1024);
+      const int reader_bytes = shared_bytes_for(read_lines, dev, 1, 1024);
+      for (const int mib : written_mib) {
+        const int n = int((std::int64_t(mib) << 20) / kLineBytes);
+        int stride = int(double(n) * 0.618);  // scatters consecutive steps over the buffer
+        while (std::gcd(stride, n) != 1) ++stride;
+        unsigned* d_chain = nullptr;
+        check_cuda(cudaMalloc(&d_chain, std::size_t(n) * kLineBytes), "cudaMalloc");
+        double cost[3];
+        const unsigned walkers[3] = {0u, unsigned(other), 0u};
+        for (int trial = 0; trial < 3; ++trial) {
+          fill_l2_clean<<<dev.sms * 4, 1024>>>(d_fill, fill_words, d_sink);
+          if (trial < 2)
+            write_chain<<<dev.sms, 1024, writer_bytes>>>(reinterpret_cast<uint4*>(d_chain), n,
+                                                         stride, 0u);
+          else  // the control: the same chain (written in trial 0), now read by SM 0
+            read_lines<<<dev.sms, 1024, reader_bytes>>>(d_chain, n, 0u, d_sink);
+          walk_chain<<<dev.sms, 32, bytes>>>(d_chain, n, 1, walkers[trial], d_cycles);
+          long long cycles = 0;
+          check_cuda(cudaMemcpy(&cycles, d_cycles, sizeof cycles, cudaMemcpyDeviceToHost),
+                     "written walk");
+          cost[trial] = double(cycles) / n;
+        }
+        fmt::print("  {:6}  {:21.1f}  {:16.1f}  {:20.1f}\n", mib, cost[0], cost[1], cost[2]);
+        if (written_csv)
+          written_csv << fmt::format("{},{:.1f},{},{:.1f},{:.1f}\n", mib, cost[0], other, cost[1],
+                                     cost[2]);
+        cudaFree(d_chain);
+      }
+      cudaFree(d_fill);
+      cudaFree(d_sink);
     }
     cudaFree(d_cycles);
     cudaFree(d_chains);

@@ -278,9 +278,10 @@ if want partitions; then
   step "where blocks land and which L2 partition each SM reads through (bench_l2_partitions)"
   # The simulator's H200 profile holds this placement (first_wave_partitions); the program
   # exits 3 if the latencies do not split the SMs into two sides both references agree on.
-  # Then the room one side's reads have in the L2 (chains of 8 to 80 MiB from one SM).
+  # Then the room one side's reads have in the L2 (chains of 8 to 80 MiB from one SM), and
+  # where the lines one SM writes are kept (chains of 8 to 64 MiB written by SM 0, walked).
   "$BUILD/bench/bench_l2_partitions" --csv "$OUT/l2_partitions.csv" \
-    --room-csv "$OUT/l2_room.csv" 2>&1 | tail -28
+    --room-csv "$OUT/l2_room.csv" --written-csv "$OUT/l2_written.csv" 2>&1 | tail -40
   (( PIPESTATUS[0] == 0 )) || status=1
 fi
 
