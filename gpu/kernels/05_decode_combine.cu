@@ -10,8 +10,9 @@
 // Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
 // natural log). A row that saw no key (l = 0: a zero-length sequence, or a row whose causal
 // window is empty) gets O = 0 and LSE = -inf, the reference's convention.
-// Bytes: reads splits x (d + 2) x 4 (a state's whole sectors: U's, and the one of m and l)
-// and writes d x 2 + 4 per row.
+// Bytes per row: reads the splits' states, (d + 2) x 4 bytes of data each, as the
+// state_floats(d) x 4 bytes of their whole sectors (U's, and the one of m and l); writes
+// d x 2 + 4.
 // The kernel is launched as a programmatic dependent of the split kernel: its blocks become
 // resident while the splits still run and wait (cudaGridDependencySynchronize) until the
 // split kernel's grid has ended and its states are visible, instead of being launched only

@@ -31,9 +31,9 @@
 //   O          written  H_kv rows d b
 //   LSE        written  H_kv rows f
 // Out of the SMs, the written bytes are the sectors of the stores when the facts give them
-// (DecodeStores; warp_store.hpp). As built (states of 8 k floats, k whole): a state's U goes
-// out in runs of 32 floats, whole sectors, and its m and l in one 8-byte store, alone in the
-// state's last sector; so d / 8 + 1 sectors a state, 17 at d = 128 (544 bytes for 520 of
+// (DecodeStores; warp_store.hpp). As built (each state padded to whole sectors, a multiple
+// of 8 floats): a state's U goes out in runs of 32 floats, whole sectors, and its m and l in
+// one 8-byte store, alone in the state's last sector; so d / 8 + 1 sectors a state, 17 at d = 128 (544 bytes for 520 of
 // data), O its data, LSE 32 bytes a row. Packed at d + 2 floats, a state starts 8 k bytes
 // past a sector (k its index, d a multiple of 8), a run of U touches 5 sectors where it does
 // not start on one, and m and l cost a sector each: with d = 128 four states in a row send
