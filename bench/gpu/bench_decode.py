@@ -125,14 +125,21 @@ def print_row(B, L, rows):
           f"{tbs('evict1st', 5)} {tbs('cudnn', 5)}", flush=True)
 
 
+def decode_points(lengths, batches):
+    """The (B, L) points timed: every length at B = 8, then every batch at BATCH_SWEEP_LEN
+    (B = 8 there only once), in that order."""
+    points = [(8, L) for L in lengths]
+    points += [(B, BATCH_SWEEP_LEN) for B in batches
+               if B != 8 or BATCH_SWEEP_LEN not in lengths]
+    return points
+
+
 def run_decode_sweep(args):
     import csv
     import torch
     from triton.testing import do_bench
     lib = fl.Flashlab(args.lib)
-    points = [(8, L) for L in args.decode_lengths]
-    points += [(B, BATCH_SWEEP_LEN) for B in args.decode_batches
-               if B != 8 or BATCH_SWEEP_LEN not in args.decode_lengths]
+    points = decode_points(args.decode_lengths, args.decode_batches)
     print("TB/s of K and V read (bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1)")
     print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'evict1':>6} {'pg64':>6} "
           f"{'pg256':>6} | {'flash':>6} {'cudnn':>6} | {'clean:':>6} {'evict1':>6} {'cudnn':>6}")

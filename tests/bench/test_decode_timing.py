@@ -1,8 +1,8 @@
 """bench/gpu/timing.py and the decode benchmark's printing, without torch or a GPU: the clean
 flush writes do_bench's 256 MB and then reads another 256 MB before each timed call (the
 dirty one only writes), the median of the events' times is returned, and the decode table
-prints flashlab's and cuDNN's TB/s after the clean flush beside do_bench's. Every script of
-bench/gpu also compiles."""
+prints flashlab's and cuDNN's TB/s after the clean flush beside do_bench's; the sweep times
+each (B, L) point once. Every script of bench/gpu also compiles."""
 import io
 import os
 import py_compile
@@ -89,6 +89,20 @@ class DecodeTable(unittest.TestCase):
         self.assertEqual(cells[:3], ["8", "4096", "4"])
         self.assertEqual([c for c in cells if c != "|"][3:],
                          ["2.71", "-", "-", "-", "-", "2.73", "3.39", "-", "3.38"])
+
+
+class DecodePoints(unittest.TestCase):
+    def test_the_default_sweep_has_every_length_and_batch_once(self):
+        points = bd.decode_points(bd.LENGTHS, bd.BATCHES)
+        self.assertEqual(points[:len(bd.LENGTHS)], [(8, L) for L in bd.LENGTHS])
+        self.assertEqual(len(points), len(set(points)))
+        self.assertEqual(len(points), len(bd.LENGTHS) + len(bd.BATCHES) - 1)  # B = 8 once
+
+    def test_chosen_lengths_and_no_batch_sweep(self):
+        self.assertEqual(bd.decode_points([4096, 131072], []), [(8, 4096), (8, 131072)])
+        # B = 8 comes back in the batch sweep when its length was not among the lengths
+        self.assertEqual(bd.decode_points([4096], [1, 8]),
+                         [(8, 4096), (1, bd.BATCH_SWEEP_LEN), (8, bd.BATCH_SWEEP_LEN)])
 
 
 class Scripts(unittest.TestCase):
