@@ -28,9 +28,10 @@
 //    take (sim::GridProblem's l2_bytes / l2_partitions for lines one side reads).
 //
 // 4. Where written lines live (--written-mib sizes). After the L2 is filled with clean lines
-//    of another buffer (every SM reads 2.5 times the L2), the 1024 threads of a block on SM 0
-//    write a chain of X MiB (whole lines; the chain steps `stride` lines at a time, a stride
-//    prime to the line count, so it visits every line once), and one thread walks it once:
+//    of another buffer (all SMs read kFillTimesL2 times its size), the 1024 threads of a
+//    block on SM 0 write a chain of X MiB (whole lines, in address order; the chain steps
+//    about kStrideShare of its lines at a time, a stride prime to the line count, so it
+//    visits every line once), and one thread walks it once:
 //    on SM 0 ("SM 0 after its writes"), or in a second trial on the SM of the other side
 //    ("the other side after SM 0's writes"). A third trial has SM 0 read the chain first
 //    instead of writing it, then walk it ("SM 0 after its reads", the control: part 3 with
@@ -70,6 +71,12 @@ constexpr int kSharedMargin = 2048;
 // more than the cheapest (the H200's are 85 apart; noise within one side is under 30).
 constexpr double kMinSideGap = 20;
 constexpr unsigned kChainSeed = 2026;  // the chains' random order, the same every run
+// Part 4: the clean fill reads this many times the L2's size, enough to leave none of what
+// was there before; and the written chain steps this share of its length at a time (rounded
+// to a stride prime to the line count), so that consecutive steps land far apart in the
+// buffer and the walk's order has nothing in common with the write's address order.
+constexpr double kFillTimesL2 = 2.5;
+constexpr double kStrideShare = 0.618;
 
 void check_cuda(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
@@ -379,7 +386,7 @@ int main(int argc, char** argv) {
                  other, other);
       int l2_bytes = 0;
       check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "L2 size");
-      const std::size_t fill_words = std::size_t(l2_bytes) * 5 / 2 / sizeof(unsigned);
+      const auto fill_words = std::size_t(l2_bytes * kFillTimesL2 / sizeof(unsigned));
       unsigned *d_fill = nullptr, *d_sink = nullptr;
       check_cuda(cudaMalloc(&d_fill, sizeof(unsigned) * fill_words), "cudaMalloc");
       check_cuda(cudaMalloc(&d_sink, sizeof(unsigned)), "cudaMalloc");
@@ -388,7 +395,7 @@ int main(int argc, char** argv) {
       const int reader_bytes = shared_bytes_for(read_lines, dev, 1, 1024);
       for (const int mib : written_mib) {
         const int n = int((std::int64_t(mib) << 20) / kLineBytes);
-        int stride = int(double(n) * 0.618);  // scatters consecutive steps over the buffer
+        int stride = int(n * kStrideShare);
         while (std::gcd(stride, n) != 1) ++stride;
         unsigned* d_chain = nullptr;
         check_cuda(cudaMalloc(&d_chain, std::size_t(n) * kLineBytes), "cudaMalloc");

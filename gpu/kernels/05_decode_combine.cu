@@ -31,7 +31,7 @@ constexpr int kSplitsInFlight = 4;
 template <class T, int kD>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeProblem p) {
   constexpr int kCols = kD / kWarpSize;  // columns per lane
-  cudaGridDependencySynchronize();       // the split kernel has ended; its states are visible
+  cudaGridDependencySynchronize();  // the split kernel has ended; its states are visible
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * (kCombineThreads / kWarpSize) + warp;
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
       for (int j = 0; j < kSplitsInFlight; ++j) {
         const bool real = s0 + j < p.splits;  // past the last split: the empty state
         const float* split = state + (real ? s0 + j : 0) * stride;
-        const float2 ml = *reinterpret_cast<const float2*>(split + kD);
+        const float2 ml = *reinterpret_cast<const float2*>(split + kD);  // one 8-byte load
         m_s[j] = real ? ml.x : -INFINITY;
         l_s[j] = real ? ml.y : 0.0f;
 #pragma unroll

@@ -44,7 +44,7 @@ TEST_CASE("the list of kernels: one record per flashlab_kernel, found by id and 
     CHECK(k.head_dims.count <= FLASHLAB_MAX_HEAD_DIMS);
   }
   CHECK(ids == std::set<int>{FLASHLAB_KERNEL_NAIVE, FLASHLAB_KERNEL_SCALAR, FLASHLAB_KERNEL_FA2,
-                             FLASHLAB_KERNEL_FA3});
+                            FLASHLAB_KERNEL_FA3});
   CHECK(names.size() == kKernels.size());
   CHECK(find_kernel("fa3")->id == FLASHLAB_KERNEL_FA3);
   CHECK(find_kernel("fa2")->id == FLASHLAB_KERNEL_FA2);
@@ -191,8 +191,7 @@ TEST_CASE("the ladder's configurations") {
   CHECK(fa3::sram_bytes(64, FLASHLAB_FP16, 3) ==
         1024 + 2 * (3 * 192 * 64 + 3 * 2 * 128 * 64) + 1024);  // 2 sQ, 3 x (sK, sV), sO
   CHECK(fa3_128.stride_align_elements == 8);
-  CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 3) ==
-        1024 + 2 * (128 * 128 + 3 * 2 * 128 * 128) + 1024);
+  CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 3) == 1024 + 2 * (128 * 128 + 3 * 2 * 128 * 128) + 1024);
   CHECK(!supports(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_FP32));
   // The table's SRAM is that of each d's default stages: 3 at d = 64, where everything fits.
   CHECK(kernel_config(FLASHLAB_KERNEL_FA3, 64, FLASHLAB_FP16).sram_bytes ==
@@ -269,8 +268,8 @@ TEST_CASE("unsupported or unknown dtype, unknown kernel") {
   for (int32_t dtype : {-1, 3, std::numeric_limits<int32_t>::max()}) {
     const KernelInfo info = kernel_info(FLASHLAB_KERNEL_NAIVE, 64, dtype);
     CHECK(!info.supported);
-    CHECK(info.reason ==
-          "dtype = " + std::to_string(dtype) + " is unknown: use 0 (fp32), 1 (fp16) or 2 (bf16)");
+    CHECK(info.reason == "dtype = " + std::to_string(dtype) +
+                             " is unknown: use 0 (fp32), 1 (fp16) or 2 (bf16)");
   }
   for (int32_t kernel : {-1, 4, std::numeric_limits<int32_t>::min()}) {
     const KernelInfo info = kernel_info(kernel, 64, FLASHLAB_BF16);

@@ -285,6 +285,8 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   CHECK(same(dec.facts->stores.state_u, gpu::decode::kStateUStore));
   CHECK(same(dec.facts->stores.state_ml, gpu::decode::kStateMlStore));
   CHECK(dec.facts->state_floats == gpu::decode::state_floats(128));
+  // The sector the kernels' facts pad to is the one the simulator counts in.
+  CHECK(gpu::kSectorBytes == sim::kSectorBytes);
   CHECK(dec.facts->stores.state_header == gpu::decode::kWorkspaceHeaderBytes);
   // The forward kernels: the scalar kernel's 2-byte stores a row each, fa2's fragments.
   const sim::Problem asked{.N = 97, .d = 64, .dtype = sim::DType::bf16};

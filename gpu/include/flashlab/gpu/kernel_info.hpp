@@ -73,7 +73,7 @@ struct KernelRecord {
   std::string_view summary;  // one line
   HeadDims head_dims;
   DtypeSet dtypes;
-  bool dropout = false;  // applies dropout on the weights (p > 0); the others refuse it
+  bool dropout = false;      // applies dropout on the weights (p > 0); the others refuse it
 };
 
 // Where an intermediate lives and in which precision.
@@ -94,6 +94,9 @@ struct WarpStorePattern {
   int threads = 0;
   int runs = 0;
 };
+// The unit the L1 sends stores to the L2 in (and the simulator's sim::kSectorBytes, which a
+// test checks against this).
+inline constexpr int kSectorBytes = 32;
 // A lane per row, each storing one element: 32 runs of one element, a sector each.
 constexpr WarpStorePattern lane_per_row(int64_t element_bytes) {
   return {int(element_bytes), kWarpSize, kWarpSize};
@@ -121,15 +124,15 @@ inline constexpr WarpStorePattern kOneFloatStore{4, 1, 1};
 
 // One kernel's launch configuration and data flow for one (d, dtype).
 struct KernelConfig {
-  int Br = 0;                     // query rows per block; 0 where the kernel has no tiles
-  int Bc = 0;                     // keys per K/V tile; 0 where the kernel has no tiles
-  int threads = 0;                // threads per block (naive: of its softmax kernel)
-  int64_t sram_bytes = 0;         // shared memory per block
-  int blocks_per_sm = 0;          // the occupancy it is built for; 0 where it asks for none
-  Intermediate s;                 // the scores S = Q K^T * scale
-  Intermediate w;                 // P (naive) or W = exp(S - m') as fed to the product with V
-  int kv_passes = 0;              // how many times each query tile streams all of K and V
-  int s_hbm_reads = 0;            // how many times S is read back from HBM (0: never stored there)
+  int Br = 0;               // query rows per block; 0 where the kernel has no tiles
+  int Bc = 0;               // keys per K/V tile; 0 where the kernel has no tiles
+  int threads = 0;          // threads per block (naive: of its softmax kernel)
+  int64_t sram_bytes = 0;   // shared memory per block
+  int blocks_per_sm = 0;    // the occupancy it is built for; 0 where it asks for none
+  Intermediate s;           // the scores S = Q K^T * scale
+  Intermediate w;           // P (naive) or W = exp(S - m') as fed to the product with V
+  int kv_passes = 0;        // how many times each query tile streams all of K and V
+  int s_hbm_reads = 0;      // how many times S is read back from HBM (0: never stored there)
   int pointer_align_bytes = 0;    // of Q, K, V and O
   int stride_align_elements = 0;  // of every batch, head and row stride that is used
   WarpStorePattern o_store;       // the epilogue's store of O
@@ -239,9 +242,9 @@ namespace fa2_backward {
 // Main kernel: 8 warps, each owns Bc / 8 = 16 keys; for dQ += dS K the 8 warps split the
 // step's (Br, d) as 4 m16 row tiles x 2 halves of d.
 inline constexpr int kThreads = 8 * kWarpSize;
-inline constexpr int kBr = 64;          // query rows per step
-inline constexpr int kBc = 128;         // keys per block
-inline constexpr int kBlocksPerSm = 1;  // 256 threads x <= 255 registers fill the file
+inline constexpr int kBr = 64;                  // query rows per step
+inline constexpr int kBc = 128;                 // keys per block
+inline constexpr int kBlocksPerSm = 1;          // 256 threads x <= 255 registers fill the file
 // dQ kernel (deterministic mode): 4 warps of 16 query rows; KV tiles of kDqBc keys.
 inline constexpr int kDqThreads = 4 * kWarpSize;
 inline constexpr int kDqBr = 64;                // query rows per block
@@ -339,14 +342,14 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 namespace decode {
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * kWarpSize;
-inline constexpr int kAlignBytes = 16;             // every K and V load is a 16-byte cp.async
-inline constexpr int kMaxRowsPerBlock = 16;        // packed query rows: mma.sync's M
-inline constexpr int kKeysPerWarp = 16;            // a warp's keys of a tile: one k16 slice of W V
+inline constexpr int kAlignBytes = 16;       // every K and V load is a 16-byte cp.async
+inline constexpr int kMaxRowsPerBlock = 16;  // packed query rows: mma.sync's M
+inline constexpr int kKeysPerWarp = 16;      // a warp's keys of a tile: one k16 slice of W V
 inline constexpr int kBc = kWarps * kKeysPerWarp;  // keys per tile, d = 64 and d = 128 alike
-inline constexpr int kBlocksPerSm = 2;             // by SRAM: two rings of kRingBytes per SM
-inline constexpr int kMaxQueryRows = 16;           // N_q: a new token, or up to 16 speculated ones
-inline constexpr int kMaxSplits = 64;    // num_splits: 0 = automatic, 1..kMaxSplits forced
-inline constexpr int kMinPageSize = 16;  // page_size: a power of two in [16, kMaxPageSize]
+inline constexpr int kBlocksPerSm = 2;       // by SRAM: two rings of kRingBytes per SM
+inline constexpr int kMaxQueryRows = 16;     // N_q: a new token, or up to 16 speculated ones
+inline constexpr int kMaxSplits = 64;        // num_splits: 0 = automatic, 1..kMaxSplits forced
+inline constexpr int kMinPageSize = 16;      // page_size: a power of two in [16, kMaxPageSize]
 inline constexpr int kMaxPageSize = 1 << 16;
 // The ring of K and V tiles: 96 KiB per block at d = 64 and d = 128 alike, so that while a
 // block computes one tile, up to stages - 1 tiles (64 KiB at d = 128, 80 at d = 64) are in
@@ -354,8 +357,8 @@ inline constexpr int kMaxPageSize = 1 << 16;
 // law asks of HBM (4.8 TB/s x ~1 us / 132 SMs), and two rings plus the runtime's 1 KiB a
 // block fit the H200's 228 KiB.
 inline constexpr int64_t kRingBytes = 96 * 1024;
-constexpr int64_t tile_bytes(int64_t d) { return int64_t(kBc) * d * 2; }      // K or V, 16-bit
-constexpr int64_t stage_bytes(int64_t d) { return 2 * tile_bytes(d); }        // K and V
+constexpr int64_t tile_bytes(int64_t d) { return int64_t(kBc) * d * 2; }  // K or V, 16-bit
+constexpr int64_t stage_bytes(int64_t d) { return 2 * tile_bytes(d); }    // K and V
 constexpr int stages(int64_t d) { return int(kRingBytes / stage_bytes(d)); }  // 3 or 6
 // Keys each thread copies per tile: its keys are consecutive, so they lie on one page
 // (kMinPageSize is a multiple), and a thread reads one block-table entry per tile.
@@ -364,7 +367,9 @@ constexpr int keys_per_thread(int64_t d) { return kBc * chunks_per_row(d) / kThr
 static_assert(kMinPageSize % keys_per_thread(64) == 0 && kMinPageSize % keys_per_thread(128) == 0,
               "a thread's keys of a tile never straddle a page");
 // Bytes of K and V one block has in flight while it computes a tile: stages - 1 tiles.
-constexpr int64_t bytes_in_flight_per_block(int64_t d) { return (stages(d) - 1) * stage_bytes(d); }
+constexpr int64_t bytes_in_flight_per_block(int64_t d) {
+  return (stages(d) - 1) * stage_bytes(d);
+}
 // The warps' states at the merge, kWarps x kMaxRowsPerBlock x (U (d) + m + l), fp32 (33 KiB
 // at d = 128): they reuse the ring, which is idle by then.
 constexpr int64_t merge_bytes(int64_t d) {
@@ -453,24 +458,23 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
 }
 
 // One split's state for one query row in the workspace: U (d floats), then m and l, then
-// padding up to a whole number of 32-byte sectors (kStateSectorFloats floats), so that every
-// state starts on a sector: at d = 128, 136 floats, 17 sectors (U's 16 whole, then m and l
-// alone in the 17th). Packed at d + 2 floats, three states in four started off a sector, a
-// run of U touched 5 sectors instead of 4 and shared its first and last with its neighbours'
-// stores, and what left the SMs was 0.91 to 0.93 of the sectors issued, by a merging rule not
-// pinned down (docs/IO-LEVELS.md). Padded, no sector is written twice.
-inline constexpr int64_t kStateSectorFloats = 32 / sizeof(float);
+// padding up to a whole number of sectors, so that every state starts on a sector: at
+// d = 128, 136 floats, 17 sectors (U's 16 whole, then m and l alone in the 17th). Packed at
+// d + 2 floats, three states in four started off a sector, a run of U touched 5 sectors
+// instead of 4 and shared its first and last with its neighbours' stores, and what left the
+// SMs was 0.91 to 0.93 of the sectors issued, by a merging rule not pinned down
+// (docs/IO-LEVELS.md). Padded, no sector is written twice.
+inline constexpr int64_t kStateSectorFloats = kSectorBytes / sizeof(float);
 FLASHLAB_HOST_DEVICE constexpr int64_t state_floats(int64_t d) {
   return (d + 2 + kStateSectorFloats - 1) / kStateSectorFloats * kStateSectorFloats;
 }
+static_assert(kWorkspaceHeaderBytes % kSectorBytes == 0, "the first state starts on a sector");
 // Their stores, as the sources write them:
 //   split kernel, the merge's end: U by 32 lanes along the row (one run of 128 bytes, whole
 //     sectors), then m and l together by one lane (an 8-byte store, one sector of its own);
 //   combine: O lane by lane along the row (exact), L by lane 0 (a sector for 4 bytes).
 inline constexpr WarpStorePattern kStateUStore = lanes_in_a_row(sizeof(float));
 inline constexpr WarpStorePattern kStateMlStore{2 * sizeof(float), 1, 1};  // m and l: a float2
-static_assert(kWorkspaceHeaderBytes % (kStateSectorFloats * sizeof(float)) == 0,
-              "the first state starts on a sector");
 inline constexpr WarpStorePattern kCombineLseStore = kOneFloatStore;
 constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
   return lanes_in_a_row(dtype_bytes(dtype));
@@ -513,7 +517,7 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 // the widest row that swizzle takes); every slab of every tile starts 1024-byte aligned.
 namespace fa3 {
 inline constexpr int kWarpgroupThreads = 4 * kWarpSize;  // wgmma is issued by 4 warps
-inline constexpr int kRowsPerConsumer = 64;              // wgmma's M
+inline constexpr int kRowsPerConsumer = 64;  // wgmma's M
 inline constexpr int kBc = 128;
 // Consumer warpgroups per block, each owning kRowsPerConsumer query rows: Br = 128 at
 // d = 128, Br = 192 at d = 64 (FlashAttention-3's choice at d <= 64). Why three at d = 64:
@@ -527,9 +531,7 @@ inline constexpr int kBc = 128;
 FLASHLAB_HOST_DEVICE constexpr int consumer_warpgroups(int64_t d) { return d < 128 ? 3 : 2; }
 inline constexpr int kMaxConsumerWarpgroups = 3;
 // Br: the query rows of a work item.
-FLASHLAB_HOST_DEVICE constexpr int br(int64_t d) {
-  return consumer_warpgroups(d) * kRowsPerConsumer;
-}
+FLASHLAB_HOST_DEVICE constexpr int br(int64_t d) { return consumer_warpgroups(d) * kRowsPerConsumer; }
 // Registers per thread after setmaxnreg: the producer warpgroup's and each consumer's. With
 // two consumers, 128 x 24 + 256 x 240 = 64512 of the SM's 65536 (384 threads x 168, the cap
 // __launch_bounds__(384, 1) gives); with three, 128 x 32 + 384 x 160 = 65536 (512 x 128).
@@ -873,24 +875,20 @@ static_assert(sram_bytes(128, FLASHLAB_BF16) <= fa3::kMaxSramPerBlock);
 
 // The ladder, simplest first: the one list of kernels.
 inline constexpr std::array kKernels = {
-    KernelRecord{FLASHLAB_KERNEL_NAIVE,
-                 "naive",
+    KernelRecord{FLASHLAB_KERNEL_NAIVE, "naive",
                  "cuBLAS S = Q K^T, a softmax kernel, cuBLAS O = P V; S and P live in HBM",
                  HeadDims{},
                  {dtype_bit(FLASHLAB_FP32) | dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
-    KernelRecord{FLASHLAB_KERNEL_SCALAR,
-                 "scalar",
+    KernelRecord{FLASHLAB_KERNEL_SCALAR, "scalar",
                  "one thread per query row, fp32 online softmax over K/V tiles in SRAM",
                  HeadDims{{64, 128}, 2},
                  {dtype_bit(FLASHLAB_FP32) | dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
-    KernelRecord{FLASHLAB_KERNEL_FA2,
-                 "fa2",
+    KernelRecord{FLASHLAB_KERNEL_FA2, "fa2",
                  "FlashAttention-2: mma.sync tensor cores, cp.async double buffering",
                  HeadDims{{64, 128}, 2},
                  {dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)},
                  /*dropout=*/true},
-    KernelRecord{FLASHLAB_KERNEL_FA3,
-                 "fa3",
+    KernelRecord{FLASHLAB_KERNEL_FA3, "fa3",
                  "FlashAttention-3 (Hopper): TMA, wgmma, producer/consumer warpgroups",
                  HeadDims{{64, 128}, 2},
                  {dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)}},
@@ -997,7 +995,8 @@ std::string other_kernels(flashlab_kernel except, Takes takes) {
 }
 
 // Why `kernel` does not take (d, dtype), and what would; empty when it does.
-inline std::string unsupported_reason(const KernelRecord& kernel, int64_t d, flashlab_dtype dtype) {
+inline std::string unsupported_reason(const KernelRecord& kernel, int64_t d,
+                                      flashlab_dtype dtype) {
   const std::string by = " is not supported by the " + std::string(kernel.name) + " kernel: it ";
   if (!kernel.head_dims.contains(d)) {
     const std::string d_text = "d = " + std::to_string(d);
@@ -1032,8 +1031,7 @@ inline KernelInfo kernel_info(int32_t kernel, int64_t d, int32_t dtype) {
   KernelInfo info;
   info.kernel = find_kernel(kernel);
   if (info.kernel == nullptr) {
-    info.reason =
-        "kernel = " + std::to_string(kernel) + " is unknown: use " + text::known_kernels();
+    info.reason = "kernel = " + std::to_string(kernel) + " is unknown: use " + text::known_kernels();
     return info;
   }
   if (!is_known_dtype(dtype)) {

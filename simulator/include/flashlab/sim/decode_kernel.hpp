@@ -71,7 +71,7 @@ inline constexpr cpu::Index kMaxDecodeBatch = cpu::Index{1} << 16;
 // batch has 1 to kMaxDecodeBatch sequences, each length is in [0, kMaxDecodeLength], heads_kv,
 // group, n_q, d, keys_per_step are >= 1 (n_q <= kMaxDecodeQueries, d <= 2^12), 1 <= splits <=
 // kMaxDecodeSplits, page_size >= 0, 0 <= stages <= 64, 1 <= warps <= 32 and state_floats is 0
-// or at least d + 2.
+// or d + 2 to 2^13 (twice the largest d).
 void check(const DecodeShape& shape, const DecodeKernelFacts& facts);
 
 // The split kernel and the combine, counted per sequence in closed form: microseconds for
