@@ -4,7 +4,10 @@
 //     dQ accumulator set to 0 (the main kernel adds into it with atomic 16-byte reductions).
 //     Why D: dS = P o (dP - D) needs, per row, sum_j P_ij dP_ij, and that sum equals
 //     sum_k dO_ik O_ik (dP = dO V^T and O = P V), d terms instead of N_k.
-//     Per row it reads 2 d elements (dO, O) and writes 4 bytes of D (+ 4 d of zeros).
+//     Per row it reads 2 d elements (dO, O) and writes 4 bytes of D (+ 4 d of zeros). The
+//     block's rows are consecutive rows of D, so their D goes out together: the warps leave
+//     their sums in SRAM and warp 0 stores them in one instruction, a whole 32-byte sector
+//     for the block's 8 floats (fa2_backward::kDStore), instead of a sector per float.
 //   convert: dQ = scale * accumulator, rounded to the input dtype, written with dQ's
 //     strides; per row it reads 4 d bytes and writes d elements.
 // Both are memory-bound: together about (2 + 4 + 4 + 2) d bytes per query row in bf16,
@@ -16,7 +19,7 @@ namespace flashlab::gpu {
 namespace {
 
 using fa2_backward::kPreprocessThreads;
-constexpr int kRowsPerBlock = kPreprocessThreads / kWarpSize;
+constexpr int kRowsPerBlock = fa2_backward::kPreprocessRowsPerBlock;
 
 // Query row n of (b, h) for global warp w = (b * Hq + h) * N_q + n.
 struct Row {
@@ -35,22 +38,31 @@ __device__ __forceinline__ bool row_of_warp(const Problem& p, Row* row) {
 
 template <class T>
 __global__ void __launch_bounds__(kPreprocessThreads) preprocess_kernel(BackwardProblem bp) {
+  __shared__ float sD[kRowsPerBlock];  // the block's D, one float a warp
   const Problem& p = bp.fwd;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   Row row;
-  if (!row_of_warp(p, &row)) return;
-  const int lane = threadIdx.x % kWarpSize;
-  const T* gO = static_cast<const T*>(p.o) + row.b * p.o_stride.batch + row.h * p.o_stride.head +
-                row.n * p.o_stride.row;  // (d)
-  const T* gdO = static_cast<const T*>(bp.dout) + row.b * bp.dout_stride.batch +
-                 row.h * bp.dout_stride.head + row.n * bp.dout_stride.row;  // (d)
-  float sum = 0.0f;
-  for (int c = lane; c < p.d; c += kWarpSize) sum += to_float(gdO[c]) * to_float(gO[c]);
+  const bool has_row = row_of_warp(p, &row);  // past the last row: no row, but the barrier
+  if (has_row) {
+    const T* gO = static_cast<const T*>(p.o) + row.b * p.o_stride.batch +
+                  row.h * p.o_stride.head + row.n * p.o_stride.row;  // (d)
+    const T* gdO = static_cast<const T*>(bp.dout) + row.b * bp.dout_stride.batch +
+                   row.h * bp.dout_stride.head + row.n * bp.dout_stride.row;  // (d)
+    float sum = 0.0f;
+    for (int c = lane; c < p.d; c += kWarpSize) sum += to_float(gdO[c]) * to_float(gO[c]);
 #pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    sum += __shfl_xor_sync(kFullWarp, sum, offset);
-  if (lane == 0) bp.d_rows[row.index] = sum;
-  if (bp.dq_accum != nullptr)
-    for (int c = lane; c < p.d; c += kWarpSize) bp.dq_accum[row.index * p.d + c] = 0.0f;
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+      sum += __shfl_xor_sync(kFullWarp, sum, offset);
+    if (lane == 0) sD[warp] = sum;
+    if (bp.dq_accum != nullptr)
+      for (int c = lane; c < p.d; c += kWarpSize) bp.dq_accum[row.index * p.d + c] = 0.0f;
+  }
+  __syncthreads();
+  // D of the block's rows [first, first + kRowsPerBlock), lane r storing row first + r.
+  const int64_t first = int64_t(blockIdx.x) * kRowsPerBlock;
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
+  if (warp == 0 && lane < kRowsPerBlock && first + lane < rows)
+    bp.d_rows[first + lane] = sD[lane];
 }
 
 template <class T>

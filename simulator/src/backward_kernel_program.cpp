@@ -46,9 +46,12 @@
 // Out of the SMs, the written bytes are the sectors of each kernel's warp stores when the
 // facts give them (BackwardStores; warp_store.hpp), row by row. As the kernels are built:
 // dK, dV and the dQ kernel's dQ from mma fragments, 8 rows x 16 bytes an instruction, so
-// 2 x their data; D one float a row from one lane, 32 bytes a row (8 x); the reductions
+// 2 x their data; D (B, H_q, N_q) fp32, one array whose consecutive rows the pre-kernel's
+// blocks store 8 at a time, a sector a store: 32 ceil(B H_q N_q / 8) bytes; the reductions
 // (16 rows x 32 bytes), the zeros and the post-kernel's dQ exactly their data. So, atomic
-// mode: writes = 32 B H_q N_q + (N_q + QR) B H_q d f + B H_q N_q d b + 2 x 2 B H_kv N_k d b.
+// mode: writes = 32 ceil(B H_q N_q / 8) + (N_q + QR) B H_q d f + B H_q N_q d b
+// + 2 x 2 B H_kv N_k d b. (A store of D's pattern with one lane, {4, 1, 1}, gives the
+// kernel before it: a sector a row, 32 B H_q N_q.)
 // Operations: matrix FLOPs 2 A d per product: 5 products in atomic mode (S, dP, dV, dK,
 // dQ), 4 + 3 deterministic (the dQ kernel recomputes S and dP); per score exp 1 (P),
 // sum 1 (dP - D), rescale 1 (P * (dP - D)), once per kernel that forms dS; D costs N_q d
@@ -177,8 +180,10 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   tensor("O", f.dtype, q_elems, rows_of(Hq, s.n_q, d, b), 0);
   tensor("dO", f.dtype, q_elems, rows_of(Hq, s.n_q + own_rows, d, b), 0);
   tensor("L", kAccumulator, elements(Hq, s.n_q, 1), rows_of(Hq, own_rows, 1, kFp32), 0);
+  // D: the pre-kernel's blocks store runs of consecutive rows of the whole array, across
+  // heads (a run of one float, {4, 1, 1}, is a sector a row).
   tensor("D", kAccumulator, elements(Hq, s.n_q, 1), rows_of(Hq, own_rows, 1, kFp32),
-         written(w.d, Hq, s.n_q, 1, kFp32));
+         written(w.d, 1, 1, elements(Hq, s.n_q, 1), kFp32));
   if (!f.deterministic)  // read by the post-kernel only: a reduction brings nothing back
     tensor("dQ accumulator", kAccumulator, q_elems, rows_of(Hq, s.n_q, d, kFp32),
            cpu::checked_add(

@@ -253,6 +253,7 @@ inline constexpr int kDqBlocksPerSm = 2;        // 2 x 128 threads x <= 255 regi
 inline constexpr int kBuffers = 2;              // Q/dO (main) or K/V (dQ kernel) double-buffered
 inline constexpr int kAlignBytes = 16;          // every tile load is a 16-byte cp.async
 inline constexpr int kPreprocessThreads = 256;  // preprocess and convert: one warp per row
+inline constexpr int kPreprocessRowsPerBlock = kPreprocessThreads / kWarpSize;  // 8 rows
 inline constexpr int64_t kWorkspaceAlignBytes = 256;  // of the workspace and of each part
 inline constexpr HeadDims kHeadDims{{64, 128}, 2};
 inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)};
@@ -260,14 +261,16 @@ inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_
 //   main kernel, write_dk_dv: dK, dV from the mma fragments (8 rows x 16 bytes: 2x the data);
 //   main kernel, add_dq_tile: red.global.add.v4.f32, lane pairs make a row's 32 bytes, 16
 //     rows: 16 full sectors (exact);
-//   preprocess: D by lane 0 of the row's warp (one float: a sector for 4 bytes) and the
-//     accumulator's zeros lane by lane (exact);
+//   preprocess: D of the block's 8 consecutive rows in one store by warp 0 (8 floats: one
+//     whole sector; it was one float a row by lane 0 of each warp, a sector for 4 bytes, of
+//     which 1 to 3% were merged before leaving the SMs) and the accumulator's zeros lane by
+//     lane (exact);
 //   convert: dQ lane by lane along the row (exact);
 //   dQ kernel (deterministic mode): dQ from the mma fragments, as dK and dV.
 inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
 inline constexpr WarpStorePattern kDqKernelStore = kFragmentPairStore;
 inline constexpr WarpStorePattern kDqReduction{16, kWarpSize, kWarpSize / 2};
-inline constexpr WarpStorePattern kDStore = kOneFloatStore;
+inline constexpr WarpStorePattern kDStore{sizeof(float), kPreprocessRowsPerBlock, 1};
 inline constexpr WarpStorePattern kAccumulatorZeroStore = lanes_in_a_row(sizeof(float));
 constexpr WarpStorePattern dq_store(flashlab_dtype dtype) {
   return lanes_in_a_row(dtype_bytes(dtype));
