@@ -2,8 +2,12 @@
 through flashlab_decode's num_splits at the goal's shapes (bf16, d = 128, 32 query heads over 8
 KV heads, N_q = 1, B = 8), the automatic choice printed beside them. TB/s of K and V read, by
 triton's do_bench, all counts and cuDNN timed in balanced turns (timing.interleaved_medians).
+With --other-lib NAME=PATH (repeatable) each other build of the library joins the turns at
+its automatic count, as NAME: two builds of the decode compared in one run. --splits sets the
+forced counts (none: only the automatic one, `auto`).
 
   python3 bench/gpu/decode_splits.py --lib build/gpu/libflashlab.so [--lengths 4096 131072]
+      [--splits 2 4] [--other-lib variant=/path/to/libflashlab.so]
 """
 import argparse
 import os
@@ -23,10 +27,23 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True, help="path to libflashlab.so")
     ap.add_argument("--lengths", type=int, nargs="*", default=[131072, 32768, 4096])
+    ap.add_argument("--splits", type=int, nargs="*", default=SPLITS,
+                    help="the forced split counts (none: the automatic count alone)")
+    ap.add_argument("--other-lib", action="append", default=[], metavar="NAME=PATH",
+                    help="another build, timed at its automatic count as NAME")
     args = ap.parse_args()
+    others = {}
+    for item in args.other_lib:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            ap.error(f"--other-lib {item!r}: give NAME=PATH, e.g. variant=/tmp/v/libflashlab.so")
+        if not os.path.isfile(path):
+            ap.error(f"--other-lib {item!r}: no file at {path}")
+        others[name] = path
     import torch
     from triton.testing import do_bench
     lib = fl.Flashlab(args.lib)
+    other_libs = {name: fl.Flashlab(path) for name, path in others.items()}
     B = BATCH
     print(f"TB/s of K and V by split count (B = {B}, bf16, d = {bd.D}, "
           f"{bd.HEADS_Q} / {bd.HEADS_KV} heads, N_q = 1)")
@@ -40,8 +57,15 @@ def main():
         lse = torch.empty(B, bd.HEADS_Q, 1, device="cuda", dtype=torch.float32)
         lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
         fns, kept = {"cudnn": bd.torch_decode(torch, "cudnn", q, k, v)}, []
-        auto = lib.decode_num_splits(lib.decode_params(q, k, v, o, lens, L, lse=lse)[0])
-        for s in SPLITS:
+        auto_params = lib.decode_params(q, k, v, o, lens, L, lse=lse)
+        auto = lib.decode_num_splits(auto_params[0])
+        kept.append(auto_params)
+        fns["auto"] = (lambda p=auto_params[0]: lib.decode(p))
+        for name, other in other_libs.items():
+            params = other.decode_params(q, k, v, o, lens, L, lse=lse)
+            kept.append(params)
+            fns[name] = (lambda p=params[0], other=other: other.decode(p))
+        for s in args.splits:
             params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse, num_splits=s)
             kept.append((params, workspace))  # alive until timed
             fns[f"s{s}"] = (lambda p=params: lib.decode(p))
