@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--d", type=int, default=128, choices=[64, 128])
     ap.add_argument("--causal", action="store_true", help="forward and backward: top-left mask")
     ap.add_argument("--length", type=int, default=32768, help="the decode's cache length L")
+    ap.add_argument("--lse", action="store_true",
+                    help="the decode: ask for the LSE too (the combine then stores it)")
     ap.add_argument("--kv-l2-policy", choices=["auto", "normal", "evict-first"], default="auto",
                     help="the decode's kv_l2_policy (decode.h)")
     ap.add_argument("--dirty-l2", action="store_true",
@@ -50,7 +52,9 @@ def main():
         lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
         policy = {"auto": fl.DECODE_L2_AUTO, "normal": fl.DECODE_L2_EVICT_NORMAL,
                   "evict-first": fl.DECODE_L2_EVICT_FIRST}[args.kv_l2_policy]
-        params, _workspace = lib.decode_params(q, k, v, o, lens, L, kv_l2_policy=policy)
+        lse = torch.empty(B, H, 1, device="cuda", dtype=torch.float32) if args.lse else None
+        params, _workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse,
+                                               kv_l2_policy=policy)
         run = lambda: lib.decode(params)
     else:
         shape = (args.batch or 1, args.heads or 16, args.n, args.d)
