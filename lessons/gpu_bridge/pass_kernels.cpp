@@ -64,6 +64,8 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                      .sram_bytes = v3.sram_bytes,
                                      .dtype = dtype,
                                      .deterministic = deterministic,
+                                     .pre_post_rows_per_block = k::kPreprocessRowsPerBlock,
+                                     .pre_post_threads = k::kPreprocessThreads,
                                      .stores = stores,
                                      .skips_unseen_kv = true,
                                      .main_kernel = "v3"},
@@ -75,6 +77,8 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                    .sram_bytes = k::sram_bytes(d, c_dtype(dtype)),
                                    .dtype = dtype,
                                    .deterministic = deterministic,
+                                   .pre_post_rows_per_block = k::kPreprocessRowsPerBlock,
+                                   .pre_post_threads = k::kPreprocessThreads,
                                    .stores = stores},
           ""};
 }

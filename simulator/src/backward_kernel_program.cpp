@@ -15,7 +15,9 @@
 // Deterministic mode: no accumulator and no post-kernel; the main kernel leaves dQ alone
 // and a dQ kernel, a block per (batch, query head, query tile i), loads Q_i, dO_i, L_i,
 // D_i once, loops over the KV tiles that i sees (K_j, V_j each) and writes dQ_i once.
-// The pre- and post-kernels run a block per Br rows of one query head. A block loads its own tile
+// The pre- and post-kernels run a warp a row over the (B, H_q, N_q) rows taken as one array,
+// pre_post_rows_per_block rows a block (the kernel's fact; a block per query tile where it
+// is not given). A main or dQ block loads its own tile
 // (K_j, V_j; Q_i, dO_i, L_i, D_i) before its loop even when no tile of the other side is visible to
 // it, and then writes zeros (dK_j, dV_j; dQ_i); except v3's main kernel (skips_unseen_kv), which
 // loads nothing in a block whose keys no query sees (and writes its zeros).
@@ -128,6 +130,11 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
   check_size("d", s.d, kMirrorMaxHeadDim);
   check_size("Br", f.Br, kMirrorMaxLength);
   check_size("Bc", f.Bc, kMirrorMaxLength);
+  if (f.pre_post_rows_per_block < 0 || f.pre_post_threads < 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "the backward mirror: pre_post_rows_per_block = {}, pre_post_threads = {}; each is a "
+        "count of the pre- and post-kernels' blocks (>= 1), or 0 where not described",
+        f.pre_post_rows_per_block, f.pre_post_threads));
   cpu::check_causal(s.causal);
   check_mirror_heads(s.batch, s.heads_q, s.heads_kv);
   for (const auto* store : {&f.stores.dk_dv, &f.stores.dq_reduction, &f.stores.d,
@@ -206,13 +213,17 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   r.ops.rescale = ds_passes * scores + d_rows;
 
   const Index Tr = ceil_div(s.n_q, Br), Tc = ceil_div(s.n_k, Bc);
-  const Index query_rows_blocks = Tr * Hq;
-  r.launches.push_back({"pre (D)", query_rows_blocks, query_rows_blocks, 0});
+  // The pre- and post-kernels take the (B, H_q, N_q) rows as one array, a block per
+  // pre_post_rows_per_block of them (without that fact, a block per query tile).
+  const Index query_rows_blocks = f.pre_post_rows_per_block > 0
+                                      ? ceil_div(Hq * s.n_q, f.pre_post_rows_per_block)
+                                      : Tr * Hq;
+  r.launches.push_back({"pre (D)", query_rows_blocks, query_rows_blocks, f.pre_post_threads});
   r.launches.push_back({"main", Hkv * Tc, Hkv * Tc, f.threads});
   if (f.deterministic)
     r.launches.push_back({"dQ", Hq * Tr, Hq * Tr, f.threads});
   else
-    r.launches.push_back({"post (dQ)", query_rows_blocks, query_rows_blocks, 0});
+    r.launches.push_back({"post (dQ)", query_rows_blocks, query_rows_blocks, f.pre_post_threads});
   return r;
 }
 

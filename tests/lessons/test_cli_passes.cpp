@@ -265,6 +265,8 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   CHECK(same(b.facts->stores.dq_reduction, gpu::fa3_backward::kDqReduction));
   CHECK(b.facts->stores.dq_reduction_passes == gpu::fa3_backward::dq_reduction_passes(128));
   CHECK(same(b.facts->stores.d, gpu::fa2_backward::kDStore));
+  CHECK(b.facts->pre_post_rows_per_block == gpu::fa2_backward::kPreprocessRowsPerBlock);
+  CHECK(b.facts->pre_post_threads == gpu::fa2_backward::kPreprocessThreads);
   CHECK(same(b.facts->stores.dq, gpu::fa2_backward::dq_store(FLASHLAB_BF16)));
   const auto b64 = flashlab::app::backward_kernel_facts(64, sim::DType::bf16, false);
   REQUIRE(b64.facts);
@@ -280,6 +282,7 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   CHECK(same(det.facts->stores.dk_dv, gpu::fa2_backward::kDkDvStore));
   CHECK(same(det.facts->stores.dq_kernel, gpu::fa2_backward::kDqKernelStore));
   CHECK(det.facts->stores.dq_reduction_passes == 1);
+  CHECK(det.facts->pre_post_rows_per_block == gpu::fa2_backward::kPreprocessRowsPerBlock);
   const auto dec = flashlab::app::decode_kernel_facts(128, sim::DType::bf16, 6, 0);
   REQUIRE(dec.facts);
   CHECK(same(dec.facts->stores.state_u, gpu::decode::kStateUStore));

@@ -168,6 +168,29 @@ TEST_CASE("backward mirror: writes out of the SMs are the sectors of the kernels
     });
 }
 
+TEST_CASE("backward mirror: the pre- and post-kernels' grids, a block per 8 rows of the array") {
+  // 2 x 3 query heads of 1023 rows: 6138 rows, 768 blocks of 8 (the last one 2 rows); the
+  // main kernel a block per (KV head, KV tile): 2 x 3 x ceil(1000 / 128) = 48.
+  const BackwardShape s{.batch = 2, .heads_q = 3, .heads_kv = 3, .n_q = 1023, .n_k = 1000};
+  BackwardKernelFacts f{.Br = 64, .Bc = 128, .threads = 256};
+  f.pre_post_rows_per_block = 8;
+  f.pre_post_threads = 256;
+  const PassReport r = count_backward_kernel(s, f);
+  REQUIRE(r.launches.size() == 3);
+  CHECK(r.launches[0].name == "pre (D)");
+  CHECK(r.launches[0].blocks == 768);
+  CHECK(r.launches[0].threads == 256);
+  CHECK(r.launches[1].blocks == 48);
+  CHECK(r.launches[2].name == "post (dQ)");
+  CHECK(r.launches[2].blocks == 768);
+  // Not described: a block per query tile, 6 x ceil(1023 / 64) = 96.
+  f.pre_post_rows_per_block = 0;
+  CHECK(count_backward_kernel(s, f).launches[0].blocks == 96);
+  f.pre_post_rows_per_block = -8;
+  CHECK_THROWS_WITH_AS(count_backward_kernel(s, f), doctest::Contains("pre_post_rows_per_block = -8"),
+                       cpu::InvalidArgument);
+}
+
 TEST_CASE("backward mirror: an impossible store is refused with what would be right") {
   const BackwardKernelFacts f{.stores = {.dq_reduction = WarpStore{32, 32, 16}}};
   CHECK_THROWS_WITH_AS(count_backward_kernel({}, f), doctest::Contains("a lane stores 1 to 16"),

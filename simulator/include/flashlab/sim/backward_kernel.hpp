@@ -49,6 +49,11 @@ struct BackwardKernelFacts {
   Bytes sram_bytes = 0;        // per block of the main kernel (reported, not counted)
   DType dtype = DType::bf16;   // of Q, K, V, O, dO, dQ, dK, dV
   bool deterministic = false;  // dQ by its own kernel instead of fp32 atomics
+  // The pre- and post-kernels' blocks (reported, not counted): query rows a block and threads
+  // (kernel_info.hpp's fa2_backward::kPreprocessRowsPerBlock, a warp a row, and
+  // kPreprocessThreads); rows 0: not described, a block per query tile of Br rows.
+  cpu::Index pre_post_rows_per_block = 0;
+  int pre_post_threads = 0;
   BackwardStores stores{};
   // The main kernel: v2 (mma.sync) loads its K_j, V_j before it knows whether any query sees
   // them; v3 (wgmma, TMA) loads nothing in a block whose keys no query sees. v3 has no
