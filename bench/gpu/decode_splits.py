@@ -1,7 +1,8 @@
 """The decode's split count against time, beside cuDNN's decode: every count of SPLITS forced
 through flashlab_decode's num_splits at the goal's shapes (bf16, d = 128, 32 query heads over 8
-KV heads, N_q = 1, B = 8), the automatic choice printed beside them. TB/s of K and V read, by
-triton's do_bench, all counts and cuDNN timed in balanced turns (timing.interleaved_medians).
+KV heads, N_q = 1, B = 8 or --batches), the automatic choice printed beside them. TB/s of K
+and V read, by triton's do_bench, all counts and cuDNN timed in balanced turns (timing.interleaved_medians),
+then again after a clean flush (after "clean": timing.interleaved_clean_medians).
 With --other-lib NAME=PATH (repeatable) each other build of the library joins the turns at
 its automatic count, as NAME: two builds of the decode compared in one run. --splits sets the
 forced counts (none: only the automatic one, `auto`).
@@ -27,6 +28,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True, help="path to libflashlab.so")
     ap.add_argument("--lengths", type=int, nargs="*", default=[131072, 32768, 4096])
+    ap.add_argument("--batches", type=int, nargs="*", default=[BATCH],
+                    help="B, the sequences (default 8, the goal's); every length at each")
     ap.add_argument("--splits", type=int, nargs="*", default=SPLITS,
                     help="the forced split counts (none: the automatic count alone)")
     ap.add_argument("--other-lib", action="append", default=[], metavar="NAME=PATH",
@@ -43,11 +46,11 @@ def main():
     import torch
     from triton.testing import do_bench
     lib = fl.Flashlab(args.lib)
+    flusher = timing.CleanFlush(torch)
     other_libs = {name: fl.Flashlab(path) for name, path in others.items()}
-    B = BATCH
-    print(f"TB/s of K and V by split count (B = {B}, bf16, d = {bd.D}, "
+    print(f"TB/s of K and V by split count (bf16, d = {bd.D}, "
           f"{bd.HEADS_Q} / {bd.HEADS_KV} heads, N_q = 1)")
-    for L in args.lengths:
+    for B, L in ((B, L) for B in args.batches for L in args.lengths):
         gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
         q = torch.randn(B, bd.HEADS_Q, 1, bd.D, device="cuda", dtype=torch.bfloat16,
                         generator=gen)
@@ -70,8 +73,10 @@ def main():
             kept.append((params, workspace))  # alive until timed
             fns[f"s{s}"] = (lambda p=params: lib.decode(p))
         times = timing.interleaved_medians(do_bench, fns)
-        tb = {n: bd.kv_bytes(B, L) / (ms * 1e-3) / 1e12 for n, ms in times.items()}
-        print(B, L, "auto", auto, " ".join(f"{n}:{t:.2f}" for n, t in tb.items()), flush=True)
+        clean = timing.interleaved_clean_medians(flusher, fns)
+        tb = lambda t: {n: bd.kv_bytes(B, L) / (ms * 1e-3) / 1e12 for n, ms in t.items()}  # noqa: E731
+        print(B, L, "auto", auto, " ".join(f"{n}:{t:.2f}" for n, t in tb(times).items()),
+              "| clean", " ".join(f"{n}:{t:.2f}" for n, t in tb(clean).items()), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 //   pass 2: for every split s, beta_s = exp(m_s - m), l += beta_s l_s, U += beta_s U_s.
 // No split's loads wait on the one before (a left-to-right fold rescales by alpha, which needs
 // the previous m first: one memory latency per split), so pass 2 keeps kSplitsInFlight
-// splits' loads in flight together: 1 + ceil(splits / kSplitsInFlight) latencies per row.
+// splits' loads in flight together: 1 + ceil(splits / kSplitsInFlight) latencies per row
+// (3 at B = 1's 32 splits; 9 when it took 4 at a time); a group's slots past the last split
+// load nothing.
 // Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
 // natural log). A row that saw no key (l = 0: a zero-length sequence, or a row whose causal
 // window is empty) gets O = 0 and LSE = -inf, the reference's convention.
@@ -25,11 +27,16 @@ namespace {
 
 using namespace decode;
 
-// Splits whose states pass 2 loads together before it folds them in.
-constexpr int kSplitsInFlight = 4;
+// Splits whose states pass 2 loads together before it folds them in: 16 x (d / 32 + 2)
+// registers a lane for them (96 at d = 128). With few sequences the split rule takes many
+// splits (32 at B = 1 on the H200) and a row's latencies, not its bytes, set the combine's time.
+constexpr int kSplitsInFlight = 16;
 
+// The bound's second argument (at least one block an SM) is what lets ptxas keep a group's
+// loads in registers, 124 a thread at d = 128: with the block size alone it held the kernel
+// to 32 registers (enough for 16 blocks an SM), and so to about four splits' loads at once.
 template <class T, int kD>
-__global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const DecodeProblem p) {
+__global__ void __launch_bounds__(kCombineThreads, 1) decode_combine_kernel(const DecodeProblem p) {
   constexpr int kCols = kD / kWarpSize;  // columns per lane
   cudaGridDependencySynchronize();  // the split kernel has ended; its states are visible
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -60,13 +67,19 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const D
       float m_s[kSplitsInFlight], l_s[kSplitsInFlight], U_s[kSplitsInFlight][kCols];
 #pragma unroll
       for (int j = 0; j < kSplitsInFlight; ++j) {
-        const bool real = s0 + j < p.splits;  // past the last split: the empty state
-        const float* split = state + (real ? s0 + j : 0) * stride;
-        const float2 ml = *reinterpret_cast<const float2*>(split + kD);  // one 8-byte load
-        m_s[j] = real ? ml.x : -INFINITY;
-        l_s[j] = real ? ml.y : 0.0f;
+        // Past the last split: the empty state, and nothing loaded.
+        m_s[j] = -INFINITY;
+        l_s[j] = 0.0f;
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) U_s[j][c] = real ? split[c * kWarpSize + lane] : 0.0f;
+        for (int c = 0; c < kCols; ++c) U_s[j][c] = 0.0f;
+        if (s0 + j < p.splits) {
+          const float* split = state + (s0 + j) * stride;
+          const float2 ml = *reinterpret_cast<const float2*>(split + kD);  // one 8-byte load
+          m_s[j] = ml.x;
+          l_s[j] = ml.y;
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) U_s[j][c] = split[c * kWarpSize + lane];
+        }
       }
 #pragma unroll
       for (int j = 0; j < kSplitsInFlight; ++j) {
