@@ -10,8 +10,10 @@
 // (3 at B = 1's 32 splits; 9 when it took 4 at a time); a group's slots past the last split
 // load nothing.
 // Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
-// natural log). A row that saw no key (l = 0: a zero-length sequence, or a row whose causal
-// window is empty) gets O = 0 and LSE = -inf, the reference's convention.
+// natural log); a block's warps leave their rows' LSE in SRAM and warp 0 stores the block's
+// kCombineRowsPerBlock consecutive floats in one instruction, a whole sector. A row that saw
+// no key (l = 0: a zero-length sequence, or a row whose causal window is empty) gets O = 0
+// and LSE = -inf, the reference's convention.
 // Bytes per row: reads the splits' states, (d + 2) x 4 bytes of data each, as the
 // state_floats(d) x 4 bytes of their whole sectors (U's, and the one of m and l); writes
 // d x 2 + 4.
@@ -32,17 +34,11 @@ using namespace decode;
 // splits (32 at B = 1 on the H200) and a row's latencies, not its bytes, set the combine's time.
 constexpr int kSplitsInFlight = 16;
 
-// The bound's second argument (at least one block an SM) is what lets ptxas keep a group's
-// loads in registers, 124 a thread at d = 128: with the block size alone it held the kernel
-// to 32 registers (enough for 16 blocks an SM), and so to about four splits' loads at once.
+// Merges the splits' states of query row `row` (b, h, i) into its O, written here, and
+// returns its LSE.
 template <class T, int kD>
-__global__ void __launch_bounds__(kCombineThreads, 1) decode_combine_kernel(const DecodeProblem p) {
+__device__ __forceinline__ float merge_row(const DecodeProblem& p, int64_t row, int lane) {
   constexpr int kCols = kD / kWarpSize;  // columns per lane
-  cudaGridDependencySynchronize();  // the split kernel has ended; its states are visible
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int64_t row = int64_t(blockIdx.x) * (kCombineThreads / kWarpSize) + warp;
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
-  if (row >= rows) return;
   const int i = int(row % p.n_q);
   const int h = int(row / p.n_q % p.heads_q);
   const int b = int(row / (int64_t(p.n_q) * p.heads_q));
@@ -97,14 +93,31 @@ __global__ void __launch_bounds__(kCombineThreads, 1) decode_combine_kernel(cons
   const float inv_l = empty ? 0.0f : 1.0f / l;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) gO[c * kWarpSize + lane] = from_float<T>(rU[c] * inv_l);
-  if (p.lse != nullptr && lane == 0) p.lse[row] = empty ? -INFINITY : m + logf(l);
+  return empty ? -INFINITY : m + logf(l);
+}
+
+// The bound's second argument (at least one block an SM) is what lets ptxas keep a group's
+// loads in registers, 124 a thread at d = 128: with the block size alone it held the kernel
+// to 32 registers (enough for 16 blocks an SM), and so to about four splits' loads at once.
+template <class T, int kD>
+__global__ void __launch_bounds__(kCombineThreads, 1) decode_combine_kernel(const DecodeProblem p) {
+  __shared__ float sLse[kCombineRowsPerBlock];
+  cudaGridDependencySynchronize();  // the split kernel has ended; its states are visible
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t first_row = int64_t(blockIdx.x) * kCombineRowsPerBlock;
+  const int64_t row = first_row + warp;
+  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
+  if (row < rows) sLse[warp] = merge_row<T, kD>(p, row, lane);
+  __syncthreads();
+  // LSE of the block's rows, lane r storing row first_row + r.
+  if (p.lse != nullptr && warp == 0 && lane < kCombineRowsPerBlock && first_row + lane < rows)
+    p.lse[first_row + lane] = sLse[lane];
 }
 
 template <class T, int kD>
 void launch(const DecodeProblem& p, cudaStream_t stream) {
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
-  const int64_t rows_per_block = kCombineThreads / kWarpSize;
-  const unsigned blocks = unsigned((rows + rows_per_block - 1) / rows_per_block);
+  const unsigned blocks = unsigned((rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock);
   cudaLaunchAttribute dependent{};
   dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent.val.programmaticStreamSerializationAllowed = 1;

@@ -98,6 +98,8 @@ DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index p
                                  .threads = k::kThreads,
                                  .dtype = dtype,
                                  .state_floats = k::state_floats(d),
+                                 .combine_rows_per_block = k::kCombineRowsPerBlock,
+                                 .combine_threads = k::kCombineThreads,
                                  .stores = {.state_u = sim_store(k::kStateUStore),
                                             .state_ml = sim_store(k::kStateMlStore),
                                             .o = sim_store(k::combine_o_store(c_dtype(dtype))),

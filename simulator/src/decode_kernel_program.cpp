@@ -6,9 +6,10 @@
 //                    keys_per_step keys of K and V a step (paged: through the sequence's
 //                    block table, one int32 entry per page it touches), and writes its
 //                    partial state (m, l, U) in fp32 for each of its n_q G rows
-//   2. combine       a block per (sequence, query head): reads the partial state of every
-//                    split of each of its n_q rows, merges them (cpu::merge's algebra) and
-//                    writes O (input dtype) and LSE (fp32)
+//   2. combine       a warp per query row (b, h, i), combine_rows_per_block consecutive
+//                    rows a block (a block per (sequence, query head) where the facts do
+//                    not say): reads the partial state of every split of its row, merges
+//                    them (cpu::merge's algebra) and writes O (input dtype) and LSE (fp32)
 // The shares: a sequence of L keys takes s = ceil(L / Bc) steps (Bc = keys_per_step); each
 // split takes q = ceil(s / S) of them, in order, so W = ceil(s / q) splits have keys and
 // the last of those the ragged rest; the S - W others (all S when L = 0) read nothing and
@@ -33,8 +34,9 @@
 // Out of the SMs, the written bytes are the sectors of the stores when the facts give them
 // (DecodeStores; warp_store.hpp). As built (each state padded to whole sectors, a multiple
 // of 8 floats): a state's U goes out in runs of 32 floats, whole sectors, and its m and l in
-// one 8-byte store, alone in the state's last sector; so d / 8 + 1 sectors a state, 17 at d = 128 (544 bytes for 520 of
-// data), O its data, LSE 32 bytes a row. Packed at d + 2 floats, a state starts 8 k bytes
+// one 8-byte store, alone in the state's last sector; so d / 8 + 1 sectors a state, 17 at
+// d = 128 (544 bytes for 520 of data), O its data, LSE (B, H_q, n_q) one array stored 8
+// consecutive rows a sector, 32 ceil(B H_q n_q / 8) bytes (32 a row with one float a store). Packed at d + 2 floats, a state starts 8 k bytes
 // past a sector (k its index, d a multiple of 8), a run of U touches 5 sectors where it does
 // not start on one, and m and l cost a sector each: with d = 128 four states in a row send
 // 16 + 3 x 20 sectors of U and 4 x 2 of m and l, 2688 bytes for 2080 of data.
@@ -189,6 +191,8 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
     if (*store) check(**store);
   check_range("stages", f.stages, 0, kMaxStages);
   check_range("warps", f.warps, 1, kMaxWarps);
+  check_range("combine_rows_per_block", f.combine_rows_per_block, 0, kMaxWarps);
+  check_range("combine_threads", f.combine_threads, 0, kMaxWarps * 32);
 }
 
 PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f) {
@@ -217,9 +221,10 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   const Bytes state_read = f.state_floats > 0
                                ? states_in(states, d, stride * kFp32, f.stores.state_header)
                                : bytes({states, state_floats, kFp32});
-  // A row of O or LSE out of the SMs: each row has its own stores (a warp per row).
-  const auto row_out = [](const std::optional<WarpStore>& store, Bytes row) {
-    return store ? bytes_out(*store, row) : row;
+  // Out of the SMs: a row of O has its own stores (a warp per row); LSE goes out as one
+  // array of the (b, h, i) rows, in runs of its store's pattern.
+  const auto out = [](const std::optional<WarpStore>& store, Bytes data) {
+    return store ? bytes_out(*store, data) : data;
   };
 
   PassReport r;
@@ -237,8 +242,8 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
        bytes({H, R, entries, kTableEntryBytes}), 0},
       {"partial state", fp32, B * H * S * rows * state_floats, state_read,
        states_out(states, d, stride * kFp32, f.stores)},
-      {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, row_out(f.stores.o, d * b)})},
-      {"LSE", fp32, B * H * rows, 0, bytes({B, H, rows, row_out(f.stores.lse, kFp32)})},
+      {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, out(f.stores.o, d * b)})},
+      {"LSE", fp32, B * H * rows, 0, out(f.stores.lse, bytes({B, H, rows, kFp32}))},
   };
   r.ops = ops.times(H);
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);
@@ -246,7 +251,10 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   r.ops += combine.times(B * H * rows);
   r.peak_sram = split_block_sram(d, f);
   r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads});
-  r.launches.push_back({"combine", B * s.heads_q(), B * s.heads_q(), 0});
+  const Index combine_blocks = f.combine_rows_per_block > 0
+                                   ? ceil_div(B * H * rows, f.combine_rows_per_block)
+                                   : B * s.heads_q();
+  r.launches.push_back({"combine", combine_blocks, combine_blocks, f.combine_threads});
   return r;
 }
 

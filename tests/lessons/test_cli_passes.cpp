@@ -287,6 +287,9 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   REQUIRE(dec.facts);
   CHECK(same(dec.facts->stores.state_u, gpu::decode::kStateUStore));
   CHECK(same(dec.facts->stores.state_ml, gpu::decode::kStateMlStore));
+  CHECK(same(dec.facts->stores.lse, gpu::decode::kCombineLseStore));
+  CHECK(dec.facts->combine_rows_per_block == gpu::decode::kCombineRowsPerBlock);
+  CHECK(dec.facts->combine_threads == gpu::decode::kCombineThreads);
   CHECK(dec.facts->state_floats == gpu::decode::state_floats(128));
   // The sector the kernels' facts pad to is the one the simulator counts in.
   CHECK(gpu::kSectorBytes == sim::kSectorBytes);

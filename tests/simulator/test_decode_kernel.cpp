@@ -121,15 +121,17 @@ TEST_CASE("decode mirror: every sequence empty reads no cache and still writes O
 namespace {
 
 // The kernel's stores as its sources write them (kernel_info.hpp's decode::), by hand: U by
-// 32 lanes along the state, m and l by one lane in one 8-byte store, O along the row, LSE by
-// one lane; each state padded to whole sectors (d + 8 floats for d a multiple of 8).
+// 32 lanes along the state, m and l by one lane in one 8-byte store, O along the row, LSE of
+// 8 consecutive rows by 8 lanes; each state padded to whole sectors (d + 8 floats for d a
+// multiple of 8).
 const DecodeStores kAsBuilt{.state_u = WarpStore{4, 32, 1},
                             .state_ml = WarpStore{8, 1, 1},
                             .o = WarpStore{2, 32, 1},
-                            .lse = WarpStore{4, 1, 1},
+                            .lse = WarpStore{4, 8, 1},
                             .state_header = 256};
 Index padded(Index d) { return d + 8; }
-// The layout before the padding: states packed at d + 2 floats, m and l one store each.
+// The layout before the padding: states packed at d + 2 floats, m and l one store each,
+// LSE one float a row.
 const DecodeStores kPacked{.state_u = WarpStore{4, 32, 1},
                            .state_ml = WarpStore{4, 1, 1},
                            .o = WarpStore{2, 32, 1},
@@ -173,12 +175,13 @@ TEST_CASE("decode mirror: writes out of the SMs are the sectors of the kernels' 
         CHECK(r.tensor("partial state").read == states * padded(d) * 4);
         CHECK(r.tensor("partial state").elements == states * (d + 2));
         CHECK(r.tensor("O").written == rows * d * 2);
-        CHECK(r.tensor("LSE").written == rows * 32);
+        CHECK(r.tensor("LSE").written == (rows + 7) / 8 * 32);  // 8 rows a sector
         // Packed: U's runs cross sectors, m and l a sector each; loads booked as their data.
         const PassReport p =
             count_decode_kernel(s, {.splits = splits, .keys_per_step = 64, .stores = kPacked});
         CHECK(p.tensor("partial state").written == states_lane_by_lane(states, d, 256));
         CHECK(p.tensor("partial state").read == states * (d + 2) * 4);
+        CHECK(p.tensor("LSE").written == rows * 32);  // one float a store: a sector a row
       }
 }
 
@@ -188,7 +191,8 @@ TEST_CASE("decode mirror: the device's shape, packed and padded states") {
   const DecodeShape s{
       .lengths = std::vector<Index>(8, 32768), .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
   const Index states = 8 * 32 * 6;  // 1536
-  const Bytes o_and_lse = 8 * 32 * 128 * 2 + 8 * 32 * 32;
+  const Bytes o_and_lse = 8 * 32 * 128 * 2 + 8 * 32 * 32;  // LSE a sector a row
+  const Bytes o_and_lse_built = 8 * 32 * 128 * 2 + 8 * 32 / 8 * 32;  // 8 rows a sector
   // Packed: 384 states of each offset 0, 8, 16, 24 bytes past a sector.
   const PassReport packed = count_decode_kernel(s, {.splits = 6, .stores = kPacked});
   CHECK(packed.tensor("partial state").written ==
@@ -198,7 +202,26 @@ TEST_CASE("decode mirror: the device's shape, packed and padded states") {
   const PassReport built =
       count_decode_kernel(s, {.splits = 6, .state_floats = 136, .stores = kAsBuilt});
   CHECK(built.tensor("partial state").written == states * 544);
-  CHECK(built.bytes_written() == states * 544 + o_and_lse);
+  CHECK(built.bytes_written() == states * 544 + o_and_lse_built);
+}
+
+TEST_CASE("decode mirror: the combine's grid, a warp a row and 8 rows a block") {
+  // 3 sequences x 2 KV heads x a group of 4 x 5 query rows: 120 rows, 15 blocks of 8; LSE
+  // 120 floats, 15 sectors. Not described: a block per (sequence, query head), 3 x 8 = 24.
+  const DecodeShape s{
+      .lengths = {100, 0, 7}, .heads_kv = 2, .group = 4, .n_q = 5, .d = 64};
+  DecodeKernelFacts f{.splits = 3, .stores = kAsBuilt};
+  f.combine_rows_per_block = 8;
+  f.combine_threads = 256;
+  const PassReport r = count_decode_kernel(s, f);
+  CHECK(r.launch("combine").blocks == 15);
+  CHECK(r.launch("combine").threads == 256);
+  CHECK(r.tensor("LSE").written == 15 * 32);
+  f.combine_rows_per_block = 0;
+  CHECK(count_decode_kernel(s, f).launch("combine").blocks == 24);
+  f.combine_rows_per_block = 33;
+  CHECK_THROWS_WITH_AS(count_decode_kernel(s, f), doctest::Contains("combine_rows_per_block"),
+                       cpu::InvalidArgument);
 }
 
 TEST_CASE("decode mirror: states laid off the sectors cost the sectors they touch") {

@@ -398,8 +398,13 @@ constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
 // (d + 2) floats per split and row) stays small beside the split's K and V (d = 128, GQA 4
 // rows: 2 KiB of state against 256 KiB of K and V per 512 keys, under 1%).
 inline constexpr int kMinKeysPerSplit = 512;
-// The combine kernel: one warp per query row (b, h, i), lanes over d.
-inline constexpr int kCombineThreads = 4 * kWarpSize;
+// The combine kernel: one warp per query row (b, h, i), lanes over d; a block's 8 rows are
+// consecutive rows of O and LSE, so their 8 floats of LSE go out in one store, one whole
+// sector (kCombineLseStore). With one float a row by each warp (a sector issued for 4 bytes,
+// 4 rows a block), 4% to 43% of those sectors were merged on the way out of the SMs, varying
+// with the kernel's timing (H200, 2026-12-03: bench/gpu/NOTES.md).
+inline constexpr int kCombineRowsPerBlock = 8;
+inline constexpr int kCombineThreads = kCombineRowsPerBlock * kWarpSize;
 // The workspace: a header of kWorkspaceHeaderBytes (the error word the kernel sets when it
 // clamps a bad length or page index, read back by flashlab_decode_check; a whole number of
 // sectors), then per (b, h, i, split) the state U (d floats), m (natural log) and l, fp32,
@@ -478,7 +483,7 @@ static_assert(kWorkspaceHeaderBytes % kSectorBytes == 0, "the first state starts
 //   combine: O lane by lane along the row (exact), L by lane 0 (a sector for 4 bytes).
 inline constexpr WarpStorePattern kStateUStore = lanes_in_a_row(sizeof(float));
 inline constexpr WarpStorePattern kStateMlStore{2 * sizeof(float), 1, 1};  // m and l: a float2
-inline constexpr WarpStorePattern kCombineLseStore = kOneFloatStore;
+inline constexpr WarpStorePattern kCombineLseStore{sizeof(float), kCombineRowsPerBlock, 1};
 constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
   return lanes_in_a_row(dtype_bytes(dtype));
 }

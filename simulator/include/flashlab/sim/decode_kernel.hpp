@@ -38,7 +38,7 @@ struct DecodeStores {
   std::optional<WarpStore> state_u{};       // split kernel: U of a state, lanes along it
   std::optional<WarpStore> state_ml{};      // split kernel: m and l (8 bytes), after U
   std::optional<WarpStore> o{};             // combine: O
-  std::optional<WarpStore> lse{};           // combine: LSE, one float a row
+  std::optional<WarpStore> lse{};           // combine: LSE, runs of consecutive rows
   Bytes state_header = 0;                   // workspace bytes before the first state
 };
 
@@ -58,6 +58,10 @@ struct DecodeKernelFacts {
   DType dtype = DType::bf16;      // of Q, K, V and O
   cpu::Index state_floats = 0;    // floats from one partial state to the next in the
                                   // workspace: U (d), m, l and any padding; 0: d + 2, packed
+  // The combine's blocks (reported, not counted): query rows (b, h, i) a block, a warp a
+  // row, and threads; rows 0: not described, a block per (sequence, query head).
+  cpu::Index combine_rows_per_block = 0;
+  int combine_threads = 0;
   DecodeStores stores{};
 };
 
