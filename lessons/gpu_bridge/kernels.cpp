@@ -261,8 +261,14 @@ Prediction predict(const KernelRun& run) {
                                                            .blocks_per_sm = mirror.blocks_per_sm,
                                                            .l1_bytes = mirror.l1_bytes});
     if (mirror.fa3) grid.order = fa3_order(run, grid);
-    p.grid = sim::run_grid(grid);
+    // The crossover's closed form is of the grid as the model schedules it, log or not.
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);
+    if (!run.block_log.empty()) {
+      grid.schedule = sim::GridSchedule::logged;
+      grid.block_time_spread = 0;
+      grid.block_log = run.block_log;
+    }
+    p.grid = sim::run_grid(grid);
   }
   return p;
 }

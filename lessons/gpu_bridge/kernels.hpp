@@ -97,6 +97,9 @@ struct KernelRun {
   std::string dtype = "bf16";
   bool causal = false;
   std::uint64_t seed = 0;
+  // Where and when a GPU ran each block (one entry per block in grid order): the grid model
+  // then replays it (sim::GridSchedule::logged) instead of placing the blocks itself.
+  std::vector<sim::LoggedBlock> block_log{};
 
   Index queries() const { return n_q > 0 ? n_q : n; }
   // With N_q != N a causal mask must say how queries align with keys: decoding against a

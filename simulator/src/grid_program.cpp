@@ -72,7 +72,7 @@ class GridRun {
   }
 
   GridReport run() {
-    return p_.schedule == GridSchedule::drift ? run_drifting() : run_lockstep();
+    return p_.schedule == GridSchedule::lockstep ? run_lockstep() : run_drifting();
   }
 
  private:
@@ -114,14 +114,27 @@ class GridRun {
     Index j = 0, kv_end = 0;
   };
 
+  // The logged schedule runs here too: every block in a slot of its own from the start,
+  // at its logged start and pace, on its logged SM.
   GridReport run_drifting() {
-    const Index blocks = p_.blocks(), R = p_.resident_blocks();
+    const bool logged = p_.schedule == GridSchedule::logged;
+    const Index blocks = p_.blocks(), R = logged ? blocks : p_.resident_blocks();
     const Index group = p_.heads / p_.kv_head_count();  // query heads per KV head
     std::vector<Running> slots(R);
     std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
     const auto begin = [&](Index slot, Index block, double t) {
-      slots[slot] = {block, t, block_tile_time(p_, block), 0, kv_end_of(block)};
+      const Index kv_end = kv_end_of(block);
+      double tau = block_tile_time(p_, block);
+      if (logged) {
+        const LoggedBlock& b = p_.block_log[static_cast<std::size_t>(block)];
+        t = b.start;
+        tau = kv_end > 0 ? (b.end - b.start) / double(kv_end) : 0.0;
+      }
+      slots[slot] = {block, t, tau, 0, kv_end};
       events.push({t, kStart, block, slot});
+    };
+    const auto sm_of = [&](Index slot, Index block) {
+      return logged ? p_.block_log[static_cast<std::size_t>(block)].sm : p_.sm_of_slot(slot);
     };
     for (Index b = 0; b < R; ++b) begin(b, b, 0.0);
     Index next = R;
@@ -136,8 +149,8 @@ class GridRun {
         access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
       } else if (e.moment == kStep) {
         const Index row0 = head / group * p_.N + r.j * p_.Bc, rows = rows_of(r.j, p_.Bc);
-        load_kv_tile(kK, row0, rows, p_.sm_of_slot(e.slot), part);
-        load_kv_tile(kV, row0, rows, p_.sm_of_slot(e.slot), part);
+        load_kv_tile(kK, row0, rows, sm_of(e.slot, r.block), part);
+        load_kv_tile(kV, row0, rows, sm_of(e.slot, r.block), part);
         ++r.j;
       } else {
         access(kO, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
@@ -348,6 +361,38 @@ void check_order(const GridProblem& p) {
   }
 }
 
+// The logged schedule's log (grid.hpp): one entry per block, each on an SM, in order.
+void check_block_log(const GridProblem& p) {
+  const bool logged = p.schedule == GridSchedule::logged;
+  if (!logged && !p.block_log.empty())
+    throw cpu::InvalidArgument(fmt::format(
+        "a block_log of {} blocks with the {} schedule, which places blocks itself: give "
+        "schedule logged to replay it, or no log",
+        p.block_log.size(), to_string(p.schedule)));
+  if (!logged) return;
+  if (p.block_time_spread != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "block_time_spread = {} with the logged schedule, whose blocks keep their logged "
+        "times: give a spread of 0",
+        p.block_time_spread));
+  if (Index(p.block_log.size()) != p.blocks())
+    throw cpu::InvalidArgument(
+        fmt::format("a block_log of {} blocks for a grid of {} ({} heads x {} query tiles): give "
+                    "one entry per block, in block order",
+                    p.block_log.size(), p.blocks(), p.heads, p.query_tiles()));
+  for (std::size_t b = 0; b < p.block_log.size(); ++b) {
+    const LoggedBlock& e = p.block_log[b];
+    if (e.sm < 0 || e.sm >= p.sm_count)
+      throw cpu::InvalidArgument(fmt::format(
+          "block_log[{}] runs on SM {}: give an SM from 0 to sm_count - 1 = {}", b, e.sm,
+          p.sm_count - 1));
+    if (!(std::isfinite(e.start) && std::isfinite(e.end) && 0 <= e.start && e.start <= e.end))
+      throw cpu::InvalidArgument(fmt::format(
+          "block_log[{}] starts at {} and ends at {}: give 0 <= start <= end, both finite", b,
+          e.start, e.end));
+  }
+}
+
 }  // namespace
 
 Index GridProblem::resident_blocks() const {
@@ -412,8 +457,10 @@ void check(const GridProblem& p) {
         "{} resident blocks with an L1: the model places at most {} on SMs (give fewer SMs or "
         "blocks per SM, or l1_bytes = 0)",
         p.resident_blocks(), kMaxL1Slots));
-  if (p.schedule != GridSchedule::lockstep && p.schedule != GridSchedule::drift)
-    throw cpu::InvalidArgument("an unknown grid schedule: give lockstep or drift");
+  if (p.schedule != GridSchedule::lockstep && p.schedule != GridSchedule::drift &&
+      p.schedule != GridSchedule::logged)
+    throw cpu::InvalidArgument("an unknown grid schedule: give lockstep, drift or logged");
+  check_block_log(p);
   cpu::check_causal(p.causal);
   if (p.causal == cpu::Causal::bottom_right)
     throw cpu::InvalidArgument(
@@ -441,6 +488,7 @@ std::string_view to_string(GridSchedule schedule) {
   switch (schedule) {
     case GridSchedule::lockstep: return "lockstep";
     case GridSchedule::drift: return "drift";
+    case GridSchedule::logged: return "logged";
   }
   return "unknown";
 }

@@ -1,7 +1,8 @@
 // The grid model's L1 (flashlab/sim/grid.hpp, "The L1"): a hand-worked grid event by event,
 // where blocks land on SMs (a partial wave, a later wave, heads that share nothing and GQA
 // heads that share their KV head), a tile the L1 cannot hold, the drift schedule at sigma 0
-// against lockstep on random grids, the carve-out arithmetic of the H200's profile, and
+// against lockstep on random grids, the logged schedule (blocks where a log puts them) and its
+// refusals, the carve-out arithmetic of the H200's profile, and
 // what the scalar kernel's mirror predicts at one head.
 #include "grid_events.hpp"
 #include "helpers.hpp"
@@ -147,6 +148,74 @@ TEST_CASE("grid L1: the drift schedule at sigma = 0 is lockstep, L1 hit for hit"
     no_l1.l1_bytes = 0;
     CHECK(lockstep.sm_read() + lockstep.l1_hit_bytes == run_grid(no_l1).sm_read());
   }
+}
+
+namespace {
+
+// A log of the two_sms grid's 4 blocks: each on `sm[b]`, from start[b] to start[b] + 10.
+std::vector<LoggedBlock> log_of(std::vector<Index> sm, std::vector<double> start) {
+  std::vector<LoggedBlock> log;
+  for (std::size_t b = 0; b < sm.size(); ++b) log.push_back({sm[b], start[b], start[b] + 10});
+  return log;
+}
+
+GridProblem logged(std::vector<LoggedBlock> log) {
+  GridProblem p = two_sms(1024);
+  p.schedule = GridSchedule::logged;
+  p.block_log = std::move(log);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("grid L1: the logged schedule puts each block on its SM at its times") {
+  // The lockstep placement, logged: blocks 0 and 2 on SM 0, 1 and 3 on SM 1, all together.
+  // K_j and V_j at start + 5 j: the same hits as lockstep.
+  const GridReport as_lockstep = run_grid(logged(log_of({0, 1, 0, 1}, {0, 0, 0, 0})));
+  CHECK(as_lockstep.l1_hit_bytes == run_grid(two_sms(1024)).l1_hit_bytes);
+  CHECK(as_lockstep.l1_hit_bytes == 2 * 4 * 256);
+  // All four on SM 0 at once: one block loads each tile across, three find it in the L1.
+  const GridReport one_sm = run_grid(logged(log_of({0, 0, 0, 0}, {0, 1, 2, 3})));
+  CHECK(one_sm.l1_hit_bytes == 3 * 4 * 256);
+  CHECK(kv_read(one_sm) == 4 * 256);
+  // Each on an SM of its own: nothing shared (the L2 serves the repeats).
+  GridProblem four = logged(log_of({0, 1, 2, 3}, {0, 0, 0, 0}));
+  four.sm_count = 4;
+  CHECK(run_grid(four).l1_hit_bytes == 0);
+  CHECK(kv_read(run_grid(four)) == 4 * 4 * 256);
+  // Two on SM 0 one after the other, with an L1 of 2 tiles (K_1, V_1 left when the second
+  // starts): the second misses K_0 and V_0, which push K_1 and V_1 out, and misses those too.
+  GridProblem apart = logged(log_of({0, 0, 1, 1}, {0, 20, 0, 40}));
+  apart.l1_bytes = 512;
+  CHECK(run_grid(apart).l1_hit_bytes == 0);
+  // With room for all four tiles, the later block finds every one.
+  apart.l1_bytes = 1024;
+  CHECK(run_grid(apart).l1_hit_bytes == 2 * 4 * 256);
+  // The grid's time is the last end.
+  CHECK(run_grid(apart).steps == 50);
+}
+
+TEST_CASE("grid L1: a bad block log is refused with what would be right") {
+  CHECK_THROWS_WITH_AS(run_grid(logged(log_of({0, 1, 0}, {0, 0, 0}))),
+                       doctest::Contains("a block_log of 3 blocks for a grid of 4"),
+                       cpu::InvalidArgument);
+  CHECK_THROWS_WITH_AS(run_grid(logged(log_of({0, 1, 2, 0}, {0, 0, 0, 0}))),
+                       doctest::Contains("block_log[2] runs on SM 2: give an SM from 0 to"),
+                       cpu::InvalidArgument);
+  std::vector<LoggedBlock> backwards = log_of({0, 1, 0, 1}, {0, 0, 0, 0});
+  backwards[1].end = -1;
+  CHECK_THROWS_WITH_AS(run_grid(logged(backwards)),
+                       doctest::Contains("block_log[1] starts at 0 and ends at -1"),
+                       cpu::InvalidArgument);
+  GridProblem not_logged = two_sms(1024);
+  not_logged.block_log = log_of({0, 1, 0, 1}, {0, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(run_grid(not_logged),
+                       doctest::Contains("with the lockstep schedule, which places blocks itself"),
+                       cpu::InvalidArgument);
+  GridProblem spread = logged(log_of({0, 1, 0, 1}, {0, 0, 0, 0}));
+  spread.block_time_spread = 0.1;
+  CHECK_THROWS_WITH_AS(run_grid(spread), doctest::Contains("with the logged schedule"),
+                       cpu::InvalidArgument);
 }
 
 TEST_CASE("grid L1: bad L1 sizes are refused with what would be right") {

@@ -63,6 +63,11 @@
 // that trails the leaders of its KV head by more than a partition's worth of tiles finds
 // them evicted and reads them from DRAM again; that is what lockstep cannot produce. Every
 // block is its own L2 access (no grouping): N = 131072 at 16 heads takes seconds.
+// logged: each block on the SM and between the start and end that a GPU logged for it
+// (block_log; bench/gpu/NOTES.md, "The scalar kernel at 16 heads", says how one is recorded),
+// its K_j and V_j at start + j (end - start) / Tc, an even pace: the placement and timing of
+// the later waves that lockstep and drift can only guess, replayed. Accesses at the same
+// moment go in the drift schedule's order.
 //
 // The L1 (l1_bytes > 0). Blocks run on SMs: R = sm_count x blocks_per_sm slots, slot k on SM
 // k mod sm_count. The first wave takes slots 0, 1, ..., and a later block the slot freed
@@ -125,6 +130,14 @@ namespace flashlab::sim {
 enum class GridSchedule {
   lockstep,  // together, one KV step at a time
   drift,     // each block at its own pace, drawn from block_time_spread and seed
+  logged,    // each block where and when a GPU ran it (block_log)
+};
+
+// One block as a GPU ran it: the SM and its start and end, in any unit of time that all the
+// blocks share (the scalar kernel's logs: ns of %globaltimer).
+struct LoggedBlock {
+  cpu::Index sm = 0;
+  double start = 0, end = 0;
 };
 std::string_view to_string(GridSchedule schedule);
 
@@ -153,6 +166,10 @@ struct GridProblem {
   double block_time_spread = 0;
   // The Philox key of the drift schedule's block times and of random replacement's victims.
   std::uint64_t seed = 0;
+  // logged only: one entry per block of the grid, in block order, each SM below sm_count and
+  // 0 <= start <= end. The L1 (l1_bytes) is the logged SM's; the L2 partition stays the
+  // block's (partition_of).
+  std::vector<LoggedBlock> block_log{};
   // Which (head, query tile) block b runs. Empty: grid order, a head's query tiles one after
   // the other (FlashAttention-2's grid; under the causal mask the last tile first). Else the
   // kernel's own order (fa3's tile scheduler, flashlab/gpu/tile_schedule.hpp, handed in by
@@ -244,7 +261,8 @@ struct GridReport {
   std::vector<Bytes> dirty_at_end{};  // per tensor: left dirty in the L2 when the grid ends
   cpu::Index resident_blocks = 0;     // R
   std::int64_t steps = 0;             // KV steps of the whole grid (resident blocks together;
-                                      // drift: the grid's time, in tile times, rounded up)
+                                      // drift: the grid's time, in tile times, rounded up;
+                                      // logged: the last end, in the log's unit, rounded up)
   std::int64_t l2_accesses = 0;       // tile accesses the L2 saw (blocks that step together
                                       // on the same tile: one access, the rest booked as hits)
   // Loads of K and V tiles that the SMs' L1s served (l1_bytes > 0), in bytes: what the
