@@ -98,7 +98,8 @@ __device__ __forceinline__ float merge_row(const DecodeProblem& p, int64_t row, 
 
 // The bound's second argument (at least one block an SM) is what lets ptxas keep a group's
 // loads in registers, 124 a thread at d = 128: with the block size alone it held the kernel
-// to 32 registers (enough for 16 blocks an SM), and so to about four splits' loads at once.
+// to 32 registers (enough for the 2048 threads an SM can hold), and so to about four splits'
+// loads at once.
 template <class T, int kD>
 __global__ void __launch_bounds__(kCombineThreads, 1) decode_combine_kernel(const DecodeProblem p) {
   __shared__ float sLse[kCombineRowsPerBlock];
