@@ -1,14 +1,13 @@
 // Version 5b: split-KV decode, the combine kernel. One warp per query row (b, h, i) merges the
 // splits' states (m, l, U) from the workspace: the reference's merge (cpu_reference
 // softmax_state.hpp), m = max(m_a, m_b), l = exp(m_a - m) l_a + exp(m_b - m) l_b, U likewise,
-// taken over all splits at once in two passes:
-//   pass 1: the lanes read the splits' m (lane j: splits j, j + 32, ...), m = max over splits;
-//   pass 2: for every split s, beta_s = exp(m_s - m), l += beta_s l_s, U += beta_s U_s.
-// No split's loads wait on the one before (a left-to-right fold rescales by alpha, which needs
-// the previous m first: one memory latency per split), so pass 2 keeps kSplitsInFlight
-// splits' loads in flight together: 1 + ceil(splits / kSplitsInFlight) latencies per row
-// (3 at B = 1's 32 splits; 9 when it took 4 at a time); a group's slots past the last split
-// load nothing.
+// taken kSplitsInFlight splits at a time: the group's states are loaded together, m' = the
+// largest of m and the group's m_s, l and U rescaled by exp(m - m'), then for every split s
+// of the group beta_s = exp(m_s - m'), l += beta_s l_s, U += beta_s U_s. No split's loads
+// wait on the one before (a left-to-right fold, split by split, needs the previous m first:
+// one memory latency per split): ceil(splits / kSplitsInFlight) latencies per row (2 at
+// B = 1's 32 splits, 1 from 16 splits down; 9 when a first pass read every m and the second
+// took 4 splits at a time); a group's slots past the last split load nothing.
 // Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
 // natural log); a block's warps leave their rows' LSE in SRAM and warp 0 stores the block's
 // kCombineRowsPerBlock consecutive floats in one instruction, a whole sector. A row that saw
@@ -45,45 +44,49 @@ __device__ __forceinline__ float merge_row(const DecodeProblem& p, int64_t row, 
 
   constexpr int64_t stride = state_floats(kD);  // (splits, U (d), m, l, padding)
   const float* state = p.states + row * p.splits * stride;
-  // Pass 1: m = the largest of the splits' maxima, the lanes over the splits.
-  float m = -INFINITY;
-  for (int s = lane; s < p.splits; s += kWarpSize) m = fmaxf(m, state[s * stride + kD]);
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-
-  // Pass 2: l = sum beta_s l_s, U = sum beta_s U_s, beta_s = exp(m_s - m). An empty split
-  // (m_s = -inf, l_s = 0, U_s = 0) adds nothing; if every split is empty, so is the row.
-  float l = 0.0f, rU[kCols];
+  // The splits in groups of kSplitsInFlight, every load of a group issued before any is used;
+  // m is the running maximum over the groups so far, l and U rescaled by alpha when a group
+  // raises it (the reference's merge, a group at a time). An empty split (m_s = -inf, l_s = 0,
+  // U_s = 0) adds nothing; if every split is empty, so is the row.
+  float m = -INFINITY, l = 0.0f, rU[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) rU[c] = 0.0f;
-  if (m != -INFINITY) {
-    // kSplitsInFlight splits at a time: every load of the group is issued before any is used.
-    for (int s0 = 0; s0 < p.splits; s0 += kSplitsInFlight) {
-      float m_s[kSplitsInFlight], l_s[kSplitsInFlight], U_s[kSplitsInFlight][kCols];
+  for (int s0 = 0; s0 < p.splits; s0 += kSplitsInFlight) {
+    float m_s[kSplitsInFlight], l_s[kSplitsInFlight], U_s[kSplitsInFlight][kCols];
 #pragma unroll
-      for (int j = 0; j < kSplitsInFlight; ++j) {
-        // Past the last split: the empty state, and nothing loaded.
-        m_s[j] = -INFINITY;
-        l_s[j] = 0.0f;
+    for (int j = 0; j < kSplitsInFlight; ++j) {
+      // Past the last split: the empty state, and nothing loaded.
+      m_s[j] = -INFINITY;
+      l_s[j] = 0.0f;
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) U_s[j][c] = 0.0f;
-        if (s0 + j < p.splits) {
-          const float* split = state + (s0 + j) * stride;
-          const float2 ml = *reinterpret_cast<const float2*>(split + kD);  // one 8-byte load
-          m_s[j] = ml.x;
-          l_s[j] = ml.y;
+      for (int c = 0; c < kCols; ++c) U_s[j][c] = 0.0f;
+      if (s0 + j < p.splits) {
+        const float* split = state + (s0 + j) * stride;
+        const float2 ml = *reinterpret_cast<const float2*>(split + kD);  // one 8-byte load
+        m_s[j] = ml.x;
+        l_s[j] = ml.y;
 #pragma unroll
-          for (int c = 0; c < kCols; ++c) U_s[j][c] = split[c * kWarpSize + lane];
-        }
+        for (int c = 0; c < kCols; ++c) U_s[j][c] = split[c * kWarpSize + lane];
       }
+    }
+    float m_new = m;
 #pragma unroll
-      for (int j = 0; j < kSplitsInFlight; ++j) {
-        const float beta = expf(m_s[j] - m);
-        l += beta * l_s[j];
+    for (int j = 0; j < kSplitsInFlight; ++j) m_new = fmaxf(m_new, m_s[j]);
+    if (m_new == -INFINITY) continue;  // every split so far is empty
+    // alpha = exp(m - m'): 0 before the first group with a key (l and U are 0 then), 1 where
+    // the group leaves the maximum. With splits <= kSplitsInFlight there is one group, m' is
+    // the largest m_s, and l and U are the sums of beta_s l_s and beta_s U_s alone.
+    const float alpha = expf(m - m_new);
+    m = m_new;
+    l *= alpha;
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) rU[c] += beta * U_s[j][c];
-      }
+    for (int c = 0; c < kCols; ++c) rU[c] *= alpha;
+#pragma unroll
+    for (int j = 0; j < kSplitsInFlight; ++j) {
+      const float beta = expf(m_s[j] - m);
+      l += beta * l_s[j];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) rU[c] += beta * U_s[j][c];
     }
   }
 
