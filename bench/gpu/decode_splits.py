@@ -1,8 +1,9 @@
 """The decode's split count against time, beside cuDNN's decode: every count of SPLITS forced
 through flashlab_decode's num_splits at the goal's shapes (bf16, d = 128, 32 query heads over 8
 KV heads, N_q = 1, B = 8 or --batches), the automatic choice printed beside them. TB/s of K
-and V read, by triton's do_bench, all counts and cuDNN timed in balanced turns (timing.interleaved_medians),
-then again after a clean flush (after "clean": timing.interleaved_clean_medians).
+and V read, by triton's do_bench, all counts and cuDNN timed in balanced turns
+(timing.interleaved_medians), then again after a clean flush (after "clean":
+timing.interleaved_clean_medians).
 With --other-lib NAME=PATH (repeatable) each other build of the library joins the turns at
 its automatic count, as NAME: two builds of the decode compared in one run. --splits sets the
 forced counts (none: only the automatic one, `auto`).
@@ -21,6 +22,11 @@ import timing  # noqa: E402
 
 SPLITS = [2, 3, 4, 5, 6, 8, 12, 16]
 BATCH = 8
+
+
+def tb_per_s(B, L, times):
+    """Each implementation's TB/s of K and V from its median ms, as `name:TB/s` words."""
+    return " ".join(f"{n}:{bd.kv_bytes(B, L) / (ms * 1e-3) / 1e12:.2f}" for n, ms in times.items())
 
 
 def main():
@@ -74,9 +80,8 @@ def main():
             fns[f"s{s}"] = (lambda p=params: lib.decode(p))
         times = timing.interleaved_medians(do_bench, fns)
         clean = timing.interleaved_clean_medians(flusher, fns)
-        tb = lambda t: {n: bd.kv_bytes(B, L) / (ms * 1e-3) / 1e12 for n, ms in t.items()}  # noqa: E731
-        print(B, L, "auto", auto, " ".join(f"{n}:{t:.2f}" for n, t in tb(times).items()),
-              "| clean", " ".join(f"{n}:{t:.2f}" for n, t in tb(clean).items()), flush=True)
+        print(B, L, "auto", auto, tb_per_s(B, L, times), "| clean", tb_per_s(B, L, clean),
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -81,7 +81,8 @@ std::vector<Call> read_log(const std::filesystem::path& log, const std::filesyst
   std::ifstream bin(bytes);
   std::getline(bin, line);
   const auto bheader = csv_fields(line);
-  const std::size_t metric = column(bheader, "metric", bytes), value = column(bheader, "value", bytes);
+  const std::size_t metric = column(bheader, "metric", bytes),
+                    value = column(bheader, "value", bytes);
   while (std::getline(bin, line)) {
     const auto f = csv_fields(line);
     if (f.size() == bheader.size() && f[metric] == kMetric) launches.push_back(std::stod(f[value]));
@@ -114,18 +115,21 @@ double sm_read(const Call& c, bool replay_log) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The scalar kernel's reads into the SMs: the grid model's schedule and the "
-               "logged blocks replayed, beside the bytes of the same calls"};
+  CLI::App app{
+      "The scalar kernel's reads into the SMs: the grid model's schedule and the "
+      "logged blocks replayed, beside the bytes of the same calls"};
   std::string results = "bench/results";
   cpu::Index n_only = 0;
   app.add_option("--results", results, "the folder of measured CSVs")->capture_default_str();
   app.add_option("--n", n_only, "only the calls of this N (0: all)")->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
-    const std::string kLog = "-scalar-block-log-ncu.csv", kBytes = "-scalar-block-log-ncu-bytes.csv";
+    const std::string kLog = "-scalar-block-log-ncu.csv",
+                      kBytes = "-scalar-block-log-ncu-bytes.csv";
     int rows = 0, within_model = 0, within_log = 0;
-    fmt::print("| log | N | heads | call | measured GB | model GB | meas / model | replayed GB | "
-               "meas / replayed |\n|---|---|---|---|---|---|---|---|---|\n");
+    fmt::print(
+        "| log | N | heads | call | measured GB | model GB | meas / model | replayed GB | "
+        "meas / replayed |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& log : bench::measured_csvs(results, "-scalar-block-log-ncu")) {
       const std::string name = log.filename().string();
       if (!name.ends_with(kLog)) continue;
@@ -138,8 +142,8 @@ int main(int argc, char** argv) {
         ++rows;
         within_model += std::abs(c.measured / model - 1) <= kGoal;
         within_log += std::abs(c.measured / replayed - 1) <= kGoal;
-        fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", name, c.N,
-                   c.heads, c.call, c.measured / 1e9, model / 1e9, c.measured / model,
+        fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", name,
+                   c.N, c.heads, c.call, c.measured / 1e9, model / 1e9, c.measured / model,
                    replayed / 1e9, c.measured / replayed);
         std::fflush(stdout);
       }

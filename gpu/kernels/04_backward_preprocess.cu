@@ -6,8 +6,8 @@
 //     sum_k dO_ik O_ik (dP = dO V^T and O = P V), d terms instead of N_k.
 //     Per row it reads 2 d elements (dO, O) and writes 4 bytes of D (+ 4 d of zeros). The
 //     block's rows are consecutive rows of D, so their D goes out together: the warps leave
-//     their sums in SRAM and warp 0 stores them in one instruction, a whole 32-byte sector
-//     for the block's 8 floats (fa2_backward::kDStore), instead of a sector per float.
+//     their sums in SRAM and one instruction stores them, a whole 32-byte sector for the
+//     block's 8 floats (store_block_rows, fa2_backward::kDStore), not a sector per float.
 //   convert: dQ = scale * accumulator, rounded to the input dtype, written with dQ's
 //     strides; per row it reads 4 d bytes and writes d elements.
 // Both are memory-bound: together about (2 + 4 + 4 + 2) d bytes per query row in bf16,
@@ -42,8 +42,7 @@ __global__ void __launch_bounds__(kPreprocessThreads) preprocess_kernel(Backward
   const Problem& p = bp.fwd;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   Row row;
-  const bool has_row = row_of_warp(p, &row);  // past the last row: no row, but the barrier
-  if (has_row) {
+  if (row_of_warp(p, &row)) {  // past the last row a warp has no row, but meets the barrier
     const T* gO = static_cast<const T*>(p.o) + row.b * p.o_stride.batch +
                   row.h * p.o_stride.head + row.n * p.o_stride.row;  // (d)
     const T* gdO = static_cast<const T*>(bp.dout) + row.b * bp.dout_stride.batch +
@@ -58,11 +57,8 @@ __global__ void __launch_bounds__(kPreprocessThreads) preprocess_kernel(Backward
       for (int c = lane; c < p.d; c += kWarpSize) bp.dq_accum[row.index * p.d + c] = 0.0f;
   }
   __syncthreads();
-  // D of the block's rows [first, first + kRowsPerBlock), lane r storing row first + r.
-  const int64_t first = int64_t(blockIdx.x) * kRowsPerBlock;
-  const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
-  if (warp == 0 && lane < kRowsPerBlock && first + lane < rows)
-    bp.d_rows[first + lane] = sD[lane];
+  store_block_rows<kRowsPerBlock>(bp.d_rows, int64_t(blockIdx.x) * kRowsPerBlock,
+                                  int64_t(p.batch) * p.heads_q * p.n_q, sD);
 }
 
 template <class T>

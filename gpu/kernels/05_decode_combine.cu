@@ -9,10 +9,10 @@
 // B = 1's 32 splits, 1 from 16 splits down; 9 when a first pass read every m and the second
 // took 4 splits at a time); a group's slots past the last split load nothing.
 // Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
-// natural log); a block's warps leave their rows' LSE in SRAM and warp 0 stores the block's
-// kCombineRowsPerBlock consecutive floats in one instruction, a whole sector. A row that saw
-// no key (l = 0: a zero-length sequence, or a row whose causal window is empty) gets O = 0
-// and LSE = -inf, the reference's convention.
+// natural log); a block's warps leave their rows' LSE in SRAM and one instruction stores the
+// block's kCombineRowsPerBlock consecutive floats, a whole sector (store_block_rows). A row
+// that saw no key (l = 0: a zero-length sequence, or a row whose causal window is empty)
+// gets O = 0 and LSE = -inf, the reference's convention.
 // Bytes per row: reads the splits' states, (d + 2) x 4 bytes of data each, as the
 // state_floats(d) x 4 bytes of their whole sectors (U's, and the one of m and l); writes
 // d x 2 + 4.
@@ -28,8 +28,8 @@ namespace {
 
 using namespace decode;
 
-// Splits whose states pass 2 loads together before it folds them in: 16 x (d / 32 + 2)
-// registers a lane for them (96 at d = 128). With few sequences the split rule takes many
+// Splits whose states a group loads together before it folds them in: 16 x (d / 32 + 2)
+// registers a lane hold them (96 at d = 128). With few sequences the split rule takes many
 // splits (32 at B = 1 on the H200) and a row's latencies, not its bytes, set the combine's time.
 constexpr int kSplitsInFlight = 16;
 
@@ -100,7 +100,7 @@ __device__ __forceinline__ float merge_row(const DecodeProblem& p, int64_t row, 
 }
 
 // The bound's second argument (at least one block an SM) is what lets ptxas keep a group's
-// loads in registers, 124 a thread at d = 128: with the block size alone it held the kernel
+// loads in registers (144 a thread at d = 128): with the block size alone it held the kernel
 // to 32 registers (enough for the 2048 threads an SM can hold), and so to about four splits'
 // loads at once.
 template <class T, int kD>
@@ -113,9 +113,7 @@ __global__ void __launch_bounds__(kCombineThreads, 1) decode_combine_kernel(cons
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
   if (row < rows) sLse[warp] = merge_row<T, kD>(p, row, lane);
   __syncthreads();
-  // LSE of the block's rows, lane r storing row first_row + r.
-  if (p.lse != nullptr && warp == 0 && lane < kCombineRowsPerBlock && first_row + lane < rows)
-    p.lse[first_row + lane] = sLse[lane];
+  if (p.lse != nullptr) store_block_rows<kCombineRowsPerBlock>(p.lse, first_row, rows, sLse);
 }
 
 template <class T, int kD>

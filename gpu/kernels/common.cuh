@@ -59,6 +59,20 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(kFullWarp, x, 2);
 }
 
+// One float a row, for the block's kRows consecutive rows [first, first + kRows) of g, each
+// left in SRAM (sRows) by the warp that computed it: the block's first kRows threads store
+// them in one instruction, a whole sector where kRows = kFloatsPerSector, so no sector of g
+// is written by two stores (a float per warp would issue a sector for 4 bytes, and some of
+// those are merged on the way out of the SM by a rule that moves with timing:
+// docs/IO-LEVELS.md, "One float a row"). Rows at or past `rows` are not written. Called by
+// every thread after the barrier that follows the SRAM writes.
+template <int kRows>
+__device__ __forceinline__ void store_block_rows(float* g, int64_t first, int64_t rows,
+                                                 const float* sRows) {
+  const int r = int(threadIdx.x);
+  if (r < kRows && first + r < rows) g[first + r] = sRows[r];
+}
+
 // log2(e): exp(x) = exp2(x * log2 e), and the hardware's fast exponential is exp2.
 inline constexpr float kLog2e = 1.4426950408889634f;
 // ln(2): log(x) = log2(x) * ln 2, to turn a base-2 log-sum-exp back into the natural one.

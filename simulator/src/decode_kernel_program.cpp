@@ -36,9 +36,10 @@
 // of 8 floats): a state's U goes out in runs of 32 floats, whole sectors, and its m and l in
 // one 8-byte store, alone in the state's last sector; so d / 8 + 1 sectors a state, 17 at
 // d = 128 (544 bytes for 520 of data), O its data, LSE (B, H_q, n_q) one array stored 8
-// consecutive rows a sector, 32 ceil(B H_q n_q / 8) bytes (32 a row with one float a store). Packed at d + 2 floats, a state starts 8 k bytes
-// past a sector (k its index, d a multiple of 8), a run of U touches 5 sectors where it does
-// not start on one, and m and l cost a sector each: with d = 128 four states in a row send
+// consecutive rows a sector, 32 ceil(B H_q n_q / 8) bytes (32 a row with one float a
+// store). Packed at d + 2 floats, a state starts 8 k bytes past a sector (k its index, d a
+// multiple of 8), a run of U touches 5 sectors where it does not start on one, and m and l
+// cost a sector each: with d = 128 four states in a row send
 // 16 + 3 x 20 sectors of U and 4 x 2 of m and l, 2688 bytes for 2080 of data.
 // Operations: per working split of k keys in t steps, S = Q K^T and U += W V (2 rows k d
 // FLOPs each) and the online-softmax update (update_ops per step: rows k + rows t exps);
@@ -158,8 +159,8 @@ Bytes states_out(Index count, Index d, Bytes stride, const DecodeStores& w) {
 }
 
 // Bytes into the SMs for the states, read by the combine: the sectors of each state's data
-// (U, m, l), each crossing once (its loads go through the L1, which keeps the sector of m and
-// l between the combine's two passes); a state padded to whole sectors is read whole.
+// (U, m, l), each sector crossing once (the combine loads a state once, U and then m and l in
+// one 8-byte load); a state padded to whole sectors is read whole.
 Bytes states_in(Index count, Index d, Bytes stride, Bytes header) {
   const Bytes data = (d + kStateFloatsBeyondU) * kFp32;
   return over_states(count, stride, header,

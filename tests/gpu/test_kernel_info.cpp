@@ -343,7 +343,7 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   for (int64_t d : decode::kHeadDims) {
     CHECK(decode::state_floats(d) >= d + 2);
     CHECK(decode::state_floats(d) * 4 % 32 == 0);
-    CHECK(decode::state_floats(d) - (d + 2) < decode::kStateSectorFloats);
+    CHECK(decode::state_floats(d) - (d + 2) < kFloatsPerSector);
   }
   CHECK(decode::kWorkspaceHeaderBytes % 32 == 0);
   CHECK(decode::workspace_bytes(2, 8, 4, 128, 3) ==

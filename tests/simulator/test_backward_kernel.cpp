@@ -187,8 +187,8 @@ TEST_CASE("backward mirror: the pre- and post-kernels' grids, a block per 8 rows
   f.pre_post_rows_per_block = 0;
   CHECK(count_backward_kernel(s, f).launches[0].blocks == 96);
   f.pre_post_rows_per_block = -8;
-  CHECK_THROWS_WITH_AS(count_backward_kernel(s, f), doctest::Contains("pre_post_rows_per_block = -8"),
-                       cpu::InvalidArgument);
+  CHECK_THROWS_WITH_AS(count_backward_kernel(s, f),
+                       doctest::Contains("pre_post_rows_per_block = -8"), cpu::InvalidArgument);
 }
 
 TEST_CASE("backward mirror: an impossible store is refused with what would be right") {

@@ -97,6 +97,10 @@ struct WarpStorePattern {
 // The unit the L1 sends stores to the L2 in (and the simulator's sim::kSectorBytes, which a
 // test checks against this).
 inline constexpr int kSectorBytes = 32;
+// fp32 values a sector holds: a kernel that writes one float per row stores this many
+// consecutive rows together (one warp, one instruction), so each sector is written whole by
+// one store (the backward's D, the decode's LSE: docs/IO-LEVELS.md, "One float a row").
+inline constexpr int kFloatsPerSector = kSectorBytes / int(sizeof(float));
 // A lane per row, each storing one element: 32 runs of one element, a sector each.
 constexpr WarpStorePattern lane_per_row(int64_t element_bytes) {
   return {int(element_bytes), kWarpSize, kWarpSize};
@@ -119,8 +123,11 @@ constexpr WarpStorePattern staged_row_store(int64_t d, flashlab_dtype dtype) {
   constexpr int kLaneBytes = swizzle::kChunkBytes;
   return {kLaneBytes, kWarpSize, int(kLaneBytes * kWarpSize / (d * dtype_bytes(dtype)))};
 }
-// One lane storing one 4-byte float (a row's D or L in a row-per-warp kernel).
+// One lane storing one 4-byte float (a row's L by thread 0 of a row's block: the naive softmax).
 inline constexpr WarpStorePattern kOneFloatStore{4, 1, 1};
+// One float for each of a block's `rows` consecutive rows, in one instruction
+// (kernels/common.cuh's store_block_rows): one run, a whole sector at kFloatsPerSector rows.
+constexpr WarpStorePattern block_rows_store(int rows) { return {int(sizeof(float)), rows, 1}; }
 
 // One kernel's launch configuration and data flow for one (d, dtype).
 struct KernelConfig {
@@ -254,6 +261,8 @@ inline constexpr int kBuffers = 2;              // Q/dO (main) or K/V (dQ kernel
 inline constexpr int kAlignBytes = 16;          // every tile load is a 16-byte cp.async
 inline constexpr int kPreprocessThreads = 256;  // preprocess and convert: one warp per row
 inline constexpr int kPreprocessRowsPerBlock = kPreprocessThreads / kWarpSize;  // 8 rows
+static_assert(kPreprocessRowsPerBlock == kFloatsPerSector,
+              "a block's D is one whole sector (kDStore)");
 inline constexpr int64_t kWorkspaceAlignBytes = 256;  // of the workspace and of each part
 inline constexpr HeadDims kHeadDims{{64, 128}, 2};
 inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)};
@@ -270,7 +279,7 @@ inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_
 inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
 inline constexpr WarpStorePattern kDqKernelStore = kFragmentPairStore;
 inline constexpr WarpStorePattern kDqReduction{16, kWarpSize, kWarpSize / 2};
-inline constexpr WarpStorePattern kDStore{sizeof(float), kPreprocessRowsPerBlock, 1};
+inline constexpr WarpStorePattern kDStore = block_rows_store(kPreprocessRowsPerBlock);
 inline constexpr WarpStorePattern kAccumulatorZeroStore = lanes_in_a_row(sizeof(float));
 constexpr WarpStorePattern dq_store(flashlab_dtype dtype) {
   return lanes_in_a_row(dtype_bytes(dtype));
@@ -403,7 +412,7 @@ inline constexpr int kMinKeysPerSplit = 512;
 // sector (kCombineLseStore). With one float a row by each warp (a sector issued for 4 bytes,
 // 4 rows a block), 4% to 43% of those sectors were merged on the way out of the SMs, varying
 // with the kernel's timing (H200, 2026-12-03: bench/gpu/NOTES.md).
-inline constexpr int kCombineRowsPerBlock = 8;
+inline constexpr int kCombineRowsPerBlock = kFloatsPerSector;
 inline constexpr int kCombineThreads = kCombineRowsPerBlock * kWarpSize;
 // The workspace: a header of kWorkspaceHeaderBytes (the error word the kernel sets when it
 // clamps a bad length or page index, read back by flashlab_decode_check; a whole number of
@@ -472,18 +481,18 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
 // instead of 4 and shared its first and last with its neighbours' stores, and what left the
 // SMs was 0.91 to 0.93 of the sectors issued, by a merging rule not pinned down
 // (docs/IO-LEVELS.md). Padded, no sector is written twice.
-inline constexpr int64_t kStateSectorFloats = kSectorBytes / sizeof(float);
 FLASHLAB_HOST_DEVICE constexpr int64_t state_floats(int64_t d) {
-  return (d + 2 + kStateSectorFloats - 1) / kStateSectorFloats * kStateSectorFloats;
+  return (d + 2 + kFloatsPerSector - 1) / kFloatsPerSector * kFloatsPerSector;
 }
 static_assert(kWorkspaceHeaderBytes % kSectorBytes == 0, "the first state starts on a sector");
 // Their stores, as the sources write them:
 //   split kernel, the merge's end: U by 32 lanes along the row (one run of 128 bytes, whole
 //     sectors), then m and l together by one lane (an 8-byte store, one sector of its own);
-//   combine: O lane by lane along the row (exact), L by lane 0 (a sector for 4 bytes).
+//   combine: O lane by lane along the row (exact), LSE of the block's kCombineRowsPerBlock
+//     consecutive rows by warp 0 in one store (one whole sector).
 inline constexpr WarpStorePattern kStateUStore = lanes_in_a_row(sizeof(float));
 inline constexpr WarpStorePattern kStateMlStore{2 * sizeof(float), 1, 1};  // m and l: a float2
-inline constexpr WarpStorePattern kCombineLseStore{sizeof(float), kCombineRowsPerBlock, 1};
+inline constexpr WarpStorePattern kCombineLseStore = block_rows_store(kCombineRowsPerBlock);
 constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
   return lanes_in_a_row(dtype_bytes(dtype));
 }
