@@ -136,6 +136,10 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
       const Index resident =
           Index(hw.sm_count) * sim::blocks_by_shared_and_threads(hw.sm, c.threads, c.sram_bytes);
       mirror.problem.softmax_rows_in_flight = (resident + shares - 1) / shares;
+      // Its lines are kept and dropped as the profile's L2 keeps them (hashed sets on the
+      // H200, as the grid model's): the onset of the softmax's re-reads follows the measured
+      // one (docs/IO-LEVELS.md, "The naive kernel's transition measured").
+      mirror.problem.l2_replacement = hw.l2_replacement;
     }
   }
   return mirror;
