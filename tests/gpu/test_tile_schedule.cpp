@@ -68,20 +68,25 @@ TEST_CASE("tile order: more items than an int holds are taken in 64-bit integers
   const TileOrder o = make_tile_order(32768, 65535, 65535, 2 * br(64), 1, 64, 2, false, kH200L2);
   REQUIRE(o.items > kMaxInt32);
   const int64_t per_section = int64_t(o.section_pairs) * o.tiles;
-  const int64_t sections = (int64_t(o.pairs) + o.section_pairs - 1) / o.section_pairs;
-  INFO("section_pairs=", o.section_pairs, " sections=", sections);
-  // A section's first item is its first pair's first tile; the last item, the last pair's
-  // last tile; and the 32-bit path agrees with the 64-bit one wherever both apply.
-  for (int64_t s : {int64_t(0), sections / 2, sections - 1}) {
-    const WorkItem first = work_item(o, s * per_section);
-    CHECK(int64_t(first.b) * o.heads_q + first.h == s * o.section_pairs);
+  const int64_t partial = int64_t(o.pairs) % o.section_pairs;  // the first section's pairs
+  const int64_t whole = int64_t(o.pairs) / o.section_pairs;
+  INFO("section_pairs=", o.section_pairs, " partial=", partial, " whole sections=", whole);
+  // The first item is pair 0's; a whole section's first item is its first pair's first tile;
+  // the last item, the last pair's last tile; and the 32-bit path agrees with the 64-bit one
+  // wherever both apply.
+  CHECK(work_item(o, 0).b == 0);
+  CHECK(work_item(o, 0).h == 0);
+  for (int64_t s : {int64_t(0), whole / 2, whole - 1}) {
+    const WorkItem first = work_item(o, partial * o.tiles + s * per_section);
+    CHECK(int64_t(first.b) * o.heads_q + first.h == partial + s * o.section_pairs);
     CHECK(first.tile == 0);
   }
   const WorkItem last = work_item(o, o.items - 1);
   CHECK(last.b == 32767);
   CHECK(last.h == 65534);
   CHECK(last.tile == o.tiles - 1);
-  for (int64_t w : {int64_t(0), int64_t(1), per_section - 1, per_section, kMaxInt32}) {
+  for (int64_t w : {int64_t(0), int64_t(1), partial * o.tiles + 1, partial * o.tiles,
+                    per_section - 1, per_section, kMaxInt32}) {
     const WorkItem a = work_item_as<int64_t>(o, w);
     const WorkItem b = work_item_as<int>(o, int(w));
     CHECK(a.b == b.b);
@@ -108,13 +113,20 @@ TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large 
     }
 }
 
+// Whether item w is the first of a section: the partial one (pairs mod G) at 0, then every
+// whole one, G Tr items each.
+bool starts_section(const TileOrder& o, int64_t w) {
+  const int64_t partial_items = int64_t(o.pairs) % o.section_pairs * o.tiles;
+  if (w < partial_items) return w == 0;
+  return (w - partial_items) % (int64_t(o.section_pairs) * o.tiles) == 0;
+}
+
 TEST_CASE("tile order: inside a section, causal tiles go from the longest to the shortest") {
   for (const auto& [s, l2] : kCases)
     for (bool causal : {false, true}) {
       const TileOrder o = order_of(s, causal, l2);
-      const int64_t per_section = int64_t(o.section_pairs) * o.tiles;
       for (int64_t w = 1; w < o.items; ++w) {
-        if (w % per_section == 0) continue;  // a new section starts over
+        if (starts_section(o, w)) continue;  // a new section starts over
         const WorkItem a = work_item(o, w - 1), b = work_item(o, w);
         if (causal)
           CHECK(b.tile <= a.tile);
@@ -122,9 +134,36 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
           CHECK(b.tile >= a.tile);
       }
       // The first item of every section is its longest: the last query tile under the mask.
-      for (int64_t w = 0; w < o.items; w += per_section)
-        CHECK(work_item(o, w).tile == (causal ? o.tiles - 1 : 0));
+      for (int64_t w = 0; w < o.items; ++w)
+        if (starts_section(o, w)) CHECK(work_item(o, w).tile == (causal ? o.tiles - 1 : 0));
     }
+}
+
+TEST_CASE("tile order: the partial section first, so that the grid ends on a whole one") {
+  // 7 pairs in sections of 3 (K and V of 3 pairs in the share): pair 0 alone first, then
+  // pairs 1..3 and 4..6; Tr = 2 tiles a pair, causal (longest first).
+  TileOrder o;
+  o.heads_q = 7;
+  o.pairs = 7;
+  o.tiles = 2;
+  o.items = 14;
+  o.section_pairs = 3;
+  o.longest_first = true;
+  const int by_hand[14][2] = {{0, 1}, {0, 0}, {1, 1}, {2, 1}, {3, 1}, {1, 0}, {2, 0},
+                              {3, 0}, {4, 1}, {5, 1}, {6, 1}, {4, 0}, {5, 0}, {6, 0}};
+  for (int64_t w = 0; w < o.items; ++w) {
+    CAPTURE(w);
+    const WorkItem it = work_item(o, w);
+    CHECK(it.h == by_hand[w][0]);
+    CHECK(it.tile == by_hand[w][1]);
+  }
+  // Sections that divide the pairs: no partial one, as before.
+  o.pairs = o.heads_q = 6;
+  o.items = 12;
+  CHECK(work_item(o, 0).h == 0);
+  CHECK(work_item(o, 3).h == 0);  // pairs 0..2: tiles 1, 1, 1, then 0, 0, 0
+  CHECK(work_item(o, 3).tile == 0);
+  CHECK(work_item(o, 6).h == 3);
 }
 
 TEST_CASE(

@@ -21,9 +21,13 @@
 // and V of a section's few heads, which stay in the L2 while every query tile of those heads
 // goes by. Under the causal mask the query tiles are taken from the last (it sees the most
 // keys: the longest) to the first, so the short ones fill the end of the section:
-//   G = section_pairs, Tr = tiles per pair;
-//   item w: section s = w / (G Tr), pairs in it g = min(G, pairs - s G), r = w - s G Tr;
-//           pair = s G + r % g;  step = r / g;  tile = causal ? Tr - 1 - step : step.
+// The sections are whole (G pairs) but the first, which takes the P = pairs mod G left over,
+// so that the grid ends on a whole section: its G Tr items, longest first, leave the blocks
+// less uneven at the end than a last section of P pairs' few long items would.
+//   G = section_pairs, Tr = tiles per pair, P = pairs mod G;
+//   item w < P Tr: g = P, first pair 0, r = w;
+//   else: w' = w - P Tr, s = w' / (G Tr), g = G, first pair P + s G, r = w' - s G Tr;
+//   pair = first pair + r % g;  step = r / g;  tile = causal ? Tr - 1 - step : step.
 // Static round robin, not a queue: fine where every item has the same work (no causal
 // mask). Causal items differ in length, and fixed turns share them unevenly: on ANCHORS.md's
 // shapes the busiest persistent block gets 4% to 21% more than the mean (counted by
@@ -86,12 +90,18 @@ constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t head
 // int where o.items fits it (a 64-bit division costs a GPU thread several times more).
 template <class I>
 FLASHLAB_HOST_DEVICE constexpr WorkItem work_item_as(const TileOrder& o, I w) {
+  // The partial section (pairs mod G of them) first: the last section is then a whole one,
+  // whose many items, longest first under the mask, even out the blocks' ends.
+  const I partial = I(o.pairs) % I(o.section_pairs);
   const I per_section = I(o.section_pairs) * I(o.tiles);
-  const I s = w / per_section;
-  const I first_pair = s * I(o.section_pairs);
-  const I left = I(o.pairs) - first_pair;
-  const I g = left < I(o.section_pairs) ? left : I(o.section_pairs);
-  const I r = w - s * per_section;
+  I first_pair = 0, g = partial, r = w;
+  if (w >= partial * I(o.tiles)) {
+    const I from_whole = w - partial * I(o.tiles);
+    const I s = from_whole / per_section;
+    first_pair = partial + s * I(o.section_pairs);
+    g = I(o.section_pairs);
+    r = from_whole - s * per_section;
+  }
   const int pair = int(first_pair + r % g);
   const int step = int(r / g);
   WorkItem item;
