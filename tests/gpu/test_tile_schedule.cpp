@@ -68,9 +68,9 @@ TEST_CASE("tile order: more items than an int holds are taken in 64-bit integers
   const TileOrder o = make_tile_order(32768, 65535, 65535, 2 * br(64), 1, 64, 2, false, kH200L2);
   REQUIRE(o.items > kMaxInt32);
   const int64_t per_section = int64_t(o.section_pairs) * o.tiles;
-  const int64_t partial = int64_t(o.pairs) % o.section_pairs;  // the first section's pairs
+  const int64_t partial = 0;  // without the mask the partial section, if any, is the last
   const int64_t whole = int64_t(o.pairs) / o.section_pairs;
-  INFO("section_pairs=", o.section_pairs, " partial=", partial, " whole sections=", whole);
+  INFO("section_pairs=", o.section_pairs, " whole sections=", whole);
   // The first item is pair 0's; a whole section's first item is its first pair's first tile;
   // the last item, the last pair's last tile; and the 32-bit path agrees with the 64-bit one
   // wherever both apply.
@@ -116,7 +116,8 @@ TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large 
 // Whether item w is the first of a section: the partial one (pairs mod G) at 0, then every
 // whole one, G Tr items each.
 bool starts_section(const TileOrder& o, int64_t w) {
-  const int64_t partial_items = int64_t(o.pairs) % o.section_pairs * o.tiles;
+  const int64_t partial_items =
+      o.longest_first ? int64_t(o.pairs) % o.section_pairs * o.tiles : 0;
   if (w < partial_items) return w == 0;
   return (w - partial_items) % (int64_t(o.section_pairs) * o.tiles) == 0;
 }
@@ -139,7 +140,7 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
     }
 }
 
-TEST_CASE("tile order: the partial section first, so that the grid ends on a whole one") {
+TEST_CASE("tile order: under the mask the partial section first, so that the grid ends on a whole one") {
   // 7 pairs in sections of 3 (K and V of 3 pairs in the share): pair 0 alone first, then
   // pairs 1..3 and 4..6; Tr = 2 tiles a pair, causal (longest first).
   TileOrder o;
@@ -157,9 +158,20 @@ TEST_CASE("tile order: the partial section first, so that the grid ends on a who
     CHECK(it.h == by_hand[w][0]);
     CHECK(it.tile == by_hand[w][1]);
   }
-  // Sections that divide the pairs: no partial one, as before.
+  // Without the mask (equal items) the partial section stays last: pairs 0..2, 3..5, then 6.
+  o.longest_first = false;
+  const int plain[14][2] = {{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}, {3, 0},
+                            {4, 0}, {5, 0}, {3, 1}, {4, 1}, {5, 1}, {6, 0}, {6, 1}};
+  for (int64_t w = 0; w < o.items; ++w) {
+    CAPTURE(w);
+    const WorkItem it = work_item(o, w);
+    CHECK(it.h == plain[w][0]);
+    CHECK(it.tile == plain[w][1]);
+  }
+  // Sections that divide the pairs: no partial one either way.
   o.pairs = o.heads_q = 6;
   o.items = 12;
+  o.longest_first = true;
   CHECK(work_item(o, 0).h == 0);
   CHECK(work_item(o, 3).h == 0);  // pairs 0..2: tiles 1, 1, 1, then 0, 0, 0
   CHECK(work_item(o, 3).tile == 0);
