@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 using flashlab::test::contains;
@@ -406,6 +407,7 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
   const auto big16 = flashlab::app::predict({.kernel = "naive", .n = 16384, .d = 128, .heads = 16});
   CHECK(big16.dram_read() > 16 * (compulsory + 0.25 * 2 * S));
   CHECK(big16.dram_read() < 16 * lru_one);
+
   // Into the SMs 16 times one head's, but for O = P V: cuBLAS tiles its rows by 128 at one
   // head and by 160 in the calls of 16 heads (measured_h200.hpp), so V is read
   // ceil(16384 / 128) = 128 times a head at one head and ceil(16384 / 160) = 103 times at 16.
@@ -417,4 +419,41 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
                                      flashlab::cpu::tile_count(16384, sixteen->output.m));
   CHECK(v_reads_less == 25);
   CHECK(big16.sm_read() == doctest::Approx(16 * (big.sm_read() - v_reads_less * n * d * 2)));
+}
+
+TEST_CASE("the naive kernel's mirror: LRU where the rows in flight hold twice the room, and "
+          "there the policies agree") {
+  namespace sim = flashlab::sim;
+  using flashlab::app::Index;
+  const sim::HardwareProfile& h200 = flashlab::app::target_profile();
+  REQUIRE(h200.l2_replacement != sim::L2Replacement::lru);
+  // An L2 of 4 MiB: 2 MiB a partition for one head, 528 rows of S (fp32, 4N bytes) in
+  // flight, so twice the room from N = 2 x 2 MiB / (528 x 4) = 1986.
+  const sim::Bytes l2 = sim::Bytes{4} << 20;
+  const auto mirror_at = [&](Index n) {
+    return flashlab::app::kernel_mirror("naive", sim::Problem{.N = n, .d = 64, .l2_bytes = l2});
+  };
+  const auto read_through = [&](Index n, sim::L2Replacement policy) {
+    auto m = mirror_at(n);
+    REQUIRE(m.algorithm);
+    m.problem.l2_replacement = policy;
+    return double(sim::count(*m.algorithm, m.problem).dram_read());
+  };
+  for (Index n : {Index(1000), Index(1985), Index(1986), Index(3001)}) {
+    CAPTURE(n);
+    const auto m = mirror_at(n);
+    const bool past = m.problem.softmax_rows_in_flight * n * 4 >=
+                      flashlab::app::kNaiveLruFromRooms * m.problem.l2_bytes;
+    CHECK(past == (n >= 1986));
+    CHECK(m.problem.l2_replacement == (past ? sim::L2Replacement::lru : h200.l2_replacement));
+  }
+  // Past the switch the two policies read the same from DRAM within 0.5%; below it, where
+  // the rows fit the room about once, they differ (the sets' spread step).
+  for (Index n : {Index(2048), Index(3001)}) {
+    CAPTURE(n);
+    const double lru = read_through(n, sim::L2Replacement::lru);
+    CHECK(read_through(n, h200.l2_replacement) == doctest::Approx(lru).epsilon(5e-3));
+  }
+  const double lru_at_fit = read_through(1200, sim::L2Replacement::lru);
+  CHECK(std::abs(read_through(1200, h200.l2_replacement) / lru_at_fit - 1) > 0.01);
 }
