@@ -161,6 +161,51 @@ void paged_memory(LessonContext& ctx) {
             double(whole.reserved) / double(largest_pages.reserved), pages.back());
 }
 
+void unequal_sms(LessonContext& ctx) {
+  ctx.step("Equal blocks, unequal SMs: where the split blocks end");
+  const auto& e = measured::kDecodeBlockEnds;
+  ctx.print("Every split block of the automatic count does the same work: the same number of\n"
+            "keys, the same instructions. A build of the split kernel that logs where and when\n"
+            "each block ran ({}) shows, at\n  {}\n  ({}):\n\n",
+            e.source.tool, e.source.shape, e.source.run);
+  Table t({"first block ends", "10%", "median", "90%", "last block ends"});
+  t.add({fmt::format("{:.0f} us", e.first), fmt::format("{:.0f} us", e.p10),
+         fmt::format("{:.0f} us", e.median), fmt::format("{:.0f} us", e.p90),
+         fmt::format("{:.0f} us", e.last)});
+  ctx.table(t);
+  // Had every block kept the pace of all of them together, the call would have ended when
+  // the whole work was done at that pace.
+  const double balanced = e.first / e.done_at_first;
+  ctx.print("The blocks start within 0.1 us of each other and end {:.0f}% apart. Which block\n"
+            "ends early is set by its SM: the two SMs of a TPC (SM 2k and 2k + 1) end within\n"
+            "10 us of each other in {} of {} pairs, and the SMs fall in tiers. The log shows\n"
+            "the tiers, not their cause; the likely one: an SM's loads reach the L2 through its\n"
+            "GPC, whose path its SMs share, and a GPU's GPCs need not all have the same number of\n"
+            "working SMs, so where fewer share it each streams faster. When the first block\n"
+            "ended, {:.0f}% of the work was done; at that pace a\n"
+            "balanced grid would end at {:.0f} us, {:.3f} of the {:.0f} us the last block took.\n"
+            "The rest of the time, fewer and fewer blocks cannot keep DRAM busy.\n\n",
+            100 * (e.last / e.first - 1), e.tpc_pairs_alike, e.tpc_pairs,
+            100 * e.done_at_first, balanced, balanced / e.last, e.last);
+  const auto& src = measured::kDecodeManySplitsSource;
+  ctx.print("Smaller blocks would let the block scheduler hand the last work to the SMs that are\n"
+            "free. Measured ({}), TB/s of K and V:\n\n",
+            src.tool);
+  Table m({"num_splits", "blocks", "TB/s", "vs cuDNN"});
+  const std::int64_t per_split = kBatch * kHeadsKV;
+  for (const auto& r : measured::kDecodeManySplits)
+    m.add({r.splits == 0 ? "auto: 4" : fmt::format("{}", r.splits),
+           fmt::format("{}", per_split * (r.splits == 0 ? 4 : r.splits)),
+           fmt::format("{:.2f}", r.tbps),
+           fmt::format("{:.3f}", r.tbps / measured::kDecodeManySplitsCudnn)});
+  ctx.table(m);
+  ctx.say("More blocks do not win it back: each block starts with its first tiles in flight and\n"
+          "nothing of its own behind them, and ends draining its last tile and merging its\n"
+          "warps' states; past one wave those starts and ends cost more than the tail they\n"
+          "save. A balance that pays neither needs blocks that stay and take piece after piece\n"
+          "of the cache from a queue, their copies running on from one piece into the next.\n\n");
+}
+
 void paged_reads(LessonContext& ctx) {
   ctx.step("The block table, and what reading through it costs");
   constexpr std::int64_t kExamplePage = 64, kExampleLen = 1000, kShown = 8;
@@ -237,6 +282,7 @@ void run_lesson_10(LessonContext& ctx) {
                         "of K and V it reads; the next step splits it.",
                         sim::format_bytes(2.0 * kGpuCache * kD * kBf16))});
   gpu_decode_step(ctx);
+  unequal_sms(ctx);
   paged_memory(ctx);
   paged_reads(ctx);
   ctx.finish("lesson 11: inside the fa2 kernel, or the exercises: `flashlab exercise`.");

@@ -49,6 +49,39 @@ inline constexpr std::array kDecodePaged = {
     DecodePaged{8, 131072, 4.423, 4.369, 4.381},
 };
 
+// Where the decode's split blocks end: the split kernel built with a block log (each block's
+// SM, its start and the end of its last tile, %globaltimer), one call at L = 131072 after
+// do_bench's 256 MB write, 256 blocks of equal work (4 splits), all started within 0.1 us.
+// The ends, in us from the first start, and the share of all the blocks' work done when the
+// first of them ended (each block's progress read off the ends of its fifths of tiles).
+struct BlockEnds {
+  Source source;
+  double first, p10, median, p90, last;  // us
+  double done_at_first;                  // share of the work done when the first block ended
+  int tpc_pairs_alike, tpc_pairs;        // SM pairs (2k, 2k + 1) whose blocks ended within 10 us
+};
+inline constexpr BlockEnds kDecodeBlockEnds{
+    {"bench/RESULTS.md, run of 2026-12-03, fifth; bench/gpu/NOTES.md, \"Where decode's split "
+     "blocks end\" (results/2026-12-03-h200-decode-block-log.csv, L = 131072, call 0)",
+     "B = 8, 32 query heads over 8 KV heads, d = 128, bf16, L = 131072, 4 splits",
+     "each block's %smid and %globaltimer at its start and its last tile's end"},
+    753.3, 765.1, 897.2, 933.3, 947.2, 0.821, 63, 66};
+
+// The same shape with the split count forced, in turns with cuDNN: TB/s of K and V.
+struct SplitCountTime {
+  int splits;  // 0: the automatic count (4 here)
+  double tbps;
+};
+inline constexpr Source kDecodeManySplitsSource{
+    "bench/RESULTS.md, run of 2026-12-03, fifth (results/2026-12-03-h200-decode-pipeline-"
+    "variants.txt, third call)",
+    "B = 8, 32 query heads over 8 KV heads, d = 128, bf16, L = 131072",
+    "bench/gpu/decode_splits.py, triton.testing.do_bench medians in balanced turns"};
+inline constexpr std::array kDecodeManySplits = {
+    SplitCountTime{2, 4.47}, SplitCountTime{0, 4.45}, SplitCountTime{16, 4.44},
+    SplitCountTime{32, 4.41}, SplitCountTime{64, 4.40}};
+inline constexpr double kDecodeManySplitsCudnn = 4.48;
+
 // The output tiles cuBLAS chose for the naive kernel's two GEMMs (01_naive.cu,
 // cublasGemmBatchedEx) on the H200, read from the kernel names Nsight Compute prints:
 // nvjet_sm90_tss_256x128_... tiles cuBLAS's (M, N) = (columns, rows) of the row-major output

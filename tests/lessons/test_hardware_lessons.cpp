@@ -420,5 +420,30 @@ TEST_CASE("lesson 10: the paged steps' waste, from the requests' lengths") {
   for (auto len : lengths) used += len;
   const double share = 1.0 - double(used) / (32768.0 * double(lengths.size()));
   CHECK(contains(out, fmt::format("wasted share\t{:.1f}%", 100 * share)));
-  CHECK(contains(out, "Step 7: The block table"));
+  CHECK(contains(out, "Step 8: The block table"));
+}
+
+TEST_CASE("lesson 10: equal blocks on unequal SMs, figures derived from the measured ones") {
+  namespace m = flashlab::app::measured;
+  const std::string out = lesson_output(10);
+  CHECK(contains(out, "Step 6: Equal blocks, unequal SMs"));
+  const auto& e = m::kDecodeBlockEnds;
+  // The ends in order, and the balanced end the lesson derives: the first block's end over
+  // the share of the work done by then, printed with its ratio to the last end.
+  CHECK(e.first <= e.p10);
+  CHECK(e.p10 <= e.median);
+  CHECK(e.median <= e.p90);
+  CHECK(e.p90 <= e.last);
+  const double balanced = e.first / e.done_at_first;
+  CHECK(balanced < e.last);
+  CHECK(contains(out, fmt::format("balanced grid would end at {:.0f} us, {:.3f} of the {:.0f} us",
+                                  balanced, balanced / e.last, e.last)));
+  CHECK(contains(out, fmt::format("end {:.0f}% apart", 100 * (e.last / e.first - 1))));
+  // Every forced count of the table, with its blocks and its ratio to cuDNN.
+  for (const auto& r : m::kDecodeManySplits) {
+    if (r.splits == 0) continue;
+    CAPTURE(r.splits);
+    CHECK(contains(out, fmt::format("{}\t{}\t{:.2f}\t{:.3f}", r.splits, 64 * r.splits, r.tbps,
+                                    r.tbps / m::kDecodeManySplitsCudnn)));
+  }
 }
