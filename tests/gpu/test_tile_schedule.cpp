@@ -150,24 +150,23 @@ TEST_CASE("tile order: under the mask the partial section first, so that the gri
   o.items = 14;
   o.section_pairs = 3;
   o.longest_first = true;
+  // Each item's (head, query tile), in the order's turn.
+  const auto check_order = [&](const int (&expected)[14][2]) {
+    for (int64_t w = 0; w < o.items; ++w) {
+      CAPTURE(w);
+      const WorkItem it = work_item(o, w);
+      CHECK(it.h == expected[w][0]);
+      CHECK(it.tile == expected[w][1]);
+    }
+  };
   const int by_hand[14][2] = {{0, 1}, {0, 0}, {1, 1}, {2, 1}, {3, 1}, {1, 0}, {2, 0},
                               {3, 0}, {4, 1}, {5, 1}, {6, 1}, {4, 0}, {5, 0}, {6, 0}};
-  for (int64_t w = 0; w < o.items; ++w) {
-    CAPTURE(w);
-    const WorkItem it = work_item(o, w);
-    CHECK(it.h == by_hand[w][0]);
-    CHECK(it.tile == by_hand[w][1]);
-  }
+  check_order(by_hand);
   // Without the mask (equal items) the partial section stays last: pairs 0..2, 3..5, then 6.
   o.longest_first = false;
   const int plain[14][2] = {{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}, {3, 0},
                             {4, 0}, {5, 0}, {3, 1}, {4, 1}, {5, 1}, {6, 0}, {6, 1}};
-  for (int64_t w = 0; w < o.items; ++w) {
-    CAPTURE(w);
-    const WorkItem it = work_item(o, w);
-    CHECK(it.h == plain[w][0]);
-    CHECK(it.tile == plain[w][1]);
-  }
+  check_order(plain);
   // Sections that divide the pairs: no partial one either way.
   o.pairs = o.heads_q = 6;
   o.items = 12;
