@@ -181,10 +181,10 @@ void unequal_sms(LessonContext& ctx) {
             "10 us of each other in {} of {} pairs, and the SMs fall in tiers. The log shows\n"
             "the tiers, not their cause; the likely one: an SM's loads reach the L2 through its\n"
             "GPC, whose path its SMs share, and a GPU's GPCs need not all have the same number of\n"
-            "working SMs, so where fewer share it each streams faster. When the first block\n"
-            "ended, {:.0f}% of the work was done; at that pace a\n"
-            "balanced grid would end at {:.0f} us, {:.3f} of the {:.0f} us the last block took.\n"
-            "The rest of the time, fewer and fewer blocks cannot keep DRAM busy.\n\n",
+            "working SMs, so where fewer share it each streams faster.\n"
+            "When the first block ended, {:.0f}% of the work was done; at that pace a balanced\n"
+            "grid would end at {:.0f} us, {:.3f} of the {:.0f} us the last block took. The rest\n"
+            "of the time, fewer and fewer blocks cannot keep DRAM busy.\n\n",
             100 * (e.last / e.first - 1), e.tpc_pairs_alike, e.tpc_pairs,
             100 * e.done_at_first, balanced, balanced / e.last, e.last);
   const auto& src = measured::kDecodeManySplitsSource;
@@ -194,8 +194,8 @@ void unequal_sms(LessonContext& ctx) {
   Table m({"num_splits", "blocks", "TB/s", "vs cuDNN"});
   const std::int64_t per_split = kBatch * kHeadsKV;
   for (const auto& r : measured::kDecodeManySplits)
-    m.add({r.splits == 0 ? "auto: 4" : fmt::format("{}", r.splits),
-           fmt::format("{}", per_split * (r.splits == 0 ? 4 : r.splits)),
+    m.add({r.automatic ? fmt::format("auto: {}", r.splits) : fmt::format("{}", r.splits),
+           fmt::format("{}", per_split * r.splits),
            fmt::format("{:.2f}", r.tbps),
            fmt::format("{:.3f}", r.tbps / measured::kDecodeManySplitsCudnn)});
   ctx.table(m);

@@ -69,7 +69,8 @@ inline constexpr BlockEnds kDecodeBlockEnds{
 
 // The same shape with the split count forced, in turns with cuDNN: TB/s of K and V.
 struct SplitCountTime {
-  int splits;  // 0: the automatic count (4 here)
+  int splits;
+  bool automatic;  // the library's own choice at this shape
   double tbps;
 };
 inline constexpr Source kDecodeManySplitsSource{
@@ -78,8 +79,9 @@ inline constexpr Source kDecodeManySplitsSource{
     "B = 8, 32 query heads over 8 KV heads, d = 128, bf16, L = 131072",
     "bench/gpu/decode_splits.py, triton.testing.do_bench medians in balanced turns"};
 inline constexpr std::array kDecodeManySplits = {
-    SplitCountTime{2, 4.47}, SplitCountTime{0, 4.45}, SplitCountTime{16, 4.44},
-    SplitCountTime{32, 4.41}, SplitCountTime{64, 4.40}};
+    SplitCountTime{2, false, 4.47}, SplitCountTime{4, true, 4.45},
+    SplitCountTime{16, false, 4.44}, SplitCountTime{32, false, 4.41},
+    SplitCountTime{64, false, 4.40}};
 inline constexpr double kDecodeManySplitsCudnn = 4.48;
 
 // The output tiles cuBLAS chose for the naive kernel's two GEMMs (01_naive.cu,

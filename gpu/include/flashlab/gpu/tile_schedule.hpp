@@ -20,13 +20,13 @@
 // varies fastest and the query tile slowest, so the blocks in flight at one time read the K
 // and V of a section's few heads, which stay in the L2 while every query tile of those heads
 // goes by. Under the causal mask the query tiles are taken from the last (it sees the most
-// keys: the longest) to the first, so the short ones fill the end of the section:
-// Under the mask the sections are whole (G pairs) but the first, which takes the P = pairs
-// mod G left over, so that the grid ends on a whole section: its G Tr items, longest first,
-// leave the blocks less uneven at the end than a last section of P pairs' few long items
-// would (measured: +1.7 to 2.6% at N = 4096, bench/gpu/NOTES.md). Without the mask, where
+// keys: the longest) to the first, so the short ones fill the end of the section. And under
+// the mask the sections are whole (G pairs) but the first, which takes the P = pairs mod G
+// left over, so that the grid ends on a whole section: its G Tr items, longest first, leave
+// the blocks less uneven at the end than a last section of P pairs' few long items would
+// (measured: +1.3 to 2.6% at N = 2048 and 4096, bench/gpu/NOTES.md). Without the mask, where
 // every item is equal, the last section is the partial one (P = 0 below; the partial first
-// measured 0.9 to 1.9% slower at d = 128, N = 1024).
+// measured 0.9 to 1.9% slower at d = 128, N = 1024):
 //   G = section_pairs, Tr = tiles per pair, P = causal ? pairs mod G : 0;
 //   item w < P Tr: g = P, first pair 0, r = w;
 //   else: w' = w - P Tr, s = w' / (G Tr), g = min(G, pairs - P - s G), first pair P + s G,
