@@ -24,9 +24,9 @@
 // the mask the sections are whole (G pairs) but the first, which takes the P = pairs mod G
 // left over, so that the grid ends on a whole section: its G Tr items, longest first, leave
 // the blocks less uneven at the end than a last section of P pairs' few long items would
-// (measured: +1.3 to 2.6% at N = 2048 and 4096, bench/gpu/NOTES.md). Without the mask, where
-// every item is equal, the last section is the partial one (P = 0 below; the partial first
-// measured 0.9 to 1.9% slower at d = 128, N = 1024):
+// (measured: +1.3 to 2.6% at d = 128, N = 2048 and 4096, and at d = 64, N = 4096; NOTES.md).
+// Without the mask, where every item is equal, the last section is the partial one (P = 0
+// below; the partial first measured 0.9 to 1.9% slower at d = 128, N = 1024):
 //   G = section_pairs, Tr = tiles per pair, P = causal ? pairs mod G : 0;
 //   item w < P Tr: g = P, first pair 0, r = w;
 //   else: w' = w - P Tr, s = w' / (G Tr), g = min(G, pairs - P - s G), first pair P + s G,
