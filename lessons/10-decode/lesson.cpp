@@ -192,7 +192,9 @@ void unequal_sms(LessonContext& ctx) {
             "free. Measured ({}), TB/s of K and V:\n\n",
             src.tool);
   Table m({"num_splits", "blocks", "TB/s", "vs cuDNN"});
-  const std::int64_t per_split = kBatch * kHeadsKV;
+  // A split's blocks: one per (batch entry, KV head, row block), the kernel's grid.
+  const std::int64_t per_split =
+      kBatch * kHeadsKV * gpu::decode::row_blocks(kHeadsQ / kHeadsKV, /*n_q=*/1);
   for (const auto& r : measured::kDecodeManySplits)
     m.add({r.automatic ? fmt::format("auto: {}", r.splits) : fmt::format("{}", r.splits),
            fmt::format("{}", per_split * r.splits),

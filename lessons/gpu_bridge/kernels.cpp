@@ -139,15 +139,17 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
       // Its lines are kept and dropped as the profile's L2 keeps them (hashed sets on the
       // H200, as the grid model's): the onset of the softmax's re-reads follows the measured
       // one (docs/IO-LEVELS.md, "The naive kernel's transition measured"). But where the
-      // rows in flight hold kNaiveLruFromRooms times the room or more, any replacement drops
-      // their later passes (16-way sets keep under 0.1% of such a stream) and LRU's steady
-      // state says so in milliseconds, where a record per line takes minutes past N = 65536.
+      // rows in flight hold kNaiveLruFromRoomMultiple times the room or more, any
+      // replacement drops their later passes (16-way sets keep under 0.1% of such a stream)
+      // and LRU's steady state says so in milliseconds, where a record per line takes
+      // minutes past N = 65536.
+      const sim::Bytes rows_in_flight_bytes = mirror.problem.softmax_rows_in_flight *
+                                              problem.N *
+                                              sim::bytes_of(mirror.problem.score_dtype);
+      const bool rows_outgrow_room =
+          rows_in_flight_bytes >= kNaiveLruFromRoomMultiple * mirror.problem.l2_bytes;
       mirror.problem.l2_replacement =
-          mirror.problem.softmax_rows_in_flight * problem.N *
-                      sim::bytes_of(mirror.problem.score_dtype) >=
-                  kNaiveLruFromRooms * mirror.problem.l2_bytes
-              ? sim::L2Replacement::lru
-              : hw.l2_replacement;
+          rows_outgrow_room ? sim::L2Replacement::lru : hw.l2_replacement;
     }
   }
   return mirror;

@@ -60,10 +60,11 @@ struct KernelMirror {
 // L (KernelConfig::o_store, lse_store), so their writes are booked as the sectors they send.
 // The naive kernel's GEMMs take the output tiles cuBLAS was seen to choose for the shape
 // (cublas_tiles), `heads` being the batch count cuBLAS sees; its L2 keeps lines as the
-// target profile's does, but LRU where the softmax's rows in flight hold kNaiveLruFromRooms
-// times its room or more (there every replacement drops their later passes, and LRU's
-// steady state counts that in milliseconds where a record per line would take minutes).
-inline constexpr Index kNaiveLruFromRooms = 2;
+// target profile's does, but LRU where the softmax's rows in flight hold
+// kNaiveLruFromRoomMultiple times its room or more (there every replacement drops their later
+// passes, and LRU's steady state counts that in milliseconds where a record per line would
+// take minutes).
+inline constexpr Index kNaiveLruFromRoomMultiple = 2;
 KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads = 1);
 
 // The tiles cuBLAS chose for the naive kernel's GEMMs at this shape on the H200

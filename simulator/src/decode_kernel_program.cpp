@@ -76,6 +76,7 @@ constexpr Bytes kTableEntryBytes = 4;     // int32 page index
 constexpr Index kStateFloatsBeyondU = 2;  // m and l beside U's d floats
 constexpr Index kMaxStages = 64;
 constexpr Index kMaxWarps = 32;
+constexpr Index kWarpLanes = 32;  // threads a warp: a block holds at most kMaxWarps of them
 
 // One block's SRAM: the ring of stages x (K, V) tiles of keys_per_step keys, in the input
 // dtype; at the end the same memory holds the warps' states for their merge, warps x
@@ -193,7 +194,7 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("stages", f.stages, 0, kMaxStages);
   check_range("warps", f.warps, 1, kMaxWarps);
   check_range("combine_rows_per_block", f.combine_rows_per_block, 0, kMaxWarps);
-  check_range("combine_threads", f.combine_threads, 0, kMaxWarps * 32);
+  check_range("combine_threads", f.combine_threads, 0, kMaxWarps * kWarpLanes);
 }
 
 PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f) {

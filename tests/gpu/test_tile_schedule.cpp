@@ -140,7 +140,7 @@ TEST_CASE("tile order: inside a section, causal tiles go from the longest to the
     }
 }
 
-TEST_CASE("tile order: under the mask the partial section first, so that the grid ends on a whole one") {
+TEST_CASE("tile order: under the mask the partial section first, the grid ending on a whole one") {
   // 7 pairs in sections of 3 (K and V of 3 pairs in the share): pair 0 alone first, then
   // pairs 1..3 and 4..6; Tr = 2 tiles a pair, causal (longest first).
   TileOrder o;

@@ -443,7 +443,7 @@ TEST_CASE("the naive kernel's mirror: LRU where the rows in flight hold twice th
     CAPTURE(n);
     const auto m = mirror_at(n);
     const bool past = m.problem.softmax_rows_in_flight * n * 4 >=
-                      flashlab::app::kNaiveLruFromRooms * m.problem.l2_bytes;
+                      flashlab::app::kNaiveLruFromRoomMultiple * m.problem.l2_bytes;
     CHECK(past == (n >= 1986));
     CHECK(m.problem.l2_replacement == (past ? sim::L2Replacement::lru : h200.l2_replacement));
   }
