@@ -6,7 +6,9 @@ and V read, by triton's do_bench, all counts and cuDNN timed in balanced turns
 timing.interleaved_clean_medians).
 With --other-lib NAME=PATH (repeatable) each other build of the library joins the turns at
 its automatic count, as NAME: two builds of the decode compared in one run. --splits sets the
-forced counts (none: only the automatic one, `auto`).
+forced counts (none: only the automatic one, `auto`). --queue-pieces times the queue grid
+(persistent blocks, decode.h's FLASHLAB_DECODE_GRID_QUEUE) at each piece count given, as qP
+(0: its automatic count, as `qauto`).
 
   python3 bench/gpu/decode_splits.py --lib build/gpu/libflashlab.so [--lengths 4096 131072]
       [--splits 2 4] [--other-lib variant=/path/to/libflashlab.so]
@@ -40,6 +42,8 @@ def main():
                     help="the forced split counts (none: the automatic count alone)")
     ap.add_argument("--other-lib", action="append", default=[], metavar="NAME=PATH",
                     help="another build, timed at its automatic count as NAME")
+    ap.add_argument("--queue-pieces", type=int, nargs="*", default=[],
+                    help="the queue grid's piece counts to time (0: its automatic count)")
     args = ap.parse_args()
     others = {}
     for item in args.other_lib:
@@ -78,6 +82,11 @@ def main():
             params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse, num_splits=s)
             kept.append((params, workspace))  # alive until timed
             fns[f"s{s}"] = (lambda p=params: lib.decode(p))
+        for pieces in args.queue_pieces:
+            params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse, num_splits=pieces,
+                                                  grid=fl.DECODE_GRID_QUEUE)
+            kept.append((params, workspace))
+            fns[f"q{pieces or 'auto'}"] = (lambda p=params: lib.decode(p))
         times = timing.interleaved_medians(do_bench, fns)
         clean = timing.interleaved_clean_medians(flusher, fns)
         print(B, L, "auto", auto, tb_per_s(B, L, times), "| clean", tb_per_s(B, L, clean),

@@ -16,6 +16,8 @@ MAX_HEAD_DIMS = 8
 RESCALE_COUNT_NAMES = ("first", "rescaled", "skipped", "kept")
 # flashlab_decode_params.kv_l2_policy (decode.h)
 DECODE_L2_AUTO, DECODE_L2_EVICT_NORMAL, DECODE_L2_EVICT_FIRST = 0, 1, 2
+# flashlab_decode_params.grid (decode.h): the library's choice, a block per split, the queue
+DECODE_GRID_AUTO, DECODE_GRID_SPLITS, DECODE_GRID_QUEUE = 0, 1, 2
 # flashlab_fa3_grid (fa3.h): one block per query tile, persistent, automatic, work queue
 FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO, FA3_GRID_QUEUE = 0, 1, 2, 3
 # FLASHLAB_FA3_AUTO (fa3.h): stages and ping_pong chosen for the call's head dimension
@@ -127,7 +129,7 @@ class DecodeParams(ctypes.Structure):
         ("scale", ctypes.c_double),
         ("dtype", ctypes.c_int32), ("num_splits", ctypes.c_int32),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_int64),
-        ("kv_l2_policy", ctypes.c_int32), ("reserved2", ctypes.c_int32),
+        ("kv_l2_policy", ctypes.c_int32), ("grid", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
     ]
 
@@ -284,7 +286,7 @@ class Flashlab:
 
     def decode_params(self, q, k_cache, v_cache, o, seq_lens, max_seq_len, lse=None,
                       block_table=None, page_size=0, num_splits=0, scale=0.0, stream=None,
-                      kv_l2_policy=DECODE_L2_AUTO):
+                      kv_l2_policy=DECODE_L2_AUTO, grid=DECODE_GRID_AUTO):
         """Q, O: (B, Hq, N_q, d) torch tensors; seq_lens: (B) int32 on the GPU.
         Contiguous cache (block_table None): K, V viewed (B, Hkv, max_seq_len, d).
         Paged: K, V viewed (num_pages, Hkv, page_size, d), e.g. a (pages, page, Hkv, d)
@@ -306,7 +308,7 @@ class Flashlab:
         p.batch, p.heads_q, p.n_q, p.d = q.shape
         p.heads_kv, p.max_seq_len = k_cache.shape[1], max_seq_len
         p.scale, p.dtype, p.num_splits = scale, dtypes[q.dtype], num_splits
-        p.kv_l2_policy = kv_l2_policy
+        p.kv_l2_policy, p.grid = kv_l2_policy, grid
         p.stream = stream if stream is not None else torch.cuda.current_stream().cuda_stream
         p.workspace_bytes = self.decode_workspace_bytes(p)
         workspace = torch.empty(p.workspace_bytes, dtype=torch.uint8, device=q.device)

@@ -2,6 +2,7 @@
 // the split count chosen. Plain data only, shared by .cu and .cpp files.
 #pragma once
 
+#include "flashlab/gpu/kernel_info.hpp"
 #include "problem.hpp"
 
 #include <cuda_runtime_api.h>
@@ -29,18 +30,25 @@ struct DecodeProblem {
   float scale = 0.0f;
   flashlab_dtype dtype = FLASHLAB_BF16;
   bool kv_evict_first = false;  // decode::kv_evict_first(kv_l2_policy): K and V loads' L2 hint
+  bool queue = false;           // decode::uses_queue(grid): persistent blocks (05_decode_queue.cu)
   // The workspace: the error word (4 x uint32: bits, bad-length entry + 1, bad-page entry +
-  // 1, the bad page index), then the states, (B, Hq, N_q, splits, decode::state_floats(d)) fp32.
+  // 1, the bad page index) and the queue's counter (1 x uint32, the items claimed so far), all
+  // zeroed before the split kernel; then the states, (B, Hq, N_q, splits,
+  // decode::state_floats(d)) fp32.
   uint32_t* error_word = nullptr;
   float* states = nullptr;
 };
 
-// Offsets of the error word's fields.
+// Offsets of the error word's fields, then of the queue's counter, in the workspace's header.
 inline constexpr int kErrorBits = 0, kErrorLengthEntry = 1, kErrorPageEntry = 2,
                      kErrorPageIndex = 3, kErrorWords = 4;
+inline constexpr int kQueueCounterWord = kErrorWords, kHeaderWordsZeroed = kErrorWords + 1;
+static_assert(kHeaderWordsZeroed * 4 <= decode::kWorkspaceHeaderBytes);
 
-// 05_decode_split_kv.cu, then 05_decode_combine.cu, on the same stream.
+// 05_decode_split_kv.cu (or 05_decode_queue.cu where problem.queue), then
+// 05_decode_combine.cu, on the same stream; sm_count sizes the queue's persistent grid.
 void launch_decode_split_kv(const DecodeProblem& problem, cudaStream_t stream);
+void launch_decode_queue(const DecodeProblem& problem, int sm_count, cudaStream_t stream);
 void launch_decode_combine(const DecodeProblem& problem, cudaStream_t stream);
 
 }  // namespace flashlab::gpu

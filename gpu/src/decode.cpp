@@ -57,6 +57,7 @@ DecodeProblem make_problem(const flashlab_decode_params& p, int splits) {
   problem.scale = p.scale > 0 ? float(p.scale) : float(1.0 / std::sqrt(double(p.d)));
   problem.dtype = flashlab_dtype(p.dtype);
   problem.kv_evict_first = decode::kv_evict_first(p.kv_l2_policy);
+  problem.queue = decode::uses_queue(p.grid);
   problem.error_word = static_cast<uint32_t*>(p.workspace);
   problem.states =
       reinterpret_cast<float*>(static_cast<char*>(p.workspace) + decode::kWorkspaceHeaderBytes);
@@ -87,9 +88,12 @@ void run_decode(const flashlab_decode_params& p) {
 
   const DecodeProblem problem = make_problem(p, decode_num_splits(p, sm_count));
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  throw_if(cudaMemsetAsync(problem.error_word, 0, kErrorWords * sizeof(uint32_t), stream),
-           "cudaMemsetAsync(workspace error word)");
-  launch_decode_split_kv(problem, stream);
+  throw_if(cudaMemsetAsync(problem.error_word, 0, kHeaderWordsZeroed * sizeof(uint32_t), stream),
+           "cudaMemsetAsync(workspace error word and queue counter)");
+  if (problem.queue)
+    launch_decode_queue(problem, int(sm_count), stream);
+  else
+    launch_decode_split_kv(problem, stream);
   launch_decode_combine(problem, stream);
 }
 

@@ -36,9 +36,12 @@ void check_enums(const flashlab_decode_params& p) {
              "), FLASHLAB_DECODE_L2_EVICT_NORMAL (" + to_string(FLASHLAB_DECODE_L2_EVICT_NORMAL) +
              ") or FLASHLAB_DECODE_L2_EVICT_FIRST (" + to_string(FLASHLAB_DECODE_L2_EVICT_FIRST) +
              ")");
-  if (p.reserved2 != 0)
+  if (!decode::is_grid(p.grid))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT,
-         "reserved2 = " + to_string(p.reserved2) + ": it must be 0 (kept for a later version)");
+         "grid = " + to_string(p.grid) + " is unknown: give FLASHLAB_DECODE_GRID_AUTO (" +
+             to_string(FLASHLAB_DECODE_GRID_AUTO) + "), FLASHLAB_DECODE_GRID_SPLITS (" +
+             to_string(FLASHLAB_DECODE_GRID_SPLITS) + ") or FLASHLAB_DECODE_GRID_QUEUE (" +
+             to_string(FLASHLAB_DECODE_GRID_QUEUE) + ")");
   if (p.scale < 0 || std::isinf(p.scale))
     fail(FLASHLAB_ERROR_BAD_ARGUMENT, "scale = " + general(p.scale) +
                                           " is not allowed: give a finite scale > 0, or 0 "
@@ -123,6 +126,7 @@ int decode_num_splits(const flashlab_decode_params& p, int64_t sm_count) {
   check_enums(p);
   check_shapes(p);
   if (p.num_splits > 0) return p.num_splits;
+  if (decode::uses_queue(p.grid)) return decode::auto_pieces(p.max_seq_len);
   return decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv, p.n_q, p.max_seq_len,
                              sm_count);
 }

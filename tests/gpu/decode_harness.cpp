@@ -64,7 +64,7 @@ std::string DecodeCase::describe() const {
          " Hkv=" + std::to_string(heads_kv) + " N_q=" + std::to_string(n_q) +
          " d=" + std::to_string(d) + " lens={" + lens_text +
          "} capacity=" + std::to_string(capacity) + " page_size=" + std::to_string(page_size) +
-         " splits=" + std::to_string(num_splits);
+         " splits=" + std::to_string(num_splits) + " grid=" + std::to_string(grid);
 }
 
 struct DecodeRun::Impl {
@@ -248,6 +248,7 @@ DecodeRun::DecodeRun(const DecodeCase& dc, uint64_t seed) : impl_(std::make_uniq
   p.max_seq_len = c.capacity;
   p.d = c.d;
   p.dtype = c.dtype;
+  p.grid = c.grid;
   p.workspace_bytes = decode::workspace_bytes(m.batch, c.heads_q, c.n_q, c.d, decode::kMaxSplits);
   p.workspace = m.alloc(size_t(p.workspace_bytes));
 }

@@ -21,6 +21,7 @@ struct DecodeCase {
   int capacity = 0;              // max_seq_len; 0: the largest length rounded up to 256
   int page_size = 0;             // 0: contiguous cache; else paged with shuffled pages
   int num_splits = 0;            // 0: automatic
+  int grid = FLASHLAB_DECODE_GRID_AUTO;  // a split grid or the queue's persistent blocks
 
   std::string describe() const;
 };

@@ -199,6 +199,10 @@ TEST_CASE("flashlab_decode_num_splits and _workspace_bytes answer from kernel_in
                                                       p.n_q, p.max_seq_len, sms);
     CHECK(splits == expected);
     CHECK(bytes == decode::workspace_bytes(p.batch, p.heads_q, p.n_q, p.d, expected));
+    p.grid = FLASHLAB_DECODE_GRID_QUEUE;  // pieces: the queue's own automatic count
+    REQUIRE(flashlab_decode_num_splits(&p, &splits) == FLASHLAB_OK);
+    CHECK(splits == (forced ? forced : decode::auto_pieces(p.max_seq_len)));
+    p.grid = FLASHLAB_DECODE_GRID_AUTO;
   }
 }
 
@@ -244,6 +248,133 @@ TEST_CASE("decode: a length beyond the capacity and a page index out of range ar
     REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
     CHECK(flashlab_decode_check(&p) == FLASHLAB_OK);
   }
+}
+
+// The queue's persistent blocks (05_decode_queue.cu): the same reference, the same ragged
+// lengths; pieces that shrink along each sequence; items from 1 per block to many per block,
+// so that the ring runs on across items with 0, 1 and many tiles.
+TEST_CASE("decode: the queue grid matches the fp64 reference: dtypes, d, N_q, GQA 32/8 and 4/1") {
+  const int kGqa[][2] = {{32, 8}, {4, 1}};
+  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+    for (int d : decode::kHeadDims)
+      for (int n_q : {1, 4, 16})
+        for (const auto& gqa : kGqa) {
+          DecodeCase c;
+          c.grid = FLASHLAB_DECODE_GRID_QUEUE;
+          c.dtype = dtype;
+          c.d = d;
+          c.n_q = n_q;
+          c.heads_q = gqa[0];
+          c.heads_kv = gqa[1];
+          c.lens = kRaggedLens;
+          expect_decode_matches(c);
+        }
+}
+
+TEST_CASE("decode: the queue grid with every piece count from 1 to 64") {
+  for (int d : decode::kHeadDims)
+    for (int n_q : {1, 16}) {
+      DecodeCase c;
+      c.grid = FLASHLAB_DECODE_GRID_QUEUE;
+      c.d = d;
+      c.n_q = n_q;
+      c.heads_q = 8;
+      c.heads_kv = 2;
+      c.lens = {0, 1, 40, 700, 3000};
+      const uint64_t seed = fresh_seed();
+      DecodeRun run(c, seed);
+      INFO("seed=", seed);
+      for (int pieces = 1; pieces <= decode::kMaxSplits; ++pieces)
+        expect_decode_matches(c, &run, pieces);
+    }
+}
+
+// More items than the grid has blocks, many times over: blocks race for them, and the bits
+// must not depend on who won. 50 runs, paged and contiguous; and the queue with one piece
+// gives the split grid's bits with one split (the same keys, the same merge).
+TEST_CASE("decode: the queue grid is bitwise deterministic and one piece is one split") {
+  for (int page_size : {0, 64}) {
+    DecodeCase c;
+    c.grid = FLASHLAB_DECODE_GRID_QUEUE;
+    c.heads_q = 32;
+    c.heads_kv = 8;
+    c.n_q = 4;
+    c.lens = {20000, 0, 1, 777, 9000, 64, 65, 12345};
+    c.page_size = page_size;
+    const uint64_t seed = fresh_seed();
+    DecodeRun run(c, seed);
+    INFO(c.describe(), " seed=", seed);
+    const DecodeBits first = run.run(decode::kMaxSplits);
+    for (int r = 1; r < 50; ++r) CHECK(run.run(decode::kMaxSplits) == first);
+    const DecodeOutcome out = run.run_and_compare(decode::kMaxSplits);
+    CHECK(out.err <= out.bound);
+    const DecodeBits one_piece = run.run(1);
+    run.params().grid = FLASHLAB_DECODE_GRID_SPLITS;
+    CHECK(run.run(1) == one_piece);
+  }
+}
+
+// Small enough for compute-sanitizer (memcheck, racecheck, synccheck): items with 0, 1 and
+// many tiles, more items than one block's, two row blocks, paged and contiguous.
+TEST_CASE("decode: the queue grid once at small sizes (compute-sanitizer runs this)") {
+  for (int d : decode::kHeadDims)
+    for (int page_size : {0, 16}) {
+      DecodeCase c;
+      c.grid = FLASHLAB_DECODE_GRID_QUEUE;
+      c.d = d;
+      c.n_q = 5;
+      c.heads_q = 8;
+      c.heads_kv = 2;
+      c.lens = {0, 1, 97, 1023, 3000};
+      c.page_size = page_size;
+      c.num_splits = 7;
+      expect_decode_matches(c);
+    }
+}
+
+TEST_CASE("decode: the queue grid's paged cache gives the contiguous cache's bits") {
+  for (int d : decode::kHeadDims)
+    for (int page_size : {16, 64, 256}) {
+      DecodeCase c;
+      c.grid = FLASHLAB_DECODE_GRID_QUEUE;
+      c.d = d;
+      c.n_q = 4;
+      c.heads_q = 8;
+      c.heads_kv = 2;
+      c.lens = {0, 1, 255, 257, 1500};
+      c.capacity = 2048;
+      const uint64_t seed = fresh_seed();
+      DecodeRun contiguous(c, seed);
+      c.page_size = page_size;
+      DecodeRun paged(c, seed);
+      INFO(c.describe(), " seed=", seed);
+      for (int pieces : {0, 7}) {
+        const DecodeBits a = contiguous.run(pieces), b = paged.run(pieces);
+        CHECK(a == b);
+        expect_decode_matches(c, &paged, pieces);
+      }
+    }
+}
+
+TEST_CASE("decode: the queue grid reports a bad length and a bad page as the split grid does") {
+  DecodeCase c;
+  c.grid = FLASHLAB_DECODE_GRID_QUEUE;
+  c.lens = {100, 200};
+  c.capacity = 256;
+  c.page_size = 64;
+  DecodeRun run(c, fresh_seed());
+  flashlab_decode_params& p = run.params();
+  const int32_t bad[2] = {100, 300};
+  REQUIRE(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), bad, sizeof(bad),
+                     cudaMemcpyHostToDevice) == cudaSuccess);
+  const int32_t bad_page = int32_t(p.num_pages) + 5;
+  int32_t* entry = const_cast<int32_t*>(p.block_table) + 1;
+  REQUIRE(cudaMemcpy(entry, &bad_page, 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
+  CHECK(flashlab_decode_check(&p) == FLASHLAB_ERROR_BAD_ARGUMENT);
+  const std::string message = flashlab_last_error();
+  CHECK(message.find("seq_lens[1]") != std::string::npos);
+  CHECK(message.find("block_table row 0") != std::string::npos);
 }
 
 TEST_CASE("decode refuses host memory and a too-small workspace with a status and a message") {

@@ -336,6 +336,42 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
       CHECK(s >= 1);
       CHECK(s <= decode::kMaxSplits);
     }
+  // The queue's pieces (05_decode_queue.cu): they cover the sequence in order, shrink along it
+  // (by at most one tile out of order where the floors round), and the first is about 2P - 1
+  // times the last. Worked by hand: T = 64 tiles, P = 4: 64 - floor(64 (4 - j)^2 / 16) =
+  // 0, 28, 48, 60, 64: pieces of 28, 20, 12 and 4 tiles (7 : 5 : 3 : 1).
+  CHECK(decode::piece_first_tile(64, 4, 0) == 0);
+  CHECK(decode::piece_first_tile(64, 4, 1) == 28);
+  CHECK(decode::piece_first_tile(64, 4, 2) == 48);
+  CHECK(decode::piece_first_tile(64, 4, 3) == 60);
+  CHECK(decode::piece_first_tile(64, 4, 4) == 64);
+  for (int64_t tiles : {0, 1, 5, 64, 513, 2048})
+    for (int64_t pieces : {1, 2, 7, 16, 64}) {
+      CHECK(decode::piece_first_tile(tiles, pieces, 0) == 0);
+      CHECK(decode::piece_first_tile(tiles, pieces, pieces) == tiles);
+      for (int64_t j = 0; j < pieces; ++j) {
+        const int size = decode::piece_first_tile(tiles, pieces, j + 1) -
+                         decode::piece_first_tile(tiles, pieces, j);
+        CHECK(size >= 0);
+        if (j + 2 <= pieces)
+          CHECK(size + 1 >= decode::piece_first_tile(tiles, pieces, j + 2) -
+                                 decode::piece_first_tile(tiles, pieces, j + 1));
+      }
+    }
+  // The automatic count: the last piece keeps kQueueMinLastPieceTiles tiles or more. L =
+  // 131072: 2048 tiles, 22 pieces (2048 / 22^2 = 4.2; 23 would leave 3.9); L = 4096: 64
+  // tiles, 4 pieces; one tile: one piece; capped at kMaxSplits.
+  CHECK(decode::auto_pieces(131072) == 22);
+  CHECK(decode::auto_pieces(4096) == 4);
+  CHECK(decode::auto_pieces(1) == 1);
+  CHECK(decode::auto_pieces(int64_t(1) << 30) == decode::kMaxSplits);
+  // Two blocks of the queue's grid fit an SM beside the runtime's share, a third does not.
+  for (int64_t d : decode::kHeadDims) {
+    CHECK(decode::queue_sram_bytes(d) == decode::ring_bytes(d) + decode::queue_merge_bytes(d) +
+                                             decode::kQueueClaimBytes);
+    CHECK(decode::kBlocksPerSm * (decode::queue_sram_bytes(d) + kReservedPerBlock) <= kSmSramBytes);
+  }
+  CHECK(decode::queue_merge_bytes(128) == 4 * 8 * 130 * 4);
   // A state is U (d), m and l padded to whole 32-byte sectors: 136 floats at d = 128 (17
   // sectors), 72 at d = 64 (9); every state starts on a sector.
   CHECK(decode::state_floats(128) == 136);

@@ -137,7 +137,7 @@ TEST_CASE("decode: null pointers") {
   }
 }
 
-TEST_CASE("decode: enums, d, scale, kv_l2_policy, reserved2, num_splits") {
+TEST_CASE("decode: enums, d, scale, kv_l2_policy, grid, num_splits") {
   auto p = valid_contiguous();
   SUBCASE("dtype unknown") {
     p.dtype = 7;
@@ -165,9 +165,16 @@ TEST_CASE("decode: enums, d, scale, kv_l2_policy, reserved2, num_splits") {
       CHECK_NOTHROW(validate_decode(p, kSms));
     }
   }
-  SUBCASE("reserved2") {
-    p.reserved2 = -1;
-    expect_error(p, FLASHLAB_ERROR_BAD_ARGUMENT, "must be 0");
+  SUBCASE("an unknown grid") {
+    p.grid = 3;
+    expect_error(p, FLASHLAB_ERROR_BAD_ARGUMENT, "grid = 3 is unknown");
+  }
+  SUBCASE("every grid is taken") {
+    for (int32_t grid :
+         {FLASHLAB_DECODE_GRID_AUTO, FLASHLAB_DECODE_GRID_SPLITS, FLASHLAB_DECODE_GRID_QUEUE}) {
+      p.grid = grid;
+      CHECK_NOTHROW(validate_decode(p, kSms));
+    }
   }
   SUBCASE("negative scale") {
     p.scale = -1;

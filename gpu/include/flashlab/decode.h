@@ -66,6 +66,18 @@ extern "C" {
 #define FLASHLAB_DECODE_L2_EVICT_NORMAL 1 /* plain loads: the L2's usual replacement */
 #define FLASHLAB_DECODE_L2_EVICT_FIRST 2  /* K and V lines are the first to be replaced */
 
+/* grid: how the split kernel's work is laid out on the GPU.
+ *   SPLITS: one block per (split, KV head x row block, batch entry): num_splits equal splits of
+ *           every sequence, the blocks placed by the hardware.
+ *   QUEUE:  persistent blocks, a few per SM, each taking work items from a queue in the
+ *           workspace: num_splits pieces of every sequence that shrink along it (the first
+ *           2 num_splits - 1 times the last), the large ones handed out first, so that SMs that
+ *           run faster take more (gpu/kernels/05_decode_queue.cu). The pieces are fixed by the
+ *           lengths alone, so the result does not depend on which block took which piece.
+ * Both write one state per split or piece, merged by the same combine. */
+#define FLASHLAB_DECODE_GRID_AUTO 0   /* the library's choice (decode::kDefaultGrid) */
+#define FLASHLAB_DECODE_GRID_SPLITS 1 /* a block per split */
+#define FLASHLAB_DECODE_GRID_QUEUE 2  /* persistent blocks, pieces from a queue */
 typedef struct flashlab_decode_params {
   const void* q;              /* (batch, heads_q, n_q, d) */
   const void* k_cache;        /* contiguous or paged, see above */
@@ -90,11 +102,11 @@ typedef struct flashlab_decode_params {
   int64_t d;                  /* 64 or 128 */
   double scale;               /* > 0; 0 or NaN: 1/sqrt(d) */
   int32_t dtype;              /* FLASHLAB_FP16 or FLASHLAB_BF16, q, caches and o alike */
-  int32_t num_splits;         /* 0: automatic (flashlab_decode_num_splits); 1..64: forced */
+  int32_t num_splits;         /* splits, or the queue's pieces: 0 automatic; 1..64 forced */
   void* workspace;            /* device, flashlab_decode_workspace_bytes() bytes, 16-aligned */
   int64_t workspace_bytes;
   int32_t kv_l2_policy;       /* FLASHLAB_DECODE_L2_AUTO (0), _EVICT_NORMAL or _EVICT_FIRST */
-  int32_t reserved2;          /* must be 0 */
+  int32_t grid;               /* FLASHLAB_DECODE_GRID_AUTO (0), _SPLITS or _QUEUE */
   void* stream;               /* cudaStream_t; NULL is the legacy default stream */
 } flashlab_decode_params;
 

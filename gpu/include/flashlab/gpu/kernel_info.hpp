@@ -496,6 +496,57 @@ inline constexpr WarpStorePattern kCombineLseStore = block_rows_store(kCombineRo
 constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
   return lanes_in_a_row(dtype_bytes(dtype));
 }
+// The persistent grid (05_decode_queue.cu, flashlab_decode_params.grid): sm_count x
+// kBlocksPerSm blocks, each taking work items (piece, KV head x row block, batch entry) from a
+// queue, an atomic counter in the workspace's header, piece by piece of every sequence in
+// turn. A block's ring runs on from one item into the next (the next item's first tiles load
+// under the last ones of the item before), so the merge of the warps' states needs SRAM of its
+// own beside the ring: 8 packed rows at a time (two passes for 9 to 16 rows), 16.25 KiB at
+// d = 128, with which two blocks still fit an SM. Why: the split grid's equal blocks end up to
+// a fifth apart, by the SM they run on (bench/gpu/NOTES.md, "Where decode's split blocks
+// end"); a queue lets the fast SMs take more.
+inline constexpr int kQueuePassRows = 8;
+inline constexpr int64_t kQueueClaimBytes = 16;  // the claimed item, handed from thread 0 to all
+inline constexpr int64_t kSramPerSm = 228 * 1024;    // the H200's shared memory per SM
+inline constexpr int64_t kSramReservedPerBlock = 1024;  // what the runtime keeps of it per block
+constexpr int64_t ring_bytes(int64_t d) { return stages(d) * stage_bytes(d); }
+constexpr int64_t queue_merge_bytes(int64_t d) {
+  return int64_t(kWarps) * kQueuePassRows * (d + 2) * 4;
+}
+constexpr int64_t queue_sram_bytes(int64_t d) {
+  return ring_bytes(d) + queue_merge_bytes(d) + kQueueClaimBytes;
+}
+static_assert(kBlocksPerSm * (queue_sram_bytes(128) + kSramReservedPerBlock) <= kSramPerSm &&
+                  kBlocksPerSm * (queue_sram_bytes(64) + kSramReservedPerBlock) <= kSramPerSm,
+              "two blocks of the persistent grid fit an SM");
+// A sequence's pieces shrink along it, so that the queue ends on small items: of P pieces of a
+// sequence of T tiles, piece j takes tiles [first(j), first(j + 1)) with first(j) = T -
+// floor(T (P - j)^2 / P^2): sizes in proportion to 2 (P - j) - 1, the first 2P - 1 times the
+// last. The queue hands them out piece-major (every sequence's piece 0, then every piece 1, ..),
+// so the large ones start first and the SMs that finish early take the small last ones.
+FLASHLAB_HOST_DEVICE constexpr int piece_first_tile(int64_t tiles, int64_t pieces, int64_t piece) {
+  const int64_t left = pieces - piece;
+  return int(tiles - tiles * left * left / (pieces * pieces));
+}
+// The automatic piece count: the most pieces (up to kMaxSplits) whose last piece keeps at least
+// kQueueMinLastPieceTiles tiles, T / P^2 >= that many, and at least one piece.
+inline constexpr int64_t kQueueMinLastPieceTiles = 4;
+constexpr int auto_pieces(int64_t max_seq_len) {
+  const int64_t tiles = (max_seq_len + kBc - 1) / kBc;
+  int64_t pieces = 1;
+  while (pieces < kMaxSplits && tiles >= kQueueMinLastPieceTiles * (pieces + 1) * (pieces + 1))
+    ++pieces;
+  return int(pieces);
+}
+// flashlab_decode_params.grid: what FLASHLAB_DECODE_GRID_AUTO means.
+inline constexpr int32_t kDefaultGrid = FLASHLAB_DECODE_GRID_SPLITS;
+constexpr bool is_grid(int32_t grid) {
+  return grid == FLASHLAB_DECODE_GRID_AUTO || grid == FLASHLAB_DECODE_GRID_SPLITS ||
+         grid == FLASHLAB_DECODE_GRID_QUEUE;
+}
+constexpr bool uses_queue(int32_t grid) {
+  return (grid == FLASHLAB_DECODE_GRID_AUTO ? kDefaultGrid : grid) == FLASHLAB_DECODE_GRID_QUEUE;
+}
 // Workspace bytes: the header, then batch x heads_q x N_q x splits states.
 constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, int64_t d,
                                   int64_t splits) {
