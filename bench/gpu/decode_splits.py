@@ -8,7 +8,7 @@ With --other-lib NAME=PATH (repeatable) each other build of the library joins th
 its automatic count, as NAME: two builds of the decode compared in one run. --splits sets the
 forced counts (none: only the automatic one, `auto`). --queue-pieces times the queue grid
 (persistent blocks, decode.h's FLASHLAB_DECODE_GRID_QUEUE) at each piece count given, as qP
-(0: its automatic count, as `qauto`).
+(0: its automatic count, as `qauto`), and each other build's queue likewise, as NAME-qP.
 
   python3 bench/gpu/decode_splits.py --lib build/gpu/libflashlab.so [--lengths 4096 131072]
       [--splits 2 4] [--other-lib variant=/path/to/libflashlab.so]
@@ -83,10 +83,12 @@ def main():
             kept.append((params, workspace))  # alive until timed
             fns[f"s{s}"] = (lambda p=params: lib.decode(p))
         for pieces in args.queue_pieces:
-            params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse, num_splits=pieces,
-                                                  grid=fl.DECODE_GRID_QUEUE)
-            kept.append((params, workspace))
-            fns[f"q{pieces or 'auto'}"] = (lambda p=params: lib.decode(p))
+            for name, one in [("", lib)] + [(name + "-", other) for name, other in
+                                            other_libs.items()]:
+                params, workspace = one.decode_params(q, k, v, o, lens, L, lse=lse,
+                                                      num_splits=pieces, grid=fl.DECODE_GRID_QUEUE)
+                kept.append((params, workspace))
+                fns[f"{name}q{pieces or 'auto'}"] = (lambda p=params, one=one: one.decode(p))
         times = timing.interleaved_medians(do_bench, fns)
         clean = timing.interleaved_clean_medians(flusher, fns)
         print(B, L, "auto", auto, tb_per_s(B, L, times), "| clean", tb_per_s(B, L, clean),

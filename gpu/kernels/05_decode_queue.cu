@@ -54,7 +54,7 @@ __device__ __forceinline__ Item item_at(const DecodeProblem& p, int index, int i
   it.b = rest / (p.heads_kv * p.row_blocks);
   it.kv_head = y / p.row_blocks;
   it.row_block = y % p.row_blocks;
-  it.len = clamped_length(p, it.b, report && it.piece == 0 && y == 0);
+  it.len = clamp_length(p, it.b, p.seq_lens[it.b], report && it.piece == 0 && y == 0);
   const int tiles = (it.len + kBc - 1) / kBc;
   it.range = key_range(it.len, piece_first_tile(tiles, p.splits, it.piece),
                        piece_first_tile(tiles, p.splits, it.piece + 1));
@@ -158,8 +158,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     // the warps' states into the piece's state, and move on: nxt becomes cur.
     int claimed = 0;
     if (t == 0) claimed = claim();
-    merge_warps<kD, kQueuePassRows>(state, sMerge, p, cur.b, cur.kv_head, q, cur.piece, warp,
-                                    lane, t, scale_log2);
+    merge_warps<kD, kQueuePassRows>(state, sMerge, p, cur.b, cur.kv_head, q.first_row, q.rows,
+                                    cur.piece, warp, lane, t, scale_log2);
     if (t == 0) *sClaim = claimed;
     __syncthreads();
     claimed = *sClaim;

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int b = blockIdx.z;
   const int t = threadIdx.x, warp = t / kWarpSize, lane = t % kWarpSize;
 
-  const int len = clamped_length(p, b, t == 0 && split == 0 && blockIdx.y == 0);
+  const int len = clamp_length(p, b, p.seq_lens[b], t == 0 && split == 0 && blockIdx.y == 0);
   const KeyRange range = split_range(len, p.splits, split);
 
   const CopyLane<kD> copy(t);
@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   // Merge the warps' states in SRAM, over the ring (idle once every copy has landed).
   ptx::cp_async_wait<0>();
   __syncthreads();
-  merge_warps<kD, kMaxRowsPerBlock>(state, reinterpret_cast<float*>(sram), p, b, kv_head, q,
-                                    split, warp, lane, t, scale_log2);
+  merge_warps<kD, kMaxRowsPerBlock>(state, reinterpret_cast<float*>(sram), p, b, kv_head,
+                                    q.first_row, q.rows, split, warp, lane, t, scale_log2);
 }
 
 template <class T, int kD, bool kEvictFirst>

@@ -46,10 +46,9 @@ __device__ inline void flag_error(uint32_t* error_word, uint32_t bit, int entry_
     error_word[kErrorPageIndex] = uint32_t(page);
 }
 
-// A sequence's length, clamped into the cache so that no load leaves it; `report`: the one
-// block of the batch entry that flags a bad one.
-__device__ __forceinline__ int clamped_length(const DecodeProblem& p, int b, bool report) {
-  int len = p.seq_lens[b];
+// Batch entry b's length as read (`len`), clamped into the cache so that no load leaves it;
+// `report`: the one thread of the batch entry that flags a bad one.
+__device__ __forceinline__ int clamp_length(const DecodeProblem& p, int b, int len, bool report) {
   if (len < 0 || len > p.capacity) {
     if (report) flag_error(p.error_word, FLASHLAB_DECODE_BAD_LENGTH, kErrorLengthEntry, b, -1);
     len = min(max(len, 0), p.capacity);
@@ -271,17 +270,18 @@ __device__ __forceinline__ void step(SoftmaxState<kD>& state, const QueryRows<kD
 // same arithmetic either way, in a fixed order: m = max m_w, then the warps' l and U scaled by
 // 2^((m_w - m) s) and added in warp order, so the bits do not depend on the pass. Starts
 // with the block's writes to `sram` and ends with a barrier after its last read there.
+// first_row and rows: the block's packed rows (QueryRows's).
 template <int kD, int kPassRows>
 __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float* sram,
                                             const DecodeProblem& p, int b, int kv_head,
-                                            const QueryRows<kD>& q, int split, int warp,
+                                            int first_row, int rows, int split, int warp,
                                             int lane, int t, float scale_log2) {
   static_assert(kPassRows == 8 || kPassRows == 16, "a pass takes row g, or rows g and g + 8");
   float* sU = sram;
   float* sM = sU + kWarps * kPassRows * kD;
   float* sL = sM + kWarps * kPassRows;
   constexpr int kStride = int(state_floats(kD));
-  for (int pass_row0 = 0; pass_row0 < q.rows; pass_row0 += kPassRows) {
+  for (int pass_row0 = 0; pass_row0 < rows; pass_row0 += kPassRows) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = lane / 4 + 8 * r - pass_row0;  // this pass's row
@@ -298,7 +298,7 @@ __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float
       }
     }
     __syncthreads();
-    const int pass_rows = min(kPassRows, q.rows - pass_row0);
+    const int pass_rows = min(kPassRows, rows - pass_row0);
     for (int idx = t; idx < pass_rows * kD; idx += kThreads) {
       const int r = idx / kD, c = idx % kD;
       float m_max = -INFINITY;
@@ -311,7 +311,7 @@ __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float
           u_sum = fmaf(beta, sU[(w * kPassRows + r) * kD + c], u_sum);
         }
       }
-      const int packed = q.first_row + pass_row0 + r;
+      const int packed = first_row + pass_row0 + r;
       const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
       float* state_out = p.states +
                          ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * kStride +
