@@ -40,15 +40,16 @@ constexpr cpu::Index kMaxHeads = 1024;
 // compare's options that only its forward comparison takes, and those only one pass takes.
 constexpr std::array<std::string_view, 5> kForwardOnly = {"--kernels", "--sweep", "--csv", "--plot",
                                                           "--large"};
-constexpr std::array<std::string_view, 5> kPassOptions = {
-    "--batch", "--kv-heads", "--deterministic", "--splits", "--page-size"};
+constexpr std::array<std::string_view, 6> kPassOptions = {
+    "--batch", "--kv-heads", "--deterministic", "--splits", "--page-size", "--grid"};
 struct PassOption {
   std::string_view option;
   Pass pass;
 };
 constexpr std::array kPassOnly = {
     PassOption{"--deterministic", Pass::backward}, PassOption{"--splits", Pass::decode},
-    PassOption{"--page-size", Pass::decode}, PassOption{"--causal", Pass::backward}};
+    PassOption{"--page-size", Pass::decode}, PassOption{"--grid", Pass::decode},
+    PassOption{"--causal", Pass::backward}};
 
 void check_options(const CLI::App* cmd, Pass pass) {
   for (const std::string_view o : kForwardOnly)
@@ -132,7 +133,8 @@ PassRun run_decode(const DecodeRun& r, const CompareProblem& p, int warmups, int
                                            .table_seed = p.seed,
                                            .splits = {int(r.splits)},
                                            .warmups = warmups,
-                                           .repeats = repeats});
+                                           .repeats = repeats,
+                                           .queue = r.queue});
   return {run.ran, run.message, run.ran ? run.median_ms.front() : 0};
 }
 
@@ -167,7 +169,8 @@ std::vector<std::string> gpu_only_command(Pass pass, const ComparePassArgs& a,
     if (a.deterministic) argv.push_back("--deterministic");
   } else {
     argv.insert(argv.end(),
-                {"--splits", std::to_string(a.splits), "--page-size", std::to_string(a.page_size)});
+                {"--splits", std::to_string(a.splits), "--page-size", std::to_string(a.page_size),
+                 "--grid", a.grid});
   }
   return argv;
 }
@@ -229,6 +232,11 @@ void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args) {
   add_integer_option<cpu::Index>(cmd, "--page-size", args.page_size,
                                  "--pass decode: tokens per page (0: contiguous cache)", 0,
                                  sim::kMaxDecodeLength);
+  cmd->add_option("--grid", args.grid,
+                  "--pass decode: splits (a block per split) or queue (persistent blocks taking "
+                  "pieces from a queue; --splits is then the pieces)")
+      ->check(CLI::IsMember({"splits", "queue"}))
+      ->capture_default_str();
 }
 
 void check_forward_options(const CLI::App* cmd) {
@@ -275,14 +283,16 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
     run.d = p.d;
     run.dtype = p.dtype;
     run.page_size = a.page_size;
+    run.queue = a.grid == "queue";
     run.splits = a.splits > 0 ? a.splits : decode_splits(run, target_profile());
     resolved.splits = run.splits;
     if (!quiet)
       std::cout << fmt::format(
           "decode: batch {} caches of {} keys, {} query heads over {} KV heads, {} query row{} "
-          "each, d = {}, {}, {} splits, {}\n",
+          "each, d = {}, {}, {} {}, {}\n",
           a.batch, p.n, p.heads, kv_heads, run.n_q, run.n_q > 1 ? "s" : "", p.d, p.dtype,
-          run.splits, run.page_size > 0 ? fmt::format("pages of {}", run.page_size) : "contiguous");
+          run.splits, run.queue ? "pieces on the queue grid" : "splits",
+          run.page_size > 0 ? fmt::format("pages of {}", run.page_size) : "contiguous");
     prediction = predict(run);
     run_pass = [run, &p](int warmups, int repeats) { return run_decode(run, p, warmups, repeats); };
   }

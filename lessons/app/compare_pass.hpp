@@ -16,10 +16,12 @@ namespace flashlab::app {
 struct ComparePassArgs {
   std::string pass = "forward";
   cpu::Index batch = 1, kv_heads = 0, splits = 0, page_size = 0;
+  std::string grid = "splits";  // decode: "splits" or "queue"
   bool deterministic = false;
 };
 
-// Adds --pass, --batch, --kv-heads, --deterministic, --splits and --page-size to `compare`.
+// Adds --pass, --batch, --kv-heads, --deterministic, --splits, --page-size and --grid to
+// `compare`.
 void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args);
 
 // Throws cpu::InvalidArgument for an option of --pass backward or decode given to the

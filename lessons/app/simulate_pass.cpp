@@ -54,6 +54,7 @@ constexpr std::array kOptionPasses = {
     OptionPasses{"--page-size", {false, false, true, false}},
     OptionPasses{"--kv-len", {false, false, true, false}},
     OptionPasses{"--lengths", {false, false, true, false}},
+    OptionPasses{"--grid", {false, false, true, false}},
     OptionPasses{"--stages", {false, false, false, true}},
 };
 
@@ -107,6 +108,7 @@ DecodeRun decode_run(const PassArgs& a, cpu::Index d, const std::string& dtype,
   run.d = d;
   run.dtype = dtype;
   run.page_size = a.page_size;
+  run.queue = a.grid == "queue";
   run.splits = decode_splits(run, profile);  // the kernel's rule, unless --splits says
   return run;
 }
@@ -137,7 +139,7 @@ void print_splits_table(const DecodeRun& base, const std::vector<cpu::Index>& sp
     run.splits = s;
     const PassPrediction p = predict(run);
     if (!p.report) throw cpu::InvalidArgument(p.why_not);
-    const sim::Launch& split = p.report->launch("split");
+    const sim::Launch& split = p.report->launches.front();  // the split kernel or the queue
     const sim::Bytes state = p.report->tensor("partial state").written;
     const double bound = sim::roofline(*p.report, profile).seconds();
     rows.push_back({{"splits", s},
@@ -197,6 +199,11 @@ void add_pass_options(CLI::App* cmd, PassArgs& args) {
                                  sim::kMaxDecodeLength);
   cmd->add_option("--lengths", args.lengths,
                   "decode: one cache length per sequence, e.g. 0,1,4096 (instead of --kv-len)");
+  cmd->add_option("--grid", args.grid,
+                  "decode: splits (a block per split) or queue (persistent blocks taking pieces "
+                  "that shrink along each cache from a queue; --splits is then the pieces)")
+      ->check(CLI::IsMember({"splits", "queue"}))
+      ->capture_default_str();
   add_integer_option<cpu::Index>(cmd, "--stages", args.stages,
                                  "fa3: K and V buffers of its ring (0: the kernel's default)", 0,
                                  kMaxStagesOption);
@@ -262,6 +269,7 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
               {"d", run.d},
               {"dtype", run.dtype},
               {"splits", run.splits},
+              {"grid", a.grid},
               {"page_size", run.page_size}};
     p = predict(run);
   }

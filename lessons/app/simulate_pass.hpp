@@ -28,11 +28,12 @@ struct PassArgs {
   cpu::Index stages = 0;  // fa3: K and V buffers of its ring; 0: the kernel's default
   std::string splits;     // "16", or a list "1..64" for a table over them; "": the kernel's rule
   std::string lengths;    // "0,1,4096": one cache length per sequence (decode)
+  std::string grid = "splits";  // decode: "splits" or "queue" (FLASHLAB_DECODE_GRID_QUEUE)
   bool deterministic = false;
 };
 
 // Adds --n-q, --batch, --heads, --kv-heads, --deterministic, --splits, --page-size, --kv-len,
-// --lengths and --stages to `simulate`.
+// --lengths, --grid and --stages to `simulate`.
 void add_pass_options(CLI::App* cmd, PassArgs& args);
 
 // Throws cpu::InvalidArgument naming the first option given on the command line that `pass`

@@ -275,7 +275,9 @@ GpuDecodeRun run_gpu_decode(const cpu::HeadTensor<float>& Q, const cpu::HeadTens
                                          .table_seed = o.table_seed,
                                          .dtype = c_dtype(o.dtype),
                                          .warmups = o.warmups,
-                                         .repeats = o.repeats};
+                                         .repeats = o.repeats,
+                                         .grid = o.queue ? FLASHLAB_DECODE_GRID_QUEUE
+                                                         : FLASHLAB_DECODE_GRID_AUTO};
   flashlab_runner_decode_result result{};
   loaded().plugin->decode(&call, &result);
   run.ran = result.ran == 1;

@@ -84,6 +84,7 @@ struct GpuDecodeOptions {
   std::uint64_t table_seed = 0;         // shuffles the block table (block_table.hpp)
   std::vector<int> splits = {0};        // one run per entry; 0 = the automatic count
   int warmups = 2, repeats = 10;
+  bool queue = false;                   // the queue grid (FLASHLAB_DECODE_GRID_QUEUE)
 };
 
 struct GpuDecodeRun {

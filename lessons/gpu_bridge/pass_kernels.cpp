@@ -83,7 +83,15 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
           ""};
 }
 
-DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index page_size) {
+namespace {
+// kernel_info's piece rule in the mirror's types.
+Index piece_first_step(Index steps, Index pieces, Index piece) {
+  return gpu::decode::piece_first_tile(steps, pieces, piece);
+}
+}  // namespace
+
+DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index page_size,
+                                bool queue, Index sm_count) {
   namespace k = gpu::decode;
   if (std::string why =
           refusal("decode", decode_head_dims(), gpu::DtypeSet{k::kDtypeBits}, d, dtype);
@@ -104,13 +112,18 @@ DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index p
                                             .state_ml = sim_store(k::kStateMlStore),
                                             .o = sim_store(k::combine_o_store(c_dtype(dtype))),
                                             .lse = sim_store(k::kCombineLseStore),
-                                            .state_header = k::kWorkspaceHeaderBytes}},
+                                            .state_header = k::kWorkspaceHeaderBytes},
+                                 .persistent_blocks = queue ? sm_count * k::kBlocksPerSm : 0,
+                                 .piece_first_step = queue ? &piece_first_step : nullptr,
+                                 .merge_rows_per_pass = queue ? k::kQueuePassRows : 0,
+                                 .claim_bytes = queue ? k::kQueueClaimBytes : 0},
           ""};
 }
 
 Index decode_splits(const DecodeRun& run, const sim::HardwareProfile& profile) {
   if (run.lengths.empty()) return 1;  // refused by the mirror, which says why
   const Index longest = *std::max_element(run.lengths.begin(), run.lengths.end());
+  if (run.queue) return gpu::decode::auto_pieces(longest);
   return gpu::decode::auto_splits(Index(run.lengths.size()), run.kv_heads, run.group, run.n_q,
                                   longest, profile.sm_count);
 }
@@ -133,7 +146,8 @@ PassPrediction predict(const BackwardRun& run) {
 PassPrediction predict(const DecodeRun& run) {
   const sim::DType dtype = sim::parse_dtype(run.dtype);
   const Index splits = run.splits > 0 ? run.splits : decode_splits(run, target_profile());
-  const DecodeFacts f = decode_kernel_facts(run.d, dtype, splits, run.page_size);
+  const DecodeFacts f = decode_kernel_facts(run.d, dtype, splits, run.page_size, run.queue,
+                                            target_profile().sm_count);
   if (!f.facts) return {"decode", std::nullopt, f.why_not};
   const sim::DecodeShape shape{.lengths = run.lengths,
                                .heads_kv = run.kv_heads,

@@ -27,11 +27,13 @@ struct BackwardRun {
 };
 
 // One decode step: a cache length per sequence, n_q new query rows in kv_heads x group query
-// heads; splits = 0 lets the kernel's rule choose (decode_splits); page_size 0: contiguous.
+// heads; splits = 0 lets the kernel's rule choose (decode_splits); page_size 0: contiguous;
+// queue: the queue grid (decode.h's FLASHLAB_DECODE_GRID_QUEUE), splits its pieces.
 struct DecodeRun {
   std::vector<Index> lengths{4096};
   Index kv_heads = 1, group = 1, n_q = 1, d = 128, splits = 0, page_size = 0;
   std::string dtype = "bf16";
+  bool queue = false;
 };
 
 // The facts the mirror is configured with, or why the kernel does not take this d or dtype.
@@ -44,9 +46,11 @@ struct DecodeFacts {
   std::string why_not;
 };
 BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministic);
-DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index page_size);
+// queue: the queue grid's facts, its persistent blocks for `sm_count` SMs.
+DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index page_size,
+                                bool queue = false, Index sm_count = 0);
 
-// The split count the decode kernel chooses for this run on this GPU.
+// The split count (or the queue's pieces) the decode kernel chooses for this run on this GPU.
 Index decode_splits(const DecodeRun& run, const sim::HardwareProfile& profile);
 
 // A pass's mirror on the target GPU (target_profile()), or why there is none.

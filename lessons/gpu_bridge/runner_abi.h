@@ -16,7 +16,7 @@ extern "C" {
 
 /* Raised whenever a struct below changes; the program refuses a plugin of another version.
  * 3: the backward and decode calls. 4: the rescale-count call. */
-#define FLASHLAB_RUNNER_VERSION 4
+#define FLASHLAB_RUNNER_VERSION 5
 
 /* The four counts of the rescale-count call, in flashlab_rescale_count's order (first,
  * rescaled, skipped, kept: flashlab/fa3.h); the plugin checks that the two agree. */
@@ -96,6 +96,7 @@ typedef struct flashlab_runner_decode_call {
   int32_t dtype;       /* flashlab_dtype: fp16 or bf16 */
   int32_t warmups;
   int32_t repeats; /* >= 1 */
+  int32_t grid;    /* flashlab_decode_params.grid: FLASHLAB_DECODE_GRID_AUTO, _SPLITS or _QUEUE */
 } flashlab_runner_decode_call;
 
 typedef struct flashlab_runner_decode_result {

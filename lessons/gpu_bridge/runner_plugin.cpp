@@ -295,7 +295,7 @@ void run_decode_typed(const flashlab_runner_decode_call& c, flashlab_runner_deco
   }
   std::copy(std::begin(p.k_stride), std::end(p.k_stride), std::begin(p.v_stride));
   p.batch = c.batch, p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.n_q = c.n_q, p.d = c.d;
-  p.scale = 0, p.dtype = c.dtype;
+  p.scale = 0, p.dtype = c.dtype, p.grid = c.grid;
 
   for (int64_t i = 0; i < c.configs; ++i) {
     p.num_splits = c.splits[i];

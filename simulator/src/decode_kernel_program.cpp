@@ -49,6 +49,13 @@
 // SRAM of one split block: max(stages x 2 Bc d b (the ring of K and V tiles), warps x
 // rows_per_block x (d + 2) f (the warps' states, packed, merged at the end over the idle
 // ring)).
+// The queue grid (persistent_blocks > 0, 05_decode_queue.cu): the same work per item as a
+// split's, the split s of the formulas above the piece, with its own first step (the facts'
+// piece_first_step; W the pieces with keys). Its grid is min(B H_kv R S, persistent_blocks)
+// blocks, all busy; each claims one item at its start and one at the end of every item, an
+// atomic add on a 4-byte counter: B H_kv R S + blocks claims, booked as 4 bytes out of the SMs
+// and 4 back each (the counter's row; not measured apart). SRAM: the ring, plus warps x
+// merge_rows_per_pass x (d + 2) f for the merge beside it, plus claim_bytes.
 //
 // Counts only: the numbers of decode are cpu_reference's (decode.hpp), which splits and
 // merges with the same algebra; the mirror books the bytes and the work.
@@ -73,6 +80,7 @@ constexpr Index kMaxHeadDim = Index{1} << 12;
 constexpr Index kMaxHeads = Index{1} << 12;
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
 constexpr Bytes kTableEntryBytes = 4;     // int32 page index
+constexpr Bytes kCounterBytes = 4;        // the queue's uint32 counter, one atomic add a claim
 constexpr Index kStateFloatsBeyondU = 2;  // m and l beside U's d floats
 constexpr Index kMaxStages = 64;
 constexpr Index kMaxWarps = 32;
@@ -81,10 +89,13 @@ constexpr Index kWarpLanes = 32;  // threads a warp: a block holds at most kMaxW
 // One block's SRAM: the ring of stages x (K, V) tiles of keys_per_step keys, in the input
 // dtype; at the end the same memory holds the warps' states for their merge, warps x
 // rows_per_block x (U (d), m, l) fp32. The larger of the two.
+// The queue grid's block: the ring, and beside it the merge's rows of a pass and the claim.
 Bytes split_block_sram(Index d, const DecodeKernelFacts& f) {
   if (f.stages == 0) return 0;
   const Bytes ring = f.stages * 2 * f.keys_per_step * d * bytes_of(f.dtype);
-  const Bytes merge = f.warps * f.rows_per_block * (d + kStateFloatsBeyondU) * kFp32;
+  const Index merge_rows = f.merge_rows_per_pass > 0 ? f.merge_rows_per_pass : f.rows_per_block;
+  const Bytes merge = f.warps * merge_rows * (d + kStateFloatsBeyondU) * kFp32;
+  if (f.merge_rows_per_pass > 0) return ring + merge + f.claim_bytes;
   return std::max(ring, merge);
 }
 
@@ -104,14 +115,21 @@ struct SequenceCounts {
   OpCounts ops{};
 };
 
+// The first step of split (or piece) j of a sequence of `steps` steps.
+Index first_step(Index steps, Index j, const DecodeKernelFacts& f) {
+  if (f.piece_first_step != nullptr) return f.piece_first_step(steps, f.splits, j);
+  return std::min(j * ceil_div(steps, f.splits), steps);  // equal splits
+}
+
 SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelFacts& f) {
   SequenceCounts c;
   const Index Bc = f.keys_per_step, steps = ceil_div(L, Bc);
   if (steps == 0) return c;
-  const Index q = ceil_div(steps, f.splits);  // steps per split
-  c.working = ceil_div(steps, q);
-  for (Index s = 0; s < c.working; ++s) {
-    const Index a = s * q * Bc, e = std::min((s + 1) * q * Bc, L), t = ceil_div(e - a, Bc);
+  for (Index s = 0; s < f.splits; ++s) {
+    const Index a = first_step(steps, s, f) * Bc, e = std::min(first_step(steps, s + 1, f) * Bc, L);
+    if (a >= e) continue;  // a split or piece with no keys
+    ++c.working;
+    const Index t = ceil_div(e - a, Bc);
     if (f.page_size > 0) c.table_entries += (e - 1) / f.page_size - a / f.page_size + 1;
     c.ops += detail::score_ops(rows, e - a, d);
     c.ops += detail::update_ops(rows, e - a, d);
@@ -195,6 +213,24 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("warps", f.warps, 1, kMaxWarps);
   check_range("combine_rows_per_block", f.combine_rows_per_block, 0, kMaxWarps);
   check_range("combine_threads", f.combine_threads, 0, kMaxWarps * kWarpLanes);
+  check_range("persistent_blocks", f.persistent_blocks, 0, kMaxDecodeBatch * kMaxHeads);
+  check_range("merge_rows_per_pass", f.merge_rows_per_pass, 0, kMaxDecodeQueries * kMaxHeads);
+  check_range("claim_bytes", f.claim_bytes, 0, kMaxDecodeLength);
+  if (f.piece_first_step != nullptr)  // the rule must cover every sequence in order
+    for (const Index steps : {Index{0}, Index{1}, Index{7}, Index{4096}}) {
+      Index at = f.piece_first_step(steps, f.splits, 0);
+      bool ok = at == 0 && f.piece_first_step(steps, f.splits, f.splits) == steps;
+      for (Index j = 1; ok && j <= f.splits; ++j) {
+        const Index next = f.piece_first_step(steps, f.splits, j);
+        ok = next >= at;
+        at = next;
+      }
+      if (!ok)
+        throw cpu::InvalidArgument(fmt::format(
+            "piece_first_step does not cut {} steps into {} pieces in order (piece 0 must start "
+            "at 0, each where the one before ends or later, the last end at {})",
+            steps, f.splits, steps));
+    }
 }
 
 PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f) {
@@ -229,10 +265,17 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
     return store ? bytes_out(*store, data) : data;
   };
 
+  const bool queue = f.persistent_blocks > 0;
+  const Index items = B * H * R * S;
+  const Index queue_blocks = queue ? std::min(items, f.persistent_blocks) : 0;
+  const Index claims = items + queue_blocks;
+
   PassReport r;
   r.pass = "decode";
   r.label = fmt::format(
-      "{} split{}, {} keys a step, {}, {}", S, S == 1 ? "" : "s", f.keys_per_step,
+      "{} {}{}{}, {} keys a step, {}, {}", S, queue ? "piece" : "split",
+      S == 1 ? "" : "s", queue ? fmt::format(" on a queue of {} blocks", queue_blocks) : "",
+      f.keys_per_step,
       f.page_size > 0 ? fmt::format("pages of {}", f.page_size) : std::string("contiguous cache"),
       to_string(f.dtype));
   const std::string in_type(to_string(f.dtype)), fp32(to_string(kAccumulator));
@@ -247,12 +290,18 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, out(f.stores.o, d * b)})},
       {"LSE", fp32, B * H * rows, 0, out(f.stores.lse, bytes({B, H, rows, kFp32}))},
   };
+  if (queue)
+    r.tensors.push_back({"queue counter", "uint32", 1, bytes({claims, kCounterBytes}),
+                         bytes({claims, kCounterBytes})});
   r.ops = ops.times(H);
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);
   combine += detail::finalize_ops(1, d);
   r.ops += combine.times(B * H * rows);
   r.peak_sram = split_block_sram(d, f);
-  r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads});
+  if (queue)
+    r.launches.push_back({"queue", queue_blocks, queue_blocks, f.threads});
+  else
+    r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads});
   const Index combine_blocks = f.combine_rows_per_block > 0
                                    ? ceil_div(B * H * rows, f.combine_rows_per_block)
                                    : B * s.heads_q();

@@ -1,7 +1,6 @@
 // Stand-in GPU runner plugins, built three ways:
-//   FAKE_RUNNER_VERSION = 3: the previous version's calls (device, forward, backward and
-//     decode);
-//   FAKE_RUNNER_VERSION = 4 without FAKE_RUNNER_ZEROS: every call but the rescale count;
+//   FAKE_RUNNER_VERSION = 4: the previous version (before the decode call's grid);
+//   FAKE_RUNNER_VERSION = 5 without FAKE_RUNNER_ZEROS: every call but the rescale count;
 //     the program must refuse both;
 //   FAKE_RUNNER_ZEROS: every call of this version, each "running" on a pretend device and
 //     returning zeros, so that the lessons' GPU steps can be driven end to end without a GPU

@@ -154,6 +154,38 @@ TEST_CASE("the decode mirror's SRAM per block is the kernel's, for every d and d
     }
 }
 
+// The queue grid's facts: its persistent blocks on the profile's SMs, the kernel's piece rule
+// and merge, and its SRAM as kernel_info states it.
+TEST_CASE("simulate --pass decode --grid queue: the queue grid's mirror from kernel_info") {
+  namespace k = flashlab::gpu::decode;
+  for (const std::int64_t d : k::kHeadDims) {
+    CAPTURE(d);
+    const auto f =
+        flashlab::app::decode_kernel_facts(d, flashlab::sim::DType::bf16, 22, 0, true, 132);
+    REQUIRE(f.facts);
+    CHECK(f.facts->persistent_blocks == 132 * k::kBlocksPerSm);
+    CHECK(f.facts->merge_rows_per_pass == k::kQueuePassRows);
+    REQUIRE(bool(f.facts->piece_first_step));
+    for (const std::int64_t j : {0, 1, 21, 22})
+      CHECK(f.facts->piece_first_step(2048, 22, j) == k::piece_first_tile(2048, 22, j));
+    const auto r = flashlab::sim::count_decode_kernel(
+        {.lengths = {131072, 97}, .heads_kv = 8, .group = 4, .d = d}, *f.facts);
+    CHECK(r.peak_sram == k::queue_sram_bytes(d));
+  }
+  const auto j = json_of(
+      "simulate --pass decode --kv-len 131072 --batch 8 --heads 32 --kv-heads 8 --grid queue");
+  CHECK(j["inputs"]["grid"] == "queue");
+  CHECK(j["inputs"]["splits"] == k::auto_pieces(131072));  // the queue's own count
+  CHECK(j["launches"][0]["name"] == "queue");
+  CHECK(j["launches"][0]["blocks"] == 132 * k::kBlocksPerSm);
+  const auto splits = json_of("simulate --pass decode --kv-len 131072 --batch 8 --heads 32 "
+                              "--kv-heads 8 --splits 22");
+  // The same keys and pieces' worth of states: K and V alike, and the states alike in bytes.
+  CHECK(bytes_of(j, "K", "bytes_read") == bytes_of(splits, "K", "bytes_read"));
+  CHECK(bytes_of(j, "partial state", "bytes_written") ==
+        bytes_of(splits, "partial state", "bytes_written"));
+}
+
 TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
   const auto j = json_of(
       "simulate --pass decode --kv-len 4096 --batch 2 --heads 32 --kv-heads 8 --splits 1..64");
@@ -193,6 +225,8 @@ TEST_CASE("simulate --pass refuses what the pass does not take, with status 2") 
       {"simulate --pass backward --d 96", "d = 96 is not supported by the backward kernel"},
       {"simulate --pass decode --dtype fp32", "takes fp16 or bf16 inputs"},
       {"simulate --pass decode --n-q 300", "n_q = 300 is out of range"},
+      {"simulate --pass decode --grid sideways", "--grid: sideways not in {splits,queue}"},
+      {"simulate --pass backward --grid queue", "--grid is not an option of --pass backward"},
   };
   for (const auto& r : refusals) {
     CAPTURE(r.args);
@@ -214,10 +248,17 @@ TEST_CASE("compare --pass backward and decode: the mirror's row and the GPU's") 
   REQUIRE(decode.status == 0);
   CHECK(contains(decode.output, "simulator: decode (4 splits"));
   CHECK(contains(decode.output, "GPU decode"));
+  const auto queue = run_flashlab(
+      "compare --pass decode --n 4096 --d 128 --batch 8 --heads 32 --kv-heads 8 --grid queue");
+  REQUIRE(queue.status == 0);
+  CHECK(contains(queue.output, "simulator: decode (4 pieces on a queue of"));
+  CHECK(contains(queue.output, "4 pieces on the queue grid"));
   for (const char* bad :
        {"compare --pass decode --deterministic", "compare --pass backward --kernels fa2",
         "compare --splits 4", "compare --pass decode --splits 0", "compare --pass upward",
-        "compare --pass backward --gpu-only decode", "compare --pass decode --repeats 0"}) {
+        "compare --pass backward --gpu-only decode", "compare --pass decode --repeats 0",
+        "compare --pass decode --grid sideways", "compare --pass backward --grid queue",
+        "compare --grid queue"}) {
     CAPTURE(bad);
     const auto run = run_flashlab(std::string(bad) + " 2>&1");
     CHECK(run.status == kUsageError);

@@ -290,9 +290,9 @@ TEST_CASE("without a GPU, the backward and decode calls say why nothing ran") {
   CHECK(d.message == status.description);
 }
 
-#ifdef FLASHLAB_FAKE_RUNNER_V3
+#ifdef FLASHLAB_FAKE_RUNNER_PREVIOUS
 TEST_CASE("the program refuses a GPU runner of another version, or one that lacks a call") {
-  for (const char* plugin : {FLASHLAB_FAKE_RUNNER_V3, FLASHLAB_FAKE_RUNNER_NO_RESCALE}) {
+  for (const char* plugin : {FLASHLAB_FAKE_RUNNER_PREVIOUS, FLASHLAB_FAKE_RUNNER_NO_RESCALE}) {
     CAPTURE(plugin);
     const Run run = run_command(
         fmt::format("FLASHLAB_GPU_RUNNER={} {} lesson 6 --no-color 2>&1", plugin, FLASHLAB_BINARY));

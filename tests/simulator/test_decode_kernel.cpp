@@ -107,6 +107,76 @@ TEST_CASE(
   CHECK(many.launch("split").waves(h200.sm_count) == 1);
 }
 
+// The queue grid: pieces by a rule of the facts, persistent blocks, a claim per item and per
+// block. Pieces found here key by key from the rule's boundaries; two rules, one shrinking as
+// the kernel's (sizes 2 (P - j) - 1), one with empty pieces in the middle.
+Index shrinking(Index steps, Index pieces, Index j) {
+  return steps - steps * (pieces - j) * (pieces - j) / (pieces * pieces);
+}
+Index with_holes(Index steps, Index pieces, Index j) {  // odd pieces empty
+  return std::min(steps, (j + 1) / 2 * ceil_div(steps, (pieces + 1) / 2));
+}
+
+TEST_CASE("decode mirror: the queue grid's pieces, claims and blocks match the closed form") {
+  const DecodeShape s{
+      .lengths = {0, 1, 97, 1023, 4096, 339}, .heads_kv = 2, .group = 4, .n_q = 1, .d = 128};
+  for (auto* rule : {&shrinking, &with_holes})
+    for (const Index pieces : {1, 2, 7, 22, 64})
+      for (const Index persistent : {5, 264}) {
+        CAPTURE(pieces);
+        CAPTURE(persistent);
+        const DecodeKernelFacts f{.splits = pieces,
+                                  .keys_per_step = 64,
+                                  .page_size = 16,
+                                  .rows_per_block = 16,
+                                  .stages = 3,
+                                  .warps = 4,
+                                  .persistent_blocks = persistent,
+                                  .piece_first_step = rule,
+                                  .merge_rows_per_pass = 8,
+                                  .claim_bytes = 16};
+        const PassReport r = count_decode_kernel(s, f);
+        Index working = 0, entries = 0;
+        for (const Index L : s.lengths) {
+          const Index steps = ceil_div(L, Index{64});
+          std::vector<std::set<Index>> pages{std::size_t(pieces)};
+          for (Index key = 0; key < L; ++key) {
+            Index j = 0;  // the piece whose steps hold this key's step
+            while (!(rule(steps, pieces, j) <= key / 64 && key / 64 < rule(steps, pieces, j + 1)))
+              ++j;
+            REQUIRE(j < pieces);
+            pages[std::size_t(j)].insert(key / 16);
+          }
+          for (const auto& piece_pages : pages) {
+            working += !piece_pages.empty();
+            entries += Index(piece_pages.size());
+          }
+        }
+        const Index H = 2, rows = 4, items = 6 * H * 1 * pieces;
+        const Index blocks = std::min(items, persistent);
+        CHECK(r.tensor("Q").read == H * working * rows * 128 * 2);
+        CHECK(r.tensor("block table").read == H * entries * 4);
+        CHECK(r.tensor("partial state").written == 6 * H * pieces * rows * 130 * 4);
+        CHECK(r.launch("queue").blocks == blocks);
+        CHECK(r.launch("queue").working == blocks);
+        CHECK(r.tensor("queue counter").read == (items + blocks) * 4);
+        CHECK(r.tensor("queue counter").written == (items + blocks) * 4);
+        // The ring of 3 stages of K and V (64 keys x 128 x 2 bytes each), the merge of 8 rows of
+        // 4 warps beside it, and the claim.
+        CHECK(r.peak_sram == 3 * 2 * 64 * 128 * 2 + 4 * 8 * 130 * 4 + 16);
+      }
+}
+
+TEST_CASE("decode mirror: a piece rule that does not cut the sequence in order is refused") {
+  const DecodeShape s{.lengths = {4096}};
+  auto* backwards = +[](Index steps, Index pieces, Index j) { return steps - steps * j / pieces; };
+  CHECK(contains(message_of([&] {
+                   count_decode_kernel(
+                       s, {.splits = 4, .persistent_blocks = 8, .piece_first_step = backwards});
+                 }),
+                 "does not cut"));
+}
+
 TEST_CASE("decode mirror: every sequence empty reads no cache and still writes O and LSE") {
   const DecodeShape s{.lengths = {0, 0, 0}, .heads_kv = 2, .group = 2, .n_q = 2, .d = 64};
   const PassReport r = count_decode_kernel(s, {.splits = 4, .page_size = 64});

@@ -63,6 +63,17 @@ struct DecodeKernelFacts {
   cpu::Index combine_rows_per_block = 0;
   int combine_threads = 0;
   DecodeStores stores{};
+  // The queue grid (gpu/kernels/05_decode_queue.cu) where persistent_blocks > 0: that many
+  // blocks (or fewer, one per item) take the work items (piece, KV head, row block, sequence)
+  // from a counter in the workspace, one atomic claim per item plus one per block; `splits`
+  // is then the pieces per sequence, piece j of a sequence of s steps starting at step
+  // piece_first_step(s, splits, j) (null: equal splits, as the split grid); the warps' merge
+  // takes merge_rows_per_pass packed rows at a time in SRAM beside the ring, and claim_bytes
+  // more hand the claim to the block's threads.
+  cpu::Index persistent_blocks = 0;
+  cpu::Index (*piece_first_step)(cpu::Index steps, cpu::Index pieces, cpu::Index piece) = nullptr;
+  cpu::Index merge_rows_per_pass = 0;
+  Bytes claim_bytes = 0;
 };
 
 // Limits of the mirror's inputs, for callers that check their own options against them.
