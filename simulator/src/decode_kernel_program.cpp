@@ -53,9 +53,12 @@
 // split's, the split s of the formulas above the piece, with its own first step (the facts'
 // piece_first_step; W the pieces with keys). Its grid is min(B H_kv R S, persistent_blocks)
 // blocks, all busy; each claims one item at its start and one at the end of every item, an
-// atomic add on a 4-byte counter: B H_kv R S + blocks claims, booked as 4 bytes out of the SMs
-// and 4 back each (the counter's row; not measured apart). SRAM: the ring, plus warps x
-// merge_rows_per_pass x (d + 2) f for the merge beside it, plus claim_bytes.
+// atomic add on a 4-byte counter: B H_kv R S + blocks claims. Each leaves the SMs as a whole
+// sector, 32 bytes (measured on the H200: out of the SMs 16.0 KiB above the store sectors
+// issued for 512 claims, 2026-12-03, bench/results/2026-12-03-h200-decode-queue-compare.txt;
+// an atomic is no store instruction, so the stores issued leave it out), and its 4-byte
+// answer is booked coming back. SRAM: the ring, plus warps x merge_rows_per_pass x (d + 2) f
+// for the merge beside it, plus claim_bytes.
 //
 // Counts only: the numbers of decode are cpu_reference's (decode.hpp), which splits and
 // merges with the same algebra; the mirror books the bytes and the work.
@@ -292,7 +295,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   };
   if (queue)
     r.tensors.push_back({"queue counter", "uint32", 1, bytes({claims, kCounterBytes}),
-                         bytes({claims, kCounterBytes})});
+                         bytes({claims, kSectorBytes})});
   r.ops = ops.times(H);
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);
   combine += detail::finalize_ops(1, d);
