@@ -118,9 +118,9 @@ if want build; then
     END {bad = 0; for (f in n) { printf "%s: HGMMA %d UTMALDG %d LDL/STL %d\n", f, g[f], t[f], s[f];
          if (!g[f] || !t[f] || s[f]) bad = 1 }; if (kernels != 4) bad = 1; exit bad}' \
     || { echo "backward v3 SASS check failed: 4 kernels, HGMMA and UTMALDG expected, no LDL/STL"; status=1; }
-  # decode's split kernel runs on the tensor cores: HMMA (mma.sync) fed by LDSM (ldmatrix)
-  # from K and V that LDGSTS (cp.async) brought into SRAM, and no local memory (LDL/STL).
-  cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /decode_split_kv_kernel/ {
+  # decode's split and queue kernels run on the tensor cores: HMMA (mma.sync) fed by LDSM
+  # (ldmatrix) from K and V that LDGSTS (cp.async) brought into SRAM, and no local memory.
+  cuobjdump --dump-sass "$lib" | awk '/Function :/ {f = $3} f ~ /decode_(split_kv|queue)_kernel/ {
       if (!(f in n)) { n[f] = 1; kernels++ }; if (/HMMA/) h[f]++; if (/LDSM/) m[f]++
       if (/LDGSTS/) a[f]++; if (/LDL|STL/) s[f]++ }
     END {bad = 0; for (f in n) { printf "%s: HMMA %d LDSM %d LDGSTS %d LDL/STL %d\n", f, h[f], m[f], a[f], s[f];
@@ -264,8 +264,10 @@ if want sanitize; then
         "fa3 included")
           "${run[@]}" "$tests/test_gpu" -tc='sanitizer*' -tce="$not_v3" > "$log" 2>&1 & ;;
         "backward v3") "${run[@]}" "$tests/test_gpu" -tc="$not_v3" > "$log" 2>&1 & ;;
-        "decode")
-          "${run[@]}" "$tests/test_gpu" -tc='decode: *,decode is bitwise*' > "$log" 2>&1 & ;;
+        "decode")  # the queue grid's own small case; its long sweeps run unsanitized
+          ( "${run[@]}" "$tests/test_gpu" -tc='decode: *,decode is bitwise*' \
+              -tce='decode: the queue grid*' &&
+            "${run[@]}" "$tests/test_gpu" -tc='decode: the queue grid once*' ) > "$log" 2>&1 & ;;
       esac
       pids+=($!) labels+=("$tool ($group)") logs+=("$log")
     done
@@ -301,8 +303,10 @@ if want cli; then
     2>&1 | tee -a "$OUT/compare.log" || status=1
   "$BUILD/lessons/app/flashlab" compare --pass backward --n 4096 --d 128 --heads 16 --kv-heads 4 \
     --causal --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
-  "$BUILD/lessons/app/flashlab" compare --pass decode --n 32768 --n-q 1 --d 128 --batch 8 \
-    --heads 32 --kv-heads 8 --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
+  for grid in splits queue; do
+    "$BUILD/lessons/app/flashlab" compare --pass decode --n 32768 --n-q 1 --d 128 --batch 8 \
+      --heads 32 --kv-heads 8 --grid $grid --no-color 2>&1 | tee -a "$OUT/compare.log" || status=1
+  done
   # The lessons' GPU steps through the same runner: lesson 0's naive and fa2 side by side,
   # lesson 3's tiled forward as the scalar and fa2 kernels, lesson 4's causal skipping timed,
   # lesson 6's backward beside the reference (errors under the 3x rule, default and
