@@ -84,6 +84,28 @@ inline constexpr std::array kDecodeManySplits = {
     SplitCountTime{64, false, 4.40}};
 inline constexpr double kDecodeManySplitsCudnn = 4.48;
 
+// The queue grid (05_decode_queue.cu) at the same shape, piece counts forced, in turns with the
+// split grid at its automatic count and cuDNN: TB/s of K and V.
+struct PieceCountTime {
+  int pieces;
+  bool automatic;  // decode::auto_pieces at this length
+  double tbps;
+};
+inline constexpr Source kDecodeQueueSource{
+    "bench/RESULTS.md, run of 2026-12-03, sixth (results/2026-12-03-h200-decode-queue-first.txt; "
+    "the equal pieces: -decode-queue-variants.txt)",
+    "B = 8, 32 query heads over 8 KV heads, d = 128, bf16, L = 131072",
+    "bench/gpu/decode_splits.py --queue-pieces, triton.testing.do_bench medians in balanced turns"};
+inline constexpr std::array kDecodeQueue = {
+    PieceCountTime{8, false, 3.95}, PieceCountTime{16, false, 4.39},
+    PieceCountTime{22, true, 4.42}, PieceCountTime{32, false, 4.43},
+    PieceCountTime{64, false, 4.39}};
+inline constexpr double kDecodeQueueSplitGrid = 4.45, kDecodeQueueCudnn = 4.47;
+inline constexpr std::int64_t kDecodeQueueLength = 131072;  // L, as the source's shape says
+// A build whose queue cuts every sequence into 4 equal pieces (256 items on 264 blocks: one
+// item a block, the split grid's very work) against the split grid, in the same turns.
+inline constexpr double kDecodeQueueEqualPieces = 4.43, kDecodeQueueEqualSplitGrid = 4.45;
+
 // The output tiles cuBLAS chose for the naive kernel's two GEMMs (01_naive.cu,
 // cublasGemmBatchedEx) on the H200, read from the kernel names Nsight Compute prints:
 // nvjet_sm90_tss_256x128_... tiles cuBLAS's (M, N) = (columns, rows) of the row-major output

@@ -453,3 +453,30 @@ TEST_CASE("lesson 10: equal blocks on unequal SMs, figures derived from the meas
                                                flashlab::sim::find_profile("h200").sm_count) ==
             r.splits);
 }
+
+TEST_CASE("lesson 10: the queue grid, its count model worked by hand and its measured rows") {
+  namespace m = flashlab::app::measured;
+  namespace dk = flashlab::gpu::decode;
+  const std::string out = lesson_output(10);
+  // 64 sequences of 2048 tiles on 264 slots. The split grid: 256 blocks of 512 tiles, one
+  // each, so the busiest slot holds 512 against a mean of 64 x 2048 / 264: 1.031.
+  CHECK(contains(out, "the split grid's 256 equal blocks on 264 slots 1.031"));
+  // 8 pieces: 480, 416, 352, 288, 224, 160, 96 and 32 tiles (15 : 13 : ... : 1 of 32),
+  // piece-major, 64 of each. The first 264 items fill the slots (64 each of 480 .. 288, 8 of
+  // 224); the other 56 of 224 go to the 8 slots free at 224 (-> 448) and 48 of those free at
+  // 288 (-> 512); the 64 of 160 to the 16 left at 288 (-> 448) and 48 at 352 (-> 512); the
+  // 64 of 96 to the 16 left at 352 (-> 448) and 48 at 416 (-> 512); the 64 of 32 to the 16
+  // left at 416, 40 at 448 and 8 at 480 (-> 512). The busiest slot: 512, the mean 496.5.
+  CHECK(dk::piece_first_tile(2048, 8, 1) == 480);
+  CHECK(dk::piece_first_tile(2048, 8, 8) - dk::piece_first_tile(2048, 8, 7) == 32);
+  CHECK(contains(out, fmt::format("8\t512\t{:.3f}\t", 512.0 * 264 / (64 * 2048))));
+  for (const auto& r : m::kDecodeQueue) {
+    CAPTURE(r.pieces);
+    CHECK(contains(out, fmt::format("{}{}\t{}\t", r.automatic ? "auto: " : "", r.pieces,
+                                    64 * r.pieces)));
+    CHECK(contains(out, fmt::format("\t{:.2f}\t{:.3f}", r.tbps, r.tbps / m::kDecodeQueueSplitGrid)));
+    if (r.automatic) CHECK(dk::auto_pieces(m::kDecodeQueueLength) == r.pieces);
+  }
+  CHECK(contains(out, fmt::format("loop ran at {:.3f} of the split grid",
+                                  m::kDecodeQueueEqualPieces / m::kDecodeQueueEqualSplitGrid)));
+}
