@@ -139,13 +139,18 @@ def backward(q, k, v, o, lse, do, causal=False, scale=None, deterministic=False,
 
 
 def decode(q, k_cache, v_cache, seq_lens, scale=None, block_table=None, page_size=0,
-           num_splits=0, return_lse=False, check=False):
+           num_splits=0, return_lse=False, check=False, grid="auto"):
     """Split-KV decode: q (B, H, n_q, d) new rows against a KV cache with seq_lens (B) int32
     valid keys per sequence. Contiguous cache: k_cache, v_cache (B, H_kv, max_seq_len, d).
     Paged (block_table (B, pages per sequence) int32): k_cache, v_cache (num_pages, H_kv,
     page_size, d), e.g. a (pages, page_size, H_kv, d) tensor through .transpose(1, 2).
     num_splits 0 lets the library choose. check=True waits for the kernels and raises if a
-    length or page index was out of range."""
+    length or page index was out of range. grid: "auto" (the library's), "splits" (a block per
+    split) or "queue" (persistent blocks taking pieces of the sequences from a queue; num_splits
+    is then the pieces)."""
+    if grid not in _gpu.DECODE_GRIDS:
+        raise ValueError(f"grid = {grid!r} is not a decode grid: use one of "
+                         f"{', '.join(_gpu.DECODE_GRIDS)}")
     _require_gpu()
     dtype = _check_tensors("fa2", q.shape[-1] if q.dim() == 4 else 0, q=q, k_cache=k_cache,
                            v_cache=v_cache)
@@ -162,7 +167,7 @@ def decode(q, k_cache, v_cache, seq_lens, scale=None, block_table=None, page_siz
                   q_stride=q.stride(), k_stride=k_cache.stride(), v_stride=v_cache.stride(),
                   o_stride=o.stride(), batch=batch, heads_q=heads_q, heads_kv=k_cache.shape[1],
                   n_q=n_q, d=d, scale=_scale(scale), dtype=dtype, num_splits=int(num_splits),
-                  stream=_stream(q.device))
+                  grid=_gpu.DECODE_GRIDS[grid], stream=_stream(q.device))
     if block_table is None:
         fields.update(max_seq_len=k_cache.shape[2])
     else:

@@ -221,6 +221,7 @@ flashlab_decode_params decode_params(const py::kwargs& kwargs, const char* funct
   f.get("heads_kv", p.heads_kv), f.get("n_q", p.n_q), f.get("max_seq_len", p.max_seq_len);
   f.get("d", p.d), f.get("scale", p.scale), f.get("dtype", p.dtype);
   f.get("num_splits", p.num_splits), f.get("kv_l2_policy", p.kv_l2_policy);
+  f.get("grid", p.grid);
   f.pointer("workspace", p.workspace), f.get("workspace_bytes", p.workspace_bytes);
   f.pointer("stream", p.stream);
   f.check_all_used(function);
@@ -271,6 +272,11 @@ void bind_gpu(py::module_& m) {
   m.attr("KERNEL_IDS") = ids;  // name -> flashlab_kernel
   m.attr("DTYPES") = dtypes;   // "fp32", "fp16", "bf16" -> flashlab_dtype
   m.attr("CAUSAL") = causal;   // the reference's names -> flashlab_causal
+  py::dict grids;               // decode's grids (decode.h): "auto", "splits", "queue"
+  grids["auto"] = int(FLASHLAB_DECODE_GRID_AUTO);
+  grids["splits"] = int(FLASHLAB_DECODE_GRID_SPLITS);
+  grids["queue"] = int(FLASHLAB_DECODE_GRID_QUEUE);
+  m.attr("DECODE_GRIDS") = grids;
   m.attr("ABI_VERSION") = FLASHLAB_ABI_VERSION;
   m.def("kernel_info", &kernel_info, "name"_a, "d"_a, "dtype"_a,
         "What a kernel is for head dimension d and dtype (a flashlab_dtype): its facts, "

@@ -208,15 +208,24 @@ def test_every_kernel_of_the_ladder_by_name(kernel):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-3
 
 
+def test_decode_refuses_an_unknown_grid_before_anything_else():
+    import flashlab.torch as ft
+    assert set(gpu.DECODE_GRIDS) == {"auto", "splits", "queue"}
+    with pytest.raises(ValueError, match="grid = 'sideways' is not a decode grid: use one of "
+                                         "auto, splits, queue"):
+        ft.decode(None, None, None, None, grid="sideways")
+
+
+@pytest.mark.parametrize("grid", ["splits", "queue"])
 @pytest.mark.parametrize("splits", [0, 1, 3])
-def test_decode_against_the_reference(splits):
+def test_decode_against_the_reference(splits, grid):
     torch = torch_and_gpu()
     import flashlab.torch as ft
     b, h, h_kv, n_cache, d = 3, 8, 2, 339, 128
     q = randn(torch, (b, h, 1, d), torch.bfloat16)
     k, v = (randn(torch, (b, h_kv, n_cache, d), torch.bfloat16) for _ in range(2))
     lengths = torch.tensor([339, 1, 200], dtype=torch.int32, device="cuda")
-    o = ft.decode(q, k, v, lengths, num_splits=splits, check=True)
+    o = ft.decode(q, k, v, lengths, num_splits=splits, check=True, grid=grid)
     for i, n in enumerate(lengths.tolist()):
         ref = reference(torch, q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n], False)
         plain = plain_low_precision(torch, q[i:i + 1], k[i:i + 1, :, :n], v[i:i + 1, :, :n],

@@ -1,4 +1,5 @@
-// Split-KV decode (gpu/kernels/05_decode_*.cu) against the fp64 CPU reference decode: ragged
+// Split-KV decode (gpu/kernels/05_decode_*.cu), the split grid and the queue grid, against
+// the fp64 CPU reference decode: ragged
 // lengths including 0 and 1 and on both sides of the tile, N_q in {1, 3, 4, 16}, every split
 // count, GQA groups of 1 to 32 heads (32/8 and 4/1 among them), d 64 and 128, bf16 and fp16;
 // the paged cache bitwise equal to the contiguous one; repeated runs bitwise equal; the
@@ -37,21 +38,26 @@ void expect_decode_matches(const DecodeCase& c) {
   expect_decode_matches(c, &run, c.num_splits);
 }
 
-TEST_CASE("decode matches the fp64 reference: dtypes, d, N_q in {1, 4, 16}, GQA 32/8 and 4/1") {
+// Both grids: a block per split, and the queue's persistent blocks (05_decode_queue.cu).
+constexpr int kGrids[] = {FLASHLAB_DECODE_GRID_SPLITS, FLASHLAB_DECODE_GRID_QUEUE};
+
+TEST_CASE("decode matches the fp64 reference: both grids, dtypes, d, N_q in {1, 4, 16}, GQA") {
   const int kGqa[][2] = {{32, 8}, {4, 1}};
-  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
-    for (int d : decode::kHeadDims)
-      for (int n_q : {1, 4, 16})
-        for (const auto& gqa : kGqa) {
-          DecodeCase c;
-          c.dtype = dtype;
-          c.d = d;
-          c.n_q = n_q;
-          c.heads_q = gqa[0];
-          c.heads_kv = gqa[1];
-          c.lens = kRaggedLens;
-          expect_decode_matches(c);
-        }
+  for (int grid : kGrids)
+    for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+      for (int d : decode::kHeadDims)
+        for (int n_q : {1, 4, 16})
+          for (const auto& gqa : kGqa) {
+            DecodeCase c;
+            c.grid = grid;
+            c.dtype = dtype;
+            c.d = d;
+            c.n_q = n_q;
+            c.heads_q = gqa[0];
+            c.heads_kv = gqa[1];
+            c.lens = kRaggedLens;
+            expect_decode_matches(c);
+          }
 }
 
 // The packed rows of a block are the 16 rows of an mma tile: groups that fill part of it
@@ -113,29 +119,31 @@ TEST_CASE("decode at a long cache: L = 32768, GQA 32/8, automatic splits") {
 }
 
 TEST_CASE(
-    "decode: the paged cache gives the contiguous cache's bits: page sizes 16, 64, 256, shuffled") {
-  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
-    for (int d : decode::kHeadDims)
-      for (int page_size : {16, 64, 256})
-        for (int splits : {1, 5, 0}) {
-          DecodeCase c;
-          c.dtype = dtype;
-          c.d = d;
-          c.n_q = 4;
-          c.heads_q = 8;
-          c.heads_kv = 2;
-          c.lens = {0, 1, 255, 257, 1500};
-          c.capacity = 2048;
-          c.num_splits = splits;
-          const uint64_t seed = fresh_seed();
-          DecodeRun contiguous(c, seed);
-          c.page_size = page_size;
-          DecodeRun paged(c, seed);
-          INFO(c.describe(), " seed=", seed);
-          const DecodeBits a = contiguous.run(splits), b = paged.run(splits);
-          CHECK(a == b);
-          expect_decode_matches(c, &paged, splits);
-        }
+    "decode: the paged cache gives the contiguous cache's bits: both grids, pages of 16 to 256") {
+  for (int grid : kGrids)
+    for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
+      for (int d : decode::kHeadDims)
+        for (int page_size : {16, 64, 256})
+          for (int splits : {1, 5, 0}) {
+            DecodeCase c;
+            c.grid = grid;
+            c.dtype = dtype;
+            c.d = d;
+            c.n_q = 4;
+            c.heads_q = 8;
+            c.heads_kv = 2;
+            c.lens = {0, 1, 255, 257, 1500};
+            c.capacity = 2048;
+            c.num_splits = splits;
+            const uint64_t seed = fresh_seed();
+            DecodeRun contiguous(c, seed);
+            c.page_size = page_size;
+            DecodeRun paged(c, seed);
+            INFO(c.describe(), " seed=", seed);
+            const DecodeBits a = contiguous.run(splits), b = paged.run(splits);
+            CHECK(a == b);
+            expect_decode_matches(c, &paged, splits);
+          }
 }
 
 TEST_CASE("decode is bitwise deterministic over repeated runs") {
@@ -250,27 +258,9 @@ TEST_CASE("decode: a length beyond the capacity and a page index out of range ar
   }
 }
 
-// The queue's persistent blocks (05_decode_queue.cu): the same reference, the same ragged
-// lengths; pieces that shrink along each sequence; items from 1 per block to many per block,
-// so that the ring runs on across items with 0, 1 and many tiles.
-TEST_CASE("decode: the queue grid matches the fp64 reference: dtypes, d, N_q, GQA 32/8 and 4/1") {
-  const int kGqa[][2] = {{32, 8}, {4, 1}};
-  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
-    for (int d : decode::kHeadDims)
-      for (int n_q : {1, 4, 16})
-        for (const auto& gqa : kGqa) {
-          DecodeCase c;
-          c.grid = FLASHLAB_DECODE_GRID_QUEUE;
-          c.dtype = dtype;
-          c.d = d;
-          c.n_q = n_q;
-          c.heads_q = gqa[0];
-          c.heads_kv = gqa[1];
-          c.lens = kRaggedLens;
-          expect_decode_matches(c);
-        }
-}
-
+// The queue's persistent blocks (05_decode_queue.cu): pieces that shrink along each sequence;
+// items from 1 per block to many per block, so that the ring runs on across items with 0, 1
+// and many tiles.
 TEST_CASE("decode: the queue grid with every piece count from 1 to 64") {
   for (int d : decode::kHeadDims)
     for (int n_q : {1, 16}) {
@@ -329,30 +319,6 @@ TEST_CASE("decode: the queue grid once at small sizes (compute-sanitizer runs th
       c.page_size = page_size;
       c.num_splits = 7;
       expect_decode_matches(c);
-    }
-}
-
-TEST_CASE("decode: the queue grid's paged cache gives the contiguous cache's bits") {
-  for (int d : decode::kHeadDims)
-    for (int page_size : {16, 64, 256}) {
-      DecodeCase c;
-      c.grid = FLASHLAB_DECODE_GRID_QUEUE;
-      c.d = d;
-      c.n_q = 4;
-      c.heads_q = 8;
-      c.heads_kv = 2;
-      c.lens = {0, 1, 255, 257, 1500};
-      c.capacity = 2048;
-      const uint64_t seed = fresh_seed();
-      DecodeRun contiguous(c, seed);
-      c.page_size = page_size;
-      DecodeRun paged(c, seed);
-      INFO(c.describe(), " seed=", seed);
-      for (int pieces : {0, 7}) {
-        const DecodeBits a = contiguous.run(pieces), b = paged.run(pieces);
-        CHECK(a == b);
-        expect_decode_matches(c, &paged, pieces);
-      }
     }
 }
 
