@@ -165,6 +165,26 @@ __device__ __forceinline__ void load_tile(const DecodeProblem& p, int b, int kv_
                        int64_t(row) * p.k_stride.row + lane.chunk * tiles::kChunk;
   const int64_t v_at = int64_t(outer) * p.v_stride.batch + int64_t(kv_head) * p.v_stride.head +
                        int64_t(row) * p.v_stride.row + lane.chunk * tiles::kChunk;
+  // Every key of the thread's run valid (all but the sequence's last tile): one pointer per
+  // tensor walked a row at a time, no test a key, so that each copy costs a few instructions
+  // rather than the ~18 of the general path below (bench/gpu/NOTES.md, "Decode's copies
+  // without a test a key"). Plain loads only: with the evict-first policy this path raised an
+  // illegal instruction on the H200 (bf16, d = 64), so hinted copies take the general path.
+  if constexpr (!kEvictFirst) {
+    if (page_ok && j0 + Shape<kD>::kKeysPerThread <= range.k1) {
+      const T* k_src = gK + k_at;
+      const T* v_src = gV + v_at;
+#pragma unroll
+      for (int i = 0; i < Shape<kD>::kKeysPerThread; ++i) {
+        const int dst = swizzled<kD>(lane.first_key + i, lane.chunk);
+        ptx::cp_async_16(sKs + dst, k_src, true);
+        ptx::cp_async_16(sVs + dst, v_src, true);
+        k_src += p.k_stride.row;
+        v_src += p.v_stride.row;
+      }
+      return;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < Shape<kD>::kKeysPerThread; ++i) {
     const bool valid = page_ok && j0 + i < range.k1;
