@@ -95,19 +95,26 @@ TEST_CASE("decode: lengths that are not a multiple of the tile, every way of spl
     }
 }
 
-TEST_CASE("decode with every split count from 1 to 64 (more splits than keys included)") {
-  for (int n_q : {1, 16}) {
-    DecodeCase c;
-    c.n_q = n_q;
-    c.heads_q = 8;
-    c.heads_kv = 2;
-    c.lens = {0, 1, 40, 700, 3000};
-    const uint64_t seed = fresh_seed();
-    DecodeRun run(c, seed);
-    INFO("seed=", seed);
-    for (int splits = 1; splits <= decode::kMaxSplits; ++splits)
-      expect_decode_matches(c, &run, splits);
-  }
+// Every count from 1 to 64: splits (more than there are keys included), and the queue
+// grid's pieces, from one item a block to many, so that its ring runs on across items with 0,
+// 1 and many tiles.
+TEST_CASE("decode with every split or piece count from 1 to 64, both grids, d 64 and 128") {
+  for (int grid : kGrids)
+    for (int d : decode::kHeadDims)
+      for (int n_q : {1, 16}) {
+        DecodeCase c;
+        c.grid = grid;
+        c.d = d;
+        c.n_q = n_q;
+        c.heads_q = 8;
+        c.heads_kv = 2;
+        c.lens = {0, 1, 40, 700, 3000};
+        const uint64_t seed = fresh_seed();
+        DecodeRun run(c, seed);
+        INFO("seed=", seed);
+        for (int count = 1; count <= decode::kMaxSplits; ++count)
+          expect_decode_matches(c, &run, count);
+      }
 }
 
 TEST_CASE("decode at a long cache: L = 32768, GQA 32/8, automatic splits") {
@@ -256,27 +263,6 @@ TEST_CASE("decode: a length beyond the capacity and a page index out of range ar
     REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
     CHECK(flashlab_decode_check(&p) == FLASHLAB_OK);
   }
-}
-
-// The queue's persistent blocks (05_decode_queue.cu): pieces that shrink along each sequence;
-// items from 1 per block to many per block, so that the ring runs on across items with 0, 1
-// and many tiles.
-TEST_CASE("decode: the queue grid with every piece count from 1 to 64") {
-  for (int d : decode::kHeadDims)
-    for (int n_q : {1, 16}) {
-      DecodeCase c;
-      c.grid = FLASHLAB_DECODE_GRID_QUEUE;
-      c.d = d;
-      c.n_q = n_q;
-      c.heads_q = 8;
-      c.heads_kv = 2;
-      c.lens = {0, 1, 40, 700, 3000};
-      const uint64_t seed = fresh_seed();
-      DecodeRun run(c, seed);
-      INFO("seed=", seed);
-      for (int pieces = 1; pieces <= decode::kMaxSplits; ++pieces)
-        expect_decode_matches(c, &run, pieces);
-    }
 }
 
 // More items than the grid has blocks, many times over: blocks race for them, and the bits
