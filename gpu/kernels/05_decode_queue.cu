@@ -19,7 +19,12 @@
 // sequence's length, every piece starts from the empty state, and its state is written to the
 // piece's own place in the workspace, merged by the combine in piece order.
 // Bytes: as the split kernel's per piece (Q's rows once per piece, K and V once, a state per
-// row and piece), plus the counter's atomic per item.
+// row and piece), plus one atomic on the counter per item and per block, each a 32-byte sector
+// out of the SMs (measured: docs/IO-LEVELS.md).
+// Measured on the H200 it is slower than the split grid (0.99 of it at 131072 keys, 0.94 to
+// 0.97 at 32768): the loop's bookkeeping costs 0.5 to 1% and each item about a microsecond,
+// more than the balance buys (bench/gpu/NOTES.md, "Decode's queue grid"). So the split grid is
+// the default (decode::kDefaultGrid) and this one is there to be run and measured.
 #include "decode_steps.cuh"
 
 #include <cuda_runtime.h>
