@@ -104,6 +104,7 @@ DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index p
                                  .stages = k::stages(d),
                                  .warps = k::kWarps,
                                  .threads = k::kThreads,
+                                 .blocks_per_sm = k::kBlocksPerSm,
                                  .dtype = dtype,
                                  .state_floats = k::state_floats(d),
                                  .combine_rows_per_block = k::kCombineRowsPerBlock,

@@ -214,6 +214,7 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
     if (*store) check(**store);
   check_range("stages", f.stages, 0, kMaxStages);
   check_range("warps", f.warps, 1, kMaxWarps);
+  check_range("blocks_per_sm", f.blocks_per_sm, 1, kMaxWarps);
   check_range("combine_rows_per_block", f.combine_rows_per_block, 0, kMaxWarps);
   check_range("combine_threads", f.combine_threads, 0, kMaxWarps * kWarpLanes);
   check_range("persistent_blocks", f.persistent_blocks, 0, kMaxDecodeBatch * kMaxHeads);
@@ -302,9 +303,9 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   r.ops += combine.times(B * H * rows);
   r.peak_sram = split_block_sram(d, f);
   if (queue)
-    r.launches.push_back({"queue", queue_blocks, queue_blocks, f.threads});
+    r.launches.push_back({"queue", queue_blocks, queue_blocks, f.threads, f.blocks_per_sm});
   else
-    r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads});
+    r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads, f.blocks_per_sm});
   const Index combine_blocks = f.combine_rows_per_block > 0
                                    ? ceil_div(B * H * rows, f.combine_rows_per_block)
                                    : B * s.heads_q();

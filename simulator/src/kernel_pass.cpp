@@ -18,12 +18,12 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
-std::int64_t Launch::waves(int sm_count, int per_sm) const {
+std::int64_t Launch::waves(int sm_count) const {
   return ceil_div(blocks, std::int64_t{sm_count} * per_sm);
 }
 
-std::int64_t Launch::busy_sms(int sm_count, int per_sm) const {
-  return std::min<std::int64_t>(sm_count, ceil_div(working, per_sm));
+std::int64_t Launch::busy_sms(int sm_count) const {
+  return std::min<std::int64_t>(sm_count, working);
 }
 
 Bytes PassReport::bytes_read() const {

@@ -196,7 +196,9 @@ TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
     CHECK(j[k]["splits"] == s);
     CHECK(j[k]["blocks"] == blocks);
     CHECK(j[k]["busy_sms"] == std::min<std::int64_t>(blocks, 132));
-    CHECK(j[k]["waves"] == (blocks + 131) / 132);
+    // Waves of 132 SMs x the blocks each holds at once (the kernel's kBlocksPerSm, 2).
+    const std::int64_t wave = 132 * flashlab::gpu::decode::kBlocksPerSm;
+    CHECK(j[k]["waves"] == (blocks + wave - 1) / wave);
     // Out of the SMs, the states' sectors: 4 states a block (GQA 4), each U's 16 whole
     // sectors and one for m and l (a state padded to 136 floats).
     CHECK(j[k]["partial_state_bytes_written"] == blocks * 4 * (16 + 1) * 32);

@@ -177,6 +177,27 @@ TEST_CASE("decode mirror: a piece rule that does not cut the sequence in order i
                  "does not cut"));
 }
 
+TEST_CASE("decode mirror: waves of the blocks an SM holds at once, the SMs spread over first") {
+  const DecodeShape s{.lengths = {131072}, .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
+  const HardwareProfile& h200 = find_profile("h200");
+  // 8 KV heads x 33 splits = 264 blocks: one wave at 2 an SM, two at 1; 33 x 8 + 8 = 272
+  // blocks (34 splits): two waves either way.
+  for (const int per_sm : {1, 2}) {
+    CAPTURE(per_sm);
+    const Launch a = count_decode_kernel(s, {.splits = 33, .blocks_per_sm = per_sm}).launch("split");
+    const Launch b = count_decode_kernel(s, {.splits = 34, .blocks_per_sm = per_sm}).launch("split");
+    CHECK(a.waves(h200.sm_count) == (per_sm == 2 ? 1 : 2));
+    CHECK(b.waves(h200.sm_count) == (per_sm == 2 ? 2 : 3));
+    CHECK(a.busy_sms(h200.sm_count) == 132);  // 264 working blocks cover every SM
+  }
+  // 100 blocks keep 100 SMs busy, not 50 pairs.
+  const Launch few = count_decode_kernel({.lengths = {131072}, .heads_kv = 4, .group = 4},
+                                         {.splits = 25, .blocks_per_sm = 2})
+                         .launch("split");
+  CHECK(few.blocks == 100);
+  CHECK(few.busy_sms(h200.sm_count) == 100);
+}
+
 TEST_CASE("decode mirror: every sequence empty reads no cache and still writes O and LSE") {
   const DecodeShape s{.lengths = {0, 0, 0}, .heads_kv = 2, .group = 2, .n_q = 2, .d = 64};
   const PassReport r = count_decode_kernel(s, {.splits = 4, .page_size = 64});

@@ -55,6 +55,7 @@ struct DecodeKernelFacts {
                                   // SRAM ring; 0: SRAM not booked
   cpu::Index warps = 1;           // each keeps its own state; merged in SRAM at the end
   int threads = 0;                // per block of the split kernel (reported, not counted)
+  int blocks_per_sm = 1;          // split (or queue) blocks an SM holds at once: its waves
   DType dtype = DType::bf16;      // of Q, K, V and O
   cpu::Index state_floats = 0;    // floats from one partial state to the next in the
                                   // workspace: U (d), m, l and any padding; 0: d + 2, packed

@@ -26,10 +26,12 @@ struct Launch {
   std::int64_t blocks = 0;   // thread blocks in the grid
   std::int64_t working = 0;  // of those, the blocks with work (a decode split with keys)
   int threads = 0;           // per block, where the kernel's description gives it
-  // On a GPU of `sm_count` SMs running `per_sm` blocks each at once: how many waves the
-  // grid takes and how many SMs the working blocks keep busy in the first one.
-  std::int64_t waves(int sm_count, int per_sm = 1) const;
-  std::int64_t busy_sms(int sm_count, int per_sm = 1) const;
+  int per_sm = 1;            // blocks an SM holds at once, where the kernel's facts give it
+  // On a GPU of `sm_count` SMs: how many waves of sm_count x per_sm blocks the grid takes,
+  // and how many SMs its working blocks keep busy in the first one (the block scheduler
+  // spreads a grid over the SMs before it doubles up: docs/IO-LEVELS.md, "Where blocks land").
+  std::int64_t waves(int sm_count) const;
+  std::int64_t busy_sms(int sm_count) const;
 };
 
 // One HBM tensor of the pass and the bytes its kernels move across its boundary.
