@@ -126,7 +126,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       load_on_nxt = true;
       cursor_tile = 0;
     }
-    const Item it = load_on_nxt ? nxt : cur;  // a copy: a reference to either would put both in local memory
+    // A copy: a reference to either would put both in local memory.
+    const Item it = load_on_nxt ? nxt : cur;
     if (cursor_tile < it.range.tiles && loaded < computed + S::kStages) {
       const int stage = loaded % S::kStages;
       load_tile<T, kD, kEvictFirst>(p, it.b, it.kv_head, it.range, cursor_tile, entry_ahead, copy,

@@ -128,7 +128,8 @@ template <int kD>
 struct CopyLane {
   int chunk, first_key;
   __device__ __forceinline__ explicit CopyLane(int t)
-      : chunk(t % Shape<kD>::kChunks), first_key(t / Shape<kD>::kChunks * Shape<kD>::kKeysPerThread) {}
+      : chunk(t % Shape<kD>::kChunks),
+        first_key(t / Shape<kD>::kChunks * Shape<kD>::kKeysPerThread) {}
 };
 
 // The block-table entry of this thread's keys of tile `tile` of `range` (0 when contiguous,
@@ -138,7 +139,8 @@ __device__ __forceinline__ int table_entry(const DecodeProblem& p, int b, const 
                                            int tile, const CopyLane<kD>& lane) {
   if (p.block_table == nullptr || tile >= range.tiles) return 0;
   const int j0 = range.k0 + tile * kBc + lane.first_key;
-  return j0 < range.k1 ? p.block_table[int64_t(b) * p.block_table_stride + (j0 >> p.page_shift)] : 0;
+  return j0 < range.k1 ? p.block_table[int64_t(b) * p.block_table_stride + (j0 >> p.page_shift)]
+                       : 0;
 }
 
 // Starts the copy of tile `tile` of `range` (batch entry b, KV head kv_head) into the ring's

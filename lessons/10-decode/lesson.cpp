@@ -199,8 +199,8 @@ void queue_for_unequal_sms(LessonContext& ctx) {
   const std::int64_t slots = h200.sm_count * dk::kBlocksPerSm;
   const std::int64_t sequences = kBatch * kHeadsKV * dk::row_blocks(kHeadsQ / kHeadsKV, 1);
   const std::int64_t tiles = (measured::kDecodeQueueLength + dk::kBc - 1) / dk::kBc;
-  const int splits = dk::auto_splits(kBatch, kHeadsKV, kHeadsQ / kHeadsKV, 1, measured::kDecodeQueueLength,
-                                     h200.sm_count);
+  const int splits = dk::auto_splits(kBatch, kHeadsKV, kHeadsQ / kHeadsKV, 1,
+                                     measured::kDecodeQueueLength, h200.sm_count);
   const std::vector<std::int64_t> split_blocks(std::size_t(sequences * splits), tiles / splits);
   ctx.print("The queue grid (05_decode_queue.cu, grid = queue) is that: {} blocks, {} an SM, each\n"
             "taking its next item, a piece of one sequence, from an atomic counter; a sequence's\n"

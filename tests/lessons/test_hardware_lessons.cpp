@@ -474,7 +474,8 @@ TEST_CASE("lesson 10: the queue grid, its count model worked by hand and its mea
     CAPTURE(r.pieces);
     CHECK(contains(out, fmt::format("{}{}\t{}\t", r.automatic ? "auto: " : "", r.pieces,
                                     64 * r.pieces)));
-    CHECK(contains(out, fmt::format("\t{:.2f}\t{:.3f}", r.tbps, r.tbps / m::kDecodeQueueSplitGrid)));
+    CHECK(
+        contains(out, fmt::format("\t{:.2f}\t{:.3f}", r.tbps, r.tbps / m::kDecodeQueueSplitGrid)));
     if (r.automatic) CHECK(dk::auto_pieces(m::kDecodeQueueLength) == r.pieces);
   }
   CHECK(contains(out, fmt::format("loop ran at {:.3f} of the split grid",

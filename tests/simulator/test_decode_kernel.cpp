@@ -180,12 +180,14 @@ TEST_CASE("decode mirror: a piece rule that does not cut the sequence in order i
 TEST_CASE("decode mirror: waves of the blocks an SM holds at once, the SMs spread over first") {
   const DecodeShape s{.lengths = {131072}, .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
   const HardwareProfile& h200 = find_profile("h200");
-  // 8 KV heads x 33 splits = 264 blocks: one wave at 2 an SM, two at 1; 33 x 8 + 8 = 272
-  // blocks (34 splits): two waves either way.
+  // 8 KV heads x 33 splits = 264 blocks: one wave at 2 an SM, two at 1; 34 splits = 272
+  // blocks: two waves at 2 an SM, three at 1.
   for (const int per_sm : {1, 2}) {
     CAPTURE(per_sm);
-    const Launch a = count_decode_kernel(s, {.splits = 33, .blocks_per_sm = per_sm}).launch("split");
-    const Launch b = count_decode_kernel(s, {.splits = 34, .blocks_per_sm = per_sm}).launch("split");
+    const Launch a =
+        count_decode_kernel(s, {.splits = 33, .blocks_per_sm = per_sm}).launch("split");
+    const Launch b =
+        count_decode_kernel(s, {.splits = 34, .blocks_per_sm = per_sm}).launch("split");
     CHECK(a.waves(h200.sm_count) == (per_sm == 2 ? 1 : 2));
     CHECK(b.waves(h200.sm_count) == (per_sm == 2 ? 2 : 3));
     CHECK(a.busy_sms(h200.sm_count) == 132);  // 264 working blocks cover every SM
