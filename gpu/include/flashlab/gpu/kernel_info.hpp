@@ -538,7 +538,10 @@ constexpr int auto_pieces(int64_t max_seq_len) {
     ++pieces;
   return int(pieces);
 }
-// flashlab_decode_params.grid: what FLASHLAB_DECODE_GRID_AUTO means.
+// flashlab_decode_params.grid: what FLASHLAB_DECODE_GRID_AUTO means. The split grid: on the
+// H200 the queue ran at 0.99 of it at 131072 keys and 0.94 to 0.97 at 32768 (B = 8, 32 / 8
+// heads, d = 128; its loop's bookkeeping and each item's start cost more than the balance
+// bought: bench/gpu/NOTES.md, "Decode's queue grid").
 inline constexpr int32_t kDefaultGrid = FLASHLAB_DECODE_GRID_SPLITS;
 constexpr bool is_grid(int32_t grid) {
   return grid == FLASHLAB_DECODE_GRID_AUTO || grid == FLASHLAB_DECODE_GRID_SPLITS ||
