@@ -52,7 +52,7 @@ __device__ __forceinline__ Item item_at(const DecodeProblem& p, int index, int i
   Item it;
   it.index = index;
   if (index >= items) return it;
-  const int per_piece = p.batch * p.heads_kv * p.row_blocks;
+  const int per_piece = p.items_per_piece();
   it.piece = index / per_piece;
   const int rest = index % per_piece;
   const int y = rest % (p.heads_kv * p.row_blocks);
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   cudaTriggerProgrammaticLaunchCompletion();
 
   const int t = threadIdx.x, warp = t / kWarpSize, lane = t % kWarpSize;
-  const int items = p.splits * p.batch * p.heads_kv * p.row_blocks;
+  const int items = p.queue_items();
   unsigned* counter = p.error_word + kQueueCounterWord;
   // The queue: items [0, gridDim.x) are the blocks' first; claims hand out the rest in order.
   auto claim = [&]() { return int(gridDim.x + atomicAdd(counter, 1u)); };
@@ -191,7 +191,7 @@ void launch(const DecodeProblem& p, int sm_count, cudaStream_t stream) {
   throw_if_cuda_error(
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kThreads, sram),
       "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode_queue)");
-  const int64_t items = int64_t(p.splits) * p.batch * p.heads_kv * p.row_blocks;
+  const int64_t items = p.queue_items();
   const int64_t slots = int64_t(sm_count) * (resident > 0 ? resident : 1);
   const unsigned blocks = unsigned(items < slots ? items : slots);
   kernel<<<blocks, kThreads, sram, stream>>>(p);

@@ -45,8 +45,10 @@ using namespace decode_steps;
 static_assert(merge_bytes(64) <= sram_bytes(64) && merge_bytes(128) <= sram_bytes(128),
               "the merge reuses the ring");
 
-// Which keys a block takes: kernel_info.hpp's rule. The sequence is cut into tiles of Bc
-// keys, split s takes tiles [s q, (s + 1) q), q = ceil(tiles / splits).
+// Which keys a block takes: kernel_info.hpp's rule (split_first_tile, which lesson 10
+// calls). The sequence is cut into tiles of Bc keys, split s takes tiles
+// [s q, (s + 1) q), q = ceil(tiles / splits); in 32-bit arithmetic here, where
+// split_first_tile's 64-bit products cost the kernel two registers.
 __device__ __forceinline__ KeyRange split_range(int len, int splits, int split) {
   const int all_tiles = (len + kBc - 1) / kBc;
   const int q = (all_tiles + splits - 1) / splits;

@@ -37,6 +37,11 @@ struct DecodeProblem {
   // decode::state_floats(d)) fp32.
   uint32_t* error_word = nullptr;
   float* states = nullptr;
+
+  // The blocks of one split (the split grid), or the queue's items of one piece: one per
+  // (batch entry, KV head, row block); and the queue's items in all.
+  FLASHLAB_HOST_DEVICE int items_per_piece() const { return batch * heads_kv * row_blocks; }
+  FLASHLAB_HOST_DEVICE int queue_items() const { return splits * items_per_piece(); }
 };
 
 // Offsets of the error word's fields, then of the queue's counter, in the workspace's header.

@@ -67,11 +67,12 @@ __device__ __forceinline__ KeyRange key_range(int len, int t0, int t1) {
 
 // This warp's (m, l, U) over its keys: rows g and g + 8 of the 16 packed rows (g = lane / 4),
 // m in raw score units (W = 2^((S - m) s), s = scale log2 e), l this thread's share of the
-// row sum (its quad's four shares add up at the merge), U as mma C fragments.
+// row sum (its quad's four shares add up at the merge), U as mma C fragments. reset() makes
+// it the empty state (m = -inf, l = 0, U = 0), before a split's or piece's first tile.
 template <int kD>
 struct SoftmaxState {
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.0f, 0.0f};
+  float m[2];
+  float l[2];
   float rU[kD / 8][4];  // (16, d)
   __device__ __forceinline__ void reset() {
 #pragma unroll

@@ -182,14 +182,16 @@ double busiest_over_mean(const std::vector<std::int64_t>& items, std::int64_t sl
   return double(busiest) * double(slots) / double(total);
 }
 
-// The items of `sequences` sequences of `tiles` tiles each: the queue's pieces, piece-major
-// (every sequence's piece 0, then every piece 1, ...).
-std::vector<std::int64_t> queue_items(std::int64_t sequences, std::int64_t tiles, int pieces) {
+// The work items, in tiles, of `sequences` sequences of `tiles` tiles each cut into `count`
+// parts by a kernel's rule (first_tile: kernel_info's split_first_tile or piece_first_tile),
+// part-major: every sequence's part 0, then every part 1, ... (the queue's order; the split
+// grid's blocks all start at once, so their order does not matter).
+std::vector<std::int64_t> work_items(std::int64_t sequences, std::int64_t tiles, int count,
+                                     int (*first_tile)(std::int64_t, std::int64_t, std::int64_t)) {
   std::vector<std::int64_t> items;
-  for (int j = 0; j < pieces; ++j)
+  for (int j = 0; j < count; ++j)
     for (std::int64_t s = 0; s < sequences; ++s)
-      items.push_back(gpu::decode::piece_first_tile(tiles, pieces, j + 1) -
-                      gpu::decode::piece_first_tile(tiles, pieces, j));
+      items.push_back(first_tile(tiles, count, j + 1) - first_tile(tiles, count, j));
   return items;
 }
 
@@ -201,7 +203,8 @@ void queue_for_unequal_sms(LessonContext& ctx) {
   const std::int64_t tiles = (measured::kDecodeQueueLength + dk::kBc - 1) / dk::kBc;
   const int splits = dk::auto_splits(kBatch, kHeadsKV, kHeadsQ / kHeadsKV, 1,
                                      measured::kDecodeQueueLength, h200.sm_count);
-  const std::vector<std::int64_t> split_blocks(std::size_t(sequences * splits), tiles / splits);
+  const std::vector<std::int64_t> split_blocks =
+      work_items(sequences, tiles, splits, dk::split_first_tile);
   ctx.print("The queue grid (05_decode_queue.cu, grid = queue) is that: {} blocks, {} an SM, each\n"
             "taking its next item, a piece of one sequence, from an atomic counter; a sequence's\n"
             "pieces shrink along it (piece j of P in proportion to 2 (P - j) - 1), and the queue\n"
@@ -216,7 +219,9 @@ void queue_for_unequal_sms(LessonContext& ctx) {
   for (const auto& r : measured::kDecodeQueue)
     t.add({r.automatic ? fmt::format("auto: {}", r.pieces) : fmt::format("{}", r.pieces),
            fmt::format("{}", sequences * r.pieces),
-           fmt::format("{:.3f}", busiest_over_mean(queue_items(sequences, tiles, r.pieces), slots)),
+           fmt::format("{:.3f}", busiest_over_mean(
+                                     work_items(sequences, tiles, r.pieces, dk::piece_first_tile),
+                                     slots)),
            fmt::format("{:.2f}", r.tbps),
            fmt::format("{:.3f}", r.tbps / measured::kDecodeQueueSplitGrid)});
   ctx.table(t);

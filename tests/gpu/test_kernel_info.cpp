@@ -9,6 +9,7 @@
 
 #include "random_inputs.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -336,6 +337,11 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
       CHECK(s >= 1);
       CHECK(s <= decode::kMaxSplits);
     }
+  // The split grid's rule: 10 tiles in 4 splits of q = 3: 0, 3, 6, 9, 10; in 6 splits of 2
+  // the last two are empty (10, 10, 10).
+  for (int s = 0; s <= 4; ++s) CHECK(decode::split_first_tile(10, 4, s) == std::min(3 * s, 10));
+  CHECK(decode::split_first_tile(10, 6, 5) == 10);
+  CHECK(decode::split_first_tile(10, 6, 6) == 10);
   // The queue's pieces (05_decode_queue.cu): they cover the sequence in order, shrink along it
   // (by at most one tile out of order where the floors round), and the first is about 2P - 1
   // times the last. Worked by hand: T = 64 tiles, P = 4: 64 - floor(64 (4 - j)^2 / 16) =

@@ -382,20 +382,27 @@ static_assert(kMinPageSize % keys_per_thread(64) == 0 && kMinPageSize % keys_per
 constexpr int64_t bytes_in_flight_per_block(int64_t d) {
   return (stages(d) - 1) * stage_bytes(d);
 }
-// The warps' states at the merge, kWarps x kMaxRowsPerBlock x (U (d) + m + l), fp32 (33 KiB
-// at d = 128): they reuse the ring, which is idle by then.
-constexpr int64_t merge_bytes(int64_t d) {
-  return int64_t(kWarps) * kMaxRowsPerBlock * (d + 2) * 4;
+// The ring of K and V tiles: stages x (K, V) tiles.
+constexpr int64_t ring_bytes(int64_t d) { return stages(d) * stage_bytes(d); }
+// The warps' states at the merge, kWarps x `rows` packed rows x (U (d) + m + l), fp32 (33 KiB
+// at d = 128 for all kMaxRowsPerBlock rows): the split kernel's reuse the ring, which is idle
+// by then.
+constexpr int64_t merge_bytes(int64_t d, int64_t rows = kMaxRowsPerBlock) {
+  return int64_t(kWarps) * rows * (d + 2) * 4;
 }
 constexpr int64_t sram_bytes(int64_t d) {
-  const int64_t ring = stages(d) * stage_bytes(d);
-  return ring > merge_bytes(d) ? ring : merge_bytes(d);
+  return ring_bytes(d) > merge_bytes(d) ? ring_bytes(d) : merge_bytes(d);
 }
 // The tile a sequence is cut into for the splits: split s takes tiles [s q, (s + 1) q) of
 // its ceil(L / kBc) tiles, q = ceil(tiles / splits), so only the sequence's last tile is
 // ragged; the splits past the last tile (when splits > tiles / q) have no keys and write
 // the empty state (m = -inf, l = 0, U = 0).
 constexpr int bc(int64_t /*d*/) { return kBc; }
+// Split s's first tile by that rule (split_first_tile(T, S, S) = T, the end of the last).
+FLASHLAB_HOST_DEVICE constexpr int split_first_tile(int64_t tiles, int64_t splits, int64_t split) {
+  const int64_t q = (tiles + splits - 1) / splits;
+  return int(split * q < tiles ? split * q : tiles);
+}
 
 // Row blocks per (batch entry, KV head): ceil(group_size * N_q / kMaxRowsPerBlock).
 constexpr int64_t row_blocks(int64_t group_size, int64_t n_q) {
@@ -506,13 +513,11 @@ constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
 // a fifth apart, by the SM they run on (bench/gpu/NOTES.md, "Where decode's split blocks
 // end"); a queue lets the fast SMs take more.
 inline constexpr int kQueuePassRows = 8;
-inline constexpr int64_t kQueueClaimBytes = 16;  // the claimed item, handed from thread 0 to all
+// The claimed item (one int) thread 0 hands to the block's threads, in a 16-byte slot.
+inline constexpr int64_t kQueueClaimBytes = 16;
 inline constexpr int64_t kSramPerSm = 228 * 1024;    // the H200's shared memory per SM
 inline constexpr int64_t kSramReservedPerBlock = 1024;  // what the runtime keeps of it per block
-constexpr int64_t ring_bytes(int64_t d) { return stages(d) * stage_bytes(d); }
-constexpr int64_t queue_merge_bytes(int64_t d) {
-  return int64_t(kWarps) * kQueuePassRows * (d + 2) * 4;
-}
+constexpr int64_t queue_merge_bytes(int64_t d) { return merge_bytes(d, kQueuePassRows); }
 constexpr int64_t queue_sram_bytes(int64_t d) {
   return ring_bytes(d) + queue_merge_bytes(d) + kQueueClaimBytes;
 }
