@@ -265,6 +265,39 @@ TEST_CASE("decode: a length beyond the capacity and a page index out of range ar
   }
 }
 
+// The workspace's header (the error word and the queue's counter) is zeroed by the call
+// itself, in a kernel the split or queue kernel waits for only where it writes there
+// (programmatic_launch.cuh): a header left at 0xff..., as after any other use of the memory,
+// must give a clean check and every piece of every sequence, and a call after a bad one on
+// the same workspace must be clean again. Both grids; more pieces than the queue has blocks.
+TEST_CASE("decode: the call zeroes its workspace's header (a poisoned error word and counter)") {
+  for (int grid : kGrids) {
+    DecodeCase c;
+    c.grid = grid;
+    c.heads_q = 8;
+    c.heads_kv = 2;
+    c.lens = {0, 1, 300, 4097, 1023};
+    c.page_size = 64;
+    c.num_splits = 9;
+    const uint64_t seed = fresh_seed();
+    DecodeRun run(c, seed);
+    INFO(c.describe(), " seed=", seed);
+    flashlab_decode_params& p = run.params();
+    REQUIRE(cudaMemset(p.workspace, 0xff, size_t(decode::kWorkspaceHeaderBytes)) == cudaSuccess);
+    expect_decode_matches(c, &run, c.num_splits);
+
+    const int32_t bad[5] = {0, 1, 300, 5000, 1023};  // entry 3 beyond the capacity (4352)
+    REQUIRE(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), bad, sizeof(bad),
+                       cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(flashlab_decode(&p) == FLASHLAB_OK);
+    CHECK(flashlab_decode_check(&p) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(std::string(flashlab_last_error()).find("seq_lens[3]") != std::string::npos);
+    REQUIRE(cudaMemcpy(const_cast<int32_t*>(p.seq_lens), c.lens.data(), sizeof(bad),
+                       cudaMemcpyHostToDevice) == cudaSuccess);
+    expect_decode_matches(c, &run, c.num_splits);
+  }
+}
+
 // More items than the grid has blocks, many times over: blocks race for them, and the bits
 // must not depend on who won. 50 runs, paged and contiguous; and the queue with one piece
 // gives the split grid's bits with one split (the same keys, the same merge).
