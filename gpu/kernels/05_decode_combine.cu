@@ -22,7 +22,6 @@
 // after it has ended.
 #include "common.cuh"
 #include "decode_problem.hpp"
-#include "programmatic_launch.cuh"
 
 namespace flashlab::gpu {
 namespace {
@@ -121,8 +120,18 @@ template <class T, int kD>
 void launch(const DecodeProblem& p, cudaStream_t stream) {
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.n_q;
   const unsigned blocks = unsigned((rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock);
-  launch_programmatic(decode_combine_kernel<T, kD>, dim3(blocks), dim3(kCombineThreads), 0, stream,
-                      "decode_combine", p);
+  cudaLaunchAttribute dependent{};
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(kCombineThreads);
+  config.stream = stream;
+  config.attrs = &dependent;
+  config.numAttrs = 1;
+  throw_if_cuda_error(cudaLaunchKernelEx(&config, decode_combine_kernel<T, kD>, p),
+                      "cudaLaunchKernelEx(decode_combine)");
+  check_launch("decode_combine");
 }
 
 }  // namespace

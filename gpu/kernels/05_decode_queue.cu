@@ -97,12 +97,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int items = p.queue_items();
   unsigned* counter = p.error_word + kQueueCounterWord;
   // The queue: items [0, gridDim.x) are the blocks' first; claims hand out the rest in order.
-  // The counter is zeroed by the kernel before this one (launch_zero_words), whose end a
-  // claim waits for (at once, after the first).
-  auto claim = [&]() {
-    cudaGridDependencySynchronize();
-    return int(gridDim.x + atomicAdd(counter, 1u));
-  };
+  auto claim = [&]() { return int(gridDim.x + atomicAdd(counter, 1u)); };
 
   if (t == 0) *sClaim = claim();
   Item cur = item_at(p, blockIdx.x, items, t == 0);
@@ -199,9 +194,8 @@ void launch(const DecodeProblem& p, int sm_count, cudaStream_t stream) {
   const int64_t items = p.queue_items();
   const int64_t slots = int64_t(sm_count) * (resident > 0 ? resident : 1);
   const unsigned blocks = unsigned(items < slots ? items : slots);
-  // The dependent of the kernel that zeroes the counter and the error word (decode.cpp).
-  launch_programmatic(kernel, dim3(blocks), dim3(kThreads), size_t(sram), stream, "decode_queue",
-                      p);
+  kernel<<<blocks, kThreads, sram, stream>>>(p);
+  check_launch("decode_queue");
 }
 
 }  // namespace

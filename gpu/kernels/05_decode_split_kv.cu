@@ -23,9 +23,7 @@
 // The warps' states are merged once, at the end, in SRAM (the ring, idle by then), in a fixed
 // order: the result is bitwise the same on every run.
 // Every block lets the combine kernel launch as soon as it starts (programmatic dependent
-// launch, programmatic_launch.cuh): the combine's blocks wait on the SMs for this grid to end.
-// The kernel is itself the dependent of the one that zeroes the workspace's error word, and
-// waits for it only to report a bad input (flag_error).
+// launch, 05_decode_combine.cu): the combine's blocks wait on the SMs for this grid to end.
 // A paged cache: a thread's keys of a tile are consecutive and lie on one page, so it reads
 // one block-table entry per tile, one tile ahead of the copy that needs it.
 // With kv_l2_policy evict-first the K and V copies carry that L2 policy (cp.async's
@@ -136,9 +134,9 @@ void launch(const DecodeProblem& p, cudaStream_t stream) {
   throw_if_cuda_error(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sram),
       "cudaFuncSetAttribute(decode_split_kv)");
-  // The dependent of the kernel that zeroes the error word (decode.cpp): flag_error waits for it.
-  launch_programmatic(kernel, dim3(p.splits, p.heads_kv * p.row_blocks, p.batch), dim3(kThreads),
-                      size_t(sram), stream, "decode_split_kv", p);
+  const dim3 grid(p.splits, p.heads_kv * p.row_blocks, p.batch);
+  kernel<<<grid, kThreads, sram, stream>>>(p);
+  check_launch("decode_split_kv");
 }
 
 }  // namespace

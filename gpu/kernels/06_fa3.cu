@@ -66,7 +66,6 @@
 #include "hopper/tma.cuh"
 #include "hopper/wgmma.cuh"
 #include "launch.hpp"
-#include "programmatic_launch.cuh"
 #include "ptx.cuh"
 
 #include <map>
@@ -938,15 +937,10 @@ __device__ __forceinline__ void finish_o_stores(const Fa3Params& params) {
 }
 
 // The next item from the work queue, for the producer warp: lane 0 counts one more item
-// taken and the warp shares the count before it (fa3::next_from_queue). The count is zeroed
-// by the kernel before this one (launch_zero_words), whose end lane 0 waits for first (by the
-// first claim, after the block's first item is issued, it has long ended).
+// taken and the warp shares the count before it (fa3::next_from_queue).
 __device__ __forceinline__ int64_t take_from_queue(const Fa3Params& params) {
   unsigned long long taken = 0;
-  if (threadIdx.x % kWarpSize == 0) {
-    cudaGridDependencySynchronize();
-    taken = atomicAdd(params.queue, 1ull);
-  }
+  if (threadIdx.x % kWarpSize == 0) taken = atomicAdd(params.queue, 1ull);
   taken = __shfl_sync(kFullWarp, taken, 0);
   return fa3::next_from_queue(int64_t(taken), gridDim.x);
 }
@@ -1125,13 +1119,12 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
   const fa3::TileOrder order = fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D,
                                                     sizeof(T), p.causal, device.l2_bytes);
   const flashlab_fa3_grid grid = fa3::resolve_grid(options.grid, order, kWarpSpecialized);
-  // The work queue's count of items taken, zeroed by a kernel whose dependent the fa3 kernel
-  // is (programmatic_launch.cuh): the claims wait for it, the rest of the kernel does not.
+  // The work queue's count of items taken, zeroed on the stream before the launch.
   std::optional<StreamScratch> queue;
   if (grid == FLASHLAB_FA3_GRID_QUEUE) {
     queue.emplace(sizeof(unsigned long long), stream, "fa3 work queue");
-    launch_zero_words(static_cast<uint32_t*>(queue->get()),
-                      int(sizeof(unsigned long long) / sizeof(uint32_t)), stream);
+    throw_if_cuda_error(cudaMemsetAsync(queue->get(), 0, sizeof(unsigned long long), stream),
+                        "fa3 work queue");
   }
   const Fa3Params params{p,
                          {options.stages, options.ping_pong != 0, rule, options.overlap_items != 0},
@@ -1141,14 +1134,8 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
                          stage_o};
   const auto blocks =
       unsigned(fa3::grid_blocks(order, grid != FLASHLAB_FA3_GRID_PER_TILE, device.sm_count));
-  const dim3 threads(fa3::threads(kWarpSpecialized, D));
-  if (queue)
-    launch_programmatic(kernel, dim3(blocks), threads, size_t(sram_bytes), stream, "fa3_kernel",
-                        params, maps);
-  else {
-    kernel<<<blocks, threads, sram_bytes, stream>>>(params, maps);
-    check_launch("fa3_kernel");
-  }
+  kernel<<<blocks, fa3::threads(kWarpSpecialized, D), sram_bytes, stream>>>(params, maps);
+  check_launch("fa3_kernel");
   if (queue) queue->free("fa3 work queue");
 }
 

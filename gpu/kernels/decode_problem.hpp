@@ -33,8 +33,8 @@ struct DecodeProblem {
   bool queue = false;           // decode::uses_queue(grid): persistent blocks (05_decode_queue.cu)
   // The workspace: the error word (4 x uint32: bits, bad-length entry + 1, bad-page entry +
   // 1, the bad page index) and the queue's counter (1 x uint32, the items claimed so far), all
-  // zeroed by a kernel of their own before the split kernel (launch_zero_words); then the
-  // states, (B, Hq, N_q, splits, decode::state_floats(d)) fp32.
+  // zeroed before the split kernel; then the states, (B, Hq, N_q, splits,
+  // decode::state_floats(d)) fp32.
   uint32_t* error_word = nullptr;
   float* states = nullptr;
 

@@ -15,7 +15,6 @@
 
 #include "common.cuh"
 #include "decode_problem.hpp"
-#include "programmatic_launch.cuh"
 #include "ptx.cuh"
 #include "sram_tiles.cuh"
 
@@ -39,12 +38,9 @@ struct Shape {
   static_assert(kStages >= 2, "the ring needs a tile to compute and one in flight");
 };
 
-// Sets the workspace's error word: `bit`, and (first writer wins) the entry it concerns. The
-// word is zeroed by the kernel before this one (launch_zero_words), whose end this thread
-// waits for first: only here, so a call with good input never waits for it.
+// Sets the workspace's error word: `bit`, and (first writer wins) the entry it concerns.
 __device__ inline void flag_error(uint32_t* error_word, uint32_t bit, int entry_field, int b,
                                   int page) {
-  cudaGridDependencySynchronize();
   atomicOr(&error_word[kErrorBits], bit);
   if (atomicCAS(&error_word[entry_field], 0u, uint32_t(b + 1)) == 0u && page >= 0)
     error_word[kErrorPageIndex] = uint32_t(page);

@@ -3,7 +3,6 @@
 #include "flashlab/gpu/decode.hpp"
 
 #include "../kernels/decode_problem.hpp"
-#include "../kernels/zero_words.hpp"
 #include "device_pointers.hpp"
 #include "flashlab/gpu/forward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
@@ -89,9 +88,8 @@ void run_decode(const flashlab_decode_params& p) {
 
   const DecodeProblem problem = make_problem(p, decode_num_splits(p, sm_count));
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  // The error word and the queue's counter, zeroed by a kernel that lets the split (or queue)
-  // kernel launch at once; that kernel waits for it only where it writes them.
-  launch_zero_words(problem.error_word, kHeaderWordsZeroed, stream);
+  throw_if(cudaMemsetAsync(problem.error_word, 0, kHeaderWordsZeroed * sizeof(uint32_t), stream),
+           "cudaMemsetAsync(workspace error word and queue counter)");
   if (problem.queue)
     launch_decode_queue(problem, int(sm_count), stream);
   else

@@ -266,10 +266,10 @@ TEST_CASE("decode: a length beyond the capacity and a page index out of range ar
 }
 
 // The workspace's header (the error word and the queue's counter) is zeroed by the call
-// itself, in a kernel the split or queue kernel waits for only where it writes there
-// (programmatic_launch.cuh): a header left at 0xff..., as after any other use of the memory,
-// must give a clean check and every piece of every sequence, and a call after a bad one on
-// the same workspace must be clean again. Both grids; more pieces than the queue has blocks.
+// itself (decode.cpp, before the split or queue kernel): a header left at 0xff..., as after
+// any other use of the memory, must give a clean check and every piece of every sequence, and
+// a call after a bad one on the same workspace must be clean again. Both grids; more pieces
+// than the queue has blocks.
 TEST_CASE("decode: the call zeroes its workspace's header (a poisoned error word and counter)") {
   for (int grid : kGrids) {
     DecodeCase c;
