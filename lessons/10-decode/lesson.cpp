@@ -237,6 +237,32 @@ void queue_for_unequal_sms(LessonContext& ctx) {
             measured::kDecodeQueueEqualPieces / measured::kDecodeQueueEqualSplitGrid);
 }
 
+// Where the splits meet: the combine as a kernel of its own against the last split block of
+// each group merging them, as measured.
+void where_splits_merge(LessonContext& ctx) {
+  const auto& src = measured::kDecodeMergeWhereSource;
+  ctx.print("The splits' states meet in the combine, a kernel of its own (05_decode_combine.cu).\n"
+            "It could be folded into the split kernel instead: each block counts itself done on a\n"
+            "counter of its (sequence, KV head), after a fence that makes its state visible, and\n"
+            "the block that counts last reads the others' states and writes O. One launch fewer,\n"
+            "no wait for the whole grid to end. Measured\n({}), TB/s of K and V:\n\n",
+            src.tool);
+  Table t({"cache L", "combine kernel", "last block merges", "last / combine"});
+  for (const auto& m : measured::kDecodeMergeWhere) {
+    const double combine = (m.combine_kernel[0] + m.combine_kernel[1]) / 2;
+    const double last = (m.last_block[0] + m.last_block[1]) / 2;
+    t.add({fmt::format("{}", m.length), fmt::format("{:.2f}", combine),
+           fmt::format("{:.2f}", last), fmt::format("{:.3f}", last / combine)});
+  }
+  ctx.table(t);
+  ctx.say("The folded merge loses, most where the call is short (by do_bench, whose flush\n"
+          "leaves the L2 dirty, the two were level). The reading that fits, not measured\n"
+          "further: the combine's blocks are launched as the split kernel starts and wait on the\n"
+          "SMs (a programmatic dependent launch), so when the splits end they load the states at\n"
+          "once; the last split block pays its fence, then the counter's round trip, then the\n"
+          "states' round trip, one after the other, at the end of the call.\n\n");
+}
+
 void unequal_sms(LessonContext& ctx) {
   ctx.step("Equal blocks, unequal SMs: where the split blocks end");
   const auto& e = measured::kDecodeBlockEnds;
@@ -283,6 +309,7 @@ void unequal_sms(LessonContext& ctx) {
           "save. A balance that pays neither needs blocks that stay and take piece after piece\n"
           "of the cache from a queue, their copies running on from one piece into the next.\n\n");
   queue_for_unequal_sms(ctx);
+  where_splits_merge(ctx);
 }
 
 void paged_reads(LessonContext& ctx) {

@@ -102,6 +102,24 @@ inline constexpr std::array kDecodeQueue = {
     PieceCountTime{64, false, 4.39}};
 inline constexpr double kDecodeQueueSplitGrid = 4.45, kDecodeQueueCudnn = 4.47;
 inline constexpr std::int64_t kDecodeQueueLength = 131072;  // L, as the source's shape says
+// Where the splits' states are merged: the combine kernel (05_decode_combine.cu, launched as a
+// programmatic dependent of the split kernel), against a build in which the last split block
+// of each (sequence, KV head) to end merges them (a counter a group, a fence, no combine
+// kernel; the branch decode-last-split-merges). TB/s of K and V after a clean flush, two runs
+// each, in turns.
+struct MergeWhere {
+  std::int64_t length;
+  double combine_kernel[2], last_block[2];
+};
+inline constexpr Source kDecodeMergeWhereSource{
+    "bench/RESULTS.md, run of 2026-12-03, seventh "
+    "(results/2026-12-03-h200-zeroed-words-and-fused-combine.txt: main, fused)",
+    "B = 8, 32 query heads over 8 KV heads, d = 128, bf16",
+    "bench/gpu/decode_splits.py --other-lib, events around each call after a clean flush"};
+inline constexpr std::array kDecodeMergeWhere = {MergeWhere{4096, {3.32, 3.32}, {3.12, 3.16}},
+                                                 MergeWhere{32768, {4.35, 4.35}, {4.29, 4.29}},
+                                                 MergeWhere{131072, {4.50, 4.50}, {4.47, 4.48}}};
+
 // A build whose queue cuts every sequence into 4 equal pieces (256 items on 264 blocks: one
 // item a block, the split grid's very work) against the split grid, in the same turns.
 inline constexpr double kDecodeQueueEqualPieces = 4.43, kDecodeQueueEqualSplitGrid = 4.45;

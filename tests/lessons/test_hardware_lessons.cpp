@@ -481,3 +481,19 @@ TEST_CASE("lesson 10: the queue grid, its count model worked by hand and its mea
   CHECK(contains(out, fmt::format("loop ran at {:.3f} of the split grid",
                                   m::kDecodeQueueEqualPieces / m::kDecodeQueueEqualSplitGrid)));
 }
+
+TEST_CASE("lesson 10: where the splits merge, the combine kernel or the last block, measured") {
+  namespace m = flashlab::app::measured;
+  const std::string out = lesson_output(10);
+  // L = 4096 by hand: the combine kernel 3.32 in both runs, the last block 3.12 and 3.16, a
+  // mean of 3.14: 3.14 / 3.32 = 0.946.
+  CHECK(contains(out, "4096\t3.32\t3.14\t0.946"));
+  for (const auto& r : m::kDecodeMergeWhere) {
+    CAPTURE(r.length);
+    const double combine = (r.combine_kernel[0] + r.combine_kernel[1]) / 2;
+    const double last = (r.last_block[0] + r.last_block[1]) / 2;
+    CHECK(contains(out, fmt::format("{}\t{:.2f}\t{:.2f}\t{:.3f}", r.length, combine, last,
+                                    last / combine)));
+    CHECK(last < combine);  // the source's finding: the folded merge is the slower everywhere
+  }
+}
