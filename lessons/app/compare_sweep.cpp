@@ -135,9 +135,9 @@ void print_table(const std::vector<Point>& points, const Style& style) {
 }
 
 // Where each (kernel, d, heads) of the sweep stops keeping K and V in the L2 between waves, by
-// the closed form (sim::l2_crossover: LRU, lockstep, the Q, O and L tiles of the fullest
-// partition under the grid's placement, here the profile's measured one); the DRAM columns
-// come from the grid run with the profile's replacement and measured placement.
+// the closed form (sim::l2_crossover: LRU, lockstep, each L2 partition's own heads and tiles
+// under the grid's placement, here the profile's measured one); the DRAM columns come from the
+// grid run with the profile's replacement and measured placement.
 void print_crossovers(const std::vector<Point>& points) {
   std::vector<std::string> seen;
   for (const Point& p : points) {
@@ -147,7 +147,7 @@ void print_crossovers(const std::vector<Point>& points) {
     seen.push_back(key);
     fmt::print(
         "L2 crossover, {} at d = {}, {} head{} (the closed form: an LRU L2, blocks in lockstep, "
-        "the fullest L2 partition, {}): K and V re-read from DRAM from N = {} ({} KV "
+        "each L2 partition its own blocks', {}): K and V re-read from DRAM from N = {} ({} KV "
         "head{} live between waves: {:.2f} MiB against the {:.2f} MiB of one of the L2's {} "
         "partition{}); by every wave from N = {}\n",
         p.run.kernel, p.run.d, p.run.heads, p.run.heads > 1 ? "s" : "",

@@ -10,11 +10,14 @@
 
 #include "flashlab/cpu/types.hpp"
 
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
@@ -31,10 +34,13 @@ std::string read(const fs::path& path) {
   return s.str();
 }
 
-struct Scratch {  // a folder of its own per test case, removed afterwards
+// A folder of its own for each test case and process (two builds may test at once), removed
+// afterwards.
+struct Scratch {
   fs::path dir;
   explicit Scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("flashlab-" + name)) {
+      : dir(fs::temp_directory_path() /
+            ("flashlab-" + name + "-" + std::to_string(::getpid()))) {
     fs::remove_all(dir);
   }
   ~Scratch() { fs::remove_all(dir); }

@@ -2,6 +2,8 @@
 // and what would be right, exits with the usage status, and leaves existing files as they were.
 #include "run_flashlab.hpp"
 
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -26,11 +28,13 @@ std::string read(const fs::path& path) {
   return s.str();
 }
 
-// A folder of its own for each test case, removed afterwards.
+// A folder of its own for each test case and process (two builds may test at once), removed
+// afterwards.
 struct Scratch {
   fs::path dir;
   explicit Scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("flashlab-" + name)) {
+      : dir(fs::temp_directory_path() /
+            ("flashlab-" + name + "-" + std::to_string(::getpid()))) {
     fs::remove_all(dir);
     fs::create_directories(dir);
   }

@@ -5,6 +5,7 @@
 #include "helpers.hpp"
 
 #include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/profiles.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -285,6 +286,67 @@ TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the
   }
 }
 
+// The closed form takes the grid's own placement (slot_partitions, as the measured one of a
+// profile enters it through on_gpu). A tile that both sides read is held on both, and a side
+// that loses it takes it back from the other: it is read from DRAM again only once every side
+// that holds it has lost it, each side holding its own blocks' heads and tiles. With three of
+// four slots on partition 0, on small grids of one to five heads, the brute force as above;
+// one head's every-wave figure is its first.
+TEST_CASE("grid L2: the crossover's closed form follows the grid's placement of blocks") {
+  for (const Index heads : {1, 2, 3, 5}) {
+    for (const Bytes l2 : {Bytes{3} * kKiB, Bytes{6} * kKiB}) {
+      for (const auto& placement : {std::vector<Index>{0, 0, 0, 1}, std::vector<Index>{1, 0, 0, 0},
+                                    std::vector<Index>{0, 1, 1, 1}}) {
+        GridProblem p{.N = 0,
+                      .d = 16,
+                      .heads = heads,
+                      .Br = 8,
+                      .Bc = 4,
+                      .blocks_per_sm = 2,
+                      .sm_count = 2,
+                      .l2_bytes = 2 * l2,
+                      .l2_partitions = 2,
+                      .slot_partitions = placement};  // R = 4 slots, block b in slot b mod 4
+        CAPTURE(heads);
+        CAPTURE(l2);
+        CAPTURE(placement[0]);
+        CAPTURE(placement[1]);
+        const auto crossover = l2_crossover(p);
+        REQUIRE(crossover);
+        Index brute = 0;
+        for (p.N = p.Bc; p.N <= 4096 && brute == 0; p.N += p.Bc)
+          if (run_grid(p).tensor("K").dram_read > heads * p.N * 32) brute = p.N;
+        CHECK(brute == crossover->first_N);
+        if (heads == 1) CHECK(crossover->one_head_N == crossover->first_N);
+      }
+    }
+  }
+}
+
+// On the H200 as `flashlab compare` runs it (on_gpu: two partitions, the block placement
+// measured at two blocks an SM), with LRU: the closed form and the model's own run first read
+// K from DRAM again at the same N, for one head and for sixteen. Blocks alternating would put
+// it at 49,088 and 7,488 (the tests below).
+TEST_CASE("grid L2: the H200's crossover under its measured placement, closed form and model") {
+  GridProblem p = on_gpu(find_profile("h200"),
+                         {.d = 128, .heads = 1, .Br = 128, .Bc = 64, .blocks_per_sm = 2});
+  REQUIRE_FALSE(p.slot_partitions.empty());
+  p.replacement = L2Replacement::lru;
+  for (const auto& [heads, first] : {std::pair{Index{1}, Index{49664}}, {Index{16}, Index{8960}}}) {
+    CAPTURE(heads);
+    p.heads = heads;
+    const auto c = l2_crossover(p);
+    REQUIRE(c);
+    CHECK(c->first_N == first);
+    const auto K_reread = [&](Index N) {
+      p.N = N;
+      return run_grid(p).tensor("K").dram_read > heads * N * 128 * 2;
+    };
+    CHECK_FALSE(K_reread(first - 64));
+    CHECK(K_reread(first));
+  }
+}
+
 TEST_CASE("grid L2: the H200's crossover for fa2 at d = 128, by the closed form and the model") {
   GridProblem p{.d = 128,
                 .heads = 16,
@@ -338,9 +400,12 @@ TEST_CASE(
   // 64) = 3072 N - 163,840 passes it above N = 7455.3.
   CHECK(c->first_N == 7488);
   CHECK(c->heads_live == 6);
-  // In the fullest partition two of the wave's 132 blocks run a head's last query tile, of
-  // 64 rows (7488 = 58 x 128 + 64): 128 rows fewer of O and L (516 bytes a row).
-  CHECK(c->live == 512 * Bytes{7488} + 5 * 512 * Bytes{7488 - 64} + 8718336 - 128 * 516);
+  // Both partitions hold the shared head; the one that keeps it longest has the fewest tiles:
+  // two of its wave's 132 blocks run a head's last query tile, of 64 rows (7488 = 58 x 128 +
+  // 64), 128 rows fewer of O and L (516 bytes a row), and so does one more of the next wave's
+  // blocks, 64 rows fewer of Q (256 bytes a row).
+  CHECK(c->live ==
+        512 * Bytes{7488} + 5 * 512 * Bytes{7488 - 64} + 8718336 - 128 * 516 - 64 * 256);
   // One head: 512 N > 22,738,944 above N = 44,412: from 44,416 (half the 88,832 of one pool).
   CHECK(c->one_head_N == 44416);
   const auto K_reread = [&](Index heads, Index N) {
@@ -351,18 +416,19 @@ TEST_CASE(
   CHECK(K_reread(16, 7488));
   CHECK(K_reread(16, 12288));
   // One head runs in two waves up to N = 67,584. The second is short of R: at N = 49,024
-  // (Tr = 383) it has 119 blocks, 60 of them on partition 0, so less of its Q takes room
-  // than in a full wave and the head's K and V fit up to there.
+  // (Tr = 383) it has 119 blocks, 59 of them on partition 1, so less of its Q takes room
+  // than in a full wave, and partition 1 keeps the head's K and V up to there: they reach
+  // DRAM again one Bc later.
   p.heads = 1;
-  CHECK(l2_crossover(p)->first_N == 49024);
-  CHECK(l2_crossover(p)->one_head_N == 49024);
+  CHECK(l2_crossover(p)->first_N == 49088);
+  CHECK(l2_crossover(p)->one_head_N == 49088);
   const auto K_excess = [&](Index N) {
     p.N = N;
     return double(run_grid(p).tensor("K").dram_read) / double(N * 128 * 2) - 1;
   };
   CHECK(K_excess(32768) == 0);
   // The model's own run: below 0.1% of K read again at 49,024, then nearly all of K read a
-  // second time at 49,088, one Bc later than the closed form.
+  // second time at 49,088, where the closed form puts it.
   CHECK(K_excess(49024) < 0.001);
   CHECK(K_excess(49088) > 0.9);
   // The measured DRAM reads on the H200 (docs/IO-LEVELS.md): with one head, 24.0 MiB at N =

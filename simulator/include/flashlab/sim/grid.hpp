@@ -93,14 +93,19 @@
 //     live(N) = 2 N d s  +  (h - 1) x 2 (N - Bc) d s  +  ceil(R / P) x (2 Br d s + 4 Br),
 //     h = max(h_w, h_w+1) over the waves that share a KV head,
 //
-// and re-reads reach DRAM from the smallest N with live(N) > L2 / P: with P partitions each
-// holds every live head's K and V but only its own blocks' Q, O and L (where the next wave
-// is the grid's last and short of R blocks, its Q tiles are counted as they are). h is 1, or 2
+// and re-reads reach DRAM from the smallest N with live(N) > L2 / P. With P partitions it is
+// taken per partition: each holds the K and V of the heads its own blocks read (h counted
+// over them) and its own blocks' Q, O and L (ceil(R / P) where blocks alternate; where the
+// next wave is the grid's last and short of R blocks, its Q tiles as they are), and since a
+// partition that loses a tile takes it back from another that still holds it, a shared head's
+// tile reaches DRAM again only once every partition that holds it has lost it: live(N) is the
+// least over those partitions (the most over the pairs of waves). h is 1, or 2
 // where a wave straddles two heads, once Tr >= R; more where a wave holds several heads. fa2 at d =
 // 128 (Br 128, Bc 64, bf16) on the H200 (60 MiB, R = 264): as one pool (P = 1), 16 heads have h = 3
 // from N = 29,696 (Tr = 232 < R), h = 2 from N = 44,480, and from N = 88,832 one head's K and V
 // alone do not fit, so every wave re-reads; in two partitions of 30 MiB (P = 2, the profile's), 16
-// heads re-read from N = 7,488 (h = 6) and one head from N = 49,024
+// heads re-read from N = 7,488 (h = 6) and one head from N = 49,088 with blocks alternating,
+// from 8,960 (h = 5) and 49,664 with the placement measured on the H200
 // (tests/simulator/test_grid_l2.cpp runs the grid at these N).
 #pragma once
 
