@@ -253,30 +253,41 @@ TEST_CASE("grid L2: booking blocks that run alike as one group changes no count"
   }
 }
 
+// Small grids for the crossover's brute force: R = 4 blocks resident (2 SMs, 2 each), tiles
+// of 8 and 4 rows of 32 bytes (d = 16, bf16), an L2 of a few KiB a partition.
+GridProblem small_crossover_grid(Index heads, Bytes l2_per_partition, Index partitions,
+                                 std::vector<Index> placement = {}) {
+  return {.N = 0,
+          .d = 16,
+          .heads = heads,
+          .Br = 8,
+          .Bc = 4,
+          .blocks_per_sm = 2,
+          .sm_count = 2,
+          .l2_bytes = l2_per_partition * partitions,
+          .l2_partitions = partitions,
+          .slot_partitions = std::move(placement)};
+}
+
+// The brute force: the grid run at every N (a multiple of Bc) up to 4096, the first at which
+// K is read from DRAM more than once (0: none).
+Index first_K_reread(GridProblem p) {
+  for (p.N = p.Bc; p.N <= 4096; p.N += p.Bc)
+    if (run_grid(p).tensor("K").dram_read > p.heads * p.N * 32) return p.N;
+  return 0;
+}
+
 TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the model") {
-  // Small grids (R = 4 blocks resident, tiles of 8 and 4 rows of 32 bytes) and an L2 of a
-  // few KiB: the brute force runs the grid at every N (a multiple of Bc) and finds the first
-  // at which K is read from DRAM more than once.
   for (const Index heads : {1, 2, 3, 5}) {
     for (const Bytes l2 : {Bytes{3} * kKiB, Bytes{6} * kKiB}) {
       for (const Index partitions : {1, 2}) {
-        GridProblem p{.N = 0,
-                      .d = 16,
-                      .heads = heads,
-                      .Br = 8,
-                      .Bc = 4,
-                      .blocks_per_sm = 2,
-                      .sm_count = 2,
-                      .l2_bytes = l2 * partitions,
-                      .l2_partitions = partitions};
+        const GridProblem p = small_crossover_grid(heads, l2, partitions);
         CAPTURE(heads);
         CAPTURE(l2);
         CAPTURE(partitions);
         const auto crossover = l2_crossover(p);
         REQUIRE(crossover);
-        Index brute = 0;
-        for (p.N = p.Bc; p.N <= 4096 && brute == 0; p.N += p.Bc)
-          if (run_grid(p).tensor("K").dram_read > heads * p.N * 32) brute = p.N;
+        const Index brute = first_K_reread(p);
         REQUIRE(brute > 0);
         // The closed form counts whole heads of K and V between a tile's two reads, the tile
         // itself included, as LRU needs them to fit; at these sizes it finds the same N.
@@ -297,26 +308,15 @@ TEST_CASE("grid L2: the crossover's closed form follows the grid's placement of 
     for (const Bytes l2 : {Bytes{3} * kKiB, Bytes{6} * kKiB}) {
       for (const auto& placement : {std::vector<Index>{0, 0, 0, 1}, std::vector<Index>{1, 0, 0, 0},
                                     std::vector<Index>{0, 1, 1, 1}}) {
-        GridProblem p{.N = 0,
-                      .d = 16,
-                      .heads = heads,
-                      .Br = 8,
-                      .Bc = 4,
-                      .blocks_per_sm = 2,
-                      .sm_count = 2,
-                      .l2_bytes = 2 * l2,
-                      .l2_partitions = 2,
-                      .slot_partitions = placement};  // R = 4 slots, block b in slot b mod 4
+        // R = 4 slots, block b in slot b mod 4
+        const GridProblem p = small_crossover_grid(heads, l2, 2, placement);
         CAPTURE(heads);
         CAPTURE(l2);
         CAPTURE(placement[0]);
         CAPTURE(placement[1]);
         const auto crossover = l2_crossover(p);
         REQUIRE(crossover);
-        Index brute = 0;
-        for (p.N = p.Bc; p.N <= 4096 && brute == 0; p.N += p.Bc)
-          if (run_grid(p).tensor("K").dram_read > heads * p.N * 32) brute = p.N;
-        CHECK(brute == crossover->first_N);
+        CHECK(first_K_reread(p) == crossover->first_N);
         if (heads == 1) CHECK(crossover->one_head_N == crossover->first_N);
       }
     }
