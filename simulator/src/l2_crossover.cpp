@@ -9,6 +9,7 @@
 #include "flashlab/cpu/checked.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace flashlab::sim {
@@ -55,7 +56,7 @@ Live worst_pair(const GridProblem& p) {
       if (first_wave && h == shared) holds[q] = true;
       tiles[q] += rows(b) * (first_wave ? p.d * s + acc : p.d * s);  // O and L, or Q
     }
-    Live pair{-1, 0};
+    std::optional<Live> pair;  // the least full partition holding the shared head
     for (std::size_t q = 0; q < std::size_t(P); ++q) {
       if (!holds[q]) continue;
       const Index h = std::max(here[q], there[q]);
@@ -68,9 +69,9 @@ Live worst_pair(const GridProblem& p) {
                                "the live K and V"),
           "the live K and V");
       const Bytes live = cpu::checked_add(kv, tiles[q], "the live bytes");
-      if (pair.bytes < 0 || live < pair.bytes) pair = {live, h};
+      if (!pair || live < pair->bytes) pair = Live{live, h};
     }
-    if (pair.bytes > worst.bytes) worst = pair;
+    if (pair && pair->bytes > worst.bytes) worst = *pair;
   }
   return worst;
 }
@@ -112,9 +113,9 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
   const Index last =
       std::min(kMaxN, std::max(one_head, cpu::checked_product({2, R, p.Br}, "2 R Br") + p.Bc));
   for (p.N = p.Bc; p.N <= last; p.N += p.Bc) {
-    const Bytes live = live_bytes(p);
-    if (live > p.partition_bytes())
-      return L2Crossover{p.N, worst_pair(p).heads, live, std::max(p.N, std::min(one_head, kMaxN))};
+    const Live live = worst_pair(p);
+    if (live.bytes > p.partition_bytes())
+      return L2Crossover{p.N, live.heads, live.bytes, std::max(p.N, std::min(one_head, kMaxN))};
   }
   return std::nullopt;
 }

@@ -1,8 +1,11 @@
 // Runs the `flashlab` program built beside the tests and captures what it prints.
 #pragma once
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <sys/wait.h>
@@ -12,6 +15,17 @@ namespace flashlab::test {
 // The exit status of every refusal: app::kUsageError in lessons/app/cli.hpp (not included
 // here: the tests drive the program from outside).
 inline constexpr int kUsageError = 2;
+
+// A test's own file or folder in the system's temporary directory: `name` and the process id,
+// so that two builds testing at once on one machine never share one.
+// The id goes before the extension, which some commands read (compare-sweep.png ->
+// flashlab-compare-sweep-1234.png).
+inline std::filesystem::path scratch_path(const std::string& name) {
+  const std::filesystem::path given(name);
+  return std::filesystem::temp_directory_path() /
+         ("flashlab-" + given.stem().string() + "-" + std::to_string(::getpid()) +
+          given.extension().string());
+}
 
 inline bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;

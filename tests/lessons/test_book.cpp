@@ -10,14 +10,11 @@
 
 #include "flashlab/cpu/types.hpp"
 
-#include <unistd.h>
-
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <string>
 
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
@@ -39,8 +36,7 @@ std::string read(const fs::path& path) {
 struct Scratch {
   fs::path dir;
   explicit Scratch(const std::string& name)
-      : dir(fs::temp_directory_path() /
-            ("flashlab-" + name + "-" + std::to_string(::getpid()))) {
+      : dir(flashlab::test::scratch_path(name)) {
     fs::remove_all(dir);
   }
   ~Scratch() { fs::remove_all(dir); }

@@ -2,8 +2,6 @@
 // and what would be right, exits with the usage status, and leaves existing files as they were.
 #include "run_flashlab.hpp"
 
-#include <unistd.h>
-
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -33,8 +31,7 @@ std::string read(const fs::path& path) {
 struct Scratch {
   fs::path dir;
   explicit Scratch(const std::string& name)
-      : dir(fs::temp_directory_path() /
-            ("flashlab-" + name + "-" + std::to_string(::getpid()))) {
+      : dir(flashlab::test::scratch_path(name)) {
     fs::remove_all(dir);
     fs::create_directories(dir);
   }

@@ -35,7 +35,7 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
 }  // namespace
 
 TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times the heads") {
-  const fs::path csv = fs::temp_directory_path() / "flashlab-compare-sweep.csv";
+  const fs::path csv = flashlab::test::scratch_path("compare-sweep.csv");
   const auto run = run_flashlab(
       "compare --kernels fa2 --sweep n=256..1024 --sweep d=64,128 --sweep heads=1,3 "
       "--no-ncu --csv " +
@@ -117,7 +117,7 @@ TEST_CASE(
 }
 
 TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request refused") {
-  const fs::path png = fs::temp_directory_path() / "flashlab-compare-sweep.png";
+  const fs::path png = flashlab::test::scratch_path("compare-sweep.png");
   const auto drawn =
       run_flashlab("compare --sweep n=256,512 --no-ncu --plot " + png.string() + " 2>&1");
   if (contains(drawn.output, "needs gnuplot, which is not installed")) {

@@ -253,6 +253,8 @@ TEST_CASE("grid L2: booking blocks that run alike as one group changes no count"
   }
 }
 
+namespace {
+
 // Small grids for the crossover's brute force: R = 4 blocks resident (2 SMs, 2 each), tiles
 // of 8 and 4 rows of 32 bytes (d = 16, bf16), an L2 of a few KiB a partition.
 GridProblem small_crossover_grid(Index heads, Bytes l2_per_partition, Index partitions,
@@ -276,6 +278,8 @@ Index first_K_reread(GridProblem p) {
     if (run_grid(p).tensor("K").dram_read > p.heads * p.N * 32) return p.N;
   return 0;
 }
+
+}  // namespace
 
 TEST_CASE("grid L2: the crossover's closed form against a brute-force run of the model") {
   for (const Index heads : {1, 2, 3, 5}) {
