@@ -46,6 +46,8 @@
 // Prints a summary; the CSV has one row per block (placement) and per SM (latencies,
 // partition), the room's CSV and the written lines' one row per size (cycles a load of each
 // walk).
+#include "bench_device.cuh"
+
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -62,11 +64,14 @@
 
 namespace {
 
+using flashlab::bench::check_cuda;
+using flashlab::bench::Device;
+using flashlab::bench::device_facts;
+using flashlab::bench::shared_bytes_for;
+using flashlab::bench::sm_id;
+
 constexpr int kLineBytes = 128;                            // one L2 line
 constexpr int kLineWords = kLineBytes / sizeof(unsigned);  // of 32-bit words
-// Shared memory a block leaves unasked beside its share of the SM: the 1 KiB the hardware
-// reserves per block, and as much again so that one more block never fits.
-constexpr int kSharedMargin = 2048;
 // Two sides are told apart only where the dearest first walk costs this many cycles a load
 // more than the cheapest (the H200's are 85 apart; noise within one side is under 30).
 constexpr double kMinSideGap = 20;
@@ -77,17 +82,6 @@ constexpr unsigned kChainSeed = 2026;  // the chains' random order, the same eve
 // buffer and the walk's order has nothing in common with the write's address order.
 constexpr double kFillTimesL2 = 2.5;
 constexpr double kStrideShare = 0.618;
-
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
-}
-
-__device__ unsigned sm_id() {
-  unsigned id;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-  return id;
-}
 
 // Placement: block b writes the SM it runs on. The shared memory it asks for (dynamic) only
 // sets how many blocks fit on an SM.
@@ -150,36 +144,6 @@ __global__ void fill_l2_clean(const unsigned* buffer, std::size_t words, unsigne
        i += std::size_t(gridDim.x) * blockDim.x)
     sum += __ldcg(buffer + i);
   if (sum == 0xffffffffu) *sink = sum;
-}
-
-struct Device {
-  int sms = 0;
-  int smem_per_sm = 0;
-};
-
-Device device_facts() {
-  Device d;
-  check_cuda(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
-  check_cuda(cudaDeviceGetAttribute(&d.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0),
-             "shared memory per SM");
-  return d;
-}
-
-// Dynamic shared memory that lets exactly `per_sm` blocks of `kernel` share an SM, checked
-// with the occupancy calculator.
-template <class Kernel>
-int shared_bytes_for(Kernel kernel, const Device& dev, int per_sm, int threads) {
-  const int bytes = dev.smem_per_sm / per_sm - kSharedMargin;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-             "cudaFuncSetAttribute");
-  int fits = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, kernel, threads, bytes),
-             "occupancy");
-  if (fits != per_sm)
-    throw std::runtime_error(fmt::format("{} bytes of shared memory let {} blocks share an SM, "
-                                         "not {}",
-                                         bytes, fits, per_sm));
-  return bytes;
 }
 
 // A random cycle over `lines` lines: word line * kLineWords holds the next line's first word.

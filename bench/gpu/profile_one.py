@@ -7,6 +7,7 @@ samples) or a chosen metric set can be read for it:
   python3 profile_one.py --lib ... backward | decode
   python3 profile_one.py --lib ... decode --batch 8 --length 4096      # another shape
   python3 profile_one.py --lib ... fa2 --heads 1 --n 4096 --d 64 --causal
+  python3 profile_one.py --lib ... naive --heads 1 --n 9216   # its three launches
   ncu --cache-control none --profile-from-start off --metrics dram__bytes_read.sum \
       python3 profile_one.py --lib ... decode --length 4096 --dirty-l2 --kv-l2-policy evict-first
 
@@ -26,7 +27,7 @@ import timing
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True, help="path to libflashlab.so")
-    ap.add_argument("what", choices=["fa2", "fa3", "backward", "decode"])
+    ap.add_argument("what", choices=["naive", "scalar", "fa2", "fa3", "backward", "decode"])
     ap.add_argument("--batch", type=int, help="B (default 1, the decode's 8)")
     ap.add_argument("--heads", type=int, help="query heads (default 16, the decode's 32)")
     ap.add_argument("--n", type=int, default=8192, help="N of the forward and the backward")
@@ -62,7 +63,7 @@ def main():
         o = torch.empty_like(q)
         lse = torch.empty(*shape[:3], device="cuda", dtype=torch.float32)
         mask = fl.CAUSAL_TOP_LEFT if args.causal else fl.CAUSAL_NONE
-        kernel = fl.FA3 if args.what == "fa3" else fl.FA2
+        kernel = fl.KERNELS.get(args.what, fl.FA2)  # the backward's forward: fa2
         forward = lib.params(q, k, v, o, lse, causal=mask, kernel=kernel)
         run = lambda: lib.forward(forward)
         if args.what == "backward":

@@ -16,6 +16,13 @@
 //   ./build/bench/simulator/naive_vs_measured --replacement random --seed 2
 //   ./build/bench/simulator/naive_vs_measured --only naive-transition --n 9216
 //   ./build/bench/simulator/naive_vs_measured --only naive-onset      # N = 5120 .. 8192
+//
+// With --rows-in-flight FILE it reads instead the softmax's traffic alone
+// (bench/gpu/l2_rows_in_flight.py's CSV: one launch a row, with k blocks an SM, P written or
+// not, the blocks free or in lockstep) and sets beside each launch's measured x the mirror's
+// for the same rows in flight (its softmax takes k x SMs / partitions rows a side, in lockstep,
+// P written); a CSV without measured columns prints the predictions alone.
+//   ./build/bench/simulator/naive_vs_measured --rows-in-flight bench/results/...-rows.csv
 #include "gpu_bridge/kernels.hpp"
 #include "measured_csvs.hpp"
 
@@ -30,6 +37,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -98,6 +107,96 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
   return double(r.dram_read()) * double(m.heads);
 }
 
+// One launch of the softmax's traffic (bench/gpu/l2_rows_in_flight.py's CSV).
+struct TrafficLaunch {
+  int per_sm = 0;
+  cpu::Index N = 0, passes = 0;
+  bool write_p = true, lockstep = false;
+  std::optional<double> x;  // measured: absent in a CSV of the cases planned
+};
+
+std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::string line;
+  if (!std::getline(in, line) || line.find("blocks_per_sm") == std::string::npos)
+    throw std::runtime_error(path.string() + " is not l2_rows_in_flight.py's CSV (its header "
+                             "names blocks_per_sm, n, rows, write_p, lockstep, passes)");
+  const auto header = csv_fields(line);
+  const auto col = [&](const char* name) -> std::optional<std::size_t> {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) return std::nullopt;
+    return std::size_t(it - header.begin());
+  };
+  const auto need = [&](const char* name) {
+    const auto c = col(name);
+    if (!c) throw std::runtime_error(path.string() + " has no column " + name);
+    return *c;
+  };
+  const std::size_t per_sm = need("blocks_per_sm"), n = need("n"), rows = need("rows"),
+                    write_p = need("write_p"), lockstep = need("lockstep"),
+                    passes = need("passes");
+  const std::optional<std::size_t> x = col("x");
+  std::vector<TrafficLaunch> out;
+  while (std::getline(in, line)) {
+    const auto f = csv_fields(line);
+    TrafficLaunch t{.per_sm = std::stoi(f.at(per_sm)),
+                    .N = std::stoll(f.at(n)),
+                    .passes = std::stoll(f.at(passes)),
+                    .write_p = f.at(write_p) == "1",
+                    .lockstep = f.at(lockstep) == "1",
+                    .x = std::nullopt};
+    if (std::stoll(f.at(rows)) != t.N)
+      throw std::runtime_error(fmt::format(
+          "{}: a launch of {} rows of N = {}: the mirror is one head's S, N rows of N (run "
+          "l2_rows_in_flight.py without --rows)",
+          path.string(), f.at(rows), t.N));
+    if (x && *x < f.size() && !f[*x].empty()) t.x = std::stod(f[*x]);
+    out.push_back(t);
+  }
+  if (out.empty()) throw std::runtime_error(path.string() + " holds no launch");
+  return out;
+}
+
+// The mirror's x for the softmax with k blocks an SM: its rows in flight a side are k x SMs
+// shared by the partitions (as kernel_mirror sets them from the occupancy).
+double traffic_x(cpu::Index N, int per_sm, cpu::Index passes, sim::L2Replacement replacement,
+                 std::uint64_t seed) {
+  const sim::HardwareProfile& hw = app::target_profile();
+  // d moves the GEMMs' bytes only, which the difference below cancels.
+  const Measured one_head{.source = {}, .heads = 1, .N = N, .d = 128, .read = 0};
+  const cpu::Index per_side = (cpu::Index(hw.sm_count) * per_sm + hw.l2_partitions - 1) /
+                              hw.l2_partitions;
+  const double compulsory = predict(one_head, replacement, seed, /*rows_in_flight=*/1);
+  const double read = predict(one_head, replacement, seed, per_side);
+  return (read - compulsory) / (double(passes - 1) * 4.0 * double(N) * double(N));
+}
+
+int print_traffic(const std::filesystem::path& path, std::uint64_t seed) {
+  const sim::HardwareProfile& hw = app::target_profile();
+  fmt::print(
+      "| k | rows in flight | N | P | order | in flight a side, MiB | x measured | x LRU | "
+      "x sets |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::map<std::pair<cpu::Index, int>, std::pair<double, double>> cache;  // (N, k) -> x
+  for (const TrafficLaunch& t : read_traffic(path)) {
+    auto it = cache.find({t.N, t.per_sm});
+    if (it == cache.end())
+      it = cache
+               .emplace(std::pair{t.N, t.per_sm},
+                        std::pair{traffic_x(t.N, t.per_sm, t.passes, sim::L2Replacement::lru, seed),
+                                  traffic_x(t.N, t.per_sm, t.passes, sim::L2Replacement::sets, seed)})
+               .first;
+    const cpu::Index in_flight = cpu::Index(hw.sm_count) * t.per_sm;
+    fmt::print("| {} | {} | {} | {} | {} | {:.1f} | {} | {:.3f} | {:.3f} |\n", t.per_sm,
+               in_flight, t.N, t.write_p ? "written" : "not written",
+               t.lockstep ? "lockstep" : "free",
+               double(in_flight) / hw.l2_partitions * 4.0 * double(t.N) / 1048576.0,
+               t.x ? fmt::format("{:.3f}", *t.x) : "-", it->second.first, it->second.second);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,8 +214,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(sim::l2_replacement_names()));
   app.add_option("--seed", seed, "the key of random's draws and of the sets' hash")
       ->capture_default_str();
+  std::string traffic;
+  app.add_option("--rows-in-flight", traffic,
+                 "the softmax's traffic alone (l2_rows_in_flight.py's CSV) instead of the "
+                 "naive rows of --results");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!traffic.empty()) return print_traffic(traffic, seed);
     const sim::L2Replacement policy = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only, n_only);
     fmt::print(

@@ -1,0 +1,103 @@
+"""The naive softmax's traffic under Nsight Compute: how many of its later passes over S come
+from DRAM, case by case (bench/gpu/l2_rows_in_flight.cu says what each knob tests).
+
+  python3 bench/gpu/l2_rows_in_flight.py --program build/bench/bench_l2_rows_in_flight \\
+      --csv rows.csv --case 8:6144,8192,9216 --case 4:12288,16384 \\
+      --case 8:9216,10240:no-p --case 8:9216,10240:lockstep
+
+A case is BLOCKS_PER_SM:N,N,...[:no-p][:lockstep]. Each runs the program once under ncu (the
+caches flushed before each launch, ncu's default), and the CSV gets one row per launch: the
+program's own columns, then DRAM read and written, the L2 slices' bytes, the time, and
+    x = (DRAM read - S once) / ((passes - 1) S)
+the share of the later passes that came from DRAM (0: all hit in the L2, 1: none did).
+build/bench/simulator/naive_vs_measured --rows-in-flight rows.csv sets the mirror's x beside it.
+"""
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
+           "gpu__time_duration.sum"]
+COLUMNS = ["dram_read", "dram_write", "lts_bytes", "time_ns"]
+
+
+def parse_case(text):
+    parts = text.split(":")
+    if len(parts) < 2 or not parts[0].isdigit():
+        raise argparse.ArgumentTypeError(
+            f"case {text!r}: expected BLOCKS_PER_SM:N,N,...[:no-p][:lockstep], e.g. 8:6144,8192")
+    flags = parts[2:]
+    unknown = [f for f in flags if f not in ("no-p", "lockstep")]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"case {text!r}: unknown flag {unknown[0]!r} (the flags are no-p and lockstep)")
+    sizes = parts[1].split(",")
+    if not all(s.isdigit() for s in sizes):
+        raise argparse.ArgumentTypeError(f"case {text!r}: the sizes must be whole numbers")
+    return {"per_sm": parts[0], "sizes": sizes, "flags": flags}
+
+
+def ncu_rows(text):
+    """Nsight Compute's CSV lines (they start with a quote) as {launch id: {metric: value}}."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    out = {}
+    for row in csv.DictReader(lines):
+        if row.get("Metric Name") in METRICS:
+            value = float(row["Metric Value"].replace(",", ""))
+            out.setdefault(int(row["ID"]), {})[row["Metric Name"]] = value
+    return out
+
+
+def run_case(program, case, rows):
+    with tempfile.TemporaryDirectory() as tmp:
+        launches_csv = os.path.join(tmp, "launches.csv")
+        cmd = ["ncu", "--print-units", "base", "--csv", "--metrics", ",".join(METRICS),
+               "--kernel-name", "regex:rows_traffic", program, "--n", *case["sizes"],
+               "--blocks-per-sm", case["per_sm"], "--rows", str(rows), "--csv", launches_csv]
+        cmd += [f"--{flag}" for flag in case["flags"]]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"l2_rows_in_flight: {' '.join(cmd)} failed ({done.returncode}):\n"
+                     f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        with open(launches_csv) as f:
+            launches = list(csv.DictReader(f))
+    measured = ncu_rows(done.stdout)
+    if len(measured) != len(launches):
+        sys.exit(f"l2_rows_in_flight: ncu profiled {len(measured)} launches of the "
+                 f"{len(launches)} the program made:\n{done.stdout[-2000:]}")
+    for launch, launch_id in zip(launches, sorted(measured)):
+        for metric, column in zip(METRICS, COLUMNS):
+            launch[column] = f"{measured[launch_id][metric]:.0f}"
+        s = float(launch["s_bytes"])
+        later = (int(launch["passes"]) - 1) * s
+        launch["x"] = f"{(float(launch['dram_read']) - s) / later:.4f}"
+    return launches
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--program", required=True, help="path to bench_l2_rows_in_flight")
+    ap.add_argument("--csv", required=True, help="write one row per launch here")
+    ap.add_argument("--case", type=parse_case, action="append", required=True,
+                    help="BLOCKS_PER_SM:N,N,...[:no-p][:lockstep] (repeatable)")
+    ap.add_argument("--rows", type=int, default=0, help="rows a launch (0: N, one head's S)")
+    args = ap.parse_args()
+    rows = []
+    for case in args.case:
+        rows += run_case(args.program, case, args.rows)
+        for r in rows[-len(case["sizes"]):]:
+            print(f"k={r['blocks_per_sm']} N={r['n']:>6} P={r['write_p']} lockstep={r['lockstep']}"
+                  f"  DRAM read {float(r['dram_read']) / 2**20:9.1f} MiB  x={r['x']}"
+                  f"  {float(r['time_ns']) / 1e3:9.1f} us", flush=True)
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
