@@ -21,11 +21,19 @@
 //   --lockstep         one persistent block per slot, all of them taking each pass together
 //                      (a grid barrier between passes, a cooperative launch): whether the
 //                      blocks' drift out of step moves the re-reads.
+//   --skip-sms LIST    the rows of the other SMs alone (bench_l2_partitions says which SMs
+//                      read through which partition: one side's rows with the other side
+//                      idle), whether the other side's traffic takes room from this side's.
+//                      k x SMs persistent blocks, those on these SMs ending at once, the
+//                      others taking the next row from a counter as they finish one (what
+//                      the block scheduler does with the real grid).
+//   --persistent       those persistent blocks on every SM: the control of --skip-sms.
 // Each thread sums what it reads and the last pass writes P from it (the reads cannot be
 // dropped); S is zeros, P is bf16 as the real kernel's with bf16 inputs.
 //
 //   bench_l2_rows_in_flight --n 6144 8192 [--blocks-per-sm 8] [--rows R] [--no-p]
-//                           [--lockstep] [--csv launches.csv]
+//                           [--lockstep | --persistent] [--skip-sms S S ...]
+//                           [--csv launches.csv]
 // The CSV has one row per launch, in launch order (what l2_rows_in_flight.py joins with
 // Nsight Compute's rows).
 #include "bench_device.cuh"
@@ -50,6 +58,10 @@ using flashlab::bench::check_cuda;
 using flashlab::bench::Device;
 using flashlab::bench::device_facts;
 using flashlab::bench::shared_bytes_for;
+using flashlab::bench::sm_id;
+
+constexpr int kMostSms = 256;  // --skip-sms takes SM ids below this
+constexpr int kMaskWords = kMostSms / 32;
 using flashlab::gpu::naive::kSoftmaxPasses;
 using flashlab::gpu::naive::kSoftmaxThreads;
 
@@ -80,6 +92,29 @@ __global__ void rows_traffic(const float* gS, __nv_bfloat16* gP, int n, float* s
   float sum = 0;
   for (int pass = 1; pass <= kSoftmaxPasses; ++pass)
     sum = row_pass<kWriteP>(gS + at, gP + at, n, pass == kSoftmaxPasses, sum);
+  keep(sum, sink);
+}
+
+// One side alone: persistent blocks; one on an SM of `skip` (a bit an SM) ends at once, the
+// others take rows from `next_row` until `rows` are taken.
+template <bool kWriteP>
+__global__ void rows_traffic_claimed(const float* gS, __nv_bfloat16* gP, int n, int rows,
+                                     const unsigned* skip, unsigned* next_row, float* sink) {
+  extern __shared__ unsigned char occupy[];
+  const unsigned sm = sm_id();
+  if (skip[sm / 32] >> (sm % 32) & 1u) return;
+  int* claimed = reinterpret_cast<int*>(occupy);
+  float sum = 0;
+  for (;;) {
+    if (threadIdx.x == 0) *claimed = int(atomicAdd(next_row, 1u));
+    __syncthreads();
+    const int r = *claimed;
+    __syncthreads();  // every thread has read the row before thread 0 claims the next
+    if (r >= rows) break;
+    const std::size_t at = std::size_t(r) * n;
+    for (int pass = 1; pass <= kSoftmaxPasses; ++pass)
+      sum = row_pass<kWriteP>(gS + at, gP + at, n, pass == kSoftmaxPasses, sum);
+  }
   keep(sum, sink);
 }
 
@@ -123,6 +158,14 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-p", no_p, "the last pass writes no P");
   app.add_flag("--lockstep", lockstep, "persistent blocks, a grid barrier between passes");
+  std::vector<int> skip_sms;
+  app.add_option("--skip-sms", skip_sms, "SMs whose blocks end at once (not with --lockstep)")
+      ->check(CLI::Range(0, kMostSms - 1))
+      ->excludes("--lockstep");
+  bool persistent = false;
+  app.add_flag("--persistent", persistent,
+               "persistent blocks taking rows from a counter (what --skip-sms runs)")
+      ->excludes("--lockstep");
   app.add_option("--csv", csv_path, "write one row per launch here");
   CLI11_PARSE(app, argc, argv);
 
@@ -130,15 +173,21 @@ int main(int argc, char** argv) {
     const Device dev = device_facts();
     const auto free_kernel = no_p ? rows_traffic<false> : rows_traffic<true>;
     const auto lockstep_kernel = no_p ? rows_traffic_lockstep<false> : rows_traffic_lockstep<true>;
-    const int bytes = lockstep ? shared_bytes_for(lockstep_kernel, dev, per_sm, kSoftmaxThreads)
-                               : shared_bytes_for(free_kernel, dev, per_sm, kSoftmaxThreads);
-    const int in_flight = dev.sms * per_sm;
+    const auto claimed_kernel = no_p ? rows_traffic_claimed<false> : rows_traffic_claimed<true>;
+    const bool claimed = persistent || !skip_sms.empty();
+    const int bytes = lockstep   ? shared_bytes_for(lockstep_kernel, dev, per_sm, kSoftmaxThreads)
+                      : claimed ? shared_bytes_for(claimed_kernel, dev, per_sm, kSoftmaxThreads)
+                                 : shared_bytes_for(free_kernel, dev, per_sm, kSoftmaxThreads);
 
     const int most = *std::max_element(sizes.begin(), sizes.end());
     const std::size_t most_rows = rows_asked > 0 ? std::size_t(rows_asked) : std::size_t(most);
     float* d_s = nullptr;
     __nv_bfloat16* d_p = nullptr;
     float* d_sink = nullptr;
+    unsigned* d_skip = nullptr;  // kMaskWords, then the next row's counter
+    unsigned skip[kMaskWords + 1] = {};
+    for (const int sm : skip_sms) skip[sm / 32] |= 1u << (sm % 32);
+    check_cuda(cudaMalloc(&d_skip, sizeof skip), "cudaMalloc");
     check_cuda(cudaMalloc(&d_s, sizeof(float) * most_rows * most), "cudaMalloc S");
     check_cuda(cudaMalloc(&d_p, sizeof(__nv_bfloat16) * most_rows * most), "cudaMalloc P");
     check_cuda(cudaMalloc(&d_sink, sizeof(float)), "cudaMalloc");
@@ -148,12 +197,18 @@ int main(int argc, char** argv) {
     if (!csv_path.empty()) {
       csv.open(csv_path);
       if (!csv) throw std::runtime_error("cannot write " + csv_path);
-      csv << "launch,blocks_per_sm,rows_in_flight,n,rows,write_p,lockstep,passes,s_bytes\n";
+      csv << "launch,blocks_per_sm,rows_in_flight,n,rows,write_p,lockstep,persistent,skipped_sms,"
+             "passes,s_bytes\n";
     }
+    int skipped = 0;
+    for (int sm = 0; sm < dev.sms; ++sm) skipped += skip[sm / 32] >> (sm % 32) & 1u;
+    const int in_flight = (dev.sms - skipped) * per_sm;
     fmt::print("{} SMs x {} blocks = {} rows in flight ({} bytes of shared memory a block), "
                "P {}, {}\n",
-               dev.sms, per_sm, in_flight, bytes, no_p ? "not written" : "written",
-               lockstep ? "passes in lockstep" : "blocks free to drift");
+               dev.sms - skipped, per_sm, in_flight, bytes, no_p ? "not written" : "written",
+               lockstep ? "passes in lockstep"
+               : claimed ? "persistent blocks taking rows in turn"
+                         : "blocks free to drift");
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       int n = sizes[i];
       int rows = rows_asked > 0 ? rows_asked : n;
@@ -162,6 +217,10 @@ int main(int argc, char** argv) {
         check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(lockstep_kernel), dim3(in_flight),
                                                dim3(kSoftmaxThreads), args, bytes),
                    "cudaLaunchCooperativeKernel");
+      } else if (claimed) {
+        check_cuda(cudaMemcpy(d_skip, skip, sizeof skip, cudaMemcpyHostToDevice), "cudaMemcpy");
+        claimed_kernel<<<dev.sms * per_sm, kSoftmaxThreads, bytes>>>(
+            d_s, d_p, n, rows, d_skip, d_skip + kMaskWords, d_sink);
       } else {
         free_kernel<<<rows, kSoftmaxThreads, bytes>>>(d_s, d_p, n, d_sink);
       }
@@ -170,12 +229,14 @@ int main(int argc, char** argv) {
       fmt::print("  N = {}: {} rows, S {:.1f} MiB, rows in flight {:.1f} MiB\n", n, rows,
                  s_bytes / 1048576.0, double(sizeof(float)) * n * in_flight / 1048576.0);
       if (csv)
-        csv << fmt::format("{},{},{},{},{},{},{},{},{:.0f}\n", i, per_sm, in_flight, n, rows,
-                           no_p ? 0 : 1, lockstep ? 1 : 0, kSoftmaxPasses, s_bytes);
+        csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.0f}\n", i, per_sm, in_flight, n,
+                           rows, no_p ? 0 : 1, lockstep ? 1 : 0, claimed ? 1 : 0, skipped,
+                           kSoftmaxPasses, s_bytes);
     }
     cudaFree(d_s);
     cudaFree(d_p);
     cudaFree(d_sink);
+    cudaFree(d_skip);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_l2_rows_in_flight: {}\n", e.what());
     return 2;

@@ -5,7 +5,9 @@ from DRAM, case by case (bench/gpu/l2_rows_in_flight.cu says what each knob test
       --csv rows.csv --case 8:6144,8192,9216 --case 4:12288,16384 \\
       --case 8:9216,10240:no-p --case 8:9216,10240:lockstep
 
-A case is BLOCKS_PER_SM:N,N,...[:no-p][:lockstep]. Each runs the program once under ncu (the
+A case is BLOCKS_PER_SM:N,N,...[:no-p][:lockstep|:persistent][:side0|:side1]; side0 and side1 run the
+blocks of one side of the L2 alone (the SMs of the other end at once), the sides as
+bench_l2_partitions measured them (its --csv, given here as --partitions). Each runs the program once under ncu (the
 caches flushed before each launch, ncu's default), and the CSV gets one row per launch: the
 program's own columns, then DRAM read and written, the L2 slices' bytes, the time, and
     x = (DRAM read - S once) / ((passes - 1) S)
@@ -30,10 +32,11 @@ def parse_case(text):
         raise argparse.ArgumentTypeError(
             f"case {text!r}: expected BLOCKS_PER_SM:N,N,...[:no-p][:lockstep], e.g. 8:6144,8192")
     flags = parts[2:]
-    unknown = [f for f in flags if f not in ("no-p", "lockstep")]
+    unknown = [f for f in flags if f not in ("no-p", "lockstep", "persistent", "side0", "side1")]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"case {text!r}: unknown flag {unknown[0]!r} (the flags are no-p and lockstep)")
+            f"case {text!r}: unknown flag {unknown[0]!r} (the flags are no-p, lockstep, "
+            "persistent, side0 and side1)")
     sizes = parts[1].split(",")
     if not all(s.isdigit() for s in sizes):
         raise argparse.ArgumentTypeError(f"case {text!r}: the sizes must be whole numbers")
@@ -51,13 +54,30 @@ def ncu_rows(text):
     return out
 
 
-def run_case(program, case, rows):
+def side_sms(partitions_csv):
+    """{side: [SM, ...]} from bench_l2_partitions' CSV (its rows of kind sm, reference 0)."""
+    out = {}
+    with open(partitions_csv) as f:
+        for row in csv.DictReader(f):
+            if row["kind"] == "sm" and row["reference"] == "0":
+                out.setdefault(int(row["partition"]), []).append(row["sm"])
+    if sorted(out) != [0, 1]:
+        sys.exit(f"l2_rows_in_flight: {partitions_csv} does not split the SMs in two sides")
+    return out
+
+
+def run_case(program, case, rows, sides):
     with tempfile.TemporaryDirectory() as tmp:
         launches_csv = os.path.join(tmp, "launches.csv")
         cmd = ["ncu", "--print-units", "base", "--csv", "--metrics", ",".join(METRICS),
                "--kernel-name", "regex:rows_traffic", program, "--n", *case["sizes"],
                "--blocks-per-sm", case["per_sm"], "--rows", str(rows), "--csv", launches_csv]
-        cmd += [f"--{flag}" for flag in case["flags"]]
+        cmd += [f"--{flag}" for flag in case["flags"] if flag in ("no-p", "lockstep", "persistent")]
+        for side in (0, 1):
+            if f"side{side}" in case["flags"]:
+                if sides is None:
+                    sys.exit("l2_rows_in_flight: a case of one side needs --partitions")
+                cmd += ["--skip-sms", *sides[1 - side]]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"l2_rows_in_flight: {' '.join(cmd)} failed ({done.returncode}):\n"
@@ -85,18 +105,21 @@ def main():
     ap.add_argument("--case", type=parse_case, action="append", required=True,
                     help="BLOCKS_PER_SM:N,N,...[:no-p][:lockstep] (repeatable)")
     ap.add_argument("--rows", type=int, default=0, help="rows a launch (0: N, one head's S)")
+    ap.add_argument("--partitions", help="bench_l2_partitions' --csv, for side0 and side1")
     args = ap.parse_args()
+    sides = side_sms(args.partitions) if args.partitions else None
     rows = []
     for case in args.case:
-        rows += run_case(args.program, case, args.rows)
+        rows += run_case(args.program, case, args.rows, sides)
         for r in rows[-len(case["sizes"]):]:
-            print(f"k={r['blocks_per_sm']} N={r['n']:>6} P={r['write_p']} lockstep={r['lockstep']}"
+            print(f"k={r['blocks_per_sm']} R={r['rows_in_flight']} N={r['n']:>6} P={r['write_p']}"
+                  f" lockstep={r['lockstep']} rows={r['rows']}"
                   f"  DRAM read {float(r['dram_read']) / 2**20:9.1f} MiB  x={r['x']}"
                   f"  {float(r['time_ns']) / 1e3:9.1f} us", flush=True)
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        with open(args.csv, "w", newline="") as f:  # after each case: a later failure keeps it
+            writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
   if (!mirror.algorithm)
     throw std::runtime_error("no mirror of the naive kernel: " + mirror.why_not);
   mirror.problem.l2_replacement = replacement;
+  if (replacement != sim::L2Replacement::sets) mirror.problem.l2_home_partitions = 1;
   mirror.problem.l2_seed = seed;
   if (rows_in_flight > 0) mirror.problem.softmax_rows_in_flight = rows_in_flight;
   const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);

@@ -136,6 +136,8 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
       const Index resident =
           Index(hw.sm_count) * sim::blocks_by_shared_and_threads(hw.sm, c.threads, c.sram_bytes);
       mirror.problem.softmax_rows_in_flight = (resident + shares - 1) / shares;
+      // Its blocks share nothing, so they drift apart and take their passes staggered.
+      mirror.problem.softmax_staggered = true;
       // Its lines are kept and dropped as the profile's L2 keeps them (hashed sets on the
       // H200, as the grid model's): the onset of the softmax's re-reads follows the measured
       // one (docs/IO-LEVELS.md, "The naive kernel's transition measured"). But where the
@@ -150,6 +152,12 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
           rows_in_flight_bytes >= kNaiveLruFromRoomMultiple * mirror.problem.l2_bytes;
       mirror.problem.l2_replacement =
           rows_outgrow_room ? sim::L2Replacement::lru : hw.l2_replacement;
+      // A line read from DRAM takes room at its home too, and the partitions run alike (each
+      // its half of the rows), so one of the other side's takes room here for each of ours
+      // homed there (l2_home_partitions). Past the multiple above, LRU's steady state drops
+      // the later passes with or without those copies.
+      if (hw.l2_home_copies && mirror.problem.l2_replacement == sim::L2Replacement::sets)
+        mirror.problem.l2_home_partitions = hw.l2_partitions;
     }
   }
   return mirror;

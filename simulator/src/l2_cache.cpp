@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <stdexcept>
+#include <utility>
 
 namespace flashlab::sim::detail {
 
@@ -15,6 +16,11 @@ constexpr int kRowBits = 40;
 std::uint64_t key_of(int tensor, std::int64_t row) {
   return (static_cast<std::uint64_t>(tensor) << kRowBits) | static_cast<std::uint64_t>(row);
 }
+// A home copy's key: its tile's with the top bit set (tensors stay far below 2^23), so that
+// it hashes to a set of its own and is never taken for the line itself.
+constexpr std::uint64_t kHomeCopy = std::uint64_t{1} << 63;
+// Mixed into a line's hash for its home partition, apart from its set's.
+constexpr std::uint64_t kHomeSalt = 0x486F6D6550617274ULL;
 // SplitMix64's finaliser: a 64-bit mix whose every output bit depends on every input bit.
 std::uint64_t mix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -24,9 +30,16 @@ std::uint64_t mix64(std::uint64_t x) {
 }
 }  // namespace
 
-L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::uint64_t seed)
-    : capacity_(capacity), partition_(partition), replacement_(replacement), seed_(seed) {
+L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::uint64_t seed,
+                 int home_partitions)
+    : capacity_(capacity),
+      partition_(partition),
+      replacement_(replacement),
+      seed_(seed),
+      home_partitions_(home_partitions) {
   check(replacement);
+  if (home_partitions_ < 1 || (home_partitions_ > 1 && replacement_ != L2Replacement::sets))
+    throw std::logic_error("lines go home only in an L2 of hashed sets, of 1 partition or more");
   if (replacement_ == L2Replacement::sets) {
     if (capacity_ > kMaxSetsL2Bytes)
       throw cpu::InvalidArgument(fmt::format(
@@ -51,31 +64,56 @@ const L2Cache::Way* L2Cache::find_line(std::uint64_t key, std::int64_t line) con
   return nullptr;
 }
 
+bool L2Cache::homed_here(std::uint64_t key, std::int64_t line) const {
+  const std::uint64_t h = mix64(mix64(key ^ kHomeSalt) ^ static_cast<std::uint64_t>(line) ^ seed_);
+  return h % static_cast<std::uint64_t>(home_partitions_) == 0;
+}
+
+L2Cache::Way* L2Cache::find_way(std::uint64_t key, std::int64_t line) {
+  return const_cast<Way*>(std::as_const(*this).find_line(key, line));
+}
+
 bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes bytes, bool write,
                          bool fetch, std::vector<TensorTraffic>& tensors) {
   const std::uint64_t key = key_of(tensor, row0);
-  Way* set = &ways_[set_of(key, j) * kL2Ways];
-  Way* victim = &set[0];
-  for (int w = 0; w < kL2Ways; ++w) {
-    Way& way = set[w];
-    if (way.tensor >= 0 && way.key == key && way.line == j) {  // a hit
-      way.dirty = way.dirty || write;
-      way.bytes = std::max(way.bytes, bytes);
-      way.used = ++clock_;
-      return true;
-    }
-    // The victim: an empty way if there is one, else the least recently used.
-    if (victim->tensor >= 0 && (way.tensor < 0 || way.used < victim->used)) victim = &way;
+  if (Way* way = find_way(key, j)) {  // a hit
+    way->dirty = way->dirty || write;
+    way->bytes = std::max(way->bytes, bytes);
+    way->used = ++clock_;
+    return true;
   }
+  // Not here. A line homed elsewhere is held at its home too (partitions alike: the home
+  // copy here stands for it): a read finds it there without DRAM while it lasts, and one
+  // that came from DRAM, or was written, takes room at its home as well.
+  const bool homed_elsewhere = home_partitions_ > 1 && !homed_here(key, j);
+  bool from_home = false;
+  if (homed_elsewhere && fetch)
+    if (Way* copy = find_way(key | kHomeCopy, j)) {
+      copy->used = ++clock_;
+      from_home = true;
+    }
+  if (fetch && !from_home) tensors[tensor].dram_read += bytes;
+  place_way({key, j, tensor, write, bytes, 0}, tensors);
+  if (homed_elsewhere && !from_home && (fetch || write))
+    place_way({key | kHomeCopy, j, tensor, /*dirty=*/false, bytes, 0}, tensors);
+  return false;
+}
+
+void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
+  Way* set = &ways_[set_of(way.key, way.line) * kL2Ways];
+  // The victim: an empty way if there is one, else the least recently used.
+  Way* victim = &set[0];
+  for (int w = 1; w < kL2Ways; ++w)
+    if (victim->tensor >= 0 && (set[w].tensor < 0 || set[w].used < victim->used))
+      victim = &set[w];
   if (victim->tensor >= 0) {
     ++evictions_;
     if (victim->dirty) tensors[victim->tensor].dram_written += victim->bytes;
     in_use_ -= victim->bytes;
   }
-  if (fetch) tensors[tensor].dram_read += bytes;
-  *victim = {key, j, tensor, write, bytes, ++clock_};
-  in_use_ += bytes;
-  return false;
+  *victim = way;
+  victim->used = ++clock_;
+  in_use_ += way.bytes;
 }
 
 void L2Cache::access_lines(int tensor, std::int64_t row0, Bytes bytes, bool write,

@@ -26,8 +26,14 @@ class L2Cache {
   // replacement: which tile makes room (l2_policy.hpp); random draws from Philox4x32-10
   // keyed by seed, its counter the partition and the evictions so far; sets hashes each line
   // to its set with the seed (and the partition) mixed in.
+  // home_partitions > 1 (sets only): this L2 stands for one of that many partitions alike
+  // (Problem::l2_home_partitions): a line it reads from DRAM, or writes, whose home is
+  // elsewhere (by hash) is placed twice, itself and its home copy, the other partitions'
+  // line that stands for it there; a read that misses finds the home copy without DRAM
+  // (a far hit) while it lasts. Home copies are clean: the line's own copy writes it back.
   explicit L2Cache(Bytes capacity, int partition = 0,
-                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0);
+                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
+                   int home_partitions = 1);
 
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
@@ -93,8 +99,13 @@ class L2Cache {
   // it (evicting the set's least recently used line), reading it from DRAM when `fetch`.
   bool touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes bytes, bool write,
                   bool fetch, std::vector<TensorTraffic>& tensors);
+  // Places way `w` (a line, its key a tile's or a home copy's) in its set, making room by
+  // LRU; a dirty line it drops is written back.
+  void place_way(const Way& w, std::vector<TensorTraffic>& tensors);
+  bool homed_here(std::uint64_t key, std::int64_t line) const;
   std::size_t set_of(std::uint64_t key, std::int64_t line) const;
   const Way* find_line(std::uint64_t key, std::int64_t line) const;
+  Way* find_way(std::uint64_t key, std::int64_t line);
   std::list<Line>::iterator victim();
   void drop(std::list<Line>::iterator line);
   void place(int tensor, std::int64_t row0, Bytes bytes, bool dirty);
@@ -107,6 +118,7 @@ class L2Cache {
   L2Replacement replacement_;
   std::uint64_t seed_;
   std::uint64_t evictions_ = 0;
+  int home_partitions_;
   std::list<Line> lru_;                              // front: most recently used
   std::vector<std::list<Line>::iterator> resident_;  // every line, in no order: random draws
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;

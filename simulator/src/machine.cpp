@@ -29,11 +29,11 @@ OpCounts OpCounts::times(std::int64_t k) const {
 }
 
 Machine::Machine(Bytes sram_capacity, Bytes l2_capacity, L2Replacement replacement,
-                 std::uint64_t seed)
+                 std::uint64_t seed, int home_partitions)
     : capacity_(sram_capacity),
-      l2_(l2_capacity > 0
-              ? std::make_unique<detail::L2Cache>(l2_capacity, 0, replacement, seed)
-              : nullptr) {}
+      l2_(l2_capacity > 0 ? std::make_unique<detail::L2Cache>(l2_capacity, 0, replacement, seed,
+                                                              home_partitions)
+                          : nullptr) {}
 
 Machine::~Machine() = default;
 

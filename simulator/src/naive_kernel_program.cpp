@@ -139,6 +139,13 @@ void run_gemm(Machine& machine, const Gemm& g, bool grouped, bool operands_held)
 // R = 1 is one row after another, as one SM would run them: every pass after the first hits
 // while a row of S fits. Grouped (count-only, no L2): the order moves no byte, and without a
 // mask every row is alike.
+//
+// Staggered (Problem::softmax_staggered), the blocks as they run once they have drifted
+// apart: slot i of the R takes rows i, i + R, i + 2R, ..., one pass a step, its first row
+// starting at step i mod score_reads; in each step every slot takes its pass in turn. So
+// at any step the slots are spread over the passes, and between two passes of a row the
+// L2 sees one pass of every other row in flight and the P (and L) that a third of them
+// write: the same bytes as in step, with P's among them for every pass, not only the last.
 void run_softmax(Machine& machine, const Problem& p, Machine::TensorId gS, Machine::TensorId gP,
                  Machine::TensorId gL, bool grouped) {
   const Index N = p.N;
@@ -158,15 +165,28 @@ void run_softmax(Machine& machine, const Problem& p, Machine::TensorId gS, Machi
                : std::clamp(r + mask.diagonal_offset() + 1, Index{0}, N);
   };
   const Index R = std::min(p.softmax_rows_in_flight, N);
+  const auto pass_of_row = [&](Index r, Index pass) {
+    machine.read_through(gS, r, row_bytes(visible(r), p.score_dtype));
+    if (pass < p.score_reads) return;
+    machine.write_through(gP, r, p_row);
+    machine.write_through(gL, r, l_row);
+  };
+  if (p.softmax_staggered) {
+    const Index passes = p.score_reads;
+    const Index steps = passes * ((N + R - 1) / R) + passes - 1;
+    for (Index step = 0; step < steps; ++step)
+      for (Index slot = 0; slot < R; ++slot) {
+        const Index since = step - slot % passes;  // steps since the slot's first row began
+        if (since < 0) continue;
+        const Index r = slot + (since / passes) * R;
+        if (r < N) pass_of_row(r, since % passes + 1);
+      }
+    return;
+  }
   for (Index r0 = 0; r0 < N; r0 += R) {
     const Index r1 = std::min(r0 + R, N);  // the group: rows [r0, r1)
     for (Index pass = 1; pass <= p.score_reads; ++pass)
-      for (Index r = r0; r < r1; ++r) {
-        machine.read_through(gS, r, row_bytes(visible(r), p.score_dtype));
-        if (pass < p.score_reads) continue;
-        machine.write_through(gP, r, p_row);
-        machine.write_through(gL, r, l_row);
-      }
+      for (Index r = r0; r < r1; ++r) pass_of_row(r, pass);
   }
 }
 

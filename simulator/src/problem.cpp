@@ -81,6 +81,16 @@ std::vector<Algorithm> parse_algorithms(std::string_view list) {
 
 void check(const Problem& p) {
   check(p.l2_replacement);
+  if (p.l2_home_partitions < 1)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_home_partitions = {}: the L2 is one of at least 1 partition (1: every line is "
+        "homed in it)",
+        p.l2_home_partitions));
+  if (p.l2_home_partitions > 1 && p.l2_replacement != L2Replacement::sets)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_home_partitions = {} with the {} policy: lines go home only in an L2 of hashed "
+        "sets (l2_replacement sets), which knows each line's home",
+        p.l2_home_partitions, to_string(p.l2_replacement)));
   if (p.N < 1 || p.N > kMaxN)
     throw cpu::InvalidArgument(fmt::format(
         "N = {}: the sequence length must be between 1 and {} (larger counts would overflow "

@@ -117,6 +117,14 @@ constexpr std::array kProfiles = {
         // (fa3_dram_vs_measured), fa2's stored rows 72 of 76 (grid_vs_measured; LRU with blocks
         // alternating, 71).
         .l2_replacement = L2Replacement::sets,
+        // A line one side reads from DRAM is held at its home partition too: SM 0's own chain
+        // of 36 to 56 MiB, lost from its partition, came half from the other one and half from
+        // DRAM, and all from DRAM from 64 MiB, where its half homed across outgrows that side's
+        // 30 MiB (bench/gpu/NOTES.md, "The room one side of the L2 has"); the naive softmax's
+        // traffic on one side alone loses its later passes from 28 MiB of rows in flight and at
+        // most half of them from DRAM, on both sides from 19 MiB a side, all of them
+        // (docs/IO-LEVELS.md, "Home copies").
+        .l2_home_copies = true,
         // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
         // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
         // partition (docs/IO-LEVELS.md, "Where blocks land").

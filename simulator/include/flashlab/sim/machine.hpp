@@ -72,9 +72,11 @@ class Machine {
   static constexpr Bytes kUnbounded = std::numeric_limits<Bytes>::max();
 
   // l2_capacity = 0: no L2, the paper's two-level model.
-  // An L2 of l2_capacity bytes (0: none) that makes room by `replacement` (l2_policy.hpp).
+  // An L2 of l2_capacity bytes (0: none) that makes room by `replacement` (l2_policy.hpp),
+  // one of home_partitions alike (Problem::l2_home_partitions).
   explicit Machine(Bytes sram_capacity, Bytes l2_capacity = 0,
-                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0);
+                   L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
+                   int home_partitions = 1);
   ~Machine();
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;

@@ -73,6 +73,14 @@ struct Problem {
   // keys random's draws and the sets' hash.
   L2Replacement l2_replacement = L2Replacement::lru;
   std::uint64_t l2_seed = 0;
+  // Where that L2 is one of this many partitions alike (the naive mirror's share of a GPU
+  // whose SMs on every side run the same traffic), with the sets policy: a line its SMs
+  // read from DRAM, or write, whose home is another partition (all but one line in
+  // l2_home_partitions, by hash) takes room at its home as well; the partitions being
+  // alike, one of theirs takes room here for each of ours, and stands for ours: a home
+  // copy, which a read that misses here finds without DRAM while it lasts (l2_cache.hpp).
+  // 1: every line is homed here.
+  int l2_home_partitions = 1;
   // The three-operator kernel as built (Algorithm::naive_kernel; the other programs leave
   // them alone): S lives in HBM in score_dtype and P in weight_dtype (the input dtype when
   // absent); the softmax reads S back score_reads times; each GEMM tiles its output so.
@@ -94,6 +102,12 @@ struct Problem {
   // pass by pass (naive_kernel_program.cpp). 1: one row after another, as one SM would run
   // them, so a row's later passes find it in the L2 whenever a row fits.
   cpu::Index softmax_rows_in_flight = 1;
+  // How those rows take their passes. False: in step, a group's rows pass by pass. True:
+  // each block on its own, staggered: slot i of the rows in flight starts its rows at pass
+  // i mod score_reads, so at any moment the slots are spread over the passes and P's writes
+  // (the last pass) fall between every row's passes, as the GPU's blocks run once they have
+  // drifted apart (nothing holds them together).
+  bool softmax_staggered = false;
   // The warp stores of a tiled kernel's epilogue (the fa2 program as the scalar or fa2
   // kernel): O and L are then booked as the 32-byte sectors those stores send out of the
   // SMs (warp_store.hpp). Absent: bytes of data, as the paper counts them.

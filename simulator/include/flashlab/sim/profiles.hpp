@@ -80,6 +80,10 @@ struct HardwareProfile {
   double block_time_spread = 0;
   // Which tile a full L2 partition drops (sim::GridProblem::replacement; grid.hpp).
   L2Replacement l2_replacement = L2Replacement::lru;
+  // Whether a line that SMs of one partition read from DRAM (or write) is held at its home
+  // partition too, where it serves their later reads once their own copy is gone
+  // (Problem::l2_home_partitions). Measured where true; false where not.
+  bool l2_home_copies = false;
   // Where the blocks of a whole first wave land, in grid order: the L2 partition of each
   // block's SM, one digit a block, for kernels of one block an SM ([0], sm_count digits) and
   // of two ([1], 2 sm_count digits). Measured (bench_l2_partitions); empty where not.
