@@ -19,10 +19,14 @@
 //
 // With --rows-in-flight FILE it reads instead the softmax's traffic alone
 // (bench/gpu/l2_rows_in_flight.py's CSV: one launch a row, with k blocks an SM, P written or
-// not, the blocks free or in lockstep) and sets beside each launch's measured x the mirror's
-// for the same rows in flight (its softmax takes k x SMs / partitions rows a side, in lockstep,
-// P written); a CSV without measured columns prints the predictions alone.
-//   ./build/bench/simulator/naive_vs_measured --rows-in-flight bench/results/...-rows.csv
+// not, the blocks free, persistent or in lockstep, on both sides of the L2 or one) and sets
+// beside each launch's measured x the mirror's for the same rows in flight: k x SMs /
+// partitions rows a side, P written, through the profile's L2 (LRU, and the sets with home
+// copies as the mirror runs them), the rows in step (the mirror's order before 2026-12-04)
+// and staggered (as built). The mirror's partitions run alike, so a launch on one side alone
+// has no prediction. A CSV without measured columns prints the predictions alone; --n keeps
+// the launches of one N.
+//   ./build/bench/simulator/naive_vs_measured --rows-in-flight bench/results/2026-12-04-h200-naive-softmax-rows-in-flight.csv
 #include "gpu_bridge/kernels.hpp"
 #include "measured_csvs.hpp"
 
@@ -87,10 +91,11 @@ std::vector<Measured> read_results(const std::filesystem::path& dir, const std::
   return out;
 }
 
-// The mirror's DRAM read, all heads, with the L2's policy and the softmax's rows in flight
-// as given (0: the mirror's own).
+// The mirror's DRAM read, all heads, with the L2's policy (sets: with the profile's home
+// copies, as the mirror runs it), the softmax's rows in flight (0: the mirror's own) and its
+// order (absent: the mirror's own, staggered) as given.
 double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t seed,
-               cpu::Index rows_in_flight = 0) {
+               cpu::Index rows_in_flight = 0, std::optional<bool> staggered = std::nullopt) {
   const sim::HardwareProfile& hw = app::target_profile();
   const sim::Problem asked{.N = m.N,
                            .d = m.d,
@@ -104,6 +109,7 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
   if (replacement != sim::L2Replacement::sets) mirror.problem.l2_home_partitions = 1;
   mirror.problem.l2_seed = seed;
   if (rows_in_flight > 0) mirror.problem.softmax_rows_in_flight = rows_in_flight;
+  if (staggered) mirror.problem.softmax_staggered = *staggered;
   const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
   return double(r.dram_read()) * double(m.heads);
 }
@@ -112,11 +118,11 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
 struct TrafficLaunch {
   int per_sm = 0;
   cpu::Index N = 0, passes = 0;
-  bool write_p = true, lockstep = false;
+  bool write_p = true, lockstep = false, persistent = false, one_side = false;
   std::optional<double> x;  // measured: absent in a CSV of the cases planned
 };
 
-std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path) {
+std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::Index n_only) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path.string());
   std::string line;
@@ -137,7 +143,12 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path) {
   const std::size_t per_sm = need("blocks_per_sm"), n = need("n"), rows = need("rows"),
                     write_p = need("write_p"), lockstep = need("lockstep"),
                     passes = need("passes");
-  const std::optional<std::size_t> x = col("x");
+  // Columns of later runs: absent, every launch was a grid a row, on both sides.
+  const std::optional<std::size_t> x = col("x"), persistent = col("persistent"),
+                                    skipped = col("skipped_sms");
+  const auto flag = [](const std::vector<std::string>& f, std::optional<std::size_t> c) {
+    return c && *c < f.size() && !f[*c].empty() && f[*c] != "0";
+  };
   std::vector<TrafficLaunch> out;
   while (std::getline(in, line)) {
     const auto f = csv_fields(line);
@@ -146,7 +157,10 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path) {
                     .passes = std::stoll(f.at(passes)),
                     .write_p = f.at(write_p) == "1",
                     .lockstep = f.at(lockstep) == "1",
+                    .persistent = flag(f, persistent),
+                    .one_side = flag(f, skipped),
                     .x = std::nullopt};
+    if (n_only > 0 && t.N != n_only) continue;
     if (std::stoll(f.at(rows)) != t.N)
       throw std::runtime_error(fmt::format(
           "{}: a launch of {} rows of N = {}: the mirror is one head's S, N rows of N (run "
@@ -155,44 +169,66 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path) {
     if (x && *x < f.size() && !f[*x].empty()) t.x = std::stod(f[*x]);
     out.push_back(t);
   }
-  if (out.empty()) throw std::runtime_error(path.string() + " holds no launch");
+  if (out.empty())
+    throw std::runtime_error(path.string() + " holds no launch" +
+                             (n_only > 0 ? " at N = " + std::to_string(n_only) : ""));
   return out;
 }
 
 // The mirror's x for the softmax with k blocks an SM: its rows in flight a side are k x SMs
-// shared by the partitions (as kernel_mirror sets them from the occupancy).
+// shared by the partitions (as kernel_mirror sets them from the occupancy); `replacement`
+// the L2's policy (sets: with the profile's home copies, as the mirror runs it), `staggered`
+// the order of the rows' passes.
 double traffic_x(cpu::Index N, int per_sm, cpu::Index passes, sim::L2Replacement replacement,
-                 std::uint64_t seed) {
+                 bool staggered, std::uint64_t seed) {
   const sim::HardwareProfile& hw = app::target_profile();
   // d moves the GEMMs' bytes only, which the difference below cancels.
   const Measured one_head{.source = {}, .heads = 1, .N = N, .d = 128, .read = 0};
-  const cpu::Index per_side = (cpu::Index(hw.sm_count) * per_sm + hw.l2_partitions - 1) /
-                              hw.l2_partitions;
-  const double compulsory = predict(one_head, replacement, seed, /*rows_in_flight=*/1);
-  const double read = predict(one_head, replacement, seed, per_side);
+  const cpu::Index per_side =
+      (cpu::Index(hw.sm_count) * per_sm + hw.l2_partitions - 1) / hw.l2_partitions;
+  const double compulsory = predict(one_head, replacement, seed, 1, staggered);
+  const double read = predict(one_head, replacement, seed, per_side, staggered);
   return (read - compulsory) / (double(passes - 1) * 4.0 * double(N) * double(N));
 }
 
-int print_traffic(const std::filesystem::path& path, std::uint64_t seed) {
+int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uint64_t seed) {
   const sim::HardwareProfile& hw = app::target_profile();
   fmt::print(
-      "| k | rows in flight | N | P | order | in flight a side, MiB | x measured | x LRU | "
-      "x sets |\n|---|---|---|---|---|---|---|---|---|\n");
-  std::map<std::pair<cpu::Index, int>, std::pair<double, double>> cache;  // (N, k) -> x
-  for (const TrafficLaunch& t : read_traffic(path)) {
+      "| k | rows in flight | N | P | order | sides | in flight a side, MiB | x measured | "
+      "x LRU | x sets, in step | x sets, staggered |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  struct Predicted {
+    double lru, in_step, staggered;
+  };
+  std::map<std::pair<cpu::Index, int>, Predicted> cache;  // (N, k) -> x
+  for (const TrafficLaunch& t : read_traffic(path, n_only)) {
+    const cpu::Index in_flight = cpu::Index(hw.sm_count / (t.one_side ? hw.l2_partitions : 1)) *
+                                 t.per_sm;
+    const std::string order = t.lockstep ? "lockstep" : t.persistent ? "persistent" : "free";
+    const std::string measured = t.x ? fmt::format("{:.3f}", *t.x) : "-";
+    const double side_mib = double(t.one_side ? in_flight : in_flight / hw.l2_partitions) *
+                            4.0 * double(t.N) / 1048576.0;
+    if (t.one_side) {  // the mirror's partitions run alike: no prediction
+      fmt::print("| {} | {} | {} | {} | {} | one | {:.1f} | {} | - | - | - |\n", t.per_sm,
+                 in_flight, t.N, t.write_p ? "written" : "not written", order, side_mib,
+                 measured);
+      continue;
+    }
     auto it = cache.find({t.N, t.per_sm});
-    if (it == cache.end())
+    if (it == cache.end()) {
+      const auto x = [&](sim::L2Replacement policy, bool staggered) {
+        return traffic_x(t.N, t.per_sm, t.passes, policy, staggered, seed);
+      };
       it = cache
                .emplace(std::pair{t.N, t.per_sm},
-                        std::pair{traffic_x(t.N, t.per_sm, t.passes, sim::L2Replacement::lru, seed),
-                                  traffic_x(t.N, t.per_sm, t.passes, sim::L2Replacement::sets, seed)})
+                        Predicted{x(sim::L2Replacement::lru, true),
+                                  x(sim::L2Replacement::sets, false),
+                                  x(sim::L2Replacement::sets, true)})
                .first;
-    const cpu::Index in_flight = cpu::Index(hw.sm_count) * t.per_sm;
-    fmt::print("| {} | {} | {} | {} | {} | {:.1f} | {} | {:.3f} | {:.3f} |\n", t.per_sm,
-               in_flight, t.N, t.write_p ? "written" : "not written",
-               t.lockstep ? "lockstep" : "free",
-               double(in_flight) / hw.l2_partitions * 4.0 * double(t.N) / 1048576.0,
-               t.x ? fmt::format("{:.3f}", *t.x) : "-", it->second.first, it->second.second);
+    }
+    fmt::print("| {} | {} | {} | {} | {} | both | {:.1f} | {} | {:.3f} | {:.3f} | {:.3f} |\n",
+               t.per_sm, in_flight, t.N, t.write_p ? "written" : "not written", order, side_mib,
+               measured, it->second.lru, it->second.in_step, it->second.staggered);
     std::fflush(stdout);
   }
   return 0;
@@ -221,7 +257,7 @@ int main(int argc, char** argv) {
                  "naive rows of --results");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (!traffic.empty()) return print_traffic(traffic, seed);
+    if (!traffic.empty()) return print_traffic(traffic, n_only, seed);
     const sim::L2Replacement policy = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only, n_only);
     fmt::print(

@@ -16,17 +16,21 @@ constexpr int kRowBits = 40;
 std::uint64_t key_of(int tensor, std::int64_t row) {
   return (static_cast<std::uint64_t>(tensor) << kRowBits) | static_cast<std::uint64_t>(row);
 }
-// A home copy's key: its tile's with the top bit set (tensors stay far below 2^23), so that
-// it hashes to a set of its own and is never taken for the line itself.
-constexpr std::uint64_t kHomeCopy = std::uint64_t{1} << 63;
-// Mixed into a line's hash for its home partition, apart from its set's.
-constexpr std::uint64_t kHomeSalt = 0x486F6D6550617274ULL;
 // SplitMix64's finaliser: a 64-bit mix whose every output bit depends on every input bit.
 std::uint64_t mix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
   return x ^ (x >> 31);
+}
+// A home copy's key: its tile's with the top bit set (tensors stay far below 2^23), so that
+// it hashes to a set of its own and is never taken for the line itself.
+constexpr std::uint64_t kHomeCopy = std::uint64_t{1} << 63;
+// Mixed into a line's hash for its home partition, apart from its set's.
+constexpr std::uint64_t kHomeSalt = 0x486F6D6550617274ULL;
+bool homed_here_by_key(std::uint64_t key, std::int64_t line, std::uint64_t seed, int partitions) {
+  const std::uint64_t h = mix64(mix64(key ^ kHomeSalt) ^ static_cast<std::uint64_t>(line) ^ seed);
+  return h % static_cast<std::uint64_t>(partitions) == 0;
 }
 }  // namespace
 
@@ -65,8 +69,7 @@ const L2Cache::Way* L2Cache::find_line(std::uint64_t key, std::int64_t line) con
 }
 
 bool L2Cache::homed_here(std::uint64_t key, std::int64_t line) const {
-  const std::uint64_t h = mix64(mix64(key ^ kHomeSalt) ^ static_cast<std::uint64_t>(line) ^ seed_);
-  return h % static_cast<std::uint64_t>(home_partitions_) == 0;
+  return homed_here_by_key(key, line, seed_, home_partitions_);
 }
 
 L2Cache::Way* L2Cache::find_way(std::uint64_t key, std::int64_t line) {
@@ -281,3 +284,13 @@ void L2Cache::shift(const std::vector<int>& moving, std::int64_t rows) {
 }
 
 }  // namespace flashlab::sim::detail
+
+namespace flashlab::sim {
+
+bool l2_line_homed_here(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
+                        int partitions) {
+  if (partitions < 1) throw std::logic_error("an L2 of at least one partition");
+  return detail::homed_here_by_key(detail::key_of(tensor, row0), line, seed, partitions);
+}
+
+}  // namespace flashlab::sim

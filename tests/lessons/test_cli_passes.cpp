@@ -413,13 +413,18 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
   const double N = 1024, d = 128;
   CHECK(p.dram_read() == doctest::Approx(3 * N * d * 2 + N * N * 4 + N * N * 2));
   CHECK(p.dram_written() == 0);
-  // The mirror through an L2 of the given policy, as `predict` runs it with the profile's.
+  // The mirror through an L2 of the given policy, as `predict` runs it with the profile's
+  // (home copies only in hashed sets, which know each line's home), its softmax's blocks
+  // staggered as built or in step.
   const auto read_through = [&](sim::L2Replacement policy, flashlab::app::Index n_,
-                                flashlab::app::Index heads) {
+                                flashlab::app::Index heads, bool staggered = true) {
     auto mirror = flashlab::app::kernel_mirror(
         "naive", sim::Problem{.N = n_, .d = 128, .l2_bytes = h200.l2_bytes}, heads);
     REQUIRE(mirror.algorithm);
+    CHECK(mirror.problem.softmax_staggered);
+    mirror.problem.softmax_staggered = staggered;
     mirror.problem.l2_replacement = policy;
+    if (policy != sim::L2Replacement::sets) mirror.problem.l2_home_partitions = 1;
     return double(sim::count(*mirror.algorithm, mirror.problem).dram_read()) * double(heads);
   };
   // N = 4096, the figure lesson 5 quotes beside the H200's (measured_h200.hpp): the 528 rows
@@ -432,14 +437,21 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
   CHECK(p4.dram_read() >= compulsory4);
   CHECK(p4.dram_read() == doctest::Approx(compulsory4).epsilon(1e-3));
   // Where the rows in flight outgrow the room (528 rows of 64 KiB of S, 33 MiB, in 30 MiB:
-  // N = 16384), an LRU of that room loses the softmax's second and third passes, all but
-  // those of the last group, 16 rows (16384 = 31 x 528 + 16), which fits; with 16 heads, 33
-  // rows in 1.875 MiB, the same (16384 = 496 x 33 + 16) for each head. Only the DRAM side moves.
+  // N = 16384), an LRU of that room with the rows in step loses the softmax's second and
+  // third passes, all but those of the last group, 16 rows (16384 = 31 x 528 + 16), which
+  // fits; with 16 heads, 33 rows in 1.875 MiB, the same (16384 = 496 x 33 + 16) for each
+  // head. Only the DRAM side moves.
   const double n = 16384, S = n * n * 4, row = n * 4;
   const double compulsory = 3 * n * d * 2 + S + n * n * 2;
   const double lru_one = compulsory + 2 * S - 2 * 16 * row;
-  CHECK(read_through(sim::L2Replacement::lru, 16384, 1) == doctest::Approx(lru_one));
-  CHECK(read_through(sim::L2Replacement::lru, 16384, 16) == doctest::Approx(16 * lru_one));
+  CHECK(read_through(sim::L2Replacement::lru, 16384, 1, false) == doctest::Approx(lru_one));
+  CHECK(read_through(sim::L2Replacement::lru, 16384, 16, false) ==
+        doctest::Approx(16 * lru_one));
+  // Staggered, as the blocks run, the rows still in flight at the end thin out as their slots
+  // finish, so more of the last rows fit; but no more than the last 528 (one row a slot).
+  const double lru_staggered = read_through(sim::L2Replacement::lru, 16384, 1);
+  CHECK(lru_staggered <= lru_one);
+  CHECK(lru_staggered >= compulsory + 2 * S - 2 * 528 * row);
   // `compare` predicts through the profile's hashed sets, whose step is spread over the room
   // (docs/IO-LEVELS.md): a part of the later passes still hits, so the reads lie between
   // compulsory and LRU's.
@@ -480,6 +492,7 @@ TEST_CASE("the naive kernel's mirror: LRU where the rows in flight hold twice th
     auto m = mirror_at(n);
     REQUIRE(m.algorithm);
     m.problem.l2_replacement = policy;
+    if (policy != sim::L2Replacement::sets) m.problem.l2_home_partitions = 1;
     return double(sim::count(*m.algorithm, m.problem).dram_read());
   };
   for (Index n : {Index(1000), Index(1985), Index(1986), Index(3001)}) {

@@ -26,6 +26,7 @@
 #include "flashlab/sim/warp_store.hpp"
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,5 +55,14 @@ inline constexpr Bytes kL2LineBytes = 4 * kSectorBytes;
 inline constexpr int kL2Ways = 16;
 // The largest L2 the sets policy takes (it keeps a record of every line): 1 GiB.
 inline constexpr Bytes kMaxSetsL2Bytes = Bytes{1} << 30;
+
+// Home copies (Problem::l2_home_partitions, the sets policy): whether line `line` of the tile
+// of tensor number `tensor` whose first row is `row0` is homed in the partition the L2
+// stands for, of `partitions` alike: one line in `partitions`, by a hash keyed by `seed`
+// (standing for the hash of physical addresses that picks a line's home slice). A line homed
+// elsewhere that is read from DRAM or written takes room twice: its own copy and, the
+// partitions being alike, the other side's line that stands for its home copy.
+bool l2_line_homed_here(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
+                        int partitions);
 
 }  // namespace flashlab::sim
