@@ -84,7 +84,7 @@ if want build; then
         -DPython3_EXECUTABLE="$(command -v python3)" "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
         test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile test_gpu_exp2 flashlab \
-        flashlab_gpu_runner bench_l2_partitions || exit 1
+        flashlab_gpu_runner bench_l2_partitions bench_l2_rows_in_flight || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
   # uses tensor cores, how many of each instruction that matters made it into the SASS.
@@ -285,6 +285,14 @@ if want partitions; then
   "$BUILD/bench/bench_l2_partitions" --csv "$OUT/l2_partitions.csv" \
     --room-csv "$OUT/l2_room.csv" --written-csv "$OUT/l2_written.csv" 2>&1 | tail -40
   (( PIPESTATUS[0] == 0 )) || status=1
+  # The naive softmax's traffic under Nsight Compute (docs/IO-LEVELS.md, "Home copies"): its
+  # rows in flight (k blocks an SM), P written or not, in lockstep, and one side of the L2 alone
+  # (the sides just measured); naive_vs_measured --rows-in-flight sets the mirror beside it.
+  python3 "$ROOT/bench/gpu/l2_rows_in_flight.py" --program "$BUILD/bench/bench_l2_rows_in_flight" \
+    --csv "$OUT/rows_in_flight.csv" --partitions "$OUT/l2_partitions.csv" \
+    --case 8:6144,8192,9216,10240,11264,12288,14336 --case 4:16384,20480,24576 \
+    --case 8:9216,10240,12288:no-p --case 8:9216,10240,12288:lockstep \
+    --case 8:10240,12288,14336,16384:side0 || status=1
 fi
 
 if want cli; then
