@@ -51,7 +51,7 @@ def main():
     out = csv.writer(sys.stdout, lineterminator="\n")
     extra = [n for n in names if n not in ("heads", "N", "d", "mask")]
     out.writerow(["kernel", "heads", "N", "d", "causal", *extra, "launches", "dram_read_measured",
-                  "dram_write_measured", "softmax_dram_read", "softmax_x", "time_ns"])
+                  "dram_written_measured", "softmax_dram_read", "softmax_x", "time_ns"])
     for shape, c in calls.items():
         row = dict(zip(names, shape))
         n, heads = int(row["N"]), int(row["heads"])
