@@ -82,7 +82,10 @@ struct HardwareProfile {
   L2Replacement l2_replacement = L2Replacement::lru;
   // Whether a line that SMs of one partition read from DRAM (or write) is held at its home
   // partition too, where it serves their later reads once their own copy is gone
-  // (Problem::l2_home_partitions). Measured where true; false where not.
+  // (Problem::l2_home_partitions). Measured where true; false where not. The naive mirror
+  // takes it; the grid model (fa2, fa3, the scalar kernel) does not yet: tried there, it
+  // moved fa3's stored DRAM reads away from the measured (bench/gpu/NOTES.md, "Home copies
+  // in the grid model, tried").
   bool l2_home_copies = false;
   // Where the blocks of a whole first wave land, in grid order: the L2 partition of each
   // block's SM, one digit a block, for kernels of one block an SM ([0], sm_count digits) and
