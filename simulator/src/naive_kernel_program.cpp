@@ -41,8 +41,8 @@
 // lines its own stream pushes out while it runs.
 //
 // The softmax runs its rows as the GPU's resident blocks do, Problem::softmax_rows_in_flight
-// at once, pass by pass (run_softmax): a row's second and third passes find it in the L2
-// only while the rows in flight fit there, not whenever one row does.
+// at once, pass by pass, in step or staggered (run_softmax): a row's second and third passes
+// find it in the L2 only while the rows in flight fit there, not whenever one row does.
 //
 // The program moves Q and O by panels of GEMM rows, K and V whole (a row of output tiles
 // reads all of their panels), and S and P row by row, the softmax's unit: through an L2,
