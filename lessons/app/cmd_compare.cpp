@@ -239,7 +239,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "N_q = N_k only) through the L2's {} partitions (replacement: {}), K and V held in each,\n"
       "the DRAM writes those made while it ran and apart what it leaves dirty; for the naive\n"
       "kernel its three launches, each from an empty L2, through one partition's room shared\n"
-      "by the heads, with the same replacement.\n"
+      "by the heads, with the same replacement, its softmax's blocks out of step{}.\n"
       "lts__t_bytes, at the L2 slices, sits lower: Hopper's L2 Request Coalescer merges the\n"
       "requests of several SMs for the same sectors that meet in it (SM reads per slice read:\n"
       "lrc__xbar2gpc_sectors_op_read over lrc__lts2lrc_sectors_op_read, a matter of timing\n"
@@ -249,7 +249,10 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "written ones may be merged after the L1's store pipe, by a rule the model does not\n"
       "know (docs/IO-LEVELS.md).\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
-      target_profile().l2_partitions, sim::to_string(target_profile().l2_replacement));
+      target_profile().l2_partitions, sim::to_string(target_profile().l2_replacement),
+      target_profile().l2_home_copies
+          ? " and each line read\nfrom DRAM held at its home partition too (home copies)"
+          : "");
 }
 
 template <class In>
