@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlab_ctypes as fl  # noqa: E402
 import bench_backward  # noqa: E402
 import bench_decode  # noqa: E402
+import ncu_csv  # noqa: E402
 import sweep  # noqa: E402
 import timing  # noqa: E402
 
@@ -371,11 +372,10 @@ def summarize_ncu(lib, paths):
         impl = os.path.basename(path).removeprefix("ncu_").removesuffix(".csv")
         totals, kernels = {m: 0.0 for m in metrics + sectors}, set()
         with open(path) as f:
-            lines = [line for line in f if line.startswith('"')]
-        for row in csv.DictReader(lines):
-            if row.get("Metric Name") in totals:
-                totals[row["Metric Name"]] += float(row["Metric Value"].replace(",", ""))
-                kernels.add(row["ID"])
+            for row in ncu_csv.metric_rows(f):
+                if row["Metric Name"] in totals:
+                    totals[row["Metric Name"]] += row["Metric Value"]
+                    kernels.add(row["ID"])
         pred = predicted_sm_bytes(lib, impl)
         sm = totals[metrics[0]] + totals[metrics[1]]
         pred_s = f"{pred / 1e9:9.3f}G" if pred else f"{'-':>10}"

@@ -60,10 +60,20 @@ using flashlab::bench::device_facts;
 using flashlab::bench::shared_bytes_for;
 using flashlab::bench::sm_id;
 
-constexpr int kMostSms = 256;  // --skip-sms takes SM ids below this
-constexpr int kMaskWords = kMostSms / 32;
 using flashlab::gpu::naive::kSoftmaxPasses;
 using flashlab::gpu::naive::kSoftmaxThreads;
+
+constexpr int kMostSms = 256;  // --skip-sms takes SM ids below this
+constexpr int kMaskWords = kMostSms / 32;
+// The most blocks of the softmax's size an SM holds: Hopper's 2048 threads an SM.
+constexpr int kMostBlocksPerSm = 2048 / kSoftmaxThreads;
+// A value the sum of zeros never takes: the test that keeps the reads cannot pass.
+constexpr float kNeverSummed = 1234.5f;
+
+// Whether SM `sm` is among those of the mask (a bit an SM) whose blocks end at once.
+__host__ __device__ bool skipped(const unsigned* mask, unsigned sm) {
+  return mask[sm / 32] >> (sm % 32) & 1u;
+}
 
 // One pass of one block over its row of `n` scores; the last pass writes the row of P.
 template <bool kWriteP>
@@ -78,21 +88,27 @@ __device__ float row_pass(const float* gS_row, __nv_bfloat16* gP_row, int n, boo
   return sum;
 }
 
-// Keeps the reads of a pass whose sum nothing else uses (S is zeros: never taken).
-__device__ void keep(float sum, float* sink) {
-  if (sum == 1234.5f) *sink = sum;
+// Every pass of one block over row r.
+template <bool kWriteP>
+__device__ float row_passes(const float* gS, __nv_bfloat16* gP, int n, int r, float sum) {
+  const std::size_t at = std::size_t(r) * n;
+  for (int pass = 1; pass <= kSoftmaxPasses; ++pass)
+    sum = row_pass<kWriteP>(gS + at, gP + at, n, pass == kSoftmaxPasses, sum);
+  return sum;
 }
+
+// Keeps the reads of a pass whose sum nothing else uses.
+__device__ void keep(float sum, float* sink) {
+  if (sum == kNeverSummed) *sink = sum;
+}
+
+// The dynamic shared memory each kernel is launched with only sets how many blocks share an
+// SM (shared_bytes_for); the claimed kernel also keeps its row there.
 
 // As the real softmax's grid: block r takes row r and its passes, free to drift.
 template <bool kWriteP>
 __global__ void rows_traffic(const float* gS, __nv_bfloat16* gP, int n, float* sink) {
-  extern __shared__ unsigned char occupy[];
-  if (threadIdx.x == 0) occupy[0] = 1;
-  const std::size_t at = std::size_t(blockIdx.x) * n;
-  float sum = 0;
-  for (int pass = 1; pass <= kSoftmaxPasses; ++pass)
-    sum = row_pass<kWriteP>(gS + at, gP + at, n, pass == kSoftmaxPasses, sum);
-  keep(sum, sink);
+  keep(row_passes<kWriteP>(gS, gP, n, int(blockIdx.x), 0.0f), sink);
 }
 
 // One side alone: persistent blocks; one on an SM of `skip` (a bit an SM) ends at once, the
@@ -101,8 +117,7 @@ template <bool kWriteP>
 __global__ void rows_traffic_claimed(const float* gS, __nv_bfloat16* gP, int n, int rows,
                                      const unsigned* skip, unsigned* next_row, float* sink) {
   extern __shared__ unsigned char occupy[];
-  const unsigned sm = sm_id();
-  if (skip[sm / 32] >> (sm % 32) & 1u) return;
+  if (skipped(skip, sm_id())) return;
   int* claimed = reinterpret_cast<int*>(occupy);
   float sum = 0;
   for (;;) {
@@ -111,9 +126,7 @@ __global__ void rows_traffic_claimed(const float* gS, __nv_bfloat16* gP, int n, 
     const int r = *claimed;
     __syncthreads();  // every thread has read the row before thread 0 claims the next
     if (r >= rows) break;
-    const std::size_t at = std::size_t(r) * n;
-    for (int pass = 1; pass <= kSoftmaxPasses; ++pass)
-      sum = row_pass<kWriteP>(gS + at, gP + at, n, pass == kSoftmaxPasses, sum);
+    sum = row_passes<kWriteP>(gS, gP, n, r, sum);
   }
   keep(sum, sink);
 }
@@ -123,8 +136,6 @@ __global__ void rows_traffic_claimed(const float* gS, __nv_bfloat16* gP, int n, 
 template <bool kWriteP>
 __global__ void rows_traffic_lockstep(const float* gS, __nv_bfloat16* gP, int n, int rows,
                                       float* sink) {
-  extern __shared__ unsigned char occupy[];
-  if (threadIdx.x == 0) occupy[0] = 1;
   cg::grid_group grid = cg::this_grid();
   float sum = 0;
   for (int r0 = 0; r0 < rows; r0 += gridDim.x) {
@@ -152,7 +163,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(32, 1 << 20));
   app.add_option("--blocks-per-sm", per_sm, "resident blocks an SM (rows in flight / SMs)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 8));
+      ->check(CLI::Range(1, kMostBlocksPerSm));
   app.add_option("--rows", rows_asked, "rows a launch (0: N, one head's S)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -200,12 +211,12 @@ int main(int argc, char** argv) {
       csv << "launch,blocks_per_sm,rows_in_flight,n,rows,write_p,lockstep,persistent,skipped_sms,"
              "passes,s_bytes\n";
     }
-    int skipped = 0;
-    for (int sm = 0; sm < dev.sms; ++sm) skipped += skip[sm / 32] >> (sm % 32) & 1u;
-    const int in_flight = (dev.sms - skipped) * per_sm;
+    int idle_sms = 0;
+    for (int sm = 0; sm < dev.sms; ++sm) idle_sms += skipped(skip, unsigned(sm));
+    const int in_flight = (dev.sms - idle_sms) * per_sm;
     fmt::print("{} SMs x {} blocks = {} rows in flight ({} bytes of shared memory a block), "
                "P {}, {}\n",
-               dev.sms - skipped, per_sm, in_flight, bytes, no_p ? "not written" : "written",
+               dev.sms - idle_sms, per_sm, in_flight, bytes, no_p ? "not written" : "written",
                lockstep ? "passes in lockstep"
                : claimed ? "persistent blocks taking rows in turn"
                          : "blocks free to drift");
@@ -214,8 +225,9 @@ int main(int argc, char** argv) {
       int rows = rows_asked > 0 ? rows_asked : n;
       if (lockstep) {
         void* args[] = {&d_s, &d_p, &n, &rows, &d_sink};
-        check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(lockstep_kernel), dim3(in_flight),
-                                               dim3(kSoftmaxThreads), args, bytes),
+        check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(lockstep_kernel),
+                                               dim3(in_flight), dim3(kSoftmaxThreads), args,
+                                               bytes),
                    "cudaLaunchCooperativeKernel");
       } else if (claimed) {
         check_cuda(cudaMemcpy(d_skip, skip, sizeof skip, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -230,7 +242,7 @@ int main(int argc, char** argv) {
                  s_bytes / 1048576.0, double(sizeof(float)) * n * in_flight / 1048576.0);
       if (csv)
         csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.0f}\n", i, per_sm, in_flight, n,
-                           rows, no_p ? 0 : 1, lockstep ? 1 : 0, claimed ? 1 : 0, skipped,
+                           rows, no_p ? 0 : 1, lockstep ? 1 : 0, claimed ? 1 : 0, idle_sms,
                            kSoftmaxPasses, s_bytes);
     }
     cudaFree(d_s);

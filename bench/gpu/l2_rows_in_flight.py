@@ -5,11 +5,12 @@ from DRAM, case by case (bench/gpu/l2_rows_in_flight.cu says what each knob test
       --csv rows.csv --case 8:6144,8192,9216 --case 4:12288,16384 \\
       --case 8:9216,10240:no-p --case 8:9216,10240:lockstep
 
-A case is BLOCKS_PER_SM:N,N,...[:no-p][:lockstep|:persistent][:side0|:side1]; side0 and side1 run the
-blocks of one side of the L2 alone (the SMs of the other end at once), the sides as
-bench_l2_partitions measured them (its --csv, given here as --partitions). Each runs the program once under ncu (the
-caches flushed before each launch, ncu's default), and the CSV gets one row per launch: the
-program's own columns, then DRAM read and written, the L2 slices' bytes, the time, and
+A case is BLOCKS_PER_SM:N,N,...[:no-p][:lockstep|:persistent][:side0|:side1]. side0 and
+side1 run the blocks of one side of the L2 alone (the SMs of the other end at once), the
+sides as bench_l2_partitions measured them (its --csv, given here as --partitions). Each case
+runs the program once under ncu (the caches flushed before each launch, ncu's default), and
+the CSV gets one row per launch: the program's own columns, then DRAM read and written, the
+L2 slices' bytes, the time, and
     x = (DRAM read - S once) / ((passes - 1) S)
 the share of the later passes that came from DRAM (0: all hit in the L2, 1: none did).
 build/bench/simulator/naive_vs_measured --rows-in-flight rows.csv sets the mirror's x beside it.
@@ -21,22 +22,27 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncu_csv  # noqa: E402
+
 METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
            "gpu__time_duration.sum"]
 COLUMNS = ["dram_read", "dram_write", "lts_bytes", "time_ns"]
+PROGRAM_FLAGS = ("no-p", "lockstep", "persistent")  # passed on as --no-p, ...
+SIDE_FLAGS = ("side0", "side1")                      # the other side's SMs skipped
 
 
 def parse_case(text):
     parts = text.split(":")
     if len(parts) < 2 or not parts[0].isdigit():
         raise argparse.ArgumentTypeError(
-            f"case {text!r}: expected BLOCKS_PER_SM:N,N,...[:no-p][:lockstep], e.g. 8:6144,8192")
+            f"case {text!r}: expected BLOCKS_PER_SM:N,N,...[:FLAG...], e.g. 8:6144,8192:no-p")
     flags = parts[2:]
-    unknown = [f for f in flags if f not in ("no-p", "lockstep", "persistent", "side0", "side1")]
+    unknown = [f for f in flags if f not in PROGRAM_FLAGS + SIDE_FLAGS]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"case {text!r}: unknown flag {unknown[0]!r} (the flags are no-p, lockstep, "
-            "persistent, side0 and side1)")
+            f"case {text!r}: unknown flag {unknown[0]!r} (the flags are "
+            f"{', '.join(PROGRAM_FLAGS + SIDE_FLAGS)})")
     sizes = parts[1].split(",")
     if not all(s.isdigit() for s in sizes):
         raise argparse.ArgumentTypeError(f"case {text!r}: the sizes must be whole numbers")
@@ -44,13 +50,11 @@ def parse_case(text):
 
 
 def ncu_rows(text):
-    """Nsight Compute's CSV lines (they start with a quote) as {launch id: {metric: value}}."""
-    lines = [line for line in text.splitlines() if line.startswith('"')]
+    """Nsight Compute's CSV output as {launch id: {metric: value}}."""
     out = {}
-    for row in csv.DictReader(lines):
-        if row.get("Metric Name") in METRICS:
-            value = float(row["Metric Value"].replace(",", ""))
-            out.setdefault(int(row["ID"]), {})[row["Metric Name"]] = value
+    for row in ncu_csv.metric_rows(text.splitlines()):
+        if row["Metric Name"] in METRICS:
+            out.setdefault(int(row["ID"]), {})[row["Metric Name"]] = row["Metric Value"]
     return out
 
 
@@ -72,9 +76,9 @@ def run_case(program, case, rows, sides):
         cmd = ["ncu", "--print-units", "base", "--csv", "--metrics", ",".join(METRICS),
                "--kernel-name", "regex:rows_traffic", program, "--n", *case["sizes"],
                "--blocks-per-sm", case["per_sm"], "--rows", str(rows), "--csv", launches_csv]
-        cmd += [f"--{flag}" for flag in case["flags"] if flag in ("no-p", "lockstep", "persistent")]
-        for side in (0, 1):
-            if f"side{side}" in case["flags"]:
+        cmd += [f"--{flag}" for flag in case["flags"] if flag in PROGRAM_FLAGS]
+        for side, flag in enumerate(SIDE_FLAGS):
+            if flag in case["flags"]:
                 if sides is None:
                     sys.exit("l2_rows_in_flight: a case of one side needs --partitions")
                 cmd += ["--skip-sms", *sides[1 - side]]

@@ -12,7 +12,15 @@ N(N + 1) / 2 a head.
 import argparse
 import collections
 import csv
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncu_csv  # noqa: E402
+
+# The naive softmax's S and its passes (gpu/include/flashlab/gpu/kernel_info.hpp, naive::):
+SCORE_BYTES = 4   # S in fp32
+LATER_PASSES = 2  # kSoftmaxPasses = 3: the passes after the first, which the L2 may serve
 
 
 def main():
@@ -27,41 +35,36 @@ def main():
     names = args.columns.split(",")
     if "heads" not in names or "N" not in names:
         sys.exit("ncu_call_totals: --columns must name heads and N")
-    calls = collections.OrderedDict()
+    # Each call's lines (its own ncu header among them), by its prefix, in the order run.
+    lines_of = collections.OrderedDict()
     with open(args.raw) as f:
         for line in f:
             parts = line.rstrip("\n").split(",", len(names))
-            if len(parts) <= len(names) or parts[-1].startswith('"ID"'):
-                continue
-            shape = tuple(parts[:len(names)])
-            fields = next(csv.reader([parts[-1]]))
-            kernel_id, name, metric = fields[0], fields[4], fields[12]
-            value = float(fields[14].replace(",", ""))
-            c = calls.setdefault(shape, {"read": 0.0, "write": 0.0, "time": 0.0,
-                                         "softmax_read": 0.0, "kernels": set()})
-            c["kernels"].add(kernel_id)
-            if metric == "dram__bytes_read.sum":
-                c["read"] += value
-                if "softmax_rows" in name:
-                    c["softmax_read"] += value
-            elif metric == "dram__bytes_write.sum":
-                c["write"] += value
-            elif metric == "gpu__time_duration.sum":
-                c["time"] += value
+            if len(parts) > len(names):
+                lines_of.setdefault(tuple(parts[:-1]), []).append(parts[-1])
     out = csv.writer(sys.stdout, lineterminator="\n")
     extra = [n for n in names if n not in ("heads", "N", "d", "mask")]
     out.writerow(["kernel", "heads", "N", "d", "causal", *extra, "launches", "dram_read_measured",
                   "dram_written_measured", "softmax_dram_read", "softmax_x", "time_ns"])
-    for shape, c in calls.items():
-        row = dict(zip(names, shape))
-        n, heads = int(row["N"]), int(row["heads"])
-        causal = row.get("mask", "none") == "causal"
+    for shape, lines in lines_of.items():
+        total = collections.Counter()
+        launches = set()
+        for row in ncu_csv.metric_rows(lines):
+            launches.add(row["ID"])
+            total[row["Metric Name"]] += row["Metric Value"]
+            if "softmax_rows" in row["Kernel Name"]:
+                total["softmax " + row["Metric Name"]] += row["Metric Value"]
+        call = dict(zip(names, shape))
+        n, heads = int(call["N"]), int(call["heads"])
+        causal = call.get("mask", "none") == "causal"
         scores = n * (n + 1) / 2 if causal else n * n
-        s = 4.0 * scores * heads
-        x = (c["softmax_read"] - s) / (2 * s)
-        out.writerow([args.kernel, heads, n, row.get("d", "128"), 1 if causal else 0,
-                      *[row[e] for e in extra], len(c["kernels"]), int(c["read"]),
-                      int(c["write"]), int(c["softmax_read"]), f"{x:.4f}", int(c["time"])])
+        s = SCORE_BYTES * scores * heads
+        softmax_read = total["softmax dram__bytes_read.sum"]
+        out.writerow([args.kernel, heads, n, call.get("d", "128"), 1 if causal else 0,
+                      *[call[e] for e in extra], len(launches),
+                      int(total["dram__bytes_read.sum"]), int(total["dram__bytes_write.sum"]),
+                      int(softmax_read), f"{(softmax_read - s) / (LATER_PASSES * s):.4f}",
+                      int(total["gpu__time_duration.sum"])])
 
 
 if __name__ == "__main__":

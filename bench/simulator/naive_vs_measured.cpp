@@ -31,6 +31,7 @@
 #include "gpu_bridge/kernels.hpp"
 #include "measured_csvs.hpp"
 
+#include "flashlab/cpu/options.hpp"
 #include "flashlab/sim/simulate.hpp"
 
 #include <CLI/CLI.hpp>
@@ -44,6 +45,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -93,11 +95,8 @@ std::vector<Measured> read_results(const std::filesystem::path& dir, const std::
   return out;
 }
 
-// The mirror's DRAM read, all heads, with the L2's policy (sets: with the profile's home
-// copies, as the mirror runs it), the softmax's rows in flight (0: the mirror's own) and its
-// order (absent: the mirror's own, staggered) as given.
-double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t seed,
-               cpu::Index rows_in_flight = 0, std::optional<bool> staggered = std::nullopt) {
+// The naive kernel's mirror for a measured row, as `flashlab compare` builds it.
+app::KernelMirror mirror_of(const Measured& m) {
   const sim::HardwareProfile& hw = app::target_profile();
   const sim::Problem asked{.N = m.N,
                            .d = m.d,
@@ -108,8 +107,25 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
   app::KernelMirror mirror = app::kernel_mirror("naive", asked, m.heads);
   if (!mirror.algorithm)
     throw std::runtime_error("no mirror of the naive kernel: " + mirror.why_not);
-  mirror.problem.l2_replacement = replacement;
-  if (replacement != sim::L2Replacement::sets) mirror.problem.l2_home_partitions = 1;
+  return mirror;
+}
+
+// The bytes of the softmax's passes over S after its first, all heads (x is a share of them):
+// score_reads - 1 passes over the scores the rows see, in the mirror's score dtype.
+double later_passes_bytes(const Measured& m) {
+  const sim::Problem p = mirror_of(m).problem;
+  const double N = double(m.N), scores = m.causal ? N * (N + 1) / 2 : N * N;
+  return double(p.score_reads - 1) * double(sim::bytes_of(p.score_dtype)) * scores *
+         double(m.heads);
+}
+
+// The mirror's DRAM read, all heads, with the L2's policy (sets: with the profile's home
+// copies, as the mirror runs it), the softmax's rows in flight (0: the mirror's own) and its
+// order (absent: the mirror's own, staggered) as given.
+double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t seed,
+               cpu::Index rows_in_flight = 0, std::optional<bool> staggered = std::nullopt) {
+  app::KernelMirror mirror = mirror_of(m);
+  app::set_naive_l2_policy(mirror.problem, replacement);
   mirror.problem.l2_seed = seed;
   if (rows_in_flight > 0) mirror.problem.softmax_rows_in_flight = rows_in_flight;
   if (staggered) mirror.problem.softmax_staggered = *staggered;
@@ -120,7 +136,7 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
 // One launch of the softmax's traffic (bench/gpu/l2_rows_in_flight.py's CSV).
 struct TrafficLaunch {
   int per_sm = 0;
-  cpu::Index N = 0, passes = 0;
+  cpu::Index rows_in_flight = 0, N = 0;
   bool write_p = true, lockstep = false, persistent = false, one_side = false;
   std::optional<double> x;  // measured: absent in a CSV of the cases planned
 };
@@ -131,7 +147,7 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
   std::string line;
   if (!std::getline(in, line) || line.find("blocks_per_sm") == std::string::npos)
     throw std::runtime_error(path.string() + " is not l2_rows_in_flight.py's CSV (its header "
-                             "names blocks_per_sm, n, rows, write_p, lockstep, passes)");
+                             "names blocks_per_sm, rows_in_flight, n, rows, write_p, lockstep)");
   const auto header = csv_fields(line);
   const auto col = [&](const char* name) -> std::optional<std::size_t> {
     const auto it = std::find(header.begin(), header.end(), name);
@@ -143,9 +159,9 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
     if (!c) throw std::runtime_error(path.string() + " has no column " + name);
     return *c;
   };
-  const std::size_t per_sm = need("blocks_per_sm"), n = need("n"), rows = need("rows"),
-                    write_p = need("write_p"), lockstep = need("lockstep"),
-                    passes = need("passes");
+  const std::size_t per_sm = need("blocks_per_sm"), in_flight = need("rows_in_flight"),
+                    n = need("n"), rows = need("rows"), write_p = need("write_p"),
+                    lockstep = need("lockstep");
   // Columns of later runs: absent, every launch was a grid a row, on both sides.
   const std::optional<std::size_t> x = col("x"), persistent = col("persistent"),
                                     skipped = col("skipped_sms");
@@ -156,8 +172,8 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
   while (std::getline(in, line)) {
     const auto f = csv_fields(line);
     TrafficLaunch t{.per_sm = std::stoi(f.at(per_sm)),
+                    .rows_in_flight = std::stoll(f.at(in_flight)),
                     .N = std::stoll(f.at(n)),
-                    .passes = std::stoll(f.at(passes)),
                     .write_p = f.at(write_p) == "1",
                     .lockstep = f.at(lockstep) == "1",
                     .persistent = flag(f, persistent),
@@ -178,23 +194,20 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
   return out;
 }
 
-// The mirror's x for the softmax with k blocks an SM: its rows in flight a side are k x SMs
-// shared by the partitions (as kernel_mirror sets them from the occupancy); `replacement`
-// the L2's policy (sets: with the profile's home copies, as the mirror runs it), `staggered`
-// the order of the rows' passes.
-double traffic_x(cpu::Index N, int per_sm, cpu::Index passes, sim::L2Replacement replacement,
+// The mirror's x for one head's softmax with `per_side` rows in flight on each partition;
+// `replacement` the L2's policy (sets: with the profile's home copies, as the mirror runs it),
+// `staggered` the order of the rows' passes.
+double traffic_x(cpu::Index N, cpu::Index per_side, sim::L2Replacement replacement,
                  bool staggered, std::uint64_t seed) {
-  const sim::HardwareProfile& hw = app::target_profile();
   // d moves the GEMMs' bytes only, which the difference below cancels.
   const Measured one_head{.source = {}, .heads = 1, .N = N, .d = 128, .read = 0};
-  const cpu::Index per_side =
-      (cpu::Index(hw.sm_count) * per_sm + hw.l2_partitions - 1) / hw.l2_partitions;
   const double compulsory = predict(one_head, replacement, seed, 1, staggered);
   const double read = predict(one_head, replacement, seed, per_side, staggered);
-  return (read - compulsory) / (double(passes - 1) * 4.0 * double(N) * double(N));
+  return (read - compulsory) / later_passes_bytes(one_head);
 }
 
 int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uint64_t seed) {
+  constexpr double kScoreBytes = sizeof(float);  // the traffic program's S: fp32, the kernel's
   const sim::HardwareProfile& hw = app::target_profile();
   fmt::print(
       "| k | rows in flight | N | P | order | sides | in flight a side, MiB | x measured | "
@@ -203,35 +216,37 @@ int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uin
   struct Predicted {
     double lru, in_step, staggered;
   };
-  std::map<std::pair<cpu::Index, int>, Predicted> cache;  // (N, k) -> x
+  std::map<std::pair<cpu::Index, cpu::Index>, Predicted> cache;  // (N, rows a side) -> x
   for (const TrafficLaunch& t : read_traffic(path, n_only)) {
-    const cpu::Index in_flight = cpu::Index(hw.sm_count / (t.one_side ? hw.l2_partitions : 1)) *
-                                 t.per_sm;
+    // One side alone holds all its rows in flight; both sides share them.
+    const cpu::Index per_side =
+        t.one_side ? t.rows_in_flight : cpu::tile_count(t.rows_in_flight, hw.l2_partitions);
     const std::string order = t.lockstep ? "lockstep" : t.persistent ? "persistent" : "free";
     const std::string measured = t.x ? fmt::format("{:.3f}", *t.x) : "-";
-    const double side_mib = double(t.one_side ? in_flight : in_flight / hw.l2_partitions) *
-                            4.0 * double(t.N) / 1048576.0;
+    const double side_mib = double(per_side) * kScoreBytes * double(t.N) / 1048576.0;
+    const auto row = [&](std::string_view sides, std::string_view predicted) {
+      fmt::print("| {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} |\n", t.per_sm,
+                 t.rows_in_flight, t.N, t.write_p ? "written" : "not written", order, sides,
+                 side_mib, measured, predicted);
+    };
     if (t.one_side) {  // the mirror's partitions run alike: no prediction
-      fmt::print("| {} | {} | {} | {} | {} | one | {:.1f} | {} | - | - | - |\n", t.per_sm,
-                 in_flight, t.N, t.write_p ? "written" : "not written", order, side_mib,
-                 measured);
+      row("one", "- | - | -");
       continue;
     }
-    auto it = cache.find({t.N, t.per_sm});
+    auto it = cache.find({t.N, per_side});
     if (it == cache.end()) {
       const auto x = [&](sim::L2Replacement policy, bool staggered) {
-        return traffic_x(t.N, t.per_sm, t.passes, policy, staggered, seed);
+        return traffic_x(t.N, per_side, policy, staggered, seed);
       };
       it = cache
-               .emplace(std::pair{t.N, t.per_sm},
+               .emplace(std::pair{t.N, per_side},
                         Predicted{x(sim::L2Replacement::lru, true),
                                   x(sim::L2Replacement::sets, false),
                                   x(sim::L2Replacement::sets, true)})
                .first;
     }
-    fmt::print("| {} | {} | {} | {} | {} | both | {:.1f} | {} | {:.3f} | {:.3f} | {:.3f} |\n",
-               t.per_sm, in_flight, t.N, t.write_p ? "written" : "not written", order, side_mib,
-               measured, it->second.lru, it->second.in_step, it->second.staggered);
+    row("both", fmt::format("{:.3f} | {:.3f} | {:.3f}", it->second.lru, it->second.in_step,
+                            it->second.staggered));
     std::fflush(stdout);
   }
   return 0;
@@ -272,8 +287,7 @@ int main(int argc, char** argv) {
     int within_lru = 0, within_b = 0;
     for (const Measured& m : rows) {
       const double compulsory = predict(m, sim::L2Replacement::lru, seed, /*rows_in_flight=*/1);
-      const double N = double(m.N), scores = m.causal ? N * (N + 1) / 2 : N * N;
-      const double passes = 2.0 * 4.0 * scores * double(m.heads);
+      const double passes = later_passes_bytes(m);
       const double lru = predict(m, sim::L2Replacement::lru, seed);
       const double b = predict(m, policy, seed);
       const auto x = [&](double read) { return (read - compulsory) / passes; };
@@ -282,8 +296,9 @@ int main(int argc, char** argv) {
       fmt::print(
           "| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | "
           "{:.1f} | {:.3f} | {:.3f} |\n",
-          m.source, m.heads, m.N, m.d, m.causal ? "causal" : "none", m.read / 1048576, compulsory / 1048576, x(m.read), lru / 1048576,
-          x(lru), m.read / lru, b / 1048576, x(b), m.read / b);
+          m.source, m.heads, m.N, m.d, m.causal ? "causal" : "none", m.read / 1048576,
+          compulsory / 1048576, x(m.read), lru / 1048576, x(lru), m.read / lru, b / 1048576,
+          x(b), m.read / b);
       std::fflush(stdout);
     }
     fmt::print("\nReads within 15%: LRU {} of {}, {} {} of {}\n", within_lru, rows.size(),

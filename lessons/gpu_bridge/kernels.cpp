@@ -150,17 +150,22 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
                                               sim::bytes_of(mirror.problem.score_dtype);
       const bool rows_outgrow_room =
           rows_in_flight_bytes >= kNaiveLruFromRoomMultiple * mirror.problem.l2_bytes;
-      mirror.problem.l2_replacement =
-          rows_outgrow_room ? sim::L2Replacement::lru : hw.l2_replacement;
-      // A line read from DRAM takes room at its home too, and the partitions run alike (each
-      // its half of the rows), so one of the other side's takes room here for each of ours
-      // homed there (l2_home_partitions). Past the multiple above, LRU's steady state drops
-      // the later passes with or without those copies.
-      if (hw.l2_home_copies && mirror.problem.l2_replacement == sim::L2Replacement::sets)
-        mirror.problem.l2_home_partitions = hw.l2_partitions;
+      set_naive_l2_policy(mirror.problem,
+                          rows_outgrow_room ? sim::L2Replacement::lru : hw.l2_replacement);
     }
   }
   return mirror;
+}
+
+void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement) {
+  const sim::HardwareProfile& hw = target_profile();
+  problem.l2_replacement = replacement;
+  // A line read from DRAM takes room at its home too, and the partitions run alike (each its
+  // half of the rows), so one of the other side's takes room here for each of ours homed
+  // there. Past kNaiveLruFromRoomMultiple, LRU's steady state drops the later passes with or
+  // without those copies.
+  problem.l2_home_partitions =
+      hw.l2_home_copies && replacement == sim::L2Replacement::sets ? hw.l2_partitions : 1;
 }
 
 Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {

@@ -63,9 +63,14 @@ struct KernelMirror {
 // target profile's does, but LRU where the softmax's rows in flight hold
 // kNaiveLruFromRoomMultiple times its room or more (there every replacement drops their later
 // passes, and LRU's steady state counts that in milliseconds where a record per line would
-// take minutes).
+// take minutes; the sets with the profile's home copies read within 1.1% of it at the switch,
+// tests/lessons/test_cli_passes.cpp).
 inline constexpr Index kNaiveLruFromRoomMultiple = 2;
 KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads = 1);
+// The naive mirror's L2 policy: `replacement`, with the target profile's home copies where
+// that policy can hold them (hashed sets; Problem::l2_home_partitions). kernel_mirror sets it
+// so; a caller that tries the mirror under another policy sets it here too.
+void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement);
 
 // The tiles cuBLAS chose for the naive kernel's GEMMs at this shape on the H200
 // (measured_h200.hpp), or nullptr where no run has read them.

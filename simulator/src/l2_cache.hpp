@@ -99,8 +99,8 @@ class L2Cache {
   // it (evicting the set's least recently used line), reading it from DRAM when `fetch`.
   bool touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes bytes, bool write,
                   bool fetch, std::vector<TensorTraffic>& tensors);
-  // Places way `w` (a line, its key a tile's or a home copy's) in its set, making room by
-  // LRU; a dirty line it drops is written back.
+  // Places `way` (a line, its key a tile's or a home copy's) in its set, making room by LRU;
+  // a dirty line it drops is written back.
   void place_way(const Way& w, std::vector<TensorTraffic>& tensors);
   bool homed_here(std::uint64_t key, std::int64_t line) const;
   std::size_t set_of(std::uint64_t key, std::int64_t line) const;

@@ -173,7 +173,9 @@ void run_softmax(Machine& machine, const Problem& p, Machine::TensorId gS, Machi
   };
   if (p.softmax_staggered) {
     const Index passes = p.score_reads;
-    const Index steps = passes * ((N + R - 1) / R) + passes - 1;
+    // Each slot's rows take `passes` steps apiece; the last slot to start begins passes - 1
+    // steps late.
+    const Index steps = passes * tile_count(N, R) + passes - 1;
     for (Index step = 0; step < steps; ++step)
       for (Index slot = 0; slot < R; ++slot) {
         const Index since = step - slot % passes;  // steps since the slot's first row began

@@ -23,12 +23,13 @@ constexpr Bytes kLine = kL2LineBytes;
 constexpr Bytes kOneSet = kL2Ways * kLine;  // 16 lines: an L2 of one set
 constexpr std::uint64_t kSeed = 11;
 constexpr int kTensorT = 0;  // the first tensor a Machine is given
+constexpr int kPartitions = 2;  // the L2 stands for one of two, as the H200's
 
 // Rows of a tensor of one-line rows, the first `count` homed elsewhere (or here) by the rule.
 std::vector<Index> rows_homed(bool here, int count) {
   std::vector<Index> rows;
   for (Index r = 0; int(rows.size()) < count; ++r)
-    if (l2_line_homed_here(kTensorT, r, 0, kSeed, 2) == here) rows.push_back(r);
+    if (l2_line_homed_here(kTensorT, r, 0, kSeed, kPartitions) == here) rows.push_back(r);
   return rows;
 }
 
@@ -64,7 +65,7 @@ struct Reference {
       own->dirty = own->dirty || write;
       return;
     }
-    const bool elsewhere = !l2_line_homed_here(kTensorT, row, 0, kSeed, 2);
+    const bool elsewhere = !l2_line_homed_here(kTensorT, row, 0, kSeed, kPartitions);
     Way* copy = !write && elsewhere ? find(row, true) : nullptr;
     if (copy) copy->used = ++clock;
     if (!write && !copy) read += kLine;
@@ -89,7 +90,7 @@ TEST_CASE("home copies: the rule picks about one line in `partitions` as homed h
 }
 
 TEST_CASE("home copies: an L2 of one set, worked by hand") {
-  Machine m(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, 2);
+  Machine m(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, kPartitions);
   const auto T = m.add_tensor("T", 4000, kLine / 2, DType::bf16);  // a row: one line
   REQUIRE(T == kTensorT);
   const std::vector<Index> a = rows_homed(false, 8), b = rows_homed(true, 2);
@@ -117,7 +118,7 @@ TEST_CASE("home copies: an L2 of one set, worked by hand") {
   CHECK(one.traffic()[T1].dram_read == 10 * kLine);
   // Twelve lines homed elsewhere take 24 ways, so a second pass in the same order finds
   // none of its own (a cyclic stream through LRU) and none of the oldest home copies.
-  Machine twelve(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, 2);
+  Machine twelve(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, kPartitions);
   const auto T12 = twelve.add_tensor("T", 4000, kLine / 2, DType::bf16);
   const std::vector<Index> c = rows_homed(false, 12);
   for (int pass = 0; pass < 2; ++pass)
@@ -126,7 +127,7 @@ TEST_CASE("home copies: an L2 of one set, worked by hand") {
 }
 
 TEST_CASE("home copies: written lines are written back once, their home copies clean") {
-  Machine m(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, 2);
+  Machine m(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, kPartitions);
   const auto T = m.add_tensor("T", 4000, kLine / 2, DType::bf16);
   const std::vector<Index> a = rows_homed(false, 12);
   for (Index r : a) m.write_through(T, r, kLine);  // 24 ways asked of 16: 8 written back
@@ -138,7 +139,7 @@ TEST_CASE("home copies: written lines are written back once, their home copies c
 TEST_CASE("home copies: an L2 of one set against the rule's reference, random traffic") {
   for (std::uint64_t trial = 0; trial < 20; ++trial) {
     CAPTURE(trial);
-    Machine m(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, 2);
+    Machine m(Machine::kUnbounded, kOneSet, L2Replacement::sets, kSeed, kPartitions);
     const auto T = m.add_tensor("T", 64, kLine / 2, DType::bf16);
     Reference ref;
     for (std::uint32_t i = 0; i < 400; ++i) {
@@ -159,13 +160,13 @@ TEST_CASE("home copies: only in an L2 of hashed sets") {
   Problem p = problem(1024, 64, DType::bf16, 192 * kKiB);
   p.l2_bytes = 4 << 20;
   p.l2_replacement = L2Replacement::lru;
-  p.l2_home_partitions = 2;
+  p.l2_home_partitions = kPartitions;
   CHECK_THROWS_WITH_AS(check(p), doctest::Contains("only in an L2 of hashed sets"),
                        cpu::InvalidArgument);
   p.l2_home_partitions = 0;
   CHECK_THROWS_WITH_AS(check(p), doctest::Contains("at least 1 partition"), cpu::InvalidArgument);
   p.l2_replacement = L2Replacement::sets;
-  p.l2_home_partitions = 2;
+  p.l2_home_partitions = kPartitions;
   CHECK_NOTHROW(check(p));
 }
 
