@@ -1,10 +1,12 @@
 """One row per call from Nsight Compute's CSV lines of several calls, each line prefixed with
 the call's shape (what the loop that ran them wrote before ncu's quoted fields): DRAM bytes
 read and written and time summed over the call's kernels, and the naive softmax's own DRAM
-read with x = (its read - S) / 2S, the share of its later passes over S that came from DRAM.
+read with x = (its read - S) / 2S, the share of its later passes over S that came from DRAM
+(empty for another --kernel).
 
   python3 bench/gpu/ncu_call_totals.py --columns heads,N,d,mask --kernel naive \\
       raw.csv > calls.csv
+  python3 bench/gpu/ncu_call_totals.py --columns heads,N --kernel fa2 raw.csv > fa2.csv
 
 Rows of ncu's header (its "ID" line) are skipped. A causal call's S is the scores its rows see,
 N(N + 1) / 2 a head.
@@ -60,11 +62,13 @@ def main():
         scores = n * (n + 1) / 2 if causal else n * n
         s = SCORE_BYTES * scores * heads
         softmax_read = total["softmax dram__bytes_read.sum"]
+        softmax = [int(softmax_read), f"{(softmax_read - s) / (LATER_PASSES * s):.4f}"]
+        if args.kernel != "naive":  # no softmax kernel of its own: left empty
+            softmax = ["", ""]
         out.writerow([args.kernel, heads, n, call.get("d", "128"), 1 if causal else 0,
                       *[call[e] for e in extra], len(launches),
                       int(total["dram__bytes_read.sum"]), int(total["dram__bytes_write.sum"]),
-                      int(softmax_read), f"{(softmax_read - s) / (LATER_PASSES * s):.4f}",
-                      int(total["gpu__time_duration.sum"])])
+                      *softmax, int(total["gpu__time_duration.sum"])])
 
 
 if __name__ == "__main__":

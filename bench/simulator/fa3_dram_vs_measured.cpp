@@ -9,8 +9,9 @@
 //              (sim::scattered_partitions, one map per --seed)
 //   measured:  the H200's own placement of a first wave, one block an SM
 //              (sim::measured_slot_partitions, bench_l2_partitions)
-// each with LRU and with hashed sets (sim::L2Replacement). docs/IO-LEVELS.md, "fa3's DRAM
-// bytes", reads the table.
+// each with LRU and with hashed sets (sim::L2Replacement), and the H200 profile's model:
+// measured placement, hashed sets and home copies (GridProblem::l2_home_copies), what
+// `flashlab compare` runs. docs/IO-LEVELS.md, "fa3's DRAM bytes", reads the table.
 //
 //   ./build/bench/simulator/fa3_dram_vs_measured
 //   ./build/bench/simulator/fa3_dram_vs_measured --seed 1 2 3
@@ -87,7 +88,7 @@ std::vector<Row> read_rows(const std::filesystem::path& dir) {
 enum class Placement { alternate, scattered, measured };
 
 double predicted(const Row& r, const sim::HardwareProfile& gpu, Placement placement,
-                 sim::L2Replacement replacement, std::uint64_t seed) {
+                 sim::L2Replacement replacement, bool homes, std::uint64_t seed) {
   const std::int64_t* own = fa3::kL2ShareForKV[r.causal];
   const std::int64_t l2_for_order = gpu.l2_bytes * r.share_num * own[1] / (r.share_den * own[0]);
   const fa3::TileOrder order = fa3::make_tile_order(r.B, r.H, r.H, r.N, r.N, r.d, 2, r.causal,
@@ -105,7 +106,8 @@ double predicted(const Row& r, const sim::HardwareProfile& gpu, Placement placem
     const fa3::WorkItem w = fa3::work_item(order, b);
     return sim::BlockTile{w.b * order.heads_q + w.h, w.tile};
   };
-  g.replacement = replacement;  // the placement and replacement this row asks for
+  g.replacement = replacement;  // the placement, replacement and home copies this row asks for
+  g.l2_home_copies = homes;
   if (placement == Placement::alternate) g.slot_partitions.clear();
   if (placement == Placement::scattered)
     g.slot_partitions = sim::scattered_partitions(gpu.sm_count, gpu.l2_partitions, seed);
@@ -130,27 +132,31 @@ int main(int argc, char** argv) {
       const char* name;
       Placement placement;
       sim::L2Replacement replacement;
+      bool homes = false;
     };
-    const Config configs[] = {{"alternate, LRU", Placement::alternate, sim::L2Replacement::lru},
-                              {"alternate, sets", Placement::alternate, sim::L2Replacement::sets},
-                              {"scattered, LRU", Placement::scattered, sim::L2Replacement::lru},
-                              {"scattered, sets", Placement::scattered, sim::L2Replacement::sets},
-                              {"measured, LRU", Placement::measured, sim::L2Replacement::lru},
-                              {"measured, sets", Placement::measured, sim::L2Replacement::sets}};
+    using enum sim::L2Replacement;
+    const Config configs[] = {{"alternate, LRU", Placement::alternate, lru},
+                              {"alternate, sets", Placement::alternate, sets},
+                              {"scattered, LRU", Placement::scattered, lru},
+                              {"scattered, sets", Placement::scattered, sets},
+                              {"measured, LRU", Placement::measured, lru},
+                              {"measured, sets", Placement::measured, sets},
+                              {"measured, sets, homes", Placement::measured, sets, true}};
     for (const std::uint64_t seed : seeds) {
       fmt::print("seed {}: DRAM read, MiB (measured / predicted)\n", seed);
-      fmt::print("{:<22}{:>10}", "B x H, N, mask, share", "measured");
+      fmt::print("{:<30}{:>10}", "B x H, N, d, mask, share", "measured");
       for (const Config& c : configs) fmt::print("{:>26}", c.name);
       fmt::print("\n");
       std::vector<int> within(std::size(configs), 0);
       std::vector<double> worst(std::size(configs), 1.0);
       for (const Row& r : rows) {
-        fmt::print("{:<22}{:>10.1f}", fmt::format("{} x {}, {}, {}, {}/{}", r.B, r.H, r.N,
+        fmt::print("{:<30}{:>10.1f}", fmt::format("{} x {}, {}, {}, {}, {}/{}", r.B, r.H, r.N, r.d,
                                                   r.causal ? "causal" : "none", r.share_num,
                                                   r.share_den),
                    r.read / kMiB);
         for (std::size_t i = 0; i < std::size(configs); ++i) {
-          const double p = predicted(r, gpu, configs[i].placement, configs[i].replacement, seed);
+          const Config& c = configs[i];
+          const double p = predicted(r, gpu, c.placement, c.replacement, c.homes, seed);
           const double ratio = r.read / p;
           within[i] += std::abs(ratio - 1.0) <= kGoal;
           worst[i] = std::max(worst[i], std::max(ratio, 1.0 / ratio));
@@ -158,7 +164,7 @@ int main(int argc, char** argv) {
         }
         fmt::print("\n");
       }
-      fmt::print("{:<32}", "within 15%, worst ratio");
+      fmt::print("{:<40}", "within 15%, worst ratio");
       for (std::size_t i = 0; i < std::size(configs); ++i)
         fmt::print("{:>26}", fmt::format("{} of {}, {:.2f}", within[i], rows.size(), worst[i]));
       fmt::print("\n\n");

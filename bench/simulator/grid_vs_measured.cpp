@@ -4,15 +4,16 @@
 // heads) and prints, per measured row, DRAM read and written during the kernel, measured and
 // predicted by two models, with measured / predicted: A, LRU in lockstep with blocks
 // alternating between the partitions (what the lessons teach), and B, by default the H200
-// profile's model as `flashlab compare` runs it (its replacement, hashed sets; the measured
-// placement, bench_l2_partitions; lockstep), or the drift schedule (flashlab/sim/grid.hpp)
+// profile's model as `flashlab compare` runs it (its replacement, hashed sets, with its home
+// copies, or without them with --home-copies off; the measured placement, bench_l2_partitions;
+// lockstep), or the drift schedule (flashlab/sim/grid.hpp)
 // with --spread. The H200 profile gives the SMs, the L2, its partitions, its replacement and
 // the blocks' time spread; fa2's tiles and occupancy come from the GPU library's
 // kernel_info.hpp.
 //
 //   ./build/bench/simulator/grid_vs_measured                       # every row, minutes
-//   ./build/bench/simulator/grid_vs_measured --only crossover_h1.csv --replacement lru \
-//       --spread 0.016 0.05 0.1
+//   ./build/bench/simulator/grid_vs_measured --only crossover_h1.csv --replacement lru
+//           --spread 0.016 0.05 0.1
 //
 // (Hashed sets take minutes: every row in about nine on the development machine, where
 // --replacement lru takes seconds; drift with sets about five for crossover_h1.csv's six.) With
@@ -128,7 +129,9 @@ struct Prediction {
 
 class Model {
  public:
-  Model(std::uint64_t seed) : seed_(seed) {}
+  // homes: B's home copies, where its replacement is sets (GridProblem::l2_home_copies).
+  Model(std::uint64_t seed, bool homes) : seed_(seed), homes_(homes) {}
+  bool homes() const { return homes_; }
 
   Prediction predict(const Measured& m, sim::L2Replacement replacement, sim::GridSchedule schedule,
                      double spread, bool measured_placement = false) {
@@ -148,7 +151,8 @@ class Model {
                                             .schedule = schedule,
                                             .block_time_spread = spread,
                                             .seed = seed_});
-    g.replacement = replacement;                          // the model asked for, and
+    g.replacement = replacement;  // the model asked for, with or without home copies, and
+    g.l2_home_copies = homes_ && replacement == sim::L2Replacement::sets;
     if (!measured_placement) g.slot_partitions.clear();  // blocks alternating instead
     const sim::GridReport r = sim::run_grid(g);
     return cache_[key] = {double(r.dram_read()), double(r.dram_written())};
@@ -156,6 +160,7 @@ class Model {
 
  private:
   std::uint64_t seed_;
+  bool homes_;
   std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, cpu::Index, int, int, double, bool>,
            Prediction>
       cache_;
@@ -167,8 +172,10 @@ std::string ratio(double measured, double predicted) {
 
 // The second model: the given replacement, drifting with sigma = spread (lockstep at 0),
 // blocks placed on the partitions alternately or as the H200 measured.
-std::string model_name(sim::L2Replacement replacement, double spread, bool measured) {
-  return fmt::format("{}, {}, {} placement", to_string(replacement),
+std::string model_name(sim::L2Replacement replacement, bool homes, double spread, bool measured) {
+  const bool with_homes = homes && replacement == sim::L2Replacement::sets;
+  return fmt::format("{}{}, {}, {} placement", to_string(replacement),
+                     with_homes ? " with home copies" : "",
                      spread > 0 ? fmt::format("drift sigma = {}", spread) : "lockstep",
                      measured ? "measured" : "alternate");
 }
@@ -180,7 +187,7 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
       "\nA: lru, lockstep; B: {}. MiB; ratios are measured / predicted\n\n"
       "| source | heads, KV heads, N | read meas. | A | ratio | B | ratio | "
       "write meas. | A | ratio | B | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-      model_name(replacement, spread, measured));
+      model_name(replacement, model.homes(), spread, measured));
   int within_a = 0, within_b = 0;
   double log_a = 0, log_b = 0;
   for (const Measured& m : rows) {
@@ -202,9 +209,8 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
   fmt::print(
       "\nB = {}: reads within 15%: A {} of {}, B {} of {}; mean |log(measured / predicted)| "
       "of the reads: A {:.4f}, B {:.4f}\n",
-      model_name(replacement, spread, measured), within_a, rows.size(), within_b, rows.size(),
-      log_a / n,
-      log_b / n);
+      model_name(replacement, model.homes(), spread, measured), within_a, rows.size(), within_b,
+      rows.size(), log_a / n, log_b / n);
 }
 
 }  // namespace
@@ -234,6 +240,12 @@ int main(int argc, char** argv) {
                  "measured (the H200's, sim::measured_slot_partitions)")
       ->capture_default_str()
       ->check(CLI::IsMember({"alternate", "measured"}));
+  std::string homes = h200.l2_home_copies ? "on" : "off";
+  app.add_option("--home-copies", homes,
+                 "B's home copies with sets: on (the H200 profile's) or off (the far rule by a "
+                 "tile's first line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   try {
     if (spreads.empty()) spreads = {0};
@@ -242,7 +254,7 @@ int main(int argc, char** argv) {
                   .block_time_spread = spread});
     const sim::L2Replacement victims = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only);
-    Model model(seed);
+    Model model(seed, homes == "on");
     for (const double spread : spreads)
       print_table(rows, model, victims, spread, placement == "measured");
   } catch (const std::exception& e) {

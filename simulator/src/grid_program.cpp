@@ -186,16 +186,41 @@ class GridRun {
   }
 
   // One access by a block of partition `part`. A read that its partition misses is copied
-  // from another partition holding the tile, if one does, instead of read from DRAM.
+  // from another partition holding the tile, if one does, instead of read from DRAM; with
+  // home copies, line by line (access_homed).
   void access(int t, Index row0, Index rows, bool write, Index part) {
     tensors_[t].*(write ? &TensorTraffic::written : &TensorTraffic::read) += rows * row_bytes_[t];
     const Bytes bytes = sector_bytes(t, row0, rows);
     detail::L2Cache& near = l2_[part];
-    if (!write && bytes <= near.capacity() && !near.holds(t, row0) && held_elsewhere(t, row0, part))
+    if (p_.l2_home_copies && bytes <= near.capacity())
+      access_homed(t, row0, bytes, write, part);
+    else if (!write && bytes <= near.capacity() && !near.holds(t, row0) &&
+             held_elsewhere(t, row0, part))
       near.copy_in(t, row0, bytes, tensors_);
     else
       near.access(t, row0, bytes, write, tensors_);
     ++accesses_;
+  }
+
+  // Home copies (grid.hpp): each line from partition `part`, else copied from another that
+  // holds it, else from DRAM; every line read from DRAM, or written, held at its home too.
+  void access_homed(int t, Index row0, Bytes bytes, bool write, Index part) {
+    detail::L2Cache& near = l2_[part];
+    std::vector<std::int64_t> fresh;  // the lines read from DRAM or written
+    if (write) {
+      near.access(t, row0, bytes, /*write=*/true, tensors_);
+      for (std::int64_t j = 0; j * kL2LineBytes < bytes; ++j) fresh.push_back(j);
+    } else {
+      fresh = near.read_lines(t, row0, bytes, [&](std::int64_t j) {
+        for (Index other = 0; other < p_.l2_partitions; ++other)
+          if (other != part && l2_[other].holds_line(t, row0, j)) return true;
+        return false;
+      }, tensors_);
+    }
+    for (const std::int64_t j : fresh) {
+      const int home = l2_line_home(t, row0, j, p_.seed, int(p_.l2_partitions));
+      if (home != part) l2_[home].place_home_copy(t, row0, j, bytes, tensors_);
+    }
   }
 
   // A load of K or V (tensor t) by a block on SM `sm` of partition `part`: served by the
@@ -433,6 +458,11 @@ void check(const GridProblem& p) {
         "time per tile: give schedule drift, or a spread of 0",
         p.block_time_spread));
   check(p.replacement);
+  if (p.l2_home_copies && p.replacement != L2Replacement::sets)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_home_copies with the {} policy: a line's home copy is a line of an L2 in hashed "
+        "sets; give replacement sets, or no home copies",
+        to_string(p.replacement)));
   if (!p.slot_partitions.empty()) {
     if (const Index n = Index(p.slot_partitions.size());
         n != p.sm_count && n != p.sm_count * p.blocks_per_sm)

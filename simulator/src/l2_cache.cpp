@@ -28,9 +28,10 @@ std::uint64_t mix64(std::uint64_t x) {
 constexpr std::uint64_t kHomeCopy = std::uint64_t{1} << 63;
 // Mixed into a line's hash for its home partition, apart from its set's.
 constexpr std::uint64_t kHomeSalt = 0x486F6D6550617274ULL;
-bool homed_here_by_key(std::uint64_t key, std::int64_t line, std::uint64_t seed, int partitions) {
+// The partition a line is homed in, of `partitions`: the one hash every L2 model takes.
+int home_by_key(std::uint64_t key, std::int64_t line, std::uint64_t seed, int partitions) {
   const std::uint64_t h = mix64(mix64(key ^ kHomeSalt) ^ static_cast<std::uint64_t>(line) ^ seed);
-  return h % static_cast<std::uint64_t>(partitions) == 0;
+  return static_cast<int>(h % static_cast<std::uint64_t>(partitions));
 }
 }  // namespace
 
@@ -69,7 +70,7 @@ const L2Cache::Way* L2Cache::find_line(std::uint64_t key, std::int64_t line) con
 }
 
 bool L2Cache::homed_here(std::uint64_t key, std::int64_t line) const {
-  return homed_here_by_key(key, line, seed_, home_partitions_);
+  return home_by_key(key, line, seed_, home_partitions_) == 0;
 }
 
 L2Cache::Way* L2Cache::find_way(std::uint64_t key, std::int64_t line) {
@@ -185,6 +186,39 @@ void L2Cache::copy_in(int tensor, std::int64_t row0, Bytes bytes,
   place(tensor, row0, bytes, /*dirty=*/false);
 }
 
+std::vector<std::int64_t> L2Cache::read_lines(int tensor, std::int64_t row0, Bytes bytes,
+                                              const HeldFar& held_far,
+                                              std::vector<TensorTraffic>& tensors) {
+  if (replacement_ != L2Replacement::sets)
+    throw std::logic_error("an L2 read line by line is one of hashed sets");
+  std::vector<std::int64_t> from_dram;
+  bool copied = false;
+  for (std::int64_t j = 0; j * kL2LineBytes < bytes; ++j) {
+    const Bytes line_bytes = std::min(kL2LineBytes, bytes - j * kL2LineBytes);
+    const bool far = !holds_line(tensor, row0, j) && held_far(j);
+    if (touch_line(tensor, row0, j, line_bytes, /*write=*/false, /*fetch=*/!far, tensors)) continue;
+    if (far)
+      copied = true;
+    else
+      from_dram.push_back(j);
+  }
+  tell(!from_dram.empty() ? L2EventKind::miss : copied ? L2EventKind::copy : L2EventKind::hit,
+       tensor, row0, bytes, /*write=*/false);
+  return from_dram;
+}
+
+bool L2Cache::holds_line(int tensor, std::int64_t row0, std::int64_t line) const {
+  return replacement_ == L2Replacement::sets && find_line(key_of(tensor, row0), line) != nullptr;
+}
+
+void L2Cache::place_home_copy(int tensor, std::int64_t row0, std::int64_t line, Bytes bytes,
+                              std::vector<TensorTraffic>& tensors) {
+  if (replacement_ != L2Replacement::sets)
+    throw std::logic_error("home copies are lines of an L2 of hashed sets");
+  touch_line(tensor, row0, line, std::min(kL2LineBytes, bytes - line * kL2LineBytes),
+             /*write=*/false, /*fetch=*/false, tensors);
+}
+
 void L2Cache::place(int tensor, std::int64_t row0, Bytes bytes, bool dirty) {
   const std::uint64_t key = key_of(tensor, row0);
   lru_.push_front({key, tensor, row0, bytes, dirty, resident_.size()});
@@ -287,10 +321,15 @@ void L2Cache::shift(const std::vector<int>& moving, std::int64_t rows) {
 
 namespace flashlab::sim {
 
+int l2_line_home(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
+                 int partitions) {
+  if (partitions < 1) throw std::logic_error("an L2 of at least one partition");
+  return detail::home_by_key(detail::key_of(tensor, row0), line, seed, partitions);
+}
+
 bool l2_line_homed_here(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
                         int partitions) {
-  if (partitions < 1) throw std::logic_error("an L2 of at least one partition");
-  return detail::homed_here_by_key(detail::key_of(tensor, row0), line, seed, partitions);
+  return l2_line_home(tensor, row0, line, seed, partitions) == 0;
 }
 
 }  // namespace flashlab::sim

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <functional>
 #include <list>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +54,23 @@ class L2Cache {
   // the tile's first line (holds), and every line of it is copied: the other partition's
   // lost lines, if any, are taken as held (a simplification of the sets policy's grid).
   void copy_in(int tensor, std::int64_t row0, Bytes bytes, std::vector<TensorTraffic>& tensors);
+
+  // The sets policy, line by line (the grid model's home copies, grid.hpp): a read of the
+  // tile whose every line comes from this partition if it holds it, else, where
+  // held_far(j) says another partition holds line j, is copied from there (no DRAM read),
+  // else from DRAM. Returns the lines read from DRAM, the ones whose home copies the caller
+  // places (place_home_copy). Tells one event: miss if a line came from DRAM, copy if one
+  // came from another partition, else hit.
+  using HeldFar = std::function<bool(std::int64_t line)>;
+  std::vector<std::int64_t> read_lines(int tensor, std::int64_t row0, Bytes bytes,
+                                       const HeldFar& held_far,
+                                       std::vector<TensorTraffic>& tensors);
+  // Whether line `line` of the tile is resident (sets only; false for the other policies).
+  bool holds_line(int tensor, std::int64_t row0, std::int64_t line) const;
+  // Line `line` of the tile (bytes: the tile's), placed here clean without a DRAM read, or
+  // touched if here: the home copy of a line that another partition read from DRAM or wrote.
+  void place_home_copy(int tensor, std::int64_t row0, std::int64_t line, Bytes bytes,
+                       std::vector<TensorTraffic>& tensors);
 
   // Whether the tile of that tensor starting at row0 is resident (sets: its first line).
   bool holds(int tensor, std::int64_t row0) const;

@@ -228,6 +228,7 @@ GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {
   g.l2_bytes = gpu.l2_bytes;
   g.l2_partitions = gpu.l2_partitions;
   g.replacement = gpu.l2_replacement;
+  g.l2_home_copies = gpu.l2_home_copies;
   g.slot_partitions = measured_slot_partitions(gpu, int(g.blocks_per_sm));
   return g;
 }

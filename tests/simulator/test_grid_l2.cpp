@@ -336,6 +336,7 @@ TEST_CASE("grid L2: the H200's crossover under its measured placement, closed fo
                          {.d = 128, .heads = 1, .Br = 128, .Bc = 64, .blocks_per_sm = 2});
   REQUIRE_FALSE(p.slot_partitions.empty());
   p.replacement = L2Replacement::lru;
+  p.l2_home_copies = false;  // lines of hashed sets only
   for (const auto& [heads, first] : {std::pair{Index{1}, Index{49664}}, {Index{16}, Index{8960}}}) {
     CAPTURE(heads);
     p.heads = heads;

@@ -40,6 +40,16 @@
 // writer's partition only (each O and L tile is written once, by one block, and never
 // read, so no other copy exists to update).
 //
+// Home copies (l2_home_copies, the H200 profile's; docs/IO-LEVELS.md, "Home copies", measured
+// them). Every line has a home partition, by a hash standing for the hardware's hash of
+// physical addresses (sim::l2_line_home). A line that a block reads from DRAM, or writes, is
+// held at its home as well as in the block's partition: there, clean, it serves the later
+// reads of that partition's blocks once their own copy is gone, without DRAM. With them the
+// far rule above goes line by line (each line from the block's partition, else copied from
+// one that holds it, else from DRAM), since a line's home, and so what another partition
+// holds of a tile, is the line's own. The hand-worked grids of tests/simulator/test_grid_homes.cpp
+// count it.
+//
 // Closed forms (non-causal, H heads sharing H_kv KV heads, s bytes per element, Tr =
 // ceil(N / Br), Tc = ceil(N / Bc)): into the SMs, Q, O and L once per head, and K and V
 // once per query tile: H Tr (2 N d s) of K and V. From DRAM: Q once, and K and V of a KV
@@ -165,6 +175,10 @@ struct GridProblem {
   Bytes l2_bytes = 60 * 1024 * 1024;  // all partitions together
   cpu::Index l2_partitions = 1;       // the hardware profile's l2_partitions
   L2Replacement replacement = L2Replacement::lru;  // the hardware profile's l2_replacement
+  // Home copies (the hardware profile's l2_home_copies; sets only): reads go line by line,
+  // and a line read from DRAM, or written, is held at its home partition too (the header,
+  // "Home copies").
+  bool l2_home_copies = false;
   GridSchedule schedule = GridSchedule::lockstep;
   // drift only: sigma, the standard deviation of log(a block's time per KV tile); the hardware
   // profile's block_time_spread. 0 <= sigma <= kMaxBlockTimeSpread.

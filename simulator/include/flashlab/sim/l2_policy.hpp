@@ -56,12 +56,17 @@ inline constexpr int kL2Ways = 16;
 // The largest L2 the sets policy takes (it keeps a record of every line): 1 GiB.
 inline constexpr Bytes kMaxSetsL2Bytes = Bytes{1} << 30;
 
-// Home copies (Problem::l2_home_partitions, the sets policy): whether line `line` of the tile
-// of tensor number `tensor` whose first row is `row0` is homed in the partition the L2
-// stands for, of `partitions` alike: one line in `partitions`, by a hash keyed by `seed`
-// (standing for the hash of physical addresses that picks a line's home slice). A line homed
-// elsewhere that is read from DRAM or written takes room twice: its own copy and, the
-// partitions being alike, the other side's line that stands for its home copy.
+// Home copies (the sets policy): the partition, of `partitions`, that line `line` of the tile
+// of tensor number `tensor` whose first row is `row0` is homed in, by a hash keyed by `seed`
+// (standing for the hash of physical addresses that picks a line's home slice). The grid
+// model (GridProblem::l2_home_copies) places a line's home copy there.
+int l2_line_home(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
+                 int partitions);
+// The one-partition models (Problem::l2_home_partitions): whether that line is homed in the
+// partition the L2 stands for, of `partitions` alike (l2_line_home's partition 0: one line
+// in `partitions`). A line homed elsewhere that is read from DRAM or written takes room
+// twice: its own copy and, the partitions being alike, the other side's line that stands
+// for its home copy.
 bool l2_line_homed_here(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
                         int partitions);
 

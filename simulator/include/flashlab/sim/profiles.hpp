@@ -82,10 +82,8 @@ struct HardwareProfile {
   L2Replacement l2_replacement = L2Replacement::lru;
   // Whether a line that SMs of one partition read from DRAM (or write) is held at its home
   // partition too, where it serves their later reads once their own copy is gone
-  // (Problem::l2_home_partitions). Measured where true; false where not. The naive mirror
-  // takes it; the grid model (fa2, fa3, the scalar kernel) does not yet: tried there, it
-  // moved fa3's stored DRAM reads away from the measured (bench/gpu/NOTES.md, "Home copies
-  // in the grid model, tried").
+  // (Problem::l2_home_partitions for the naive mirror; GridProblem::l2_home_copies for the
+  // grid model of fa2, fa3 and the scalar kernel). Measured where true; false where not.
   bool l2_home_copies = false;
   // Where the blocks of a whole first wave land, in grid order: the L2 partition of each
   // block's SM, one digit a block, for kernels of one block an SM ([0], sm_count digits) and
@@ -107,7 +105,7 @@ struct HardwareProfile {
 std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int blocks_per_sm);
 
 // The grid `g` as it runs on `gpu`, the one place the profile's facts enter a GridProblem:
-// its SM count, L2 bytes, partitions and replacement, and the measured placement of blocks
+// its SM count, L2 bytes, partitions, replacement and home copies, and the measured placement of blocks
 // for g.blocks_per_sm (measured_slot_partitions). The kernel's own fields (shape, tiles,
 // occupancy, order, L1) are g's, untouched.
 GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g);
