@@ -236,10 +236,10 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "what reaches DRAM past a {} L2 (dram__bytes_read/write): for fa2, fa3 and the scalar\n"
       "kernel their whole grid ({} SMs, blocks in waves, fa3's in its scheduler's order, each\n"
       "on the partition the GPU's block scheduler puts it where the profile has measured it;\n"
-      "N_q = N_k only) through the L2's {} partitions (replacement: {}), K and V held in each,\n"
+      "N_q = N_k only) through the L2's {} partitions (replacement: {}{}), K and V held in each,\n"
       "the DRAM writes those made while it ran and apart what it leaves dirty; for the naive\n"
       "kernel its three launches, each from an empty L2, through one partition's room shared\n"
-      "by the heads, with the same replacement, its softmax's blocks out of step{}.\n"
+      "by the heads, the same L2, its softmax's blocks out of step.\n"
       "lts__t_bytes, at the L2 slices, sits lower: Hopper's L2 Request Coalescer merges the\n"
       "requests of several SMs for the same sectors that meet in it (SM reads per slice read:\n"
       "lrc__xbar2gpc_sectors_op_read over lrc__lts2lrc_sectors_op_read, a matter of timing\n"
@@ -251,7 +251,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
       target_profile().l2_partitions, sim::to_string(target_profile().l2_replacement),
       target_profile().l2_home_copies
-          ? " and each line read\nfrom DRAM held at its home partition too (home copies)"
+          ? "; each line read from DRAM\nor written held at its home partition too: home copies"
           : "");
 }
 

@@ -184,7 +184,7 @@ TEST_CASE("grid homes: random small grids against the rule's reference, event by
   }
 }
 
-TEST_CASE("grid homes: the H200's grid takes them; an L2 without hashed sets refuses them") {
+TEST_CASE("grid homes: the H200 grid takes them, and an L2 without hashed sets refuses them") {
   const GridProblem h200 = on_gpu(find_profile("h200"), {.blocks_per_sm = 2});
   CHECK(h200.l2_home_copies == find_profile("h200").l2_home_copies);
   CHECK(h200.l2_home_copies);
