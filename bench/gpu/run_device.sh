@@ -84,7 +84,7 @@ if want build; then
         -DPython3_EXECUTABLE="$(command -v python3)" "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
         test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile test_gpu_exp2 flashlab \
-        flashlab_gpu_runner bench_l2_partitions bench_l2_rows_in_flight || exit 1
+        flashlab_gpu_runner bench_l2_partitions bench_l2_rows_in_flight bench_block_log || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
   # uses tensor cores, how many of each instruction that matters made it into the SASS.
@@ -293,6 +293,11 @@ if want partitions; then
     --case 8:6144,8192,9216,10240,11264,12288,14336 --case 4:16384,20480,24576 \
     --case 8:9216,10240,12288:no-p --case 8:9216,10240,12288:lockstep \
     --case 8:10240,12288,14336,16384:side0 || status=1
+  # fa2's blocks past the L2's crossover, logged (SM, start, end) under the DRAM counters, for
+  # the grid model's replay (fa2_dram_vs_block_log; docs/IO-LEVELS.md, "Past the crossover").
+  python3 "$ROOT/bench/gpu/block_log.py" --program "$BUILD/bench/bench_block_log" \
+    --partitions-program "$BUILD/bench/bench_l2_partitions" --shape 16:65536 --shape 1:196608 \
+    --shape 4:98304 --calls 2 --prefix "$OUT/fa2-block-log" || status=1
 fi
 
 if want cli; then

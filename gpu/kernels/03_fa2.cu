@@ -27,6 +27,7 @@
 // and LaneChunks, in sram_tiles.cuh, which the backward kernels share.
 // Br, Bc per d, threads, blocks per SM, SRAM, and the head dimensions and dtypes it takes:
 // fa2:: in flashlab/gpu/kernel_info.hpp. Any N_q, N_k; batch, heads, GQA; strides as given.
+#include "block_log.cuh"
 #include "common.cuh"
 #include "dropout.cuh"
 #include "launch.hpp"
@@ -308,6 +309,7 @@ __device__ __forceinline__ bool tile_needs_mask(const Problem& p, int q0, int k0
 
 template <class T, int D, int Bc, bool kDropout>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) {
+  FLASHLAB_BLOCK_LOG_BEGIN;  // block_log.cuh: nothing unless a bench program asks for the log
   extern __shared__ __align__(128) unsigned char sram[];
   T* sQ = reinterpret_cast<T*>(sram);  // (Br, D)
   T* sK = sQ + kSQElems<D>;            // (2, Bc, D)
@@ -368,6 +370,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
   T* gO = static_cast<T*>(p.o) + b * p.o_stride.batch + h * p.o_stride.head;  // (N_q, D)
   float* gL = p.lse ? p.lse + (size_t(b) * p.heads_q + h) * p.n_q : nullptr;  // (N_q)
   finalize<T, D>(state, sQ, gO, p.o_stride.row, gL, row_g, warp, p.n_q, scale_log2);
+  FLASHLAB_BLOCK_LOG_END;
 }
 
 template <class T, int D, bool kDropout>

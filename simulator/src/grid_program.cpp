@@ -144,7 +144,9 @@ class GridRun {
       events.pop();
       Running& r = slots[e.slot];
       const Index head = head_of(r.block), i = query_tile_of(r.block);
-      const Index part = p_.partition_of(r.block);
+      const Index part = logged && !p_.sm_partitions.empty()
+                             ? p_.sm_partitions[std::size_t(sm_of(e.slot, r.block))]
+                             : p_.partition_of(r.block);
       if (e.moment == kStart) {
         access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
       } else if (e.moment == kStep) {
@@ -394,7 +396,21 @@ void check_block_log(const GridProblem& p) {
         "a block_log of {} blocks with the {} schedule, which places blocks itself: give "
         "schedule logged to replay it, or no log",
         p.block_log.size(), to_string(p.schedule)));
+  if (!logged && !p.sm_partitions.empty())
+    throw cpu::InvalidArgument(fmt::format(
+        "sm_partitions for {} SMs with the {} schedule, whose blocks take slots, not logged "
+        "SMs: give schedule logged with a block_log, or no sm_partitions",
+        p.sm_partitions.size(), to_string(p.schedule)));
   if (!logged) return;
+  if (!p.sm_partitions.empty() && Index(p.sm_partitions.size()) != p.sm_count)
+    throw cpu::InvalidArgument(fmt::format(
+        "sm_partitions has {} entries for {} SMs: give one partition for each SM",
+        p.sm_partitions.size(), p.sm_count));
+  for (std::size_t sm = 0; sm < p.sm_partitions.size(); ++sm)
+    if (p.sm_partitions[sm] < 0 || p.sm_partitions[sm] >= p.l2_partitions)
+      throw cpu::InvalidArgument(fmt::format(
+          "sm_partitions[{}] = {}: give a partition from 0 to l2_partitions - 1 = {}", sm,
+          p.sm_partitions[sm], p.l2_partitions - 1));
   if (p.block_time_spread != 0)
     throw cpu::InvalidArgument(fmt::format(
         "block_time_spread = {} with the logged schedule, whose blocks keep their logged "

@@ -195,6 +195,39 @@ TEST_CASE("grid L1: the logged schedule puts each block on its SM at its times")
   CHECK(run_grid(apart).steps == 50);
 }
 
+TEST_CASE("grid L1: a logged block reads through its SM's partition (sm_partitions)") {
+  // Q_b is read at row 4 b (Br = 4, one head): its first event tells the partition block b
+  // read through. Blocks 0 and 2 on SM 0, 1 and 3 on SM 1, the L2 in two partitions.
+  const std::vector<Index> sm{0, 1, 0, 1};
+  GridProblem p = logged(log_of(sm, {0, 0, 20, 20}));
+  p.l1_bytes = 0;
+  p.l2_partitions = 2;
+  const auto q_partitions = [&] {
+    std::vector<int> out(4, -1);
+    run_grid(p, [&](const L2Event& e) {
+      if (e.tensor == 0 && out[std::size_t(e.row0 / 4)] < 0) out[std::size_t(e.row0 / 4)] = e.partition;
+    });
+    return out;
+  };
+  CHECK(q_partitions() == std::vector<int>{0, 1, 0, 1});  // without a map: block b mod 2
+  p.sm_partitions = {1, 0};  // SM 0 reads through partition 1, SM 1 through 0
+  CHECK(q_partitions() == std::vector<int>{1, 0, 1, 0});
+  p.sm_partitions = {1, 1};
+  CHECK(q_partitions() == std::vector<int>{1, 1, 1, 1});
+  // Bad maps, and a map where blocks take slots rather than logged SMs.
+  p.sm_partitions = {1};
+  CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains("sm_partitions has 1 entries for 2 SMs"),
+                       cpu::InvalidArgument);
+  p.sm_partitions = {0, 2};
+  CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains("sm_partitions[1] = 2: give a partition"),
+                       cpu::InvalidArgument);
+  GridProblem lockstep = two_sms(0);
+  lockstep.l2_partitions = 2;
+  lockstep.sm_partitions = {0, 1};
+  CHECK_THROWS_WITH_AS(run_grid(lockstep), doctest::Contains("give schedule logged"),
+                       cpu::InvalidArgument);
+}
+
 TEST_CASE("grid L1: a bad block log is refused with what would be right") {
   CHECK_THROWS_WITH_AS(run_grid(logged(log_of({0, 1, 0}, {0, 0, 0}))),
                        doctest::Contains("a block_log of 3 blocks for a grid of 4"),

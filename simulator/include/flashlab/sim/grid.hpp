@@ -189,6 +189,10 @@ struct GridProblem {
   // 0 <= start <= end. The L1 (l1_bytes) is the logged SM's; the L2 partition stays the
   // block's (partition_of).
   std::vector<LoggedBlock> block_log{};
+  // logged only: the L2 partition each SM reads through, one entry an SM (bench_l2_partitions'
+  // verdict for each SM of the GPU that logged the blocks), so that a logged block reads
+  // through its SM's partition. Empty: the block's partition_of.
+  std::vector<cpu::Index> sm_partitions{};
   // Which (head, query tile) block b runs. Empty: grid order, a head's query tiles one after
   // the other (FlashAttention-2's grid; under the causal mask the last tile first). Else the
   // kernel's own order (fa3's tile scheduler, flashlab/gpu/tile_schedule.hpp, handed in by

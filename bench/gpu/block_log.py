@@ -1,0 +1,96 @@
+"""fa2's blocks logged under Nsight Compute's DRAM counters: for each shape, bench_block_log runs
+fa2 (a warm-up, then --calls logged calls, each between cudaProfilerStart and Stop) under
+`ncu --profile-from-start off`, so that each logged call has its own DRAM bytes; then
+bench_l2_partitions says which partition each SM of this GPU reads through. Writes, beside
+PREFIX:
+
+  PREFIX.csv                  the blocks (bench_block_log's rows, every shape and call)
+  PREFIX-bytes.csv            heads, N, call, dram_read_bytes, dram_written_bytes, time_ns
+  PREFIX-l2-partitions.csv    bench_l2_partitions' placement and per-SM verdicts
+  PREFIX-ncu.txt              Nsight Compute's lines, each prefixed with heads and N
+
+which `./build/bench/simulator/fa2_dram_vs_block_log` reads from bench/results:
+
+  python3 bench/gpu/block_log.py --program build/bench/bench_block_log \\
+      --partitions-program build/bench/bench_l2_partitions \\
+      --shape 16:65536 --shape 1:196608 --calls 2 --prefix bench/results/DATE-h200-fa2-block-log
+"""
+import argparse
+import collections
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncu_csv  # noqa: E402
+
+METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+
+
+def shape(text):
+    try:
+        heads, n = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: give HEADS:N, e.g. 16:65536")
+    if heads < 1 or n < 1:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: heads and N are at least 1")
+    return heads, n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--program", required=True, help="bench_block_log")
+    ap.add_argument("--partitions-program", required=True, help="bench_l2_partitions")
+    ap.add_argument("--shape", type=shape, action="append", required=True, help="HEADS:N")
+    ap.add_argument("--calls", type=int, default=2, help="logged calls a shape")
+    ap.add_argument("--prefix", required=True, help="the output files' common path")
+    args = ap.parse_args()
+    ncu_lines = []
+    with open(args.prefix + ".csv", "w") as blocks, tempfile.TemporaryDirectory() as tmp:
+        for i, (heads, n) in enumerate(args.shape):
+            log = os.path.join(tmp, "log.csv")
+            run = subprocess.run(
+                ["ncu", "--csv", "--profile-from-start", "off", "--metrics", METRICS,
+                 args.program, "--heads", str(heads), "--n", str(n), "--calls", str(args.calls),
+                 "--csv", log], capture_output=True, text=True)
+            if run.returncode != 0:
+                sys.exit(f"block_log: {heads}:{n}: exit {run.returncode}\n{run.stderr[-2000:]}")
+            ncu_lines += [f"{heads},{n},{line}" for line in run.stdout.splitlines()
+                          if line.startswith('"')]
+            with open(log) as f:
+                header = f.readline()
+                if i == 0:
+                    blocks.write(header)
+                blocks.writelines(f)
+            print(f"{heads}:{n} logged", flush=True)
+    with open(args.prefix + "-ncu.txt", "w") as f:
+        f.writelines(line + "\n" for line in ncu_lines)
+    # A row a call: the profiled launches of a shape are its logged calls, in order.
+    by_shape = collections.OrderedDict()
+    for line in ncu_lines:
+        heads, n, rest = line.split(",", 2)
+        by_shape.setdefault((heads, n), []).append(rest)
+    with open(args.prefix + "-bytes.csv", "w") as f:
+        out = csv.writer(f, lineterminator="\n")
+        out.writerow(["heads", "N", "call", "dram_read_bytes", "dram_written_bytes", "time_ns"])
+        for (heads, n), lines in by_shape.items():
+            calls = collections.OrderedDict()
+            for row in ncu_csv.metric_rows(lines):
+                calls.setdefault(row["ID"], {})[row["Metric Name"]] = row["Metric Value"]
+            if len(calls) != args.calls:
+                sys.exit(f"block_log: {heads}:{n}: Nsight Compute read {len(calls)} launches, "
+                         f"not the {args.calls} logged calls")
+            for call, m in enumerate(calls.values()):
+                out.writerow([heads, n, call, int(m["dram__bytes_read.sum"]),
+                              int(m["dram__bytes_write.sum"]), int(m["gpu__time_duration.sum"])])
+    run = subprocess.run([args.partitions_program, "--csv", args.prefix + "-l2-partitions.csv"],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"block_log: bench_l2_partitions: exit {run.returncode}\n{run.stdout[-2000:]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""bench/gpu/block_log.py with stand-ins for Nsight Compute and the two programs (shell scripts
+on PATH that print what the real ones print): the blocks of every shape in one CSV under one
+header, a row of DRAM bytes per logged call in launch order, the partitions written, and the
+errors for a bad shape and for launches that do not match the logged calls."""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "bench", "gpu", "block_log.py")
+
+
+def executable(path, text):
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(text))
+    os.chmod(path, 0o755)
+
+
+class BlockLog(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        d = self.dir.name
+        # ncu: runs the program (the arguments after --metrics X), then prints one metric line
+        # per metric for each of LAUNCHES launches, the read bytes 1000 x heads + launch.
+        executable(os.path.join(d, "ncu"), """\
+            #!/bin/sh
+            while [ "$1" != "--metrics" ]; do shift; done; shift 2
+            "$@" > /dev/null || exit 7
+            heads=$3
+            echo '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+            i=0
+            while [ $i -lt ${LAUNCHES:-2} ]; do
+              echo "\\"$i\\",\\"fa2_kernel\\",\\"dram__bytes_read.sum\\",\\"byte\\",\\"$((1000 * heads + i))\\""
+              echo "\\"$i\\",\\"fa2_kernel\\",\\"dram__bytes_write.sum\\",\\"byte\\",\\"1,024\\""
+              echo "\\"$i\\",\\"fa2_kernel\\",\\"gpu__time_duration.sum\\",\\"ns\\",\\"5\\""
+              i=$((i + 1))
+            done
+            """)
+        # bench_block_log --heads H --n N --calls C --csv FILE: two blocks a call.
+        executable(os.path.join(d, "log"), """\
+            #!/bin/sh
+            echo "N,d,dtype,heads,call,block,head,tile,sm,start_ns,end_ns" > "$8"
+            c=0
+            while [ $c -lt "$6" ]; do
+              echo "$4,128,bf16,$2,$c,0,0,0,3,0,10" >> "$8"
+              echo "$4,128,bf16,$2,$c,1,0,1,4,0,12" >> "$8"
+              c=$((c + 1))
+            done
+            """)
+        executable(os.path.join(d, "partitions"), """\
+            #!/bin/sh
+            echo "kind,per_sm,index,sm,reference,cycles_after_reference,cycles_again,partition" > "$2"
+            """)
+        self.env = dict(os.environ, PATH=d + os.pathsep + os.environ["PATH"])
+        self.prefix = os.path.join(d, "out", "fa2-block-log")
+        os.mkdir(os.path.dirname(self.prefix))
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def run_script(self, *shapes, launches=2):
+        args = [sys.executable, SCRIPT, "--program", os.path.join(self.dir.name, "log"),
+                "--partitions-program", os.path.join(self.dir.name, "partitions"),
+                "--calls", "2", "--prefix", self.prefix]
+        for s in shapes:
+            args += ["--shape", s]
+        return subprocess.run(args, env=dict(self.env, LAUNCHES=str(launches)),
+                              capture_output=True, text=True)
+
+    def test_blocks_bytes_and_partitions(self):
+        run = self.run_script("16:65536", "1:196608")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(self.prefix + ".csv") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), 8)  # two shapes x two calls x two blocks, one header
+        self.assertEqual([r["heads"] for r in rows], ["16"] * 4 + ["1"] * 4)
+        with open(self.prefix + "-bytes.csv") as f:
+            calls = [(r["heads"], r["N"], r["call"], r["dram_read_bytes"], r["dram_written_bytes"])
+                     for r in csv.DictReader(f)]
+        self.assertEqual(calls, [("16", "65536", "0", "16000", "1024"),
+                                 ("16", "65536", "1", "16001", "1024"),
+                                 ("1", "196608", "0", "1000", "1024"),
+                                 ("1", "196608", "1", "1001", "1024")])
+        self.assertTrue(os.path.exists(self.prefix + "-l2-partitions.csv"))
+        with open(self.prefix + "-ncu.txt") as f:
+            self.assertTrue(f.readline().startswith('16,65536,"ID"'))
+
+    def test_launches_not_the_logged_calls(self):
+        run = self.run_script("16:65536", launches=3)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("read 3 launches, not the 2 logged calls", run.stderr)
+
+    def test_bad_shape(self):
+        run = self.run_script("16x65536")
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("give HEADS:N", run.stderr)
+        run = self.run_script("0:1024")
+        self.assertIn("heads and N are at least 1", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
