@@ -6,8 +6,8 @@
 // alternating between the partitions (what the lessons teach), and B, by default the H200
 // profile's model as `flashlab compare` runs it (its replacement, hashed sets, with its home
 // copies, or without them with --home-copies off; the measured placement, bench_l2_partitions;
-// lockstep), or the drift schedule (flashlab/sim/grid.hpp)
-// with --spread. The H200 profile gives the SMs, the L2, its partitions, its replacement and
+// lockstep), or the drift schedule (flashlab/sim/grid.hpp) with --spread, or the blocks older
+// first with --older-first. The H200 profile gives the SMs, the L2, its partitions, its replacement and
 // the blocks' time spread; fa2's tiles and occupancy come from the GPU library's
 // kernel_info.hpp.
 //
@@ -130,8 +130,11 @@ struct Prediction {
 class Model {
  public:
   // homes: B's home copies, where its replacement is sets (GridProblem::l2_home_copies).
-  Model(std::uint64_t seed, bool homes) : seed_(seed), homes_(homes) {}
+  // older_first: B's blocks older first (GridSchedule::older_first at the profile's lead).
+  Model(std::uint64_t seed, bool homes, bool older_first)
+      : seed_(seed), homes_(homes), older_first_(older_first) {}
   bool homes() const { return homes_; }
+  bool older_first() const { return older_first_; }
 
   Prediction predict(const Measured& m, sim::L2Replacement replacement, sim::GridSchedule schedule,
                      double spread, bool measured_placement = false) {
@@ -151,6 +154,7 @@ class Model {
                                             .schedule = schedule,
                                             .block_time_spread = spread,
                                             .seed = seed_});
+    if (schedule == sim::GridSchedule::older_first) g.older_block_lead = h200.older_block_lead;
     g.replacement = replacement;  // the model asked for, with or without home copies, and
     g.l2_home_copies = homes_ && replacement == sim::L2Replacement::sets;
     if (!measured_placement) g.slot_partitions.clear();  // blocks alternating instead
@@ -160,7 +164,7 @@ class Model {
 
  private:
   std::uint64_t seed_;
-  bool homes_;
+  bool homes_, older_first_;
   std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, cpu::Index, int, int, double, bool>,
            Prediction>
       cache_;
@@ -172,22 +176,27 @@ std::string ratio(double measured, double predicted) {
 
 // The second model: the given replacement, drifting with sigma = spread (lockstep at 0),
 // blocks placed on the partitions alternately or as the H200 measured.
-std::string model_name(sim::L2Replacement replacement, bool homes, double spread, bool measured) {
+std::string model_name(sim::L2Replacement replacement, bool homes, bool older_first,
+                       double spread, bool measured) {
   const bool with_homes = homes && replacement == sim::L2Replacement::sets;
+  const std::string drift = spread > 0 ? fmt::format("drift sigma = {}", spread) : "";
   return fmt::format("{}{}, {}, {} placement", to_string(replacement),
                      with_homes ? " with home copies" : "",
-                     spread > 0 ? fmt::format("drift sigma = {}", spread) : "lockstep",
+                     older_first ? "older first" + (drift.empty() ? "" : ", " + drift)
+                                 : (drift.empty() ? "lockstep" : drift),
                      measured ? "measured" : "alternate");
 }
 
 void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replacement replacement,
                  double spread, bool measured) {
-  const auto schedule = spread > 0 ? sim::GridSchedule::drift : sim::GridSchedule::lockstep;
+  const auto schedule = model.older_first() ? sim::GridSchedule::older_first
+                        : spread > 0          ? sim::GridSchedule::drift
+                                              : sim::GridSchedule::lockstep;
   fmt::print(
       "\nA: lru, lockstep; B: {}. MiB; ratios are measured / predicted\n\n"
       "| source | heads, KV heads, N | read meas. | A | ratio | B | ratio | "
       "write meas. | A | ratio | B | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-      model_name(replacement, model.homes(), spread, measured));
+      model_name(replacement, model.homes(), model.older_first(), spread, measured));
   int within_a = 0, within_b = 0;
   double log_a = 0, log_b = 0;
   for (const Measured& m : rows) {
@@ -209,7 +218,7 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
   fmt::print(
       "\nB = {}: reads within 15%: A {} of {}, B {} of {}; mean |log(measured / predicted)| "
       "of the reads: A {:.4f}, B {:.4f}\n",
-      model_name(replacement, model.homes(), spread, measured), within_a, rows.size(), within_b,
+      model_name(replacement, model.homes(), model.older_first(), spread, measured), within_a, rows.size(), within_b,
       rows.size(), log_a / n, log_b / n);
 }
 
@@ -246,6 +255,11 @@ int main(int argc, char** argv) {
                  "tile's first line)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  bool older_first = false;
+  app.add_flag("--older-first", older_first,
+               "B's blocks older first: each SM's older block faster by the H200 profile's "
+               "older_block_lead (" + std::to_string(h200.older_block_lead) + "), with --spread's "
+               "draws on top");
   CLI11_PARSE(app, argc, argv);
   try {
     if (spreads.empty()) spreads = {0};
@@ -254,7 +268,7 @@ int main(int argc, char** argv) {
                   .block_time_spread = spread});
     const sim::L2Replacement victims = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only);
-    Model model(seed, homes == "on");
+    Model model(seed, homes == "on", older_first);
     for (const double spread : spreads)
       print_table(rows, model, victims, spread, placement == "measured");
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // blocks start in grid order as slots free, the resident ones step through their K and V
 // tiles together, and every tile they move goes through the L2.
 #include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/profiles.hpp"
 
 #include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/options.hpp"
@@ -97,31 +98,52 @@ class GridRun {
 
   // The drift schedule (grid.hpp): a queue of moments, one pending per resident block. At the
   // same moment stores go first, then Q loads, then K and V, each in block order: lockstep's
-  // order, so that sigma = 0 reproduces it.
+  // order, so that sigma = 0 reproduces it. The older_first schedule runs here too, its
+  // blocks' paces set again whenever a block starts or ends on their SM.
   enum Moment : int { kFinish, kStart, kStep };
   struct Event {
     double time;
     int moment;
     Index block;
     Index slot;
+    std::uint64_t version;  // the slot's when pushed: a later change of pace makes it stale
     bool operator>(const Event& o) const {
       return std::tie(time, moment, block) > std::tie(o.time, o.moment, o.block);
     }
   };
   struct Running {  // the block in one of the R slots
     Index block = 0;
-    double t0 = 0, tau = 1;  // when it started, its time per KV tile
+    double t0 = 0;     // when it started
+    double tau = 1;    // its time per KV tile, now
+    double base = 1;   // its time per KV tile alone (drift's draw; the log's pace)
+    double t_at = 0, pos = 0;  // at time t_at it stood at tile position pos (K_j at j)
     Index j = 0, kv_end = 0;
+    int moment = kStart;  // its pending moment
+    std::uint64_t version = 0;
   };
+
+  // When the slot's pending moment comes: Q at its start, K_j at position j, the stores at
+  // kv_end.
+  static double moment_time(const Running& r) {
+    if (r.moment == kStart) return r.t0;
+    const double target = r.moment == kStep ? double(r.j) : double(r.kv_end);
+    return r.t_at + (target - r.pos) * r.tau;
+  }
 
   // The logged schedule runs here too: every block in a slot of its own from the start,
   // at its logged start and pace, on its logged SM.
   GridReport run_drifting() {
     const bool logged = p_.schedule == GridSchedule::logged;
+    const bool older_first = p_.schedule == GridSchedule::older_first;
     const Index blocks = p_.blocks(), R = logged ? blocks : p_.resident_blocks();
     const Index group = p_.heads / p_.kv_head_count();  // query heads per KV head
     std::vector<Running> slots(R);
+    std::vector<bool> busy(R, false);
     std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+    const auto push = [&](Index slot) {
+      Running& r = slots[slot];
+      events.push({moment_time(r), r.moment, r.block, slot, ++r.version});
+    };
     const auto begin = [&](Index slot, Index block, double t) {
       const Index kv_end = kv_end_of(block);
       double tau = block_tile_time(p_, block);
@@ -130,19 +152,44 @@ class GridRun {
         t = b.start;
         tau = kv_end > 0 ? (b.end - b.start) / double(kv_end) : 0.0;
       }
-      slots[slot] = {block, t, tau, 0, kv_end};
-      events.push({t, kStart, block, slot});
+      const std::uint64_t version = slots[slot].version;
+      slots[slot] = {block, t, tau, tau, t, 0.0, 0, kv_end, kStart, version};
+      busy[slot] = true;
+      push(slot);
+    };
+    // older_first: the paces of the blocks on SM `sm` from time t on, the oldest (earliest
+    // start, then lowest block id) faster by the lead, the others slower by it.
+    const auto repace = [&](Index sm, double t) {
+      Index oldest = -1;
+      for (Index k = sm; k < R; k += p_.sm_count)
+        if (busy[k] && (oldest < 0 || std::tie(slots[k].t0, slots[k].block) <
+                                          std::tie(slots[oldest].t0, slots[oldest].block)))
+          oldest = k;
+      for (Index k = sm; k < R; k += p_.sm_count) {
+        if (!busy[k]) continue;
+        Running& r = slots[k];
+        const double lead = (k == oldest ? 1.0 : -1.0) * p_.older_block_lead / 2;
+        const double tau = r.base / (1.0 + lead);
+        if (tau == r.tau) continue;
+        if (r.moment != kStart) r.pos += (t - r.t_at) / r.tau;
+        r.t_at = std::max(t, r.t0);
+        r.tau = tau;
+        push(k);
+      }
     };
     const auto sm_of = [&](Index slot, Index block) {
       return logged ? p_.block_log[static_cast<std::size_t>(block)].sm : p_.sm_of_slot(slot);
     };
     for (Index b = 0; b < R; ++b) begin(b, b, 0.0);
+    if (older_first)
+      for (Index sm = 0; sm < std::min(p_.sm_count, R); ++sm) repace(sm, 0.0);
     Index next = R;
     double end = 0;
     while (!events.empty()) {
       const Event e = events.top();
       events.pop();
       Running& r = slots[e.slot];
+      if (e.version != r.version) continue;  // its pace changed since: pushed again
       const Index head = head_of(r.block), i = query_tile_of(r.block);
       const Index part = logged && !p_.sm_partitions.empty()
                              ? p_.sm_partitions[std::size_t(sm_of(e.slot, r.block))]
@@ -158,12 +205,14 @@ class GridRun {
         access(kO, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
         access(kL, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
         end = e.time;
+        busy[e.slot] = false;
         if (next < blocks) begin(e.slot, next++, e.time);
+        if (older_first) repace(p_.sm_of_slot(e.slot), e.time);
         continue;
       }
-      // Its next moment: K_j and V_j at t0 + j tau, or the stores at t0 + Tc tau.
-      const bool done = r.j == r.kv_end;
-      events.push({r.t0 + double(r.j) * r.tau, done ? kFinish : kStep, r.block, e.slot});
+      // Its next moment: K_j and V_j at position j, or the stores at kv_end.
+      r.moment = r.j == r.kv_end ? kFinish : kStep;
+      push(e.slot);
     }
     return report(static_cast<std::int64_t>(std::ceil(end)));
   }
@@ -504,8 +553,19 @@ void check(const GridProblem& p) {
         "blocks per SM, or l1_bytes = 0)",
         p.resident_blocks(), kMaxL1Slots));
   if (p.schedule != GridSchedule::lockstep && p.schedule != GridSchedule::drift &&
-      p.schedule != GridSchedule::logged)
-    throw cpu::InvalidArgument("an unknown grid schedule: give lockstep, drift or logged");
+      p.schedule != GridSchedule::older_first && p.schedule != GridSchedule::logged)
+    throw cpu::InvalidArgument(
+        "an unknown grid schedule: give lockstep, drift, older_first or logged");
+  if (!(p.older_block_lead >= 0 && p.older_block_lead < 1))
+    throw cpu::InvalidArgument(fmt::format(
+        "older_block_lead = {}: give 0 to under 1 (how much faster the older of an SM's blocks "
+        "runs than the others; the H200's is {})",
+        p.older_block_lead, find_profile("h200").older_block_lead));
+  if (p.older_block_lead != 0 && p.schedule != GridSchedule::older_first)
+    throw cpu::InvalidArgument(fmt::format(
+        "older_block_lead = {} with the {} schedule, which does not pace blocks by age: give "
+        "schedule older_first, or a lead of 0",
+        p.older_block_lead, to_string(p.schedule)));
   check_block_log(p);
   cpu::check_causal(p.causal);
   if (p.causal == cpu::Causal::bottom_right)
@@ -534,6 +594,7 @@ std::string_view to_string(GridSchedule schedule) {
   switch (schedule) {
     case GridSchedule::lockstep: return "lockstep";
     case GridSchedule::drift: return "drift";
+    case GridSchedule::older_first: return "older_first";
     case GridSchedule::logged: return "logged";
   }
   return "unknown";

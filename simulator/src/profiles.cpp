@@ -111,6 +111,9 @@ constexpr std::array kProfiles = {
         // docs/IO-LEVELS.md, where it does not fit everywhere. Used only when the grid model
         // is asked for the drift schedule; lockstep stays the default.
         .block_time_spread = 0.016,
+        // fa2's first waves in bench_block_log's logs (bench/results/2026-12-04-h200-fa2-
+        // block-log.csv): the second 132 blocks 4.5 to 5.5% slower than the first 132.
+        .older_block_lead = 0.05,
         // 128-byte lines in hashed sets with the measured placement below: every DRAM read of
         // the 2026-12-03 compare sweeps of fa2, fa3 and the scalar kernel within 15% (LRU
         // missed fa3 at 16 heads, N = 8192, by 1.28), fa3's eight sections calls within 8%

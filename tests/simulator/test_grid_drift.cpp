@@ -227,13 +227,96 @@ TEST_CASE("grid drift: the spread and the schedule refused out of range, with wh
   refuses(drifting({}, std::numeric_limits<double>::quiet_NaN(), 0), "block_time_spread = nan");
   refuses(drifting({}, std::numeric_limits<double>::infinity(), 0), "block_time_spread = inf");
   refuses({.block_time_spread = 0.1}, "with the lockstep schedule");
-  refuses({.schedule = static_cast<GridSchedule>(9)}, "give lockstep, drift or logged");
+  refuses({.schedule = static_cast<GridSchedule>(9)}, "give lockstep, drift, older_first or logged");
   refuses({.replacement = static_cast<L2Replacement>(9)}, "give lru, random or sets");
   // Every profile's figure is one the model takes.
   for (const HardwareProfile& h : profiles()) {
     CAPTURE(h.name);
     CHECK_NOTHROW(check(drifting({.l2_partitions = h.l2_partitions}, h.block_time_spread, 0)));
   }
+}
+
+namespace {
+
+// The K tiles loaded, in the order the L2 sees them (V follows each K): a tile's index j.
+std::vector<Index> k_order(const GridProblem& p) {
+  std::vector<Index> out;
+  run_grid(p, [&](const L2Event& e) {
+    if (e.tensor == 1) out.push_back(e.row0 / p.Bc);
+  });
+  return out;
+}
+
+// One SM with two slots, one head of N = 32 in query tiles of 8 (4 blocks) and KV tiles of 8
+// (Tc = 4), an L2 that holds everything.
+GridProblem one_sm_two_slots() {
+  return {.N = 32, .d = 16, .heads = 1, .Br = 8, .Bc = 8, .blocks_per_sm = 2, .sm_count = 1,
+          .l2_bytes = 1 << 20, .schedule = GridSchedule::older_first};
+}
+
+}  // namespace
+
+TEST_CASE("grid older first: the older block on an SM runs ahead, worked by hand") {
+  // Lead 0.5: paces 1.25 (a KV tile in 0.8) and 0.75 (in 4/3). Blocks 0 and 1 start at 0,
+  // block 0 the older: its K_j at 0, 0.8, 1.6, 2.4, its end at 3.2; block 1's at 0, 1.333,
+  // 2.667. At 3.2 block 2 takes block 0's slot, and block 1, now the older, stands at 2.4
+  // tiles: K_3 at 3.68, its end at 4.48. Block 2 (K_0 at 3.2) stands at 0.96 tiles then:
+  // K_1 at 4.512, K_2 at 5.312; block 3 starts at 4.48 (K_0), K_1 at 5.813; block 2's K_3 at
+  // 6.112, its end at 6.912; block 3, older from then, stands at 1.824: K_2 at 7.053, K_3
+  // at 7.853, its end at 8.653.
+  GridProblem p = one_sm_two_slots();
+  p.older_block_lead = 0.5;
+  CHECK(k_order(p) == std::vector<Index>{0, 0, 1, 1, 2, 3, 2, 0, 3, 0, 1, 2, 1, 3, 2, 3});
+  CHECK(run_grid(p).steps == 9);  // the last end, 8.653, rounded up
+  // Without a lead the two slots run together: the lockstep order, two and two.
+  p.older_block_lead = 0;
+  CHECK(k_order(p) == std::vector<Index>{0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 3});
+  CHECK(run_grid(p).steps == 8);
+}
+
+TEST_CASE("grid older first: a lead of 0 is the drift schedule, access for access") {
+  auto rng = fresh_rng();
+  std::uniform_int_distribution<Index> pick(0, 1 << 20);
+  for (int trial = 0; trial < 30; ++trial) {
+    GridProblem drift = drifting(random_small_grid(rng, {1, 17, 97, 113}), 0.05, pick(rng));
+    GridProblem older = drift;
+    older.schedule = GridSchedule::older_first;
+    CAPTURE(drift.N);
+    CAPTURE(drift.sm_count);
+    CAPTURE(drift.blocks_per_sm);
+    check_same_counts(run_grid(older), run_grid(drift));
+    CHECK(events_of(older) == events_of(drift));
+    // With one block an SM there is no younger block: the lead speeds every block alike, by
+    // 1 + 0.3 / 2, so the grid ends that much sooner (its time rounded up to whole tiles).
+    drift.blocks_per_sm = older.blocks_per_sm = 1;
+    drift.block_time_spread = older.block_time_spread = 0;
+    older.older_block_lead = 0.3;
+    const double sooner = double(run_grid(drift).steps) / 1.15;
+    CHECK(double(run_grid(older).steps) >= sooner - 1e-9);
+    CHECK(double(run_grid(older).steps) < sooner + 1);
+  }
+}
+
+TEST_CASE("grid older first: the lead refused out of range or without its schedule") {
+  const auto refuses = [](GridProblem p, const char* words) {
+    CAPTURE(words);
+    CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains(words), cpu::InvalidArgument);
+  };
+  GridProblem p = one_sm_two_slots();
+  p.older_block_lead = -0.1;
+  refuses(p, "older_block_lead = -0.1: give 0 to under 1");
+  p.older_block_lead = 1;
+  refuses(p, "older_block_lead = 1: give 0 to under 1");
+  p.older_block_lead = std::numeric_limits<double>::quiet_NaN();
+  refuses(p, "older_block_lead = nan");
+  p.older_block_lead = 0.05;
+  p.schedule = GridSchedule::drift;
+  refuses(p, "with the drift schedule, which does not pace blocks by age");
+  // The H200's figure is one the model takes.
+  p.schedule = GridSchedule::older_first;
+  p.older_block_lead = find_profile("h200").older_block_lead;
+  CHECK(p.older_block_lead > 0);
+  CHECK_NOTHROW(run_grid(p));
 }
 
 }  // namespace flashlab::sim::test

@@ -73,6 +73,13 @@
 // that trails the leaders of its KV head by more than a partition's worth of tiles finds
 // them evicted and reads them from DRAM again; that is what lockstep cannot produce. Every
 // block is its own L2 access (no grouping): N = 131072 at 16 heads takes seconds.
+// older_first: blocks take slots as in drift, and on each SM the block that started first
+// (the lower block id among those that started together) runs at 1 + lead / 2 of its pace,
+// the others at 1 - lead / 2, lead the profile's older_block_lead; each block's pace is set
+// again whenever a block starts or ends on its SM. The H200 ran fa2 so (docs/IO-LEVELS.md,
+// "The blocks logged"): the first half of a first wave 5% ahead of the second, and the two
+// blocks of each SM drifting apart wave after wave until each is the older half of the time,
+// which is what reads K and V again past the crossover.
 // logged: each block on the SM and between the start and end that a GPU logged for it
 // (block_log; bench/gpu/NOTES.md, "The scalar kernel at 16 heads", says how one is recorded),
 // its K_j and V_j at start + j (end - start) / Tc, an even pace: the placement and timing of
@@ -145,6 +152,8 @@ namespace flashlab::sim {
 enum class GridSchedule {
   lockstep,  // together, one KV step at a time
   drift,     // each block at its own pace, drawn from block_time_spread and seed
+  // each SM's oldest block faster than its others by older_block_lead (drift's draws on top)
+  older_first,
   logged,    // each block where and when a GPU ran it (block_log)
 };
 
@@ -183,6 +192,10 @@ struct GridProblem {
   // drift only: sigma, the standard deviation of log(a block's time per KV tile); the hardware
   // profile's block_time_spread. 0 <= sigma <= kMaxBlockTimeSpread.
   double block_time_spread = 0;
+  // older_first only: how much faster the oldest block on an SM runs than the others there,
+  // as a share of a block's pace (paces 1 + lead / 2 and 1 - lead / 2); the hardware
+  // profile's older_block_lead. 0 <= lead < 1.
+  double older_block_lead = 0;
   // The Philox key of the drift schedule's block times and of random replacement's victims.
   std::uint64_t seed = 0;
   // logged only: one entry per block of the grid, in block order, each SM below sm_count and

@@ -78,6 +78,10 @@ struct HardwareProfile {
   // time per KV tile (sim::GridProblem::block_time_spread, the drift schedule of grid.hpp).
   // 0 where no figure is known: the grid model then runs its blocks in lockstep.
   double block_time_spread = 0;
+  // How much faster the oldest of an SM's blocks runs than the others there
+  // (sim::GridProblem::older_block_lead, the older_first schedule of grid.hpp). 0 where no
+  // figure is known.
+  double older_block_lead = 0;
   // Which tile a full L2 partition drops (sim::GridProblem::replacement; grid.hpp).
   L2Replacement l2_replacement = L2Replacement::lru;
   // Whether a line that SMs of one partition read from DRAM (or write) is held at its home
