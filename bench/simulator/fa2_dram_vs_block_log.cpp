@@ -178,6 +178,11 @@ int main(int argc, char** argv) {
       within_older += std::abs(c.read / older - 1) <= kGoal;
       within_log += std::abs(c.read / replayed - 1) <= kGoal;
     }
+    if (rows == 0)
+      throw std::runtime_error(fmt::format(
+          "no logged call with its bytes at heads = {}, N = {} in {}: give a shape the logs hold "
+          "(0 for any)",
+          heads, n, results));
     fmt::print("\nwithin 15%: in step {} of {}, older first {} of {}, log replayed {} of {}\n",
                within_step, rows, within_older, rows, within_log, rows);
   } catch (const std::exception& e) {
