@@ -234,8 +234,8 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "(measured by l1tex__m_xbar2l1tex_read_bytes; writes by the store and reduction sectors\n"
       "the L1 issued, l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B) and of\n"
       "what reaches DRAM past a {} L2 (dram__bytes_read/write): for fa2, fa3 and the scalar\n"
-      "kernel their whole grid ({} SMs, blocks in waves, fa3's in its scheduler's order, each\n"
-      "on the partition the GPU's block scheduler puts it where the profile has measured it;\n"
+      "kernel their whole grid ({} SMs, blocks in waves{}, fa3's in its scheduler's order,\n"
+      "each on the partition the GPU's block scheduler puts it where the profile has measured it;\n"
       "N_q = N_k only) through the L2's {} partitions (replacement: {}{}), K and V held in each,\n"
       "the DRAM writes those made while it ran and apart what it leaves dirty; for the naive\n"
       "kernel its three launches, each from an empty L2, through one partition's room shared\n"
@@ -249,6 +249,11 @@ void compare(const CompareArgs& a, sim::DType dtype) {
       "written ones may be merged after the L1's store pipe, by a rule the model does not\n"
       "know (docs/IO-LEVELS.md).\n",
       bytes_text(double(target_profile().l2_bytes)), target_profile().sm_count,
+      target_profile().older_block_lead > 0
+          ? fmt::format(" (fa2's older block on an SM {:.0f}% ahead of the\nyounger, as the "
+                        "profile measured; the scalar kernel's in step)",
+                        100 * target_profile().older_block_lead)
+          : "",
       target_profile().l2_partitions, sim::to_string(target_profile().l2_replacement),
       target_profile().l2_home_copies
           ? "; each line read from DRAM\nor written held at its home partition too: home copies"
