@@ -109,10 +109,12 @@ constexpr std::array kProfiles = {
         // N = 16384 to 131072): the sigma of 0.012, 0.014, 0.016, 0.018 with the least mean
         // |log(measured / predicted)| of the DRAM reads; checked on the other sweeps in
         // docs/IO-LEVELS.md, where it does not fit everywhere. Used only when the grid model
-        // is asked for the drift schedule; lockstep stays the default.
+        // is asked for the drift schedule (compare runs fa2 older first, below, and the
+        // other kernels in step).
         .block_time_spread = 0.016,
         // fa2's first waves in bench_block_log's logs (bench/results/2026-12-04-h200-fa2-
-        // block-log.csv): the second 132 blocks 4.5 to 5.5% slower than the first 132.
+        // block-log.csv, -first-waves-log.csv.gz): the second 132 blocks 4.5 to 5.7% slower
+        // than the first 132; the older_first schedule, which compare runs for fa2.
         .older_block_lead = 0.05,
         // 128-byte lines in hashed sets with the measured placement below: every DRAM read of
         // the 2026-12-03 compare sweeps of fa2, fa3 and the scalar kernel within 15% (LRU
