@@ -291,9 +291,10 @@ TEST_CASE("grid older first: a lead of 0 is the drift schedule, access for acces
     drift.blocks_per_sm = older.blocks_per_sm = 1;
     drift.block_time_spread = older.block_time_spread = 0;
     older.older_block_lead = 0.3;
+    // (A time that is a whole number of tiles may round up once more: 184 / 1.15 = 160.)
     const double sooner = double(run_grid(drift).steps) / 1.15;
     CHECK(double(run_grid(older).steps) >= sooner - 1e-9);
-    CHECK(double(run_grid(older).steps) < sooner + 1);
+    CHECK(double(run_grid(older).steps) <= sooner + 1);
   }
 }
 

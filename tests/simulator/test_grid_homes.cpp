@@ -4,6 +4,7 @@
 // Worked by hand on a grid whose blocks all run in one partition, then against a small
 // reference of the rule replayed on the model's own accesses over random small grids.
 #include "grid_events.hpp"
+#include "helpers.hpp"
 
 #include "flashlab/cpu/types.hpp"
 #include "flashlab/sim/grid.hpp"
@@ -157,7 +158,7 @@ TEST_CASE("grid homes: blocks in one partition re-read K and V from the other's 
 }
 
 TEST_CASE("grid homes: random small grids against the rule's reference, event by event") {
-  std::mt19937_64 rng(20261204);
+  auto rng = fresh_rng();
   std::uniform_int_distribution<Index> pick(0, 1 << 20);
   for (int trial = 0; trial < 200; ++trial) {
     CAPTURE(trial);
