@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
     fmt::print("DRAM read, MiB; ratios measured / predicted; H200 profile, {}{}\n\n"
                "| heads, N, call | measured | in step | ratio | older first | ratio | log replayed "
                "| ratio |\n|---|---|---|---|---|---|---|---|\n",
-               replacement, victims == sim::L2Replacement::sets && h200.l2_home_copies
-                                ? " with home copies" : "");
+               replacement,
+               sim::with_replacement(h200, {}, victims).l2_home_copies ? " with home copies" : "");
     int within_step = 0, within_older = 0, within_log = 0, rows = 0;
     for (const auto& [key, c] : calls) {
       if ((heads && c.heads != heads) || (n && c.N != n) || c.read <= 0) continue;
@@ -155,8 +155,7 @@ int main(int argc, char** argv) {
                                               .Bc = fa2.Bc,
                                               .blocks_per_sm = fa2.blocks_per_sm,
                                               .seed = 1});
-      g.replacement = victims;
-      g.l2_home_copies = g.l2_home_copies && victims == sim::L2Replacement::sets;
+      g = sim::with_replacement(h200, g, victims);
       auto& [step, older] = model[{c.heads, c.N}];
       if (step == 0) {
         step = double(sim::run_grid(g).dram_read());

@@ -155,8 +155,8 @@ class Model {
                                             .block_time_spread = spread,
                                             .seed = seed_});
     if (schedule == sim::GridSchedule::older_first) g.older_block_lead = h200.older_block_lead;
-    g.replacement = replacement;  // the model asked for, with or without home copies, and
-    g.l2_home_copies = homes_ && replacement == sim::L2Replacement::sets;
+    g = sim::with_replacement(h200, g, replacement);  // the model asked for,
+    if (!homes_) g.l2_home_copies = false;              // with or without home copies, and
     if (!measured_placement) g.slot_partitions.clear();  // blocks alternating instead
     const sim::GridReport r = sim::run_grid(g);
     return cache_[key] = {double(r.dram_read()), double(r.dram_written())};

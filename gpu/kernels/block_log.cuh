@@ -6,7 +6,8 @@
 //
 // A kernel takes it in two lines: FLASHLAB_BLOCK_LOG_BEGIN at its top and
 // FLASHLAB_BLOCK_LOG_END after its last store. Thread 0 writes the entry of its block (linear
-// id x + gridDim.x (y + gridDim.y z)) into the array the host set with set_entries.
+// id x + gridDim.x (y + gridDim.y z)) into g_entries, an array of one entry a block that the
+// host points it at (cudaMemcpyToSymbol); null, nothing is written.
 #pragma once
 
 #ifdef FLASHLAB_BLOCK_LOG
@@ -17,7 +18,7 @@ namespace flashlab::gpu::block_log {
 
 struct Entry {
   uint64_t start = 0, end = 0;  // %globaltimer at the block's first and last instruction
-  uint32_t sm = 0, unused = 0;
+  uint32_t sm = 0, padding = 0;  // padding: the entry a whole number of 8-byte words
 };
 
 // One entry a block of the logged launch; set from the host (cudaMemcpyToSymbol).

@@ -158,8 +158,8 @@ class GridRun {
       push(slot);
     };
     // older_first: the paces of the blocks on SM `sm` from time t on, the oldest (earliest
-    // start, then lowest block id) faster by the lead, the others slower by it.
-    const auto repace = [&](Index sm, double t) {
+    // start, then lowest block id) at 1 + lead / 2 of its own, the others at 1 - lead / 2.
+    const auto set_paces = [&](Index sm, double t) {
       Index oldest = -1;
       for (Index k = sm; k < R; k += p_.sm_count)
         if (busy[k] && (oldest < 0 || std::tie(slots[k].t0, slots[k].block) <
@@ -168,8 +168,8 @@ class GridRun {
       for (Index k = sm; k < R; k += p_.sm_count) {
         if (!busy[k]) continue;
         Running& r = slots[k];
-        const double lead = (k == oldest ? 1.0 : -1.0) * p_.older_block_lead / 2;
-        const double tau = r.base / (1.0 + lead);
+        const double pace = 1.0 + (k == oldest ? 1.0 : -1.0) * p_.older_block_lead / 2;
+        const double tau = r.base / pace;
         if (tau == r.tau) continue;
         if (r.moment != kStart) r.pos += (t - r.t_at) / r.tau;
         r.t_at = std::max(t, r.t0);
@@ -182,7 +182,7 @@ class GridRun {
     };
     for (Index b = 0; b < R; ++b) begin(b, b, 0.0);
     if (older_first)
-      for (Index sm = 0; sm < std::min(p_.sm_count, R); ++sm) repace(sm, 0.0);
+      for (Index sm = 0; sm < std::min(p_.sm_count, R); ++sm) set_paces(sm, 0.0);
     Index next = R;
     double end = 0;
     while (!events.empty()) {
@@ -207,7 +207,7 @@ class GridRun {
         end = e.time;
         busy[e.slot] = false;
         if (next < blocks) begin(e.slot, next++, e.time);
-        if (older_first) repace(p_.sm_of_slot(e.slot), e.time);
+        if (older_first) set_paces(p_.sm_of_slot(e.slot), e.time);
         continue;
       }
       // Its next moment: K_j and V_j at position j, or the stores at kv_end.
@@ -260,7 +260,7 @@ class GridRun {
     std::vector<std::int64_t> fresh;  // the lines read from DRAM or written
     if (write) {
       near.access(t, row0, bytes, /*write=*/true, tensors_);
-      for (std::int64_t j = 0; j * kL2LineBytes < bytes; ++j) fresh.push_back(j);
+      for (std::int64_t j = 0; j < l2_lines(bytes); ++j) fresh.push_back(j);
     } else {
       fresh = near.read_lines(t, row0, bytes, [&](std::int64_t j) {
         for (Index other = 0; other < p_.l2_partitions; ++other)

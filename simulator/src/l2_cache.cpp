@@ -122,11 +122,11 @@ void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
 
 void L2Cache::access_lines(int tensor, std::int64_t row0, Bytes bytes, bool write,
                            std::vector<TensorTraffic>& tensors, std::int64_t times) {
-  const std::int64_t lines = (bytes + kL2LineBytes - 1) / kL2LineBytes;
+  const std::int64_t lines = l2_lines(bytes);
   const auto once = [&] {
     bool all_hit = true;
     for (std::int64_t j = 0; j < lines; ++j)
-      all_hit &= touch_line(tensor, row0, j, std::min(kL2LineBytes, bytes - j * kL2LineBytes),
+      all_hit &= touch_line(tensor, row0, j, l2_line_bytes(bytes, j),
                             write, /*fetch=*/!write, tensors);
     return all_hit;
   };
@@ -175,8 +175,8 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
 void L2Cache::copy_in(int tensor, std::int64_t row0, Bytes bytes,
                       std::vector<TensorTraffic>& tensors) {
   if (replacement_ == L2Replacement::sets) {  // its lines, clean, none read from DRAM
-    for (std::int64_t j = 0; j * kL2LineBytes < bytes; ++j)
-      touch_line(tensor, row0, j, std::min(kL2LineBytes, bytes - j * kL2LineBytes),
+    for (std::int64_t j = 0; j < l2_lines(bytes); ++j)
+      touch_line(tensor, row0, j, l2_line_bytes(bytes, j),
                  /*write=*/false, /*fetch=*/false, tensors);
     tell(L2EventKind::copy, tensor, row0, bytes, /*write=*/false);
     return;
@@ -193,10 +193,11 @@ std::vector<std::int64_t> L2Cache::read_lines(int tensor, std::int64_t row0, Byt
     throw std::logic_error("an L2 read line by line is one of hashed sets");
   std::vector<std::int64_t> from_dram;
   bool copied = false;
-  for (std::int64_t j = 0; j * kL2LineBytes < bytes; ++j) {
-    const Bytes line_bytes = std::min(kL2LineBytes, bytes - j * kL2LineBytes);
+  for (std::int64_t j = 0; j < l2_lines(bytes); ++j) {
     const bool far = !holds_line(tensor, row0, j) && held_far(j);
-    if (touch_line(tensor, row0, j, line_bytes, /*write=*/false, /*fetch=*/!far, tensors)) continue;
+    if (touch_line(tensor, row0, j, l2_line_bytes(bytes, j), /*write=*/false, /*fetch=*/!far,
+                   tensors))
+      continue;
     if (far)
       copied = true;
     else
@@ -215,8 +216,8 @@ void L2Cache::place_home_copy(int tensor, std::int64_t row0, std::int64_t line, 
                               std::vector<TensorTraffic>& tensors) {
   if (replacement_ != L2Replacement::sets)
     throw std::logic_error("home copies are lines of an L2 of hashed sets");
-  touch_line(tensor, row0, line, std::min(kL2LineBytes, bytes - line * kL2LineBytes),
-             /*write=*/false, /*fetch=*/false, tensors);
+  touch_line(tensor, row0, line, l2_line_bytes(bytes, line), /*write=*/false, /*fetch=*/false,
+             tensors);
 }
 
 void L2Cache::place(int tensor, std::int64_t row0, Bytes bytes, bool dirty) {

@@ -238,6 +238,12 @@ GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {
   return g;
 }
 
+GridProblem with_replacement(const HardwareProfile& gpu, GridProblem g, L2Replacement replacement) {
+  g.replacement = replacement;
+  g.l2_home_copies = gpu.l2_home_copies && replacement == L2Replacement::sets;
+  return g;
+}
+
 const HardwareProfile& find_profile(std::string_view name) {
   std::string names;
   for (const auto& p : kProfiles) {

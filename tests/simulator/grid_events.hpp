@@ -13,6 +13,8 @@
 
 namespace flashlab::sim::test {
 
+// The grid's tensors as its report and its events number them (L2Event::tensor).
+enum GridTensor : int { kQ, kK, kV, kO, kL };
 inline constexpr const char* kGridTensorNames[] = {"Q", "K", "V", "O", "L"};
 
 // Each event as "kind tensor row0 bytes", e.g. "miss K 16 256".

@@ -242,7 +242,7 @@ namespace {
 std::vector<Index> k_order(const GridProblem& p) {
   std::vector<Index> out;
   run_grid(p, [&](const L2Event& e) {
-    if (e.tensor == 1) out.push_back(e.row0 / p.Bc);
+    if (e.tensor == kK) out.push_back(e.row0 / p.Bc);
   });
   return out;
 }

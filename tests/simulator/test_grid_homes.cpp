@@ -26,7 +26,6 @@ namespace {
 using cpu::Index;
 constexpr Bytes kLine = kL2LineBytes;
 constexpr Bytes kOneSet = kL2Ways * kLine;  // a partition of one set: LRU over 16 lines
-enum GridTensor : int { kQ, kK, kV, kO, kL };  // the report's order (kGridTensorNames)
 
 // The rule in a few lines, for partitions of one set each: a line is (tensor, row0, j), LRU
 // by its last touch. Replays the model's accesses as its observer reports them.

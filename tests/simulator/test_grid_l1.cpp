@@ -205,7 +205,7 @@ TEST_CASE("grid L1: a logged block reads through its SM's partition (sm_partitio
   const auto q_partitions = [&] {
     std::vector<int> out(4, -1);
     run_grid(p, [&](const L2Event& e) {
-      if (e.tensor == 0 && out[std::size_t(e.row0 / 4)] < 0) out[std::size_t(e.row0 / 4)] = e.partition;
+      if (e.tensor == kQ && out[std::size_t(e.row0 / 4)] < 0) out[std::size_t(e.row0 / 4)] = e.partition;
     });
     return out;
   };

@@ -335,8 +335,7 @@ TEST_CASE("grid L2: the H200's crossover under its measured placement, closed fo
   GridProblem p = on_gpu(find_profile("h200"),
                          {.d = 128, .heads = 1, .Br = 128, .Bc = 64, .blocks_per_sm = 2});
   REQUIRE_FALSE(p.slot_partitions.empty());
-  p.replacement = L2Replacement::lru;
-  p.l2_home_copies = false;  // lines of hashed sets only
+  p = with_replacement(find_profile("h200"), p, L2Replacement::lru);
   for (const auto& [heads, first] : {std::pair{Index{1}, Index{49664}}, {Index{16}, Index{8960}}}) {
     CAPTURE(heads);
     p.heads = heads;
@@ -472,7 +471,7 @@ TEST_CASE("grid L2: a map of SM slots to partitions places the blocks, and b mod
   int copies = 0, hits = 0, elsewhere = 0;
   run_grid(one_side, [&](const L2Event& e) {
     copies += e.kind == L2EventKind::copy;
-    hits += e.kind == L2EventKind::hit && (e.tensor == 1 || e.tensor == 2);
+    hits += e.kind == L2EventKind::hit && (e.tensor == kK || e.tensor == kV);
     elsewhere += e.partition != 0;
   });
   CHECK(copies == 0);

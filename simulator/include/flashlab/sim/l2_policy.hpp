@@ -25,6 +25,7 @@
 
 #include "flashlab/sim/warp_store.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -49,6 +50,12 @@ void check(L2Replacement replacement);
 // An L2 line: four sectors (Nsight Compute and NVIDIA's CUDA documentation describe the
 // L1 and L2 lines of Volta to Hopper as 128 bytes of four 32-byte sectors).
 inline constexpr Bytes kL2LineBytes = 4 * kSectorBytes;
+// The lines a tile of `bytes` spans, and the bytes of its line `line`: whole lines but the
+// last, which holds what is left.
+constexpr std::int64_t l2_lines(Bytes bytes) { return (bytes + kL2LineBytes - 1) / kL2LineBytes; }
+constexpr Bytes l2_line_bytes(Bytes bytes, std::int64_t line) {
+  return std::min(kL2LineBytes, bytes - line * kL2LineBytes);
+}
 // The lines of a set. NVIDIA publishes no associativity; 16 is the figure third-party
 // descriptions give for Volta's L2 (measured there, estimated for later parts). An
 // assumption, not a fact of the H200: the sets policy's spread narrows as 1 / sqrt(kL2Ways).

@@ -113,6 +113,10 @@ std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int
 // for g.blocks_per_sm (measured_slot_partitions). The kernel's own fields (shape, tiles,
 // occupancy, order, L1) are g's, untouched.
 GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g);
+// g (on `gpu`) under another replacement than the profile's, to study the policies: the
+// profile's home copies stay where that replacement can hold them (hashed sets) and go where
+// it cannot.
+GridProblem with_replacement(const HardwareProfile& gpu, GridProblem g, L2Replacement replacement);
 
 // A100, H100, H200, B200 (sources in profiles.cpp, beside each figure).
 std::span<const HardwareProfile> profiles();
