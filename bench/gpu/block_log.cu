@@ -35,24 +35,9 @@
 namespace {
 
 using flashlab::bench::check_cuda;
+using flashlab::bench::device_array;
+using flashlab::bench::fill;
 namespace block_log = flashlab::gpu::block_log;
-
-// Uniform bf16 in [-1, 1) from a hash of the index: fresh inputs without a host copy.
-__global__ void fill(__nv_bfloat16* x, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 0x9E3779B9u ^ uint32_t(i >> 32) ^ seed;
-    h ^= h >> 16, h *= 0x85EBCA6Bu, h ^= h >> 13, h *= 0xC2B2AE35u, h ^= h >> 16;
-    x[i] = __float2bfloat16(float(h >> 8) / float(1 << 23) - 1.0f);
-  }
-}
-
-template <class T>
-T* device_array(int64_t count, const char* what) {
-  void* p = nullptr;
-  check_cuda(cudaMalloc(&p, std::size_t(count) * sizeof(T)), what);
-  return static_cast<T*>(p);
-}
 
 }  // namespace
 

@@ -66,6 +66,7 @@
 #include "hopper/tma.cuh"
 #include "hopper/wgmma.cuh"
 #include "launch.hpp"
+#include "pipeline_log.cuh"
 #include "ptx.cuh"
 
 #include <map>
@@ -693,6 +694,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (j == rows.tiles - 1) q_ring.consumer_release(rows.q_st);
   };
   const RescaleRule& rule = params.sw.rescale;
+  // pipeline_log.cuh: nothing unless a bench program asks for the log (its thread 0 writes).
+  FLASHLAB_PIPELINE_LOG_WRITER(1 + consumer, t == 0);
 
   RingUses at;           // where the rings stand at the item's start
   // The K (and V) ring's stage of the last KV tile read: a section steps it to its own K_j.
@@ -769,7 +772,11 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     k_st = k_st.next(stages);
     k_ring.consumer_wait(k_st);
     v_ring.consumer_wait(v_st);
-    if (ping_pong) wait_turn(consumer);
+    FLASHLAB_PIPELINE_LOG(kDataLanded, item, j);
+    if (ping_pong) {
+      wait_turn(consumer);
+      FLASHLAB_PIPELINE_LOG(kTurn, item, j);
+    }
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
       issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
@@ -779,25 +786,32 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
     }
     if (ping_pong) pass_turn<consumers>(consumer);
+    FLASHLAB_PIPELINE_LOG(kScoresIssued, item, j);
 
     float alpha[2];
     if (kIntraOverlap) {
       hopper::wgmma_wait<1>();  // S_j is done; W_{j-1} V_{j-1} may still run
       hopper::fence_registers(rS);
+      FLASHLAB_PIPELINE_LOG(kScoresLanded, item, j);
       release_k(k_st, cur, j);
       softmax(cur, j * kBc, alpha, rW_made);
+      FLASHLAB_PIPELINE_LOG(kSoftmaxDone, item, j);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
+      FLASHLAB_PIPELINE_LOG(kValuesLanded, item, j - 1);
       v_ring.consumer_release(v_st);
       pack(rW_made);
     } else {
       hopper::wgmma_wait<0>();
       hopper::fence_registers(rS);
       hopper::fence_registers(rU);
+      FLASHLAB_PIPELINE_LOG(kScoresLanded, item, j);
+      FLASHLAB_PIPELINE_LOG(kValuesLanded, item, j - 1);
       release_k(k_st, cur, j);
       v_ring.consumer_release(v_st);
       softmax(cur, j * kBc, alpha, rW_made);
       pack(rW_made);
+      FLASHLAB_PIPELINE_LOG(kSoftmaxDone, item, j);
     }
     if (issues) {  // no producer warpgroup: refill the buffers just released
       if (j + stages < cur.w.Tc) loader.load_k(cur.w, at, j + stages);
@@ -812,6 +826,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   bool started = false;  // cur's S_0 was issued in the last item's last section
   while (true) {
     const int Tc = cur.tiles;  // the tiles this warpgroup computes (cur.w.Tc: the item's)
+    FLASHLAB_PIPELINE_LOG(kItem, item, Tc);
     if (!started) {
       // Section 0: S_0 (its softmax follows, below). Ping-pong: consumer 0 goes first; the
       // last consumer hands it the first turn. Each consumer then waits once per section, a
@@ -819,16 +834,23 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       // its hand-over only in a last section that starts no item (no one would wait for it).
       start_item(item, cur.w, at);
       q_ring.consumer_wait(cur.q_st);
+      FLASHLAB_PIPELINE_LOG(kQLanded, item, -1);
       if (Tc == 0) q_ring.consumer_release(cur.q_st);  // no key to read Q against
       if (ping_pong && consumer == consumers - 1 && Tc > 0) pass_turn<consumers>(consumer);
       if (Tc > 0) {
         k_ring.consumer_wait(k_st);
-        if (ping_pong) wait_turn(consumer);
+        FLASHLAB_PIPELINE_LOG(kDataLanded, item, 0);
+        if (ping_pong) {
+          wait_turn(consumer);
+          FLASHLAB_PIPELINE_LOG(kTurn, item, 0);
+        }
         hopper::wgmma_fence();
         issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
         if (ping_pong) pass_turn<consumers>(consumer);
+        FLASHLAB_PIPELINE_LOG(kScoresIssued, item, 0);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rS);
+        FLASHLAB_PIPELINE_LOG(kScoresLanded, item, 0);
         release_k(k_st, cur, 0);
         if (issues && stages < cur.w.Tc) loader.load_k(cur.w, at, stages);
       }
@@ -839,6 +861,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       float alpha[2];  // U is 0: nothing to rescale
       softmax(cur, 0, alpha, rW);
       pack(rW);  // free: the last item's last U += W V has landed
+      FLASHLAB_PIPELINE_LOG(kSoftmaxDone, item, 0);
     }
     // U = 0 for the item's first U += W V, set only now: from O's writing to here U holds
     // nothing, and its registers are free for the softmax of S_0.
@@ -880,9 +903,14 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     // accumulators are still being written while O is (else it serialises every wgmma).
     const auto last_values = [&] {
       v_ring.consumer_wait(v_st);
-      if (ping_pong) wait_turn(consumer);
+      FLASHLAB_PIPELINE_LOG(kDataLanded, item, Tc);
+      if (ping_pong) {
+        wait_turn(consumer);
+        FLASHLAB_PIPELINE_LOG(kTurn, item, Tc);
+      }
       hopper::wgmma_fence();
       issue_values<T, D>(rU, rW, v_desc(v_st.index));
+      FLASHLAB_PIPELINE_LOG(kValuesIssued, item, Tc - 1);
     };
     if (chain) {
       last_values();
@@ -894,14 +922,18 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       k_ring.consumer_wait(k_st);
       issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
       if (ping_pong) pass_turn<consumers>(consumer);
+      FLASHLAB_PIPELINE_LOG(kScoresIssued, next, 0);
       hopper::wgmma_wait<1>();  // U += W V has landed; S_0 may still run
       hopper::fence_registers(rU);
+      FLASHLAB_PIPELINE_LOG(kValuesLanded, item, Tc - 1);
       v_ring.consumer_release(v_st);
       // O while S_0 runs; then (at the loop's top) S_0's softmax, W_0 packed into rW,
       // which the last U += W V has finished reading.
       write_o(cur);
+      FLASHLAB_PIPELINE_LOG(kOWritten, item, -1);
       hopper::wgmma_wait<0>();
       hopper::fence_registers(rS);
+      FLASHLAB_PIPELINE_LOG(kScoresLanded, next, 0);
       k_ring.consumer_release(k_st);
     } else {
       if (Tc > 0) {
@@ -909,6 +941,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
         if (ping_pong && consumer != consumers - 1) pass_turn<consumers>(consumer);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rU);
+        FLASHLAB_PIPELINE_LOG(kValuesLanded, item, Tc - 1);
         v_ring.consumer_release(v_st);
       }
       // The item's tiles past this warpgroup's own (skip_unseen), released unread as they land.
@@ -920,6 +953,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
         k_st = k_st.next(stages);
       }
       write_o(cur);
+      FLASHLAB_PIPELINE_LOG(kOWritten, item, -1);
     }
 
     if (!across_items) next = next_item(item, after);
@@ -955,6 +989,7 @@ template <class T, int D, bool kWarpSpecialized, bool kIntraOverlap, Rescale kRe
 __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
     fa3_kernel(const __grid_constant__ Fa3Params params, const __grid_constant__ TensorMaps maps) {
   extern __shared__ __align__(128) unsigned char raw_sram[];
+  FLASHLAB_PIPELINE_LOG_BLOCK_BEGIN;  // pipeline_log.cuh: nothing unless a bench program asks
   const Problem& p = params.p;
   const fa3::TileOrder& order = params.order;
   const int stages = params.sw.stages;
@@ -983,6 +1018,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
       // gives most of its share to the consumers, which only compute.
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tiles<T, D>::kProducerRegisters));
       if (threadIdx.x / kWarpSize == 0) {  // one warp; its elected lane issues the copies
+        FLASHLAB_PIPELINE_LOG_WRITER(0, threadIdx.x == 0);
         hopper::tma_prefetch_map(&maps.q.map);
         hopper::tma_prefetch_map(&maps.k.map);
         hopper::tma_prefetch_map(&maps.v.map);
@@ -999,9 +1035,12 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
           const WorkTile w = work_tile<Tiles<T, D>::kBr>(p, order, item);
           loader.acquire_q(at.q);
           loader.load_q(w, item, at.q);
+          FLASHLAB_PIPELINE_LOG(kQIssued, item, -1);
           for (int j = 0; j < w.Tc; ++j) {
             loader.load_k(w, at, j);
+            FLASHLAB_PIPELINE_LOG(kKIssued, item, j);
             loader.load_v(w, at, j);
+            FLASHLAB_PIPELINE_LOG(kVIssued, item, j);
           }
           at.advance(w.Tc, stages, params.q_buffers);
           item = params.queue ? take_from_queue(params) : fa3::next_in_turn(item, gridDim.x);
@@ -1055,6 +1094,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
           [&](int64_t item, const RingUses&) { return next_in_turn(item); }, start_item);
     finish_o_stores(params);
   }
+  FLASHLAB_PIPELINE_LOG_BLOCK_END;
 }
 
 // ---- Host side --------------------------------------------------------------------------

@@ -147,19 +147,7 @@ void run(const flashlab_forward_params& params, const flashlab_fa3_options& fa3_
 
 }  // namespace
 
-flashlab_fa3_options default_fa3_options() {
-  flashlab_fa3_options o;
-  o.warp_specialized = 1;
-  o.stages = FLASHLAB_FA3_AUTO;
-  o.ping_pong = FLASHLAB_FA3_AUTO;
-  o.intra_overlap = 1;
-  o.conditional_rescale = 0;
-  o.rescale_counts = nullptr;
-  o.grid = fa3::kDefaultGrid;
-  o.software_exp2 = 0;
-  o.overlap_items = fa3::kDefaultOverlapItems;
-  return o;
-}
+flashlab_fa3_options default_fa3_options() { return fa3::default_options(); }
 
 void forward(const flashlab_forward_params& params) {
   validate(params);

@@ -763,6 +763,22 @@ inline constexpr int kDefaultOverlapItems = 0;
 // from N = 2048 in a build since dropped (s from the parameters). Why, in the SASS: not
 // settled (bench/gpu/NOTES.md, "Same instructions, 4 to 8% apart").
 constexpr bool chain_code_in_default_kernel(int64_t d) { return d < 128; }
+// The options a call runs with unless it gives its own (flashlab_fa3_default_options): every
+// idea of FlashAttention-3 on, the pipeline's depth and ping-pong left to the head dimension
+// (resolve_options, above), FlashAttention-4's two switches off.
+constexpr flashlab_fa3_options default_options() {
+  flashlab_fa3_options o{};
+  o.warp_specialized = 1;
+  o.stages = FLASHLAB_FA3_AUTO;
+  o.ping_pong = FLASHLAB_FA3_AUTO;
+  o.intra_overlap = 1;
+  o.conditional_rescale = 0;
+  o.rescale_counts = nullptr;
+  o.grid = kDefaultGrid;
+  o.software_exp2 = 0;
+  o.overlap_items = kDefaultOverlapItems;
+  return o;
+}
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
 // rest is left to the Q tiles read and the O tiles written meanwhile), as {numerator,
 // denominator}: a quarter without the mask, a half under it. A head whose blocks run on
