@@ -23,6 +23,7 @@ section of the longer items of the same log.
 import argparse
 import collections
 import csv
+import os
 import statistics
 import sys
 
@@ -131,7 +132,7 @@ def summarise(path):
     med = {name: statistics.median(v) for name, v in per_phase.items()}
     span = statistics.median(spans)
     t = statistics.median(tiles)
-    return {**shape, "items": len(spans), "tiles": t, "section_ns": section, "item_ns": span,
+    return {"log": os.path.basename(path), **shape, "items": len(spans), "tiles": t, "section_ns": section, "item_ns": span,
             "fixed_ns": span - t * section, "fixed_sections": (span - t * section) / section,
             **{f"{k}_ns": med.get(k) for k in PHASES}}
 
@@ -146,7 +147,7 @@ def main(argv=None):
         rows = [summarise(p) for p in args.logs]
     except LogError as e:
         sys.exit(f"pipeline_log: {e}")
-    cols = ["batch", "heads", "N", "d", "causal", "items", "tiles", "section_ns", "item_ns",
+    cols = ["log", "batch", "heads", "N", "d", "causal", "items", "tiles", "section_ns", "item_ns",
             "fixed_ns", "fixed_sections"] + [f"{k}_ns" for k in PHASES]
     print("  ".join(cols))
     for r in rows:

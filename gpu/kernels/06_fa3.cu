@@ -53,9 +53,11 @@
 // item to the next, so the producer loads the next item's Q, K_0 and V_0 while the
 // consumers finish this one; or one block per item (flashlab_fa3_options.grid). The
 // producer takes each item (in fixed turns, or from a work queue: a counter in device
-// memory) and hands it to the consumers in the SRAM slot of the item's Q buffer, written
-// before the arrival that announces Q's bytes: the Q ring's full phase publishes both, and
-// the consumers release Q, freeing the slot, only after they have read it.
+// memory), works it out (batch, head, first row, KV tiles) and hands it to the consumers in
+// the SRAM slot of the item's Q buffer, written before the arrival that announces Q's bytes:
+// the Q ring's full phase publishes both, and the consumers release Q, freeing the slot,
+// only after they have read it. So the consumers do no division between items, where at
+// short N the kernel's time is lost (bench/gpu/NOTES.md, "fa3's pipeline logged").
 // Tiles, stages, threads and SRAM: fa3:: in flashlab/gpu/kernel_info.hpp; the switches:
 // flashlab/fa3.h. Any N_q, N_k; batch, heads, GQA; strides that are multiples of 16 bytes.
 #include "common.cuh"
@@ -117,39 +119,6 @@ struct TensorMaps {
   hopper::TensorMap o;  // described only where O is staged (Fa3Params::stage_o)
 };
 
-// The SRAM of one block: the barriers and the item slots, then the Q buffers, then the K ring
-// and the V ring, then sO where O is staged (each consumer's (64, D) after the one before).
-// Every tile is D / 64 slabs of (rows, 64), one after the other.
-using Barriers = hopper::PipelineBarriers<kMaxStages, fa3::kMaxQBuffers>;
-template <class T, int D>
-struct Sram {
-  Barriers* bars;
-  int64_t* item;  // per Q buffer: the work item whose Q it holds; -1: none left
-  T* sQ;  // (q_buffers, Br, D)
-  T* sK;  // (stages, Bc, D)
-  T* sV;  // (stages, Bc, D)
-  T* sO;  // (Br, D), where O is staged
-  __device__ __forceinline__ Sram(unsigned char* raw, int q_buffers, int stages) {
-    const uint32_t pad =
-        (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
-    unsigned char* base = raw + pad;
-    bars = reinterpret_cast<Barriers*>(base);
-    item = reinterpret_cast<int64_t*>(base + sizeof(Barriers));
-    sQ = reinterpret_cast<T*>(base + fa3::kBarrierBytes);
-    sK = sQ + q_buffers * Tiles<T, D>::kQElems;
-    sV = sK + stages * Tiles<T, D>::kKVElems;
-    sO = sV + stages * Tiles<T, D>::kKVElems;
-  }
-  __device__ __forceinline__ T* k_tile(int index) const {
-    return sK + index * Tiles<T, D>::kKVElems;
-  }
-  __device__ __forceinline__ T* v_tile(int index) const {
-    return sV + index * Tiles<T, D>::kKVElems;
-  }
-};
-static_assert(sizeof(Barriers) % alignof(int64_t) == 0 &&
-              sizeof(Barriers) + fa3::kMaxQBuffers * sizeof(int64_t) <= fa3::kBarrierBytes);
-
 // How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
 // the block's last row + offset are in every row's future and are never loaded.
 template <int Br>
@@ -177,6 +146,48 @@ __device__ __forceinline__ WorkTile work_tile(const Problem& p, const fa3::TileO
   return {item.b, item.h, item.h / p.group_size, q0, kv_tile_count<Br>(p, q0)};
 }
 
+// What the producer hands the consumers with each Q (a slot per Q buffer, published by the Q
+// ring's full phase): the work item, -1 where none is left, and the item worked out, so that
+// the consumers, whose time between items is the kernel's at short N, do not divide their way
+// to it again (bench/gpu/NOTES.md, "fa3's pipeline logged").
+struct ItemSlot {
+  int64_t item;
+  WorkTile w;
+};
+
+// The SRAM of one block: the barriers and the item slots, then the Q buffers, then the K ring
+// and the V ring, then sO where O is staged (each consumer's (64, D) after the one before).
+// Every tile is D / 64 slabs of (rows, 64), one after the other.
+using Barriers = hopper::PipelineBarriers<kMaxStages, fa3::kMaxQBuffers>;
+template <class T, int D>
+struct Sram {
+  Barriers* bars;
+  ItemSlot* slot;  // per Q buffer: the work item whose Q it holds
+  T* sQ;  // (q_buffers, Br, D)
+  T* sK;  // (stages, Bc, D)
+  T* sV;  // (stages, Bc, D)
+  T* sO;  // (Br, D), where O is staged
+  __device__ __forceinline__ Sram(unsigned char* raw, int q_buffers, int stages) {
+    const uint32_t pad =
+        (fa3::kSwizzleAtom - ptx::sram_address(raw) % fa3::kSwizzleAtom) % fa3::kSwizzleAtom;
+    unsigned char* base = raw + pad;
+    bars = reinterpret_cast<Barriers*>(base);
+    slot = reinterpret_cast<ItemSlot*>(base + sizeof(Barriers));
+    sQ = reinterpret_cast<T*>(base + fa3::kBarrierBytes);
+    sK = sQ + q_buffers * Tiles<T, D>::kQElems;
+    sV = sK + stages * Tiles<T, D>::kKVElems;
+    sO = sV + stages * Tiles<T, D>::kKVElems;
+  }
+  __device__ __forceinline__ T* k_tile(int index) const {
+    return sK + index * Tiles<T, D>::kKVElems;
+  }
+  __device__ __forceinline__ T* v_tile(int index) const {
+    return sV + index * Tiles<T, D>::kKVElems;
+  }
+};
+static_assert(sizeof(Barriers) % alignof(ItemSlot) == 0 &&
+              sizeof(Barriers) + fa3::kMaxQBuffers * sizeof(ItemSlot) <= fa3::kBarrierBytes);
+
 // Where a block's rings stand when a work item starts: the item's KV tile j is the K (and
 // V) ring's use kv + j, its Q the Q ring's use q. Each item's tiles continue the rings where
 // the last item left them. Only a use's buffer (n % stages) and parity ((n / stages) % 2)
@@ -185,7 +196,11 @@ struct RingUses {
   int kv = 0, q = 0;
   __device__ __forceinline__ void advance(int Tc, int stages, int q_buffers) {
     kv = (kv + Tc) % (2 * stages);
-    q = (q + 1) % (2 * q_buffers);
+    q = q + 1 == 2 * q_buffers ? 0 : q + 1;
+  }
+  // The Q ring's stage of use q, without a division (q < 2 q_buffers).
+  __device__ __forceinline__ Stage q_stage(int q_buffers) const {
+    return Stage::of_use_below_two_passes(q, q_buffers);
   }
 };
 
@@ -204,12 +219,12 @@ struct Loader {
     sram.bars->q.producer_acquire(Stage(use, q_buffers));
   }
   // Q of work item `item` (w), as the Q ring's use `use`, acquired: the elected lane writes
-  // the item to the slot the consumers read it from, then announces Q's bytes on the full
-  // barrier, whose phase publishes both (an arrive releases the writes before it).
+  // the item and w to the slot the consumers read them from, then announces Q's bytes on the
+  // full barrier, whose phase publishes both (an arrive releases the writes before it).
   __device__ __forceinline__ void load_q(const WorkTile& w, int64_t item, int use) const {
     const Stage st(use, q_buffers);
     if (hopper::elect_one_lane()) {
-      sram.item[st.index] = item;
+      sram.slot[st.index] = {item, w};
       uint64_t* bar = sram.bars->q.producer_expect(st, Tiles<T, D>::kQBytes);
       T* sQ = sram.sQ + st.index * Tiles<T, D>::kQElems;
 #pragma unroll
@@ -224,7 +239,7 @@ struct Loader {
   __device__ __forceinline__ void publish_end(int use) const {
     const Stage st(use, q_buffers);
     if (hopper::elect_one_lane()) {
-      sram.item[st.index] = -1;
+      sram.slot[st.index].item = -1;
       hopper::mbarrier_arrive(&sram.bars->q.full[st.index]);
     }
     __syncwarp();
@@ -234,7 +249,15 @@ struct Loader {
   __device__ __forceinline__ int64_t wait_item(int use) const {
     const Stage st(use, q_buffers);
     sram.bars->q.consumer_wait(st);
-    return *static_cast<const volatile int64_t*>(sram.item + st.index);
+    return *static_cast<const volatile int64_t*>(&sram.slot[st.index].item);
+  }
+  // Consumer: the worked-out item of the Q ring's use at stage st, once published. (Waiting
+  // on a phase that has completed returns at once; the next phase of this buffer cannot
+  // complete before the consumers have released it.)
+  __device__ __forceinline__ WorkTile published_tile(Stage st) const {
+    sram.bars->q.consumer_wait(st);
+    const volatile WorkTile& w = sram.slot[st.index].w;
+    return {w.b, w.h, w.hk, w.q0, w.Tc};
   }
   // Tile j of the item's K (or V), as its ring's use `use`.
   __device__ __forceinline__ void load_kv(hopper::Ring<kMaxStages>& ring, T* tiles,
@@ -658,8 +681,11 @@ __device__ __forceinline__ int row_key_end(const Problem& p, int row_g, int r) {
 // at the loop's top; it goes on from its section 1. So S_0's latency is spent writing O
 // rather than waiting. Words: `chain` (this item's end issues the next item's S_0) and
 // `started` (this item's S_0 was issued so) are the two sides of one hand-over.
-template <class T, int D, bool kIntraOverlap, Rescale kRescale, bool kSoftwareExp2, class NextItem,
-          class StartItem>
+// kProducer: a producer warp loads each item's Q and publishes the item, worked out, in the Q
+// buffer's slot (ItemSlot), where the consumers read it once the Q has landed; without one,
+// each consumer thread works it out from the item's index.
+template <class T, int D, bool kProducer, bool kIntraOverlap, Rescale kRescale, bool kSoftwareExp2,
+          class NextItem, class StartItem>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
                                         int consumer, const Loader<T, D>& loader, bool issues,
                                         bool across_items, bool skip_unseen, int64_t item,
@@ -705,9 +731,10 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     return work_tile<Tiles<T, D>::kBr>(p, params.order, w);
   };
   const auto rows_of = [&](int64_t w, Stage q_st) {
-    return item_rows(p, work_tile_of(w), q_st, consumer, skip_unseen);
+    return item_rows(p, kProducer ? loader.published_tile(q_st) : work_tile_of(w), q_st, consumer,
+                     skip_unseen);
   };
-  ItemRows cur = rows_of(item, Stage(at.q, params.q_buffers));
+  ItemRows cur = rows_of(item, at.q_stage(params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
   float rS[kSRegs];  // (64, Bc) of S, then of W_j in fp32 until it is packed
   // W in T, the A operand of U += W V (fa3::w_buffers): with two, W_{j-1} in one, W_j packed
@@ -917,7 +944,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       // Waited for only now, so that a late Q or K_0 holds up S_0 and not U += W V; but
       // still holding the turn, so the next consumer's issue waits too (measured: a loss
       // where they land late, bench/gpu/NOTES.md, and why the switch is off by default).
-      const Stage next_q(after.q, params.q_buffers);
+      const Stage next_q = after.q_stage(params.q_buffers);
       q_ring.consumer_wait(next_q);
       k_ring.consumer_wait(k_st);
       issue_scores<T, D>(rS, q_desc(next_q), k_desc(k_st.index));
@@ -960,7 +987,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     at = after;
     if (next < 0) return;
     item = next;
-    cur = rows_of(item, Stage(at.q, params.q_buffers));
+    cur = rows_of(item, at.q_stage(params.q_buffers));
     started = chain;
   }
 }
@@ -1067,7 +1094,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
                                                   is_conditional(kRescale), params.q_buffers);
       const int64_t first = params.queue ? loader.wait_item(0) : first_in_turn;
       if (first >= 0)
-        consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
+        consume<T, D, /*kProducer=*/true, kIntraOverlap, kRescale, kSoftwareExp2>(
             params, sram, warpgroup - 1, loader, /*issues=*/false, across_items,
             fa3::consumers_skip_unseen(D, kWarpSpecialized, params.sw.ping_pong, across_items),
             first, next_item,
@@ -1088,7 +1115,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
       }
     };
     if (first_in_turn >= 0)
-      consume<T, D, kIntraOverlap, kRescale, kSoftwareExp2>(
+      consume<T, D, /*kProducer=*/false, kIntraOverlap, kRescale, kSoftwareExp2>(
           params, sram, warpgroup, loader, issues, /*across_items=*/false, /*skip_unseen=*/false,
           first_in_turn,
           [&](int64_t item, const RingUses&) { return next_in_turn(item); }, start_item);

@@ -84,6 +84,7 @@ class PipelineLog(unittest.TestCase):
         self.assertAlmostEqual(r["fixed_sections"], (span - TILES * SECTION) / SECTION)
         self.assertEqual(r["items"], 4)  # two consumers, two items each followed by another
         self.assertEqual((r["N"], r["d"], r["causal"]), ("1024", "128", "0"))
+        self.assertEqual(r["log"], "log.csv")
 
     def test_a_chained_s0_counts_for_its_own_item(self):
         write_log(self.path, chained_second=True)

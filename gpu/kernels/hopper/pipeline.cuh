@@ -45,6 +45,14 @@ struct Stage {
   uint32_t parity;  // (j / stages) % 2
   __device__ __forceinline__ Stage(int j, int stages)
       : index(j % stages), parity(uint32_t(j / stages) & 1u) {}
+  // The same for a use j < 2 stages (a ring's count kept modulo its two passes), without the
+  // division.
+  __device__ __forceinline__ static Stage of_use_below_two_passes(int j, int stages) {
+    Stage s(0, 1);  // buffer 0, the first pass: then set as use j's
+    s.index = j < stages ? j : j - stages;
+    s.parity = j < stages ? 0u : 1u;
+    return s;
+  }
   // Tile j + 1's stage, without the division: the next buffer, and the parity flipped when
   // the ring wraps around (a consumer steps through its tiles this way, since `stages` is a
   // run-time value and each division would cost some twenty instructions per tile).
