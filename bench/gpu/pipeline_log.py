@@ -160,7 +160,9 @@ def main(argv=None):
             with open(args.csv, "w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=cols, lineterminator="\n")
                 w.writeheader()
-                w.writerows(rows)
+                for r in rows:  # ns to a tenth, sections to 1e-4: what the clock resolves
+                    w.writerow({c: (round(v, 4 if c == "fixed_sections" else 1)
+                                    if isinstance(v, float) else v) for c, v in r.items()})
         except OSError as e:
             sys.exit(f"pipeline_log: cannot write {args.csv}: {e.strerror}")
 

@@ -5,6 +5,7 @@
 // the grid model's closed form.
 #include "08-pipelining/ablation_model.hpp"
 #include "08-pipelining/measured_ablation.hpp"
+#include "08-pipelining/measured_item.hpp"
 #include "08-pipelining/timeline.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
@@ -14,6 +15,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
 
 using namespace flashlab::app::timeline;
 namespace lesson08 = flashlab::app::lesson08;
@@ -180,4 +186,79 @@ TEST_CASE("lesson 8's model at the measured shape: what the lesson says of it ho
   run(tasks);
   const Summary s = summarise(tasks);
   CHECK(s.busy[int(Unit::exp)] / s.seconds == doctest::Approx(1.0 / 3).epsilon(0.2));
+}
+
+namespace {
+
+// The rows of a CSV of bench/results/ as column -> cell.
+std::vector<std::map<std::string, std::string>> results_csv(const std::string& name) {
+  const auto path = std::filesystem::path(FLASHLAB_RESULTS_DIR) / name;
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, path.string());
+  const auto cells = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
+    return out;
+  };
+  std::string line;
+  std::getline(in, line);
+  const auto header = cells(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const auto row = cells(line);
+    REQUIRE(row.size() == header.size());
+    std::map<std::string, std::string> r;
+    for (std::size_t k = 0; k < row.size(); ++k) r[header[k]] = row[k];
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("lesson 8's measured item is the pipeline log's, as stored in bench/results") {
+  const auto rows = results_csv("2026-12-04-h200-fa3-pipeline-phases.csv");
+  for (const MeasuredItem& m : kMeasuredItems) {
+    CAPTURE(m.log);
+    const auto it = std::find_if(rows.begin(), rows.end(),
+                                 [&](const auto& r) { return r.at("log") == m.log; });
+    REQUIRE(it != rows.end());
+    const auto& r = *it;
+    const auto v = [&](const char* column) { return std::stod(r.at(column)); };
+    CHECK(std::stoi(r.at("N")) == m.N);
+    CHECK(std::stoi(r.at("d")) == 128);
+    CHECK(std::stoi(r.at("causal")) == 0);
+    CHECK(v("tiles") == m.tiles);
+    CHECK(m.tiles == m.N / flashlab::gpu::fa3::kBc);
+    CHECK(v("section_ns") == m.section_ns);
+    CHECK(v("item_ns") == m.item_ns);
+    CHECK(v("start_ns") == m.start_ns);
+    CHECK(v("s0_ns") == m.s0_ns);
+    CHECK(v("softmax0_ns") == m.softmax0_ns);
+    CHECK(v("last_wait_ns") == m.last_wait_ns);
+    CHECK(v("last_pv_ns") == m.last_pv_ns);
+    CHECK(v("o_ns") == m.o_ns);
+    CHECK(v("next_ns") == m.next_ns);
+    // What the lesson says of them: beyond its tiles an item costs about one section.
+    const double beyond = m.item_ns - m.tiles * m.section_ns;
+    CHECK(beyond == doctest::Approx(v("fixed_ns")).epsilon(1e-3));
+    CHECK(beyond > 0.9 * m.section_ns);
+    CHECK(beyond < 1.2 * m.section_ns);
+  }
+  CHECK(kMeasuredItems[2].next_ns < kMeasuredItems[1].next_ns / 2);  // "639 -> 248 ns"
+  // The speed-ups the lesson quotes are the two runs' fa3 over fa3-baseline at N = 1024.
+  int run = 0;
+  for (const char* file :
+       {"2026-12-04-h200-fa3-item-slots.csv", "2026-12-04-h200-fa3-item-slots-repeat.csv"}) {
+    CAPTURE(file);
+    double fa3 = 0, baseline = 0;
+    for (const auto& r : results_csv(file))
+      if (r.at("d") == "128" && r.at("causal") == "0" && r.at("N") == "1024") {
+        if (r.at("impl") == "fa3") fa3 = std::stod(r.at("tflops"));
+        if (r.at("impl") == "fa3-baseline") baseline = std::stod(r.at("tflops"));
+      }
+    REQUIRE(baseline > 0);
+    CHECK(kItemSlotsSpeedUp[std::size_t(run++)] == doctest::Approx(fa3 / baseline).epsilon(6e-4));
+  }
 }
