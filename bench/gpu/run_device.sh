@@ -416,6 +416,18 @@ if want ablation; then
     --ablation --csv "$OUT/ablation.csv" || status=1
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
     --ablation --ablation-d 64 --csv "$OUT/ablation64.csv" || status=1
+  # One work item's phases (lesson 8, step 4): fa3's pipeline logged at N = 1024 and 8192
+  # (d = 128) and N = 1024 causal (d = 64), read by pipeline_log.py.
+  logs=()
+  for shape in "16 16 1024 128" "2 16 8192 128" "16 32 1024 64 --causal"; do
+    read -r b h n d causal <<< "$shape"
+    log="$OUT/pipeline-log-d$d-n$n${causal:+-causal}.csv"
+    "$BUILD/bench/bench_pipeline_log" --batch "$b" --heads "$h" --n "$n" --d "$d" $causal \
+      --blocks 24 --csv "$log" || status=1
+    logs+=("$log")
+  done
+  python3 "$ROOT/bench/gpu/pipeline_log.py" "${logs[@]}" --csv "$OUT/pipeline-phases.csv" ||
+    status=1
 fi
 
 if want ncu; then
