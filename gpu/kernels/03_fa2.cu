@@ -287,19 +287,6 @@ __device__ __forceinline__ void finalize(const SoftmaxState<D>& state, T* sO, T*
   tiles::store_rows<T, D, kRowsPerWarp>(gO, row_stride, row_g - lane / 4, n_q, sO, row0, lane);
 }
 
-// How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
-// the block's last row + offset are in every row's future and are never loaded. This is
-// visible_keys (common.cuh) of the last row, written out: called, it cost a 4-byte spill.
-template <int Bc>
-__device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
-  int n_keys = p.n_k;
-  if (p.causal) {
-    const int last_row = min(q0 + kBr, p.n_q) - 1;
-    n_keys = max(0, min(p.n_k, last_row + p.causal_offset + 1));
-  }
-  return (n_keys + Bc - 1) / Bc;
-}
-
 // Whether KV tile [k0, k0 + Bc) needs masking for query tile [q0, q0 + Br): it is ragged,
 // or some key in it lies in the future of the block's first row.
 template <int Bc>
@@ -323,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
   const T* gQ = static_cast<const T*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head;
   const T* gK = static_cast<const T*>(p.k) + b * p.k_stride.batch + hk * p.k_stride.head;
   const T* gV = static_cast<const T*>(p.v) + b * p.v_stride.batch + hk * p.v_stride.head;
-  const int Tc = kv_tile_count<Bc>(p, q0);
+  const int Tc = kv_tile_count<kBr, Bc>(p, q0);
 
   load_tile<T, D, kBr, kThreads>(sQ, gQ, p.q_stride.row, q0, p.n_q);
   ptx::cp_async_commit();

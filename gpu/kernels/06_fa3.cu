@@ -119,18 +119,6 @@ struct TensorMaps {
   hopper::TensorMap o;  // described only where O is staged (Fa3Params::stage_o)
 };
 
-// How many KV tiles query tile [q0, q0 + Br) needs: under the causal mask, the tiles past
-// the block's last row + offset are in every row's future and are never loaded.
-template <int Br>
-__device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
-  int n_keys = p.n_k;
-  if (p.causal) {
-    const int last_row = min(q0 + Br, p.n_q) - 1;
-    n_keys = max(0, min(p.n_k, last_row + p.causal_offset + 1));
-  }
-  return (n_keys + kBc - 1) / kBc;
-}
-
 // One work item as the block runs it: the scheduler's (b, h, query tile), resolved.
 struct WorkTile {
   int b, h, hk;  // batch entry, query head, the KV head it reads (GQA)
@@ -143,7 +131,7 @@ __device__ __forceinline__ WorkTile work_tile(const Problem& p, const fa3::TileO
                                               int64_t w) {
   const fa3::WorkItem item = fa3::work_item(order, w);
   const int q0 = item.tile * Br;
-  return {item.b, item.h, item.h / p.group_size, q0, kv_tile_count<Br>(p, q0)};
+  return {item.b, item.h, item.h / p.group_size, q0, kv_tile_count<Br, kBc>(p, q0)};
 }
 
 // What the producer hands the consumers with each Q (a slot per Q buffer, published by the Q
@@ -644,7 +632,7 @@ __device__ __forceinline__ int first_row_of(const WorkTile& w, int consumer) {
 // two consumers with no row at all.
 __device__ __forceinline__ int own_tiles(const Problem& p, const WorkTile& w, int consumer) {
   const int first_row = first_row_of(w, consumer);
-  return first_row < p.n_q ? kv_tile_count<fa3::kRowsPerConsumer>(p, first_row) : 0;
+  return first_row < p.n_q ? kv_tile_count<fa3::kRowsPerConsumer, kBc>(p, first_row) : 0;
 }
 // skip_unseen: the warpgroup computes its own tiles only, else every tile of the item.
 __device__ __forceinline__ ItemRows item_rows(const Problem& p, const WorkTile& w, Stage q_st,

@@ -45,6 +45,19 @@ __device__ __forceinline__ int visible_keys(const Problem& p, int row) {
   return p.causal ? max(0, min(p.n_k, row + p.causal_offset + 1)) : p.n_k;
 }
 
+// How many KV tiles of Bc keys query tile [q0, q0 + Br) needs: under the causal mask, the
+// tiles past its last row + offset are in every row's future and are never loaded. This is
+// visible_keys of the last row, written out: called, it cost fa2 a 4-byte spill.
+template <int Br, int Bc>
+__device__ __forceinline__ int kv_tile_count(const Problem& p, int q0) {
+  int n_keys = p.n_k;
+  if (p.causal) {
+    const int last_row = min(q0 + Br, p.n_q) - 1;
+    n_keys = max(0, min(p.n_k, last_row + p.causal_offset + 1));
+  }
+  return (n_keys + Bc - 1) / Bc;
+}
+
 // The lane mask of a warp-wide shuffle or vote: all 32 lanes take part.
 inline constexpr unsigned kFullWarp = 0xffffffffu;
 
