@@ -19,6 +19,9 @@ time less T sections. Items with fewer than 5 KV tiles give no middle and take t
 section of the longer items of the same log.
 
   python3 bench/gpu/pipeline_log.py LOG.csv [LOG2.csv ...] [--csv phases.csv]
+  python3 bench/gpu/pipeline_log.py LOG.csv --draw 7 --from-ns 40000 --step-ns 100
+
+--draw prints one block's roles as a timeline, lesson 8's pictures of the real kernel.
 """
 import argparse
 import collections
@@ -137,12 +140,81 @@ def summarise(path):
             **{f"{k}_ns": med.get(k) for k in PHASES}}
 
 
+# What a consumer does between two of its events, drawn one character per step of time:
+# S: S_j in flight; E: the softmax of S_j; p: U += W V still in flight after the softmax;
+# P: the last U += W V in flight; O: writing O; '.': waiting (data, the turn, the next item).
+SPANS = [("scores_issued", "scores_landed", "S", 0), ("scores_landed", "softmax_done", "E", 0),
+         ("softmax_done", "values_landed", "p", -1), ("values_issued", "values_landed", "P", 0),
+         ("values_landed", "o_written", "O", None)]
+
+
+def spans(entries):
+    """A consumer's intervals (start, end, char): each SPANS pair, matched by item and tile."""
+    times = {}
+    for t, event, item, j in entries:
+        times.setdefault((event, item, j), t)
+    out = []
+    for (event, item, j), t in times.items():
+        for begin, end, char, dj in SPANS:
+            if event != begin:
+                continue
+            if dj is None:  # O: from the item's last product landing to its O
+                if ("o_written", item, -1) in times and ("values_issued", item, j) in times:
+                    out.append((t, times[("o_written", item, -1)], char))
+            elif (end, item, j + dj) in times and not (char == "p" and
+                                                     ("values_issued", item, j + dj) in times):
+                out.append((t, times[(end, item, j + dj)], char))
+    return out
+
+
+def draw(path, block, start_ns, width, step_ns):
+    """One block's roles from start_ns on, `width` characters of `step_ns` each."""
+    _, by_role = read_log(path)
+    roles = sorted(r for b, r in by_role if b == block)
+    if not roles:
+        raise LogError(f"{path}: block {block} is not in the log")
+    lines = []
+    for role in roles:
+        row = ["."] * width
+        entries = by_role[(block, role)]
+        if role == "producer":
+            for t, event, item, j in entries:
+                k = int((t - start_ns) // step_ns)
+                if 0 <= k < width:
+                    row[k] = event[0].upper()  # q_issued, k_issued, v_issued: Q, K, V
+        else:
+            for t0, t1, char in spans(entries):
+                for k in range(max(0, int((t0 - start_ns) // step_ns)),
+                               min(width, int((t1 - start_ns) // step_ns) + 1)):
+                    row[k] = char
+        lines.append(f"{role:>10} |{''.join(row)}")
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="bench_pipeline_log CSVs")
     ap.add_argument("--csv", help="write the table here too")
+    ap.add_argument("--draw", type=int, metavar="BLOCK",
+                    help="draw this block's roles (one log) instead of the table")
+    ap.add_argument("--from-ns", type=float, default=0.0, help="--draw: where to start")
+    ap.add_argument("--width", type=int, default=100, help="--draw: characters a line")
+    ap.add_argument("--step-ns", type=float, default=100.0, help="--draw: ns a character")
     args = ap.parse_args(argv)
+    if args.draw is not None:
+        if len(args.logs) != 1 or args.width < 1 or args.step_ns <= 0:
+            sys.exit("pipeline_log: --draw takes one log, a --width of 1 or more and a "
+                     "--step-ns above 0")
+        try:
+            lines = draw(args.logs[0], args.draw, args.from_ns, args.width, args.step_ns)
+        except LogError as e:
+            sys.exit(f"pipeline_log: {e}")
+        print(f"block {args.draw} from {args.from_ns:.0f} ns, one character = {args.step_ns:g} ns;"
+              " S: S_j in flight, E: its softmax, p: U += W V still in flight, P: the last"
+              " U += W V, O: O written, '.': waiting; producer: Q, K, V copies issued")
+        print("\n".join(lines))
+        return
     try:
         rows = [summarise(p) for p in args.logs]
     except LogError as e:

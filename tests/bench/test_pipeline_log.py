@@ -1,7 +1,8 @@
 """bench/gpu/pipeline_log.py on logs written here with known phases: each phase of an item, the
 mainloop's section, the item's fixed cost in sections, an item's S_0 issued before its `item`
-entry (chained) counted for it, and the refusals (a file that is not a log, one with too few
-items, a log whose items are too short to read a section from)."""
+entry (chained) counted for it, a block drawn as a timeline, and the refusals (a file that is
+not a log, one with too few items, a log whose items are too short to read a section from, a
+block the log lacks)."""
 import csv
 import os
 import subprocess
@@ -106,6 +107,28 @@ class PipelineLog(unittest.TestCase):
             rows = list(csv.DictReader(f))
         self.assertEqual(len(rows), 1)
         self.assertAlmostEqual(float(rows[0]["softmax0_ns"]), PHASES["softmax0"])
+
+    def test_a_block_drawn(self):
+        with open(self.path, "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(COLUMNS)
+            for event, j, t in [("item", 1, 0), ("scores_issued", 0, 100),
+                                ("scores_landed", 0, 300), ("softmax_done", 0, 500),
+                                ("values_issued", 0, 600), ("values_landed", 0, 800),
+                                ("o_written", -1, 1000)]:
+                w.writerow([1, 1, 128, 128, 0, 2, 1, 0, 3, 5, "consumer0", event, 0, j, t])
+            w.writerow([1, 1, 128, 128, 0, 2, 1, 0, 3, 5, "producer", "q_issued", 0, -1, 50])
+            w.writerow([1, 1, 128, 128, 0, 2, 1, 0, 3, 5, "producer", "k_issued", 0, 0, 250])
+        lines = pipeline_log.draw(self.path, 3, 0.0, 12, 100.0)
+        self.assertEqual(lines, [" consumer0 |.SSEEEPPOOO.", "  producer |Q.K........."])
+        run = subprocess.run([sys.executable, SCRIPT, self.path, "--draw", "4"],
+                             capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("block 4 is not in the log", run.stderr)
+        run = subprocess.run([sys.executable, SCRIPT, self.path, "--draw", "3", "--step-ns", "0"],
+                             capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("--step-ns above 0", run.stderr)
 
     def test_refusals(self):
         bad = os.path.join(self.dir.name, "bad.csv")
