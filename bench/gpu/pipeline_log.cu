@@ -43,8 +43,10 @@ namespace plog = flashlab::gpu::pipeline_log;
 // The events' names in the CSV, in the order of pipeline_log::Event.
 constexpr std::array<const char*, plog::kEvents> kEventNames = {
     "item",           "q_landed",      "data_landed",    "turn",      "scores_issued",
-    "scores_landed",  "softmax_done",  "values_issued",  "values_landed", "o_written",
+    "scores_landed",  "softmax_done",  "values_issued",  "values_landed", "o_ready",
+    "o_staged",       "o_written",
     "q_issued",       "k_issued",      "v_issued"};
+static_assert(kEventNames.back() != nullptr, "a name for every event");
 
 std::string role_name(int role) {
   return role == 0 ? std::string("producer") : fmt::format("consumer{}", role - 1);

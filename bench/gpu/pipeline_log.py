@@ -13,6 +13,12 @@ apart, from the moment it has an item to the moment it has the next:
   o          values_landed(T-1) -> o_written       O = U / l, LSE, the TMA store issued
   next       o_written -> the next item            the next item's slot awaited
 
+where O goes through SRAM, o in three (logged since the run of 2026-12-04, sixth):
+
+  o_wait     values_landed(T-1) -> o_ready          sO free, the warpgroup at its barrier
+  o_stage    o_ready -> o_staged                    O = U / l into sO, LSE, the proxy fence
+  o_store    o_staged -> o_written                  the TMA store issued
+
 and sets them beside the section time of the mainloop's middle (the median of its sections
 but the first and last two), so that an item's fixed cost reads in sections: the item's whole
 time less T sections. Items with fewer than 5 KV tiles give no middle and take the median
@@ -31,6 +37,7 @@ import statistics
 import sys
 
 PHASES = ["start", "s0", "softmax0", "mainloop", "last_wait", "last_pv", "o", "next"]
+O_PHASES = ["o_wait", "o_stage", "o_store"]
 
 
 class LogError(Exception):
@@ -96,8 +103,13 @@ def item_phases(it, next_start):
     }
     order = ["item", "s0_issued", "s0_landed", "sm0", "sm_last", "pv_issued", "pv_landed", "o",
              "next"]
+    marks["o_ready"] = first(e, "o_ready", -1)
+    marks["o_staged"] = first(e, "o_staged", -1)
     phases = {}
-    for name, (a, b) in zip(PHASES, zip(order, order[1:])):
+    pairs = list(zip(PHASES, zip(order, order[1:])))
+    pairs += list(zip(O_PHASES, [("pv_landed", "o_ready"), ("o_ready", "o_staged"),
+                                 ("o_staged", "o")]))
+    for name, (a, b) in pairs:
         phases[name] = (marks[b] - marks[a]) if marks[a] is not None and marks[b] is not None else None
     done = sorted(t for j, t in e.get("softmax_done", []))
     sections = [b - a for a, b in zip(done, done[1:])]
@@ -137,7 +149,7 @@ def summarise(path):
     t = statistics.median(tiles)
     return {"log": os.path.basename(path), **shape, "items": len(spans), "tiles": t, "section_ns": section, "item_ns": span,
             "fixed_ns": span - t * section, "fixed_sections": (span - t * section) / section,
-            **{f"{k}_ns": med.get(k) for k in PHASES}}
+            **{f"{k}_ns": med.get(k) for k in PHASES + O_PHASES}}
 
 
 # What a consumer does between two of its events, drawn one character per step of time:
@@ -220,7 +232,7 @@ def main(argv=None):
     except LogError as e:
         sys.exit(f"pipeline_log: {e}")
     cols = ["log", "batch", "heads", "N", "d", "causal", "items", "tiles", "section_ns", "item_ns",
-            "fixed_ns", "fixed_sections"] + [f"{k}_ns" for k in PHASES]
+            "fixed_ns", "fixed_sections"] + [f"{k}_ns" for k in PHASES + O_PHASES]
     print("  ".join(cols))
     for r in rows:
         print("  ".join("-" if r[c] is None else (f"{r[c]:.0f}" if isinstance(r[c], float) and

@@ -582,10 +582,12 @@ template <class T, int D>
 __device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const float (&rU)[D / 2],
                                                 const Problem& p, const hopper::TensorMap& map_o,
                                                 T* sO, const WorkTile& w, int consumer,
-                                                int first_row, int t, float scale_log2) {
+                                                int first_row, int t,
+                                                float scale_log2 FLASHLAB_PIPELINE_LOG_PARAM) {
   const int warp = t / kWarpSize, lane = t % kWarpSize;
   if (t == 0) hopper::tma_store_wait_read<0>();  // the previous tile's stores have read sO
   epilogue_barrier(consumer);
+  FLASHLAB_PIPELINE_LOG(kOReady, flashlab_pipeline_log_item, -1);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float l_row = quad_sum(state.l[r]);
@@ -603,6 +605,7 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const
   }
   hopper::fence_proxy_async_shared();  // sO's writes, visible to the copy engine
   epilogue_barrier(consumer);
+  FLASHLAB_PIPELINE_LOG(kOStaged, flashlab_pipeline_log_item, -1);
   if (t == 0 && first_row < p.n_q) {
 #pragma unroll
     for (int s = 0; s < Tiles<T, D>::kSlabs; ++s)
@@ -765,7 +768,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     if (params.stage_o)
       finalize_staged<T, D>(rows.state, rU, p, loader.maps->o,
                             sram.sO + consumer * fa3::kRowsPerConsumer * D, rows.w, consumer,
-                            first_row, t, scale_log2);
+                            first_row, t, scale_log2 FLASHLAB_PIPELINE_LOG_ARG(item));
     else
       finalize<T, D>(rows.state, rU, p, rows.w.b, rows.w.h, row_g, lane, scale_log2);
   };

@@ -10,7 +10,10 @@
 // top and after its last store (the block's SM, and %globaltimer beside %clock64 at both ends,
 // to turn cycles into time); FLASHLAB_PIPELINE_LOG_WRITER(role, writes), where a role's work
 // starts (`writes`: the one thread of the role that logs); FLASHLAB_PIPELINE_LOG(event, item,
-// j) at each step. Each (logged block, role) writes into its own kCapacity entries of
+// j) at each step; a function called from where a writer is declared takes it, and the item,
+// as parameters with FLASHLAB_PIPELINE_LOG_PARAM, is handed them with
+// FLASHLAB_PIPELINE_LOG_ARG(item) and logs with FLASHLAB_PIPELINE_LOG(event,
+// flashlab_pipeline_log_item, j) (all nothing without the log). Each (logged block, role) writes into its own kCapacity entries of
 // g_entries, in order, with no atomics; entries past kCapacity - 1 are dropped and counted.
 #pragma once
 
@@ -31,6 +34,8 @@ enum Event : uint8_t {
   kSoftmaxDone,    // the online softmax of S_j is done, W_j made
   kValuesIssued,   // the item's last U += W V issued (j: its tile)
   kValuesLanded,   // U += W_j V_j has landed (U may be rescaled or divided)
+  kOReady,         // O through SRAM: sO free (its last TMA store has read it), every thread in
+  kOStaged,        // O through SRAM: O = U / l in sO and LSE stored, visible to the copy engine
   kOWritten,       // O = U / l and LSE written (or handed to the TMA store)
   kQIssued,        // producer: the item's Q copy issued (its buffer acquired)
   kKIssued,        // producer: K_j's copy issued (its ring slot acquired)
@@ -115,6 +120,9 @@ class Writer {
   ::flashlab::gpu::pipeline_log::Writer flashlab_pipeline_log((role), (writes))
 #define FLASHLAB_PIPELINE_LOG(event, item, j) \
   flashlab_pipeline_log(::flashlab::gpu::pipeline_log::event, (item), (j))
+#define FLASHLAB_PIPELINE_LOG_PARAM \
+  , ::flashlab::gpu::pipeline_log::Writer &flashlab_pipeline_log, int64_t flashlab_pipeline_log_item
+#define FLASHLAB_PIPELINE_LOG_ARG(item) , flashlab_pipeline_log, (item)
 
 #else
 
@@ -122,5 +130,7 @@ class Writer {
 #define FLASHLAB_PIPELINE_LOG_BLOCK_END static_cast<void>(0)
 #define FLASHLAB_PIPELINE_LOG_WRITER(role, writes) static_cast<void>(0)
 #define FLASHLAB_PIPELINE_LOG(event, item, j) static_cast<void>(0)
+#define FLASHLAB_PIPELINE_LOG_PARAM
+#define FLASHLAB_PIPELINE_LOG_ARG(item)
 
 #endif

@@ -21,6 +21,7 @@ COLUMNS = ["batch", "heads", "N", "d", "causal", "stages", "ping_pong", "overlap
 PHASES = {"start": 30, "s0": 100, "softmax0": 200, "last_wait": 50, "last_pv": 300, "o": 150,
           "next": 20}
 TILES, SECTION = 6, 1000
+O_PHASES = {"o_wait": 40, "o_stage": 60, "o_store": 50}  # the parts of PHASES["o"]
 
 
 def item_rows(t0, item, tiles=TILES, section=SECTION, chained=False):
@@ -43,6 +44,8 @@ def item_rows(t0, item, tiles=TILES, section=SECTION, chained=False):
     rows.append(("values_issued", item, tiles - 1, t))
     t += p["last_pv"]
     rows.append(("values_landed", item, tiles - 1, t))
+    rows += [("o_ready", item, -1, t + O_PHASES["o_wait"]),
+             ("o_staged", item, -1, t + O_PHASES["o_wait"] + O_PHASES["o_stage"])]
     t += p["o"]
     rows.append(("o_written", item, -1, t))
     return rows, t + p["next"]
@@ -75,7 +78,7 @@ class PipelineLog(unittest.TestCase):
     def test_phases_section_and_fixed_cost(self):
         write_log(self.path)
         r = pipeline_log.summarise(self.path)
-        for name, ns in PHASES.items():
+        for name, ns in {**PHASES, **O_PHASES}.items():
             self.assertAlmostEqual(r[f"{name}_ns"], ns, msg=name)
         self.assertAlmostEqual(r["mainloop_ns"], (TILES - 1) * SECTION)
         self.assertAlmostEqual(r["section_ns"], SECTION)
