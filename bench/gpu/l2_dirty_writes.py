@@ -28,17 +28,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ncu_csv  # noqa: E402
 
 METRICS = "dram__bytes_write.sum,dram__bytes_read.sum,gpu__time_duration.sum"
-FLUSH_MIB = 512
+FLUSH_MIB = 512  # the clean read before each fill: far more than any L2 holds
+FLOATS_PER_MIB = (1 << 20) // 4
 
 
 def run_kernels(sizes):
     """Under ncu: for each size, a flush (not profiled), the fill and the read after it."""
     import torch  # only on the GPU machine
 
-    flush = torch.ones(FLUSH_MIB << 18, dtype=torch.float32, device="cuda")
+    flush = torch.ones(FLUSH_MIB * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
     for mib in sizes:
-        buf = torch.empty(mib << 18, dtype=torch.float32, device="cuda")
-        other = torch.ones(mib << 18, dtype=torch.float32, device="cuda")
+        buf = torch.empty(mib * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
+        other = torch.ones(mib * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
         flush.sum()
         torch.cuda.synchronize()
         torch.cuda.profiler.start()

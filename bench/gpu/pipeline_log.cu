@@ -25,7 +25,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -40,13 +39,9 @@ using flashlab::bench::device_array;
 using flashlab::bench::fill;
 namespace plog = flashlab::gpu::pipeline_log;
 
-// The events' names in the CSV, in the order of pipeline_log::Event.
-constexpr std::array<const char*, plog::kEvents> kEventNames = {
-    "item",           "q_landed",      "data_landed",    "turn",      "scores_issued",
-    "scores_landed",  "softmax_done",  "values_issued",  "values_landed", "o_ready",
-    "o_staged",       "o_written",
-    "q_issued",       "k_issued",      "v_issued"};
-static_assert(kEventNames.back() != nullptr, "a name for every event");
+// Blocks logged at most: each takes kRoles x kCapacity entries of 16 bytes (1 MiB), so 528,
+// four an SM of the H200, take 528 MiB of the GPU's memory.
+constexpr int kMaxLoggedBlocks = 528;
 
 std::string role_name(int role) {
   return role == 0 ? std::string("producer") : fmt::format("consumer{}", role - 1);
@@ -62,17 +57,24 @@ int main(int argc, char** argv) {
   std::string csv_path;
   app.add_option("--batch", batch, "sequences")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--heads", heads, "query heads (as many KV heads)")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("--n", n, "queries and keys per head")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app.add_option("--d", d, "the head dimension")->capture_default_str()->check(CLI::IsMember({64, 128}));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--d", d, "the head dimension")
+      ->capture_default_str()
+      ->check(CLI::IsMember({64, 128}));
   app.add_flag("--causal", causal, "the causal mask (top-left: N_q = N_k)");
   app.add_option("--blocks", blocks, "blocks logged: the first this many of the grid")
-      ->capture_default_str()->check(CLI::Range(1, 528));
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxLoggedBlocks));
   app.add_option("--stages", stages, "K and V buffers (1 to 3; default: fa3's for d)")
       ->check(CLI::Range(1, flashlab::gpu::fa3::kMaxStages));
-  app.add_option("--ping-pong", ping_pong, "0 or 1 (default: fa3's for d)")->check(CLI::Range(0, 1));
-  app.add_option("--overlap-items", overlap_items, "0 or 1 (default: fa3's)")->check(CLI::Range(0, 1));
+  app.add_option("--ping-pong", ping_pong, "0 or 1 (default: fa3's for d)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("--overlap-items", overlap_items, "0 or 1 (default: fa3's)")
+      ->check(CLI::Range(0, 1));
   app.add_option("--csv", csv_path, "write the entries here")->required();
   CLI11_PARSE(app, argc, argv);
   try {
@@ -133,12 +135,15 @@ int main(int argc, char** argv) {
 
     std::vector<plog::Entry> host(entries);
     std::vector<plog::Block> host_blocks(static_cast<size_t>(blocks));
-    check_cuda(cudaMemcpy(host.data(), entry_array, entries * sizeof(plog::Entry),
-                          cudaMemcpyDeviceToHost), "the log");
+    check_cuda(
+        cudaMemcpy(host.data(), entry_array, entries * sizeof(plog::Entry), cudaMemcpyDeviceToHost),
+        "the log");
     check_cuda(cudaMemcpy(host_blocks.data(), block_array, host_blocks.size() * sizeof(plog::Block),
-                          cudaMemcpyDeviceToHost), "the blocks' clocks");
+                          cudaMemcpyDeviceToHost),
+               "the blocks' clocks");
 
-    out << "batch,heads,N,d,causal,stages,ping_pong,overlap_items,block,sm,role,event,item,j,t_ns\n";
+    out << "batch,heads,N,d,causal,stages,ping_pong,overlap_items,block,sm,role,event,item,j,t_"
+           "ns\n";
     int64_t written = 0, dropped = 0;
     for (int b = 0; b < blocks; ++b) {
       const plog::Block& blk = host_blocks[size_t(b)];
@@ -147,22 +152,27 @@ int main(int argc, char** argv) {
       const double ns_per_cycle = double(blk.globaltimer_end - blk.globaltimer_begin) /
                                   double(blk.clock_end - blk.clock_begin);
       for (int role = 0; role < plog::kRoles; ++role) {
-        const plog::Entry* e = host.data() + (size_t(b) * plog::kRoles + size_t(role)) * plog::kCapacity;
+        const plog::Entry* e =
+            host.data() + (size_t(b) * plog::kRoles + size_t(role)) * plog::kCapacity;
         for (int i = 0; i < plog::kCapacity && e[i].clock != 0; ++i) {
-          out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1f}\n", batch, heads, n, d,
-                             int(causal), options.stages, options.ping_pong, options.overlap_items,
-                             b, blk.sm, role_name(role), kEventNames[e[i].event], e[i].item,
-                             e[i].j, double(int64_t(e[i].clock - blk.clock_begin)) * ns_per_cycle);
+          out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1f}\n", batch, heads, n,
+                             d, int(causal), options.stages, options.ping_pong,
+                             options.overlap_items, b, blk.sm, role_name(role),
+                             plog::kEventNames[e[i].event], e[i].item, e[i].j,
+                             double(int64_t(e[i].clock - blk.clock_begin)) * ns_per_cycle);
           ++written;
         }
       }
     }
     if (dropped > 0)
-      throw std::runtime_error(fmt::format("{} entries did not fit the log's {} a role: log fewer "
-                                           "or shorter items", dropped, plog::kCapacity));
-    std::printf("%lld entries from %d blocks; the call %.1f us logged, %.1f us with the log off "
-                "(median of 5)\n",
-                static_cast<long long>(written), blocks, logged_us, unlogged[2]);
+      throw std::runtime_error(
+          fmt::format("{} entries did not fit the log's {} a role: log fewer "
+                      "or shorter items",
+                      dropped, plog::kCapacity));
+    std::printf(
+        "%lld entries from %d blocks; the call %.1f us logged, %.1f us with the log off "
+        "(median of 5)\n",
+        static_cast<long long>(written), blocks, logged_us, unlogged[2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_pipeline_log: %s\n", e.what());
     return 1;

@@ -27,8 +27,7 @@ using namespace flashlab;
 namespace {
 
 constexpr sim::Bytes kMiB = sim::Bytes(1) << 20;
-constexpr sim::Bytes kFlushMiB = 512;         // l2_dirty_writes.py's FLUSH_MIB
-constexpr cpu::Index kRowFloats = 16 * 1024;  // a piece of 64 KiB a row, fp32
+constexpr cpu::Index kRowFloats = 16 * 1024;  // the pieces moved: 64 KiB rows of fp32
 
 struct Written {
   double fill_mib = 0, read_after_mib = 0;
@@ -39,8 +38,13 @@ Written model(const sim::HardwareProfile& h200, bool home_copies, sim::Bytes x_m
   const int partitions = h200.l2_partitions;
   sim::Machine m(sim::Machine::kUnbounded, h200.l2_bytes / partitions, h200.l2_replacement,
                  /*seed=*/1, home_copies ? partitions : 1);
-  const auto rows = [&](sim::Bytes mib) { return cpu::Index(mib * kMiB / partitions / (4 * kRowFloats)); };
-  const auto flush = m.add_tensor("flush", rows(kFlushMiB), kRowFloats, sim::DType::fp32);
+  const auto rows = [&](sim::Bytes mib) {
+    return cpu::Index(mib * kMiB / partitions / (4 * kRowFloats));
+  };
+  // The clean read before the fill: any read larger than the L2 leaves it full of clean lines
+  // and nothing else (the program reads 512 MiB; twice the L2 here).
+  const sim::Bytes flush_mib = 2 * h200.l2_bytes / kMiB;
+  const auto flush = m.add_tensor("flush", rows(flush_mib), kRowFloats, sim::DType::fp32);
   const auto fill = m.add_tensor("fill", rows(x_mib), kRowFloats, sim::DType::fp32);
   const auto other = m.add_tensor("other", rows(x_mib), kRowFloats, sim::DType::fp32);
   const auto written = [&] {
@@ -49,7 +53,7 @@ Written model(const sim::HardwareProfile& h200, bool home_copies, sim::Bytes x_m
     return double(b * partitions) / double(kMiB);
   };
   const sim::Bytes row_bytes = 4 * kRowFloats;
-  for (cpu::Index r = 0; r < rows(kFlushMiB); ++r) m.read_through(flush, r, row_bytes);
+  for (cpu::Index r = 0; r < rows(flush_mib); ++r) m.read_through(flush, r, row_bytes);
   const double before = written();
   for (cpu::Index r = 0; r < rows(x_mib); ++r) m.write_through(fill, r, row_bytes);
   const double after_fill = written();
@@ -94,9 +98,10 @@ int main(int argc, char** argv) {
     if (measured.empty())
       throw std::runtime_error("no CSV in " + results + " whose name contains " + only +
                                ": give --results and --only the measured runs");
-    fmt::print("The model: one of the H200 profile's {} L2 partitions ({}, home copies {}); "
-               "MiB written to DRAM\n\n",
-               h200.l2_partitions, sim::to_string(h200.l2_replacement), home_copies ? "on" : "off");
+    fmt::print(
+        "The model: one of the H200 profile's {} L2 partitions ({}, home copies {}); "
+        "MiB written to DRAM\n\n",
+        h200.l2_partitions, sim::to_string(h200.l2_replacement), home_copies ? "on" : "off");
     fmt::print("| X (MiB) | fill: measured | model | read after: measured | model |\n");
     fmt::print("|---|---|---|---|---|\n");
     for (const auto& [mib, runs] : measured) {

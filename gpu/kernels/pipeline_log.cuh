@@ -2,19 +2,20 @@
 // writes an entry at each step of its work (a tile's copy issued, S_j issued and landed, its
 // softmax done, U += W V landed, O written, ...), stamped with the SM's cycle counter, so that
 // the timeline of lesson 8 can be read off a real kernel and an item's fixed cost taken apart.
-// Only bench programs that define FLASHLAB_WITH_PIPELINE_LOG before including the kernel's source
-// build it in (bench/gpu/pipeline_log.cu); the library's kernels compile without it,
+// Only bench programs that define FLASHLAB_WITH_PIPELINE_LOG before including the kernel's
+// source build it in (bench/gpu/pipeline_log.cu); the library's kernels compile without it,
 // instruction for instruction as before.
 //
-// A kernel takes it in three kinds of line: FLASHLAB_PIPELINE_LOG_BLOCK_BEGIN and _END at its
-// top and after its last store (the block's SM, and %globaltimer beside %clock64 at both ends,
-// to turn cycles into time); FLASHLAB_PIPELINE_LOG_WRITER(role, writes), where a role's work
-// starts (`writes`: the one thread of the role that logs); FLASHLAB_PIPELINE_LOG(event, item,
-// j) at each step; a function called from where a writer is declared takes it, and the item,
-// as parameters with FLASHLAB_PIPELINE_LOG_PARAM, is handed them with
-// FLASHLAB_PIPELINE_LOG_ARG(item) and logs with FLASHLAB_PIPELINE_LOG(event,
-// flashlab_pipeline_log_item, j) (all nothing without the log). Each (logged block, role) writes into its own kCapacity entries of
-// g_entries, in order, with no atomics; entries past kCapacity - 1 are dropped and counted.
+// A kernel takes it in these lines (each nothing without the log):
+// - FLASHLAB_PIPELINE_LOG_BLOCK_BEGIN and _END at its top and its end: the block's SM, and
+//   thread 0's %globaltimer beside its %clock64 at both, to turn cycles into time;
+// - FLASHLAB_PIPELINE_LOG_WRITER(role, writes) where a role's work starts (`writes`: the one
+//   thread of the role that logs), then FLASHLAB_PIPELINE_LOG(event, item, j) at each step;
+// - in a function called from there, FLASHLAB_PIPELINE_LOG_PARAM among its parameters (the
+//   writer and the item), FLASHLAB_PIPELINE_LOG_ARG(item) at the call, and inside it
+//   FLASHLAB_PIPELINE_LOG(event, flashlab_pipeline_log_item, j).
+// Each (logged block, role) writes into its own kCapacity entries of g_entries, in order, with
+// no atomics; entries past kCapacity - 1 are dropped and counted.
 #pragma once
 
 #ifdef FLASHLAB_WITH_PIPELINE_LOG
@@ -42,6 +43,13 @@ enum Event : uint8_t {
   kVIssued,        // producer: V_j's copy issued
   kEvents
 };
+// Their names in bench_pipeline_log's CSV (bench/gpu/pipeline_log.py reads them), in the
+// enum's order.
+inline constexpr const char* kEventNames[kEvents] = {
+    "item",          "q_landed",     "data_landed",   "turn",          "scores_issued",
+    "scores_landed", "softmax_done", "values_issued", "values_landed", "o_ready",
+    "o_staged",      "o_written",    "q_issued",      "k_issued",      "v_issued"};
+static_assert(sizeof(kEventNames) / sizeof(kEventNames[0]) == kEvents);
 
 struct Entry {
   uint64_t clock = 0;  // %clock64 of the SM
@@ -51,6 +59,8 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == 16);
 
+// Thread 0's start and end in both clocks: the SM's cycles turned into ns. (Thread 0 is the
+// producer's, which ends before the consumers; the two readings only calibrate the clock.)
 struct Block {
   uint64_t globaltimer_begin = 0, clock_begin = 0, globaltimer_end = 0, clock_end = 0;
   uint32_t sm = 0, dropped = 0;  // entries that found no place, all roles

@@ -8,6 +8,7 @@
 #include "measured_ablation.hpp"
 #include "measured_item.hpp"
 
+#include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -135,7 +136,10 @@ void item_step(LessonContext& ctx) {
     table.add(cells);
   };
   using Item = tl::MeasuredItem;
-  const auto fixed = [](const Item& m) { return m.item_ns - m.tiles * m.section_ns; };
+  const auto& f = facts();
+  const auto tiles = [&](const Item& m) { return m.N / f.Bc; };
+  const auto fixed = [&](const Item& m) { return m.item_ns - double(tiles(m)) * m.section_ns; };
+  const Index consumer_threads = f.consumers * gpu::fa3::kWarpgroupThreads;
   row("a section of the mainloop", [](const Item& m) { return m.section_ns; });
   row("the item, from item to item", [](const Item& m) { return m.item_ns; });
   row("  beyond its tiles (item - tiles x section)", fixed);
@@ -155,7 +159,7 @@ void item_step(LessonContext& ctx) {
       "section, whatever N. At N = {} it is about 1/{} of an item, at N = {} 1/{}: that is\n"
       "where short sequences lose. Of the phases around the mainloop the model has S_0, its\n"
       "softmax and the last product; it has no O, no wait for the ping-pong turn at an item's\n"
-      "start, and nothing between items. The last was each of the 256 consumer threads working\n"
+      "start, and nothing between items. The last was each of the {} consumer threads working\n"
       "out the next item (batch, head, first row, KV tiles) from its index, five divisions by\n"
       "run-time values, while the other consumer's softmax took the issue slots, and while the\n"
       "producer had worked out the same item already. Now the producer writes it beside the\n"
@@ -163,11 +167,13 @@ void item_step(LessonContext& ctx) {
       "{:.0f} -> {:.0f} ns (its sections moved too: the stamps are fixed points in the\n"
       "instruction schedule, which the change moved), and the kernel, timed without the log,\n"
       "{:.3f} and {:.3f} times as fast at N = {} in two runs.\n"
-      "(The stamps slow a section from about 1.7 us to {:.1f} us, so read the phases against\n"
+      "(The stamps slow a section from {:.2f} us to {:.2f} us, so read the phases against\n"
       "the log's own section.)\n\n",
       fixed(short_item), short_item.N, fixed(long_item), long_item.N, short_item.N,
-      short_item.tiles + 1, long_item.N, long_item.tiles + 1, short_item.next_ns, slots.next_ns,
-      short_item.item_ns, slots.item_ns, tl::kItemSlotsSpeedUp[0], tl::kItemSlotsSpeedUp[1], short_item.N, short_item.section_ns / 1e3);
+      tiles(short_item) + 1, long_item.N, tiles(long_item) + 1, consumer_threads,
+      short_item.next_ns, slots.next_ns, short_item.item_ns, slots.item_ns,
+      tl::kItemSlotsSpeedUp[0], tl::kItemSlotsSpeedUp[1], short_item.N,
+      tl::kUnloggedSectionNs / 1e3, short_item.section_ns / 1e3);
 }
 
 void pictures(LessonContext& ctx, const tl::StageTimes& t) {

@@ -18,7 +18,7 @@ namespace flashlab::app::timeline {
 struct MeasuredItem {
   std::string_view log;  // the log's file name in bench/results/ (before "-blocks...")
   std::string_view what;
-  int N, tiles;                 // keys, and the KV tiles of an item (N / Bc)
+  int N;                        // keys: an item has N / Bc KV tiles
   double section_ns, item_ns;   // a mainloop section (median of the middle ones); the item
   double start_ns;              // item -> S_0 issued: Q, K_0 and the ping-pong turn awaited
   double s0_ns;                 // S_0's latency
@@ -33,12 +33,12 @@ inline constexpr std::string_view kMeasuredItemSource =
     "bench/results/2026-12-04-h200-fa3-pipeline-phases.csv (bench_pipeline_log, pipeline_log.py)";
 
 inline constexpr std::array kMeasuredItems = {
-    MeasuredItem{"2026-12-04-h200-fa3-pipeline-log-d128-n8192.csv", "N = 8192", 8192, 64, 2084.5,
+    MeasuredItem{"2026-12-04-h200-fa3-pipeline-log-d128-n8192.csv", "N = 8192", 8192, 2084.5,
                  135646.0, 768.4, 255.0, 781.6, 829.9, 236.5, 1014.0, 631.4},
-    MeasuredItem{"2026-12-04-h200-fa3-pipeline-log-d128-n1024.csv", "N = 1024", 1024, 8, 2165.0,
+    MeasuredItem{"2026-12-04-h200-fa3-pipeline-log-d128-n1024.csv", "N = 1024", 1024, 2165.0,
                  19507.9, 783.5, 265.8, 826.0, 843.6, 249.2, 1028.0, 638.9},
     MeasuredItem{"2026-12-04-h200-fa3-pipeline-log-d128-n1024-item-slots.csv",
-                 "N = 1024, items in the Q slots", 1024, 8, 2093.9, 18898.2, 760.0, 263.8, 817.9,
+                 "N = 1024, items in the Q slots", 1024, 2093.9, 18898.2, 760.0, 263.8, 817.9,
                  798.6, 242.5, 1045.6, 248.2},
 };
 
@@ -46,5 +46,11 @@ inline constexpr std::array kMeasuredItems = {
 // --baseline-lib; bench/results/2026-12-04-h200-fa3-item-slots.csv and -repeat.csv): the new
 // kernel's speed over the old at N = 1024, d = 128, non-causal, in the two runs.
 inline constexpr std::array kItemSlotsSpeedUp = {1.037, 1.034};
+
+// A mainloop section of the kernel without the log, for the log's own beside it: at
+// N = 16384, d = 128, non-causal (128 KV tiles an item, 16 items on the busiest SM), 635.5
+// TFLOP/s is 216 us an item, 1.69 us a tile (bench/gpu/NOTES.md, "d = 128 at N = 1024 without
+// the mask").
+inline constexpr double kUnloggedSectionNs = 1690;
 
 }  // namespace flashlab::app::timeline

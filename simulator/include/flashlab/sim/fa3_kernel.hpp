@@ -40,7 +40,8 @@ struct Fa3KernelFacts {
                                  // and intra-warpgroup overlap reorder work and move no byte)
   int threads = 0;               // per block (reported, not counted)
   Bytes align_slack = 0;         // SRAM reserved to round the base up to the swizzle atom
-  Bytes barrier_bytes = 0;       // SRAM of the mbarriers (Q, full and empty per stage)
+  Bytes barrier_bytes = 0;       // SRAM of the mbarriers (Q, full and empty per stage) and the
+                                 // item slots beside them (moves no HBM byte)
   DType dtype = DType::bf16;     // of Q, K, V and O
   bool writes_lse = true;        // L = m + log l stored (fp32) beside O
   // The epilogue's warp stores of O and L (kernel_info.hpp's fa3::config): their writes are
