@@ -842,6 +842,14 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   };
 
   bool started = false;  // cur's S_0 was issued in the last item's last section
+  // Ping-pong's hand-over between items, items apart: the last consumer hands consumer 0 the
+  // turn for the next item's S_0 as soon as it has issued its last U += W V, rather than at
+  // its own next item's start (after its O): once before the block's first item, then at the
+  // end of every item with tiles. Consumer 0 takes each at its next S_0, and the one left
+  // over, which no item follows, before it returns. (No flag kept across the loop: the
+  // kernels that chain items have no register to spare for one.)
+  const bool hand_over_early = ping_pong && !across_items;
+  if (hand_over_early && consumer == consumers - 1) pass_turn<consumers>(consumer);
   while (true) {
     const int Tc = cur.tiles;  // the tiles this warpgroup computes (cur.w.Tc: the item's)
     FLASHLAB_PIPELINE_LOG(kItem, item, Tc);
@@ -854,7 +862,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       q_ring.consumer_wait(cur.q_st);
       FLASHLAB_PIPELINE_LOG(kQLanded, item, -1);
       if (Tc == 0) q_ring.consumer_release(cur.q_st);  // no key to read Q against
-      if (ping_pong && consumer == consumers - 1 && Tc > 0) pass_turn<consumers>(consumer);
+      if (ping_pong && across_items && consumer == consumers - 1 && Tc > 0)
+        pass_turn<consumers>(consumer);
       if (Tc > 0) {
         k_ring.consumer_wait(k_st);
         FLASHLAB_PIPELINE_LOG(kDataLanded, item, 0);
@@ -913,7 +922,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       next = next_item(item, after);
       // (The next item's tiles are worked out again at the loop's end rather than kept
       // across O: registers are what this section is short of.)
-      chain = Tc > 0 && next >= 0 && work_tile_of(next).Tc > 0;
+      // Without the mask every item has tiles where this one has: nothing to work out.
+      chain = Tc > 0 && next >= 0 && (!p.causal || work_tile_of(next).Tc > 0);
     }
     const Stage v_st = k_st;               // tile Tc - 1 (unused where Tc = 0)
     if (Tc > 0) k_st = k_st.next(stages);  // tile Tc: the next item's K_0, or one not computed
@@ -956,7 +966,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     } else {
       if (Tc > 0) {
         last_values();
-        if (ping_pong && consumer != consumers - 1) pass_turn<consumers>(consumer);
+        if (ping_pong && (consumer != consumers - 1 || hand_over_early)) pass_turn<consumers>(consumer);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rU);
         FLASHLAB_PIPELINE_LOG(kValuesLanded, item, Tc - 1);
@@ -976,7 +986,10 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
 
     if (!across_items) next = next_item(item, after);
     at = after;
-    if (next < 0) return;
+    if (next < 0) {
+      if (hand_over_early && consumer == 0) wait_turn(consumer);  // the one left over
+      return;
+    }
     item = next;
     cur = rows_of(item, at.q_stage(params.q_buffers));
     started = chain;
