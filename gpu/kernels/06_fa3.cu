@@ -966,7 +966,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     } else {
       if (Tc > 0) {
         last_values();
-        if (ping_pong && (consumer != consumers - 1 || hand_over_early)) pass_turn<consumers>(consumer);
+        if (ping_pong && (consumer != consumers - 1 || hand_over_early))
+          pass_turn<consumers>(consumer);
         hopper::wgmma_wait<0>();
         hopper::fence_registers(rU);
         FLASHLAB_PIPELINE_LOG(kValuesLanded, item, Tc - 1);

@@ -19,15 +19,15 @@ struct MeasuredItem {
   std::string_view phases;  // the phases CSV in bench/results/ that holds the row
   std::string_view log;     // the row's log (its "log" column)
   std::string_view what;
-  int N;                        // keys: an item has N / Bc KV tiles
-  double section_ns, item_ns;   // a mainloop section (median of the middle ones); the item
-  double start_ns;              // item -> S_0 issued: Q, K_0 and the ping-pong turn awaited
-  double s0_ns;                 // S_0's latency
-  double softmax0_ns;           // S_0's softmax, no product under it
-  double last_wait_ns;          // the last V and the turn awaited
-  double last_pv_ns;            // the last U += W V's latency
-  double o_ns;                  // O = U / l, LSE, the TMA store issued
-  double next_ns;               // O written -> the next item in hand
+  int N;                       // keys: an item has N / Bc KV tiles
+  double section_ns, item_ns;  // a mainloop section (median of the middle ones); the item
+  double start_ns;             // item -> S_0 issued: Q, K_0 and the ping-pong turn awaited
+  double s0_ns;                // S_0's latency
+  double softmax0_ns;          // S_0's softmax, no product under it
+  double last_wait_ns;         // the last V and the turn awaited
+  double last_pv_ns;           // the last U += W V's latency
+  double o_ns;                 // O = U / l, LSE, the TMA store issued
+  double next_ns;              // O written -> the next item in hand
 };
 
 inline constexpr std::string_view kMeasuredItemSource =
@@ -35,16 +35,16 @@ inline constexpr std::string_view kMeasuredItemSource =
 
 inline constexpr std::string_view kPhases = "2026-12-04-h200-fa3-pipeline-phases.csv";
 inline constexpr std::array kMeasuredItems = {
-    MeasuredItem{kPhases, "2026-12-04-h200-fa3-pipeline-log-d128-n8192.csv", "N = 8192", 8192, 2084.5,
-                 135646.0, 768.4, 255.0, 781.6, 829.9, 236.5, 1014.0, 631.4},
-    MeasuredItem{kPhases, "2026-12-04-h200-fa3-pipeline-log-d128-n1024.csv", "N = 1024", 1024, 2165.0,
-                 19507.9, 783.5, 265.8, 826.0, 843.6, 249.2, 1028.0, 638.9},
+    MeasuredItem{kPhases, "2026-12-04-h200-fa3-pipeline-log-d128-n8192.csv", "N = 8192", 8192,
+                 2084.5, 135646.0, 768.4, 255.0, 781.6, 829.9, 236.5, 1014.0, 631.4},
+    MeasuredItem{kPhases, "2026-12-04-h200-fa3-pipeline-log-d128-n1024.csv", "N = 1024", 1024,
+                 2165.0, 19507.9, 783.5, 265.8, 826.0, 843.6, 249.2, 1028.0, 638.9},
     MeasuredItem{kPhases, "2026-12-04-h200-fa3-pipeline-log-d128-n1024-item-slots.csv",
                  "N = 1024, items in the Q slots", 1024, 2093.9, 18898.2, 760.0, 263.8, 817.9,
                  798.6, 242.5, 1045.6, 248.2},
     MeasuredItem{"2026-12-04-h200-fa3-pipeline-phases-o-split.csv", "pipeline-log-d128-n1024.csv",
-                 "N = 1024, the turn handed over early", 1024, 2129.0, 19217.5, 627.8, 262.1,
-                 805.0, 822.4, 251.5, 1233.1, 237.9},
+                 "N = 1024, the turn handed over early", 1024, 2129.0, 19217.5, 627.8, 262.1, 805.0,
+                 822.4, 251.5, 1233.1, 237.9},
 };
 
 // The same change timed without the log, in turns with the kernel before it (bench.py
