@@ -119,6 +119,12 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     std::to_string(fa3::kMaxStages) + "] or FLASHLAB_FA3_AUTO (" +
                     std::to_string(FLASHLAB_FA3_AUTO) + ": the default for the head dimension)");
   const int stages = fa3::resolve_options(params.d, o).stages;
+  const int most = fa3::max_stages(params.d, flashlab_dtype(params.dtype));
+  if (stages > most)
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 option stages = " + std::to_string(stages) + ": at d = " +
+                    std::to_string(params.d) + " a block's SRAM holds 1 to " +
+                    std::to_string(most) + " stages of K and V");
   const int64_t need = fa3::sram_bytes(params.d, flashlab_dtype(params.dtype), stages);
   int device = 0, have = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");

@@ -173,9 +173,10 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
   const gpu::KernelInfo info = gpu::kernel_info(FLASHLAB_KERNEL_FA3, d, c_dtype(dtype));
   if (!info.supported) return {std::nullopt, info.reason};
   if (stages == 0) stages = k::default_stages(d);
-  if (stages < 1 || stages > k::kMaxStages)
-    return {std::nullopt,
-            fmt::format("the fa3 kernel takes 1 to {} stages, not {}", k::kMaxStages, stages)};
+  const int most = k::max_stages(d, c_dtype(dtype));
+  if (stages < 1 || stages > most)
+    return {std::nullopt, fmt::format("the fa3 kernel takes 1 to {} stages at d = {}, not {}",
+                                      most, d, stages)};
   return {sim::Fa3KernelFacts{.Br = info.config.Br,
                               .Bc = info.config.Bc,
                               .consumers = k::consumer_warpgroups(d),

@@ -68,7 +68,7 @@ Case grid_case(const GridShape& s, flashlab_dtype dtype, int d, flashlab_causal 
 std::vector<flashlab_fa3_options> every_combination() {
   std::vector<flashlab_fa3_options> out;
   for (int ws : {0, 1})
-    for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
+    for (int stages = 1; stages <= fa3::max_stages(128, FLASHLAB_BF16); ++stages)
       for (int ping_pong : {0, 1})
         for (int overlap : {0, 1})
           out.push_back({ws, stages, ping_pong, overlap, /*conditional_rescale=*/0, nullptr,
@@ -213,7 +213,7 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
   constexpr GridShape kShapes[] = {{4, 8, 2, 1023, 300}, {4, 16, 4, 1100, 17}};
   for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
     for (int d : {64, 128})
-      for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
+      for (int stages = 1; stages <= fa3::max_stages(d, FLASHLAB_BF16); ++stages)
         for (int s = 0; s < 2; ++s)
           for (flashlab_causal causal :
                {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT}) {
@@ -271,17 +271,18 @@ TEST_CASE("fa3: ping-pong changes no bit at d = 64 (consumers computing every ti
 }
 
 TEST_CASE("fa3: the runtime switches (stages, ping-pong) at d = 64 and fp16") {
-  std::vector<flashlab_fa3_options> each;
-  for (int stages = 1; stages <= fa3::kMaxStages; ++stages)
-    for (int ping_pong : {0, 1}) {
-      each.push_back(fa3_defaults());
-      each.back().stages = stages;
-      each.back().ping_pong = ping_pong;
-    }
   for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
-    for (int d : {64, 128})
+    for (int d : {64, 128}) {
+      std::vector<flashlab_fa3_options> each;
+      for (int stages = 1; stages <= fa3::max_stages(d, dtype); ++stages)
+        for (int ping_pong : {0, 1}) {
+          each.push_back(fa3_defaults());
+          each.back().stages = stages;
+          each.back().ping_pong = ping_pong;
+        }
       expect_each_matches_reference(
           grid_case({1, 2, 1, 517, 1023}, dtype, d, FLASHLAB_CAUSAL_BOTTOM_RIGHT, {}), each);
+    }
 }
 
 flashlab_status call_fa3(const ValidCall& call, const flashlab_fa3_options& o,
@@ -553,6 +554,13 @@ TEST_CASE("fa3: switches out of range, another kernel, NULL options") {
     CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
     CHECK(message.find("stages = " + std::to_string(stages)) != std::string::npos);
     CHECK(message.find("or FLASHLAB_FA3_AUTO") != std::string::npos);
+  }
+  {  // In range, but more than d = 128's SRAM holds: a fourth stage would need 288 KiB.
+    flashlab_fa3_options o = defaults;
+    o.stages = fa3::max_stages(128, FLASHLAB_BF16) + 1;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(message.find("fa3 option stages = 4: at d = 128 a block's SRAM holds 1 to 3 stages of "
+                       "K and V") != std::string::npos);
   }
   CHECK(defaults.grid == fa3::kDefaultGrid);
   for (int grid : {-1, FLASHLAB_FA3_GRID_QUEUE + 1}) {

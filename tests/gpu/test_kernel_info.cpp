@@ -214,10 +214,15 @@ TEST_CASE("fa3's FLASHLAB_FA3_AUTO: stages and ping-pong chosen per head dimensi
   o.stages = FLASHLAB_FA3_AUTO, o.ping_pong = FLASHLAB_FA3_AUTO;
   const flashlab_fa3_options at64 = fa3::resolve_options(64, o);
   const flashlab_fa3_options at128 = fa3::resolve_options(128, o);
-  CHECK(at64.stages == 3);  // measured, kernel_info.hpp: 3 stages, no ping-pong at d = 64
+  CHECK(at64.stages == 4);  // measured, kernel_info.hpp: 4 stages, no ping-pong at d = 64
   CHECK(at64.ping_pong == 0);
   CHECK(at128.stages == 2);
   CHECK(at128.ping_pong == 1);
+  // The most each d's SRAM holds: a fourth stage at d = 128 would need 288 KiB of the 227.
+  CHECK(fa3::max_stages(64, FLASHLAB_BF16) == 4);
+  CHECK(fa3::max_stages(128, FLASHLAB_BF16) == 3);
+  CHECK(fa3::max_stages(128, FLASHLAB_FP16) == 3);
+  CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 4) > fa3::kMaxSramPerBlock);
   for (const flashlab_fa3_options& r : {at64, at128}) {  // the other fields as given
     CHECK(r.warp_specialized == 1);
     CHECK(r.intra_overlap == 1);
@@ -232,7 +237,7 @@ TEST_CASE("fa3's FLASHLAB_FA3_AUTO: stages and ping-pong chosen per head dimensi
   CHECK(fa3::resolve_options(128, o).ping_pong == 0);
   // FLASHLAB_FA3_AUTO in one field only: that one resolved, the other kept.
   o.stages = FLASHLAB_FA3_AUTO, o.ping_pong = 1;
-  CHECK(fa3::resolve_options(64, o).stages == 3);
+  CHECK(fa3::resolve_options(64, o).stages == 4);
   CHECK(fa3::resolve_options(64, o).ping_pong == 1);
   o.stages = 2, o.ping_pong = FLASHLAB_FA3_AUTO;
   CHECK(fa3::resolve_options(64, o).stages == 2);

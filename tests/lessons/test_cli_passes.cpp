@@ -88,7 +88,8 @@ TEST_CASE("simulate --pass fa3 prints the Hopper kernel's mirror with the table'
   CHECK(contains(table.output, "fa3 mirror: Br "));
   CHECK(contains(table.output, "SRAM per block"));
   for (const auto& [args, message] :
-       {std::pair{"simulate --pass fa3 --stages 4", "the fa3 kernel takes 1 to 3 stages, not 4"},
+       {std::pair{"simulate --pass fa3 --stages 4",
+                  "the fa3 kernel takes 1 to 3 stages at d = 128, not 4"},
         std::pair{"simulate --pass fa3 --d 96", "d = 96 is not supported by the fa3 kernel"},
         std::pair{"simulate --pass fa3 --splits 2", "--splits is not an option of --pass fa3"},
         std::pair{"simulate --pass backward --stages 2",

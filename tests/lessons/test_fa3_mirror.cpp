@@ -20,7 +20,7 @@ namespace k = flashlab::gpu::fa3;
 TEST_CASE("fa3 mirror: the block's SRAM is the kernel table's, at every d, dtype and stage count") {
   for (const auto dtype : {sim::DType::bf16, sim::DType::fp16})
     for (const app::Index d : {64, 128})
-      for (app::Index stages = 1; stages <= k::kMaxStages; ++stages) {
+      for (app::Index stages = 1; stages <= k::max_stages(d, app::c_dtype(dtype)); ++stages) {
         CAPTURE(d);
         CAPTURE(stages);
         const app::Fa3Facts f = app::fa3_kernel_facts(d, dtype, stages);
@@ -39,9 +39,13 @@ TEST_CASE("fa3 mirror: what the kernel does not take is refused with the table's
   CHECK(d96.why_not.find("d = 96 is not supported by the fa3 kernel") != std::string::npos);
   const auto fp32 = app::fa3_kernel_facts(128, sim::DType::fp32);
   CHECK(fp32.why_not.find("dtype fp32 is not supported by the fa3 kernel") != std::string::npos);
-  const auto four = app::fa3_kernel_facts(128, sim::DType::bf16, k::kMaxStages + 1);
-  CHECK(four.why_not == fmt::format("the fa3 kernel takes 1 to {} stages, not {}", k::kMaxStages,
-                                    k::kMaxStages + 1));
+  const auto four = app::fa3_kernel_facts(128, sim::DType::bf16, 4);  // 288 KiB of SRAM
+  CHECK(!four.facts);
+  CHECK(four.why_not == "the fa3 kernel takes 1 to 3 stages at d = 128, not 4");
+  const auto five = app::fa3_kernel_facts(64, sim::DType::bf16, k::kMaxStages + 1);
+  CHECK(five.why_not == fmt::format("the fa3 kernel takes 1 to {} stages at d = 64, not {}",
+                                    k::kMaxStages, k::kMaxStages + 1));
+  CHECK(app::fa3_kernel_facts(64, sim::DType::bf16, k::kMaxStages).facts);
 }
 
 TEST_CASE(

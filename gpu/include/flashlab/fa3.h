@@ -18,7 +18,8 @@ typedef struct flashlab_fa3_options {
                                registers to the two consumer warpgroups (setmaxnreg);
                                0: no producer, the first consumer thread issues the loads
                                itself between its tiles. Default 1. */
-  int32_t stages;           /* K and V buffers in SRAM: 1, 2 or 3, or FLASHLAB_FA3_AUTO:
+  int32_t stages;           /* K and V buffers in SRAM: 1 to 4 at d = 64, 1 to 3 at d = 128
+                               (fa3::max_stages), or FLASHLAB_FA3_AUTO:
                                the default for the call's head dimension
                                (fa3::default_stages, kernel_info.hpp; what a call resolves
                                to: flashlab_fa3_resolve_options). Default FLASHLAB_FA3_AUTO. */

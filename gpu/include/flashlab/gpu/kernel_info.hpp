@@ -578,8 +578,8 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //   SRAM (d = 128, bf16): sQ (128, 128) 32 KiB + stages x (sK + sV) 2 x 32 KiB; 3 stages =
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB, + sO (128, 128) 32 KiB for
 //     the epilogue's TMA stores (below: stages_o), + a second sQ 32 KiB (q_buffers): 224 KiB,
-//     226 KiB with the barriers and the alignment slack. At d = 64, 3 stages (default_stages)
-//     of 16 KiB sK and sV, two sQ (192, 64) and sO (192, 64) of 24 KiB: 170 KiB.
+//     226 KiB with the barriers and the alignment slack. At d = 64, 4 stages (default_stages)
+//     of 16 KiB sK and sV, two sQ (192, 64) and sO (192, 64) of 24 KiB: 202 KiB (3: 170).
 //   Threads: the consumers and a producer warpgroup with warp specialisation (384 at
 //     d = 128, 512 at d = 64: threads); without it (d = 128 only) the consumers alone, the
 //     first consumer thread issuing the copies itself between its tiles.
@@ -665,10 +665,16 @@ static_assert(consumer_data_registers(128, w_buffers(128)) < consumer_registers(
 // (06_fa3.cu, move_base; before alpha was made so, the bits differed in the last place under
 // a causal mask, within the 2x rule: bench/gpu/NOTES.md).
 FLASHLAB_HOST_DEVICE constexpr bool skips_unseen_tiles(int64_t d) { return br(d) > kBc; }
-inline constexpr int kMaxStages = 3;
+// The most K and V stages any call takes (the mbarrier rings are this long); at d = 128 the
+// SRAM holds 3 (max_stages, below).
+inline constexpr int kMaxStages = 4;
 // The pipeline's defaults per head dimension (what FLASHLAB_FA3_AUTO in
 // flashlab_fa3_options.stages and .ping_pong resolves to): d = 128: 2 stages, ping-pong on;
-// d = 64: 3 stages, ping-pong off. Measured on the H200 (2026-12-02, each setting of the same
+// d = 64: 4 stages, ping-pong off. Why 4 at d = 64: fa3's pipeline log there (d = 64 causal,
+// N = 1024) has each consumer waiting 300 to 500 ns a section for its K and V tile with 3
+// stages; a fourth, timed in turns against 3 (2026-12-04,
+// bench/results/2026-12-04-h200-fa3-four-stages-d64.csv, N = 512..16384): causal 0.999 1.015
+// 1.019 1.011 1.010 1.015, non-causal 1.006 1.000 0.995 1.003 1.002 1.004. Measured on the H200 (2026-12-02, each setting of the same
 // kernel timed in turns, bench/results/2026-12-02-h200-fa3-d64-defaults.csv): at d = 64, 3
 // stages without ping-pong over 2 with it, N = 1024, 4096, 16384: non-causal 1.034 1.024
 // 1.018, causal 1.047 1.029 1.019 (on two other builds of the day, N = 1024 to 16384: +2.2
@@ -684,7 +690,7 @@ inline constexpr int kMaxStages = 3;
 // matmuls are twice as long and the turns pay (ablation, N = 8192: off 0.985 and 0.952 of on,
 // non-causal and causal), and a
 // third stage would take the SRAM of the second Q buffer and of sO (stages_o, q_buffers).
-constexpr int default_stages(int64_t d) { return d < 128 ? 3 : 2; }
+constexpr int default_stages(int64_t d) { return d < 128 ? kMaxStages : 2; }
 constexpr bool default_ping_pong(int64_t d) { return d >= 128; }
 // The options a call at head dimension d runs with: FLASHLAB_FA3_AUTO in stages and ping_pong
 // replaced by d's defaults, every other field as given.
@@ -842,6 +848,13 @@ constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
          (stages_o(d, dtype, stages) ? tile_bytes(br(d), d, dtype) : 0) +
          (q_buffers(d, dtype, stages) - 1) * tile_bytes(br(d), d, dtype);
 }
+// The most stages a block of head dimension d holds: kMaxStages at d = 64 (202 KiB), 3 at
+// d = 128 (224 KiB; a fourth would need 288). What flashlab_fa3_options.stages may ask for.
+constexpr int max_stages(int64_t d, flashlab_dtype dtype) {
+  int stages = kMaxStages;
+  while (stages > 1 && sram_bytes(d, dtype, stages) > kMaxSramPerBlock) --stages;
+  return stages;
+}
 // Whether a call's consumers run across work items (flashlab_fa3_options.overlap_items): asked
 // for, with a producer warpgroup, under the standard rule (the conditional rule's kernels keep
 // items apart), and with a second Q buffer in SRAM (q_buffers).
@@ -857,14 +870,14 @@ FLASHLAB_HOST_DEVICE constexpr bool consumers_skip_unseen(int64_t d, bool warp_s
                                                           bool ping_pong, bool across_items) {
   return skips_unseen_tiles(d) && !ping_pong && !across_items && warp_specialized;
 }
-static_assert(sram_bytes(128, FLASHLAB_BF16, kMaxStages) <= kMaxSramPerBlock,
-              "three stages of d = 128 fit an H200 block");
+static_assert(max_stages(128, FLASHLAB_BF16) == 3 && max_stages(64, FLASHLAB_BF16) == kMaxStages,
+              "three stages of d = 128 fit an H200 block, and kMaxStages of d = 64");
 static_assert(stages_o(128, FLASHLAB_BF16, default_stages(128)) &&
                   stages_o(64, FLASHLAB_BF16, kMaxStages),
               "the default stages at d = 128, and every setting at d = 64, stage O");
 static_assert(q_buffers(128, FLASHLAB_BF16, default_stages(128)) == kMaxQBuffers &&
                   q_buffers(64, FLASHLAB_BF16, kMaxStages) == kMaxQBuffers &&
-                  q_buffers(128, FLASHLAB_BF16, kMaxStages) == 1,
+                  q_buffers(128, FLASHLAB_BF16, max_stages(128, FLASHLAB_BF16)) == 1,
               "two Q buffers at the default stages and at d = 64; one at 3 stages of d = 128");
 constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   KernelConfig c;
