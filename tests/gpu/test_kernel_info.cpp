@@ -194,9 +194,11 @@ TEST_CASE("the ladder's configurations") {
   CHECK(fa3_128.stride_align_elements == 8);
   CHECK(fa3::sram_bytes(128, FLASHLAB_BF16, 3) == 1024 + 2 * (128 * 128 + 3 * 2 * 128 * 128) + 1024);
   CHECK(!supports(FLASHLAB_KERNEL_FA3, 128, FLASHLAB_FP32));
-  // The table's SRAM is that of each d's default stages: 3 at d = 64, where everything fits.
+  // The table's SRAM is that of each d's default stages: 4 at d = 64, where everything fits.
   CHECK(kernel_config(FLASHLAB_KERNEL_FA3, 64, FLASHLAB_FP16).sram_bytes ==
-        fa3::sram_bytes(64, FLASHLAB_FP16, 3));
+        fa3::sram_bytes(64, FLASHLAB_FP16, 4));
+  CHECK(fa3::sram_bytes(64, FLASHLAB_FP16, 4) ==
+        1024 + 2 * (3 * 192 * 64 + 4 * 2 * 128 * 64) + 1024);  // 2 sQ, 4 x (sK, sV), sO
 
   const KernelConfig naive = kernel_config(FLASHLAB_KERNEL_NAIVE, 59, FLASHLAB_FP16);
   CHECK(naive.Br == 0);
