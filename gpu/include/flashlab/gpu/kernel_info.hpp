@@ -676,8 +676,9 @@ inline constexpr int kMaxStages = 4;
 // bench/results/2026-12-04-h200-fa3-four-stages-d64.csv, N = 512..16384): causal 0.999 1.015
 // 1.019 1.011 1.010 1.015, non-causal 1.006 1.000 0.995 1.003 1.002 1.004; a second run
 // (-repeat.csv, N = 1024, 2048, 4096, 16384): causal 1.025 0.996 1.005 0.998, non-causal
-// 1.013 1.000 0.996 1.007. It gains at short N under the mask and is level beyond. Measured on the H200 (2026-12-02, each setting of the same
-// kernel timed in turns, bench/results/2026-12-02-h200-fa3-d64-defaults.csv): at d = 64, 3
+// 1.013 1.000 0.996 1.007. It gains at short N under the mask and is level beyond. Before
+// it, measured on the H200 (2026-12-02, each setting of the same kernel timed in turns,
+// bench/results/2026-12-02-h200-fa3-d64-defaults.csv): at d = 64, 3
 // stages without ping-pong over 2 with it, N = 1024, 4096, 16384: non-causal 1.034 1.024
 // 1.018, causal 1.047 1.029 1.019 (on two other builds of the day, N = 1024 to 16384: +2.2
 // to +4.3% and +1.4 to +5.9%). Ping-pong makes one warpgroup's matmuls wait for the other's
