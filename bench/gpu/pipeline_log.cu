@@ -69,7 +69,9 @@ int main(int argc, char** argv) {
   app.add_option("--blocks", blocks, "blocks logged: the first this many of the grid")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxLoggedBlocks));
-  app.add_option("--stages", stages, "K and V buffers (1 to 3; default: fa3's for d)")
+  app.add_option("--stages", stages,
+                 "K and V buffers (1 to fa3::max_stages: 4 at d = 64, 3 at d = 128; default: "
+                 "fa3's for d)")
       ->check(CLI::Range(1, flashlab::gpu::fa3::kMaxStages));
   app.add_option("--ping-pong", ping_pong, "0 or 1 (default: fa3's for d)")
       ->check(CLI::Range(0, 1));
@@ -80,6 +82,11 @@ int main(int argc, char** argv) {
   try {
     std::ofstream out(csv_path);
     if (!out) throw std::runtime_error("cannot write " + csv_path + ": give a writable --csv path");
+    const int most_stages = flashlab::gpu::fa3::max_stages(d, FLASHLAB_BF16);
+    if (stages > most_stages)
+      throw std::runtime_error("--stages " + std::to_string(stages) + ": at d = " +
+                               std::to_string(d) + " a block's SRAM holds 1 to " +
+                               std::to_string(most_stages) + " stages");
     const int64_t elems = int64_t(batch) * heads * n * d;
     auto* q = device_array<__nv_bfloat16>(elems, "Q");
     auto* k = device_array<__nv_bfloat16>(elems, "K");
