@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
     if (!out) throw std::runtime_error("cannot write " + csv_path + ": give a writable --csv path");
     const int most_stages = flashlab::gpu::fa3::max_stages(d, FLASHLAB_BF16);
     if (stages > most_stages)
-      throw std::runtime_error("--stages " + std::to_string(stages) + ": at d = " +
-                               std::to_string(d) + " a block's SRAM holds 1 to " +
+      throw std::runtime_error("--stages " + std::to_string(stages) +
+                               ": at d = " + std::to_string(d) + " a block's SRAM holds 1 to " +
                                std::to_string(most_stages) + " stages");
     const int64_t elems = int64_t(batch) * heads * n * d;
     auto* q = device_array<__nv_bfloat16>(elems, "Q");
@@ -149,8 +149,8 @@ int main(int argc, char** argv) {
                           cudaMemcpyDeviceToHost),
                "the blocks' clocks");
 
-    out << "batch,heads,N,d,causal,stages,ping_pong,overlap_items,block,sm,role,event,item,j,t_"
-           "ns\n";
+    out << "batch,heads,N,d,causal,stages,ping_pong,overlap_items,"
+           "block,sm,role,event,item,j,t_ns\n";
     int64_t written = 0, dropped = 0;
     for (int b = 0; b < blocks; ++b) {
       const plog::Block& blk = host_blocks[size_t(b)];
@@ -173,8 +173,7 @@ int main(int argc, char** argv) {
     }
     if (dropped > 0)
       throw std::runtime_error(
-          fmt::format("{} entries did not fit the log's {} a role: log fewer "
-                      "or shorter items",
+          fmt::format("{} entries did not fit the log's {} a role: log fewer or shorter items",
                       dropped, plog::kCapacity));
     std::printf(
         "%lld entries from %d blocks; the call %.1f us logged, %.1f us with the log off "

@@ -842,12 +842,13 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   };
 
   bool started = false;  // cur's S_0 was issued in the last item's last section
-  // Ping-pong's hand-over between items, items apart: the last consumer hands consumer 0 the
-  // turn for the next item's S_0 as soon as it has issued its last U += W V, rather than at
-  // its own next item's start (after its O): once before the block's first item, then at the
-  // end of every item with tiles. Consumer 0 takes each at its next S_0, and the one left
-  // over, which no item follows, before it returns. (No flag kept across the loop: the
-  // kernels that chain items have no register to spare for one.)
+  // Ping-pong's turn between items, where items run one after the other (not across items):
+  // the last consumer hands consumer 0 the turn for the next item's S_0 as soon as it has
+  // issued its last U += W V, so that consumer 0 need not wait for the last consumer's O. It
+  // does so once before the block's first item, then at the end of every item with tiles;
+  // consumer 0 takes each at its next S_0, and the one left over, which no item follows,
+  // before it returns. (No flag kept across the loop instead: the kernels that chain items
+  // have no register to spare for one.)
   const bool hand_over_early = ping_pong && !across_items;
   if (hand_over_early && consumer == consumers - 1) pass_turn<consumers>(consumer);
   while (true) {

@@ -693,7 +693,7 @@ inline constexpr int kMaxStages = 4;
 // matmuls are twice as long and the turns pay (ablation, N = 8192: off 0.985 and 0.952 of on,
 // non-causal and causal), and a
 // third stage would take the SRAM of the second Q buffer and of sO (stages_o, q_buffers).
-constexpr int default_stages(int64_t d) { return d < 128 ? kMaxStages : 2; }
+constexpr int default_stages(int64_t d) { return d < 128 ? 4 : 2; }
 constexpr bool default_ping_pong(int64_t d) { return d >= 128; }
 // The options a call at head dimension d runs with: FLASHLAB_FA3_AUTO in stages and ping_pong
 // replaced by d's defaults, every other field as given.
@@ -875,6 +875,9 @@ FLASHLAB_HOST_DEVICE constexpr bool consumers_skip_unseen(int64_t d, bool warp_s
 }
 static_assert(max_stages(128, FLASHLAB_BF16) == 3 && max_stages(64, FLASHLAB_BF16) == kMaxStages,
               "three stages of d = 128 fit an H200 block, and kMaxStages of d = 64");
+static_assert(default_stages(64) <= max_stages(64, FLASHLAB_FP16) &&
+                  default_stages(128) <= max_stages(128, FLASHLAB_FP16),
+              "each d's default stages fit its block");
 static_assert(stages_o(128, FLASHLAB_BF16, default_stages(128)) &&
                   stages_o(64, FLASHLAB_BF16, kMaxStages),
               "the default stages at d = 128, and every setting at d = 64, stage O");
