@@ -6,15 +6,18 @@
 // costs about two KV tiles' time more than its tiles (bench/gpu/NOTES.md).
 //
 // The kernel is the library's own source (gpu/kernels/06_fa3.cu) built with its log on, run
-// with fa3's default options, or with --stages, --ping-pong, --overlap-items given, on random
-// bf16 inputs: a warm-up call, then one logged call.
+// with fa3's default options, or with --stages, --ping-pong, --overlap-items, --grid given, on
+// random bf16 inputs: a warm-up call, then one logged call.
 //
 //   bench_pipeline_log --batch 16 --heads 16 --n 1024 --d 128 [--causal] [--blocks 132] \
+//       [--grid persistent|queue|per-tile] \
 //       --csv log.csv
 //
 // The CSV has a row per entry: block, sm, role (producer, consumer0, ...), event, item, j,
-// and t_ns, the time from the block's start, converted from the SM's cycles by the block's own
-// %globaltimer and %clock64 at its start and end. bench/gpu/pipeline_log.py reads it.
+// t_ns, the time from the block's start, converted from the SM's cycles by the block's own
+// %globaltimer and %clock64 at its start and end, and block_start_ns, when the block started
+// after the earliest logged block (the GPU's one %globaltimer: blocks need not start
+// together). bench/gpu/pipeline_log.py reads it.
 #define FLASHLAB_WITH_PIPELINE_LOG
 #include "../../gpu/kernels/06_fa3.cu"
 #include "../../gpu/kernels/hopper/tma_host.cu"
@@ -29,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
   int batch = 16, heads = 16, n = 1024, d = 128, blocks = 132;
   int stages = FLASHLAB_FA3_AUTO, ping_pong = FLASHLAB_FA3_AUTO, overlap_items = -1;
   bool causal = false;
+  std::string grid = "auto";
   std::string csv_path;
   app.add_option("--batch", batch, "sequences")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--heads", heads, "query heads (as many KV heads)")
@@ -77,6 +82,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1));
   app.add_option("--overlap-items", overlap_items, "0 or 1 (default: fa3's)")
       ->check(CLI::Range(0, 1));
+  const std::map<std::string, flashlab_fa3_grid> grids{{"auto", FLASHLAB_FA3_GRID_AUTO},
+                                                       {"persistent", FLASHLAB_FA3_GRID_PERSISTENT},
+                                                       {"queue", FLASHLAB_FA3_GRID_QUEUE},
+                                                       {"per-tile", FLASHLAB_FA3_GRID_PER_TILE}};
+  app.add_option("--grid", grid, "auto (fa3's for the shape), persistent, queue or per-tile")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "persistent", "queue", "per-tile"}));
   app.add_option("--csv", csv_path, "write the entries here")->required();
   CLI11_PARSE(app, argc, argv);
   try {
@@ -110,6 +122,7 @@ int main(int argc, char** argv) {
     options.stages = stages;
     options.ping_pong = ping_pong;
     if (overlap_items >= 0) options.overlap_items = overlap_items;
+    options.grid = grids.at(grid);
     options = flashlab::gpu::fa3::resolve_options(d, options);
 
     const size_t entries = size_t(blocks) * plog::kRoles * plog::kCapacity;
@@ -150,7 +163,10 @@ int main(int argc, char** argv) {
                "the blocks' clocks");
 
     out << "batch,heads,N,d,causal,stages,ping_pong,overlap_items,"
-           "block,sm,role,event,item,j,t_ns\n";
+           "block,sm,role,event,item,j,t_ns,block_start_ns\n";
+    uint64_t earliest_start = UINT64_MAX;
+    for (const plog::Block& blk : host_blocks)
+      if (blk.clock_end != 0) earliest_start = std::min(earliest_start, blk.globaltimer_begin);
     int64_t written = 0, dropped = 0;
     for (int b = 0; b < blocks; ++b) {
       const plog::Block& blk = host_blocks[size_t(b)];
@@ -162,11 +178,12 @@ int main(int argc, char** argv) {
         const plog::Entry* e =
             host.data() + (size_t(b) * plog::kRoles + size_t(role)) * plog::kCapacity;
         for (int i = 0; i < plog::kCapacity && e[i].clock != 0; ++i) {
-          out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1f}\n", batch, heads, n,
-                             d, int(causal), options.stages, options.ping_pong,
+          out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1f},{}\n", batch, heads,
+                             n, d, int(causal), options.stages, options.ping_pong,
                              options.overlap_items, b, blk.sm, role_name(role),
                              plog::kEventNames[e[i].event], e[i].item, e[i].j,
-                             double(int64_t(e[i].clock - blk.clock_begin)) * ns_per_cycle);
+                             double(int64_t(e[i].clock - blk.clock_begin)) * ns_per_cycle,
+                             blk.globaltimer_begin - earliest_start);
           ++written;
         }
       }

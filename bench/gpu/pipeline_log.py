@@ -26,8 +26,14 @@ section of the longer items of the same log.
 
   python3 bench/gpu/pipeline_log.py LOG.csv [LOG2.csv ...] [--csv phases.csv]
   python3 bench/gpu/pipeline_log.py LOG.csv --draw 7 --from-ns 40000 --step-ns 100
+  python3 bench/gpu/pipeline_log.py LOG.csv --blocks [--csv blocks.csv]
 
 --draw prints one block's roles as a timeline, lesson 8's pictures of the real kernel.
+--blocks prints each block's start, end and work (its items, and its consumers' KV tiles, the
+sum of their `item` entries' tiles), on the GPU's one clock (the log's block_start_ns column;
+0 for logs written before it), and the grid's balance: the mean end over the last, the share
+of the call the same work would take if every block ended together. Log every block of the
+grid (bench_pipeline_log --blocks 132) for the balance to mean that.
 """
 import argparse
 import collections
@@ -152,6 +158,39 @@ def summarise(path):
             **{f"{k}_ns": med.get(k) for k in PHASES + O_PHASES}}
 
 
+def block_ends(path):
+    """Each logged block's start, end and work, in block order, and the grid's balance."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise LogError(f"cannot read {path}: {e.strerror}")
+    need = {"block", "sm", "role", "event", "item", "j", "t_ns"}
+    if not rows or not need <= set(rows[0]):
+        raise LogError(f"{path}: not a bench_pipeline_log CSV (columns {sorted(need)} expected)")
+    blocks = {}
+    for r in rows:
+        b = int(r["block"])
+        start = float(r.get("block_start_ns") or 0.0)
+        blk = blocks.setdefault(b, {"block": b, "sm": int(r["sm"]), "start_ns": start,
+                                    "end_ns": None, "items": set(), "consumer_tiles": 0})
+        if not r["role"].startswith("consumer"):
+            continue
+        if r["event"] == "o_written":
+            end = start + float(r["t_ns"])
+            blk["end_ns"] = end if blk["end_ns"] is None else max(blk["end_ns"], end)
+        elif r["event"] == "item":
+            blk["items"].add(int(r["item"]))
+            blk["consumer_tiles"] += int(r["j"])
+    out = [dict(blk, items=len(blk["items"])) for _, blk in sorted(blocks.items())
+           if blk["end_ns"] is not None]
+    if not out:
+        raise LogError(f"{path}: no block wrote an O; log a grid whose blocks run items")
+    last = max(b["end_ns"] for b in out)
+    balance = statistics.mean(b["end_ns"] for b in out) / last if last > 0 else 1.0
+    return out, balance
+
+
 # What a consumer does between two of its events, drawn one character per step of time:
 # S: S_j in flight; E: the softmax of S_j; p: U += W V still in flight after the softmax;
 # P: the last U += W V in flight; O: writing O; '.': waiting (data, the turn, the next item).
@@ -213,7 +252,34 @@ def main(argv=None):
     ap.add_argument("--from-ns", type=float, default=0.0, help="--draw: where to start")
     ap.add_argument("--width", type=int, default=100, help="--draw: characters a line")
     ap.add_argument("--step-ns", type=float, default=100.0, help="--draw: ns a character")
+    ap.add_argument("--blocks", action="store_true",
+                    help="each block's start, end and work, and the grid's balance (one log)")
     args = ap.parse_args(argv)
+    if args.blocks:
+        if len(args.logs) != 1 or args.draw is not None:
+            sys.exit("pipeline_log: --blocks takes one log, and no --draw")
+        try:
+            blocks, balance = block_ends(args.logs[0])
+        except LogError as e:
+            sys.exit(f"pipeline_log: {e}")
+        cols = ["block", "sm", "start_ns", "end_ns", "items", "consumer_tiles"]
+        print("  ".join(cols))
+        for b in blocks:
+            print("  ".join(f"{b[c]:.0f}" if isinstance(b[c], float) else str(b[c]) for c in cols))
+        ends = sorted(b["end_ns"] for b in blocks)
+        print(f"{len(blocks)} blocks; ends {ends[0] / 1e3:.1f} to {ends[-1] / 1e3:.1f} us, "
+              f"median {statistics.median(ends) / 1e3:.1f}; mean end over the last {balance:.4f}")
+        if args.csv:
+            try:
+                with open(args.csv, "w", newline="") as f:
+                    w = csv.DictWriter(f, fieldnames=cols, lineterminator="\n")
+                    w.writeheader()
+                    for b in blocks:
+                        w.writerow({c: round(b[c], 1) if isinstance(b[c], float) else b[c]
+                                    for c in cols})
+            except OSError as e:
+                sys.exit(f"pipeline_log: cannot write {args.csv}: {e.strerror}")
+        return
     if args.draw is not None:
         if len(args.logs) != 1 or args.width < 1 or args.step_ns <= 0:
             sys.exit("pipeline_log: --draw takes one log, a --width of 1 or more and a "

@@ -2,7 +2,8 @@
 mainloop's section, the item's fixed cost in sections, an item's S_0 issued before its `item`
 entry (chained) counted for it, a block drawn as a timeline, and the refusals (a file that is
 not a log, one with too few items, a log whose items are too short to read a section from, a
-block the log lacks)."""
+block the log lacks), and each block's start, end and work with the grid's balance (--blocks),
+on logs with and without the block_start_ns column."""
 import csv
 import os
 import subprocess
@@ -132,6 +133,50 @@ class PipelineLog(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("--step-ns above 0", run.stderr)
+
+    def test_blocks_their_ends_on_one_clock_and_the_balance(self):
+        # Block 2 starts 500 ns after block 0 (on the GPU's clock): its O at 9,000 ns of its own
+        # is at 9,500; block 0 ends at 10,000 (its later consumer), so the mean end over the
+        # last is (10,000 + 9,500) / 2 / 10,000. A producer row counts no work.
+        with open(self.path, "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(COLUMNS + ["block_start_ns"])
+            for block, sm, start, role, event, item, j, t in [
+                    (0, 7, 0, "consumer0", "item", 0, 3, 0),
+                    (0, 7, 0, "consumer0", "o_written", 0, -1, 6000),
+                    (0, 7, 0, "consumer1", "item", 0, 2, 0),
+                    (0, 7, 0, "consumer0", "item", 9, 1, 6000),
+                    (0, 7, 0, "consumer1", "o_written", 0, -1, 10000),
+                    (2, 40, 500, "consumer0", "item", 1, 5, 0),
+                    (2, 40, 500, "consumer0", "o_written", 1, -1, 9000),
+                    (2, 40, 500, "producer", "q_issued", 1, -1, 10)]:
+                w.writerow([1, 1, 128, 64, 1, 4, 0, 0, block, sm, role, event, item, j, t, start])
+        blocks, balance = pipeline_log.block_ends(self.path)
+        self.assertEqual([(b["block"], b["sm"], b["start_ns"], b["end_ns"], b["items"],
+                           b["consumer_tiles"]) for b in blocks],
+                         [(0, 7, 0.0, 10000.0, 2, 6), (2, 40, 500.0, 9500.0, 1, 5)])
+        self.assertAlmostEqual(balance, (10000 + 9500) / 2 / 10000)
+        out = os.path.join(self.dir.name, "blocks.csv")
+        run = subprocess.run([sys.executable, SCRIPT, self.path, "--blocks", "--csv", out],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("mean end over the last 0.9750", run.stdout)
+        with open(out) as f:
+            self.assertEqual([r["end_ns"] for r in csv.DictReader(f)], ["10000.0", "9500.0"])
+        # A log from before the column: every block starts at 0 on its own clock.
+        write_log(self.path)
+        blocks, _ = pipeline_log.block_ends(self.path)
+        self.assertEqual([b["start_ns"] for b in blocks], [0.0])
+        run = subprocess.run([sys.executable, SCRIPT, self.path, self.path, "--blocks"],
+                             capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("--blocks takes one log", run.stderr)
+        with open(self.path, "w", newline="") as f:  # a block that wrote no O
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(COLUMNS)
+            w.writerow([1, 1, 128, 64, 1, 4, 0, 0, 0, 5, "producer", "q_issued", 0, -1, 1])
+        with self.assertRaisesRegex(pipeline_log.LogError, "no block wrote an O"):
+            pipeline_log.block_ends(self.path)
 
     def test_refusals(self):
         bad = os.path.join(self.dir.name, "bad.csv")
