@@ -127,6 +127,9 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
       // The L2 cut into one share per partition and head.
       const Index shares = hw.l2_partitions * std::max<Index>(1, heads);
       mirror.problem.l2_bytes = std::max<sim::Bytes>(1, problem.l2_bytes / shares);
+      // What a partition holds dirty, shared by the heads as its room is.
+      mirror.problem.l2_dirty_cap =
+          std::min(mirror.problem.l2_bytes, hw.l2_dirty_cap / std::max<Index>(1, heads));
       // The softmax's rows in flight: its resident blocks, one per row, sm_count x what
       // threads and shared memory let an SM hold (2048 / 256 = 8 on the H200; its 20
       // registers a thread allow more). A row is read by its one block, so its SM's

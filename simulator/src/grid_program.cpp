@@ -62,7 +62,8 @@ class GridRun {
     add("L", rows_q, 1, kAccumulator);
     row_bytes_ = {p.d * s, p.d * s, p.d * s, p.d * s, bytes_of(kAccumulator)};
     for (Index part = 0; part < p.l2_partitions; ++part) {
-      l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed);
+      l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed,
+                       /*home_partitions=*/1, p.l2_dirty_cap);
       if (observer) l2_.back().set_observer(&observer);
     }
     if (p.l1_bytes > 0) {  // grid.hpp, "The L1": an LRU per SM, and the slots blocks take
@@ -512,6 +513,11 @@ void check(const GridProblem& p) {
     throw cpu::InvalidArgument(
         fmt::format("an L2 of {} bytes in {} partitions: give at least a byte per partition",
                     p.l2_bytes, p.l2_partitions));
+  if (p.l2_dirty_cap < 0 || p.l2_dirty_cap > p.partition_bytes())
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_dirty_cap = {} bytes, a partition's: give 0 for no cap, or at most a partition's "
+        "{} bytes ({} bytes in {} partitions)",
+        p.l2_dirty_cap, p.partition_bytes(), p.l2_bytes, p.l2_partitions));
   if (!(p.block_time_spread >= 0 && p.block_time_spread <= kMaxBlockTimeSpread))
     throw cpu::InvalidArgument(fmt::format(
         "block_time_spread = {}: give 0 to {} (the standard deviation of the log of a block's "
@@ -619,6 +625,7 @@ std::string_view to_string(L2EventKind kind) {
     case L2EventKind::allocate: return "allocate";
     case L2EventKind::evict: return "evict";
     case L2EventKind::write_back: return "write-back";
+    case L2EventKind::clean: return "clean";
     case L2EventKind::bypass: return "bypass";
     case L2EventKind::copy: return "copy";
   }

@@ -36,13 +36,19 @@ int home_by_key(std::uint64_t key, std::int64_t line, std::uint64_t seed, int pa
 }  // namespace
 
 L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::uint64_t seed,
-                 int home_partitions)
+                 int home_partitions, Bytes dirty_cap)
     : capacity_(capacity),
       partition_(partition),
       replacement_(replacement),
       seed_(seed),
-      home_partitions_(home_partitions) {
+      home_partitions_(home_partitions),
+      dirty_cap_(dirty_cap) {
   check(replacement);
+  if (dirty_cap_ < 0 || dirty_cap_ > capacity_)
+    throw cpu::InvalidArgument(fmt::format(
+        "a dirty cap of {} bytes on an L2 (partition) of {} bytes: give 0 for no cap, or 1 to "
+        "{} bytes, the most it holds dirty",
+        dirty_cap_, capacity_, capacity_));
   if (home_partitions_ < 1 || (home_partitions_ > 1 && replacement_ != L2Replacement::sets))
     throw std::logic_error("lines go home only in an L2 of hashed sets, of 1 partition or more");
   if (replacement_ == L2Replacement::sets) {
@@ -81,9 +87,15 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
                          bool fetch, std::vector<TensorTraffic>& tensors) {
   const std::uint64_t key = key_of(tensor, row0);
   if (Way* way = find_way(key, j)) {  // a hit
-    way->dirty = way->dirty || write;
-    way->bytes = std::max(way->bytes, bytes);
+    const Bytes grown = std::max(way->bytes, bytes) - way->bytes;
+    if (way->dirty) dirty_bytes_ += grown;
+    way->bytes += grown;
+    if (write && !way->dirty) {
+      way->dirty = true;
+      way->dirtied = became_dirty(key, j, way->bytes);
+    }
     way->used = ++clock_;
+    if (write) write_back_past_cap(tensors);
     return true;
   }
   // Not here. A line homed elsewhere is held at its home too (partitions alike: the home
@@ -100,6 +112,7 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
   place_way({key, j, tensor, write, bytes, 0}, tensors);
   if (homed_elsewhere && !from_home && (fetch || write))
     place_way({key | kHomeCopy, j, tensor, /*dirty=*/false, bytes, 0}, tensors);
+  if (write) write_back_past_cap(tensors);
   return false;
 }
 
@@ -112,11 +125,15 @@ void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
       victim = &set[w];
   if (victim->tensor >= 0) {
     ++evictions_;
-    if (victim->dirty) tensors[victim->tensor].dram_written += victim->bytes;
+    if (victim->dirty) {
+      tensors[victim->tensor].dram_written += victim->bytes;
+      dirty_bytes_ -= victim->bytes;
+    }
     in_use_ -= victim->bytes;
   }
   *victim = way;
   victim->used = ++clock_;
+  if (way.dirty) victim->dirtied = became_dirty(way.key, way.line, way.bytes);
   in_use_ += way.bytes;
 }
 
@@ -161,15 +178,20 @@ void L2Cache::access(int tensor, std::int64_t row0, Bytes bytes, bool write,
       throw std::logic_error("a program moved tiles of " + tensors[tensor].name +
                              " that overlap but differ; the L2 model knows a tile by its "
                              "first row");
-    hit->second->dirty = hit->second->dirty || write;
+    if (write && !hit->second->dirty) {
+      hit->second->dirty = true;
+      hit->second->dirtied = became_dirty(key, 0, hit->second->bytes);
+    }
     lru_.splice(lru_.begin(), lru_, hit->second);
     tell(L2EventKind::hit, tensor, row0, bytes, write);
+    if (write) write_back_past_cap(tensors);
     return;
   }
   evict_until_fits(bytes, tensors);
   if (!write) tensors[tensor].dram_read += bytes;
   tell(write ? L2EventKind::allocate : L2EventKind::miss, tensor, row0, bytes, write);
   place(tensor, row0, bytes, write);
+  if (write) write_back_past_cap(tensors);
 }
 
 void L2Cache::copy_in(int tensor, std::int64_t row0, Bytes bytes,
@@ -223,9 +245,59 @@ void L2Cache::place_home_copy(int tensor, std::int64_t row0, std::int64_t line, 
 void L2Cache::place(int tensor, std::int64_t row0, Bytes bytes, bool dirty) {
   const std::uint64_t key = key_of(tensor, row0);
   lru_.push_front({key, tensor, row0, bytes, dirty, resident_.size()});
+  if (dirty) lru_.front().dirtied = became_dirty(key, 0, bytes);
   where_[key] = lru_.begin();
   resident_.push_back(lru_.begin());
   in_use_ += bytes;
+}
+
+std::uint64_t L2Cache::became_dirty(std::uint64_t key, std::int64_t line, Bytes bytes) {
+  dirty_bytes_ += bytes;
+  const std::uint64_t stamp = ++dirtied_;
+  if (dirty_cap_ == 0) return stamp;
+  // Stale entries are dropped now and then, so the queue stays within twice the L2's lines.
+  const std::size_t most_lines = replacement_ == L2Replacement::sets ? ways_.size() : lru_.size();
+  if (dirty_order_.size() > 2 * most_lines + 64)
+    std::erase_if(dirty_order_, [&](const DirtyEntry& e) { return !still_dirty(e); });
+  dirty_order_.push_back({key, line, stamp});
+  return stamp;
+}
+
+bool L2Cache::still_dirty(const DirtyEntry& e) const {
+  if (replacement_ == L2Replacement::sets) {
+    const Way* way = find_line(e.key, e.line);
+    return way != nullptr && way->dirty && way->dirtied == e.stamp;
+  }
+  const auto it = where_.find(e.key);
+  return it != where_.end() && it->second->dirty && it->second->dirtied == e.stamp;
+}
+
+void L2Cache::write_back_past_cap(std::vector<TensorTraffic>& tensors) {
+  if (dirty_cap_ == 0) return;
+  while (dirty_bytes_ > dirty_cap_) {
+    if (dirty_order_.empty())
+      throw std::logic_error("the L2 counts dirty bytes that no dirty line holds");
+    const DirtyEntry oldest = dirty_order_.front();
+    dirty_order_.pop_front();
+    if (!still_dirty(oldest)) continue;
+    // Written back and kept: the line stays where it is in its LRU order, clean.
+    int tensor = 0;
+    Bytes bytes = 0;
+    if (replacement_ == L2Replacement::sets) {
+      Way* way = find_way(oldest.key, oldest.line);
+      way->dirty = false;
+      tensor = way->tensor;
+      bytes = way->bytes;
+    } else {
+      Line& line = *where_.at(oldest.key);
+      line.dirty = false;
+      tensor = line.tensor;
+      bytes = line.bytes;
+      tell(L2EventKind::clean, tensor, line.row0, bytes, /*write=*/true);
+    }
+    tensors[tensor].dram_written += bytes;
+    dirty_bytes_ -= bytes;
+  }
 }
 
 std::list<L2Cache::Line>::iterator L2Cache::victim() {
@@ -242,6 +314,7 @@ std::list<L2Cache::Line>::iterator L2Cache::victim() {
 
 void L2Cache::drop(std::list<Line>::iterator line) {
   in_use_ -= line->bytes;
+  if (line->dirty) dirty_bytes_ -= line->bytes;
   where_.erase(line->key);
   resident_[line->slot] = resident_.back();  // the last line takes its place
   resident_[line->slot]->slot = line->slot;
@@ -269,6 +342,8 @@ void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
     if (line.dirty) tensors[line.tensor].dram_written += line.bytes;
     line.dirty = false;
   }
+  dirty_bytes_ = 0;
+  dirty_order_.clear();
 }
 
 void L2Cache::clear() {
@@ -277,6 +352,8 @@ void L2Cache::clear() {
   resident_.clear();
   where_.clear();
   in_use_ = 0;
+  dirty_bytes_ = 0;
+  dirty_order_.clear();
 }
 
 bool L2Cache::holds(int tensor, std::int64_t row0) const {
@@ -293,7 +370,7 @@ void L2Cache::add_dirty(std::vector<Bytes>& dirty) const {
 
 std::vector<std::int64_t> L2Cache::signature(const std::vector<int>& moving,
                                              std::int64_t origin) const {
-  if (replacement_ == L2Replacement::sets)  // never the same twice
+  if (replacement_ == L2Replacement::sets || dirty_cap_ > 0)  // never the same twice
     return {-1, static_cast<std::int64_t>(++signatures_)};
   std::vector<std::int64_t> out;
   out.reserve(4 * lru_.size());
@@ -306,8 +383,9 @@ std::vector<std::int64_t> L2Cache::signature(const std::vector<int>& moving,
 }
 
 void L2Cache::shift(const std::vector<int>& moving, std::int64_t rows) {
-  if (replacement_ == L2Replacement::sets)
-    throw std::logic_error("an L2 of hashed sets cannot be shifted: its signatures never repeat");
+  if (replacement_ == L2Replacement::sets || dirty_cap_ > 0)
+    throw std::logic_error("an L2 of hashed sets, or with a dirty cap, cannot be shifted: its "
+                           "signatures never repeat");
   where_.clear();
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (std::find(moving.begin(), moving.end(), it->tensor) != moving.end()) {

@@ -1,5 +1,7 @@
 // An L2 between HBM and SRAM: least-recently-used tiles (or a random victim, or 128-byte
-// lines in hashed sets with LRU in each: l2_policy.hpp), write-back and write-allocate. It
+// lines in hashed sets with LRU in each: l2_policy.hpp), write-back and write-allocate, with
+// an optional cap on the bytes it holds dirty (past it, the oldest dirty lines are written
+// back and stay, clean). It
 // turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM
 // itself (what a GPU's DRAM counters report). Private to simulator/.
 //
@@ -14,6 +16,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <list>
 #include <unordered_map>
@@ -32,9 +35,15 @@ class L2Cache {
   // elsewhere (by hash) is placed twice, itself and its home copy, the other partitions'
   // line that stands for it there; a read that misses finds the home copy without DRAM
   // (a far hit) while it lasts. Home copies are clean: the line's own copy writes it back.
+  // dirty_cap > 0: the most bytes this L2 holds dirty (HardwareProfile::l2_dirty_cap). A
+  // write that takes the dirty bytes past it writes the oldest dirty lines back to DRAM, in
+  // the order they became dirty (a line written again while dirty keeps its place), until
+  // they are within it; those lines stay resident, clean. 0: no cap, a dirty line stays
+  // dirty until it is evicted or flushed. Throws cpu::InvalidArgument unless
+  // 0 <= dirty_cap <= capacity.
   explicit L2Cache(Bytes capacity, int partition = 0,
                    L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
-                   int home_partitions = 1);
+                   int home_partitions = 1, Bytes dirty_cap = 0);
 
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
@@ -75,6 +84,8 @@ class L2Cache {
   // Whether the tile of that tensor starting at row0 is resident (sets: its first line).
   bool holds(int tensor, std::int64_t row0) const;
   Bytes capacity() const { return capacity_; }
+  // The bytes held dirty now (never above the dirty cap, where there is one).
+  Bytes dirty_bytes() const { return dirty_bytes_; }
 
   // Writes every dirty tile back: where the data ends up when the program is done.
   void flush(std::vector<TensorTraffic>& tensors);
@@ -89,6 +100,7 @@ class L2Cache {
 
   // Machine::l2_signature and Machine::shift_l2. With sets no two signatures are equal (the
   // lines' sets depend on their rows, so a shifted L2 is not the same L2): nothing is skipped.
+  // Nor with a dirty cap, whose order of dirty lines the signature does not record.
   std::vector<std::int64_t> signature(const std::vector<int>& moving, std::int64_t origin) const;
   void shift(const std::vector<int>& moving, std::int64_t rows);
 
@@ -99,7 +111,8 @@ class L2Cache {
     std::int64_t row0;
     Bytes bytes;
     bool dirty;
-    std::size_t slot;  // its place in resident_
+    std::size_t slot;          // its place in resident_
+    std::uint64_t dirtied = 0;  // when it last became dirty: its place in dirty_order_
   };
   void evict_until_fits(Bytes bytes, std::vector<TensorTraffic>& tensors);
   // The sets policy: a line j of a tile, its set, and one access to it.
@@ -110,6 +123,7 @@ class L2Cache {
     bool dirty = false;
     Bytes bytes = 0;
     std::uint64_t used = 0;  // when last touched: the set's LRU order
+    std::uint64_t dirtied = 0;  // when it last became dirty: its place in dirty_order_
   };
   void access_lines(int tensor, std::int64_t row0, Bytes bytes, bool write,
                     std::vector<TensorTraffic>& tensors, std::int64_t times);
@@ -127,6 +141,20 @@ class L2Cache {
   std::list<Line>::iterator victim();
   void drop(std::list<Line>::iterator line);
   void place(int tensor, std::int64_t row0, Bytes bytes, bool dirty);
+  // The dirty cap. A line (a tile's key and line, 0 for a whole tile) that has just become
+  // dirty joins the back of dirty_order_, stamped; an entry whose line has since gone, or
+  // been cleaned, or become dirty again later, no longer matches its line's stamp and is
+  // passed over.
+  struct DirtyEntry {
+    std::uint64_t key;
+    std::int64_t line;
+    std::uint64_t stamp;
+  };
+  std::uint64_t became_dirty(std::uint64_t key, std::int64_t line, Bytes bytes);
+  bool still_dirty(const DirtyEntry& entry) const;
+  // Writes the oldest dirty lines back, keeping them resident and clean, until the dirty
+  // bytes are within the cap (nothing where there is no cap).
+  void write_back_past_cap(std::vector<TensorTraffic>& tensors);
   void tell(L2EventKind kind, int tensor, std::int64_t row0, Bytes bytes, bool write) const {
     if (observer_) (*observer_)({kind, tensor, row0, bytes, write, partition_});
   }
@@ -144,6 +172,10 @@ class L2Cache {
   std::size_t sets_ = 0;                  // sets policy: S sets of kL2Ways ways
   std::vector<Way> ways_;                 // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
   std::uint64_t clock_ = 0;               // line touches so far
+  Bytes dirty_cap_;                       // 0: no cap
+  Bytes dirty_bytes_ = 0;                 // held dirty now
+  std::uint64_t dirtied_ = 0;             // lines that became dirty so far: the stamps
+  std::deque<DirtyEntry> dirty_order_;    // with a cap: oldest dirty first, and stale entries
   mutable std::uint64_t signatures_ = 0;  // signatures given: each one differs
 };
 

@@ -91,6 +91,11 @@ void check(const Problem& p) {
         "l2_home_partitions = {} with the {} policy: lines go home only in an L2 of hashed "
         "sets (l2_replacement sets), which knows each line's home",
         p.l2_home_partitions, to_string(p.l2_replacement)));
+  if (p.l2_dirty_cap < 0 || p.l2_dirty_cap > p.l2_bytes)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_dirty_cap = {} bytes with an L2 of {} bytes: give 0 for no cap, or at most the "
+        "L2's {} bytes",
+        p.l2_dirty_cap, p.l2_bytes, p.l2_bytes));
   if (p.N < 1 || p.N > kMaxN)
     throw cpu::InvalidArgument(fmt::format(
         "N = {}: the sequence length must be between 1 and {} (larger counts would overflow "

@@ -130,6 +130,13 @@ constexpr std::array kProfiles = {
         // most half of them from DRAM, on both sides from 19 MiB a side, all of them
         // (docs/IO-LEVELS.md, "Home copies").
         .l2_home_copies = true,
+        // A fill of X MiB from every SM writes back to DRAM, while it runs, all it writes
+        // beyond about 28.4 MiB, and nothing below (bench/results/2026-12-04-h200-l2-dirty-
+        // writes.csv and -repeat.csv; docs/IO-LEVELS.md, "The writes during the kernel"): X
+        // less the bytes written is 28.20, 28.46, 28.48 and 28.38 MiB at X = 32, 48, 64 and 96,
+        // and 28.42 at 32 again, 28.39 MiB on average, so 14.19 MiB for each of the two
+        // partitions, in 128-byte lines.
+        .l2_dirty_cap = 116'276 * kL2LineBytes,
         // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
         // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
         // partition (docs/IO-LEVELS.md, "Where blocks land").
@@ -234,6 +241,7 @@ GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {
   g.l2_partitions = gpu.l2_partitions;
   g.replacement = gpu.l2_replacement;
   g.l2_home_copies = gpu.l2_home_copies;
+  g.l2_dirty_cap = gpu.l2_dirty_cap;
   g.slot_partitions = measured_slot_partitions(gpu, int(g.blocks_per_sm));
   return g;
 }

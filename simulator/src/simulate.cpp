@@ -30,7 +30,8 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace, const 
   report.algorithm = algorithm;
   report.problem = p;
   if (!untiled(algorithm)) report.tiles = choose_tiles(algorithm, p);
-  Machine machine(p.sram_bytes, p.l2_bytes, p.l2_replacement, p.l2_seed, p.l2_home_partitions);
+  Machine machine(p.sram_bytes, p.l2_bytes, p.l2_replacement, p.l2_seed, p.l2_home_partitions,
+                  p.l2_dirty_cap);
   machine.set_trace(trace);
   switch (algorithm) {
     case Algorithm::naive: detail::run_naive<In>(machine, p, inputs, outputs); break;

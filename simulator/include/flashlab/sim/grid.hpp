@@ -188,6 +188,10 @@ struct GridProblem {
   // and a line read from DRAM, or written, is held at its home partition too (the header,
   // "Home copies").
   bool l2_home_copies = false;
+  // The most bytes each partition holds dirty (the hardware profile's l2_dirty_cap): past it
+  // a partition writes its oldest dirty lines back, keeping them, clean. 0: no cap.
+  // 0 <= l2_dirty_cap <= partition_bytes().
+  Bytes l2_dirty_cap = 0;
   GridSchedule schedule = GridSchedule::lockstep;
   // drift only: sigma, the standard deviation of log(a block's time per KV tile); the hardware
   // profile's block_time_spread. 0 <= sigma <= kMaxBlockTimeSpread.
@@ -255,6 +259,7 @@ inline constexpr double kMaxBlockTimeSpread = 1.0;
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
 // 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
 // blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64,
+// 0 <= l2_dirty_cap <= partition_bytes(),
 // slot_partitions is empty or one partition below l2_partitions for each of the sm_count (or
 // sm_count x blocks_per_sm) slots,
 // causal is none or top-left, and block_time_spread is 0 to kMaxBlockTimeSpread (0 unless
@@ -272,6 +277,7 @@ enum class L2EventKind {
   allocate,    // a write of a tile not resident: placed without a fetch, dirty
   evict,       // a clean tile dropped to make room
   write_back,  // a dirty tile written to DRAM to make room
+  clean,       // a dirty tile written to DRAM past the dirty cap, kept resident and clean
   bypass,      // a tile larger than the whole L2: straight to or from DRAM
   copy,        // a read of a tile not in the reader's partition but in another: copied
                // across, no DRAM traffic

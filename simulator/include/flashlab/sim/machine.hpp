@@ -73,10 +73,11 @@ class Machine {
 
   // l2_capacity = 0: no L2, the paper's two-level model.
   // An L2 of l2_capacity bytes (0: none) that makes room by `replacement` (l2_policy.hpp),
-  // one of home_partitions alike (Problem::l2_home_partitions).
+  // one of home_partitions alike (Problem::l2_home_partitions), holding at most l2_dirty_cap
+  // bytes dirty (0: no cap; Problem::l2_dirty_cap).
   explicit Machine(Bytes sram_capacity, Bytes l2_capacity = 0,
                    L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
-                   int home_partitions = 1);
+                   int home_partitions = 1, Bytes l2_dirty_cap = 0);
   ~Machine();
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;

@@ -81,6 +81,10 @@ struct Problem {
   // copy, which a read that misses here finds without DRAM while it lasts (l2_cache.hpp).
   // 1: every line is homed here.
   int l2_home_partitions = 1;
+  // The most bytes that L2 holds dirty (a hardware profile's l2_dirty_cap, scaled as its
+  // l2_bytes is): a write past it writes the oldest dirty lines back to DRAM and keeps them,
+  // clean. 0: no cap. 0 <= l2_dirty_cap <= l2_bytes.
+  Bytes l2_dirty_cap = 0;
   // The three-operator kernel as built (Algorithm::naive_kernel; the other programs leave
   // them alone): S lives in HBM in score_dtype and P in weight_dtype (the input dtype when
   // absent); the softmax reads S back score_reads times; each GEMM tiles its output so.
@@ -122,8 +126,8 @@ struct Problem {
 // 1 <= N <= 2^22, 1 <= d <= 2^12, the SRAM and the L2 are at most kMaxCapacityBytes (1 PiB),
 // d <= M (the paper's analysis assumes d <= M <= Nd; below d not even one row of K fits),
 // any given Br, Bc are >= 1, causal and the dtypes hold valid values, 1 <= score_reads <=
-// kMaxScoreReads, the GEMM tiles are >= 0, softmax_rows_in_flight >= 1 and l2_replacement is
-// one of l2_policy.hpp's.
+// kMaxScoreReads, the GEMM tiles are >= 0, softmax_rows_in_flight >= 1, l2_replacement is
+// one of l2_policy.hpp's and 0 <= l2_dirty_cap <= l2_bytes.
 void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.

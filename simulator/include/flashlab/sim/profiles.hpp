@@ -89,6 +89,11 @@ struct HardwareProfile {
   // (Problem::l2_home_partitions for the naive mirror; GridProblem::l2_home_copies for the
   // grid model of fa2, fa3 and the scalar kernel). Measured where true; false where not.
   bool l2_home_copies = false;
+  // The most bytes one L2 partition holds dirty: a write past it has the partition write its
+  // oldest dirty lines back to DRAM, keeping them, clean (GridProblem::l2_dirty_cap and
+  // Problem::l2_dirty_cap; l2_cache.hpp). Measured where not 0; 0: no cap, a dirty line
+  // stays dirty until its set needs the room.
+  Bytes l2_dirty_cap = 0;
   // Where the blocks of a whole first wave land, in grid order: the L2 partition of each
   // block's SM, one digit a block, for kernels of one block an SM ([0], sm_count digits) and
   // of two ([1], 2 sm_count digits). Measured (bench_l2_partitions); empty where not.
@@ -109,7 +114,8 @@ struct HardwareProfile {
 std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int blocks_per_sm);
 
 // The grid `g` as it runs on `gpu`, the one place the profile's facts enter a GridProblem:
-// its SM count, L2 bytes, partitions, replacement and home copies, and the measured placement of blocks
+// its SM count, L2 bytes, partitions, replacement, home copies and dirty cap, and the measured
+// placement of blocks
 // for g.blocks_per_sm (measured_slot_partitions). The kernel's own fields (shape, tiles,
 // occupancy, order, L1) are g's, untouched.
 GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g);
