@@ -7,9 +7,9 @@
 // profile's model as `flashlab compare` runs it (its replacement, hashed sets, with its home
 // copies, or without them with --home-copies off; the measured placement, bench_l2_partitions;
 // lockstep), or the drift schedule (flashlab/sim/grid.hpp) with --spread, or the blocks older
-// first with --older-first. The H200 profile gives the SMs, the L2, its partitions, its replacement and
-// the blocks' time spread; fa2's tiles and occupancy come from the GPU library's
-// kernel_info.hpp.
+// first with --older-first. The H200 profile gives the SMs, the L2, its partitions, its replacement,
+// its dirty cap (both models; none with --dirty-cap off) and the blocks' time spread; fa2's
+// tiles and occupancy come from the GPU library's kernel_info.hpp.
 //
 //   ./build/bench/simulator/grid_vs_measured                       # every row, minutes
 //   ./build/bench/simulator/grid_vs_measured --only crossover_h1.csv --replacement lru
@@ -131,9 +131,12 @@ class Model {
  public:
   // homes: B's home copies, where its replacement is sets (GridProblem::l2_home_copies).
   // older_first: B's blocks older first (GridSchedule::older_first at the profile's lead).
-  Model(std::uint64_t seed, bool homes, bool older_first)
-      : seed_(seed), homes_(homes), older_first_(older_first) {}
+  // dirty_cap: both models with the profile's cap on what a partition holds dirty
+  // (GridProblem::l2_dirty_cap), or with none.
+  Model(std::uint64_t seed, bool homes, bool older_first, bool dirty_cap)
+      : seed_(seed), homes_(homes), older_first_(older_first), dirty_cap_(dirty_cap) {}
   bool homes() const { return homes_; }
+  bool dirty_cap() const { return dirty_cap_; }
   bool older_first() const { return older_first_; }
 
   Prediction predict(const Measured& m, sim::L2Replacement replacement, sim::GridSchedule schedule,
@@ -158,13 +161,14 @@ class Model {
     g = sim::with_replacement(h200, g, replacement);  // the model asked for,
     if (!homes_) g.l2_home_copies = false;              // with or without home copies, and
     if (!measured_placement) g.slot_partitions.clear();  // blocks alternating instead
+    if (!dirty_cap_) g.l2_dirty_cap = 0;                  // with or without the dirty cap
     const sim::GridReport r = sim::run_grid(g);
     return cache_[key] = {double(r.dram_read()), double(r.dram_written())};
   }
 
  private:
   std::uint64_t seed_;
-  bool homes_, older_first_;
+  bool homes_, older_first_, dirty_cap_;
   std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, cpu::Index, int, int, double, bool>,
            Prediction>
       cache_;
@@ -193,11 +197,12 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
                         : spread > 0          ? sim::GridSchedule::drift
                                               : sim::GridSchedule::lockstep;
   fmt::print(
-      "\nA: lru, lockstep; B: {}. MiB; ratios are measured / predicted\n\n"
+      "\nA: lru, lockstep; B: {}; {}. MiB; ratios are measured / predicted\n\n"
       "| source | heads, KV heads, N | read meas. | A | ratio | B | ratio | "
       "write meas. | A | ratio | B | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-      model_name(replacement, model.homes(), model.older_first(), spread, measured));
-  int within_a = 0, within_b = 0;
+      model_name(replacement, model.homes(), model.older_first(), spread, measured),
+      model.dirty_cap() ? "both with the profile's dirty cap" : "neither with a dirty cap");
+  int within_a = 0, within_b = 0, written_within_a = 0, written_within_b = 0;
   double log_a = 0, log_b = 0;
   for (const Measured& m : rows) {
     const Prediction a = model.predict(m, sim::L2Replacement::lru, sim::GridSchedule::lockstep, 0);
@@ -213,6 +218,8 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
     within_b += std::abs(m.read / b.read - 1) <= kGoal;
     log_a += std::abs(std::log(m.read / a.read));
     log_b += std::abs(std::log(m.read / b.read));
+    written_within_a += a.written > 0 && std::abs(m.written / a.written - 1) <= kGoal;
+    written_within_b += b.written > 0 && std::abs(m.written / b.written - 1) <= kGoal;
   }
   const double n = double(rows.size());
   fmt::print(
@@ -220,6 +227,8 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
       "of the reads: A {:.4f}, B {:.4f}\n",
       model_name(replacement, model.homes(), model.older_first(), spread, measured), within_a, rows.size(), within_b,
       rows.size(), log_a / n, log_b / n);
+  fmt::print("Writes within 15%: A {} of {}, B {} of {}\n", written_within_a, rows.size(),
+             written_within_b, rows.size());
 }
 
 }  // namespace
@@ -260,6 +269,12 @@ int main(int argc, char** argv) {
                "B's blocks older first: each SM's older block faster by the H200 profile's "
                "older_block_lead (" + std::to_string(h200.older_block_lead) + "), with --spread's "
                "draws on top");
+  std::string dirty_cap = h200.l2_dirty_cap > 0 ? "on" : "off";
+  app.add_option("--dirty-cap", dirty_cap,
+                 "the profile's cap on what a partition holds dirty: on (the H200 profile's) or "
+                 "off (a dirty line stays until its set needs the room)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   try {
     if (spreads.empty()) spreads = {0};
@@ -268,7 +283,7 @@ int main(int argc, char** argv) {
                   .block_time_spread = spread});
     const sim::L2Replacement victims = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only);
-    Model model(seed, homes == "on", older_first);
+    Model model(seed, homes == "on", older_first, dirty_cap == "on");
     for (const double spread : spreads)
       print_table(rows, model, victims, spread, placement == "measured");
   } catch (const std::exception& e) {

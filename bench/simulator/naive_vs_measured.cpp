@@ -18,6 +18,11 @@
 //   ./build/bench/simulator/naive_vs_measured --only naive-transition --n 9216
 //   ./build/bench/simulator/naive_vs_measured --only naive-onset      # N = 5120 .. 8192
 //
+// With --writes it prints instead, for the rows that carry dram_written_measured, the reads and
+// writes of the mirror as `flashlab compare` runs it (its own policy), with the H200 profile's
+// cap on what the L2 holds dirty (HardwareProfile::l2_dirty_cap) and without one.
+//   ./build/bench/simulator/naive_vs_measured --writes
+//
 // With --rows-in-flight FILE it reads instead the softmax's traffic alone
 // (bench/gpu/l2_rows_in_flight.py's CSV: one launch a row, with k blocks an SM, P written or
 // not, the blocks free, persistent or in lockstep, on both sides of the L2 or one) and sets
@@ -61,6 +66,7 @@ struct Measured {
   cpu::Index heads = 1, N = 0, d = 0;
   double read = 0;      // bytes
   bool causal = false;  // N_q = N_k: both alignments see the same scores
+  std::optional<double> written{};  // bytes, where the CSV has them
 };
 
 using bench::csv_fields;
@@ -78,14 +84,18 @@ std::vector<Measured> read_results(const std::filesystem::path& dir, const std::
       return std::size_t(std::find(header.begin(), header.end(), name) - header.begin());
     };
     const std::size_t kernel = col("kernel"), n = col("N"), d = col("d"), heads = col("heads"),
-                      causal = col("causal"), read = col("dram_read_measured");
+                      causal = col("causal"), read = col("dram_read_measured"),
+                      written = col("dram_written_measured");
     while (std::getline(in, line)) {
       const auto f = csv_fields(line);
       if (f.size() <= read || f[kernel] != "naive" || f[read].empty() ||
           (n_only > 0 && std::stoll(f[n]) != n_only))
         continue;
       out.push_back({path.filename().string(), std::stoll(f[heads]), std::stoll(f[n]),
-                     std::stoll(f[d]), std::stod(f[read]), f[causal] != "0"});
+                     std::stoll(f[d]), std::stod(f[read]), f[causal] != "0",
+                     written < f.size() && !f[written].empty()
+                         ? std::optional<double>(std::stod(f[written]))
+                         : std::nullopt});
     }
   }
   if (out.empty())
@@ -131,6 +141,62 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
   if (staggered) mirror.problem.softmax_staggered = *staggered;
   const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
   return double(r.dram_read()) * double(m.heads);
+}
+
+// The mirror's DRAM read and written, all heads, as `flashlab compare` runs it, with the
+// profile's cap on what the L2 holds dirty or without one.
+struct ReadWritten {
+  double read = 0, written = 0;
+};
+ReadWritten predict_as_built(const Measured& m, bool dirty_cap) {
+  app::KernelMirror mirror = mirror_of(m);
+  if (!dirty_cap) mirror.problem.l2_dirty_cap = 0;
+  const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
+  return {double(r.dram_read()) * double(m.heads), double(r.dram_written()) * double(m.heads)};
+}
+
+// --writes: per measured row with its DRAM writes, the mirror's reads and writes with the dirty
+// cap and without it.
+int print_writes(const std::vector<Measured>& rows) {
+  fmt::print(
+      "MiB; ratios measured / predicted; the mirror as `flashlab compare` runs it, with the "
+      "profile's dirty cap and without\n\n"
+      "| csv | heads | N | d | mask | read meas. | cap | ratio | no cap | ratio | "
+      "written meas. | cap | ratio | no cap | ratio |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  int read_cap = 0, read_none = 0, written_cap = 0, written_none = 0, n = 0;
+  double log_cap = 0, log_none = 0;
+  for (const Measured& m : rows) {
+    if (!m.written) continue;
+    const ReadWritten cap = predict_as_built(m, /*dirty_cap=*/true);
+    const ReadWritten none = predict_as_built(m, /*dirty_cap=*/false);
+    const auto ratio = [](double measured, double predicted) {
+      return predicted > 0 ? fmt::format("{:.3f}", measured / predicted) : std::string("-");
+    };
+    fmt::print(
+        "| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {} | "
+        "{:.1f} | {} |\n",
+        m.source, m.heads, m.N, m.d, m.causal ? "causal" : "none", m.read / 1048576,
+        cap.read / 1048576, ratio(m.read, cap.read), none.read / 1048576,
+        ratio(m.read, none.read), *m.written / 1048576, cap.written / 1048576,
+        ratio(*m.written, cap.written), none.written / 1048576, ratio(*m.written, none.written));
+    std::fflush(stdout);
+    ++n;
+    read_cap += std::abs(m.read / cap.read - 1) <= kGoal;
+    read_none += std::abs(m.read / none.read - 1) <= kGoal;
+    written_cap += cap.written > 0 && std::abs(*m.written / cap.written - 1) <= kGoal;
+    written_none += none.written > 0 && std::abs(*m.written / none.written - 1) <= kGoal;
+    if (cap.written > 0 && none.written > 0 && *m.written > 0) {
+      log_cap += std::abs(std::log(*m.written / cap.written));
+      log_none += std::abs(std::log(*m.written / none.written));
+    }
+  }
+  fmt::print(
+      "\nWithin 15%, of {} rows: reads with the cap {}, without {}; writes with the cap {}, "
+      "without {}; mean |log(measured / predicted)| of the writes: with the cap {:.3f}, "
+      "without {:.3f}\n",
+      n, read_cap, read_none, written_cap, written_none, log_cap / n, log_none / n);
+  return 0;
 }
 
 // One launch of the softmax's traffic (bench/gpu/l2_rows_in_flight.py's CSV).
@@ -273,9 +339,14 @@ int main(int argc, char** argv) {
   app.add_option("--rows-in-flight", traffic,
                  "the softmax's traffic alone (l2_rows_in_flight.py's CSV) instead of the "
                  "naive rows of --results");
+  bool writes = false;
+  app.add_flag("--writes", writes,
+               "the DRAM writes (and reads) of the rows that have them, the mirror as built with "
+               "the profile's dirty cap and without one");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!traffic.empty()) return print_traffic(traffic, n_only, seed);
+    if (writes) return print_writes(read_results(results, only, n_only));
     const sim::L2Replacement policy = *sim::parse_l2_replacement(replacement);  // checked above
     const std::vector<Measured> rows = read_results(results, only, n_only);
     fmt::print(

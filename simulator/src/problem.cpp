@@ -91,6 +91,10 @@ void check(const Problem& p) {
         "l2_home_partitions = {} with the {} policy: lines go home only in an L2 of hashed "
         "sets (l2_replacement sets), which knows each line's home",
         p.l2_home_partitions, to_string(p.l2_replacement)));
+  if (p.l2_dirty_cap != 0 && p.l2_bytes == 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_dirty_cap = {} bytes without an L2 (l2_bytes 0): give 0 for no cap, or an L2",
+        p.l2_dirty_cap));
   if (p.l2_dirty_cap < 0 || p.l2_dirty_cap > p.l2_bytes)
     throw cpu::InvalidArgument(fmt::format(
         "l2_dirty_cap = {} bytes with an L2 of {} bytes: give 0 for no cap, or at most the "
