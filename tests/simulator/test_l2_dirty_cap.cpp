@@ -136,11 +136,13 @@ TEST_CASE("dirty cap, 128-byte lines in one hashed set: the oldest lines go, a t
 
 TEST_CASE("dirty cap on a grid: the bytes written are conserved, at most the cap stays dirty") {
   // O is written once, so what the kernel writes back while it runs plus what it leaves dirty
-  // is O and L whatever the cap; the cap moves bytes from the second to the first.
+  // is O and L whatever the cap; the cap moves bytes from the second to the first. It keeps
+  // every line where it was, so the reads do not change. (Hashed sets with home copies.)
   for (const L2Replacement replacement : {L2Replacement::lru, L2Replacement::sets}) {
     GridProblem g{.N = 1023, .d = 59, .heads = 3, .Br = 64, .Bc = 32, .blocks_per_sm = 2,
                   .sm_count = 5, .l2_bytes = 3 * 97 * 1024, .l2_partitions = 3,
-                  .replacement = replacement};
+                  .replacement = replacement,
+                  .l2_home_copies = replacement == L2Replacement::sets};
     CAPTURE(to_string(replacement));
     const GridReport none = run_grid(g);
     g.l2_dirty_cap = 11 * 1024 + 5;
