@@ -91,15 +91,6 @@ void check(const Problem& p) {
         "l2_home_partitions = {} with the {} policy: lines go home only in an L2 of hashed "
         "sets (l2_replacement sets), which knows each line's home",
         p.l2_home_partitions, to_string(p.l2_replacement)));
-  if (p.l2_dirty_cap != 0 && p.l2_bytes == 0)
-    throw cpu::InvalidArgument(fmt::format(
-        "l2_dirty_cap = {} bytes without an L2 (l2_bytes 0): give 0 for no cap, or an L2",
-        p.l2_dirty_cap));
-  if (p.l2_dirty_cap < 0 || p.l2_dirty_cap > p.l2_bytes)
-    throw cpu::InvalidArgument(fmt::format(
-        "l2_dirty_cap = {} bytes with an L2 of {} bytes: give 0 for no cap, or at most the "
-        "L2's {} bytes",
-        p.l2_dirty_cap, p.l2_bytes, p.l2_bytes));
   if (p.N < 1 || p.N > kMaxN)
     throw cpu::InvalidArgument(fmt::format(
         "N = {}: the sequence length must be between 1 and {} (larger counts would overflow "
@@ -115,6 +106,15 @@ void check(const Problem& p) {
     throw cpu::InvalidArgument(fmt::format(
         "L2 of {} bytes: give a size of at most {} bytes (1 PiB), or 0 for no L2", p.l2_bytes,
         kMaxCapacityBytes));
+  if (p.l2_dirty_cap != 0 && p.l2_bytes == 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_dirty_cap = {} bytes without an L2 (l2_bytes 0): give 0 for no cap, or an L2",
+        p.l2_dirty_cap));
+  if (p.l2_dirty_cap < 0 || p.l2_dirty_cap > p.l2_bytes)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_dirty_cap = {} bytes with an L2 of {} bytes: give 0 for no cap, or at most the "
+        "L2's {} bytes",
+        p.l2_dirty_cap, p.l2_bytes, p.l2_bytes));
   cpu::check_causal(p.causal);
   const auto check_dtype = [](DType t, std::string_view what) {
     if (t != DType::fp32 && t != DType::bf16 && t != DType::fp16)
