@@ -4,8 +4,9 @@
 // model runs it through one partition of the H200 profile's L2 (its replacement, its home
 // copies, which stand for the other partition's alike traffic), half of each buffer going
 // through each partition, as every SM's share does; the DRAM bytes written during the fill
-// and during the read are the partition's, doubled. It runs twice: with the profile's dirty
-// cap (HardwareProfile::l2_dirty_cap, what a partition holds dirty at most) and without one.
+// and during the read are the partition's, doubled. It runs twice: with the dirty cap measured
+// on the H200 (sim::kH200MeasuredL2DirtyCap, what a partition holds dirty at most; the h200
+// profile leaves it out) and without one.
 //
 //   ./build/bench/simulator/dirty_writes_vs_measured [--results bench/results]
 //       [--only 2026-12-04-h200-l2-dirty-writes] [--home-copies on|off]
@@ -34,13 +35,13 @@ struct Written {
   double fill_mib = 0, read_after_mib = 0;
 };
 
-// The model's DRAM writes during the fill and the read after it, for X MiB, with the profile's
+// The model's DRAM writes during the fill and the read after it, for X MiB, with the measured
 // dirty cap or without one.
 Written model(const sim::HardwareProfile& h200, bool home_copies, bool dirty_cap,
               sim::Bytes x_mib) {
   const int partitions = h200.l2_partitions;
   sim::Machine m(sim::Machine::kUnbounded, h200.l2_bytes / partitions, h200.l2_replacement,
-                 /*seed=*/1, home_copies ? partitions : 1, dirty_cap ? h200.l2_dirty_cap : 0);
+                 /*seed=*/1, home_copies ? partitions : 1, dirty_cap ? sim::kH200MeasuredL2DirtyCap : 0);
   const auto rows = [&](sim::Bytes mib) {
     return cpu::Index(mib * kMiB / partitions / (4 * kRowFloats));
   };
@@ -102,10 +103,10 @@ int main(int argc, char** argv) {
       throw std::runtime_error("no CSV in " + results + " whose name contains " + only +
                                ": give --results and --only the measured runs");
     fmt::print(
-        "The model: one of the H200 profile's {} L2 partitions ({}, home copies {}), with its "
-        "dirty cap of {:.2f} MiB a partition and without one; MiB written to DRAM\n\n",
+        "The model: one of the H200 profile's {} L2 partitions ({}, home copies {}), with the "
+        "measured dirty cap of {:.2f} MiB a partition and without one; MiB written to DRAM\n\n",
         h200.l2_partitions, sim::to_string(h200.l2_replacement), home_copies ? "on" : "off",
-        double(h200.l2_dirty_cap) / double(kMiB));
+        double(sim::kH200MeasuredL2DirtyCap) / double(kMiB));
     fmt::print(
         "| X (MiB) | fill: measured | model | without cap | read after: measured | model | "
         "without cap |\n");

@@ -7,9 +7,10 @@
 // profile's model as `flashlab compare` runs it (its replacement, hashed sets, with its home
 // copies, or without them with --home-copies off; the measured placement, bench_l2_partitions;
 // lockstep), or the drift schedule (flashlab/sim/grid.hpp) with --spread, or the blocks older
-// first with --older-first. The H200 profile gives the SMs, the L2, its partitions, its replacement,
-// its dirty cap (both models; none with --dirty-cap off) and the blocks' time spread; fa2's
-// tiles and occupancy come from the GPU library's kernel_info.hpp.
+// first with --older-first. The H200 profile gives the SMs, the L2, its partitions, its replacement
+// and the blocks' time spread (with --dirty-cap on, both models hold at most the measured
+// sim::kH200MeasuredL2DirtyCap dirty in a partition; the profile has no cap); fa2's tiles and
+// occupancy come from the GPU library's kernel_info.hpp.
 //
 //   ./build/bench/simulator/grid_vs_measured                       # every row, minutes
 //   ./build/bench/simulator/grid_vs_measured --only crossover_h1.csv --replacement lru
@@ -131,8 +132,8 @@ class Model {
  public:
   // homes: B's home copies, where its replacement is sets (GridProblem::l2_home_copies).
   // older_first: B's blocks older first (GridSchedule::older_first at the profile's lead).
-  // dirty_cap: both models with the profile's cap on what a partition holds dirty
-  // (GridProblem::l2_dirty_cap), or with none.
+  // dirty_cap: both models with the measured cap on what a partition holds dirty
+  // (GridProblem::l2_dirty_cap = sim::kH200MeasuredL2DirtyCap), or with the profile's (none).
   Model(std::uint64_t seed, bool homes, bool older_first, bool dirty_cap)
       : seed_(seed), homes_(homes), older_first_(older_first), dirty_cap_(dirty_cap) {}
   bool homes() const { return homes_; }
@@ -161,7 +162,7 @@ class Model {
     g = sim::with_replacement(h200, g, replacement);  // the model asked for,
     if (!homes_) g.l2_home_copies = false;              // with or without home copies, and
     if (!measured_placement) g.slot_partitions.clear();  // blocks alternating instead
-    if (!dirty_cap_) g.l2_dirty_cap = 0;                  // with or without the dirty cap
+    if (dirty_cap_) g.l2_dirty_cap = sim::kH200MeasuredL2DirtyCap;  // with the dirty cap or not
     const sim::GridReport r = sim::run_grid(g);
     return cache_[key] = {double(r.dram_read()), double(r.dram_written())};
   }
@@ -201,7 +202,7 @@ void print_table(const std::vector<Measured>& rows, Model& model, sim::L2Replace
       "| source | heads, KV heads, N | read meas. | A | ratio | B | ratio | "
       "write meas. | A | ratio | B | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       model_name(replacement, model.homes(), model.older_first(), spread, measured),
-      model.dirty_cap() ? "both with the profile's dirty cap" : "neither with a dirty cap");
+      model.dirty_cap() ? "both with the measured dirty cap" : "neither with a dirty cap");
   int within_a = 0, within_b = 0, written_within_a = 0, written_within_b = 0;
   double log_a = 0, log_b = 0;
   for (const Measured& m : rows) {
@@ -269,10 +270,10 @@ int main(int argc, char** argv) {
                "B's blocks older first: each SM's older block faster by the H200 profile's "
                "older_block_lead (" + std::to_string(h200.older_block_lead) + "), with --spread's "
                "draws on top");
-  std::string dirty_cap = h200.l2_dirty_cap > 0 ? "on" : "off";
+  std::string dirty_cap = "off";
   app.add_option("--dirty-cap", dirty_cap,
-                 "the profile's cap on what a partition holds dirty: on (the H200 profile's) or "
-                 "off (a dirty line stays until its set needs the room)")
+                 "the cap on what a partition holds dirty measured on the H200: on, or off (the "
+                 "profile's: a dirty line stays until its set needs the room)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);

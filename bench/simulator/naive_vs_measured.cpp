@@ -19,8 +19,9 @@
 //   ./build/bench/simulator/naive_vs_measured --only naive-onset      # N = 5120 .. 8192
 //
 // With --writes it prints instead, for the rows that carry dram_written_measured, the reads and
-// writes of the mirror as `flashlab compare` runs it (its own policy), with the H200 profile's
-// cap on what the L2 holds dirty (HardwareProfile::l2_dirty_cap) and without one.
+// writes of the mirror as `flashlab compare` runs it (its own policy), with the cap on what a
+// partition holds dirty measured on the H200 (sim::kH200MeasuredL2DirtyCap, shared by the heads
+// as the room is) and without one, as the profile has it.
 //   ./build/bench/simulator/naive_vs_measured --writes
 //
 // With --rows-in-flight FILE it reads instead the softmax's traffic alone
@@ -144,13 +145,14 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
 }
 
 // The mirror's DRAM read and written, all heads, as `flashlab compare` runs it, with the
-// profile's cap on what the L2 holds dirty or without one.
+// measured cap on what a partition holds dirty or without one.
 struct ReadWritten {
   double read = 0, written = 0;
 };
 ReadWritten predict_as_built(const Measured& m, bool dirty_cap) {
   app::KernelMirror mirror = mirror_of(m);
-  if (!dirty_cap) mirror.problem.l2_dirty_cap = 0;
+  app::set_naive_l2_dirty_cap(mirror.problem, dirty_cap ? sim::kH200MeasuredL2DirtyCap : 0,
+                              m.heads);
   const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
   return {double(r.dram_read()) * double(m.heads), double(r.dram_written()) * double(m.heads)};
 }
@@ -160,7 +162,7 @@ ReadWritten predict_as_built(const Measured& m, bool dirty_cap) {
 int print_writes(const std::vector<Measured>& rows) {
   fmt::print(
       "MiB; ratios measured / predicted; the mirror as `flashlab compare` runs it, with the "
-      "profile's dirty cap and without\n\n"
+      "measured dirty cap and without (the profile's)\n\n"
       "| csv | heads | N | d | mask | read meas. | cap | ratio | no cap | ratio | "
       "written meas. | cap | ratio | no cap | ratio |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -342,7 +344,7 @@ int main(int argc, char** argv) {
   bool writes = false;
   app.add_flag("--writes", writes,
                "the DRAM writes (and reads) of the rows that have them, the mirror as built with "
-               "the profile's dirty cap and without one");
+               "the dirty cap measured on the H200 and without one (the profile's)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!traffic.empty()) return print_traffic(traffic, n_only, seed);

@@ -127,9 +127,7 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
       // The L2 cut into one share per partition and head.
       const Index shares = hw.l2_partitions * std::max<Index>(1, heads);
       mirror.problem.l2_bytes = std::max<sim::Bytes>(1, problem.l2_bytes / shares);
-      // What a partition holds dirty, shared by the heads as its room is.
-      mirror.problem.l2_dirty_cap =
-          std::min(mirror.problem.l2_bytes, hw.l2_dirty_cap / std::max<Index>(1, heads));
+      set_naive_l2_dirty_cap(mirror.problem, hw.l2_dirty_cap, heads);
       // The softmax's rows in flight: its resident blocks, one per row, sm_count x what
       // threads and shared memory let an SM hold (2048 / 256 = 8 on the H200; its 20
       // registers a thread allow more). A row is read by its one block, so its SM's
@@ -158,6 +156,11 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
     }
   }
   return mirror;
+}
+
+void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes partition_cap, Index heads) {
+  // The room is one partition's shared by the heads; what it holds dirty is shared alike.
+  problem.l2_dirty_cap = std::min(problem.l2_bytes, partition_cap / std::max<Index>(1, heads));
 }
 
 void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement) {

@@ -71,6 +71,10 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
 // that policy can hold them (hashed sets; Problem::l2_home_partitions). kernel_mirror sets it
 // so; a caller that tries the mirror under another policy sets it here too.
 void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement);
+// The naive mirror's dirty cap (Problem::l2_dirty_cap), from what one partition holds dirty at
+// most (0: no cap), shared by `heads` heads as the room (problem.l2_bytes, already set) is.
+// kernel_mirror sets the target profile's l2_dirty_cap; a caller that tries another sets it here.
+void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes partition_cap, Index heads);
 
 // The tiles cuBLAS chose for the naive kernel's GEMMs at this shape on the H200
 // (measured_h200.hpp), or nullptr where no run has read them.

@@ -130,13 +130,9 @@ constexpr std::array kProfiles = {
         // most half of them from DRAM, on both sides from 19 MiB a side, all of them
         // (docs/IO-LEVELS.md, "Home copies").
         .l2_home_copies = true,
-        // A fill of X MiB from every SM writes back to DRAM, while it runs, all it writes
-        // beyond about 28.4 MiB, and nothing below (bench/results/2026-12-04-h200-l2-dirty-
-        // writes.csv and -repeat.csv; docs/IO-LEVELS.md, "The writes during the kernel"): X
-        // less the bytes written is 28.20, 28.46, 28.48 and 28.38 MiB at X = 32, 48, 64 and 96,
-        // and 28.42 at 32 again, 28.39 MiB on average, so 14.19 MiB for each of the two
-        // partitions, in 128-byte lines.
-        .l2_dirty_cap = 116'276 * kL2LineBytes,
+        // No dirty cap (l2_dirty_cap 0), though one is measured (kH200MeasuredL2DirtyCap): with
+        // it the naive mirror's DRAM writes move away from the measured ones in every row and
+        // fa2's do not move (docs/IO-LEVELS.md, "The writes during the kernel").
         // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
         // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
         // partition (docs/IO-LEVELS.md, "Where blocks land").

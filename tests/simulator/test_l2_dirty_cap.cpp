@@ -3,7 +3,7 @@
 // take it past the cap, and keeps them, clean. Worked by hand in small L2s of both kinds
 // (tiles under LRU; 128-byte lines in one hashed set), one tensor a tile so that each
 // tensor's dram_written says which tile went to DRAM when; a grid whose written bytes are
-// conserved with and without the cap; the H200 profile's cap against the measured fills; and
+// conserved with and without the cap; the H200's measured cap against the fills it comes from; and
 // caps that no L2 can have, refused.
 #include "helpers.hpp"
 
@@ -162,13 +162,12 @@ TEST_CASE("dirty cap on a grid: the bytes written are conserved, at most the cap
   }
 }
 
-TEST_CASE("the H200 profile's dirty cap: a fill writes back what it writes beyond the cap") {
+TEST_CASE("the H200's measured dirty cap: a fill writes back what it writes beyond the cap") {
   // bench/gpu/l2_dirty_writes.py's fills past 28 MiB, X MiB from every SM after a clean read:
-  // one partition of the profile's L2 (its replacement, its home copies) takes half of each
-  // buffer, as dirty_writes_vs_measured runs it. Within 0.25 MiB of every measured row: the
-  // two runs of the 32 MiB fill differ by 0.22 MiB.
+  // one partition of the profile's L2 (its replacement, its home copies) with the measured cap
+  // takes half of each buffer, as dirty_writes_vs_measured runs it. Within 0.25 MiB of every
+  // measured row: the two runs of the 32 MiB fill differ by 0.22 MiB.
   const HardwareProfile& h200 = find_profile("h200");
-  REQUIRE(h200.l2_dirty_cap > 0);
   constexpr Bytes kMiB = Bytes{1} << 20;
   constexpr cpu::Index kRowFloats = 16 * 1024;
   constexpr Bytes kRow = 4 * kRowFloats;
@@ -190,7 +189,7 @@ TEST_CASE("the H200 profile's dirty cap: a fill writes back what it writes beyon
   REQUIRE(measured.size() == 4);
   for (const auto& [x, rows] : measured) {
     Machine m(Machine::kUnbounded, h200.l2_bytes / parts, h200.l2_replacement, 1,
-              h200.l2_home_copies ? parts : 1, h200.l2_dirty_cap);
+              h200.l2_home_copies ? parts : 1, kH200MeasuredL2DirtyCap);
     const Bytes flush_bytes = 2 * h200.l2_bytes / parts, fill_bytes = x * kMiB / parts;
     const auto flush = m.add_tensor("flush", flush_bytes / kRow, kRowFloats, DType::fp32);
     const auto fill = m.add_tensor("fill", fill_bytes / kRow, kRowFloats, DType::fp32);
@@ -202,6 +201,15 @@ TEST_CASE("the H200 profile's dirty cap: a fill writes back what it writes beyon
       CHECK(std::abs(model - row) <= 0.25);
     }
   }
+}
+
+TEST_CASE("a profile's dirty cap reaches the grid model, each partition's") {
+  HardwareProfile gpu = find_profile("h200");
+  CHECK(on_gpu(gpu, {}).l2_dirty_cap == gpu.l2_dirty_cap);
+  gpu.l2_dirty_cap = 12'345;
+  const GridProblem g = on_gpu(gpu, {});
+  CHECK(g.l2_dirty_cap == 12'345);
+  CHECK(with_replacement(gpu, g, L2Replacement::lru).l2_dirty_cap == 12'345);
 }
 
 TEST_CASE("a dirty cap that no L2 can have is refused, saying what would be right") {

@@ -64,6 +64,15 @@ Bytes l1_beside_shared(const SmLimits& sm, int blocks, Bytes shared_per_block);
 // decides): min(floor(shared / (block's + reserve)), floor(max threads / threads), max blocks).
 int blocks_by_shared_and_threads(const SmLimits& sm, int threads, Bytes shared_per_block);
 
+// What one L2 partition of the H200 holds dirty at most, measured: a fill of X MiB from every
+// SM writes back to DRAM, while it runs, all it writes beyond about 28.4 MiB, and nothing below
+// (bench/results/2026-12-04-h200-l2-dirty-writes.csv and -repeat.csv; docs/IO-LEVELS.md, "The
+// writes during the kernel"). X less the bytes written is 28.20, 28.46, 28.48 and 28.38 MiB at
+// X = 32, 48, 64 and 96, and 28.42 at 32 again: 28.39 MiB on average, so 14.19 MiB for each of
+// the two partitions, in 128-byte lines. A figure to set as a profile's l2_dirty_cap; the h200
+// profile leaves it out (profiles.cpp says why).
+inline constexpr Bytes kH200MeasuredL2DirtyCap = 116'276 * kL2LineBytes;
+
 struct HardwareProfile {
   std::string_view name;         // "h200", as the CLI's --profile takes it
   std::string_view description;  // the part and where its figures come from, in brief
@@ -91,8 +100,8 @@ struct HardwareProfile {
   bool l2_home_copies = false;
   // The most bytes one L2 partition holds dirty: a write past it has the partition write its
   // oldest dirty lines back to DRAM, keeping them, clean (GridProblem::l2_dirty_cap and
-  // Problem::l2_dirty_cap; l2_cache.hpp). Measured where not 0; 0: no cap, a dirty line
-  // stays dirty until its set needs the room.
+  // Problem::l2_dirty_cap; l2_cache.hpp). 0: no cap, a dirty line stays dirty until its set
+  // needs the room; so in every profile here (the H200's figure: kH200MeasuredL2DirtyCap).
   Bytes l2_dirty_cap = 0;
   // Where the blocks of a whole first wave land, in grid order: the L2 partition of each
   // block's SM, one digit a block, for kernels of one block an SM ([0], sm_count digits) and
