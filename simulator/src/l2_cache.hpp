@@ -51,7 +51,8 @@ class L2Cache {
   // row; a read of a resident tile's leading part (the visible scores of a causal row) hits
   // it. A read that misses fetches the tile from HBM; a write allocates it without
   // fetching (it is written whole) and marks it dirty. Tiles larger than the whole L2 go
-  // straight to HBM. Evicted dirty tiles are written back. What reaches HBM is booked in
+  // straight to HBM. Evicted dirty tiles are written back, and so are the oldest dirty ones
+  // past the dirty cap (which stay, clean). What reaches HBM is booked in
   // tensors[t].dram_read and .dram_written. times > 1: the same tile again and again; after
   // the first access it is resident, so the rest hit, unless it is larger than the L2.
   void access(int tensor, std::int64_t row0, Bytes bytes, bool write,
