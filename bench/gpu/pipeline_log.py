@@ -50,16 +50,22 @@ class LogError(Exception):
     pass
 
 
-def read_log(path):
-    """Rows of one log, grouped by (block, role), each in time order."""
+def read_rows(path, need):
+    """The rows of one log, as dicts, having at least the columns `need`."""
     try:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
     except OSError as e:
         raise LogError(f"cannot read {path}: {e.strerror}")
-    need = {"block", "role", "event", "item", "j", "t_ns", "N", "d", "causal", "batch", "heads"}
     if not rows or not need <= set(rows[0]):
         raise LogError(f"{path}: not a bench_pipeline_log CSV (columns {sorted(need)} expected)")
+    return rows
+
+
+def read_log(path):
+    """Rows of one log, grouped by (block, role), each in time order."""
+    rows = read_rows(path, {"block", "role", "event", "item", "j", "t_ns", "N", "d", "causal",
+                            "batch", "heads"})
     by_role = collections.defaultdict(list)
     for r in rows:
         by_role[(int(r["block"]), r["role"])].append(
@@ -160,14 +166,7 @@ def summarise(path):
 
 def block_ends(path):
     """Each logged block's start, end and work, in block order, and the grid's balance."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise LogError(f"cannot read {path}: {e.strerror}")
-    need = {"block", "sm", "role", "event", "item", "j", "t_ns"}
-    if not rows or not need <= set(rows[0]):
-        raise LogError(f"{path}: not a bench_pipeline_log CSV (columns {sorted(need)} expected)")
+    rows = read_rows(path, {"block", "sm", "role", "event", "item", "j", "t_ns"})
     blocks = {}
     for r in rows:
         b = int(r["block"])
