@@ -4,6 +4,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --lib build/gpu/libflashlab.so --csv out.csv     # the timing sweep
   python3 bench.py --lib ... --ncu-one fa2                          # one forward, for ncu
   python3 bench.py --lib ... --ncu-one fa2 --shape 1,16,4,4096,128  # B,Hq,Hkv,N,d (GQA)
+  python3 bench.py --lib ... --ncu-one cudnn --shape 16,32,32,1024,64 --causal 1   # masked
   python3 bench.py --summarize-ncu ncu_naive.csv ncu_fa2.csv ...    # bytes vs prediction
   python3 bench.py --lib ... --pass backward --csv bwd.csv          # the backward sweep
                                                                     # (bench_backward.py)
@@ -321,10 +322,11 @@ def run_ncu_one(args):
     _, k, v = make_inputs(torch, s["B"], s["Hkv"], s["N"], s["d"])
     o = torch.empty_like(q)
     lse = torch.empty(s["B"], s["H"], s["N"], device="cuda", dtype=torch.float32)
+    causal = args.causal == [1]  # `--causal 1` alone: the causal mask (else none)
     if args.ncu_one in fl.KERNELS:
-        fn = flashlab_call(fl.Flashlab(args.lib), args.ncu_one, q, k, v, o, lse, False)
+        fn = flashlab_call(fl.Flashlab(args.lib), args.ncu_one, q, k, v, o, lse, causal)
     else:
-        fn = torch_call(torch, args.ncu_one, q, k, v, False)
+        fn = torch_call(torch, args.ncu_one, q, k, v, causal)
     fn()
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
@@ -395,7 +397,8 @@ def main():
     ap.add_argument("--head-dims", type=int, nargs="*", choices=HEAD_DIMS, default=HEAD_DIMS,
                     help="the sweep's head dimensions (default: all)")
     ap.add_argument("--causal", type=int, nargs="*", choices=[0, 1], default=[0, 1],
-                    help="the sweep's masks: 0 none, 1 causal (default: both)")
+                    help="the sweep's masks: 0 none, 1 causal (default: both); with --ncu-one, "
+                    "1 alone for the causal mask")
     ap.add_argument("--impls", nargs="*", help="time only these (e.g. fa3 fa3-persistent fa3-queue "
                     "fa3-per-tile fa3-sexp2 fa2 flash cudnn; "
                     "cudnn is always the reference the outputs are compared with)")
