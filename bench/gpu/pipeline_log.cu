@@ -32,8 +32,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -82,13 +82,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1));
   app.add_option("--overlap-items", overlap_items, "0 or 1 (default: fa3's)")
       ->check(CLI::Range(0, 1));
-  const std::map<std::string, flashlab_fa3_grid> grids{{"auto", FLASHLAB_FA3_GRID_AUTO},
-                                                       {"persistent", FLASHLAB_FA3_GRID_PERSISTENT},
-                                                       {"queue", FLASHLAB_FA3_GRID_QUEUE},
-                                                       {"per-tile", FLASHLAB_FA3_GRID_PER_TILE}};
+  // --grid's names and the flashlab_fa3_grid each stands for, in the order --help lists them.
+  const std::vector<std::pair<std::string, flashlab_fa3_grid>> grids{
+      {"auto", FLASHLAB_FA3_GRID_AUTO},
+      {"persistent", FLASHLAB_FA3_GRID_PERSISTENT},
+      {"queue", FLASHLAB_FA3_GRID_QUEUE},
+      {"per-tile", FLASHLAB_FA3_GRID_PER_TILE}};
+  std::vector<std::string> grid_names;
+  for (const auto& [name, value] : grids) grid_names.push_back(name);
   app.add_option("--grid", grid, "auto (fa3's for the shape), persistent, queue or per-tile")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "persistent", "queue", "per-tile"}));
+      ->check(CLI::IsMember(grid_names));
   app.add_option("--csv", csv_path, "write the entries here")->required();
   CLI11_PARSE(app, argc, argv);
   try {
@@ -122,7 +126,8 @@ int main(int argc, char** argv) {
     options.stages = stages;
     options.ping_pong = ping_pong;
     if (overlap_items >= 0) options.overlap_items = overlap_items;
-    options.grid = grids.at(grid);
+    for (const auto& [name, value] : grids)
+      if (name == grid) options.grid = value;
     options = flashlab::gpu::fa3::resolve_options(d, options);
 
     const size_t entries = size_t(blocks) * plog::kRoles * plog::kCapacity;

@@ -41,7 +41,8 @@ Written model(const sim::HardwareProfile& h200, bool home_copies, bool dirty_cap
               sim::Bytes x_mib) {
   const int partitions = h200.l2_partitions;
   sim::Machine m(sim::Machine::kUnbounded, h200.l2_bytes / partitions, h200.l2_replacement,
-                 /*seed=*/1, home_copies ? partitions : 1, dirty_cap ? sim::kH200MeasuredL2DirtyCap : 0);
+                 /*seed=*/1, home_copies ? partitions : 1,
+                 dirty_cap ? sim::kH200MeasuredL2DirtyCap : 0);
   const auto rows = [&](sim::Bytes mib) {
     return cpu::Index(mib * kMiB / partitions / (4 * kRowFloats));
   };

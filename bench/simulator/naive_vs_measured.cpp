@@ -33,7 +33,8 @@
 // and staggered (as built). The mirror's partitions run alike, so a launch on one side alone
 // has no prediction. A CSV without measured columns prints the predictions alone; --n keeps
 // the launches of one N.
-//   ./build/bench/simulator/naive_vs_measured --rows-in-flight bench/results/2026-12-04-h200-naive-softmax-rows-in-flight.csv
+//   ./build/bench/simulator/naive_vs_measured --rows-in-flight
+//   bench/results/2026-12-04-h200-naive-softmax-rows-in-flight.csv
 #include "gpu_bridge/kernels.hpp"
 #include "measured_csvs.hpp"
 
@@ -60,13 +61,14 @@ using namespace flashlab;
 
 namespace {
 
-constexpr double kGoal = 0.15;  // DRAM bytes within 15%
+constexpr double kGoal = 0.15;      // DRAM bytes within 15%
+constexpr double kMiB = 1048576.0;  // bytes, for the tables
 
 struct Measured {
   std::string source;  // the CSV's file name
   cpu::Index heads = 1, N = 0, d = 0;
-  double read = 0;      // bytes
-  bool causal = false;  // N_q = N_k: both alignments see the same scores
+  double read = 0;                  // bytes
+  bool causal = false;              // N_q = N_k: both alignments see the same scores
   std::optional<double> written{};  // bytes, where the CSV has them
 };
 
@@ -178,10 +180,10 @@ int print_writes(const std::vector<Measured>& rows) {
     fmt::print(
         "| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {} | "
         "{:.1f} | {} |\n",
-        m.source, m.heads, m.N, m.d, m.causal ? "causal" : "none", m.read / 1048576,
-        cap.read / 1048576, ratio(m.read, cap.read), none.read / 1048576,
-        ratio(m.read, none.read), *m.written / 1048576, cap.written / 1048576,
-        ratio(*m.written, cap.written), none.written / 1048576, ratio(*m.written, none.written));
+        m.source, m.heads, m.N, m.d, m.causal ? "causal" : "none", m.read / kMiB, cap.read / kMiB,
+        ratio(m.read, cap.read), none.read / kMiB, ratio(m.read, none.read), *m.written / kMiB,
+        cap.written / kMiB, ratio(*m.written, cap.written), none.written / kMiB,
+        ratio(*m.written, none.written));
     std::fflush(stdout);
     ++n;
     read_cap += std::abs(m.read / cap.read - 1) <= kGoal;
@@ -214,7 +216,8 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
   if (!in) throw std::runtime_error("cannot read " + path.string());
   std::string line;
   if (!std::getline(in, line) || line.find("blocks_per_sm") == std::string::npos)
-    throw std::runtime_error(path.string() + " is not l2_rows_in_flight.py's CSV (its header "
+    throw std::runtime_error(path.string() +
+                             " is not l2_rows_in_flight.py's CSV (its header "
                              "names blocks_per_sm, rows_in_flight, n, rows, write_p, lockstep)");
   const auto header = csv_fields(line);
   const auto col = [&](const char* name) -> std::optional<std::size_t> {
@@ -232,7 +235,7 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
                     lockstep = need("lockstep");
   // Columns of later runs: absent, every launch was a grid a row, on both sides.
   const std::optional<std::size_t> x = col("x"), persistent = col("persistent"),
-                                    skipped = col("skipped_sms");
+                                   skipped = col("skipped_sms");
   const auto flag = [](const std::vector<std::string>& f, std::optional<std::size_t> c) {
     return c && *c < f.size() && !f[*c].empty() && f[*c] != "0";
   };
@@ -265,8 +268,8 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
 // The mirror's x for one head's softmax with `per_side` rows in flight on each partition;
 // `replacement` the L2's policy (sets: with the profile's home copies, as the mirror runs it),
 // `staggered` the order of the rows' passes.
-double traffic_x(cpu::Index N, cpu::Index per_side, sim::L2Replacement replacement,
-                 bool staggered, std::uint64_t seed) {
+double traffic_x(cpu::Index N, cpu::Index per_side, sim::L2Replacement replacement, bool staggered,
+                 std::uint64_t seed) {
   // d moves the GEMMs' bytes only, which the difference below cancels.
   const Measured one_head{.source = {}, .heads = 1, .N = N, .d = 128, .read = 0};
   const double compulsory = predict(one_head, replacement, seed, 1, staggered);
@@ -291,11 +294,11 @@ int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uin
         t.one_side ? t.rows_in_flight : cpu::tile_count(t.rows_in_flight, hw.l2_partitions);
     const std::string order = t.lockstep ? "lockstep" : t.persistent ? "persistent" : "free";
     const std::string measured = t.x ? fmt::format("{:.3f}", *t.x) : "-";
-    const double side_mib = double(per_side) * kScoreBytes * double(t.N) / 1048576.0;
+    const double side_mib = double(per_side) * kScoreBytes * double(t.N) / kMiB;
     const auto row = [&](std::string_view sides, std::string_view predicted) {
-      fmt::print("| {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} |\n", t.per_sm,
-                 t.rows_in_flight, t.N, t.write_p ? "written" : "not written", order, sides,
-                 side_mib, measured, predicted);
+      fmt::print("| {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} |\n", t.per_sm, t.rows_in_flight,
+                 t.N, t.write_p ? "written" : "not written", order, sides, side_mib, measured,
+                 predicted);
     };
     if (t.one_side) {  // the mirror's partitions run alike: no prediction
       row("one", "- | - | -");
@@ -307,10 +310,9 @@ int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uin
         return traffic_x(t.N, per_side, policy, staggered, seed);
       };
       it = cache
-               .emplace(std::pair{t.N, per_side},
-                        Predicted{x(sim::L2Replacement::lru, true),
-                                  x(sim::L2Replacement::sets, false),
-                                  x(sim::L2Replacement::sets, true)})
+               .emplace(std::pair{t.N, per_side}, Predicted{x(sim::L2Replacement::lru, true),
+                                                            x(sim::L2Replacement::sets, false),
+                                                            x(sim::L2Replacement::sets, true)})
                .first;
     }
     row("both", fmt::format("{:.3f} | {:.3f} | {:.3f}", it->second.lru, it->second.in_step,
@@ -369,9 +371,9 @@ int main(int argc, char** argv) {
       fmt::print(
           "| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | "
           "{:.1f} | {:.3f} | {:.3f} |\n",
-          m.source, m.heads, m.N, m.d, m.causal ? "causal" : "none", m.read / 1048576,
-          compulsory / 1048576, x(m.read), lru / 1048576, x(lru), m.read / lru, b / 1048576,
-          x(b), m.read / b);
+          m.source, m.heads, m.N, m.d, m.causal ? "causal" : "none", m.read / kMiB,
+          compulsory / kMiB, x(m.read), lru / kMiB, x(lru), m.read / lru, b / kMiB, x(b),
+          m.read / b);
       std::fflush(stdout);
     }
     fmt::print("\nReads within 15%: LRU {} of {}, {} {} of {}\n", within_lru, rows.size(),

@@ -1,9 +1,9 @@
 // An L2 between HBM and SRAM: least-recently-used tiles (or a random victim, or 128-byte
 // lines in hashed sets with LRU in each: l2_policy.hpp), write-back and write-allocate, with
 // an optional cap on the bytes it holds dirty (past it, the oldest dirty lines are written
-// back and stay, clean). It
-// turns the SRAM's traffic (what the two-level model counts) into the traffic that reaches HBM
-// itself (what a GPU's DRAM counters report). Private to simulator/.
+// back and stay, clean). It turns the SRAM's traffic (what the two-level model counts) into
+// the traffic that reaches HBM itself (what a GPU's DRAM counters report). Private to
+// simulator/.
 //
 // The programs (simulate.hpp) run one tile after another through it, as one SM would; the
 // grid model (grid.hpp) runs a kernel's resident blocks together through one of it, as the
@@ -52,8 +52,8 @@ class L2Cache {
   // it. A read that misses fetches the tile from HBM; a write allocates it without
   // fetching (it is written whole) and marks it dirty. Tiles larger than the whole L2 go
   // straight to HBM. Evicted dirty tiles are written back, and so are the oldest dirty ones
-  // past the dirty cap (which stay, clean). What reaches HBM is booked in
-  // tensors[t].dram_read and .dram_written. times > 1: the same tile again and again; after
+  // past the dirty cap (which stay, clean). What reaches HBM is booked in tensors[t].dram_read
+  // and .dram_written. times > 1: the same tile again and again; after
   // the first access it is resident, so the rest hit, unless it is larger than the L2.
   void access(int tensor, std::int64_t row0, Bytes bytes, bool write,
               std::vector<TensorTraffic>& tensors, std::int64_t times = 1);
