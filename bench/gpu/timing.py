@@ -10,6 +10,7 @@ Nsight Compute's cache control leaves it.
   flush = CleanFlush(torch)
   ms = flush.median_ms(fn)               # after a clean flush
   ms = flush.median_ms(fn, clean=False)  # after do_bench's flush, for comparison
+  ms = flush.median_ms(fn, clean=False, wait_us=20)  # the same, then 20 us of an idle GPU
 """
 import statistics
 
@@ -28,16 +29,32 @@ class CleanFlush:
         self.dirty = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
         self.clean = torch.zeros(FLUSH_BYTES, dtype=torch.int8, device="cuda")
 
-    def flush(self, clean=True):
+    def flush(self, clean=True, wait_us=0.0):
         self.dirty.zero_()  # do_bench's flush: the L2 ends full of these dirty lines
         if clean:
             self.clean.sum()  # read 256 MB: the dirty lines go back to DRAM before the call
+        if wait_us > 0:  # the GPU idles (one thread spinning) before the call
+            self.torch.cuda._sleep(int(wait_us * self.cycles_per_us()))
 
-    def median_ms(self, fn, reps=50, clean=True):
+    def cycles_per_us(self):
+        """The spin kernel's clock cycles per microsecond, timed once with events."""
+        if getattr(self, "_cycles_per_us", None) is None:
+            torch, cycles = self.torch, 4_000_000
+            torch.cuda._sleep(cycles)  # warm up
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            torch.cuda.synchronize()
+            self._cycles_per_us = cycles / (start.elapsed_time(end) * 1e3)
+        return self._cycles_per_us
+
+    def median_ms(self, fn, reps=50, clean=True, wait_us=0.0):
         torch = self.torch
         times = []
         for _ in range(reps):
-            self.flush(clean)
+            self.flush(clean, wait_us)
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
