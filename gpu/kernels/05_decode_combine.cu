@@ -1,16 +1,17 @@
 // Version 5b: split-KV decode, the combine kernel. One warp per query row (b, h, i) merges the
 // splits' states (m, l, U) from the workspace: the reference's merge (cpu_reference
-// softmax_state.hpp), m = max(m_a, m_b), l = exp(m_a - m) l_a + exp(m_b - m) l_b, U likewise,
-// taken kSplitsInFlight splits at a time: the group's states are loaded together, m' = the
-// largest of m and the group's m_s, l and U rescaled by exp(m - m'), then for every split s
-// of the group beta_s = exp(m_s - m'), l += beta_s l_s, U += beta_s U_s. No split's loads
-// wait on the one before (a left-to-right fold, split by split, needs the previous m first:
-// one memory latency per split): ceil(splits / kSplitsInFlight) latencies per row (2 at
-// B = 1's 32 splits, 1 from 16 splits down; 9 when a first pass read every m and the second
-// took 4 splits at a time); a group's slots past the last split load nothing.
-// Then it normalises once: O = U / l (rounded to the input dtype), LSE = m + log l (fp32,
-// natural log); a block's warps leave their rows' LSE in SRAM and one instruction stores the
-// block's kCombineRowsPerBlock consecutive floats, a whole sector (store_block_rows). A row
+// softmax_state.hpp), m = max(m_a, m_b), l = exp(m_a - m) l_a + exp(m_b - m) l_b, U likewise, taken
+// kCombineSplitsInFlight splits at a time: the group's states are loaded together, m' = the largest
+// of m and the group's m_s, l and U rescaled by exp(m - m'), then for every split s of the group
+// beta_s = exp(m_s - m'), l += beta_s l_s, U += beta_s U_s. No split's loads wait on the one before
+// (a left-to-right fold, split by split, needs the previous m first: one memory latency per split):
+// ceil(splits / kCombineSplitsInFlight) latencies per row (1 up to 16 splits, which the automatic
+// rule keeps to where it can; 9 when a first pass read every m and the second took 4 splits at a
+// time); a group's slots past the last split load nothing. Then it normalises once: O = U / l
+// (rounded to the input dtype), LSE = m + log l (fp32, natural log; decode_problem.hpp's row_inv_l
+// and row_lse, which a lone split's merge also ends its rows with: with one split the call has no
+// combine); a block's warps leave their rows' LSE in SRAM and one instruction stores the block's
+// kCombineRowsPerBlock consecutive floats, a whole sector (store_block_rows). A row
 // that saw no key (l = 0: a zero-length sequence, or a row whose causal window is empty)
 // gets O = 0 and LSE = -inf, the reference's convention.
 // Bytes per row: reads the splits' states, (d + 2) x 4 bytes of data each, as the
@@ -28,10 +29,10 @@ namespace {
 
 using namespace decode;
 
-// Splits whose states a group loads together before it folds them in: 16 x (d / 32 + 2)
-// registers a lane hold them (96 at d = 128). With few sequences the split rule takes many
-// splits (32 at B = 1 on the H200) and a row's latencies, not its bytes, set the combine's time.
-constexpr int kSplitsInFlight = 16;
+// kCombineSplitsInFlight (kernel_info.hpp, which the split rule also reads): the splits whose
+// states a group loads together before it folds them in, 16 x (d / 32 + 2) registers a lane
+// (96 at d = 128). A row's latencies, not its bytes, set the combine's time: one round trip
+// a group.
 
 // Merges the splits' states of query row `row` (b, h, i) into its O, written here, and
 // returns its LSE.
@@ -44,17 +45,18 @@ __device__ __forceinline__ float merge_row(const DecodeProblem& p, int64_t row, 
 
   constexpr int64_t stride = state_floats(kD);  // (splits, U (d), m, l, padding)
   const float* state = p.states + row * p.splits * stride;
-  // The splits in groups of kSplitsInFlight, every load of a group issued before any is used;
-  // m is the running maximum over the groups so far, l and U rescaled by alpha when a group
-  // raises it (the reference's merge, a group at a time). An empty split (m_s = -inf, l_s = 0,
-  // U_s = 0) adds nothing; if every split is empty, so is the row.
+  // The splits in groups of kCombineSplitsInFlight, every load of a group issued before any
+  // is used; m is the running maximum over the groups so far, l and U rescaled by alpha when
+  // a group raises it (the reference's merge, a group at a time). An empty split (m_s = -inf,
+  // l_s = 0, U_s = 0) adds nothing; if every split is empty, so is the row.
   float m = -INFINITY, l = 0.0f, rU[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) rU[c] = 0.0f;
-  for (int s0 = 0; s0 < p.splits; s0 += kSplitsInFlight) {
-    float m_s[kSplitsInFlight], l_s[kSplitsInFlight], U_s[kSplitsInFlight][kCols];
+  for (int s0 = 0; s0 < p.splits; s0 += kCombineSplitsInFlight) {
+    float m_s[kCombineSplitsInFlight], l_s[kCombineSplitsInFlight];
+    float U_s[kCombineSplitsInFlight][kCols];
 #pragma unroll
-    for (int j = 0; j < kSplitsInFlight; ++j) {
+    for (int j = 0; j < kCombineSplitsInFlight; ++j) {
       // Past the last split: the empty state, and nothing loaded.
       m_s[j] = -INFINITY;
       l_s[j] = 0.0f;
@@ -71,18 +73,18 @@ __device__ __forceinline__ float merge_row(const DecodeProblem& p, int64_t row, 
     }
     float m_new = m;
 #pragma unroll
-    for (int j = 0; j < kSplitsInFlight; ++j) m_new = fmaxf(m_new, m_s[j]);
+    for (int j = 0; j < kCombineSplitsInFlight; ++j) m_new = fmaxf(m_new, m_s[j]);
     if (m_new == -INFINITY) continue;  // every split so far is empty
     // alpha = exp(m - m'): 0 before the first group with a key (l and U are 0 then), 1 where
-    // the group leaves the maximum. With splits <= kSplitsInFlight there is one group, m' is
-    // the largest m_s, and l and U are the sums of beta_s l_s and beta_s U_s alone.
+    // the group leaves the maximum. With splits <= kCombineSplitsInFlight there is one group,
+    // m' is the largest m_s, and l and U are the sums of beta_s l_s and beta_s U_s alone.
     const float alpha = expf(m - m_new);
     m = m_new;
     l *= alpha;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) rU[c] *= alpha;
 #pragma unroll
-    for (int j = 0; j < kSplitsInFlight; ++j) {
+    for (int j = 0; j < kCombineSplitsInFlight; ++j) {
       const float beta = expf(m_s[j] - m);
       l += beta * l_s[j];
 #pragma unroll
@@ -92,11 +94,10 @@ __device__ __forceinline__ float merge_row(const DecodeProblem& p, int64_t row, 
 
   T* gO = static_cast<T*>(p.o) + int64_t(b) * p.o_stride.batch + int64_t(h) * p.o_stride.head +
           int64_t(i) * p.o_stride.row;
-  const bool empty = l == 0.0f;
-  const float inv_l = empty ? 0.0f : 1.0f / l;
+  const float inv_l = row_inv_l(l);
 #pragma unroll
   for (int c = 0; c < kCols; ++c) gO[c * kWarpSize + lane] = from_float<T>(rU[c] * inv_l);
-  return empty ? -INFINITY : m + logf(l);
+  return row_lse(m, l);
 }
 
 // The bound's second argument (at least one block an SM) is what lets ptxas keep a group's

@@ -1,9 +1,11 @@
-// Version 5a: split-KV decode (flash-decoding), the split kernel, on the tensor cores. A few
-// query rows per sequence against a long KV cache: one block per (split, KV head x row
-// block, batch entry) computes the state (m, l, U) of its packed query rows over the keys of
-// its split and writes it, fp32, U unnormalised, to the workspace; 05_decode_combine.cu
-// merges the splits. (05_decode_queue.cu takes the same steps in persistent blocks; what the
-// two share, the warp's step, the tile's copy and the warps' merge, is decode_steps.cuh.)
+// Version 5a: split-KV decode (flash-decoding), the split kernel, on the tensor cores. A few query
+// rows per sequence against a long KV cache: one block per (split, KV head x row block, batch
+// entry) computes the state (m, l, U) of its packed query rows over the keys of its split and
+// writes it, fp32, U unnormalised, to the workspace; 05_decode_combine.cu merges the splits. With
+// one split there is nothing to merge: the block ends its rows itself, O = U / l and LSE, and the
+// call launches no combine (decode::split_kernel_ends_rows). (05_decode_queue.cu takes the same
+// steps in persistent blocks; what the two share, the warp's step, the tile's copy and the warps'
+// merge, is decode_steps.cuh.)
 //
 // GQA packing: the block's rows are the N_q rows of every query head that reads its KV head,
 // packed row p = (head in group) * N_q + i, up to 16 of them: the M of an mma.sync m16n8k16
@@ -42,8 +44,9 @@ namespace {
 using namespace decode;
 using namespace decode_steps;
 
-static_assert(merge_bytes(64) <= sram_bytes(64) && merge_bytes(128) <= sram_bytes(128),
-              "the merge reuses the ring");
+static_assert(merge_bytes(64) + kMaxRowsPerBlock * 4 <= sram_bytes(64) &&
+                  merge_bytes(128) + kMaxRowsPerBlock * 4 <= sram_bytes(128),
+              "the merge (and a lone split's LSE) reuses the ring");
 
 // Which keys a block takes: kernel_info.hpp's rule (split_first_tile, which lesson 10
 // calls). The sequence is cut into tiles of Bc keys, split s takes tiles
@@ -123,8 +126,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   // Merge the warps' states in SRAM, over the ring (idle once every copy has landed).
   ptx::cp_async_wait<0>();
   __syncthreads();
-  merge_warps<kD, kMaxRowsPerBlock>(state, reinterpret_cast<float*>(sram), p, b, kv_head,
-                                    q.first_row, q.rows, split, warp, lane, t, scale_log2);
+  // With one split the merge ends the rows itself (decode::split_kernel_ends_rows).
+  merge_warps<T, kD, kMaxRowsPerBlock>(state, reinterpret_cast<float*>(sram), p, b, kv_head,
+                                       q.first_row, q.rows, split, p.splits == 1, warp, lane, t,
+                                       scale_log2);
 }
 
 template <class T, int kD, bool kEvictFirst>

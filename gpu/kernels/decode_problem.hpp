@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace flashlab::gpu {
@@ -44,6 +45,13 @@ struct DecodeProblem {
   FLASHLAB_HOST_DEVICE int queue_items() const { return splits * items_per_piece(); }
 };
 
+// A query row's end, where the combine merges its splits and where a lone split's merge
+// ends it (decode::split_kernel_ends_rows): O = U x row_inv_l(l) rounded to the input dtype,
+// LSE = row_lse(m, l) (natural log). A row that saw no key (l = 0: a zero-length sequence)
+// gets O = 0 and LSE = -inf, the reference's convention.
+FLASHLAB_HOST_DEVICE float row_inv_l(float l) { return l == 0.0f ? 0.0f : 1.0f / l; }
+FLASHLAB_HOST_DEVICE float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
+
 // Offsets of the error word's fields, then of the queue's counter, in the workspace's header.
 inline constexpr int kErrorBits = 0, kErrorLengthEntry = 1, kErrorPageEntry = 2,
                      kErrorPageIndex = 3, kErrorWords = 4;
@@ -51,7 +59,8 @@ inline constexpr int kQueueCounterWord = kErrorWords, kHeaderWordsZeroed = kErro
 static_assert(kHeaderWordsZeroed * 4 <= decode::kWorkspaceHeaderBytes);
 
 // 05_decode_split_kv.cu (or 05_decode_queue.cu where problem.queue), then
-// 05_decode_combine.cu, on the same stream; sm_count sizes the queue's persistent grid.
+// 05_decode_combine.cu, on the same stream, unless one split ends its rows itself
+// (decode::split_kernel_ends_rows); sm_count sizes the queue's persistent grid.
 void launch_decode_split_kv(const DecodeProblem& problem, cudaStream_t stream);
 void launch_decode_queue(const DecodeProblem& problem, int sm_count, cudaStream_t stream);
 void launch_decode_combine(const DecodeProblem& problem, cudaStream_t stream);

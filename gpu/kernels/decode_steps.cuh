@@ -293,16 +293,20 @@ __device__ __forceinline__ void step(SoftmaxState<kD>& state, const QueryRows<kD
 // same arithmetic either way, in a fixed order: m = max m_w, then the warps' l and U scaled by
 // 2^((m_w - m) s) and added in warp order, so the bits do not depend on the pass. Starts
 // with the block's writes to `sram` and ends with a barrier after its last read there.
-// first_row and rows: the block's packed rows (QueryRows's).
-template <int kD, int kPassRows>
+// first_row and rows: the block's packed rows (QueryRows's). Where `ends_rows` (a lone split,
+// decode::split_kernel_ends_rows) the merged state is not written: the row ends here, O and
+// LSE as the combine would write them from that one state, the pass's LSE in one store
+// (consecutive rows of LSE; kPassRows more floats of `sram`, after l).
+template <class T, int kD, int kPassRows>
 __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float* sram,
                                             const DecodeProblem& p, int b, int kv_head,
-                                            int first_row, int rows, int split, int warp,
-                                            int lane, int t, float scale_log2) {
+                                            int first_row, int rows, int split, bool ends_rows,
+                                            int warp, int lane, int t, float scale_log2) {
   static_assert(kPassRows == 8 || kPassRows == 16, "a pass takes row g, or rows g and g + 8");
   float* sU = sram;
   float* sM = sU + kWarps * kPassRows * kD;
   float* sL = sM + kWarps * kPassRows;
+  float* sLse = sL + kWarps * kPassRows;  // where ends_rows: the pass's LSE, (kPassRows)
   constexpr int kStride = int(state_floats(kD));
   for (int pass_row0 = 0; pass_row0 < rows; pass_row0 += kPassRows) {
 #pragma unroll
@@ -336,15 +340,27 @@ __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float
       }
       const int packed = first_row + pass_row0 + r;
       const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
-      float* state_out = p.states +
-                         ((int64_t(b) * p.heads_q + h) * p.n_q + i) * p.splits * kStride +
-                         int64_t(split) * kStride;
+      const float m = m_max == -INFINITY ? -INFINITY : m_max * p.scale;  // natural units
+      const int64_t row = (int64_t(b) * p.heads_q + h) * p.n_q + i;      // (b, h, i)
+      if (ends_rows) {  // O lane by lane along the row; LSE to SRAM, stored below
+        T* gO = static_cast<T*>(p.o) + int64_t(b) * p.o_stride.batch +
+                int64_t(h) * p.o_stride.head + int64_t(i) * p.o_stride.row;
+        gO[c] = from_float<T>(u_sum * row_inv_l(l_sum));
+        if (c == 0) sLse[r] = row_lse(m, l_sum);
+        continue;
+      }
+      float* state_out = p.states + row * p.splits * kStride + int64_t(split) * kStride;
       state_out[c] = u_sum;
       if (c == 0)  // m and l in one 8-byte store (kStateMlStore), alone in their sector
-        *reinterpret_cast<float2*>(state_out + kD) =
-            make_float2(m_max == -INFINITY ? -INFINITY : m_max * p.scale, l_sum);
+        *reinterpret_cast<float2*>(state_out + kD) = make_float2(m, l_sum);
     }
     __syncthreads();
+    // The pass's rows are consecutive rows (b, h, i) of LSE: one store for all of them.
+    if (ends_rows && p.lse != nullptr) {
+      const int64_t first = (int64_t(b) * p.heads_q + int64_t(kv_head) * p.group_size) * p.n_q +
+                            first_row + pass_row0;
+      store_block_rows<kPassRows>(p.lse, first, first + pass_rows, sLse);
+    }
   }
 }
 

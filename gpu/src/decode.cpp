@@ -94,7 +94,8 @@ void run_decode(const flashlab_decode_params& p) {
     launch_decode_queue(problem, int(sm_count), stream);
   else
     launch_decode_split_kv(problem, stream);
-  launch_decode_combine(problem, stream);
+  if (!decode::split_kernel_ends_rows(problem.splits, problem.queue))
+    launch_decode_combine(problem, stream);
 }
 
 void check_decode(const flashlab_decode_params& p) {

@@ -31,6 +31,12 @@
 //                       the combine's loads touch
 //   O          written  H_kv rows d b
 //   LSE        written  H_kv rows f
+// With one split on the split grid and split_ends_rows (the kernel as built), the split
+// kernel's merge writes O and LSE itself: no partial state is written or read (the tensor's
+// row is left at 0), each block
+// stores its rows' LSE in one run (lone_split_lse: the sectors of the run at its place in
+// the array, 1 a block of G = 4 rows with one query), and there is no combine launch; the
+// finalize's operations are the same, in the split kernel.
 // Out of the SMs, the written bytes are the sectors of the stores when the facts give them
 // (DecodeStores; warp_store.hpp). As built (each state padded to whole sectors, a multiple
 // of 8 floats): a state's U goes out in runs of 32 floats, whole sectors, and its m and l in
@@ -189,6 +195,22 @@ Bytes states_in(Index count, Index d, Bytes stride, Bytes header) {
                      [&](Bytes start) { return span_sectors(start, data, 0); });
 }
 
+// Bytes out of the SMs for LSE where a lone split ends its rows: each block stores the LSE
+// of its packed rows, which are consecutive rows (b, h, i) of the array, in one run
+// (`store`: bytes_per_thread a row, up to `threads` rows), at their place in the array. The
+// (sequence, KV head) pairs' rows follow one another, `rows` a pair, cut into row blocks.
+Bytes lone_split_lse_out(Index pairs, Index rows, Index rows_per_block, const WarpStore& store) {
+  const Bytes row_bytes = store.bytes_per_thread;
+  const Index per_block = std::min<Index>(rows_per_block, store.threads);
+  return over_states(pairs, rows * row_bytes, 0, [&](Bytes start) {
+    Bytes sectors = 0;
+    for (Index r0 = 0; r0 < rows; r0 += per_block)
+      sectors +=
+          sectors_touched(start + r0 * row_bytes, std::min(per_block, rows - r0) * row_bytes);
+    return sectors * kSectorBytes;
+  });
+}
+
 // Floats from one state to the next: the facts', or packed.
 Index state_stride_floats(Index d, const DecodeKernelFacts& f) {
   return f.state_floats > 0 ? f.state_floats : d + kStateFloatsBeyondU;
@@ -220,6 +242,11 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("persistent_blocks", f.persistent_blocks, 0, kMaxDecodeBatch * kMaxHeads);
   check_range("merge_rows_per_pass", f.merge_rows_per_pass, 0, kMaxDecodeQueries * kMaxHeads);
   check_range("claim_bytes", f.claim_bytes, 0, kMaxDecodeLength);
+  if (f.split_ends_rows && (f.splits != 1 || f.persistent_blocks > 0))
+    throw cpu::InvalidArgument(fmt::format(
+        "split_ends_rows with {} splits{}: only one split on the split grid ends its rows in "
+        "the split kernel (splits = 1, persistent_blocks = 0)",
+        f.splits, f.persistent_blocks > 0 ? " on the queue grid" : ""));
   if (f.piece_first_step != nullptr)  // the rule must cover every sequence in order
     for (const Index steps : {Index{0}, Index{1}, Index{7}, Index{4096}}) {
       Index at = f.piece_first_step(steps, f.splits, 0);
@@ -274,6 +301,14 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   const Index queue_blocks = queue ? std::min(items, f.persistent_blocks) : 0;
   const Index claims = items + queue_blocks;
 
+  const bool ends_rows = f.split_ends_rows;  // one split, no states, no combine
+  const Index rows_per_block = f.rows_per_block > 0 ? f.rows_per_block : rows;
+  const Bytes lse_written =
+      !ends_rows ? out(f.stores.lse, bytes({B, H, rows, kFp32}))
+      : f.stores.lone_split_lse
+          ? lone_split_lse_out(B * H, rows, rows_per_block, *f.stores.lone_split_lse)
+          : bytes({B, H, rows, kFp32});
+
   PassReport r;
   r.pass = "decode";
   r.label = fmt::format(
@@ -289,10 +324,11 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"V", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
       {"block table", "int32", f.page_size > 0 ? B * ceil_div(max_length, f.page_size) : 0,
        bytes({H, R, entries, kTableEntryBytes}), 0},
-      {"partial state", fp32, B * H * S * rows * state_floats, state_read,
-       states_out(states, d, stride * kFp32, f.stores)},
+      ends_rows ? PassTensor{"partial state", fp32, 0, 0, 0}
+                : PassTensor{"partial state", fp32, B * H * S * rows * state_floats, state_read,
+                             states_out(states, d, stride * kFp32, f.stores)},
       {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, out(f.stores.o, d * b)})},
-      {"LSE", fp32, B * H * rows, 0, out(f.stores.lse, bytes({B, H, rows, kFp32}))},
+      {"LSE", fp32, B * H * rows, 0, lse_written},
   };
   if (queue)
     r.tensors.push_back({"queue counter", "uint32", 1, bytes({claims, kCounterBytes}),
@@ -306,6 +342,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
     r.launches.push_back({"queue", queue_blocks, queue_blocks, f.threads, f.blocks_per_sm});
   else
     r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads, f.blocks_per_sm});
+  if (ends_rows) return r;
   const Index combine_blocks = f.combine_rows_per_block > 0
                                    ? ceil_div(B * H * rows, f.combine_rows_per_block)
                                    : B * s.heads_q();

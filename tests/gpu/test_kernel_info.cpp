@@ -327,10 +327,22 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   // B = 8: 64 (b, KV head) pairs, 4 splits = 256 blocks (3 would be 192: 73%).
   CHECK(decode::auto_splits(8, 8, 4, 1, 131072, kH200Sms) == 4);
   CHECK(decode::auto_splits(8, 8, 4, 1, 1024, kH200Sms) == 2);
-  // B = 1: 8 pairs, 32 splits = 256 (31 would be 248: 93.9%).
-  CHECK(decode::auto_splits(1, 8, 4, 1, 32768, kH200Sms) == 32);
-  // One pair never fills 95% of a wave: the best share within kMaxSplits.
+  // B = 1: 8 pairs. Two blocks an SM would take 32 splits = 256 (31 would be 248: 93.9%),
+  // more than the combine loads at once (16); 16 splits = 128 blocks keep 97% of one block an
+  // SM busy (15 would be 120: 90.9%), within one group.
+  static_assert(decode::kCombineSplitsInFlight == 16);
+  CHECK(decode::auto_splits(1, 8, 4, 1, 32768, kH200Sms) == 16);
+  CHECK(decode::fewest_filling_splits(8, 2 * kH200Sms, decode::kMaxSplits) == 32);
+  CHECK(decode::fewest_filling_splits(8, kH200Sms, 16) == 16);
+  CHECK(decode::fewest_filling_splits(8, kH200Sms, 15) == -15);  // the best share, negated
+  // One pair never fills 95% of a wave, nor 16 splits one block an SM: the best share
+  // within kMaxSplits.
   CHECK(decode::auto_splits(1, 1, 4, 1, 1 << 20, kH200Sms) == decode::kMaxSplits);
+  // 5 pairs: the wave rule takes 51 splits (255 of 264 slots, 96.6%; 50 would be 94.7%), and
+  // within 16 splits one block an SM is never 95% busy (at most 80 of 132), so 51 stays.
+  CHECK(decode::auto_splits(5, 1, 4, 1, 1 << 20, kH200Sms) == 51);
+  // A cache too short for 16 splits of kMinKeysPerSplit keys: the cap, not one group.
+  CHECK(decode::auto_splits(1, 8, 4, 1, 4096, kH200Sms) == 8);
   // B = 32: one split fills 256 of 264 slots; B = 64: 512 of 2 x 264 (97%).
   CHECK(decode::auto_splits(32, 8, 4, 1, 32768, kH200Sms) == 1);
   CHECK(decode::auto_splits(64, 8, 4, 1, 32768, kH200Sms) == 1);

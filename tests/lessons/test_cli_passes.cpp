@@ -133,11 +133,18 @@ TEST_CASE("simulate --pass decode: splits, pages, ragged lengths and the busy SM
   CHECK(many["launches"][0]["busy_sms"] == 64);
   CHECK(bytes_of(one, "K", "bytes_read") == bytes_of(many, "K", "bytes_read"));
   // The states grow with the splits, each one whole sectors of its own (written by the split
-  // kernel, read by the combine): 64 splits, 64 times one split's.
+  // kernel, read by the combine): 64 splits, twice 32 splits'. One split writes none: it ends
+  // its rows itself (decode::split_kernel_ends_rows) and no combine runs.
+  const auto half = json_of("simulate --pass decode --kv-len 32768 --splits 32");
   CHECK(bytes_of(many, "partial state", "bytes_read") ==
-        64 * bytes_of(one, "partial state", "bytes_read"));
+        2 * bytes_of(half, "partial state", "bytes_read"));
   CHECK(bytes_of(many, "partial state", "bytes_written") ==
-        64 * bytes_of(one, "partial state", "bytes_written"));
+        2 * bytes_of(half, "partial state", "bytes_written"));
+  CHECK(bytes_of(half, "partial state", "bytes_written") > 0);
+  CHECK(bytes_of(one, "partial state", "bytes_written") == 0);
+  CHECK(bytes_of(one, "partial state", "bytes_read") == 0);
+  CHECK(one["launches"].size() == 1);
+  CHECK(many["launches"].size() == 2);
 }
 
 // The mirror's SRAM from the facts gpu_bridge reads in kernel_info, for every d and dtype the
@@ -201,8 +208,9 @@ TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
     const std::int64_t wave = 132 * flashlab::gpu::decode::kBlocksPerSm;
     CHECK(j[k]["waves"] == (blocks + wave - 1) / wave);
     // Out of the SMs, the states' sectors: 4 states a block (GQA 4), each U's 16 whole
-    // sectors and one for m and l (a state padded to 136 floats).
-    CHECK(j[k]["partial_state_bytes_written"] == blocks * 4 * (16 + 1) * 32);
+    // sectors and one for m and l (a state padded to 136 floats); none with one split, which
+    // ends its rows in the split kernel.
+    CHECK(j[k]["partial_state_bytes_written"] == (s == 1 ? 0 : blocks * 4 * (16 + 1) * 32));
   }
   const auto text = run_flashlab("simulate --pass decode --splits 1,3");
   REQUIRE(text.status == 0);
@@ -337,6 +345,18 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   CHECK(dec.facts->combine_rows_per_block == gpu::decode::kCombineRowsPerBlock);
   CHECK(dec.facts->combine_threads == gpu::decode::kCombineThreads);
   CHECK(dec.facts->state_floats == gpu::decode::state_floats(128));
+  // Six splits go through the combine; one ends its rows in the split kernel, LSE a run a
+  // block (kernel_info's rule and store), unless on the queue grid.
+  CHECK_FALSE(dec.facts->split_ends_rows);
+  const auto lone = flashlab::app::decode_kernel_facts(128, sim::DType::bf16, 1, 0);
+  REQUIRE(lone.facts);
+  CHECK(lone.facts->split_ends_rows == gpu::decode::split_kernel_ends_rows(1, false));
+  CHECK(lone.facts->split_ends_rows);
+  CHECK(same(lone.facts->stores.lone_split_lse, gpu::decode::kLoneSplitLseStore));
+  const auto lone_queue =
+      flashlab::app::decode_kernel_facts(128, sim::DType::bf16, 1, 0, true, 132);
+  REQUIRE(lone_queue.facts);
+  CHECK_FALSE(lone_queue.facts->split_ends_rows);
   // The sector the kernels' facts pad to is the one the simulator counts in.
   CHECK(gpu::kSectorBytes == sim::kSectorBytes);
   CHECK(dec.facts->stores.state_header == gpu::decode::kWorkspaceHeaderBytes);

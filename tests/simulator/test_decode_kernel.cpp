@@ -330,6 +330,68 @@ TEST_CASE("decode mirror: states laid off the sectors cost the sectors they touc
   CHECK(r.tensor("partial state").read == 4 * 9 * 32);
 }
 
+TEST_CASE("decode mirror: a lone split ends its rows: no states, no combine, LSE a run a block") {
+  // The kernel as built with one split: the split kernel writes O and LSE, each block the
+  // LSE of its packed rows (consecutive rows of the array) in one run of up to 16 floats.
+  DecodeStores stores = kAsBuilt;
+  stores.lone_split_lse = WarpStore{4, 16, 1};
+  const DecodeKernelFacts lone{.splits = 1,
+                               .keys_per_step = 64,
+                               .rows_per_block = 16,
+                               .state_floats = padded(128),
+                               .split_ends_rows = true,
+                               .stores = stores};
+  DecodeKernelFacts through_combine = lone;
+  through_combine.split_ends_rows = false;
+  {
+    // 3 sequences x 2 KV heads, a group of 4 and one query: 6 runs of 16 bytes at 16-byte
+    // steps, a sector each.
+    const DecodeShape s{.lengths = {0, 97, 4096}, .heads_kv = 2, .group = 4, .n_q = 1, .d = 128};
+    const PassReport r = count_decode_kernel(s, lone);
+    const PassReport c = count_decode_kernel(s, through_combine);
+    CHECK(r.tensor("partial state").written == 0);
+    CHECK(r.tensor("partial state").read == 0);
+    CHECK(r.tensor("partial state").elements == 0);
+    CHECK(c.tensor("partial state").written > 0);
+    CHECK(r.tensor("LSE").written == 6 * 32);
+    CHECK(r.tensor("O").written == c.tensor("O").written);
+    CHECK(r.tensor("K").read == c.tensor("K").read);
+    CHECK(r.tensor("Q").read == c.tensor("Q").read);
+    CHECK(r.bytes_read() == c.bytes_read() - c.tensor("partial state").read);
+    REQUIRE(r.launches.size() == 1);
+    CHECK(r.launches[0].name == "split");
+    CHECK(r.launch("split").blocks == c.launch("split").blocks);
+    CHECK(c.launch("combine").blocks > 0);
+    // The finalize runs in the split kernel: the same operations.
+    CHECK(r.ops.exp == c.ops.exp);
+    CHECK(r.ops.matrix_flops == c.ops.matrix_flops);
+  }
+  {
+    // A group of 2 and 3 queries: 6 rows (24 bytes) a pair, runs at bytes 0, 24, 48, 72, 96
+    // and 120: 1 + 2 + 2 + 1 + 1 + 2 sectors.
+    const DecodeShape s{.lengths = {5, 64, 1}, .heads_kv = 2, .group = 2, .n_q = 3, .d = 64};
+    CHECK(count_decode_kernel(s, lone).tensor("LSE").written == 9 * 32);
+  }
+  {
+    // A group of 4 and 5 queries: 20 rows a pair, two row blocks (16 rows, then 4), pairs
+    // 80 bytes apart: [0, 64) 2 sectors and [64, 80) 1; [80, 144) 3 and [144, 160) 1.
+    const DecodeShape s{.lengths = {50}, .heads_kv = 2, .group = 4, .n_q = 5, .d = 64};
+    const PassReport r = count_decode_kernel(s, lone);
+    CHECK(r.tensor("LSE").written == 7 * 32);
+    CHECK(r.launch("split").blocks == 2 * 2);
+  }
+  // Only one split on the split grid ends its rows.
+  DecodeKernelFacts two = lone;
+  two.splits = 2;
+  const DecodeShape s{.lengths = {100}, .heads_kv = 1, .group = 4, .n_q = 1, .d = 64};
+  CHECK_THROWS_WITH_AS(count_decode_kernel(s, two), doctest::Contains("only one split"),
+                       cpu::InvalidArgument);
+  DecodeKernelFacts queue = lone;
+  queue.persistent_blocks = 264;
+  CHECK_THROWS_WITH_AS(count_decode_kernel(s, queue), doctest::Contains("queue grid"),
+                       cpu::InvalidArgument);
+}
+
 TEST_CASE("decode mirror: count-only is fast for long caches and large batches") {
   const DecodeShape s{.lengths = std::vector<Index>(64, Index{1} << 30),
                       .heads_kv = 8,

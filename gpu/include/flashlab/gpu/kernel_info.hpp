@@ -459,8 +459,32 @@ constexpr bool is_page_size(int64_t page_size) {
 // else the split count with the best share, capped by the length (kMinKeysPerSplit) and
 // kMaxSplits. ANCHORS.md's shape on 132 SMs at 2 blocks per SM (wave = 264): B = 8 has 64
 // (b, KV head) blocks a split, 4 splits fill 256 slots (97%); B = 64 has 512, one split
-// fills 512 of 2 x 264 (97%); B = 1 takes 32 splits (256 of 264).
+// fills 512 of 2 x 264 (97%); B = 1 would take 32 splits (256 of 264), and takes 16 (128
+// blocks, one an SM) by the combine's rule below.
+// Past kCombineSplitsInFlight splits the combine loads a row's states in more than one group,
+// one more round trip to the L2 for every row after the split kernel has ended: at B = 1 (8
+// pairs) the wave rule's 32 splits measured 1 to 4% slower than 16, which fill one block an
+// SM (H200, 2026-12-04, two machines; bench/gpu/NOTES.md, "A lone split ends its rows").
+// So where the wave rule asks for more, the fewest splits within one group that keep 95% of
+// one block an SM busy win, if any do.
 inline constexpr int64_t kMinWaveShare = 19, kWaveShareDen = 20;  // 95%
+inline constexpr int kCombineSplitsInFlight = 16;  // the combine's states loaded at once
+// The fewest splits up to `cap` whose grid of blocks x splits keeps at least 95% of the slots
+// of its waves of `wave` busy; else (none does) the one with the best share, as a negative
+// number, so the caller can tell the two apart.
+constexpr int64_t fewest_filling_splits(int64_t blocks, int64_t wave, int64_t cap) {
+  int64_t best = 1, best_busy = 0, best_slots = 1;  // best share = best_busy / best_slots
+  for (int64_t splits = 1; splits <= cap; ++splits) {
+    const int64_t busy = blocks * splits, slots = (busy + wave - 1) / wave * wave;
+    if (busy * kWaveShareDen >= slots * kMinWaveShare) return splits;
+    if (busy * best_slots > best_busy * slots) {
+      best = splits;
+      best_busy = busy;
+      best_slots = slots;
+    }
+  }
+  return -best;
+}
 constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
                           int64_t max_seq_len, int64_t sm_count) {
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
@@ -468,17 +492,12 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
-  int64_t best = 1, best_busy = 0, best_slots = 1;  // best share = best_busy / best_slots
-  for (int64_t splits = 1; splits <= cap; ++splits) {
-    const int64_t busy = blocks * splits, slots = (busy + wave - 1) / wave * wave;
-    if (busy * kWaveShareDen >= slots * kMinWaveShare) return int(splits);
-    if (busy * best_slots > best_busy * slots) {
-      best = splits;
-      best_busy = busy;
-      best_slots = slots;
-    }
-  }
-  return int(best);
+  const int64_t filling = fewest_filling_splits(blocks, wave, cap);
+  const int64_t splits = filling < 0 ? -filling : filling;
+  if (splits <= kCombineSplitsInFlight) return int(splits);
+  const int64_t one_group = cap < kCombineSplitsInFlight ? cap : kCombineSplitsInFlight;
+  const int64_t one_an_sm = fewest_filling_splits(blocks, sm_count, one_group);
+  return int(one_an_sm > 0 ? one_an_sm : splits);
 }
 
 // One split's state for one query row in the workspace: U (d floats), then m and l, then
@@ -503,6 +522,14 @@ inline constexpr WarpStorePattern kCombineLseStore = block_rows_store(kCombineRo
 constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
   return lanes_in_a_row(dtype_bytes(dtype));
 }
+// One split on the split grid: the split kernel's merge ends each row itself (O = U / l and
+// LSE, what the combine makes of a single state, bit for bit: decode_problem.hpp's
+// row_inv_l and row_lse) and the combine kernel is not launched, so the states never go
+// through the workspace. Its stores: O lane by lane along the row, the combine's pattern
+// (combine_o_store); LSE of a block's packed rows, which are consecutive rows (b, h, i), in one
+// store (kLoneSplitLseStore; at GQA 4 and one query, 16 bytes).
+constexpr bool split_kernel_ends_rows(int64_t splits, bool queue) { return splits == 1 && !queue; }
+inline constexpr WarpStorePattern kLoneSplitLseStore = block_rows_store(kMaxRowsPerBlock);
 // The persistent grid (05_decode_queue.cu, flashlab_decode_params.grid): sm_count x
 // kBlocksPerSm blocks, each taking work items (piece, KV head x row block, batch entry) from a
 // queue, an atomic counter in the workspace's header, piece by piece of every sequence in

@@ -37,8 +37,9 @@ struct DecodeShape {
 struct DecodeStores {
   std::optional<WarpStore> state_u{};       // split kernel: U of a state, lanes along it
   std::optional<WarpStore> state_ml{};      // split kernel: m and l (8 bytes), after U
-  std::optional<WarpStore> o{};             // combine: O
+  std::optional<WarpStore> o{};             // combine (or a lone split that ends its rows): O
   std::optional<WarpStore> lse{};           // combine: LSE, runs of consecutive rows
+  std::optional<WarpStore> lone_split_lse{};  // a lone split ending its rows: LSE, a block's rows
   Bytes state_header = 0;                   // workspace bytes before the first state
 };
 
@@ -63,6 +64,10 @@ struct DecodeKernelFacts {
   // row, and threads; rows 0: not described, a block per (sequence, query head).
   cpu::Index combine_rows_per_block = 0;
   int combine_threads = 0;
+  // One split on the split grid whose merge ends the rows itself: the split kernel writes O
+  // and LSE, no state goes through the workspace and no combine is launched (the kernel as
+  // built: kernel_info's decode::split_kernel_ends_rows). Needs splits = 1 and no queue.
+  bool split_ends_rows = false;
   DecodeStores stores{};
   // The queue grid (gpu/kernels/05_decode_queue.cu) where persistent_blocks > 0: that many
   // blocks (or fewer, one per item) take the work items (piece, KV head, row block, sequence)
