@@ -263,6 +263,44 @@ void where_splits_merge(LessonContext& ctx) {
           "states' round trip, one after the other, at the end of the call.\n\n");
 }
 
+// What the combine costs when there is little to merge: one split, and more splits than it
+// loads at once.
+void little_to_merge(LessonContext& ctx) {
+  const auto& lone = measured::kDecodeLoneSplitSource;
+  ctx.print("The combine is worth its launch only when there is something to merge. With one\n"
+            "split there is not: the split kernel's own merge of its warps can end the rows,\n"
+            "O = U / l and LSE, with the very arithmetic the combine would apply to one state\n"
+            "(beta = 1, alpha = 0, the same bits), and the call launches no combine\n"
+            "(kernel_info.hpp, decode::split_kernel_ends_rows). Measured ({}),\n"
+            "{}, TB/s of K and V:\n\n",
+            lone.shape, lone.tool);
+  Table t({"B", "cache L", "rows ended in the split kernel", "through the combine", "ratio"});
+  for (const auto& m : measured::kDecodeLoneSplit)
+    t.add({fmt::format("{}", m.batch), fmt::format("{}", m.length),
+           fmt::format("{:.2f}", m.ends_rows), fmt::format("{:.2f}", m.through_combine),
+           fmt::format("{:.3f}", m.ends_rows / m.through_combine)});
+  ctx.table(t);
+  const auto& groups = measured::kDecodeCombineGroupsSource;
+  ctx.print("\nThe gain is the combine's fixed cost, a launch and a round trip to the L2, about\n"
+            "2 us: a share of a short call, nothing of a long one. The same cost grows with the\n"
+            "splits: the combine loads the states of {} splits of a row at once, and each group\n"
+            "beyond the first is one more round trip for every row. At B = 1 the wave rule asks\n"
+            "for 32 splits (256 blocks, two an SM); 16 fill one block an SM in one group.\n"
+            "Measured ({}),\n{}, TB/s:\n\n",
+            gpu::decode::kCombineSplitsInFlight, groups.shape, groups.tool);
+  Table g({"cache L", "16 splits (one group)", "32 splits (two)", "ratio", "cuDNN"});
+  for (const auto& m : measured::kDecodeCombineGroups)
+    g.add({fmt::format("{}", m.length), fmt::format("{:.2f}", m.one_group),
+           fmt::format("{:.2f}", m.two_groups), fmt::format("{:.3f}", m.one_group / m.two_groups),
+           fmt::format("{:.2f}", m.cudnn)});
+  ctx.table(g);
+  ctx.say("\nSo the rule (decode::auto_splits) keeps to one group where one block an SM fills\n"
+          "95% of the SMs, and takes the wave's count only where it cannot. Exercise: at B = 2\n"
+          "the wave rule takes 16 splits, one group already. What would one block an SM ask\n"
+          "for? Predict its time against 16 splits, then read what it measured (bench/RESULTS.md,\n"
+          "the tenth run, \"Split counts by batch\").\n\n");
+}
+
 void unequal_sms(LessonContext& ctx) {
   ctx.step("Equal blocks, unequal SMs: where the split blocks end");
   const auto& e = measured::kDecodeBlockEnds;
@@ -310,6 +348,7 @@ void unequal_sms(LessonContext& ctx) {
           "of the cache from a queue, their copies running on from one piece into the next.\n\n");
   queue_for_unequal_sms(ctx);
   where_splits_merge(ctx);
+  little_to_merge(ctx);
 }
 
 void paged_reads(LessonContext& ctx) {

@@ -120,6 +120,38 @@ inline constexpr std::array kDecodeMergeWhere = {MergeWhere{4096, {3.32, 3.32}, 
                                                  MergeWhere{32768, {4.35, 4.35}, {4.29, 4.29}},
                                                  MergeWhere{131072, {4.50, 4.50}, {4.47, 4.48}}};
 
+// One split ends its rows in the split kernel (O = U / l and LSE there, no combine launched)
+// against the build before, which sent its one state through the combine; B = 32 and 64 take
+// one split by the rule. TB/s of K and V, in turns.
+struct LoneSplit {
+  std::int64_t batch, length;
+  double ends_rows, through_combine;
+};
+inline constexpr Source kDecodeLoneSplitSource{
+    "bench/RESULTS.md, run of 2026-12-04, tenth "
+    "(results/2026-12-04-h200-decode-lone-split-b32-b64.txt: auto, base)",
+    "32 query heads over 8 KV heads, d = 128, bf16, one split",
+    "bench/gpu/decode_splits.py --other-lib base=..., triton's do_bench"};
+inline constexpr std::array kDecodeLoneSplit = {
+    LoneSplit{32, 4096, 3.96, 3.90},  LoneSplit{32, 8192, 4.31, 4.27},
+    LoneSplit{32, 16384, 4.48, 4.46}, LoneSplit{32, 32768, 4.57, 4.56},
+    LoneSplit{64, 4096, 4.24, 4.17},  LoneSplit{64, 8192, 4.44, 4.40},
+    LoneSplit{64, 16384, 4.51, 4.51}, LoneSplit{64, 32768, 4.61, 4.59}};
+// B = 1: 16 splits (the combine loads 16 states at once: one round trip a row; 128 blocks,
+// one an SM) against 32 (two blocks an SM, two round trips a row), beside cuDNN.
+struct CombineGroups {
+  std::int64_t length;
+  double one_group, two_groups, cudnn;
+};
+inline constexpr Source kDecodeCombineGroupsSource{
+    "bench/RESULTS.md, run of 2026-12-04, tenth "
+    "(results/2026-12-04-h200-decode-one-group-rule-b1.txt: auto, base, cudnn)",
+    "B = 1, 32 query heads over 8 KV heads, d = 128, bf16",
+    "bench/gpu/decode_splits.py --other-lib base=..., triton's do_bench"};
+inline constexpr std::array kDecodeCombineGroups = {
+    CombineGroups{16384, 2.05, 1.95, 2.04}, CombineGroups{32768, 2.67, 2.61, 2.66},
+    CombineGroups{65536, 3.33, 3.29, 3.35}, CombineGroups{131072, 3.86, 3.79, 3.83}};
+
 // A build whose queue cuts every sequence into 4 equal pieces (256 items on 264 blocks: one
 // item a block, the split grid's very work) against the split grid, in the same turns.
 inline constexpr double kDecodeQueueEqualPieces = 4.43, kDecodeQueueEqualSplitGrid = 4.45;

@@ -21,6 +21,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -480,6 +481,65 @@ TEST_CASE("lesson 10: the queue grid, its count model worked by hand and its mea
   }
   CHECK(contains(out, fmt::format("loop ran at {:.3f} of the split grid",
                                   m::kDecodeQueueEqualPieces / m::kDecodeQueueEqualSplitGrid)));
+}
+
+namespace {
+
+// The TB/s a `decode_splits.py` line of a bench/results text file gives `name` at (B, L):
+// lines "B L auto S name:TB/s ... | clean name:TB/s ...", the figure before the "|" (by
+// do_bench). Fails the test where the file, the line or the name is missing.
+double decode_splits_figure(const std::string& file, std::int64_t batch, std::int64_t length,
+                            const std::string& name) {
+  const auto path = std::filesystem::path(FLASHLAB_RESULTS_DIR) / file;
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, path.string());
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line.substr(0, line.find('|')));
+    std::int64_t b = 0, l = 0;
+    if (!(words >> b >> l) || b != batch || l != length) continue;
+    for (std::string word; words >> word;)
+      if (word.rfind(name + ":", 0) == 0) return std::stod(word.substr(name.size() + 1));
+  }
+  FAIL("no ", name, " at B = ", batch, ", L = ", length, " in ", path.string());
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("lesson 10: a lone split and the combine's one group, as stored in bench/results") {
+  namespace m = flashlab::app::measured;
+  const std::string out = lesson_output(10);
+  // B = 32, L = 4096 by hand: 3.96 / 3.90 = 1.015.
+  CHECK(contains(out, "32\t4096\t3.96\t3.90\t1.015"));
+  for (const auto& r : m::kDecodeLoneSplit) {
+    CAPTURE(r.batch);
+    CAPTURE(r.length);
+    const std::string file = "2026-12-04-h200-decode-lone-split-b32-b64.txt";
+    CHECK(r.ends_rows == decode_splits_figure(file, r.batch, r.length, "auto"));
+    CHECK(r.through_combine == decode_splits_figure(file, r.batch, r.length, "base"));
+    CHECK(contains(out, fmt::format("{}\t{}\t{:.2f}\t{:.2f}\t{:.3f}", r.batch, r.length,
+                                    r.ends_rows, r.through_combine,
+                                    r.ends_rows / r.through_combine)));
+    CHECK(r.ends_rows >= r.through_combine);  // the source's finding: never slower
+  }
+  for (const auto& r : m::kDecodeCombineGroups) {
+    CAPTURE(r.length);
+    const std::string file = "2026-12-04-h200-decode-one-group-rule-b1.txt";
+    CHECK(r.one_group == decode_splits_figure(file, 1, r.length, "auto"));
+    CHECK(r.two_groups == decode_splits_figure(file, 1, r.length, "base"));
+    CHECK(r.cudnn == decode_splits_figure(file, 1, r.length, "cudnn"));
+    CHECK(contains(out, fmt::format("{}\t{:.2f}\t{:.2f}\t{:.3f}\t{:.2f}", r.length, r.one_group,
+                                    r.two_groups, r.one_group / r.two_groups, r.cudnn)));
+    CHECK(r.one_group > r.two_groups);
+  }
+  // The counts the table names are the rule's: 16 splits at B = 1 (GQA 32 / 8), where two
+  // blocks an SM would take 32, and one split from B = 32.
+  const auto sms = flashlab::sim::find_profile("h200").sm_count;
+  CHECK(gpu::decode::auto_splits(1, 8, 4, 1, 32768, sms) == gpu::decode::kCombineSplitsInFlight);
+  CHECK(gpu::decode::fewest_filling_splits(8, sms * gpu::decode::kBlocksPerSm,
+                                           gpu::decode::kMaxSplits) == 32);
+  CHECK(gpu::decode::auto_splits(32, 8, 4, 1, 4096, sms) == 1);
+  CHECK(gpu::decode::split_kernel_ends_rows(1, false));
 }
 
 TEST_CASE("lesson 10: where the splits merge, the combine kernel or the last block, measured") {
