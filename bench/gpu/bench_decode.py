@@ -53,7 +53,10 @@ def to_pages(torch, x, page_size, order):
     return pages.transpose(1, 2)
 
 
-def bench_point(torch, do_bench, flusher, lib, B, L, writer):
+def decode_inputs(torch, B, L):
+    """One decode step's tensors at the benchmark's shape, B sequences of L keys: q, k, v
+    (random, bf16, seeded by B and L so every script reads the same inputs), o, lse and the
+    lengths."""
     gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
     q = torch.randn(B, HEADS_Q, 1, D, device="cuda", dtype=torch.bfloat16, generator=gen)
     k, v = (torch.randn(B, HEADS_KV, L, D, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -61,6 +64,11 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
     o = torch.empty_like(q)
     lse = torch.empty(B, HEADS_Q, 1, device="cuda", dtype=torch.float32)
     lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+    return q, k, v, o, lse, lens
+
+
+def bench_point(torch, do_bench, flusher, lib, B, L, writer):
+    q, k, v, o, lse, lens = decode_inputs(torch, B, L)
     try:
         reference = torch_decode(torch, "cudnn", q, k, v)().float()
     except RuntimeError:  # cuDNN refuses the shape: the flash backend is the reference

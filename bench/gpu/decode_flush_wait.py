@@ -49,14 +49,7 @@ def main():
     print(f"spin kernel: {flusher.cycles_per_us():.0f} cycles a microsecond")
     rows = []
     for B, L in points:
-        gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
-        q = torch.randn(B, bd.HEADS_Q, 1, bd.D, device="cuda", dtype=torch.bfloat16,
-                        generator=gen)
-        k, v = (torch.randn(B, bd.HEADS_KV, L, bd.D, device="cuda", dtype=torch.bfloat16,
-                            generator=gen) for _ in range(2))
-        o = torch.empty_like(q)
-        lse = torch.empty(B, bd.HEADS_Q, 1, device="cuda", dtype=torch.float32)
-        lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+        q, k, v, o, lse, lens = bd.decode_inputs(torch, B, L)
         params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse)
         impls = {"flashlab": lambda: lib.decode(params),
                  "cudnn": bd.torch_decode(torch, "cudnn", q, k, v)}

@@ -61,14 +61,7 @@ def main():
     print(f"TB/s of K and V by split count (bf16, d = {bd.D}, "
           f"{bd.HEADS_Q} / {bd.HEADS_KV} heads, N_q = 1)")
     for B, L in ((B, L) for B in args.batches for L in args.lengths):
-        gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
-        q = torch.randn(B, bd.HEADS_Q, 1, bd.D, device="cuda", dtype=torch.bfloat16,
-                        generator=gen)
-        k, v = (torch.randn(B, bd.HEADS_KV, L, bd.D, device="cuda", dtype=torch.bfloat16,
-                            generator=gen) for _ in range(2))
-        o = torch.empty_like(q)
-        lse = torch.empty(B, bd.HEADS_Q, 1, device="cuda", dtype=torch.float32)
-        lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+        q, k, v, o, lse, lens = bd.decode_inputs(torch, B, L)
         fns, kept = {"cudnn": bd.torch_decode(torch, "cudnn", q, k, v)}, []
         auto_params = lib.decode_params(q, k, v, o, lens, L, lse=lse)
         auto = lib.decode_num_splits(auto_params[0])

@@ -35,12 +35,7 @@ def loop(fn, reps=100):
 print("B L impl splits | do_bench_us dirty_us clean_us loop_us | TB/s(do_bench) TB/s(clean)")
 points = [tuple(int(x) for x in a.split(":")) for a in sys.argv[2:]] or [(8, 1024), (8, 4096), (8, 32768), (1, 32768)]
 for B, L in points:
-    gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
-    q = torch.randn(B, 32, 1, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
-    k, v = (torch.randn(B, 8, L, 128, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
-    o = torch.empty_like(q)
-    lse = torch.empty(B, 32, 1, device="cuda", dtype=torch.float32)
-    lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+    q, k, v, o, lse, lens = bd.decode_inputs(torch, B, L)
     fns = {}
     p, w = lib.decode_params(q, k, v, o, lens, L, lse=lse)
     auto = lib.decode_num_splits(p)

@@ -1,6 +1,7 @@
 """bench/gpu/timing.py and the decode benchmark's printing, without torch or a GPU: the clean
 flush writes do_bench's 256 MB and then reads another 256 MB before each timed call (the
-dirty one only writes), the median of the events' times is returned, and the decode table
+dirty one only writes), a wait spins outside the timed events, the median of the events'
+times is returned, decode_flush_wait.py refuses bad points and waits, and the decode table
 prints flashlab's and cuDNN's TB/s after the clean flush beside do_bench's; the sweep times
 each (B, L) point once. Every script of bench/gpu also compiles."""
 import io
@@ -48,8 +49,12 @@ class FakeTorch:
             def elapsed_time(self, end):
                 return end.at - self.at
 
+        def sleep(cycles):  # the spin kernel: the clock runs `cycles` at 2000 a microsecond
+            fake.log.append(("spin", cycles))
+            fake.clock += cycles / 2000 / 1000
+
         self.int8 = "int8"
-        self.cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None)
+        self.cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, _sleep=sleep)
         self.buffers = iter(["dirty", "clean"])
         self.Buffer = Buffer
 
@@ -76,6 +81,40 @@ class CleanFlush(unittest.TestCase):
         flush = timing.CleanFlush(torch)
         self.assertEqual(flush.median_ms(torch.call, reps=2, clean=False), 4.5)
         self.assertEqual(torch.log, [("write", "dirty"), ("call", None)] * 2)
+
+
+    def test_a_wait_spins_between_the_flush_and_the_timed_call(self):
+        torch = FakeTorch([2.0, 2.0])
+        flush = timing.CleanFlush(torch)
+        # The spin kernel's rate, calibrated once: 2000 cycles a microsecond on the fake clock.
+        self.assertAlmostEqual(flush.cycles_per_us(), 2000.0)
+        torch.log.clear()
+        # The wait is outside the events: the call's 2 ms alone is timed.
+        self.assertEqual(flush.median_ms(torch.call, reps=2, clean=False, wait_us=20), 2.0)
+        self.assertEqual(torch.log, [("write", "dirty"), ("spin", 40000), ("call", None)] * 2)
+        torch.log.clear()
+        flush.median_ms(lambda: None, reps=1, clean=True, wait_us=0)
+        self.assertEqual(torch.log, [("write", "dirty"), ("read", "clean")])  # no spin at 0
+
+
+class FlushWaitScript(unittest.TestCase):
+    """decode_flush_wait.py refuses bad points and waits before it needs torch."""
+
+    def run_script(self, *args):
+        import subprocess
+        return subprocess.run([sys.executable, os.path.join(GPU, "decode_flush_wait.py"),
+                               "libflashlab.so", *args], capture_output=True, text=True)
+
+    def test_bad_points_and_waits_are_refused(self):
+        cases = [(["--points", "8x4096"], "give B:L pairs"),
+                 (["--points", "8:0"], "positive integers"),
+                 (["--points", "8:4096:2"], "give B:L pairs"),
+                 (["--waits", "-5"], "a wait is 0 us or more")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = self.run_script(*args)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(message, r.stderr)
 
 
 class DecodeTable(unittest.TestCase):
