@@ -300,7 +300,8 @@ TEST_CASE("decode: the call zeroes its workspace's header (a poisoned error word
 
 // More items than the grid has blocks, many times over: blocks race for them, and the bits
 // must not depend on who won. 50 runs, paged and contiguous; and the queue with one piece
-// gives the split grid's bits with one split (the same keys, the same merge).
+// gives the split grid's bits with one split (the same keys, the same merge: the queue's
+// piece goes through the combine, the lone split ends its rows in the split kernel).
 TEST_CASE("decode: the queue grid is bitwise deterministic and one piece is one split") {
   for (int page_size : {0, 64}) {
     DecodeCase c;
@@ -321,6 +322,45 @@ TEST_CASE("decode: the queue grid is bitwise deterministic and one piece is one 
     run.params().grid = FLASHLAB_DECODE_GRID_SPLITS;
     CHECK(run.run(1) == one_piece);
   }
+}
+
+// LSE is optional: without it the call writes O alone, the same bits, where one split ends
+// its rows in the split kernel and where the combine does (3 splits, and the queue's piece).
+TEST_CASE("decode without LSE writes the same O and nothing else") {
+  DecodeCase c;
+  c.heads_q = 8;
+  c.heads_kv = 2;
+  c.n_q = 3;
+  c.lens = {0, 1, 300, 1023};
+  const uint64_t seed = fresh_seed();
+  DecodeRun run(c, seed);
+  INFO(c.describe(), " seed=", seed);
+  flashlab_decode_params& p = run.params();
+  const size_t o_elems = size_t(c.lens.size()) * c.heads_q * c.n_q * c.d;
+  const size_t rows = size_t(c.lens.size()) * c.heads_q * c.n_q;
+  for (const int grid : {FLASHLAB_DECODE_GRID_SPLITS, FLASHLAB_DECODE_GRID_QUEUE})
+    for (const int splits : {1, 3}) {
+      CAPTURE(grid);
+      CAPTURE(splits);
+      p.grid = grid;
+      const DecodeBits with_lse = run.run(splits);
+      float* lse = p.lse;
+      REQUIRE(cudaMemset(lse, 0x5a, rows * 4) == cudaSuccess);  // a pattern the call must keep
+      REQUIRE(cudaMemset(p.o, 0xff, o_elems * 2) == cudaSuccess);
+      p.lse = nullptr;
+      p.num_splits = splits;
+      const flashlab_status status = flashlab_decode(&p);
+      p.lse = lse;
+      REQUIRE(status == FLASHLAB_OK);
+      REQUIRE(flashlab_decode_check(&p) == FLASHLAB_OK);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      std::vector<uint16_t> o(o_elems);
+      std::vector<uint32_t> kept(rows);
+      REQUIRE(cudaMemcpy(o.data(), p.o, o_elems * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+      REQUIRE(cudaMemcpy(kept.data(), lse, rows * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+      CHECK(o == with_lse.o);
+      for (const uint32_t word : kept) CHECK(word == 0x5a5a5a5au);
+    }
 }
 
 // Small enough for compute-sanitizer (memcheck, racecheck, synccheck): items with 0, 1 and
