@@ -53,11 +53,17 @@ def to_pages(torch, x, page_size, order):
     return pages.transpose(1, 2)
 
 
-def decode_inputs(torch, B, L):
+def decode_generator(torch, B, L):
+    """The random generator of the point (B, L), seeded by B and L so that every script reads
+    the same inputs."""
+    return torch.Generator(device="cuda").manual_seed(B * 7919 + L)
+
+
+def decode_inputs(torch, B, L, gen=None):
     """One decode step's tensors at the benchmark's shape, B sequences of L keys: q, k, v
-    (random, bf16, seeded by B and L so every script reads the same inputs), o, lse and the
+    (random, bf16, drawn from `gen`, the point's decode_generator by default), o, lse and the
     lengths."""
-    gen = torch.Generator(device="cuda").manual_seed(B * 7919 + L)
+    gen = gen if gen is not None else decode_generator(torch, B, L)
     q = torch.randn(B, HEADS_Q, 1, D, device="cuda", dtype=torch.bfloat16, generator=gen)
     k, v = (torch.randn(B, HEADS_KV, L, D, device="cuda", dtype=torch.bfloat16, generator=gen)
             for _ in range(2))
@@ -68,7 +74,8 @@ def decode_inputs(torch, B, L):
 
 
 def bench_point(torch, do_bench, flusher, lib, B, L, writer):
-    q, k, v, o, lse, lens = decode_inputs(torch, B, L)
+    gen = decode_generator(torch, B, L)  # the inputs, then the pages' order, from one stream
+    q, k, v, o, lse, lens = decode_inputs(torch, B, L, gen)
     try:
         reference = torch_decode(torch, "cudnn", q, k, v)().float()
     except RuntimeError:  # cuDNN refuses the shape: the flash backend is the reference

@@ -128,7 +128,7 @@ int decode_num_splits(const flashlab_decode_params& p, int64_t sm_count) {
   if (p.num_splits > 0) return p.num_splits;
   if (decode::uses_queue(p.grid)) return decode::auto_pieces(p.max_seq_len);
   return decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv, p.n_q, p.max_seq_len,
-                             sm_count);
+                             /*paged=*/p.block_table != nullptr, sm_count);
 }
 
 int64_t decode_workspace_bytes(const flashlab_decode_params& p, int64_t sm_count) {

@@ -202,7 +202,8 @@ void queue_for_unequal_sms(LessonContext& ctx) {
   const std::int64_t sequences = kBatch * kHeadsKV * dk::row_blocks(kHeadsQ / kHeadsKV, 1);
   const std::int64_t tiles = (measured::kDecodeQueueLength + dk::kBc - 1) / dk::kBc;
   const int splits = dk::auto_splits(kBatch, kHeadsKV, kHeadsQ / kHeadsKV, 1,
-                                     measured::kDecodeQueueLength, h200.sm_count);
+                                     measured::kDecodeQueueLength, /*paged=*/false,
+                                     h200.sm_count);
   const std::vector<std::int64_t> split_blocks =
       work_items(sequences, tiles, splits, dk::split_first_tile);
   ctx.print("The queue grid (05_decode_queue.cu, grid = queue) is that: {} blocks, {} an SM, each\n"
@@ -377,7 +378,8 @@ void paged_reads(LessonContext& ctx) {
            "table / K, V"});
   for (const auto& m : measured::kDecodePaged) {
     const int splits =
-        gpu::decode::auto_splits(m.batch, kHeadsKV, group, 1, m.cache, h200.sm_count);
+        gpu::decode::auto_splits(m.batch, kHeadsKV, group, 1, m.cache, /*paged=*/true,
+                                 h200.sm_count);
     for (const std::int64_t page : {64, 256}) {
       const double entry = sizeof(std::int32_t);
       const double table_size = double(m.batch) * double((m.cache + page - 1) / page) * entry;

@@ -128,7 +128,7 @@ Index decode_splits(const DecodeRun& run, const sim::HardwareProfile& profile) {
   const Index longest = *std::max_element(run.lengths.begin(), run.lengths.end());
   if (run.queue) return gpu::decode::auto_pieces(longest);
   return gpu::decode::auto_splits(Index(run.lengths.size()), run.kv_heads, run.group, run.n_q,
-                                  longest, profile.sm_count);
+                                  longest, /*paged=*/run.page_size > 0, profile.sm_count);
 }
 
 PassPrediction predict(const BackwardRun& run) {

@@ -211,7 +211,8 @@ TEST_CASE("flashlab_decode_num_splits and _workspace_bytes answer from kernel_in
     REQUIRE(flashlab_decode_workspace_bytes(&p, &bytes) == FLASHLAB_OK);
     const int expected = forced ? forced
                                 : decode::auto_splits(p.batch, p.heads_kv, p.heads_q / p.heads_kv,
-                                                      p.n_q, p.max_seq_len, sms);
+                                                      p.n_q, p.max_seq_len,
+                                                      p.block_table != nullptr, sms);
     CHECK(splits == expected);
     CHECK(bytes == decode::workspace_bytes(p.batch, p.heads_q, p.n_q, p.d, expected));
     p.grid = FLASHLAB_DECODE_GRID_QUEUE;  // pieces: the queue's own automatic count

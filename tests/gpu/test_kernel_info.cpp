@@ -325,34 +325,49 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   // ANCHORS.md's shape, GQA 32/8, N_q = 1, 2 blocks per SM on 132 SMs (a wave of 264): the
   // fewest splits that keep 95% of the slots busy, unless the cache is too short for them.
   // B = 8: 64 (b, KV head) pairs, 4 splits = 256 blocks (3 would be 192: 73%).
-  CHECK(decode::auto_splits(8, 8, 4, 1, 131072, kH200Sms) == 4);
-  CHECK(decode::auto_splits(8, 8, 4, 1, 1024, kH200Sms) == 2);
+  CHECK(decode::auto_splits(8, 8, 4, 1, 131072, false, kH200Sms) == 4);
+  CHECK(decode::auto_splits(8, 8, 4, 1, 1024, false, kH200Sms) == 2);
   // B = 1: 8 pairs. Two blocks an SM would take 32 splits = 256 (31 would be 248: 93.9%),
   // more than the combine loads at once (16); 16 splits = 128 blocks keep 97% of one block an
   // SM busy (15 would be 120: 90.9%), within one group.
   static_assert(decode::kCombineSplitsInFlight == 16);
-  CHECK(decode::auto_splits(1, 8, 4, 1, 32768, kH200Sms) == 16);
+  CHECK(decode::auto_splits(1, 8, 4, 1, 32768, false, kH200Sms) == 16);
   CHECK(decode::fewest_filling_splits(8, 2 * kH200Sms, decode::kMaxSplits) == 32);
   CHECK(decode::fewest_filling_splits(8, kH200Sms, 16) == 16);
   CHECK(decode::fewest_filling_splits(8, kH200Sms, 15) == -15);  // the best share, negated
   // One pair never fills 95% of a wave, nor 16 splits one block an SM: the best share
   // within kMaxSplits.
-  CHECK(decode::auto_splits(1, 1, 4, 1, 1 << 20, kH200Sms) == decode::kMaxSplits);
+  CHECK(decode::auto_splits(1, 1, 4, 1, 1 << 20, false, kH200Sms) == decode::kMaxSplits);
   // 5 pairs: the wave rule takes 51 splits (255 of 264 slots, 96.6%; 50 would be 94.7%), and
   // within 16 splits one block an SM is never 95% busy (at most 80 of 132), so 51 stays.
-  CHECK(decode::auto_splits(5, 1, 4, 1, 1 << 20, kH200Sms) == 51);
+  CHECK(decode::auto_splits(5, 1, 4, 1, 1 << 20, false, kH200Sms) == 51);
   // A cache too short for 16 splits of kMinKeysPerSplit keys: the cap, not one group.
-  CHECK(decode::auto_splits(1, 8, 4, 1, 4096, kH200Sms) == 8);
+  CHECK(decode::auto_splits(1, 8, 4, 1, 4096, false, kH200Sms) == 8);
   // B = 32: one split fills 256 of 264 slots; B = 64: 512 of 2 x 264 (97%).
-  CHECK(decode::auto_splits(32, 8, 4, 1, 32768, kH200Sms) == 1);
-  CHECK(decode::auto_splits(64, 8, 4, 1, 32768, kH200Sms) == 1);
-  // B = 16: 128 blocks, 2 splits fill 256 of 264.
-  CHECK(decode::auto_splits(16, 8, 4, 1, 32768, kH200Sms) == 2);
+  CHECK(decode::auto_splits(32, 8, 4, 1, 32768, false, kH200Sms) == 1);
+  CHECK(decode::auto_splits(64, 8, 4, 1, 32768, false, kH200Sms) == 1);
+  // B = 16: 128 blocks. 2 splits would fill 256 of 264 slots; one split keeps 128 of 132 SMs
+  // busy (97%) with one block each, and needs no combine: 1, at every length, on a
+  // contiguous cache; a paged one keeps the two blocks an SM of 2 splits.
+  CHECK(decode::auto_splits(16, 8, 4, 1, 32768, false, kH200Sms) == 1);
+  CHECK(decode::auto_splits(16, 8, 4, 1, 2048, false, kH200Sms) == 1);
+  CHECK(decode::auto_splits(16, 8, 4, 1, 32768, true, kH200Sms) == 2);
+  // Elsewhere the layout changes nothing: B = 1 takes 16 and B = 8 4, paged or not.
+  for (const bool paged : {false, true}) {
+    CHECK(decode::auto_splits(1, 8, 4, 1, 32768, paged, kH200Sms) == 16);
+    CHECK(decode::auto_splits(8, 8, 4, 1, 32768, paged, kH200Sms) == 4);
+    CHECK(decode::auto_splits(64, 8, 4, 1, 32768, paged, kH200Sms) == 1);
+  }
+  CHECK(decode::fewest_filling_splits(128, 2 * kH200Sms, decode::kMaxSplits) == 2);
+  // 15 sequences: 120 blocks, 91% of the SMs with one split: the wave rule's count.
+  CHECK(decode::auto_splits(15, 8, 4, 1, 32768, false, kH200Sms) ==
+        decode::fewest_filling_splits(120, 2 * kH200Sms, 64));
+  CHECK(decode::auto_splits(15, 8, 4, 1, 32768, false, kH200Sms) > 1);
   // N_q = 16: 64 packed rows, 4 row blocks per pair: B = 8 has 256 blocks a split.
-  CHECK(decode::auto_splits(8, 8, 4, 16, 32768, kH200Sms) == 1);
+  CHECK(decode::auto_splits(8, 8, 4, 16, 32768, false, kH200Sms) == 1);
   for (int64_t batch : {1, 3, 8, 64})
     for (int64_t len : {1, 100, 4096, 131072}) {
-      const int s = decode::auto_splits(batch, 8, 4, 16, len, kH200Sms);
+      const int s = decode::auto_splits(batch, 8, 4, 16, len, false, kH200Sms);
       CHECK(s >= 1);
       CHECK(s <= decode::kMaxSplits);
     }

@@ -352,7 +352,7 @@ TEST_CASE("decode: the split count and the workspace follow kernel_info's formul
   auto p = valid_contiguous();
   CHECK(decode_num_splits(p, kSms) == decode::auto_splits(p.batch, p.heads_kv,
                                                           p.heads_q / p.heads_kv, p.n_q,
-                                                          p.max_seq_len, kSms));
+                                                          p.max_seq_len, /*paged=*/false, kSms));
   p.num_splits = 9;
   CHECK(decode_num_splits(p, kSms) == 9);
   CHECK(decode_workspace_bytes(p, kSms) ==

@@ -450,7 +450,7 @@ TEST_CASE("lesson 10: equal blocks on unequal SMs, figures derived from the meas
   // The library's own choice at this shape, on the H200's SM count, is the one measured as auto.
   for (const auto& r : m::kDecodeManySplits)
     if (r.automatic)
-      CHECK(flashlab::gpu::decode::auto_splits(8, 8, 4, 1, 131072,
+      CHECK(flashlab::gpu::decode::auto_splits(8, 8, 4, 1, 131072, /*paged=*/false,
                                                flashlab::sim::find_profile("h200").sm_count) ==
             r.splits);
 }
@@ -535,10 +535,11 @@ TEST_CASE("lesson 10: a lone split and the combine's one group, as stored in ben
   // The counts the table names are the rule's: 16 splits at B = 1 (GQA 32 / 8), where two
   // blocks an SM would take 32, and one split from B = 32.
   const auto sms = flashlab::sim::find_profile("h200").sm_count;
-  CHECK(gpu::decode::auto_splits(1, 8, 4, 1, 32768, sms) == gpu::decode::kCombineSplitsInFlight);
+  CHECK(gpu::decode::auto_splits(1, 8, 4, 1, 32768, false, sms) ==
+        gpu::decode::kCombineSplitsInFlight);
   CHECK(gpu::decode::fewest_filling_splits(8, sms * gpu::decode::kBlocksPerSm,
                                            gpu::decode::kMaxSplits) == 32);
-  CHECK(gpu::decode::auto_splits(32, 8, 4, 1, 4096, sms) == 1);
+  CHECK(gpu::decode::auto_splits(32, 8, 4, 1, 4096, false, sms) == 1);
   CHECK(gpu::decode::split_kernel_ends_rows(1, false));
 }
 

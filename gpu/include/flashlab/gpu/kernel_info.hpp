@@ -460,7 +460,8 @@ constexpr bool is_page_size(int64_t page_size) {
 // kMaxSplits. ANCHORS.md's shape on 132 SMs at 2 blocks per SM (wave = 264): B = 8 has 64
 // (b, KV head) blocks a split, 4 splits fill 256 slots (97%); B = 64 has 512, one split
 // fills 512 of 2 x 264 (97%); B = 1 would take 32 splits (256 of 264), and takes 16 (128
-// blocks, one an SM) by the combine's rule below.
+// blocks, one an SM) by the combine's rule below; B = 16 would take 2 (256 of 264), and takes
+// 1 on a contiguous cache (128 blocks, one an SM, no combine) by the lone split's rule below.
 // Past kCombineSplitsInFlight splits the combine loads a row's states in more than one group,
 // one more round trip to the L2 for every row after the split kernel has ended: at B = 1 (8
 // pairs) the wave rule's 32 splits measured 1 to 4% slower than 16, which fill one block an
@@ -485,13 +486,22 @@ constexpr int64_t fewest_filling_splits(int64_t blocks, int64_t wave, int64_t ca
   }
   return -best;
 }
+// And first of all, on a contiguous cache: where one split alone keeps 95% of one block an SM
+// busy, one split, which ends its rows in the split kernel with no combine at all
+// (split_kernel_ends_rows): at B = 16 (128 blocks) it measured 2 to 4% faster than the wave
+// rule's 2 splits up to L = 8,192 and level (-0.2 to +0.2%) from 16,384 to 131,072. A paged
+// cache (`paged`) keeps the wave's count there: with one block an SM, nothing hides the block
+// table's reads (an entry a tile, a tile ahead) behind another block's copies, and pages of 64
+// keys measured 4.03 TB/s at B = 16, L = 32,768 with one split against 4.28 with two (4.38
+// contiguous) (bench/gpu/NOTES.md, "A lone split ends its rows").
 constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
-                          int64_t max_seq_len, int64_t sm_count) {
+                          int64_t max_seq_len, bool paged, int64_t sm_count) {
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
   const int64_t wave = sm_count * kBlocksPerSm;
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
+  if (!paged && fewest_filling_splits(blocks, sm_count, 1) == 1) return 1;  // no combine
   const int64_t filling = fewest_filling_splits(blocks, wave, cap);
   const int64_t splits = filling < 0 ? -filling : filling;
   if (splits <= kCombineSplitsInFlight) return int(splits);
