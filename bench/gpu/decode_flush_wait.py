@@ -32,7 +32,9 @@ def main():
     ap.add_argument("--points", nargs="*", default=["8:4096", "8:32768"], help="B:L pairs")
     ap.add_argument("--waits", type=float, nargs="*", default=[0, 5, 10, 20, 50],
                     help="microseconds of idle GPU between the flush and the call")
-    ap.add_argument("--reps", type=int, default=60, help="timed calls per (implementation, wait)")
+    ap.add_argument("--reps", type=int, default=60,
+                    help="timed calls per (implementation, flush, wait), shared out over the "
+                         "balanced rounds, at least timing.MIN_ROUND_CLEAN_REPS a round")
     ap.add_argument("--csv", help="write one row per (B, L, implementation, flush, wait)")
     args = ap.parse_args()
     try:

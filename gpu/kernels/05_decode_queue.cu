@@ -164,9 +164,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     // the warps' states into the piece's state, and move on: nxt becomes cur.
     int claimed = 0;
     if (t == 0) claimed = claim();
-    merge_warps<T, kD, kQueuePassRows>(state, sMerge, p, cur.b, cur.kv_head, q.first_row,
-                                       q.rows, cur.piece, /*ends_rows=*/false, warp, lane, t,
-                                       scale_log2);
+    merge_warps<T, kD, kQueuePassRows, /*kMayEndRows=*/false>(
+        state, sMerge, p, cur.b, cur.kv_head, q.first_row, q.rows, cur.piece,
+        /*ends_rows=*/false, warp, lane, t, scale_log2);
     if (t == 0) *sClaim = claimed;
     __syncthreads();
     claimed = *sClaim;

@@ -127,9 +127,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   ptx::cp_async_wait<0>();
   __syncthreads();
   // With one split the merge ends the rows itself (decode::split_kernel_ends_rows).
-  merge_warps<T, kD, kMaxRowsPerBlock>(state, reinterpret_cast<float*>(sram), p, b, kv_head,
-                                       q.first_row, q.rows, split, p.splits == 1, warp, lane, t,
-                                       scale_log2);
+  merge_warps<T, kD, kMaxRowsPerBlock, /*kMayEndRows=*/true>(
+      state, reinterpret_cast<float*>(sram), p, b, kv_head, q.first_row, q.rows, split,
+      split_kernel_ends_rows(p.splits, /*queue=*/false), warp, lane, t, scale_log2);
 }
 
 template <class T, int kD, bool kEvictFirst>

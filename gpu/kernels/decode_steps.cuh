@@ -292,17 +292,20 @@ __device__ __forceinline__ void step(SoftmaxState<kD>& state, const QueryRows<kD
 // buffer of its own beside a ring still in use (05_decode_queue.cu). Each row's merge is the
 // same arithmetic either way, in a fixed order: m = max m_w, then the warps' l and U scaled by
 // 2^((m_w - m) s) and added in warp order, so the bits do not depend on the pass. Starts
-// with the block's writes to `sram` and ends with a barrier after its last read there.
+// with the block's writes to `sram` and ends with a barrier after its last read there (where
+// the rows end here, but for the pass's LSE, read after it by its store).
 // first_row and rows: the block's packed rows (QueryRows's). Where `ends_rows` (a lone split,
-// decode::split_kernel_ends_rows) the merged state is not written: the row ends here, O and
-// LSE as the combine would write them from that one state, the pass's LSE in one store
-// (consecutive rows of LSE; kPassRows more floats of `sram`, after l).
-template <class T, int kD, int kPassRows>
+// decode::split_kernel_ends_rows; compiled in only with kMayEndRows, whose caller gives the
+// merge kPassRows floats of `sram` more, after l) the merged state is not written: the row
+// ends here, O and LSE as the combine would write them from that one state, the pass's LSE in
+// one store (consecutive rows of LSE).
+template <class T, int kD, int kPassRows, bool kMayEndRows>
 __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float* sram,
                                             const DecodeProblem& p, int b, int kv_head,
                                             int first_row, int rows, int split, bool ends_rows,
                                             int warp, int lane, int t, float scale_log2) {
   static_assert(kPassRows == 8 || kPassRows == 16, "a pass takes row g, or rows g and g + 8");
+  ends_rows = kMayEndRows && ends_rows;
   float* sU = sram;
   float* sM = sU + kWarps * kPassRows * kD;
   float* sL = sM + kWarps * kPassRows;

@@ -97,13 +97,16 @@ constexpr Index kWarpLanes = 32;  // threads a warp: a block holds at most kMaxW
 
 // One block's SRAM: the ring of stages x (K, V) tiles of keys_per_step keys, in the input
 // dtype; at the end the same memory holds the warps' states for their merge, warps x
-// rows_per_block x (U (d), m, l) fp32. The larger of the two.
+// rows_per_block x (U (d), m, l) fp32 (and a lone split's LSE, rows_per_block floats). The
+// larger of the two.
 // The queue grid's block: the ring, and beside it the merge's rows of a pass and the claim.
 Bytes split_block_sram(Index d, const DecodeKernelFacts& f) {
   if (f.stages == 0) return 0;
   const Bytes ring = f.stages * 2 * f.keys_per_step * d * bytes_of(f.dtype);
   const Index merge_rows = f.merge_rows_per_pass > 0 ? f.merge_rows_per_pass : f.rows_per_block;
-  const Bytes merge = f.warps * merge_rows * (d + kStateFloatsBeyondU) * kFp32;
+  // A lone split that ends its rows keeps their LSE beside the merge, a float a row.
+  const Bytes merge = f.warps * merge_rows * (d + kStateFloatsBeyondU) * kFp32 +
+                      (f.split_ends_rows ? merge_rows * kFp32 : 0);
   if (f.merge_rows_per_pass > 0) return ring + merge + f.claim_bytes;
   return std::max(ring, merge);
 }
@@ -232,7 +235,8 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("state_header", f.stores.state_header, 0, kMaxDecodeLength);
   if (f.state_floats != 0)
     check_range("state_floats", f.state_floats, s.d + kStateFloatsBeyondU, kMaxHeadDim * 2);
-  for (const auto* store : {&f.stores.state_u, &f.stores.state_ml, &f.stores.o, &f.stores.lse})
+  for (const auto* store : {&f.stores.state_u, &f.stores.state_ml, &f.stores.o, &f.stores.lse,
+                            &f.stores.lone_split_lse})
     if (*store) check(**store);
   check_range("stages", f.stages, 0, kMaxStages);
   check_range("warps", f.warps, 1, kMaxWarps);

@@ -333,7 +333,9 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   static_assert(decode::kCombineSplitsInFlight == 16);
   CHECK(decode::auto_splits(1, 8, 4, 1, 32768, false, kH200Sms) == 16);
   CHECK(decode::fewest_filling_splits(8, 2 * kH200Sms, decode::kMaxSplits) == 32);
-  CHECK(decode::fewest_filling_splits(8, kH200Sms, 16) == 16);
+  CHECK(decode::fills_one_block_an_sm(8 * 16, kH200Sms));
+  CHECK_FALSE(decode::fills_one_block_an_sm(8 * 15, kH200Sms));   // 120 of 132: 90.9%
+  CHECK_FALSE(decode::fills_one_block_an_sm(2 * 128, kH200Sms));  // two blocks an SM
   CHECK(decode::fewest_filling_splits(8, kH200Sms, 15) == -15);  // the best share, negated
   // One pair never fills 95% of a wave, nor 16 splits one block an SM: the best share
   // within kMaxSplits.
@@ -352,6 +354,12 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   CHECK(decode::auto_splits(16, 8, 4, 1, 32768, false, kH200Sms) == 1);
   CHECK(decode::auto_splits(16, 8, 4, 1, 2048, false, kH200Sms) == 1);
   CHECK(decode::auto_splits(16, 8, 4, 1, 32768, true, kH200Sms) == 2);
+  // Past one block an SM the lone split's rule does not apply: B = 48 (384 blocks) keeps the
+  // wave rule's 2 (768 of 792 slots), and B = 31 (248 blocks, 17 splits by the wave rule)
+  // keeps 17, no count within 16 filling one block an SM.
+  CHECK(decode::auto_splits(48, 8, 4, 1, 32768, false, kH200Sms) == 2);
+  CHECK(decode::auto_splits(31, 8, 4, 1, 32768, false, kH200Sms) == 17);
+  CHECK(decode::auto_splits(31, 8, 4, 1, 32768, true, kH200Sms) == 17);
   // Elsewhere the layout changes nothing: B = 1 takes 16 and B = 8 4, paged or not.
   for (const bool paged : {false, true}) {
     CHECK(decode::auto_splits(1, 8, 4, 1, 32768, paged, kH200Sms) == 16);

@@ -533,7 +533,7 @@ TEST_CASE("lesson 10: a lone split and the combine's one group, as stored in ben
     CHECK(r.one_group > r.two_groups);
   }
   // The counts the table names are the rule's: 16 splits at B = 1 (GQA 32 / 8), where two
-  // blocks an SM would take 32, and one split from B = 32.
+  // blocks an SM would take 32, and one split at B = 32 (and, on a contiguous cache, B = 16).
   const auto sms = flashlab::sim::find_profile("h200").sm_count;
   CHECK(gpu::decode::auto_splits(1, 8, 4, 1, 32768, false, sms) ==
         gpu::decode::kCombineSplitsInFlight);

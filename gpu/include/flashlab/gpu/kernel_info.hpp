@@ -464,12 +464,17 @@ constexpr bool is_page_size(int64_t page_size) {
 // 1 on a contiguous cache (128 blocks, one an SM, no combine) by the lone split's rule below.
 // Past kCombineSplitsInFlight splits the combine loads a row's states in more than one group,
 // one more round trip to the L2 for every row after the split kernel has ended: at B = 1 (8
-// pairs) the wave rule's 32 splits measured 1 to 4% slower than 16, which fill one block an
-// SM (H200, 2026-12-04, two machines; bench/gpu/NOTES.md, "A lone split ends its rows").
-// So where the wave rule asks for more, the fewest splits within one group that keep 95% of
-// one block an SM busy win, if any do.
+// pairs) 16 splits, which fill one block an SM, measured 0 to 5% faster than the wave rule's
+// 32 from L = 16,384 on (H200, 2026-12-04, three machines; bench/gpu/NOTES.md, "A lone split
+// ends its rows"). So where the wave rule asks for more, the fewest splits within one group
+// that fill one block an SM (fills_one_block_an_sm) win, if any do.
 inline constexpr int64_t kMinWaveShare = 19, kWaveShareDen = 20;  // 95%
 inline constexpr int kCombineSplitsInFlight = 16;  // the combine's states loaded at once
+// Whether `blocks` blocks are one wave of one block an SM with at least 95% of the SMs busy:
+// at most sm_count of them (past that, two share an SM and the wave is two blocks an SM).
+constexpr bool fills_one_block_an_sm(int64_t blocks, int64_t sm_count) {
+  return blocks <= sm_count && blocks * kWaveShareDen >= sm_count * kMinWaveShare;
+}
 // The fewest splits up to `cap` whose grid of blocks x splits keeps at least 95% of the slots
 // of its waves of `wave` busy; else (none does) the one with the best share, as a negative
 // number, so the caller can tell the two apart.
@@ -486,10 +491,11 @@ constexpr int64_t fewest_filling_splits(int64_t blocks, int64_t wave, int64_t ca
   }
   return -best;
 }
-// And first of all, on a contiguous cache: where one split alone keeps 95% of one block an SM
-// busy, one split, which ends its rows in the split kernel with no combine at all
-// (split_kernel_ends_rows): at B = 16 (128 blocks) it measured 2 to 4% faster than the wave
-// rule's 2 splits up to L = 8,192 and level (-0.2 to +0.2%) from 16,384 to 131,072. A paged
+// And first of all, on a contiguous cache: where one split alone fills one block an SM (126
+// to 132 blocks on the H200), one split, which ends its rows in the split kernel with no
+// combine at all (split_kernel_ends_rows): at B = 16 (128 blocks) it measured 2 to 4% faster
+// than the wave rule's 2 splits up to L = 8,192 and level (-0.2 to +0.2%) from 16,384 to
+// 131,072. A paged
 // cache (`paged`) keeps the wave's count there: with one block an SM, nothing hides the block
 // table's reads (an entry a tile, a tile ahead) behind another block's copies, and pages of 64
 // keys measured 4.03 TB/s at B = 16, L = 32,768 with one split against 4.28 with two (4.38
@@ -501,13 +507,14 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
   const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
-  if (!paged && fewest_filling_splits(blocks, sm_count, 1) == 1) return 1;  // no combine
+  if (!paged && fills_one_block_an_sm(blocks, sm_count)) return 1;  // no combine
   const int64_t filling = fewest_filling_splits(blocks, wave, cap);
   const int64_t splits = filling < 0 ? -filling : filling;
   if (splits <= kCombineSplitsInFlight) return int(splits);
   const int64_t one_group = cap < kCombineSplitsInFlight ? cap : kCombineSplitsInFlight;
-  const int64_t one_an_sm = fewest_filling_splits(blocks, sm_count, one_group);
-  return int(one_an_sm > 0 ? one_an_sm : splits);
+  for (int64_t within = 1; within <= one_group; ++within)
+    if (fills_one_block_an_sm(blocks * within, sm_count)) return int(within);
+  return int(splits);
 }
 
 // One split's state for one query row in the workspace: U (d floats), then m and l, then
@@ -538,7 +545,9 @@ constexpr WarpStorePattern combine_o_store(flashlab_dtype dtype) {
 // through the workspace. Its stores: O lane by lane along the row, the combine's pattern
 // (combine_o_store); LSE of a block's packed rows, which are consecutive rows (b, h, i), in one
 // store (kLoneSplitLseStore; at GQA 4 and one query, 16 bytes).
-constexpr bool split_kernel_ends_rows(int64_t splits, bool queue) { return splits == 1 && !queue; }
+FLASHLAB_HOST_DEVICE constexpr bool split_kernel_ends_rows(int64_t splits, bool queue) {
+  return splits == 1 && !queue;
+}
 inline constexpr WarpStorePattern kLoneSplitLseStore = block_rows_store(kMaxRowsPerBlock);
 // The persistent grid (05_decode_queue.cu, flashlab_decode_params.grid): sm_count x
 // kBlocksPerSm blocks, each taking work items (piece, KV head x row block, batch entry) from a
