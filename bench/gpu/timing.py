@@ -28,6 +28,7 @@ class CleanFlush:
         self.torch = torch
         self.dirty = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
         self.clean = torch.zeros(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+        self._cycles_per_us = None  # the spin kernel's rate, timed at its first use
 
     def flush(self, clean=True, wait_us=0.0):
         self.dirty.zero_()  # do_bench's flush: the L2 ends full of these dirty lines
@@ -38,7 +39,7 @@ class CleanFlush:
 
     def cycles_per_us(self):
         """The spin kernel's clock cycles per microsecond, timed once with events."""
-        if getattr(self, "_cycles_per_us", None) is None:
+        if self._cycles_per_us is None:
             torch, cycles = self.torch, 4_000_000
             torch.cuda._sleep(cycles)  # warm up
             start = torch.cuda.Event(enable_timing=True)

@@ -305,7 +305,7 @@ __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float
                                             int first_row, int rows, int split, bool ends_rows,
                                             int warp, int lane, int t, float scale_log2) {
   static_assert(kPassRows == 8 || kPassRows == 16, "a pass takes row g, or rows g and g + 8");
-  ends_rows = kMayEndRows && ends_rows;
+  const bool end_here = kMayEndRows && ends_rows;  // known false where not compiled in
   float* sU = sram;
   float* sM = sU + kWarps * kPassRows * kD;
   float* sL = sM + kWarps * kPassRows;
@@ -345,7 +345,7 @@ __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float
       const int h = kv_head * p.group_size + packed / p.n_q, i = packed % p.n_q;
       const float m = m_max == -INFINITY ? -INFINITY : m_max * p.scale;  // natural units
       const int64_t row = (int64_t(b) * p.heads_q + h) * p.n_q + i;      // (b, h, i)
-      if (ends_rows) {  // O lane by lane along the row; LSE to SRAM, stored below
+      if (end_here) {  // O lane by lane along the row; LSE to SRAM, stored below
         T* gO = static_cast<T*>(p.o) + int64_t(b) * p.o_stride.batch +
                 int64_t(h) * p.o_stride.head + int64_t(i) * p.o_stride.row;
         gO[c] = from_float<T>(u_sum * row_inv_l(l_sum));
@@ -359,7 +359,7 @@ __device__ __forceinline__ void merge_warps(const SoftmaxState<kD>& state, float
     }
     __syncthreads();
     // The pass's rows are consecutive rows (b, h, i) of LSE: one store for all of them.
-    if (ends_rows && p.lse != nullptr) {
+    if (end_here && p.lse != nullptr) {
       const int64_t first = (int64_t(b) * p.heads_q + int64_t(kv_head) * p.group_size) * p.n_q +
                             first_row + pass_row0;
       store_block_rows<kPassRows>(p.lse, first, first + pass_rows, sLse);

@@ -336,7 +336,7 @@ TEST_CASE("decode's facts: tiles, SRAM, page sizes, split heuristic, workspace")
   CHECK(decode::fills_one_block_an_sm(8 * 16, kH200Sms));
   CHECK_FALSE(decode::fills_one_block_an_sm(8 * 15, kH200Sms));   // 120 of 132: 90.9%
   CHECK_FALSE(decode::fills_one_block_an_sm(2 * 128, kH200Sms));  // two blocks an SM
-  CHECK(decode::fewest_filling_splits(8, kH200Sms, 15) == -15);  // the best share, negated
+  CHECK(decode::fewest_filling_splits(8, kH200Sms, 15) == 15);  // none fills: the best share
   // One pair never fills 95% of a wave, nor 16 splits one block an SM: the best share
   // within kMaxSplits.
   CHECK(decode::auto_splits(1, 1, 4, 1, 1 << 20, false, kH200Sms) == decode::kMaxSplits);

@@ -476,8 +476,7 @@ constexpr bool fills_one_block_an_sm(int64_t blocks, int64_t sm_count) {
   return blocks <= sm_count && blocks * kWaveShareDen >= sm_count * kMinWaveShare;
 }
 // The fewest splits up to `cap` whose grid of blocks x splits keeps at least 95% of the slots
-// of its waves of `wave` busy; else (none does) the one with the best share, as a negative
-// number, so the caller can tell the two apart.
+// of its waves of `wave` busy; else (none does) the one with the best share.
 constexpr int64_t fewest_filling_splits(int64_t blocks, int64_t wave, int64_t cap) {
   int64_t best = 1, best_busy = 0, best_slots = 1;  // best share = best_busy / best_slots
   for (int64_t splits = 1; splits <= cap; ++splits) {
@@ -489,7 +488,7 @@ constexpr int64_t fewest_filling_splits(int64_t blocks, int64_t wave, int64_t ca
       best_slots = slots;
     }
   }
-  return -best;
+  return best;
 }
 // And first of all, on a contiguous cache: where one split alone fills one block an SM (126
 // to 132 blocks on the H200), one split, which ends its rows in the split kernel with no
@@ -508,8 +507,7 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
   const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
   if (!paged && fills_one_block_an_sm(blocks, sm_count)) return 1;  // no combine
-  const int64_t filling = fewest_filling_splits(blocks, wave, cap);
-  const int64_t splits = filling < 0 ? -filling : filling;
+  const int64_t splits = fewest_filling_splits(blocks, wave, cap);
   if (splits <= kCombineSplitsInFlight) return int(splits);
   const int64_t one_group = cap < kCombineSplitsInFlight ? cap : kCombineSplitsInFlight;
   for (int64_t within = 1; within <= one_group; ++within)
