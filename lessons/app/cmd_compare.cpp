@@ -6,6 +6,7 @@
 // row instead (compare_pass.cpp).
 #include "commands.hpp"
 #include "compare_pass.hpp"
+#include "compare_pass_sweep.hpp"
 #include "compare_sweep.hpp"
 #include "kernel_bytes.hpp"
 #include "gpu_bridge/gpu_runner.hpp"
@@ -267,8 +268,8 @@ void gpu_only(const CompareArgs& a, sim::DType dtype) {
                                      /*warmups=*/0, /*repeats=*/1, a.heads);
   // Under ncu a kernel that did not run would leave nothing to measure and no word why.
   if (!run.ran)
-    throw std::runtime_error(fmt::format("--gpu-only {}: the kernel did not run: {}",
-                                         a.gpu_only, run.message));
+    throw std::runtime_error(
+        fmt::format("--gpu-only {}: the kernel did not run: {}", a.gpu_only, run.message));
 }
 
 // What the CPU side of the comparison will cost, checked before anything is allocated.
@@ -306,20 +307,29 @@ void check_kernels(const CompareArgs& a) {
 }
 
 void run(const CompareArgs& a) {
-  if (const Pass pass = parse_pass(a.pass.pass); pass != Pass::forward)
-    return run_compare_pass(a.cmd, pass, a.pass,
-                            {a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.no_colour, a.seed,
-                             a.repeats, a.no_ncu, a.gpu_only});
+  if (a.sweep.empty() && (!a.csv.empty() || !a.plot.empty()))
+    throw cpu::InvalidArgument(
+        "--csv and --plot write a sweep's rows: give --sweep n=... with them");
+  if (!a.sweep.empty() && !a.gpu_only.empty())
+    throw cpu::InvalidArgument("--gpu-only runs one problem: give it without --sweep");
+  if (const Pass pass = parse_pass(a.pass.pass); pass != Pass::forward) {
+    const CompareProblem problem{a.n,         a.n_q,  a.d,       a.heads,  a.dtype,   a.causal,
+                                 a.no_colour, a.seed, a.repeats, a.no_ncu, a.gpu_only};
+    if (a.sweep.empty()) return run_compare_pass(a.cmd, pass, a.pass, problem);
+    check_compare_pass_options(a.cmd, pass);
+    return run_compare_pass_sweep(
+        {pass, a.pass, problem,
+         parse_sweep(a.sweep, {{a.n}, {a.d}, {a.heads}, {a.pass.batch}}, /*batch_axis=*/true),
+         a.csv, a.plot});
+  }
   check_forward_options(a.cmd);
   check_kernels(a);
   if (!a.sweep.empty()) {
     const KernelRun base = run_of(a, "");
-    return run_compare_sweep(
-        {base, split(a.kernels), parse_sweep(a.sweep, base), a.no_ncu, a.no_colour, a.csv, a.plot});
+    return run_compare_sweep({base, split(a.kernels),
+                              parse_sweep(a.sweep, {{base.n}, {base.d}, {base.heads}}), a.no_ncu,
+                              a.no_colour, a.csv, a.plot});
   }
-  if (!a.csv.empty() || !a.plot.empty())
-    throw cpu::InvalidArgument(
-        "--csv and --plot write a sweep's rows: give --sweep n=... with them");
   if (a.gpu_only.empty()) check_cost(a);  // --gpu-only computes nothing on the CPU
   const sim::DType dtype = sim::parse_dtype(a.dtype);
   const auto go = [&](auto tag) {
@@ -357,7 +367,8 @@ void add_compare_command(CLI::App& app) {
   add_integer_option<Index>(cmd, "--heads", args.heads,
                             "Heads (batch 1), each a copy in memory of its own", 1, kMaxHeads);
   cmd->add_option("--sweep", args.sweep,
-                  "Bytes alone over a grid, repeatable: n=1024..65536, d=64,128, heads=1,16");
+                  "Bytes alone over a grid, repeatable: n=1024..65536, d=64,128, heads=1,16 (and "
+                  "with --pass, batch=1,8)");
   cmd->add_option("--csv", args.csv, "With --sweep: write the rows as CSV");
   cmd->add_option("--plot", args.plot,
                   "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");

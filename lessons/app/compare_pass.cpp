@@ -38,8 +38,7 @@ namespace {
 constexpr cpu::Index kMaxHeads = 1024;
 
 // compare's options that only its forward comparison takes, and those only one pass takes.
-constexpr std::array<std::string_view, 5> kForwardOnly = {"--kernels", "--sweep", "--csv", "--plot",
-                                                          "--large"};
+constexpr std::array<std::string_view, 2> kForwardOnly = {"--kernels", "--large"};
 constexpr std::array<std::string_view, 6> kPassOptions = {
     "--batch", "--kv-heads", "--deterministic", "--splits", "--page-size", "--grid"};
 struct PassOption {
@@ -51,7 +50,13 @@ constexpr std::array kPassOnly = {
     PassOption{"--page-size", Pass::decode}, PassOption{"--grid", Pass::decode},
     PassOption{"--causal", Pass::backward}};
 
-void check_options(const CLI::App* cmd, Pass pass) {
+}  // namespace
+
+void check_compare_pass_options(const CLI::App* cmd, Pass pass) {
+  if (pass == Pass::fa3)
+    throw cpu::InvalidArgument(
+        "--pass fa3 is simulate's: compare runs the fa3 kernel in its forward comparison "
+        "(--kernels fa3)");
   for (const std::string_view o : kForwardOnly)
     if (cmd->count(std::string(o)) > 0)
       throw cpu::InvalidArgument(fmt::format(
@@ -61,6 +66,8 @@ void check_options(const CLI::App* cmd, Pass pass) {
       throw cpu::InvalidArgument(fmt::format("{} is an option of --pass {}, not of --pass {}",
                                              o.option, to_string(o.pass), to_string(pass)));
 }
+
+namespace {
 
 cpu::Index kv_heads_of(const ComparePassArgs& a, cpu::Index heads) {
   const cpu::Index kv = a.kv_heads > 0 ? a.kv_heads : heads;
@@ -81,9 +88,13 @@ struct Row {
 Row simulator_row(const PassPrediction& p) {
   if (!p.report) return {"simulator: " + p.label, "-", "not modelled: " + p.why_not, "-"};
   const sim::Bound b = sim::roofline(*p.report, target_profile());
+  const auto dram = compulsory_dram(p);
   return {"simulator: " + p.label, fmt::format("model (bound {:.1f} us)", b.seconds() * 1e6),
           fmt::format("SMs read {}, write {}", bytes(double(p.report->bytes_read())),
-                      bytes(double(p.report->bytes_written()))),
+                      bytes(double(p.report->bytes_written()))) +
+              (dram ? fmt::format("; DRAM from a cold L2, at least {} read, {} written",
+                                  bytes(double(dram->read)), bytes(double(dram->written)))
+                    : std::string()),
           "-"};
 }
 
@@ -96,13 +107,6 @@ cpu::HeadTensor<float> random_heads(cpu::Index batch, cpu::Index heads, cpu::Ind
   for (float& x : t.data) x = normal(rng);
   return t;
 }
-
-// What a pass's GPU run gives the row: whether it ran (else why not) and its median time.
-struct PassRun {
-  bool ran = false;
-  std::string message;
-  double median_ms = 0;
-};
 
 // The backward on the GPU. The runner takes batch 1: batch x heads query heads over batch x
 // kv_heads KV heads is the same work and the same bytes (GQA maps query head h of a batch
@@ -168,27 +172,10 @@ std::vector<std::string> gpu_only_command(Pass pass, const ComparePassArgs& a,
     if (p.causal) argv.push_back("--causal");
     if (a.deterministic) argv.push_back("--deterministic");
   } else {
-    argv.insert(argv.end(),
-                {"--splits", std::to_string(a.splits), "--page-size", std::to_string(a.page_size),
-                 "--grid", a.grid});
+    argv.insert(argv.end(), {"--splits", std::to_string(a.splits), "--page-size",
+                             std::to_string(a.page_size), "--grid", a.grid});
   }
   return argv;
-}
-
-// The pass's bytes under Nsight Compute. The backward's run starts with the fa2 forward that
-// makes O and L (one kernel launch), which ncu skips: what it sums is the backward's kernels.
-NcuOutcome measure_pass(Pass pass, const ComparePassArgs& a, const CompareProblem& p) {
-  if (p.no_ncu) return {std::nullopt, "not measured (--no-ncu)"};
-  const auto ncu = find_ncu();
-  if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
-  std::cerr << "flashlab: measuring the " << to_string(pass)
-            << " pass's bytes with Nsight Compute...\n";
-  const std::vector<std::string> skip_forward = {"--launch-skip", "1"};
-  NcuOutcome outcome =
-      measure_with_ncu(*ncu, gpu_only_command(pass, a, p),
-                       pass == Pass::backward ? skip_forward : std::vector<std::string>{});
-  if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
-  return outcome;
 }
 
 // The GPU's row: the pass's median time and its measured bytes beside the prediction.
@@ -246,72 +233,89 @@ void check_forward_options(const CLI::App* cmd) {
           "{} is an option of --pass backward or decode, not of the forward comparison", o));
 }
 
-void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
-                      const CompareProblem& p) {
-  if (pass == Pass::fa3)
-    throw cpu::InvalidArgument(
-        "--pass fa3 is simulate's: compare runs the fa3 kernel in its forward comparison "
-        "(--kernels fa3)");
-  check_options(cmd, pass);
-  if (!p.gpu_only.empty() && p.gpu_only != to_string(pass))
-    throw cpu::InvalidArgument(fmt::format("--gpu-only {} with --pass {}: name the pass it runs",
-                                           p.gpu_only, to_string(pass)));
+// The backward's run starts with the fa2 forward that makes O and L (one kernel launch), which
+// ncu skips: what it sums is the backward's kernels.
+NcuOutcome measure_pass(Pass pass, const ComparePassArgs& a, const CompareProblem& p) {
+  if (p.no_ncu) return {std::nullopt, "not measured (--no-ncu)"};
+  const auto ncu = find_ncu();
+  if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
+  std::cerr << "flashlab: measuring the " << to_string(pass)
+            << " pass's bytes with Nsight Compute...\n";
+  const std::vector<std::string> skip_forward = {"--launch-skip", "1"};
+  NcuOutcome outcome =
+      measure_with_ncu(*ncu, gpu_only_command(pass, a, p),
+                       pass == Pass::backward ? skip_forward : std::vector<std::string>{});
+  if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
+  return outcome;
+}
+
+std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& prediction) {
+  if (!prediction.report) return std::nullopt;
+  return sim::compulsory_dram(*prediction.report, sim::l2_dirty_room(target_profile()));
+}
+
+PassCase pass_case(Pass pass, const ComparePassArgs& a, const CompareProblem& p) {
   const cpu::Index kv_heads = kv_heads_of(a, p.heads);
-  const bool quiet = !p.gpu_only.empty();  // under ncu: run the pass once, print nothing
-  PassPrediction prediction;
-  std::function<PassRun(int, int)> run_pass;
-  ComparePassArgs resolved = a;  // the GPU's run under ncu takes the split count chosen here
+  PassCase c;
+  c.resolved = a;
   if (pass == Pass::backward) {
     const BackwardRun run{a.batch, p.heads,  kv_heads,       p.n, p.n_q, p.d,
                           p.dtype, p.causal, a.deterministic};
-    if (!quiet)
-      std::cout << fmt::format(
-          "backward: batch {}, {} query heads over {} KV heads, N_q = {}, N_k = {}, d = {}, {}, "
-          "causal = {}{}\n",
-          run.batch, run.heads, kv_heads, run.queries(), run.n, run.d, run.dtype,
-          cpu::to_string(run.alignment()), run.deterministic ? ", deterministic dQ" : "");
-    prediction = predict(run);
-    run_pass = [run, &p](int warmups, int repeats) {
-      return run_backward(run, p, warmups, repeats);
-    };
-  } else {
-    DecodeRun run;
-    run.lengths.assign(std::size_t(a.batch), p.n);
-    run.kv_heads = kv_heads;
-    run.group = p.heads / kv_heads;
-    run.n_q = p.n_q > 0 ? p.n_q : 1;
-    run.d = p.d;
-    run.dtype = p.dtype;
-    run.page_size = a.page_size;
-    run.queue = a.grid == "queue";
-    run.splits = a.splits > 0 ? a.splits : decode_splits(run, target_profile());
-    resolved.splits = run.splits;
-    if (!quiet)
-      std::cout << fmt::format(
-          "decode: batch {} caches of {} keys, {} query heads over {} KV heads, {} query row{} "
-          "each, d = {}, {}, {} {}, {}\n",
-          a.batch, p.n, p.heads, kv_heads, run.n_q, run.n_q > 1 ? "s" : "", p.d, p.dtype,
-          run.splits, run.queue ? "pieces on the queue grid" : "splits",
-          run.page_size > 0 ? fmt::format("pages of {}", run.page_size) : "contiguous");
-    prediction = predict(run);
-    run_pass = [run, &p](int warmups, int repeats) { return run_decode(run, p, warmups, repeats); };
+    c.header = fmt::format(
+        "backward: batch {}, {} query heads over {} KV heads, N_q = {}, N_k = {}, d = {}, {}, "
+        "causal = {}{}",
+        run.batch, run.heads, kv_heads, run.queries(), run.n, run.d, run.dtype,
+        cpu::to_string(run.alignment()), run.deterministic ? ", deterministic dQ" : "");
+    c.prediction = predict(run);
+    c.run = [run, p](int warmups, int repeats) { return run_backward(run, p, warmups, repeats); };
+    return c;
   }
-  if (quiet) {
-    if (const PassRun run = run_pass(/*warmups=*/0, /*repeats=*/1); !run.ran)
-      throw std::runtime_error(fmt::format("--gpu-only {}: the pass did not run: {}",
-                                           p.gpu_only, run.message));
+  DecodeRun run;
+  run.lengths.assign(std::size_t(a.batch), p.n);
+  run.kv_heads = kv_heads;
+  run.group = p.heads / kv_heads;
+  run.n_q = p.n_q > 0 ? p.n_q : 1;
+  run.d = p.d;
+  run.dtype = p.dtype;
+  run.page_size = a.page_size;
+  run.queue = a.grid == "queue";
+  run.splits = a.splits > 0 ? a.splits : decode_splits(run, target_profile());
+  c.resolved.splits = run.splits;
+  c.header = fmt::format(
+      "decode: batch {} caches of {} keys, {} query heads over {} KV heads, {} query row{} "
+      "each, d = {}, {}, {} {}, {}",
+      a.batch, p.n, p.heads, kv_heads, run.n_q, run.n_q > 1 ? "s" : "", p.d, p.dtype, run.splits,
+      run.queue ? "pieces on the queue grid" : "splits",
+      run.page_size > 0 ? fmt::format("pages of {}", run.page_size) : "contiguous");
+  c.prediction = predict(run);
+  c.run = [run, p](int warmups, int repeats) { return run_decode(run, p, warmups, repeats); };
+  return c;
+}
+
+void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
+                      const CompareProblem& p) {
+  check_compare_pass_options(cmd, pass);
+  if (!p.gpu_only.empty() && p.gpu_only != to_string(pass))
+    throw cpu::InvalidArgument(fmt::format("--gpu-only {} with --pass {}: name the pass it runs",
+                                           p.gpu_only, to_string(pass)));
+  const PassCase c = pass_case(pass, a, p);
+  if (!p.gpu_only.empty()) {  // under ncu: run the pass once, print nothing
+    if (const PassRun run = c.run(/*warmups=*/0, /*repeats=*/1); !run.ran)
+      throw std::runtime_error(
+          fmt::format("--gpu-only {}: the pass did not run: {}", p.gpu_only, run.message));
     return;
   }
+  std::cout << c.header << "\n";
   const GpuStatus status = gpu_status();
   std::cout << "GPU: " << status.description << "\n";
   Table table({"executor", "time", "bytes predicted", "bytes measured", "measured/predicted"},
               {true, true, true, true, false});
-  for (const Row& r :
-       {simulator_row(prediction), gpu_pass_row(pass, resolved, p, status, prediction, run_pass)})
+  for (const Row& r : {simulator_row(c.prediction),
+                       gpu_pass_row(pass, c.resolved, p, status, c.prediction, c.run)})
     table.add({r.executor, r.time, r.predicted, r.measured, r.ratio});
   table.print(std::cout, Style::for_stdout(p.no_colour));
-  if (prediction.report)
-    std::cout << "\n" << sim::format_pass_table(*prediction.report, target_profile());
+  if (c.prediction.report)
+    std::cout << "\n" << sim::format_pass_table(*c.prediction.report, target_profile());
 }
 
 }  // namespace flashlab::app

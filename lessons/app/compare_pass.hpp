@@ -4,11 +4,16 @@
 
 #include "simulate_pass.hpp"
 
+#include "gpu_bridge/ncu_bytes.hpp"
+#include "gpu_bridge/pass_kernels.hpp"
+
 #include "flashlab/cpu/types.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace flashlab::app {
@@ -23,6 +28,11 @@ struct ComparePassArgs {
 // Adds --pass, --batch, --kv-heads, --deterministic, --splits, --page-size and --grid to
 // `compare`.
 void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args);
+
+// Throws cpu::InvalidArgument for --pass fa3 (the forward comparison's kernel), for an option
+// given on the command line that `pass` does not take (one pass's, or the forward's --kernels
+// and --large), saying which takes it.
+void check_compare_pass_options(const CLI::App* cmd, Pass pass);
 
 // Throws cpu::InvalidArgument for an option of --pass backward or decode given to the
 // forward comparison.
@@ -42,6 +52,33 @@ struct CompareProblem {
   bool no_ncu = false;
   std::string gpu_only;
 };
+
+// What a pass's GPU run gives: whether it ran (else why not) and its median time.
+struct PassRun {
+  bool ran = false;
+  std::string message;
+  double median_ms = 0;
+};
+
+// One pass on one problem: the mirror's prediction, the options as resolved (decode's split
+// count chosen by the kernel's rule where --splits left it open: the run under ncu takes
+// it), the problem in one line, and the pass's GPU run (warmups, repeats).
+struct PassCase {
+  PassPrediction prediction;
+  ComparePassArgs resolved;
+  std::string header;
+  std::function<PassRun(int, int)> run;
+};
+// Throws cpu::InvalidArgument where --kv-heads does not divide the query heads.
+PassCase pass_case(Pass pass, const ComparePassArgs& args, const CompareProblem& problem);
+
+// The pass's bytes under Nsight Compute (compare's --gpu-only run of the same pass), or why
+// there are none.
+NcuOutcome measure_pass(Pass pass, const ComparePassArgs& resolved, const CompareProblem& problem);
+
+// The mirror's DRAM bytes from a cold L2 on the target GPU (sim::compulsory_dram), or nothing
+// where it books no footprint.
+std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& prediction);
 
 // Throws cpu::InvalidArgument for an option given on the command line that the pass does not
 // take; then prints the pass's table: the mirror's row, and the GPU's (the pass run on fresh

@@ -225,17 +225,26 @@ std::string why_unmeasured(bool no_ncu) {
 
 }  // namespace
 
-SweepGrid parse_sweep(const std::vector<std::string>& items, const KernelRun& base) {
-  SweepGrid grid{{base.n}, {base.d}, {base.heads}};
+SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid grid, bool batch_axis) {
   for (const std::string& item : items) {
     const std::size_t eq = item.find('=');
     const std::string axis = item.substr(0, eq);
-    if (eq == std::string::npos || (axis != "n" && axis != "d" && axis != "heads"))
+    if (axis == "batch" && !batch_axis)
       throw cpu::InvalidArgument(fmt::format(
-          "--sweep {}: give an axis and its values, such as n=1024..65536, d=64,128 or heads=1,16",
+          "--sweep {}: batch is an axis of --pass backward or decode; the forward comparison "
+          "sweeps n, d and heads",
           item));
+    if (eq == std::string::npos ||
+        (axis != "n" && axis != "d" && axis != "heads" && axis != "batch"))
+      throw cpu::InvalidArgument(fmt::format(
+          "--sweep {}: give an axis and its values, such as n=1024..65536, d=64,128 or "
+          "heads=1,16{}",
+          item, batch_axis ? " or batch=1,8" : ""));
     auto values = parse_size_list("--sweep " + axis, item.substr(eq + 1));
-    (axis == "n" ? grid.n : axis == "d" ? grid.d : grid.heads) = std::move(values);
+    (axis == "n"       ? grid.n
+     : axis == "d"     ? grid.d
+     : axis == "heads" ? grid.heads
+                       : grid.batch) = std::move(values);
   }
   return grid;
 }

@@ -13,12 +13,14 @@
 namespace flashlab::app {
 
 struct SweepGrid {
-  std::vector<Index> n, d, heads;
+  std::vector<Index> n, d, heads, batch{1};
 };
 
-// Items "n=LIST", "d=LIST", "heads=LIST" (LIST as sweep's: a,b,c or a..b doubling); an axis
-// not named keeps base's one value. Throws cpu::InvalidArgument naming the item.
-SweepGrid parse_sweep(const std::vector<std::string>& items, const KernelRun& base);
+// Items "n=LIST", "d=LIST", "heads=LIST" and, where batch_axis (the passes' sweeps),
+// "batch=LIST" (LIST as sweep's: a,b,c or a..b doubling); an axis not named keeps its one
+// value in `defaults`. Throws cpu::InvalidArgument naming the item.
+SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid defaults,
+                      bool batch_axis = false);
 
 struct CompareSweepRequest {
   KernelRun base;                    // dtype, causal, seed; the grid sets n, d and heads

@@ -215,15 +215,40 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   const Index Tr = ceil_div(s.n_q, Br), Tc = ceil_div(s.n_k, Bc);
   // The pre- and post-kernels take the (B, H_q, N_q) rows as one array, a block per
   // pre_post_rows_per_block of them (without that fact, a block per query tile).
-  const Index query_rows_blocks = f.pre_post_rows_per_block > 0
-                                      ? ceil_div(Hq * s.n_q, f.pre_post_rows_per_block)
-                                      : Tr * Hq;
-  r.launches.push_back({"pre (D)", query_rows_blocks, query_rows_blocks, f.pre_post_threads});
-  r.launches.push_back({"main", Hkv * Tc, Hkv * Tc, f.threads});
-  if (f.deterministic)
-    r.launches.push_back({"dQ", Hq * Tr, Hq * Tr, f.threads});
-  else
-    r.launches.push_back({"post (dQ)", query_rows_blocks, query_rows_blocks, f.pre_post_threads});
+  const Index query_rows_blocks =
+      f.pre_post_rows_per_block > 0 ? ceil_div(Hq * s.n_q, f.pre_post_rows_per_block) : Tr * Hq;
+  // Each launch's footprint, every sector once (compulsory_dram): the pre-kernel reads O and
+  // dO and writes D (and the accumulator's zeros); the main kernel reads its inputs, K and V
+  // of the tiles it loads, and the accumulator's lines its reductions add to; the post-kernel
+  // (or the dQ kernel) reads what dQ is made from.
+  const Bytes q_in = rows_of(Hq, s.n_q, d, b), rows_f32 = rows_of(Hq, s.n_q, 1, kFp32);
+  const Bytes kv_in = rows_of(Hkv, kv_rows, d, b), kv_out = rows_of(Hkv, s.n_k, d, b);
+  const Bytes accumulator = rows_of(Hq, s.n_q, d, kFp32);
+  const std::vector<Footprint> inputs = {{"Q", q_in},  {"K", kv_in},    {"V", kv_in},
+                                         {"dO", q_in}, {"L", rows_f32}, {"D", rows_f32}};
+  Launch pre{"pre (D)", query_rows_blocks, query_rows_blocks, f.pre_post_threads};
+  pre.reads = {{"O", q_in}, {"dO", q_in}};
+  pre.writes = {{"D", rows_f32}};
+  Launch main{"main", Hkv * Tc, Hkv * Tc, f.threads};
+  main.reads = inputs;
+  main.writes = {{"dK", kv_out}, {"dV", kv_out}};
+  if (!f.deterministic) {
+    pre.writes.push_back({"dQ accumulator", accumulator});
+    main.reads.push_back({"dQ accumulator", accumulator});
+    main.writes.push_back({"dQ accumulator", accumulator});
+  }
+  r.launches = {pre, main};
+  if (f.deterministic) {
+    Launch dq{"dQ", Hq * Tr, Hq * Tr, f.threads};
+    dq.reads = inputs;
+    dq.writes = {{"dQ", q_in}};
+    r.launches.push_back(dq);
+  } else {
+    Launch post{"post (dQ)", query_rows_blocks, query_rows_blocks, f.pre_post_threads};
+    post.reads = {{"dQ accumulator", accumulator}};
+    post.writes = {{"dQ", q_in}};
+    r.launches.push_back(post);
+  }
   return r;
 }
 

@@ -316,9 +316,8 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   PassReport r;
   r.pass = "decode";
   r.label = fmt::format(
-      "{} {}{}{}, {} keys a step, {}, {}", S, queue ? "piece" : "split",
-      S == 1 ? "" : "s", queue ? fmt::format(" on a queue of {} blocks", queue_blocks) : "",
-      f.keys_per_step,
+      "{} {}{}{}, {} keys a step, {}, {}", S, queue ? "piece" : "split", S == 1 ? "" : "s",
+      queue ? fmt::format(" on a queue of {} blocks", queue_blocks) : "", f.keys_per_step,
       f.page_size > 0 ? fmt::format("pages of {}", f.page_size) : std::string("contiguous cache"),
       to_string(f.dtype));
   const std::string in_type(to_string(f.dtype)), fp32(to_string(kAccumulator));
@@ -342,15 +341,40 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   combine += detail::finalize_ops(1, d);
   r.ops += combine.times(B * H * rows);
   r.peak_sram = split_block_sram(d, f);
-  if (queue)
-    r.launches.push_back({"queue", queue_blocks, queue_blocks, f.threads, f.blocks_per_sm});
-  else
-    r.launches.push_back({"split", B * H * R * S, H * R * working, f.threads, f.blocks_per_sm});
-  if (ends_rows) return r;
+  // Each launch's footprint, every sector once (compulsory_dram): the split kernel reads Q,
+  // every key of K and V and the block table's entries, and writes the states (or, ending its
+  // rows, O and LSE); the combine reads the states and writes O and LSE.
+  const std::vector<Footprint> rows_out = {{"O", bytes({B, H, rows, d, b})},
+                                           {"LSE", bytes({B, H, rows, kFp32})}};
+  Launch split = queue
+                     ? Launch{"queue", queue_blocks, queue_blocks, f.threads, f.blocks_per_sm}
+                     : Launch{"split", B * H * R * S, H * R * working, f.threads, f.blocks_per_sm};
+  split.reads = {{"Q", bytes({B, H, rows, d, b})},
+                 {"K", bytes({keys, H, d, b})},
+                 {"V", bytes({keys, H, d, b})}};
+  if (f.page_size > 0) {  // each page's entry once, whichever splits and KV heads read it
+    Index pages = 0;
+    for (const Index L : s.lengths) pages += ceil_div(L, f.page_size);
+    split.reads.push_back({"block table", bytes({pages, kTableEntryBytes})});
+  }
+  if (queue) {  // the counter's one sector, read and written by the atomics
+    split.reads.push_back({"queue counter", kSectorBytes});
+    split.writes.push_back({"queue counter", kSectorBytes});
+  }
+  if (ends_rows) {
+    split.writes.insert(split.writes.end(), rows_out.begin(), rows_out.end());
+    r.launches.push_back(split);
+    return r;
+  }
+  split.writes.push_back({"partial state", state_read});
+  r.launches.push_back(split);
   const Index combine_blocks = f.combine_rows_per_block > 0
                                    ? ceil_div(B * H * rows, f.combine_rows_per_block)
                                    : B * s.heads_q();
-  r.launches.push_back({"combine", combine_blocks, combine_blocks, f.combine_threads});
+  Launch merge{"combine", combine_blocks, combine_blocks, f.combine_threads};
+  merge.reads = {{"partial state", state_read}};
+  merge.writes = rows_out;
+  r.launches.push_back(merge);
   return r;
 }
 

@@ -53,6 +53,25 @@ const Launch& PassReport::launch(std::string_view name) const {
   throw std::out_of_range(fmt::format("the {} mirror launches no kernel named '{}'", pass, name));
 }
 
+CompulsoryDram compulsory_dram(const Launch& launch, Bytes dirty_room) {
+  const auto sum = [](const std::vector<Footprint>& f) {
+    return std::accumulate(f.begin(), f.end(), Bytes{0},
+                           [](Bytes s, const Footprint& t) { return s + t.bytes; });
+  };
+  return {sum(launch.reads), std::max<Bytes>(0, sum(launch.writes) - dirty_room)};
+}
+
+std::optional<CompulsoryDram> compulsory_dram(const PassReport& report, Bytes dirty_room) {
+  CompulsoryDram all;
+  for (const Launch& l : report.launches) {
+    if (l.reads.empty() && l.writes.empty()) return std::nullopt;
+    const CompulsoryDram one = compulsory_dram(l, dirty_room);
+    all.read += one.read;
+    all.written += one.written;
+  }
+  return all;
+}
+
 Bound roofline(const PassReport& report, const HardwareProfile& profile) {
   return roofline(report.ops, report.bytes_total(), profile);
 }

@@ -132,7 +132,9 @@ constexpr std::array kProfiles = {
         .l2_home_copies = true,
         // No dirty cap (l2_dirty_cap 0), though one is measured (kH200MeasuredL2DirtyCap): with
         // it the naive mirror's DRAM writes move away from the measured ones in every row and
-        // fa2's do not move (docs/IO-LEVELS.md, "The writes during the kernel").
+        // fa2's do not move (docs/IO-LEVELS.md, "The writes during the kernel"). The figure
+        // stays as what the L2 holds dirty, for the passes' compulsory DRAM (l2_dirty_room).
+        .l2_dirty_measured = 2 * kH200MeasuredL2DirtyCap,
         // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
         // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
         // partition (docs/IO-LEVELS.md, "Where blocks land").
@@ -229,6 +231,11 @@ std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int
   slots.reserve(wave.size());
   for (const char digit : wave) slots.push_back(digit - '0');
   return slots;
+}
+
+Bytes l2_dirty_room(const HardwareProfile& gpu) {
+  if (gpu.l2_dirty_cap > 0) return gpu.l2_dirty_cap * gpu.l2_partitions;
+  return gpu.l2_dirty_measured > 0 ? gpu.l2_dirty_measured : gpu.l2_bytes;
 }
 
 GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {

@@ -1,13 +1,16 @@
 // `flashlab compare --sweep`: the mirrors' predictions over a grid, in closed form, as a table,
 // a CSV and a plot; without a GPU the measured columns say why they are empty.
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/profiles.hpp"
 #include "run_flashlab.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -80,8 +83,9 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
                  "store sectors the L1 issued: "
                  "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"));
   CHECK(contains(run.output, "out of the SMs: l1tex__m_l1tex2xbar_write_bytes.sum"));
-  CHECK(contains(run.output, "read sectors the Coalescer asked of the L2 slices: "
-                             "lrc__lts2lrc_sectors_op_read.sum"));
+  CHECK(contains(run.output,
+                 "read sectors the Coalescer asked of the L2 slices: "
+                 "lrc__lts2lrc_sectors_op_read.sum"));
 }
 
 TEST_CASE("compare --sweep without a GPU: predictions, and why the measured columns are empty") {
@@ -136,6 +140,122 @@ TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request ref
            {"--sweep d=64,128 --plot x.png", "give --sweep n= more than one value"},
            {"--csv x.csv", "give --sweep n=... with them"},
            {"--sweep n=64,128 --csv same --plot same", "--csv and --plot both name"}}) {
+    CAPTURE(args);
+    const auto run = run_flashlab("compare " + args + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, message));
+  }
+}
+
+// The passes' sweeps: each row's figures by the column names of the CSV's header.
+namespace {
+
+struct CsvTable {
+  std::vector<std::vector<std::string>> rows;
+  std::size_t column(const std::string& name) const {
+    const auto& header = rows.front();
+    const auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE_MESSAGE(it != header.end(), "no column " << name);
+    return std::size_t(it - header.begin());
+  }
+  double number(std::size_t row, const std::string& name) const {
+    return std::stod(rows[row][column(name)]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("compare --pass decode --sweep: the mirror's bytes and its DRAM floor over N and batch") {
+  const fs::path csv = flashlab::test::scratch_path("compare-pass-sweep-decode.csv");
+  const auto run = run_flashlab(
+      "compare --pass decode --sweep n=1,97,1023 --sweep batch=1,3 --heads 8 --kv-heads 2 --d 64 "
+      "--no-ncu --no-color --csv " +
+      csv.string() + " 2>&1");
+  REQUIRE(run.status == 0);
+  CHECK(contains(run.output, "decode pass, bf16"));
+  CHECK(contains(run.output, "not measured (--no-ncu)"));
+  const CsvTable t{read_csv(csv)};
+  REQUIRE(t.rows.size() == 1 + 3 * 2);
+  for (std::size_t k = 1; k < t.rows.size(); ++k) {
+    CAPTURE(t.rows[k][t.column("N")]);
+    CAPTURE(t.rows[k][t.column("batch")]);
+    const double n = t.number(k, "N"), batch = t.number(k, "batch"), splits = t.number(k, "splits");
+    CHECK(t.rows[k][t.column("pass")] == "decode");
+    CHECK(t.number(k, "heads") == 8);
+    CHECK(t.number(k, "kv_heads") == 2);
+    // From a cold L2: every key of K and V once, Q once, and with more than one split the
+    // states, padded to whole sectors, read back by the combine.
+    const double kv = batch * 2 * n * 64 * 2, q = batch * 8 * 64 * 2;
+    const double states =
+        splits > 1 ? batch * 8 * splits * double(flashlab::gpu::decode::state_floats(64)) * 4 : 0;
+    CHECK(t.number(k, "dram_read_predicted") == 2 * kv + q + states);
+    CHECK(t.number(k, "dram_written_predicted") == 0);  // all of it fits the L2's dirty room
+    // Into the SMs no less: Q again for every split with keys.
+    CHECK(t.number(k, "sm_read_predicted") >= t.number(k, "dram_read_predicted"));
+    CHECK(t.rows[k][t.column("sm_read_measured")].empty());
+    CHECK(t.rows[k][t.column("dram_read_measured")].empty());
+  }
+  fs::remove(csv);
+}
+
+TEST_CASE("compare --pass backward --sweep: the DRAM floor, and writes past the L2's dirty room") {
+  const fs::path csv = flashlab::test::scratch_path("compare-pass-sweep-backward.csv");
+  const auto run = run_flashlab(
+      "compare --pass backward --sweep n=97,16384 --sweep heads=1,16 --d 128 --causal --no-ncu "
+      "--csv " +
+      csv.string() + " 2>&1");
+  REQUIRE(run.status == 0);
+  const CsvTable t{read_csv(csv)};
+  REQUIRE(t.rows.size() == 1 + 2 * 2);
+  const double room = double(flashlab::sim::l2_dirty_room(flashlab::sim::find_profile("h200")));
+  for (std::size_t k = 1; k < t.rows.size(); ++k) {
+    const double n = t.number(k, "N"), heads = t.number(k, "heads");
+    CAPTURE(n);
+    CAPTURE(heads);
+    CHECK(t.number(k, "causal") == 1);
+    const double q = heads * n * 128 * 2, kv = q, rows = heads * n * 4, acc = heads * n * 128 * 4;
+    // pre: O, dO; main: Q, K, V, dO, L, D and the accumulator's lines (top-left, N_q = N_k:
+    // every KV tile is seen); post: the accumulator.
+    CHECK(t.number(k, "dram_read_predicted") == 2 * q + (2 * q + 2 * kv + 2 * rows + acc) + acc);
+    const auto beyond = [&](double written) { return std::max(0.0, written - room); };
+    CHECK(t.number(k, "dram_written_predicted") ==
+          beyond(rows + acc) + beyond(2 * kv + acc) + beyond(q));
+  }
+  // At 16 heads and N = 16384 the accumulator alone (128 MiB) outgrows the room.
+  CHECK(t.number(4, "dram_written_predicted") > 0);
+  CHECK(t.number(1, "dram_written_predicted") == 0);
+  fs::remove(csv);
+}
+
+TEST_CASE("compare --pass --sweep: a plot, and every bad request refused") {
+  const fs::path png = flashlab::test::scratch_path("compare-pass-sweep.png");
+  const auto drawn = run_flashlab("compare --pass decode --sweep n=256,512 --no-ncu --plot " +
+                                  png.string() + " 2>&1");
+  if (contains(drawn.output, "needs gnuplot, which is not installed")) {
+    CHECK(drawn.status == kUsageError);
+  } else {
+    REQUIRE(drawn.status == 0);
+    CHECK(fs::file_size(png) > 0);
+    std::ifstream script(png.string() + ".gp");
+    const std::string text((std::istreambuf_iterator<char>(script)), {});
+    CHECK(contains(text, "DRAM read, cold-L2 floor"));
+    fs::remove(png);
+    fs::remove(png.string() + ".gp");
+  }
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--sweep batch=1,2", "batch is an axis of --pass backward or decode"},
+           {"--pass decode --sweep batch=0,2", "--sweep batch"},
+           {"--pass decode --sweep heads=8,12 --kv-heads 8", "does not divide --heads 12"},
+           {"--pass backward --sweep n=1..4194304 --sweep d=64,128 --sweep heads=1,2,4 --sweep "
+            "batch=1,2",
+            "more than the 256 a pass's sweep takes"},
+           {"--pass backward --sweep d=64,128 --plot x.png", "give --sweep n= more than one value"},
+           {"--pass decode --csv x.csv", "give --sweep n=... with them"},
+           {"--pass backward --sweep n=64,128 --kernels fa2",
+            "--kernels is an option of the forward"},
+           {"--pass decode --sweep n=64,128 --causal", "--causal is an option of --pass backward"},
+           {"--pass decode --sweep n=64,128 --gpu-only decode", "without --sweep"},
+           {"--pass fa3 --sweep n=64,128", "--pass fa3 is simulate's"}}) {
     CAPTURE(args);
     const auto run = run_flashlab("compare " + args + " 2>&1");
     CHECK(run.status == kUsageError);

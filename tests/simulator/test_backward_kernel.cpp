@@ -350,4 +350,55 @@ TEST_CASE("backward mirror: bad shapes are refused with what would be right") {
       "causal"));
 }
 
+TEST_CASE("backward mirror: DRAM from a cold L2, launch by launch, worked by hand") {
+  // 4 query heads over 2 KV heads, N_q = 97, N_k = 113, d = 64, bf16, no mask.
+  const BackwardShape s{.heads_q = 4, .heads_kv = 2, .n_q = 97, .n_k = 113, .d = 64};
+  const Bytes q = 4 * 97 * 64 * 2, kv = 2 * 113 * 64 * 2, rows = 4 * 97 * 4;
+  const Bytes accumulator = 4 * 97 * 64 * 4;
+  const Bytes all_room = Bytes{1} << 30;
+  {
+    const PassReport r = count_backward_kernel(s, {.Br = 64, .Bc = 32});
+    REQUIRE(r.launches.size() == 3);
+    // pre: O and dO in, D and the accumulator's zeros out.
+    CHECK(compulsory_dram(r.launch("pre (D)"), all_room).read == 2 * q);
+    // main: Q, K, V, dO, L, D once each, though each of its 2 x 4 blocks reads every query
+    // tile of its group; and the accumulator's lines its reductions add to.
+    CHECK(compulsory_dram(r.launch("main"), all_room).read ==
+          q + 2 * kv + q + 2 * rows + accumulator);
+    CHECK(r.tensor("Q").read == 4 * q);  // into the SMs: once a KV tile
+    CHECK(compulsory_dram(r.launch("post (dQ)"), all_room).read == accumulator);
+    const auto all = compulsory_dram(r, all_room);
+    REQUIRE(all);
+    CHECK(all->read == 2 * q + (2 * q + 2 * kv + 2 * rows + accumulator) + accumulator);
+    CHECK(all->written == 0);
+    // An L2 that holds 10,000 bytes dirty: pre writes D and the zeros, main dK, dV and the
+    // accumulator, post dQ, each beyond the room.
+    CHECK(compulsory_dram(r, 10'000)->written ==
+          (rows + accumulator - 10'000) + (2 * kv + accumulator - 10'000) + (q - 10'000));
+  }
+  {
+    // Deterministic: no accumulator; the dQ kernel reads the inputs again from a cold L2.
+    const PassReport r = count_backward_kernel(s, {.Br = 64, .Bc = 32, .deterministic = true});
+    const Bytes inputs = 2 * q + 2 * kv + 2 * rows;
+    CHECK(compulsory_dram(r, all_room)->read == 2 * q + inputs + inputs);
+    CHECK(compulsory_dram(r.launch("dQ"), 0).written == q);
+  }
+  {
+    // v3 under the mask, top-left N_q = 100, N_k = 700: only the 128 keys of KV tile 0 are
+    // seen, so only they are read; dK and dV are written whole.
+    const BackwardShape m{.heads_q = 2,
+                          .heads_kv = 1,
+                          .n_q = 100,
+                          .n_k = 700,
+                          .d = 64,
+                          .causal = cpu::Causal::top_left};
+    const PassReport r = count_backward_kernel(
+        m, {.Br = 64, .Bc = 128, .skips_unseen_kv = true, .main_kernel = "v3"});
+    const Bytes mq = 2 * 100 * 64 * 2, mrows = 2 * 100 * 4, macc = 2 * 100 * 64 * 4;
+    CHECK(compulsory_dram(r.launch("main"), all_room).read ==
+          2 * mq + 2 * 128 * 64 * 2 + 2 * mrows + macc);
+    CHECK(compulsory_dram(r.launch("main"), 0).written == 2 * 700 * 64 * 2 + macc);
+  }
+}
+
 }  // namespace flashlab::sim::test

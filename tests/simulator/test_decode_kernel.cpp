@@ -283,8 +283,8 @@ TEST_CASE("decode mirror: the device's shape, packed and padded states") {
   // 2026-12-01 measured 999.0 KiB written against 845.0 KiB of data, packed).
   const DecodeShape s{
       .lengths = std::vector<Index>(8, 32768), .heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
-  const Index states = 8 * 32 * 6;  // 1536
-  const Bytes o_and_lse = 8 * 32 * 128 * 2 + 8 * 32 * 32;  // LSE a sector a row
+  const Index states = 8 * 32 * 6;                                   // 1536
+  const Bytes o_and_lse = 8 * 32 * 128 * 2 + 8 * 32 * 32;            // LSE a sector a row
   const Bytes o_and_lse_built = 8 * 32 * 128 * 2 + 8 * 32 / 8 * 32;  // 8 rows a sector
   // Packed: 384 states of each offset 0, 8, 16, 24 bytes past a sector.
   const PassReport packed = count_decode_kernel(s, {.splits = 6, .stores = kPacked});
@@ -301,8 +301,7 @@ TEST_CASE("decode mirror: the device's shape, packed and padded states") {
 TEST_CASE("decode mirror: the combine's grid, a warp a row and 8 rows a block") {
   // 3 sequences x 2 KV heads x a group of 4 x 5 query rows: 120 rows, 15 blocks of 8; LSE
   // 120 floats, 15 sectors. Not described: a block per (sequence, query head), 3 x 8 = 24.
-  const DecodeShape s{
-      .lengths = {100, 0, 7}, .heads_kv = 2, .group = 4, .n_q = 5, .d = 64};
+  const DecodeShape s{.lengths = {100, 0, 7}, .heads_kv = 2, .group = 4, .n_q = 5, .d = 64};
   DecodeKernelFacts f{.splits = 3, .stores = kAsBuilt};
   f.combine_rows_per_block = 8;
   f.combine_threads = 256;
@@ -443,6 +442,57 @@ TEST_CASE("decode mirror: a split block's SRAM is its ring of tiles or its merge
   const DecodeKernelFacts merge{.keys_per_step = 16, .rows_per_block = 16, .stages = 1, .warps = 4};
   CHECK(count_decode_kernel(s, merge).peak_sram == 33280);
   CHECK(count_decode_kernel(s, {.keys_per_step = 64, .rows_per_block = 16}).peak_sram == 0);
+}
+
+TEST_CASE("decode mirror: DRAM from a cold L2, launch by launch, worked by hand") {
+  // 3 sequences of 0, 97 and 4096 keys, 2 KV heads, a group of 4, one query, d = 128, bf16,
+  // 4 splits, pages of 64 tokens, the states padded to 136 floats.
+  const DecodeShape s{.lengths = {0, 97, 4096}, .heads_kv = 2, .group = 4, .n_q = 1, .d = 128};
+  const DecodeKernelFacts f{.splits = 4,
+                            .keys_per_step = 64,
+                            .page_size = 64,
+                            .state_floats = padded(128),
+                            .stores = kAsBuilt};
+  const PassReport r = count_decode_kernel(s, f);
+  REQUIRE(r.launches.size() == 2);
+  // The split kernel: Q 3 x 2 x 4 rows of 256 bytes; K and V 4193 keys x 2 heads x 256 bytes
+  // each, every key once though the 4 splits read them; the block table 0 + 2 + 64 pages of
+  // 4 bytes, once though 2 KV heads and the splits' boundaries read entries again.
+  const Bytes q = 3 * 2 * 4 * 256, kv = 4193 * 2 * 256, table = (0 + 2 + 64) * 4;
+  // The states: 3 x 2 x 4 splits x 4 rows of 136 floats.
+  const Bytes states = 3 * 2 * 4 * 4 * 136 * 4;
+  CHECK(compulsory_dram(r.launch("split"), Bytes{1} << 30).read == q + 2 * kv + table);
+  CHECK(compulsory_dram(r.launch("combine"), Bytes{1} << 30).read == states);
+  // Its reads into the SMs are more: Q once a working split, the table's entries again.
+  CHECK(r.launch("split").reads.size() == 4);
+  CHECK(r.tensor("Q").read > q);
+  CHECK(r.tensor("block table").read > table);
+  // O (3 x 2 x 4 rows of 256 bytes) and LSE (24 floats) from the combine.
+  const Bytes rows_out = 24 * 256 + 24 * 4;
+  const auto all = compulsory_dram(r, Bytes{1} << 30);
+  REQUIRE(all);
+  CHECK(all->read == q + 2 * kv + table + states);
+  CHECK(all->written == 0);  // everything written stays dirty in an L2 that holds it
+  // An L2 that holds 1000 bytes dirty: each launch writes back what it writes beyond them.
+  const auto small = compulsory_dram(r, 1000);
+  REQUIRE(small);
+  CHECK(small->written == (states - 1000) + (rows_out - 1000));
+  CHECK(small->read == all->read);
+
+  // A lone split: one launch reads Q, K and V and writes O and LSE; no states either way.
+  DecodeKernelFacts lone = f;
+  lone.splits = 1;
+  lone.split_ends_rows = true;
+  lone.page_size = 0;
+  const auto one = compulsory_dram(count_decode_kernel(s, lone), 1000);
+  REQUIRE(one);
+  CHECK(one->read == q + 2 * kv);
+  CHECK(one->written == rows_out - 1000);
+
+  // A pass whose launch books no footprint has no figure.
+  PassReport bare = r;
+  bare.launches.push_back(Launch{"extra", 1, 1});
+  CHECK_FALSE(compulsory_dram(bare, 1000));
 }
 
 }  // namespace flashlab::sim::test

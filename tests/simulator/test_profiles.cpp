@@ -84,6 +84,20 @@ TEST_CASE("on_gpu: the profile's L2 and placement, the kernel's own fields kept"
   CHECK(on_gpu(find_profile("h200"), {.blocks_per_sm = 2}).slot_partitions.size() == 264);
 }
 
+TEST_CASE("l2_dirty_room: the cap where the model applies one, else what was measured, else the L2") {
+  // The H200: no cap applied, 28.39 MiB measured over both partitions.
+  const HardwareProfile& h200 = find_profile("h200");
+  CHECK(h200.l2_dirty_cap == 0);
+  CHECK(l2_dirty_room(h200) == 2 * kH200MeasuredL2DirtyCap);
+  CHECK(double(l2_dirty_room(h200)) / double(1 << 20) == doctest::Approx(28.39).epsilon(0.001));
+  HardwareProfile capped = h200;
+  capped.l2_dirty_cap = 1000;
+  CHECK(l2_dirty_room(capped) == 2000);  // 1000 in each of the 2 partitions
+  HardwareProfile unmeasured = h200;
+  unmeasured.l2_dirty_measured = 0;
+  CHECK(l2_dirty_room(unmeasured) == h200.l2_bytes);
+}
+
 TEST_CASE("the bound is the largest of its three terms, and names it") {
   for (const auto& hw : profiles()) {
     for (const Algorithm a : {Algorithm::naive, Algorithm::fa1, Algorithm::fa2}) {

@@ -14,11 +14,19 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace flashlab::sim {
+
+// One tensor's distinct bytes that a launch reads or writes: each of its sectors once, however
+// often the launch's blocks touch it.
+struct Footprint {
+  std::string tensor{};
+  Bytes bytes = 0;
+};
 
 // One kernel launch of the pass and its grid.
 struct Launch {
@@ -32,6 +40,10 @@ struct Launch {
   // spreads a grid over the SMs before it doubles up: docs/IO-LEVELS.md, "Where blocks land").
   std::int64_t waves(int sm_count) const;
   std::int64_t busy_sms(int sm_count) const;
+  // What the launch reads and writes, tensor by tensor, each sector once (a reduction's
+  // lines are read too: the L2 fetches a line to add to it): what compulsory_dram takes.
+  // Empty where the mirror does not book it.
+  std::vector<Footprint> reads{}, writes{};
 };
 
 // One HBM tensor of the pass and the bytes its kernels move across its boundary.
@@ -61,6 +73,20 @@ struct PassReport {
   const PassTensor& tensor(std::string_view name) const;
   const Launch& launch(std::string_view name) const;
 };
+
+// DRAM bytes from a cold L2, launch by launch, as Nsight Compute measures a pass (it empties
+// the L2 before each kernel it profiles): every sector a launch reads comes from DRAM once (its
+// compulsory misses), and of the sectors it writes, those beyond what the L2 holds dirty
+// (`dirty_room`, whole chip: l2_dirty_room of the profile) reach DRAM while it runs; the rest
+// stay dirty in the L2 when it ends, which the kernel's DRAM counter does not see. A floor:
+// a line the L2 drops and a block reads again, or a dirty line that reads push out before the
+// room is full, add to it (docs/IO-LEVELS.md, "The passes from a cold L2"). Nothing where a
+// launch of the pass books no footprint.
+struct CompulsoryDram {
+  Bytes read = 0, written = 0;
+};
+CompulsoryDram compulsory_dram(const Launch& launch, Bytes dirty_room);
+std::optional<CompulsoryDram> compulsory_dram(const PassReport& report, Bytes dirty_room);
 
 // t >= max(matrix FLOPs / throughput, exps / exp throughput, bytes / HBM bandwidth), as
 // roofline() for a forward program.

@@ -103,6 +103,10 @@ struct HardwareProfile {
   // Problem::l2_dirty_cap; l2_cache.hpp). 0: no cap, a dirty line stays dirty until its set
   // needs the room; so in every profile here (the H200's figure: kH200MeasuredL2DirtyCap).
   Bytes l2_dirty_cap = 0;
+  // The most bytes the whole L2 was measured to hold dirty (the H200's: kH200MeasuredL2DirtyCap
+  // in each partition), whether or not l2_dirty_cap has the model apply it; 0 where not
+  // measured. l2_dirty_room() reads it.
+  Bytes l2_dirty_measured = 0;
   // Where the blocks of a whole first wave land, in grid order: the L2 partition of each
   // block's SM, one digit a block, for kernels of one block an SM ([0], sm_count digits) and
   // of two ([1], 2 sm_count digits). Measured (bench_l2_partitions); empty where not.
@@ -116,6 +120,10 @@ struct HardwareProfile {
   double exp_per_s = 0;          // special-function unit (exp2) throughput, whole chip
   SmLimits sm;                   // what one SM holds at once
 };
+
+// What the L2 of `gpu` holds dirty before writes reach DRAM, whole chip: l2_dirty_cap in each
+// partition where the profile has a cap, else l2_dirty_measured where measured, else the L2.
+Bytes l2_dirty_room(const HardwareProfile& gpu);
 
 // GridProblem::slot_partitions for a kernel of `blocks_per_sm` blocks an SM on `gpu`: the
 // profile's measured first wave for that occupancy (block b in slot b mod R), or empty (the

@@ -1,0 +1,243 @@
+#include "compare_pass_sweep.hpp"
+
+#include "kernel_bytes.hpp"
+#include "output_file.hpp"
+#include "plot_output.hpp"
+#include "progress.hpp"
+
+#include "gpu_bridge/gpu_runner.hpp"
+#include "kit/terminal.hpp"
+
+#include "flashlab/sim/units.hpp"
+
+#include <fmt/core.h>
+
+#include <iostream>
+#include <optional>
+
+namespace flashlab::app {
+
+namespace {
+
+// Each measured point runs the pass under Nsight Compute (seconds each, a minute for the
+// largest backward): a sweep takes at most this many (N, d, heads, batch) points.
+constexpr std::size_t kMaxPassSweepPoints = 256;
+
+struct Point {
+  CompareProblem problem;
+  cpu::Index batch = 1;
+  PassCase pass;
+  std::optional<MeasuredBytes> measured;
+  std::string note;  // why a measured or predicted figure is missing
+};
+
+// A point's figures, each absent where nothing was predicted or measured: what both the table
+// and the CSV show. Stores: the mirror's writes less its TMA stores, against the store sectors
+// the L1 issued; written: all its writes, against what left the SMs.
+struct Figures {
+  std::optional<double> sm_read_predicted, sm_read_measured, stores_predicted,
+      stores_issued_measured, sm_written_predicted, sm_written_measured, l2_measured,
+      dram_read_predicted, dram_read_measured, dram_written_predicted, dram_written_measured,
+      kernels_measured;
+};
+
+Figures figures_of(const Point& p) {
+  Figures f;
+  if (const auto& r = p.pass.prediction.report) {
+    f.sm_read_predicted = double(r->bytes_read());
+    f.stores_predicted = double(r->bytes_written() - r->bytes_written_by_tma());
+    f.sm_written_predicted = double(r->bytes_written());
+  }
+  if (const auto dram = compulsory_dram(p.pass.prediction)) {
+    f.dram_read_predicted = double(dram->read);
+    f.dram_written_predicted = double(dram->written);
+  }
+  if (const auto& m = p.measured) {
+    f.sm_read_measured = m->sm_read;
+    f.stores_issued_measured = m->stores_issued;
+    f.sm_written_measured = m->sm_written;
+    f.l2_measured = m->l2;
+    f.dram_read_measured = m->dram_read;
+    f.dram_written_measured = m->dram_written;
+    f.kernels_measured = double(m->kernels);
+  }
+  return f;
+}
+
+std::string bytes_text(std::optional<double> b) { return b ? sim::format_bytes(*b) : "-"; }
+std::string ratio(std::optional<double> measured, std::optional<double> predicted) {
+  return ratio_text(measured, predicted ? *predicted : 0);
+}
+std::string csv_number(std::optional<double> b) { return b ? fmt::format("{:.0f}", *b) : ""; }
+
+// Decode's split count (or queue pieces), as the kernel's rule or --splits gave it.
+std::string splits_text(Pass pass, const Point& p) {
+  return pass == Pass::decode ? fmt::format("{}", p.pass.resolved.splits) : "-";
+}
+
+std::vector<Point> points_of(const PassSweepRequest& r) {
+  std::vector<Point> points;
+  for (cpu::Index d : r.grid.d)
+    for (cpu::Index heads : r.grid.heads)
+      for (cpu::Index batch : r.grid.batch)
+        for (cpu::Index n : r.grid.n) {
+          Point p;
+          p.problem = r.base;
+          p.problem.n = n, p.problem.d = d, p.problem.heads = heads;
+          p.batch = batch;
+          ComparePassArgs args = r.args;
+          args.batch = batch;
+          p.pass = pass_case(r.pass, args, p.problem);
+          points.push_back(std::move(p));
+        }
+  return points;
+}
+
+void print_table(Pass pass, const std::vector<Point>& points, const Style& style) {
+  Table t({"N", "d", "heads", "batch", "splits", "SM read pred.", "SM read meas.", "ratio",
+           "stores pred.", "stores issued meas.", "ratio", "out of the SMs meas.", "ratio",
+           "DRAM read pred.", "DRAM read meas.", "ratio", "DRAM write pred.", "DRAM write meas.",
+           "note"},
+          {false, false, false, false, false, false, false, false, false, false, false, false,
+           false, false, false, false, false, false, true});
+  for (const Point& p : points) {
+    const Figures f = figures_of(p);
+    t.add({fmt::format("{}", p.problem.n), fmt::format("{}", p.problem.d),
+           fmt::format("{}", p.problem.heads), fmt::format("{}", p.batch), splits_text(pass, p),
+           bytes_text(f.sm_read_predicted), bytes_text(f.sm_read_measured),
+           ratio(f.sm_read_measured, f.sm_read_predicted), bytes_text(f.stores_predicted),
+           bytes_text(f.stores_issued_measured),
+           ratio(f.stores_issued_measured, f.stores_predicted), bytes_text(f.sm_written_measured),
+           ratio(f.sm_written_measured, f.sm_written_predicted), bytes_text(f.dram_read_predicted),
+           bytes_text(f.dram_read_measured), ratio(f.dram_read_measured, f.dram_read_predicted),
+           bytes_text(f.dram_written_predicted), bytes_text(f.dram_written_measured), p.note});
+  }
+  t.print(std::cout, style);
+}
+
+void write_csv(OutputFile& out, Pass pass, const std::vector<Point>& points) {
+  out.write(
+      "pass,N,d,heads,kv_heads,batch,splits,causal,dtype,sm_read_predicted,sm_read_measured,"
+      "stores_predicted,stores_issued_measured,sm_written_predicted,sm_written_measured,"
+      "l2_measured,dram_read_predicted,dram_read_measured,dram_written_predicted,"
+      "dram_written_measured,kernels_measured\n");
+  for (const Point& p : points) {
+    const Figures f = figures_of(p);
+    const ComparePassArgs& a = p.pass.resolved;
+    out.write(fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(pass),
+        p.problem.n, p.problem.d, p.problem.heads, a.kv_heads > 0 ? a.kv_heads : p.problem.heads,
+        p.batch, pass == Pass::decode ? fmt::format("{}", a.splits) : "", p.problem.causal ? 1 : 0,
+        p.problem.dtype, csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
+        csv_number(f.stores_predicted), csv_number(f.stores_issued_measured),
+        csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
+        csv_number(f.l2_measured), csv_number(f.dram_read_predicted),
+        csv_number(f.dram_read_measured), csv_number(f.dram_written_predicted),
+        csv_number(f.dram_written_measured), csv_number(f.kernels_measured)));
+  }
+  out.commit();
+}
+
+// Bytes against N on log-log axes, at the grid's first d, heads and batch: into the SMs and
+// read from DRAM, each predicted as a line and measured as points, the two levels in two
+// colours (the DRAM prediction a floor: where the points leave it, lines the L2 dropped are
+// read again).
+std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& points) {
+  struct Series {
+    const char* name;
+    std::optional<double> Figures::*value;
+  };
+  constexpr Series kSeries[] = {{"sm_pred", &Figures::sm_read_predicted},
+                                {"sm_meas", &Figures::sm_read_measured},
+                                {"dram_pred", &Figures::dram_read_predicted},
+                                {"dram_meas", &Figures::dram_read_measured}};
+  std::string out;
+  for (const Series& s : kSeries) {
+    out += fmt::format("${} << EOD\n", s.name);
+    for (const Point& p : points) {
+      if (p.problem.d != r.grid.d.front() || p.problem.heads != r.grid.heads.front() ||
+          p.batch != r.grid.batch.front())
+        continue;
+      if (const auto v = figures_of(p).*s.value) out += fmt::format("{} {:.0f}\n", p.problem.n, *v);
+    }
+    out += "EOD\n";
+  }
+  return out +
+         fmt::format(
+             "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\n"
+             "set format x '2^{{%L}}'\nset format y '%.0b %BB'\nset xlabel 'N'\n"
+             "set ylabel 'bytes read'\nset title '{} pass, d = {}, heads = {}, batch = {}, {}'\n"
+             "set key top left\nset grid\n"
+             "plot $sm_pred using 1:2 with lines lc 1 title 'into the SMs, predicted', "
+             "$sm_meas using 1:2 with points pt 7 lc 1 title 'into the SMs, measured', "
+             "$dram_pred using 1:2 with lines dt 2 lc 2 title 'DRAM read, cold-L2 floor', "
+             "$dram_meas using 1:2 with points pt 5 lc 2 title 'DRAM read, measured'\n",
+             to_string(r.pass), r.grid.d.front(), r.grid.heads.front(), r.grid.batch.front(),
+             r.base.dtype);
+}
+
+// Why nothing can be measured here, or nothing when the pass can run under ncu.
+std::string why_unmeasured(bool no_ncu) {
+  if (no_ncu) return "not measured (--no-ncu)";
+  const GpuStatus gpu = gpu_status();
+  if (!gpu.available) return "the measured columns need a GPU: " + gpu.description;
+  if (!find_ncu()) return "the measured columns need Nsight Compute (ncu), which is not installed";
+  return "";
+}
+
+}  // namespace
+
+void run_compare_pass_sweep(const PassSweepRequest& r) {
+  const std::size_t count =
+      r.grid.n.size() * r.grid.d.size() * r.grid.heads.size() * r.grid.batch.size();
+  if (count > kMaxPassSweepPoints)
+    throw cpu::InvalidArgument(
+        fmt::format("--sweep: {} points (N x d x heads x batch), more than the {} a pass's sweep "
+                    "takes; shorten a list",
+                    count, kMaxPassSweepPoints));
+  if (!r.plot.empty() && r.grid.n.size() < 2)
+    throw cpu::InvalidArgument("--plot draws bytes against N: give --sweep n= more than one value");
+  check_distinct_outputs({{"--csv", r.csv},
+                          {"--plot", r.plot},
+                          {"--plot", r.plot.empty() ? "" : PlotOutput::script_path(r.plot)}});
+  std::vector<Point> points = points_of(r);  // every point's options checked before any run
+  std::optional<OutputFile> csv;
+  if (!r.csv.empty()) csv.emplace("--csv", r.csv);
+  std::optional<PlotOutput> plot;
+  if (!r.plot.empty()) plot.emplace(r.plot);
+
+  const std::string unmeasured = why_unmeasured(r.base.no_ncu);
+  ProgressLine progress("compare sweep", std::int64_t(count), /*worth_showing=*/2);
+  std::int64_t done = 0;
+  for (Point& p : points) {
+    const PassPrediction& predicted = p.pass.prediction;
+    if (!predicted.report) {
+      p.note = "not modelled: " + predicted.why_not;
+    } else if (unmeasured.empty()) {
+      const NcuOutcome m = measure_pass(r.pass, p.pass.resolved, p.problem);
+      p.measured = m.bytes;
+      if (!m.bytes) p.note = m.message;
+    }
+    progress(++done, std::int64_t(count));
+  }
+  std::cout << fmt::format(
+      "{} pass, {}, causal = {}, seed {}: bytes of one pass per (N, d, heads, batch), summed "
+      "over its kernels;\npredicted by the simulator's mirror of the kernels as built: into and "
+      "out of the SMs every\nload and store, DRAM from a cold L2 launch by launch (each sector a "
+      "launch reads once;\nwritten, what it writes beyond the {} the L2 holds dirty), a floor: "
+      "lines\nthe L2 drops and reads again add to it. Measured by Nsight Compute, which empties "
+      "the\nL2 before each kernel (docs/IO-LEVELS.md says which counter is which level). The "
+      "counters:\n{}",
+      to_string(r.pass), r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed,
+      sim::format_bytes(double(sim::l2_dirty_room(target_profile()))), ncu_levels_text());
+  if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
+  std::cout << "\n";
+  print_table(r.pass, points, Style::for_stdout(r.base.no_colour));
+  if (csv) {
+    write_csv(*csv, r.pass, points);
+    fmt::print("wrote {} rows to {}\n", points.size(), csv->path());
+  }
+  if (plot) plot->draw(plot_script(r, points));
+}
+
+}  // namespace flashlab::app
