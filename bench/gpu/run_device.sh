@@ -355,6 +355,25 @@ if want sweep; then
   "$BUILD/lessons/app/flashlab" compare --kernels fa2 --d 128 --no-color \
     --sweep n=16384,32768,49152,65536,98304,131072,196608,262144 --sweep heads=16,32,64 \
     --csv "$OUT/compare_sweep_crossover.csv" 2>&1 | tail -32 || status=1
+  # The passes (docs/IO-LEVELS.md, "The passes from a cold L2"): the backward (one head and 16,
+  # causal at d = 128, GQA, and without the mask at d = 64) and decode (the ANCHORS shape's 32
+  # query heads over 8 KV heads, B = 1 and 8, contiguous and paged), the mirrors' bytes into
+  # and out of the SMs and their DRAM floor against Nsight Compute.
+  step "flashlab compare --pass backward|decode --sweep: the passes' bytes over N"
+  F="$BUILD/lessons/app/flashlab"
+  "$F" compare --pass backward --sweep n=1024..16384 --sweep heads=1,16 --d 128 --causal \
+    --no-color --csv "$OUT/compare_sweep_backward_causal.csv" 2>&1 | tail -12 || status=1
+  "$F" compare --pass backward --sweep n=1024..16384 --heads 16 --kv-heads 4 --d 128 --causal \
+    --no-color --csv "$OUT/compare_sweep_backward_gqa.csv" 2>&1 | tail -7 || status=1
+  "$F" compare --pass backward --sweep n=1024..16384 --sweep heads=1,16 --d 64 \
+    --no-color --csv "$OUT/compare_sweep_backward_d64.csv" 2>&1 | tail -12 || status=1
+  "$F" compare --pass decode --sweep n=1024..131072 --heads 32 --kv-heads 8 --d 128 \
+    --no-color --csv "$OUT/compare_sweep_decode_b1.csv" 2>&1 | tail -10 || status=1
+  "$F" compare --pass decode --sweep n=1024..65536 --batch 8 --heads 32 --kv-heads 8 --d 128 \
+    --no-color --csv "$OUT/compare_sweep_decode_b8.csv" 2>&1 | tail -9 || status=1
+  "$F" compare --pass decode --sweep n=4096,32768 --sweep batch=8,64 --heads 32 --kv-heads 8 \
+    --d 128 --page-size 64 --no-color --csv "$OUT/compare_sweep_decode_paged.csv" 2>&1 |
+    tail -6 || status=1
 fi
 
 if want bench; then
