@@ -153,20 +153,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       for (int e = 0; e < 4; ++e) rdP[nt][e] = rS[nt][e] * (rdP[nt][e] - Drow[e / 2]);
     tiles::mma_c_b<T, kBc, D>(rdQ, rdP, sK_j, lane);  // dQ_i += dS K_j
   }
-  ptx::cp_async_wait<0>();  // with Tc = 0 the Q and dO copies may still be in flight
+  // With Tc = 0 the Q and dO copies may still be in flight, other threads' into this warp's
+  // rows of sQ among them: every copy of the block lands before any warp writes dQ there.
+  ptx::cp_async_wait<0>();
+  if (Tc == 0) __syncthreads();  // Tc is the block's: every thread takes the same branch
 
+  // dQ leaves through SRAM, as the forward's O: the warp writes its fragments into its own 16
+  // rows of sQ (only this warp read them, and its last read is done), then copies whole rows
+  // out with 16-byte stores, so every sector leaving the SM is full. Stored straight from the
+  // fragments, each instruction wrote 8 rows x 16 bytes, half of each of 8 sectors, which the
+  // H200 merged in part after the L1 (docs/IO-LEVELS.md, "The passes from a cold L2").
+  const int row0 = warp * kMmaM;
+  __syncwarp();
+  tiles::store_fragments<T, D>(sQ, row0, rdQ, p.scale, p.scale, lane);
+  __syncwarp();
   T* gdQ = static_cast<T*>(bp.dq) + b * bp.dq_stride.batch + h * bp.dq_stride.head;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_g + 8 * r;
-    if (row >= p.n_q) continue;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      const int col = dt * 8 + (lane % 4) * 2;
-      *reinterpret_cast<uint32_t*>(gdQ + row * bp.dq_stride.row + col) =
-          ptx::pack2<T>(rdQ[dt][2 * r] * p.scale, rdQ[dt][2 * r + 1] * p.scale);
-    }
-  }
+  tiles::store_rows<T, D, kMmaM>(gdQ, bp.dq_stride.row, q0 + row0, p.n_q, sQ, row0, lane);
 }
 
 template <class T, int D, bool kDropout>

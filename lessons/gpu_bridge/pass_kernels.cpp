@@ -49,7 +49,7 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                              .d = sim_store(k::kDStore),
                              .accumulator_zeros = sim_store(k::kAccumulatorZeroStore),
                              .dq = sim_store(k::dq_store(c_dtype(dtype))),
-                             .dq_kernel = sim_store(k::kDqKernelStore)};
+                             .dq_kernel = sim_store(k::dq_kernel_store(d, c_dtype(dtype)))};
   // The main kernel the library runs for such a call (the bridge's runs have no dropout and
   // contiguous rows): the one rule, fa3_backward::takes.
   if (gpu::fa3_backward::takes(deterministic, /*dropout=*/false, /*row_stride_zero=*/false)) {

@@ -124,15 +124,16 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
         });
 }
 
-// The kernels' stores as their sources write them (kernel_info.hpp's fa2_backward::),
-// written out by hand here: mma fragments (4 bytes a lane, 8 rows), 16-byte reductions over
-// 16 rows, D's 8 consecutive floats by 8 lanes, and lanes along a row.
+// The kernels' stores as their sources write them (kernel_info.hpp's fa2_backward::), at
+// d = 64 in bf16, written out by hand here: mma fragments (4 bytes a lane, 8 rows), 16-byte
+// reductions over 16 rows, D's 8 consecutive floats by 8 lanes, lanes along a row, and the dQ
+// kernel's rows staged in SRAM (16 bytes a lane, 4 whole rows of 128 bytes).
 const BackwardStores kAsBuilt{.dk_dv = WarpStore{4, 32, 8},
                               .dq_reduction = WarpStore{16, 32, 16},
                               .d = WarpStore{4, 8, 1},
                               .accumulator_zeros = WarpStore{4, 32, 1},
                               .dq = WarpStore{2, 32, 1},
-                              .dq_kernel = WarpStore{4, 32, 8}};
+                              .dq_kernel = WarpStore{16, 32, 4}};
 
 TEST_CASE("backward mirror: writes out of the SMs are the sectors of the kernels' stores") {
   for (const bool deterministic : {false, true})
@@ -162,7 +163,12 @@ TEST_CASE("backward mirror: writes out of the SMs are the sectors of the kernels
       BackwardKernelFacts one_lane = f;
       one_lane.stores.d = WarpStore{4, 1, 1};
       CHECK(count_backward_kernel(s, one_lane).tensor("D").written == Hq * n_q * 32);
-      CHECK(r.tensor("dQ").written == (deterministic ? 2 : 1) * Hq * n_q * d * b);
+      CHECK(r.tensor("dQ").written == Hq * n_q * d * b);
+      // The dQ kernel before: dQ from the fragments, a sector for each 16-byte row run.
+      BackwardKernelFacts fragments = f;
+      fragments.stores.dq_kernel = WarpStore{4, 32, 8};
+      CHECK(count_backward_kernel(s, fragments).tensor("dQ").written ==
+            (deterministic ? 2 : 1) * Hq * n_q * d * b);
       if (!deterministic)  // zeros and reductions: whole sectors, exactly their data
         CHECK(r.tensor("dQ accumulator").written == Hq * (n_q + x.QR) * d * 4);
     });

@@ -275,9 +275,13 @@ inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_
 //     which 1 to 3% were merged before leaving the SMs) and the accumulator's zeros lane by
 //     lane (exact);
 //   convert: dQ lane by lane along the row (exact);
-//   dQ kernel (deterministic mode): dQ from the mma fragments, as dK and dV.
+//   dQ kernel (deterministic mode): dQ staged in its rows of sQ and stored as whole rows, as
+//     fa2's O (from the mma fragments, half of each sector an instruction, it left the SMs
+//     merged in part: 0.85 of the pass's sectors on the H200, docs/IO-LEVELS.md).
 inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
-inline constexpr WarpStorePattern kDqKernelStore = kFragmentPairStore;
+constexpr WarpStorePattern dq_kernel_store(int64_t d, flashlab_dtype dtype) {
+  return staged_row_store(d, dtype);
+}
 inline constexpr WarpStorePattern kDqReduction{16, kWarpSize, kWarpSize / 2};
 inline constexpr WarpStorePattern kDStore = block_rows_store(kPreprocessRowsPerBlock);
 inline constexpr WarpStorePattern kAccumulatorZeroStore = lanes_in_a_row(sizeof(float));
