@@ -258,27 +258,31 @@ __device__ __forceinline__ void add_dq(float* gdQacc, const T* sdS, const T* sK,
 }
 
 // dK = scale * sum dS^T Q and dV = dv_scale * sum (P o M)^T dO of the warp's 16 keys, rounded
-// to T; dv_scale is dropout's 1/(1 - p) (mma_dropped_p_b), 1 without dropout.
-template <class T, int D>
-__device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, const float (&rdK)[D / 8][4],
-                                            const float (&rdV)[D / 8][4], float dv_scale, int b,
-                                            int hk, int key_g, int lane) {
+// to T; dv_scale is dropout's 1/(1 - p) (mma_dropped_p_b), 1 without it. They leave through
+// SRAM, as the forward's O: the warp writes its fragments into its own 16 rows of sK and sV,
+// then copies whole rows out with 16-byte stores, so every sector leaving the SM is full.
+// Stored straight from the fragments, each instruction wrote 8 rows x 16 bytes, half of each
+// of 8 sectors, which the H200 merged in part after the L1 (docs/IO-LEVELS.md, "The passes
+// from a cold L2"). The caller has made every warp's last read of sK and sV (and every copy
+// into them) complete for the whole block.
+template <class T, int D, bool kDropout>
+__device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, T* sK, T* sV,
+                                            const float (&rdK)[D / 8][4],
+                                            const float (&rdV)[D / 8][4]) {
+  // The block's tile and the lane read afresh from the grid (as fa2's finalize does): taken
+  // from the mainloop's values, they kept registers live across the loop, and ptxas spilled.
+  const int k0 = blockIdx.x * kBc, hk = blockIdx.y, b = blockIdx.z;
+  const int lane = ptx::lane_id(), row0 = (threadIdx.x / kWarpSize) * kMmaM;
   const Problem& p = bp.fwd;
+  // Without dropout dV * 1.0f: exact, bit for bit the plain sum.
+  const float dv_scale = kDropout ? p.dropout.keep_scale : 1.0f;
+  tiles::store_fragments<T, D>(sK, row0, rdK, p.scale, p.scale, lane);
+  tiles::store_fragments<T, D>(sV, row0, rdV, dv_scale, dv_scale, lane);
+  __syncwarp();
   T* gdK = static_cast<T*>(bp.dk) + b * bp.dk_stride.batch + hk * bp.dk_stride.head;
   T* gdV = static_cast<T*>(bp.dv) + b * bp.dv_stride.batch + hk * bp.dv_stride.head;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key_g + r * 8;
-    if (key >= p.n_k) continue;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      const int col = dt * 8 + (lane % 4) * 2;
-      *reinterpret_cast<uint32_t*>(gdK + key * bp.dk_stride.row + col) =
-          ptx::pack2<T>(rdK[dt][2 * r] * p.scale, rdK[dt][2 * r + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(gdV + key * bp.dv_stride.row + col) =
-          ptx::pack2<T>(rdV[dt][2 * r] * dv_scale, rdV[dt][2 * r + 1] * dv_scale);
-    }
-  }
+  tiles::store_rows<T, D, kMmaM>(gdK, bp.dk_stride.row, k0 + row0, p.n_k, sK, row0, lane);
+  tiles::store_rows<T, D, kMmaM>(gdV, bp.dv_stride.row, k0 + row0, p.n_k, sV, row0, lane);
 }
 
 template <class T, int D, bool kDropout>
@@ -367,9 +371,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_backward_kernel(Ba
       add_dq<T, D>(gdQacc, sdS, sK, q0, p.n_q, warp, lane);
     }
   }
-  ptx::cp_async_wait<0>();  // with no step the K and V copies may still be in flight
-  // Without dropout dV * 1.0f: exact, bit for bit the plain sum.
-  write_dk_dv<T, D>(bp, rdK, rdV, kDropout ? p.dropout.keep_scale : 1.0f, b, hk, key_g, lane);
+  // With no step the K and V copies may still be in flight; and add_dq reads every row of sK.
+  // Both done for the whole block before any warp writes its rows of sK and sV.
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+  write_dk_dv<T, D, kDropout>(bp, sK, sV, rdK, rdV);
 }
 
 template <class T, int D, bool kDropout>

@@ -44,7 +44,7 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
   if (std::string why = refusal("backward", k::kHeadDims, k::kDtypes, d, dtype); !why.empty())
     return {std::nullopt, why};
   // The stores of the kernels that run around either main kernel (pre, post, dQ kernel).
-  sim::BackwardStores stores{.dk_dv = sim_store(k::kDkDvStore),
+  sim::BackwardStores stores{.dk_dv = sim_store(k::dk_dv_store(d, c_dtype(dtype))),
                              .dq_reduction = sim_store(k::kDqReduction),
                              .d = sim_store(k::kDStore),
                              .accumulator_zeros = sim_store(k::kAccumulatorZeroStore),

@@ -8,6 +8,7 @@
 #include "checks.hpp"
 
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -173,17 +174,21 @@ TEST_CASE("backward, deterministic mode: the same rule, and bitwise equal over 5
   }
   // Bottom-right with N_q > N_k: rows 0 to 105 see no key, so the dQ kernel's first query
   // tile walks no KV tile at all and writes its zeros through SRAM once its Q and dO land.
-  for (int d : {64, 128}) {
-    BackwardCase c;
-    c.heads_q = 2;
-    c.heads_kv = 1;
-    c.n_q = 203;
-    c.n_k = 97;
-    c.d = d;
-    c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
-    c.deterministic = true;
-    expect_gradients_match(c);
-  }
+  // Top-left with N_k > N_q: keys 100 to 699 are in every query's future, so the main
+  // kernel's blocks of KV tiles past the first walk no step and write zeros the same way.
+  for (int d : {64, 128})
+    for (const auto& [n_q, n_k, causal] : {std::tuple{203, 97, FLASHLAB_CAUSAL_BOTTOM_RIGHT},
+                                           std::tuple{100, 700, FLASHLAB_CAUSAL_TOP_LEFT}}) {
+      BackwardCase c;
+      c.heads_q = 2;
+      c.heads_kv = 1;
+      c.n_q = n_q;
+      c.n_k = n_k;
+      c.d = d;
+      c.causal = causal;
+      c.deterministic = true;
+      expect_gradients_match(c);
+    }
 }
 
 TEST_CASE(
@@ -206,17 +211,25 @@ TEST_CASE(
 TEST_CASE(
     "sanitizer: the backward once at a small size, both modes, with and without dropout "
     "(compute-sanitizer runs this)") {
-  // N_q = 203 over 97 keys: the dQ kernel's blocks that see no key (deterministic mode).
+  // Bottom-right N_q = 203 over 97 keys: the dQ kernel's blocks that see no key; top-left 100
+  // over 300: main-kernel blocks whose keys no query sees (v2, which runs with dropout and in
+  // the deterministic mode, walks no step there and writes its zeros through SRAM).
+  struct Shape {
+    int n_q, n_k;
+    flashlab_causal causal;
+  };
   for (bool deterministic : {false, true})
     for (double p_drop : {0.0, 0.25})
-      for (int n_q : {97, 203}) {
+      for (const Shape shape : {Shape{97, 113, FLASHLAB_CAUSAL_BOTTOM_RIGHT},
+                                Shape{203, 97, FLASHLAB_CAUSAL_BOTTOM_RIGHT},
+                                Shape{100, 300, FLASHLAB_CAUSAL_TOP_LEFT}}) {
         BackwardCase c;
         c.heads_q = 2;
         c.heads_kv = 1;
-        c.n_q = n_q;
-        c.n_k = n_q == 97 ? 113 : 97;
+        c.n_q = shape.n_q;
+        c.n_k = shape.n_k;
         c.d = 64;
-        c.causal = FLASHLAB_CAUSAL_BOTTOM_RIGHT;
+        c.causal = shape.causal;
         c.deterministic = deterministic;
         c.dropout_p = p_drop;
         c.dropout_seed = fresh_seed();

@@ -329,12 +329,12 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   // as the H200 counted (16,777,216 reduction sectors at B 1, H 16, N 4096 = B H N d
   // ceil(N / Bc) 4 B / 32 B).
   CHECK(b64.facts->stores.dq_reduction_passes == 1);
-  // Deterministic: v2 throughout, its dQ kernel's whole rows staged in SRAM, one reduction
-  // pass.
+  // Deterministic: v2 throughout, its dK, dV and the dQ kernel's dQ as whole rows staged in
+  // SRAM, one reduction pass.
   const auto det = flashlab::app::backward_kernel_facts(128, sim::DType::bf16, true);
   REQUIRE(det.facts);
   CHECK(det.facts->main_kernel == "v2");
-  CHECK(same(det.facts->stores.dk_dv, gpu::fa2_backward::kDkDvStore));
+  CHECK(same(det.facts->stores.dk_dv, gpu::fa2_backward::dk_dv_store(128, FLASHLAB_BF16)));
   CHECK(same(det.facts->stores.dq_kernel,
              gpu::fa2_backward::dq_kernel_store(128, FLASHLAB_BF16)));
   // 16 bytes a lane: an instruction writes two whole rows of 256 bytes, two runs.

@@ -125,7 +125,8 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
 }
 
 // The kernels' stores as their sources write them (kernel_info.hpp's fa2_backward::), at
-// d = 64 in bf16, written out by hand here: mma fragments (4 bytes a lane, 8 rows), 16-byte
+// d = 64 in bf16, written out by hand here: v3's dK and dV from mma fragments (4 bytes a lane,
+// 8 rows; v2 stages them in SRAM, as the dQ kernel does dQ), 16-byte
 // reductions over 16 rows, D's 8 consecutive floats by 8 lanes, lanes along a row, and the dQ
 // kernel's rows staged in SRAM (16 bytes a lane, 4 whole rows of 128 bytes).
 const BackwardStores kAsBuilt{.dk_dv = WarpStore{4, 32, 8},

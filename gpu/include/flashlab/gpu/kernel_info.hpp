@@ -267,7 +267,9 @@ inline constexpr int64_t kWorkspaceAlignBytes = 256;  // of the workspace and of
 inline constexpr HeadDims kHeadDims{{64, 128}, 2};
 inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)};
 // Their stores, as the sources write them:
-//   main kernel, write_dk_dv: dK, dV from the mma fragments (8 rows x 16 bytes: 2x the data);
+//   main kernel, write_dk_dv: dK, then dV, staged in the warp's rows of sV and stored as whole
+//     rows (from the mma fragments, 8 rows x 16 bytes, 2x the data, they left the SMs merged
+//     in part: 0.97 of the deterministic pass's sectors at d = 64, docs/IO-LEVELS.md);
 //   main kernel, add_dq_tile: red.global.add.v4.f32, lane pairs make a row's 32 bytes, 16
 //     rows: 16 full sectors (exact);
 //   preprocess: D of the block's 8 consecutive rows in one store by warp 0 (8 floats: one
@@ -278,7 +280,9 @@ inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_
 //   dQ kernel (deterministic mode): dQ staged in its rows of sQ and stored as whole rows, as
 //     fa2's O (from the mma fragments, half of each sector an instruction, it left the SMs
 //     merged in part: 0.85 of the pass's sectors on the H200, docs/IO-LEVELS.md).
-inline constexpr WarpStorePattern kDkDvStore = kFragmentPairStore;
+constexpr WarpStorePattern dk_dv_store(int64_t d, flashlab_dtype dtype) {
+  return staged_row_store(d, dtype);
+}
 constexpr WarpStorePattern dq_kernel_store(int64_t d, flashlab_dtype dtype) {
   return staged_row_store(d, dtype);
 }
