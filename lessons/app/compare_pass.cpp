@@ -192,10 +192,16 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
   const std::string kernels =
       m.bytes ? fmt::format(" ({} kernel launches)", m.bytes->kernels) : std::string();
   const auto& r = prediction.report;
+  // DRAM read against the floor from a cold L2: 1 where every sector came once, more where
+  // the L2 dropped lines the pass read again.
+  const auto floor = compulsory_dram(prediction);
+  const std::string dram_ratio =
+      m.bytes && floor ? ", DRAM read " + ratio_text(m.bytes->dram_read, double(floor->read)) : "";
   return {name, time, "-", measured_text(m) + kernels,
           ratios_text(m, r ? double(r->bytes_read()) : 0,
                       r ? double(r->bytes_written() - r->bytes_written_by_tma()) : 0,
-                      r ? double(r->bytes_written()) : 0)};
+                      r ? double(r->bytes_written()) : 0) +
+              dram_ratio};
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 #include "compare_pass_sweep.hpp"
 
 #include "kernel_bytes.hpp"
-#include "output_file.hpp"
-#include "plot_output.hpp"
 #include "progress.hpp"
 
 #include "gpu_bridge/gpu_runner.hpp"
@@ -176,15 +174,6 @@ std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& poi
              r.base.dtype);
 }
 
-// Why nothing can be measured here, or nothing when the pass can run under ncu.
-std::string why_unmeasured(bool no_ncu) {
-  if (no_ncu) return "not measured (--no-ncu)";
-  const GpuStatus gpu = gpu_status();
-  if (!gpu.available) return "the measured columns need a GPU: " + gpu.description;
-  if (!find_ncu()) return "the measured columns need Nsight Compute (ncu), which is not installed";
-  return "";
-}
-
 }  // namespace
 
 void run_compare_pass_sweep(const PassSweepRequest& r) {
@@ -195,16 +184,10 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
         fmt::format("--sweep: {} points (N x d x heads x batch), more than the {} a pass's sweep "
                     "takes; shorten a list",
                     count, kMaxPassSweepPoints));
-  if (!r.plot.empty() && r.grid.n.size() < 2)
-    throw cpu::InvalidArgument("--plot draws bytes against N: give --sweep n= more than one value");
-  check_distinct_outputs({{"--csv", r.csv},
-                          {"--plot", r.plot},
-                          {"--plot", r.plot.empty() ? "" : PlotOutput::script_path(r.plot)}});
   std::vector<Point> points = points_of(r);  // every point's options checked before any run
   std::optional<OutputFile> csv;
-  if (!r.csv.empty()) csv.emplace("--csv", r.csv);
   std::optional<PlotOutput> plot;
-  if (!r.plot.empty()) plot.emplace(r.plot);
+  open_sweep_outputs(r.grid, r.csv, r.plot, csv, plot);
 
   const std::string unmeasured = why_unmeasured(r.base.no_ncu);
   ProgressLine progress("compare sweep", std::int64_t(count), /*worth_showing=*/2);

@@ -1,8 +1,6 @@
 #include "compare_sweep.hpp"
 
 #include "commands.hpp"
-#include "output_file.hpp"
-#include "plot_output.hpp"
 #include "progress.hpp"
 
 #include "gpu_bridge/gpu_runner.hpp"
@@ -214,15 +212,6 @@ std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& 
                    r.grid.d.front(), r.grid.heads.front(), r.base.dtype, plots);
 }
 
-// Why nothing can be measured here, or nothing when the kernels can run under ncu.
-std::string why_unmeasured(bool no_ncu) {
-  if (no_ncu) return "not measured (--no-ncu)";
-  const GpuStatus gpu = gpu_status();
-  if (!gpu.available) return "the measured columns need a GPU: " + gpu.description;
-  if (!find_ncu()) return "the measured columns need Nsight Compute (ncu), which is not installed";
-  return "";
-}
-
 }  // namespace
 
 SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid grid, bool batch_axis) {
@@ -249,6 +238,28 @@ SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid grid, boo
   return grid;
 }
 
+void open_sweep_outputs(const SweepGrid& grid, const std::string& csv_path,
+                        const std::string& plot_path, std::optional<OutputFile>& csv,
+                        std::optional<PlotOutput>& plot) {
+  if (!plot_path.empty() && grid.n.size() < 2)
+    throw cpu::InvalidArgument("--plot draws bytes against N: give --sweep n= more than one value");
+  check_distinct_outputs(
+      {{"--csv", csv_path},
+       {"--plot", plot_path},
+       {"--plot", plot_path.empty() ? "" : PlotOutput::script_path(plot_path)}});
+  if (!csv_path.empty()) csv.emplace("--csv", csv_path);
+  if (!plot_path.empty()) plot.emplace(plot_path);
+}
+
+std::string why_unmeasured(bool no_ncu) {
+  if (no_ncu) return "not measured (--no-ncu)";
+  const GpuStatus gpu = gpu_status();
+  if (!gpu.available) return "the measured columns need a GPU: " + gpu.description;
+  if (!find_ncu()) return "the measured columns need Nsight Compute (ncu), which is not installed";
+  return "";
+}
+
+
 void run_compare_sweep(const CompareSweepRequest& r) {
   const std::size_t count =
       r.kernels.size() * r.grid.n.size() * r.grid.d.size() * r.grid.heads.size();
@@ -257,15 +268,9 @@ void run_compare_sweep(const CompareSweepRequest& r) {
         fmt::format("--sweep: {} points (kernels x N x d x heads), more than the {} a "
                     "sweep takes; shorten a list",
                     count, kMaxSweepPoints));
-  if (!r.plot.empty() && r.grid.n.size() < 2)
-    throw cpu::InvalidArgument("--plot draws bytes against N: give --sweep n= more than one value");
-  check_distinct_outputs({{"--csv", r.csv},
-                          {"--plot", r.plot},
-                          {"--plot", r.plot.empty() ? "" : PlotOutput::script_path(r.plot)}});
   std::optional<OutputFile> csv;
-  if (!r.csv.empty()) csv.emplace("--csv", r.csv);
   std::optional<PlotOutput> plot;
-  if (!r.plot.empty()) plot.emplace(r.plot);
+  open_sweep_outputs(r.grid, r.csv, r.plot, csv, plot);
 
   const std::string unmeasured = why_unmeasured(r.no_ncu);
   std::vector<Point> points;

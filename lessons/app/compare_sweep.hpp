@@ -6,7 +6,10 @@
 #pragma once
 
 #include "kernel_bytes.hpp"
+#include "output_file.hpp"
+#include "plot_output.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,17 @@ struct SweepGrid {
 // value in `defaults`. Throws cpu::InvalidArgument naming the item.
 SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid defaults,
                       bool batch_axis = false);
+
+// A sweep's CSV and plot, checked and opened before any point runs (each empty path: none).
+// Throws cpu::InvalidArgument when --plot has fewer than two N to draw, when two outputs name
+// one file, or when a path cannot be written.
+void open_sweep_outputs(const SweepGrid& grid, const std::string& csv_path,
+                        const std::string& plot_path, std::optional<OutputFile>& csv,
+                        std::optional<PlotOutput>& plot);
+
+// Why a sweep's measured columns stay empty here (--no-ncu, no GPU, no Nsight Compute), or
+// "" when its points can run under ncu.
+std::string why_unmeasured(bool no_ncu);
 
 struct CompareSweepRequest {
   KernelRun base;                    // dtype, causal, seed; the grid sets n, d and heads

@@ -254,6 +254,8 @@ TEST_CASE("compare --pass backward and decode: the mirror's row and the GPU's") 
   CHECK(contains(backward.output, "simulator: backward (Br "));
   CHECK(contains(backward.output, "GPU backward"));
   CHECK(contains(backward.output, "causal = top-left"));
+  // The floor from a cold L2 beside the bytes into and out of the SMs.
+  CHECK(contains(backward.output, "; DRAM from a cold L2, at least "));
   const auto decode = run_flashlab(
       "compare --pass decode --n 4096 --d 128 --batch 8 --heads 32 --kv-heads 8 --splits 4");
   REQUIRE(decode.status == 0);
