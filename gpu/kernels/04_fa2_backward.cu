@@ -270,7 +270,8 @@ __device__ __forceinline__ void write_dk_dv(const BackwardProblem& bp, T* sK, T*
                                             const float (&rdK)[D / 8][4],
                                             const float (&rdV)[D / 8][4]) {
   // The block's tile and the lane read afresh from the grid (as fa2's finalize does): taken
-  // from the mainloop's values, they kept registers live across the loop, and ptxas spilled.
+  // from the mainloop's values, they kept registers live across the loop, and ptxas spilled at
+  // d = 128 in bf16. Dropout's variant there still spills 4 bytes (bench/gpu/NOTES.md).
   const int k0 = blockIdx.x * kBc, hk = blockIdx.y, b = blockIdx.z;
   const int lane = ptx::lane_id(), row0 = (threadIdx.x / kWarpSize) * kMmaM;
   const Problem& p = bp.fwd;
