@@ -1,11 +1,14 @@
 #include "06-backward/gpu_backward.hpp"
 
 #include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 #include "gpu_bridge/ncu_bytes.hpp"
+#include "gpu_bridge/pass_kernels.hpp"
 #include "traces/tile_trace.hpp"
 
 #include "flashlab/cpu/naive_backward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/kernel_pass.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -232,6 +235,59 @@ void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
       sim::format_bytes(double(sim::find_profile("h200").l2_bytes)), p / dram);
 }
 
+// Where the L2 stops holding the backward's query tiles between visits: the DRAM reads
+// measured on the H200 (stored: measured_h200.hpp) beside the floor from a cold L2 of the
+// kernels' mirror (sim::compulsory_dram: each sector a launch reads, once).
+void dram_reads_measured(LessonContext& ctx) {
+  namespace m = measured;
+  ctx.step("Where the re-reads stop hitting in the L2, measured");
+  const sim::HardwareProfile& h200 = sim::find_profile("h200");
+  ctx.print(
+      "The re-reads above hit in the L2 as long as a query tile is still there when the next\n"
+      "block comes for it. Below: the DRAM reads Nsight Compute measured over the three\n"
+      "kernels (it empties the L2 before each), against what the kernels' mirror says each\n"
+      "launch must read from a cold L2 at the least: every sector of Q, K, V, dO, L, D and the\n"
+      "dQ accumulator once (`flashlab compare --pass backward --sweep`, docs/IO-LEVELS.md).\n\n");
+  Table t({"query / KV heads", "N", "floor", "measured", "measured / floor"}, {true});
+  for (const m::BackwardDramRead& r : m::kBackwardDramRead) {
+    BackwardRun run;
+    run.heads = r.heads_q;
+    run.kv_heads = r.heads_kv;
+    run.n = r.n;
+    run.d = kTimed.d;
+    run.causal = true;
+    const PassPrediction p = predict(run);
+    const auto floor = sim::compulsory_dram(*p.report, sim::l2_dirty_room(h200));
+    t.add({fmt::format("{} / {}", r.heads_q, r.heads_kv), fmt::format("{}", r.n),
+           sim::format_bytes(double(floor->read)), sim::format_bytes(r.read_bytes),
+           fmt::format("{:.3f}", r.read_bytes / double(floor->read))});
+  }
+  ctx.table(t);
+  ctx.print("Measured: {}; {}; {}.\n\n", m::kBackwardDramReadSource.run,
+            m::kBackwardDramReadSource.shape, m::kBackwardDramReadSource.tool);
+  // A block's step, for one query head of its group: Q and dO, L and D, and the fp32 dQ rows
+  // its reductions add to. Under the mask the block of KV tile j starts at query tile
+  // j Bc / Br, so a tile's next visit, by the block of tile j - 1, comes Bc / Br steps later.
+  constexpr int kGroup = 4;  // the table's GQA rows: 16 query heads over 4 KV heads
+  constexpr int kStepsBetweenVisits = bwd::kBc / bwd::kBr;
+  const double step = double(bwd::kBr) * double(kTimed.d) * (2 * kBf16Bytes + kFp32Bytes) +
+                      2.0 * bwd::kBr * kFp32Bytes;
+  const double visits = double(kStepsBetweenVisits) * h200.sm_count * kGroup * step;
+  ctx.print(
+      "With a KV head for each query head, up to N = 32,768, every byte comes from DRAM once:\n"
+      "the blocks that visit a query tile one after another find it in the L2. A block's step\n"
+      "moves {} for each query head of its group (Q and dO, L and D, and the dQ rows its\n"
+      "reductions add to), and under the mask a tile's next visit comes {} steps later. With\n"
+      "{} query heads over each KV head, {} steps of the {} resident blocks touch {}, more\n"
+      "than the L2's {}: at N = 16,384, where a KV head's blocks fill a wave, every visit\n"
+      "reads its tile again. The same count holds at N = 4,096 and 8,192, whose reads do not\n"
+      "follow it, and it does not explain N = 65,536 without GQA, where the visits fit: the\n"
+      "order in which the blocks run decides, and no grid model of the backward follows it\n"
+      "yet.\n\n",
+      sim::format_bytes(step), kStepsBetweenVisits, kGroup, kStepsBetweenVisits, h200.sm_count,
+      sim::format_bytes(visits), sim::format_bytes(double(h200.l2_bytes)));
+}
+
 }  // namespace
 
 BackwardBytes recompute_bytes(const BackwardShape& s, int element_bytes) {
@@ -289,6 +345,7 @@ void gpu_backward_step(LessonContext& ctx) {
     two_modes(ctx);
   }
   bytes_of_recomputation(ctx, status.available);
+  dram_reads_measured(ctx);
 }
 
 }  // namespace flashlab::app

@@ -152,6 +152,24 @@ inline constexpr std::array kDecodeCombineGroups = {
     CombineGroups{16384, 2.05, 1.95, 2.04}, CombineGroups{32768, 2.67, 2.61, 2.66},
     CombineGroups{65536, 3.33, 3.29, 3.35}, CombineGroups{131072, 3.86, 3.79, 3.83}};
 
+// The default backward's DRAM reads, summed over its three kernels (Nsight Compute, which
+// empties the L2 before each), set beside the floor from a cold L2 in lesson 6: one sequence,
+// causal, up to and past the point where the L2 stops holding a query tile between visits.
+struct BackwardDramRead {
+  std::int64_t heads_q, heads_kv, n;
+  double read_bytes;  // dram__bytes_read.sum
+};
+inline constexpr Source kBackwardDramReadSource{
+    "bench/RESULTS.md, run of 2026-12-04, eleventh "
+    "(results/2026-12-04-h200-compare-pass-sweep-backward-{causal,gqa,long}.csv: "
+    "dram_read_measured)",
+    "one sequence, bf16, d = 128, causal", "flashlab compare --pass backward --sweep, ncu"};
+inline constexpr std::array kBackwardDramRead = {
+    BackwardDramRead{16, 16, 4096, 168584960},   BackwardDramRead{16, 16, 16384, 673868288},
+    BackwardDramRead{16, 16, 32768, 1347037696}, BackwardDramRead{16, 16, 65536, 3767886336},
+    BackwardDramRead{16, 4, 4096, 149005312},    BackwardDramRead{16, 4, 8192, 308751104},
+    BackwardDramRead{16, 4, 16384, 1278443008}};
+
 // A build whose queue cuts every sequence into 4 equal pieces (256 items on 264 blocks: one
 // item a block, the split grid's very work) against the split grid, in the same turns.
 inline constexpr double kDecodeQueueEqualPieces = 4.43, kDecodeQueueEqualSplitGrid = 4.45;

@@ -558,3 +558,62 @@ TEST_CASE("lesson 10: where the splits merge, the combine kernel or the last blo
     CHECK(last < combine);  // the source's finding: the folded merge is the slower everywhere
   }
 }
+
+namespace {
+
+// dram_read_measured of the backward sweep's row (heads, kv_heads, N) in a stored CSV of
+// `flashlab compare --pass backward --sweep` (bench/results).
+double backward_dram_read(const std::string& file, std::int64_t heads, std::int64_t kv_heads,
+                          std::int64_t n) {
+  const auto path = std::filesystem::path(FLASHLAB_RESULTS_DIR) / file;
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, path.string());
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  for (std::istringstream h(line); std::getline(h, line, ',');) header.push_back(line);
+  const auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE_MESSAGE(it != header.end(), "no column ", name, " in ", path.string());
+    return std::size_t(it - header.begin());
+  };
+  const std::size_t c_heads = column("heads"), c_kv = column("kv_heads"), c_n = column("N"),
+                    c_read = column("dram_read_measured");
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    for (std::istringstream r(line); std::getline(r, line, ',');) cells.push_back(line);
+    if (std::stoll(cells[c_heads]) == heads && std::stoll(cells[c_kv]) == kv_heads &&
+        std::stoll(cells[c_n]) == n)
+      return std::stod(cells[c_read]);
+  }
+  FAIL("no row ", heads, " / ", kv_heads, " heads, N = ", n, " in ", path.string());
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("lesson 6: the backward's DRAM reads against the floor, as stored in bench/results") {
+  namespace m = flashlab::app::measured;
+  const std::string out = lesson_output(6);
+  CHECK(contains(out, "Where the re-reads stop hitting in the L2, measured"));
+  // 16 / 4 heads at N = 16,384 by hand: the floor is Q, dO (64 MiB each), K, V (16 each), L,
+  // D (1 each) and the accumulator (128) for the main kernel, O and dO for the pre-kernel and
+  // the accumulator for the post-kernel: 290 + 128 + 128 = 546 MiB; measured 1,278,443,008
+  // bytes, 1,219.2 MiB: 2.233.
+  CHECK(contains(out, "16 / 4\t16384\t546.0 MiB\t1.2 GiB\t2.233"));
+  for (const m::BackwardDramRead& r : m::kBackwardDramRead) {
+    CAPTURE(r.heads_q);
+    CAPTURE(r.heads_kv);
+    CAPTURE(r.n);
+    const std::string file = r.heads_kv != r.heads_q ? "backward-gqa"
+                             : r.n > 16384          ? "backward-long"
+                                                    : "backward-causal";
+    CHECK(r.read_bytes == backward_dram_read("2026-12-04-h200-compare-pass-sweep-" + file + ".csv",
+                                             r.heads_q, r.heads_kv, r.n));
+    CHECK(contains(out, fmt::format("{} / {}\t{}\t", r.heads_q, r.heads_kv, r.n)));
+  }
+  // The step's count by hand: a step is 64 x 128 x (2 + 2 + 4) + 2 x 64 x 4 = 66,048 bytes,
+  // 64.5 KiB; 2 steps x 132 blocks x 4 heads: 69,746,688 bytes, 66.5 MiB.
+  CHECK(contains(out, "moves 64.5 KiB for each query head"));
+  CHECK(contains(out, "2 steps of the 132 resident blocks touch 66.5 MiB"));
+}
