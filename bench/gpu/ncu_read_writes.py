@@ -7,7 +7,8 @@ kernel that only reads (torch's sum of a buffer of X MiB) is charged writes too,
 
   dirty   the buffer was just written (torch.ones), so the L2 holds up to ~28 MiB of it dirty
           when the sum starts;
-  clean   a read of another 512 MiB after the write has pushed those lines out first.
+  clean   a read of another 512 MiB after the write has pushed those lines out first;
+  copied  the buffer was just copied from the host (as flashlab compare uploads its inputs).
 
 Each under `--cache-control all` (Nsight Compute's default, which flushes and invalidates the
 caches before the kernel: what `flashlab compare` measures with) and `--cache-control none`.
@@ -29,7 +30,7 @@ import ncu_csv  # noqa: E402
 METRICS = "dram__bytes_write.sum,dram__bytes_read.sum"
 FLUSH_MIB = 512  # the clean read that pushes dirty lines out: far more than any L2 holds
 FLOATS_PER_MIB = (1 << 20) // 4
-STATES = ("dirty", "clean")
+STATES = ("dirty", "clean", "copied")
 CACHE_CONTROLS = ("all", "none")
 
 
@@ -40,7 +41,10 @@ def run_kernels(sizes):
     flush = torch.ones(FLUSH_MIB * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
     for mib in sizes:
         for state in STATES:
-            buf = torch.ones(mib * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
+            if state == "copied":
+                buf = torch.ones(mib * FLOATS_PER_MIB, dtype=torch.float32).to("cuda")
+            else:
+                buf = torch.ones(mib * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
             if state == "clean":
                 flush.sum()
             torch.cuda.synchronize()
