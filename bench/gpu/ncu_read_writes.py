@@ -72,13 +72,13 @@ def rows_of(lines, sizes, cache_control):
     return out
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--csv", required=True, help="where to write the rows")
     p.add_argument("--mib", type=int, nargs="+", default=[16, 64, 256, 1024],
                    help="buffer sizes in MiB (default: 16 64 256 1024)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if any(m < 1 or m > 8192 for m in a.mib):
         p.error("--mib: sizes from 1 to 8192 MiB")
     if a.child:
