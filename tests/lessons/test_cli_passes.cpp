@@ -217,6 +217,28 @@ TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
   CHECK(contains(text.output, "busy SMs"));
 }
 
+TEST_CASE("simulate --pass: each launch's DRAM floor from a cold L2, where the mirror books it") {
+  // Decode, 8 caches of 4096 keys, 32 query heads over 8 KV heads, 4 splits, d = 128: the split
+  // kernel reads Q (8 x 32 rows of 256 bytes) and every key of K and V (8 x 8 x 4096 x 256
+  // bytes each) once; the combine reads the 8 x 32 x 4 states of 136 floats.
+  const auto j = json_of(
+      "simulate --pass decode --kv-len 4096 --batch 8 --heads 32 --kv-heads 8 --splits 4");
+  CHECK(j["launches"][0]["dram_floor"]["read"] == 8 * 32 * 256 + 2 * 8 * 8 * 4096 * 256);
+  CHECK(j["launches"][1]["dram_floor"]["read"] == 8 * 32 * 4 * 136 * 4);
+  CHECK(j["launches"][0]["dram_floor"]["written"] == 0);  // within the L2's dirty room
+  // The backward at 16 heads, N = 4096, d = 128: the pre-kernel writes the accumulator's zeros
+  // (32 MiB) and D (0.25 MiB), 3.86 MiB beyond the H200's 28.39 MiB.
+  const auto text = run_flashlab("simulate --pass backward --n 4096 --heads 16 --d 128");
+  REQUIRE(text.status == 0);
+  CHECK(contains(text.output, "DRAM read  DRAM written"));
+  CHECK(contains(text.output, "32.0 MiB       3.9 MiB"));
+  CHECK(contains(text.output, "beyond the 28.4 MiB the L2 holds dirty (a floor)"));
+  // fa3's mirror books no footprint: no such columns.
+  const auto fa3 = run_flashlab("simulate --pass fa3 --n 4096 --d 128");
+  REQUIRE(fa3.status == 0);
+  CHECK_FALSE(contains(fa3.output, "DRAM written"));
+}
+
 TEST_CASE("simulate --pass refuses what the pass does not take, with status 2") {
   const struct {
     const char* args;
