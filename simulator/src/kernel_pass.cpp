@@ -162,9 +162,10 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
     }
   }
   const std::string floor_note =
-      floors ? fmt::format("DRAM: each launch from a cold L2, every sector it reads once and "
-                           "what it writes beyond the {} the L2 holds dirty (a floor)\n",
-                           bytes(room))
+      floors ? fmt::format(
+                   "DRAM: each launch from a cold L2, every sector it reads once and "
+                   "what it writes beyond the {} the L2 holds dirty (a floor)\n",
+                   bytes(room))
              : "";
   std::vector<Row> tensors{{"tensor", "read", "written"}};
   for (const auto& t : r.tensors) tensors.push_back({t.name, bytes(t.read), bytes(t.written)});
