@@ -268,11 +268,14 @@ void dram_reads_measured(LessonContext& ctx) {
   // A block's step, for one query head of its group: Q and dO, L and D, and the fp32 dQ rows
   // its reductions add to. Under the mask the block of KV tile j starts at query tile
   // j Bc / Br, so a tile's next visit, by the block of tile j - 1, comes Bc / Br steps later.
-  constexpr int kGroup = 4;  // the table's GQA rows: 16 query heads over 4 KV heads
+  // The group of the table's GQA rows (query heads over each KV head).
+  const auto gqa = std::find_if(m::kBackwardDramRead.begin(), m::kBackwardDramRead.end(),
+                                [](const auto& r) { return r.heads_kv != r.heads_q; });
+  const std::int64_t group = gqa->heads_q / gqa->heads_kv;
   constexpr int kStepsBetweenVisits = bwd::kBc / bwd::kBr;
   const double step = double(bwd::kBr) * double(kTimed.d) * (2 * kBf16Bytes + kFp32Bytes) +
                       2.0 * bwd::kBr * kFp32Bytes;
-  const double visits = double(kStepsBetweenVisits) * h200.sm_count * kGroup * step;
+  const double visits = double(kStepsBetweenVisits) * h200.sm_count * double(group) * step;
   ctx.print(
       "With a KV head for each query head, up to N = 32,768, every byte comes from DRAM once:\n"
       "the blocks that visit a query tile one after another find it in the L2. A block's step\n"
@@ -284,7 +287,7 @@ void dram_reads_measured(LessonContext& ctx) {
       "follow it, and it does not explain N = 65,536 without GQA, where the visits fit: the\n"
       "order in which the blocks run decides, and no grid model of the backward follows it\n"
       "yet.\n\n",
-      sim::format_bytes(step), kStepsBetweenVisits, kGroup, kStepsBetweenVisits, h200.sm_count,
+      sim::format_bytes(step), kStepsBetweenVisits, group, kStepsBetweenVisits, h200.sm_count,
       sim::format_bytes(visits), sim::format_bytes(double(h200.l2_bytes)));
 }
 

@@ -23,8 +23,7 @@ constexpr std::size_t kMaxPassSweepPoints = 256;
 
 struct Point {
   CompareProblem problem;
-  cpu::Index batch = 1;
-  PassCase pass;
+  PassCase pass;  // its resolved options hold the point's batch
   std::optional<MeasuredBytes> measured;
   std::string note;  // why a measured or predicted figure is missing
 };
@@ -82,7 +81,6 @@ std::vector<Point> points_of(const PassSweepRequest& r) {
           Point p;
           p.problem = r.base;
           p.problem.n = n, p.problem.d = d, p.problem.heads = heads;
-          p.batch = batch;
           ComparePassArgs args = r.args;
           args.batch = batch;
           p.pass = pass_case(r.pass, args, p.problem);
@@ -101,8 +99,8 @@ void print_table(Pass pass, const std::vector<Point>& points, const Style& style
   for (const Point& p : points) {
     const Figures f = figures_of(p);
     t.add({fmt::format("{}", p.problem.n), fmt::format("{}", p.problem.d),
-           fmt::format("{}", p.problem.heads), fmt::format("{}", p.batch), splits_text(pass, p),
-           bytes_text(f.sm_read_predicted), bytes_text(f.sm_read_measured),
+           fmt::format("{}", p.problem.heads), fmt::format("{}", p.pass.resolved.batch),
+           splits_text(pass, p), bytes_text(f.sm_read_predicted), bytes_text(f.sm_read_measured),
            ratio(f.sm_read_measured, f.sm_read_predicted), bytes_text(f.stores_predicted),
            bytes_text(f.stores_issued_measured),
            ratio(f.stores_issued_measured, f.stores_predicted), bytes_text(f.sm_written_measured),
@@ -125,7 +123,7 @@ void write_csv(OutputFile& out, Pass pass, const std::vector<Point>& points) {
     out.write(fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(pass),
         p.problem.n, p.problem.d, p.problem.heads, a.kv_heads > 0 ? a.kv_heads : p.problem.heads,
-        p.batch, pass == Pass::decode ? fmt::format("{}", a.splits) : "", p.problem.causal ? 1 : 0,
+        a.batch, pass == Pass::decode ? fmt::format("{}", a.splits) : "", p.problem.causal ? 1 : 0,
         p.problem.dtype, csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
         csv_number(f.stores_predicted), csv_number(f.stores_issued_measured),
         csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
@@ -154,7 +152,7 @@ std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& poi
     out += fmt::format("${} << EOD\n", s.name);
     for (const Point& p : points) {
       if (p.problem.d != r.grid.d.front() || p.problem.heads != r.grid.heads.front() ||
-          p.batch != r.grid.batch.front())
+          p.pass.resolved.batch != r.grid.batch.front())
         continue;
       if (const auto v = figures_of(p).*s.value) out += fmt::format("{} {:.0f}\n", p.problem.n, *v);
     }

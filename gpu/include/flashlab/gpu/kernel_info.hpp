@@ -267,9 +267,10 @@ inline constexpr int64_t kWorkspaceAlignBytes = 256;  // of the workspace and of
 inline constexpr HeadDims kHeadDims{{64, 128}, 2};
 inline constexpr DtypeSet kDtypes{dtype_bit(FLASHLAB_FP16) | dtype_bit(FLASHLAB_BF16)};
 // Their stores, as the sources write them:
-//   main kernel, write_dk_dv: dK, then dV, staged in the warp's rows of sV and stored as whole
-//     rows (from the mma fragments, 8 rows x 16 bytes, 2x the data, they left the SMs merged
-//     in part: 0.97 of the deterministic pass's sectors at d = 64, docs/IO-LEVELS.md);
+//   main kernel, write_dk_dv: dK and dV staged in the warp's rows of sK and sV (after a block
+//     barrier) and stored as whole rows (from the mma fragments, 8 rows x 16 bytes, 2x the
+//     data, they left the SMs merged in part: 0.97 of the deterministic pass's sectors at
+//     d = 64, docs/IO-LEVELS.md);
 //   main kernel, add_dq_tile: red.global.add.v4.f32, lane pairs make a row's 32 bytes, 16
 //     rows: 16 full sectors (exact);
 //   preprocess: D of the block's 8 consecutive rows in one store by warp 0 (8 floats: one
@@ -502,11 +503,10 @@ constexpr int64_t fewest_filling_splits(int64_t blocks, int64_t wave, int64_t ca
 // to 132 blocks on the H200), one split, which ends its rows in the split kernel with no
 // combine at all (split_kernel_ends_rows): at B = 16 (128 blocks) it measured 2 to 4% faster
 // than the wave rule's 2 splits up to L = 8,192 and level (-0.2 to +0.2%) from 16,384 to
-// 131,072. A paged
-// cache (`paged`) keeps the wave's count there: with one block an SM, nothing hides the block
-// table's reads (an entry a tile, a tile ahead) behind another block's copies, and pages of 64
-// keys measured 4.03 TB/s at B = 16, L = 32,768 with one split against 4.28 with two (4.38
-// contiguous) (bench/gpu/NOTES.md, "A lone split ends its rows").
+// 131,072. A paged cache (`paged`) keeps the wave's count there: with one block an SM, nothing
+// hides the block table's reads (an entry a tile, a tile ahead) behind another block's copies,
+// and pages of 64 keys measured 4.03 TB/s at B = 16, L = 32,768 with one split against 4.28
+// with two (4.38 contiguous) (bench/gpu/NOTES.md, "A lone split ends its rows").
 constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, int64_t n_q,
                           int64_t max_seq_len, bool paged, int64_t sm_count) {
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
