@@ -64,6 +64,7 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                      .sram_bytes = v3.sram_bytes,
                                      .dtype = dtype,
                                      .deterministic = deterministic,
+                                     .blocks_per_sm = v3.blocks_per_sm,
                                      .pre_post_rows_per_block = k::kPreprocessRowsPerBlock,
                                      .pre_post_threads = k::kPreprocessThreads,
                                      .stores = stores,
@@ -71,12 +72,18 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                      .main_kernel = "v3"},
             ""};
   }
+  const gpu::KernelConfig dq = k::dq_config(d, c_dtype(dtype));  // the dQ kernel's own
   return {sim::BackwardKernelFacts{.Br = k::kBr,
                                    .Bc = k::kBc,
                                    .threads = k::kThreads,
                                    .sram_bytes = k::sram_bytes(d, c_dtype(dtype)),
                                    .dtype = dtype,
                                    .deterministic = deterministic,
+                                   .dq_Br = dq.Br,
+                                   .dq_Bc = dq.Bc,
+                                   .dq_threads = dq.threads,
+                                   .blocks_per_sm = k::config(d, c_dtype(dtype)).blocks_per_sm,
+                                   .dq_blocks_per_sm = dq.blocks_per_sm,
                                    .pre_post_rows_per_block = k::kPreprocessRowsPerBlock,
                                    .pre_post_threads = k::kPreprocessThreads,
                                    .stores = stores},

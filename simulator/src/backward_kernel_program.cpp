@@ -14,7 +14,8 @@
 //   3. post-kernel  reads the dQ accumulator, writes dQ (input dtype)
 // Deterministic mode: no accumulator and no post-kernel; the main kernel leaves dQ alone
 // and a dQ kernel, a block per (batch, query head, query tile i), loads Q_i, dO_i, L_i,
-// D_i once, loops over the KV tiles that i sees (K_j, V_j each) and writes dQ_i once.
+// D_i once, loops over the KV tiles that i sees (K_j, V_j each) and writes dQ_i once. Its
+// tiles are its own (dq_Br query rows, KV tiles of dq_Bc keys), not the main kernel's.
 // The pre- and post-kernels run a warp a row over the (B, H_q, N_q) rows taken as one array,
 // pre_post_rows_per_block rows a block (the kernel's fact; a block per query tile where it
 // is not given). A main or dQ block loads its own tile
@@ -27,8 +28,10 @@
 // head, r x c its rows and keys (the tile's full size: masked scores are computed too).
 //   QR = sum over steps of r   (no mask: Tc N_q)     -- query rows a main block loads
 //   A  = sum over steps of r c (no mask: N_q N_k)    -- scores computed
-//   KR = sum over steps of c   (no mask: Tr N_k)     -- keys the dQ kernel loads
 //   UK = keys of the KV tiles no query sees (no mask: 0)
+// and over the dQ kernel's steps, in its tiles (Tr' = ceil(N_q / dq_Br)):
+//   KR  = sum over its steps of c   (no mask: Tr' N_k)  -- keys the dQ kernel loads
+//   A'  = sum over its steps of r c (no mask: N_q N_k)  -- scores it computes
 // for one (query head, KV head) pair; causal with offset o (top-left 0, bottom-right
 // N_k - N_q): KV tile j at key k0 is first seen by query tile floor((k0 - o) / Br) (0 when
 // k0 <= o, none when k0 - o >= N_q), and query tile i, last row e, sees min(N_k,
@@ -55,8 +58,8 @@
 // + 2 x 2 B H_kv N_k d b. (A store of D's pattern with one lane, {4, 1, 1}, gives the
 // kernel before it: a sector a row, 32 B H_q N_q.)
 // Operations: matrix FLOPs 2 A d per product: 5 products in atomic mode (S, dP, dV, dK,
-// dQ), 4 + 3 deterministic (the dQ kernel recomputes S and dP); per score exp 1 (P),
-// sum 1 (dP - D), rescale 1 (P * (dP - D)), once per kernel that forms dS; D costs N_q d
+// dQ), 4 over A and 3 over A' deterministic (the dQ kernel recomputes S and dP); per score
+// exp 1 (P), sum 1 (dP - D), rescale 1 (P * (dP - D)), in each kernel that forms dS; D costs N_q d
 // multiplies (rescale) and N_q d adds (sum) per query head; the atomics QR d adds (sum).
 //
 // Counts only: the numbers of the backward are cpu_reference's (backward_multihead.hpp),
@@ -79,15 +82,23 @@ using cpu::Index;
 
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
 constexpr std::int64_t kFlopsPerMultiplyAdd = 2;
+// Past any GPU's: an SM holds at most 64 warps, a block at most 1024 threads.
+constexpr Index kMaxBlocksPerSm = 64, kMaxThreadsPerBlock = 1024;
 
 Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 
-// The sums over the steps of one (query head, KV head) pair, named as in the header.
+// The sums over the steps of one (query head, KV head) pair, named as in the header: the
+// main kernel's in its tiles (Br, Bc), the dQ kernel's in its own (dq_Br, dq_Bc).
 struct StepSums {
-  Index QR = 0, A = 0, KR = 0, UK = 0;
+  Index QR = 0, A = 0, UK = 0;  // main kernel
+  Index KR = 0, A_dq = 0;       // dQ kernel
 };
 
-StepSums step_sums(const BackwardShape& s, Index Br, Index Bc) {
+Index add_scores(Index sum, Index rows, Index cols) {
+  return cpu::checked_add(sum, cpu::checked_mul(rows, cols, "the scores"), "the scores");
+}
+
+StepSums step_sums(const BackwardShape& s, Index Br, Index Bc, Index dq_Br, Index dq_Bc) {
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   const Index o = mask.diagonal_offset(), Tr = ceil_div(s.n_q, Br), Tc = ceil_div(s.n_k, Bc);
   StepSums sums;
@@ -98,14 +109,15 @@ StepSums step_sums(const BackwardShape& s, Index Br, Index Bc) {
     const Index rows = first >= Tr ? 0 : s.n_q - first * Br;
     sums.QR += rows;
     if (rows == 0) sums.UK += c;
-    sums.A = cpu::checked_add(sums.A, cpu::checked_mul(rows, c, "the scores"), "the scores");
+    sums.A = add_scores(sums.A, rows, c);
   }
-  for (Index i = 0; i < Tr; ++i) {  // dQ kernel: the keys each query tile sees
-    const Index e = std::min((i + 1) * Br, s.n_q) - 1;
+  for (Index i = 0; i < ceil_div(s.n_q, dq_Br); ++i) {  // dQ kernel: the keys each tile sees
+    const Index q0 = i * dq_Br, e = std::min(q0 + dq_Br, s.n_q) - 1;
     Index keys = s.n_k;
     if (s.causal != cpu::Causal::none)
-      keys = e + o < 0 ? 0 : std::min(s.n_k, ((e + o) / Bc + 1) * Bc);
+      keys = e + o < 0 ? 0 : std::min(s.n_k, ((e + o) / dq_Bc + 1) * dq_Bc);
     sums.KR += keys;
+    sums.A_dq = add_scores(sums.A_dq, e + 1 - q0, keys);
   }
   return sums;
 }
@@ -130,6 +142,11 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
   check_size("d", s.d, kMirrorMaxHeadDim);
   check_size("Br", f.Br, kMirrorMaxLength);
   check_size("Bc", f.Bc, kMirrorMaxLength);
+  check_mirror_size("backward", "dq_Br", f.dq_Br, 0, kMirrorMaxLength);
+  check_mirror_size("backward", "dq_Bc", f.dq_Bc, 0, kMirrorMaxLength);
+  check_mirror_size("backward", "blocks_per_sm", f.blocks_per_sm, 1, kMaxBlocksPerSm);
+  check_mirror_size("backward", "dq_threads", f.dq_threads, 0, kMaxThreadsPerBlock);
+  check_mirror_size("backward", "dq_blocks_per_sm", f.dq_blocks_per_sm, 1, kMaxBlocksPerSm);
   if (f.pre_post_rows_per_block < 0 || f.pre_post_threads < 0)
     throw cpu::InvalidArgument(fmt::format(
         "the backward mirror: pre_post_rows_per_block = {}, pre_post_threads = {}; each is a "
@@ -154,8 +171,9 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
 PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFacts& f) {
   check(s, f);
   const Index Br = f.Br, Bc = f.Bc, d = s.d, b = bytes_of(f.dtype);
+  const Index dq_Br = f.dq_Br > 0 ? f.dq_Br : Br, dq_Bc = f.dq_Bc > 0 ? f.dq_Bc : Bc;
   const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;  // heads in all
-  const StepSums sums = step_sums(s, Br, Bc);
+  const StepSums sums = step_sums(s, Br, Bc, dq_Br, dq_Bc);
   const Index QR = sums.QR, A = sums.A, KR = sums.KR;
   // Bytes of `rows` rows of `cols` elements of `bytes` each, for every one of `heads` heads.
   const auto rows_of = [](Index heads, Index rows, Index cols, Index bytes) {
@@ -202,17 +220,21 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   tensor("dK", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));
   tensor("dV", f.dtype, kv_elems, 0, written(w.dk_dv, Hkv, s.n_k, d, b));
 
-  // Work: per score of every step, per product; A counts one query head's scores.
+  // Work: per score of every step, per product; A (A') counts one query head's scores in
+  // the main kernel (the dQ kernel).
   const Index scores = cpu::checked_mul(Hq, A, "the scores");
-  const Index products = f.deterministic ? 4 + 3 : 5, ds_passes = f.deterministic ? 2 : 1;
+  const Index dq_scores = f.deterministic ? cpu::checked_mul(Hq, sums.A_dq, "the scores") : 0;
+  const Index products = f.deterministic ? 4 : 5, dq_products = 3;
+  const Index ds_scores = scores + dq_scores;  // scores whose dS a kernel forms
   const Index d_rows = cpu::checked_product({Hq, s.n_q, d}, "D's products");
-  r.ops.matrix_flops =
-      cpu::checked_product({kFlopsPerMultiplyAdd, products, scores, d}, "the backward's FLOPs");
-  r.ops.exp = ds_passes * scores;
-  r.ops.sum = ds_passes * scores + d_rows + (f.deterministic ? 0 : Hq * QR * d);
-  r.ops.rescale = ds_passes * scores + d_rows;
+  r.ops.matrix_flops = cpu::checked_product(
+      {kFlopsPerMultiplyAdd, products * scores + dq_products * dq_scores, d},
+      "the backward's FLOPs");
+  r.ops.exp = ds_scores;
+  r.ops.sum = ds_scores + d_rows + (f.deterministic ? 0 : Hq * QR * d);
+  r.ops.rescale = ds_scores + d_rows;
 
-  const Index Tr = ceil_div(s.n_q, Br), Tc = ceil_div(s.n_k, Bc);
+  const Index Tr = ceil_div(s.n_q, Br), Tc = ceil_div(s.n_k, Bc), dq_Tr = ceil_div(s.n_q, dq_Br);
   // The pre- and post-kernels take the (B, H_q, N_q) rows as one array, a block per
   // pre_post_rows_per_block of them (without that fact, a block per query tile).
   const Index query_rows_blocks =
@@ -229,7 +251,7 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   Launch pre{"pre (D)", query_rows_blocks, query_rows_blocks, f.pre_post_threads};
   pre.reads = {{"O", q_in}, {"dO", q_in}};
   pre.writes = {{"D", rows_f32}};
-  Launch main{"main", Hkv * Tc, Hkv * Tc, f.threads};
+  Launch main{"main", Hkv * Tc, Hkv * Tc, f.threads, f.blocks_per_sm};
   main.reads = inputs;
   main.writes = {{"dK", kv_out}, {"dV", kv_out}};
   if (!f.deterministic) {
@@ -239,7 +261,7 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   }
   r.launches = {pre, main};
   if (f.deterministic) {
-    Launch dq{"dQ", Hq * Tr, Hq * Tr, f.threads};
+    Launch dq{"dQ", Hq * dq_Tr, Hq * dq_Tr, f.dq_threads, f.dq_blocks_per_sm};
     dq.reads = inputs;
     dq.writes = {{"dQ", q_in}};
     r.launches.push_back(dq);

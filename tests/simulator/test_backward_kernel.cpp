@@ -52,11 +52,14 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   CAPTURE(f.skips_unseen_kv);
   const PassReport r = count_backward_kernel(s, f);
   const Sums x = brute_force(s, f.Br, f.Bc);
+  // The dQ kernel's steps, in its own tiles (the main kernel's where the facts give none).
+  const Index dq_Br = f.dq_Br > 0 ? f.dq_Br : f.Br, dq_Bc = f.dq_Bc > 0 ? f.dq_Bc : f.Bc;
+  const Sums y = brute_force(s, dq_Br, dq_Bc);
   const Index b = bytes_of(f.dtype), fp = 4, d = s.d;
   const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;
   const Index own = f.deterministic ? x.QR + s.n_q : x.QR;
   const Index kv_rows = f.skips_unseen_kv ? s.n_k - x.UK : s.n_k;
-  const Index kv = Hkv * kv_rows * d * b + (f.deterministic ? Hq * x.KR * d * b : 0);
+  const Index kv = Hkv * kv_rows * d * b + (f.deterministic ? Hq * y.KR * d * b : 0);
   CHECK(r.tensor("Q").read == Hq * own * d * b);
   CHECK(r.tensor("K").read == kv);
   CHECK(r.tensor("V").read == kv);
@@ -72,7 +75,7 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   for (const char* name : {"dQ", "dK", "dV"}) CHECK(r.tensor(name).read == 0);
   if (f.deterministic) {
     CHECK_THROWS_AS(r.tensor("dQ accumulator"), std::out_of_range);
-    CHECK(r.launch("dQ").blocks == Hq * ceil_div(s.n_q, f.Br));
+    CHECK(r.launch("dQ").blocks == Hq * ceil_div(s.n_q, dq_Br));
   } else {
     // Read into the SMs by the post-kernel alone: the main kernel's reductions are done at
     // the L2 and bring nothing back.
@@ -80,11 +83,14 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
     CHECK(r.tensor("dQ accumulator").written == Hq * (s.n_q + x.QR) * d * fp);
   }
   CHECK(r.launch("main").blocks == Hkv * ceil_div(s.n_k, f.Bc));
-  const Index products = f.deterministic ? 7 : 5, passes = f.deterministic ? 2 : 1;
-  CHECK(r.ops.matrix_flops == 2 * products * Hq * x.A * d);
-  CHECK(r.ops.exp == passes * Hq * x.A);
-  CHECK(r.ops.rescale == passes * Hq * x.A + Hq * s.n_q * d);
-  CHECK(r.ops.sum == passes * Hq * x.A + Hq * s.n_q * d + (f.deterministic ? 0 : Hq * x.QR * d));
+  // Atomic: 5 products over the main kernel's scores; deterministic: 4 there and the dQ
+  // kernel's 3 (S, dP, dQ) over its own.
+  const Index dq_scores = f.deterministic ? Hq * y.A : 0;
+  const Index products = f.deterministic ? 4 : 5, ds_scores = Hq * x.A + dq_scores;
+  CHECK(r.ops.matrix_flops == 2 * (products * Hq * x.A + 3 * dq_scores) * d);
+  CHECK(r.ops.exp == ds_scores);
+  CHECK(r.ops.rescale == ds_scores + Hq * s.n_q * d);
+  CHECK(r.ops.sum == ds_scores + Hq * s.n_q * d + (f.deterministic ? 0 : Hq * x.QR * d));
 }
 
 // Every (N_q, N_k) of the awkward lengths under each of `causals`: 2 batch entries of 4
@@ -115,6 +121,13 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
               s, {.Br = 64, .Bc = 32, .dtype = DType::bf16, .deterministic = deterministic});
           check_closed_form(
               s, {.Br = 16, .Bc = 48, .dtype = DType::fp16, .deterministic = deterministic});
+          // As built: the dQ kernel's tiles (64, 64) are not the main kernel's (64, 128).
+          check_closed_form(s, {.Br = 64,
+                                .Bc = 128,
+                                .dtype = DType::bf16,
+                                .deterministic = deterministic,
+                                .dq_Br = 64,
+                                .dq_Bc = 64});
           if (!deterministic)  // v3's main kernel: no loads where no query sees the keys
             check_closed_form(s, {.Br = 64,
                                   .Bc = 128,
@@ -296,6 +309,35 @@ TEST_CASE("backward mirror: without a mask, QR = Tc N_q, A = N_q N_k, KR = Tr N_
   det.deterministic = true;
   const PassReport rd = count_backward_kernel(s, det);
   CHECK(rd.tensor("K").read == 1023 * 128 * 2 + 8 * ceil_div(97, 64) * 1023 * 128 * 2);
+}
+
+TEST_CASE("backward mirror: the dQ kernel walks its own KV tiles, as the H200 measured") {
+  // 16 heads, N = 4096, d = 128, causal, deterministic; the main kernel's KV tiles are 128
+  // keys, the dQ kernel's 64. Query tile i (64 rows, last row 64 i + 63) sees 64 (i + 1)
+  // keys in tiles of 64, and in tiles of 128 64 more where i is even: 32 of the 64 query
+  // tiles, each 64 more keys of K and of V, 128 x 2 bytes a key.
+  const BackwardShape s{.heads_q = 16,
+                        .heads_kv = 16,
+                        .n_q = 4096,
+                        .n_k = 4096,
+                        .d = 128,
+                        .causal = cpu::Causal::top_left};
+  BackwardKernelFacts own{.Br = 64, .Bc = 128, .deterministic = true, .dq_Br = 64, .dq_Bc = 64};
+  own.dq_threads = 128;
+  own.dq_blocks_per_sm = 2;
+  BackwardKernelFacts main_tiles = own;
+  main_tiles.dq_Br = main_tiles.dq_Bc = 0;
+  const PassReport r = count_backward_kernel(s, own);
+  const Bytes extra = 16 * 32 * 64 * 2 * 128 * 2;  // 16 MiB
+  CHECK(count_backward_kernel(s, main_tiles).bytes_read() - r.bytes_read() == extra);
+  // What Nsight Compute counted into the SMs on the H200 (2026-12-04, the deterministic
+  // pass's sweep): 1,754,005,504 bytes, which these tiles give to the byte.
+  CHECK(r.bytes_read() == 1'754'005'504);
+  CHECK(r.launch("dQ").threads == 128);
+  CHECK(r.launch("dQ").per_sm == 2);
+  CHECK(r.launch("dQ").blocks == 16 * 64);
+  own.dq_blocks_per_sm = 0;
+  CHECK(contains(message_of([&] { count_backward_kernel(s, own); }), "dq_blocks_per_sm = 0"));
 }
 
 TEST_CASE("backward mirror: causal square problems skip about half the steps") {

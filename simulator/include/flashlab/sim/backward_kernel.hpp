@@ -49,6 +49,12 @@ struct BackwardKernelFacts {
   Bytes sram_bytes = 0;        // per block of the main kernel (reported, not counted)
   DType dtype = DType::bf16;   // of Q, K, V, O, dO, dQ, dK, dV
   bool deterministic = false;  // dQ by its own kernel instead of fp32 atomics
+  // The dQ kernel's own tiles (deterministic mode): query rows a block and keys a KV tile
+  // (kernel_info.hpp's fa2_backward::kDqBr, kDqBc); 0: the main kernel's Br and Bc.
+  cpu::Index dq_Br = 0, dq_Bc = 0;
+  int dq_threads = 0;  // per block of the dQ kernel (reported, not counted)
+  // Blocks an SM holds at once (Launch::per_sm): the main kernel's and the dQ kernel's.
+  int blocks_per_sm = 1, dq_blocks_per_sm = 1;
   // The pre- and post-kernels' blocks (reported, not counted): query rows a block and threads
   // (kernel_info.hpp's fa2_backward::kPreprocessRowsPerBlock, a warp a row, and
   // kPreprocessThreads); rows 0: not described, a block per query tile of Br rows.
@@ -64,7 +70,8 @@ struct BackwardKernelFacts {
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
 // size is >= 1 (N up to 2^22, d up to 2^12, batch x heads_q up to 2^20), heads_kv divides
-// heads_q, Br, Bc >= 1, and skips_unseen_kv only without deterministic.
+// heads_q, Br, Bc >= 1 (dq_Br, dq_Bc >= 0), blocks per SM 1 to 64, dq_threads 0 to 1024, and skips_unseen_kv only
+// without deterministic.
 void check(const BackwardShape& shape, const BackwardKernelFacts& facts);
 
 // Every kernel of the pass counted in closed form over the KV tiles (and, deterministic,
