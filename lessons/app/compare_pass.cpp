@@ -25,6 +25,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <iostream>
@@ -89,11 +90,15 @@ Row simulator_row(const PassPrediction& p) {
   if (!p.report) return {"simulator: " + p.label, "-", "not modelled: " + p.why_not, "-"};
   const sim::Bound b = sim::roofline(*p.report, target_profile());
   const auto dram = compulsory_dram(p);
+  const auto grid = grid_dram(p);
   return {"simulator: " + p.label, fmt::format("model (bound {:.1f} us)", b.seconds() * 1e6),
           fmt::format("SMs read {}, write {}", bytes(double(p.report->bytes_read())),
                       bytes(double(p.report->bytes_written()))) +
               (dram ? fmt::format("; DRAM from a cold L2, at least {} read, {} written",
                                   bytes(double(dram->read)), bytes(double(dram->written)))
+                    : std::string()) +
+              (grid ? fmt::format("; the grid model: {} read, {} written",
+                                  bytes(double(grid->read)), bytes(double(grid->written)))
                     : std::string()),
           "-"};
 }
@@ -195,8 +200,14 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
   // DRAM read against the floor from a cold L2: 1 where every sector came once, more where
   // the L2 dropped lines the pass read again.
   const auto floor = compulsory_dram(prediction);
+  const auto grid = grid_dram(prediction);
   const std::string dram_ratio =
-      m.bytes && floor ? ", DRAM read " + ratio_text(m.bytes->dram_read, double(floor->read)) : "";
+      (m.bytes && floor ? ", DRAM read " + ratio_text(m.bytes->dram_read, double(floor->read)) +
+                              " of the floor"
+                        : "") +
+      (m.bytes && grid ? ", " + ratio_text(m.bytes->dram_read, double(grid->read)) +
+                             " of the grid model's"
+                       : "");
   return {name, time, "-", measured_text(m) + kernels,
           ratios_text(m, r ? double(r->bytes_read()) : 0,
                       r ? double(r->bytes_written() - r->bytes_written_by_tma()) : 0,
@@ -258,6 +269,17 @@ NcuOutcome measure_pass(Pass pass, const ComparePassArgs& a, const CompareProble
 std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& prediction) {
   if (!prediction.report) return std::nullopt;
   return sim::compulsory_dram(*prediction.report, sim::l2_dirty_room(target_profile()));
+}
+
+std::optional<sim::CompulsoryDram> grid_dram(const PassPrediction& prediction) {
+  if (!prediction.report) return std::nullopt;
+  const auto launches = sim::predicted_dram(*prediction.report, target_profile());
+  if (!launches || std::none_of(launches->begin(), launches->end(),
+                                [](const sim::LaunchDram& l) { return l.from_grid; }))
+    return std::nullopt;
+  sim::CompulsoryDram all;
+  for (const sim::LaunchDram& l : *launches) all.read += l.read, all.written += l.written;
+  return all;
 }
 
 PassCase pass_case(Pass pass, const ComparePassArgs& a, const CompareProblem& p) {

@@ -79,6 +79,11 @@ NcuOutcome measure_pass(Pass pass, const ComparePassArgs& resolved, const Compar
 // The mirror's DRAM bytes from a cold L2 on the target GPU (sim::compulsory_dram), or nothing
 // where it books no footprint.
 std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& prediction);
+// The DRAM bytes the grid model predicts for the pass on the target GPU, summed over its
+// launches (sim::predicted_dram: each launch's grid run through the L2's partitions, the floor
+// for a launch without one), or nothing where no launch has a grid (decode; N_q != N_k).
+// Seconds at the largest sizes.
+std::optional<sim::CompulsoryDram> grid_dram(const PassPrediction& prediction);
 
 // Throws cpu::InvalidArgument for an option given on the command line that the pass does not
 // take; then prints the pass's table: the mirror's row, and the GPU's (the pass run on fresh

@@ -24,6 +24,7 @@ constexpr std::size_t kMaxPassSweepPoints = 256;
 struct Point {
   CompareProblem problem;
   PassCase pass;  // its resolved options hold the point's batch
+  std::optional<sim::CompulsoryDram> grid;  // the grid model's DRAM, where it runs the pass
   std::optional<MeasuredBytes> measured;
   std::string note;  // why a measured or predicted figure is missing
 };
@@ -35,7 +36,7 @@ struct Figures {
   std::optional<double> sm_read_predicted, sm_read_measured, stores_predicted,
       stores_issued_measured, sm_written_predicted, sm_written_measured, l2_measured,
       dram_read_predicted, dram_read_measured, dram_written_predicted, dram_written_measured,
-      kernels_measured;
+      kernels_measured, dram_read_grid, dram_written_grid;
 };
 
 Figures figures_of(const Point& p) {
@@ -48,6 +49,10 @@ Figures figures_of(const Point& p) {
   if (const auto dram = compulsory_dram(p.pass.prediction)) {
     f.dram_read_predicted = double(dram->read);
     f.dram_written_predicted = double(dram->written);
+  }
+  if (p.grid) {
+    f.dram_read_grid = double(p.grid->read);
+    f.dram_written_grid = double(p.grid->written);
   }
   if (const auto& m = p.measured) {
     f.sm_read_measured = m->sm_read;
@@ -92,10 +97,10 @@ std::vector<Point> points_of(const PassSweepRequest& r) {
 void print_table(Pass pass, const std::vector<Point>& points, const Style& style) {
   Table t({"N", "d", "heads", "batch", "splits", "SM read pred.", "SM read meas.", "ratio",
            "stores pred.", "stores issued meas.", "ratio", "out of the SMs meas.", "ratio",
-           "DRAM read pred.", "DRAM read meas.", "ratio", "DRAM write pred.", "DRAM write meas.",
-           "note"},
+           "DRAM read floor", "DRAM read meas.", "ratio", "DRAM read grid", "ratio",
+           "DRAM write floor", "DRAM write grid", "DRAM write meas.", "note"},
           {false, false, false, false, false, false, false, false, false, false, false, false,
-           false, false, false, false, false, false, true});
+           false, false, false, false, false, false, false, false, false, true});
   for (const Point& p : points) {
     const Figures f = figures_of(p);
     t.add({fmt::format("{}", p.problem.n), fmt::format("{}", p.problem.d),
@@ -106,7 +111,9 @@ void print_table(Pass pass, const std::vector<Point>& points, const Style& style
            ratio(f.stores_issued_measured, f.stores_predicted), bytes_text(f.sm_written_measured),
            ratio(f.sm_written_measured, f.sm_written_predicted), bytes_text(f.dram_read_predicted),
            bytes_text(f.dram_read_measured), ratio(f.dram_read_measured, f.dram_read_predicted),
-           bytes_text(f.dram_written_predicted), bytes_text(f.dram_written_measured), p.note});
+           bytes_text(f.dram_read_grid), ratio(f.dram_read_measured, f.dram_read_grid),
+           bytes_text(f.dram_written_predicted), bytes_text(f.dram_written_grid),
+           bytes_text(f.dram_written_measured), p.note});
   }
   t.print(std::cout, style);
 }
@@ -116,12 +123,12 @@ void write_csv(OutputFile& out, Pass pass, const std::vector<Point>& points) {
       "pass,N,d,heads,kv_heads,batch,splits,causal,dtype,sm_read_predicted,sm_read_measured,"
       "stores_predicted,stores_issued_measured,sm_written_predicted,sm_written_measured,"
       "l2_measured,dram_read_predicted,dram_read_measured,dram_written_predicted,"
-      "dram_written_measured,kernels_measured\n");
+      "dram_written_measured,kernels_measured,dram_read_grid,dram_written_grid\n");
   for (const Point& p : points) {
     const Figures f = figures_of(p);
     const ComparePassArgs& a = p.pass.resolved;
     out.write(fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(pass),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(pass),
         p.problem.n, p.problem.d, p.problem.heads, a.kv_heads > 0 ? a.kv_heads : p.problem.heads,
         a.batch, pass == Pass::decode ? fmt::format("{}", a.splits) : "", p.problem.causal ? 1 : 0,
         p.problem.dtype, csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
@@ -129,15 +136,16 @@ void write_csv(OutputFile& out, Pass pass, const std::vector<Point>& points) {
         csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
         csv_number(f.l2_measured), csv_number(f.dram_read_predicted),
         csv_number(f.dram_read_measured), csv_number(f.dram_written_predicted),
-        csv_number(f.dram_written_measured), csv_number(f.kernels_measured)));
+        csv_number(f.dram_written_measured), csv_number(f.kernels_measured),
+        csv_number(f.dram_read_grid), csv_number(f.dram_written_grid)));
   }
   out.commit();
 }
 
 // Bytes against N on log-log axes, at the grid's first d, heads and batch: into the SMs and
 // read from DRAM, each predicted as a line and measured as points, the two levels in two
-// colours (the DRAM prediction a floor: where the points leave it, lines the L2 dropped are
-// read again).
+// colours (the DRAM floor dashed: where the points leave it, lines the L2 dropped are read
+// again; the grid model's DRAM, where it runs the pass, dotted).
 std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& points) {
   struct Series {
     const char* name;
@@ -146,6 +154,7 @@ std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& poi
   constexpr Series kSeries[] = {{"sm_pred", &Figures::sm_read_predicted},
                                 {"sm_meas", &Figures::sm_read_measured},
                                 {"dram_pred", &Figures::dram_read_predicted},
+                                {"dram_grid", &Figures::dram_read_grid},
                                 {"dram_meas", &Figures::dram_read_measured}};
   std::string out;
   for (const Series& s : kSeries) {
@@ -167,6 +176,7 @@ std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& poi
              "plot $sm_pred using 1:2 with lines lc 1 title 'into the SMs, predicted', "
              "$sm_meas using 1:2 with points pt 7 lc 1 title 'into the SMs, measured', "
              "$dram_pred using 1:2 with lines dt 2 lc 2 title 'DRAM read, cold-L2 floor', "
+             "$dram_grid using 1:2 with lines dt 3 lc 3 title 'DRAM read, the grid model', "
              "$dram_meas using 1:2 with points pt 5 lc 2 title 'DRAM read, measured'\n",
              to_string(r.pass), r.grid.d.front(), r.grid.heads.front(), r.grid.batch.front(),
              r.base.dtype);
@@ -192,6 +202,7 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
   std::int64_t done = 0;
   for (Point& p : points) {
     const PassPrediction& predicted = p.pass.prediction;
+    p.grid = grid_dram(predicted);
     if (!predicted.report) {
       p.note = "not modelled: " + predicted.why_not;
     } else if (unmeasured.empty()) {
@@ -206,9 +217,11 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
       "over its kernels;\npredicted by the simulator's mirror of the kernels as built: into and "
       "out of the SMs every\nload and store, DRAM from a cold L2 launch by launch (each sector a "
       "launch reads once;\nwritten, what it writes beyond the {} the L2 holds dirty), a floor: "
-      "lines\nthe L2 drops and reads again add to it. Measured by Nsight Compute, which empties "
-      "the\nL2 before each kernel (docs/IO-LEVELS.md says which counter is which level). The "
-      "counters:\n{}",
+      "lines\nthe L2 drops and reads again add to it; and where the grid model runs a launch "
+      "(the backward's\nmain and dQ kernels, N_q = N_k), its blocks through the L2's "
+      "partitions as the GPU places\nthem (DRAM grid). Measured by Nsight Compute, which "
+      "empties the L2 before each kernel\n(docs/IO-LEVELS.md says which counter is which "
+      "level). The counters:\n{}",
       to_string(r.pass), r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed,
       sim::format_bytes(double(sim::l2_dirty_room(target_profile()))), ncu_levels_text());
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";

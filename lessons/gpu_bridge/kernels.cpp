@@ -285,7 +285,7 @@ Prediction predict(const KernelRun& run) {
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
     // On the profile's GPU: its L2 and replacement, blocks placed on the L2's partitions as
     // its block scheduler places them where that is measured for this occupancy.
-    sim::GridProblem grid = sim::on_gpu(target_profile(), {.N = run.n,
+    sim::GridProblem grid = sim::paced_on_gpu(target_profile(), {.N = run.n,
                                                            .d = run.d,
                                                            .dtype = mirror.problem.dtype,
                                                            .heads = run.heads,
@@ -297,20 +297,18 @@ Prediction predict(const KernelRun& run) {
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     // The crossover's closed form is of the grid as the model schedules it, log or not.
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);
-    // A GPU's log, where the run has one, replayed. Else the blocks older first where the
-    // profile has measured how far the older of an SM's blocks runs ahead (fa2's block logs:
-    // the reads past the crossover; docs/IO-LEVELS.md, "The blocks logged"), for kernels
-    // whose K and V bypass the L1 (fa2; fa3's single block an SM has no younger one). Blocks
-    // that share K and V through their SM's L1 (the scalar kernel) stay in step: the one
-    // behind hits in the L1 and keeps up (at one head, N = 16,384 its SMs read 0.516 of its
-    // blocks' bytes, as blocks in step share them).
+    // A GPU's log, where the run has one, replayed. Else paced_on_gpu's: the blocks older
+    // first where the profile has measured how far the older of an SM's blocks runs ahead
+    // (fa2's block logs: the reads past the crossover; docs/IO-LEVELS.md, "The blocks
+    // logged"), for kernels whose K and V bypass the L1 (fa2; fa3's single block an SM has no
+    // younger one). Blocks that share K and V through their SM's L1 (the scalar kernel) stay
+    // in step: the one behind hits in the L1 and keeps up (at one head, N = 16,384 its SMs
+    // read 0.516 of its blocks' bytes, as blocks in step share them).
     if (!run.block_log.empty()) {
       grid.schedule = sim::GridSchedule::logged;
       grid.block_time_spread = 0;
+      grid.older_block_lead = 0;
       grid.block_log = run.block_log;
-    } else if (target_profile().older_block_lead > 0 && grid.l1_bytes == 0) {
-      grid.schedule = sim::GridSchedule::older_first;
-      grid.older_block_lead = target_profile().older_block_lead;
     }
     p.grid = sim::run_grid(grid);
   }

@@ -259,11 +259,30 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
     main.reads.push_back({"dQ accumulator", accumulator});
     main.writes.push_back({"dQ accumulator", accumulator});
   }
+  // The grids of the main and dQ kernels, where the grid model takes the problem (N_q = N_k,
+  // where both alignments of the mask are the same).
+  const auto grid = [&](GridPass pass, Index rows, Index keys, int per_sm) {
+    if (s.n_q != s.n_k) return std::optional<GridProblem>{};
+    return std::optional<GridProblem>{GridProblem{
+        .pass = pass,
+        .N = s.n_q,
+        .d = d,
+        .dtype = f.dtype,
+        .heads = Hq,
+        .kv_heads = Hkv,
+        .causal = s.causal == cpu::Causal::none ? cpu::Causal::none : cpu::Causal::top_left,
+        .Br = rows,
+        .Bc = keys,
+        .blocks_per_sm = per_sm}};
+  };
+  main.grid = grid(f.deterministic ? GridPass::backward_main_deterministic : GridPass::backward_main,
+                   Br, Bc, f.blocks_per_sm);
   r.launches = {pre, main};
   if (f.deterministic) {
     Launch dq{"dQ", Hq * dq_Tr, Hq * dq_Tr, f.dq_threads, f.dq_blocks_per_sm};
     dq.reads = inputs;
     dq.writes = {{"dQ", q_in}};
+    dq.grid = grid(GridPass::backward_dq, dq_Br, dq_Bc, f.dq_blocks_per_sm);
     r.launches.push_back(dq);
   } else {
     Launch post{"post (dQ)", query_rows_blocks, query_rows_blocks, f.pre_post_threads};

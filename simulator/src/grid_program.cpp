@@ -1,6 +1,7 @@
-// A FlashAttention-2 kernel's grid run through one shared L2 (grid.hpp says the model):
-// blocks start in grid order as slots free, the resident ones step through their K and V
-// tiles together, and every tile they move goes through the L2.
+// A kernel's grid run through one shared L2 (grid.hpp says the model): blocks start in grid
+// order as slots free, the resident ones step through their tiles together (FlashAttention-2's
+// forward and the deterministic dQ kernel through K and V, the backward's main kernel through
+// its group's query tiles), and every tile they move goes through the L2.
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/profiles.hpp"
 
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <deque>
@@ -35,32 +37,69 @@ constexpr Index kMaxPartitions = 64;
 constexpr Bytes kMaxL1 = Bytes{1} << 30;       // an L1 per SM: 1 GiB is far past any GPU's
 constexpr Index kMaxL1Slots = Index{1} << 20;  // blocks placed on SMs one by one (the L1)
 
-enum Tensor : int { kQ, kK, kV, kO, kL, kTensors };
+// The pass's tensors (grid.hpp's GridReport), as indices into the report's; -1 where the pass
+// has none. The forward's are 0 to 4, Q, K, V, O, L.
+struct TensorIds {
+  int Q = -1, K = -1, V = -1, O = -1, L = -1;
+  int dO = -1, D = -1, accumulator = -1, dK = -1, dV = -1, dQ = -1;
+};
 
-// Blocks of one head with consecutive query tiles that started in the same step and end in
-// the same step: they load the same K and V tiles at the same moments, so the L2 sees the
-// first block's access and the others hit (grid.hpp). Without grouping, each is alone.
+// One tile a block moves: read into the SM, written out of it, or reduced into (a reduction
+// done in the L2: read from DRAM where absent, then dirty). through_l1: a K or V load of the
+// forward's steps, which an SM's L1 may serve (GridProblem::l1_bytes).
+enum class Move { read, write, reduce };
+struct TileMove {
+  int tensor = 0;
+  Index row0 = 0, rows = 0;
+  Move move = Move::read;
+  bool through_l1 = false;
+};
+// A block's moves at one moment (its start, a step, its end): at most 5.
+struct Moves {
+  std::array<TileMove, 5> list{};
+  int count = 0;
+  void add(const TileMove& m) { list[static_cast<std::size_t>(count++)] = m; }
+  const TileMove* begin() const { return list.data(); }
+  const TileMove* end() const { return list.data() + count; }
+};
+
+// Blocks of one head that start in the same step, walk the same tiles and end in the same
+// step (FlashAttention-2's: consecutive query tiles of one head; the main kernel's: KV tiles
+// of one KV head with the same first query tile): they move the same tiles at the same
+// moments, so the L2 sees the first block's access and the others hit (grid.hpp). Without
+// grouping, each is alone.
 struct Group {
   Index first_block = 0;  // block ids first_block .. first_block + count - 1
   Index count = 1;
-  Index head = 0, kv_head = 0;
-  Index j = 0;       // the next KV tile
-  Index kv_end = 0;  // one past the last KV tile
+  Index j = 0;      // the next step
+  Index steps = 0;  // the block's steps in all
   std::vector<Index> slots{};  // with an L1: each block's slot (GridProblem::sm_of_slot)
 };
 
 class GridRun {
  public:
   GridRun(const GridProblem& p, const L2Observer& observer) : p_(p), group_alike_(!observer) {
-    const Bytes s = bytes_of(p.dtype);
     const Index rows_q = cpu::checked_mul(p.heads, p.N, "the rows of Q");
     const Index rows_kv = cpu::checked_mul(p.kv_head_count(), p.N, "the rows of K");
-    add("Q", rows_q, p.d, p.dtype);
-    add("K", rows_kv, p.d, p.dtype);
-    add("V", rows_kv, p.d, p.dtype);
-    add("O", rows_q, p.d, p.dtype);
-    add("L", rows_q, 1, kAccumulator);
-    row_bytes_ = {p.d * s, p.d * s, p.d * s, p.d * s, bytes_of(kAccumulator)};
+    t_.Q = add("Q", rows_q, p.d, p.dtype);
+    t_.K = add("K", rows_kv, p.d, p.dtype);
+    t_.V = add("V", rows_kv, p.d, p.dtype);
+    if (p.pass == GridPass::forward) {
+      t_.O = add("O", rows_q, p.d, p.dtype);
+      t_.L = add("L", rows_q, 1, kAccumulator);
+    } else {
+      t_.dO = add("dO", rows_q, p.d, p.dtype);
+      t_.L = add("L", rows_q, 1, kAccumulator);
+      t_.D = add("D", rows_q, 1, kAccumulator);
+      if (p.pass == GridPass::backward_main)
+        t_.accumulator = add("dQ accumulator", rows_q, p.d, kAccumulator);
+      if (p.owns_kv_tiles()) {
+        t_.dK = add("dK", rows_kv, p.d, p.dtype);
+        t_.dV = add("dV", rows_kv, p.d, p.dtype);
+      } else {
+        t_.dQ = add("dQ", rows_q, p.d, p.dtype);
+      }
+    }
     for (Index part = 0; part < p.l2_partitions; ++part) {
       l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed,
                        /*home_partitions=*/1, p.l2_dirty_cap);
@@ -87,8 +126,8 @@ class GridRun {
         const Index taken = start(next, free);
         next += taken, free -= taken;
       }
-      for (Group& g : groups_) {  // one KV step of every resident block, in block order
-        load_kv(g);
+      for (Group& g : groups_) {  // one step of every resident block, in block order
+        step(g);
         ++g.j;
       }
       ++steps;
@@ -118,16 +157,16 @@ class GridRun {
     double tau = 1;    // its time per KV tile, now
     double base = 1;   // its time per KV tile alone (drift's draw; the log's pace)
     double t_at = 0, pos = 0;  // at time t_at it stood at tile position pos (K_j at j)
-    Index j = 0, kv_end = 0;
+    Index j = 0, steps = 0;
     int moment = kStart;  // its pending moment
     std::uint64_t version = 0;
   };
 
-  // When the slot's pending moment comes: Q at its start, K_j at position j, the stores at
-  // kv_end.
+  // When the slot's pending moment comes: its own tile at its start, step j at position j
+  // (the forward's K_j), the stores after its last step.
   static double moment_time(const Running& r) {
     if (r.moment == kStart) return r.t0;
-    const double target = r.moment == kStep ? double(r.j) : double(r.kv_end);
+    const double target = r.moment == kStep ? double(r.j) : double(r.steps);
     return r.t_at + (target - r.pos) * r.tau;
   }
 
@@ -137,7 +176,6 @@ class GridRun {
     const bool logged = p_.schedule == GridSchedule::logged;
     const bool older_first = p_.schedule == GridSchedule::older_first;
     const Index blocks = p_.blocks(), R = logged ? blocks : p_.resident_blocks();
-    const Index group = p_.heads / p_.kv_head_count();  // query heads per KV head
     std::vector<Running> slots(R);
     std::vector<bool> busy(R, false);
     std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
@@ -146,15 +184,15 @@ class GridRun {
       events.push({moment_time(r), r.moment, r.block, slot, ++r.version});
     };
     const auto begin = [&](Index slot, Index block, double t) {
-      const Index kv_end = kv_end_of(block);
+      const Index steps = steps_of(block);
       double tau = block_tile_time(p_, block);
       if (logged) {
         const LoggedBlock& b = p_.block_log[static_cast<std::size_t>(block)];
         t = b.start;
-        tau = kv_end > 0 ? (b.end - b.start) / double(kv_end) : 0.0;
+        tau = steps > 0 ? (b.end - b.start) / double(steps) : 0.0;
       }
       const std::uint64_t version = slots[slot].version;
-      slots[slot] = {block, t, tau, tau, t, 0.0, 0, kv_end, kStart, version};
+      slots[slot] = {block, t, tau, tau, t, 0.0, 0, steps, kStart, version};
       busy[slot] = true;
       push(slot);
     };
@@ -191,42 +229,41 @@ class GridRun {
       events.pop();
       Running& r = slots[e.slot];
       if (e.version != r.version) continue;  // its pace changed since: pushed again
-      const Index head = head_of(r.block), i = query_tile_of(r.block);
-      const Index part = logged && !p_.sm_partitions.empty()
-                             ? p_.sm_partitions[std::size_t(sm_of(e.slot, r.block))]
-                             : p_.partition_of(r.block);
+      const Index sm = sm_of(e.slot, r.block);
+      const Index part = logged && !p_.sm_partitions.empty() ? p_.sm_partitions[std::size_t(sm)]
+                                                             : p_.partition_of(r.block);
       if (e.moment == kStart) {
-        access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, part);
+        for (const TileMove& m : start_moves(r.block)) move(m, sm, part);
       } else if (e.moment == kStep) {
-        const Index row0 = head / group * p_.N + r.j * p_.Bc, rows = rows_of(r.j, p_.Bc);
-        load_kv_tile(kK, row0, rows, sm_of(e.slot, r.block), part);
-        load_kv_tile(kV, row0, rows, sm_of(e.slot, r.block), part);
+        for (const TileMove& m : step_moves(r.block, r.j)) move(m, sm, part);
         ++r.j;
       } else {
-        access(kO, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
-        access(kL, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/true, part);
+        for (const TileMove& m : end_moves(r.block)) move(m, sm, part);
         end = e.time;
         busy[e.slot] = false;
         if (next < blocks) begin(e.slot, next++, e.time);
         if (older_first) set_paces(p_.sm_of_slot(e.slot), e.time);
         continue;
       }
-      // Its next moment: K_j and V_j at position j, or the stores at kv_end.
-      r.moment = r.j == r.kv_end ? kFinish : kStep;
+      // Its next moment: step j at position j, or the stores after the last.
+      r.moment = r.j == r.steps ? kFinish : kStep;
       push(e.slot);
     }
     return report(static_cast<std::int64_t>(std::ceil(end)));
   }
 
   GridReport report(std::int64_t steps) const {
-    GridReport r{p_, tensors_, std::vector<Bytes>(kTensors, 0), p_.resident_blocks(), steps,
-                 accesses_, l1_hits_};
+    GridReport r{p_,    tensors_, std::vector<Bytes>(tensors_.size(), 0), p_.resident_blocks(),
+                 steps, accesses_, l1_hits_};
     for (const detail::L2Cache& part : l2_) part.add_dirty(r.dirty_at_end);
     return r;
   }
 
-  void add(const char* name, Index rows, Index cols, DType dtype) {
+  // A tensor of `rows` rows of `cols` elements; returns its index.
+  int add(const char* name, Index rows, Index cols, DType dtype) {
     tensors_.push_back({name, dtype, cpu::checked_mul(rows, cols, "a tensor's elements")});
+    row_bytes_.push_back(cols * bytes_of(dtype));
+    return static_cast<int>(tensors_.size()) - 1;
   }
 
   // The bytes of the sectors that rows [row0, row0 + rows) of tensor t occupy.
@@ -296,62 +333,149 @@ class GridRun {
   }
 
   Index rows_of(Index tile, Index B) const { return std::min(B, p_.N - tile * B); }
-  Index head_of(Index block) const {
-    return p_.order ? p_.order(block).head : block / p_.query_tiles();
-  }
-  // The query tile block b runs: in grid order, causal kernels run the longest rows first.
-  Index query_tile_of(Index block) const {
-    if (p_.order) return p_.order(block).tile;
+  Index group_size() const { return p_.heads / p_.kv_head_count(); }  // query heads a KV head
+
+  // The (head, tile) block b owns: a query head's query tile in grid order, under the causal
+  // mask the longest rows first (the forward, the dQ kernel), or the kernel's own order; the
+  // main kernel's KV head and KV tile, in order.
+  BlockTile own_of(Index block) const {
+    if (p_.order) return p_.order(block);
+    if (p_.owns_kv_tiles()) return {block / p_.kv_tiles(), block % p_.kv_tiles()};
     const Index x = block % p_.query_tiles();
-    return p_.causal == cpu::Causal::none ? x : p_.query_tiles() - 1 - x;
+    return {block / p_.query_tiles(),
+            p_.causal == cpu::Causal::none ? x : p_.query_tiles() - 1 - x};
   }
-  Index kv_end_of(Index block) const {
+  // The main kernel: the first query tile that sees KV tile j (top-left: its first key's row).
+  Index first_query_tile(Index j) const {
+    return p_.causal == cpu::Causal::none ? 0 : j * p_.Bc / p_.Br;
+  }
+  // A block's steps: the KV tiles its query tile sees (the forward, the dQ kernel), or its
+  // group's (query head, query tile) pairs that see its KV tile (the main kernel).
+  Index steps_of(Index block) const {
+    const BlockTile own = own_of(block);
+    if (p_.owns_kv_tiles()) return group_size() * (p_.query_tiles() - first_query_tile(own.tile));
     if (p_.causal == cpu::Causal::none) return p_.kv_tiles();
-    const Index i = query_tile_of(block);
-    const Index last_row = i * p_.Br + rows_of(i, p_.Br);  // one past the tile's last query
-    return cpu::tile_count(last_row, p_.Bc);               // keys 0 .. last_row - 1
+    const Index last_row = own.tile * p_.Br + rows_of(own.tile, p_.Br);  // one past its last query
+    return cpu::tile_count(last_row, p_.Bc);                             // keys 0 .. last_row - 1
+  }
+  // Whether blocks a and b move the same tiles at every step (Group).
+  bool same_walk(Index a, Index b) const {
+    const BlockTile x = own_of(a), y = own_of(b);
+    if (x.head != y.head || steps_of(a) != steps_of(b)) return false;
+    return !p_.owns_kv_tiles() || first_query_tile(x.tile) == first_query_tile(y.tile);
+  }
+
+  // The rows of tile `tile` (of B rows) of head `head`, in a tensor with heads stacked.
+  TileMove tile(int tensor, Index head, Index tile, Index B, Move m, bool l1 = false) const {
+    return {tensor, head * p_.N + tile * B, rows_of(tile, B), m, l1};
+  }
+  // What a block moves at its start, at step s, and at its end (grid.hpp's table).
+  Moves start_moves(Index block) const {
+    const BlockTile own = own_of(block);
+    Moves m;
+    if (p_.owns_kv_tiles()) {
+      m.add(tile(t_.K, own.head, own.tile, p_.Bc, Move::read));
+      m.add(tile(t_.V, own.head, own.tile, p_.Bc, Move::read));
+      return m;
+    }
+    m.add(tile(t_.Q, own.head, own.tile, p_.Br, Move::read));
+    if (p_.pass == GridPass::backward_dq)
+      for (const int t : {t_.dO, t_.L, t_.D}) m.add(tile(t, own.head, own.tile, p_.Br, Move::read));
+    return m;
+  }
+  Moves step_moves(Index block, Index s) const {
+    const BlockTile own = own_of(block);
+    Moves m;
+    if (p_.owns_kv_tiles()) {
+      const Index first = first_query_tile(own.tile), count = p_.query_tiles() - first;
+      const Index head = own.head * group_size() + s / count, i = first + s % count;
+      for (const int t : {t_.Q, t_.dO, t_.L, t_.D}) m.add(tile(t, head, i, p_.Br, Move::read));
+      if (t_.accumulator >= 0) m.add(tile(t_.accumulator, head, i, p_.Br, Move::reduce));
+      return m;
+    }
+    const Index kv_head = own.head / group_size();
+    m.add(tile(t_.K, kv_head, s, p_.Bc, Move::read, /*l1=*/true));
+    m.add(tile(t_.V, kv_head, s, p_.Bc, Move::read, /*l1=*/true));
+    return m;
+  }
+  Moves end_moves(Index block) const {
+    const BlockTile own = own_of(block);
+    Moves m;
+    if (p_.owns_kv_tiles()) {
+      m.add(tile(t_.dK, own.head, own.tile, p_.Bc, Move::write));
+      m.add(tile(t_.dV, own.head, own.tile, p_.Bc, Move::write));
+    } else if (p_.pass == GridPass::backward_dq) {
+      m.add(tile(t_.dQ, own.head, own.tile, p_.Br, Move::write));
+    } else {
+      m.add(tile(t_.O, own.head, own.tile, p_.Br, Move::write));
+      m.add(tile(t_.L, own.head, own.tile, p_.Br, Move::write));
+    }
+    return m;
+  }
+
+  // One move by a block on SM `sm` (its L1, where there is one) of partition `part`.
+  void move(const TileMove& m, Index sm, Index part) {
+    if (m.move == Move::reduce) return reduce(m.tensor, m.row0, m.rows);
+    if (m.through_l1 && !l1_.empty()) return load_kv_tile(m.tensor, m.row0, m.rows, sm, part);
+    access(m.tensor, m.row0, m.rows, m.move == Move::write, part);
+  }
+  // A reduction into a tile (grid.hpp): done in the partition that is its first line's home,
+  // read from DRAM there where absent, then dirty; out of the SM go the bytes it adds.
+  void reduce(int t, Index row0, Index rows) {
+    tensors_[t].written += rows * row_bytes_[t];
+    detail::L2Cache& home = l2_[reduction_home(t, row0)];
+    const Bytes bytes = sector_bytes(t, row0, rows);
+    home.access(t, row0, bytes, /*write=*/false, tensors_);
+    home.access(t, row0, bytes, /*write=*/true, tensors_);
+    ++accesses_;
+  }
+  Index reduction_home(int t, Index row0) const {
+    const int P = static_cast<int>(p_.l2_partitions);
+    return P == 1 ? 0 : l2_line_home(t, row0, 0, p_.seed, P);
+  }
+  // Whether partition `part` holds every tile that the moves read or reduce into.
+  bool holds_all(const Moves& moves, Index part) const {
+    for (const TileMove& m : moves) {
+      if (m.move == Move::write) continue;
+      const Index where = m.move == Move::reduce ? reduction_home(m.tensor, m.row0) : part;
+      if (!l2_[where].holds(m.tensor, m.row0)) return false;
+    }
+    return true;
   }
 
   // Starts blocks first, first + 1, ... (at most `free` of them) as one group of blocks
-  // that run alike, loading each one's Q_i; returns how many started.
+  // that run alike, each moving its own tiles in; returns how many started.
   Index start(Index first, Index free) {
-    const Index head = head_of(first), end = kv_end_of(first);
     Index count = 1;
     if (group_alike_)
-      while (count < free && first + count < p_.blocks() && head_of(first + count) == head &&
-             kv_end_of(first + count) == end)
+      while (count < free && first + count < p_.blocks() && same_walk(first, first + count))
         ++count;
-    const Index group_size = p_.heads / p_.kv_head_count();
-    groups_.push_back({first, count, head, head / group_size, 0, end});
+    groups_.push_back({first, count, 0, steps_of(first)});
     for (Index k = 0; k < count && !l1_.empty(); ++k) {  // the slots freed first
       groups_.back().slots.push_back(free_slots_.front());
       free_slots_.pop_front();
     }
-    for (Index b = first; b < first + count; ++b) {
-      const Index i = query_tile_of(b);
-      access(kQ, head * p_.N + i * p_.Br, rows_of(i, p_.Br), /*write=*/false, p_.partition_of(b));
-    }
+    for (Index b = first; b < first + count; ++b)
+      for (const TileMove& m : start_moves(b)) move(m, 0, p_.partition_of(b));
     resident_ += count;
     return count;
   }
 
-  // K_j then V_j, block after block of the group, each in its own partition. In each round
-  // the next block of every partition that has one left loads both, in block order (the
-  // group's blocks alternate partitions, so this is their order); after it, a partition
-  // whose copies of both tiles are still resident books its remaining blocks as hits (an L2
-  // partition that holds two tiles), and the others go on one block per round, as they
+  // One step of a group: its first block's moves, block after block, each in its own
+  // partition. In each round the next block of every partition that has one left moves them
+  // all, in block order (the group's blocks alternate partitions, so this is their order);
+  // after it, a partition that still holds every tile read (and every reduced tile's home)
+  // books its remaining blocks as hits, and the others go on one block per round, as they
   // would without grouping.
-  void load_kv(const Group& g) {
-    const Index row0 = g.kv_head * p_.N + g.j * p_.Bc, rows = rows_of(g.j, p_.Bc);
+  void step(const Group& g) {
+    const Moves moves = step_moves(g.first_block, g.j);
     // Block by block, each through its SM's L1, or in its partition where a slot_partitions
     // map places the blocks (the rounds below take the group's blocks to alternate).
     if (!l1_.empty() || !p_.slot_partitions.empty()) {
       for (Index k = 0; k < g.count; ++k) {
         // (the slots are kept where there is an L1 only)
         const Index sm = l1_.empty() ? 0 : p_.sm_of_slot(g.slots[k]);
-        const Index part = p_.partition_of(g.first_block + k);
-        load_kv_tile(kK, row0, rows, sm, part);
-        load_kv_tile(kV, row0, rows, sm, part);
+        for (const TileMove& m : moves) move(m, sm, p_.partition_of(g.first_block + k));
       }
       return;
     }
@@ -362,40 +486,38 @@ class GridRun {
       for (Index k = 0; k < P; ++k) {
         const Index part = p_.partition_of(g.first_block + k);
         if (left[part] == 0) continue;
-        access(kK, row0, rows, /*write=*/false, part);
-        access(kV, row0, rows, /*write=*/false, part);
+        for (const TileMove& m : moves) move(m, 0, part);
         --left[part], --remaining;
       }
       for (Index part = 0; part < P; ++part) {
-        if (left[part] == 0 || !l2_[part].holds(kK, row0) || !l2_[part].holds(kV, row0)) continue;
-        book_hits(kK, rows, left[part]);
-        book_hits(kV, rows, left[part]);
+        if (left[part] == 0 || !holds_all(moves, part)) continue;
+        for (const TileMove& m : moves) book_hits(m, left[part]);
         remaining -= left[part], left[part] = 0;
       }
     }
   }
 
-  // `count` loads of a resident tile: bytes into the SMs, nothing at DRAM, no change of order.
-  void book_hits(int t, Index rows, Index count) {
-    tensors_[t].read += rows * row_bytes_[t] * count;
+  // `count` more moves of a resident tile: bytes across the SMs' boundary (read in, or a
+  // reduction's written out), nothing at DRAM, no change of order.
+  void book_hits(const TileMove& m, Index count) {
+    const Bytes bytes = m.rows * row_bytes_[m.tensor] * count;
+    (m.move == Move::read ? tensors_[m.tensor].read : tensors_[m.tensor].written) += bytes;
   }
 
-  // Blocks whose last KV tile is done store O_i and L_i and free their slots.
+  // Blocks whose last step is done move their results out and free their slots.
   void finish_done() {
     for (const Group& g : groups_) {
-      if (g.j < g.kv_end) continue;
-      for (Index b = g.first_block; b < g.first_block + g.count; ++b) {
-        const Index i = query_tile_of(b), row0 = g.head * p_.N + i * p_.Br;
-        access(kO, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
-        access(kL, row0, rows_of(i, p_.Br), /*write=*/true, p_.partition_of(b));
-      }
+      if (g.j < g.steps) continue;
+      for (Index b = g.first_block; b < g.first_block + g.count; ++b)
+        for (const TileMove& m : end_moves(b)) move(m, 0, p_.partition_of(b));
       free_slots_.insert(free_slots_.end(), g.slots.begin(), g.slots.end());
       resident_ -= g.count;
     }
-    std::erase_if(groups_, [](const Group& g) { return g.j >= g.kv_end; });
+    std::erase_if(groups_, [](const Group& g) { return g.j >= g.steps; });
   }
 
   const GridProblem& p_;
+  TensorIds t_;
   std::vector<detail::L2Cache> l2_;  // one per partition
   bool group_alike_;
   std::vector<TensorTraffic> tensors_;
@@ -467,10 +589,12 @@ void check_block_log(const GridProblem& p) {
         "times: give a spread of 0",
         p.block_time_spread));
   if (Index(p.block_log.size()) != p.blocks())
-    throw cpu::InvalidArgument(
-        fmt::format("a block_log of {} blocks for a grid of {} ({} heads x {} query tiles): give "
-                    "one entry per block, in block order",
-                    p.block_log.size(), p.blocks(), p.heads, p.query_tiles()));
+    throw cpu::InvalidArgument(fmt::format(
+        "a block_log of {} blocks for a grid of {} ({} {}heads x {} {} tiles): give one entry "
+        "per block, in block order",
+        p.block_log.size(), p.blocks(), p.owns_kv_tiles() ? p.kv_head_count() : p.heads,
+        p.owns_kv_tiles() ? "KV " : "", p.owns_kv_tiles() ? p.kv_tiles() : p.query_tiles(),
+        p.owns_kv_tiles() ? "KV" : "query"));
   for (std::size_t b = 0; b < p.block_log.size(); ++b) {
     const LoggedBlock& e = p.block_log[b];
     if (e.sm < 0 || e.sm >= p.sm_count)
@@ -490,7 +614,28 @@ Index GridProblem::resident_blocks() const {
   return std::min(blocks(), cpu::checked_mul(sm_count, blocks_per_sm, "the resident blocks"));
 }
 
+// The passes' own rules (grid.hpp, "The backward's grids").
+void check_pass(const GridProblem& p) {
+  if (p.pass != GridPass::forward && p.pass != GridPass::backward_main &&
+      p.pass != GridPass::backward_main_deterministic && p.pass != GridPass::backward_dq)
+    throw cpu::InvalidArgument(
+        "an unknown grid pass: give forward, backward_main, backward_main_deterministic or "
+        "backward_dq");
+  if (p.pass == GridPass::forward) return;
+  if (p.l1_bytes != 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "an L1 of {} bytes with the {} pass, whose loads bypass the L1 (cp.async.cg, TMA): give "
+        "l1_bytes = 0",
+        p.l1_bytes, to_string(p.pass)));
+  if (p.order)
+    throw cpu::InvalidArgument(fmt::format(
+        "an order of blocks with the {} pass, whose kernel takes its blocks in grid order: give "
+        "none (the forward's fa3 has a scheduler of its own)",
+        to_string(p.pass)));
+}
+
 void check(const GridProblem& p) {
+  check_pass(p);
   check_range("N", p.N, 1, kMaxN, "queries and keys per head");
   check_range("d", p.d, 1, kMaxD, "the head dimension");
   check_range("heads", p.heads, 1, kMaxHeads, "query heads times batch");
@@ -594,6 +739,16 @@ std::vector<Index> scattered_partitions(Index sm_count, Index partitions, std::u
     std::swap(map[std::size_t(i)], map[std::size_t(c[0] % std::uint32_t(i + 1))]);
   }
   return map;
+}
+
+std::string_view to_string(GridPass pass) {
+  switch (pass) {
+    case GridPass::forward: return "forward";
+    case GridPass::backward_main: return "backward_main";
+    case GridPass::backward_main_deterministic: return "backward_main_deterministic";
+    case GridPass::backward_dq: return "backward_dq";
+  }
+  return "unknown";
 }
 
 std::string_view to_string(GridSchedule schedule) {

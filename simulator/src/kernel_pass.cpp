@@ -72,6 +72,22 @@ std::optional<CompulsoryDram> compulsory_dram(const PassReport& report, Bytes di
   return all;
 }
 
+std::optional<std::vector<LaunchDram>> predicted_dram(const PassReport& report,
+                                                      const HardwareProfile& gpu) {
+  std::vector<LaunchDram> launches;
+  for (const Launch& l : report.launches) {
+    if (l.grid) {
+      const GridReport g = run_grid(paced_on_gpu(gpu, *l.grid));
+      launches.push_back({g.dram_read(), g.dram_written(), true});
+      continue;
+    }
+    if (l.reads.empty() && l.writes.empty()) return std::nullopt;
+    const CompulsoryDram floor = compulsory_dram(l, l2_dirty_room(gpu));
+    launches.push_back({floor.read, floor.written, false});
+  }
+  return launches;
+}
+
 Bound roofline(const PassReport& report, const HardwareProfile& profile) {
   return roofline(report.ops, report.bytes_total(), profile);
 }

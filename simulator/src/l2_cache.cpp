@@ -59,6 +59,7 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
           capacity_, kMaxSetsL2Bytes));
     sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (kL2Ways * kL2LineBytes)));
     ways_.assign(sets_ * kL2Ways, Way{});
+    tags_.assign(ways_.size(), 0);
   }
 }
 
@@ -69,9 +70,13 @@ std::size_t L2Cache::set_of(std::uint64_t key, std::int64_t line) const {
 }
 
 const L2Cache::Way* L2Cache::find_line(std::uint64_t key, std::int64_t line) const {
-  const Way* set = &ways_[set_of(key, line) * kL2Ways];
-  for (int w = 0; w < kL2Ways; ++w)
-    if (set[w].tensor >= 0 && set[w].key == key && set[w].line == line) return &set[w];
+  const std::size_t first = set_of(key, line) * kL2Ways;
+  const std::uint32_t tag = tag_of(key, line);
+  for (std::size_t w = first; w < first + kL2Ways; ++w) {
+    if (tags_[w] != tag) continue;  // the tags filter; the way itself decides
+    const Way& way = ways_[w];
+    if (way.tensor >= 0 && way.key == key && way.line == line) return &way;
+  }
   return nullptr;
 }
 
@@ -132,6 +137,7 @@ void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
     in_use_ -= victim->bytes;
   }
   *victim = way;
+  tags_[std::size_t(victim - ways_.data())] = tag_of(way.key, way.line);
   victim->used = ++clock_;
   if (way.dirty) victim->dirtied = became_dirty(way.key, way.line, way.bytes);
   in_use_ += way.bytes;
@@ -348,6 +354,7 @@ void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
 
 void L2Cache::clear() {
   ways_.assign(ways_.size(), Way{});
+  tags_.assign(tags_.size(), 0);
   lru_.clear();
   resident_.clear();
   where_.clear();

@@ -172,6 +172,14 @@ class L2Cache {
   const L2Observer* observer_ = nullptr;
   std::size_t sets_ = 0;                  // sets policy: S sets of kL2Ways ways
   std::vector<Way> ways_;                 // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
+  // Beside each way, a 32-bit tag of its (key, line) (tag_of): a lookup scans a set's 16 tags,
+  // one cache line of the host's, and reads a way only where its tag matches. A filter for
+  // speed: the way's own fields decide (an empty way's tag is 0, which a line's may also be).
+  std::vector<std::uint32_t> tags_;
+  static std::uint32_t tag_of(std::uint64_t key, std::int64_t line) {
+    return static_cast<std::uint32_t>(
+        (key ^ (static_cast<std::uint64_t>(line) * 0x9E3779B97F4A7C15ull)) >> 32);
+  }
   std::uint64_t clock_ = 0;               // line touches so far
   Bytes dirty_cap_;                       // 0: no cap
   Bytes dirty_bytes_ = 0;                 // held dirty now

@@ -8,6 +8,8 @@
 
 #include "flashlab/cpu/checked.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -30,6 +32,10 @@ struct Live {
 
 Live worst_pair(const GridProblem& p) {
   check(p);
+  if (p.pass != GridPass::forward)
+    throw cpu::InvalidArgument(fmt::format(
+        "the L2 crossover's closed form is the forward grid's: run the {} pass through run_grid",
+        to_string(p.pass)));
   const Index R = p.resident_blocks(), blocks = p.blocks(), Tr = p.query_tiles();
   const Index group = p.heads / p.kv_head_count(), P = p.l2_partitions;
   const auto kv_head = [&](Index block) { return block / Tr / group; };

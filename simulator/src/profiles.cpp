@@ -250,6 +250,15 @@ GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {
   return g;
 }
 
+GridProblem paced_on_gpu(const HardwareProfile& gpu, GridProblem g) {
+  g = on_gpu(gpu, std::move(g));
+  if (gpu.older_block_lead > 0 && g.l1_bytes == 0) {
+    g.schedule = GridSchedule::older_first;
+    g.older_block_lead = gpu.older_block_lead;
+  }
+  return g;
+}
+
 GridProblem with_replacement(const HardwareProfile& gpu, GridProblem g, L2Replacement replacement) {
   g.replacement = replacement;
   g.l2_home_copies = gpu.l2_home_copies && replacement == L2Replacement::sets;

@@ -124,6 +124,38 @@
 // heads re-read from N = 7,488 (h = 6) and one head from N = 49,088 with blocks alternating,
 // from 8,960 (h = 5) and 49,664 with the placement measured on the H200
 // (tests/simulator/test_grid_l2.cpp runs the grid at these N).
+//
+// The backward's grids (GridProblem::pass; the kernels as backward_kernel_program.cpp counts
+// them). Everything above holds, with the blocks' moves of each pass:
+//
+//   pass                a block owns                  at its start      a step             at its end
+//   forward             query tile i of a head        Q_i               K_j, V_j           O_i, L_i
+//   backward_main       KV tile j of a KV head        K_j, V_j          Q_i, dO_i, L_i,    dK_j, dV_j
+//                                                                       D_i; dQ_i reduced
+//   backward_main_      the same                      K_j, V_j          Q_i, dO_i, L_i,    dK_j, dV_j
+//     deterministic                                                     D_i
+//   backward_dq         query tile i of a head        Q_i, dO_i, L_i,   K_j, V_j           dQ_i
+//                                                     D_i
+//
+// The main kernel's block b = kv_head x Tc + j (its blockIdx.x is the KV tile, in order: under
+// the causal mask tile 0, which the most queries see, first). Its steps go through the query
+// heads of its GQA group one after the other, and for each through the query tiles that see
+// tile j, from the first, floor(j Bc / Br) under the mask (0 without), to Tr - 1: step s is
+// query tile first + s mod count of the group's query head floor(s / count), count = Tr -
+// first. So under the mask the blocks of a wave that start together walk the same query
+// tiles of their first query head 2 steps apart at Bc = 2 Br (block j + 1 reads tile i two
+// steps before block j), those of the group's h-th head 2 (h + 1) steps apart (each block's
+// count is 2 shorter than the one before it). Blocks of later waves start as earlier ones
+// end, each at its own step: the grid runs them as they come.
+// The reduction of dS K_j into dQ_i (the atomic mode's red.global.add into the fp32 dQ
+// accumulator) is done in the L2: the tile's lines are read from DRAM if the L2 lacks them,
+// then held dirty. All of a tile's reductions meet in one partition, the home of its first line
+// (l2_line_home), where the L2 keeps the one copy that every SM adds to: a line of the
+// accumulator never sits dirty in two partitions. Into the SMs a reduction brings nothing; it
+// is booked as the bytes it writes. The deterministic mode's dQ kernel runs the forward's grid
+// (its last query tile first under the mask) with the dQ kernel's own tiles and its moves. The
+// backward's loads bypass the L1 (cp.async.cg, TMA) and no kernel of it has a scheduler of its
+// own: l1_bytes is 0 and order is empty there. The crossover's closed form is the forward's.
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
@@ -148,6 +180,15 @@ namespace flashlab::sim {
 // likely, drawn from Philox4x32-10 keyed by the problem's seed (random), or 128-byte lines in
 // hashed sets, LRU within each (sets): L2Replacement, flashlab/sim/l2_policy.hpp.
 
+// Which kernel's grid, and so which tiles its blocks move (above, "The backward's grids").
+enum class GridPass {
+  forward,                      // FlashAttention-2's forward (and fa3's, with its order)
+  backward_main,                // the backward's main kernel, dQ reduced into the accumulator
+  backward_main_deterministic,  // the same without the reductions (the deterministic mode)
+  backward_dq,                  // the deterministic mode's dQ kernel
+};
+std::string_view to_string(GridPass pass);
+
 // How the resident blocks advance through their KV tiles (above).
 enum class GridSchedule {
   lockstep,  // together, one KV step at a time
@@ -171,6 +212,7 @@ struct BlockTile {
 };
 
 struct GridProblem {
+  GridPass pass = GridPass::forward;
   cpu::Index N = 1024;  // queries and keys per head
   cpu::Index d = 128;   // head dimension
   DType dtype = DType::bf16;
@@ -230,7 +272,14 @@ struct GridProblem {
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
   cpu::Index kv_tiles() const { return cpu::tile_count(N, Bc); }     // Tc
-  cpu::Index blocks() const { return heads * query_tiles(); }
+  // A block per (head, query tile), or per (KV head, KV tile) for the backward's main kernel.
+  cpu::Index blocks() const {
+    return owns_kv_tiles() ? kv_head_count() * kv_tiles() : heads * query_tiles();
+  }
+  // Whether a block owns a KV tile (the backward's main kernel) rather than a query tile.
+  bool owns_kv_tiles() const {
+    return pass == GridPass::backward_main || pass == GridPass::backward_main_deterministic;
+  }
   // R: the blocks resident at once.
   cpu::Index resident_blocks() const;
   Bytes partition_bytes() const { return l2_bytes / l2_partitions; }
@@ -256,7 +305,8 @@ std::vector<cpu::Index> scattered_partitions(cpu::Index sm_count, cpu::Index par
 // in six take 2.7 times the median's time per tile.
 inline constexpr double kMaxBlockTimeSpread = 1.0;
 
-// Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
+// Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless the
+// pass is one of GridPass's (and, for the backward's, l1_bytes is 0 and order empty),
 // 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
 // blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64,
 // 0 <= l2_dirty_cap <= partition_bytes(),
@@ -286,7 +336,7 @@ std::string_view to_string(L2EventKind kind);
 
 struct L2Event {
   L2EventKind kind;
-  int tensor;         // index into the report's tensors (Q, K, V, O, L)
+  int tensor;         // index into the report's tensors (forward: Q, K, V, O, L)
   cpu::Index row0;    // the tile's first row in its tensor (heads stacked: head h at h N)
   Bytes bytes;        // sectors the tile occupies, in bytes
   bool write;         // for hit, miss, allocate, bypass: the access was a store
@@ -296,9 +346,12 @@ using L2Observer = std::function<void(const L2Event&)>;
 
 struct GridReport {
   GridProblem problem{};
-  // Q, K, V, O, L, heads stacked. read and written: bytes crossing into and out of the SMs
-  // (every block's tiles); dram_read and dram_written: what reached DRAM while the kernel
-  // ran (misses, and write-backs of evicted dirty tiles).
+  // The pass's tensors, heads stacked: forward Q, K, V, O, L; backward_main Q, K, V, dO, L,
+  // D, dQ accumulator, dK, dV (the deterministic mode's without the accumulator); backward_dq
+  // Q, K, V, dO, L, D, dQ (the names of the backward mirror's tensors). read and written:
+  // bytes crossing into and out of the SMs (every block's tiles; a reduction's are written);
+  // dram_read and dram_written: what reached DRAM while the kernel ran (misses, and
+  // write-backs of evicted dirty tiles).
   std::vector<TensorTraffic> tensors{};
   std::vector<Bytes> dirty_at_end{};  // per tensor: left dirty in the L2 when the grid ends
   cpu::Index resident_blocks = 0;     // R
@@ -347,8 +400,8 @@ struct L2Crossover {
   cpu::Index one_head_N = 0;
 };
 // problem.N is ignored; N ranges over multiples of Bc up to 2^22. Empty when live(N) stays
-// within the L2 there. The closed form is the non-causal grid's: a causal problem is
-// refused (cpu::InvalidArgument).
+// within the L2 there. The closed form is the non-causal forward grid's: a causal problem, or
+// a backward pass, is refused (cpu::InvalidArgument).
 std::optional<L2Crossover> l2_crossover(const GridProblem& problem);
 
 }  // namespace flashlab::sim

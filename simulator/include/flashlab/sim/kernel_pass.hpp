@@ -8,6 +8,7 @@
 //   r.tensor("dQ accumulator").read;   r.bytes_total();   r.launches[1].blocks;
 #pragma once
 
+#include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/machine.hpp"
 #include "flashlab/sim/profiles.hpp"
 
@@ -44,6 +45,11 @@ struct Launch {
   // lines are read too: the L2 fetches a line to add to it): what compulsory_dram takes.
   // Empty where the mirror does not book it.
   std::vector<Footprint> reads{}, writes{};
+  // The launch's grid as the grid model runs it (grid.hpp): its blocks, the tiles they move
+  // and their order, without a GPU (predicted_dram puts it on one). Absent where the mirror
+  // gives none (the pre- and post-kernels, whose blocks each read their own rows once; a
+  // problem the grid model does not take, N_q != N_k).
+  std::optional<GridProblem> grid{};
 };
 
 // One HBM tensor of the pass and the bytes its kernels move across its boundary.
@@ -87,6 +93,19 @@ struct CompulsoryDram {
 };
 CompulsoryDram compulsory_dram(const Launch& launch, Bytes dirty_room);
 std::optional<CompulsoryDram> compulsory_dram(const PassReport& report, Bytes dirty_room);
+
+// DRAM bytes from a cold L2, launch by launch, as predicted: where the launch has a grid, the
+// grid model's (run_grid on paced_on_gpu(gpu, grid): the L2's partitions, its sets, the blocks
+// as the GPU places and paces them), what reached DRAM while the kernel ran, which is what the
+// kernel's counters see; else compulsory_dram's floor with the GPU's dirty room. Nothing where
+// a launch of the pass has neither. Runs every block's every move through the model: seconds
+// for the backward at 16 heads, N = 65,536.
+struct LaunchDram {
+  Bytes read = 0, written = 0;
+  bool from_grid = false;  // the grid model's figures, not the floor
+};
+std::optional<std::vector<LaunchDram>> predicted_dram(const PassReport& report,
+                                                      const HardwareProfile& gpu);
 
 // t >= max(matrix FLOPs / throughput, exps / exp throughput, bytes / HBM bandwidth), as
 // roofline() for a forward program.

@@ -136,6 +136,12 @@ std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int
 // for g.blocks_per_sm (measured_slot_partitions). The kernel's own fields (shape, tiles,
 // occupancy, order, L1) are g's, untouched.
 GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g);
+// on_gpu, and the blocks paced as the profile measured them: the older of an SM's blocks ahead
+// (GridSchedule::older_first, older_block_lead) where the profile has measured a lead and the
+// kernel's K and V bypass the L1 (g.l1_bytes = 0: blocks that share them through their SM's
+// L1 stay in step, the one behind hitting there); g's own schedule elsewhere. What `flashlab
+// compare` runs a grid on.
+GridProblem paced_on_gpu(const HardwareProfile& gpu, GridProblem g);
 // g (on `gpu`) under another replacement than the profile's, to study the policies: the
 // profile's home copies stay where that replacement can hold them (hashed sets) and go where
 // it cannot.

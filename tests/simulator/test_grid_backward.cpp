@@ -1,0 +1,355 @@
+// The backward's grids through the shared L2 (flashlab/sim/grid.hpp, "The backward's grids"):
+// the main kernel's walk over its group's query tiles worked event by event, the reductions
+// in one partition, the second wave's re-reads worked by hand, the grids against the
+// backward mirror's counts and floor, and the mirror's launches run on a GPU's profile.
+#include "helpers.hpp"
+
+#include "flashlab/sim/backward_kernel.hpp"
+#include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/kernel_pass.hpp"
+#include "flashlab/sim/profiles.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace flashlab::sim::test {
+
+namespace {
+
+// Each event as "kind tensor row0 bytes", the tensor by the report's name.
+std::vector<std::string> events_of(const GridProblem& p) {
+  std::vector<L2Event> events;
+  const GridReport r = run_grid(p, [&](const L2Event& e) { events.push_back(e); });
+  std::vector<std::string> out;
+  for (const L2Event& e : events)
+    out.push_back(fmt::format("{} {} {} {}", to_string(e.kind), r.tensors.at(e.tensor).name,
+                              e.row0, e.bytes));
+  return out;
+}
+
+// The events of one tensor, without it: "kind row0".
+std::vector<std::string> events_of(const std::vector<std::string>& all, const std::string& name) {
+  std::vector<std::string> out;
+  for (const std::string& e : all) {
+    const auto space = e.find(' ');
+    const std::string rest = e.substr(space + 1);
+    if (rest.starts_with(name + " ")) {
+      const std::string row_bytes = rest.substr(name.size() + 1);
+      out.push_back(e.substr(0, space) + " " + row_bytes.substr(0, row_bytes.find(' ')));
+    }
+  }
+  return out;
+}
+
+std::ptrdiff_t position(const std::vector<std::string>& events, const std::string& event) {
+  const auto it = std::find(events.begin(), events.end(), event);
+  REQUIRE_MESSAGE(it != events.end(), "no event " << event);
+  return it - events.begin();
+}
+
+// The problem run grouped (no observer) and block by block (an observer): the same counts.
+void check_grouping_changes_no_count(const GridProblem& p) {
+  const GridReport grouped = run_grid(p);
+  const GridReport alone = run_grid(p, [](const L2Event&) {});
+  REQUIRE(grouped.tensors.size() == alone.tensors.size());
+  for (std::size_t t = 0; t < grouped.tensors.size(); ++t) {
+    CAPTURE(grouped.tensors[t].name);
+    CHECK(grouped.tensors[t].read == alone.tensors[t].read);
+    CHECK(grouped.tensors[t].written == alone.tensors[t].written);
+    CHECK(grouped.tensors[t].dram_read == alone.tensors[t].dram_read);
+    CHECK(grouped.tensors[t].dram_written == alone.tensors[t].dram_written);
+    CHECK(grouped.dirty_at_end[t] == alone.dirty_at_end[t]);
+  }
+  CHECK(grouped.steps == alone.steps);
+}
+
+Bytes footprint(const std::vector<Footprint>& f) {
+  Bytes total = 0;
+  for (const Footprint& x : f) total += x.bytes;
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("backward grid: the main kernel's causal walk over its GQA group, event by event") {
+  // N = 8 in query tiles of 2 rows (Tr = 4) and KV tiles of 4 keys (Tc = 2), 2 query heads
+  // over 1 KV head, d = 16 in bf16 (a row is one 32-byte sector), top-left: 2 blocks, one
+  // wave. Block 0 (keys 0..3) is seen by query tiles 0..3: 4 steps a query head, 8 in all;
+  // block 1 (keys 4..7) by tiles 2 and 3 only: 4 steps. An L2 that holds everything.
+  const GridProblem p{.pass = GridPass::backward_main,
+                      .N = 8,
+                      .d = 16,
+                      .heads = 2,
+                      .kv_heads = 1,
+                      .causal = cpu::Causal::top_left,
+                      .Br = 2,
+                      .Bc = 4,
+                      .blocks_per_sm = 1,
+                      .sm_count = 2,
+                      .l2_bytes = 1 << 20};
+  const std::vector<std::string> all = events_of(p);
+  // Q of head h, tile i at row 8 h + 2 i: block 0 then block 1 at each step until block 1
+  // ends after its fourth; the tiles block 1 read first are hits for block 0 two steps on.
+  CHECK(events_of(all, "Q") == std::vector<std::string>{"miss 0",  "miss 4",  "miss 2",
+                                                        "miss 6",  "hit 4",   "miss 12",
+                                                        "hit 6",   "miss 14", "miss 8",
+                                                        "miss 10", "hit 12",  "hit 14"});
+  // Each reduction reads the accumulator's tile (from DRAM the first time) and writes it.
+  CHECK(events_of(all, "dQ accumulator") ==
+        std::vector<std::string>{"miss 0",  "hit 0",  "miss 4", "hit 4",  "miss 2",  "hit 2",
+                                 "miss 6",  "hit 6",  "hit 4",  "hit 4",  "miss 12", "hit 12",
+                                 "hit 6",   "hit 6",  "miss 14", "hit 14", "miss 8",  "hit 8",
+                                 "miss 10", "hit 10", "hit 12", "hit 12", "hit 14",  "hit 14"});
+  // K and V at each block's start; dK and dV at its end: block 1's after its fourth step's
+  // reduction, before block 0 goes on to head 1's tile 0.
+  CHECK(events_of(all, "K") == std::vector<std::string>{"miss 0", "miss 4"});
+  CHECK(position(all, "allocate dK 4 128") > position(all, "miss dQ accumulator 14 128"));
+  CHECK(position(all, "allocate dK 4 128") < position(all, "miss Q 8 64"));
+  CHECK(position(all, "allocate dV 0 128") == std::ptrdiff_t(all.size()) - 1);
+  // Into the SMs: the 12 steps' Q, dO, L and D; out: their reductions and dK, dV.
+  const GridReport r = run_grid(p);
+  CHECK(r.tensor("Q").read == 12 * 64);
+  CHECK(r.tensor("L").read == 12 * 2 * 4);
+  CHECK(r.tensor("dQ accumulator").written == 12 * 2 * 16 * 4);
+  CHECK(r.tensor("dK").written == 8 * 32);
+  CHECK(r.steps == 8);
+  // From DRAM every tile once; nothing written while it ran; dK, dV and the accumulator left
+  // dirty.
+  CHECK(r.tensor("Q").dram_read == 2 * 8 * 32);
+  CHECK(r.tensor("dQ accumulator").dram_read == 2 * 8 * 16 * 4);
+  CHECK(r.dram_written() == 0);
+  CHECK(r.left_dirty() == 2 * 8 * 32 + 2 * 8 * 16 * 4);
+}
+
+TEST_CASE("backward grid: a second wave reads its query tiles again when a sweep outgrows the L2") {
+  // One head, N = 8 in tiles of 2 (Tr = Tc = 4), d = 16 bf16, no mask, 2 SMs of one block: 2
+  // waves of 2 blocks, each sweeping query tiles 0..3. A step moves Q, dO (64 bytes each), L,
+  // D (8 bytes each, in a 32-byte sector) and the accumulator's tile (128): 320 bytes; K and
+  // V are 64 bytes a tile.
+  GridProblem p{.pass = GridPass::backward_main,
+                .N = 8,
+                .d = 16,
+                .Br = 2,
+                .Bc = 2,
+                .blocks_per_sm = 1,
+                .sm_count = 2,
+                .l2_bytes = 1 << 20};
+  const Bytes sweep = 4 * 320, kv = 4 * 2 * 64;
+  {
+    // All of it fits: every tile once; the accumulator dirty once, and dK, dV.
+    const GridReport r = run_grid(p);
+    CHECK(r.dram_read() == sweep + kv);
+    CHECK(r.dram_written() == 0);
+    CHECK(r.left_dirty() == 4 * 128 + kv);
+    CHECK(r.tensor("Q").read == 4 * 4 * 64);  // each block reads every Q tile
+  }
+  {
+    // 400 bytes hold one step, not a sweep: the second wave's tiles were touched a whole
+    // sweep ago, so each comes from DRAM again (the wave's second block still hits the first
+    // block's, a step's 320 bytes back). The accumulator's tiles were written back before
+    // the second wave reads them; written back or left dirty, each of its 8 dirty spells
+    // and the 4 blocks' dK and dV reach DRAM once.
+    p.l2_bytes = 400;
+    const GridReport r = run_grid(p);
+    CHECK(r.dram_read() == 2 * sweep + kv);
+    CHECK(r.dram_written() + r.left_dirty() == 2 * 4 * 128 + kv);
+    check_grouping_changes_no_count(p);
+  }
+}
+
+TEST_CASE("backward grid: an accumulator tile's reductions meet in its first line's home") {
+  // Blocks alternate partitions (b mod 2); the reductions of every block go to the one
+  // partition that is the tile's home, so no line of it is dirty twice.
+  const GridProblem p{.pass = GridPass::backward_main,
+                      .N = 64,
+                      .d = 32,
+                      .heads = 4,
+                      .kv_heads = 2,
+                      .causal = cpu::Causal::top_left,
+                      .Br = 8,
+                      .Bc = 16,
+                      .blocks_per_sm = 1,
+                      .sm_count = 4,
+                      .l2_bytes = 1 << 20,
+                      .l2_partitions = 2,
+                      .seed = 7};
+  int accumulator = -1, q = -1;
+  std::vector<L2Event> events;
+  const GridReport r = run_grid(p, [&](const L2Event& e) { events.push_back(e); });
+  for (std::size_t t = 0; t < r.tensors.size(); ++t) {
+    if (r.tensors[t].name == "dQ accumulator") accumulator = int(t);
+    if (r.tensors[t].name == "Q") q = int(t);
+  }
+  REQUIRE(accumulator >= 0);
+  bool q_in_both[2] = {false, false};
+  int reductions = 0;
+  for (const L2Event& e : events) {
+    if (e.tensor == q) q_in_both[e.partition] = true;
+    if (e.tensor != accumulator) continue;
+    ++reductions;
+    CHECK(e.partition == l2_line_home(accumulator, e.row0, 0, p.seed, 2));
+  }
+  CHECK(q_in_both[0]);
+  CHECK(q_in_both[1]);
+  CHECK(reductions > 0);
+  const Bytes accumulator_bytes = 4 * 64 * 32 * 4;
+  CHECK(r.dirty_at_end.at(std::size_t(accumulator)) == accumulator_bytes);
+  CHECK(r.tensor("dQ accumulator").dram_read == accumulator_bytes);
+}
+
+TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and its SM bytes") {
+  // Every tile once from DRAM is the floor of the mirror's launch, and every block's moves
+  // are the mirror's bytes of that kernel, on shapes whose fp32 rows fill whole sectors
+  // (N a multiple of 8: each head's L and D start on a sector).
+  for (const Index n : {8, 200, 1024})
+    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left})
+      for (const bool deterministic : {false, true})
+        for (const Index kv_heads : {1, 2, 4}) {
+          const BackwardShape s{.batch = 2,
+                                .heads_q = 4,
+                                .heads_kv = kv_heads,
+                                .n_q = n,
+                                .n_k = n,
+                                .d = 64,
+                                .causal = causal};
+          const BackwardKernelFacts f{.Br = 64,
+                                      .Bc = 128,
+                                      .deterministic = deterministic,
+                                      .dq_Br = 64,
+                                      .dq_Bc = 64,
+                                      .dq_blocks_per_sm = 2};
+          CAPTURE(n);
+          CAPTURE(cpu::to_string(causal));
+          CAPTURE(deterministic);
+          CAPTURE(kv_heads);
+          const PassReport m = count_backward_kernel(s, f);
+          const Launch& main = m.launch("main");
+          REQUIRE(main.grid);
+          GridProblem g = *main.grid;
+          g.sm_count = 8;
+          g.l2_bytes = Bytes{1} << 30;
+          const GridReport r = run_grid(g);
+          CHECK(r.dram_read() == footprint(main.reads));
+          CHECK(r.left_dirty() == footprint(main.writes));
+          CHECK(r.dram_written() == 0);
+          const Bytes b = 2, rows = 2 * 4 * n;  // B H_q N query rows
+          CHECK(r.tensor("dO").read ==
+                m.tensor("dO").read - rows * 64 * b - (deterministic ? rows * 64 * b : 0));
+          if (!deterministic) {
+            CHECK(r.tensor("Q").read == m.tensor("Q").read);
+            CHECK(r.tensor("K").read == m.tensor("K").read);
+            CHECK(r.tensor("L").read == m.tensor("L").read);
+            CHECK(r.tensor("dQ accumulator").written ==
+                  m.tensor("dQ accumulator").written - rows * 64 * 4);
+            continue;
+          }
+          // The dQ kernel's grid: its own tiles, Q, dO, L, D a block, K and V a step, dQ.
+          const Launch& dq = m.launch("dQ");
+          REQUIRE(dq.grid);
+          GridProblem h = *dq.grid;
+          CHECK(h.pass == GridPass::backward_dq);
+          CHECK(h.Bc == 64);
+          CHECK(h.blocks_per_sm == 2);
+          h.sm_count = 8;
+          h.l2_bytes = Bytes{1} << 30;
+          const GridReport d = run_grid(h);
+          CHECK(d.dram_read() == footprint(dq.reads));
+          CHECK(d.left_dirty() == footprint(dq.writes));
+          CHECK(d.tensor("K").read + r.tensor("K").read == m.tensor("K").read);
+          CHECK(d.tensor("Q").read + r.tensor("Q").read == m.tensor("Q").read);
+          CHECK(d.tensor("dQ").written == m.tensor("dQ").written);
+        }
+}
+
+TEST_CASE("backward grid: grouping blocks that walk alike changes no count") {
+  std::mt19937_64 rng(20261204);
+  std::uniform_int_distribution<Index> pick(0, 1 << 20);
+  const GridPass passes[] = {GridPass::backward_main, GridPass::backward_main_deterministic,
+                             GridPass::backward_dq};
+  for (int k = 0; k < 60; ++k) {
+    const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
+    const GridProblem p{.pass = passes[k % 3],
+                        .N = Index{1} + pick(rng) % 100,
+                        .d = 8 * (1 + pick(rng) % 4),
+                        .heads = kv_heads * group,
+                        .kv_heads = kv_heads,
+                        .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
+                        .Br = 8 * (1 + pick(rng) % 4),
+                        .Bc = 8 * (1 + pick(rng) % 4),
+                        .blocks_per_sm = 1 + pick(rng) % 2,
+                        .sm_count = 1 + pick(rng) % 5,
+                        .l2_bytes = 256 + pick(rng) % 16384,
+                        .l2_partitions = 1 + pick(rng) % 3};
+    CAPTURE(to_string(p.pass));
+    CAPTURE(p.N);
+    CAPTURE(p.l2_bytes);
+    check_grouping_changes_no_count(p);
+  }
+}
+
+TEST_CASE("backward grid: the mirror's launches, on a GPU's profile") {
+  const HardwareProfile& h200 = find_profile("h200");
+  const BackwardShape s{.heads_q = 4, .heads_kv = 2, .n_q = 512, .n_k = 512, .d = 128,
+                        .causal = cpu::Causal::bottom_right};
+  const PassReport r = count_backward_kernel(s, {.Br = 64, .Bc = 128});
+  const Launch& main = r.launch("main");
+  REQUIRE(main.grid);
+  CHECK(main.grid->pass == GridPass::backward_main);
+  CHECK(main.grid->causal == cpu::Causal::top_left);  // N_q = N_k: the same mask
+  CHECK(main.grid->heads == 4);
+  CHECK(main.grid->kv_heads == 2);
+  CHECK(main.grid->blocks() == main.blocks);
+  CHECK_FALSE(r.launch("pre (D)").grid);
+  // The main kernel's from its grid, the others' floors; on the H200 everything here fits.
+  const auto dram = predicted_dram(r, h200);
+  REQUIRE(dram);
+  REQUIRE(dram->size() == 3);
+  CHECK_FALSE((*dram)[0].from_grid);
+  CHECK((*dram)[1].from_grid);
+  CHECK_FALSE((*dram)[2].from_grid);
+  const Bytes room = l2_dirty_room(h200);
+  for (std::size_t k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    CHECK((*dram)[k].read == compulsory_dram(r.launches[k], room).read);
+  }
+  // N_q != N_k: no grid; the floor throughout.
+  BackwardShape other = s;
+  other.n_q = 500;
+  const PassReport o = count_backward_kernel(other, {.Br = 64, .Bc = 128});
+  CHECK_FALSE(o.launch("main").grid);
+  const auto floors = predicted_dram(o, h200);
+  REQUIRE(floors);
+  CHECK(std::none_of(floors->begin(), floors->end(),
+                     [](const LaunchDram& l) { return l.from_grid; }));
+  // Run on the H200: its partitions and placement, older blocks first where K and V bypass
+  // the L1.
+  const GridProblem g = paced_on_gpu(h200, *main.grid);
+  CHECK(g.l2_partitions == h200.l2_partitions);
+  CHECK(g.schedule == GridSchedule::older_first);
+  CHECK(g.older_block_lead == h200.older_block_lead);
+  GridProblem through_l1{.l1_bytes = 4096};
+  CHECK(paced_on_gpu(h200, through_l1).schedule == GridSchedule::lockstep);
+}
+
+TEST_CASE("backward grid: what a backward pass cannot take is refused with what would be right") {
+  GridProblem p{.pass = GridPass::backward_main, .N = 64, .Br = 16, .Bc = 16};
+  p.l1_bytes = 1024;
+  CHECK(contains(message_of([&] { run_grid(p); }), "bypass the L1"));
+  p.l1_bytes = 0;
+  p.order = [](Index b) { return BlockTile{0, b}; };
+  CHECK(contains(message_of([&] { run_grid(p); }), "takes its blocks in grid order"));
+  p.order = {};
+  CHECK(contains(message_of([&] { l2_crossover(p); }), "run the backward_main pass through run_grid"));
+  p.schedule = GridSchedule::logged;
+  p.block_log = {{0, 0, 1}};
+  CHECK(contains(message_of([&] { run_grid(p); }), "(1 KV heads x 4 KV tiles)"));
+  p.pass = static_cast<GridPass>(9);
+  CHECK(contains(message_of([&] { run_grid(p); }), "an unknown grid pass"));
+}
+
+}  // namespace flashlab::sim::test
