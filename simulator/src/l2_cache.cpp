@@ -60,6 +60,7 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
     sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (kL2Ways * kL2LineBytes)));
     ways_.assign(sets_ * kL2Ways, Way{});
     tags_.assign(ways_.size(), 0);
+    used_.assign(ways_.size(), 0);
   }
 }
 
@@ -99,7 +100,7 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
       way->dirty = true;
       way->dirtied = became_dirty(key, j, way->bytes);
     }
-    way->used = ++clock_;
+    used_[index_of(way)] = ++clock_;
     if (write) write_back_past_cap(tensors);
     return true;
   }
@@ -110,7 +111,7 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
   bool from_home = false;
   if (homed_elsewhere && fetch)
     if (Way* copy = find_way(key | kHomeCopy, j)) {
-      copy->used = ++clock_;
+      used_[index_of(copy)] = ++clock_;
       from_home = true;
     }
   if (fetch && !from_home) tensors[tensor].dram_read += bytes;
@@ -122,12 +123,13 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
 }
 
 void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
-  Way* set = &ways_[set_of(way.key, way.line) * kL2Ways];
-  // The victim: an empty way if there is one, else the least recently used.
-  Way* victim = &set[0];
-  for (int w = 1; w < kL2Ways; ++w)
-    if (victim->tensor >= 0 && (set[w].tensor < 0 || set[w].used < victim->used))
-      victim = &set[w];
+  const std::size_t first = set_of(way.key, way.line) * kL2Ways;
+  // The victim: an empty way if there is one (used 0), else the least recently used; the
+  // set's stamps alone are read to find it.
+  std::size_t v = first;
+  for (std::size_t w = first + 1; w < first + kL2Ways && used_[v] != 0; ++w)
+    if (used_[w] < used_[v]) v = w;
+  Way* victim = &ways_[v];
   if (victim->tensor >= 0) {
     ++evictions_;
     if (victim->dirty) {
@@ -137,8 +139,8 @@ void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
     in_use_ -= victim->bytes;
   }
   *victim = way;
-  tags_[std::size_t(victim - ways_.data())] = tag_of(way.key, way.line);
-  victim->used = ++clock_;
+  tags_[v] = tag_of(way.key, way.line);
+  used_[v] = ++clock_;
   if (way.dirty) victim->dirtied = became_dirty(way.key, way.line, way.bytes);
   in_use_ += way.bytes;
 }
@@ -355,6 +357,7 @@ void L2Cache::flush(std::vector<TensorTraffic>& tensors) {
 void L2Cache::clear() {
   ways_.assign(ways_.size(), Way{});
   tags_.assign(tags_.size(), 0);
+  used_.assign(used_.size(), 0);
   lru_.clear();
   resident_.clear();
   where_.clear();

@@ -123,7 +123,6 @@ class L2Cache {
     int tensor = -1;        // -1: empty
     bool dirty = false;
     Bytes bytes = 0;
-    std::uint64_t used = 0;  // when last touched: the set's LRU order
     std::uint64_t dirtied = 0;  // when it last became dirty: its place in dirty_order_
   };
   void access_lines(int tensor, std::int64_t row0, Bytes bytes, bool write,
@@ -176,6 +175,10 @@ class L2Cache {
   // one cache line of the host's, and reads a way only where its tag matches. A filter for
   // speed: the way's own fields decide (an empty way's tag is 0, which a line's may also be).
   std::vector<std::uint32_t> tags_;
+  // Beside each way too, when it was last touched (the set's LRU order; 0: empty), so that
+  // finding a victim reads the set's 16 stamps and not its ways.
+  std::vector<std::uint64_t> used_;
+  std::size_t index_of(const Way* way) const { return std::size_t(way - ways_.data()); }
   static std::uint32_t tag_of(std::uint64_t key, std::int64_t line) {
     return static_cast<std::uint32_t>(
         (key ^ (static_cast<std::uint64_t>(line) * 0x9E3779B97F4A7C15ull)) >> 32);
