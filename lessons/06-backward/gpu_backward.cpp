@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 namespace flashlab::app {
@@ -237,7 +238,8 @@ void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
 
 // Where the L2 stops holding the backward's query tiles between visits: the DRAM reads
 // measured on the H200 (stored: measured_h200.hpp) beside the floor from a cold L2 of the
-// kernels' mirror (sim::compulsory_dram: each sector a launch reads, once).
+// kernels' mirror (sim::compulsory_dram: each sector a launch reads, once) and the grid model's
+// prediction (stored beside them: minutes to run at the longest rows).
 void dram_reads_measured(LessonContext& ctx) {
   namespace m = measured;
   ctx.step("Where the re-reads stop hitting in the L2, measured");
@@ -246,9 +248,13 @@ void dram_reads_measured(LessonContext& ctx) {
       "The re-reads above hit in the L2 as long as a query tile is still there when the next\n"
       "block comes for it. Below: the DRAM reads Nsight Compute measured over the three\n"
       "kernels (it empties the L2 before each), against what the kernels' mirror says each\n"
-      "launch must read from a cold L2 at the least: every sector of Q, K, V, dO, L, D and the\n"
-      "dQ accumulator once (`flashlab compare --pass backward --sweep`, docs/IO-LEVELS.md).\n\n");
-  Table t({"query / KV heads", "N", "floor", "measured", "measured / floor"}, {true});
+      "launch must read from a cold L2 at the least (every sector of Q, K, V, dO, L, D and the\n"
+      "dQ accumulator once), and against the grid model: the main kernel's blocks run as the\n"
+      "H200 runs them, in waves of one block an SM, through the L2's two partitions of hashed\n"
+      "sets (`flashlab compare --pass backward --sweep`, docs/IO-LEVELS.md).\n\n");
+  Table t({"query / KV heads", "N", "floor", "grid model", "measured", "measured / floor",
+           "measured / grid"},
+          {true});
   for (const m::BackwardDramRead& r : m::kBackwardDramRead) {
     BackwardRun run;
     run.heads = r.heads_q;
@@ -259,36 +265,70 @@ void dram_reads_measured(LessonContext& ctx) {
     const PassPrediction p = predict(run);
     const auto floor = sim::compulsory_dram(*p.report, sim::l2_dirty_room(h200));
     t.add({fmt::format("{} / {}", r.heads_q, r.heads_kv), fmt::format("{}", r.n),
-           sim::format_bytes(double(floor->read)), sim::format_bytes(r.read_bytes),
-           fmt::format("{:.3f}", r.read_bytes / double(floor->read))});
+           sim::format_bytes(double(floor->read)), sim::format_bytes(r.grid_bytes),
+           sim::format_bytes(r.read_bytes),
+           fmt::format("{:.3f}", r.read_bytes / double(floor->read)),
+           fmt::format("{:.3f}", r.read_bytes / r.grid_bytes)});
   }
   ctx.table(t);
   ctx.print("Measured: {}; {}; {}.\n\n", m::kBackwardDramReadSource.run,
             m::kBackwardDramReadSource.shape, m::kBackwardDramReadSource.tool);
-  // A block's step, for one query head of its group: Q and dO, L and D, and the fp32 dQ rows
-  // its reductions add to. Under the mask the block of KV tile j starts at query tile
-  // j Bc / Br, so a tile's next visit, by the block of tile j - 1, comes Bc / Br steps later.
-  // The group of the table's GQA rows (query heads over each KV head).
-  const auto gqa = std::find_if(m::kBackwardDramRead.begin(), m::kBackwardDramRead.end(),
-                                [](const auto& r) { return r.heads_kv != r.heads_q; });
-  const std::int64_t group = gqa->heads_q / gqa->heads_kv;
-  constexpr int kStepsBetweenVisits = bwd::kBc / bwd::kBr;
+  // Under the mask the first wave's block j walks query tiles (Bc / Br) j to Tr - 1 and ends
+  // after Tr - (Bc / Br) j steps, the last block (j = R - 1) first. The blocks of the second
+  // wave start as those end, (Bc / Br) steps apart and (Bc / Br) tiles further on, so they
+  // walk tile t together, at step t + Tr - (Bc / Br) (2 R - 1); block 0 walked it at step t.
+  // Between the two visits the first wave reads that many tiles ahead, a step's bytes each.
+  const std::int64_t a = bwd::kBc / bwd::kBr, R = std::int64_t(h200.sm_count) * bwd::kBlocksPerSm;
   const double step = double(bwd::kBr) * double(kTimed.d) * (2 * kBf16Bytes + kFp32Bytes) +
                       2.0 * bwd::kBr * kFp32Bytes;
-  const double visits = double(kStepsBetweenVisits) * h200.sm_count * double(group) * step;
+  const double partition = double(h200.l2_bytes) / double(h200.l2_partitions);
+  const auto lag = [&](std::int64_t n) { return n / bwd::kBr - a * (2 * R - 1); };
+  // The longest row without GQA, the longest whose second wave runs ahead, and the longest
+  // with GQA.
+  std::int64_t long_n = 0, short_n = 0;
+  m::BackwardDramRead gqa{};
+  for (const m::BackwardDramRead& r : m::kBackwardDramRead) {
+    if (r.heads_kv != r.heads_q) {
+      if (r.n > gqa.n) gqa = r;
+      continue;
+    }
+    long_n = std::max(long_n, r.n);
+    if (lag(r.n) <= 0) short_n = std::max(short_n, r.n);
+  }
+  // The GQA row's grid in LRU partitions of whole tiles (fast: a tile at a time), the floor
+  // for the launches without a grid.
+  BackwardRun lru_run;
+  lru_run.heads = gqa.heads_q;
+  lru_run.kv_heads = gqa.heads_kv;
+  lru_run.n = gqa.n;
+  lru_run.d = kTimed.d;
+  lru_run.causal = true;
+  const PassPrediction lru_pass = predict(lru_run);
+  sim::CompulsoryDram lru;
+  const sim::Bytes lru_floor =
+      sim::compulsory_dram(*lru_pass.report, sim::l2_dirty_room(h200))->read;
+  for (const sim::Launch& l : lru_pass.report->launches)
+    lru.read += l.grid ? sim::run_grid(sim::with_replacement(h200, sim::paced_on_gpu(h200, *l.grid),
+                                                             sim::L2Replacement::lru))
+                             .dram_read()
+                       : sim::compulsory_dram(l, sim::l2_dirty_room(h200)).read;
   ctx.print(
-      "With a KV head for each query head, up to N = 32,768, every byte comes from DRAM once:\n"
-      "the blocks that visit a query tile one after another find it in the L2. A block's step\n"
-      "moves {} for each query head of its group (Q and dO, L and D, and the dQ rows its\n"
-      "reductions add to), and under the mask a tile's next visit comes {} steps later. With\n"
-      "{} query heads over each KV head, {} steps of the {} resident blocks touch {}, more\n"
-      "than the L2's {}: at N = 16,384, where a KV head's blocks fill a wave, every visit\n"
-      "reads its tile again. The same count holds at N = 4,096 and 8,192, whose reads do not\n"
-      "follow it, and it does not explain N = 65,536 without GQA, where the visits fit: the\n"
-      "order in which the blocks run decides, and no grid model of the backward follows it\n"
-      "yet.\n\n",
-      sim::format_bytes(step), kStepsBetweenVisits, group, kStepsBetweenVisits, h200.sm_count,
-      sim::format_bytes(visits), sim::format_bytes(double(h200.l2_bytes)));
+      "A block's step moves {} for one query head (Q and dO, L and D, and the dQ rows its\n"
+      "reductions add to). Under the mask the first wave's {} blocks start {} query tiles\n"
+      "apart and the last ends first; the second wave's blocks start as they end and walk\n"
+      "each query tile together, {} steps after block 0 of the first wave did. In between,\n"
+      "the first wave reads as many tiles ahead: at N = {}, {} tiles, {}, more than a\n"
+      "partition's {}, so the second wave, and each after it, reads its tiles from DRAM\n"
+      "again; at N = {}, {}: the second wave runs ahead, and every visit hits.\n"
+      "With {} query heads over each KV head the live tiles at N = {} fit the L2 as a whole\n"
+      "but not set by set: the same grid in an L2 kept exactly least-recently-used, whole\n"
+      "tiles, reads {} there, {:.3f} of the floor, while 16-way sets that draw more lines than\n"
+      "they hold lose them. The grid model, which hashes each 128-byte line to its set, reads\n"
+      "within {:.0f}% of the H200 there.\n\n",
+      sim::format_bytes(step), R, a, lag(long_n), long_n, lag(long_n),
+      sim::format_bytes(double(lag(long_n)) * step), sim::format_bytes(partition), short_n,
+      lag(short_n), gqa.heads_q / gqa.heads_kv, gqa.n, sim::format_bytes(double(lru.read)),
+      double(lru.read) / double(lru_floor), std::ceil(100 * std::abs(gqa.read_bytes / gqa.grid_bytes - 1)));
 }
 
 }  // namespace

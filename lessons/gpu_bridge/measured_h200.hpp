@@ -155,9 +155,15 @@ inline constexpr std::array kDecodeCombineGroups = {
 // The default backward's DRAM reads, summed over its three kernels (Nsight Compute, which
 // empties the L2 before each), set beside the floor from a cold L2 in lesson 6: one sequence,
 // causal, up to and past the point where the L2 stops holding a query tile between visits.
+// Beside each, the grid model's prediction of the same (sim::predicted_dram on the H200
+// profile: the main kernel's grid through the L2's partitions and hashed sets, the floor for
+// the pre- and post-kernels), stored because the longest rows take the model minutes:
+// bench/simulator/backward_grid_vs_measured.py's read_grid
+// (results/2026-12-04-backward-grid-vs-h200.csv); a test runs the short rows again.
 struct BackwardDramRead {
   std::int64_t heads_q, heads_kv, n;
   double read_bytes;  // dram__bytes_read.sum
+  double grid_bytes;  // the grid model's
 };
 inline constexpr Source kBackwardDramReadSource{
     "bench/RESULTS.md, run of 2026-12-04, eleventh "
@@ -165,10 +171,13 @@ inline constexpr Source kBackwardDramReadSource{
     "dram_read_measured)",
     "one sequence, bf16, d = 128, causal", "flashlab compare --pass backward --sweep, ncu"};
 inline constexpr std::array kBackwardDramRead = {
-    BackwardDramRead{16, 16, 4096, 168584960},   BackwardDramRead{16, 16, 16384, 673868288},
-    BackwardDramRead{16, 16, 32768, 1347037696}, BackwardDramRead{16, 16, 65536, 3767886336},
-    BackwardDramRead{16, 4, 4096, 149005312},    BackwardDramRead{16, 4, 8192, 308751104},
-    BackwardDramRead{16, 4, 16384, 1278443008}};
+    BackwardDramRead{16, 16, 4096, 168584960, 168303744},
+    BackwardDramRead{16, 16, 16384, 673868288, 673604480},
+    BackwardDramRead{16, 16, 32768, 1347037696, 1346727296},
+    BackwardDramRead{16, 16, 65536, 3767886336, 3619902080},
+    BackwardDramRead{16, 4, 4096, 149005312, 145379968},
+    BackwardDramRead{16, 4, 8192, 308751104, 314047232},
+    BackwardDramRead{16, 4, 16384, 1278443008, 1246032896}};
 
 // A build whose queue cuts every sequence into 4 equal pieces (256 items on 264 blocks: one
 // item a block, the split grid's very work) against the split grid, in the same turns.

@@ -11,10 +11,12 @@
 #include "12-occupancy/occupancy.hpp"
 #include "12-occupancy/ptxas_report.hpp"
 #include "gpu_bridge/measured_h200.hpp"
+#include "gpu_bridge/pass_kernels.hpp"
 #include "kit/lesson_registry.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/gpu/swizzle.hpp"
+#include "flashlab/sim/kernel_pass.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -561,10 +563,11 @@ TEST_CASE("lesson 10: where the splits merge, the combine kernel or the last blo
 
 namespace {
 
-// dram_read_measured of the backward sweep's row (heads, kv_heads, N) in a stored CSV of
-// `flashlab compare --pass backward --sweep` (bench/results).
+// Column `value` (dram_read_measured by default) of the backward's row (heads, kv_heads, N)
+// in a stored CSV of bench/results (`flashlab compare --pass backward --sweep`, or
+// backward_grid_vs_measured.py's, which has these columns too and a mode: its atomic rows).
 double backward_dram_read(const std::string& file, std::int64_t heads, std::int64_t kv_heads,
-                          std::int64_t n) {
+                          std::int64_t n, const std::string& value = "dram_read_measured") {
   const auto path = std::filesystem::path(FLASHLAB_RESULTS_DIR) / file;
   std::ifstream in(path);
   REQUIRE_MESSAGE(in, path.string());
@@ -578,10 +581,13 @@ double backward_dram_read(const std::string& file, std::int64_t heads, std::int6
     return std::size_t(it - header.begin());
   };
   const std::size_t c_heads = column("heads"), c_kv = column("kv_heads"), c_n = column("N"),
-                    c_read = column("dram_read_measured");
+                    c_read = column(value);
+  const bool has_mode = std::find(header.begin(), header.end(), "mode") != header.end();
+  const std::size_t c_mode = has_mode ? column("mode") : 0;
   while (std::getline(in, line)) {
     std::vector<std::string> cells;
     for (std::istringstream r(line); std::getline(r, line, ',');) cells.push_back(line);
+    if (has_mode && cells[c_mode] != "atomic") continue;
     if (std::stoll(cells[c_heads]) == heads && std::stoll(cells[c_kv]) == kv_heads &&
         std::stoll(cells[c_n]) == n)
       return std::stod(cells[c_read]);
@@ -600,7 +606,9 @@ TEST_CASE("lesson 6: the backward's DRAM reads against the floor, as stored in b
   // D (1 each) and the accumulator (128) for the main kernel, O and dO for the pre-kernel and
   // the accumulator for the post-kernel: 290 + 128 + 128 = 546 MiB; measured 1,278,443,008
   // bytes, 1,219.2 MiB: 2.233.
-  CHECK(contains(out, "16 / 4\t16384\t546.0 MiB\t1.2 GiB\t2.233"));
+  // The grid model's stored prediction, 1,246,032,896 bytes (1.2 GiB): 1.026.
+  CHECK(contains(out, "16 / 4\t16384\t546.0 MiB\t1.2 GiB\t1.2 GiB\t2.233\t1.026"));
+  const flashlab::sim::HardwareProfile& h200 = flashlab::sim::find_profile("h200");
   for (const m::BackwardDramRead& r : m::kBackwardDramRead) {
     CAPTURE(r.heads_q);
     CAPTURE(r.heads_kv);
@@ -610,10 +618,31 @@ TEST_CASE("lesson 6: the backward's DRAM reads against the floor, as stored in b
                                                     : "backward-causal";
     CHECK(r.read_bytes == backward_dram_read("2026-12-04-h200-compare-pass-sweep-" + file + ".csv",
                                              r.heads_q, r.heads_kv, r.n));
+    // The grid model's, as the script wrote it.
+    CHECK(r.grid_bytes == backward_dram_read("2026-12-04-backward-grid-vs-h200.csv", r.heads_q,
+                                             r.heads_kv, r.n, "read_grid"));
     CHECK(contains(out, fmt::format("{} / {}\t{}\t", r.heads_q, r.heads_kv, r.n)));
+    if (r.n > 4096) continue;  // the model runs the short rows again here (seconds each)
+    BackwardRun run;
+    run.heads = r.heads_q;
+    run.kv_heads = r.heads_kv;
+    run.n = r.n;
+    run.d = 128;
+    run.causal = true;
+    const auto launches = flashlab::sim::predicted_dram(*predict(run).report, h200);
+    REQUIRE(launches);
+    double read = 0;
+    for (const auto& l : *launches) read += double(l.read);
+    CHECK(read == r.grid_bytes);
   }
-  // The step's count by hand: a step is 64 x 128 x (2 + 2 + 4) + 2 x 64 x 4 = 66,048 bytes,
-  // 64.5 KiB; 2 steps x 132 blocks x 4 heads: 69,746,688 bytes, 66.5 MiB.
-  CHECK(contains(out, "moves 64.5 KiB for each query head"));
-  CHECK(contains(out, "2 steps of the 132 resident blocks touch 66.5 MiB"));
+  // The step by hand: 64 x 128 x (2 + 2 + 4) + 2 x 64 x 4 = 66,048 bytes, 64.5 KiB. The
+  // second wave's lag at N = 65,536: Tr = 1,024 query tiles less 2 x (2 x 132 - 1) = 498
+  // tiles, 32,891,904 bytes (31.4 MiB), over a partition's 30 MiB; at 32,768, 512 - 526.
+  CHECK(contains(out, "moves 64.5 KiB for one query head"));
+  CHECK(contains(out, "498 steps after block 0"));
+  CHECK(contains(out, "498 tiles, 31.4 MiB, more than a\npartition's 30.0 MiB"));
+  CHECK(contains(out, "at N = 32768, -14: the second wave runs ahead"));
+  // The GQA row in LRU partitions: its grid reads 1.018 of the floor (the sets, 2.18).
+  CHECK(contains(out, "With 4 query heads over each KV head the live tiles at N = 16384"));
+  CHECK(contains(out, "1.018 of the floor"));
 }
