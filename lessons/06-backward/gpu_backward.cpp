@@ -328,7 +328,8 @@ void dram_reads_measured(LessonContext& ctx) {
       sim::format_bytes(step), R, a, lag(long_n), long_n, lag(long_n),
       sim::format_bytes(double(lag(long_n)) * step), sim::format_bytes(partition), short_n,
       lag(short_n), gqa.heads_q / gqa.heads_kv, gqa.n, sim::format_bytes(double(lru.read)),
-      double(lru.read) / double(lru_floor), std::ceil(100 * std::abs(gqa.read_bytes / gqa.grid_bytes - 1)));
+      double(lru.read) / double(lru_floor),
+      std::ceil(100 * std::abs(gqa.read_bytes / gqa.grid_bytes - 1)));
 }
 
 }  // namespace

@@ -202,12 +202,12 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
   const auto floor = compulsory_dram(prediction);
   const auto grid = grid_dram(prediction);
   const std::string dram_ratio =
-      (m.bytes && floor ? ", DRAM read " + ratio_text(m.bytes->dram_read, double(floor->read)) +
-                              " of the floor"
-                        : "") +
-      (m.bytes && grid ? ", " + ratio_text(m.bytes->dram_read, double(grid->read)) +
-                             " of the grid model's"
-                       : "");
+      (m.bytes && floor
+           ? ", DRAM read " + ratio_text(m.bytes->dram_read, double(floor->read)) + " of the floor"
+           : "") +
+      (m.bytes && grid
+           ? ", " + ratio_text(m.bytes->dram_read, double(grid->read)) + " of the grid model's"
+           : "");
   return {name, time, "-", measured_text(m) + kernels,
           ratios_text(m, r ? double(r->bytes_read()) : 0,
                       r ? double(r->bytes_written() - r->bytes_written_by_tma()) : 0,

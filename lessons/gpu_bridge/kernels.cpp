@@ -285,15 +285,16 @@ Prediction predict(const KernelRun& run) {
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
     // On the profile's GPU: its L2 and replacement, blocks placed on the L2's partitions as
     // its block scheduler places them where that is measured for this occupancy.
-    sim::GridProblem grid = sim::paced_on_gpu(target_profile(), {.N = run.n,
-                                                           .d = run.d,
-                                                           .dtype = mirror.problem.dtype,
-                                                           .heads = run.heads,
-                                                           .causal = mirror.problem.causal,
-                                                           .Br = mirror.problem.tiles->Br,
-                                                           .Bc = mirror.problem.tiles->Bc,
-                                                           .blocks_per_sm = mirror.blocks_per_sm,
-                                                           .l1_bytes = mirror.l1_bytes});
+    sim::GridProblem grid =
+        sim::paced_on_gpu(target_profile(), {.N = run.n,
+                                             .d = run.d,
+                                             .dtype = mirror.problem.dtype,
+                                             .heads = run.heads,
+                                             .causal = mirror.problem.causal,
+                                             .Br = mirror.problem.tiles->Br,
+                                             .Bc = mirror.problem.tiles->Bc,
+                                             .blocks_per_sm = mirror.blocks_per_sm,
+                                             .l1_bytes = mirror.l1_bytes});
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     // The crossover's closed form is of the grid as the model schedules it, log or not.
     if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);

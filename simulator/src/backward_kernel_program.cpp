@@ -227,9 +227,9 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   const Index products = f.deterministic ? 4 : 5, dq_products = 3;
   const Index ds_scores = scores + dq_scores;  // scores whose dS a kernel forms
   const Index d_rows = cpu::checked_product({Hq, s.n_q, d}, "D's products");
-  r.ops.matrix_flops = cpu::checked_product(
-      {kFlopsPerMultiplyAdd, products * scores + dq_products * dq_scores, d},
-      "the backward's FLOPs");
+  r.ops.matrix_flops =
+      cpu::checked_product({kFlopsPerMultiplyAdd, products * scores + dq_products * dq_scores, d},
+                           "the backward's FLOPs");
   r.ops.exp = ds_scores;
   r.ops.sum = ds_scores + d_rows + (f.deterministic ? 0 : Hq * QR * d);
   r.ops.rescale = ds_scores + d_rows;
@@ -275,8 +275,9 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
         .Bc = keys,
         .blocks_per_sm = per_sm}};
   };
-  main.grid = grid(f.deterministic ? GridPass::backward_main_deterministic : GridPass::backward_main,
-                   Br, Bc, f.blocks_per_sm);
+  main.grid =
+      grid(f.deterministic ? GridPass::backward_main_deterministic : GridPass::backward_main, Br,
+           Bc, f.blocks_per_sm);
   r.launches = {pre, main};
   if (f.deterministic) {
     Launch dq{"dQ", Hq * dq_Tr, Hq * dq_Tr, f.dq_threads, f.dq_blocks_per_sm};

@@ -71,8 +71,8 @@ struct Moves {
 struct Group {
   Index first_block = 0;  // block ids first_block .. first_block + count - 1
   Index count = 1;
-  Index j = 0;      // the next step
-  Index steps = 0;  // the block's steps in all
+  Index j = 0;                 // the next step
+  Index steps = 0;             // the block's steps in all
   std::vector<Index> slots{};  // with an L1: each block's slot (GridProblem::sm_of_slot)
 };
 
@@ -253,8 +253,9 @@ class GridRun {
   }
 
   GridReport report(std::int64_t steps) const {
-    GridReport r{p_,    tensors_, std::vector<Bytes>(tensors_.size(), 0), p_.resident_blocks(),
-                 steps, accesses_, l1_hits_};
+    GridReport r{
+        p_,        tensors_, std::vector<Bytes>(tensors_.size(), 0), p_.resident_blocks(), steps,
+        accesses_, l1_hits_};
     for (const detail::L2Cache& part : l2_) part.add_dirty(r.dirty_at_end);
     return r;
   }

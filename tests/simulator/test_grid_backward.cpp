@@ -27,8 +27,8 @@ std::vector<std::string> events_of(const GridProblem& p) {
   const GridReport r = run_grid(p, [&](const L2Event& e) { events.push_back(e); });
   std::vector<std::string> out;
   for (const L2Event& e : events)
-    out.push_back(fmt::format("{} {} {} {}", to_string(e.kind), r.tensors.at(e.tensor).name,
-                              e.row0, e.bytes));
+    out.push_back(fmt::format("{} {} {} {}", to_string(e.kind), r.tensors.at(e.tensor).name, e.row0,
+                              e.bytes));
   return out;
 }
 
@@ -95,16 +95,15 @@ TEST_CASE("backward grid: the main kernel's causal walk over its GQA group, even
   const std::vector<std::string> all = events_of(p);
   // Q of head h, tile i at row 8 h + 2 i: block 0 then block 1 at each step until block 1
   // ends after its fourth; the tiles block 1 read first are hits for block 0 two steps on.
-  CHECK(events_of(all, "Q") == std::vector<std::string>{"miss 0",  "miss 4",  "miss 2",
-                                                        "miss 6",  "hit 4",   "miss 12",
-                                                        "hit 6",   "miss 14", "miss 8",
-                                                        "miss 10", "hit 12",  "hit 14"});
+  CHECK(events_of(all, "Q") == std::vector<std::string>{"miss 0", "miss 4", "miss 2", "miss 6",
+                                                        "hit 4", "miss 12", "hit 6", "miss 14",
+                                                        "miss 8", "miss 10", "hit 12", "hit 14"});
   // Each reduction reads the accumulator's tile (from DRAM the first time) and writes it.
   CHECK(events_of(all, "dQ accumulator") ==
-        std::vector<std::string>{"miss 0",  "hit 0",  "miss 4", "hit 4",  "miss 2",  "hit 2",
-                                 "miss 6",  "hit 6",  "hit 4",  "hit 4",  "miss 12", "hit 12",
+        std::vector<std::string>{"miss 0",  "hit 0",  "miss 4",  "hit 4",  "miss 2",  "hit 2",
+                                 "miss 6",  "hit 6",  "hit 4",   "hit 4",  "miss 12", "hit 12",
                                  "hit 6",   "hit 6",  "miss 14", "hit 14", "miss 8",  "hit 8",
-                                 "miss 10", "hit 10", "hit 12", "hit 12", "hit 14",  "hit 14"});
+                                 "miss 10", "hit 10", "hit 12",  "hit 12", "hit 14",  "hit 14"});
   // K and V at each block's start; dK and dV at its end: block 1's after its fourth step's
   // reduction, before block 0 goes on to head 1's tile 0.
   CHECK(events_of(all, "K") == std::vector<std::string>{"miss 0", "miss 4"});
@@ -294,7 +293,11 @@ TEST_CASE("backward grid: grouping blocks that walk alike changes no count") {
 
 TEST_CASE("backward grid: the mirror's launches, on a GPU's profile") {
   const HardwareProfile& h200 = find_profile("h200");
-  const BackwardShape s{.heads_q = 4, .heads_kv = 2, .n_q = 512, .n_k = 512, .d = 128,
+  const BackwardShape s{.heads_q = 4,
+                        .heads_kv = 2,
+                        .n_q = 512,
+                        .n_k = 512,
+                        .d = 128,
                         .causal = cpu::Causal::bottom_right};
   const PassReport r = count_backward_kernel(s, {.Br = 64, .Bc = 128});
   const Launch& main = r.launch("main");
@@ -344,7 +347,8 @@ TEST_CASE("backward grid: what a backward pass cannot take is refused with what 
   p.order = [](Index b) { return BlockTile{0, b}; };
   CHECK(contains(message_of([&] { run_grid(p); }), "takes its blocks in grid order"));
   p.order = {};
-  CHECK(contains(message_of([&] { l2_crossover(p); }), "run the backward_main pass through run_grid"));
+  CHECK(contains(message_of([&] { l2_crossover(p); }),
+                 "run the backward_main pass through run_grid"));
   p.schedule = GridSchedule::logged;
   p.block_log = {{0, 0, 1}};
   CHECK(contains(message_of([&] { run_grid(p); }), "(1 KV heads x 4 KV tiles)"));

@@ -70,8 +70,8 @@ struct BackwardKernelFacts {
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
 // size is >= 1 (N up to 2^22, d up to 2^12, batch x heads_q up to 2^20), heads_kv divides
-// heads_q, Br, Bc >= 1 (dq_Br, dq_Bc >= 0), blocks per SM 1 to 64, dq_threads 0 to 1024, and skips_unseen_kv only
-// without deterministic.
+// heads_q, Br, Bc >= 1 (dq_Br, dq_Bc >= 0), blocks per SM 1 to 64, dq_threads 0 to 1024, and
+// skips_unseen_kv only without deterministic.
 void check(const BackwardShape& shape, const BackwardKernelFacts& facts);
 
 // Every kernel of the pass counted in closed form over the KV tiles (and, deterministic,

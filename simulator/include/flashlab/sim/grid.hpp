@@ -128,14 +128,14 @@
 // The backward's grids (GridProblem::pass; the kernels as backward_kernel_program.cpp counts
 // them). Everything above holds, with the blocks' moves of each pass:
 //
-//   pass                a block owns                  at its start      a step             at its end
-//   forward             query tile i of a head        Q_i               K_j, V_j           O_i, L_i
-//   backward_main       KV tile j of a KV head        K_j, V_j          Q_i, dO_i, L_i,    dK_j, dV_j
-//                                                                       D_i; dQ_i reduced
-//   backward_main_      the same                      K_j, V_j          Q_i, dO_i, L_i,    dK_j, dV_j
-//     deterministic                                                     D_i
-//   backward_dq         query tile i of a head        Q_i, dO_i, L_i,   K_j, V_j           dQ_i
-//                                                     D_i
+//   pass             a block owns         at its start    a step             at its end
+//   forward          query tile i (head)  Q_i             K_j, V_j           O_i, L_i
+//   backward_main    KV tile j (KV head)  K_j, V_j        Q_i, dO_i, L_i,    dK_j, dV_j
+//                                                         D_i; dQ_i reduced
+//   backward_main_   the same             K_j, V_j        Q_i, dO_i, L_i,    dK_j, dV_j
+//     deterministic                                       D_i
+//   backward_dq      query tile i (head)  Q_i, dO_i,      K_j, V_j           dQ_i
+//                                         L_i, D_i
 //
 // The main kernel's block b = kv_head x Tc + j (its blockIdx.x is the KV tile, in order: under
 // the causal mask tile 0, which the most queries see, first). Its steps go through the query
