@@ -40,14 +40,15 @@ constexpr cpu::Index kMaxHeads = 1024;
 
 // compare's options that only its forward comparison takes, and those only one pass takes.
 constexpr std::array<std::string_view, 2> kForwardOnly = {"--kernels", "--large"};
-constexpr std::array<std::string_view, 6> kPassOptions = {
-    "--batch", "--kv-heads", "--deterministic", "--splits", "--page-size", "--grid"};
+constexpr std::array<std::string_view, 7> kPassOptions = {
+    "--batch", "--kv-heads", "--deterministic", "--no-grid", "--splits", "--page-size", "--grid"};
 struct PassOption {
   std::string_view option;
   Pass pass;
 };
 constexpr std::array kPassOnly = {
-    PassOption{"--deterministic", Pass::backward}, PassOption{"--splits", Pass::decode},
+    PassOption{"--deterministic", Pass::backward}, PassOption{"--no-grid", Pass::backward},
+    PassOption{"--splits", Pass::decode},
     PassOption{"--page-size", Pass::decode}, PassOption{"--grid", Pass::decode},
     PassOption{"--causal", Pass::backward}};
 
@@ -86,11 +87,12 @@ struct Row {
   std::string executor, time, predicted, measured, ratio = "-";
 };
 
-Row simulator_row(const PassPrediction& p) {
+// with_grid: the grid model's DRAM too, where it runs the pass (grid_dram).
+Row simulator_row(const PassPrediction& p, bool with_grid) {
   if (!p.report) return {"simulator: " + p.label, "-", "not modelled: " + p.why_not, "-"};
   const sim::Bound b = sim::roofline(*p.report, target_profile());
   const auto dram = compulsory_dram(p);
-  const auto grid = grid_dram(p);
+  const auto grid = with_grid ? grid_dram(p) : std::nullopt;
   return {"simulator: " + p.label, fmt::format("model (bound {:.1f} us)", b.seconds() * 1e6),
           fmt::format("SMs read {}, write {}", bytes(double(p.report->bytes_read())),
                       bytes(double(p.report->bytes_written()))) +
@@ -200,7 +202,7 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
   // DRAM read against the floor from a cold L2: 1 where every sector came once, more where
   // the L2 dropped lines the pass read again.
   const auto floor = compulsory_dram(prediction);
-  const auto grid = grid_dram(prediction);
+  const auto grid = a.no_grid ? std::nullopt : grid_dram(prediction);
   const std::string dram_ratio =
       (m.bytes && floor
            ? ", DRAM read " + ratio_text(m.bytes->dram_read, double(floor->read)) + " of the floor"
@@ -229,6 +231,9 @@ void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args) {
                                  0, kMaxHeads);
   cmd->add_flag("--deterministic", args.deterministic,
                 "--pass backward: dQ by its own kernel instead of fp32 atomics");
+  cmd->add_flag("--no-grid", args.no_grid,
+                "--pass backward: leave out the grid model's DRAM bytes (its blocks through the "
+                "L2 line by line: minutes at N >= 32768)");
   add_integer_option<cpu::Index>(
       cmd, "--splits", args.splits,
       "--pass decode: splits per cache, 1 to 1024 (default: the kernel's rule)", 1,
@@ -338,7 +343,7 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   std::cout << "GPU: " << status.description << "\n";
   Table table({"executor", "time", "bytes predicted", "bytes measured", "measured/predicted"},
               {true, true, true, true, false});
-  for (const Row& r : {simulator_row(c.prediction),
+  for (const Row& r : {simulator_row(c.prediction, !c.resolved.no_grid),
                        gpu_pass_row(pass, c.resolved, p, status, c.prediction, c.run)})
     table.add({r.executor, r.time, r.predicted, r.measured, r.ratio});
   table.print(std::cout, Style::for_stdout(p.no_colour));

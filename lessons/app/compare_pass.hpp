@@ -23,10 +23,11 @@ struct ComparePassArgs {
   cpu::Index batch = 1, kv_heads = 0, splits = 0, page_size = 0;
   std::string grid = "splits";  // decode: "splits" or "queue"
   bool deterministic = false;
+  bool no_grid = false;  // backward: leave the grid model's DRAM out (minutes at N >= 32,768)
 };
 
-// Adds --pass, --batch, --kv-heads, --deterministic, --splits, --page-size and --grid to
-// `compare`.
+// Adds --pass, --batch, --kv-heads, --deterministic, --no-grid, --splits, --page-size and
+// --grid to `compare`.
 void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args);
 
 // Throws cpu::InvalidArgument for --pass fa3 (the forward comparison's kernel), for an option

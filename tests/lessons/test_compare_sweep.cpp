@@ -224,6 +224,27 @@ TEST_CASE("compare --pass backward --sweep: the DRAM floor, and writes past the 
   // At 16 heads and N = 16384 the accumulator alone (128 MiB) outgrows the room.
   CHECK(t.number(4, "dram_written_predicted") > 0);
   CHECK(t.number(1, "dram_written_predicted") == 0);
+  // The grid model: every tile once where the L2 keeps the visits (here all four points: the
+  // second wave runs ahead of the first), the floor give or take the sectors two tiles share
+  // at N = 97 (its heads' rows of L and D start inside a sector: at most 32 bytes a tile).
+  for (std::size_t k = 1; k < t.rows.size(); ++k) {
+    CAPTURE(k);
+    const double floor = t.number(k, "dram_read_predicted"), grid = t.number(k, "dram_read_grid");
+    CHECK(grid >= floor);
+    CHECK(grid <= floor * 1.001 + 2 * 16 * 2 * 32);
+  }
+  // The writes: the accumulator's lines and dK, dV stay dirty in an L2 that holds them.
+  CHECK(t.number(1, "dram_written_grid") == 0);
+  fs::remove(csv);
+  // --no-grid: the grid's columns empty.
+  const auto quick = run_flashlab("compare --pass backward --sweep n=64,128 --no-grid --no-ncu "
+                                  "--csv " + csv.string() + " 2>&1");
+  REQUIRE(quick.status == 0);
+  const CsvTable u{read_csv(csv)};
+  REQUIRE(u.rows.size() == 3);
+  CHECK(u.rows[1][u.column("dram_read_grid")].empty());
+  CHECK(u.rows[2][u.column("dram_written_grid")].empty());
+  CHECK(!u.rows[1][u.column("dram_read_predicted")].empty());
   fs::remove(csv);
 }
 
@@ -254,6 +275,8 @@ TEST_CASE("compare --pass --sweep: a plot, and every bad request refused") {
            {"--pass backward --sweep n=64,128 --kernels fa2",
             "--kernels is an option of the forward"},
            {"--pass decode --sweep n=64,128 --causal", "--causal is an option of --pass backward"},
+           {"--pass decode --sweep n=64,128 --no-grid", "--no-grid is an option of --pass backward"},
+           {"--sweep n=64,128 --no-grid", "--no-grid is an option of --pass backward or decode"},
            {"--pass decode --sweep n=64,128 --gpu-only decode", "without --sweep"},
            {"--pass fa3 --sweep n=64,128", "--pass fa3 is simulate's"}}) {
     CAPTURE(args);
