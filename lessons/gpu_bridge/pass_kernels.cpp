@@ -43,6 +43,9 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
   namespace k = gpu::fa2_backward;
   if (std::string why = refusal("backward", k::kHeadDims, k::kDtypes, d, dtype); !why.empty())
     return {std::nullopt, why};
+  // The pre- and post-kernels' blocks an SM holds, by threads: they use no shared memory and
+  // few registers (a warp a row), so the SM's resident threads are what binds.
+  const int pre_post_blocks_per_sm = target_profile().sm.max_threads / k::kPreprocessThreads;
   // The stores of the kernels that run around either main kernel (pre, post, dQ kernel).
   sim::BackwardStores stores{.dk_dv = sim_store(k::dk_dv_store(d, c_dtype(dtype))),
                              .dq_reduction = sim_store(k::kDqReduction),
@@ -67,6 +70,7 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                      .blocks_per_sm = v3.blocks_per_sm,
                                      .pre_post_rows_per_block = k::kPreprocessRowsPerBlock,
                                      .pre_post_threads = k::kPreprocessThreads,
+                                     .pre_post_blocks_per_sm = pre_post_blocks_per_sm,
                                      .stores = stores,
                                      .skips_unseen_kv = true,
                                      .main_kernel = "v3"},
@@ -86,6 +90,7 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                    .dq_blocks_per_sm = dq.blocks_per_sm,
                                    .pre_post_rows_per_block = k::kPreprocessRowsPerBlock,
                                    .pre_post_threads = k::kPreprocessThreads,
+                                   .pre_post_blocks_per_sm = pre_post_blocks_per_sm,
                                    .stores = stores},
           ""};
 }

@@ -147,6 +147,8 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
   check_mirror_size("backward", "blocks_per_sm", f.blocks_per_sm, 1, kMaxBlocksPerSm);
   check_mirror_size("backward", "dq_threads", f.dq_threads, 0, kMaxThreadsPerBlock);
   check_mirror_size("backward", "dq_blocks_per_sm", f.dq_blocks_per_sm, 1, kMaxBlocksPerSm);
+  check_mirror_size("backward", "pre_post_blocks_per_sm", f.pre_post_blocks_per_sm, 1,
+                    kMaxBlocksPerSm);
   if (f.pre_post_rows_per_block < 0 || f.pre_post_threads < 0)
     throw cpu::InvalidArgument(fmt::format(
         "the backward mirror: pre_post_rows_per_block = {}, pre_post_threads = {}; each is a "
@@ -248,7 +250,8 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   const Bytes accumulator = rows_of(Hq, s.n_q, d, kFp32);
   const std::vector<Footprint> inputs = {{"Q", q_in},  {"K", kv_in},    {"V", kv_in},
                                          {"dO", q_in}, {"L", rows_f32}, {"D", rows_f32}};
-  Launch pre{"pre (D)", query_rows_blocks, query_rows_blocks, f.pre_post_threads};
+  Launch pre{"pre (D)", query_rows_blocks, query_rows_blocks, f.pre_post_threads,
+             f.pre_post_blocks_per_sm};
   pre.reads = {{"O", q_in}, {"dO", q_in}};
   pre.writes = {{"D", rows_f32}};
   Launch main{"main", Hkv * Tc, Hkv * Tc, f.threads, f.blocks_per_sm};
@@ -278,6 +281,20 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   main.grid =
       grid(f.deterministic ? GridPass::backward_main_deterministic : GridPass::backward_main, Br,
            Bc, f.blocks_per_sm);
+  // The pre- and post-kernels' grids, where their blocks' rows are described: any N_q, their
+  // rows being the query rows alone.
+  const auto rows_grid = [&](GridPass pass) {
+    if (f.pre_post_rows_per_block == 0) return std::optional<GridProblem>{};
+    return std::optional<GridProblem>{GridProblem{.pass = pass,
+                                                  .N = s.n_q,
+                                                  .d = d,
+                                                  .dtype = f.dtype,
+                                                  .heads = Hq,
+                                                  .Br = f.pre_post_rows_per_block,
+                                                  .blocks_per_sm = f.pre_post_blocks_per_sm}};
+  };
+  pre.grid = rows_grid(f.deterministic ? GridPass::backward_pre_deterministic
+                                       : GridPass::backward_pre);
   r.launches = {pre, main};
   if (f.deterministic) {
     Launch dq{"dQ", Hq * dq_Tr, Hq * dq_Tr, f.dq_threads, f.dq_blocks_per_sm};
@@ -286,9 +303,11 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
     dq.grid = grid(GridPass::backward_dq, dq_Br, dq_Bc, f.dq_blocks_per_sm);
     r.launches.push_back(dq);
   } else {
-    Launch post{"post (dQ)", query_rows_blocks, query_rows_blocks, f.pre_post_threads};
+    Launch post{"post (dQ)", query_rows_blocks, query_rows_blocks, f.pre_post_threads,
+                f.pre_post_blocks_per_sm};
     post.reads = {{"dQ accumulator", accumulator}};
     post.writes = {{"dQ", q_in}};
+    post.grid = rows_grid(GridPass::backward_post);
     r.launches.push_back(post);
   }
   return r;

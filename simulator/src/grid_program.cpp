@@ -81,23 +81,34 @@ class GridRun {
   GridRun(const GridProblem& p, const L2Observer& observer) : p_(p), group_alike_(!observer) {
     const Index rows_q = cpu::checked_mul(p.heads, p.N, "the rows of Q");
     const Index rows_kv = cpu::checked_mul(p.kv_head_count(), p.N, "the rows of K");
-    t_.Q = add("Q", rows_q, p.d, p.dtype);
-    t_.K = add("K", rows_kv, p.d, p.dtype);
-    t_.V = add("V", rows_kv, p.d, p.dtype);
-    if (p.pass == GridPass::forward) {
+    if (p.pass == GridPass::backward_pre || p.pass == GridPass::backward_pre_deterministic) {
       t_.O = add("O", rows_q, p.d, p.dtype);
-      t_.L = add("L", rows_q, 1, kAccumulator);
-    } else {
       t_.dO = add("dO", rows_q, p.d, p.dtype);
-      t_.L = add("L", rows_q, 1, kAccumulator);
       t_.D = add("D", rows_q, 1, kAccumulator);
-      if (p.pass == GridPass::backward_main)
+      if (p.pass == GridPass::backward_pre)
         t_.accumulator = add("dQ accumulator", rows_q, p.d, kAccumulator);
-      if (p.owns_kv_tiles()) {
-        t_.dK = add("dK", rows_kv, p.d, p.dtype);
-        t_.dV = add("dV", rows_kv, p.d, p.dtype);
+    } else if (p.pass == GridPass::backward_post) {
+      t_.accumulator = add("dQ accumulator", rows_q, p.d, kAccumulator);
+      t_.dQ = add("dQ", rows_q, p.d, p.dtype);
+    } else {
+      t_.Q = add("Q", rows_q, p.d, p.dtype);
+      t_.K = add("K", rows_kv, p.d, p.dtype);
+      t_.V = add("V", rows_kv, p.d, p.dtype);
+      if (p.pass == GridPass::forward) {
+        t_.O = add("O", rows_q, p.d, p.dtype);
+        t_.L = add("L", rows_q, 1, kAccumulator);
       } else {
-        t_.dQ = add("dQ", rows_q, p.d, p.dtype);
+        t_.dO = add("dO", rows_q, p.d, p.dtype);
+        t_.L = add("L", rows_q, 1, kAccumulator);
+        t_.D = add("D", rows_q, 1, kAccumulator);
+        if (p.pass == GridPass::backward_main)
+          t_.accumulator = add("dQ accumulator", rows_q, p.d, kAccumulator);
+        if (p.owns_kv_tiles()) {
+          t_.dK = add("dK", rows_kv, p.d, p.dtype);
+          t_.dV = add("dV", rows_kv, p.d, p.dtype);
+        } else {
+          t_.dQ = add("dQ", rows_q, p.d, p.dtype);
+        }
       }
     }
     for (Index part = 0; part < p.l2_partitions; ++part) {
@@ -127,7 +138,7 @@ class GridRun {
         next += taken, free -= taken;
       }
       for (Group& g : groups_) {  // one step of every resident block, in block order
-        step(g);
+        if (g.j < g.steps) step(g);  // (the pre- and post-kernels' blocks take none)
         ++g.j;
       }
       ++steps;
@@ -341,6 +352,7 @@ class GridRun {
   // main kernel's KV head and KV tile, in order.
   BlockTile own_of(Index block) const {
     if (p_.order) return p_.order(block);
+    if (p_.streams_rows()) return {0, block};  // rows block Br .. of the (head, row) array
     if (p_.owns_kv_tiles()) return {block / p_.kv_tiles(), block % p_.kv_tiles()};
     const Index x = block % p_.query_tiles();
     return {block / p_.query_tiles(),
@@ -353,6 +365,7 @@ class GridRun {
   // A block's steps: the KV tiles its query tile sees (the forward, the dQ kernel), or its
   // group's (query head, query tile) pairs that see its KV tile (the main kernel).
   Index steps_of(Index block) const {
+    if (p_.streams_rows()) return 0;
     const BlockTile own = own_of(block);
     if (p_.owns_kv_tiles()) return group_size() * (p_.query_tiles() - first_query_tile(own.tile));
     if (p_.causal == cpu::Causal::none) return p_.kv_tiles();
@@ -370,10 +383,22 @@ class GridRun {
   TileMove tile(int tensor, Index head, Index tile, Index B, Move m, bool l1 = false) const {
     return {tensor, head * p_.N + tile * B, rows_of(tile, B), m, l1};
   }
+  // Block b's rows of the (head, row) array: [b Br, b Br + Br), the last block's fewer.
+  TileMove rows_move(int tensor, Index block, Move m) const {
+    const Index row0 = block * p_.Br;
+    return {tensor, row0, std::min(p_.Br, p_.heads * p_.N - row0), m};
+  }
   // What a block moves at its start, at step s, and at its end (grid.hpp's table).
   Moves start_moves(Index block) const {
     const BlockTile own = own_of(block);
     Moves m;
+    if (p_.streams_rows()) {
+      for (const int t : {t_.O, t_.dO}) {
+        if (t >= 0) m.add(rows_move(t, block, Move::read));
+      }
+      if (p_.pass == GridPass::backward_post) m.add(rows_move(t_.accumulator, block, Move::read));
+      return m;
+    }
     if (p_.owns_kv_tiles()) {
       m.add(tile(t_.K, own.head, own.tile, p_.Bc, Move::read));
       m.add(tile(t_.V, own.head, own.tile, p_.Bc, Move::read));
@@ -402,7 +427,12 @@ class GridRun {
   Moves end_moves(Index block) const {
     const BlockTile own = own_of(block);
     Moves m;
-    if (p_.owns_kv_tiles()) {
+    if (p_.pass == GridPass::backward_post) {
+      m.add(rows_move(t_.dQ, block, Move::write));
+    } else if (p_.streams_rows()) {
+      m.add(rows_move(t_.D, block, Move::write));
+      if (t_.accumulator >= 0) m.add(rows_move(t_.accumulator, block, Move::write));
+    } else if (p_.owns_kv_tiles()) {
       m.add(tile(t_.dK, own.head, own.tile, p_.Bc, Move::write));
       m.add(tile(t_.dV, own.head, own.tile, p_.Bc, Move::write));
     } else if (p_.pass == GridPass::backward_dq) {
@@ -589,13 +619,15 @@ void check_block_log(const GridProblem& p) {
         "block_time_spread = {} with the logged schedule, whose blocks keep their logged "
         "times: give a spread of 0",
         p.block_time_spread));
-  if (Index(p.block_log.size()) != p.blocks())
+  if (Index(p.block_log.size()) != p.blocks()) {
+    const std::string grid =
+        p.streams_rows()    ? fmt::format("{} rows of {} heads in blocks of {}", p.N, p.heads, p.Br)
+        : p.owns_kv_tiles() ? fmt::format("{} KV heads x {} KV tiles", p.kv_head_count(), p.kv_tiles())
+                            : fmt::format("{} heads x {} query tiles", p.heads, p.query_tiles());
     throw cpu::InvalidArgument(fmt::format(
-        "a block_log of {} blocks for a grid of {} ({} {}heads x {} {} tiles): give one entry "
-        "per block, in block order",
-        p.block_log.size(), p.blocks(), p.owns_kv_tiles() ? p.kv_head_count() : p.heads,
-        p.owns_kv_tiles() ? "KV " : "", p.owns_kv_tiles() ? p.kv_tiles() : p.query_tiles(),
-        p.owns_kv_tiles() ? "KV" : "query"));
+        "a block_log of {} blocks for a grid of {} ({}): give one entry per block, in block order",
+        p.block_log.size(), p.blocks(), grid));
+  }
   for (std::size_t b = 0; b < p.block_log.size(); ++b) {
     const LoggedBlock& e = p.block_log[b];
     if (e.sm < 0 || e.sm >= p.sm_count)
@@ -618,10 +650,12 @@ Index GridProblem::resident_blocks() const {
 // The passes' own rules (grid.hpp, "The backward's grids").
 void check_pass(const GridProblem& p) {
   if (p.pass != GridPass::forward && p.pass != GridPass::backward_main &&
-      p.pass != GridPass::backward_main_deterministic && p.pass != GridPass::backward_dq)
+      p.pass != GridPass::backward_main_deterministic && p.pass != GridPass::backward_dq &&
+      p.pass != GridPass::backward_pre && p.pass != GridPass::backward_pre_deterministic &&
+      p.pass != GridPass::backward_post)
     throw cpu::InvalidArgument(
-        "an unknown grid pass: give forward, backward_main, backward_main_deterministic or "
-        "backward_dq");
+        "an unknown grid pass: give forward, backward_main, backward_main_deterministic, "
+        "backward_dq, backward_pre, backward_pre_deterministic or backward_post");
   if (p.pass == GridPass::forward) return;
   if (p.l1_bytes != 0)
     throw cpu::InvalidArgument(fmt::format(
@@ -748,6 +782,9 @@ std::string_view to_string(GridPass pass) {
     case GridPass::backward_main: return "backward_main";
     case GridPass::backward_main_deterministic: return "backward_main_deterministic";
     case GridPass::backward_dq: return "backward_dq";
+    case GridPass::backward_pre: return "backward_pre";
+    case GridPass::backward_pre_deterministic: return "backward_pre_deterministic";
+    case GridPass::backward_post: return "backward_post";
   }
   return "unknown";
 }

@@ -201,6 +201,45 @@ TEST_CASE("backward grid: an accumulator tile's reductions meet in its first lin
   CHECK(r.tensor("dQ accumulator").dram_read == accumulator_bytes);
 }
 
+TEST_CASE("backward grid: the pre- and post-kernels stream the rows of every head, block by block") {
+  // 2 heads of N = 24 rows, d = 16 in bf16: 48 rows of the (head, row) array in blocks of 8,
+  // 6 blocks. A block reads its rows of O and dO (256 bytes each) and writes D (8 floats, one
+  // sector) and the accumulator's zeros (8 rows of 16 floats, 512 bytes).
+  GridProblem p{.pass = GridPass::backward_pre,
+                .N = 24,
+                .d = 16,
+                .heads = 2,
+                .Br = 8,
+                .blocks_per_sm = 2,
+                .sm_count = 2,
+                .l2_bytes = 1 << 20};
+  CHECK(p.blocks() == 6);
+  const std::vector<std::string> all = events_of(p);
+  // A wave of 4 blocks reads, then writes; then the last 2.
+  const std::vector<std::string> first_wave = {
+      "miss O 0 256",  "miss dO 0 256",  "miss O 8 256",  "miss dO 8 256",
+      "miss O 16 256", "miss dO 16 256", "miss O 24 256", "miss dO 24 256",
+      "allocate D 0 32", "allocate dQ accumulator 0 512"};
+  REQUIRE(all.size() >= first_wave.size());
+  CHECK(std::vector<std::string>(all.begin(), all.begin() + 10) == first_wave);
+  const GridReport r = run_grid(p);
+  CHECK(r.dram_read() == 2 * 48 * 32);
+  CHECK(r.left_dirty() == 48 * 4 + 48 * 64);
+  CHECK(r.steps == 2);  // two rounds: 4 blocks, then 2
+  // The deterministic mode's: D alone.
+  p.pass = GridPass::backward_pre_deterministic;
+  CHECK(run_grid(p).left_dirty() == 48 * 4);
+  // The post-kernel: the accumulator in, dQ out.
+  p.pass = GridPass::backward_post;
+  const GridReport post = run_grid(p);
+  CHECK(post.tensor("dQ accumulator").dram_read == 48 * 64);
+  CHECK(post.tensor("dQ").written == 48 * 32);
+  // 50 rows: the last block has 2.
+  p.N = 25;
+  CHECK(p.blocks() == 7);
+  CHECK(run_grid(p).tensor("dQ").written == 50 * 32);
+}
+
 TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and its SM bytes") {
   // Every tile once from DRAM is the floor of the mirror's launch, and every block's moves
   // are the mirror's bytes of that kernel, on shapes whose fp32 rows fill whole sectors
@@ -221,7 +260,9 @@ TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and
                                       .deterministic = deterministic,
                                       .dq_Br = 64,
                                       .dq_Bc = 64,
-                                      .dq_blocks_per_sm = 2};
+                                      .dq_blocks_per_sm = 2,
+                                      .pre_post_rows_per_block = 8,
+                                      .pre_post_blocks_per_sm = 8};
           CAPTURE(n);
           CAPTURE(cpu::to_string(causal));
           CAPTURE(deterministic);
@@ -236,6 +277,20 @@ TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and
           CHECK(r.dram_read() == footprint(main.reads));
           CHECK(r.left_dirty() == footprint(main.writes));
           CHECK(r.dram_written() == 0);
+          // The pre- and post-kernels too: every row once, the writes left dirty.
+          for (const Launch& l : m.launches) {
+            if (l.name == "main" || l.name == "dQ") continue;
+            CAPTURE(l.name);
+            REQUIRE(l.grid);
+            GridProblem e = *l.grid;
+            e.sm_count = 8;
+            e.l2_bytes = Bytes{1} << 30;
+            const GridReport x = run_grid(e);
+            CHECK(x.dram_read() == footprint(l.reads));
+            CHECK(x.left_dirty() == footprint(l.writes));
+            CHECK(x.sm_read() == footprint(l.reads));
+            CHECK(e.blocks() == l.blocks);
+          }
           const Bytes b = 2, rows = 2 * 4 * n;  // B H_q N query rows
           CHECK(r.tensor("dO").read ==
                 m.tensor("dO").read - rows * 64 * b - (deterministic ? rows * 64 * b : 0));
@@ -329,6 +384,20 @@ TEST_CASE("backward grid: the mirror's launches, on a GPU's profile") {
   REQUIRE(floors);
   CHECK(std::none_of(floors->begin(), floors->end(),
                      [](const LaunchDram& l) { return l.from_grid; }));
+  // Where the facts say how many rows a pre- or post-kernel block takes, those launches have
+  // grids too, of the query rows alone (so with N_q != N_k as well), in the mode's pass.
+  const PassReport rows = count_backward_kernel(
+      other, {.Br = 64, .Bc = 128, .pre_post_rows_per_block = 8, .pre_post_blocks_per_sm = 8});
+  REQUIRE(rows.launch("pre (D)").grid);
+  CHECK(rows.launch("pre (D)").grid->pass == GridPass::backward_pre);
+  CHECK(rows.launch("pre (D)").grid->blocks() == rows.launch("pre (D)").blocks);
+  CHECK(rows.launch("pre (D)").per_sm == 8);
+  REQUIRE(rows.launch("post (dQ)").grid);
+  CHECK(rows.launch("post (dQ)").grid->pass == GridPass::backward_post);
+  CHECK_FALSE(rows.launch("main").grid);
+  const PassReport det = count_backward_kernel(
+      s, {.Br = 64, .Bc = 128, .deterministic = true, .pre_post_rows_per_block = 8});
+  CHECK(det.launch("pre (D)").grid->pass == GridPass::backward_pre_deterministic);
   // Run on the H200: its partitions and placement, older blocks first where K and V bypass
   // the L1.
   const GridProblem g = paced_on_gpu(h200, *main.grid);

@@ -60,6 +60,7 @@ struct BackwardKernelFacts {
   // kPreprocessThreads); rows 0: not described, a block per query tile of Br rows.
   cpu::Index pre_post_rows_per_block = 0;
   int pre_post_threads = 0;
+  int pre_post_blocks_per_sm = 1;  // their blocks an SM holds at once (Launch::per_sm)
   BackwardStores stores{};
   // The main kernel: v2 (mma.sync) loads its K_j, V_j before it knows whether any query sees
   // them; v3 (wgmma, TMA) loads nothing in a block whose keys no query sees. v3 has no

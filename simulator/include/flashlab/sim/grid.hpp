@@ -136,6 +136,11 @@
 //     deterministic                                       D_i
 //   backward_dq      query tile i (head)  Q_i, dO_i,      K_j, V_j           dQ_i
 //                                         L_i, D_i
+//   backward_pre     rows r of all heads  O_r, dO_r       (none)             D_r, zeros
+//                                                                            into dQ acc._r
+//   backward_pre_    the same             O_r, dO_r       (none)             D_r
+//     deterministic
+//   backward_post    the same             dQ acc._r       (none)             dQ_r
 //
 // The main kernel's block b = kv_head x Tc + j (its blockIdx.x is the KV tile, in order: under
 // the causal mask tile 0, which the most queries see, first). Its steps go through the query
@@ -154,8 +159,11 @@
 // accumulator never sits dirty in two partitions. Into the SMs a reduction brings nothing; it
 // is booked as the bytes it writes. The deterministic mode's dQ kernel runs the forward's grid
 // (its last query tile first under the mask) with the dQ kernel's own tiles and its moves. The
-// backward's loads bypass the L1 (cp.async.cg, TMA) and no kernel of it has a scheduler of its
-// own: l1_bytes is 0 and order is empty there. The crossover's closed form is the forward's.
+// pre- and post-kernels take the (batch, head, row) rows of every head as one array, a block
+// per Br of them in order (a warp a row), and take no steps: a block reads its rows and writes
+// its results. The backward's loads bypass the L1 (cp.async.cg, TMA) and no kernel of it has
+// a scheduler of its own: l1_bytes is 0 and order is empty there. The crossover's closed form
+// is the forward's.
 #pragma once
 
 #include "flashlab/cpu/mask.hpp"
@@ -186,6 +194,9 @@ enum class GridPass {
   backward_main,                // the backward's main kernel, dQ reduced into the accumulator
   backward_main_deterministic,  // the same without the reductions (the deterministic mode)
   backward_dq,                  // the deterministic mode's dQ kernel
+  backward_pre,                 // the pre-kernel: D, and the dQ accumulator set to 0
+  backward_pre_deterministic,   // the pre-kernel of the deterministic mode: D alone
+  backward_post,                // the post-kernel: dQ from the accumulator
 };
 std::string_view to_string(GridPass pass);
 
@@ -272,9 +283,17 @@ struct GridProblem {
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
   cpu::Index kv_tiles() const { return cpu::tile_count(N, Bc); }     // Tc
-  // A block per (head, query tile), or per (KV head, KV tile) for the backward's main kernel.
+  // A block per (head, query tile), per (KV head, KV tile) for the backward's main kernel, per
+  // Br rows of all heads' for its pre- and post-kernels.
   cpu::Index blocks() const {
+    if (streams_rows()) return cpu::tile_count(heads * N, Br);
     return owns_kv_tiles() ? kv_head_count() * kv_tiles() : heads * query_tiles();
+  }
+  // Whether a block owns Br rows of the (head, row) array and takes no step (the backward's
+  // pre- and post-kernels).
+  bool streams_rows() const {
+    return pass == GridPass::backward_pre || pass == GridPass::backward_pre_deterministic ||
+           pass == GridPass::backward_post;
   }
   // Whether a block owns a KV tile (the backward's main kernel) rather than a query tile.
   bool owns_kv_tiles() const {
@@ -348,7 +367,9 @@ struct GridReport {
   GridProblem problem{};
   // The pass's tensors, heads stacked: forward Q, K, V, O, L; backward_main Q, K, V, dO, L,
   // D, dQ accumulator, dK, dV (the deterministic mode's without the accumulator); backward_dq
-  // Q, K, V, dO, L, D, dQ (the names of the backward mirror's tensors). read and written:
+  // Q, K, V, dO, L, D, dQ; backward_pre O, dO, D, dQ accumulator (the deterministic mode's
+  // without it); backward_post dQ accumulator, dQ (the names of the backward mirror's
+  // tensors). read and written:
   // bytes crossing into and out of the SMs (every block's tiles; a reduction's are written);
   // dram_read and dram_written: what reached DRAM while the kernel ran (misses, and
   // write-backs of evicted dirty tiles).
