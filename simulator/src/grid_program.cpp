@@ -352,7 +352,7 @@ class GridRun {
   // main kernel's KV head and KV tile, in order.
   BlockTile own_of(Index block) const {
     if (p_.order) return p_.order(block);
-    if (p_.streams_rows()) return {0, block};  // rows block Br .. of the (head, row) array
+    if (p_.streams_rows()) return {0, block};  // its rows: b Br .. of the (head, row) array
     if (p_.owns_kv_tiles()) return {block / p_.kv_tiles(), block % p_.kv_tiles()};
     const Index x = block % p_.query_tiles();
     return {block / p_.query_tiles(),
