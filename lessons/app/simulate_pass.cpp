@@ -50,6 +50,7 @@ constexpr std::array kOptionPasses = {
     OptionPasses{"--heads", {false, true, true, true}},
     OptionPasses{"--kv-heads", {false, true, true, true}},
     OptionPasses{"--deterministic", {false, true, false, false}},
+    OptionPasses{"--grid-model", {false, true, false, false}},
     OptionPasses{"--splits", {false, false, true, false}},
     OptionPasses{"--page-size", {false, false, true, false}},
     OptionPasses{"--kv-len", {false, false, true, false}},
@@ -187,6 +188,9 @@ void add_pass_options(CLI::App* cmd, PassArgs& args) {
                                  0, kMaxHeads);
   cmd->add_flag("--deterministic", args.deterministic,
                 "backward: dQ by its own kernel in a fixed order instead of fp32 atomics");
+  cmd->add_flag("--grid-model", args.grid_model,
+                "backward: each launch's blocks in waves through the profile's L2 as well, the "
+                "DRAM bytes the grid model predicts (seconds; minutes at N >= 32768)");
   cmd->add_option("--splits", args.splits,
                   fmt::format("decode: splits of each cache, 1 to {} (default: the kernel's "
                               "rule), or a list for a table: 1..64, 1,3,7",
@@ -274,12 +278,15 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
     p = predict(run);
   }
   if (!p.report) throw cpu::InvalidArgument(p.why_not);
+  std::optional<std::vector<sim::LaunchDram>> grid;
+  if (a.grid_model) grid = sim::predicted_dram(*p.report, profile);
+  const std::vector<sim::LaunchDram>* grid_rows = grid ? &*grid : nullptr;
   if (json) {
     nlohmann::ordered_json out = {{"inputs", std::move(inputs)}};
-    out.update(sim::to_json(*p.report, profile));
+    out.update(sim::to_json(*p.report, profile, grid_rows));
     fmt::print("{}\n", out.dump(2));
   } else {
-    fmt::print("{}", sim::format_pass_table(*p.report, profile));
+    fmt::print("{}", sim::format_pass_table(*p.report, profile, grid_rows));
   }
 }
 

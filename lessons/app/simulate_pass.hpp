@@ -30,10 +30,13 @@ struct PassArgs {
   std::string lengths;    // "0,1,4096": one cache length per sequence (decode)
   std::string grid = "splits";  // decode: "splits" or "queue" (FLASHLAB_DECODE_GRID_QUEUE)
   bool deterministic = false;
+  // backward: each launch's grid through the profile's L2 too (sim::predicted_dram: seconds to
+  // minutes at large N)
+  bool grid_model = false;
 };
 
-// Adds --n-q, --batch, --heads, --kv-heads, --deterministic, --splits, --page-size, --kv-len,
-// --lengths, --grid and --stages to `simulate`.
+// Adds --n-q, --batch, --heads, --kv-heads, --deterministic, --grid-model, --splits,
+// --page-size, --kv-len, --lengths, --grid and --stages to `simulate`.
 void add_pass_options(CLI::App* cmd, PassArgs& args);
 
 // Throws cpu::InvalidArgument naming the first option given on the command line that `pass`

@@ -16,6 +16,15 @@ namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// A grid model's figures, one a launch (to_json, format_pass_table): a caller's mistake else.
+void check_grid_rows(const PassReport& r, const std::vector<LaunchDram>* grid) {
+  if (grid && grid->size() != r.launches.size())
+    throw std::invalid_argument(fmt::format(
+        "{} DRAM figures of the grid model for the {} mirror's {} launches: give one a launch "
+        "(predicted_dram's)",
+        grid->size(), r.pass, r.launches.size()));
+}
+
 }  // namespace
 
 std::int64_t Launch::waves(int sm_count) const {
@@ -92,11 +101,14 @@ Bound roofline(const PassReport& report, const HardwareProfile& profile) {
   return roofline(report.ops, report.bytes_total(), profile);
 }
 
-nlohmann::ordered_json to_json(const PassReport& r, const HardwareProfile& profile) {
+nlohmann::ordered_json to_json(const PassReport& r, const HardwareProfile& profile,
+                               const std::vector<LaunchDram>* grid) {
   using json = nlohmann::ordered_json;
+  check_grid_rows(r, grid);
   json launches = json::array();
   const bool floors = compulsory_dram(r, l2_dirty_room(profile)).has_value();
-  for (const auto& l : r.launches) {
+  for (std::size_t k = 0; k < r.launches.size(); ++k) {
+    const Launch& l = r.launches[k];
     launches.push_back({{"name", l.name},
                         {"blocks", l.blocks},
                         {"working_blocks", l.working},
@@ -107,6 +119,8 @@ nlohmann::ordered_json to_json(const PassReport& r, const HardwareProfile& profi
       const CompulsoryDram f = compulsory_dram(l, l2_dirty_room(profile));
       launches.back()["dram_floor"] = {{"read", f.read}, {"written", f.written}};
     }
+    if (grid && (*grid)[k].from_grid)
+      launches.back()["dram_grid"] = {{"read", (*grid)[k].read}, {"written", (*grid)[k].written}};
   }
   json tensors = json::array();
   for (const auto& t : r.tensors)
@@ -162,19 +176,29 @@ std::string bytes(Bytes b) { return format_bytes(static_cast<double>(b)); }
 
 }  // namespace
 
-std::string format_pass_table(const PassReport& r, const HardwareProfile& profile) {
+
+std::string format_pass_table(const PassReport& r, const HardwareProfile& profile,
+                              const std::vector<LaunchDram>* grid) {
+  check_grid_rows(r, grid);
   // Each launch's DRAM floor from a cold L2 (compulsory_dram), where the mirror books it.
   const Bytes room = l2_dirty_room(profile);
   const bool floors = compulsory_dram(r, room).has_value();
   std::vector<Row> launches{{"kernel", "blocks", "with work", "waves", "busy SMs"}};
   if (floors) launches.front().insert(launches.front().end(), {"DRAM read", "DRAM written"});
-  for (const auto& l : r.launches) {
+  if (grid) launches.front().insert(launches.front().end(), {"grid model read", "written"});
+  for (std::size_t k = 0; k < r.launches.size(); ++k) {
+    const Launch& l = r.launches[k];
     launches.push_back({l.name, std::to_string(l.blocks), std::to_string(l.working),
                         std::to_string(l.waves(profile.sm_count)),
                         fmt::format("{} of {}", l.busy_sms(profile.sm_count), profile.sm_count)});
     if (floors) {
       const CompulsoryDram f = compulsory_dram(l, room);
       launches.back().insert(launches.back().end(), {bytes(f.read), bytes(f.written)});
+    }
+    if (grid) {
+      const LaunchDram& g = (*grid)[k];
+      launches.back().insert(launches.back().end(), {g.from_grid ? bytes(g.read) : "-",
+                                                      g.from_grid ? bytes(g.written) : "-"});
     }
   }
   const std::string floor_note =
@@ -183,6 +207,13 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
                    "what it writes beyond the {} the L2 holds dirty (a floor)\n",
                    bytes(room))
              : "";
+  const std::string grid_note =
+      grid ? fmt::format(
+                 "grid model: each launch's blocks in waves through {}'s L2 ({} partitions, "
+                 "hashed sets), what reaches DRAM while it runs (- where the launch has no "
+                 "grid)\n",
+                 profile.name, profile.l2_partitions)
+           : "";
   std::vector<Row> tensors{{"tensor", "read", "written"}};
   for (const auto& t : r.tensors) tensors.push_back({t.name, bytes(t.read), bytes(t.written)});
   tensors.push_back({"total", bytes(r.bytes_read()), bytes(r.bytes_written())});
@@ -190,9 +221,9 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
   const std::string sram =
       r.peak_sram > 0 ? fmt::format("SRAM per block {}; ", bytes(r.peak_sram)) : "";
   return fmt::format(
-      "{} mirror: {}\n\n{}{}\nBytes per tensor (between the L2 and the SMs)\n{}\n"
+      "{} mirror: {}\n\n{}{}{}\nBytes per tensor (between the L2 and the SMs)\n{}\n"
       "{}matrix FLOPs {:.4g}, other operations {:.4g}; bound on {} {:.4g} s ({} binds)\n",
-      r.pass, r.label, aligned(launches), floor_note, aligned(tensors), sram,
+      r.pass, r.label, aligned(launches), floor_note, grid_note, aligned(tensors), sram,
       double(r.ops.matrix_flops), double(r.ops.non_matrix()), profile.name, b.seconds(),
       b.binding());
 }

@@ -111,12 +111,17 @@ std::optional<std::vector<LaunchDram>> predicted_dram(const PassReport& report,
 // roofline() for a forward program.
 Bound roofline(const PassReport& report, const HardwareProfile& profile);
 
-// The report as JSON: pass, label, launches (with waves and busy SMs on the profile),
-// per-tensor bytes, totals, operations and the bound.
-nlohmann::ordered_json to_json(const PassReport& report, const HardwareProfile& profile);
+// The report as JSON: pass, label, launches (with waves and busy SMs on the profile, and
+// each launch's DRAM floor where the mirror books it), per-tensor bytes, totals, operations and
+// the bound. With `grid` (predicted_dram's, one entry a launch), each launch that has a grid
+// gets its grid model's DRAM bytes too ("dram_grid").
+nlohmann::ordered_json to_json(const PassReport& report, const HardwareProfile& profile,
+                               const std::vector<LaunchDram>* grid = nullptr);
 
-// A table for the terminal: the launches with their grids, then the bytes per tensor.
-std::string format_pass_table(const PassReport& report, const HardwareProfile& profile);
+// A table for the terminal: the launches with their grids (and, with `grid`, the grid model's
+// DRAM bytes of those that have one), then the bytes per tensor.
+std::string format_pass_table(const PassReport& report, const HardwareProfile& profile,
+                              const std::vector<LaunchDram>* grid = nullptr);
 
 // What every mirror takes, and the checks the mirrors share (each throws
 // cpu::InvalidArgument saying what would be right).
