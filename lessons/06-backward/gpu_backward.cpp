@@ -236,6 +236,17 @@ void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
       sim::format_bytes(double(sim::find_profile("h200").l2_bytes)), p / dram);
 }
 
+// The backward of a stored row: one sequence, its heads and N, d = 128, causal.
+BackwardRun causal_run(const measured::BackwardDramRead& r) {
+  BackwardRun run;
+  run.heads = r.heads_q;
+  run.kv_heads = r.heads_kv;
+  run.n = r.n;
+  run.d = kTimed.d;
+  run.causal = true;
+  return run;
+}
+
 // Where the L2 stops holding the backward's query tiles between visits: the DRAM reads
 // measured on the H200 (stored: measured_h200.hpp) beside the floor from a cold L2 of the
 // kernels' mirror (sim::compulsory_dram: each sector a launch reads, once) and the grid model's
@@ -256,13 +267,7 @@ void dram_reads_measured(LessonContext& ctx) {
            "measured / grid"},
           {true});
   for (const m::BackwardDramRead& r : m::kBackwardDramRead) {
-    BackwardRun run;
-    run.heads = r.heads_q;
-    run.kv_heads = r.heads_kv;
-    run.n = r.n;
-    run.d = kTimed.d;
-    run.causal = true;
-    const PassPrediction p = predict(run);
+    const PassPrediction p = predict(causal_run(r));
     const auto floor = sim::compulsory_dram(*p.report, sim::l2_dirty_room(h200));
     t.add({fmt::format("{} / {}", r.heads_q, r.heads_kv), fmt::format("{}", r.n),
            sim::format_bytes(double(floor->read)), sim::format_bytes(r.grid_bytes),
@@ -297,13 +302,7 @@ void dram_reads_measured(LessonContext& ctx) {
   }
   // The GQA row's grid in LRU partitions of whole tiles (fast: a tile at a time), the floor
   // for the launches without a grid.
-  BackwardRun lru_run;
-  lru_run.heads = gqa.heads_q;
-  lru_run.kv_heads = gqa.heads_kv;
-  lru_run.n = gqa.n;
-  lru_run.d = kTimed.d;
-  lru_run.causal = true;
-  const PassPrediction lru_pass = predict(lru_run);
+  const PassPrediction lru_pass = predict(causal_run(gqa));
   sim::CompulsoryDram lru;
   const sim::Bytes lru_floor =
       sim::compulsory_dram(*lru_pass.report, sim::l2_dirty_room(h200))->read;

@@ -1,10 +1,11 @@
-// Small grids for the grid model's tests (test_grid_l2.cpp, test_grid_drift.cpp): its L2
-// events as text, to work a grid event by event, and random small grids, to check a property
-// over many.
+// Small grids for the grid model's tests (test_grid_l2.cpp, test_grid_drift.cpp,
+// test_grid_backward.cpp): its L2 events as text, to work a grid event by event, random small
+// grids, to check a property over many, and the property that grouping keeps every count.
 #pragma once
 
 #include "flashlab/sim/grid.hpp"
 
+#include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <random>
@@ -44,6 +45,24 @@ inline GridProblem random_small_grid(std::mt19937_64& rng, const std::vector<cpu
           .sm_count = 1 + pick(rng) % 5,
           .l2_bytes = 256 + pick(rng) % 16384,
           .l2_partitions = 1 + pick(rng) % 3};
+}
+
+// The problem run with blocks that run alike booked as one group (no observer) and block by
+// block (an observer): every count the same, in no more L2 accesses.
+inline void check_grouping_changes_no_count(const GridProblem& p) {
+  const GridReport grouped = run_grid(p);
+  const GridReport alone = run_grid(p, [](const L2Event&) {});
+  REQUIRE(grouped.tensors.size() == alone.tensors.size());
+  for (std::size_t t = 0; t < grouped.tensors.size(); ++t) {
+    CAPTURE(grouped.tensors[t].name);
+    CHECK(grouped.tensors[t].read == alone.tensors[t].read);
+    CHECK(grouped.tensors[t].written == alone.tensors[t].written);
+    CHECK(grouped.tensors[t].dram_read == alone.tensors[t].dram_read);
+    CHECK(grouped.tensors[t].dram_written == alone.tensors[t].dram_written);
+    CHECK(grouped.dirty_at_end[t] == alone.dirty_at_end[t]);
+  }
+  CHECK(grouped.steps == alone.steps);
+  CHECK(grouped.l2_accesses <= alone.l2_accesses);
 }
 
 }  // namespace flashlab::sim::test

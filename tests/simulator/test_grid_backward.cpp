@@ -2,6 +2,7 @@
 // the main kernel's walk over its group's query tiles worked event by event, the reductions
 // in one partition, the second wave's re-reads worked by hand, the grids against the
 // backward mirror's counts and floor, and the mirror's launches run on a GPU's profile.
+#include "grid_events.hpp"
 #include "helpers.hpp"
 
 #include "flashlab/sim/backward_kernel.hpp"
@@ -22,7 +23,7 @@ namespace flashlab::sim::test {
 namespace {
 
 // Each event as "kind tensor row0 bytes", the tensor by the report's name.
-std::vector<std::string> events_of(const GridProblem& p) {
+std::vector<std::string> named_events(const GridProblem& p) {
   std::vector<L2Event> events;
   const GridReport r = run_grid(p, [&](const L2Event& e) { events.push_back(e); });
   std::vector<std::string> out;
@@ -33,7 +34,7 @@ std::vector<std::string> events_of(const GridProblem& p) {
 }
 
 // The events of one tensor, without it: "kind row0".
-std::vector<std::string> events_of(const std::vector<std::string>& all, const std::string& name) {
+std::vector<std::string> tensor_events(const std::vector<std::string>& all, const std::string& name) {
   std::vector<std::string> out;
   for (const std::string& e : all) {
     const auto space = e.find(' ');
@@ -50,22 +51,6 @@ std::ptrdiff_t position(const std::vector<std::string>& events, const std::strin
   const auto it = std::find(events.begin(), events.end(), event);
   REQUIRE_MESSAGE(it != events.end(), "no event " << event);
   return it - events.begin();
-}
-
-// The problem run grouped (no observer) and block by block (an observer): the same counts.
-void check_grouping_changes_no_count(const GridProblem& p) {
-  const GridReport grouped = run_grid(p);
-  const GridReport alone = run_grid(p, [](const L2Event&) {});
-  REQUIRE(grouped.tensors.size() == alone.tensors.size());
-  for (std::size_t t = 0; t < grouped.tensors.size(); ++t) {
-    CAPTURE(grouped.tensors[t].name);
-    CHECK(grouped.tensors[t].read == alone.tensors[t].read);
-    CHECK(grouped.tensors[t].written == alone.tensors[t].written);
-    CHECK(grouped.tensors[t].dram_read == alone.tensors[t].dram_read);
-    CHECK(grouped.tensors[t].dram_written == alone.tensors[t].dram_written);
-    CHECK(grouped.dirty_at_end[t] == alone.dirty_at_end[t]);
-  }
-  CHECK(grouped.steps == alone.steps);
 }
 
 Bytes footprint(const std::vector<Footprint>& f) {
@@ -92,21 +77,21 @@ TEST_CASE("backward grid: the main kernel's causal walk over its GQA group, even
                       .blocks_per_sm = 1,
                       .sm_count = 2,
                       .l2_bytes = 1 << 20};
-  const std::vector<std::string> all = events_of(p);
+  const std::vector<std::string> all = named_events(p);
   // Q of head h, tile i at row 8 h + 2 i: block 0 then block 1 at each step until block 1
   // ends after its fourth; the tiles block 1 read first are hits for block 0 two steps on.
-  CHECK(events_of(all, "Q") == std::vector<std::string>{"miss 0", "miss 4", "miss 2", "miss 6",
+  CHECK(tensor_events(all, "Q") == std::vector<std::string>{"miss 0", "miss 4", "miss 2", "miss 6",
                                                         "hit 4", "miss 12", "hit 6", "miss 14",
                                                         "miss 8", "miss 10", "hit 12", "hit 14"});
   // Each reduction reads the accumulator's tile (from DRAM the first time) and writes it.
-  CHECK(events_of(all, "dQ accumulator") ==
+  CHECK(tensor_events(all, "dQ accumulator") ==
         std::vector<std::string>{"miss 0",  "hit 0",  "miss 4",  "hit 4",  "miss 2",  "hit 2",
                                  "miss 6",  "hit 6",  "hit 4",   "hit 4",  "miss 12", "hit 12",
                                  "hit 6",   "hit 6",  "miss 14", "hit 14", "miss 8",  "hit 8",
                                  "miss 10", "hit 10", "hit 12",  "hit 12", "hit 14",  "hit 14"});
   // K and V at each block's start; dK and dV at its end: block 1's after its fourth step's
   // reduction, before block 0 goes on to head 1's tile 0.
-  CHECK(events_of(all, "K") == std::vector<std::string>{"miss 0", "miss 4"});
+  CHECK(tensor_events(all, "K") == std::vector<std::string>{"miss 0", "miss 4"});
   CHECK(position(all, "allocate dK 4 128") > position(all, "miss dQ accumulator 14 128"));
   CHECK(position(all, "allocate dK 4 128") < position(all, "miss Q 8 64"));
   CHECK(position(all, "allocate dV 0 128") == std::ptrdiff_t(all.size()) - 1);
@@ -214,7 +199,7 @@ TEST_CASE("backward grid: the pre- and post-kernels stream the rows of every hea
                 .sm_count = 2,
                 .l2_bytes = 1 << 20};
   CHECK(p.blocks() == 6);
-  const std::vector<std::string> all = events_of(p);
+  const std::vector<std::string> all = named_events(p);
   // A wave of 4 blocks reads, then writes; then the last 2.
   const std::vector<std::string> first_wave = {
       "miss O 0 256",  "miss dO 0 256",  "miss O 8 256",  "miss dO 8 256",
@@ -322,23 +307,12 @@ TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and
 
 TEST_CASE("backward grid: grouping blocks that walk alike changes no count") {
   std::mt19937_64 rng(20261204);
-  std::uniform_int_distribution<Index> pick(0, 1 << 20);
   const GridPass passes[] = {GridPass::backward_main, GridPass::backward_main_deterministic,
-                             GridPass::backward_dq};
+                             GridPass::backward_dq,   GridPass::backward_pre,
+                             GridPass::backward_post};
   for (int k = 0; k < 60; ++k) {
-    const Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
-    const GridProblem p{.pass = passes[k % 3],
-                        .N = Index{1} + pick(rng) % 100,
-                        .d = 8 * (1 + pick(rng) % 4),
-                        .heads = kv_heads * group,
-                        .kv_heads = kv_heads,
-                        .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
-                        .Br = 8 * (1 + pick(rng) % 4),
-                        .Bc = 8 * (1 + pick(rng) % 4),
-                        .blocks_per_sm = 1 + pick(rng) % 2,
-                        .sm_count = 1 + pick(rng) % 5,
-                        .l2_bytes = 256 + pick(rng) % 16384,
-                        .l2_partitions = 1 + pick(rng) % 3};
+    GridProblem p = random_small_grid(rng, {1, 7, 17, 33, 64, 97, 100});
+    p.pass = passes[k % 5];
     CAPTURE(to_string(p.pass));
     CAPTURE(p.N);
     CAPTURE(p.l2_bytes);

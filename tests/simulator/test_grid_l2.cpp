@@ -37,22 +37,6 @@ GridProblem small_grid() {
 
 Bytes sum_dirty(const GridReport& r, int t) { return r.dirty_at_end.at(t); }
 
-// The problem run with blocks that run alike booked as one group (no observer) and block by
-// block (an observer): every count the same, in no more L2 accesses.
-void check_grouping_changes_no_count(const GridProblem& p) {
-  const GridReport grouped = run_grid(p);
-  const GridReport alone = run_grid(p, [](const L2Event&) {});
-  for (std::size_t t = 0; t < grouped.tensors.size(); ++t) {
-    CHECK(grouped.tensors[t].read == alone.tensors[t].read);
-    CHECK(grouped.tensors[t].written == alone.tensors[t].written);
-    CHECK(grouped.tensors[t].dram_read == alone.tensors[t].dram_read);
-    CHECK(grouped.tensors[t].dram_written == alone.tensors[t].dram_written);
-    CHECK(grouped.dirty_at_end[t] == alone.dirty_at_end[t]);
-  }
-  CHECK(grouped.steps == alone.steps);
-  CHECK(grouped.l2_accesses <= alone.l2_accesses);
-}
-
 }  // namespace
 
 TEST_CASE("grid L2: a hand-worked grid of 2 SMs and 4 blocks, event by event") {
