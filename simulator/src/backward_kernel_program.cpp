@@ -293,8 +293,8 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
                                                   .Br = f.pre_post_rows_per_block,
                                                   .blocks_per_sm = f.pre_post_blocks_per_sm}};
   };
-  pre.grid = rows_grid(f.deterministic ? GridPass::backward_pre_deterministic
-                                       : GridPass::backward_pre);
+  pre.grid =
+      rows_grid(f.deterministic ? GridPass::backward_pre_deterministic : GridPass::backward_pre);
   r.launches = {pre, main};
   if (f.deterministic) {
     Launch dq{"dQ", Hq * dq_Tr, Hq * dq_Tr, f.dq_threads, f.dq_blocks_per_sm};

@@ -137,7 +137,7 @@ class GridRun {
         const Index taken = start(next, free);
         next += taken, free -= taken;
       }
-      for (Group& g : groups_) {  // one step of every resident block, in block order
+      for (Group& g : groups_) {     // one step of every resident block, in block order
         if (g.j < g.steps) step(g);  // (the pre- and post-kernels' blocks take none)
         ++g.j;
       }
@@ -621,9 +621,10 @@ void check_block_log(const GridProblem& p) {
         p.block_time_spread));
   if (Index(p.block_log.size()) != p.blocks()) {
     const std::string grid =
-        p.streams_rows()    ? fmt::format("{} rows of {} heads in blocks of {}", p.N, p.heads, p.Br)
-        : p.owns_kv_tiles() ? fmt::format("{} KV heads x {} KV tiles", p.kv_head_count(), p.kv_tiles())
-                            : fmt::format("{} heads x {} query tiles", p.heads, p.query_tiles());
+        p.streams_rows() ? fmt::format("{} rows of {} heads in blocks of {}", p.N, p.heads, p.Br)
+        : p.owns_kv_tiles()
+            ? fmt::format("{} KV heads x {} KV tiles", p.kv_head_count(), p.kv_tiles())
+            : fmt::format("{} heads x {} query tiles", p.heads, p.query_tiles());
     throw cpu::InvalidArgument(fmt::format(
         "a block_log of {} blocks for a grid of {} ({}): give one entry per block, in block order",
         p.block_log.size(), p.blocks(), grid));

@@ -176,7 +176,6 @@ std::string bytes(Bytes b) { return format_bytes(static_cast<double>(b)); }
 
 }  // namespace
 
-
 std::string format_pass_table(const PassReport& r, const HardwareProfile& profile,
                               const std::vector<LaunchDram>* grid) {
   check_grid_rows(r, grid);
@@ -198,7 +197,7 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
     if (grid) {
       const LaunchDram& g = (*grid)[k];
       launches.back().insert(launches.back().end(), {g.from_grid ? bytes(g.read) : "-",
-                                                      g.from_grid ? bytes(g.written) : "-"});
+                                                     g.from_grid ? bytes(g.written) : "-"});
     }
   }
   const std::string floor_note =

@@ -242,7 +242,8 @@ TEST_CASE("simulate --pass: each launch's DRAM floor from a cold L2, where the m
 TEST_CASE("simulate --pass backward --grid-model: each launch's grid through the H200's L2") {
   // 2 heads, N = 1024, d = 64, causal: everything fits the L2, so each launch's grid reads its
   // floor (every row of these shapes starts on a sector) and writes nothing while it runs.
-  const auto j = json_of("simulate --pass backward --n 1024 --heads 2 --d 64 --causal --grid-model");
+  const auto j =
+      json_of("simulate --pass backward --n 1024 --heads 2 --d 64 --causal --grid-model");
   REQUIRE(j["launches"].size() == 3);
   for (const auto& l : j["launches"]) {
     CAPTURE(l["name"].get<std::string>());
@@ -260,8 +261,8 @@ TEST_CASE("simulate --pass backward --grid-model: each launch's grid through the
   CHECK(contains(text.output, "grid model: each launch's blocks in waves through h200's L2"));
   // At 16 heads, N = 4096, d = 128 the pre-kernel's reads of O and dO push the zeros it wrote
   // out of their sets: it writes more than its floor of 3.9 MiB while it runs (the H200: 14.4).
-  const auto busy = json_of("simulate --pass backward --n 4096 --heads 16 --d 128 --causal "
-                            "--grid-model");
+  const auto busy =
+      json_of("simulate --pass backward --n 4096 --heads 16 --d 128 --causal --grid-model");
   CHECK(busy["launches"][0]["dram_grid"]["written"].get<double>() >
         2 * busy["launches"][0]["dram_floor"]["written"].get<double>());
 }

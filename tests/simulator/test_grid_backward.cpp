@@ -34,7 +34,8 @@ std::vector<std::string> named_events(const GridProblem& p) {
 }
 
 // The events of one tensor, without it: "kind row0".
-std::vector<std::string> tensor_events(const std::vector<std::string>& all, const std::string& name) {
+std::vector<std::string> tensor_events(const std::vector<std::string>& all,
+                                       const std::string& name) {
   std::vector<std::string> out;
   for (const std::string& e : all) {
     const auto space = e.find(' ');
@@ -80,9 +81,9 @@ TEST_CASE("backward grid: the main kernel's causal walk over its GQA group, even
   const std::vector<std::string> all = named_events(p);
   // Q of head h, tile i at row 8 h + 2 i: block 0 then block 1 at each step until block 1
   // ends after its fourth; the tiles block 1 read first are hits for block 0 two steps on.
-  CHECK(tensor_events(all, "Q") == std::vector<std::string>{"miss 0", "miss 4", "miss 2", "miss 6",
-                                                        "hit 4", "miss 12", "hit 6", "miss 14",
-                                                        "miss 8", "miss 10", "hit 12", "hit 14"});
+  CHECK(tensor_events(all, "Q") ==
+        std::vector<std::string>{"miss 0", "miss 4", "miss 2", "miss 6", "hit 4", "miss 12",
+                                 "hit 6", "miss 14", "miss 8", "miss 10", "hit 12", "hit 14"});
   // Each reduction reads the accumulator's tile (from DRAM the first time) and writes it.
   CHECK(tensor_events(all, "dQ accumulator") ==
         std::vector<std::string>{"miss 0",  "hit 0",  "miss 4",  "hit 4",  "miss 2",  "hit 2",
@@ -186,7 +187,8 @@ TEST_CASE("backward grid: an accumulator tile's reductions meet in its first lin
   CHECK(r.tensor("dQ accumulator").dram_read == accumulator_bytes);
 }
 
-TEST_CASE("backward grid: the pre- and post-kernels stream the rows of every head, block by block") {
+TEST_CASE(
+    "backward grid: the pre- and post-kernels stream the rows of every head, block by block") {
   // 2 heads of N = 24 rows, d = 16 in bf16: 48 rows of the (head, row) array in blocks of 8,
   // 6 blocks. A block reads its rows of O and dO (256 bytes each) and writes D (8 floats, one
   // sector) and the accumulator's zeros (8 rows of 16 floats, 512 bytes).
@@ -201,10 +203,11 @@ TEST_CASE("backward grid: the pre- and post-kernels stream the rows of every hea
   CHECK(p.blocks() == 6);
   const std::vector<std::string> all = named_events(p);
   // A wave of 4 blocks reads, then writes; then the last 2.
-  const std::vector<std::string> first_wave = {
-      "miss O 0 256",  "miss dO 0 256",  "miss O 8 256",  "miss dO 8 256",
-      "miss O 16 256", "miss dO 16 256", "miss O 24 256", "miss dO 24 256",
-      "allocate D 0 32", "allocate dQ accumulator 0 512"};
+  const std::vector<std::string> first_wave = {"miss O 0 256",    "miss dO 0 256",
+                                               "miss O 8 256",    "miss dO 8 256",
+                                               "miss O 16 256",   "miss dO 16 256",
+                                               "miss O 24 256",   "miss dO 24 256",
+                                               "allocate D 0 32", "allocate dQ accumulator 0 512"};
   REQUIRE(all.size() >= first_wave.size());
   CHECK(std::vector<std::string>(all.begin(), all.begin() + 10) == first_wave);
   const GridReport r = run_grid(p);
@@ -308,7 +311,7 @@ TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and
 TEST_CASE("backward grid: grouping blocks that walk alike changes no count") {
   std::mt19937_64 rng(20261204);
   const GridPass passes[] = {GridPass::backward_main, GridPass::backward_main_deterministic,
-                             GridPass::backward_dq,   GridPass::backward_pre,
+                             GridPass::backward_dq, GridPass::backward_pre,
                              GridPass::backward_post};
   for (int k = 0; k < 60; ++k) {
     GridProblem p = random_small_grid(rng, {1, 7, 17, 33, 64, 97, 100});
