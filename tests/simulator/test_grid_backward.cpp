@@ -111,6 +111,41 @@ TEST_CASE("backward grid: the main kernel's causal walk over its GQA group, even
   CHECK(r.left_dirty() == 2 * 8 * 32 + 2 * 8 * 16 * 4);
 }
 
+TEST_CASE("backward grid: an L2 of a few tiles, event by event: evictions, write-backs, the end") {
+  // One block (N = 4, one KV tile of 4 keys, two query tiles of 2 rows), d = 16 in bf16, one
+  // LRU L2 of 384 bytes. K and V tiles are 128 bytes, Q and dO 64, L and D 8 (one 32-byte
+  // sector), the accumulator's 128 (2 rows of 16 floats).
+  const GridProblem p{.pass = GridPass::backward_main,
+                      .N = 4,
+                      .d = 16,
+                      .Br = 2,
+                      .Bc = 4,
+                      .blocks_per_sm = 1,
+                      .sm_count = 1,
+                      .l2_bytes = 384};
+  // An access that needs room evicts the least recently used tiles first, then misses.
+  const std::vector<std::string> expected = {
+      // its start: K and V, 256 bytes held
+      "miss K 0 128", "miss V 0 128",
+      // step 0: Q_0 and dO_0 fill the 384 bytes; L_0 pushes K out (288), D_0 fits (320); the
+      // accumulator's tile 0 is read, V making room, then written: dirty
+      "miss Q 0 64", "miss dO 0 64", "evict K 0 128", "miss L 0 32", "miss D 0 32",
+      "evict V 0 128", "miss dQ accumulator 0 128", "hit dQ accumulator 0 128",
+      // step 1: Q_1 fits (384); dO_1 pushes Q_0 out, L_1 dO_0; D_1 fits; the accumulator's
+      // tile 1 needs 128: L_0, D_0 and the dirty tile 0, written back (320 held after)
+      "miss Q 2 64", "evict Q 0 64", "miss dO 2 64", "evict dO 0 64", "miss L 2 32",
+      "miss D 2 32", "evict L 0 32", "evict D 0 32", "write-back dQ accumulator 0 128",
+      "miss dQ accumulator 2 128", "hit dQ accumulator 2 128",
+      // its end: dK pushes Q_1 out, dV dO_1, L_1 and D_1; the accumulator's tile 1, dK and
+      // dV stay, dirty
+      "evict Q 2 64", "allocate dK 0 128", "evict dO 2 64", "evict L 2 32", "evict D 2 32",
+      "allocate dV 0 128"};
+  CHECK(named_events(p) == expected);
+  const GridReport r = run_grid(p);
+  CHECK(r.dram_written() == 128);      // the accumulator's tile 0, while it ran
+  CHECK(r.left_dirty() == 3 * 128);    // its tile 1, dK and dV, after
+}
+
 TEST_CASE("backward grid: a second wave reads its query tiles again when a sweep outgrows the L2") {
   // One head, N = 8 in tiles of 2 (Tr = Tc = 4), d = 16 bf16, no mask, 2 SMs of one block: 2
   // waves of 2 blocks, each sweeping query tiles 0..3. A step moves Q, dO (64 bytes each), L,
