@@ -278,6 +278,14 @@ std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& predict
 
 std::optional<sim::CompulsoryDram> grid_dram(const PassPrediction& prediction) {
   if (!prediction.report) return std::nullopt;
+  // The grid model moves every tile the blocks move through the L2's sets, line by line: on
+  // the order of a second for each GiB into the SMs (16 heads, N = 16,384: 8.6 GiB, 10 s).
+  constexpr double kNoteBytes = 8.0 * (1 << 30);
+  if (const double bytes = double(prediction.report->bytes_read()); bytes > kNoteBytes)
+    std::cerr << fmt::format(
+        "flashlab: the grid model runs the pass's {} into the SMs through the L2 line by line "
+        "(about a second a GiB); --no-grid leaves it out\n",
+        sim::format_bytes(bytes));
   const auto launches = sim::predicted_dram(*prediction.report, target_profile());
   if (!launches || std::none_of(launches->begin(), launches->end(),
                                 [](const sim::LaunchDram& l) { return l.from_grid; }))

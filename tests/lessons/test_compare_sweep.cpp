@@ -235,11 +235,14 @@ TEST_CASE("compare --pass backward --sweep: the DRAM floor, and writes past the 
   }
   // The writes: the accumulator's lines and dK, dV stay dirty in an L2 that holds them.
   CHECK(t.number(1, "dram_written_grid") == 0);
+  // 16 heads at N = 16384 move 8.6 GiB into the SMs: the grid model says it takes a while.
+  CHECK(contains(run.output, "the grid model runs the pass's 8.6 GiB into the SMs"));
   fs::remove(csv);
   // --no-grid: the grid's columns empty.
   const auto quick = run_flashlab("compare --pass backward --sweep n=64,128 --no-grid --no-ncu "
                                   "--csv " + csv.string() + " 2>&1");
   REQUIRE(quick.status == 0);
+  CHECK_FALSE(contains(quick.output, "the grid model runs"));
   const CsvTable u{read_csv(csv)};
   REQUIRE(u.rows.size() == 3);
   CHECK(u.rows[1][u.column("dram_read_grid")].empty());
