@@ -73,9 +73,13 @@ std::size_t column(const std::vector<std::string>& header, const std::string& na
 }
 
 // A `flashlab compare` CSV: one row per kernel and shape, B = 1, as many KV heads as heads.
+// The passes' sweeps (`compare --pass ... --sweep`: a pass column, no kernel) hold no fa2 row.
 void read_compare(const std::filesystem::path& path, std::vector<Measured>& out) {
   const auto lines = lines_of(path);
   const auto header = csv_fields(lines.at(0));
+  if (std::find(header.begin(), header.end(), "kernel") == header.end() &&
+      std::find(header.begin(), header.end(), "pass") != header.end())
+    return;
   const auto col = [&](const char* name) { return column(header, name, path); };
   const std::size_t kernel = col("kernel"), n = col("N"), d = col("d"), heads = col("heads"),
                     causal = col("causal"), read = col("dram_read_measured"),
