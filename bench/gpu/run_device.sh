@@ -359,24 +359,24 @@ if want sweep; then
   # causal at d = 128, GQA, and without the mask at d = 64) and decode (the ANCHORS shape's 32
   # query heads over 8 KV heads, B = 1 and 8, contiguous and paged), the mirrors' bytes into
   # and out of the SMs and their DRAM floor against Nsight Compute. The backward's grid model
-  # is left out here (--no-grid: minutes of this machine's CPU at the longest N);
+  # is left out here (--no-grid-model: minutes of this machine's CPU at the longest N);
   # bench/simulator/backward_grid_vs_measured.py runs it beside the CSVs afterwards. The
   # backward's crossover: the points between those measured, where the grid model puts 15%
   # over the floor (results/2026-12-04-backward-grid-crossover-predicted.csv).
   step "flashlab compare --pass backward|decode --sweep: the passes' bytes over N"
   F="$BUILD/lessons/app/flashlab"
   "$F" compare --pass backward --sweep n=1024..16384 --sweep heads=1,16 --d 128 --causal \
-    --no-grid --no-color --csv "$OUT/compare_sweep_backward_causal.csv" 2>&1 | tail -12 ||
+    --no-grid-model --no-color --csv "$OUT/compare_sweep_backward_causal.csv" 2>&1 | tail -12 ||
     status=1
   "$F" compare --pass backward --sweep n=1024..16384 --heads 16 --kv-heads 4 --d 128 --causal \
-    --no-grid --no-color --csv "$OUT/compare_sweep_backward_gqa.csv" 2>&1 | tail -7 || status=1
+    --no-grid-model --no-color --csv "$OUT/compare_sweep_backward_gqa.csv" 2>&1 | tail -7 || status=1
   "$F" compare --pass backward --sweep n=1024..16384 --sweep heads=1,16 --d 64 \
-    --no-grid --no-color --csv "$OUT/compare_sweep_backward_d64.csv" 2>&1 | tail -12 || status=1
+    --no-grid-model --no-color --csv "$OUT/compare_sweep_backward_d64.csv" 2>&1 | tail -12 || status=1
   "$F" compare --pass backward --sweep n=10240,12288,14336 --heads 16 --kv-heads 4 --d 128 \
-    --causal --no-grid --no-color --csv "$OUT/compare_sweep_backward_gqa_crossover.csv" 2>&1 |
+    --causal --no-grid-model --no-color --csv "$OUT/compare_sweep_backward_gqa_crossover.csv" 2>&1 |
     tail -5 || status=1
   "$F" compare --pass backward --sweep n=40960,49152,57344 --heads 16 --d 128 --causal \
-    --no-grid --no-color --csv "$OUT/compare_sweep_backward_crossover.csv" 2>&1 | tail -5 ||
+    --no-grid-model --no-color --csv "$OUT/compare_sweep_backward_crossover.csv" 2>&1 | tail -5 ||
     status=1
   "$F" compare --pass decode --sweep n=1024..131072 --heads 32 --kv-heads 8 --d 128 \
     --no-color --csv "$OUT/compare_sweep_decode_b1.csv" 2>&1 | tail -10 || status=1

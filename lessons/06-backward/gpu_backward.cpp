@@ -238,13 +238,7 @@ void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
 
 // The backward of a stored row: one sequence, its heads and N, d = 128, causal.
 BackwardRun causal_run(const measured::BackwardDramRead& r) {
-  BackwardRun run;
-  run.heads = r.heads_q;
-  run.kv_heads = r.heads_kv;
-  run.n = r.n;
-  run.d = kTimed.d;
-  run.causal = true;
-  return run;
+  return {.heads = r.heads_q, .kv_heads = r.heads_kv, .n = r.n, .d = kTimed.d, .causal = true};
 }
 
 // Where the L2 stops holding the backward's query tiles between visits: the DRAM reads
@@ -300,17 +294,12 @@ void dram_reads_measured(LessonContext& ctx) {
     long_n = std::max(long_n, r.n);
     if (lag(r.n) <= 0) short_n = std::max(short_n, r.n);
   }
-  // The GQA row's grid in LRU partitions of whole tiles (fast: a tile at a time), the floor
-  // for the launches without a grid.
+  // The GQA row's grid in LRU partitions of whole tiles (fast: a tile at a time).
   const PassPrediction lru_pass = predict(causal_run(gqa));
-  sim::CompulsoryDram lru;
   const sim::Bytes lru_floor =
       sim::compulsory_dram(*lru_pass.report, sim::l2_dirty_room(h200))->read;
-  for (const sim::Launch& l : lru_pass.report->launches)
-    lru.read += l.grid ? sim::run_grid(sim::with_replacement(h200, sim::paced_on_gpu(h200, *l.grid),
-                                                             sim::L2Replacement::lru))
-                             .dram_read()
-                       : sim::compulsory_dram(l, sim::l2_dirty_room(h200)).read;
+  const sim::CompulsoryDram lru =
+      sim::total(*sim::predicted_dram(*lru_pass.report, h200, sim::L2Replacement::lru));
   ctx.print(
       "A block's step moves {} for one query head (Q and dO, L and D, and the dQ rows its\n"
       "reductions add to). Under the mask the first wave's {} blocks start {} query tiles\n"

@@ -41,16 +41,18 @@ constexpr cpu::Index kMaxHeads = 1024;
 // compare's options that only its forward comparison takes, and those only one pass takes.
 constexpr std::array<std::string_view, 2> kForwardOnly = {"--kernels", "--large"};
 constexpr std::array<std::string_view, 7> kPassOptions = {
-    "--batch", "--kv-heads", "--deterministic", "--no-grid", "--splits", "--page-size", "--grid"};
+    "--batch",  "--kv-heads",  "--deterministic", "--no-grid-model",
+    "--splits", "--page-size", "--grid"};
 struct PassOption {
   std::string_view option;
   Pass pass;
 };
-constexpr std::array kPassOnly = {
-    PassOption{"--deterministic", Pass::backward}, PassOption{"--no-grid", Pass::backward},
-    PassOption{"--splits", Pass::decode},
-    PassOption{"--page-size", Pass::decode}, PassOption{"--grid", Pass::decode},
-    PassOption{"--causal", Pass::backward}};
+constexpr std::array kPassOnly = {PassOption{"--deterministic", Pass::backward},
+                                  PassOption{"--no-grid-model", Pass::backward},
+                                  PassOption{"--splits", Pass::decode},
+                                  PassOption{"--page-size", Pass::decode},
+                                  PassOption{"--grid", Pass::decode},
+                                  PassOption{"--causal", Pass::backward}};
 
 }  // namespace
 
@@ -202,7 +204,7 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
   // DRAM read against the floor from a cold L2: 1 where every sector came once, more where
   // the L2 dropped lines the pass read again.
   const auto floor = compulsory_dram(prediction);
-  const auto grid = a.no_grid ? std::nullopt : grid_dram(prediction);
+  const auto grid = a.no_grid_model ? std::nullopt : grid_dram(prediction);
   const std::string dram_ratio =
       (m.bytes && floor
            ? ", DRAM read " + ratio_text(m.bytes->dram_read, double(floor->read)) + " of the floor"
@@ -231,7 +233,7 @@ void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args) {
                                  0, kMaxHeads);
   cmd->add_flag("--deterministic", args.deterministic,
                 "--pass backward: dQ by its own kernel instead of fp32 atomics");
-  cmd->add_flag("--no-grid", args.no_grid,
+  cmd->add_flag("--no-grid-model", args.no_grid_model,
                 "--pass backward: leave out the grid model's DRAM bytes (its blocks through the "
                 "L2 line by line: minutes at N >= 32768)");
   add_integer_option<cpu::Index>(
@@ -284,15 +286,13 @@ std::optional<sim::CompulsoryDram> grid_dram(const PassPrediction& prediction) {
   if (const double bytes = double(prediction.report->bytes_read()); bytes > kNoteBytes)
     std::cerr << fmt::format(
         "flashlab: the grid model runs the pass's {} into the SMs through the L2 line by line "
-        "(about a second a GiB); --no-grid leaves it out\n",
+        "(about a second a GiB); --no-grid-model leaves it out\n",
         sim::format_bytes(bytes));
   const auto launches = sim::predicted_dram(*prediction.report, target_profile());
   if (!launches || std::none_of(launches->begin(), launches->end(),
                                 [](const sim::LaunchDram& l) { return l.from_grid; }))
     return std::nullopt;
-  sim::CompulsoryDram all;
-  for (const sim::LaunchDram& l : *launches) all.read += l.read, all.written += l.written;
-  return all;
+  return sim::total(*launches);
 }
 
 PassCase pass_case(Pass pass, const ComparePassArgs& a, const CompareProblem& p) {
@@ -351,7 +351,7 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   std::cout << "GPU: " << status.description << "\n";
   Table table({"executor", "time", "bytes predicted", "bytes measured", "measured/predicted"},
               {true, true, true, true, false});
-  for (const Row& r : {simulator_row(c.prediction, !c.resolved.no_grid),
+  for (const Row& r : {simulator_row(c.prediction, !c.resolved.no_grid_model),
                        gpu_pass_row(pass, c.resolved, p, status, c.prediction, c.run)})
     table.add({r.executor, r.time, r.predicted, r.measured, r.ratio});
   table.print(std::cout, Style::for_stdout(p.no_colour));

@@ -23,10 +23,10 @@ struct ComparePassArgs {
   cpu::Index batch = 1, kv_heads = 0, splits = 0, page_size = 0;
   std::string grid = "splits";  // decode: "splits" or "queue"
   bool deterministic = false;
-  bool no_grid = false;  // backward: leave the grid model's DRAM out (minutes at N >= 32,768)
+  bool no_grid_model = false;  // backward: leave the grid model's DRAM out (minutes at N >= 32,768)
 };
 
-// Adds --pass, --batch, --kv-heads, --deterministic, --no-grid, --splits, --page-size and
+// Adds --pass, --batch, --kv-heads, --deterministic, --no-grid-model, --splits, --page-size and
 // --grid to `compare`.
 void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args);
 
@@ -82,8 +82,8 @@ NcuOutcome measure_pass(Pass pass, const ComparePassArgs& resolved, const Compar
 std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& prediction);
 // The DRAM bytes the grid model predicts for the pass on the target GPU, summed over its
 // launches (sim::predicted_dram: each launch's grid run through the L2's partitions, the floor
-// for a launch without one), or nothing where no launch has a grid (decode; N_q != N_k).
-// Seconds at the largest sizes.
+// for a launch without one), or nothing where no launch has a grid (decode). About a second
+// for each GiB the pass moves into the SMs; says so on stderr past 8 GiB.
 std::optional<sim::CompulsoryDram> grid_dram(const PassPrediction& prediction);
 
 // Throws cpu::InvalidArgument for an option given on the command line that the pass does not

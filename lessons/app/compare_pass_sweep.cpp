@@ -202,7 +202,7 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
   std::int64_t done = 0;
   for (Point& p : points) {
     const PassPrediction& predicted = p.pass.prediction;
-    if (!r.args.no_grid) p.grid = grid_dram(predicted);
+    if (!r.args.no_grid_model) p.grid = grid_dram(predicted);
     if (!predicted.report) {
       p.note = "not modelled: " + predicted.why_not;
     } else if (unmeasured.empty()) {

@@ -259,7 +259,6 @@ std::string why_unmeasured(bool no_ncu) {
   return "";
 }
 
-
 void run_compare_sweep(const CompareSweepRequest& r) {
   const std::size_t count =
       r.kernels.size() * r.grid.n.size() * r.grid.d.size() * r.grid.heads.size();

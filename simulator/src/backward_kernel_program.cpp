@@ -144,11 +144,10 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
   check_size("Bc", f.Bc, kMirrorMaxLength);
   check_mirror_size("backward", "dq_Br", f.dq_Br, 0, kMirrorMaxLength);
   check_mirror_size("backward", "dq_Bc", f.dq_Bc, 0, kMirrorMaxLength);
-  check_mirror_size("backward", "blocks_per_sm", f.blocks_per_sm, 1, kMaxBlocksPerSm);
   check_mirror_size("backward", "dq_threads", f.dq_threads, 0, kMaxThreadsPerBlock);
-  check_mirror_size("backward", "dq_blocks_per_sm", f.dq_blocks_per_sm, 1, kMaxBlocksPerSm);
-  check_mirror_size("backward", "pre_post_blocks_per_sm", f.pre_post_blocks_per_sm, 1,
-                    kMaxBlocksPerSm);
+  check_size("blocks_per_sm", f.blocks_per_sm, kMaxBlocksPerSm);
+  check_size("dq_blocks_per_sm", f.dq_blocks_per_sm, kMaxBlocksPerSm);
+  check_size("pre_post_blocks_per_sm", f.pre_post_blocks_per_sm, kMaxBlocksPerSm);
   if (f.pre_post_rows_per_block < 0 || f.pre_post_threads < 0)
     throw cpu::InvalidArgument(fmt::format(
         "the backward mirror: pre_post_rows_per_block = {}, pre_post_threads = {}; each is a "

@@ -54,9 +54,11 @@ struct TileMove {
   Move move = Move::read;
   bool through_l1 = false;
 };
-// A block's moves at one moment (its start, a step, its end): at most 5.
+// A block's moves at one moment (its start, a step, its end). The most: the main kernel's
+// step, Q, dO, L and D in and the reduction into dQ.
+constexpr std::size_t kMostMoves = 5;
 struct Moves {
-  std::array<TileMove, 5> list{};
+  std::array<TileMove, kMostMoves> list{};
   int count = 0;
   void add(const TileMove& m) { list[static_cast<std::size_t>(count++)] = m; }
   const TileMove* begin() const { return list.data(); }
@@ -165,9 +167,9 @@ class GridRun {
   struct Running {  // the block in one of the R slots
     Index block = 0;
     double t0 = 0;     // when it started
-    double tau = 1;    // its time per KV tile, now
-    double base = 1;   // its time per KV tile alone (drift's draw; the log's pace)
-    double t_at = 0, pos = 0;  // at time t_at it stood at tile position pos (K_j at j)
+    double tau = 1;    // its time per step (the forward's: per KV tile), now
+    double base = 1;   // its time per step alone (drift's draw; the log's pace)
+    double t_at = 0, pos = 0;  // at time t_at it stood at step position pos (step j at j)
     Index j = 0, steps = 0;
     int moment = kStart;  // its pending moment
     std::uint64_t version = 0;

@@ -82,11 +82,13 @@ std::optional<CompulsoryDram> compulsory_dram(const PassReport& report, Bytes di
 }
 
 std::optional<std::vector<LaunchDram>> predicted_dram(const PassReport& report,
-                                                      const HardwareProfile& gpu) {
+                                                      const HardwareProfile& gpu,
+                                                      std::optional<L2Replacement> replacement) {
   std::vector<LaunchDram> launches;
   for (const Launch& l : report.launches) {
     if (l.grid) {
-      const GridReport g = run_grid(paced_on_gpu(gpu, *l.grid));
+      const GridProblem on = paced_on_gpu(gpu, *l.grid);
+      const GridReport g = run_grid(replacement ? with_replacement(gpu, on, *replacement) : on);
       launches.push_back({g.dram_read(), g.dram_written(), true});
       continue;
     }
@@ -95,6 +97,12 @@ std::optional<std::vector<LaunchDram>> predicted_dram(const PassReport& report,
     launches.push_back({floor.read, floor.written, false});
   }
   return launches;
+}
+
+CompulsoryDram total(const std::vector<LaunchDram>& launches) {
+  CompulsoryDram all;
+  for (const LaunchDram& l : launches) all.read += l.read, all.written += l.written;
+  return all;
 }
 
 Bound roofline(const PassReport& report, const HardwareProfile& profile) {

@@ -172,8 +172,10 @@ class L2Cache {
   std::size_t sets_ = 0;                  // sets policy: S sets of kL2Ways ways
   std::vector<Way> ways_;                 // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
   // Beside each way, a 32-bit tag of its (key, line) (tag_of): a lookup scans a set's 16 tags,
-  // one cache line of the host's, and reads a way only where its tag matches. A filter for
-  // speed: the way's own fields decide (an empty way's tag is 0, which a line's may also be).
+  // one cache line of the host's, and reads a way only where its tag matches (with the stamps
+  // below, 0.86 of the time the backward's main kernel at 16 heads, N = 8,192 took without).
+  // A filter for speed: the way's own fields decide (an empty way's tag is 0, which a line's
+  // may also be).
   std::vector<std::uint32_t> tags_;
   // Beside each way too, when it was last touched (the set's LRU order; 0: empty), so that
   // finding a victim reads the set's 16 stamps and not its ways.

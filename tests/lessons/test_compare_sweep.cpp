@@ -238,9 +238,11 @@ TEST_CASE("compare --pass backward --sweep: the DRAM floor, and writes past the 
   // 16 heads at N = 16384 move 8.6 GiB into the SMs: the grid model says it takes a while.
   CHECK(contains(run.output, "the grid model runs the pass's 8.6 GiB into the SMs"));
   fs::remove(csv);
-  // --no-grid: the grid's columns empty.
-  const auto quick = run_flashlab("compare --pass backward --sweep n=64,128 --no-grid --no-ncu "
-                                  "--csv " + csv.string() + " 2>&1");
+  // --no-grid-model: the grid's columns empty.
+  const auto quick = run_flashlab(
+      "compare --pass backward --sweep n=64,128 --no-grid-model --no-ncu "
+      "--csv " +
+      csv.string() + " 2>&1");
   REQUIRE(quick.status == 0);
   CHECK_FALSE(contains(quick.output, "through the L2 line by line"));
   const CsvTable u{read_csv(csv)};
@@ -278,8 +280,10 @@ TEST_CASE("compare --pass --sweep: a plot, and every bad request refused") {
            {"--pass backward --sweep n=64,128 --kernels fa2",
             "--kernels is an option of the forward"},
            {"--pass decode --sweep n=64,128 --causal", "--causal is an option of --pass backward"},
-           {"--pass decode --sweep n=64,128 --no-grid", "--no-grid is an option of --pass backward"},
-           {"--sweep n=64,128 --no-grid", "--no-grid is an option of --pass backward or decode"},
+           {"--pass decode --sweep n=64,128 --no-grid-model",
+            "--no-grid-model is an option of --pass backward"},
+           {"--sweep n=64,128 --no-grid-model",
+            "--no-grid-model is an option of --pass backward or decode"},
            {"--pass decode --sweep n=64,128 --gpu-only decode", "without --sweep"},
            {"--pass fa3 --sweep n=64,128", "--pass fa3 is simulate's"}}) {
     CAPTURE(args);

@@ -623,17 +623,11 @@ TEST_CASE("lesson 6: the backward's DRAM reads against the floor, as stored in b
                                              r.heads_kv, r.n, "read_grid"));
     CHECK(contains(out, fmt::format("{} / {}\t{}\t", r.heads_q, r.heads_kv, r.n)));
     if (r.n > 4096) continue;  // the model runs the short rows again here (seconds each)
-    BackwardRun run;
-    run.heads = r.heads_q;
-    run.kv_heads = r.heads_kv;
-    run.n = r.n;
-    run.d = 128;
-    run.causal = true;
+    const BackwardRun run{
+        .heads = r.heads_q, .kv_heads = r.heads_kv, .n = r.n, .d = 128, .causal = true};
     const auto launches = flashlab::sim::predicted_dram(*predict(run).report, h200);
     REQUIRE(launches);
-    double read = 0;
-    for (const auto& l : *launches) read += double(l.read);
-    CHECK(read == r.grid_bytes);
+    CHECK(double(flashlab::sim::total(*launches).read) == r.grid_bytes);
   }
   // The step by hand: 64 x 128 x (2 + 2 + 4) + 2 x 64 x 4 = 66,048 bytes, 64.5 KiB. The
   // second wave's lag at N = 65,536: Tr = 1,024 query tiles less 2 x (2 x 132 - 1) = 498

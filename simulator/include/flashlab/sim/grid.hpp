@@ -32,9 +32,10 @@
 // sides. The H200 measured otherwise (docs/IO-LEVELS.md, "Where blocks land"): its block
 // scheduler deals blocks to pairs of SMs GPC after GPC, and consecutive blocks share a
 // partition in runs of 8 to 58; GridProblem::slot_partitions takes that placement (the
-// hardware profile's, sim::measured_slot_partitions), and `flashlab compare` runs it. A block's read looks in its own
-// partition; on a miss the tile is copied from another partition that holds it (no DRAM
-// traffic) or else read from DRAM, and either way it is then held in the reader's
+// hardware profile's, sim::measured_slot_partitions), and `flashlab compare` runs it. A
+// block's read looks in its own partition; on a miss the tile is copied from another
+// partition that holds it (no DRAM traffic) or else read from DRAM, and either way it is then
+// held in the reader's
 // partition too. So K and V, which every block of a head reads, take room in every
 // partition: for them the L2 holds l2_bytes / P, not l2_bytes. A write is placed in the
 // writer's partition only (each O and L tile is written once, by one block, and never

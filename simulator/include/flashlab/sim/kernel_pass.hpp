@@ -47,8 +47,9 @@ struct Launch {
   std::vector<Footprint> reads{}, writes{};
   // The launch's grid as the grid model runs it (grid.hpp): its blocks, the tiles they move
   // and their order, without a GPU (predicted_dram puts it on one). Absent where the mirror
-  // gives none (the pre- and post-kernels, whose blocks each read their own rows once; a
-  // problem the grid model does not take, N_q != N_k).
+  // gives none (decode's launches; the backward's main and dQ kernels where N_q != N_k, which
+  // the grid model does not take; its pre- and post-kernels where their rows a block are not
+  // described).
   std::optional<GridProblem> grid{};
 };
 
@@ -99,13 +100,17 @@ std::optional<CompulsoryDram> compulsory_dram(const PassReport& report, Bytes di
 // as the GPU places and paces them), what reached DRAM while the kernel ran, which is what the
 // kernel's counters see; else compulsory_dram's floor with the GPU's dirty room. Nothing where
 // a launch of the pass has neither. Runs every block's every move through the model: for the
-// backward at 16 heads, about 10 s at N = 16,384 and minutes at 65,536.
+// backward at 16 heads, about 10 s at N = 16,384 and minutes at 65,536. `replacement`: the L2
+// under another policy than the profile's, to study the policies (with_replacement).
 struct LaunchDram {
   Bytes read = 0, written = 0;
   bool from_grid = false;  // the grid model's figures, not the floor
 };
-std::optional<std::vector<LaunchDram>> predicted_dram(const PassReport& report,
-                                                      const HardwareProfile& gpu);
+std::optional<std::vector<LaunchDram>> predicted_dram(
+    const PassReport& report, const HardwareProfile& gpu,
+    std::optional<L2Replacement> replacement = std::nullopt);
+// The pass's DRAM bytes: its launches' summed.
+CompulsoryDram total(const std::vector<LaunchDram>& launches);
 
 // t >= max(matrix FLOPs / throughput, exps / exp throughput, bytes / HBM bandwidth), as
 // roofline() for a forward program.
