@@ -378,6 +378,16 @@ if want sweep; then
   "$F" compare --pass backward --sweep n=40960,49152,57344 --heads 16 --d 128 --causal \
     --no-grid-model --no-color --csv "$OUT/compare_sweep_backward_crossover.csv" 2>&1 | tail -5 ||
     status=1
+  # Queries and keys of different lengths (docs/IO-LEVELS.md, "Queries and keys of different
+  # lengths"), bottom-right: the forward's kernels and the backward, one row each.
+  for shape in "1024 4096" "4096 1024" "2048 16384"; do
+    read -r nq nk <<< "$shape"
+    "$F" compare --kernels scalar,fa2,fa3 --n "$nk" --n-q "$nq" --d 128 --heads 16 --causal \
+      --repeats 3 --large --no-color 2>&1 | tee -a "$OUT/compare_nq.log" | grep -E "GPU|simulator" ||
+      status=1
+    "$F" compare --pass backward --n "$nk" --n-q "$nq" --d 128 --heads 16 --causal --no-color \
+      2>&1 | tee -a "$OUT/compare_nq.log" | grep -E "GPU|simulator" || status=1
+  done
   "$F" compare --pass decode --sweep n=1024..131072 --heads 32 --kv-heads 8 --d 128 \
     --no-color --csv "$OUT/compare_sweep_decode_b1.csv" 2>&1 | tail -10 || status=1
   "$F" compare --pass decode --sweep n=1024..65536 --batch 8 --heads 32 --kv-heads 8 --d 128 \

@@ -218,7 +218,7 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
       "out of the SMs every\nload and store, DRAM from a cold L2 launch by launch (each sector a "
       "launch reads once;\nwritten, what it writes beyond the {} the L2 holds dirty), a floor: "
       "lines\nthe L2 drops and reads again add to it; and where the grid model runs a launch "
-      "(the backward's\nkernels; its main and dQ kernels where N_q = N_k), its blocks through "
+      "(the backward's\nkernels), its blocks through "
       "the L2's partitions\nas the GPU places them (DRAM grid). Measured by Nsight Compute, which "
       "empties the L2 before each kernel\n(docs/IO-LEVELS.md says which counter is which "
       "level). The counters:\n{}",

@@ -62,7 +62,7 @@ std::string tma_text(const Prediction& p) {
 std::string predicted_text(const Prediction& p) {
   if (!p.modelled()) return p.why_not;
   if (!p.dram_modelled())
-    return fmt::format("SMs read {}, write {}{}; DRAM not modelled (the grid takes N_q = N_k)",
+    return fmt::format("SMs read {}, write {}{}; DRAM not modelled (no grid for this kernel)",
                        bytes_text(p.sm_read()), bytes_text(p.sm_written()), tma_text(p));
   const std::string dirty =
       p.grid ? fmt::format(" (+ {} left dirty)", bytes_text(p.left_dirty())) : "";

@@ -239,7 +239,7 @@ namespace {
 // planned for the L2 of the GPU the mirror runs on: batch 1, heads as the run's.
 std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::GridProblem& g) {
   const gpu::fa3::TileOrder order =
-      gpu::fa3::make_tile_order(1, g.heads, g.kv_head_count(), run.n, run.n, run.d,
+      gpu::fa3::make_tile_order(1, g.heads, g.kv_head_count(), run.queries(), run.n, run.d,
                                 sim::bytes_of(g.dtype), g.causal != cpu::Causal::none, g.l2_bytes);
   return [order](Index block) {
     const gpu::fa3::WorkItem w = gpu::fa3::work_item(order, block);
@@ -251,6 +251,7 @@ std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::
 
 Prediction predict(const KernelRun& run) {
   const sim::Problem asked{.N = run.n,
+                           .N_q = run.queries(),
                            .d = run.d,
                            .dtype = sim::parse_dtype(run.dtype),
                            .causal = run.alignment(),
@@ -275,18 +276,19 @@ Prediction predict(const KernelRun& run) {
                                     .d = run.d,
                                     .causal = run.alignment()},
                                    *mirror.fa3);
-  } else if (run.queries() != run.n) {
-    p.why_not = "not modelled (the simulator takes N_q = N_k)";
+  } else if (run.queries() != run.n && *mirror.algorithm != sim::Algorithm::fa2) {
+    p.why_not = fmt::format("not modelled (the {} program takes N_q = N_k)",
+                            sim::to_string(*mirror.algorithm));
     return p;
   } else {
     p.report = sim::count(*mirror.algorithm, mirror.problem);
   }
-  if (run.queries() != run.n) return p;                    // the grid model takes N_q = N_k
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
     // On the profile's GPU: its L2 and replacement, blocks placed on the L2's partitions as
     // its block scheduler places them where that is measured for this occupancy.
     sim::GridProblem grid =
         sim::paced_on_gpu(target_profile(), {.N = run.n,
+                                             .N_q = run.queries(),
                                              .d = run.d,
                                              .dtype = mirror.problem.dtype,
                                              .heads = run.heads,
@@ -297,7 +299,8 @@ Prediction predict(const KernelRun& run) {
                                              .l1_bytes = mirror.l1_bytes});
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     // The crossover's closed form is of the grid as the model schedules it, log or not.
-    if (grid.causal == cpu::Causal::none && !grid.order) p.crossover = sim::l2_crossover(grid);
+    if (grid.causal == cpu::Causal::none && !grid.order && run.queries() == run.n)
+      p.crossover = sim::l2_crossover(grid);
     // A GPU's log, where the run has one, replayed. Else paced_on_gpu's: the blocks older
     // first where the profile has measured how far the older of an SM's blocks runs ahead
     // (fa2's block logs: the reads past the crossover; docs/IO-LEVELS.md, "The blocks

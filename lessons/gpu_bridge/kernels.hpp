@@ -140,8 +140,7 @@ struct Prediction {
   std::optional<sim::PassReport> pass{};        // fa3's mirror, all heads
 
   bool modelled() const { return report || pass; }
-  // DRAM is predicted by the grid, or by one head's program through the L2; fa3 with
-  // N_q != N_k has neither.
+  // DRAM is predicted by the grid, or by one head's program through the L2.
   bool dram_modelled() const { return grid || report; }
   double sm_read() const;
   // The store and reduction sectors its warp instructions touch, in bytes: what the L1 issues

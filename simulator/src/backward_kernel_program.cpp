@@ -92,6 +92,11 @@ Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 struct StepSums {
   Index QR = 0, A = 0, UK = 0;  // main kernel
   Index KR = 0, A_dq = 0;       // dQ kernel
+  // The most rows a main block's query tiles span (KV tile 0's), and the most keys a dQ block
+  // loads (its last query tile's): the rows and keys each kernel touches at all. Below N_q
+  // (N_k) where some rows (keys) are seen by nothing: bottom-right with N_q > N_k (top-left
+  // with N_q < N_k).
+  Index QT = 0, KT = 0;
 };
 
 Index add_scores(Index sum, Index rows, Index cols) {
@@ -108,6 +113,7 @@ StepSums step_sums(const BackwardShape& s, Index Br, Index Bc, Index dq_Br, Inde
     if (s.causal != cpu::Causal::none && k0 > o) first = k0 - o >= s.n_q ? Tr : (k0 - o) / Br;
     const Index rows = first >= Tr ? 0 : s.n_q - first * Br;
     sums.QR += rows;
+    sums.QT = std::max(sums.QT, rows);
     if (rows == 0) sums.UK += c;
     sums.A = add_scores(sums.A, rows, c);
   }
@@ -117,6 +123,7 @@ StepSums step_sums(const BackwardShape& s, Index Br, Index Bc, Index dq_Br, Inde
     if (s.causal != cpu::Causal::none)
       keys = e + o < 0 ? 0 : std::min(s.n_k, ((e + o) / dq_Bc + 1) * dq_Bc);
     sums.KR += keys;
+    sums.KT = std::max(sums.KT, keys);
     sums.A_dq = add_scores(sums.A_dq, e + 1 - q0, keys);
   }
   return sums;
@@ -247,35 +254,41 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   const Bytes q_in = rows_of(Hq, s.n_q, d, b), rows_f32 = rows_of(Hq, s.n_q, 1, kFp32);
   const Bytes kv_in = rows_of(Hkv, kv_rows, d, b), kv_out = rows_of(Hkv, s.n_k, d, b);
   const Bytes accumulator = rows_of(Hq, s.n_q, d, kFp32);
-  const std::vector<Footprint> inputs = {{"Q", q_in},  {"K", kv_in},    {"V", kv_in},
-                                         {"dO", q_in}, {"L", rows_f32}, {"D", rows_f32}};
+  // The main kernel touches the query rows of the tiles KV tile 0 sees (all but the first
+  // N_q - N_k rows' tiles, bottom-right with N_q > N_k), the dQ kernel every query tile and
+  // the keys its last one sees.
+  const Bytes q_seen = rows_of(Hq, sums.QT, d, b), rows_f32_seen = rows_of(Hq, sums.QT, 1, kFp32);
+  const Bytes kv_seen = rows_of(Hkv, sums.KT, d, b);
+  const std::vector<Footprint> main_inputs = {{"Q", q_seen},        {"K", kv_in},
+                                              {"V", kv_in},         {"dO", q_seen},
+                                              {"L", rows_f32_seen}, {"D", rows_f32_seen}};
   Launch pre{"pre (D)", query_rows_blocks, query_rows_blocks, f.pre_post_threads,
              f.pre_post_blocks_per_sm};
   pre.reads = {{"O", q_in}, {"dO", q_in}};
   pre.writes = {{"D", rows_f32}};
   Launch main{"main", Hkv * Tc, Hkv * Tc, f.threads, f.blocks_per_sm};
-  main.reads = inputs;
+  main.reads = main_inputs;
   main.writes = {{"dK", kv_out}, {"dV", kv_out}};
   if (!f.deterministic) {
     pre.writes.push_back({"dQ accumulator", accumulator});
-    main.reads.push_back({"dQ accumulator", accumulator});
-    main.writes.push_back({"dQ accumulator", accumulator});
+    const Bytes accumulator_seen = rows_of(Hq, sums.QT, d, kFp32);
+    main.reads.push_back({"dQ accumulator", accumulator_seen});
+    main.writes.push_back({"dQ accumulator", accumulator_seen});
   }
-  // The grids of the main and dQ kernels, where the grid model takes the problem (N_q = N_k,
-  // where both alignments of the mask are the same).
+  // The grids of the main and dQ kernels.
   const auto grid = [&](GridPass pass, Index rows, Index keys, int per_sm) {
-    if (s.n_q != s.n_k) return std::optional<GridProblem>{};
-    return std::optional<GridProblem>{GridProblem{
-        .pass = pass,
-        .N = s.n_q,
-        .d = d,
-        .dtype = f.dtype,
-        .heads = Hq,
-        .kv_heads = Hkv,
-        .causal = s.causal == cpu::Causal::none ? cpu::Causal::none : cpu::Causal::top_left,
-        .Br = rows,
-        .Bc = keys,
-        .blocks_per_sm = per_sm}};
+    return std::optional<GridProblem>{GridProblem{.pass = pass,
+                                                  .N = s.n_k,
+                                                  .N_q = s.n_q,
+                                                  .d = d,
+                                                  .dtype = f.dtype,
+                                                  .heads = Hq,
+                                                  .kv_heads = Hkv,
+                                                  .causal = s.causal,
+                                                  .Br = rows,
+                                                  .Bc = keys,
+                                                  .skips_unseen_kv = f.skips_unseen_kv,
+                                                  .blocks_per_sm = per_sm}};
   };
   main.grid =
       grid(f.deterministic ? GridPass::backward_main_deterministic : GridPass::backward_main, Br,
@@ -297,7 +310,8 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   r.launches = {pre, main};
   if (f.deterministic) {
     Launch dq{"dQ", Hq * dq_Tr, Hq * dq_Tr, f.dq_threads, f.dq_blocks_per_sm};
-    dq.reads = inputs;
+    dq.reads = {{"Q", q_in},  {"K", kv_seen},  {"V", kv_seen},
+                {"dO", q_in}, {"L", rows_f32}, {"D", rows_f32}};
     dq.writes = {{"dQ", q_in}};
     dq.grid = grid(GridPass::backward_dq, dq_Br, dq_Bc, f.dq_blocks_per_sm);
     r.launches.push_back(dq);

@@ -1,7 +1,10 @@
 // FlashAttention-2's loop order: the outer loop runs over query tiles Q_i; each keeps its
 // state (m, l, U) in SRAM while every KV tile streams past, and writes O_i and L_i once.
 //
-// HBM traffic, non-causal: Q, O and L once; K and V once per query tile, Tr times.
+// HBM traffic, non-causal: Q, O and L once; K and V once per query tile, Tr times. With
+// N_q query rows and N keys (Problem::N_q), Tr = ceil(N_q / Br) and Tc = ceil(N / Bc); under
+// the causal mask a query tile loads the KV tiles up to its last row's last visible key
+// (none where no row of it sees a key: bottom-right with N_q > N), as the kernels do.
 // As a mirror of a kernel (the scalar kernel, fa2), O and L written are the sectors of the
 // kernel's epilogue stores (Problem::o_store, l_store; warp_store.hpp): the scalar kernel's
 // O 16 N d in bf16 (a thread per row, a sector per 2-byte store), fa2's 2 N d b (8 rows x
@@ -20,7 +23,7 @@ struct Fa2Buffers {
   Machine::BufferId sQ, sK, sV, sS, sU, sm, sl;
 
   static Fa2Buffers allocate(Machine& machine, const Problem& p, cpu::TileSizes t) {
-    const Index Br = std::min(t.Br, p.N), Bc = std::min(t.Bc, p.N), d = p.d;
+    const Index Br = std::min(t.Br, p.queries()), Bc = std::min(t.Bc, p.N), d = p.d;
     Fa2Buffers b{machine.allocate("sQ", "the query tile Q_i", Br, d, p.dtype),
                  machine.allocate("sK", "the key tile K_j", Bc, d, p.dtype),
                  machine.allocate("sV", "the value tile V_j", Bc, d, p.dtype),
@@ -42,35 +45,35 @@ Bytes fa2_footprint(const Problem& problem, cpu::TileSizes tiles) {
 }
 
 Bytes fa2_numerics_bytes(const Problem& p, cpu::TileSizes t) {
-  const Index Br = std::min(t.Br, p.N), Bc = std::min(t.Bc, p.N);
-  // O (N, d) and L (N); one query tile's scaled Q_i, S_ij and state (m, l, U) at a time.
-  const Index floats = cpu::checked_add(
-      cpu::checked_product({p.N, p.d + 1}, "fa2's outputs"),
-      cpu::checked_product({Br, 2 * p.d + Bc + 2}, "fa2's tile"), "fa2's numbers");
+  const Index Br = std::min(t.Br, p.queries()), Bc = std::min(t.Bc, p.N);
+  // O (N_q, d) and L (N_q); one query tile's scaled Q_i, S_ij and state (m, l, U) at a time.
+  const Index floats =
+      cpu::checked_add(cpu::checked_product({p.queries(), p.d + 1}, "fa2's outputs"),
+                       cpu::checked_product({Br, 2 * p.d + Bc + 2}, "fa2's tile"), "fa2's numbers");
   return cpu::checked_mul(floats, bytes_of(kAccumulator), "fa2's numbers");
 }
 
 template <class In>
 void run_fa2(Machine& machine, const Problem& p, cpu::TileSizes t, const Inputs<In>* in,
              Outputs* out, const Progress& progress) {
-  const Index N = p.N, d = p.d, Br = t.Br, Bc = t.Bc;
-  const cpu::Mask mask{p.causal, N, N};
+  const Index N_q = p.queries(), N = p.N, d = p.d, Br = t.Br, Bc = t.Bc;
+  const cpu::Mask mask{p.causal, N_q, N};
   const float scale = static_cast<float>(cpu::AttentionOptions{}.scale_for(d));
-  const auto gQ = machine.add_tensor("Q", N, d, p.dtype);
+  const auto gQ = machine.add_tensor("Q", N_q, d, p.dtype);
   const auto gK = machine.add_tensor("K", N, d, p.dtype);
   const auto gV = machine.add_tensor("V", N, d, p.dtype);
-  const auto gO = machine.add_tensor("O", N, d, p.dtype);
-  const auto gL = machine.add_tensor("L", N, 1, kAccumulator);
+  const auto gO = machine.add_tensor("O", N_q, d, p.dtype);
+  const auto gL = machine.add_tensor("L", N_q, 1, kAccumulator);
   if (p.o_store) machine.set_store(gO, *p.o_store);  // a kernel's epilogue: its sectors
   if (p.l_store) machine.set_store(gL, *p.l_store);
   const Fa2Buffers s = Fa2Buffers::allocate(machine, p, t);
-  if (in) *out = {cpu::Matrix<float>(N, d), cpu::Vector<float>(N)};
+  if (in) *out = {cpu::Matrix<float>(N_q, d), cpu::Vector<float>(N_q)};
   const bool grouped = !in && !machine.tracing() && !machine.has_l2();
-  const Index Tr = tile_count(N, Br), Tr_whole = N / Br;
+  const Index Tr = tile_count(N_q, Br), Tr_whole = N_q / Br;
   SteadyState steady(machine, !in && !machine.tracing() && machine.has_l2(), {gQ, gO, gL}, Br);
 
   for (Index i = 0; i < Tr; ++i) {  // outer: query tiles, each loaded once
-    const Index q0 = i * Br, rows = tile_rows(N, Br, i);
+    const Index q0 = i * Br, rows = tile_rows(N_q, Br, i);
     machine.load(s.sQ, gQ, q0, rows, {i, -1});
     cpu::Matrix<float> rQ_scaled;  // (rows, d) Q_i * scale
     auto state = cpu::SoftmaxState<float>::empty(rows, d);  // m = -inf, l = 0, U = 0

@@ -81,35 +81,40 @@ struct Group {
 class GridRun {
  public:
   GridRun(const GridProblem& p, const L2Observer& observer) : p_(p), group_alike_(!observer) {
-    const Index rows_q = cpu::checked_mul(p.heads, p.N, "the rows of Q");
-    const Index rows_kv = cpu::checked_mul(p.kv_head_count(), p.N, "the rows of K");
+    // A tensor of the queries' side (N_q rows a head) or of the keys' (N rows a KV head).
+    const auto query_side = [&](const char* name, Index cols, DType dtype) {
+      return add(name, p.heads, p.queries(), cols, dtype);
+    };
+    const auto key_side = [&](const char* name) {
+      return add(name, p.kv_head_count(), p.N, p.d, p.dtype);
+    };
     if (p.pass == GridPass::backward_pre || p.pass == GridPass::backward_pre_deterministic) {
-      t_.O = add("O", rows_q, p.d, p.dtype);
-      t_.dO = add("dO", rows_q, p.d, p.dtype);
-      t_.D = add("D", rows_q, 1, kAccumulator);
+      t_.O = query_side("O", p.d, p.dtype);
+      t_.dO = query_side("dO", p.d, p.dtype);
+      t_.D = query_side("D", 1, kAccumulator);
       if (p.pass == GridPass::backward_pre)
-        t_.accumulator = add("dQ accumulator", rows_q, p.d, kAccumulator);
+        t_.accumulator = query_side("dQ accumulator", p.d, kAccumulator);
     } else if (p.pass == GridPass::backward_post) {
-      t_.accumulator = add("dQ accumulator", rows_q, p.d, kAccumulator);
-      t_.dQ = add("dQ", rows_q, p.d, p.dtype);
+      t_.accumulator = query_side("dQ accumulator", p.d, kAccumulator);
+      t_.dQ = query_side("dQ", p.d, p.dtype);
     } else {
-      t_.Q = add("Q", rows_q, p.d, p.dtype);
-      t_.K = add("K", rows_kv, p.d, p.dtype);
-      t_.V = add("V", rows_kv, p.d, p.dtype);
+      t_.Q = query_side("Q", p.d, p.dtype);
+      t_.K = key_side("K");
+      t_.V = key_side("V");
       if (p.pass == GridPass::forward) {
-        t_.O = add("O", rows_q, p.d, p.dtype);
-        t_.L = add("L", rows_q, 1, kAccumulator);
+        t_.O = query_side("O", p.d, p.dtype);
+        t_.L = query_side("L", 1, kAccumulator);
       } else {
-        t_.dO = add("dO", rows_q, p.d, p.dtype);
-        t_.L = add("L", rows_q, 1, kAccumulator);
-        t_.D = add("D", rows_q, 1, kAccumulator);
+        t_.dO = query_side("dO", p.d, p.dtype);
+        t_.L = query_side("L", 1, kAccumulator);
+        t_.D = query_side("D", 1, kAccumulator);
         if (p.pass == GridPass::backward_main)
-          t_.accumulator = add("dQ accumulator", rows_q, p.d, kAccumulator);
+          t_.accumulator = query_side("dQ accumulator", p.d, kAccumulator);
         if (p.owns_kv_tiles()) {
-          t_.dK = add("dK", rows_kv, p.d, p.dtype);
-          t_.dV = add("dV", rows_kv, p.d, p.dtype);
+          t_.dK = key_side("dK");
+          t_.dV = key_side("dV");
         } else {
-          t_.dQ = add("dQ", rows_q, p.d, p.dtype);
+          t_.dQ = query_side("dQ", p.d, p.dtype);
         }
       }
     }
@@ -138,7 +143,11 @@ class GridRun {
       for (Index free = R - resident_; free > 0 && next < blocks;) {  // fill the free slots
         const Index taken = start(next, free);
         next += taken, free -= taken;
+        // A block without steps (the pre- and post-kernels', a query tile that sees no key)
+        // ends as it starts and frees its slot at once, as in the drift schedule.
+        if (groups_.back().steps == 0) finish_done(), free += taken;
       }
+      if (groups_.empty()) break;    // every block has ended
       for (Group& g : groups_) {     // one step of every resident block, in block order
         if (g.j < g.steps) step(g);  // (the pre- and post-kernels' blocks take none)
         ++g.j;
@@ -273,10 +282,13 @@ class GridRun {
     return r;
   }
 
-  // A tensor of `rows` rows of `cols` elements; returns its index.
-  int add(const char* name, Index rows, Index cols, DType dtype) {
-    tensors_.push_back({name, dtype, cpu::checked_mul(rows, cols, "a tensor's elements")});
+  // A tensor of `heads` heads of `rows` rows of `cols` elements, heads stacked; returns its
+  // index.
+  int add(const char* name, Index heads, Index rows, Index cols, DType dtype) {
+    const Index all_rows = cpu::checked_mul(heads, rows, "a tensor's rows");
+    tensors_.push_back({name, dtype, cpu::checked_mul(all_rows, cols, "a tensor's elements")});
     row_bytes_.push_back(cols * bytes_of(dtype));
+    head_rows_.push_back(rows);
     return static_cast<int>(tensors_.size()) - 1;
   }
 
@@ -346,7 +358,6 @@ class GridRun {
     return false;
   }
 
-  Index rows_of(Index tile, Index B) const { return std::min(B, p_.N - tile * B); }
   Index group_size() const { return p_.heads / p_.kv_head_count(); }  // query heads a KV head
 
   // The (head, tile) block b owns: a query head's query tile in grid order, under the causal
@@ -360,9 +371,12 @@ class GridRun {
     return {block / p_.query_tiles(),
             p_.causal == cpu::Causal::none ? x : p_.query_tiles() - 1 - x};
   }
-  // The main kernel: the first query tile that sees KV tile j (top-left: its first key's row).
+  // The main kernel: the first query tile that sees KV tile j, the tile of the first row that
+  // sees its first key (row j Bc - offset); Tr where no row does (top-left, N_q < N).
   Index first_query_tile(Index j) const {
-    return p_.causal == cpu::Causal::none ? 0 : j * p_.Bc / p_.Br;
+    if (p_.causal == cpu::Causal::none) return 0;
+    const Index row = std::max<Index>(0, j * p_.Bc - p_.diagonal_offset());
+    return row >= p_.queries() ? p_.query_tiles() : row / p_.Br;
   }
   // A block's steps: the KV tiles its query tile sees (the forward, the dQ kernel), or its
   // group's (query head, query tile) pairs that see its KV tile (the main kernel).
@@ -371,8 +385,10 @@ class GridRun {
     const BlockTile own = own_of(block);
     if (p_.owns_kv_tiles()) return group_size() * (p_.query_tiles() - first_query_tile(own.tile));
     if (p_.causal == cpu::Causal::none) return p_.kv_tiles();
-    const Index last_row = own.tile * p_.Br + rows_of(own.tile, p_.Br);  // one past its last query
-    return cpu::tile_count(last_row, p_.Bc);                             // keys 0 .. last_row - 1
+    // Keys 0 .. its last row + offset (none where that is below 0: bottom-right, N_q > N).
+    const Index last_row = std::min(own.tile * p_.Br + p_.Br, p_.queries()) - 1;
+    const Index keys = std::clamp<Index>(last_row + p_.diagonal_offset() + 1, 0, p_.N);
+    return cpu::tile_count(keys, p_.Bc);
   }
   // Whether blocks a and b move the same tiles at every step (Group).
   bool same_walk(Index a, Index b) const {
@@ -383,12 +399,13 @@ class GridRun {
 
   // The rows of tile `tile` (of B rows) of head `head`, in a tensor with heads stacked.
   TileMove tile(int tensor, Index head, Index tile, Index B, Move m, bool l1 = false) const {
-    return {tensor, head * p_.N + tile * B, rows_of(tile, B), m, l1};
+    const Index rows = head_rows_[std::size_t(tensor)];
+    return {tensor, head * rows + tile * B, std::min(B, rows - tile * B), m, l1};
   }
   // Block b's rows of the (head, row) array: [b Br, b Br + Br), the last block's fewer.
   TileMove rows_move(int tensor, Index block, Move m) const {
     const Index row0 = block * p_.Br;
-    return {tensor, row0, std::min(p_.Br, p_.heads * p_.N - row0), m};
+    return {tensor, row0, std::min(p_.Br, p_.heads * p_.queries() - row0), m};
   }
   // What a block moves at its start, at step s, and at its end (grid.hpp's table).
   Moves start_moves(Index block) const {
@@ -402,6 +419,7 @@ class GridRun {
       return m;
     }
     if (p_.owns_kv_tiles()) {
+      if (p_.skips_unseen_kv && steps_of(block) == 0) return m;  // no query sees its keys
       m.add(tile(t_.K, own.head, own.tile, p_.Bc, Move::read));
       m.add(tile(t_.V, own.head, own.tile, p_.Bc, Move::read));
       return m;
@@ -480,7 +498,7 @@ class GridRun {
   // that run alike, each moving its own tiles in; returns how many started.
   Index start(Index first, Index free) {
     Index count = 1;
-    if (group_alike_)
+    if (group_alike_ && steps_of(first) > 0)  // (a block without steps ends as it starts)
       while (count < free && first + count < p_.blocks() && same_walk(first, first + count))
         ++count;
     groups_.push_back({first, count, 0, steps_of(first)});
@@ -555,6 +573,7 @@ class GridRun {
   bool group_alike_;
   std::vector<TensorTraffic> tensors_;
   std::vector<Bytes> row_bytes_;
+  std::vector<Index> head_rows_;  // rows a head, each tensor: N_q on the queries' side, else N
   std::vector<Group> groups_;  // resident, in block order
   Index resident_ = 0;
   std::int64_t accesses_ = 0;
@@ -623,7 +642,8 @@ void check_block_log(const GridProblem& p) {
         p.block_time_spread));
   if (Index(p.block_log.size()) != p.blocks()) {
     const std::string grid =
-        p.streams_rows() ? fmt::format("{} rows of {} heads in blocks of {}", p.N, p.heads, p.Br)
+        p.streams_rows()
+            ? fmt::format("{} rows of {} heads in blocks of {}", p.queries(), p.heads, p.Br)
         : p.owns_kv_tiles()
             ? fmt::format("{} KV heads x {} KV tiles", p.kv_head_count(), p.kv_tiles())
             : fmt::format("{} heads x {} query tiles", p.heads, p.query_tiles());
@@ -674,7 +694,8 @@ void check_pass(const GridProblem& p) {
 
 void check(const GridProblem& p) {
   check_pass(p);
-  check_range("N", p.N, 1, kMaxN, "queries and keys per head");
+  check_range("N", p.N, 1, kMaxN, "keys per head, and queries unless N_q");
+  check_range("N_q", p.N_q, 0, kMaxN, "queries per head, 0 for as many as the keys");
   check_range("d", p.d, 1, kMaxD, "the head dimension");
   check_range("heads", p.heads, 1, kMaxHeads, "query heads times batch");
   check_range("kv_heads", p.kv_heads, 0, p.heads, "0 for as many as the query heads");
@@ -757,9 +778,6 @@ void check(const GridProblem& p) {
         p.older_block_lead, to_string(p.schedule)));
   check_block_log(p);
   cpu::check_causal(p.causal);
-  if (p.causal == cpu::Causal::bottom_right)
-    throw cpu::InvalidArgument(
-        "the grid model runs N_q = N_k, where causal is top-left: give none or top_left");
   if (p.order) check_order(p);
 }
 

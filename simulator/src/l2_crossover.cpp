@@ -39,7 +39,7 @@ Live worst_pair(const GridProblem& p) {
   const Index R = p.resident_blocks(), blocks = p.blocks(), Tr = p.query_tiles();
   const Index group = p.heads / p.kv_head_count(), P = p.l2_partitions;
   const auto kv_head = [&](Index block) { return block / Tr / group; };
-  const auto rows = [&](Index block) { return std::min(p.Br, p.N - block % Tr * p.Br); };
+  const auto rows = [&](Index block) { return std::min(p.Br, p.queries() - block % Tr * p.Br); };
   const Bytes s = bytes_of(p.dtype), acc = bytes_of(kAccumulator);
   Live worst;
   // Wave w runs blocks [w R, (w + 1) R): KV heads kv_head(first) .. kv_head(last), in order.
@@ -97,8 +97,14 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
     throw cpu::InvalidArgument(
         "the L2 crossover's closed form is for blocks in grid order: run a kernel's own order "
         "through run_grid");
+  if (problem.N_q != 0 && problem.N_q != problem.N)
+    throw cpu::InvalidArgument(fmt::format(
+        "N_q = {} with N = {}: the L2 crossover scans N with as many queries as keys; give "
+        "N_q = 0, or take live_bytes at the shape",
+        problem.N_q, problem.N));
   GridProblem p = problem;
   p.N = 1;
+  p.N_q = 0;
   check(p);
   constexpr Index kMaxN = Index{1} << 22;
   // From one_head_N on, live(N) > L2 / P whenever some KV head spans two full waves; above

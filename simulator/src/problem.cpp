@@ -95,6 +95,10 @@ void check(const Problem& p) {
     throw cpu::InvalidArgument(fmt::format(
         "N = {}: the sequence length must be between 1 and {} (larger counts would overflow "
         "64-bit integers)", p.N, kMaxN));
+  if (p.N_q < 0 || p.N_q > kMaxN)
+    throw cpu::InvalidArgument(fmt::format(
+        "N_q = {}: the query rows must be between 1 and {}, or 0 for as many as the keys' N", p.N_q,
+        kMaxN));
   if (p.d < 1 || p.d > kMaxD)
     throw cpu::InvalidArgument(
         fmt::format("d = {}: the head dimension must be between 1 and {}", p.d, kMaxD));

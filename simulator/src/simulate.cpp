@@ -26,6 +26,11 @@ template <class In>
 Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace, const Progress& progress,
            const detail::Inputs<In>* inputs, detail::Outputs* outputs) {
   check(p);
+  if (p.queries() != p.N && algorithm != Algorithm::fa2)
+    throw cpu::InvalidArgument(fmt::format(
+        "N_q = {} with N = {} keys: the {} program takes as many queries as keys; give N_q = 0 "
+        "(or N), or run fa2, whose program takes N_q != N",
+        p.N_q, p.N, to_string(algorithm)));
   Report report;
   report.algorithm = algorithm;
   report.problem = p;
@@ -69,11 +74,14 @@ class OneEigenThread {
   int saved_;
 };
 
+// Q is (N_q, d), K and V (N, d).
 void check_input(std::string_view name, cpu::Index rows, cpu::Index cols, const Problem& p) {
-  if (rows != p.N || cols != p.d)
+  const cpu::Index want = name == "Q" ? p.queries() : p.N;
+  if (rows != want || cols != p.d)
     throw cpu::InvalidArgument(fmt::format(
-        "{} is ({}, {}) but the problem says N = {}, d = {}: Q, K and V must be (N, d)", name,
-        rows, cols, p.N, p.d));
+        "{} is ({}, {}) but the problem says N_q = {}, N = {}, d = {}: Q must be (N_q, d), K "
+        "and V (N, d)",
+        name, rows, cols, p.queries(), p.N, p.d));
 }
 
 }  // namespace

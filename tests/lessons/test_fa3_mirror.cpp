@@ -8,6 +8,7 @@
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/gpu/tile_schedule.hpp"
 #include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/units.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/core.h>
@@ -75,20 +76,27 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM said to be not modelled") {
+TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM from its grid") {
   const app::KernelRun run{.kernel = "fa3", .n = 1023, .n_q = 97, .d = 64, .heads = 2};
   const app::Prediction p = app::predict(run);
   REQUIRE(p.pass);
-  CHECK(!p.dram_modelled());
+  REQUIRE(p.grid);
+  CHECK(p.grid->problem.queries() == 97);
+  CHECK(p.grid->problem.N == 1023);
   const double row = 64.0 * 2;  // one query tile of 97 rows reads all 1023 keys of K and V
   CHECK(p.sm_read() == 2 * (97 * row + 2 * 1023 * row));
+  // The H200's L2 holds it all: Q, K and V once from DRAM, O and L left dirty.
+  CHECK(p.dram_read() == 2 * (97 * row + 2 * 1023 * row));
+  CHECK(p.dram_written() == 0);
   const auto out = run_flashlab(
       "compare --kernels fa3 --n 1023 --n-q 97 --d 64 --heads 2 "
       "--causal --repeats 1 --no-ncu --no-color");
   REQUIRE(out.status == 0);
   CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::br(64), k::kBc,
                                          k::default_stages(64))));
-  CHECK(contains(out.output, "DRAM not modelled (the grid takes N_q = N_k)"));
+  CHECK(
+      contains(out.output, "DRAM " + sim::format_bytes(2 * (97 * row + 2 * 1023 * row)) + " read"));
+  CHECK(!contains(out.output, "not modelled"));
   const auto square = run_flashlab(
       "compare --kernels fa2,fa3 --n 256 --d 128 --repeats 1 "
       "--no-ncu --no-color");

@@ -28,17 +28,22 @@ inline std::vector<std::string> events_of(const GridProblem& p) {
   return out;
 }
 
-// A small random grid: N from `lengths`, GQA groups, d, tiles, SMs, an L2 of a few tiles in
-// 1 to 3 partitions, causal or not; the rest as GridProblem's defaults.
+// A small random grid: N from `lengths`, and N_q as many (half the time) or another of
+// them, GQA groups, d, tiles, SMs, an L2 of a few tiles in 1 to 3 partitions, causal (either
+// alignment) or not; the rest as GridProblem's defaults.
 inline GridProblem random_small_grid(std::mt19937_64& rng, const std::vector<cpu::Index>& lengths) {
   std::uniform_int_distribution<cpu::Index> pick(0, 1 << 20);
-  const cpu::Index N = lengths[static_cast<std::size_t>(pick(rng)) % lengths.size()];
+  const auto length = [&] { return lengths[static_cast<std::size_t>(pick(rng)) % lengths.size()]; };
+  const cpu::Index N = length(), N_q = pick(rng) % 2 ? 0 : length();
   const cpu::Index kv_heads = 1 + pick(rng) % 3, group = 1 + pick(rng) % 3;
+  constexpr cpu::Causal kMasks[] = {cpu::Causal::none, cpu::Causal::top_left,
+                                    cpu::Causal::bottom_right};
   return {.N = N,
+          .N_q = N_q,
           .d = 8 * (1 + pick(rng) % 4),
           .heads = kv_heads * group,
           .kv_heads = kv_heads,
-          .causal = pick(rng) % 2 ? cpu::Causal::top_left : cpu::Causal::none,
+          .causal = kMasks[pick(rng) % 3],
           .Br = 8 * (1 + pick(rng) % 4),
           .Bc = 8 * (1 + pick(rng) % 4),
           .blocks_per_sm = 1 + pick(rng) % 2,

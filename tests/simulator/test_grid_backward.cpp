@@ -237,18 +237,17 @@ TEST_CASE(
                 .l2_bytes = 1 << 20};
   CHECK(p.blocks() == 6);
   const std::vector<std::string> all = named_events(p);
-  // A wave of 4 blocks reads, then writes; then the last 2.
-  const std::vector<std::string> first_wave = {"miss O 0 256",    "miss dO 0 256",
-                                               "miss O 8 256",    "miss dO 8 256",
-                                               "miss O 16 256",   "miss dO 16 256",
-                                               "miss O 24 256",   "miss dO 24 256",
-                                               "allocate D 0 32", "allocate dQ accumulator 0 512"};
-  REQUIRE(all.size() >= first_wave.size());
-  CHECK(std::vector<std::string>(all.begin(), all.begin() + 10) == first_wave);
+  // A block takes no step: it reads its rows and writes its results as it starts, and the next
+  // block takes its slot (the drift schedule's order, which the GPU's profile runs).
+  const std::vector<std::string> first_blocks = {
+      "miss O 0 256", "miss dO 0 256", "allocate D 0 32", "allocate dQ accumulator 0 512",
+      "miss O 8 256", "miss dO 8 256", "allocate D 8 32", "allocate dQ accumulator 8 512"};
+  REQUIRE(all.size() == 6 * 4);
+  CHECK(std::vector<std::string>(all.begin(), all.begin() + 8) == first_blocks);
   const GridReport r = run_grid(p);
   CHECK(r.dram_read() == 2 * 48 * 32);
   CHECK(r.left_dirty() == 48 * 4 + 48 * 64);
-  CHECK(r.steps == 2);  // two rounds: 4 blocks, then 2
+  CHECK(r.steps == 0);  // no block takes a step
   // The deterministic mode's: D alone.
   p.pass = GridPass::backward_pre_deterministic;
   CHECK(run_grid(p).left_dirty() == 48 * 4);
@@ -266,16 +265,22 @@ TEST_CASE(
 TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and its SM bytes") {
   // Every tile once from DRAM is the floor of the mirror's launch, and every block's moves
   // are the mirror's bytes of that kernel, on shapes whose fp32 rows fill whole sectors
-  // (N a multiple of 8: each head's L and D start on a sector).
-  for (const Index n : {8, 200, 1024})
-    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left})
-      for (const bool deterministic : {false, true})
+  // (N_q a multiple of 8: each head's L and D start on a sector). N_q != N_k under both
+  // alignments: bottom-right with N_q > N_k leaves the first rows unseen by every key,
+  // top-left with N_q < N_k the last keys unseen by every query (v3's main kernel, which
+  // skips_unseen_kv, loads nothing there).
+  const std::vector<std::pair<Index, Index>> shapes = {{8, 8},      {200, 200},  {1024, 1024},
+                                                       {200, 1000}, {1024, 200}, {8, 300}};
+  for (const auto& [n_q, n_k] : shapes)
+    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right})
+      for (const int kernel : {0, 1, 2})  // atomic v2, atomic v3 (skips unseen KV), deterministic
         for (const Index kv_heads : {1, 2, 4}) {
+          const bool deterministic = kernel == 2;
           const BackwardShape s{.batch = 2,
                                 .heads_q = 4,
                                 .heads_kv = kv_heads,
-                                .n_q = n,
-                                .n_k = n,
+                                .n_q = n_q,
+                                .n_k = n_k,
                                 .d = 64,
                                 .causal = causal};
           const BackwardKernelFacts f{.Br = 64,
@@ -285,10 +290,12 @@ TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and
                                       .dq_Bc = 64,
                                       .dq_blocks_per_sm = 2,
                                       .pre_post_rows_per_block = 8,
-                                      .pre_post_blocks_per_sm = 8};
-          CAPTURE(n);
+                                      .pre_post_blocks_per_sm = 8,
+                                      .skips_unseen_kv = kernel == 1};
+          CAPTURE(n_q);
+          CAPTURE(n_k);
           CAPTURE(cpu::to_string(causal));
-          CAPTURE(deterministic);
+          CAPTURE(kernel);
           CAPTURE(kv_heads);
           const PassReport m = count_backward_kernel(s, f);
           const Launch& main = m.launch("main");
@@ -314,7 +321,7 @@ TEST_CASE("backward grid: in an L2 that holds everything, the mirror's floor and
             CHECK(x.sm_read() == footprint(l.reads));
             CHECK(e.blocks() == l.blocks);
           }
-          const Bytes b = 2, rows = 2 * 4 * n;  // B H_q N query rows
+          const Bytes b = 2, rows = 2 * 4 * n_q;  // B H_q N_q query rows
           CHECK(r.tensor("dO").read ==
                 m.tensor("dO").read - rows * 64 * b - (deterministic ? rows * 64 * b : 0));
           if (!deterministic) {
@@ -370,7 +377,8 @@ TEST_CASE("backward grid: the mirror's launches, on a GPU's profile") {
   const Launch& main = r.launch("main");
   REQUIRE(main.grid);
   CHECK(main.grid->pass == GridPass::backward_main);
-  CHECK(main.grid->causal == cpu::Causal::top_left);  // N_q = N_k: the same mask
+  CHECK(main.grid->causal == cpu::Causal::bottom_right);
+  CHECK(main.grid->diagonal_offset() == 0);  // N_q = N_k: top-left's mask
   CHECK(main.grid->heads == 4);
   CHECK(main.grid->kv_heads == 2);
   CHECK(main.grid->blocks() == main.blocks);
@@ -387,15 +395,19 @@ TEST_CASE("backward grid: the mirror's launches, on a GPU's profile") {
     CAPTURE(k);
     CHECK((*dram)[k].read == compulsory_dram(r.launches[k], room).read);
   }
-  // N_q != N_k: no grid; the floor throughout.
+  // N_q != N_k: the main kernel's grid takes both, the keys as N and the mask's offset.
   BackwardShape other = s;
-  other.n_q = 500;
+  other.n_q = 504;
   const PassReport o = count_backward_kernel(other, {.Br = 64, .Bc = 128});
-  CHECK_FALSE(o.launch("main").grid);
+  REQUIRE(o.launch("main").grid);
+  CHECK(o.launch("main").grid->N == 512);
+  CHECK(o.launch("main").grid->queries() == 504);
+  CHECK(o.launch("main").grid->diagonal_offset() == 8);
+  CHECK(o.launch("main").grid->blocks() == o.launch("main").blocks);
   const auto floors = predicted_dram(o, h200);
   REQUIRE(floors);
-  CHECK(std::none_of(floors->begin(), floors->end(),
-                     [](const LaunchDram& l) { return l.from_grid; }));
+  CHECK((*floors)[1].from_grid);
+  CHECK((*floors)[1].read == compulsory_dram(o.launches[1], room).read);
   // Where the facts say how many rows a pre- or post-kernel block takes, those launches have
   // grids too, of the query rows alone (so with N_q != N_k as well), in the mode's pass.
   const PassReport rows = count_backward_kernel(
@@ -406,7 +418,6 @@ TEST_CASE("backward grid: the mirror's launches, on a GPU's profile") {
   CHECK(rows.launch("pre (D)").per_sm == 8);
   REQUIRE(rows.launch("post (dQ)").grid);
   CHECK(rows.launch("post (dQ)").grid->pass == GridPass::backward_post);
-  CHECK_FALSE(rows.launch("main").grid);
   const PassReport det = count_backward_kernel(
       s, {.Br = 64, .Bc = 128, .deterministic = true, .pre_post_rows_per_block = 8});
   CHECK(det.launch("pre (D)").grid->pass == GridPass::backward_pre_deterministic);

@@ -6,6 +6,7 @@
 
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/simulate.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -98,6 +99,91 @@ TEST_CASE("grid L2: blocks start in grid order as slots free, and causal runs th
   const GridReport r = run_grid(p);
   CHECK(r.tensor("K").read == 2 * (2 + 1) * 256);  // per head: 2 + 1 KV tiles
   CHECK(r.tensor("K").dram_read == 4 * 256);
+}
+
+TEST_CASE("grid L2: N_q != N under the bottom-right mask, event by event") {
+  // d = 16 in bf16: a row is 32 bytes, one sector. Tiles of 2 rows (64 bytes) and 2 keys; an L2
+  // that holds everything; one SM holding both first blocks.
+  GridProblem p{.N = 5,
+                .N_q = 3,
+                .d = 16,
+                .causal = cpu::Causal::bottom_right,
+                .Br = 2,
+                .Bc = 2,
+                .blocks_per_sm = 2,
+                .sm_count = 1,
+                .l2_bytes = Bytes{1} << 20};
+  // Offset 2: block 0 runs query tile 1 (row 2, keys 0..4: three KV tiles), block 1 query
+  // tile 0 (rows 0 and 1, keys 0..3: two). Block 1 ends after its second step.
+  CHECK(events_of(p) == std::vector<std::string>{
+                            "miss Q 2 32", "miss Q 0 64",                              // starts
+                            "miss K 0 64", "miss V 0 64", "hit K 0 64", "hit V 0 64",  // step 0
+                            "miss K 2 64", "miss V 2 64", "hit K 2 64", "hit V 2 64",  // step 1
+                            "allocate O 0 64", "allocate L 0 32",  // block 1 ends
+                            "miss K 4 32", "miss V 4 32",          // block 0's step 2
+                            "allocate O 2 32", "allocate L 2 32"});
+  // N_q > N: offset -2, and query tile 0 (rows 0, 1) sees no key. Its block (the last, under
+  // the mask) loads Q and writes O and L (zeros, and -inf) without a step, as the kernels do.
+  p.N = 3;
+  p.N_q = 5;
+  CHECK(events_of(p) ==
+        std::vector<std::string>{"miss Q 4 32", "miss Q 2 64",  // blocks 0 and 1: tiles 2 and 1
+                                 "miss K 0 64", "miss V 0 64", "hit K 0 64", "hit V 0 64",
+                                 "allocate O 2 64", "allocate L 2 32",  // block 1: one step
+                                 // block 2 takes its slot, and ends as it starts: no step
+                                 "miss Q 0 64", "allocate O 0 64", "allocate L 0 32", "miss K 2 32",
+                                 "miss V 2 32",                           // block 0's step 1
+                                 "allocate O 4 32", "allocate L 4 32"});  // block 0 ends
+  CHECK(run_grid(p).steps == 2);
+}
+
+TEST_CASE("grid L2: N_q != N: into the SMs, the fa2 program's count, and from DRAM what is seen") {
+  // Every block's moves against the fa2 program run on one head (the paper's Algorithm 1 order
+  // of the kernels as built), both alignments and none, N_q above and below N; in an L2
+  // that holds everything, each input row a block loads read once from DRAM.
+  auto rng = fresh_rng();
+  std::uniform_int_distribution<Index> tile(1, 4);
+  for (const Index n_q : {1, 17, 97, 300})
+    for (const Index n : {1, 13, 97, 200})
+      for (const auto causal :
+           {cpu::Causal::none, cpu::Causal::top_left, cpu::Causal::bottom_right}) {
+        const Index Br = 16 * tile(rng), Bc = 16 * tile(rng), heads = tile(rng);
+        const GridProblem g{.N = n,
+                            .N_q = n_q,
+                            .d = 16,
+                            .heads = heads,
+                            .causal = causal,
+                            .Br = Br,
+                            .Bc = Bc,
+                            .sm_count = 3,
+                            .l2_bytes = Bytes{1} << 30};
+        CAPTURE(n_q);
+        CAPTURE(n);
+        CAPTURE(cpu::to_string(causal));
+        CAPTURE(Br);
+        CAPTURE(Bc);
+        CAPTURE(heads);
+        const GridReport r = run_grid(g);
+        const Report one =
+            count(Algorithm::fa2,
+                  {.N = n, .N_q = n_q, .d = 16, .causal = causal, .tiles = cpu::TileSizes{Br, Bc}});
+        for (const char* t : {"Q", "K", "V", "O", "L"}) {
+          CAPTURE(t);
+          CHECK(r.tensor(t).read == heads * one.tensor(t).read);
+          CHECK(r.tensor(t).written == heads * one.tensor(t).written);
+        }
+        // The keys the grid's blocks load at all: those of the longest query tile's steps
+        // (the last tile's, under the mask), 32 bytes a row.
+        const cpu::Mask mask{causal, n_q, n};
+        const Index last_row = n_q - 1,
+                    seen = causal == cpu::Causal::none
+                               ? n
+                               : std::clamp<Index>(last_row + mask.diagonal_offset() + 1, 0, n);
+        const Index loaded = std::min(n, ceil_div(seen, Bc) * Bc);
+        CHECK(r.tensor("K").dram_read == heads * loaded * 32);
+        CHECK(r.tensor("Q").dram_read == heads * n_q * 32);
+        CHECK(r.dram_written() == 0);
+      }
 }
 
 TEST_CASE("grid L2: the header's closed forms, into the SMs and through a large L2") {
@@ -547,7 +633,9 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   refuses({.l2_bytes = 0}, "an L2 of 0 bytes");
   refuses({.l2_partitions = 0}, "l2_partitions = 0: give 1 to 64");
   refuses({.l2_bytes = 3, .l2_partitions = 4}, "a byte per partition");
-  refuses({.causal = cpu::Causal::bottom_right}, "top-left");
+  refuses({.causal = static_cast<cpu::Causal>(7)}, "causal");
+  refuses({.N_q = -1}, "N_q = -1: give 0 to");
+  refuses({.N_q = (cpu::Index{1} << 22) + 1}, "queries per head, 0 for as many as the keys");
   refuses({.causal = static_cast<cpu::Causal>(7)}, "");
   refuses({.sm_count = 2, .l2_partitions = 2, .slot_partitions = {0}},
           "slot_partitions has 1 entries for 2 SMs of 2 blocks each: give one partition for "

@@ -14,6 +14,15 @@
 // interleaving of their accesses). A block loads Q_i when it starts and stores O_i and L_i
 // when it ends. Every access goes through one L2 shared by all SMs.
 //
+// Queries and keys (GridProblem::N_q). N is the keys of a head and N_q its queries (N where
+// not given): Q, O and L (the backward's dO, D, the dQ accumulator and dQ) have N_q rows a
+// head, K and V (dK, dV) N. Under the causal mask query i sees key j when j <= i + N - N_q
+// (bottom-right) or j <= i (top-left), the kernels' two alignments. A query tile walks the
+// KV tiles up to its last row's last key, and none where no row of it sees a key
+// (bottom-right with N_q > N): its block loads Q_i and stores O_i and L_i all the same, as
+// the kernels do. A block without steps ends as it starts, in every schedule, and its slot
+// is free for the next block at once.
+//
 // The L2: least recently used (or random victims, or lines in hashed sets: L2Replacement,
 // flashlab/sim/l2_policy.hpp), write-back,
 // write-allocate, its entries whole tiles (the unit the blocks move). DRAM moves whole
@@ -146,13 +155,17 @@
 // The main kernel's block b = kv_head x Tc + j (its blockIdx.x is the KV tile, in order: under
 // the causal mask tile 0, which the most queries see, first). Its steps go through the query
 // heads of its GQA group one after the other, and for each through the query tiles that see
-// tile j, from the first, floor(j Bc / Br) under the mask (0 without), to Tr - 1: step s is
+// tile j, from the first, floor(j Bc / Br) under the top-left mask with N_q = N (the tile of
+// the first row that sees key j Bc: row j Bc - (N - N_q) bottom-right; 0 without the mask),
+// to Tr - 1: step s is
 // query tile first + s mod count of the group's query head floor(s / count), count = Tr -
 // first. So under the mask the blocks of a wave that start together walk the same query
 // tiles of their first query head 2 steps apart at Bc = 2 Br (block j + 1 reads tile i two
 // steps before block j), those of the group's h-th head 2 (h + 1) steps apart (each block's
 // count is 2 shorter than the one before it). Blocks of later waves start as earlier ones
-// end, each at its own step: the grid runs them as they come.
+// end, each at its own step: the grid runs them as they come. A block whose keys no query
+// sees (top-left with N_q < N) takes no step; it loads K_j and V_j first (v2) or nothing
+// (v3: GridProblem::skips_unseen_kv), and stores its zeros.
 // The reduction of dS K_j into dQ_i (the atomic mode's red.global.add into the fp32 dQ
 // accumulator) is done in the L2: the tile's lines are read from DRAM if the L2 lacks them,
 // then held dirty. All of a tile's reductions meet in one partition, the home of its first line
@@ -225,14 +238,21 @@ struct BlockTile {
 
 struct GridProblem {
   GridPass pass = GridPass::forward;
-  cpu::Index N = 1024;  // queries and keys per head
+  cpu::Index N = 1024;  // keys per head, and queries unless N_q is given
+  cpu::Index N_q = 0;   // queries per head where they differ from the keys; 0: N
   cpu::Index d = 128;   // head dimension
   DType dtype = DType::bf16;
   cpu::Index heads = 1;  // query heads times batch: the grid's y and z
   // 0: as many as heads; else heads / kv_heads query heads share each KV head (GQA, MQA).
   cpu::Index kv_heads = 0;
-  cpu::Causal causal = cpu::Causal::none;  // none or top_left (N_q = N_k)
+  // The mask and its alignment: query i sees key j when j <= i + diagonal_offset() (N - N_q
+  // bottom-right, 0 top-left; the same where N_q = N).
+  cpu::Causal causal = cpu::Causal::none;
   cpu::Index Br = 128, Bc = 64;            // the kernel's tiles
+  // The backward's main kernel as built where its KV tile no query sees (top-left with N_q <
+  // N: keys past the last query): true, it loads nothing and writes its zeros (v3's,
+  // BackwardKernelFacts::skips_unseen_kv); false, it loads K_j and V_j first (v2's).
+  bool skips_unseen_kv = false;
   cpu::Index blocks_per_sm = 2;            // the kernel's occupancy
   cpu::Index sm_count = 132;
   Bytes l2_bytes = 60 * 1024 * 1024;  // all partitions together
@@ -282,12 +302,14 @@ struct GridProblem {
   std::vector<cpu::Index> slot_partitions{};
 
   cpu::Index kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
-  cpu::Index query_tiles() const { return cpu::tile_count(N, Br); }  // Tr
+  cpu::Index queries() const { return N_q > 0 ? N_q : N; }
+  cpu::Index diagonal_offset() const { return cpu::Mask{causal, queries(), N}.diagonal_offset(); }
+  cpu::Index query_tiles() const { return cpu::tile_count(queries(), Br); }  // Tr
   cpu::Index kv_tiles() const { return cpu::tile_count(N, Bc); }     // Tc
   // A block per (head, query tile), per (KV head, KV tile) for the backward's main kernel, per
   // Br rows of all heads' for its pre- and post-kernels.
   cpu::Index blocks() const {
-    if (streams_rows()) return cpu::tile_count(heads * N, Br);
+    if (streams_rows()) return cpu::tile_count(heads * queries(), Br);
     return owns_kv_tiles() ? kv_head_count() * kv_tiles() : heads * query_tiles();
   }
   // Whether a block owns Br rows of the (head, row) array and takes no step (the backward's
@@ -327,13 +349,11 @@ inline constexpr double kMaxBlockTimeSpread = 1.0;
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless the
 // pass is one of GridPass's (and, for the backward's, l1_bytes is 0 and order empty),
-// 1 <= N <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the tiles,
-// blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64,
-// 0 <= l2_dirty_cap <= partition_bytes(),
-// slot_partitions is empty or one partition below l2_partitions for each of the sm_count (or
-// sm_count x blocks_per_sm) slots,
-// causal is none or top-left, and block_time_spread is 0 to kMaxBlockTimeSpread (0 unless
-// the schedule is drift).
+// 1 <= N <= 2^22, 0 <= N_q <= 2^22, 1 <= d <= 2^12, 1 <= heads <= 2^16, kv_heads divides heads, the
+// tiles, blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64, 0 <=
+// l2_dirty_cap <= partition_bytes(), slot_partitions is empty or one partition below l2_partitions
+// for each of the sm_count (or sm_count x blocks_per_sm) slots, causal is one of cpu::Causal's, and
+// block_time_spread is 0 to kMaxBlockTimeSpread (0 unless the schedule is drift).
 void check(const GridProblem& problem);
 
 // A block's time per KV tile under the drift schedule, exp(sigma z_b) (above), for a problem
@@ -421,9 +441,10 @@ struct L2Crossover {
   // below first_N (one head alone, whose second wave is short, re-reads a little later).
   cpu::Index one_head_N = 0;
 };
-// problem.N is ignored; N ranges over multiples of Bc up to 2^22. Empty when live(N) stays
-// within the L2 there. The closed form is the non-causal forward grid's: a causal problem, or
-// a backward pass, is refused (cpu::InvalidArgument).
+// problem.N is ignored; N ranges over multiples of Bc up to 2^22, queries and keys alike.
+// Empty when live(N) stays within the L2 there. The closed form is the non-causal forward
+// grid's: a causal problem, one of N_q != N, or a backward pass, is refused
+// (cpu::InvalidArgument). reread_heads and live_bytes take N_q != N (N keys, N_q queries).
 std::optional<L2Crossover> l2_crossover(const GridProblem& problem);
 
 }  // namespace flashlab::sim

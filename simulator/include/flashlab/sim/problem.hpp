@@ -49,7 +49,11 @@ struct GemmTile {
 inline constexpr cpu::Index kMaxScoreReads = 1024;
 
 struct Problem {
-  cpu::Index N = 1024;  // sequence length of queries and keys
+  cpu::Index N = 1024;  // sequence length of the keys, and of the queries unless N_q is given
+  // Query rows where they differ from the keys (the fa2 program and the kernel mirrors built
+  // on it; the naive and fa1 programs take N_q = N). 0: N. Under the causal mask with
+  // N_q != N the alignment (top-left or bottom-right) is the causal field's.
+  cpu::Index N_q = 0;
   cpu::Index d = 64;    // head dimension
   DType dtype = DType::bf16;
   cpu::Causal causal = cpu::Causal::none;
@@ -120,14 +124,16 @@ struct Problem {
 
   // The paper's M: the SRAM's capacity in elements of the input type.
   cpu::Index M() const { return sram_bytes / bytes_of(dtype); }
+  // The query rows: N_q where given, else N.
+  cpu::Index queries() const { return N_q > 0 ? N_q : N; }
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless
-// 1 <= N <= 2^22, 1 <= d <= 2^12, the SRAM and the L2 are at most kMaxCapacityBytes (1 PiB),
-// d <= M (the paper's analysis assumes d <= M <= Nd; below d not even one row of K fits),
-// any given Br, Bc are >= 1, causal and the dtypes hold valid values, 1 <= score_reads <=
-// kMaxScoreReads, the GEMM tiles are >= 0, softmax_rows_in_flight >= 1, l2_replacement is
-// one of l2_policy.hpp's and 0 <= l2_dirty_cap <= l2_bytes.
+// 1 <= N <= 2^22, 0 <= N_q <= 2^22, 1 <= d <= 2^12, the SRAM and the L2 are at most
+// kMaxCapacityBytes (1 PiB), d <= M (the paper's analysis assumes d <= M <= Nd; below d not even
+// one row of K fits), any given Br, Bc are >= 1, causal and the dtypes hold valid values, 1 <=
+// score_reads <= kMaxScoreReads, the GEMM tiles are >= 0, softmax_rows_in_flight >= 1,
+// l2_replacement is one of l2_policy.hpp's and 0 <= l2_dirty_cap <= l2_bytes.
 void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.
