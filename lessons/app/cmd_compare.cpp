@@ -319,16 +319,18 @@ void run(const CompareArgs& a) {
     check_compare_pass_options(a.cmd, pass);
     return run_compare_pass_sweep(
         {pass, a.pass, problem,
-         parse_sweep(a.sweep, {{a.n}, {a.d}, {a.heads}, {a.pass.batch}}, /*batch_axis=*/true),
+         parse_sweep(a.sweep, {{a.n}, {a.d}, {a.heads}, {a.pass.batch}, {a.causal}},
+                     {.batch = true, .causal = pass == Pass::backward}),
          a.csv, a.plot});
   }
   check_forward_options(a.cmd);
   check_kernels(a);
   if (!a.sweep.empty()) {
     const KernelRun base = run_of(a, "");
-    return run_compare_sweep({base, split(a.kernels),
-                              parse_sweep(a.sweep, {{base.n}, {base.d}, {base.heads}}), a.no_ncu,
-                              a.no_colour, a.csv, a.plot});
+    return run_compare_sweep(
+        {base, split(a.kernels),
+         parse_sweep(a.sweep, {{base.n}, {base.d}, {base.heads}, {1}, {base.causal}}), a.no_ncu,
+         a.no_colour, a.csv, a.plot});
   }
   if (a.gpu_only.empty()) check_cost(a);  // --gpu-only computes nothing on the CPU
   const sim::DType dtype = sim::parse_dtype(a.dtype);
@@ -367,8 +369,8 @@ void add_compare_command(CLI::App& app) {
   add_integer_option<Index>(cmd, "--heads", args.heads,
                             "Heads (batch 1), each a copy in memory of its own", 1, kMaxHeads);
   cmd->add_option("--sweep", args.sweep,
-                  "Bytes alone over a grid, repeatable: n=1024..65536, d=64,128, heads=1,16 (and "
-                  "with --pass, batch=1,8)");
+                  "Bytes alone over a grid, repeatable: n=1024..65536, d=64,128, heads=1,16, "
+                  "causal=no,yes (and with --pass, batch=1,8; decode has no mask)");
   cmd->add_option("--csv", args.csv, "With --sweep: write the rows as CSV");
   cmd->add_option("--plot", args.plot,
                   "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");

@@ -79,41 +79,73 @@ std::string splits_text(Pass pass, const Point& p) {
 
 std::vector<Point> points_of(const PassSweepRequest& r) {
   std::vector<Point> points;
-  for (cpu::Index d : r.grid.d)
-    for (cpu::Index heads : r.grid.heads)
-      for (cpu::Index batch : r.grid.batch)
-        for (cpu::Index n : r.grid.n) {
-          Point p;
-          p.problem = r.base;
-          p.problem.n = n, p.problem.d = d, p.problem.heads = heads;
-          ComparePassArgs args = r.args;
-          args.batch = batch;
-          p.pass = pass_case(r.pass, args, p.problem);
-          points.push_back(std::move(p));
-        }
+  for (const bool causal : r.grid.causal)
+    for (cpu::Index d : r.grid.d)
+      for (cpu::Index heads : r.grid.heads)
+        for (cpu::Index batch : r.grid.batch)
+          for (cpu::Index n : r.grid.n) {
+            Point p;
+            p.problem = r.base;
+            p.problem.n = n, p.problem.d = d, p.problem.heads = heads, p.problem.causal = causal;
+            ComparePassArgs args = r.args;
+            args.batch = batch;
+            p.pass = pass_case(r.pass, args, p.problem);
+            points.push_back(std::move(p));
+          }
   return points;
 }
 
 void print_table(Pass pass, const std::vector<Point>& points, const Style& style) {
-  Table t({"N", "d", "heads", "batch", "splits", "SM read pred.", "SM read meas.", "ratio",
-           "stores pred.", "stores issued meas.", "ratio", "out of the SMs meas.", "ratio",
-           "DRAM read floor", "DRAM read meas.", "ratio", "DRAM read grid", "ratio",
-           "DRAM write floor", "DRAM write grid", "DRAM write meas.", "note"},
-          {false, false, false, false, false, false, false, false, false, false, false, false,
-           false, false, false, false, false, false, false, false, false, true});
+  Table t({"N",
+           "d",
+           "heads",
+           "batch",
+           "causal",
+           "splits",
+           "SM read pred.",
+           "SM read meas.",
+           "ratio",
+           "stores pred.",
+           "stores issued meas.",
+           "ratio",
+           "out of the SMs meas.",
+           "ratio",
+           "DRAM read floor",
+           "DRAM read meas.",
+           "ratio",
+           "DRAM read grid",
+           "ratio",
+           "DRAM write floor",
+           "DRAM write grid",
+           "DRAM write meas.",
+           "note"},
+          {false, false, false, false, true,  false, false, false, false, false, false, false,
+           false, false, false, false, false, false, false, false, false, false, true});
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    t.add({fmt::format("{}", p.problem.n), fmt::format("{}", p.problem.d),
-           fmt::format("{}", p.problem.heads), fmt::format("{}", p.pass.resolved.batch),
-           splits_text(pass, p), bytes_text(f.sm_read_predicted), bytes_text(f.sm_read_measured),
-           ratio(f.sm_read_measured, f.sm_read_predicted), bytes_text(f.stores_predicted),
+    t.add({fmt::format("{}", p.problem.n),
+           fmt::format("{}", p.problem.d),
+           fmt::format("{}", p.problem.heads),
+           fmt::format("{}", p.pass.resolved.batch),
+           p.problem.causal ? "yes" : "no",
+           splits_text(pass, p),
+           bytes_text(f.sm_read_predicted),
+           bytes_text(f.sm_read_measured),
+           ratio(f.sm_read_measured, f.sm_read_predicted),
+           bytes_text(f.stores_predicted),
            bytes_text(f.stores_issued_measured),
-           ratio(f.stores_issued_measured, f.stores_predicted), bytes_text(f.sm_written_measured),
-           ratio(f.sm_written_measured, f.sm_written_predicted), bytes_text(f.dram_read_predicted),
-           bytes_text(f.dram_read_measured), ratio(f.dram_read_measured, f.dram_read_predicted),
-           bytes_text(f.dram_read_grid), ratio(f.dram_read_measured, f.dram_read_grid),
-           bytes_text(f.dram_written_predicted), bytes_text(f.dram_written_grid),
-           bytes_text(f.dram_written_measured), p.note});
+           ratio(f.stores_issued_measured, f.stores_predicted),
+           bytes_text(f.sm_written_measured),
+           ratio(f.sm_written_measured, f.sm_written_predicted),
+           bytes_text(f.dram_read_predicted),
+           bytes_text(f.dram_read_measured),
+           ratio(f.dram_read_measured, f.dram_read_predicted),
+           bytes_text(f.dram_read_grid),
+           ratio(f.dram_read_measured, f.dram_read_grid),
+           bytes_text(f.dram_written_predicted),
+           bytes_text(f.dram_written_grid),
+           bytes_text(f.dram_written_measured),
+           p.note});
   }
   t.print(std::cout, style);
 }
@@ -161,37 +193,38 @@ std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& poi
     out += fmt::format("${} << EOD\n", s.name);
     for (const Point& p : points) {
       if (p.problem.d != r.grid.d.front() || p.problem.heads != r.grid.heads.front() ||
-          p.pass.resolved.batch != r.grid.batch.front())
+          p.pass.resolved.batch != r.grid.batch.front() ||
+          p.problem.causal != r.grid.causal.front())
         continue;
       if (const auto v = figures_of(p).*s.value) out += fmt::format("{} {:.0f}\n", p.problem.n, *v);
     }
     out += "EOD\n";
   }
-  return out +
-         fmt::format(
-             "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\n"
-             "set format x '2^{{%L}}'\nset format y '%.0b %BB'\nset xlabel 'N'\n"
-             "set ylabel 'bytes read'\nset title '{} pass, d = {}, heads = {}, batch = {}, {}'\n"
-             "set key top left\nset grid\n"
-             "plot $sm_pred using 1:2 with lines lc 1 title 'into the SMs, predicted', "
-             "$sm_meas using 1:2 with points pt 7 lc 1 title 'into the SMs, measured', "
-             "$dram_pred using 1:2 with lines dt 2 lc 2 title 'DRAM read, cold-L2 floor', "
-             "$dram_grid using 1:2 with lines dt 3 lc 3 title 'DRAM read, the grid model', "
-             "$dram_meas using 1:2 with points pt 5 lc 2 title 'DRAM read, measured'\n",
-             to_string(r.pass), r.grid.d.front(), r.grid.heads.front(), r.grid.batch.front(),
-             r.base.dtype);
+  return out + fmt::format(
+                   "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\n"
+                   "set format x '2^{{%L}}'\nset format y '%.0b %BB'\nset xlabel 'N'\n"
+                   "set ylabel 'bytes read'\nset title '{} pass, d = {}, heads = {}, batch = {}, "
+                   "causal = {}, {}'\n"
+                   "set key top left\nset grid\n"
+                   "plot $sm_pred using 1:2 with lines lc 1 title 'into the SMs, predicted', "
+                   "$sm_meas using 1:2 with points pt 7 lc 1 title 'into the SMs, measured', "
+                   "$dram_pred using 1:2 with lines dt 2 lc 2 title 'DRAM read, cold-L2 floor', "
+                   "$dram_grid using 1:2 with lines dt 3 lc 3 title 'DRAM read, the grid model', "
+                   "$dram_meas using 1:2 with points pt 5 lc 2 title 'DRAM read, measured'\n",
+                   to_string(r.pass), r.grid.d.front(), r.grid.heads.front(), r.grid.batch.front(),
+                   causal_text({r.grid.causal.front()}), r.base.dtype);
 }
 
 }  // namespace
 
 void run_compare_pass_sweep(const PassSweepRequest& r) {
-  const std::size_t count =
-      r.grid.n.size() * r.grid.d.size() * r.grid.heads.size() * r.grid.batch.size();
+  const std::size_t count = r.grid.n.size() * r.grid.d.size() * r.grid.heads.size() *
+                            r.grid.batch.size() * r.grid.causal.size();
   if (count > kMaxPassSweepPoints)
-    throw cpu::InvalidArgument(
-        fmt::format("--sweep: {} points (N x d x heads x batch), more than the {} a pass's sweep "
-                    "takes; shorten a list",
-                    count, kMaxPassSweepPoints));
+    throw cpu::InvalidArgument(fmt::format(
+        "--sweep: {} points (N x d x heads x batch x masks), more than the {} a pass's sweep "
+        "takes; shorten a list",
+        count, kMaxPassSweepPoints));
   std::vector<Point> points = points_of(r);  // every point's options checked before any run
   std::optional<OutputFile> csv;
   std::optional<PlotOutput> plot;
@@ -222,7 +255,7 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
       "the L2's partitions\nas the GPU places them (DRAM grid). Measured by Nsight Compute, which "
       "empties the L2 before each kernel\n(docs/IO-LEVELS.md says which counter is which "
       "level). The counters:\n{}",
-      to_string(r.pass), r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed,
+      to_string(r.pass), r.base.dtype, causal_text(r.grid.causal), r.base.seed,
       sim::format_bytes(double(sim::l2_dirty_room(target_profile()))), ncu_levels_text());
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";

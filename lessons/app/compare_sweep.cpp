@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 namespace flashlab::app {
 
@@ -44,13 +45,15 @@ Prediction predict_or_say(const KernelRun& run) {
 std::vector<KernelRun> runs_of(const CompareSweepRequest& r) {
   std::vector<KernelRun> runs;
   for (const std::string& kernel : r.kernels)
-    for (Index d : r.grid.d)
-      for (Index heads : r.grid.heads)
-        for (Index n : r.grid.n) {
-          KernelRun run = r.base;
-          run.kernel = kernel, run.n = n, run.n_q = 0, run.d = d, run.heads = heads;
-          runs.push_back(run);
-        }
+    for (const bool causal : r.grid.causal)
+      for (Index d : r.grid.d)
+        for (Index heads : r.grid.heads)
+          for (Index n : r.grid.n) {
+            KernelRun run = r.base;
+            run.kernel = kernel, run.n = n, run.n_q = 0, run.d = d, run.heads = heads;
+            run.causal = causal;
+            runs.push_back(run);
+          }
   return runs;
 }
 
@@ -108,25 +111,51 @@ std::string merge_text(const Point& p, const Figures& f) {
 }
 
 void print_table(const std::vector<Point>& points, const Style& style) {
-  Table t({"kernel", "N", "d", "heads", "SM read pred.", "SM read meas.", "ratio", "SM write pred.",
-           "stores issued meas.", "ratio", "left the SMs", "merge", "L2 slices meas.",
-           "coalesced", "DRAM read pred.", "DRAM read meas.", "ratio", "DRAM write pred.", "DRAM write meas.",
+  Table t({"kernel",
+           "N",
+           "d",
+           "heads",
+           "causal",
+           "SM read pred.",
+           "SM read meas.",
+           "ratio",
+           "SM write pred.",
+           "stores issued meas.",
+           "ratio",
+           "left the SMs",
+           "merge",
+           "L2 slices meas.",
+           "coalesced",
+           "DRAM read pred.",
+           "DRAM read meas.",
+           "ratio",
+           "DRAM write pred.",
+           "DRAM write meas.",
            "note"},
-          {true, false, false, false, false, false, false, false, false, false, false, false, false,
-           false, false, false, false, false, false, true});
+          {true,  false, false, false, true,  false, false, false, false, false, false,
+           false, false, false, false, false, false, false, false, false, true});
   for (const Point& p : points) {
     const Figures f = figures_of(p);
-    t.add({p.run.kernel, fmt::format("{}", p.run.n), fmt::format("{}", p.run.d),
-           fmt::format("{}", p.run.heads), optional_bytes(f.sm_read_predicted),
+    t.add({p.run.kernel,
+           fmt::format("{}", p.run.n),
+           fmt::format("{}", p.run.d),
+           fmt::format("{}", p.run.heads),
+           p.run.causal ? "yes" : "no",
+           optional_bytes(f.sm_read_predicted),
            optional_bytes(f.sm_read_measured),
            ratio_text(f.sm_read_measured, p.predicted.sm_read()),
-           optional_bytes(f.sm_written_predicted), optional_bytes(f.stores_issued_measured),
+           optional_bytes(f.sm_written_predicted),
+           optional_bytes(f.stores_issued_measured),
            ratio_text(f.stores_issued_measured, p.predicted.sm_stores_issued()),
-           optional_bytes(f.sm_written_measured), merge_text(p, f), optional_bytes(f.l2_measured),
+           optional_bytes(f.sm_written_measured),
+           merge_text(p, f),
+           optional_bytes(f.l2_measured),
            f.coalescing ? fmt::format("{:.2f}", *f.coalescing) : "-",
-           optional_bytes(f.dram_read_predicted), optional_bytes(f.dram_read_measured),
+           optional_bytes(f.dram_read_predicted),
+           optional_bytes(f.dram_read_measured),
            ratio_text(f.dram_read_measured, p.predicted.dram_read()),
-           optional_bytes(f.dram_written_predicted), optional_bytes(f.dram_written_measured),
+           optional_bytes(f.dram_written_predicted),
+           optional_bytes(f.dram_written_measured),
            p.note});
   }
   t.print(std::cout, style);
@@ -140,7 +169,8 @@ void print_crossovers(const std::vector<Point>& points) {
   std::vector<std::string> seen;
   for (const Point& p : points) {
     const auto& c = p.predicted.crossover;
-    const std::string key = fmt::format("{} {} {}", p.run.kernel, p.run.d, p.run.heads);
+    const std::string key =
+        fmt::format("{} {} {} {}", p.run.kernel, p.run.d, p.run.heads, p.run.causal);
     if (!c || std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
     seen.push_back(key);
     fmt::print(
@@ -192,7 +222,7 @@ std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& 
     std::string measured = fmt::format("$measured_{0} << EOD\n", k);
     for (const Point& p : points) {
       if (p.run.kernel != kernel || p.run.d != r.grid.d.front() ||
-          p.run.heads != r.grid.heads.front())
+          p.run.heads != r.grid.heads.front() || p.run.causal != r.grid.causal.front())
         continue;
       if (p.predicted.modelled()) out += fmt::format("{} {:.0f}\n", p.run.n, p.predicted.sm_read());
       if (p.measured) measured += fmt::format("{} {:.0f}\n", p.run.n, p.measured->sm_read);
@@ -208,27 +238,68 @@ std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& 
                    "x '2^{{%L}}'\n"
                    "set format y '%.0b %BB'\nset xlabel 'N'\nset ylabel 'bytes into the SMs "
                    "(l1tex__m_xbar2l1tex_read_bytes)' noenhanced\n"
-                   "set title 'd = {}, heads = {}, {}'\nset key top left\nset grid\nplot {}\n",
-                   r.grid.d.front(), r.grid.heads.front(), r.base.dtype, plots);
+                   "set title 'd = {}, heads = {}, causal = {}, {}'\nset key top left\nset "
+                   "grid\nplot {}\n",
+                   r.grid.d.front(), r.grid.heads.front(), causal_text({r.grid.causal.front()}),
+                   r.base.dtype, plots);
 }
 
 }  // namespace
 
-SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid grid, bool batch_axis) {
+namespace {
+
+// "no,yes", "yes", "no": the mask's values in a sweep, each once.
+std::vector<bool> parse_causal_list(const std::string& item, const std::string& list) {
+  std::vector<bool> values;
+  std::stringstream in(list);
+  for (std::string v; std::getline(in, v, ',');) {
+    if (v != "no" && v != "yes")
+      throw cpu::InvalidArgument(fmt::format(
+          "--sweep {}: the mask's values are no and yes (causal=no,yes for both), not '{}'", item,
+          v));
+    const bool causal = v == "yes";
+    if (std::find(values.begin(), values.end(), causal) != values.end())
+      throw cpu::InvalidArgument(
+          fmt::format("--sweep {}: {} is named twice: name each value once", item, v));
+    values.push_back(causal);
+  }
+  if (values.empty() || list.back() == ',')
+    throw cpu::InvalidArgument(
+        fmt::format("--sweep {}: give no, yes or no,yes after causal=", item));
+  return values;
+}
+
+}  // namespace
+
+std::string causal_text(const std::vector<bool>& causal) {
+  if (causal.size() > 1) return "no and yes";
+  return !causal.empty() && causal.front() ? "yes" : "no";
+}
+
+SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid grid, SweepAxes axes) {
   for (const std::string& item : items) {
     const std::size_t eq = item.find('=');
     const std::string axis = item.substr(0, eq);
-    if (axis == "batch" && !batch_axis)
+    if (axis == "batch" && !axes.batch)
       throw cpu::InvalidArgument(fmt::format(
           "--sweep {}: batch is an axis of --pass backward or decode; the forward comparison "
-          "sweeps n, d and heads",
+          "sweeps n, d, heads and causal",
+          item));
+    if (axis == "causal" && !axes.causal)
+      throw cpu::InvalidArgument(fmt::format(
+          "--sweep {}: decode has no mask to sweep (its queries are the last of their "
+          "sequences); causal is an axis of the forward comparison and of --pass backward",
           item));
     if (eq == std::string::npos ||
-        (axis != "n" && axis != "d" && axis != "heads" && axis != "batch"))
+        (axis != "n" && axis != "d" && axis != "heads" && axis != "batch" && axis != "causal"))
       throw cpu::InvalidArgument(fmt::format(
-          "--sweep {}: give an axis and its values, such as n=1024..65536, d=64,128 or "
-          "heads=1,16{}",
-          item, batch_axis ? " or batch=1,8" : ""));
+          "--sweep {}: give an axis and its values, such as n=1024..65536, d=64,128, "
+          "heads=1,16{}{}",
+          item, axes.causal ? ", causal=no,yes" : "", axes.batch ? " or batch=1,8" : ""));
+    if (axis == "causal") {
+      grid.causal = parse_causal_list(item, item.substr(eq + 1));
+      continue;
+    }
     auto values = parse_size_list("--sweep " + axis, item.substr(eq + 1));
     (axis == "n"       ? grid.n
      : axis == "d"     ? grid.d
@@ -260,11 +331,11 @@ std::string why_unmeasured(bool no_ncu) {
 }
 
 void run_compare_sweep(const CompareSweepRequest& r) {
-  const std::size_t count =
-      r.kernels.size() * r.grid.n.size() * r.grid.d.size() * r.grid.heads.size();
+  const std::size_t count = r.kernels.size() * r.grid.n.size() * r.grid.d.size() *
+                            r.grid.heads.size() * r.grid.causal.size();
   if (count > kMaxSweepPoints)
     throw cpu::InvalidArgument(
-        fmt::format("--sweep: {} points (kernels x N x d x heads), more than the {} a "
+        fmt::format("--sweep: {} points (kernels x N x d x heads x masks), more than the {} a "
                     "sweep takes; shorten a list",
                     count, kMaxSweepPoints));
   std::optional<OutputFile> csv;
@@ -298,7 +369,7 @@ void run_compare_sweep(const CompareSweepRequest& r) {
       "by Nsight Compute (docs/IO-LEVELS.md says which counter is which level). SM writes are\n"
       "the store sectors the L1 issued; what left the SMs is those or fewer (merge: their\n"
       "ratio). The counters:\n{}",
-      r.base.dtype, r.base.causal ? "yes" : "no", r.base.seed, ncu_levels_text());
+      r.base.dtype, causal_text(r.grid.causal), r.base.seed, ncu_levels_text());
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";
   print_table(points, Style::for_stdout(r.no_colour));

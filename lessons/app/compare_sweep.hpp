@@ -17,13 +17,23 @@ namespace flashlab::app {
 
 struct SweepGrid {
   std::vector<Index> n, d, heads, batch{1};
+  std::vector<bool> causal{false};  // without the mask, with it (top-left: N_q = N_k)
 };
 
-// Items "n=LIST", "d=LIST", "heads=LIST" and, where batch_axis (the passes' sweeps),
-// "batch=LIST" (LIST as sweep's: a,b,c or a..b doubling); an axis not named keeps its one
-// value in `defaults`. Throws cpu::InvalidArgument naming the item.
+// Which axes a sweep takes beside n, d and heads: batch (the passes'), the mask (the forward's
+// and the backward's; decode's queries are the last of their sequences).
+struct SweepAxes {
+  bool batch = false, causal = true;
+};
+
+// Items "n=LIST", "d=LIST", "heads=LIST" and, where the axes allow, "batch=LIST" (LIST as
+// sweep's: a,b,c or a..b doubling) and "causal=no,yes" (no, yes or both); an axis not named
+// keeps its one value in `defaults`. Throws cpu::InvalidArgument naming the item.
 SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid defaults,
-                      bool batch_axis = false);
+                      SweepAxes axes = {});
+
+// "yes", "no", or "no and yes" where a sweep takes both.
+std::string causal_text(const std::vector<bool>& causal);
 
 // A sweep's CSV and plot, checked and opened before any point runs (each empty path: none).
 // Throws cpu::InvalidArgument when --plot has fewer than two N to draw, when two outputs name

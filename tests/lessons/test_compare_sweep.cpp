@@ -88,6 +88,53 @@ TEST_CASE("compare --sweep: fa2's bytes into the SMs are its closed form, times 
                  "lrc__lts2lrc_sectors_op_read.sum"));
 }
 
+TEST_CASE("compare --sweep causal=no,yes: both masks in one sweep, each row its closed form") {
+  const fs::path csv = flashlab::test::scratch_path("compare-sweep-causal.csv");
+  const auto run = run_flashlab(
+      "compare --kernels fa2 --sweep n=256,1000 --sweep causal=no,yes --sweep heads=1,3 --d 64 "
+      "--no-ncu --csv " +
+      csv.string() + " 2>&1");
+  REQUIRE(run.status == 0);
+  CHECK(contains(run.output, "causal = no and yes"));
+  const auto rows = read_csv(csv);
+  REQUIRE(rows.size() == 1 + 2 * 2 * 2);
+  constexpr std::size_t kN = 1, kHeads = 3, kCausal = 4, kSmRead = 6;
+  REQUIRE(rows[0][kCausal] == "causal");
+  const auto c = flashlab::gpu::kernel_config(FLASHLAB_KERNEL_FA2, 64, FLASHLAB_BF16);
+  int masked = 0;
+  for (std::size_t k = 1; k < rows.size(); ++k) {
+    const auto& r = rows[k];
+    const long N = std::stol(r[kN]), heads = std::stol(r[kHeads]);
+    const bool causal = r[kCausal] == "1";
+    CAPTURE(N);
+    CAPTURE(causal);
+    masked += causal;
+    // Q once; each query tile's K and V up to its last row's key (top-left), or all of them.
+    double keys = 0;
+    for (long q0 = 0; q0 < N; q0 += c.Br) {
+      const long last = std::min(q0 + c.Br, N);  // one past the tile's last row
+      keys += causal ? double(std::min(N, (last + c.Bc - 1) / c.Bc * c.Bc)) : double(N);
+    }
+    CHECK(std::stod(r[kSmRead]) == double(heads) * (double(N) + 2 * keys) * 64 * 2);
+  }
+  CHECK(masked == 4);
+  fs::remove(csv);
+  // The backward's sweep takes the axis too; decode's refuses it.
+  const auto pass = run_flashlab(
+      "compare --pass backward --sweep n=256 --sweep causal=no,yes --no-grid-model --no-ncu "
+      "--csv " +
+      csv.string() + " 2>&1");
+  REQUIRE(pass.status == 0);
+  const auto p = read_csv(csv);
+  REQUIRE(p.size() == 3);
+  const auto column = std::find(p[0].begin(), p[0].end(), "causal") - p[0].begin();
+  const auto read = std::find(p[0].begin(), p[0].end(), "sm_read_predicted") - p[0].begin();
+  CHECK(p[1][std::size_t(column)] == "0");
+  CHECK(p[2][std::size_t(column)] == "1");
+  CHECK(std::stod(p[2][std::size_t(read)]) < std::stod(p[1][std::size_t(read)]));
+  fs::remove(csv);
+}
+
 TEST_CASE("compare --sweep without a GPU: predictions, and why the measured columns are empty") {
   const auto run = run_flashlab("compare --sweep n=128,256 --sweep d=64 2>&1");
   REQUIRE(run.status == 0);
@@ -134,6 +181,9 @@ TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request ref
   }
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"--sweep m=1,2", "give an axis and its values"},
+           {"--sweep causal=maybe", "the mask's values are no and yes"},
+           {"--sweep causal=yes,yes", "yes is named twice"},
+           {"--sweep causal=", "give no, yes or no,yes after causal="},
            {"--sweep n=64..32", "needs 1 <= a <= b"},
            {"--sweep n=1..4194304 --sweep d=1..4096 --sweep heads=1,2",
             "more than the 512 a sweep takes"},
@@ -280,6 +330,7 @@ TEST_CASE("compare --pass --sweep: a plot, and every bad request refused") {
            {"--pass backward --sweep n=64,128 --kernels fa2",
             "--kernels is an option of the forward"},
            {"--pass decode --sweep n=64,128 --causal", "--causal is an option of --pass backward"},
+           {"--pass decode --sweep causal=no,yes", "decode has no mask to sweep"},
            {"--pass decode --sweep n=64,128 --no-grid-model",
             "--no-grid-model is an option of --pass backward"},
            {"--sweep n=64,128 --no-grid-model",
