@@ -346,6 +346,10 @@ if want sweep; then
     --csv "$OUT/compare_sweep_h1.csv" "${plot[@]}" 2>&1 | tail -25 || status=1
   "$BUILD/lessons/app/flashlab" compare --sweep n=1024..16384 --sweep heads=16 --d 128 --no-color \
     --csv "$OUT/compare_sweep_h16.csv" 2>&1 | tail -20 || status=1
+  # Under the causal mask (predicted before it was first measured:
+  # results/2026-12-05-compare-sweep-causal-predicted.csv).
+  "$BUILD/lessons/app/flashlab" compare --sweep n=1024..16384 --sweep heads=1,16 --sweep causal=yes \
+    --d 128 --no-color --csv "$OUT/compare_sweep_causal.csv" 2>&1 | tail -42 || status=1
   # The L2 crossover (docs/IO-LEVELS.md): fa2, d = 128, B = 1, N far past where K and V of the
   # heads resident at once stop fitting the 60 MiB L2 (the run prints the predicted N per
   # heads). The CSV puts the grid model's DRAM read, write and left-dirty bytes beside

@@ -1,4 +1,4 @@
-// `flashlab compare --sweep`: the bytes of each kernel over a grid of N, d and heads, set
+// `flashlab compare --sweep`: the bytes of each kernel over a grid of N, d, heads and the mask, set
 // side by side as the simulator's mirror predicts them and (on a GPU, with Nsight Compute)
 // as measured at the SMs, the L2 slices and DRAM, with measured / predicted per level; as a
 // table, a CSV and a log-log plot against N. Without a GPU it prints the predictions and
