@@ -89,7 +89,7 @@ std::optional<std::vector<LaunchDram>> predicted_dram(const PassReport& report,
     if (l.grid) {
       const GridProblem on = paced_on_gpu(gpu, *l.grid);
       const GridReport g = run_grid(replacement ? with_replacement(gpu, on, *replacement) : on);
-      launches.push_back({g.dram_read(), g.dram_written(), true});
+      launches.push_back({g.dram_read(), g.dram_written(), true, g.left_dirty()});
       continue;
     }
     if (l.reads.empty() && l.writes.empty()) return std::nullopt;
@@ -128,7 +128,9 @@ nlohmann::ordered_json to_json(const PassReport& r, const HardwareProfile& profi
       launches.back()["dram_floor"] = {{"read", f.read}, {"written", f.written}};
     }
     if (grid && (*grid)[k].from_grid)
-      launches.back()["dram_grid"] = {{"read", (*grid)[k].read}, {"written", (*grid)[k].written}};
+      launches.back()["dram_grid"] = {{"read", (*grid)[k].read},
+                                      {"written", (*grid)[k].written},
+                                      {"left_dirty", (*grid)[k].left_dirty}};
   }
   json tensors = json::array();
   for (const auto& t : r.tensors)
@@ -192,7 +194,8 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
   const bool floors = compulsory_dram(r, room).has_value();
   std::vector<Row> launches{{"kernel", "blocks", "with work", "waves", "busy SMs"}};
   if (floors) launches.front().insert(launches.front().end(), {"DRAM read", "DRAM written"});
-  if (grid) launches.front().insert(launches.front().end(), {"grid model read", "written"});
+  if (grid)
+    launches.front().insert(launches.front().end(), {"grid model read", "written", "left dirty"});
   for (std::size_t k = 0; k < r.launches.size(); ++k) {
     const Launch& l = r.launches[k];
     launches.push_back({l.name, std::to_string(l.blocks), std::to_string(l.working),
@@ -205,7 +208,8 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
     if (grid) {
       const LaunchDram& g = (*grid)[k];
       launches.back().insert(launches.back().end(), {g.from_grid ? bytes(g.read) : "-",
-                                                     g.from_grid ? bytes(g.written) : "-"});
+                                                     g.from_grid ? bytes(g.written) : "-",
+                                                     g.from_grid ? bytes(g.left_dirty) : "-"});
     }
   }
   const std::string floor_note =
@@ -217,8 +221,8 @@ std::string format_pass_table(const PassReport& r, const HardwareProfile& profil
   const std::string grid_note =
       grid ? fmt::format(
                  "grid model: each launch's blocks in waves through {}'s L2 ({} partitions, "
-                 "hashed sets), what reaches DRAM while it runs (- where the launch has no "
-                 "grid)\n",
+                 "hashed sets), what reaches DRAM while it runs and what it leaves dirty in the "
+                 "L2 (- where the launch has no grid)\n",
                  profile.name, profile.l2_partitions)
            : "";
   std::vector<Row> tensors{{"tensor", "read", "written"}};

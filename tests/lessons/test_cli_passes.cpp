@@ -251,6 +251,13 @@ TEST_CASE("simulate --pass backward --grid-model: each launch's grid through the
     CHECK(l["dram_grid"]["read"] == l["dram_floor"]["read"]);
     CHECK(l["dram_grid"]["written"] == 0);
   }
+  // Nothing written while they run: all each launch writes stays dirty, the pre-kernel's D
+  // and the accumulator's zeros, the main kernel's dK and dV and the accumulator's lines its
+  // reductions dirtied, the post-kernel's dQ (2 heads x 1024 rows, d = 64).
+  const double rows = 2 * 1024, acc = rows * 64 * 4, bf16 = rows * 64 * 2;
+  CHECK(j["launches"][0]["dram_grid"]["left_dirty"] == rows * 4 + acc);
+  CHECK(j["launches"][1]["dram_grid"]["left_dirty"] == 2 * bf16 + acc);
+  CHECK(j["launches"][2]["dram_grid"]["left_dirty"] == bf16);
   // Without the flag, no such figures; in the table, two more columns and what they are.
   CHECK_FALSE(json_of("simulate --pass backward --n 1024 --heads 2 --d 64")["launches"][1].contains(
       "dram_grid"));
@@ -258,6 +265,7 @@ TEST_CASE("simulate --pass backward --grid-model: each launch's grid through the
       run_flashlab("simulate --pass backward --n 1024 --heads 2 --d 64 --causal --grid-model");
   REQUIRE(text.status == 0);
   CHECK(contains(text.output, "grid model read"));
+  CHECK(contains(text.output, "left dirty"));
   CHECK(contains(text.output, "grid model: each launch's blocks in waves through h200's L2"));
   // At 16 heads, N = 4096, d = 128 the pre-kernel's reads of O and dO push the zeros it wrote
   // out of their sets: it writes more than its floor of 3.9 MiB while it runs (the H200: 14.4).

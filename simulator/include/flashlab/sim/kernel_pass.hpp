@@ -105,6 +105,7 @@ std::optional<CompulsoryDram> compulsory_dram(const PassReport& report, Bytes di
 struct LaunchDram {
   Bytes read = 0, written = 0;
   bool from_grid = false;  // the grid model's figures, not the floor
+  Bytes left_dirty = 0;    // the grid model's: what stays dirty in the L2 when the launch ends
 };
 std::optional<std::vector<LaunchDram>> predicted_dram(
     const PassReport& report, const HardwareProfile& gpu,
