@@ -541,6 +541,13 @@ if want levels; then
         print i ",\"" s "\"," $5 "," $13 "," $15}' >> "$OUT/levels_lrc.csv" || status=1
   done
   cat "$OUT/levels_lrc.csv"
+
+  # Are decode's 2.3 MiB and the backward's fixed ~9 MiB of DRAM writes Nsight Compute's own
+  # (its restores between replay passes)? The same calls with the two DRAM metrics alone and
+  # with compare's nine, in kernel and application replay (bench/gpu/NOTES.md, 2026-12-05).
+  step "levels: DRAM writes with one metric pass and with compare's, kernel and application replay"
+  python3 "$ROOT/bench/gpu/ncu_replay_writes.py" --flashlab "$BUILD/lessons/app/flashlab" \
+    --csv "$OUT/ncu_replay_writes.csv" || status=1
 fi
 if want stores; then
   # Bytes out of the SMs, store by store: the requests and sectors the L1 sends on for global
