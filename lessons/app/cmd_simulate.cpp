@@ -178,8 +178,8 @@ void add_simulate_command(CLI::App& app) {
   auto& args = arguments_of<SimulateArgs>(cmd, simulate);
   args.cmd = cmd;
   cmd->add_option("--pass", args.pass,
-                  "forward (the paper's programs), or backward or decode (the GPU kernels' "
-                  "mirrors)")
+                  "forward (the paper's programs), or backward, decode or fa3 (the GPU "
+                  "kernels' mirrors)")
       ->capture_default_str();
   add_integer_option<cpu::Index>(cmd, "--n", args.n, "sequence length N", 1);
   add_integer_option<cpu::Index>(cmd, "--d", args.d, "head dimension d", 1);

@@ -46,13 +46,19 @@ constexpr std::array<std::string_view, 7> kPassOptions = {
 struct PassOption {
   std::string_view option;
   Pass pass;
+  bool forward_too = false;  // the forward comparison takes it as well
 };
 constexpr std::array kPassOnly = {PassOption{"--deterministic", Pass::backward},
                                   PassOption{"--no-grid-model", Pass::backward},
                                   PassOption{"--splits", Pass::decode},
                                   PassOption{"--page-size", Pass::decode},
                                   PassOption{"--grid", Pass::decode},
-                                  PassOption{"--causal", Pass::backward}};
+                                  PassOption{"--causal", Pass::backward, true}};
+// Where an option of a pass belongs, for a refusal: "--pass backward", or with the forward.
+std::string where_taken(const PassOption& o) {
+  return fmt::format("{}--pass {}", o.forward_too ? "the forward comparison and " : "",
+                     to_string(o.pass));
+}
 
 }  // namespace
 
@@ -67,8 +73,8 @@ void check_compare_pass_options(const CLI::App* cmd, Pass pass) {
           "{} is an option of the forward comparison, not of --pass {}", o, to_string(pass)));
   for (const PassOption& o : kPassOnly)
     if (cmd->count(std::string(o.option)) > 0 && o.pass != pass)
-      throw cpu::InvalidArgument(fmt::format("{} is an option of --pass {}, not of --pass {}",
-                                             o.option, to_string(o.pass), to_string(pass)));
+      throw cpu::InvalidArgument(fmt::format("{} is an option of {}, not of --pass {}", o.option,
+                                             where_taken(o), to_string(pass)));
 }
 
 namespace {
@@ -238,7 +244,7 @@ void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args) {
                 "L2 line by line: minutes at N >= 32768)");
   add_integer_option<cpu::Index>(
       cmd, "--splits", args.splits,
-      "--pass decode: splits per cache, 1 to 1024 (default: the kernel's rule)", 1,
+      "--pass decode: splits per cache, 1 to 1024 (0, the default: the kernel's rule)", 0,
       sim::kMaxDecodeSplits);
   add_integer_option<cpu::Index>(cmd, "--page-size", args.page_size,
                                  "--pass decode: tokens per page (0: contiguous cache)", 0,
@@ -251,10 +257,14 @@ void add_compare_pass_options(CLI::App* cmd, ComparePassArgs& args) {
 }
 
 void check_forward_options(const CLI::App* cmd) {
-  for (const std::string_view o : kPassOptions)
-    if (cmd->count(std::string(o)) > 0)
-      throw cpu::InvalidArgument(fmt::format(
-          "{} is an option of --pass backward or decode, not of the forward comparison", o));
+  for (const std::string_view o : kPassOptions) {
+    if (cmd->count(std::string(o)) == 0) continue;
+    std::string where = "--pass backward or decode";  // --batch and --kv-heads: both passes
+    for (const PassOption& p : kPassOnly)
+      if (p.option == o) where = fmt::format("--pass {}", to_string(p.pass));
+    throw cpu::InvalidArgument(
+        fmt::format("{} is an option of {}, not of the forward comparison", o, where));
+  }
 }
 
 // The backward's run starts with the fa2 forward that makes O and L (one kernel launch), which

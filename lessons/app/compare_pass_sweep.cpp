@@ -72,6 +72,12 @@ std::string ratio(std::optional<double> measured, std::optional<double> predicte
 }
 std::string csv_number(std::optional<double> b) { return b ? fmt::format("{:.0f}", *b) : ""; }
 
+// The point's query rows: the backward's N_q (N where not given), decode's per sequence.
+cpu::Index queries_of(Pass pass, const Point& p) {
+  if (pass == Pass::decode) return p.problem.n_q > 0 ? p.problem.n_q : 1;
+  return p.problem.n_q > 0 ? p.problem.n_q : p.problem.n;
+}
+
 // Decode's split count (or queue pieces), as the kernel's rule or --splits gave it.
 std::string splits_text(Pass pass, const Point& p) {
   return pass == Pass::decode ? fmt::format("{}", p.pass.resolved.splits) : "-";
@@ -155,21 +161,24 @@ void write_csv(OutputFile& out, Pass pass, const std::vector<Point>& points) {
       "pass,N,d,heads,kv_heads,batch,splits,causal,dtype,sm_read_predicted,sm_read_measured,"
       "stores_predicted,stores_issued_measured,sm_written_predicted,sm_written_measured,"
       "l2_measured,dram_read_predicted,dram_read_measured,dram_written_predicted,"
-      "dram_written_measured,kernels_measured,dram_read_grid,dram_written_grid\n");
+      "dram_written_measured,kernels_measured,dram_read_grid,dram_written_grid,n_q,"
+      "deterministic\n");
   for (const Point& p : points) {
     const Figures f = figures_of(p);
     const ComparePassArgs& a = p.pass.resolved;
-    out.write(fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(pass),
-        p.problem.n, p.problem.d, p.problem.heads, a.kv_heads > 0 ? a.kv_heads : p.problem.heads,
-        a.batch, pass == Pass::decode ? fmt::format("{}", a.splits) : "", p.problem.causal ? 1 : 0,
-        p.problem.dtype, csv_number(f.sm_read_predicted), csv_number(f.sm_read_measured),
-        csv_number(f.stores_predicted), csv_number(f.stores_issued_measured),
-        csv_number(f.sm_written_predicted), csv_number(f.sm_written_measured),
-        csv_number(f.l2_measured), csv_number(f.dram_read_predicted),
-        csv_number(f.dram_read_measured), csv_number(f.dram_written_predicted),
-        csv_number(f.dram_written_measured), csv_number(f.kernels_measured),
-        csv_number(f.dram_read_grid), csv_number(f.dram_written_grid)));
+    out.write(
+        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    to_string(pass), p.problem.n, p.problem.d, p.problem.heads,
+                    a.kv_heads > 0 ? a.kv_heads : p.problem.heads, a.batch,
+                    pass == Pass::decode ? fmt::format("{}", a.splits) : "",
+                    p.problem.causal ? 1 : 0, p.problem.dtype, csv_number(f.sm_read_predicted),
+                    csv_number(f.sm_read_measured), csv_number(f.stores_predicted),
+                    csv_number(f.stores_issued_measured), csv_number(f.sm_written_predicted),
+                    csv_number(f.sm_written_measured), csv_number(f.l2_measured),
+                    csv_number(f.dram_read_predicted), csv_number(f.dram_read_measured),
+                    csv_number(f.dram_written_predicted), csv_number(f.dram_written_measured),
+                    csv_number(f.kernels_measured), csv_number(f.dram_read_grid),
+                    csv_number(f.dram_written_grid), queries_of(pass, p), a.deterministic ? 1 : 0));
   }
   out.commit();
 }
@@ -246,7 +255,7 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
     progress(++done, std::int64_t(count));
   }
   std::cout << fmt::format(
-      "{} pass, {}, causal = {}, seed {}: bytes of one pass per (N, d, heads, batch), summed "
+      "{} pass, {}, causal = {}{}{}, seed {}: bytes of one pass per (N, d, heads, batch), summed "
       "over its kernels;\npredicted by the simulator's mirror of the kernels as built: into and "
       "out of the SMs every\nload and store, DRAM from a cold L2 launch by launch (each sector a "
       "launch reads once;\nwritten, what it writes beyond the {} the L2 holds dirty), a floor: "
@@ -255,7 +264,9 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
       "the L2's partitions\nas the GPU places them (DRAM grid). Measured by Nsight Compute, which "
       "empties the L2 before each kernel\n(docs/IO-LEVELS.md says which counter is which "
       "level). The counters:\n{}",
-      to_string(r.pass), r.base.dtype, causal_text(r.grid.causal), r.base.seed,
+      to_string(r.pass), r.base.dtype, causal_text(r.grid.causal),
+      r.base.n_q > 0 ? fmt::format(", N_q = {}", r.base.n_q) : "",
+      r.args.deterministic ? ", deterministic" : "", r.base.seed,
       sim::format_bytes(double(sim::l2_dirty_room(target_profile()))), ncu_levels_text());
   if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
   std::cout << "\n";
@@ -264,7 +275,10 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
     write_csv(*csv, r.pass, points);
     fmt::print("wrote {} rows to {}\n", points.size(), csv->path());
   }
-  if (plot) plot->draw(plot_script(r, points));
+  if (plot) {
+    plot->draw(plot_script(r, points));
+    if (const std::string note = plot_note(r.grid); !note.empty()) std::cout << note;
+  }
 }
 
 }  // namespace flashlab::app

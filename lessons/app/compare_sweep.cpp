@@ -277,9 +277,14 @@ std::string causal_text(const std::vector<bool>& causal) {
 }
 
 SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid grid, SweepAxes axes) {
+  std::vector<std::string> named;  // the axes given so far
   for (const std::string& item : items) {
     const std::size_t eq = item.find('=');
     const std::string axis = item.substr(0, eq);
+    if (std::find(named.begin(), named.end(), axis) != named.end())
+      throw cpu::InvalidArgument(fmt::format(
+          "--sweep {}: {} is swept twice; give each axis once, with all its values", item, axis));
+    named.push_back(axis);
     if (axis == "batch" && !axes.batch)
       throw cpu::InvalidArgument(fmt::format(
           "--sweep {}: batch is an axis of --pass backward or decode; the forward comparison "
@@ -378,7 +383,27 @@ void run_compare_sweep(const CompareSweepRequest& r) {
     write_csv(*csv, points);
     fmt::print("wrote {} rows to {}\n", points.size(), csv->path());
   }
-  if (plot) plot->draw(plot_script(r, points));
+  if (plot) {
+    plot->draw(plot_script(r, points));
+    if (const std::string note = plot_note(r.grid); !note.empty()) std::cout << note;
+  }
+}
+
+std::string plot_note(const SweepGrid& grid) {
+  std::vector<std::string> first;
+  if (grid.d.size() > 1) first.push_back(fmt::format("d = {}", grid.d.front()));
+  if (grid.heads.size() > 1) first.push_back(fmt::format("heads = {}", grid.heads.front()));
+  if (grid.batch.size() > 1) first.push_back(fmt::format("batch = {}", grid.batch.front()));
+  if (grid.causal.size() > 1)
+    first.push_back(fmt::format("causal = {}", causal_text({grid.causal.front()})));
+  if (first.empty()) return "";
+  std::string list;
+  for (std::size_t k = 0; k < first.size(); ++k)
+    list += (k == 0 ? "" : k + 1 == first.size() ? " and " : ", ") + first[k];
+  return fmt::format(
+      "the plot draws the points of {} (the first of each swept axis); the table "
+      "and the CSV hold them all\n",
+      list);
 }
 
 }  // namespace flashlab::app

@@ -176,8 +176,8 @@ std::string_view to_string(Pass pass) { return kPassNames[std::size_t(pass)]; }
 void add_pass_options(CLI::App* cmd, PassArgs& args) {
   const std::string passes = " (--pass backward or decode)";
   add_integer_option<cpu::Index>(cmd, "--n-q", args.n_q,
-                                 "query rows: backward's N_q (0: N), decode's per sequence (0: 1; "
-                                 "at most " +
+                                 "query rows: backward's and fa3's N_q (0: N), decode's per "
+                                 "sequence (0: 1; at most " +
                                      std::to_string(sim::kMaxDecodeQueries) + ")",
                                  0, sim::kMaxDecodeLength);
   add_integer_option<cpu::Index>(cmd, "--batch", args.batch, "sequences" + passes, 1,

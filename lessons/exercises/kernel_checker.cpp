@@ -12,6 +12,7 @@
 
 #include "kernel_plugin.hpp"
 
+#include "flashlab/cpu/correctness.hpp"
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/cpu/softmax_state.hpp"
 
@@ -37,7 +38,7 @@ using MatrixD = cpu::Matrix<double>;
 using VectorD = cpu::Vector<double>;
 
 constexpr double kEps = std::numeric_limits<float>::epsilon();
-constexpr double kOrderSlack = 8.0;  // of the sqrt(n) eps x estimate above: a margin, not a fit
+constexpr double kOrderSlack = cpu::kSummationOrderSlack;  // the margin of correctness.hpp
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kShownEntries = 4;
 // A case starts CUDA in a fresh process (a fraction of a second) before its kernel runs; under

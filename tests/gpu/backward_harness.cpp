@@ -2,6 +2,7 @@
 
 #include "host_tensors.hpp"
 
+#include "flashlab/cpu/correctness.hpp"
 #include "flashlab/cpu/dropout.hpp"
 #include "flashlab/cpu/naive_backward.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
@@ -21,10 +22,10 @@ using cpu::Index;
 // keys and query rows in the products), and its P comes from the GPU forward's L through
 // ex2.approx. Where the naive low-precision backward's error is exactly 0 (N_k = 1: P = 1
 // and dS = 0 exactly, so naive dQ = dK = 0), 3x of it allows nothing, while those fp32
-// orders leave about sqrt(terms) roundings: this many fp32 epsilons per sqrt(d max(N_q, N_k)),
-// times the largest reference gradient. At d = 128, N = 2049 that is about 6e-4 of a
-// gradient of size 1, a tenth of bf16's rounding step there.
-constexpr double kFp32OrderSlack = 8.0;
+// orders leave about sqrt(terms) roundings: a summation order's slack
+// (flashlab/cpu/correctness.hpp) over d max(N_q, N_k) terms, times the largest reference
+// gradient. At d = 128, N = 2049 that is about 6e-4 of a gradient of size 1, a tenth of bf16's
+// rounding step there.
 
 // Gradients of one case on the host, in their layouts.
 template <class In>
@@ -216,9 +217,10 @@ BackwardOutcome run_typed(const BackwardCase& c, uint64_t seed) {
       compare(got.dV, run.gK, b, hk, dV_ref, dV_low, c.layout, &out.dv);
       largest = std::max({largest, dK_ref.cwiseAbs().maxCoeff(), dV_ref.cwiseAbs().maxCoeff()});
     }
-  const double slack = kFp32OrderSlack * std::numeric_limits<float>::epsilon() *
-                       std::sqrt(double(c.d) * std::max(c.n_q, c.n_k)) * largest;
-  for (GradientOutcome* g : {&out.dq, &out.dk, &out.dv}) g->bound = 3.0 * g->err_naive + slack;
+  const double slack =
+      cpu::summation_order_slack(double(c.d) * double(std::max(c.n_q, c.n_k)), largest);
+  for (GradientOutcome* g : {&out.dq, &out.dk, &out.dv})
+    g->bound = cpu::kGradientErrorFactor * g->err_naive + slack;
   return out;
 }
 

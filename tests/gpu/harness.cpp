@@ -2,6 +2,7 @@
 #include "host_tensors.hpp"
 
 #include "flashlab/cpu/conditional_rescaling.hpp"
+#include "flashlab/cpu/correctness.hpp"
 #include "flashlab/cpu/dropout.hpp"
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
@@ -18,10 +19,10 @@ namespace flashlab::gpu::test {
 namespace {
 
 using cpu::Matrix;
-// fp32 kernels are held to 2x naive fp32's error plus this many fp32 epsilons per
-// sqrt(N_k) (times max|V|): summing N_k terms in a different order than the CPU does moves
-// the result by about sqrt(N_k) roundings, and naive fp32's own error can be near zero.
-constexpr double kFp32OrderSlack = 8.0;
+// fp32 kernels are held to 2x naive fp32's error plus a summation order's slack over N_k
+// terms of up to max|V| (flashlab/cpu/correctness.hpp): summing N_k terms in a different order
+// than the CPU does moves the result by about sqrt(N_k) roundings, and naive fp32's own error
+// can be near zero.
 
 // The inputs of one case, on the host and on the device, and the call that uses them.
 template <class In>
@@ -101,7 +102,7 @@ double fp32_slack(const Case& c, const HostTensor<In>& V) {
   if constexpr (!std::is_same_v<In, float>) return 0.0;
   double v_max = 0;
   for (const In& x : V.data) v_max = std::max(v_max, std::abs(double(x)));
-  return kFp32OrderSlack * std::numeric_limits<float>::epsilon() * std::sqrt(double(c.n_k)) * v_max;
+  return cpu::summation_order_slack(double(c.n_k), v_max);
 }
 
 // One (b, h) head's references: O and L of attention in fp64, and the error naive attention
@@ -179,7 +180,7 @@ Outcome compare(const Prepared<In>& p, const std::vector<HeadReference>& refs,
   Outcome out;
   for (int b = 0, i = 0; b < p.c.batch; ++b)
     for (int h = 0; h < p.c.heads_q; ++h, ++i) compare_head(p, refs[size_t(i)], O, L, b, h, &out);
-  out.bound = 2.0 * out.err_naive + fp32_slack(p.c, p.V);
+  out.bound = cpu::kOutputErrorFactor * out.err_naive + fp32_slack(p.c, p.V);
   return out;
 }
 

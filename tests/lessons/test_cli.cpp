@@ -10,6 +10,25 @@ using flashlab::test::run_flashlab;
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
 
+TEST_CASE(
+    "compare's correctness rule: in fp32 a summation order's slack beside 2x the naive error") {
+  // At N_k = 1 every row's output is V's row exactly: the naive fp32 error is 0, and 2 x 0 would
+  // fail any other order of the same sums; with one key of many queries (and at N_k = 2) the
+  // naive error is a rounding or two, by luck. The fp32 rule adds the slack of
+  // flashlab/cpu/correctness.hpp; bf16 and fp16 keep the plain rule.
+  for (const char* shape : {"--n 1 --n-q 97", "--n 2 --n-q 1025 --causal"}) {
+    CAPTURE(shape);
+    const auto run = run_flashlab(std::string("compare --kernels fa2 ") + shape +
+                                  " --d 64 --dtype fp32 --repeats 1 --no-ncu --no-color");
+    REQUIRE(run.status == 0);
+    CHECK(contains(run.output, "error <= 2 x the naive fp32 error + fp32's summation-order slack"));
+    CHECK(contains(run.output, "CPU tiled: within"));
+  }
+  const auto bf16 = run_flashlab("compare --kernels fa2 --n 97 --d 64 --repeats 1 --no-ncu");
+  REQUIRE(bf16.status == 0);
+  CHECK(contains(bf16.output, "error <= 2 x the naive bf16 error = "));
+}
+
 TEST_CASE("flashlab lessons lists every lesson with what it teaches") {
   const auto run = run_flashlab("lessons");
   REQUIRE(run.status == 0);

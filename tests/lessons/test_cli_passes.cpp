@@ -325,9 +325,15 @@ TEST_CASE("compare --pass backward and decode: the mirror's row and the GPU's") 
   REQUIRE(queue.status == 0);
   CHECK(contains(queue.output, "simulator: decode (4 pieces on a queue of"));
   CHECK(contains(queue.output, "4 pieces on the queue grid"));
+  // --splits 0, its default shown by --help, is the kernel's rule: the same row as without it.
+  const auto rule = run_flashlab(
+      "compare --pass decode --n 4096 --d 128 --batch 8 --heads 32 "
+      "--kv-heads 8 --splits 0");
+  REQUIRE(rule.status == 0);
+  CHECK(contains(rule.output, "simulator: decode (4 splits"));
   for (const char* bad :
        {"compare --pass decode --deterministic", "compare --pass backward --kernels fa2",
-        "compare --splits 4", "compare --pass decode --splits 0", "compare --pass upward",
+        "compare --splits 4", "compare --pass decode --splits 1025", "compare --pass upward",
         "compare --pass backward --gpu-only decode", "compare --pass decode --repeats 0",
         "compare --pass decode --grid sideways", "compare --pass backward --grid queue",
         "compare --grid queue"}) {

@@ -176,6 +176,14 @@ TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request ref
   } else {
     REQUIRE(drawn.status == 0);
     CHECK(fs::file_size(png) > 0);
+    CHECK_FALSE(contains(drawn.output, "the plot draws the points of"));
+    // With more than one value on another axis the plot takes the first, and says so.
+    const auto two = run_flashlab(
+        "compare --kernels fa2 --sweep n=256,512 --sweep heads=2,1 "
+        "--sweep causal=yes,no --no-ncu --plot " +
+        png.string() + " 2>&1");
+    REQUIRE(two.status == 0);
+    CHECK(contains(two.output, "the plot draws the points of heads = 2 and causal = yes"));
     fs::remove(png);
     fs::remove(png.string() + ".gp");
   }
@@ -184,6 +192,10 @@ TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request ref
            {"--sweep causal=maybe", "the mask's values are no and yes"},
            {"--sweep causal=yes,yes", "yes is named twice"},
            {"--sweep causal=", "give no, yes or no,yes after causal="},
+           {"--sweep causal=no,yes --sweep causal=no", "causal is swept twice"},
+           {"--sweep n=64,128 --sweep n=256", "n is swept twice"},
+           {"--sweep causal=no,yes --causal", "--causal with --sweep causal=...: "},
+           {"--sweep n=64,128 --n-q 32", "--n-q with --sweep: the forward sweep runs as many"},
            {"--sweep n=64..32", "needs 1 <= a <= b"},
            {"--sweep n=1..4194304 --sweep d=1..4096 --sweep heads=1,2",
             "more than the 512 a sweep takes"},
@@ -288,6 +300,22 @@ TEST_CASE("compare --pass backward --sweep: the DRAM floor, and writes past the 
   // 16 heads at N = 16384 move 8.6 GiB into the SMs: the grid model says it takes a while.
   CHECK(contains(run.output, "the grid model runs the pass's 8.6 GiB into the SMs"));
   fs::remove(csv);
+  // N_q and the mode, in the header and the CSV: the rows say what ran.
+  const auto det = run_flashlab(
+      "compare --pass backward --sweep n=256,512 --n-q 100 --deterministic --no-grid-model "
+      "--no-ncu --csv " +
+      csv.string() + " 2>&1");
+  REQUIRE(det.status == 0);
+  CHECK(contains(det.output, "causal = no, N_q = 100, deterministic"));
+  const CsvTable v{read_csv(csv)};
+  REQUIRE(v.rows.size() == 3);
+  for (std::size_t k = 1; k < 3; ++k) {
+    CHECK(v.number(k, "n_q") == 100);
+    CHECK(v.number(k, "deterministic") == 1);
+  }
+  CHECK(t.number(1, "n_q") == t.number(1, "N"));  // without --n-q: N_q = N
+  CHECK(t.number(1, "deterministic") == 0);
+  fs::remove(csv);
   // --no-grid-model: the grid's columns empty.
   const auto quick = run_flashlab(
       "compare --pass backward --sweep n=64,128 --no-grid-model --no-ncu "
@@ -329,12 +357,18 @@ TEST_CASE("compare --pass --sweep: a plot, and every bad request refused") {
            {"--pass decode --csv x.csv", "give --sweep n=... with them"},
            {"--pass backward --sweep n=64,128 --kernels fa2",
             "--kernels is an option of the forward"},
-           {"--pass decode --sweep n=64,128 --causal", "--causal is an option of --pass backward"},
+           {"--pass decode --sweep n=64,128 --causal",
+            "--causal is an option of the forward comparison and --pass backward, not of --pass "
+            "decode"},
            {"--pass decode --sweep causal=no,yes", "decode has no mask to sweep"},
            {"--pass decode --sweep n=64,128 --no-grid-model",
             "--no-grid-model is an option of --pass backward"},
            {"--sweep n=64,128 --no-grid-model",
-            "--no-grid-model is an option of --pass backward or decode"},
+            "--no-grid-model is an option of --pass backward, not of the forward comparison"},
+           {"--sweep n=64,128 --deterministic",
+            "--deterministic is an option of --pass backward, not of the forward"},
+           {"--sweep n=64,128 --kv-heads 1",
+            "--kv-heads is an option of --pass backward or decode"},
            {"--pass decode --sweep n=64,128 --gpu-only decode", "without --sweep"},
            {"--pass fa3 --sweep n=64,128", "--pass fa3 is simulate's"}}) {
     CAPTURE(args);
