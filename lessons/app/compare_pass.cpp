@@ -350,6 +350,10 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
     throw cpu::InvalidArgument(fmt::format("--gpu-only {} with --pass {}: name the pass it runs",
                                            p.gpu_only, to_string(pass)));
   const PassCase c = pass_case(pass, a, p);
+  // A problem the pass's kernels do not take (a dtype, a head dimension) is refused, as
+  // simulate --pass refuses it: there would be nothing to compare.
+  if (!c.prediction.report)
+    throw cpu::InvalidArgument(fmt::format("--pass {}: {}", to_string(pass), c.prediction.why_not));
   if (!p.gpu_only.empty()) {  // under ncu: run the pass once, print nothing
     if (const PassRun run = c.run(/*warmups=*/0, /*repeats=*/1); !run.ran)
       throw std::runtime_error(

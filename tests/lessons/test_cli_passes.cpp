@@ -336,7 +336,8 @@ TEST_CASE("compare --pass backward and decode: the mirror's row and the GPU's") 
         "compare --splits 4", "compare --pass decode --splits 1025", "compare --pass upward",
         "compare --pass backward --gpu-only decode", "compare --pass decode --repeats 0",
         "compare --pass decode --grid sideways", "compare --pass backward --grid queue",
-        "compare --grid queue"}) {
+        "compare --grid queue", "compare --pass backward --dtype fp32",
+        "compare --pass decode --d 96"}) {
     CAPTURE(bad);
     const auto run = run_flashlab(std::string(bad) + " 2>&1");
     CHECK(run.status == kUsageError);
