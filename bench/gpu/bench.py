@@ -323,7 +323,7 @@ def run_ncu_one(args):
     o = torch.empty_like(q)
     lse = torch.empty(s["B"], s["H"], s["N"], device="cuda", dtype=torch.float32)
     causal = args.causal == [1]  # `--causal 1` alone: the causal mask (else none)
-    if args.ncu_one in fl.KERNELS:
+    if is_flashlab(args.ncu_one):
         fn = flashlab_call(fl.Flashlab(args.lib), args.ncu_one, q, k, v, o, lse, causal)
     else:
         fn = torch_call(torch, args.ncu_one, q, k, v, causal)
@@ -409,7 +409,7 @@ def main():
     ap.add_argument("--turns", choices=list(timing.ORDERS), default="balanced",
                     help="the orders of the rounds (timing.py): balanced (every place, every "
                     "predecessor equally often; the default) or rotated (places only)")
-    ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + TORCH_BACKENDS)
+    ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + list(FA3_VARIANTS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--summarize-ncu", nargs="*")
     ap.add_argument("--pass", dest="which", choices=["forward", "backward"], default="forward",
