@@ -190,16 +190,16 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
 
 // The correctness rule (flashlab/cpu/correctness.hpp): 2 x the naive error, and in fp32 a
 // summation order's slack over the N_k keys of up to max|V| as well.
-void print_verdicts(const Style& style, const std::string& dtype, double naive_err,
-                    const Inputs& in, const Errors& errors) {
+void print_verdicts(const Style& style, sim::DType dtype, double naive_err, const Inputs& in,
+                    const Errors& errors) {
   const double slack =
-      dtype == "fp32"
+      dtype == sim::DType::fp32
           ? cpu::summation_order_slack(double(in.K.rows()), double(in.V.cwiseAbs().maxCoeff()))
           : 0.0;
   const double bound = cpu::kOutputErrorFactor * naive_err + slack;
   std::cout << fmt::format(
       "\nThe correctness rule (ANCHORS.md): error <= {} x the naive {} error{} = {}\n",
-      cpu::kOutputErrorFactor, dtype,
+      cpu::kOutputErrorFactor, sim::to_string(dtype),
       slack > 0 ? fmt::format(" + fp32's summation-order slack {}", num(slack, 3)) : "",
       num(bound, 3));
   for (const auto& [who, err] : errors) {
@@ -239,7 +239,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
     table.add({r.executor, r.error, r.time, r.predicted, r.measured, r.ratio});
   const Style style = Style::for_stdout(a.no_colour);
   table.print(std::cout, style);
-  print_verdicts(style, a.dtype, naive_err, in, errors);
+  print_verdicts(style, dtype, naive_err, in, errors);
   std::cout << fmt::format(
       "Predicted bytes: the simulator's count of what crosses between the L2 and the SMs\n"
       "(measured by l1tex__m_xbar2l1tex_read_bytes; writes by the store and reduction sectors\n"

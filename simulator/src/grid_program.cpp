@@ -145,7 +145,10 @@ class GridRun {
         next += taken, free -= taken;
         // A block without steps (the pre- and post-kernels', a query tile that sees no key)
         // ends as it starts and frees its slot at once, as in the drift schedule.
-        if (groups_.back().steps == 0) finish_done(), free += taken;
+        if (groups_.back().steps == 0) {
+          finish_done();
+          free += taken;
+        }
       }
       if (groups_.empty()) break;    // every block has ended
       for (Group& g : groups_) {     // one step of every resident block, in block order

@@ -47,9 +47,8 @@ struct Launch {
   std::vector<Footprint> reads{}, writes{};
   // The launch's grid as the grid model runs it (grid.hpp): its blocks, the tiles they move
   // and their order, without a GPU (predicted_dram puts it on one). Absent where the mirror
-  // gives none (decode's launches; the backward's main and dQ kernels where N_q != N_k, which
-  // the grid model does not take; its pre- and post-kernels where their rows a block are not
-  // described).
+  // gives none (decode's launches; the backward's pre- and post-kernels where their rows a
+  // block are not described).
   std::optional<GridProblem> grid{};
 };
 
