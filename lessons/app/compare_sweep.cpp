@@ -28,7 +28,7 @@ struct Point {
   KernelRun run;
   Prediction predicted;
   std::optional<MeasuredBytes> measured;
-  std::string note;  // why a measured or predicted figure is missing
+  std::string note;  // why a measured or predicted figure is missing, or what it assumes
 };
 
 std::string bytes_text(double b) { return sim::format_bytes(b); }
@@ -353,7 +353,7 @@ void run_compare_sweep(const CompareSweepRequest& r) {
   for (const KernelRun& run : runs_of(r)) {
     Point p{run, predict_or_say(run), std::nullopt, ""};
     if (!unmeasured.empty()) {
-      p.note = p.predicted.modelled() ? "" : p.predicted.why_not;
+      p.note = p.predicted.modelled() ? p.predicted.assumption : p.predicted.why_not;
     } else if (const std::string refusal =
                    kernel_refusal(run.kernel, run.d, sim::parse_dtype(run.dtype));
                !refusal.empty()) {
@@ -361,7 +361,8 @@ void run_compare_sweep(const CompareSweepRequest& r) {
     } else {
       const NcuOutcome m = measure(run, /*no_ncu=*/false);
       p.measured = m.bytes;
-      p.note = m.bytes ? (p.predicted.modelled() ? "" : p.predicted.why_not) : m.message;
+      p.note = m.bytes ? (p.predicted.modelled() ? p.predicted.assumption : p.predicted.why_not)
+                       : m.message;
     }
     points.push_back(std::move(p));
     progress(std::int64_t(points.size()), std::int64_t(count));

@@ -61,14 +61,15 @@ std::string tma_text(const Prediction& p) {
 
 std::string predicted_text(const Prediction& p) {
   if (!p.modelled()) return p.why_not;
+  const std::string assumed = p.assumption.empty() ? "" : "; " + p.assumption;
   if (!p.dram_modelled())
-    return fmt::format("SMs read {}, write {}{}; DRAM not modelled (no grid for this kernel)",
-                       bytes_text(p.sm_read()), bytes_text(p.sm_written()), tma_text(p));
+    return fmt::format("SMs read {}, write {}{}; DRAM not modelled (no grid for this kernel){}",
+                       bytes_text(p.sm_read()), bytes_text(p.sm_written()), tma_text(p), assumed);
   const std::string dirty =
       p.grid ? fmt::format(" (+ {} left dirty)", bytes_text(p.left_dirty())) : "";
-  return fmt::format("SMs read {}, write {}{}; DRAM {} read, {} written{}", bytes_text(p.sm_read()),
-                     bytes_text(p.sm_written()), tma_text(p), bytes_text(p.dram_read()),
-                     bytes_text(p.dram_written()), dirty);
+  return fmt::format("SMs read {}, write {}{}; DRAM {} read, {} written{}{}",
+                     bytes_text(p.sm_read()), bytes_text(p.sm_written()), tma_text(p),
+                     bytes_text(p.dram_read()), bytes_text(p.dram_written()), dirty, assumed);
 }
 
 std::string measured_text(const NcuOutcome& o, bool tma_stores) {

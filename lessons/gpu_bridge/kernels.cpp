@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 namespace flashlab::app {
 
@@ -58,11 +60,26 @@ sim::DType sim_dtype(flashlab_dtype dtype) {
 
 }  // namespace
 
-const measured::CublasTiles* cublas_tiles(Index n, Index d, Index heads, sim::DType dtype) {
-  if (dtype != sim::DType::bf16) return nullptr;
-  for (const auto& t : measured::kCublasTiles)
-    if (t.n == n && t.d == d && t.heads == heads) return &t;
-  return nullptr;
+CublasTilesFound cublas_tiles(Index n, Index d, Index heads, sim::DType dtype) {
+  CublasTilesFound found;
+  if (dtype != sim::DType::bf16) return found;
+  // How far apart two sizes are: the ratio of the larger to the smaller, as a power of two.
+  const auto apart = [](Index a, Index b) { return std::abs(std::log2(double(a) / double(b))); };
+  for (const auto& t : measured::kCublasTiles) {
+    if (t.d != d) continue;
+    if (found.tiles == nullptr ||
+        std::pair(apart(t.n, n), apart(t.heads, heads)) <
+            std::pair(apart(found.tiles->n, n), apart(found.tiles->heads, heads)))
+      found.tiles = &t;
+  }
+  found.exact = found.tiles && found.tiles->n == n && found.tiles->heads == heads;
+  return found;
+}
+
+std::string CublasTilesFound::assumption() const {
+  if (exact || tiles == nullptr) return "";
+  return fmt::format("cuBLAS's tiles assumed from N = {}, {} head{} (this shape's not read)",
+                     tiles->n, tiles->heads, tiles->heads == 1 ? "" : "s");
 }
 
 std::string kernel_refusal(std::string_view kernel, cpu::Index d, sim::DType dtype) {
@@ -107,9 +124,13 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
   if (c.s.level == FLASHLAB_MEMORY_HBM) {  // three operators: S and P are tensors in HBM
     mirror.problem.weight_dtype = sim_dtype(c.w.dtype);
     mirror.problem.score_reads = c.s_hbm_reads;
-    if (const auto* t = cublas_tiles(problem.N, problem.d, heads, problem.dtype)) {
-      mirror.problem.score_gemm = t->score;
-      mirror.problem.output_gemm = t->output;
+    if (const CublasTilesFound found = cublas_tiles(problem.N, problem.d, heads, problem.dtype);
+        found.tiles) {
+      mirror.problem.score_gemm = found.tiles->score;
+      mirror.problem.output_gemm = found.tiles->output;
+      mirror.assumption = found.assumption();
+    } else {
+      mirror.assumption = "cuBLAS's tiles not read for this d and dtype: each operand read once";
     }
     mirror.problem.gemm_operands_held = true;  // cuBLAS's persistent blocks share K and V
     // The three launches as Nsight Compute measures them: each starts with an empty L2. And
@@ -259,6 +280,7 @@ Prediction predict(const KernelRun& run) {
                            .l2_bytes = target_profile().l2_bytes};
   const KernelMirror mirror = kernel_mirror(run.kernel, asked, run.heads);
   Prediction p{run.kernel, run.kernel, std::nullopt, run.heads, ""};
+  p.assumption = mirror.assumption;
   if (!mirror.modelled()) {
     p.why_not = mirror.why_not;
     return p;

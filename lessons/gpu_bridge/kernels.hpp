@@ -52,6 +52,9 @@ struct KernelMirror {
   // Each SM's L1 beside that many blocks' shared memory, where K and V pass it; else 0.
   sim::Bytes l1_bytes = 0;
   std::optional<sim::Fa3KernelFacts> fa3{};  // set for fa3 (then algorithm is empty)
+  // What the mirror takes from another shape than the one asked (the naive kernel's cuBLAS
+  // tiles, cublas_tiles), for the reader to weigh its figures by; "" where nothing.
+  std::string assumption{};
 
   bool modelled() const { return algorithm || fa3; }
 };
@@ -76,9 +79,17 @@ void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement);
 // kernel_mirror sets the target profile's l2_dirty_cap; a caller that tries another sets it here.
 void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes partition_cap, Index heads);
 
-// The tiles cuBLAS chose for the naive kernel's GEMMs at this shape on the H200
-// (measured_h200.hpp), or nullptr where no run has read them.
-const measured::CublasTiles* cublas_tiles(Index n, Index d, Index heads, sim::DType dtype);
+// The tiles cuBLAS chose for the naive kernel's GEMMs on the H200 (measured_h200.hpp): at
+// this shape where a run has read them (exact), else at the nearest shape read with the same
+// d, N nearest by its ratio, then heads (cuBLAS's choice moves in steps as N doubles, and
+// most with N: measured::kCublasTiles), else none (fp16 and fp32: nothing was read).
+struct CublasTilesFound {
+  const measured::CublasTiles* tiles = nullptr;
+  bool exact = false;
+  // "", or what the mirror assumes where the tiles are not this shape's own.
+  std::string assumption() const;
+};
+CublasTilesFound cublas_tiles(Index n, Index d, Index heads, sim::DType dtype);
 
 // The fa3 kernel's facts from the table (its tiles, ring, SRAM layout) with `stages` K and V
 // buffers (0: the kernel's default), or why it does not take (d, dtype) or that many stages.
@@ -138,6 +149,7 @@ struct Prediction {
   std::optional<sim::GridReport> grid{};        // the grid through the shared L2
   std::optional<sim::L2Crossover> crossover{};  // where its K and V stop fitting the L2
   std::optional<sim::PassReport> pass{};        // fa3's mirror, all heads
+  std::string assumption{};                     // KernelMirror::assumption
 
   bool modelled() const { return report || pass; }
   // DRAM is predicted by the grid, or by one head's program through the L2.

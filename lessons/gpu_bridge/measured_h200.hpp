@@ -190,7 +190,8 @@ inline constexpr double kDecodeQueueEqualPieces = 4.43, kDecodeQueueEqualSplitGr
 // once per row, so the tiles set the naive kernel's reads into the SMs (Q 16 and K 32 times
 // at N = 4096). cuBLAS picks them per shape (N, d, heads as the batch count, dtype), so only
 // the shapes read on the device are known; the mirror takes them from here
-// (sim::Problem::score_gemm, output_gemm) and leaves the others at one read per operand.
+// (sim::Problem::score_gemm, output_gemm), for a shape not read from the nearest one read
+// with the same d (app::cublas_tiles), and says so.
 struct CublasTiles {
   int n, d, heads;       // bf16, N_q = N_k = n, either mask
   sim::GemmTile score;   // S = Q K^T, output (N, N)

@@ -559,8 +559,8 @@ TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one par
   // Into the SMs 16 times one head's, but for O = P V: cuBLAS tiles its rows by 128 at one
   // head and by 160 in the calls of 16 heads (measured_h200.hpp), so V is read
   // ceil(16384 / 128) = 128 times a head at one head and ceil(16384 / 160) = 103 times at 16.
-  const auto* one = flashlab::app::cublas_tiles(16384, 128, 1, sim::DType::bf16);
-  const auto* sixteen = flashlab::app::cublas_tiles(16384, 128, 16, sim::DType::bf16);
+  const auto* one = flashlab::app::cublas_tiles(16384, 128, 1, sim::DType::bf16).tiles;
+  const auto* sixteen = flashlab::app::cublas_tiles(16384, 128, 16, sim::DType::bf16).tiles;
   REQUIRE(one != nullptr);
   REQUIRE(sixteen != nullptr);
   const double v_reads_less = double(flashlab::cpu::tile_count(16384, one->output.m) -
@@ -612,4 +612,53 @@ TEST_CASE("the naive kernel's mirror: LRU where the rows in flight hold twice th
   }
   const double lru_at_fit = read_through(1200, sim::L2Replacement::lru);
   CHECK(std::abs(read_through(1200, h200.l2_replacement) / lru_at_fit - 1) > 0.01);
+}
+
+TEST_CASE("the naive kernel's mirror takes cuBLAS's tiles of the nearest shape read, and says so") {
+  namespace sim = flashlab::sim;
+  namespace measured = flashlab::app::measured;
+  using flashlab::app::cublas_tiles;
+  using flashlab::app::Index;
+  const auto entry = [](Index n, Index d, Index heads) -> const measured::CublasTiles* {
+    for (const auto& t : measured::kCublasTiles)
+      if (t.n == n && t.d == d && t.heads == heads) return &t;
+    return nullptr;
+  };
+  // Every entry is found as itself, exactly, and its prediction assumes nothing.
+  for (const auto& t : measured::kCublasTiles) {
+    CAPTURE(t.n);
+    CAPTURE(t.heads);
+    const auto found = cublas_tiles(t.n, t.d, t.heads, sim::DType::bf16);
+    CHECK(found.tiles == &t);
+    CHECK(found.exact);
+    CHECK(found.assumption().empty());
+  }
+  // Between two Ns read, the nearer by ratio: 3072 is 4096 / 1.33 and 2048 x 1.5.
+  REQUIRE(entry(4096, 128, 1) != nullptr);
+  REQUIRE(entry(2048, 128, 1) != nullptr);
+  auto found = cublas_tiles(3072, 128, 1, sim::DType::bf16);
+  CHECK(found.tiles == entry(4096, 128, 1));
+  CHECK_FALSE(found.exact);
+  CHECK(found.assumption() == "cuBLAS's tiles assumed from N = 4096, 1 head (this shape's not read)");
+  CHECK(cublas_tiles(2600, 128, 1, sim::DType::bf16).tiles == entry(2048, 128, 1));
+  // N first, then heads: 8 heads at N = 4096 take the 16 heads' tiles (a factor 2 against 8).
+  REQUIRE(entry(4096, 128, 16) != nullptr);
+  found = cublas_tiles(4096, 128, 8, sim::DType::bf16);
+  CHECK(found.tiles == entry(4096, 128, 16));
+  CHECK(found.assumption() == "cuBLAS's tiles assumed from N = 4096, 16 heads (this shape's not read)");
+  // Past the table's ends, its last entries; fp16 and fp32 were never read.
+  CHECK(cublas_tiles(65536, 128, 1, sim::DType::bf16).tiles == entry(32768, 128, 1));
+  CHECK(cublas_tiles(4096, 128, 1, sim::DType::fp16).tiles == nullptr);
+
+  // compare's prediction carries the assumption; where no table entry has the dtype, it says
+  // that each operand is read once.
+  const auto p = flashlab::app::predict({.kernel = "naive", .n = 3072, .d = 128, .heads = 1});
+  CHECK(p.assumption == "cuBLAS's tiles assumed from N = 4096, 1 head (this shape's not read)");
+  const auto fp16 = flashlab::app::predict(
+      {.kernel = "naive", .n = 3072, .d = 128, .heads = 1, .dtype = "fp16"});
+  CHECK(fp16.assumption.find("each operand read once") != std::string::npos);
+  const auto exact = flashlab::app::predict({.kernel = "naive", .n = 4096, .d = 128, .heads = 1});
+  CHECK(exact.assumption.empty());
+  const auto table = run_flashlab("compare --kernels naive --n 3072 --d 128 --no-ncu");
+  CHECK(table.output.find("cuBLAS's tiles assumed from N = 4096, 1 head") != std::string::npos);
 }
