@@ -198,9 +198,9 @@ struct CublasTiles {
   sim::GemmTile output;  // O = P V, output (N, d)
 };
 inline constexpr Source kCublasTilesSource{
-    "bench/results/2026-12-03-h200-naive-kernels.csv (docs/IO-LEVELS.md, \"The naive kernel: "
-    "cuBLAS's tiles\")",
-    "bf16, d = 128, one head and 16", "Nsight Compute kernel names (nvjet_sm90_..._AxB_...)"};
+    "bench/results/2026-12-03-h200-naive-kernels.csv and 2026-12-05-h200-naive-kernels-d64.csv "
+    "(docs/IO-LEVELS.md, \"The naive kernel: cuBLAS's tiles\")",
+    "bf16, d = 128 and 64, one head and 16", "Nsight Compute kernel names (nvjet_sm90_..._AxB_...)"};
 // Each entry: N, d, heads; S's tile {rows, columns}, O's. A name's AxB is {.m = B, .n = A}.
 // 16 heads at N = 16384 run as calls of 5, 5, 5 and 1 (the S and P of 5 fill the naive
 // kernel's 8 GiB workspace): cuBLAS tiles O 128x160 in the calls of 5 and 128x128 in the last,
@@ -217,6 +217,17 @@ inline constexpr std::array kCublasTiles = {
     CublasTiles{4096, 128, 16, {128, 256}, {256, 128}},  // tss_256x128, tst_128x256
     CublasTiles{8192, 128, 16, {128, 256}, {256, 128}},  // tss_256x128, tst_128x256
     CublasTiles{16384, 128, 16, {128, 256}, {160, 128}},  // tss_256x128, tst_128x160 (above)
+    // d = 64 (bench/results/2026-12-05-h200-naive-kernels-d64.csv, naive_launches.py)
+    CublasTiles{1024, 64, 1, {64, 128}, {8, 64}},       // tss_128x64, tst_64x8
+    CublasTiles{2048, 64, 1, {128, 256}, {24, 64}},     // tss_256x128, tst_64x24
+    CublasTiles{4096, 64, 1, {128, 256}, {64, 32}},     // tss_256x128, tst_32x64
+    CublasTiles{8192, 64, 1, {128, 256}, {80, 64}},     // tss_256x128, tst_64x80
+    CublasTiles{16384, 64, 1, {128, 256}, {128, 64}},   // tss_256x128, tst_64x128
+    CublasTiles{1024, 64, 16, {128, 256}, {128, 64}},   // tss_256x128, tst_64x128
+    CublasTiles{2048, 64, 16, {128, 256}, {256, 64}},   // tss_256x128, tst_64x256
+    CublasTiles{4096, 64, 16, {128, 256}, {512, 64}},   // tss_256x128, tst_64x512
+    CublasTiles{8192, 64, 16, {128, 256}, {512, 64}},   // tss_256x128, tst_64x512
+    CublasTiles{16384, 64, 16, {128, 256}, {160, 64}},  // tss_256x128, tst_64x160 (calls of 5)
 };
 
 // Bytes a kernel's launches moved, as a ratio to a count the lessons compute (each says
