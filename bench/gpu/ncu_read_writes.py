@@ -14,9 +14,13 @@ Each under `--cache-control all` (Nsight Compute's default, which flushes and in
 caches before the kernel: what `flashlab compare` measures with) and `--cache-control none`.
 
   python3 bench/gpu/ncu_read_writes.py --csv reads.csv [--mib 16 64 256 1024]
+  python3 bench/gpu/ncu_read_writes.py --csv reads.csv --fill randn --dtype bfloat16 \
+      --cache-control all
 
 runs itself under ncu once per cache control and writes one row per (cache control, state,
-size): cache_control, state, mib, dram_written_bytes, dram_read_bytes.
+size): cache_control, state, mib, fill, dtype, dram_written_bytes, dram_read_bytes. The
+buffer holds ones by default (as on 2026-12-04), or zeros or normal random numbers (--fill
+randn, as the kernels' inputs), in float32 or bfloat16.
 """
 import argparse
 import csv
@@ -32,19 +36,30 @@ FLUSH_MIB = 512  # the clean read that pushes dirty lines out: far more than any
 FLOATS_PER_MIB = (1 << 20) // 4
 STATES = ("dirty", "clean", "copied")
 CACHE_CONTROLS = ("all", "none")
+FILLS = ("ones", "zeros", "randn")
+DTYPES = ("float32", "bfloat16")
 
 
-def run_kernels(sizes):
+def filled(torch, fill, dtype, mib, device):
+    """A buffer of `mib` MiB of `fill` in `dtype`, made on `device`."""
+    n = mib * (1 << 20) // torch.tensor([], dtype=dtype).element_size()
+    if fill == "randn":
+        return torch.randn(n, dtype=dtype, device=device)
+    return (torch.ones if fill == "ones" else torch.zeros)(n, dtype=dtype, device=device)
+
+
+def run_kernels(sizes, fill, dtype_name):
     """Under ncu: for each size and state, the sum alone is profiled."""
     import torch  # only on the GPU machine
 
+    dtype = getattr(torch, dtype_name)
     flush = torch.ones(FLUSH_MIB * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
     for mib in sizes:
         for state in STATES:
             if state == "copied":
-                buf = torch.ones(mib * FLOATS_PER_MIB, dtype=torch.float32).to("cuda")
+                buf = filled(torch, fill, dtype, mib, "cpu").to("cuda")
             else:
-                buf = torch.ones(mib * FLOATS_PER_MIB, dtype=torch.float32, device="cuda")
+                buf = filled(torch, fill, dtype, mib, "cuda")
             if state == "clean":
                 flush.sum()
             torch.cuda.synchronize()
@@ -55,7 +70,7 @@ def run_kernels(sizes):
             del buf
 
 
-def rows_of(lines, sizes, cache_control):
+def rows_of(lines, sizes, cache_control, fill="ones", dtype="float32"):
     """One row per profiled sum, in launch order: the states of each size."""
     launches = {}
     for row in ncu_csv.metric_rows(lines):
@@ -66,8 +81,8 @@ def rows_of(lines, sizes, cache_control):
     out = []
     for k, metrics in enumerate(ordered):
         mib, state = sizes[k // len(STATES)], STATES[k % len(STATES)]
-        out.append({"cache_control": cache_control, "state": state, "mib": mib,
-                    "dram_written_bytes": float(metrics["dram__bytes_write.sum"]),
+        out.append({"cache_control": cache_control, "state": state, "mib": mib, "fill": fill,
+                    "dtype": dtype, "dram_written_bytes": float(metrics["dram__bytes_write.sum"]),
                     "dram_read_bytes": float(metrics["dram__bytes_read.sum"])})
     return out
 
@@ -77,29 +92,35 @@ def main(argv=None):
     p.add_argument("--csv", required=True, help="where to write the rows")
     p.add_argument("--mib", type=int, nargs="+", default=[16, 64, 256, 1024],
                    help="buffer sizes in MiB (default: 16 64 256 1024)")
+    p.add_argument("--fill", choices=FILLS, default="ones", help="what the buffer holds")
+    p.add_argument("--dtype", choices=DTYPES, default="float32", help="the buffer's type")
+    p.add_argument("--cache-control", choices=CACHE_CONTROLS, nargs="+", default=CACHE_CONTROLS,
+                   help="Nsight Compute's cache controls to run under (default: both)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if any(m < 1 or m > 8192 for m in a.mib):
         p.error("--mib: sizes from 1 to 8192 MiB")
     if a.child:
-        run_kernels(a.mib)
+        run_kernels(a.mib, a.fill, a.dtype)
         return
     rows = []
-    for cache_control in CACHE_CONTROLS:
+    for cache_control in a.cache_control:
         cmd = ["ncu", "--print-units", "base", "--csv", "--metrics", METRICS,
                "--profile-from-start", "off",
                "--cache-control", cache_control, sys.executable, os.path.abspath(__file__),
-               "--csv", a.csv, "--child", "--mib", *map(str, a.mib)]
+               "--csv", a.csv, "--child", "--mib", *map(str, a.mib), "--fill", a.fill,
+               "--dtype", a.dtype]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             raise SystemExit(f"ncu failed ({out.returncode}): {out.stderr[-2000:]}")
-        rows += rows_of(out.stdout.splitlines(), a.mib, cache_control)
+        rows += rows_of(out.stdout.splitlines(), a.mib, cache_control, a.fill, a.dtype)
     with open(a.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     for r in rows:
-        print(f"{r['cache_control']:>4} {r['state']:>5} {r['mib']:>5} MiB: written "
+        print(f"{r['cache_control']:>4} {r['fill']:>5} {r['dtype']:>8} {r['state']:>6} "
+              f"{r['mib']:>5} MiB: written "
               f"{r['dram_written_bytes'] / 2**20:8.2f} MiB, read {r['dram_read_bytes'] / 2**20:9.2f} MiB")
 
 

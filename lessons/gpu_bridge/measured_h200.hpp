@@ -206,16 +206,16 @@ inline constexpr Source kCublasTilesSource{
 // kernel's 8 GiB workspace): cuBLAS tiles O 128x160 in the calls of 5 and 128x128 in the last,
 // and the entry holds the first (O's reads 1.9% under the measured, the launches' 0.4%).
 inline constexpr std::array kCublasTiles = {
-    CublasTiles{1024, 128, 1, {64, 128}, {24, 64}},      // tss_128x64, tst_64x24
-    CublasTiles{2048, 128, 1, {128, 256}, {48, 64}},     // tss_256x128, tst_64x48
-    CublasTiles{4096, 128, 1, {128, 256}, {64, 64}},     // tss_256x128, tst_64x64
-    CublasTiles{8192, 128, 1, {128, 256}, {128, 64}},    // tss_256x128, tst_64x128
-    CublasTiles{16384, 128, 1, {128, 256}, {128, 128}},  // tss_256x128, tst_128x128
-    CublasTiles{32768, 128, 1, {192, 192}, {256, 128}},  // tss_192x192, tst_128x256
-    CublasTiles{1024, 128, 16, {128, 256}, {128, 128}},  // tss_256x128, tst_128x128
-    CublasTiles{2048, 128, 16, {128, 256}, {256, 128}},  // tss_256x128, tst_128x256
-    CublasTiles{4096, 128, 16, {128, 256}, {256, 128}},  // tss_256x128, tst_128x256
-    CublasTiles{8192, 128, 16, {128, 256}, {256, 128}},  // tss_256x128, tst_128x256
+    CublasTiles{1024, 128, 1, {64, 128}, {24, 64}},       // tss_128x64, tst_64x24
+    CublasTiles{2048, 128, 1, {128, 256}, {48, 64}},      // tss_256x128, tst_64x48
+    CublasTiles{4096, 128, 1, {128, 256}, {64, 64}},      // tss_256x128, tst_64x64
+    CublasTiles{8192, 128, 1, {128, 256}, {128, 64}},     // tss_256x128, tst_64x128
+    CublasTiles{16384, 128, 1, {128, 256}, {128, 128}},   // tss_256x128, tst_128x128
+    CublasTiles{32768, 128, 1, {192, 192}, {256, 128}},   // tss_192x192, tst_128x256
+    CublasTiles{1024, 128, 16, {128, 256}, {128, 128}},   // tss_256x128, tst_128x128
+    CublasTiles{2048, 128, 16, {128, 256}, {256, 128}},   // tss_256x128, tst_128x256
+    CublasTiles{4096, 128, 16, {128, 256}, {256, 128}},   // tss_256x128, tst_128x256
+    CublasTiles{8192, 128, 16, {128, 256}, {256, 128}},   // tss_256x128, tst_128x256
     CublasTiles{16384, 128, 16, {128, 256}, {160, 128}},  // tss_256x128, tst_128x160 (above)
     // d = 64 (bench/results/2026-12-05-h200-naive-kernels-d64.csv, naive_launches.py)
     CublasTiles{1024, 64, 1, {64, 128}, {8, 64}},       // tss_128x64, tst_64x8
@@ -228,6 +228,25 @@ inline constexpr std::array kCublasTiles = {
     CublasTiles{4096, 64, 16, {128, 256}, {512, 64}},   // tss_256x128, tst_64x512
     CublasTiles{8192, 64, 16, {128, 256}, {512, 64}},   // tss_256x128, tst_64x512
     CublasTiles{16384, 64, 16, {128, 256}, {160, 64}},  // tss_256x128, tst_64x160 (calls of 5)
+    // Shapes first predicted from their nearest neighbours above, then read (2026-12-05,
+    // -naive-kernels-heldout-{d128,d64,heads}.csv). At N = 12288 16 heads run as calls of 9
+    // and 7, the second with another O tile (d = 128: 128x256; d = 64: 64x384).
+    CublasTiles{3072, 128, 1, {192, 192}, {64, 64}},      // tss_192x192, tst_64x64
+    CublasTiles{6144, 128, 1, {192, 192}, {128, 64}},     // tss_192x192, tst_64x128
+    CublasTiles{12288, 128, 1, {128, 256}, {192, 64}},    // tss_256x128, tst_64x192
+    CublasTiles{4096, 128, 4, {128, 256}, {128, 128}},    // tss_256x128, tst_128x128
+    CublasTiles{4096, 128, 8, {128, 256}, {256, 128}},    // tss_256x128, tst_128x256
+    CublasTiles{3072, 128, 16, {128, 256}, {192, 128}},   // tss_256x128, tst_128x192
+    CublasTiles{6144, 128, 16, {192, 192}, {256, 128}},   // tss_192x192, tst_128x256
+    CublasTiles{12288, 128, 16, {192, 192}, {192, 128}},  // tss_192x192, tst_128x192
+    CublasTiles{3072, 64, 1, {192, 192}, {64, 32}},       // tss_192x192, tst_32x64
+    CublasTiles{6144, 64, 1, {192, 192}, {64, 64}},       // tss_192x192, tst_64x64
+    CublasTiles{12288, 64, 1, {128, 256}, {96, 64}},      // tss_256x128, tst_64x96
+    CublasTiles{4096, 64, 4, {128, 256}, {128, 64}},      // tss_256x128, tst_64x128
+    CublasTiles{4096, 64, 8, {128, 256}, {256, 64}},      // tss_256x128, tst_64x256
+    CublasTiles{3072, 64, 16, {128, 256}, {384, 64}},     // tss_256x128, tst_64x384
+    CublasTiles{6144, 64, 16, {192, 192}, {384, 64}},     // tss_192x192, tst_64x384
+    CublasTiles{12288, 64, 16, {192, 192}, {512, 64}},    // tss_192x192, tst_64x512
 };
 
 // Bytes a kernel's launches moved, as a ratio to a count the lessons compute (each says

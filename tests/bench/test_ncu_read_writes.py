@@ -32,6 +32,11 @@ class ReadWrites(unittest.TestCase):
         self.assertTrue(all(r["cache_control"] == "all" for r in rows))
         self.assertEqual(rows[4]["dram_written_bytes"], 4000)
         self.assertEqual(rows[5]["dram_read_bytes"], 16 * 2**20 + 5)
+        self.assertTrue(all((r["fill"], r["dtype"]) == ("ones", "float32") for r in rows))
+
+    def test_rows_carry_the_fill_and_dtype(self):
+        rows = ncu_read_writes.rows_of(lines([(0, 1)] * 3), [128], "all", "randn", "bfloat16")
+        self.assertTrue(all((r["fill"], r["dtype"]) == ("randn", "bfloat16") for r in rows))
 
     def test_a_missing_kernel_is_refused(self):
         with self.assertRaises(SystemExit) as e:

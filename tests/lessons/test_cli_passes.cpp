@@ -633,32 +633,37 @@ TEST_CASE("the naive kernel's mirror takes cuBLAS's tiles of the nearest shape r
     CHECK(found.exact);
     CHECK(found.assumption().empty());
   }
-  // Between two Ns read, the nearer by ratio: 3072 is 4096 / 1.33 and 2048 x 1.5.
+  // Between two Ns read, the nearer by ratio: 5000 is 4096 x 1.22 and 6144 / 1.23.
   REQUIRE(entry(4096, 128, 1) != nullptr);
-  REQUIRE(entry(2048, 128, 1) != nullptr);
-  auto found = cublas_tiles(3072, 128, 1, sim::DType::bf16);
+  REQUIRE(entry(6144, 128, 1) != nullptr);
+  REQUIRE(entry(5000, 128, 1) == nullptr);
+  auto found = cublas_tiles(5000, 128, 1, sim::DType::bf16);
   CHECK(found.tiles == entry(4096, 128, 1));
   CHECK_FALSE(found.exact);
   CHECK(found.assumption() == "cuBLAS's tiles assumed from N = 4096, 1 head (this shape's not read)");
-  CHECK(cublas_tiles(2600, 128, 1, sim::DType::bf16).tiles == entry(2048, 128, 1));
-  // N first, then heads: 8 heads at N = 4096 take the 16 heads' tiles (a factor 2 against 8).
+  CHECK(cublas_tiles(5200, 128, 1, sim::DType::bf16).tiles == entry(6144, 128, 1));
+  // N first, then heads: 12 heads at N = 4096 take the 16 heads' tiles (12 is 8 x 1.5 and
+  // 16 / 1.33), and 12 heads at N = 5000 those of N = 4096 too.
   REQUIRE(entry(4096, 128, 16) != nullptr);
-  found = cublas_tiles(4096, 128, 8, sim::DType::bf16);
+  REQUIRE(entry(4096, 128, 12) == nullptr);
+  found = cublas_tiles(4096, 128, 12, sim::DType::bf16);
   CHECK(found.tiles == entry(4096, 128, 16));
   CHECK(found.assumption() == "cuBLAS's tiles assumed from N = 4096, 16 heads (this shape's not read)");
+  CHECK(cublas_tiles(5000, 128, 12, sim::DType::bf16).tiles == entry(4096, 128, 16));
   // Past the table's ends, its last entries; fp16 and fp32 were never read.
   CHECK(cublas_tiles(65536, 128, 1, sim::DType::bf16).tiles == entry(32768, 128, 1));
   CHECK(cublas_tiles(4096, 128, 1, sim::DType::fp16).tiles == nullptr);
 
   // compare's prediction carries the assumption; where no table entry has the dtype, it says
   // that each operand is read once.
-  const auto p = flashlab::app::predict({.kernel = "naive", .n = 3072, .d = 128, .heads = 1});
+  const auto p = flashlab::app::predict({.kernel = "naive", .n = 5000, .d = 128, .heads = 1});
   CHECK(p.assumption == "cuBLAS's tiles assumed from N = 4096, 1 head (this shape's not read)");
-  const auto fp16 = flashlab::app::predict(
-      {.kernel = "naive", .n = 3072, .d = 128, .heads = 1, .dtype = "fp16"});
+  const auto fp16 =
+      flashlab::app::predict({.kernel = "naive", .n = 5000, .d = 128, .heads = 1, .dtype = "fp16"});
   CHECK(fp16.assumption.find("each operand read once") != std::string::npos);
   const auto exact = flashlab::app::predict({.kernel = "naive", .n = 4096, .d = 128, .heads = 1});
   CHECK(exact.assumption.empty());
-  const auto table = run_flashlab("compare --kernels naive --n 3072 --d 128 --no-ncu");
-  CHECK(table.output.find("cuBLAS's tiles assumed from N = 4096, 1 head") != std::string::npos);
+  const auto table =
+      run_flashlab("compare --kernels naive --n 2600 --d 128 --no-ncu");  // nearer 3072
+  CHECK(table.output.find("cuBLAS's tiles assumed from N = 3072, 1 head") != std::string::npos);
 }
