@@ -198,9 +198,9 @@ struct CublasTiles {
   sim::GemmTile output;  // O = P V, output (N, d)
 };
 inline constexpr Source kCublasTilesSource{
-    "bench/results/2026-12-03-h200-naive-kernels.csv and 2026-12-05-h200-naive-kernels-d64.csv "
-    "(docs/IO-LEVELS.md, \"The naive kernel: cuBLAS's tiles\")",
-    "bf16, d = 128 and 64, one head and 16", "Nsight Compute kernel names (nvjet_sm90_..._AxB_...)"};
+    "bench/results/2026-12-03-h200-naive-kernels.csv, 2026-12-05-h200-naive-kernels-d64.csv and "
+    "-heldout-*.csv (docs/IO-LEVELS.md, \"The naive kernel: cuBLAS's tiles\")",
+    "bf16, d = 128 and 64, 1 to 16 heads", "Nsight Compute kernel names (nvjet_sm90_..._AxB_...)"};
 // Each entry: N, d, heads; S's tile {rows, columns}, O's. A name's AxB is {.m = B, .n = A}.
 // 16 heads at N = 16384 run as calls of 5, 5, 5 and 1 (the S and P of 5 fill the naive
 // kernel's 8 GiB workspace): cuBLAS tiles O 128x160 in the calls of 5 and 128x128 in the last,
