@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
+#include <tuple>
 
 namespace flashlab::app {
 
@@ -65,12 +65,14 @@ CublasTilesFound cublas_tiles(Index n, Index d, Index heads, sim::DType dtype) {
   if (dtype != sim::DType::bf16) return found;
   // How far apart two sizes are: the ratio of the larger to the smaller, as a power of two.
   const auto apart = [](Index a, Index b) { return std::abs(std::log2(double(a) / double(b))); };
+  // N and heads weigh alike (cuBLAS sizes its tiles to the whole batch's work); among shapes
+  // as far, the nearer N, then the nearer heads, then the table's first.
+  const auto distance = [&](const measured::CublasTiles& t) {
+    return std::tuple(apart(t.n, n) + apart(t.heads, heads), apart(t.n, n), apart(t.heads, heads));
+  };
   for (const auto& t : measured::kCublasTiles) {
     if (t.d != d) continue;
-    if (found.tiles == nullptr ||
-        std::pair(apart(t.n, n), apart(t.heads, heads)) <
-            std::pair(apart(found.tiles->n, n), apart(found.tiles->heads, heads)))
-      found.tiles = &t;
+    if (found.tiles == nullptr || distance(t) < distance(*found.tiles)) found.tiles = &t;
   }
   found.exact = found.tiles && found.tiles->n == n && found.tiles->heads == heads;
   return found;

@@ -81,8 +81,9 @@ void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes partition_cap, Ind
 
 // The tiles cuBLAS chose for the naive kernel's GEMMs on the H200 (measured_h200.hpp): at
 // this shape where a run has read them (exact), else at the nearest shape read with the same
-// d, N nearest by its ratio, then heads (cuBLAS's choice moves in steps as N doubles, and
-// most with N: measured::kCublasTiles), else none (fp16 and fp32: nothing was read).
+// d: the least sum of N's and heads' ratios as powers of two (cuBLAS sizes its tiles to the
+// batch's whole work; docs/IO-LEVELS.md, "The naive kernel: cuBLAS's tiles", measured two
+// rules on shapes never read), then the nearer N; else none (fp16 and fp32: nothing read).
 struct CublasTilesFound {
   const measured::CublasTiles* tiles = nullptr;
   bool exact = false;

@@ -247,6 +247,15 @@ inline constexpr std::array kCublasTiles = {
     CublasTiles{3072, 64, 16, {128, 256}, {384, 64}},     // tss_256x128, tst_64x384
     CublasTiles{6144, 64, 16, {192, 192}, {384, 64}},     // tss_192x192, tst_64x384
     CublasTiles{12288, 64, 16, {192, 192}, {512, 64}},    // tss_192x192, tst_64x512
+    // N = 2048 and 8192 with 4 and 8 heads (-heldout-heads2.csv)
+    CublasTiles{2048, 128, 4, {128, 256}, {128, 64}},   // tss_256x128, tst_64x128
+    CublasTiles{8192, 128, 4, {128, 256}, {256, 128}},  // tss_256x128, tst_128x256
+    CublasTiles{2048, 128, 8, {128, 256}, {128, 128}},  // tss_256x128, tst_128x128
+    CublasTiles{8192, 128, 8, {128, 256}, {256, 128}},  // tss_256x128, tst_128x256
+    CublasTiles{2048, 64, 4, {128, 256}, {80, 64}},     // tss_256x128, tst_64x80
+    CublasTiles{8192, 64, 4, {128, 256}, {256, 64}},    // tss_256x128, tst_64x256
+    CublasTiles{2048, 64, 8, {128, 256}, {128, 64}},    // tss_256x128, tst_64x128
+    CublasTiles{8192, 64, 8, {128, 256}, {512, 64}},    // tss_256x128, tst_64x512
 };
 
 // Bytes a kernel's launches moved, as a ratio to a count the lessons compute (each says

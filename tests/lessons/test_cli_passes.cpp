@@ -642,14 +642,23 @@ TEST_CASE("the naive kernel's mirror takes cuBLAS's tiles of the nearest shape r
   CHECK_FALSE(found.exact);
   CHECK(found.assumption() == "cuBLAS's tiles assumed from N = 4096, 1 head (this shape's not read)");
   CHECK(cublas_tiles(5200, 128, 1, sim::DType::bf16).tiles == entry(6144, 128, 1));
-  // N first, then heads: 12 heads at N = 4096 take the 16 heads' tiles (12 is 8 x 1.5 and
-  // 16 / 1.33), and 12 heads at N = 5000 those of N = 4096 too.
+  // Heads count as N does: 12 heads at N = 4096 take the 16 heads' tiles (12 is 8 x 1.5 and
+  // 16 / 1.33), and 12 heads at N = 5000 those of N = 4096, 16 heads too (0.29 + 0.42 powers
+  // of two, against 0.30 + 0.42 for N = 6144).
   REQUIRE(entry(4096, 128, 16) != nullptr);
   REQUIRE(entry(4096, 128, 12) == nullptr);
   found = cublas_tiles(4096, 128, 12, sim::DType::bf16);
   CHECK(found.tiles == entry(4096, 128, 16));
   CHECK(found.assumption() == "cuBLAS's tiles assumed from N = 4096, 16 heads (this shape's not read)");
   CHECK(cublas_tiles(5000, 128, 12, sim::DType::bf16).tiles == entry(4096, 128, 16));
+  // The sum of both distances: 4 heads at N = 16384 take N = 8192's 4 heads (one power of
+  // two away) before N = 16384's 1 or 16 heads (two powers of two); 2 heads at N = 4096,
+  // as far from 1 head as from 4, take the table's first of the two (1 head).
+  REQUIRE(entry(8192, 128, 4) != nullptr);
+  REQUIRE(entry(16384, 128, 4) == nullptr);
+  CHECK(cublas_tiles(16384, 128, 4, sim::DType::bf16).tiles == entry(8192, 128, 4));
+  REQUIRE(entry(4096, 128, 4) != nullptr);
+  CHECK(cublas_tiles(4096, 128, 2, sim::DType::bf16).tiles == entry(4096, 128, 1));
   // Past the table's ends, its last entries; fp16 and fp32 were never read.
   CHECK(cublas_tiles(65536, 128, 1, sim::DType::bf16).tiles == entry(32768, 128, 1));
   CHECK(cublas_tiles(4096, 128, 1, sim::DType::fp16).tiles == nullptr);
