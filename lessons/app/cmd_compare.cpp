@@ -274,6 +274,9 @@ void compare(const CompareArgs& a, sim::DType dtype) {
 template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
+  if (std::string why; !run_ncu_first_kernel(why))
+    throw std::runtime_error(
+        fmt::format("--gpu-only {}: the first kernel did not run: {}", a.gpu_only, why));
   const GpuRun run = run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
                                      /*warmups=*/0, /*repeats=*/1, a.heads);
   // Under ncu a kernel that did not run would leave nothing to measure and no word why.

@@ -275,10 +275,10 @@ NcuOutcome measure_pass(Pass pass, const ComparePassArgs& a, const CompareProble
   if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
   std::cerr << "flashlab: measuring the " << to_string(pass)
             << " pass's bytes with Nsight Compute...\n";
-  const std::vector<std::string> skip_forward = {"--launch-skip", "1"};
-  NcuOutcome outcome =
-      measure_with_ncu(*ncu, gpu_only_command(pass, a, p),
-                       pass == Pass::backward ? skip_forward : std::vector<std::string>{});
+  // Left out of the sums: the first kernel (kNcuFirstKernels), and the backward's forward,
+  // which makes its O and LSE.
+  const int skip = kNcuFirstKernels + (pass == Pass::backward ? 1 : 0);
+  NcuOutcome outcome = measure_with_ncu(*ncu, gpu_only_command(pass, a, p), {}, skip);
   if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
   return outcome;
 }
@@ -354,7 +354,10 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   // simulate --pass refuses it: there would be nothing to compare.
   if (!c.prediction.report)
     throw cpu::InvalidArgument(fmt::format("--pass {}: {}", to_string(pass), c.prediction.why_not));
-  if (!p.gpu_only.empty()) {  // under ncu: run the pass once, print nothing
+  if (!p.gpu_only.empty()) {  // under ncu: the first kernel, then the pass once; print nothing
+    if (std::string why; !run_ncu_first_kernel(why))
+      throw std::runtime_error(
+          fmt::format("--gpu-only {}: the first kernel did not run: {}", p.gpu_only, why));
     if (const PassRun run = c.run(/*warmups=*/0, /*repeats=*/1); !run.ran)
       throw std::runtime_error(
           fmt::format("--gpu-only {}: the pass did not run: {}", p.gpu_only, run.message));

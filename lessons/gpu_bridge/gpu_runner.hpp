@@ -41,6 +41,12 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
                        cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1);
 
+// The kernel a command measured under Nsight Compute runs first, so that the DRAM writes ncu
+// charges the first kernel it profiles fall on it (ncu_bytes.hpp, kNcuFirstKernels): one fa2
+// forward of one query and one key, d = 64, which reads nothing to push out what the L2
+// holds. False, with why in `message`, where it did not run.
+bool run_ncu_first_kernel(std::string& message);
+
 struct GpuRescaleRun {
   bool ran = false;
   std::string message;        // why it did not run

@@ -94,12 +94,13 @@ std::optional<std::string> find_ncu() {
   return std::nullopt;
 }
 
-std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
+std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv, int skip_kernels) {
   std::stringstream lines(csv);
   std::vector<std::string> header;
   int name = -1, unit = -1, value = -1, id = -1;
   MeasuredBytes m;
   std::string last_id;
+  int seen = 0;  // kernels met so far, in ncu's order
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line[0] != '"') continue;  // ncu's own log lines start with ==PROF==
     const auto f = fields(line);
@@ -115,7 +116,9 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
       continue;
     }
     if (int(f.size()) <= std::max({name, unit, value})) continue;
-    if (id >= 0 && f[id] != last_id) ++m.kernels, last_id = f[id];
+    if (id >= 0 && f[id] != last_id) ++seen, last_id = f[id];
+    if (skip_kernels > 0 && seen <= skip_kernels) continue;  // a kernel left out
+    m.kernels = std::max(0, seen - skip_kernels);
     for (const NcuMetric& metric : kNcuMetrics) {
       if (f[name] != metric.name) continue;
       const auto s = scale_of(f[unit], metric.unit);
@@ -124,12 +127,12 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv) {
       m.*metric.field += *s * *v;
     }
   }
-  if (header.empty()) return std::nullopt;
+  if (header.empty() || (skip_kernels > 0 && m.kernels == 0)) return std::nullopt;
   return m;
 }
 
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
-                            const std::vector<std::string>& ncu_options) {
+                            const std::vector<std::string>& ncu_options, int skip_kernels) {
   // Base units: bytes and sectors as counted, not rescaled to Kbyte or Msector.
   std::vector<std::string> argv{ncu,    "--csv",     "--clock-control", "none", "--print-units",
                                 "base", "--metrics", metric_list()};
@@ -138,7 +141,7 @@ NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::strin
   const ProcessResult run = run_program(argv);
   if (!run.started) return {std::nullopt, run.message};
   const std::string& out = run.output;
-  auto bytes = parse_ncu_csv(out);
+  auto bytes = parse_ncu_csv(out, skip_kernels);
   if (!run.succeeded() || !bytes || bytes->kernels == 0) {
     const auto tail = out.size() > 300 ? out.substr(out.size() - 300) : out;
     return {std::nullopt,

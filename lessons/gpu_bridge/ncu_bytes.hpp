@@ -80,14 +80,23 @@ struct NcuOutcome {
   std::string message;  // why there are no bytes
 };
 
-// Runs `ncu --csv --metrics ... <ncu_options...> <command...>` (no shell: each word is one
-// argument) and sums the metrics over every kernel it profiled (ncu_options may narrow them,
-// e.g. {"--kernel-name", "regex:..."}).
-NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
-                            const std::vector<std::string>& ncu_options = {});
+// The first kernel Nsight Compute profiles in a process is charged DRAM writes that are not
+// its own: on the H200 about 2.3 MiB wherever it reads more than the L2 holds, whatever it
+// reads and however its data was made, and no later kernel of the process is (docs/
+// IO-LEVELS.md, "Nsight Compute's first kernel"). So a command measured here first runs a
+// kernel of its own that ncu profiles and the sums leave out (gpu_runner.hpp,
+// run_ncu_first_kernel): that many kernels.
+inline constexpr int kNcuFirstKernels = 1;
 
-// The sum of each metric in ncu's --csv output, in bytes (exposed for testing the parser);
-// nothing when there is no header or a metric's unit is not its kind's.
-std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv);
+// Runs `ncu --csv --metrics ... <ncu_options...> <command...>` (no shell: each word is one
+// argument) and sums the metrics over every kernel it profiled but the first `skip_kernels`
+// (ncu_options may narrow them, e.g. {"--kernel-name", "regex:..."}).
+NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
+                            const std::vector<std::string>& ncu_options = {}, int skip_kernels = 0);
+
+// The sum of each metric in ncu's --csv output over its kernels but the first `skip_kernels`
+// (in the order ncu lists them), in bytes (exposed for testing the parser); nothing when
+// there is no header, a metric's unit is not its kind's, or no kernel is left.
+std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv, int skip_kernels = 0);
 
 }  // namespace flashlab::app

@@ -148,3 +148,32 @@ TEST_CASE("compare's measured text and ratios: the merge shown for store sectors
         "read 1.000, stores 1.000, out 0.562");
   CHECK(flashlab::app::ratios_text(NcuOutcome{std::nullopt, "no ncu"}, 1, 1, 1) == "-");
 }
+
+TEST_CASE("ncu CSV: the first kernels a measured command runs are left out of the sums") {
+  // Nsight Compute charges the first kernel it profiles in a process writes that are not its
+  // own (2.3 MiB on the H200), so a measured command runs one of its own first
+  // (kNcuFirstKernels); the backward's pass also leaves out its forward.
+  const std::string csv =
+      "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"fa2\",\"dram__bytes_write.sum\",\"byte\",\"2411724\"\n"
+      "\"0\",\"fa2\",\"dram__bytes_read.sum\",\"byte\",\"4096\"\n"
+      "\"1\",\"split\",\"dram__bytes_write.sum\",\"byte\",\"1000\"\n"
+      "\"1\",\"split\",\"dram__bytes_read.sum\",\"byte\",\"134217728\"\n"
+      "\"2\",\"combine\",\"dram__bytes_write.sum\",\"byte\",\"0\"\n"
+      "\"2\",\"combine\",\"dram__bytes_read.sum\",\"byte\",\"300000\"\n";
+  const auto all = flashlab::app::parse_ncu_csv(csv);
+  REQUIRE(all);
+  CHECK(all->kernels == 3);
+  CHECK(all->dram_written == 2411724 + 1000);
+  const auto call = flashlab::app::parse_ncu_csv(csv, flashlab::app::kNcuFirstKernels);
+  REQUIRE(call);
+  CHECK(call->kernels == 2);
+  CHECK(call->dram_written == 1000);
+  CHECK(call->dram_read == 134217728 + 300000);
+  const auto last = flashlab::app::parse_ncu_csv(csv, 2);
+  REQUIRE(last);
+  CHECK(last->kernels == 1);
+  CHECK(last->dram_read == 300000);
+  // Nothing left: no measurement, rather than zeros.
+  CHECK_FALSE(flashlab::app::parse_ncu_csv(csv, 3));
+}
