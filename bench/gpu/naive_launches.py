@@ -47,14 +47,22 @@ def launches(lib, heads, n, d, ncu):
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"naive_launches: {' '.join(cmd)} failed:\n{run.stderr[-2000:]}")
+    rows = launch_rows(run.stdout.splitlines())
+    if not rows:
+        sys.exit(f"naive_launches: ncu profiled no launch of heads {heads}, N {n}, d {d}")
+    return rows
+
+
+def launch_rows(lines):
+    """ncu's --csv lines as one row per launch, in launch order: its kernel, grid and the
+    columns of METRICS."""
     rows = {}
-    for r in ncu_csv.metric_rows(run.stdout.splitlines()):
-        row = rows.setdefault(int(r["ID"]), {"kernel": r["Kernel Name"], "grid": r.get("Grid Size", "")})
+    for r in ncu_csv.metric_rows(lines):
+        row = rows.setdefault(int(r["ID"]), {"kernel": r["Kernel Name"],
+                                             "grid": r.get("Grid Size", "")})
         for column, metric in METRICS.items():
             if r["Metric Name"] == metric:
                 row[column] = int(r["Metric Value"])
-    if not rows:
-        sys.exit(f"naive_launches: ncu profiled no launch of heads {heads}, N {n}, d {d}")
     return [rows[i] for i in sorted(rows)]
 
 

@@ -1,0 +1,42 @@
+"""bench/gpu/naive_launches.py's reading of Nsight Compute's lines: cuBLAS's output tile from an
+nvjet kernel's name as {rows, columns} of the row-major output (a name's AxB is {B, A}, as
+measured::kCublasTiles holds it), nothing from another kernel's name, and one row per launch
+in launch order with its metrics."""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
+import naive_launches  # noqa: E402
+
+HEADER = '"ID","Kernel Name","Grid Size","Metric Name","Metric Unit","Metric Value"'
+
+
+class NaiveLaunches(unittest.TestCase):
+    def test_tiles_from_names(self):
+        self.assertEqual(naive_launches.tile_of(
+            "nvjet_sm90_tss_256x128_64x4_1x2_h_bz_coopA_ptrBatch_TNT"), (128, 256))
+        self.assertEqual(naive_launches.tile_of("nvjet_sm90_tst_64x8_64x16_1x2_h_bz_ptrBatch_NNT"),
+                         (8, 64))
+        self.assertIsNone(naive_launches.tile_of("softmax_rows<bf16>"))
+        self.assertIsNone(naive_launches.tile_of("nvjet_sm90_256x128"))
+
+    def test_rows_in_launch_order(self):
+        lines = [HEADER, "the program's own line"]
+        for i, name in [(2, "nvjet_sm90_tst_64x24_x"), (0, "nvjet_sm90_tss_128x64_x"),
+                        (1, "softmax_rows<bf16>")]:
+            lines += [f'"{i}","{name}","(2, 64, 1)","l1tex__m_xbar2l1tex_read_bytes.sum","byte",'
+                      f'"{(i + 1) * 1000:,}"',
+                      f'"{i}","{name}","(2, 64, 1)","dram__bytes_write.sum","byte","{i}"']
+        rows = naive_launches.launch_rows(lines)
+        self.assertEqual([r["kernel"][:14] for r in rows],
+                         ["nvjet_sm90_tss", "softmax_rows<b", "nvjet_sm90_tst"])
+        self.assertEqual([r["sm_read_bytes"] for r in rows], [1000, 2000, 3000])
+        self.assertEqual([r["dram_write_bytes"] for r in rows], [0, 1, 2])
+        self.assertEqual(rows[0]["grid"], "(2, 64, 1)")
+        self.assertNotIn("lts_bytes", rows[0])  # a metric ncu did not print is not made up
+
+
+if __name__ == "__main__":
+    unittest.main()
