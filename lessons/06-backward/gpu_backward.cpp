@@ -37,11 +37,9 @@ constexpr int kDeterministicRuns = 50, kDefaultRuns = 20, kWarmups = 2;
 // Set in the environment of the child that Nsight Compute profiles: it runs one backward of
 // the timed shape and nothing else of the lesson.
 constexpr const char* kMeasureChild = "FLASHLAB_LESSON6_MEASURE";
-// The backward's kernels, by name, for ncu's filter (the forward that precedes them is left
-// out of the count).
-constexpr const char* kBackwardKernels =
-    "regex:fa3_backward_kernel|fa2_backward_kernel|fa2_backward_dq_kernel|preprocess_kernel|"
-    "convert_dq_kernel";
+// Left out of the measured sums: the child's first kernel (kNcuFirstKernels, ncu_bytes.hpp)
+// and the forward that makes O and L for the backward.
+constexpr int kKernelsBeforeBackward = kNcuFirstKernels + 1;
 
 cpu::HeadTensor<float> random_heads(Index heads, Index rows, Index d, std::uint64_t seed) {
   cpu::HeadTensor<float> t(1, heads, rows, d);
@@ -186,7 +184,7 @@ NcuOutcome measure_backward() {
   return measure_with_ncu(*ncu,
                           {"/usr/bin/env", fmt::format("{}=1", kMeasureChild),
                            fmt::format("/proc/{}/exe", getpid()), "lesson", "6", "--no-color"},
-                          {"--kernel-name", kBackwardKernels});
+                          {}, kKernelsBeforeBackward);
 }
 
 void bytes_of_recomputation(LessonContext& ctx, bool gpu) {
@@ -354,6 +352,8 @@ bool lesson6_measure_child() {
   const char* flag = std::getenv(kMeasureChild);
   if (!flag || !*flag) return false;
   const Inputs in = make_inputs(kTimed, kSeed + 1);
+  if (std::string why; !run_ncu_first_kernel(why))
+    throw std::runtime_error("lesson 6's measured child: the first kernel did not run: " + why);
   run_gpu_backward(in.Q, in.K, in.V, in.dO, {.warmups = 0, .repeats = 1});
   return true;
 }
