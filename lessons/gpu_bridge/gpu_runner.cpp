@@ -103,9 +103,15 @@ GpuStatus gpu_status() {
 }
 
 bool run_ncu_first_kernel(std::string& message) {
-  const cpu::Matrix<float> one = cpu::Matrix<float>::Zero(1, 64);
-  const GpuRun run = run_gpu_forward("fa2", one, one, one, sim::DType::bf16, cpu::Causal::none,
-                                     /*warmups=*/0, /*repeats=*/1);
+  // One query a head against 4096 keys, d = 128, bf16: 2 MiB of K and V a head, and heads
+  // enough for twice the target's L2.
+  constexpr cpu::Index kKeys = 4096, kD = 128;
+  const sim::Bytes kv_per_head = 2 * kKeys * kD * 2;
+  const cpu::Index heads = 2 * target_profile().l2_bytes / kv_per_head;
+  const cpu::Matrix<float> q = cpu::Matrix<float>::Zero(1, kD);
+  const cpu::Matrix<float> kv = cpu::Matrix<float>::Zero(kKeys, kD);
+  const GpuRun run = run_gpu_forward("fa2", q, kv, kv, sim::DType::bf16, cpu::Causal::none,
+                                     /*warmups=*/0, /*repeats=*/1, heads);
   message = run.message;
   return run.ran;
 }

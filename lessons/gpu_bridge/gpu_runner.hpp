@@ -42,9 +42,10 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1);
 
 // The kernel a command measured under Nsight Compute runs first, so that the DRAM writes ncu
-// charges the first kernel it profiles fall on it (ncu_bytes.hpp, kNcuFirstKernels): one fa2
-// forward of one query and one key, d = 64, which reads nothing to push out what the L2
-// holds. False, with why in `message`, where it did not run.
+// charges the first kernel that reads more than the L2 holds fall on it (ncu_bytes.hpp,
+// kNcuFirstKernels): one fa2 forward of one query a head against K and V of twice the
+// target's L2, which pushes out whatever the L2 held dirty. False, with why in `message`,
+// where it did not run.
 bool run_ncu_first_kernel(std::string& message);
 
 struct GpuRescaleRun {

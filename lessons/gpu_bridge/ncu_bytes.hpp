@@ -80,12 +80,12 @@ struct NcuOutcome {
   std::string message;  // why there are no bytes
 };
 
-// The first kernel Nsight Compute profiles in a process is charged DRAM writes that are not
-// its own: on the H200 about 2.3 MiB wherever it reads more than the L2 holds, whatever it
-// reads and however its data was made, and no later kernel of the process is (docs/
-// IO-LEVELS.md, "Nsight Compute's first kernel"). So a command measured here first runs a
-// kernel of its own that ncu profiles and the sums leave out (gpu_runner.hpp,
-// run_ncu_first_kernel): that many kernels.
+// Under Nsight Compute a process starts with about 2.3 MiB dirty in the H200's L2 that its
+// flush between kernels does not write back; the first kernel that reads more than the L2
+// holds pushes them out and is charged them as DRAM writes, whatever it reads, and no kernel
+// after it is (docs/IO-LEVELS.md, "Nsight Compute's first kernel"). So a command measured
+// here first runs a kernel of its own that reads twice the L2 (gpu_runner.hpp,
+// run_ncu_first_kernel) and the sums leave out: that many kernels.
 inline constexpr int kNcuFirstKernels = 1;
 
 // Runs `ncu --csv --metrics ... <ncu_options...> <command...>` (no shell: each word is one
