@@ -548,6 +548,18 @@ if want levels; then
   step "levels: DRAM writes with one metric pass and with compare's, kernel and application replay"
   python3 "$ROOT/bench/gpu/ncu_replay_writes.py" --flashlab "$BUILD/lessons/app/flashlab" \
     --csv "$OUT/ncu_replay_writes.csv" || status=1
+
+  # The first large read of a profiled process is charged about 2.3 MiB of DRAM writes not its
+  # own (docs/IO-LEVELS.md, "Nsight Compute's first kernel"); compare runs a kernel of its own
+  # first, reading twice the L2, and leaves it out. Checked here: the decode at B = 1, L =
+  # 32768 should write about its states (0.3 MiB), not 2.3 MiB; a sum of 128 MiB after a first
+  # one should write almost nothing.
+  step "levels: compare's first kernel takes the first large read's DRAM writes"
+  "$BUILD/lessons/app/flashlab" compare --pass decode --batch 1 --heads 32 --kv-heads 8 \
+    --n 32768 --d 128 --no-color > "$OUT/decode_first_kernel.txt" 2>&1 || status=1
+  grep "GPU decode" "$OUT/decode_first_kernel.txt"
+  python3 "$ROOT/bench/gpu/ncu_read_writes.py" --csv "$OUT/sums_first_kernel.csv" --mib 128 \
+    --fill randn --dtype bfloat16 --cache-control all || status=1
 fi
 if want stores; then
   # Bytes out of the SMs, store by store: the requests and sectors the L1 sends on for global
