@@ -6,9 +6,9 @@ metrics of a level each, and the kernel's name, from which cuBLAS's output tile 
   python3 bench/gpu/naive_launches.py --lib build/gpu/libflashlab.so --heads 1 16 \\
       --n 1024 2048 4096 --d 64 > naive-kernels-d64.csv
 
-The columns are those of bench/results/2026-12-03-h200-naive-kernels.csv. With --tiles the
-rows are the table's entries instead: heads, N, d and the two GEMMs' tiles as {rows, columns}
-of the row-major output (a name's AxB is {B, A}).
+The columns are those of bench/results/2026-12-03-h200-naive-kernels.csv. With --tiles it
+prints each shape's entry for measured::kCublasTiles instead: N, d, heads and the two GEMMs'
+tiles as {rows, columns} of the row-major output (a name's AxB is {B, A}).
 """
 import argparse
 import csv
@@ -75,33 +75,39 @@ def main():
     ap.add_argument("--d", type=int, nargs="+", default=[64], choices=[64, 128])
     ap.add_argument("--ncu", default="ncu", help="the Nsight Compute command")
     ap.add_argument("--tiles", action="store_true",
-                    help="print the tiles of each shape's GEMMs (the first S and O launches)")
+                    help="print each shape's entry for measured::kCublasTiles instead")
     args = ap.parse_args()
     out = csv.writer(sys.stdout, lineterminator="\n")
-    if args.tiles:
-        out.writerow(["heads", "N", "d", "score_kernel", "score_tile", "output_kernel",
-                      "output_tile"])
-    else:
+    if not args.tiles:
         out.writerow(["heads", "N", "d", "launch", "kernel", "grid", *METRICS])
     for d in args.d:
         for heads in args.heads:
             for n in args.n:
                 rows = launches(args.lib, heads, n, d, args.ncu)
                 if args.tiles:
-                    gemms = [r for r in rows if tile_of(r["kernel"])]
-                    if len(gemms) < 2:
-                        sys.exit(f"naive_launches: heads {heads}, N {n}, d {d}: fewer than two "
-                                 f"nvjet launches in {[r['kernel'] for r in rows]}")
-                    score, output = gemms[0], gemms[1]
-                    out.writerow([heads, n, d, score["kernel"], "x".join(map(str, tile_of(
-                        score["kernel"]))), output["kernel"],
-                        "x".join(map(str, tile_of(output["kernel"])))])
+                    try:
+                        print(table_entry(heads, n, d, rows))
+                    except ValueError as e:
+                        sys.exit(f"naive_launches: {e}")
                 else:
                     for i, r in enumerate(rows):
                         out.writerow([heads, n, d, i, r["kernel"], r["grid"],
                                       *(r.get(c, "") for c in METRICS)])
                 sys.stdout.flush()
 
+
+def table_entry(heads, n, d, rows):
+    """The shape's line for measured::kCublasTiles (lessons/gpu_bridge/measured_h200.hpp) from
+    its launches: the first nvjet launch is S = Q K^T's, the second O = P V's (a call of
+    several heads' chunks repeats them; the first chunk's are the entry's)."""
+    gemms = [r["kernel"] for r in rows if tile_of(r["kernel"])]
+    if len(gemms) < 2:
+        raise ValueError(f"heads {heads}, N {n}, d {d}: fewer than two nvjet launches in "
+                         f"{[r['kernel'] for r in rows]}")
+    (sr, sc), (orow, oc) = tile_of(gemms[0]), tile_of(gemms[1])
+    names = ", ".join("_".join(g.split("_")[2:4]) for g in gemms[:2])
+    return (f"    CublasTiles{{{n}, {d}, {heads}, {{{sr}, {sc}}}, {{{orow}, {oc}}}}},  "
+            f"// {names}")
 
 if __name__ == "__main__":
     main()

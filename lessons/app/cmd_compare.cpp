@@ -274,9 +274,7 @@ void compare(const CompareArgs& a, sim::DType dtype) {
 template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
-  if (std::string why; !run_ncu_first_kernel(why))
-    throw std::runtime_error(
-        fmt::format("--gpu-only {}: the first kernel did not run: {}", a.gpu_only, why));
+  run_ncu_first_kernel(fmt::format("--gpu-only {}", a.gpu_only));
   const GpuRun run = run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
                                      /*warmups=*/0, /*repeats=*/1, a.heads);
   // Under ncu a kernel that did not run would leave nothing to measure and no word why.

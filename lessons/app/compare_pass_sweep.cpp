@@ -275,10 +275,7 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
     write_csv(*csv, r.pass, points);
     fmt::print("wrote {} rows to {}\n", points.size(), csv->path());
   }
-  if (plot) {
-    plot->draw(plot_script(r, points));
-    if (const std::string note = plot_note(r.grid); !note.empty()) std::cout << note;
-  }
+  if (plot) draw_sweep_plot(*plot, plot_script(r, points), r.grid);
 }
 
 }  // namespace flashlab::app

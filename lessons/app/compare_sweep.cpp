@@ -352,8 +352,11 @@ void run_compare_sweep(const CompareSweepRequest& r) {
   ProgressLine progress("compare sweep", std::int64_t(count), /*worth_showing=*/2);
   for (const KernelRun& run : runs_of(r)) {
     Point p{run, predict_or_say(run), std::nullopt, ""};
+    // What the prediction has to say: why there is none, or what it assumes.
+    const std::string& predicted_note =
+        p.predicted.modelled() ? p.predicted.assumption : p.predicted.why_not;
     if (!unmeasured.empty()) {
-      p.note = p.predicted.modelled() ? p.predicted.assumption : p.predicted.why_not;
+      p.note = predicted_note;
     } else if (const std::string refusal =
                    kernel_refusal(run.kernel, run.d, sim::parse_dtype(run.dtype));
                !refusal.empty()) {
@@ -361,8 +364,7 @@ void run_compare_sweep(const CompareSweepRequest& r) {
     } else {
       const NcuOutcome m = measure(run, /*no_ncu=*/false);
       p.measured = m.bytes;
-      p.note = m.bytes ? (p.predicted.modelled() ? p.predicted.assumption : p.predicted.why_not)
-                       : m.message;
+      p.note = m.bytes ? predicted_note : m.message;
     }
     points.push_back(std::move(p));
     progress(std::int64_t(points.size()), std::int64_t(count));
@@ -384,24 +386,22 @@ void run_compare_sweep(const CompareSweepRequest& r) {
     write_csv(*csv, points);
     fmt::print("wrote {} rows to {}\n", points.size(), csv->path());
   }
-  if (plot) {
-    plot->draw(plot_script(r, points));
-    if (const std::string note = plot_note(r.grid); !note.empty()) std::cout << note;
-  }
+  if (plot) draw_sweep_plot(*plot, plot_script(r, points), r.grid);
 }
 
-std::string plot_note(const SweepGrid& grid) {
+void draw_sweep_plot(PlotOutput& plot, const std::string& script, const SweepGrid& grid) {
+  plot.draw(script);
   std::vector<std::string> first;
   if (grid.d.size() > 1) first.push_back(fmt::format("d = {}", grid.d.front()));
   if (grid.heads.size() > 1) first.push_back(fmt::format("heads = {}", grid.heads.front()));
   if (grid.batch.size() > 1) first.push_back(fmt::format("batch = {}", grid.batch.front()));
   if (grid.causal.size() > 1)
     first.push_back(fmt::format("causal = {}", causal_text({grid.causal.front()})));
-  if (first.empty()) return "";
+  if (first.empty()) return;
   std::string list;
   for (std::size_t k = 0; k < first.size(); ++k)
     list += (k == 0 ? "" : k + 1 == first.size() ? " and " : ", ") + first[k];
-  return fmt::format(
+  std::cout << fmt::format(
       "the plot draws the points of {} (the first of each swept axis); the table "
       "and the CSV hold them all\n",
       list);

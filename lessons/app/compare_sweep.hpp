@@ -35,9 +35,9 @@ SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid defaults,
 // "yes", "no", or "no and yes" where a sweep takes both.
 std::string causal_text(const std::vector<bool>& causal);
 
-// A sweep's plot draws bytes against N at the first value of every other axis: a line that
-// says which, where an axis has more than one ("" where none has).
-std::string plot_note(const SweepGrid& grid);
+// Draws a sweep's plot from its gnuplot script; the plot shows bytes against N at the first
+// value of every other axis, so where an axis has more than one, a line on stdout says which.
+void draw_sweep_plot(PlotOutput& plot, const std::string& script, const SweepGrid& grid);
 
 // A sweep's CSV and plot, checked and opened before any point runs (each empty path: none).
 // Throws cpu::InvalidArgument when --plot has fewer than two N to draw, when two outputs name

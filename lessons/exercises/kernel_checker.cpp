@@ -38,7 +38,6 @@ using MatrixD = cpu::Matrix<double>;
 using VectorD = cpu::Vector<double>;
 
 constexpr double kEps = std::numeric_limits<float>::epsilon();
-constexpr double kOrderSlack = cpu::kSummationOrderSlack;  // the margin of correctness.hpp
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kShownEntries = 4;
 // A case starts CUDA in a fresh process (a fraction of a second) before its kernel runs; under
@@ -213,7 +212,7 @@ void check_forward(int number, std::string_view file, KernelCases& cases) {
         cpu::naive_attention<double>(Q.cast<double>(), K.cast<double>(), V.cast<double>(), options);
     const auto plain = cpu::naive_attention<float>(Q, K, V, options);
     const double order =
-        kOrderSlack * kEps * (std::sqrt(double(c.n_k)) + max_finite_abs(reference.L));
+        cpu::kSummationOrderSlack * kEps * (std::sqrt(double(c.n_k)) + max_finite_abs(reference.L));
     const MatrixD L_reference = column(reference.L);
     const MatrixF L_plain = column(plain.L);
     cases.run(c.name, seed, [&](const KernelPlugin& plugin) {
@@ -295,7 +294,8 @@ void check_combine(int number, std::string_view file, KernelCases& cases) {
     const auto plain = merged<float>(O_s, lse_s);
     double largest_lse = 0.0;
     for (const VectorF& l : lse_s) largest_lse = std::max(largest_lse, max_finite_abs(l));
-    const double order = kOrderSlack * kEps * (std::sqrt(double(c.splits)) + largest_lse);
+    const double order =
+        cpu::kSummationOrderSlack * kEps * (std::sqrt(double(c.splits)) + largest_lse);
     MatrixF flat_O(c.splits * c.rows, c.d), flat_lse(c.splits, c.rows);
     for (Index s = 0; s < c.splits; ++s) {
       flat_O.middleRows(s * c.rows, c.rows) = O_s[s];

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <algorithm>
 
 namespace flashlab::app {
@@ -102,18 +103,19 @@ GpuStatus gpu_status() {
   return {present, description};
 }
 
-bool run_ncu_first_kernel(std::string& message) {
-  // One query a head against 4096 keys, d = 128, bf16: 2 MiB of K and V a head, and heads
-  // enough for twice the target's L2.
-  constexpr cpu::Index kKeys = 4096, kD = 128;
-  const sim::Bytes kv_per_head = 2 * kKeys * kD * 2;
-  const cpu::Index heads = 2 * target_profile().l2_bytes / kv_per_head;
+void run_ncu_first_kernel(std::string_view who) {
+  // One query a head against 4096 keys, d = 128, bf16 (2 MiB of K and V a head), in as many
+  // heads as K and V of kL2sRead L2s take: a read that leaves nothing of before in the L2.
+  constexpr cpu::Index kKeys = 4096, kD = 128, kL2sRead = 2;
+  constexpr sim::DType kDtype = sim::DType::bf16;
+  const sim::Bytes kv_per_head = 2 * kKeys * kD * sim::bytes_of(kDtype);  // K and V
+  const cpu::Index heads = kL2sRead * target_profile().l2_bytes / kv_per_head;
   const cpu::Matrix<float> q = cpu::Matrix<float>::Zero(1, kD);
   const cpu::Matrix<float> kv = cpu::Matrix<float>::Zero(kKeys, kD);
-  const GpuRun run = run_gpu_forward("fa2", q, kv, kv, sim::DType::bf16, cpu::Causal::none,
+  const GpuRun run = run_gpu_forward("fa2", q, kv, kv, kDtype, cpu::Causal::none,
                                      /*warmups=*/0, /*repeats=*/1, heads);
-  message = run.message;
-  return run.ran;
+  if (!run.ran)
+    throw std::runtime_error(fmt::format("{}: the first kernel did not run: {}", who, run.message));
 }
 
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,

@@ -1,7 +1,7 @@
 """bench/gpu/naive_launches.py's reading of Nsight Compute's lines: cuBLAS's output tile from an
 nvjet kernel's name as {rows, columns} of the row-major output (a name's AxB is {B, A}, as
 measured::kCublasTiles holds it), nothing from another kernel's name, and one row per launch
-in launch order with its metrics."""
+in launch order with its metrics; a shape's entry for the table from its launches."""
 import os
 import sys
 import unittest
@@ -36,6 +36,19 @@ class NaiveLaunches(unittest.TestCase):
         self.assertEqual([r["dram_write_bytes"] for r in rows], [0, 1, 2])
         self.assertEqual(rows[0]["grid"], "(2, 64, 1)")
         self.assertNotIn("lts_bytes", rows[0])  # a metric ncu did not print is not made up
+
+    def test_table_entry(self):
+        rows = [{"kernel": k} for k in (
+            "nvjet_sm90_tss_256x128_64x4_1x2_h_bz_coopA_ptrBatch_TNT", "softmax_rows<bf16>",
+            "nvjet_sm90_tst_64x160_64x7_1x2_h_bz_ptrBatch_NNT",
+            "nvjet_sm90_tss_256x128_64x4_1x2_h_bz_coopA_ptrBatch_TNT", "softmax_rows<bf16>",
+            "nvjet_sm90_tst_64x128_64x8_1x2_h_bz_ptrBatch_NNN")]
+        self.assertEqual(naive_launches.table_entry(16, 16384, 64, rows),
+                         "    CublasTiles{16384, 64, 16, {128, 256}, {160, 64}},  "
+                         "// tss_256x128, tst_64x160")
+        with self.assertRaises(ValueError) as e:
+            naive_launches.table_entry(1, 1024, 64, rows[:2])
+        self.assertIn("fewer than two nvjet launches", str(e.exception))
 
 
 if __name__ == "__main__":
