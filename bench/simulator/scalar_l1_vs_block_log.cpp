@@ -5,15 +5,18 @@
 // N, d, dtype, heads, call, and per block its SM, start and end) and the bytes
 // (*-scalar-block-log-ncu-bytes.csv: the profiled launches in order, for each N a warm-up and
 // then the logged calls), and predicts each call twice through the kernel's mirror
-// (lessons/gpu_bridge/kernels.cpp, app::predict): with the grid model's own schedule (slot k
-// on SM k mod 132, blocks in step) and with the log replayed (sim::GridSchedule::logged: each
-// block on its logged SM, its K and V tiles at an even pace between its start and end, through
-// that SM's L1). docs/IO-LEVELS.md, "The scalar kernel: blocks that share an SM share its L1",
-// reads the table.
+// (lessons/gpu_bridge/kernels.cpp, app::predict): with the grid model's own schedule (the
+// heads' blocks catching up with each other, sim::GridSchedule::catch_up, the median of its
+// draws) and with the log replayed (sim::GridSchedule::logged: each block on its logged SM, its
+// K and V tiles at an even pace between its start and end, through that SM's L1).
+// docs/IO-LEVELS.md, "The scalar kernel: blocks that share an SM share its L1", reads the
+// table. Then, from the same logs, the figure catch_up takes: how far behind its head's first
+// block a block started and still ended with its head (measured::kScalarL2StepShare).
 //
 //   ./build/bench/simulator/scalar_l1_vs_block_log
 //   ./build/bench/simulator/scalar_l1_vs_block_log --n 4096
 #include "gpu_bridge/kernels.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 #include "measured_csvs.hpp"
 
 #include <CLI/CLI.hpp>
@@ -42,8 +45,38 @@ struct Call {
   cpu::Index N = 0, d = 0, heads = 0, call = 0;
   std::string dtype;
   std::vector<sim::LoggedBlock> blocks;  // in block order
+  std::vector<cpu::Index> head_of;       // each block's head
   double measured = 0;                   // bytes into the SMs
 };
+
+// A head's blocks "end together" where each ended within this much of the head's last end (in
+// the logs' ns); at N = 8192 whole heads of 128 blocks end within 20 us.
+constexpr double kTogetherNs = 60e3;
+
+// The head of one call whose blocks that ended together had started furthest apart, as a
+// share of the head's span (its first such block's start to its last end).
+struct WidestCatchUp {
+  cpu::Index head = -1, blocks = 0;
+  double share = 0;
+};
+WidestCatchUp widest_catch_up(const Call& c) {
+  std::map<cpu::Index, std::vector<sim::LoggedBlock>> heads;
+  for (std::size_t b = 0; b < c.blocks.size(); ++b) heads[c.head_of[b]].push_back(c.blocks[b]);
+  WidestCatchUp widest;
+  for (const auto& [head, blocks] : heads) {
+    double last_end = 0;
+    for (const auto& b : blocks) last_end = std::max(last_end, b.end);
+    double first = last_end, last = 0;
+    cpu::Index together = 0;
+    for (const auto& b : blocks) {
+      if (last_end - b.end > kTogetherNs) continue;
+      first = std::min(first, b.start), last = std::max(last, b.start), ++together;
+    }
+    const double share = last_end > first ? (last - first) / (last_end - first) : 0;
+    if (share > widest.share) widest = {head, together, share};
+  }
+  return widest;
+}
 
 using bench::csv_fields;
 
@@ -65,6 +98,7 @@ std::vector<Call> read_log(const std::filesystem::path& log, const std::filesyst
   const std::size_t N = column(header, "N", log), d = column(header, "d", log),
                     dtype = column(header, "dtype", log), heads = column(header, "heads", log),
                     call = column(header, "call", log), block = column(header, "block", log),
+                    head = column(header, "head", log),
                     sm = column(header, "sm", log), start = column(header, "start_ns", log),
                     end = column(header, "end_ns", log);
   while (std::getline(in, line)) {
@@ -74,8 +108,9 @@ std::vector<Call> read_log(const std::filesystem::path& log, const std::filesyst
     c.N = std::stoll(f[N]), c.d = std::stoll(f[d]), c.heads = std::stoll(f[heads]);
     c.call = std::stoll(f[call]), c.dtype = f[dtype];
     const auto b = std::size_t(std::stoll(f[block]));
-    if (c.blocks.size() <= b) c.blocks.resize(b + 1);
+    if (c.blocks.size() <= b) c.blocks.resize(b + 1), c.head_of.resize(b + 1);
     c.blocks[b] = {std::stoll(f[sm]), std::stod(f[start]), std::stod(f[end])};
+    c.head_of[b] = std::stoll(f[head]);
   }
   std::vector<double> launches;  // the metric of each profiled launch, in order
   std::ifstream bin(bytes);
@@ -127,6 +162,7 @@ int main(int argc, char** argv) {
     const std::string kLog = "-scalar-block-log-ncu.csv",
                       kBytes = "-scalar-block-log-ncu-bytes.csv";
     int rows = 0, within_model = 0, within_log = 0;
+    std::vector<std::pair<std::string, Call>> calls;  // for the catch-up table below
     fmt::print(
         "| log | N | heads | call | measured GB | model GB | meas / model | replayed GB | "
         "meas / replayed |\n|---|---|---|---|---|---|---|---|---|\n");
@@ -146,6 +182,7 @@ int main(int argc, char** argv) {
                    c.N, c.heads, c.call, c.measured / 1e9, model / 1e9, c.measured / model,
                    replayed / 1e9, c.measured / replayed);
         std::fflush(stdout);
+        calls.emplace_back(name, c);
       }
     }
     if (rows == 0)
@@ -154,6 +191,24 @@ int main(int argc, char** argv) {
                                ": give --results bench/results");
     fmt::print("\nWithin 2%: the model's schedule {} of {}, the log replayed {} of {}\n",
                within_model, rows, within_log, rows);
+
+    // A head's blocks that end together though they started apart: the one behind ran faster.
+    fmt::print(
+        "\nBlocks of a head that ended within {:.0f} us of its last end: the head whose last of "
+        "them started furthest behind its first, as a share of the head's span\n\n"
+        "| log | N | call | head | blocks | last start / span |\n|---|---|---|---|---|---|\n",
+        kTogetherNs / 1e3);
+    double widest = 0;
+    for (const auto& [name, c] : calls) {
+      const WidestCatchUp w = widest_catch_up(c);
+      widest = std::max(widest, w.share);
+      fmt::print("| {} | {} | {} | {} | {} | {:.3f} |\n", name, c.N, c.call, w.head, w.blocks,
+                 w.share);
+    }
+    fmt::print(
+        "\nA step whose tiles the L2 held takes at most 1 - {:.3f} = {:.3f} of one whose tiles came "
+        "from DRAM; the grid model takes {:.3f} (measured::kScalarL2StepShare)\n",
+        widest, 1 - widest, app::measured::kScalarL2StepShare.l2_step_share);
   } catch (const std::exception& e) {
     fmt::print(stderr, "scalar_l1_vs_block_log: {}\n", e.what());
     return 2;

@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fa2_kernel(Problem p) 
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   // Causal query tiles differ in work; the longest (last) ones are scheduled first.
-  const int i = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int i = p.causal && fa2::kCausalLongestFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int q0 = i * kBr;
   const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group_size;
   const T* gQ = static_cast<const T*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head;

@@ -3,12 +3,14 @@
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/gpu/tile_schedule.hpp"
 #include "flashlab/sim/simulate.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 
 #include <fmt/core.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <tuple>
 
 namespace flashlab::app {
@@ -105,11 +107,15 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
   const gpu::KernelConfig& c = info.config;
   if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};
   mirror.blocks_per_sm = c.blocks_per_sm;
+  mirror.causal_longest_first = c.causal_longest_first;
   if (c.kv_through_l1) {
     const sim::SmLimits& sm = target_profile().sm;
     if (mirror.blocks_per_sm == 0)
       mirror.blocks_per_sm = sim::blocks_by_shared_and_threads(sm, c.threads, c.sram_bytes);
     mirror.l1_bytes = sim::l1_beside_shared(sm, int(mirror.blocks_per_sm), c.sram_bytes);
+    // Plain loads wait for their tiles: a step is faster where the L2 holds them (measured
+    // for the scalar kernel, the one kernel whose K and V pass the L1).
+    mirror.l2_step_share = measured::kScalarL2StepShare.l2_step_share;
   }
   if (*id == FLASHLAB_KERNEL_FA3) {
     mirror.fa3 = fa3_kernel_facts(problem.d, problem.dtype).facts;
@@ -270,6 +276,33 @@ std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::
   };
 }
 
+// The catch_up schedule's heads run at paces drawn from the grid's seed, and which head's
+// blocks free which slots, and so which blocks share an SM's L1, follows the draws: the
+// bytes into the SMs of one draw are one of many a GPU could show (its own calls spread as
+// much, docs/IO-LEVELS.md). So the grid runs with kPaceDraws seeds and the draw whose bytes
+// into the SMs are the median is the prediction; the others' range goes into the
+// prediction's note.
+constexpr int kPaceDraws = 5;
+sim::GridReport median_of_draws(sim::GridProblem grid, Prediction& p) {
+  std::vector<std::future<sim::GridReport>> runs;
+  for (int seed = 0; seed < kPaceDraws; ++seed) {
+    grid.seed = std::uint64_t(seed);
+    runs.push_back(std::async(std::launch::async, [g = grid] { return sim::run_grid(g); }));
+  }
+  std::vector<sim::GridReport> draws;
+  for (auto& r : runs) draws.push_back(r.get());
+  // Into the SMs: the same loads in every draw, less what the L1s served.
+  std::ranges::sort(draws, std::greater{}, &sim::GridReport::l1_hit_bytes);
+  const double loads = double(p.report->bytes_read()) * double(p.heads);
+  const std::string range = fmt::format(
+      "into the SMs the median of {} draws of the heads' paces (catch_up), which "
+      "range from {:.3f} to {:.3f} GB",
+      kPaceDraws, (loads - double(draws.front().l1_hit_bytes)) / 1e9,
+      (loads - double(draws.back().l1_hit_bytes)) / 1e9);
+  p.assumption = p.assumption.empty() ? range : p.assumption + "; " + range;
+  return std::move(draws[kPaceDraws / 2]);
+}
+
 }  // namespace
 
 Prediction predict(const KernelRun& run) {
@@ -317,9 +350,11 @@ Prediction predict(const KernelRun& run) {
                                              .dtype = mirror.problem.dtype,
                                              .heads = run.heads,
                                              .causal = mirror.problem.causal,
+                                             .causal_longest_first = mirror.causal_longest_first,
                                              .Br = mirror.problem.tiles->Br,
                                              .Bc = mirror.problem.tiles->Bc,
                                              .blocks_per_sm = mirror.blocks_per_sm,
+                                             .l2_step_share = mirror.l2_step_share,
                                              .l1_bytes = mirror.l1_bytes});
     if (mirror.fa3) grid.order = fa3_order(run, grid);
     // The crossover's closed form is of the grid as the model schedules it, log or not.
@@ -329,16 +364,21 @@ Prediction predict(const KernelRun& run) {
     // first where the profile has measured how far the older of an SM's blocks runs ahead
     // (fa2's block logs: the reads past the crossover; docs/IO-LEVELS.md, "The blocks
     // logged"), for kernels whose K and V bypass the L1 (fa2; fa3's single block an SM has no
-    // younger one). Blocks that share K and V through their SM's L1 (the scalar kernel) stay
-    // in step: the one behind hits in the L1 and keeps up (at one head, N = 16,384 its SMs
-    // read 0.516 of its blocks' bytes, as blocks in step share them).
+    // younger one). The blocks of the scalar kernel, whose K and V pass the L1, run each head
+    // at its own pace and catch up with their head's others, taking the tiles those brought
+    // into the L2 (catch_up: at one head, N = 16,384 its SMs read 0.516 of its blocks' bytes,
+    // as blocks in step share them; at 16 heads the draws decide which blocks share an SM).
     if (!run.block_log.empty()) {
       grid.schedule = sim::GridSchedule::logged;
       grid.block_time_spread = 0;
       grid.older_block_lead = 0;
+      grid.l2_step_share = 1;
       grid.block_log = run.block_log;
     }
-    p.grid = sim::run_grid(grid);
+    if (grid.schedule == sim::GridSchedule::catch_up)
+      p.grid = median_of_draws(grid, p);
+    else
+      p.grid = sim::run_grid(grid);
   }
   return p;
 }

@@ -51,6 +51,13 @@ struct KernelMirror {
   Index blocks_per_sm = 0;
   // Each SM's L1 beside that many blocks' shared memory, where K and V pass it; else 0.
   sim::Bytes l1_bytes = 0;
+  // Where K and V pass the L1: a step's time where the L2 holds its tiles, as a share of one
+  // whose tiles come from DRAM (measured::kScalarL2StepShare; the grid then runs the heads'
+  // blocks catching up, sim::GridSchedule::catch_up); else 1.
+  double l2_step_share = 1;
+  // Under the causal mask, whether block x of a head runs query tile Tr - 1 - x (fa2's) or x
+  // (gpu::KernelConfig::causal_longest_first).
+  bool causal_longest_first = true;
   std::optional<sim::Fa3KernelFacts> fa3{};  // set for fa3 (then algorithm is empty)
   // What the mirror takes from another shape than the one asked (the naive kernel's cuBLAS
   // tiles, cublas_tiles), for the reader to weigh its figures by; "" where nothing.

@@ -270,6 +270,26 @@ inline constexpr BytesRatio kScalarSmReadN16384{
     {"bench/RESULTS.md, the compare sweep of 2026-12-01 (compare-sweep-h1.csv)",
      "scalar, one head, N = 16384, d = 128, bf16", "Nsight Compute, l1tex__m_xbar2l1tex_read_bytes"},
     0.5166};
+// A step of the scalar kernel (02_tiled_scalar.cu: plain loads, their latency exposed) whose
+// K and V tiles the L2 held, as a share of the time of one whose tiles came from DRAM. In
+// its block logs (16 heads, each block's SM, start and end) a head's blocks end together
+// though they start apart: at N = 8192 the 128 blocks of head 10 ended within 20 us, and the
+// last of them had started 18.4% of the head's span (first start to last end) after the
+// first. A block behind its head's others reads the tiles they brought into the L2, so its
+// steps take at most 1 - 0.184 of theirs; the grid model takes that bound
+// (sim::GridProblem::l2_step_share, the catch_up schedule; docs/IO-LEVELS.md, "The scalar
+// kernel's heads catch up"). `scalar_l1_vs_block_log` computes it from the logs.
+struct StepShare {
+  Source source;
+  double l2_step_share;
+};
+inline constexpr StepShare kScalarL2StepShare{
+    {"bench/gpu/NOTES.md, \"The scalar kernel's heads catch up\" "
+     "(results/2026-12-03-h200-scalar-block-log-ncu.csv)",
+     "scalar, 16 heads, N = 4096 to 16384, d = 128, bf16",
+     "%smid and %globaltimer at each block's start and end"},
+    0.816};
+
 // The naive kernel at one head, N = 4096, d = 128: DRAM read (103,866,624 bytes) over its
 // mirror's prediction with each launch measured cold: 3 N d 2 + 4 N^2 + 2 N^2 = 103,809,024
 // bytes (Q, K, V, then S and P once: the softmax's 528 rows in flight on a partition and

@@ -164,7 +164,8 @@ class GridRun {
   // The drift schedule (grid.hpp): a queue of moments, one pending per resident block. At the
   // same moment stores go first, then Q loads, then K and V, each in block order: lockstep's
   // order, so that sigma = 0 reproduces it. The older_first schedule runs here too, its
-  // blocks' paces set again whenever a block starts or ends on their SM.
+  // blocks' paces set again whenever a block starts or ends on their SM, and catch_up, its
+  // blocks' paces set again after each step by where the step's tiles came from.
   enum Moment : int { kFinish, kStart, kStep };
   struct Event {
     double time;
@@ -200,6 +201,7 @@ class GridRun {
   GridReport run_drifting() {
     const bool logged = p_.schedule == GridSchedule::logged;
     const bool older_first = p_.schedule == GridSchedule::older_first;
+    const bool catch_up = p_.schedule == GridSchedule::catch_up;
     const Index blocks = p_.blocks(), R = logged ? blocks : p_.resident_blocks();
     std::vector<Running> slots(R);
     std::vector<bool> busy(R, false);
@@ -210,7 +212,8 @@ class GridRun {
     };
     const auto begin = [&](Index slot, Index block, double t) {
       const Index steps = steps_of(block);
-      double tau = block_tile_time(p_, block);
+      // catch_up: one draw for all the blocks of a KV head
+      double tau = block_tile_time(p_, catch_up ? kv_head_of(block) : block);
       if (logged) {
         const LoggedBlock& b = p_.block_log[static_cast<std::size_t>(block)];
         t = b.start;
@@ -260,7 +263,18 @@ class GridRun {
       if (e.moment == kStart) {
         for (const TileMove& m : start_moves(r.block)) move(m, sm, part);
       } else if (e.moment == kStep) {
-        for (const TileMove& m : step_moves(r.block, r.j)) move(m, sm, part);
+        const Bytes dram_before = dram_read_so_far();
+        Bytes read = 0;
+        for (const TileMove& m : step_moves(r.block, r.j)) {
+          if (m.move == Move::read) read += m.rows * row_bytes_[std::size_t(m.tensor)];
+          move(m, sm, part);
+        }
+        if (catch_up && read > 0) {  // the next step at the pace of where this one's tiles were
+          const double from_dram =
+              std::min(1.0, double(dram_read_so_far() - dram_before) / double(read));
+          r.pos = double(r.j), r.t_at = e.time;
+          r.tau = r.base * (from_dram + (1.0 - from_dram) * p_.l2_step_share);
+        }
         ++r.j;
       } else {
         for (const TileMove& m : end_moves(r.block)) move(m, sm, part);
@@ -355,6 +369,13 @@ class GridRun {
       access(t, row0, rows, /*write=*/false, part);
   }
 
+  // What DRAM has sent so far, all tensors.
+  Bytes dram_read_so_far() const {
+    Bytes sum = 0;
+    for (const TensorTraffic& t : tensors_) sum += t.dram_read;
+    return sum;
+  }
+
   bool held_elsewhere(int t, Index row0, Index part) const {
     for (Index other = 0; other < p_.l2_partitions; ++other)
       if (other != part && l2_[other].holds(t, row0)) return true;
@@ -364,15 +385,22 @@ class GridRun {
   Index group_size() const { return p_.heads / p_.kv_head_count(); }  // query heads a KV head
 
   // The (head, tile) block b owns: a query head's query tile in grid order, under the causal
-  // mask the longest rows first (the forward, the dQ kernel), or the kernel's own order; the
+  // mask the longest rows first where the kernel runs them so (causal_longest_first: fa2's
+  // forward, the dQ kernel), or the kernel's own order; the
   // main kernel's KV head and KV tile, in order.
   BlockTile own_of(Index block) const {
     if (p_.order) return p_.order(block);
     if (p_.streams_rows()) return {0, block};  // its rows: b Br .. of the (head, row) array
     if (p_.owns_kv_tiles()) return {block / p_.kv_tiles(), block % p_.kv_tiles()};
     const Index x = block % p_.query_tiles();
-    return {block / p_.query_tiles(),
-            p_.causal == cpu::Causal::none ? x : p_.query_tiles() - 1 - x};
+    const bool reversed = p_.causal != cpu::Causal::none && p_.causal_longest_first;
+    return {block / p_.query_tiles(), reversed ? p_.query_tiles() - 1 - x : x};
+  }
+  // The KV head whose K and V block b reads (the main kernel's blocks own one).
+  Index kv_head_of(Index block) const {
+    if (p_.streams_rows()) return 0;
+    const BlockTile own = own_of(block);
+    return p_.owns_kv_tiles() ? own.head : own.head / group_size();
   }
   // The main kernel: the first query tile that sees KV tile j, the tile of the first row that
   // sees its first key (row j Bc - offset); Tr where no row does (top-left, N_q < N).
@@ -766,9 +794,10 @@ void check(const GridProblem& p) {
         "blocks per SM, or l1_bytes = 0)",
         p.resident_blocks(), kMaxL1Slots));
   if (p.schedule != GridSchedule::lockstep && p.schedule != GridSchedule::drift &&
-      p.schedule != GridSchedule::older_first && p.schedule != GridSchedule::logged)
+      p.schedule != GridSchedule::older_first && p.schedule != GridSchedule::logged &&
+      p.schedule != GridSchedule::catch_up)
     throw cpu::InvalidArgument(
-        "an unknown grid schedule: give lockstep, drift, older_first or logged");
+        "an unknown grid schedule: give lockstep, drift, older_first, logged or catch_up");
   if (!(p.older_block_lead >= 0 && p.older_block_lead < 1))
     throw cpu::InvalidArgument(fmt::format(
         "older_block_lead = {}: give 0 to under 1 (how much faster the older of an SM's blocks "
@@ -779,6 +808,16 @@ void check(const GridProblem& p) {
         "older_block_lead = {} with the {} schedule, which does not pace blocks by age: give "
         "schedule older_first, or a lead of 0",
         p.older_block_lead, to_string(p.schedule)));
+  if (!(p.l2_step_share > 0 && p.l2_step_share <= 1))
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_step_share = {}: give more than 0 and at most 1 (a step's time where the L2 served "
+        "its tiles, as a share of one that read them from DRAM; 1 is no faster)",
+        p.l2_step_share));
+  if (p.l2_step_share != 1 && p.schedule != GridSchedule::catch_up)
+    throw cpu::InvalidArgument(fmt::format(
+        "l2_step_share = {} with the {} schedule, whose steps do not depend on where their "
+        "tiles come from: give schedule catch_up, or a share of 1",
+        p.l2_step_share, to_string(p.schedule)));
   check_block_log(p);
   cpu::check_causal(p.causal);
   if (p.order) check_order(p);
@@ -819,6 +858,7 @@ std::string_view to_string(GridSchedule schedule) {
     case GridSchedule::drift: return "drift";
     case GridSchedule::older_first: return "older_first";
     case GridSchedule::logged: return "logged";
+    case GridSchedule::catch_up: return "catch_up";
   }
   return "unknown";
 }

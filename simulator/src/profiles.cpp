@@ -108,9 +108,10 @@ constexpr std::array kProfiles = {
         // Fitted on one sweep, bench/results/2026-12-01-h200-crossover_h16.csv (fa2, 16 heads,
         // N = 16384 to 131072): the sigma of 0.012, 0.014, 0.016, 0.018 with the least mean
         // |log(measured / predicted)| of the DRAM reads; checked on the other sweeps in
-        // docs/IO-LEVELS.md, where it does not fit everywhere. Used only when the grid model
-        // is asked for the drift schedule (compare runs fa2 older first, below, and the
-        // other kernels in step).
+        // docs/IO-LEVELS.md, where it does not fit everywhere. compare draws the scalar
+        // kernel's heads' paces with it (catch_up: in its block logs the first wave's three
+        // heads at N = 8192 ran 20.71 to 21.10 ms, about 1% apart); fa2 and fa3 run older
+        // first (below), without it.
         .block_time_spread = 0.016,
         // fa2's first waves in bench_block_log's logs (bench/results/2026-12-04-h200-fa2-
         // block-log.csv, -first-waves-log.csv.gz): the second 132 blocks 4.5 to 5.7% slower
@@ -252,7 +253,10 @@ GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {
 
 GridProblem paced_on_gpu(const HardwareProfile& gpu, GridProblem g) {
   g = on_gpu(gpu, std::move(g));
-  if (gpu.older_block_lead > 0 && g.l1_bytes == 0) {
+  if (g.l2_step_share < 1) {
+    g.schedule = GridSchedule::catch_up;
+    g.block_time_spread = gpu.block_time_spread;
+  } else if (gpu.older_block_lead > 0 && g.l1_bytes == 0) {
     g.schedule = GridSchedule::older_first;
     g.older_block_lead = gpu.older_block_lead;
   }

@@ -4,6 +4,7 @@
 #include "run_flashlab.hpp"
 
 #include "gpu_bridge/kernels.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 #include "gpu_bridge/pass_kernels.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 using flashlab::test::contains;
@@ -481,6 +483,54 @@ TEST_CASE("the scalar kernel's mirror: its L1 from the carve-out, and what 1 hea
   const auto p8 = flashlab::app::predict({.kernel = "scalar", .n = 8192, .d = 128, .heads = 1});
   REQUIRE(p8.report);
   CHECK(p8.sm_read() == doctest::Approx(double(p8.report->bytes_read())));
+}
+
+TEST_CASE("the scalar kernel's grid: its heads catch up, the median of the draws, its own order") {
+  namespace gpu = flashlab::gpu;
+  namespace sim = flashlab::sim;
+  namespace measured = flashlab::app::measured;
+  // Its mirror takes the step share measured for it; fa2's none (its copies do not wait).
+  const sim::Problem asked{.N = 4096, .d = 128, .dtype = sim::DType::bf16};
+  const auto scalar = flashlab::app::kernel_mirror("scalar", asked);
+  CHECK(scalar.l2_step_share == measured::kScalarL2StepShare.l2_step_share);
+  CHECK(flashlab::app::kernel_mirror("fa2", asked).l2_step_share == 1);
+  // Under the mask it runs tile x at block x, fa2 the longest first: the kernels' own facts.
+  CHECK_FALSE(gpu::scalar::config(128, FLASHLAB_BF16).causal_longest_first);
+  CHECK(gpu::fa2::config(128, FLASHLAB_BF16).causal_longest_first);
+  CHECK_FALSE(scalar.causal_longest_first);
+  CHECK(flashlab::app::kernel_mirror("fa2", asked).causal_longest_first);
+
+  // 16 heads at N = 4096: the grid runs catch_up at the profile's spread, and the note gives
+  // the range of the draws, which holds the prediction.
+  const auto p = flashlab::app::predict(
+      {.kernel = "scalar", .n = 4096, .d = 128, .heads = 16});
+  REQUIRE(p.grid);
+  CHECK(p.grid->problem.schedule == sim::GridSchedule::catch_up);
+  CHECK(p.grid->problem.l2_step_share == measured::kScalarL2StepShare.l2_step_share);
+  CHECK(p.grid->problem.block_time_spread == flashlab::app::target_profile().block_time_spread);
+  CHECK_FALSE(p.grid->problem.causal_longest_first);
+  CHECK(p.assumption.find("median of 5 draws of the heads' paces") != std::string::npos);
+  const auto from = p.assumption.find("range from ");
+  REQUIRE(from != std::string::npos);
+  double low = 0, high = 0;
+  REQUIRE(std::sscanf(p.assumption.c_str() + from, "range from %lf to %lf GB", &low, &high) == 2);
+  CHECK(low <= high);
+  CHECK(p.sm_read() / 1e9 >= low * (1 - 1e-3));
+  CHECK(p.sm_read() / 1e9 <= high * (1 + 1e-3));
+  // The draw taken is one of the five the grid runs with the seeds 0 to 4, the middle one.
+  std::vector<double> draws;
+  for (std::uint64_t seed = 0; seed < 5; ++seed) {
+    sim::GridProblem g = p.grid->problem;
+    g.seed = seed;
+    draws.push_back(double(sim::run_grid(g).l1_hit_bytes));
+  }
+  std::ranges::sort(draws);
+  CHECK(double(p.grid->l1_hit_bytes) == draws[2]);
+  // fa2 keeps its schedule (older first), its draws none.
+  const auto f = flashlab::app::predict({.kernel = "fa2", .n = 4096, .d = 128, .heads = 16});
+  REQUIRE(f.grid);
+  CHECK(f.grid->problem.schedule == sim::GridSchedule::older_first);
+  CHECK(f.assumption.find("draws") == std::string::npos);
 }
 
 TEST_CASE("the naive kernel's mirror: launches measured cold, streams in one partition's room") {

@@ -227,7 +227,8 @@ TEST_CASE("grid drift: the spread and the schedule refused out of range, with wh
   refuses(drifting({}, std::numeric_limits<double>::quiet_NaN(), 0), "block_time_spread = nan");
   refuses(drifting({}, std::numeric_limits<double>::infinity(), 0), "block_time_spread = inf");
   refuses({.block_time_spread = 0.1}, "with the lockstep schedule");
-  refuses({.schedule = static_cast<GridSchedule>(9)}, "give lockstep, drift, older_first or logged");
+  refuses({.schedule = static_cast<GridSchedule>(9)},
+          "give lockstep, drift, older_first, logged or catch_up");
   refuses({.replacement = static_cast<L2Replacement>(9)}, "give lru, random or sets");
   // Every profile's figure is one the model takes.
   for (const HardwareProfile& h : profiles()) {

@@ -148,6 +148,9 @@ struct KernelConfig {
   // an SM and step together read each tile from the L2 once (sim::GridProblem::l1_bytes);
   // false where they bypass the L1 (cp.async.cg, TMA).
   bool kv_through_l1 = false;
+  // Under the causal mask, block x of a head runs query tile Tr - 1 - x, the longest first
+  // (sim::GridProblem::causal_longest_first); false where it runs tile x.
+  bool causal_longest_first = false;
 };
 
 // 01_naive.cu: three operators, S and P in HBM.
@@ -208,6 +211,8 @@ inline constexpr int kBr = 128;
 inline constexpr int kBlocksPerSm = 2;  // 2 x 128 threads x <= 256 registers fill an SM
 inline constexpr int kBuffers = 2;      // K and V tiles double-buffered
 inline constexpr int kAlignBytes = 16;  // every load is a 16-byte cp.async
+// Causal query tiles differ in work; the longest (last) ones are scheduled first.
+inline constexpr bool kCausalLongestFirst = true;
 // Measured on the H200 (bench/gpu/NOTES.md): with d = 64 a 128-key tile fits the registers
 // and beats 64 (270 against 250 TFLOP/s); with d = 128, 64 beats 32.
 constexpr int bc(int64_t d) { return d == 64 ? 128 : 64; }
@@ -229,6 +234,7 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   c.stride_align_elements = int(kAlignBytes / dtype_bytes(dtype));
   c.o_store = staged_row_store(d, dtype);  // finalize: O through sQ, whole rows
   c.lse_store = kFragmentLseStore;
+  c.causal_longest_first = kCausalLongestFirst;
   return c;
 }
 }  // namespace fa2

@@ -3,7 +3,8 @@
 //
 // The grid: one block per (head, query tile), block id b = head * Tr + i (the kernel's
 // blockIdx.x is the query tile, y the head, z the batch; heads here counts batch x heads).
-// A causal kernel runs query tile Tr - 1 - x at blockIdx.x = x, longest first. R =
+// A causal kernel runs query tile Tr - 1 - x at blockIdx.x = x, longest first (a kernel that
+// runs tile x, the scalar kernel, says so: causal_longest_first). R =
 // sm_count x blocks_per_sm blocks are resident at once; the block scheduler hands out block
 // ids in increasing order as slots free, so blocks start in waves, in grid order. (A kernel
 // with a scheduler of its own, fa3's, gives its (head, query tile) per block instead:
@@ -95,6 +96,16 @@
 // its K_j and V_j at start + j (end - start) / Tc, an even pace: the placement and timing of
 // the later waves that lockstep and drift can only guess, replayed. Accesses at the same
 // moment go in the drift schedule's order.
+// catch_up: blocks take slots as in drift, with one draw of tau per KV head (every block of
+// a head at its pace), and a step's time depends on where its tiles came from: tau where
+// DRAM sent them, l2_step_share x tau where the L2 (or the SM's L1) held them (in
+// proportion to the bytes where a step read some of each). A block that starts behind its
+// head's others reads the tiles they brought in, runs faster, and closes the gap; once with
+// them the lead passes from one to the next, and the head's blocks end together. The H200
+// ran the scalar kernel so (docs/IO-LEVELS.md, "The scalar kernel: blocks that catch up"):
+// a head's blocks that started up to 18% of their time apart ended within 60 us of each
+// other, and blocks of the next head took the slots they freed, in step, two or three of them
+// on one SM and sharing its L1.
 //
 // The L1 (l1_bytes > 0). Blocks run on SMs: R = sm_count x blocks_per_sm slots, slot k on SM
 // k mod sm_count. The first wave takes slots 0, 1, ..., and a later block the slot freed
@@ -221,6 +232,9 @@ enum class GridSchedule {
   // each SM's oldest block faster than its others by older_block_lead (drift's draws on top)
   older_first,
   logged,    // each block where and when a GPU ran it (block_log)
+  // a pace drawn per KV head, and a step whose tiles the L2 (or the L1) held faster
+  // (l2_step_share), so that a block behind its head's others catches up with them
+  catch_up,
 };
 
 // One block as a GPU ran it: the SM and its start and end, in any unit of time that all the
@@ -248,6 +262,9 @@ struct GridProblem {
   // The mask and its alignment: query i sees key j when j <= i + diagonal_offset() (N - N_q
   // bottom-right, 0 top-left; the same where N_q = N).
   cpu::Causal causal = cpu::Causal::none;
+  // Under the mask, which query tile block x of a head runs in grid order: Tr - 1 - x, the
+  // longest first (FlashAttention-2's, the default), or x (the scalar kernel's).
+  bool causal_longest_first = true;
   cpu::Index Br = 128, Bc = 64;            // the kernel's tiles
   // The backward's main kernel as built where its KV tile no query sees (top-left with N_q <
   // N: keys past the last query): true, it loads nothing and writes its zeros (v3's,
@@ -267,13 +284,18 @@ struct GridProblem {
   // 0 <= l2_dirty_cap <= partition_bytes().
   Bytes l2_dirty_cap = 0;
   GridSchedule schedule = GridSchedule::lockstep;
-  // drift only: sigma, the standard deviation of log(a block's time per KV tile); the hardware
-  // profile's block_time_spread. 0 <= sigma <= kMaxBlockTimeSpread.
+  // drift, older_first and catch_up: sigma, the standard deviation of log(a block's time per
+  // KV tile; under catch_up a KV head's); the hardware profile's block_time_spread. 0 <= sigma
+  // <= kMaxBlockTimeSpread.
   double block_time_spread = 0;
   // older_first only: how much faster the oldest block on an SM runs than the others there,
   // as a share of a block's pace (paces 1 + lead / 2 and 1 - lead / 2); the hardware
   // profile's older_block_lead. 0 <= lead < 1.
   double older_block_lead = 0;
+  // catch_up only: a step's time where the L2 or the SM's L1 served its tiles, as a share
+  // of one whose tiles came from DRAM (a step that read some of each: in proportion to the
+  // bytes). 0 < l2_step_share <= 1.
+  double l2_step_share = 1;
   // The Philox key of the drift schedule's block times and of random replacement's victims.
   std::uint64_t seed = 0;
   // logged only: one entry per block of the grid, in block order, each SM below sm_count and
@@ -353,11 +375,13 @@ inline constexpr double kMaxBlockTimeSpread = 1.0;
 // tiles, blocks per SM and SMs are >= 1, the L2 is 1 byte to 1 PiB, 1 <= l2_partitions <= 64, 0 <=
 // l2_dirty_cap <= partition_bytes(), slot_partitions is empty or one partition below l2_partitions
 // for each of the sm_count (or sm_count x blocks_per_sm) slots, causal is one of cpu::Causal's, and
-// block_time_spread is 0 to kMaxBlockTimeSpread (0 unless the schedule is drift).
+// block_time_spread is 0 to kMaxBlockTimeSpread (0 with the lockstep schedule), and
+// 0 < l2_step_share <= 1 (1 unless the schedule is catch_up).
 void check(const GridProblem& problem);
 
 // A block's time per KV tile under the drift schedule, exp(sigma z_b) (above), for a problem
-// that check() accepts; 1 when sigma = 0.
+// that check() accepts; 1 when sigma = 0. Under catch_up every block of KV head h takes the
+// draw of block h (its time where DRAM sends its tiles).
 double block_tile_time(const GridProblem& problem, cpu::Index block);
 
 // One thing the L2 did, in the order it did it.

@@ -136,7 +136,10 @@ std::vector<cpu::Index> measured_slot_partitions(const HardwareProfile& gpu, int
 // for g.blocks_per_sm (measured_slot_partitions). The kernel's own fields (shape, tiles,
 // occupancy, order, L1) are g's, untouched.
 GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g);
-// on_gpu, and the blocks paced as the profile measured them: the older of an SM's blocks ahead
+// on_gpu, and the blocks paced as the profile measured them: where the kernel's steps are
+// faster from the L2 than from DRAM (g.l2_step_share < 1, a figure measured for the kernel),
+// a head's blocks catching up with each other at the profile's spread of heads' paces
+// (GridSchedule::catch_up, block_time_spread); else the older of an SM's blocks ahead
 // (GridSchedule::older_first, older_block_lead) where the profile has measured a lead and the
 // kernel's K and V bypass the L1 (g.l1_bytes = 0: blocks that share them through their SM's
 // L1 stay in step, the one behind hitting there); g's own schedule elsewhere. What `flashlab
