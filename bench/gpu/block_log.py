@@ -1,19 +1,25 @@
-"""fa2's blocks logged under Nsight Compute's DRAM counters: for each shape, bench_block_log runs
-fa2 (a warm-up, then --calls logged calls, each between cudaProfilerStart and Stop) under
-`ncu --profile-from-start off`, so that each logged call has its own DRAM bytes; then
-bench_l2_partitions says which partition each SM of this GPU reads through. Writes, beside
-PREFIX:
+"""A kernel's blocks logged under Nsight Compute's counters: for each shape, a block-log program
+(bench_block_log: fa2; bench_scalar_block_log: the scalar kernel) runs the kernel (a warm-up,
+then --calls logged calls, each between cudaProfilerStart and Stop) under `ncu
+--profile-from-start off`, so that each logged call has its own bytes; then
+bench_l2_partitions says which partition each SM of this GPU reads through. A shape is
+HEADS:N, or HEADS:N:causal for the causal mask. Writes, beside PREFIX:
 
-  PREFIX.csv                  the blocks (bench_block_log's rows, every shape and call)
-  PREFIX-bytes.csv            heads, N, call, dram_read_bytes, dram_written_bytes, time_ns
+  PREFIX.csv                  the blocks (the program's rows, every shape and call)
+  PREFIX-bytes.csv            heads, N, causal, call, dram_read_bytes, dram_written_bytes,
+                              time_ns, sm_read_bytes (into the SMs)
   PREFIX-l2-partitions.csv    bench_l2_partitions' placement and per-SM verdicts
-  PREFIX-ncu.txt              Nsight Compute's lines, each prefixed with heads and N
+  PREFIX-ncu.txt              Nsight Compute's lines, each prefixed with heads, N and causal
 
-which `./build/bench/simulator/fa2_dram_vs_block_log` reads from bench/results:
+which `./build/bench/simulator/fa2_dram_vs_block_log` (fa2's) and `scalar_l1_vs_block_log`
+(the scalar kernel's, PREFIX ending -scalar-block-log) read from bench/results:
 
   python3 bench/gpu/block_log.py --program build/bench/bench_block_log \\
       --partitions-program build/bench/bench_l2_partitions \\
       --shape 16:65536 --shape 1:196608 --calls 2 --prefix bench/results/DATE-h200-fa2-block-log
+  python3 bench/gpu/block_log.py --program build/bench/bench_scalar_block_log \\
+      --partitions-program build/bench/bench_l2_partitions --shape 16:8192:causal \\
+      --calls 2 --prefix bench/results/DATE-h200-scalar-block-log
 """
 import argparse
 import collections
@@ -26,17 +32,23 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ncu_csv  # noqa: E402
 
-METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+METRICS = ("dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,"
+           "l1tex__m_xbar2l1tex_read_bytes.sum")
 
 
 def shape(text):
+    parts = text.split(":")
+    causal = len(parts) == 3 and parts[2] == "causal"
     try:
-        heads, n = (int(x) for x in text.split(":"))
+        if len(parts) not in (2, 3) or (len(parts) == 3 and not causal):
+            raise ValueError
+        heads, n = int(parts[0]), int(parts[1])
     except ValueError:
-        raise argparse.ArgumentTypeError(f"shape {text!r}: give HEADS:N, e.g. 16:65536")
+        raise argparse.ArgumentTypeError(
+            f"shape {text!r}: give HEADS:N or HEADS:N:causal, e.g. 16:65536")
     if heads < 1 or n < 1:
         raise argparse.ArgumentTypeError(f"shape {text!r}: heads and N are at least 1")
-    return heads, n
+    return heads, n, causal
 
 
 def main():
@@ -50,15 +62,15 @@ def main():
     args = ap.parse_args()
     ncu_lines = []
     with open(args.prefix + ".csv", "w") as blocks, tempfile.TemporaryDirectory() as tmp:
-        for i, (heads, n) in enumerate(args.shape):
+        for i, (heads, n, causal) in enumerate(args.shape):
             log = os.path.join(tmp, "log.csv")
             run = subprocess.run(
                 ["ncu", "--csv", "--profile-from-start", "off", "--metrics", METRICS,
                  args.program, "--heads", str(heads), "--n", str(n), "--calls", str(args.calls),
-                 "--csv", log], capture_output=True, text=True)
+                 "--csv", log] + (["--causal"] if causal else []), capture_output=True, text=True)
             if run.returncode != 0:
                 sys.exit(f"block_log: {heads}:{n}: exit {run.returncode}\n{run.stderr[-2000:]}")
-            ncu_lines += [f"{heads},{n},{line}" for line in run.stdout.splitlines()
+            ncu_lines += [f"{heads},{n},{int(causal)},{line}" for line in run.stdout.splitlines()
                           if line.startswith('"')]
             with open(log) as f:
                 header = f.readline()
@@ -71,12 +83,13 @@ def main():
     # A row a call: the profiled launches of a shape are its logged calls, in order.
     by_shape = collections.OrderedDict()
     for line in ncu_lines:
-        heads, n, rest = line.split(",", 2)
-        by_shape.setdefault((heads, n), []).append(rest)
+        heads, n, causal, rest = line.split(",", 3)
+        by_shape.setdefault((heads, n, causal), []).append(rest)
     with open(args.prefix + "-bytes.csv", "w") as f:
         out = csv.writer(f, lineterminator="\n")
-        out.writerow(["heads", "N", "call", "dram_read_bytes", "dram_written_bytes", "time_ns"])
-        for (heads, n), lines in by_shape.items():
+        out.writerow(["heads", "N", "causal", "call", "dram_read_bytes", "dram_written_bytes",
+                      "time_ns", "sm_read_bytes"])
+        for (heads, n, causal), lines in by_shape.items():
             calls = collections.OrderedDict()
             for row in ncu_csv.metric_rows(lines):
                 calls.setdefault(row["ID"], {})[row["Metric Name"]] = row["Metric Value"]
@@ -84,8 +97,9 @@ def main():
                 sys.exit(f"block_log: {heads}:{n}: Nsight Compute read {len(calls)} launches, "
                          f"not the {args.calls} logged calls")
             for call, m in enumerate(calls.values()):
-                out.writerow([heads, n, call, int(m["dram__bytes_read.sum"]),
-                              int(m["dram__bytes_write.sum"]), int(m["gpu__time_duration.sum"])])
+                out.writerow([heads, n, causal, call, int(m["dram__bytes_read.sum"]),
+                              int(m["dram__bytes_write.sum"]), int(m["gpu__time_duration.sum"]),
+                              int(m["l1tex__m_xbar2l1tex_read_bytes.sum"])])
     run = subprocess.run([args.partitions_program, "--csv", args.prefix + "-l2-partitions.csv"],
                          capture_output=True, text=True)
     if run.returncode != 0:

@@ -84,7 +84,8 @@ if want build; then
         -DPython3_EXECUTABLE="$(command -v python3)" "${prefix[@]}" > "$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
   cmake --build "$BUILD" -j "$(nproc)" --target flashlab_gpu test_gpu test_gpu_abi test_gpu_info \
         test_gpu_validate test_gpu_validate_decode test_gpu_hopper_tile test_gpu_exp2 flashlab \
-        flashlab_gpu_runner bench_l2_partitions bench_l2_rows_in_flight bench_block_log || exit 1
+        flashlab_gpu_runner bench_l2_partitions bench_l2_rows_in_flight bench_block_log \
+        bench_scalar_block_log scalar_l1_vs_block_log || exit 1
   lib="$BUILD/gpu/libflashlab.so"
   # The compiler's resource report (registers, shared memory, stack) and, per kernel that
   # uses tensor cores, how many of each instruction that matters made it into the SASS.
@@ -298,6 +299,13 @@ if want partitions; then
   python3 "$ROOT/bench/gpu/block_log.py" --program "$BUILD/bench/bench_block_log" \
     --partitions-program "$BUILD/bench/bench_l2_partitions" --shape 16:65536 --shape 1:196608 \
     --shape 4:98304 --calls 2 --prefix "$OUT/fa2-block-log" || status=1
+  # The scalar kernel's blocks at 16 heads, under the mask and not, logged under the SMs' read
+  # counter (scalar_l1_vs_block_log; docs/IO-LEVELS.md, "The scalar kernel's heads catch up").
+  python3 "$ROOT/bench/gpu/block_log.py" --program "$BUILD/bench/bench_scalar_block_log" \
+    --partitions-program "$BUILD/bench/bench_l2_partitions" --shape 16:8192 \
+    --shape 16:8192:causal --shape 16:16384:causal --calls 2 \
+    --prefix "$OUT/scalar-block-log" || status=1
+  "$BUILD/bench/simulator/scalar_l1_vs_block_log" --results "$OUT" || status=1
 fi
 
 if want cli; then

@@ -1,10 +1,12 @@
 // The scalar kernel's reads into the SMs beside a block log: on the H200 a build of the kernel
 // that logs each block's SM (%smid) and its start and end (%globaltimer) ran under Nsight
 // Compute, so every logged call has its own l1tex__m_xbar2l1tex_read_bytes (bench/gpu/NOTES.md,
-// "The scalar kernel at 16 heads"). This program reads the logs (*-scalar-block-log-ncu.csv:
-// N, d, dtype, heads, call, and per block its SM, start and end) and the bytes
-// (*-scalar-block-log-ncu-bytes.csv: the profiled launches in order, for each N a warm-up and
-// then the logged calls), and predicts each call twice through the kernel's mirror
+// "The scalar kernel at 16 heads"). This program reads the logs and the bytes of two builds:
+// the first's (*-scalar-block-log-ncu.csv: N, d, dtype, heads, call, and per block its SM,
+// start and end; *-scalar-block-log-ncu-bytes.csv: the profiled launches in order, for each N
+// a warm-up and then the logged calls) and bench_scalar_block_log's under block_log.py
+// (*-scalar-block-log.csv, the same columns and causal; *-scalar-block-log-bytes.csv, a row a
+// logged call with its sm_read_bytes), and predicts each call twice through the kernel's mirror
 // (lessons/gpu_bridge/kernels.cpp, app::predict): with the grid model's own schedule (the
 // heads' blocks catching up with each other, sim::GridSchedule::catch_up, the median of its
 // draws) and with the log replayed (sim::GridSchedule::logged: each block on its logged SM, its
@@ -29,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -46,6 +49,7 @@ struct Call {
   std::string dtype;
   std::vector<sim::LoggedBlock> blocks;  // in block order
   std::vector<cpu::Index> head_of;       // each block's head
+  bool causal = false;
   double measured = 0;                   // bytes into the SMs
 };
 
@@ -88,9 +92,11 @@ std::size_t column(const std::vector<std::string>& header, const std::string& na
   return std::size_t(at - header.begin());
 }
 
-// The logged calls of one log, in (N, call) order, with the bytes of `bytes_file`.
-std::vector<Call> read_log(const std::filesystem::path& log, const std::filesystem::path& bytes) {
-  std::map<std::pair<cpu::Index, cpu::Index>, Call> calls;
+// The logged calls of one log (bench_scalar_block_log's rows, or the older build's without
+// the causal column), in (N, causal, call) order, their bytes not yet read.
+using CallKey = std::tuple<cpu::Index, bool, cpu::Index>;
+std::map<CallKey, Call> read_blocks(const std::filesystem::path& log) {
+  std::map<CallKey, Call> calls;
   std::ifstream in(log);
   std::string line;
   std::getline(in, line);
@@ -101,19 +107,30 @@ std::vector<Call> read_log(const std::filesystem::path& log, const std::filesyst
                     head = column(header, "head", log),
                     sm = column(header, "sm", log), start = column(header, "start_ns", log),
                     end = column(header, "end_ns", log);
+  const auto causal_at = std::find(header.begin(), header.end(), "causal");
   while (std::getline(in, line)) {
     const auto f = csv_fields(line);
     if (f.size() != header.size()) continue;
-    Call& c = calls[{std::stoll(f[N]), std::stoll(f[call])}];
+    const bool causal =
+        causal_at != header.end() && f[std::size_t(causal_at - header.begin())] == "1";
+    Call& c = calls[{std::stoll(f[N]), causal, std::stoll(f[call])}];
     c.N = std::stoll(f[N]), c.d = std::stoll(f[d]), c.heads = std::stoll(f[heads]);
-    c.call = std::stoll(f[call]), c.dtype = f[dtype];
+    c.call = std::stoll(f[call]), c.dtype = f[dtype], c.causal = causal;
     const auto b = std::size_t(std::stoll(f[block]));
     if (c.blocks.size() <= b) c.blocks.resize(b + 1), c.head_of.resize(b + 1);
     c.blocks[b] = {std::stoll(f[sm]), std::stod(f[start]), std::stod(f[end])};
     c.head_of[b] = std::stoll(f[head]);
   }
+  return calls;
+}
+
+// The older build's bytes (*-scalar-block-log-ncu-bytes.csv): Nsight Compute's rows of every
+// profiled launch in order, for each N a warm-up and then the logged calls.
+std::vector<Call> with_launch_bytes(std::map<CallKey, Call> calls, const std::filesystem::path& log,
+                                    const std::filesystem::path& bytes) {
   std::vector<double> launches;  // the metric of each profiled launch, in order
   std::ifstream bin(bytes);
+  std::string line;
   std::getline(bin, line);
   const auto bheader = csv_fields(line);
   const std::size_t metric = column(bheader, "metric", bytes),
@@ -126,7 +143,7 @@ std::vector<Call> read_log(const std::filesystem::path& log, const std::filesyst
   std::size_t at = 0;
   cpu::Index last_n = -1;
   for (auto& [key, c] : calls) {
-    if (key.first != last_n) ++at, last_n = key.first;  // that N's warm-up, not logged
+    if (std::get<0>(key) != last_n) ++at, last_n = std::get<0>(key);  // that N's warm-up
     if (at >= launches.size())
       throw std::runtime_error(bytes.string() + ": fewer launches than " + log.string() +
                                " has calls (a warm-up and the logged calls at each N)");
@@ -138,9 +155,41 @@ std::vector<Call> read_log(const std::filesystem::path& log, const std::filesyst
   return out;
 }
 
+// block_log.py's bytes (*-scalar-block-log-bytes.csv): a row a logged call, heads, N, causal,
+// call and its sm_read_bytes.
+std::vector<Call> with_call_bytes(std::map<CallKey, Call> calls, const std::filesystem::path& log,
+                                  const std::filesystem::path& bytes) {
+  std::ifstream bin(bytes);
+  std::string line;
+  std::getline(bin, line);
+  const auto h = csv_fields(line);
+  const std::size_t N = column(h, "N", bytes), causal = column(h, "causal", bytes),
+                    call = column(h, "call", bytes), read = column(h, "sm_read_bytes", bytes);
+  while (std::getline(bin, line)) {
+    const auto f = csv_fields(line);
+    if (f.size() != h.size()) continue;
+    const auto it = calls.find({std::stoll(f[N]), f[causal] == "1", std::stoll(f[call])});
+    if (it == calls.end())
+      throw std::runtime_error(bytes.string() + ": a call " + log.string() + " did not log");
+    it->second.measured = std::stod(f[read]);
+  }
+  std::vector<Call> out;
+  for (auto& [key, c] : calls) {
+    if (c.measured == 0)
+      throw std::runtime_error(bytes.string() + ": no bytes for a call of " + log.string());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // The SMs' reads of one call, as the mirror predicts them with or without its log.
 double sm_read(const Call& c, bool replay_log) {
-  app::KernelRun run{.kernel = "scalar", .n = c.N, .d = c.d, .heads = c.heads, .dtype = c.dtype};
+  app::KernelRun run{.kernel = "scalar",
+                     .n = c.N,
+                     .d = c.d,
+                     .heads = c.heads,
+                     .dtype = c.dtype,
+                     .causal = c.causal};
   if (replay_log) run.block_log = c.blocks;
   const app::Prediction p = app::predict(run);
   if (!p.grid) throw std::runtime_error("the scalar kernel's mirror ran no grid: " + p.why_not);
@@ -159,34 +208,45 @@ int main(int argc, char** argv) {
   app.add_option("--n", n_only, "only the calls of this N (0: all)")->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
-    const std::string kLog = "-scalar-block-log-ncu.csv",
-                      kBytes = "-scalar-block-log-ncu-bytes.csv";
+    // Two builds' files: the older (logs *-scalar-block-log-ncu.csv, Nsight Compute's rows
+    // beside them) and block_log.py's (*-scalar-block-log.csv, a row of bytes a call).
+    struct Kind {
+      std::string log, bytes;
+      bool per_call;
+    };
+    const Kind kinds[] = {{"-scalar-block-log-ncu.csv", "-scalar-block-log-ncu-bytes.csv", false},
+                          {"scalar-block-log.csv", "scalar-block-log-bytes.csv", true}};
     int rows = 0, within_model = 0, within_log = 0;
     std::vector<std::pair<std::string, Call>> calls;  // for the catch-up table below
     fmt::print(
-        "| log | N | heads | call | measured GB | model GB | meas / model | replayed GB | "
-        "meas / replayed |\n|---|---|---|---|---|---|---|---|---|\n");
-    for (const auto& log : bench::measured_csvs(results, "-scalar-block-log-ncu")) {
-      const std::string name = log.filename().string();
-      if (!name.ends_with(kLog)) continue;
-      const auto bytes = log.parent_path() / (name.substr(0, name.size() - kLog.size()) + kBytes);
-      if (!std::filesystem::exists(bytes))
-        throw std::runtime_error(log.string() + ": no " + bytes.string() + " beside it");
-      for (const Call& c : read_log(log, bytes)) {
-        if (n_only > 0 && c.N != n_only) continue;
-        const double model = sm_read(c, false), replayed = sm_read(c, true);
-        ++rows;
-        within_model += std::abs(c.measured / model - 1) <= kGoal;
-        within_log += std::abs(c.measured / replayed - 1) <= kGoal;
-        fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", name,
-                   c.N, c.heads, c.call, c.measured / 1e9, model / 1e9, c.measured / model,
-                   replayed / 1e9, c.measured / replayed);
-        std::fflush(stdout);
-        calls.emplace_back(name, c);
+        "| log | N | heads | causal | call | measured GB | model GB | meas / model | replayed GB | "
+        "meas / replayed |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Kind& kind : kinds) {
+      for (const auto& log : bench::measured_csvs(results, "scalar-block-log")) {
+        const std::string name = log.filename().string();
+        if (!name.ends_with(kind.log)) continue;
+        const auto bytes =
+            log.parent_path() / (name.substr(0, name.size() - kind.log.size()) + kind.bytes);
+        if (!std::filesystem::exists(bytes))
+          throw std::runtime_error(log.string() + ": no " + bytes.string() + " beside it");
+        const auto blocks = read_blocks(log);
+        for (const Call& c : kind.per_call ? with_call_bytes(blocks, log, bytes)
+                                           : with_launch_bytes(blocks, log, bytes)) {
+          if (n_only > 0 && c.N != n_only) continue;
+          const double model = sm_read(c, false), replayed = sm_read(c, true);
+          ++rows;
+          within_model += std::abs(c.measured / model - 1) <= kGoal;
+          within_log += std::abs(c.measured / replayed - 1) <= kGoal;
+          fmt::print("| {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n",
+                     name, c.N, c.heads, c.causal ? "yes" : "no", c.call, c.measured / 1e9,
+                     model / 1e9, c.measured / model, replayed / 1e9, c.measured / replayed);
+          std::fflush(stdout);
+          calls.emplace_back(name, c);
+        }
       }
     }
     if (rows == 0)
-      throw std::runtime_error("no call in a *" + kLog + " of " + results +
+      throw std::runtime_error("no call in a *-scalar-block-log*.csv of " + results +
                                (n_only > 0 ? " at N = " + std::to_string(n_only) : "") +
                                ": give --results bench/results");
     fmt::print("\nWithin 2%: the model's schedule {} of {}, the log replayed {} of {}\n",
@@ -199,11 +259,18 @@ int main(int argc, char** argv) {
         "| log | N | call | head | blocks | last start / span |\n|---|---|---|---|---|---|\n",
         kTogetherNs / 1e3);
     double widest = 0;
+    int unmasked = 0;
     for (const auto& [name, c] : calls) {
+      if (c.causal) continue;  // blocks of a head end apart under the mask: their lengths differ
+      ++unmasked;
       const WidestCatchUp w = widest_catch_up(c);
       widest = std::max(widest, w.share);
       fmt::print("| {} | {} | {} | {} | {} | {:.3f} |\n", name, c.N, c.call, w.head, w.blocks,
                  w.share);
+    }
+    if (unmasked == 0) {
+      fmt::print("\nNo call without the causal mask: no head's blocks to compare\n");
+      return 0;
     }
     fmt::print(
         "\nA step whose tiles the L2 held takes at most 1 - {:.3f} = {:.3f} of one whose tiles came "

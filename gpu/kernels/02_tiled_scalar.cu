@@ -14,6 +14,7 @@
 // reference rounds W to a 16-bit input's type, as a tensor core needs; no tensor core here).
 // Its Br, Bc, SRAM layout and the head dimensions and dtypes it takes: scalar:: in
 // flashlab/gpu/kernel_info.hpp.
+#include "block_log.cuh"
 #include "common.cuh"
 #include "launch.hpp"
 
@@ -114,6 +115,7 @@ constexpr int kSSFloats = kBr * (kBc + kRowPad);
 
 template <class T, int D>
 __global__ void __launch_bounds__(kBr) tiled_scalar_kernel(Problem p) {
+  FLASHLAB_BLOCK_LOG_BEGIN;  // block_log.cuh: nothing unless a bench program asks for the log
   extern __shared__ float sram[];
   float* sQ = sram;                    // (Br, D + pad)
   float* sK = sQ + kSQFloats<D>;       // (Bc, D)
@@ -144,10 +146,11 @@ __global__ void __launch_bounds__(kBr) tiled_scalar_kernel(Problem p) {
     update<D>(state, sS_row, sV);
   }
 
-  if (row >= p.n_q) return;
+  if (row >= p.n_q) return;  // (thread 0's row, q0, is always below N_q)
   T* gO = static_cast<T*>(p.o) + b * p.o_stride.batch + h * p.o_stride.head;
   float* gL = p.lse ? p.lse + (size_t(b) * p.heads_q + h) * p.n_q : nullptr;  // (N_q)
   finalize<T, D>(state, gO + row * p.o_stride.row, gL ? gL + row : nullptr);
+  FLASHLAB_BLOCK_LOG_END;
 }
 
 template <class T, int D>

@@ -1,7 +1,8 @@
 """bench/gpu/block_log.py with stand-ins for Nsight Compute and the two programs (shell scripts
 on PATH that print what the real ones print): the blocks of every shape in one CSV under one
-header, a row of DRAM bytes per logged call in launch order, the partitions written, and the
-errors for a bad shape and for launches that do not match the logged calls."""
+header, a row of bytes per logged call in launch order (DRAM and into the SMs), the causal
+mask passed on where a shape asks for it, the partitions written, and the errors for a bad
+shape and for launches that do not match the logged calls."""
 import csv
 import os
 import subprocess
@@ -37,17 +38,20 @@ class BlockLog(unittest.TestCase):
               echo "\\"$i\\",\\"fa2_kernel\\",\\"dram__bytes_read.sum\\",\\"byte\\",\\"$((1000 * heads + i))\\""
               echo "\\"$i\\",\\"fa2_kernel\\",\\"dram__bytes_write.sum\\",\\"byte\\",\\"1,024\\""
               echo "\\"$i\\",\\"fa2_kernel\\",\\"gpu__time_duration.sum\\",\\"ns\\",\\"5\\""
+              echo "\\"$i\\",\\"fa2_kernel\\",\\"l1tex__m_xbar2l1tex_read_bytes.sum\\",\\"byte\\",\\"$((7000 + i))\\""
               i=$((i + 1))
             done
             """)
-        # bench_block_log --heads H --n N --calls C --csv FILE: two blocks a call.
+        # bench_block_log --heads H --n N --calls C --csv FILE [--causal]: two blocks a call;
+        # its tile column 9 where it was asked for the mask, to show that it was.
         executable(os.path.join(d, "log"), """\
             #!/bin/sh
+            tile=1; [ "$9" = "--causal" ] && tile=9
             echo "N,d,dtype,heads,call,block,head,tile,sm,start_ns,end_ns" > "$8"
             c=0
             while [ $c -lt "$6" ]; do
               echo "$4,128,bf16,$2,$c,0,0,0,3,0,10" >> "$8"
-              echo "$4,128,bf16,$2,$c,1,0,1,4,0,12" >> "$8"
+              echo "$4,128,bf16,$2,$c,1,0,$tile,4,0,12" >> "$8"
               c=$((c + 1))
             done
             """)
@@ -72,22 +76,23 @@ class BlockLog(unittest.TestCase):
                               capture_output=True, text=True)
 
     def test_blocks_bytes_and_partitions(self):
-        run = self.run_script("16:65536", "1:196608")
+        run = self.run_script("16:65536", "1:196608:causal")
         self.assertEqual(run.returncode, 0, run.stderr)
         with open(self.prefix + ".csv") as f:
             rows = list(csv.DictReader(f))
         self.assertEqual(len(rows), 8)  # two shapes x two calls x two blocks, one header
         self.assertEqual([r["heads"] for r in rows], ["16"] * 4 + ["1"] * 4)
+        self.assertEqual([r["tile"] for r in rows if r["block"] == "1"], ["1", "1", "9", "9"])
         with open(self.prefix + "-bytes.csv") as f:
-            calls = [(r["heads"], r["N"], r["call"], r["dram_read_bytes"], r["dram_written_bytes"])
-                     for r in csv.DictReader(f)]
-        self.assertEqual(calls, [("16", "65536", "0", "16000", "1024"),
-                                 ("16", "65536", "1", "16001", "1024"),
-                                 ("1", "196608", "0", "1000", "1024"),
-                                 ("1", "196608", "1", "1001", "1024")])
+            calls = [(r["heads"], r["N"], r["causal"], r["call"], r["dram_read_bytes"],
+                      r["dram_written_bytes"], r["sm_read_bytes"]) for r in csv.DictReader(f)]
+        self.assertEqual(calls, [("16", "65536", "0", "0", "16000", "1024", "7000"),
+                                 ("16", "65536", "0", "1", "16001", "1024", "7001"),
+                                 ("1", "196608", "1", "0", "1000", "1024", "7000"),
+                                 ("1", "196608", "1", "1", "1001", "1024", "7001")])
         self.assertTrue(os.path.exists(self.prefix + "-l2-partitions.csv"))
         with open(self.prefix + "-ncu.txt") as f:
-            self.assertTrue(f.readline().startswith('16,65536,"ID"'))
+            self.assertTrue(f.readline().startswith('16,65536,0,"ID"'))
 
     def test_launches_not_the_logged_calls(self):
         run = self.run_script("16:65536", launches=3)
@@ -97,7 +102,9 @@ class BlockLog(unittest.TestCase):
     def test_bad_shape(self):
         run = self.run_script("16x65536")
         self.assertNotEqual(run.returncode, 0)
-        self.assertIn("give HEADS:N", run.stderr)
+        self.assertIn("give HEADS:N or HEADS:N:causal", run.stderr)
+        run = self.run_script("16:1024:masked")
+        self.assertIn("give HEADS:N or HEADS:N:causal", run.stderr)
         run = self.run_script("0:1024")
         self.assertIn("heads and N are at least 1", run.stderr)
 

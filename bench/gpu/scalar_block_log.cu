@@ -1,0 +1,27 @@
+// bench_scalar_block_log: the scalar kernel's grid as a GPU runs it, block by block: the SM
+// each block ran on and its start and end (%globaltimer), for the grid model's replay
+// (sim::GridSchedule::logged) and for what its blocks do beside each other.
+//
+// The scalar kernel's K and V pass the L1, so blocks of a head that share an SM share its
+// tiles; how many do is set by where and when the blocks run (docs/IO-LEVELS.md, "The scalar
+// kernel's heads catch up"). Its logs at 16 heads without the mask gave the catch_up
+// schedule; under the mask the GPU shares about 5% of the loads that the model does not. This
+// program builds the scalar kernel (gpu/kernels/02_tiled_scalar.cu, the library's own source)
+// with its block log on (block_log.cuh) and runs it on random bf16 inputs
+// (block_log_run.cuh: the calls, the CSV). bench/gpu/block_log.py runs it under Nsight Compute.
+//
+//   bench_scalar_block_log --heads 16 --n 8192 [--d 128] [--calls 2] [--causal] --csv log.csv
+#define FLASHLAB_BLOCK_LOG
+#include "../../gpu/kernels/02_tiled_scalar.cu"
+
+#include "block_log_run.cuh"
+
+int main(int argc, char** argv) {
+  namespace gpu = flashlab::gpu;
+  return flashlab::bench::run_block_log(
+      argc, argv,
+      {"bench_scalar_block_log",
+       "the scalar kernel's grid block by block: each block's SM, start and end", gpu::scalar::kBr,
+       gpu::scalar::config(128, FLASHLAB_BF16).causal_longest_first},
+      [](const gpu::Problem& p) { gpu::launch_scalar(p, nullptr); });
+}
