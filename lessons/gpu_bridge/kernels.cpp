@@ -282,7 +282,6 @@ std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::
 // much, docs/IO-LEVELS.md). So the grid runs with kPaceDraws seeds and the draw whose bytes
 // into the SMs are the median is the prediction; the others' range goes into the
 // prediction's note.
-constexpr int kPaceDraws = 5;
 sim::GridReport median_of_draws(sim::GridProblem grid, Prediction& p) {
   std::vector<std::future<sim::GridReport>> runs;
   for (int seed = 0; seed < kPaceDraws; ++seed) {
@@ -294,11 +293,12 @@ sim::GridReport median_of_draws(sim::GridProblem grid, Prediction& p) {
   // Into the SMs: the same loads in every draw, less what the L1s served.
   std::ranges::sort(draws, std::greater{}, &sim::GridReport::l1_hit_bytes);
   const double loads = double(p.report->bytes_read()) * double(p.heads);
+  p.sm_read_low = loads - double(draws.front().l1_hit_bytes);
+  p.sm_read_high = loads - double(draws.back().l1_hit_bytes);
   const std::string range = fmt::format(
       "into the SMs the median of {} draws of the heads' paces (catch_up), which "
       "range from {:.3f} to {:.3f} GB",
-      kPaceDraws, (loads - double(draws.front().l1_hit_bytes)) / 1e9,
-      (loads - double(draws.back().l1_hit_bytes)) / 1e9);
+      kPaceDraws, p.sm_read_low / 1e9, p.sm_read_high / 1e9);
   p.assumption = p.assumption.empty() ? range : p.assumption + "; " + range;
   return std::move(draws[kPaceDraws / 2]);
 }

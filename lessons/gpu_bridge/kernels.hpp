@@ -158,6 +158,9 @@ struct Prediction {
   std::optional<sim::L2Crossover> crossover{};  // where its K and V stop fitting the L2
   std::optional<sim::PassReport> pass{};        // fa3's mirror, all heads
   std::string assumption{};                     // KernelMirror::assumption
+  // The catch_up schedule's draws (kPaceDraws, below): the least and the most bytes into the
+  // SMs among them; 0 under any other schedule.
+  double sm_read_low = 0, sm_read_high = 0;
 
   bool modelled() const { return report || pass; }
   // DRAM is predicted by the grid, or by one head's program through the L2.
@@ -176,6 +179,10 @@ struct Prediction {
   double left_dirty() const;    // in the L2 at the kernel's end (0 without the grid model)
   double dram() const { return dram_read() + dram_written(); }
 };
+
+// How many draws of the heads' paces a prediction under the catch_up schedule runs (seeds 0 to
+// kPaceDraws - 1); the draw whose bytes into the SMs are the median is the prediction.
+inline constexpr int kPaceDraws = 5;
 
 Prediction predict(const KernelRun& run);
 

@@ -290,6 +290,13 @@ inline constexpr StepShare kScalarL2StepShare{
      "%smid and %globaltimer at each block's start and end"},
     0.816};
 
+// The scalar kernel at 16 heads, N = 8192, d = 128: bytes into the SMs over its blocks' loads
+// (8,261,519,040 of 8,623,489,024): what its L1s shared where blocks of a head met on an SM.
+// Two runs before it read 0.965 and 0.970 (compare-sweep-h16.csv and -r2.csv of 2026-12-01).
+inline constexpr BytesRatio kScalarSmReadH16N8192{
+    {"bench/RESULTS.md, the compare sweep of 2026-12-03 (compare-sweep-h16.csv)",
+     "scalar, 16 heads, N = 8192, d = 128, bf16", "Nsight Compute, l1tex__m_xbar2l1tex_read_bytes"},
+    0.9580};
 // The naive kernel at one head, N = 4096, d = 128: DRAM read (103,866,624 bytes) over its
 // mirror's prediction with each launch measured cold: 3 N d 2 + 4 N^2 + 2 N^2 = 103,809,024
 // bytes (Q, K, V, then S and P once: the softmax's 528 rows in flight on a partition and

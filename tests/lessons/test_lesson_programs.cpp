@@ -128,6 +128,14 @@ TEST_CASE("lesson 5: the L1 the scalar kernel shares, and the naive kernel measu
   CHECK(contains(out, "the scalar kernel has 256 blocks of\n64 rows"));
   CHECK(contains(out, fmt::format("crosses into the SMs ({:.3f})",
                                   (q + 132 * kv_per_block) / (q + 256 * kv_per_block))));
+  // 16 heads at N = 8192: the draws' range holds their median, and some loads are shared.
+  const std::string many = out.substr(out.find("Into the SMs cross "));
+  const double low = number_after(many, "Into the SMs cross "), high = number_after(many, " to ");
+  const double median = number_after(many, "of the loads (median ");
+  CHECK(low <= median);
+  CHECK(median <= high);
+  CHECK(high < 1.0);
+  CHECK(contains(out, fmt::format("measured {:.3f}\n(", measured::kScalarSmReadH16N8192.ratio)));
   // N = 4096: Q, K and V, S (fp32) and P (bf16) each read from DRAM once.
   const double mib = 1 << 20, n = 4096, d = 128;
   CHECK(contains(out, fmt::format("reads {:.1f} MiB from DRAM at N = 4096",
