@@ -22,6 +22,6 @@ int main(int argc, char** argv) {
       argc, argv,
       {"bench_scalar_block_log",
        "the scalar kernel's grid block by block: each block's SM, start and end", gpu::scalar::kBr,
-       gpu::scalar::config(128, FLASHLAB_BF16).causal_longest_first},
+       gpu::scalar::kCausalLongestFirst},
       [](const gpu::Problem& p) { gpu::launch_scalar(p, nullptr); });
 }

@@ -123,7 +123,9 @@ __global__ void __launch_bounds__(kBr) tiled_scalar_kernel(Problem p) {
   float* sS = sV + kSKVFloats<D>;      // (Br, Bc + pad): S, then W, a row per thread
 
   const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group_size;
-  const int q0 = blockIdx.x * kBr;
+  // Its query tile: in grid order, under the mask too (kernel_info.hpp, kCausalLongestFirst).
+  const int i = p.causal && scalar::kCausalLongestFirst ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int q0 = i * kBr;
   const int row = q0 + threadIdx.x;  // this thread's query row
   const T* gQ = static_cast<const T*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head;
   const T* gK = static_cast<const T*>(p.k) + b * p.k_stride.batch + hk * p.k_stride.head;

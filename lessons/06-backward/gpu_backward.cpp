@@ -37,9 +37,9 @@ constexpr int kDeterministicRuns = 50, kDefaultRuns = 20, kWarmups = 2;
 // Set in the environment of the child that Nsight Compute profiles: it runs one backward of
 // the timed shape and nothing else of the lesson.
 constexpr const char* kMeasureChild = "FLASHLAB_LESSON6_MEASURE";
-// Left out of the measured sums: the child's first kernel (kNcuFirstKernels, ncu_bytes.hpp)
-// and the forward that makes O and L for the backward.
-constexpr int kKernelsBeforeBackward = kNcuFirstKernels + 1;
+// Left out of the measured sums beside the child's first kernel (measure_with_ncu): the
+// forward that makes O and L for the backward.
+constexpr int kForwardKernels = 1;
 
 cpu::HeadTensor<float> random_heads(Index heads, Index rows, Index d, std::uint64_t seed) {
   cpu::HeadTensor<float> t(1, heads, rows, d);
@@ -184,7 +184,7 @@ NcuOutcome measure_backward() {
   return measure_with_ncu(*ncu,
                           {"/usr/bin/env", fmt::format("{}=1", kMeasureChild),
                            fmt::format("/proc/{}/exe", getpid()), "lesson", "6", "--no-color"},
-                          {}, kKernelsBeforeBackward);
+                          kForwardKernels);
 }
 
 void bytes_of_recomputation(LessonContext& ctx, bool gpu) {

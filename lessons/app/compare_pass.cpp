@@ -275,10 +275,9 @@ NcuOutcome measure_pass(Pass pass, const ComparePassArgs& a, const CompareProble
   if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
   std::cerr << "flashlab: measuring the " << to_string(pass)
             << " pass's bytes with Nsight Compute...\n";
-  // Left out of the sums: the first kernel (kNcuFirstKernels), and the backward's forward,
-  // which makes its O and LSE.
-  const int skip = kNcuFirstKernels + (pass == Pass::backward ? 1 : 0);
-  NcuOutcome outcome = measure_with_ncu(*ncu, gpu_only_command(pass, a, p), {}, skip);
+  // The backward's forward, which makes its O and LSE, is left out of the sums too.
+  const int forward = pass == Pass::backward ? 1 : 0;
+  NcuOutcome outcome = measure_with_ncu(*ncu, gpu_only_command(pass, a, p), forward);
   if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
   return outcome;
 }

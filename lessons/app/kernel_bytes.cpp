@@ -47,7 +47,7 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu) {
   if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
   std::cerr << "flashlab: measuring the " << run.kernel
             << " kernel's bytes with Nsight Compute...\n";
-  NcuOutcome outcome = measure_with_ncu(*ncu, gpu_only_command(run), {}, kNcuFirstKernels);
+  NcuOutcome outcome = measure_with_ncu(*ncu, gpu_only_command(run));
   if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
   return outcome;
 }

@@ -282,7 +282,7 @@ std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::
 // much, docs/IO-LEVELS.md). So the grid runs with kPaceDraws seeds and the draw whose bytes
 // into the SMs are the median is the prediction; the others' range goes into the
 // prediction's note.
-sim::GridReport median_of_draws(sim::GridProblem grid, Prediction& p) {
+void predict_from_draws(sim::GridProblem grid, Prediction& p) {
   std::vector<std::future<sim::GridReport>> runs;
   for (int seed = 0; seed < kPaceDraws; ++seed) {
     grid.seed = std::uint64_t(seed);
@@ -300,7 +300,7 @@ sim::GridReport median_of_draws(sim::GridProblem grid, Prediction& p) {
       "range from {:.3f} to {:.3f} GB",
       kPaceDraws, p.sm_read_low / 1e9, p.sm_read_high / 1e9);
   p.assumption = p.assumption.empty() ? range : p.assumption + "; " + range;
-  return std::move(draws[kPaceDraws / 2]);
+  p.grid = std::move(draws[kPaceDraws / 2]);
 }
 
 }  // namespace
@@ -376,7 +376,7 @@ Prediction predict(const KernelRun& run) {
       grid.block_log = run.block_log;
     }
     if (grid.schedule == sim::GridSchedule::catch_up)
-      p.grid = median_of_draws(grid, p);
+      predict_from_draws(grid, p);
     else
       p.grid = sim::run_grid(grid);
   }

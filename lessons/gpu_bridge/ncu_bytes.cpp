@@ -132,16 +132,15 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv, int skip_kern
 }
 
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
-                            const std::vector<std::string>& ncu_options, int skip_kernels) {
+                            int setup_kernels) {
   // Base units: bytes and sectors as counted, not rescaled to Kbyte or Msector.
   std::vector<std::string> argv{ncu,    "--csv",     "--clock-control", "none", "--print-units",
                                 "base", "--metrics", metric_list()};
-  argv.insert(argv.end(), ncu_options.begin(), ncu_options.end());
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);
   if (!run.started) return {std::nullopt, run.message};
   const std::string& out = run.output;
-  auto bytes = parse_ncu_csv(out, skip_kernels);
+  auto bytes = parse_ncu_csv(out, kNcuFirstKernels + setup_kernels);
   if (!run.succeeded() || !bytes || bytes->kernels == 0) {
     const auto tail = out.size() > 300 ? out.substr(out.size() - 300) : out;
     return {std::nullopt,

@@ -88,11 +88,12 @@ struct NcuOutcome {
 // run_ncu_first_kernel) and the sums leave out: that many kernels.
 inline constexpr int kNcuFirstKernels = 1;
 
-// Runs `ncu --csv --metrics ... <ncu_options...> <command...>` (no shell: each word is one
-// argument) and sums the metrics over every kernel it profiled but the first `skip_kernels`
-// (ncu_options may narrow them, e.g. {"--kernel-name", "regex:..."}).
+// Runs `ncu --csv --metrics ... <command...>` (no shell: each word is one argument) and sums
+// the metrics over the kernels the command measures. The command runs run_ncu_first_kernel
+// first (kNcuFirstKernels, above), then `setup_kernels` kernels that make its inputs (the
+// backward's forward), then what is measured: the sums leave out the first two.
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
-                            const std::vector<std::string>& ncu_options = {}, int skip_kernels = 0);
+                            int setup_kernels = 0);
 
 // The sum of each metric in ncu's --csv output over its kernels but the first `skip_kernels`
 // (in the order ncu lists them), in bytes (exposed for testing the parser); nothing when

@@ -180,6 +180,8 @@ inline constexpr int kBr = 64;  // query rows per block = threads per block
 inline constexpr int kBc = 32;  // keys per K/V tile
 // sQ and sS rows are padded by one float against shared-memory bank conflicts.
 inline constexpr int kRowPad = 1;
+// Under the causal mask block x runs query tile x: the plain grid order, shortest first.
+inline constexpr bool kCausalLongestFirst = false;
 // sQ (Br, d + pad), sK and sV (Bc, d), sS (Br, Bc + pad), all fp32.
 constexpr int64_t sram_bytes(int64_t d) {
   return int64_t(sizeof(float)) * (kBr * (d + kRowPad) + 2 * kBc * d + kBr * (kBc + kRowPad));
@@ -200,6 +202,7 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   c.o_store = lane_per_row(dtype_bytes(dtype));
   c.lse_store = lanes_in_a_row(sizeof(float));
   c.kv_through_l1 = true;  // load_tile: plain loads, converted to fp32 on the way to SRAM
+  c.causal_longest_first = kCausalLongestFirst;
   return c;
 }
 }  // namespace scalar
