@@ -268,7 +268,10 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
       r.base.n_q > 0 ? fmt::format(", N_q = {}", r.base.n_q) : "",
       r.args.deterministic ? ", deterministic" : "", r.base.seed,
       sim::format_bytes(double(sim::l2_dirty_room(target_profile()))), ncu_levels_text());
-  if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
+  if (!unmeasured.empty())
+    std::cout << unmeasured << ".\n";
+  else
+    std::cout << gpu_line(gpu_status());
   std::cout << "\n";
   print_table(r.pass, points, Style::for_stdout(r.base.no_colour));
   if (csv) {

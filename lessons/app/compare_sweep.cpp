@@ -378,7 +378,10 @@ void run_compare_sweep(const CompareSweepRequest& r) {
       "the store sectors the L1 issued; what left the SMs is those or fewer (merge: their\n"
       "ratio). The counters:\n{}",
       r.base.dtype, causal_text(r.grid.causal), r.base.seed, ncu_levels_text());
-  if (!unmeasured.empty()) std::cout << unmeasured << ".\n";
+  if (!unmeasured.empty())
+    std::cout << unmeasured << ".\n";
+  else
+    std::cout << gpu_line(gpu_status());
   std::cout << "\n";
   print_table(points, Style::for_stdout(r.no_colour));
   print_crossovers(points);

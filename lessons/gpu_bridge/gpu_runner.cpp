@@ -5,15 +5,17 @@
 
 #include "gpu_bridge/kernels.hpp"
 #include "gpu_bridge/runner_abi.h"
+#include "flashlab/sim/units.hpp"
 
 #include <dlfcn.h>
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
-#include <algorithm>
 
 namespace flashlab::app {
 
@@ -101,6 +103,20 @@ GpuStatus gpu_status() {
   char description[256];
   const bool present = l.plugin->device(description, sizeof description) == 1;
   return {present, description};
+}
+
+std::string gpu_line(const GpuStatus& status) {
+  std::string line = "GPU: " + status.description + "\n";
+  if (!status.available) return line;
+  const sim::HardwareProfile& target = target_profile();
+  std::string part(target.name);
+  std::ranges::transform(part, part.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (status.description.find(part) != std::string::npos) return line;
+  return line + fmt::format(
+                    "note: the predictions are for the {} ({} SMs, {} of L2), not this "
+                    "device: bytes into and out of the SMs still compare, the L2's and DRAM's "
+                    "bytes and the times do not\n",
+                    part, target.sm_count, sim::format_bytes(double(target.l2_bytes)));
 }
 
 void run_ncu_first_kernel(std::string_view who) {

@@ -26,6 +26,11 @@ struct GpuStatus {
 // Loads the plugin on first use; later calls answer from what the first one found.
 GpuStatus gpu_status();
 
+// The line `flashlab compare` prints about the device: "GPU: <name>", and, where the device is
+// not the GPU the kernels' mirrors predict for (target_profile(), matched by its name, "h200",
+// in the device's), a second line saying which figures still compare there and which do not.
+std::string gpu_line(const GpuStatus& status);
+
 struct GpuRun {
   std::string kernel;  // a name from the kernel table ("naive", "scalar", "fa2", ...)
   bool ran = false;

@@ -368,6 +368,8 @@ TEST_CASE("compare --pass: the GPU's row runs the pass, or says why it is empty"
                                              FLASHLAB_FAKE_RUNNER_ZEROS, FLASHLAB_BINARY, args));
     REQUIRE(run.status == 0);
     CHECK(contains(run.output, "a stand-in device that returns zeros"));
+    // not the GPU the mirrors predict for: the line after the device's says so
+    CHECK(contains(run.output, "zeros\nnote: the predictions are for the H200"));
     CHECK(contains(run.output, "1000.0 us (median of 3)"));  // the stand-in's 1 ms
     CHECK(contains(run.output, "not measured (--no-ncu)"));
     CHECK(!contains(run.output, "not run"));

@@ -8,6 +8,7 @@
 #include "10-decode/gpu_decode.hpp"
 #include "gpu_bridge/block_table.hpp"
 #include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/kernels.hpp"
 #include "gpu_bridge/runner_abi.h"
 #include "random_inputs.hpp"
 #include "traces/tile_trace.hpp"
@@ -272,6 +273,19 @@ TEST_CASE("the GPU backward and decode calls refuse bad shapes before looking fo
   const auto none = app::run_gpu_decode(dq, cache, cache, {97, 0}, {.splits = {}});
   CHECK_FALSE(none.ran);
   CHECK(contains(none.message, "no split counts to run"));
+}
+
+TEST_CASE("the GPU's line says when the device is not the one the mirrors predict for") {
+  const auto& target = app::target_profile();
+  REQUIRE(target.name == "h200");
+  CHECK(app::gpu_line({true, "NVIDIA H200 (132 SMs)"}) == "GPU: NVIDIA H200 (132 SMs)\n");
+  CHECK(app::gpu_line({false, "no CUDA device is present"}) == "GPU: no CUDA device is present\n");
+  const std::string other = app::gpu_line({true, "NVIDIA H100 80GB HBM3 (132 SMs)"});
+  CHECK(
+      other.starts_with("GPU: NVIDIA H100 80GB HBM3 (132 SMs)\nnote: the predictions are for "
+                        "the H200 (132 SMs, 60.0 MiB of L2), not this device"));
+  CHECK(contains(other, "the L2's and DRAM's bytes and the times do not"));
+  CHECK(other.ends_with("\n"));
 }
 
 TEST_CASE("without a GPU, the backward and decode calls say why nothing ran") {
