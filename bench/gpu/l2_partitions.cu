@@ -41,8 +41,21 @@
 //    mean, ~338. And SM 0's walk after its writes says how many written lines its partition
 //    keeps as X grows, beside its reads.
 //
+// 5. What one side's lines take from the other side's room (--home-mib sizes; none by
+//    default). After the L2 is filled with clean lines, one thread on the other side's SM walks
+//    a chain of Y MiB (--home-chain-mib, 20 by default, well inside its partition) twice,
+//    timing the second walk ("the other side before"); then the block on SM 0 reads X MiB it
+//    has not read before ("read") or writes them ("write"); then the other side walks its
+//    chain once more ("after"). The other side never touches SM 0's lines. If a line SM 0
+//    reads from DRAM, or writes, is also held at its home partition (the simulator's home
+//    copies, sim::GridProblem::l2_home_copies), the half of them homed on the other side take
+//    room there, and its chain, older, starts to go once Y + X / 2 passes what a partition
+//    holds (about 30 MiB on the H200: X past about 20); if not, its walk after costs what it
+//    cost before at every X. The read and write rows say which of SM 0's lines go home.
+//
 //   bench_l2_partitions [--lines N] [--csv FILE] [--room-mib X ...] [--room-csv FILE]
 //                       [--written-mib X ...] [--written-csv FILE]
+//                       [--home-mib X ...] [--home-chain-mib Y] [--home-csv FILE]
 // Prints a summary; the CSV has one row per block (placement) and per SM (latencies,
 // partition), the room's CSV and the written lines' one row per size (cycles a load of each
 // walk).
@@ -82,6 +95,7 @@ constexpr unsigned kChainSeed = 2026;  // the chains' random order, the same eve
 // buffer and the walk's order has nothing in common with the write's address order.
 constexpr double kFillTimesL2 = 2.5;
 constexpr double kStrideShare = 0.618;
+constexpr int kMostSizes = 64;  // sizes a list option takes
 
 // Placement: block b writes the SM it runs on. The shared memory it asks for (dynamic) only
 // sets how many blocks fit on an SM.
@@ -173,16 +187,30 @@ int main(int argc, char** argv) {
   std::vector<int> room_mib{8, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80};
   app.add_option("--room-mib", room_mib, "chain sizes (MiB) for the room one side has; "
                  "none to skip it")
+      ->expected(0, kMostSizes)
       ->check(CLI::Range(1, 512));
   std::string room_csv_path;
   app.add_option("--room-csv", room_csv_path, "write the room's walks here");
   std::vector<int> written_mib{8, 16, 24, 28, 32, 36, 40, 48, 56, 64};
   app.add_option("--written-mib", written_mib, "chain sizes (MiB) SM 0 writes, then walked; "
                  "none to skip it")
+      ->expected(0, kMostSizes)
       ->check(CLI::Range(1, 512));
   std::string written_csv_path;
   app.add_option("--written-csv", written_csv_path, "write the written lines' walks here");
+  std::vector<int> home_mib;
+  app.add_option("--home-mib", home_mib, "MiB SM 0 reads or writes while the other side's chain "
+                 "waits (0 for the control); none to skip it, the default")
+      ->check(CLI::Range(0, 512));
+  int home_chain_mib = 20;
+  app.add_option("--home-chain-mib", home_chain_mib, "the other side's chain (MiB)")
+      ->check(CLI::Range(1, 64));
+  std::string home_csv_path;
+  app.add_option("--home-csv", home_csv_path, "write the home walks here");
   CLI11_PARSE(app, argc, argv);
+  // --room-mib or --written-mib given without sizes reads as one size of 0: that part skipped.
+  room_mib.erase(std::remove(room_mib.begin(), room_mib.end(), 0), room_mib.end());
+  written_mib.erase(std::remove(written_mib.begin(), written_mib.end(), 0), written_mib.end());
 
   try {
     const Device dev = device_facts();
@@ -386,6 +414,67 @@ int main(int argc, char** argv) {
       }
       cudaFree(d_fill);
       cudaFree(d_sink);
+    }
+    // 5. What one side's lines take from the other side's room: the other side's chain walked,
+    // SM 0 reads or writes X MiB of its own, the other side's chain walked again.
+    std::ofstream home_csv;
+    if (!home_csv_path.empty()) {
+      home_csv.open(home_csv_path);
+      if (!home_csv) throw std::runtime_error("cannot write " + home_csv_path);
+      home_csv << "sm0_mib,sm0_does,other_sm,other_chain_mib,other_before,other_after\n";
+    }
+    if (!home_mib.empty()) {
+      fmt::print("home copies (cycles a load; SM {} walks its chain of {} MiB, SM 0 reads or "
+                 "writes X MiB, SM {} walks it again):\n"
+                 "     MiB  SM 0 does  before  after\n",
+                 other, home_chain_mib, other);
+      int l2_bytes = 0;
+      check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "L2 size");
+      const auto fill_words = std::size_t(l2_bytes * kFillTimesL2 / sizeof(unsigned));
+      const int y_lines = int((std::int64_t(home_chain_mib) << 20) / kLineBytes);
+      const std::vector<unsigned> y_chain = random_chain(y_lines, rng);
+      const int most = *std::max_element(home_mib.begin(), home_mib.end());
+      const int x_most = std::max(1, int((std::int64_t(most) << 20) / kLineBytes));
+      unsigned *d_fill = nullptr, *d_sink = nullptr, *d_y = nullptr, *d_x = nullptr;
+      check_cuda(cudaMalloc(&d_fill, sizeof(unsigned) * fill_words), "cudaMalloc");
+      check_cuda(cudaMalloc(&d_sink, sizeof(unsigned)), "cudaMalloc");
+      check_cuda(cudaMalloc(&d_y, y_chain.size() * sizeof(unsigned)), "cudaMalloc");
+      check_cuda(cudaMalloc(&d_x, std::size_t(x_most) * kLineBytes), "cudaMalloc");
+      check_cuda(cudaMemset(d_fill, 1, sizeof(unsigned) * fill_words), "cudaMemset");
+      check_cuda(cudaMemset(d_x, 0, std::size_t(x_most) * kLineBytes), "cudaMemset");
+      check_cuda(cudaMemcpy(d_y, y_chain.data(), y_chain.size() * sizeof(unsigned),
+                            cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
+      const int writer_bytes = shared_bytes_for(write_chain, dev, 1, 1024);
+      const int reader_bytes = shared_bytes_for(read_lines, dev, 1, 1024);
+      for (const int mib : home_mib) {
+        const int n = int((std::int64_t(mib) << 20) / kLineBytes);
+        for (const bool writes : {false, true}) {
+          fill_l2_clean<<<dev.sms * 4, 1024>>>(d_fill, fill_words, d_sink);
+          walk_chain<<<dev.sms, 32, bytes>>>(d_y, y_lines, 2, unsigned(other), d_cycles);
+          long long before[2];
+          check_cuda(cudaMemcpy(before, d_cycles, sizeof before, cudaMemcpyDeviceToHost),
+                     "home walk");
+          if (n > 0 && writes)
+            write_chain<<<dev.sms, 1024, writer_bytes>>>(reinterpret_cast<uint4*>(d_x), n, 1, 0u);
+          else if (n > 0)
+            read_lines<<<dev.sms, 1024, reader_bytes>>>(d_x, n, 0u, d_sink);
+          walk_chain<<<dev.sms, 32, bytes>>>(d_y, y_lines, 1, unsigned(other), d_cycles);
+          long long after = 0;
+          check_cuda(cudaMemcpy(&after, d_cycles, sizeof after, cudaMemcpyDeviceToHost),
+                     "home walk");
+          const char* does = writes ? "write" : "read";
+          const double b = double(before[1]) / y_lines, a = double(after) / y_lines;
+          fmt::print("  {:6}  {:>9}  {:6.1f}  {:5.1f}\n", mib, does, b, a);
+          if (home_csv)
+            home_csv << fmt::format("{},{},{},{},{:.1f},{:.1f}\n", mib, does, other,
+                                    home_chain_mib, b, a);
+        }
+      }
+      cudaFree(d_fill);
+      cudaFree(d_sink);
+      cudaFree(d_y);
+      cudaFree(d_x);
     }
     cudaFree(d_cycles);
     cudaFree(d_chains);

@@ -282,9 +282,11 @@ if want partitions; then
   # The simulator's H200 profile holds this placement (first_wave_partitions); the program
   # exits 3 if the latencies do not split the SMs into two sides both references agree on.
   # Then the room one side's reads have in the L2 (chains of 8 to 80 MiB from one SM), and
-  # where the lines one SM writes are kept (chains of 8 to 64 MiB written by SM 0, walked).
+  # where the lines one SM writes are kept (chains of 8 to 64 MiB written by SM 0, walked), and
+  # whether the lines SM 0 reads or writes take room on the other side (home copies).
   "$BUILD/bench/bench_l2_partitions" --csv "$OUT/l2_partitions.csv" \
-    --room-csv "$OUT/l2_room.csv" --written-csv "$OUT/l2_written.csv" 2>&1 | tail -40
+    --room-csv "$OUT/l2_room.csv" --written-csv "$OUT/l2_written.csv" \
+    --home-mib 0 8 16 24 32 40 48 --home-csv "$OUT/l2_home.csv" 2>&1 | tail -56
   (( PIPESTATUS[0] == 0 )) || status=1
   # The naive softmax's traffic under Nsight Compute (docs/IO-LEVELS.md, "Home copies"): its
   # rows in flight (k blocks an SM), P written or not, in lockstep, and one side of the L2 alone
