@@ -80,12 +80,13 @@ struct NcuOutcome {
   std::string message;  // why there are no bytes
 };
 
-// Under Nsight Compute a process starts with about 2.3 MiB dirty in the H200's L2 that its
-// flush between kernels does not write back; the first kernel that reads more than the L2
-// holds pushes them out and is charged them as DRAM writes, whatever it reads, and no kernel
-// after it is (docs/IO-LEVELS.md, "Nsight Compute's first kernel"). So a command measured
-// here first runs a kernel of its own that reads twice the L2 (gpu_runner.hpp,
-// run_ncu_first_kernel) and the sums leave out: that many kernels.
+// Under Nsight Compute, torch's sums on the H200 read as a process starting with about 2.3 MiB
+// dirty in the L2 that its flush between kernels does not write back, charged as DRAM writes
+// to the first kernel that reads more than the L2 holds and to no kernel after it
+// (docs/IO-LEVELS.md, "Nsight Compute's first kernel"). So a command measured here first runs
+// a kernel of its own that reads twice the L2 (gpu_runner.hpp, run_ncu_first_kernel) and the
+// sums leave out: that many kernels. (On an H100 the decode after it still wrote the 2.3 MiB:
+// the reading is not settled.)
 inline constexpr int kNcuFirstKernels = 1;
 
 // Runs `ncu --csv --metrics ... <command...>` (no shell: each word is one argument) and sums
