@@ -171,6 +171,16 @@ std::vector<unsigned> random_chain(int lines, std::mt19937& rng) {
   return chain;
 }
 
+// A CSV at `path` with its header written, or a closed stream where no path is given.
+std::ofstream open_csv(const std::string& path, const char* header) {
+  std::ofstream out;
+  if (path.empty()) return out;
+  out.open(path);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << header;
+  return out;
+}
+
 struct Walks {
   double after_reference = 0, again = 0;  // cycles a load
 };
@@ -214,12 +224,8 @@ int main(int argc, char** argv) {
 
   try {
     const Device dev = device_facts();
-    std::ofstream csv;
-    if (!csv_path.empty()) {
-      csv.open(csv_path);
-      if (!csv) throw std::runtime_error("cannot write " + csv_path);
-      csv << "kind,per_sm,index,sm,reference,cycles_after_reference,cycles_again,partition\n";
-    }
+    std::ofstream csv = open_csv(
+        csv_path, "kind,per_sm,index,sm,reference,cycles_after_reference,cycles_again,partition\n");
 
     // 1. Placement.
     constexpr int kMostPerSm = 4;
@@ -331,12 +337,8 @@ int main(int argc, char** argv) {
     fmt::print("\n");
 
     // 3. The room one side has: SM 0 twice, then an SM of the other side, then SM 0 again.
-    std::ofstream room_csv;
-    if (!room_csv_path.empty()) {
-      room_csv.open(room_csv_path);
-      if (!room_csv) throw std::runtime_error("cannot write " + room_csv_path);
-      room_csv << "mib,sm0_again,other_sm,other_side,sm0_after_it\n";
-    }
+    std::ofstream room_csv =
+        open_csv(room_csv_path, "mib,sm0_again,other_sm,other_side,sm0_after_it\n");
     if (!room_mib.empty())
       fmt::print("room (cycles a load; SM 0's side, then SM {} of the other):\n"
                  "     MiB  SM 0 again  then the other side  SM 0 after it\n", other);
@@ -366,12 +368,9 @@ int main(int argc, char** argv) {
     }
     // 4. Where written lines live: SM 0 writes a chain (or reads it, the control), then SM 0
     // or the other side walks it once, each trial after the L2 is filled with clean lines.
-    std::ofstream written_csv;
-    if (!written_csv_path.empty()) {
-      written_csv.open(written_csv_path);
-      if (!written_csv) throw std::runtime_error("cannot write " + written_csv_path);
-      written_csv << "mib,sm0_after_its_writes,other_sm,other_after_sm0_writes,sm0_after_its_reads\n";
-    }
+    std::ofstream written_csv =
+        open_csv(written_csv_path,
+                 "mib,sm0_after_its_writes,other_sm,other_after_sm0_writes,sm0_after_its_reads\n");
     if (!written_mib.empty()) {
       fmt::print("written lines (cycles a load; SM 0 writes X MiB, then a walk on SM 0 or SM {}):\n"
                  "     MiB  SM 0 after its writes  SM {} after them  SM 0 after its reads\n",
@@ -417,12 +416,8 @@ int main(int argc, char** argv) {
     }
     // 5. What one side's lines take from the other side's room: the other side's chain walked,
     // SM 0 reads or writes X MiB of its own, the other side's chain walked again.
-    std::ofstream home_csv;
-    if (!home_csv_path.empty()) {
-      home_csv.open(home_csv_path);
-      if (!home_csv) throw std::runtime_error("cannot write " + home_csv_path);
-      home_csv << "sm0_mib,sm0_does,other_sm,other_chain_mib,other_before,other_after\n";
-    }
+    std::ofstream home_csv = open_csv(
+        home_csv_path, "sm0_mib,sm0_does,other_sm,other_chain_mib,other_before,other_after\n");
     if (!home_mib.empty()) {
       fmt::print("home copies (cycles a load; SM {} walks its chain of {} MiB, SM 0 reads or "
                  "writes X MiB, SM {} walks it again):\n"
