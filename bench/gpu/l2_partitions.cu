@@ -95,7 +95,9 @@ constexpr unsigned kChainSeed = 2026;  // the chains' random order, the same eve
 // buffer and the walk's order has nothing in common with the write's address order.
 constexpr double kFillTimesL2 = 2.5;
 constexpr double kStrideShare = 0.618;
-constexpr int kMostSizes = 64;  // sizes a list option takes
+// The most sizes a list option takes. Its fewest is 0, so that --room-mib or --written-mib
+// given alone skips its part rather than being refused.
+constexpr int kMostSizes = 64;
 
 // Placement: block b writes the SM it runs on. The shared memory it asks for (dynamic) only
 // sets how many blocks fit on an SM.

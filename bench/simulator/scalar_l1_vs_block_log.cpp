@@ -31,9 +31,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
