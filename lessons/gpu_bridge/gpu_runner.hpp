@@ -48,8 +48,8 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1);
 
 // The kernel a command measured under Nsight Compute runs first, so that the DRAM writes ncu
-// was read to charge the first kernel that reads more than the L2 holds fall on it
-// (ncu_bytes.hpp, kNcuFirstKernels, which says why that reading is not settled): one fa2
+// charges the first kernel that reads more than the L2 holds fall on it (ncu_bytes.hpp,
+// kNcuFirstKernels): one fa2
 // forward of one query a head against K and V of twice the target's L2, which pushes out
 // whatever the L2 held dirty. Throws std::runtime_error, "<who>: the first kernel did not
 // run: <why>", where it did not run.

@@ -133,9 +133,11 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv, int skip_kern
 
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
                             int setup_kernels) {
-  // Base units: bytes and sectors as counted, not rescaled to Kbyte or Msector.
-  std::vector<std::string> argv{ncu,    "--csv",     "--clock-control", "none", "--print-units",
-                                "base", "--metrics", metric_list()};
+  // Base units: bytes and sectors as counted, not rescaled to Kbyte or Msector. Application
+  // replay: the whole command runs again for each pass the metrics need (kNcuReplayMode).
+  std::vector<std::string> argv{
+      ncu,    "--csv",         "--clock-control", "none",      "--print-units",
+      "base", "--replay-mode", kNcuReplayMode,    "--metrics", metric_list()};
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);
   if (!run.started) return {std::nullopt, run.message};

@@ -80,14 +80,20 @@ struct NcuOutcome {
   std::string message;  // why there are no bytes
 };
 
-// Under Nsight Compute, torch's sums on the H200 read as a process starting with about 2.3 MiB
-// dirty in the L2 that its flush between kernels does not write back, charged as DRAM writes
-// to the first kernel that reads more than the L2 holds and to no kernel after it
-// (docs/IO-LEVELS.md, "Nsight Compute's first kernel"). So a command measured here first runs
-// a kernel of its own that reads twice the L2 (gpu_runner.hpp, run_ncu_first_kernel) and the
-// sums leave out: that many kernels. (On an H100 the decode after it still wrote the 2.3 MiB:
-// the reading is not settled.)
+// Nsight Compute charges DRAM writes that are not the kernel's to the kernels it measures
+// (docs/IO-LEVELS.md, "Nsight Compute's own writes"). About 2.3 MiB sit dirty in the L2 when a
+// process starts, which its flush between kernels does not write back: the first kernel that
+// reads more than the L2 holds pushes them out and is charged them. So a command measured here
+// first runs a kernel of its own that reads twice the L2 (gpu_runner.hpp,
+// run_ncu_first_kernel) and the sums leave out: that many kernels.
 inline constexpr int kNcuFirstKernels = 1;
+
+// In kernel replay (Nsight Compute's default: the kernel alone is run again for each pass the
+// metrics need, its memory restored in between) every kernel that reads more than the L2 is
+// charged about 2.3 MiB, the first kernel's too, and the first kernel takes nothing off the
+// ones after it. Application replay runs the whole command once a pass, each run a fresh
+// process whose first kernel takes them.
+inline constexpr const char* kNcuReplayMode = "application";
 
 // Runs `ncu --csv --metrics ... <command...>` (no shell: each word is one argument) and sums
 // the metrics over the kernels the command measures. The command runs run_ncu_first_kernel

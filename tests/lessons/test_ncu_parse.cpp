@@ -1,13 +1,19 @@
 // The parser of Nsight Compute's --csv output: metrics summed over kernels, units converted.
 #include "app/kernel_bytes.hpp"
 #include "gpu_bridge/ncu_bytes.hpp"
+#include "run_flashlab.hpp"
 
 #include <doctest/doctest.h>
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 TEST_CASE("ncu CSV: three metrics of two kernels, in mixed units, are summed in bytes") {
   const double read1 = 1.5, read2 = 250, write1 = 3.25, l2_1 = 12.5, l2_2 = 0.75;  // as printed
@@ -176,4 +182,43 @@ TEST_CASE("ncu CSV: the first kernels a measured command runs are left out of th
   CHECK(last->dram_read == 300000);
   // Nothing left: no measurement, rather than zeros.
   CHECK_FALSE(flashlab::app::parse_ncu_csv(csv, 3));
+}
+
+TEST_CASE("ncu: a measured command runs in application replay, its first kernel left out") {
+  // A stand-in for ncu that writes its arguments one a line and prints a measurement of two
+  // kernels: compare's first kernel (2.3 MiB written that are not its own) and the measured one.
+  // In kernel replay Nsight Compute charges such writes to every kernel that reads more than
+  // the L2; in application replay to the first alone (ncu_bytes.hpp, kNcuReplayMode).
+  using flashlab::test::scratch_path;
+  const auto script = scratch_path("ncu-stand-in.sh"), args = scratch_path("ncu-args.txt");
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > " << args.string() << "\n"
+        << "echo '\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"'\n"
+        << "echo '\"0\",\"fa2\",\"dram__bytes_write.sum\",\"byte\",\"2411724\"'\n"
+        << "echo '\"1\",\"split\",\"dram__bytes_write.sum\",\"byte\",\"18000\"'\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  const auto outcome =
+      flashlab::app::measure_with_ncu(script.string(), {"flashlab", "compare", "--gpu-only"});
+  REQUIRE_MESSAGE(outcome.bytes, outcome.message);
+  CHECK(outcome.bytes->kernels == 1);
+  CHECK(outcome.bytes->dram_written == 18000);
+  std::ifstream in(args);
+  std::vector<std::string> argv;
+  for (std::string line; std::getline(in, line);) argv.push_back(line);
+  std::ostringstream joined;
+  for (const auto& a : argv) joined << a << " ";
+  INFO("ncu was given: ", joined.str());
+  const auto at = std::find(argv.begin(), argv.end(), "--replay-mode");
+  REQUIRE(at != argv.end());
+  REQUIRE(std::next(at) != argv.end());
+  CHECK(*std::next(at) == "application");
+  CHECK(*std::next(at) == flashlab::app::kNcuReplayMode);
+  // The command comes last, word for word, after every option of ncu's.
+  REQUIRE(argv.size() >= 3);
+  CHECK(argv[argv.size() - 3] == "flashlab");
+  CHECK(argv.back() == "--gpu-only");
+  std::filesystem::remove(script);
+  std::filesystem::remove(args);
 }
