@@ -328,8 +328,11 @@ def run_ncu_one(args):
     else:
         fn = torch_call(torch, args.ncu_one, q, k, v, causal)
     fn()
+    read_first = ncu_csv.first_read(torch) if args.first_read else None
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
+    if read_first:
+        read_first()
     fn()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
@@ -374,10 +377,13 @@ def summarize_ncu(lib, paths):
         impl = os.path.basename(path).removeprefix("ncu_").removesuffix(".csv")
         totals, kernels = {m: 0.0 for m in metrics + sectors}, set()
         with open(path) as f:
-            for row in ncu_csv.metric_rows(f):
-                if row["Metric Name"] in totals:
-                    totals[row["Metric Name"]] += row["Metric Value"]
-                    kernels.add(row["ID"])
+            rows = list(ncu_csv.metric_rows(f))
+        if rows and ncu_csv.is_first_read(rows[0]["Kernel Name"]):  # --first-read's, left out
+            rows = [r for r in rows if r["ID"] != rows[0]["ID"]]
+        for row in rows:
+            if row["Metric Name"] in totals:
+                totals[row["Metric Name"]] += row["Metric Value"]
+                kernels.add(row["ID"])
         pred = predicted_sm_bytes(lib, impl)
         sm = totals[metrics[0]] + totals[metrics[1]]
         pred_s = f"{pred / 1e9:9.3f}G" if pred else f"{'-':>10}"
@@ -411,6 +417,9 @@ def main():
                     "predecessor equally often; the default) or rotated (places only)")
     ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + list(FA3_VARIANTS) + TORCH_BACKENDS)
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
+    ap.add_argument("--first-read", action="store_true",
+                    help="with --ncu-one: start the profiled range with a read of its own "
+                         "(ncu_csv.first_read; --summarize-ncu leaves it out)")
     ap.add_argument("--summarize-ncu", nargs="*")
     ap.add_argument("--pass", dest="which", choices=["forward", "backward"], default="forward",
                     help="which pass the timing sweep times")

@@ -2,6 +2,10 @@
 call of `profile_one.py naive` (cuBLAS's S = Q K^T, the softmax, cuBLAS's O = P V) with the
 metrics of a level each, and the kernel's name, from which cuBLAS's output tile is read
 (nvjet_sm90_..._AxB_...: lessons/gpu_bridge/measured_h200.hpp, measured::kCublasTiles).
+Nsight Compute runs in application replay after a first read of the call's own, left out
+(ncu_csv.REPLAY, ncu_csv.first_read): the rows stored before 2026-12-05's evening ran in
+kernel replay without it, and each launch that read more than the L2 carried about 2.3 MiB
+of Nsight Compute's own DRAM writes (docs/IO-LEVELS.md).
 
   python3 bench/gpu/naive_launches.py --lib build/gpu/libflashlab.so --heads 1 16 \\
       --n 1024 2048 4096 --d 64 > naive-kernels-d64.csv
@@ -41,13 +45,17 @@ def tile_of(kernel_name):
 def launches(lib, heads, n, d, ncu):
     """The rows of one call: every launch with its metrics, in launch order."""
     here = os.path.dirname(os.path.abspath(__file__))
-    cmd = [ncu, "--profile-from-start", "off", "--csv", "--metrics", ",".join(METRICS.values()),
-           sys.executable, os.path.join(here, "profile_one.py"), "--lib", lib, "naive",
-           "--heads", str(heads), "--n", str(n), "--d", str(d)]
+    cmd = [ncu, "--profile-from-start", "off", *ncu_csv.REPLAY, "--csv", "--metrics",
+           ",".join(METRICS.values()), sys.executable, os.path.join(here, "profile_one.py"),
+           "--lib", lib, "naive", "--first-read", "--heads", str(heads), "--n", str(n), "--d",
+           str(d)]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"naive_launches: {' '.join(cmd)} failed:\n{run.stderr[-2000:]}")
-    rows = launch_rows(run.stdout.splitlines())
+    try:
+        rows = ncu_csv.without_first_read(launch_rows(run.stdout.splitlines()))
+    except ValueError as e:
+        sys.exit(f"naive_launches: heads {heads}, N {n}, d {d}: {e}")
     if not rows:
         sys.exit(f"naive_launches: ncu profiled no launch of heads {heads}, N {n}, d {d}")
     return rows

@@ -11,6 +11,10 @@ samples) or a chosen metric set can be read for it:
   ncu --cache-control none --profile-from-start off --metrics dram__bytes_read.sum \
       python3 profile_one.py --lib ... decode --length 4096 --dirty-l2 --kv-l2-policy evict-first
 
+--first-read starts the profiled range with a read of its own (ncu_csv.first_read), which takes
+the DRAM writes Nsight Compute charges the first profiled kernel of a process; run under
+`--replay-mode application` (ncu_csv.REPLAY) and leave its row out.
+
 --dirty-l2 writes 256 MB just before the profiled call, as triton's do_bench does before each
 call it times, so that the call meets an L2 full of dirty lines; Nsight Compute keeps them
 only with `--cache-control none` (by default it writes the L2 back and empties it first).
@@ -21,6 +25,7 @@ causal), the decode at B = 8, 32 query heads over 8 KV heads, L = 32768, d = 128
 import argparse
 
 import flashlab_ctypes as fl
+import ncu_csv
 import timing
 
 
@@ -38,6 +43,9 @@ def main():
                     help="the decode: ask for the LSE too (the combine then stores it)")
     ap.add_argument("--kv-l2-policy", choices=["auto", "normal", "evict-first"], default="auto",
                     help="the decode's kv_l2_policy (decode.h)")
+    ap.add_argument("--first-read", action="store_true",
+                    help="start the profiled range with a read of more than twice the L2 "
+                         "(ncu_csv.first_read), for the sums to leave out")
     ap.add_argument("--dirty-l2", action="store_true",
                     help="fill the L2 with dirty lines (a 256 MB write) before the profiled call")
     args = ap.parse_args()
@@ -75,8 +83,11 @@ def main():
     run()
     if args.dirty_l2:
         timing.CleanFlush(torch).flush(clean=False)
+    read_first = ncu_csv.first_read(torch) if args.first_read else None
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
+    if read_first:
+        read_first()
     run()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()

@@ -34,6 +34,12 @@ STEPS=${*:-build test python sanitize partitions cli sweep bench bench-backward 
 # slices, at DRAM (lessons/gpu_bridge/ncu_bytes.hpp says which level each measures), and the
 # kernel's time.
 NCU_METRICS=l1tex__m_xbar2l1tex_read_bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum,l1tex__m_l1tex2xbar_write_bytes.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+# Where DRAM bytes are read (the ncu, levels and stores steps): Nsight Compute's replay mode,
+# and the name of the first read each profiled range starts with (--first-read) and the rows
+# leave out, as bench/gpu/ncu_csv.py holds them (REPLAY, FIRST_READ_KERNEL; why: its comment).
+ncu_csv_value() { python3 -c "import sys; sys.path.insert(0, '$ROOT/bench/gpu'); import ncu_csv; print($1)"; }
+read -r -a NCU_REPLAY <<< "$(ncu_csv_value "' '.join(ncu_csv.REPLAY)")"
+NCU_FIRST_READ_KERNEL=$(ncu_csv_value ncu_csv.FIRST_READ_KERNEL)
 mkdir -p "$OUT"
 status=0
 
@@ -488,9 +494,9 @@ if want ncu; then
   step "Nsight Compute, one forward each"
   files=()
   for impl in naive scalar fa2 fa3 flash; do
-    ncu --clock-control none --profile-from-start off --print-units base --csv \
-        --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
-        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" > "$OUT/ncu_$impl.csv" 2>&1 \
+    ncu --clock-control none --profile-from-start off "${NCU_REPLAY[@]}" --print-units base \
+        --csv --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
+        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" --first-read > "$OUT/ncu_$impl.csv" 2>&1 \
       || { status=1; tail -5 "$OUT/ncu_$impl.csv"; }
     files+=("$OUT/ncu_$impl.csv")
   done
@@ -521,10 +527,11 @@ if want levels; then
              fa2:1,16,16,8192,128 fa2:1,16,1,8192,128 fa2:4,32,32,8192,128 \
              naive:1,1,1,4096,128 naive:1,1,1,8192,128 naive:1,16,16,4096,64 scalar:1,1,1,4096,128; do
     impl=${run%%:*} shape=${run#*:}
-    ncu --clock-control none --profile-from-start off --print-units base --csv \
-        --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
-        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" --shape "$shape" 2>&1 |
-      awk -F'","' -v s="$shape" -v i="$impl" '/^"[0-9]/ {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
+    ncu --clock-control none --profile-from-start off "${NCU_REPLAY[@]}" --print-units base \
+        --csv --metrics "$NCU_METRICS" python3 "$ROOT/bench/gpu/bench.py" \
+        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" --shape "$shape" --first-read 2>&1 |
+      awk -F'","' -v s="$shape" -v i="$impl" -v skip="$NCU_FIRST_READ_KERNEL" \
+        '/^"[0-9]/ && $5 !~ skip {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
         print i ",\"" s "\"," $5 "," $13 "," $15}' >> "$OUT/levels.csv" || status=1
   done
   cat "$OUT/levels.csv"
@@ -544,10 +551,11 @@ if want levels; then
   for run in fa2:1,1,1,16384,128 fa2:1,4,4,8192,128 fa2:1,16,16,4096,128 fa2:1,64,64,2048,128 \
              fa2:1,64,1,2048,128 fa2:1,1,1,32768,128 fa3:1,1,1,16384,128 fa3:1,16,16,4096,128; do
     impl=${run%%:*} shape=${run#*:}
-    ncu --clock-control none --profile-from-start off --print-units base --csv \
-        --metrics "$NCU_METRICS$lrc" python3 "$ROOT/bench/gpu/bench.py" \
-        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" --shape "$shape" 2>&1 |
-      awk -F'","' -v s="$shape" -v i="$impl" '/^"[0-9]/ {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
+    ncu --clock-control none --profile-from-start off "${NCU_REPLAY[@]}" --print-units base \
+        --csv --metrics "$NCU_METRICS$lrc" python3 "$ROOT/bench/gpu/bench.py" \
+        --lib "$BUILD/gpu/libflashlab.so" --ncu-one "$impl" --shape "$shape" --first-read 2>&1 |
+      awk -F'","' -v s="$shape" -v i="$impl" -v skip="$NCU_FIRST_READ_KERNEL" \
+        '/^"[0-9]/ && $5 !~ skip {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
         print i ",\"" s "\"," $5 "," $13 "," $15}' >> "$OUT/levels_lrc.csv" || status=1
   done
   cat "$OUT/levels_lrc.csv"
@@ -591,9 +599,11 @@ if want stores; then
              "decode:--length 32768" "decode:--length 4096"; do
     what=${run%%:*} options=${run#*:}
     # shellcheck disable=SC2086  # the options split into words on purpose
-    ncu --profile-from-start off --print-units base --csv --metrics "$store_metrics" \
-        python3 "$ROOT/bench/gpu/profile_one.py" --lib "$BUILD/gpu/libflashlab.so" "$what" $options 2>&1 |
-      awk -F'","' -v w="$what" -v o="$options" '/^"[0-9]/ {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
+    ncu --profile-from-start off "${NCU_REPLAY[@]}" --print-units base --csv \
+        --metrics "$store_metrics" python3 "$ROOT/bench/gpu/profile_one.py" \
+        --lib "$BUILD/gpu/libflashlab.so" "$what" --first-read $options 2>&1 |
+      awk -F'","' -v w="$what" -v o="$options" -v skip="$NCU_FIRST_READ_KERNEL" \
+        '/^"[0-9]/ && $5 !~ skip {gsub(/"|,/, "", $15); gsub(/,/, ";", $5);
         print w ",\"" o "\"," $5 "," $13 "," $15}' >> "$OUT/stores.csv" || status=1
   done
   cat "$OUT/stores.csv"

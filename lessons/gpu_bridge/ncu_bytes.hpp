@@ -81,11 +81,10 @@ struct NcuOutcome {
 };
 
 // Nsight Compute charges DRAM writes that are not the kernel's to the kernels it measures
-// (docs/IO-LEVELS.md, "Nsight Compute's own writes"). About 2.3 MiB sit dirty in the L2 when a
-// process starts, which its flush between kernels does not write back: the first kernel that
-// reads more than the L2 holds pushes them out and is charged them. So a command measured here
-// first runs a kernel of its own that reads twice the L2 (gpu_runner.hpp,
-// run_ncu_first_kernel) and the sums leave out: that many kernels.
+// (docs/IO-LEVELS.md, "Nsight Compute's first kernel, and its kernel replay"). The first
+// kernel it profiles in a process is charged about 2.3 MiB where it reads more than the L2
+// holds. So a command measured here first runs a kernel of its own that reads twice the L2
+// (gpu_runner.hpp, run_ncu_first_kernel) and the sums leave out: that many kernels.
 inline constexpr int kNcuFirstKernels = 1;
 
 // In kernel replay (Nsight Compute's default: the kernel alone is run again for each pass the

@@ -9,6 +9,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
 import naive_launches  # noqa: E402
+import ncu_csv  # noqa: E402
 
 HEADER = '"ID","Kernel Name","Grid Size","Metric Name","Metric Unit","Metric Value"'
 
@@ -49,6 +50,30 @@ class NaiveLaunches(unittest.TestCase):
         with self.assertRaises(ValueError) as e:
             naive_launches.table_entry(1, 1024, 64, rows[:2])
         self.assertIn("fewer than two nvjet launches", str(e.exception))
+
+    def test_first_read_left_out(self):
+        # The profiled range starts with torch's read of its own (ncu_csv.first_read), whose
+        # row the sums leave out; a range that does not start with it is refused.
+        lines = [HEADER]
+        for i, name in [(0, "void at::native::reduce_kernel<512, 1>(...)"),
+                        (1, "nvjet_sm90_tss_128x64_x"), (2, "softmax_rows<bf16>")]:
+            lines.append(f'"{i}","{name}","(2, 64, 1)","dram__bytes_write.sum","byte","{i}"')
+        rows = ncu_csv.without_first_read(naive_launches.launch_rows(lines))
+        self.assertEqual([r["kernel"][:14] for r in rows], ["nvjet_sm90_tss", "softmax_rows<b"])
+        self.assertEqual([r["dram_write_bytes"] for r in rows], [1, 2])
+        with self.assertRaises(ValueError) as e:
+            ncu_csv.without_first_read(rows)
+        self.assertIn("should start with the first read (reduce_kernel), not nvjet", str(e.exception))
+        with self.assertRaises(ValueError):
+            ncu_csv.without_first_read([])
+
+    def test_replay_mode_is_compares(self):
+        # One fact in two languages: the scripts' replay mode and flashlab compare's.
+        header = os.path.join(HERE, "..", "..", "lessons", "gpu_bridge", "ncu_bytes.hpp")
+        with open(header) as f:
+            text = f.read()
+        self.assertIn(f'kNcuReplayMode = "{ncu_csv.REPLAY_MODE}";', text)
+        self.assertEqual(ncu_csv.REPLAY, ["--replay-mode", ncu_csv.REPLAY_MODE])
 
 
 if __name__ == "__main__":
