@@ -186,12 +186,17 @@ class GridRun {
     Index j = 0, steps = 0;
     int moment = kStart;  // its pending moment
     std::uint64_t version = 0;
+    // logged with a step log: when it began each step, and its end (else null).
+    const std::vector<double>* step_starts = nullptr;
+    double t_end = 0;
   };
 
   // When the slot's pending moment comes: its own tile at its start, step j at position j
   // (the forward's K_j), the stores after its last step.
   static double moment_time(const Running& r) {
     if (r.moment == kStart) return r.t0;
+    if (r.step_starts != nullptr)
+      return r.moment == kStep ? (*r.step_starts)[std::size_t(r.j)] : r.t_end;
     const double target = r.moment == kStep ? double(r.j) : double(r.steps);
     return r.t_at + (target - r.pos) * r.tau;
   }
@@ -214,13 +219,20 @@ class GridRun {
       const Index steps = steps_of(block);
       // catch_up: one draw for all the blocks of a KV head
       double tau = block_tile_time(p_, catch_up ? kv_head_of(block) : block);
-      if (logged) {
-        const LoggedBlock& b = p_.block_log[static_cast<std::size_t>(block)];
-        t = b.start;
-        tau = steps > 0 ? (b.end - b.start) / double(steps) : 0.0;
+      const LoggedBlock* log = logged ? &p_.block_log[static_cast<std::size_t>(block)] : nullptr;
+      if (log) {
+        t = log->start;
+        tau = steps > 0 ? (log->end - log->start) / double(steps) : 0.0;
+        if (!log->step_starts.empty() && Index(log->step_starts.size()) != steps)
+          throw cpu::InvalidArgument(fmt::format(
+              "block_log[{}] has {} step starts for its {} steps: give one a step, or none "
+              "for an even pace",
+              block, log->step_starts.size(), steps));
       }
       const std::uint64_t version = slots[slot].version;
       slots[slot] = {block, t, tau, tau, t, 0.0, 0, steps, kStart, version};
+      if (log && !log->step_starts.empty())
+        slots[slot].step_starts = &log->step_starts, slots[slot].t_end = log->end;
       busy[slot] = true;
       push(slot);
     };
@@ -692,6 +704,14 @@ void check_block_log(const GridProblem& p) {
       throw cpu::InvalidArgument(fmt::format(
           "block_log[{}] starts at {} and ends at {}: give 0 <= start <= end, both finite", b,
           e.start, e.end));
+    for (std::size_t j = 0; j < e.step_starts.size(); ++j) {
+      const double t = e.step_starts[j], before = j > 0 ? e.step_starts[j - 1] : e.start;
+      if (!(std::isfinite(t) && before <= t && t <= e.end))
+        throw cpu::InvalidArgument(fmt::format(
+            "block_log[{}] starts step {} at {}: give step starts in order from the block's "
+            "start ({}) to its end ({})",
+            b, j, t, e.start, e.end));
+    }
   }
 }
 

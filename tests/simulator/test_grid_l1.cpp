@@ -195,6 +195,46 @@ TEST_CASE("grid L1: the logged schedule puts each block on its SM at its times")
   CHECK(run_grid(apart).steps == 50);
 }
 
+TEST_CASE("grid L1: a step log replays each step when the block began it") {
+  // Two heads of N = 8 in query tiles of 4 (blocks 0 and 1 head 0, 2 and 3 head 1), K/V tiles
+  // of 4 rows (128 bytes, 2 steps), an L1 of two tiles. On SM 0: block 0 (head 0) from 0 to
+  // 10, block 2 (head 1) from 1 to 11, block 1 (head 0) from 2 to 30; block 3 alone on SM 1.
+  GridProblem p = two_sms(256);
+  p.N = 8;
+  p.Bc = 4;
+  p.heads = 2;
+  p.schedule = GridSchedule::logged;
+  p.block_log = {{0, 0, 10}, {0, 2, 30}, {0, 1, 11}, {1, 0, 10}};
+  // At an even pace block 1 takes K_1 and V_1 at 16, after block 2 loaded its own head's K_1
+  // and V_1 at 6 over block 0's of 5: it misses every tile, and so does everyone else.
+  CHECK(run_grid(p).l1_hit_bytes == 0);
+  // Logged as beginning its second step at 5.5, just after block 0's at 5, it finds both.
+  p.block_log[1].step_starts = {2, 5.5};
+  const GridReport stepped = run_grid(p);
+  CHECK(stepped.l1_hit_bytes == 2 * 128);
+  CHECK(stepped.steps == 30);  // the grid's time is still the last end
+  // A step log of the even pace's own times replays as no step log does.
+  p.block_log[1].step_starts = {2, 16};
+  p.block_log[0].step_starts = {0, 5};
+  CHECK(run_grid(p).l1_hit_bytes == 0);
+  // One start a step, in order, from the block's start to its end.
+  p.block_log[1].step_starts = {2};
+  CHECK_THROWS_WITH_AS(run_grid(p),
+                       doctest::Contains("block_log[1] has 1 step starts for its 2 steps"),
+                       cpu::InvalidArgument);
+  p.block_log[1].step_starts = {6, 5};
+  CHECK_THROWS_WITH_AS(run_grid(p),
+                       doctest::Contains("block_log[1] starts step 1 at 5: give step starts in "
+                                         "order from the block's start (2) to its end (30)"),
+                       cpu::InvalidArgument);
+  p.block_log[1].step_starts = {1, 5};
+  CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains("block_log[1] starts step 0 at 1"),
+                       cpu::InvalidArgument);
+  p.block_log[1].step_starts = {2, 31};
+  CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains("block_log[1] starts step 1 at 31"),
+                       cpu::InvalidArgument);
+}
+
 TEST_CASE("grid L1: a logged block reads through its SM's partition (sm_partitions)") {
   // Q_b is read at row 4 b (Br = 4, one head): its first event tells the partition block b
   // read through. Blocks 0 and 2 on SM 0, 1 and 3 on SM 1, the L2 in two partitions.

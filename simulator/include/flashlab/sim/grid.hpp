@@ -93,9 +93,10 @@
 // which is what reads K and V again past the crossover.
 // logged: each block on the SM and between the start and end that a GPU logged for it
 // (block_log; bench/gpu/NOTES.md, "The scalar kernel at 16 heads", says how one is recorded),
-// its K_j and V_j at start + j (end - start) / Tc, an even pace: the placement and timing of
-// the later waves that lockstep and drift can only guess, replayed. Accesses at the same
-// moment go in the drift schedule's order.
+// its K_j and V_j at start + j (end - start) / Tc, an even pace, or, where the log has them,
+// at the times the block began each step (a step log: LoggedBlock::step_starts): the
+// placement and timing of the later waves that lockstep and drift can only guess, replayed.
+// Accesses at the same moment go in the drift schedule's order.
 // catch_up: blocks take slots as in drift, with one draw of tau per KV head (every block of
 // a head at its pace), and a step's time depends on where its tiles came from: tau where
 // DRAM sent them, l2_step_share x tau where the L2 (or the SM's L1) held them (in
@@ -242,6 +243,9 @@ enum class GridSchedule {
 struct LoggedBlock {
   cpu::Index sm = 0;
   double start = 0, end = 0;
+  // When it began each of its steps, in order, from start to end (a step log); empty: its
+  // steps at an even pace between start and end.
+  std::vector<double> step_starts{};
 };
 std::string_view to_string(GridSchedule schedule);
 
