@@ -11,6 +11,7 @@
 // (block_log_run.cuh: the calls, the CSV). bench/gpu/block_log.py runs it under Nsight Compute.
 //
 //   bench_scalar_block_log --heads 16 --n 8192 [--d 128] [--calls 2] [--causal] --csv log.csv
+//       [--steps-csv steps.csv]
 #define FLASHLAB_BLOCK_LOG
 #include "../../gpu/kernels/02_tiled_scalar.cu"
 
@@ -21,7 +22,8 @@ int main(int argc, char** argv) {
   return flashlab::bench::run_block_log(
       argc, argv,
       {"bench_scalar_block_log",
-       "the scalar kernel's grid block by block: each block's SM, start and end", gpu::scalar::kBr,
-       gpu::scalar::kCausalLongestFirst},
+       "the scalar kernel's grid block by block: each block's SM, start and end, and with "
+       "--steps-csv when it began each step",
+       gpu::scalar::kBr, gpu::scalar::kCausalLongestFirst, gpu::scalar::kBc},
       [](const gpu::Problem& p) { gpu::launch_scalar(p, nullptr); });
 }

@@ -140,6 +140,7 @@ __global__ void __launch_bounds__(kBr) tiled_scalar_kernel(Problem p) {
   const int n_keys = visible_keys(p, min(q0 + kBr, p.n_q) - 1);
   for (int k0 = 0; k0 < n_keys; k0 += kBc) {
     __syncthreads();  // everyone is done with the previous K/V tile (and sQ is written)
+    FLASHLAB_BLOCK_LOG_STEP(k0 / kBc);  // block_log.cuh: nothing unless a bench program asks
     load_tile<T, D>(sK, D, gK, p.k_stride.row, k0, kBc, p.n_k);
     load_tile<T, D>(sV, D, gV, p.v_stride.row, k0, kBc, p.n_k);
     __syncthreads();
