@@ -10,6 +10,8 @@ HEADS:N, or HEADS:N:causal for the causal mask. Writes, beside PREFIX:
                               time_ns, sm_read_bytes (into the SMs)
   PREFIX-l2-partitions.csv    bench_l2_partitions' placement and per-SM verdicts
   PREFIX-ncu.txt              Nsight Compute's lines, each prefixed with heads, N and causal
+  PREFIX-steps.csv            with --steps: when each block began each step (the program's
+                              --steps-csv rows, every shape and call; the scalar kernel's)
 
 which `./build/bench/simulator/fa2_dram_vs_block_log` (fa2's) and `scalar_l1_vs_block_log`
 (the scalar kernel's, PREFIX ending -scalar-block-log) read from bench/results:
@@ -59,25 +61,33 @@ def main():
     ap.add_argument("--shape", type=shape, action="append", required=True, help="HEADS:N")
     ap.add_argument("--calls", type=int, default=2, help="logged calls a shape")
     ap.add_argument("--prefix", required=True, help="the output files' common path")
+    ap.add_argument("--steps", action="store_true",
+                    help="also log when each block began each step (PREFIX-steps.csv)")
     args = ap.parse_args()
     ncu_lines = []
-    with open(args.prefix + ".csv", "w") as blocks, tempfile.TemporaryDirectory() as tmp:
+    logs = [(".csv", "log.csv")] + ([("-steps.csv", "steps.csv")] if args.steps else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = {suffix: open(args.prefix + suffix, "w") for suffix, _ in logs}
         for i, (heads, n, causal) in enumerate(args.shape):
-            log = os.path.join(tmp, "log.csv")
+            log, steps = os.path.join(tmp, "log.csv"), os.path.join(tmp, "steps.csv")
             run = subprocess.run(
                 ["ncu", "--csv", "--profile-from-start", "off", "--metrics", METRICS,
                  args.program, "--heads", str(heads), "--n", str(n), "--calls", str(args.calls),
-                 "--csv", log] + (["--causal"] if causal else []), capture_output=True, text=True)
+                 "--csv", log] + (["--causal"] if causal else [])
+                + (["--steps-csv", steps] if args.steps else []), capture_output=True, text=True)
             if run.returncode != 0:
                 sys.exit(f"block_log: {heads}:{n}: exit {run.returncode}\n{run.stderr[-2000:]}")
             ncu_lines += [f"{heads},{n},{int(causal)},{line}" for line in run.stdout.splitlines()
                           if line.startswith('"')]
-            with open(log) as f:
-                header = f.readline()
-                if i == 0:
-                    blocks.write(header)
-                blocks.writelines(f)
+            for suffix, name in logs:  # each shape's rows under the first shape's header
+                with open(os.path.join(tmp, name)) as f:
+                    header = f.readline()
+                    if i == 0:
+                        outs[suffix].write(header)
+                    outs[suffix].writelines(f)
             print(f"{heads}:{n} logged", flush=True)
+        for out in outs.values():
+            out.close()
     with open(args.prefix + "-ncu.txt", "w") as f:
         f.writelines(line + "\n" for line in ncu_lines)
     # A row a call: the profiled launches of a shape are its logged calls, in order.

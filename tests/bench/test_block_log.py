@@ -54,6 +54,14 @@ class BlockLog(unittest.TestCase):
               echo "$4,128,bf16,$2,$c,1,0,$tile,4,0,12" >> "$8"
               c=$((c + 1))
             done
+            # --steps-csv FILE (after the others): two steps of block 0, the second at 5 + heads.
+            steps=; prev=
+            for a in "$@"; do [ "$prev" = "--steps-csv" ] && steps=$a; prev=$a; done
+            if [ -n "$steps" ]; then
+              echo "N,heads,causal,call,block,step,start_ns" > "$steps"
+              echo "$4,$2,0,0,0,0,0" >> "$steps"
+              echo "$4,$2,0,0,0,1,$((5 + $2))" >> "$steps"
+            fi
             """)
         executable(os.path.join(d, "partitions"), """\
             #!/bin/sh
@@ -66,10 +74,10 @@ class BlockLog(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
-    def run_script(self, *shapes, launches=2):
+    def run_script(self, *shapes, launches=2, steps=False):
         args = [sys.executable, SCRIPT, "--program", os.path.join(self.dir.name, "log"),
                 "--partitions-program", os.path.join(self.dir.name, "partitions"),
-                "--calls", "2", "--prefix", self.prefix]
+                "--calls", "2", "--prefix", self.prefix] + (["--steps"] if steps else [])
         for s in shapes:
             args += ["--shape", s]
         return subprocess.run(args, env=dict(self.env, LAUNCHES=str(launches)),
@@ -93,6 +101,22 @@ class BlockLog(unittest.TestCase):
         self.assertTrue(os.path.exists(self.prefix + "-l2-partitions.csv"))
         with open(self.prefix + "-ncu.txt") as f:
             self.assertTrue(f.readline().startswith('16,65536,0,"ID"'))
+
+    def test_steps(self):
+        # Without --steps no step log is asked for or written; with it, every shape's rows
+        # under one header, the causal mask still passed on.
+        run = self.run_script("16:65536")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertFalse(os.path.exists(self.prefix + "-steps.csv"))
+        run = self.run_script("16:65536", "2:4096:causal", steps=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(self.prefix + "-steps.csv") as f:
+            rows = [(r["N"], r["heads"], r["step"], r["start_ns"]) for r in csv.DictReader(f)]
+        self.assertEqual(rows, [("65536", "16", "0", "0"), ("65536", "16", "1", "21"),
+                                ("4096", "2", "0", "0"), ("4096", "2", "1", "7")])
+        with open(self.prefix + ".csv") as f:
+            tiles = [r["tile"] for r in csv.DictReader(f) if r["block"] == "1"]
+        self.assertEqual(tiles, ["1", "1", "9", "9"])
 
     def test_launches_not_the_logged_calls(self):
         run = self.run_script("16:65536", launches=3)
