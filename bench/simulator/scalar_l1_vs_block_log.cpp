@@ -10,7 +10,8 @@
 // (lessons/gpu_bridge/kernels.cpp, app::predict): with the grid model's own schedule (the
 // heads' blocks catching up with each other, sim::GridSchedule::catch_up, the median of its
 // draws) and with the log replayed (sim::GridSchedule::logged: each block on its logged SM, its
-// K and V tiles at an even pace between its start and end, through that SM's L1).
+// K and V tiles at an even pace between its start and end, or when it began each step where a
+// step log is beside the log (block_log.py --steps), through that SM's L1).
 // docs/IO-LEVELS.md, "The scalar kernel: blocks that share an SM share its L1", reads the
 // table. Then, from the same logs, the figure catch_up takes: how far behind its head's first
 // block a block started and still ended with its head (measured::kScalarL2StepShare).
@@ -182,6 +183,37 @@ std::vector<Call> with_call_bytes(std::map<CallKey, Call> calls, const std::file
   return out;
 }
 
+// A step log beside block_log.py's log (*-scalar-block-log-steps.csv, bench_scalar_block_log
+// --steps-csv): N, heads, causal, call, block, step, start_ns, a row a step a block began.
+// Puts each block's step starts into its call's log, for the replay to take each step when
+// the block began it (sim::LoggedBlock::step_starts).
+void with_step_starts(std::map<CallKey, Call>& calls, const std::filesystem::path& steps) {
+  std::ifstream in(steps);
+  std::string line;
+  std::getline(in, line);
+  const auto h = csv_fields(line);
+  const std::size_t N = column(h, "N", steps), causal = column(h, "causal", steps),
+                    call = column(h, "call", steps), block = column(h, "block", steps),
+                    step = column(h, "step", steps), start = column(h, "start_ns", steps);
+  while (std::getline(in, line)) {
+    const auto f = csv_fields(line);
+    if (f.size() != h.size()) continue;
+    const auto it = calls.find({std::stoll(f[N]), f[causal] == "1", std::stoll(f[call])});
+    const auto b = std::size_t(std::stoll(f[block])), j = std::size_t(std::stoll(f[step]));
+    if (it == calls.end() || b >= it->second.blocks.size())
+      throw std::runtime_error(steps.string() + ": a step of a block the log beside it lacks");
+    auto& starts = it->second.blocks[b].step_starts;
+    if (starts.size() <= j) starts.resize(j + 1, -1.0);
+    starts[j] = std::stod(f[start]);
+  }
+  for (const auto& [key, c] : calls)
+    for (std::size_t b = 0; b < c.blocks.size(); ++b)
+      if (std::find(c.blocks[b].step_starts.begin(), c.blocks[b].step_starts.end(), -1.0) !=
+          c.blocks[b].step_starts.end())
+        throw std::runtime_error(steps.string() + ": block " + std::to_string(b) +
+                                 " of a call has a step missing before its last");
+}
+
 // The SMs' reads of one call, as the mirror predicts them with or without its log.
 double sm_read(const Call& c, bool replay_log) {
   app::KernelRun run{.kernel = "scalar",
@@ -220,7 +252,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::string, Call>> calls;  // for the catch-up table below
     fmt::print(
         "| log | N | heads | causal | call | measured GB | model GB | meas / model | replayed GB | "
-        "meas / replayed |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        "meas / replayed | step log |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const Kind& kind : kinds) {
       for (const auto& log : bench::measured_csvs(results, "scalar-block-log")) {
         const std::string name = log.filename().string();
@@ -229,17 +261,24 @@ int main(int argc, char** argv) {
             log.parent_path() / (name.substr(0, name.size() - kind.log.size()) + kind.bytes);
         if (!std::filesystem::exists(bytes))
           throw std::runtime_error(log.string() + ": no " + bytes.string() + " beside it");
-        const auto blocks = read_blocks(log);
+        auto blocks = read_blocks(log);
+        const auto steps =
+            log.parent_path() /
+            (name.substr(0, name.size() - std::string(".csv").size()) + "-steps.csv");
+        if (kind.per_call && std::filesystem::exists(steps)) with_step_starts(blocks, steps);
         for (const Call& c : kind.per_call ? with_call_bytes(blocks, log, bytes)
                                            : with_launch_bytes(blocks, log, bytes)) {
           if (n_only > 0 && c.N != n_only) continue;
           const double model = sm_read(c, false), replayed = sm_read(c, true);
+          const bool stepped = std::any_of(c.blocks.begin(), c.blocks.end(),
+                                           [](const auto& b) { return !b.step_starts.empty(); });
           ++rows;
           within_model += std::abs(c.measured / model - 1) <= kGoal;
           within_log += std::abs(c.measured / replayed - 1) <= kGoal;
-          fmt::print("| {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n",
-                     name, c.N, c.heads, c.causal ? "yes" : "no", c.call, c.measured / 1e9,
-                     model / 1e9, c.measured / model, replayed / 1e9, c.measured / replayed);
+          fmt::print(
+              "| {} | {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {} |\n",
+              name, c.N, c.heads, c.causal ? "yes" : "no", c.call, c.measured / 1e9, model / 1e9,
+              c.measured / model, replayed / 1e9, c.measured / replayed, stepped ? "yes" : "no");
           std::fflush(stdout);
           calls.emplace_back(name, c);
         }
