@@ -308,10 +308,12 @@ if want partitions; then
     --partitions-program "$BUILD/bench/bench_l2_partitions" --shape 16:65536 --shape 1:196608 \
     --shape 4:98304 --calls 2 --prefix "$OUT/fa2-block-log" || status=1
   # The scalar kernel's blocks at 16 heads, under the mask and not, logged under the SMs' read
-  # counter (scalar_l1_vs_block_log; docs/IO-LEVELS.md, "The scalar kernel's heads catch up").
+  # counter with when each began each step (scalar_l1_vs_block_log replays the steps;
+  # docs/IO-LEVELS.md, "The scalar kernel's heads catch up", and bench/gpu/NOTES.md, "The
+  # scalar kernel's L1: not its carve-out").
   python3 "$ROOT/bench/gpu/block_log.py" --program "$BUILD/bench/bench_scalar_block_log" \
-    --partitions-program "$BUILD/bench/bench_l2_partitions" --shape 16:8192 \
-    --shape 16:8192:causal --shape 16:16384:causal --calls 2 \
+    --partitions-program "$BUILD/bench/bench_l2_partitions" --shape 16:4096:causal \
+    --shape 16:8192 --shape 16:8192:causal --calls 2 --steps \
     --prefix "$OUT/scalar-block-log" || status=1
   "$BUILD/bench/simulator/scalar_l1_vs_block_log" --results "$OUT" || status=1
 fi
