@@ -3,8 +3,8 @@ call of `profile_one.py naive` (cuBLAS's S = Q K^T, the softmax, cuBLAS's O = P 
 metrics of a level each, and the kernel's name, from which cuBLAS's output tile is read
 (nvjet_sm90_..._AxB_...: lessons/gpu_bridge/measured_h200.hpp, measured::kCublasTiles).
 Nsight Compute runs in application replay after a first read of the call's own, left out
-(ncu_csv.REPLAY, ncu_csv.first_read): the rows stored before 2026-12-05's evening ran in
-kernel replay without it, and each launch that read more than the L2 carried about 2.3 MiB
+(ncu_csv.REPLAY, ncu_csv.first_read): the rows stored up to 2026-12-05 ran in kernel
+replay without it, and each launch that read more than the L2 carried about 2.3 MiB
 of Nsight Compute's own DRAM writes (docs/IO-LEVELS.md).
 
   python3 bench/gpu/naive_launches.py --lib build/gpu/libflashlab.so --heads 1 16 \\

@@ -7,8 +7,9 @@ import csv
 # profiles in a process is charged about 2.3 MiB of DRAM writes that are not its own where it
 # reads more than the L2 holds; in kernel replay, Nsight Compute's default, every such kernel
 # is charged as much again. In application replay the whole program runs once a pass, and a
-# first read of its own (FIRST_READ_MIB, left out) takes them in each run. The same as `flashlab compare`'s
-# (kNcuReplayMode, lessons/gpu_bridge/ncu_bytes.hpp); a test checks that the two agree.
+# first read of its own (FIRST_READ_MIB, left out) takes them in each run. The same as
+# `flashlab compare`'s (kNcuReplayMode, lessons/gpu_bridge/ncu_bytes.hpp); a test checks that
+# the two agree.
 REPLAY_MODE = "application"
 REPLAY = ["--replay-mode", REPLAY_MODE]
 # The first read: more than twice the L2 of any GPU the scripts run on (the H200's 60 MiB).
