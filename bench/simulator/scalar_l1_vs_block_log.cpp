@@ -85,35 +85,51 @@ WidestCatchUp widest_catch_up(const Call& c) {
 
 using bench::csv_fields;
 
-// The column `name` of a CSV header, or an error that names the file.
-std::size_t column(const std::vector<std::string>& header, const std::string& name,
-                   const std::filesystem::path& file) {
-  const auto at = std::find(header.begin(), header.end(), name);
-  if (at == header.end()) throw std::runtime_error(file.string() + ": no column " + name);
-  return std::size_t(at - header.begin());
-}
+// A CSV file read row by row after its header: the logs, their bytes and step logs.
+class CsvRows {
+ public:
+  explicit CsvRows(const std::filesystem::path& path) : path_(path), in_(path) {
+    std::string line;
+    std::getline(in_, line);
+    header_ = csv_fields(line);
+  }
+  // The column `name`, or an error that names the file.
+  std::size_t column(const std::string& name) const {
+    const auto at = std::find(header_.begin(), header_.end(), name);
+    if (at == header_.end()) throw std::runtime_error(path_.string() + ": no column " + name);
+    return std::size_t(at - header_.begin());
+  }
+  bool has(const std::string& name) const {
+    return std::find(header_.begin(), header_.end(), name) != header_.end();
+  }
+  // The next row with a field for every column; false at the end.
+  bool next(std::vector<std::string>& fields) {
+    for (std::string line; std::getline(in_, line);)
+      if ((fields = csv_fields(line)).size() == header_.size()) return true;
+    return false;
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::ifstream in_;
+  std::vector<std::string> header_;
+};
 
 // The logged calls of one log (bench_scalar_block_log's rows, or the older build's without
 // the causal column), in (N, causal, call) order, their bytes not yet read.
 using CallKey = std::tuple<cpu::Index, bool, cpu::Index>;
 std::map<CallKey, Call> read_blocks(const std::filesystem::path& log) {
   std::map<CallKey, Call> calls;
-  std::ifstream in(log);
-  std::string line;
-  std::getline(in, line);
-  const auto header = csv_fields(line);
-  const std::size_t N = column(header, "N", log), d = column(header, "d", log),
-                    dtype = column(header, "dtype", log), heads = column(header, "heads", log),
-                    call = column(header, "call", log), block = column(header, "block", log),
-                    head = column(header, "head", log),
-                    sm = column(header, "sm", log), start = column(header, "start_ns", log),
-                    end = column(header, "end_ns", log);
-  const auto causal_at = std::find(header.begin(), header.end(), "causal");
-  while (std::getline(in, line)) {
-    const auto f = csv_fields(line);
-    if (f.size() != header.size()) continue;
-    const bool causal =
-        causal_at != header.end() && f[std::size_t(causal_at - header.begin())] == "1";
+  CsvRows rows(log);
+  const std::size_t N = rows.column("N"), d = rows.column("d"), dtype = rows.column("dtype"),
+                    heads = rows.column("heads"), call = rows.column("call"),
+                    block = rows.column("block"), head = rows.column("head"),
+                    sm = rows.column("sm"), start = rows.column("start_ns"),
+                    end = rows.column("end_ns");
+  const bool has_causal = rows.has("causal");
+  const std::size_t causal_at = has_causal ? rows.column("causal") : 0;
+  for (std::vector<std::string> f; rows.next(f);) {
+    const bool causal = has_causal && f[causal_at] == "1";
     Call& c = calls[{std::stoll(f[N]), causal, std::stoll(f[call])}];
     c.N = std::stoll(f[N]), c.d = std::stoll(f[d]), c.heads = std::stoll(f[heads]);
     c.call = std::stoll(f[call]), c.dtype = f[dtype], c.causal = causal;
@@ -130,16 +146,10 @@ std::map<CallKey, Call> read_blocks(const std::filesystem::path& log) {
 std::vector<Call> with_launch_bytes(std::map<CallKey, Call> calls, const std::filesystem::path& log,
                                     const std::filesystem::path& bytes) {
   std::vector<double> launches;  // the metric of each profiled launch, in order
-  std::ifstream bin(bytes);
-  std::string line;
-  std::getline(bin, line);
-  const auto bheader = csv_fields(line);
-  const std::size_t metric = column(bheader, "metric", bytes),
-                    value = column(bheader, "value", bytes);
-  while (std::getline(bin, line)) {
-    const auto f = csv_fields(line);
-    if (f.size() == bheader.size() && f[metric] == kMetric) launches.push_back(std::stod(f[value]));
-  }
+  CsvRows rows(bytes);
+  const std::size_t metric = rows.column("metric"), value = rows.column("value");
+  for (std::vector<std::string> f; rows.next(f);)
+    if (f[metric] == kMetric) launches.push_back(std::stod(f[value]));
   std::vector<Call> out;
   std::size_t at = 0;
   cpu::Index last_n = -1;
@@ -160,15 +170,10 @@ std::vector<Call> with_launch_bytes(std::map<CallKey, Call> calls, const std::fi
 // call and its sm_read_bytes.
 std::vector<Call> with_call_bytes(std::map<CallKey, Call> calls, const std::filesystem::path& log,
                                   const std::filesystem::path& bytes) {
-  std::ifstream bin(bytes);
-  std::string line;
-  std::getline(bin, line);
-  const auto h = csv_fields(line);
-  const std::size_t N = column(h, "N", bytes), causal = column(h, "causal", bytes),
-                    call = column(h, "call", bytes), read = column(h, "sm_read_bytes", bytes);
-  while (std::getline(bin, line)) {
-    const auto f = csv_fields(line);
-    if (f.size() != h.size()) continue;
+  CsvRows rows(bytes);
+  const std::size_t N = rows.column("N"), causal = rows.column("causal"),
+                    call = rows.column("call"), read = rows.column("sm_read_bytes");
+  for (std::vector<std::string> f; rows.next(f);) {
     const auto it = calls.find({std::stoll(f[N]), f[causal] == "1", std::stoll(f[call])});
     if (it == calls.end())
       throw std::runtime_error(bytes.string() + ": a call " + log.string() + " did not log");
@@ -188,16 +193,11 @@ std::vector<Call> with_call_bytes(std::map<CallKey, Call> calls, const std::file
 // Puts each block's step starts into its call's log, for the replay to take each step when
 // the block began it (sim::LoggedBlock::step_starts).
 void with_step_starts(std::map<CallKey, Call>& calls, const std::filesystem::path& steps) {
-  std::ifstream in(steps);
-  std::string line;
-  std::getline(in, line);
-  const auto h = csv_fields(line);
-  const std::size_t N = column(h, "N", steps), causal = column(h, "causal", steps),
-                    call = column(h, "call", steps), block = column(h, "block", steps),
-                    step = column(h, "step", steps), start = column(h, "start_ns", steps);
-  while (std::getline(in, line)) {
-    const auto f = csv_fields(line);
-    if (f.size() != h.size()) continue;
+  CsvRows rows(steps);
+  const std::size_t N = rows.column("N"), causal = rows.column("causal"),
+                    call = rows.column("call"), block = rows.column("block"),
+                    step = rows.column("step"), start = rows.column("start_ns");
+  for (std::vector<std::string> f; rows.next(f);) {
     const auto it = calls.find({std::stoll(f[N]), f[causal] == "1", std::stoll(f[call])});
     const auto b = std::size_t(std::stoll(f[block])), j = std::size_t(std::stoll(f[step]));
     if (it == calls.end() || b >= it->second.blocks.size())
