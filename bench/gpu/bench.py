@@ -328,14 +328,7 @@ def run_ncu_one(args):
     else:
         fn = torch_call(torch, args.ncu_one, q, k, v, causal)
     fn()
-    read_first = ncu_csv.first_read(torch) if args.first_read else None
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    if read_first:
-        read_first()
-    fn()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    ncu_csv.profile_call(torch, fn, first_read_too=args.first_read)
 
 
 def predicted_sm_bytes(lib, impl):

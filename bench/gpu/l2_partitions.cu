@@ -152,8 +152,8 @@ __global__ void read_lines(const unsigned* chain, int lines, unsigned target, un
   if (sum == 0xffffffffu) *sink = sum;  // keeps the loads
 }
 
-// Part 4: every block reads its share of `words` (ld.global.cg), filling the L2 with clean
-// lines of this buffer.
+// Parts 4 and 5 (CleanFill): every block reads its share of `words` (ld.global.cg), filling
+// the L2 with clean lines of this buffer.
 __global__ void fill_l2_clean(const unsigned* buffer, std::size_t words, unsigned* sink) {
   unsigned sum = 0;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
@@ -161,6 +161,37 @@ __global__ void fill_l2_clean(const unsigned* buffer, std::size_t words, unsigne
     sum += __ldcg(buffer + i);
   if (sum == 0xffffffffu) *sink = sum;
 }
+
+// The L2 lines in `mib` MiB.
+int lines_in(int mib) { return int((std::int64_t(mib) << 20) / kLineBytes); }
+
+// Parts 4 and 5 start each trial from an L2 full of clean lines: a buffer of kFillTimesL2 times
+// the L2, read by every SM (fill_l2_clean), and the word its sum goes to.
+class CleanFill {
+ public:
+  explicit CleanFill(const Device& dev) : sms_(dev.sms) {
+    int l2_bytes = 0;
+    check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "L2 size");
+    words_ = std::size_t(l2_bytes * kFillTimesL2 / sizeof(unsigned));
+    check_cuda(cudaMalloc(&buffer_, sizeof(unsigned) * words_), "cudaMalloc");
+    check_cuda(cudaMalloc(&sink_, sizeof(unsigned)), "cudaMalloc");
+    check_cuda(cudaMemset(buffer_, 1, sizeof(unsigned) * words_), "cudaMemset");
+  }
+  CleanFill(const CleanFill&) = delete;
+  CleanFill& operator=(const CleanFill&) = delete;
+  ~CleanFill() {
+    cudaFree(buffer_);
+    cudaFree(sink_);
+  }
+  void run() const { fill_l2_clean<<<sms_ * 4, 1024>>>(buffer_, words_, sink_); }
+  // Where a kernel that only reads puts its sum, so that its loads are kept.
+  unsigned* sink() const { return sink_; }
+
+ private:
+  int sms_;
+  std::size_t words_ = 0;
+  unsigned *buffer_ = nullptr, *sink_ = nullptr;
+};
 
 // A random cycle over `lines` lines: word line * kLineWords holds the next line's first word.
 std::vector<unsigned> random_chain(int lines, std::mt19937& rng) {
@@ -345,7 +376,7 @@ int main(int argc, char** argv) {
       fmt::print("room (cycles a load; SM 0's side, then SM {} of the other):\n"
                  "     MiB  SM 0 again  then the other side  SM 0 after it\n", other);
     for (const int mib : room_mib) {
-      const int room_lines = int((std::int64_t(mib) << 20) / kLineBytes);
+      const int room_lines = lines_in(mib);
       const std::size_t room_words = std::size_t(room_lines) * kLineWords;
       const std::vector<unsigned> chain = random_chain(room_lines, rng);
       unsigned* d_room = nullptr;
@@ -377,17 +408,11 @@ int main(int argc, char** argv) {
       fmt::print("written lines (cycles a load; SM 0 writes X MiB, then a walk on SM 0 or SM {}):\n"
                  "     MiB  SM 0 after its writes  SM {} after them  SM 0 after its reads\n",
                  other, other);
-      int l2_bytes = 0;
-      check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "L2 size");
-      const auto fill_words = std::size_t(l2_bytes * kFillTimesL2 / sizeof(unsigned));
-      unsigned *d_fill = nullptr, *d_sink = nullptr;
-      check_cuda(cudaMalloc(&d_fill, sizeof(unsigned) * fill_words), "cudaMalloc");
-      check_cuda(cudaMalloc(&d_sink, sizeof(unsigned)), "cudaMalloc");
-      check_cuda(cudaMemset(d_fill, 1, sizeof(unsigned) * fill_words), "cudaMemset");
+      const CleanFill fill(dev);
       const int writer_bytes = shared_bytes_for(write_chain, dev, 1, 1024);
       const int reader_bytes = shared_bytes_for(read_lines, dev, 1, 1024);
       for (const int mib : written_mib) {
-        const int n = int((std::int64_t(mib) << 20) / kLineBytes);
+        const int n = lines_in(mib);
         int stride = int(n * kStrideShare);
         while (std::gcd(stride, n) != 1) ++stride;
         unsigned* d_chain = nullptr;
@@ -395,12 +420,12 @@ int main(int argc, char** argv) {
         double cost[3];
         const unsigned walkers[3] = {0u, unsigned(other), 0u};
         for (int trial = 0; trial < 3; ++trial) {
-          fill_l2_clean<<<dev.sms * 4, 1024>>>(d_fill, fill_words, d_sink);
+          fill.run();
           if (trial < 2)
             write_chain<<<dev.sms, 1024, writer_bytes>>>(reinterpret_cast<uint4*>(d_chain), n,
                                                          stride, 0u);
           else  // the control: the same chain (written in trial 0), now read by SM 0
-            read_lines<<<dev.sms, 1024, reader_bytes>>>(d_chain, n, 0u, d_sink);
+            read_lines<<<dev.sms, 1024, reader_bytes>>>(d_chain, n, 0u, fill.sink());
           walk_chain<<<dev.sms, 32, bytes>>>(d_chain, n, 1, walkers[trial], d_cycles);
           long long cycles = 0;
           check_cuda(cudaMemcpy(&cycles, d_cycles, sizeof cycles, cudaMemcpyDeviceToHost),
@@ -413,8 +438,6 @@ int main(int argc, char** argv) {
                                      cost[2]);
         cudaFree(d_chain);
       }
-      cudaFree(d_fill);
-      cudaFree(d_sink);
     }
     // 5. What one side's lines take from the other side's room: the other side's chain walked,
     // SM 0 reads or writes X MiB of its own, the other side's chain walked again.
@@ -425,19 +448,13 @@ int main(int argc, char** argv) {
                  "writes X MiB, SM {} walks it again):\n"
                  "     MiB  SM 0 does  before  after\n",
                  other, home_chain_mib, other);
-      int l2_bytes = 0;
-      check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0), "L2 size");
-      const auto fill_words = std::size_t(l2_bytes * kFillTimesL2 / sizeof(unsigned));
-      const int y_lines = int((std::int64_t(home_chain_mib) << 20) / kLineBytes);
+      const CleanFill fill(dev);
+      const int y_lines = lines_in(home_chain_mib);
       const std::vector<unsigned> y_chain = random_chain(y_lines, rng);
-      const int most = *std::max_element(home_mib.begin(), home_mib.end());
-      const int x_most = std::max(1, int((std::int64_t(most) << 20) / kLineBytes));
-      unsigned *d_fill = nullptr, *d_sink = nullptr, *d_y = nullptr, *d_x = nullptr;
-      check_cuda(cudaMalloc(&d_fill, sizeof(unsigned) * fill_words), "cudaMalloc");
-      check_cuda(cudaMalloc(&d_sink, sizeof(unsigned)), "cudaMalloc");
+      const int x_most = std::max(1, lines_in(*std::max_element(home_mib.begin(), home_mib.end())));
+      unsigned *d_y = nullptr, *d_x = nullptr;
       check_cuda(cudaMalloc(&d_y, y_chain.size() * sizeof(unsigned)), "cudaMalloc");
       check_cuda(cudaMalloc(&d_x, std::size_t(x_most) * kLineBytes), "cudaMalloc");
-      check_cuda(cudaMemset(d_fill, 1, sizeof(unsigned) * fill_words), "cudaMemset");
       check_cuda(cudaMemset(d_x, 0, std::size_t(x_most) * kLineBytes), "cudaMemset");
       check_cuda(cudaMemcpy(d_y, y_chain.data(), y_chain.size() * sizeof(unsigned),
                             cudaMemcpyHostToDevice),
@@ -445,9 +462,9 @@ int main(int argc, char** argv) {
       const int writer_bytes = shared_bytes_for(write_chain, dev, 1, 1024);
       const int reader_bytes = shared_bytes_for(read_lines, dev, 1, 1024);
       for (const int mib : home_mib) {
-        const int n = int((std::int64_t(mib) << 20) / kLineBytes);
+        const int n = lines_in(mib);
         for (const bool writes : {false, true}) {
-          fill_l2_clean<<<dev.sms * 4, 1024>>>(d_fill, fill_words, d_sink);
+          fill.run();
           walk_chain<<<dev.sms, 32, bytes>>>(d_y, y_lines, 2, unsigned(other), d_cycles);
           long long before[2];
           check_cuda(cudaMemcpy(before, d_cycles, sizeof before, cudaMemcpyDeviceToHost),
@@ -455,7 +472,7 @@ int main(int argc, char** argv) {
           if (n > 0 && writes)
             write_chain<<<dev.sms, 1024, writer_bytes>>>(reinterpret_cast<uint4*>(d_x), n, 1, 0u);
           else if (n > 0)
-            read_lines<<<dev.sms, 1024, reader_bytes>>>(d_x, n, 0u, d_sink);
+            read_lines<<<dev.sms, 1024, reader_bytes>>>(d_x, n, 0u, fill.sink());
           walk_chain<<<dev.sms, 32, bytes>>>(d_y, y_lines, 1, unsigned(other), d_cycles);
           long long after = 0;
           check_cuda(cudaMemcpy(&after, d_cycles, sizeof after, cudaMemcpyDeviceToHost),
@@ -468,8 +485,6 @@ int main(int argc, char** argv) {
                                     home_chain_mib, b, a);
         }
       }
-      cudaFree(d_fill);
-      cudaFree(d_sink);
       cudaFree(d_y);
       cudaFree(d_x);
     }

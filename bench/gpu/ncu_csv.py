@@ -1,5 +1,7 @@
-"""Nsight Compute's --csv output, read: its rows are the lines that start with a quote (the
-profiled program's own output between them is left out), one a metric of a kernel launch."""
+"""Nsight Compute as the device scripts run it: how DRAM bytes are measured (the replay mode,
+a first read of their own that their rows leave out, the profiled range) and its --csv output,
+read: its rows are the lines that start with a quote (the profiled program's own output between
+them is left out), one a metric of a kernel launch."""
 import csv
 
 # How the device scripts run Nsight Compute where DRAM bytes are read (docs/IO-LEVELS.md,
@@ -22,6 +24,19 @@ def first_read(torch):
     FIRST_READ_MIB MiB is made now, outside the range; call what this returns inside it."""
     buf = torch.ones(FIRST_READ_MIB << 18, dtype=torch.float32, device="cuda")  # 4-byte floats
     return lambda: buf.sum()
+
+
+def profile_call(torch, call, first_read_too=False):
+    """Runs call() once between cudaProfilerStart and Stop, the range `ncu
+    --profile-from-start off` measures; with first_read_too, after the first read (first_read)."""
+    read_first = first_read(torch) if first_read_too else None
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    if read_first:
+        read_first()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
 
 
 # The name of that read's kernel, as Nsight Compute prints it (torch's reduction).

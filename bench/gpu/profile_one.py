@@ -49,6 +49,9 @@ def main():
     ap.add_argument("--dirty-l2", action="store_true",
                     help="fill the L2 with dirty lines (a 256 MB write) before the profiled call")
     args = ap.parse_args()
+    if args.first_read and args.dirty_l2:
+        ap.error("--first-read reads the dirty lines of --dirty-l2 out of the L2 before the call: "
+                 "give one of them")
     import torch
     lib = fl.Flashlab(args.lib)
     gen = torch.Generator(device="cuda").manual_seed(20261201)
@@ -83,14 +86,7 @@ def main():
     run()
     if args.dirty_l2:
         timing.CleanFlush(torch).flush(clean=False)
-    read_first = ncu_csv.first_read(torch) if args.first_read else None
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    if read_first:
-        read_first()
-    run()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    ncu_csv.profile_call(torch, run, first_read_too=args.first_read)
 
 
 if __name__ == "__main__":

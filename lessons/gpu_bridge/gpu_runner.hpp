@@ -49,10 +49,9 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
 
 // The kernel a command measured under Nsight Compute runs first, so that the DRAM writes ncu
 // charges the first kernel that reads more than the L2 holds fall on it (ncu_bytes.hpp,
-// kNcuFirstKernels): one fa2
-// forward of one query a head against K and V of twice the target's L2, which pushes out
-// whatever the L2 held dirty. Throws std::runtime_error, "<who>: the first kernel did not
-// run: <why>", where it did not run.
+// kNcuFirstKernels): one fa2 forward of one query a head against K and V of twice the
+// target's L2, which pushes out whatever the L2 held dirty. Throws std::runtime_error, "<who>:
+// the first kernel did not run: <why>", where it did not run.
 void run_ncu_first_kernel(std::string_view who);
 
 struct GpuRescaleRun {

@@ -186,17 +186,16 @@ class GridRun {
     Index j = 0, steps = 0;
     int moment = kStart;  // its pending moment
     std::uint64_t version = 0;
-    // logged with a step log: when it began each step, and its end (else null).
-    const std::vector<double>* step_starts = nullptr;
-    double t_end = 0;
+    // logged with a step log (LoggedBlock::step_starts): its entry in the log, else null.
+    const LoggedBlock* stepped = nullptr;
   };
 
   // When the slot's pending moment comes: its own tile at its start, step j at position j
   // (the forward's K_j), the stores after its last step.
   static double moment_time(const Running& r) {
     if (r.moment == kStart) return r.t0;
-    if (r.step_starts != nullptr)
-      return r.moment == kStep ? (*r.step_starts)[std::size_t(r.j)] : r.t_end;
+    if (r.stepped != nullptr)
+      return r.moment == kStep ? r.stepped->step_starts[std::size_t(r.j)] : r.stepped->end;
     const double target = r.moment == kStep ? double(r.j) : double(r.steps);
     return r.t_at + (target - r.pos) * r.tau;
   }
@@ -231,8 +230,7 @@ class GridRun {
       }
       const std::uint64_t version = slots[slot].version;
       slots[slot] = {block, t, tau, tau, t, 0.0, 0, steps, kStart, version};
-      if (log && !log->step_starts.empty())
-        slots[slot].step_starts = &log->step_starts, slots[slot].t_end = log->end;
+      if (log && !log->step_starts.empty()) slots[slot].stepped = log;
       busy[slot] = true;
       push(slot);
     };
