@@ -316,6 +316,13 @@ if want partitions; then
     --shape 16:8192 --shape 16:8192:causal --calls 2 --steps \
     --prefix "$OUT/scalar-block-log" || status=1
   "$BUILD/bench/simulator/scalar_l1_vs_block_log" --results "$OUT" || status=1
+  # What the steps show: the front that waits for reads in flight, and blocks of a head on one
+  # SM in step (bench/gpu/NOTES.md, "The scalar kernel's steps logged").
+  for shape in "4096 1" "8192 0" "8192 1"; do
+    read -r n causal <<< "$shape"
+    python3 "$ROOT/bench/gpu/step_log_stats.py" --log "$OUT/scalar-block-log.csv" --n "$n" \
+      --causal "$causal" || status=1
+  done
 fi
 
 if want cli; then
