@@ -370,9 +370,7 @@ def summarize_ncu(lib, paths):
         impl = os.path.basename(path).removeprefix("ncu_").removesuffix(".csv")
         totals, kernels = {m: 0.0 for m in metrics + sectors}, set()
         with open(path) as f:
-            rows = list(ncu_csv.metric_rows(f))
-        if rows and ncu_csv.is_first_read(rows[0]["Kernel Name"]):  # --first-read's, left out
-            rows = [r for r in rows if r["ID"] != rows[0]["ID"]]
+            rows = ncu_csv.metric_rows_without_first_read(ncu_csv.metric_rows(f))
         for row in rows:
             if row["Metric Name"] in totals:
                 totals[row["Metric Name"]] += row["Metric Value"]

@@ -16,13 +16,16 @@ REPLAY_MODE = "application"
 REPLAY = ["--replay-mode", REPLAY_MODE]
 # The first read: more than twice the L2 of any GPU the scripts run on (the H200's 60 MiB).
 FIRST_READ_MIB = 256
+# The name of that read's kernel, as Nsight Compute prints it (torch's reduction).
+FIRST_READ_KERNEL = "reduce_kernel"
 
 
 def first_read(torch):
     """The read to run first in a profiled range and leave out of its sums, which takes the
     writes Nsight Compute charges the first profiled kernel of a process: its buffer of
     FIRST_READ_MIB MiB is made now, outside the range; call what this returns inside it."""
-    buf = torch.ones(FIRST_READ_MIB << 18, dtype=torch.float32, device="cuda")  # 4-byte floats
+    floats = FIRST_READ_MIB * 2**20 // 4  # 4-byte floats
+    buf = torch.ones(floats, dtype=torch.float32, device="cuda")
     return lambda: buf.sum()
 
 
@@ -37,10 +40,6 @@ def profile_call(torch, call, first_read_too=False):
     call()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
-
-
-# The name of that read's kernel, as Nsight Compute prints it (torch's reduction).
-FIRST_READ_KERNEL = "reduce_kernel"
 
 
 def is_first_read(kernel_name):
@@ -58,10 +57,18 @@ def without_first_read(rows):
     return rows[1:]
 
 
+def metric_rows_without_first_read(rows):
+    """Nsight Compute's metric rows (metric_rows) less those of the first launch where it is
+    the first read's: a range profiled with or without one (bench.py --summarize-ncu)."""
+    rows = list(rows)
+    if rows and is_first_read(rows[0]["Kernel Name"]):
+        rows = [r for r in rows if r["ID"] != rows[0]["ID"]]
+    return rows
+
+
 def metric_rows(lines):
     """Each metric row of ncu's --csv lines as a dict of its columns ("ID", "Kernel Name",
     "Metric Name", ...), with "Metric Value" as a number."""
     for row in csv.DictReader(line for line in lines if line.startswith('"')):
         row["Metric Value"] = float(row["Metric Value"].replace(",", ""))
         yield row
-

@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -93,14 +94,16 @@ class CsvRows {
     std::getline(in_, line);
     header_ = csv_fields(line);
   }
-  // The column `name`, or an error that names the file.
-  std::size_t column(const std::string& name) const {
+  // The column `name`, or none where the header lacks it.
+  std::optional<std::size_t> find(const std::string& name) const {
     const auto at = std::find(header_.begin(), header_.end(), name);
-    if (at == header_.end()) throw std::runtime_error(path_.string() + ": no column " + name);
+    if (at == header_.end()) return std::nullopt;
     return std::size_t(at - header_.begin());
   }
-  bool has(const std::string& name) const {
-    return std::find(header_.begin(), header_.end(), name) != header_.end();
+  // The column `name`, or an error that names the file.
+  std::size_t column(const std::string& name) const {
+    if (const auto at = find(name)) return *at;
+    throw std::runtime_error(path_.string() + ": no column " + name);
   }
   // The next row with a field for every column; false at the end.
   bool next(std::vector<std::string>& fields) {
@@ -126,10 +129,9 @@ std::map<CallKey, Call> read_blocks(const std::filesystem::path& log) {
                     block = rows.column("block"), head = rows.column("head"),
                     sm = rows.column("sm"), start = rows.column("start_ns"),
                     end = rows.column("end_ns");
-  const bool has_causal = rows.has("causal");
-  const std::size_t causal_at = has_causal ? rows.column("causal") : 0;
+  const auto causal_at = rows.find("causal");  // absent in the older build's logs
   for (std::vector<std::string> f; rows.next(f);) {
-    const bool causal = has_causal && f[causal_at] == "1";
+    const bool causal = causal_at && f[*causal_at] == "1";
     Call& c = calls[{std::stoll(f[N]), causal, std::stoll(f[call])}];
     c.N = std::stoll(f[N]), c.d = std::stoll(f[d]), c.heads = std::stoll(f[heads]);
     c.call = std::stoll(f[call]), c.dtype = f[dtype], c.causal = causal;
@@ -193,6 +195,7 @@ std::vector<Call> with_call_bytes(std::map<CallKey, Call> calls, const std::file
 // Puts each block's step starts into its call's log, for the replay to take each step when
 // the block began it (sim::LoggedBlock::step_starts).
 void with_step_starts(std::map<CallKey, Call>& calls, const std::filesystem::path& steps) {
+  constexpr double kNotLogged = -1.0;  // a step no row gave (the log's times are never negative)
   CsvRows rows(steps);
   const std::size_t N = rows.column("N"), causal = rows.column("causal"),
                     call = rows.column("call"), block = rows.column("block"),
@@ -203,13 +206,12 @@ void with_step_starts(std::map<CallKey, Call>& calls, const std::filesystem::pat
     if (it == calls.end() || b >= it->second.blocks.size())
       throw std::runtime_error(steps.string() + ": a step of a block the log beside it lacks");
     auto& starts = it->second.blocks[b].step_starts;
-    if (starts.size() <= j) starts.resize(j + 1, -1.0);
+    if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
     starts[j] = std::stod(f[start]);
   }
   for (const auto& [key, c] : calls)
     for (std::size_t b = 0; b < c.blocks.size(); ++b)
-      if (std::find(c.blocks[b].step_starts.begin(), c.blocks[b].step_starts.end(), -1.0) !=
-          c.blocks[b].step_starts.end())
+      if (std::ranges::find(c.blocks[b].step_starts, kNotLogged) != c.blocks[b].step_starts.end())
         throw std::runtime_error(steps.string() + ": block " + std::to_string(b) +
                                  " of a call has a step missing before its last");
 }
