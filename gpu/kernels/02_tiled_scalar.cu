@@ -33,6 +33,18 @@ struct SoftmaxState {
   float rU[D];          // (D) sum of exp(S - m) V, not yet divided by l
 };
 
+// How the tiles come in: loads cached in the L2 only (ld.global.cg), as fa2's cp.async.cg
+// and fa3's TMA copies are, so every tile a block needs crosses from the L2 into its SM and
+// the bytes are the kernel's to count. bench_scalar_block_log builds it with plain loads
+// instead (FLASHLAB_SCALAR_PLAIN_LOADS), which the L1 caches: there a block can find a tile
+// that another block of its head on the SM read moments before, as often as the two happen
+// to run in step (docs/IO-LEVELS.md, "The L1: plain loads").
+#ifdef FLASHLAB_SCALAR_PLAIN_LOADS
+constexpr bool kKvThroughL1 = true;
+#else
+constexpr bool kKvThroughL1 = false;
+#endif
+
 // Copies rows [row0, row0 + rows) of a (n_rows, D) matrix in HBM with the given row stride
 // into SRAM as fp32, `ld` floats apart; rows past n_rows become zeros so they add nothing.
 template <class T, int D>
@@ -40,8 +52,12 @@ __device__ void load_tile(float* sX, int ld, const T* gX, int64_t row_stride, in
                           int rows, int n_rows) {
   for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
     const int r = idx / D, c = idx % D;
-    const bool inside = row0 + r < n_rows;
-    sX[r * ld + c] = inside ? to_float(gX[(row0 + r) * row_stride + c]) : 0.0f;
+    if (row0 + r >= n_rows) {
+      sX[r * ld + c] = 0.0f;
+      continue;
+    }
+    const T* x = gX + (row0 + r) * row_stride + c;
+    sX[r * ld + c] = to_float(kKvThroughL1 ? *x : __ldcg(x));
   }
 }
 

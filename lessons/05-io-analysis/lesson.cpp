@@ -325,9 +325,8 @@ void three_levels(LessonContext& ctx) {
       "  the bytes above, and the naive kernel too: its row books cuBLAS's re-reads of its\n"
       "  operands, once per output tile of the tiles cuBLAS chose on the H200, and all three\n"
       "  of the softmax's passes over S, whose loads skip the SM's L1 (ld.global.cg) so that\n"
-      "  each pass crosses into the SM. (Where two blocks of one head share an SM the scalar\n"
-      "  kernel's second block finds K and V in the SM's L1: fa2's cp.async.cg passes the L1\n"
-      "  by, the scalar kernel's plain loads do not; see below.)\n"
+      "  each pass crosses into the SM. (fa2's cp.async.cg and the scalar kernel's\n"
+      "  ld.global.cg pass the L1 by too; plain loads would not: see below.)\n"
       "- out of the SMs: the L1 issues a store as whole 32-byte sectors\n"
       "  (l1tex__t_sectors_pipe_lsu_mem_global_op_st), so the column above books each store's\n"
       "  sectors, not its bytes, and matches that counter exactly: the scalar kernel's 2-byte\n"
@@ -346,15 +345,19 @@ void three_levels(LessonContext& ctx) {
       "  beside all three on a GPU.\n\n");
   coalescing(ctx);
 
-  // The L1: the scalar kernel where its blocks of one head share SMs.
+  // The L1: passed by every kernel's copies; the scalar kernel built with plain loads stops there.
   constexpr Index kLongN = 16384;
-  const Prediction scalar = predict({.kernel = "scalar", .n = kLongN, .d = d});
-  const KernelMirror mirror =
-      kernel_mirror("scalar", sim::Problem{.N = kLongN, .d = d, .dtype = sim::DType::bf16});
+  const Prediction scalar =
+      predict({.kernel = "scalar", .n = kLongN, .d = d, .plain_loads = true});
+  const KernelMirror mirror = kernel_mirror(
+      "scalar", sim::Problem{.N = kLongN, .d = d, .dtype = sim::DType::bf16}, 1, true);
   if (scalar.report && scalar.grid) {
     const double loads = double(scalar.report->bytes_read());
     ctx.print(
-        "The L1 is a fourth level, inside the SM. At N = {} the scalar kernel has {} blocks of\n"
+        "The L1 is a fourth level, inside the SM. Every kernel here copies its tiles past it\n"
+        "(fa2's cp.async.cg, fa3's TMA, the scalar kernel's ld.global.cg), so what crosses into\n"
+        "the SMs is what the blocks load. Plain loads stop in it, and the scalar kernel built\n"
+        "with them (bench_scalar_block_log) shows what it does. At N = {} it has {} blocks of\n"
         "{} rows; {} fit on an SM beside their shared memory, which leaves {} of the SM's\n"
         "{} unified cache as L1. The first wave puts block b on SM b mod {}, so blocks b and\n"
         "b + {} share an SM, read the same K and V tiles in step, and the second finds them\n"
@@ -368,22 +371,35 @@ void three_levels(LessonContext& ctx) {
   }
   // With many heads, which blocks meet on an SM is a matter of time: the heads catch up.
   constexpr Index kManyHeads = 16, kManyN = 8192;
-  const Prediction heads = predict({.kernel = "scalar", .n = kManyN, .d = d, .heads = kManyHeads});
+  const Prediction heads = predict(
+      {.kernel = "scalar", .n = kManyN, .d = d, .heads = kManyHeads, .plain_loads = true});
   if (heads.report && heads.grid && heads.sm_read_high > 0) {
     const double loads = double(heads.report->bytes_read()) * double(kManyHeads);
+    const measured::LoadsPastTheL1& past = measured::kScalarLoadsPastTheL1;
     ctx.print(
         "\nWith {} heads at N = {} no rule places a head's blocks together; time does. On the\n"
         "H200 a head's blocks end together even when they start apart: a block that starts\n"
-        "behind its head's others finds their K and V tiles already in the L2, and its plain\n"
+        "behind its head's others finds their K and V tiles already in the L2, and its\n"
         "loads wait less (the kernel's block logs bound such a step at {:.3f} of one served\n"
         "from DRAM, and the model takes that). So the next head's blocks take the freed\n"
         "slots at once, in step, and two of them on one SM share its L1. Which heads end\n"
         "together is a race: the model draws the heads' paces {} times and runs the grid\n"
         "each time. Into the SMs cross {:.3f} to {:.3f} of the loads (median {:.3f}); the H200\n"
-        "measured {:.3f}\n({}).\n",
+        "measured {:.3f}\n({}).\n"
+        "Bytes that follow the timing of blocks are bytes no count can promise: two calls of\n"
+        "the same kernel need not read the same. So the library's scalar kernel loads past\n"
+        "the L1, and its bytes into the SMs are its loads: {} its mirror's at {} shapes,\n"
+        "one head and many, both masks. It runs at {:.3f} to {:.3f} of the plain\n"
+        "loads' speed at d = 128 and {:.3f} to {:.3f} at d = 64, without the L1's hits\n"
+        "({}).\n",
         kManyHeads, kManyN, measured::kScalarL2StepShare.l2_step_share, kPaceDraws,
         heads.sm_read_low / loads, heads.sm_read_high / loads, heads.sm_read() / loads,
-        measured::kScalarSmReadH16N8192.ratio, measured::kScalarSmReadH16N8192.source.run);
+        measured::kScalarSmReadH16N8192.ratio, measured::kScalarSmReadH16N8192.source.run,
+        past.sm_read_low == past.sm_read_high
+            ? fmt::format("{:.3f} of", past.sm_read_low)
+            : fmt::format("{:.3f} to {:.3f} of", past.sm_read_low, past.sm_read_high),
+        past.shapes, past.speed_d128_low,
+        past.speed_d128_high, past.speed_d64_low, past.speed_d64_high, past.source.run);
   }
   // The naive kernel at DRAM: three launches, each measured cold.
   const Prediction naive = predict({.kernel = "naive", .n = N, .d = d});

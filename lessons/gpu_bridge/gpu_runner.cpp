@@ -114,8 +114,7 @@ std::string gpu_line(const GpuStatus& status) {
   if (status.description.find(part) != std::string::npos) return line;
   return line + fmt::format(
                     "note: the predictions are for the {} ({} SMs, {} of L2), not this "
-                    "device: bytes into and out of the SMs still compare (but the scalar "
-                    "kernel's reads, whose L1 hits follow the GPU's timing), the L2's and "
+                    "device: bytes into and out of the SMs still compare, the L2's and "
                     "DRAM's bytes and the times do not\n",
                     part, target.sm_count, sim::format_bytes(double(target.l2_bytes)));
 }

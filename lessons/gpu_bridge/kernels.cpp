@@ -92,11 +92,19 @@ std::string kernel_refusal(std::string_view kernel, cpu::Index d, sim::DType dty
   return gpu::kernel_info(*id, d, c_dtype(dtype)).reason;
 }
 
-KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads) {
+KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads,
+                           bool plain_loads) {
   KernelMirror mirror{std::nullopt, problem, ""};
   const auto id = kernel_by_name(kernel);
   if (!id) {
     mirror.why_not = unknown_kernel_message(kernel);
+    return mirror;
+  }
+  if (plain_loads && *id != FLASHLAB_KERNEL_SCALAR) {
+    mirror.why_not = fmt::format(
+        "plain loads through the L1 are a build of the scalar kernel (bench_scalar_block_log); "
+        "{} has none",
+        kernel);
     return mirror;
   }
   const gpu::KernelInfo info = gpu::kernel_info(*id, problem.d, c_dtype(problem.dtype));
@@ -108,15 +116,14 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
   if (c.Br > 0) mirror.problem.tiles = cpu::TileSizes{c.Br, c.Bc};
   mirror.blocks_per_sm = c.blocks_per_sm;
   mirror.causal_longest_first = c.causal_longest_first;
-  if (c.kv_through_l1) {
-    const sim::SmLimits& sm = target_profile().sm;
-    if (mirror.blocks_per_sm == 0)
-      mirror.blocks_per_sm = sim::blocks_by_shared_and_threads(sm, c.threads, c.sram_bytes);
+  const sim::SmLimits& sm = target_profile().sm;
+  if (mirror.blocks_per_sm == 0 && c.Br > 0)
+    mirror.blocks_per_sm = sim::blocks_by_shared_and_threads(sm, c.threads, c.sram_bytes);
+  if (plain_loads)
     mirror.l1_bytes = sim::l1_beside_shared(sm, int(mirror.blocks_per_sm), c.sram_bytes);
-    // Plain loads wait for their tiles: a step is faster where the L2 holds them (measured
-    // for the scalar kernel, the one kernel whose K and V pass the L1).
-    mirror.l2_step_share = measured::kScalarL2StepShare.l2_step_share;
-  }
+  // Loads that the block waits for: a step is faster where the L2 holds its tiles (measured
+  // for the scalar kernel, the one kernel whose blocks wait so).
+  if (c.kv_loads_wait) mirror.l2_step_share = measured::kScalarL2StepShare.l2_step_share;
   if (*id == FLASHLAB_KERNEL_FA3) {
     mirror.fa3 = fa3_kernel_facts(problem.d, problem.dtype).facts;
     return mirror;
@@ -313,7 +320,7 @@ Prediction predict(const KernelRun& run) {
                            .causal = run.alignment(),
                            .sram_bytes = target_profile().sram_per_sm,
                            .l2_bytes = target_profile().l2_bytes};
-  const KernelMirror mirror = kernel_mirror(run.kernel, asked, run.heads);
+  const KernelMirror mirror = kernel_mirror(run.kernel, asked, run.heads, run.plain_loads);
   Prediction p{run.kernel, run.kernel, std::nullopt, run.heads, ""};
   p.assumption = mirror.assumption;
   if (!mirror.modelled()) {
@@ -363,11 +370,12 @@ Prediction predict(const KernelRun& run) {
     // A GPU's log, where the run has one, replayed. Else paced_on_gpu's: the blocks older
     // first where the profile has measured how far the older of an SM's blocks runs ahead
     // (fa2's block logs: the reads past the crossover; docs/IO-LEVELS.md, "The blocks
-    // logged"), for kernels whose K and V bypass the L1 (fa2; fa3's single block an SM has no
-    // younger one). The blocks of the scalar kernel, whose K and V pass the L1, run each head
-    // at its own pace and catch up with their head's others, taking the tiles those brought
-    // into the L2 (catch_up: at one head, N = 16,384 its SMs read 0.516 of its blocks' bytes,
-    // as blocks in step share them; at 16 heads the draws decide which blocks share an SM).
+    // logged"), for kernels whose copies are issued ahead (fa2; fa3's single block an SM has
+    // no younger one). The blocks of the scalar kernel, which wait for their loads, run each
+    // head at its own pace and catch up with their head's others, taking the tiles those
+    // brought into the L2 (catch_up). With plain loads its K and V pass the L1 too, and the
+    // draws of the heads' paces decide which blocks share an SM's L1 (at one head, N =
+    // 16,384, its SMs read 0.516 of its blocks' bytes, as blocks in step share them).
     if (!run.block_log.empty()) {
       grid.schedule = sim::GridSchedule::logged;
       grid.block_time_spread = 0;
@@ -375,7 +383,7 @@ Prediction predict(const KernelRun& run) {
       grid.l2_step_share = 1;
       grid.block_log = run.block_log;
     }
-    if (grid.schedule == sim::GridSchedule::catch_up)
+    if (grid.schedule == sim::GridSchedule::catch_up && grid.l1_bytes > 0)
       predict_from_draws(grid, p);
     else
       p.grid = sim::run_grid(grid);

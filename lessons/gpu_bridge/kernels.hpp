@@ -45,15 +45,16 @@ struct KernelMirror {
   sim::Problem problem;  // the caller's problem with the kernel's facts filled in
   std::string why_not;
   // The occupancy the grid model runs it at: the one it is built for, or, where it asks for
-  // none but its K and V pass the L1 (the scalar kernel), what shared memory, threads and the
-  // block limit allow (its registers allow more blocks than its shared memory does); 0: no
-  // grid.
+  // none but has tiles (the scalar kernel), what shared memory, threads and the block limit
+  // allow (its registers allow more blocks than its shared memory does); 0: no grid.
   Index blocks_per_sm = 0;
-  // Each SM's L1 beside that many blocks' shared memory, where K and V pass it; else 0.
+  // Each SM's L1 beside that many blocks' shared memory, where K and V pass it (the scalar
+  // kernel built with plain loads: plain_loads below); else 0.
   sim::Bytes l1_bytes = 0;
-  // Where K and V pass the L1: a step's time where the L2 holds its tiles, as a share of one
-  // whose tiles come from DRAM (measured::kScalarL2StepShare; the grid then runs the heads'
-  // blocks catching up, sim::GridSchedule::catch_up); else 1.
+  // Where its blocks wait for their loads (gpu::KernelConfig::kv_loads_wait): a step's time
+  // where the L2 holds its tiles, as a share of one whose tiles come from DRAM
+  // (measured::kScalarL2StepShare; the grid then runs the heads' blocks catching up,
+  // sim::GridSchedule::catch_up); else 1.
   double l2_step_share = 1;
   // Under the causal mask, whether block x of a head runs query tile Tr - 1 - x (fa2's) or x
   // (gpu::KernelConfig::causal_longest_first).
@@ -76,7 +77,11 @@ struct KernelMirror {
 // take minutes; the sets with the profile's home copies read within 1.1% of it at the switch,
 // tests/lessons/test_cli_passes.cpp).
 inline constexpr Index kNaiveLruFromRoomMultiple = 2;
-KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads = 1);
+// plain_loads: the scalar kernel as bench_scalar_block_log builds it, K and V by plain loads
+// through the L1 (FLASHLAB_SCALAR_PLAIN_LOADS, 02_tiled_scalar.cu), where the library's
+// bypass it; why_not says so for another kernel.
+KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem, Index heads = 1,
+                           bool plain_loads = false);
 // The naive mirror's L2 policy: `replacement`, with the target profile's home copies where
 // that policy can hold them (hashed sets; Problem::l2_home_partitions). kernel_mirror sets it
 // so; a caller that tries the mirror under another policy sets it here too.
@@ -130,6 +135,8 @@ struct KernelRun {
   std::string dtype = "bf16";
   bool causal = false;
   std::uint64_t seed = 0;
+  // The scalar kernel with plain loads, whose K and V pass the L1 (kernel_mirror).
+  bool plain_loads = false;
   // Where and when a GPU ran each block (one entry per block in grid order): the grid model
   // then replays it (sim::GridSchedule::logged) instead of placing the blocks itself.
   std::vector<sim::LoggedBlock> block_log{};

@@ -264,13 +264,14 @@ struct BytesRatio {
   Source source;
   double ratio;
 };
-// The scalar kernel at one head, N = 16384, d = 128: bytes into the SMs over its blocks'
-// loads, every block's every tile (1,111,490,944 of 2,151,677,952): its L1 sharing.
+// The scalar kernel with plain loads (the library's until 2026-12-05, bench_scalar_block_log's
+// build since), at one head, N = 16384, d = 128: bytes into the SMs over its blocks' loads,
+// every block's every tile (1,111,490,944 of 2,151,677,952): its L1 sharing.
 inline constexpr BytesRatio kScalarSmReadN16384{
     {"bench/RESULTS.md, the compare sweep of 2026-12-01 (compare-sweep-h1.csv)",
      "scalar, one head, N = 16384, d = 128, bf16", "Nsight Compute, l1tex__m_xbar2l1tex_read_bytes"},
     0.5166};
-// A step of the scalar kernel (02_tiled_scalar.cu: plain loads, their latency exposed) whose
+// A step of the scalar kernel (02_tiled_scalar.cu: loads it waits for, their latency exposed) whose
 // K and V tiles the L2 held, as a share of the time of one whose tiles came from DRAM. In
 // its block logs (16 heads, each block's SM, start and end) a head's blocks end together
 // though they start apart: at N = 8192 the 128 blocks of head 10 ended within 20 us, and the
@@ -290,13 +291,29 @@ inline constexpr StepShare kScalarL2StepShare{
      "%smid and %globaltimer at each block's start and end"},
     0.816};
 
-// The scalar kernel at 16 heads, N = 8192, d = 128: bytes into the SMs over its blocks' loads
-// (8,261,519,040 of 8,623,489,024): what its L1s shared where blocks of a head met on an SM.
-// Two runs before it read 0.965 and 0.970 (compare-sweep-h16.csv and -r2.csv of 2026-12-01).
+// The scalar kernel with plain loads at 16 heads, N = 8192, d = 128: bytes into the SMs over
+// its blocks' loads (8,261,519,040 of 8,623,489,024): what its L1s shared where blocks of a
+// head met on an SM. Two runs before it read 0.965 and 0.970 (compare-sweep-h16.csv and
+// -r2.csv of 2026-12-01).
 inline constexpr BytesRatio kScalarSmReadH16N8192{
     {"bench/RESULTS.md, the compare sweep of 2026-12-03 (compare-sweep-h16.csv)",
      "scalar, 16 heads, N = 8192, d = 128, bf16", "Nsight Compute, l1tex__m_xbar2l1tex_read_bytes"},
     0.9580};
+// The scalar kernel with its loads cached in the L2 only (ld.global.cg, 02_tiled_scalar.cu):
+// bytes into the SMs over its mirror's (every block's every tile), lowest and highest over the
+// run's shapes (1 and 16 heads, N = 4096, 8192, 16384, d = 128, both masks; 16 heads, N =
+// 2048 and 8192, d = 64, both masks), and its speed over the plain loads' build, timed in turns
+// (bench.py --baseline-lib, N = 2048 and 8192, both masks), lowest and highest per d.
+struct LoadsPastTheL1 {
+  Source source;
+  int shapes;
+  double sm_read_low, sm_read_high;
+  double speed_d128_low, speed_d128_high, speed_d64_low, speed_d64_high;
+};
+inline constexpr LoadsPastTheL1 kScalarLoadsPastTheL1{
+    {"bench/RESULTS.md, 2026-12-05, night (an H100: results/h100/2026-12-05-h100-scalar-cg-*)",
+     "scalar, bf16, 1 and 16 heads", "flashlab compare (Nsight Compute); bench.py, do_bench"},
+    16, 1.0, 1.0, 0.980, 0.986, 0.879, 0.889};
 // The naive kernel at one head, N = 4096, d = 128: DRAM read (103,866,624 bytes) over its
 // mirror's prediction with each launch measured cold: 3 N d 2 + 4 N^2 + 2 N^2 = 103,809,024
 // bytes (Q, K, V, then S and P once: the softmax's 528 rows in flight on a partition and

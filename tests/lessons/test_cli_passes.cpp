@@ -450,39 +450,54 @@ TEST_CASE("the mirrors take each kernel's warp stores from kernel_info.hpp") {
   CHECK_FALSE(flashlab::app::sim_store(gpu::WarpStorePattern{}));
 }
 
-TEST_CASE("the scalar kernel's mirror: its L1 from the carve-out, and what 1 head reads") {
+TEST_CASE("the scalar kernel's mirror: no L1 as built, the plain loads' L1 from the carve-out") {
   namespace gpu = flashlab::gpu;
   namespace sim = flashlab::sim;
   using flashlab::app::Index;
-  // Its plain loads of K and V pass the L1; fa2's cp.async.cg and fa3's TMA do not.
-  CHECK(gpu::scalar::config(128, FLASHLAB_BF16).kv_through_l1);
-  CHECK_FALSE(gpu::fa2::config(128, FLASHLAB_BF16).kv_through_l1);
+  // Its blocks wait for their loads; fa2's cp.async.cg and fa3's TMA are issued ahead.
+  CHECK(gpu::scalar::config(128, FLASHLAB_BF16).kv_loads_wait);
+  CHECK_FALSE(gpu::fa2::config(128, FLASHLAB_BF16).kv_loads_wait);
   const sim::HardwareProfile& h200 = flashlab::app::target_profile();
   for (Index d : {64, 128}) {
     CAPTURE(d);
     const gpu::KernelConfig c = gpu::scalar::config(d, FLASHLAB_BF16);
-    const auto mirror = flashlab::app::kernel_mirror(
-        "scalar", sim::Problem{.N = 1024, .d = d, .dtype = sim::DType::bf16});
-    // Blocks by shared memory (registers allow more: ptxas gives 168 and 96), and the L1
-    // beside the carve-out that holds them.
+    const sim::Problem problem{.N = 1024, .d = d, .dtype = sim::DType::bf16};
+    const auto built = flashlab::app::kernel_mirror("scalar", problem);
+    const auto plain = flashlab::app::kernel_mirror("scalar", problem, 1, true);
+    // Blocks by shared memory (registers allow more: ptxas gives 168 and 96), either way; the
+    // L1 beside the carve-out that holds them for the plain loads alone.
     const Index blocks = h200.sm.shared_bytes / (c.sram_bytes + h200.sm.shared_reserved_per_block);
-    CHECK(mirror.blocks_per_sm == blocks);
-    CHECK(mirror.l1_bytes == sim::l1_beside_shared(h200.sm, int(blocks), c.sram_bytes));
-    CHECK(mirror.l1_bytes > 0);
+    CHECK(built.blocks_per_sm == blocks);
+    CHECK(plain.blocks_per_sm == blocks);
+    CHECK(built.l1_bytes == 0);
+    CHECK(plain.l1_bytes == sim::l1_beside_shared(h200.sm, int(blocks), c.sram_bytes));
+    CHECK(plain.l1_bytes > 0);
     CHECK(flashlab::app::kernel_mirror("fa2", sim::Problem{.N = 1024, .d = d}).l1_bytes == 0);
+    // Plain loads are the scalar kernel's build alone: another kernel is refused, saying so.
+    const auto fa2_plain = flashlab::app::kernel_mirror("fa2", problem, 1, true);
+    CHECK_FALSE(fa2_plain.modelled());
+    CHECK(fa2_plain.why_not.find("plain loads") != std::string::npos);
+    CHECK(fa2_plain.why_not.find("bench_scalar_block_log") != std::string::npos);
   }
-  // One head, N = 16384, d = 128: 256 blocks of 64 rows, 3 per SM, all resident. SMs 0 to 123
-  // hold blocks s and s + 132 (the same head, in step), so 132 SMs read K and V for 256 blocks.
-  const flashlab::app::KernelRun run{.kernel = "scalar", .n = 16384, .d = 128, .heads = 1};
-  const auto p = flashlab::app::predict(run);
-  REQUIRE(p.report);
-  REQUIRE(p.grid);
+  // One head, N = 16384, d = 128: 256 blocks of 64 rows, 3 per SM, all resident. As built
+  // every block's every tile crosses into its SM. With plain loads SMs 0 to 123 hold blocks s
+  // and s + 132 (the same head, in step), so 132 SMs read K and V for 256 blocks.
   const double kv_per_block = 2.0 * 16384 * 128 * 2;
   const double q = 16384.0 * 128 * 2;
+  const auto built = flashlab::app::predict({.kernel = "scalar", .n = 16384, .d = 128});
+  REQUIRE(built.report);
+  REQUIRE(built.grid);
+  CHECK(built.report->bytes_read() == doctest::Approx(q + 256 * kv_per_block));
+  CHECK(built.sm_read() == doctest::Approx(q + 256 * kv_per_block));
+  const auto p = flashlab::app::predict(
+      {.kernel = "scalar", .n = 16384, .d = 128, .heads = 1, .plain_loads = true});
+  REQUIRE(p.report);
+  REQUIRE(p.grid);
   CHECK(p.report->bytes_read() == doctest::Approx(q + 256 * kv_per_block));
   CHECK(p.sm_read() == doctest::Approx(q + 132 * kv_per_block));
   // At N = 8192 the 128 blocks have an SM each: nothing shared.
-  const auto p8 = flashlab::app::predict({.kernel = "scalar", .n = 8192, .d = 128, .heads = 1});
+  const auto p8 = flashlab::app::predict(
+      {.kernel = "scalar", .n = 8192, .d = 128, .heads = 1, .plain_loads = true});
   REQUIRE(p8.report);
   CHECK(p8.sm_read() == doctest::Approx(double(p8.report->bytes_read())));
 }
@@ -502,10 +517,20 @@ TEST_CASE("the scalar kernel's grid: its heads catch up, the median of the draws
   CHECK_FALSE(scalar.causal_longest_first);
   CHECK(flashlab::app::kernel_mirror("fa2", asked).causal_longest_first);
 
-  // 16 heads at N = 4096: the grid runs catch_up at the profile's spread, and the note gives
-  // the range of the draws, which holds the prediction.
-  const auto p = flashlab::app::predict(
+  // 16 heads at N = 4096, as built: the grid runs catch_up once, and every load crosses into
+  // the SMs whatever the heads' paces, so no draws.
+  const auto built = flashlab::app::predict(
       {.kernel = "scalar", .n = 4096, .d = 128, .heads = 16});
+  REQUIRE(built.grid);
+  REQUIRE(built.report);
+  CHECK(built.grid->problem.schedule == sim::GridSchedule::catch_up);
+  CHECK(built.grid->problem.l1_bytes == 0);
+  CHECK(built.grid->l1_hit_bytes == 0);
+  CHECK(built.sm_read() == double(built.report->bytes_read()) * 16);
+  CHECK(built.assumption.find("draws") == std::string::npos);
+  // With plain loads the note gives the range of the draws, which holds the prediction.
+  const auto p = flashlab::app::predict(
+      {.kernel = "scalar", .n = 4096, .d = 128, .heads = 16, .plain_loads = true});
   REQUIRE(p.grid);
   CHECK(p.grid->problem.schedule == sim::GridSchedule::catch_up);
   CHECK(p.grid->problem.l2_step_share == measured::kScalarL2StepShare.l2_step_share);

@@ -120,12 +120,12 @@ TEST_CASE("lesson 5: the bytes into the SMs of fa2 as built, in closed form") {
   CHECK(contains(out, fmt::format("fa2\t{:.1f} MiB", read)));
 }
 
-TEST_CASE("lesson 5: the L1 the scalar kernel shares, and the naive kernel measured cold") {
+TEST_CASE("lesson 5: the L1 plain loads share, the scalar kernel past it, the naive kernel cold") {
   const auto out = run_lesson(5).output;
-  // N = 16384, d = 128, one head: 256 blocks, SMs 0 to 123 hold two of them, so 132 blocks'
-  // K and V cross into the SMs; Q once for every block.
+  // N = 16384, d = 128, one head, the scalar kernel with plain loads: 256 blocks, SMs 0 to 123
+  // hold two of them, so 132 blocks' K and V cross into the SMs; Q once for every block.
   const double q = 16384.0 * 128 * 2, kv_per_block = 2 * q;
-  CHECK(contains(out, "the scalar kernel has 256 blocks of\n64 rows"));
+  CHECK(contains(out, "At N = 16384 it has 256 blocks of\n64 rows"));
   CHECK(contains(out, fmt::format("crosses into the SMs ({:.3f})",
                                   (q + 132 * kv_per_block) / (q + 256 * kv_per_block))));
   // 16 heads at N = 8192: the draws' range holds their median, and some loads are shared.
@@ -136,6 +136,15 @@ TEST_CASE("lesson 5: the L1 the scalar kernel shares, and the naive kernel measu
   CHECK(median <= high);
   CHECK(high < 1.0);
   CHECK(contains(out, fmt::format("measured {:.3f}\n(", measured::kScalarSmReadH16N8192.ratio)));
+  // The library's kernel past the L1: what it read against its mirror, and what it pays.
+  const measured::LoadsPastTheL1& past = measured::kScalarLoadsPastTheL1;
+  REQUIRE(past.sm_read_low == past.sm_read_high);
+  CHECK(contains(out, fmt::format("its loads: {:.3f} of its mirror's at {} shapes",
+                                  past.sm_read_low, past.shapes)));
+  CHECK(contains(out, fmt::format("It runs at {:.3f} to {:.3f} of the plain\nloads' speed at d = "
+                                  "128 and {:.3f} to {:.3f} at d = 64",
+                                  past.speed_d128_low, past.speed_d128_high, past.speed_d64_low,
+                                  past.speed_d64_high)));
   // N = 4096: Q, K and V, S (fp32) and P (bf16) each read from DRAM once.
   const double mib = 1 << 20, n = 4096, d = 128;
   CHECK(contains(out, fmt::format("reads {:.1f} MiB from DRAM at N = 4096",

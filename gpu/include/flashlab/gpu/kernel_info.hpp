@@ -144,10 +144,11 @@ struct KernelConfig {
   int stride_align_elements = 0;  // of every batch, head and row stride that is used
   WarpStorePattern o_store;       // the epilogue's store of O
   WarpStorePattern lse_store;     // and of L = m + log l (fp32)
-  // K and V come in by plain loads, which the SM's L1 caches, so blocks of a head that share
-  // an SM and step together read each tile from the L2 once (sim::GridProblem::l1_bytes);
-  // false where they bypass the L1 (cp.async.cg, TMA).
-  bool kv_through_l1 = false;
+  // K and V come in by loads that the block waits for (the scalar kernel's), not by copies
+  // issued steps ahead (cp.async, TMA), so a step whose tiles the L2 holds is faster than one
+  // whose tiles come from DRAM (sim::GridProblem::l2_step_share). No kernel's loads of K and
+  // V stop in the L1: every tile a block needs crosses into its SM.
+  bool kv_loads_wait = false;
   // Under the causal mask, block x of a head runs query tile Tr - 1 - x, the longest first
   // (sim::GridProblem::causal_longest_first); false where it runs tile x.
   bool causal_longest_first = false;
@@ -201,7 +202,7 @@ constexpr KernelConfig config(int64_t d, flashlab_dtype dtype) {
   // instruction: 16x the data in bf16), and its row's L beside its neighbours' (exact).
   c.o_store = lane_per_row(dtype_bytes(dtype));
   c.lse_store = lanes_in_a_row(sizeof(float));
-  c.kv_through_l1 = true;  // load_tile: plain loads, converted to fp32 on the way to SRAM
+  c.kv_loads_wait = true;  // load_tile: ld.global.cg, converted to fp32 on the way to SRAM
   c.causal_longest_first = kCausalLongestFirst;
   return c;
 }

@@ -316,8 +316,9 @@ struct GridProblem {
   // the caller), a one-to-one map of 0 .. blocks() - 1 onto the heads' tiles.
   std::function<BlockTile(cpu::Index block)> order{};
   // The L1 of each SM that K and V tiles pass through, for a kernel whose K and V loads are
-  // cached there (the scalar kernel's plain loads); 0 where they bypass it (cp.async.cg,
-  // TMA: fa2, fa3), the default. See "The L1" above.
+  // cached there (the scalar kernel built with plain loads, bench_scalar_block_log); 0 where
+  // they bypass it (cp.async.cg, ld.global.cg, TMA: every kernel of the library), the default.
+  // See "The L1" above.
   Bytes l1_bytes = 0;
   // Which L2 partition the SM of each slot reads through: empty for b mod P, the header's
   // placement; else one entry a slot, each below l2_partitions, for sm_count slots (block b
