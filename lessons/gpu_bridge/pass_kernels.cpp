@@ -73,6 +73,7 @@ BackwardFacts backward_kernel_facts(Index d, sim::DType dtype, bool deterministi
                                      .pre_post_blocks_per_sm = pre_post_blocks_per_sm,
                                      .stores = stores,
                                      .skips_unseen_kv = true,
+                                     .tma_boxes = true,
                                      .main_kernel = "v3"},
             ""};
   }

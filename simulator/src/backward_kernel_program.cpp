@@ -29,6 +29,11 @@
 //   QR = sum over steps of r   (no mask: Tc N_q)     -- query rows a main block loads
 //   A  = sum over steps of r c (no mask: N_q N_k)    -- scores computed
 //   UK = keys of the KV tiles no query sees (no mask: 0)
+// and, where the main kernel's copies are TMA's whole boxes (tma_boxes, v3), its Q and dO
+// rows and its K and V keys as boxes of Br and Bc rows, the zero-filled rows past N_q and
+// N_k counted as the rest:
+//   QB = sum over steps of Br  (no mask: Tc Tr Br)   -- query rows in its boxes
+//   KB = Bc x the KV tiles some query sees (no mask: Tc Bc)
 // and over the dQ kernel's steps, in its tiles (Tr' = ceil(N_q / dq_Br)):
 //   KR  = sum over its steps of c   (no mask: Tr' N_k)  -- keys the dQ kernel loads
 //   A'  = sum over its steps of r c (no mask: N_q N_k)  -- scores it computes
@@ -38,12 +43,12 @@
 // (floor((e + o) / Bc) + 1) Bc) keys (none when e + o < 0).
 // Bytes, atomic mode (B H_q = query heads in all, B H_kv = KV heads in all):
 //   O                 read  B H_q N_q d b
-//   dO                read  B H_q (N_q + QR) d b
+//   dO                read  B H_q (N_q + QR) d b; v3: B H_q (N_q + QB) d b
 //   D                 written B H_q N_q f          read  B H_q QR f
 //   dQ accumulator    written B H_q (N_q + QR) d f read  B H_q N_q d f (the post-kernel)
-//   Q                 read  B H_q QR d b
+//   Q                 read  B H_q QR d b; v3: B H_q QB d b
 //   L                 read  B H_q QR f
-//   K, V              read  B H_kv N_k d b each; v3: B H_kv (N_k - UK) d b each
+//   K, V              read  B H_kv N_k d b each; v3: B H_kv KB d b each
 //   dK, dV            written B H_kv N_k d b each
 //   dQ                written B H_q N_q d b
 // Deterministic: no accumulator; Q, dO, L, D read B H_q (QR + N_q) rows (the dQ kernel
@@ -91,6 +96,7 @@ Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 // main kernel's in its tiles (Br, Bc), the dQ kernel's in its own (dq_Br, dq_Bc).
 struct StepSums {
   Index QR = 0, A = 0, UK = 0;  // main kernel
+  Index QB = 0, KB = 0;         // its Q, dO and K, V rows in whole boxes (tma_boxes)
   Index KR = 0, A_dq = 0;       // dQ kernel
   // The most rows a main block's query tiles span (KV tile 0's), and the most keys a dQ block
   // loads (its last query tile's): the rows and keys each kernel touches at all. Below N_q
@@ -115,6 +121,7 @@ StepSums step_sums(const BackwardShape& s, Index Br, Index Bc, Index dq_Br, Inde
     sums.QR += rows;
     sums.QT = std::max(sums.QT, rows);
     if (rows == 0) sums.UK += c;
+    if (rows > 0) sums.QB += (Tr - first) * Br, sums.KB += Bc;
     sums.A = add_scores(sums.A, rows, c);
   }
   for (Index i = 0; i < ceil_div(s.n_q, dq_Br); ++i) {  // dQ kernel: the keys each tile sees
@@ -174,6 +181,11 @@ void check(const BackwardShape& s, const BackwardKernelFacts& f) {
     throw cpu::InvalidArgument(
         "the backward mirror: skips_unseen_kv (v3's main kernel) with deterministic = true is "
         "no kernel that runs: the deterministic mode runs v2, which loads every KV tile");
+  if (f.tma_boxes && f.deterministic)
+    throw cpu::InvalidArgument(
+        "the backward mirror: tma_boxes (v3's main kernel) with deterministic = true is no "
+        "kernel that runs: the deterministic mode runs v2, whose cp.async copies move the rows "
+        "inside alone");
 }
 
 PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFacts& f) {
@@ -188,8 +200,10 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
     return cpu::checked_product({heads, rows, cols, bytes}, "the backward's bytes");
   };
   const Index own_rows = f.deterministic ? QR + s.n_q : QR;  // Q, L, D: the dQ kernel adds N_q
+  const Index box_rows = f.tma_boxes ? sums.QB : own_rows;    // Q and dO as the copies move them
   const Index kv_rows = f.skips_unseen_kv ? s.n_k - sums.UK : s.n_k;  // per KV head
-  const Index kv_read = rows_of(Hkv, kv_rows, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
+  const Index kv_moved = f.tma_boxes ? sums.KB : kv_rows;              // as the copies move them
+  const Index kv_read = rows_of(Hkv, kv_moved, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
 
   PassReport r;
   r.pass = f.deterministic ? "backward (deterministic)" : "backward";
@@ -207,11 +221,11 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   };
   const BackwardStores& w = f.stores;
   const Index q_elems = elements(Hq, s.n_q, d), kv_elems = elements(Hkv, s.n_k, d);
-  tensor("Q", f.dtype, q_elems, rows_of(Hq, own_rows, d, b), 0);
+  tensor("Q", f.dtype, q_elems, rows_of(Hq, box_rows, d, b), 0);
   tensor("K", f.dtype, kv_elems, kv_read, 0);
   tensor("V", f.dtype, kv_elems, kv_read, 0);
   tensor("O", f.dtype, q_elems, rows_of(Hq, s.n_q, d, b), 0);
-  tensor("dO", f.dtype, q_elems, rows_of(Hq, s.n_q + own_rows, d, b), 0);
+  tensor("dO", f.dtype, q_elems, rows_of(Hq, s.n_q + box_rows, d, b), 0);
   tensor("L", kAccumulator, elements(Hq, s.n_q, 1), rows_of(Hq, own_rows, 1, kFp32), 0);
   // D: the pre-kernel's blocks store runs of consecutive rows of the whole array, across
   // heads (a run of one float, {4, 1, 1}, is a sector a row).

@@ -15,19 +15,23 @@
 //               n_ic the keys of its last row, none where its rows start past N_q
 //   epilogue    O_i = U / l and L_i = m + log l straight from registers to HBM (no TMA
 //               store, no SRAM staging), only the rows below N_q
-// TMA reads only the rows inside the tensor: a tile that runs past N_q or N_k is zero-filled
-// on chip, and its missing rows cross nothing. Under a causal mask with offset o (top-left 0,
+// TMA moves whole boxes: a tile that runs past N_q or N_k is zero-filled on chip, and the
+// bytes into the SMs (l1tex__m_xbar2l1tex_read_bytes) count its rows past the end as they
+// count the rest (measured on an H100, 2026-12-05: N = 1,000, 3,000 and 5,000 at d = 128 and
+// 64, one head and 16, read Tr Br rows of Q and Bc rows a KV tile, to within 0.01%; bench/
+// RESULTS.md, "2026-12-05, night"). DRAM reads only the rows inside the tensor (the grid
+// model's business, grid.hpp). Under a causal mask with offset o (top-left 0,
 // bottom-right N_k - N_q) the block's last row e = min((i + 1) Br, N_q) - 1 sees
 // n_i = clamp(e + o + 1, 0, N_k) keys, and the KV tiles past them are never loaded:
 // Tc_i = ceil(n_i / Bc) tiles, the last of them masked in registers. Without a mask n_i = N_k.
 // A block whose rows see no key (bottom-right, N_q > N_k) still loads Q_i and writes O_i = 0,
 // L_i = -inf.
 //
-// Closed form. b = input bytes, f = 4 (fp32), B H_q query heads in all, r_i = min(Br, N_q -
-// i Br) rows of tile i, Tr = ceil(N_q / Br), and the keys a block loads
-//   KL_i = min(N_k, Tc_i Bc)           (no mask: N_k)
-//   KL   = sum over i of KL_i          (no mask: Tr N_k)
-//   Q  read     B H_q N_q d b
+// Closed form. b = input bytes, f = 4 (fp32), B H_q query heads in all, Tr = ceil(N_q / Br)
+// query tiles, and the key rows a block loads, whole tiles
+//   KL_i = Tc_i Bc                     (no mask: ceil(N_k / Bc) Bc)
+//   KL   = sum over i of KL_i          (no mask: Tr ceil(N_k / Bc) Bc)
+//   Q  read     B H_q Tr Br d b
 //   K  read     B H_q KL d b            (each query head reads its KV head's tiles itself: GQA
 //   V  read     B H_q KL d b             shares K and V in HBM and in the L2, not on chip)
 //   O  written  B H_q N_q d b
@@ -79,7 +83,7 @@ void check_size(std::string_view name, Index value, Index low, Index max) {
 
 // What one query head's blocks load, summed over its query tiles.
 struct TileSums {
-  Index KL = 0;              // keys loaded (K and V alike), the header's KL
+  Index KL = 0;              // key rows loaded, whole tiles (K and V alike): the header's KL
   Index tiles = 0;           // KV tiles loaded
   Index working = 0;         // blocks that load at least one KV tile
   Index consumer_tiles = 0;  // CT: (R, Bc) tiles the consumers compute
@@ -99,7 +103,7 @@ TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
   TileSums sums;
   for (Index i = 0; i < Tr; ++i) {
     const Index Tc = tiles_seen((i + 1) * Br);  // n_i: the block's last row's keys
-    sums.KL += std::min(s.n_k, Tc * Bc);
+    sums.KL += Tc * Bc;  // whole boxes
     sums.tiles += Tc;
     sums.working += Tc > 0 ? 1 : 0;
     for (Index c = 0; c < f.consumers; ++c) {
@@ -164,7 +168,7 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   };
   const Index q_elems = cpu::checked_product({Hq, s.n_q, d}, "Q's elements");
   const Index kv_elems = cpu::checked_product({Hkv, s.n_k, d}, "K's elements");
-  tensor("Q", f.dtype, q_elems, rows_of(Hq, s.n_q, d, b), 0);
+  tensor("Q", f.dtype, q_elems, rows_of(Hq, ceil_div(s.n_q, Br) * Br, d, b), 0);  // whole boxes
   tensor("K", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
   tensor("V", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
   // Out of the SMs: the sectors of finalize's stores, head by head (warp_store.hpp).

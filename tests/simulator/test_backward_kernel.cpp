@@ -19,6 +19,7 @@ namespace {
 
 struct Sums {
   Index QR = 0, A = 0, KR = 0, UK = 0;  // UK: keys of the KV tiles no query tile sees
+  Index QB = 0, KB = 0;  // as whole boxes of Br (Bc) rows: a step's Br, a seen KV tile's Bc
 };
 
 // Every (i, j) pair of one (query head, KV head), classified by the CPU reference's mask.
@@ -33,10 +34,12 @@ Sums brute_force(const BackwardShape& s, Index Br, Index Bc) {
       if (mask.classify(i * Br, r, j * Bc, c) == cpu::TileKind::skipped) continue;
       seen = true;
       sums.QR += r;
+      sums.QB += Br;
       sums.A += r * c;
       sums.KR += c;
     }
     if (!seen) sums.UK += c;
+    if (seen) sums.KB += Bc;
   }
   return sums;
 }
@@ -50,6 +53,7 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   CAPTURE(s.heads_kv);
   CAPTURE(f.deterministic);
   CAPTURE(f.skips_unseen_kv);
+  CAPTURE(f.tma_boxes);
   const PassReport r = count_backward_kernel(s, f);
   const Sums x = brute_force(s, f.Br, f.Bc);
   // The dQ kernel's steps, in its own tiles (the main kernel's where the facts give none).
@@ -58,13 +62,14 @@ void check_closed_form(const BackwardShape& s, const BackwardKernelFacts& f) {
   const Index b = bytes_of(f.dtype), fp = 4, d = s.d;
   const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;
   const Index own = f.deterministic ? x.QR + s.n_q : x.QR;
-  const Index kv_rows = f.skips_unseen_kv ? s.n_k - x.UK : s.n_k;
+  const Index kv_rows = f.tma_boxes ? x.KB : f.skips_unseen_kv ? s.n_k - x.UK : s.n_k;
   const Index kv = Hkv * kv_rows * d * b + (f.deterministic ? Hq * y.KR * d * b : 0);
-  CHECK(r.tensor("Q").read == Hq * own * d * b);
+  const Index boxes = f.tma_boxes ? x.QB : own;  // Q and dO as the copies move them
+  CHECK(r.tensor("Q").read == Hq * boxes * d * b);
   CHECK(r.tensor("K").read == kv);
   CHECK(r.tensor("V").read == kv);
   CHECK(r.tensor("O").read == Hq * s.n_q * d * b);
-  CHECK(r.tensor("dO").read == Hq * (s.n_q + own) * d * b);
+  CHECK(r.tensor("dO").read == Hq * (s.n_q + boxes) * d * b);
   CHECK(r.tensor("L").read == Hq * own * fp);
   CHECK(r.tensor("D").read == Hq * own * fp);
   CHECK(r.tensor("D").written == Hq * s.n_q * fp);
@@ -128,12 +133,20 @@ TEST_CASE("backward mirror: every tensor and the work match the closed form on a
                                 .deterministic = deterministic,
                                 .dq_Br = 64,
                                 .dq_Bc = 64});
-          if (!deterministic)  // v3's main kernel: no loads where no query sees the keys
+          if (!deterministic) {  // v3's main kernel: no loads where no query sees the keys
             check_closed_form(s, {.Br = 64,
                                   .Bc = 128,
                                   .dtype = DType::bf16,
                                   .skips_unseen_kv = true,
                                   .main_kernel = "v3"});
+            // and as built, its TMA copies whole boxes
+            check_closed_form(s, {.Br = 64,
+                                  .Bc = 128,
+                                  .dtype = DType::bf16,
+                                  .skips_unseen_kv = true,
+                                  .tma_boxes = true,
+                                  .main_kernel = "v3"});
+          }
         });
 }
 
@@ -293,9 +306,20 @@ TEST_CASE("backward mirror, v3: K and V of blocks no query sees are not read, an
   full.causal = cpu::Causal::none;
   CHECK(count_backward_kernel(full, v3).bytes_total() ==
         count_backward_kernel(full, v2).bytes_total());
-  // v3 has no deterministic mode.
+  // As built, v3's TMA moves whole boxes: the 100 queries (top-left) see keys 0 .. 99, KV
+  // tile 0 alone, which both query tiles see: Q in two boxes of 64 rows, 28 of them zeros.
+  BackwardKernelFacts boxes = v3;
+  boxes.tma_boxes = true;
+  const PassReport rb = count_backward_kernel(s, boxes);
+  CHECK(rb.tensor("K").read == 128 * 64 * 2);
+  CHECK(rb.tensor("Q").read == 2 * (2 * 64) * 64 * 2);  // 2 heads, two boxes of 64 rows each
+  CHECK(rb.tensor("L").read == r.tensor("L").read);  // L and D by cp.async: rows inside
+  // v3 has no deterministic mode, with its boxes or without.
   v3.deterministic = true;
   CHECK(contains(message_of([&] { count_backward_kernel(s, v3); }), "deterministic"));
+  boxes.skips_unseen_kv = false;  // so that the boxes' own refusal speaks
+  boxes.deterministic = true;
+  CHECK(contains(message_of([&] { count_backward_kernel(s, boxes); }), "tma_boxes"));
 }
 
 TEST_CASE("backward mirror: without a mask, QR = Tc N_q, A = N_q N_k, KR = Tr N_k") {

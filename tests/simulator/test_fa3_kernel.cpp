@@ -16,13 +16,14 @@ namespace flashlab::sim::test {
 namespace {
 
 struct Loaded {
-  Index keys = 0;     // KL: keys of K (and of V) loaded by one query head's blocks
+  Index keys = 0;     // KL: key rows of K (and of V) loaded by one query head's blocks
   Index tiles = 0;    // KV tiles loaded
   Index working = 0;  // blocks that load a KV tile
 };
 
 // A block loads every KV tile that is not wholly in the future of all its rows: the tiles
-// cpu::Mask does not classify as skipped, each with the rows that lie inside N_k.
+// cpu::Mask does not classify as skipped, each a whole box of Bc rows (TMA's rows past N_k
+// are zero-filled, and counted into the SMs as the rest).
 Loaded brute_force(const Fa3Shape& s, Index Br, Index Bc) {
   const cpu::Mask mask{s.causal, s.n_q, s.n_k};
   Loaded x;
@@ -32,7 +33,7 @@ Loaded brute_force(const Fa3Shape& s, Index Br, Index Bc) {
     for (Index j = 0; j * Bc < s.n_k; ++j) {
       const Index cols = std::min(Bc, s.n_k - j * Bc);
       if (mask.classify(i * Br, rows, j * Bc, cols) == cpu::TileKind::skipped) continue;
-      x.keys += cols;
+      x.keys += Bc;
       ++tiles;
     }
     x.tiles += tiles;
@@ -64,7 +65,7 @@ void check_closed_form(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Loaded x = brute_force(s, f.Br, f.Bc);
   const Index b = bytes_of(f.dtype), d = s.d, Hq = s.batch * s.heads_q;
   const Index Tr = ceil_div(s.n_q, f.Br);
-  CHECK(r.tensor("Q").read == Hq * s.n_q * d * b);
+  CHECK(r.tensor("Q").read == Hq * Tr * f.Br * d * b);  // whole boxes of Br rows
   CHECK(r.tensor("K").read == Hq * x.keys * d * b);
   CHECK(r.tensor("V").read == Hq * x.keys * d * b);
   CHECK(r.tensor("O").written == Hq * s.n_q * d * b);
@@ -184,8 +185,8 @@ TEST_CASE("fa3 mirror: without a mask each query tile reads all of K and V once"
   const Fa3Shape s{.heads_q = 16, .heads_kv = 4, .n_q = 1023, .n_k = 97, .d = 128};
   const PassReport r = count_fa3_kernel(s, facts(2, DType::bf16));
   const Index Tr = ceil_div(1023, 128);  // 8
-  CHECK(r.tensor("K").read == 16 * Tr * 97 * 128 * 2);
-  CHECK(r.tensor("Q").read == 16 * 1023 * 128 * 2);
+  CHECK(r.tensor("K").read == 16 * Tr * 128 * 128 * 2);  // one box of 128 rows, 97 inside
+  CHECK(r.tensor("Q").read == 16 * Tr * 128 * 128 * 2);  // 8 boxes of 128 rows, 1023 inside
   CHECK(r.launch("fa3").working == 16 * Tr);
 }
 
@@ -197,9 +198,9 @@ TEST_CASE("fa3 mirror: bottom-right causal with N_q > N_k leaves the first block
   const PassReport r = count_fa3_kernel(s, facts(2, DType::bf16));
   CHECK(r.launch("fa3").blocks == 8);
   CHECK(r.launch("fa3").working == 1);
-  CHECK(r.tensor("K").read == 97 * 128 * 2);
-  CHECK(r.tensor("Q").read == 1023 * 128 * 2);
-  CHECK(r.tensor("O").written == 1023 * 128 * 2);
+  CHECK(r.tensor("K").read == 128 * 128 * 2);      // one box: the 97 keys and 31 zero rows
+  CHECK(r.tensor("Q").read == 8 * 128 * 128 * 2);  // eight boxes: 1023 rows and one zero row
+  CHECK(r.tensor("O").written == 1023 * 128 * 2);  // stores only the rows inside
 }
 
 TEST_CASE("fa3 mirror: causal square problems load T (T + 1) / 2 of the T^2 tiles") {

@@ -66,13 +66,18 @@ struct BackwardKernelFacts {
   // them; v3 (wgmma, TMA) loads nothing in a block whose keys no query sees. v3 has no
   // deterministic mode (that call runs v2).
   bool skips_unseen_kv = false;
+  // The main kernel's Q_i, dO_i, K_j and V_j come by TMA (v3), in whole boxes of Br and Bc
+  // rows: the rows past N_q and N_k are zero-filled on chip and counted into the SMs as the
+  // rest (as the forward's TMA copies were measured, fa3_kernel_program.cpp); false, only the
+  // rows inside cross (v2's cp.async with zero-fill).
+  bool tma_boxes = false;
   std::string_view main_kernel = "v2";  // named in the report's label
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every
 // size is >= 1 (N up to 2^22, d up to 2^12, batch x heads_q up to 2^20), heads_kv divides
 // heads_q, Br, Bc >= 1 (dq_Br, dq_Bc >= 0), blocks per SM 1 to 64, dq_threads 0 to 1024, and
-// skips_unseen_kv only without deterministic.
+// skips_unseen_kv and tma_boxes only without deterministic.
 void check(const BackwardShape& shape, const BackwardKernelFacts& facts);
 
 // Every kernel of the pass counted in closed form over the KV tiles (and, deterministic,
