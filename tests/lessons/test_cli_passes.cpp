@@ -79,9 +79,10 @@ TEST_CASE("simulate --pass fa3 prints the Hopper kernel's mirror with the table'
   CHECK(j["inputs"]["causal"] == "bottom-right");
   CHECK(j["inputs"]["stages"] == 3);
   CHECK(j["peak_sram_bytes"] == flashlab::gpu::fa3::sram_bytes(128, FLASHLAB_BF16, 3));
-  // 97 query rows, one query tile, bottom-right: its last row sees all 1023 keys.
-  CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * 1023 * 128 * 2);
-  CHECK(bytes_of(j, "Q", "bytes_read") == 2 * 8 * 97 * 128 * 2);
+  // 97 query rows, one query tile, bottom-right: its last row sees all 1023 keys. Into the
+  // SMs in TMA's whole boxes: 8 of Bc = 128 keys, one of Br = 128 query rows.
+  CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * 8 * 128 * 128 * 2);
+  CHECK(bytes_of(j, "Q", "bytes_read") == 2 * 8 * 128 * 128 * 2);
   // L out of the SMs: a sector for each 8 rows (one lane of each quad stores a float).
   CHECK(bytes_of(j, "L", "bytes_written") == 2 * 8 * ((97 + 7) / 8) * 32);
   CHECK(j["launches"][0]["blocks"] == 2 * 8);

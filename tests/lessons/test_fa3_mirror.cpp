@@ -50,7 +50,8 @@ TEST_CASE("fa3 mirror: what the kernel does not take is refused with the table's
 }
 
 TEST_CASE(
-    "fa3 prediction: bytes into the SMs equal the grid model's, and out, TMA's rows and L's sectors") {
+    "fa3 prediction: bytes into the SMs, the grid model's and TMA's fills; out, TMA's rows and L's "
+    "sectors") {
   for (const bool causal : {false, true})
     for (const app::Index n : {1, 97, 1023}) {
       CAPTURE(n);
@@ -59,20 +60,26 @@ TEST_CASE(
       const app::Prediction p = app::predict(run);
       REQUIRE(p.pass);
       REQUIRE(p.grid);
-      CHECK(p.sm_read() == double(p.grid->sm_read()));
+      // The grid model books the rows inside the tensors, what the L2 serves; TMA's boxes
+      // bring their rows past N too, zero-filled: Tr Br rows of Q, and the last KV tile's
+      // rows past N in every query tile that loads it (each query tile under the mask too:
+      // the last, only one, loads it, and Bc = Br here).
+      const double Tr = double((n + k::br(128) - 1) / k::br(128)), row = 128.0 * 2;
+      const double q_fill = Tr * k::br(128) - double(n);
+      const double kv_fill = (Tr * k::br(128) - double(n)) * (causal ? 1 : Tr);
+      REQUIRE(k::br(128) == k::kBc);
+      CHECK(p.sm_read() == double(p.grid->sm_read()) + 3 * (q_fill + 2 * kv_fill) * row);
       // Out of the SMs at the default stages: O by TMA stores of sO, its rows whole (its
       // data), and L by finalize's warp stores, a sector per 8 rows; the L1's store pipe sees
       // only L. The grid model books the data the L2 receives.
       REQUIRE(k::stages_o(128, FLASHLAB_BF16, k::default_stages(128)));
-      const double row = 128.0 * 2, l_sectors = double((n + 7) / 8);
+      const double l_sectors = double((n + 7) / 8);
       CHECK(double(p.grid->sm_written()) == 3 * (n * row + 4.0 * n));
       CHECK(p.sm_written() == 3 * (n * row + 32 * l_sectors));
       CHECK(p.sm_written_by_tma() == 3 * n * row);
       CHECK(p.sm_stores_issued() == 3 * 32 * l_sectors);
-      if (!causal) {  // Q once, K and V once per query tile
-        const double Tr = double((n + k::br(128) - 1) / k::br(128));
-        CHECK(p.sm_read() == 3 * (n * row + 2 * Tr * n * row));
-      }
+      if (!causal)  // Q once, K and V once per query tile, in whole boxes of Br = Bc rows
+        CHECK(p.sm_read() == 3 * (Tr * k::br(128) * row + 2 * Tr * Tr * k::kBc * row));
     }
 }
 
@@ -83,8 +90,10 @@ TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM from its gri
   REQUIRE(p.grid);
   CHECK(p.grid->problem.queries() == 97);
   CHECK(p.grid->problem.N == 1023);
-  const double row = 64.0 * 2;  // one query tile of 97 rows reads all 1023 keys of K and V
-  CHECK(p.sm_read() == 2 * (97 * row + 2 * 1023 * row));
+  // One query tile of 97 rows reads all 1023 keys of K and V, into the SMs in whole boxes:
+  // one of Br = 192 rows of Q, 8 of Bc = 128 rows of K and of V.
+  const double row = 64.0 * 2;
+  CHECK(p.sm_read() == 2 * (k::br(64) * row + 2 * 8 * k::kBc * row));
   // The H200's L2 holds it all: Q, K and V once from DRAM, O and L left dirty.
   CHECK(p.dram_read() == 2 * (97 * row + 2 * 1023 * row));
   CHECK(p.dram_written() == 0);
