@@ -1,17 +1,17 @@
 // The scalar kernel's reads into the SMs beside a block log, with plain loads (the library's
 // until 2026-12-05, bench_scalar_block_log's build since), whose K and V pass the L1: on the
-// H200 a build of the kernel that logs each block's SM (%smid) and its start and end (%globaltimer) ran under Nsight
-// Compute, so every logged call has its own l1tex__m_xbar2l1tex_read_bytes (bench/gpu/NOTES.md,
-// "The scalar kernel at 16 heads"). This program reads the logs and the bytes of two builds:
-// the first's (*-scalar-block-log-ncu.csv: N, d, dtype, heads, call, and per block its SM,
-// start and end; *-scalar-block-log-ncu-bytes.csv: the profiled launches in order, for each N
-// a warm-up and then the logged calls) and bench_scalar_block_log's under block_log.py
+// H200 a build of the kernel that logs each block's SM (%smid) and its start and end (%globaltimer)
+// ran under Nsight Compute, so every logged call has its own l1tex__m_xbar2l1tex_read_bytes
+// (bench/gpu/NOTES.md, "The scalar kernel at 16 heads"). This program reads the logs and the bytes
+// of two builds: the first's (*-scalar-block-log-ncu.csv: N, d, dtype, heads, call, and per block
+// its SM, start and end; *-scalar-block-log-ncu-bytes.csv: the profiled launches in order, for each
+// N a warm-up and then the logged calls) and bench_scalar_block_log's under block_log.py
 // (*-scalar-block-log.csv, the same columns and causal; *-scalar-block-log-bytes.csv, a row a
 // logged call with its sm_read_bytes), and predicts each call twice through the kernel's mirror
-// (lessons/gpu_bridge/kernels.cpp, app::predict, with plain_loads): with the grid model's own schedule (the
-// heads' blocks catching up with each other, sim::GridSchedule::catch_up, the median of its
-// draws) and with the log replayed (sim::GridSchedule::logged: each block on its logged SM, its
-// K and V tiles at an even pace between its start and end, or when it began each step where a
+// (lessons/gpu_bridge/kernels.cpp, app::predict, with plain_loads): with the grid model's own
+// schedule (the heads' blocks catching up with each other, sim::GridSchedule::catch_up, the median
+// of its draws) and with the log replayed (sim::GridSchedule::logged: each block on its logged SM,
+// its K and V tiles at an even pace between its start and end, or when it began each step where a
 // step log is beside the log (block_log.py --steps), through that SM's L1).
 // docs/IO-LEVELS.md, "The L1: plain loads", reads the table. Then, from the same logs, the
 // figure catch_up takes: how far behind its head's first block a block started and still

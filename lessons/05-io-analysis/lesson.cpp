@@ -347,8 +347,7 @@ void three_levels(LessonContext& ctx) {
 
   // The L1: passed by every kernel's copies; the scalar kernel built with plain loads stops there.
   constexpr Index kLongN = 16384;
-  const Prediction scalar =
-      predict({.kernel = "scalar", .n = kLongN, .d = d, .plain_loads = true});
+  const Prediction scalar = predict({.kernel = "scalar", .n = kLongN, .d = d, .plain_loads = true});
   const KernelMirror mirror = kernel_mirror(
       "scalar", sim::Problem{.N = kLongN, .d = d, .dtype = sim::DType::bf16}, 1, true);
   if (scalar.report && scalar.grid) {
@@ -364,15 +363,15 @@ void three_levels(LessonContext& ctx) {
         "in the L1: the blocks load {}, and {} of it crosses into the SMs ({:.3f}). The H200\n"
         "measured {:.3f} of the loads at this shape\n({}).\n",
         kLongN, scalar.grid->problem.blocks(), scalar.grid->problem.Br, mirror.blocks_per_sm,
-        sim::format_bytes(double(mirror.l1_bytes)), sim::format_bytes(double(hw.sm.unified_cache_bytes)),
-        hw.sm_count, hw.sm_count, sim::format_bytes(loads), sim::format_bytes(scalar.sm_read()),
-        scalar.sm_read() / loads, measured::kScalarSmReadN16384.ratio,
-        measured::kScalarSmReadN16384.source.run);
+        sim::format_bytes(double(mirror.l1_bytes)),
+        sim::format_bytes(double(hw.sm.unified_cache_bytes)), hw.sm_count, hw.sm_count,
+        sim::format_bytes(loads), sim::format_bytes(scalar.sm_read()), scalar.sm_read() / loads,
+        measured::kScalarSmReadN16384.ratio, measured::kScalarSmReadN16384.source.run);
   }
   // With many heads, which blocks meet on an SM is a matter of time: the heads catch up.
   constexpr Index kManyHeads = 16, kManyN = 8192;
-  const Prediction heads = predict(
-      {.kernel = "scalar", .n = kManyN, .d = d, .heads = kManyHeads, .plain_loads = true});
+  const Prediction heads =
+      predict({.kernel = "scalar", .n = kManyN, .d = d, .heads = kManyHeads, .plain_loads = true});
   if (heads.report && heads.grid && heads.sm_read_high > 0) {
     const double loads = double(heads.report->bytes_read()) * double(kManyHeads);
     const measured::LoadsPastTheL1& past = measured::kScalarLoadsPastTheL1;
@@ -398,8 +397,8 @@ void three_levels(LessonContext& ctx) {
         past.sm_read_low == past.sm_read_high
             ? fmt::format("{:.3f} of", past.sm_read_low)
             : fmt::format("{:.3f} to {:.3f} of", past.sm_read_low, past.sm_read_high),
-        past.shapes, past.speed_d128_low,
-        past.speed_d128_high, past.speed_d64_low, past.speed_d64_high, past.source.run);
+        past.shapes, past.speed_d128_low, past.speed_d128_high, past.speed_d64_low,
+        past.speed_d64_high, past.source.run);
   }
   // The naive kernel at DRAM: three launches, each measured cold.
   const Prediction naive = predict({.kernel = "naive", .n = N, .d = d});

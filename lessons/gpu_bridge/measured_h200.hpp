@@ -311,9 +311,16 @@ struct LoadsPastTheL1 {
   double speed_d128_low, speed_d128_high, speed_d64_low, speed_d64_high;
 };
 inline constexpr LoadsPastTheL1 kScalarLoadsPastTheL1{
-    {"bench/RESULTS.md, 2026-12-05, night (an H100: results/h100/2026-12-05-h100-scalar-cg-*)",
-     "scalar, bf16, 1 and 16 heads", "flashlab compare (Nsight Compute); bench.py, do_bench"},
-    16, 1.0, 1.0, 0.980, 0.986, 0.879, 0.889};
+    .source =
+        {"bench/RESULTS.md, 2026-12-05, night (an H100: results/h100/2026-12-05-h100-scalar-cg-*)",
+         "scalar, bf16, 1 and 16 heads", "flashlab compare (Nsight Compute); bench.py, do_bench"},
+    .shapes = 16,
+    .sm_read_low = 1.0,
+    .sm_read_high = 1.0,
+    .speed_d128_low = 0.980,
+    .speed_d128_high = 0.986,
+    .speed_d64_low = 0.879,
+    .speed_d64_high = 0.889};
 // The naive kernel at one head, N = 4096, d = 128: DRAM read (103,866,624 bytes) over its
 // mirror's prediction with each launch measured cold: 3 N d 2 + 4 N^2 + 2 N^2 = 103,809,024
 // bytes (Q, K, V, then S and P once: the softmax's 528 rows in flight on a partition and

@@ -200,10 +200,11 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
     return cpu::checked_product({heads, rows, cols, bytes}, "the backward's bytes");
   };
   const Index own_rows = f.deterministic ? QR + s.n_q : QR;  // Q, L, D: the dQ kernel adds N_q
-  const Index box_rows = f.tma_boxes ? sums.QB : own_rows;    // Q and dO as the copies move them
+  const Index box_rows = f.tma_boxes ? sums.QB : own_rows;   // Q and dO as the copies move them
   const Index kv_rows = f.skips_unseen_kv ? s.n_k - sums.UK : s.n_k;  // per KV head
-  const Index kv_moved = f.tma_boxes ? sums.KB : kv_rows;              // as the copies move them
-  const Index kv_read = rows_of(Hkv, kv_moved, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
+  const Index kv_moved = f.tma_boxes ? sums.KB : kv_rows;             // as the copies move them
+  const Index kv_read =
+      rows_of(Hkv, kv_moved, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
 
   PassReport r;
   r.pass = f.deterministic ? "backward (deterministic)" : "backward";

@@ -103,7 +103,7 @@ TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
   TileSums sums;
   for (Index i = 0; i < Tr; ++i) {
     const Index Tc = tiles_seen((i + 1) * Br);  // n_i: the block's last row's keys
-    sums.KL += Tc * Bc;  // whole boxes
+    sums.KL += Tc * Bc;                         // whole boxes
     sums.tiles += Tc;
     sums.working += Tc > 0 ? 1 : 0;
     for (Index c = 0; c < f.consumers; ++c) {

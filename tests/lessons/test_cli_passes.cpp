@@ -520,8 +520,7 @@ TEST_CASE("the scalar kernel's grid: its heads catch up, the median of the draws
 
   // 16 heads at N = 4096, as built: the grid runs catch_up once, and every load crosses into
   // the SMs whatever the heads' paces, so no draws.
-  const auto built = flashlab::app::predict(
-      {.kernel = "scalar", .n = 4096, .d = 128, .heads = 16});
+  const auto built = flashlab::app::predict({.kernel = "scalar", .n = 4096, .d = 128, .heads = 16});
   REQUIRE(built.grid);
   REQUIRE(built.report);
   CHECK(built.grid->problem.schedule == sim::GridSchedule::catch_up);

@@ -313,7 +313,7 @@ TEST_CASE("backward mirror, v3: K and V of blocks no query sees are not read, an
   const PassReport rb = count_backward_kernel(s, boxes);
   CHECK(rb.tensor("K").read == 128 * 64 * 2);
   CHECK(rb.tensor("Q").read == 2 * (2 * 64) * 64 * 2);  // 2 heads, two boxes of 64 rows each
-  CHECK(rb.tensor("L").read == r.tensor("L").read);  // L and D by cp.async: rows inside
+  CHECK(rb.tensor("L").read == r.tensor("L").read);     // L and D by cp.async: rows inside
   // v3 has no deterministic mode, with its boxes or without.
   v3.deterministic = true;
   CHECK(contains(message_of([&] { count_backward_kernel(s, v3); }), "deterministic"));
