@@ -50,8 +50,8 @@ TEST_CASE("fa3 mirror: what the kernel does not take is refused with the table's
 }
 
 TEST_CASE(
-    "fa3 prediction: bytes into the SMs, the grid model's and TMA's fills; out, TMA's rows and L's "
-    "sectors") {
+    "fa3 prediction: bytes into the SMs, the grid model's and TMA's fills, and out, TMA's rows and "
+    "L's sectors") {
   for (const bool causal : {false, true})
     for (const app::Index n : {1, 97, 1023}) {
       CAPTURE(n);
