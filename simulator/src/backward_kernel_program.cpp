@@ -33,7 +33,8 @@
 // rows and its K and V keys as boxes of Br and Bc rows, the zero-filled rows past N_q and
 // N_k counted as the rest:
 //   QB = sum over steps of Br  (no mask: Tc Tr Br)   -- query rows in its boxes
-//   KB = Bc x the KV tiles some query sees (no mask: Tc Bc)
+//   KB = Bc x the KV tiles it loads (no mask: Tc Bc)   -- keys in its boxes
+// with UT the KV tiles no query sees, which v3 does not load (KB = (Tc - UT) Bc)
 // and over the dQ kernel's steps, in its tiles (Tr' = ceil(N_q / dq_Br)):
 //   KR  = sum over its steps of c   (no mask: Tr' N_k)  -- keys the dQ kernel loads
 //   A'  = sum over its steps of r c (no mask: N_q N_k)  -- scores it computes
@@ -96,7 +97,8 @@ Index ceil_div(Index a, Index b) { return (a + b - 1) / b; }
 // main kernel's in its tiles (Br, Bc), the dQ kernel's in its own (dq_Br, dq_Bc).
 struct StepSums {
   Index QR = 0, A = 0, UK = 0;  // main kernel
-  Index QB = 0, KB = 0;         // its Q, dO and K, V rows in whole boxes (tma_boxes)
+  Index UT = 0;                 // the KV tiles no query sees
+  Index QB = 0;                 // its Q and dO rows in whole boxes (tma_boxes)
   Index KR = 0, A_dq = 0;       // dQ kernel
   // The most rows a main block's query tiles span (KV tile 0's), and the most keys a dQ block
   // loads (its last query tile's): the rows and keys each kernel touches at all. Below N_q
@@ -120,8 +122,8 @@ StepSums step_sums(const BackwardShape& s, Index Br, Index Bc, Index dq_Br, Inde
     const Index rows = first >= Tr ? 0 : s.n_q - first * Br;
     sums.QR += rows;
     sums.QT = std::max(sums.QT, rows);
-    if (rows == 0) sums.UK += c;
-    if (rows > 0) sums.QB += (Tr - first) * Br, sums.KB += Bc;
+    if (rows == 0) sums.UK += c, ++sums.UT;
+    if (rows > 0) sums.QB += (Tr - first) * Br;
     sums.A = add_scores(sums.A, rows, c);
   }
   for (Index i = 0; i < ceil_div(s.n_q, dq_Br); ++i) {  // dQ kernel: the keys each tile sees
@@ -202,7 +204,8 @@ PassReport count_backward_kernel(const BackwardShape& s, const BackwardKernelFac
   const Index own_rows = f.deterministic ? QR + s.n_q : QR;  // Q, L, D: the dQ kernel adds N_q
   const Index box_rows = f.tma_boxes ? sums.QB : own_rows;   // Q and dO as the copies move them
   const Index kv_rows = f.skips_unseen_kv ? s.n_k - sums.UK : s.n_k;  // per KV head
-  const Index kv_moved = f.tma_boxes ? sums.KB : kv_rows;             // as the copies move them
+  const Index kv_tiles = ceil_div(s.n_k, Bc) - (f.skips_unseen_kv ? sums.UT : 0);
+  const Index kv_moved = f.tma_boxes ? kv_tiles * Bc : kv_rows;  // as the copies move them
   const Index kv_read =
       rows_of(Hkv, kv_moved, d, b) + (f.deterministic ? rows_of(Hq, KR, d, b) : 0);
 

@@ -28,9 +28,8 @@
 // L_i = -inf.
 //
 // Closed form. b = input bytes, f = 4 (fp32), B H_q query heads in all, Tr = ceil(N_q / Br)
-// query tiles, and the key rows a block loads, whole tiles
-//   KL_i = Tc_i Bc                     (no mask: ceil(N_k / Bc) Bc)
-//   KL   = sum over i of KL_i          (no mask: Tr ceil(N_k / Bc) Bc)
+// query tiles, and the key rows the blocks load, in whole tiles
+//   KL   = Bc x sum over i of Tc_i     (no mask: Tr ceil(N_k / Bc) Bc)
 //   Q  read     B H_q Tr Br d b
 //   K  read     B H_q KL d b            (each query head reads its KV head's tiles itself: GQA
 //   V  read     B H_q KL d b             shares K and V in HBM and in the L2, not on chip)
@@ -83,8 +82,7 @@ void check_size(std::string_view name, Index value, Index low, Index max) {
 
 // What one query head's blocks load, summed over its query tiles.
 struct TileSums {
-  Index KL = 0;              // key rows loaded, whole tiles (K and V alike): the header's KL
-  Index tiles = 0;           // KV tiles loaded
+  Index tiles = 0;           // KV tiles loaded (Bc rows each of K and of V: the header's KL)
   Index working = 0;         // blocks that load at least one KV tile
   Index consumer_tiles = 0;  // CT: (R, Bc) tiles the consumers compute
 };
@@ -103,7 +101,6 @@ TileSums tile_sums(const Fa3Shape& s, const Fa3KernelFacts& f) {
   TileSums sums;
   for (Index i = 0; i < Tr; ++i) {
     const Index Tc = tiles_seen((i + 1) * Br);  // n_i: the block's last row's keys
-    sums.KL += Tc * Bc;                         // whole boxes
     sums.tiles += Tc;
     sums.working += Tc > 0 ? 1 : 0;
     for (Index c = 0; c < f.consumers; ++c) {
@@ -169,8 +166,9 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Index q_elems = cpu::checked_product({Hq, s.n_q, d}, "Q's elements");
   const Index kv_elems = cpu::checked_product({Hkv, s.n_k, d}, "K's elements");
   tensor("Q", f.dtype, q_elems, rows_of(Hq, ceil_div(s.n_q, Br) * Br, d, b), 0);  // whole boxes
-  tensor("K", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
-  tensor("V", f.dtype, kv_elems, rows_of(Hq, sums.KL, d, b), 0);
+  const Index KL = cpu::checked_mul(sums.tiles, Bc, "the keys loaded");           // whole boxes
+  tensor("K", f.dtype, kv_elems, rows_of(Hq, KL, d, b), 0);
+  tensor("V", f.dtype, kv_elems, rows_of(Hq, KL, d, b), 0);
   // Out of the SMs: the sectors of finalize's stores, head by head (warp_store.hpp).
   const auto out = [&](const std::optional<WarpStore>& store, Index cols, Bytes bytes) {
     const Bytes head = rows_of(1, s.n_q, cols, bytes);
