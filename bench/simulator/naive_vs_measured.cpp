@@ -19,16 +19,16 @@
 //   ./build/bench/simulator/naive_vs_measured --only naive-onset      # N = 5120 .. 8192
 //
 // With --writes it prints instead, for the rows that carry dram_written_measured, the reads and
-// writes of the mirror as `flashlab compare` runs it (its own policy), with the cap on what a
-// partition holds dirty measured on the H200 (sim::kH200MeasuredL2DirtyCap, shared by the heads
-// as the room is) and without one, as the profile has it.
+// writes of the mirror as `flashlab compare` runs it (its own policy, the cap on what the L2
+// holds dirty measured on the H200, sim::l2_dirty_room, shared by the heads as the room is) and
+// without the cap.
 //   ./build/bench/simulator/naive_vs_measured --writes
 //
 // With --rows-in-flight FILE it reads instead the softmax's traffic alone
 // (bench/gpu/l2_rows_in_flight.py's CSV: one launch a row, with k blocks an SM, P written or
 // not, the blocks free, persistent or in lockstep, on both sides of the L2 or one) and sets
-// beside each launch's measured x the mirror's for the same rows in flight: k x SMs /
-// partitions rows a side, P written, through the profile's L2 (LRU, and the sets with home
+// beside each launch's measured x the mirror's for the same rows in flight: k x SMs rows, each
+// side's half in its partition, P written, through the profile's L2 (LRU, and the sets with home
 // copies as the mirror runs them), the rows in step (the mirror's order before 2026-12-04)
 // and staggered (as built). The mirror's partitions run alike, so a launch on one side alone
 // has no prediction. A CSV without measured columns prints the predictions alone; --n keeps
@@ -147,15 +147,14 @@ double predict(const Measured& m, sim::L2Replacement replacement, std::uint64_t 
   return double(r.dram_read()) * double(m.heads);
 }
 
-// The mirror's DRAM read and written, all heads, as `flashlab compare` runs it, with the
-// measured cap on what a partition holds dirty or without one.
+// The mirror's DRAM read and written, all heads, as `flashlab compare` runs it (with the
+// measured cap on what the L2 holds dirty) or without the cap.
 struct ReadWritten {
   double read = 0, written = 0;
 };
 ReadWritten predict_as_built(const Measured& m, bool dirty_cap) {
   app::KernelMirror mirror = mirror_of(m);
-  app::set_naive_l2_dirty_cap(mirror.problem, dirty_cap ? sim::kH200MeasuredL2DirtyCap : 0,
-                              m.heads);
+  if (!dirty_cap) app::set_naive_l2_dirty_cap(mirror.problem, 0, m.heads);
   const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
   return {double(r.dram_read()) * double(m.heads), double(r.dram_written()) * double(m.heads)};
 }
@@ -164,8 +163,8 @@ ReadWritten predict_as_built(const Measured& m, bool dirty_cap) {
 // cap and without it.
 int print_writes(const std::vector<Measured>& rows) {
   fmt::print(
-      "MiB; ratios measured / predicted; the mirror as `flashlab compare` runs it, with the "
-      "measured dirty cap and without (the profile's)\n\n"
+      "MiB; ratios measured / predicted; the mirror as `flashlab compare` runs it (the whole "
+      "L2, what it holds dirty capped as measured) and without the cap\n\n"
       "| csv | heads | N | d | mask | read meas. | cap | ratio | no cap | ratio | "
       "written meas. | cap | ratio | no cap | ratio |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -266,15 +265,15 @@ std::vector<TrafficLaunch> read_traffic(const std::filesystem::path& path, cpu::
   return out;
 }
 
-// The mirror's x for one head's softmax with `per_side` rows in flight on each partition;
+// The mirror's x for one head's softmax with `rows` rows in flight on both sides together;
 // `replacement` the L2's policy (sets: with the profile's home copies, as the mirror runs it),
 // `staggered` the order of the rows' passes.
-double traffic_x(cpu::Index N, cpu::Index per_side, sim::L2Replacement replacement, bool staggered,
+double traffic_x(cpu::Index N, cpu::Index rows, sim::L2Replacement replacement, bool staggered,
                  std::uint64_t seed) {
   // d moves the GEMMs' bytes only, which the difference below cancels.
   const Measured one_head{.source = {}, .heads = 1, .N = N, .d = 128, .read = 0};
   const double compulsory = predict(one_head, replacement, seed, 1, staggered);
-  const double read = predict(one_head, replacement, seed, per_side, staggered);
+  const double read = predict(one_head, replacement, seed, rows, staggered);
   return (read - compulsory) / later_passes_bytes(one_head);
 }
 
@@ -288,11 +287,13 @@ int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uin
   struct Predicted {
     double lru, in_step, staggered;
   };
-  std::map<std::pair<cpu::Index, cpu::Index>, Predicted> cache;  // (N, rows a side) -> x
+  std::map<std::pair<cpu::Index, cpu::Index>, Predicted> cache;  // (N, rows) -> x
   for (const TrafficLaunch& t : read_traffic(path, n_only)) {
-    // One side alone holds all its rows in flight; both sides share them.
+    // One side alone holds all its rows in flight; both sides share them. The mirror's one L2
+    // is the whole L2, both sides' rows in flight through it.
     const cpu::Index per_side =
         t.one_side ? t.rows_in_flight : cpu::tile_count(t.rows_in_flight, hw.l2_partitions);
+    const cpu::Index in_mirror = t.rows_in_flight;
     const std::string order = t.lockstep ? "lockstep" : t.persistent ? "persistent" : "free";
     const std::string measured = t.x ? fmt::format("{:.3f}", *t.x) : "-";
     const double side_mib = double(per_side) * kScoreBytes * double(t.N) / kMiB;
@@ -305,15 +306,15 @@ int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uin
       row("one", "- | - | -");
       continue;
     }
-    auto it = cache.find({t.N, per_side});
+    auto it = cache.find({t.N, in_mirror});
     if (it == cache.end()) {
       const auto x = [&](sim::L2Replacement policy, bool staggered) {
-        return traffic_x(t.N, per_side, policy, staggered, seed);
+        return traffic_x(t.N, in_mirror, policy, staggered, seed);
       };
       it = cache
-               .emplace(std::pair{t.N, per_side}, Predicted{x(sim::L2Replacement::lru, true),
-                                                            x(sim::L2Replacement::sets, false),
-                                                            x(sim::L2Replacement::sets, true)})
+               .emplace(std::pair{t.N, in_mirror}, Predicted{x(sim::L2Replacement::lru, true),
+                                                             x(sim::L2Replacement::sets, false),
+                                                             x(sim::L2Replacement::sets, true)})
                .first;
     }
     row("both", fmt::format("{:.3f} | {:.3f} | {:.3f}", it->second.lru, it->second.in_step,

@@ -149,27 +149,30 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
     }
     mirror.problem.gemm_operands_held = true;  // cuBLAS's persistent blocks share K and V
     // The three launches as Nsight Compute measures them: each starts with an empty L2. And
-    // as they run: S and P are written and read by SMs on both sides of the L2, and a line
-    // that SMs of both partitions touch is held in both (grid.hpp), so the streams have one
-    // partition's room; each operator runs over all the heads at once (cuBLAS's batch, the
-    // softmax's grid), whose tensors stream through it one head after another, so `heads`
-    // heads evict what one head evicts through 1 / heads of that room, times heads.
-    // (Checked on the stored sweep, docs/IO-LEVELS.md: DRAM writes within 7% wherever more
-    // than 1 MiB is written, one head to N = 32768, 16 to N = 16384; with the whole L2 as the
-    // room, 3.3 and 3.7x too few at N = 4096 and 1024.)
+    // as they run: each line of S and P is written by one block and read by one (a GEMM's
+    // output tile, a softmax row), so the SMs of each side hold their own half of the
+    // traffic, and a line homed on the other side takes room there too (home copies,
+    // set_naive_l2_policy): the mirror's one L2 is the whole L2, both partitions' room for
+    // both sides' traffic, half of its lines taking room twice. Each operator runs over all
+    // the heads at once (cuBLAS's batch, the softmax's grid), whose tensors stream through it
+    // one head after another, so `heads` heads evict what one head evicts through 1 / heads
+    // of that room, times heads. What the L2 holds dirty is capped at what the H200 was
+    // measured to hold, shared alike: the GEMM's S and the softmax's P are written far past
+    // it. (docs/IO-LEVELS.md, "The naive kernel's writes: the whole L2 and its dirty cap":
+    // DRAM writes within 15% at every stored row that writes more than 1 MiB; with one
+    // partition's room for the whole traffic, which counts each side's lines twice, 0.72 to
+    // 0.86 where S is 64 MiB, and 2 MiB where the H200 writes nothing at N = 2048.)
     mirror.problem.l2_emptied_between_kernels = true;
     if (problem.l2_bytes > 0) {
       const sim::HardwareProfile& hw = target_profile();
-      // The L2 cut into one share per partition and head.
-      const Index shares = hw.l2_partitions * std::max<Index>(1, heads);
+      // The L2 cut into one share per head.
+      const Index shares = std::max<Index>(1, heads);
       mirror.problem.l2_bytes = std::max<sim::Bytes>(1, problem.l2_bytes / shares);
-      set_naive_l2_dirty_cap(mirror.problem, hw.l2_dirty_cap, heads);
+      set_naive_l2_dirty_cap(mirror.problem, sim::l2_dirty_room(hw), heads);
       // The softmax's rows in flight: its resident blocks, one per row, sm_count x what
       // threads and shared memory let an SM hold (2048 / 256 = 8 on the H200; its 20
-      // registers a thread allow more). A row is read by its one block, so its SM's
-      // partition alone holds it (grid.hpp: a line read by one side), and each partition
-      // runs its half of the rows through its own l2_bytes / P: the room above, with
-      // heads scaled down alike.
+      // registers a thread allow more), each side's half in its own partition: all of them
+      // through the whole room, with heads scaled down alike.
       const Index resident =
           Index(hw.sm_count) * sim::blocks_by_shared_and_threads(hw.sm, c.threads, c.sram_bytes);
       mirror.problem.softmax_rows_in_flight = (resident + shares - 1) / shares;
@@ -194,9 +197,11 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
   return mirror;
 }
 
-void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes partition_cap, Index heads) {
-  // The room is one partition's shared by the heads; what it holds dirty is shared alike.
-  problem.l2_dirty_cap = std::min(problem.l2_bytes, partition_cap / std::max<Index>(1, heads));
+void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes whole_l2_cap, Index heads) {
+  // The room is the whole L2 shared by the heads; what it holds dirty is shared alike. A cap
+  // of the room or more cannot bind: none, which keeps LRU's steady state (l2_cache.hpp).
+  const sim::Bytes share = whole_l2_cap / std::max<Index>(1, heads);
+  problem.l2_dirty_cap = share < problem.l2_bytes ? share : 0;
 }
 
 void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement) {

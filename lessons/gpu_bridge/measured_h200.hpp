@@ -323,8 +323,8 @@ inline constexpr LoadsPastTheL1 kScalarLoadsPastTheL1{
     .speed_d64_high = 0.889};
 // The naive kernel at one head, N = 4096, d = 128: DRAM read (103,866,624 bytes) over its
 // mirror's prediction with each launch measured cold: 3 N d 2 + 4 N^2 + 2 N^2 = 103,809,024
-// bytes (Q, K, V, then S and P once: the softmax's 528 rows in flight on a partition and
-// their P fill 12.4 of its 30 MiB, so its second and third passes hit).
+// bytes (Q, K, V, then S and P once: the softmax's 1056 rows in flight, half on each side,
+// and their P fill 24.8 of the L2's 60 MiB, so its second and third passes hit).
 inline constexpr BytesRatio kNaiveDramReadN4096{
     {"bench/RESULTS.md, the compare sweep of 2026-12-01 (compare-sweep-h1.csv)",
      "naive, one head, N = 4096, d = 128, bf16", "Nsight Compute, dram__bytes_read"},

@@ -131,11 +131,12 @@ constexpr std::array kProfiles = {
         // most half of them from DRAM, on both sides from 19 MiB a side, all of them
         // (docs/IO-LEVELS.md, "Home copies").
         .l2_home_copies = true,
-        // No dirty cap (l2_dirty_cap 0), though one is measured (kH200MeasuredL2DirtyCap): with
-        // it the naive mirror's DRAM writes move away from the measured ones in every row and
-        // fa2's do not move (docs/IO-LEVELS.md, "The writes during the kernel"). The figure
-        // stays as what the L2 holds dirty, for the passes' compulsory DRAM (l2_dirty_room):
-        // the measured figure is a partition's, and the H200 has two (l2_partitions above).
+        // No dirty cap in the grid model (l2_dirty_cap 0), though one is measured
+        // (kH200MeasuredL2DirtyCap): fa2's DRAM bytes do not move with it (docs/IO-LEVELS.md,
+        // "The writes during the kernel"). The figure stays as what the L2 holds dirty
+        // (l2_dirty_room), for the passes' compulsory DRAM and the naive mirror's cap, whose
+        // launches write far past it ("The naive kernel's writes: the whole L2 and its dirty
+        // cap"): the measured figure is a partition's, and the H200 has two (l2_partitions).
         .l2_dirty_measured = 2 * kH200MeasuredL2DirtyCap,
         // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
         // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
