@@ -160,7 +160,7 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
     // measured to hold, shared alike: the GEMM's S and the softmax's P are written far past
     // it. (docs/IO-LEVELS.md, "The naive kernel's writes: the whole L2 and its dirty cap":
     // DRAM writes within 15% at every stored row that writes more than 1 MiB; with one
-    // partition's room for the whole traffic, which counts each side's lines twice, 0.72 to
+    // partition's room for the whole traffic, which counts each side's lines twice, 0.77 to
     // 0.86 where S is 64 MiB, and 2 MiB where the H200 writes nothing at N = 2048.)
     mirror.problem.l2_emptied_between_kernels = true;
     if (problem.l2_bytes > 0) {
