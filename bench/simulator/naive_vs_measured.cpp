@@ -154,7 +154,7 @@ struct ReadWritten {
 };
 ReadWritten predict_as_built(const Measured& m, bool dirty_cap) {
   app::KernelMirror mirror = mirror_of(m);
-  if (!dirty_cap) app::set_naive_l2_dirty_cap(mirror.problem, 0, m.heads);
+  if (!dirty_cap) mirror.problem.l2_dirty_cap = 0;
   const sim::Report r = sim::count(*mirror.algorithm, mirror.problem);
   return {double(r.dram_read()) * double(m.heads), double(r.dram_written()) * double(m.heads)};
 }
@@ -290,10 +290,9 @@ int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uin
   std::map<std::pair<cpu::Index, cpu::Index>, Predicted> cache;  // (N, rows) -> x
   for (const TrafficLaunch& t : read_traffic(path, n_only)) {
     // One side alone holds all its rows in flight; both sides share them. The mirror's one L2
-    // is the whole L2, both sides' rows in flight through it.
+    // is the whole L2: both sides' rows in flight go through it.
     const cpu::Index per_side =
         t.one_side ? t.rows_in_flight : cpu::tile_count(t.rows_in_flight, hw.l2_partitions);
-    const cpu::Index in_mirror = t.rows_in_flight;
     const std::string order = t.lockstep ? "lockstep" : t.persistent ? "persistent" : "free";
     const std::string measured = t.x ? fmt::format("{:.3f}", *t.x) : "-";
     const double side_mib = double(per_side) * kScoreBytes * double(t.N) / kMiB;
@@ -306,15 +305,16 @@ int print_traffic(const std::filesystem::path& path, cpu::Index n_only, std::uin
       row("one", "- | - | -");
       continue;
     }
-    auto it = cache.find({t.N, in_mirror});
+    auto it = cache.find({t.N, t.rows_in_flight});
     if (it == cache.end()) {
       const auto x = [&](sim::L2Replacement policy, bool staggered) {
-        return traffic_x(t.N, in_mirror, policy, staggered, seed);
+        return traffic_x(t.N, t.rows_in_flight, policy, staggered, seed);
       };
       it = cache
-               .emplace(std::pair{t.N, in_mirror}, Predicted{x(sim::L2Replacement::lru, true),
-                                                             x(sim::L2Replacement::sets, false),
-                                                             x(sim::L2Replacement::sets, true)})
+               .emplace(
+                   std::pair{t.N, t.rows_in_flight},
+                   Predicted{x(sim::L2Replacement::lru, true), x(sim::L2Replacement::sets, false),
+                             x(sim::L2Replacement::sets, true)})
                .first;
     }
     row("both", fmt::format("{:.3f} | {:.3f} | {:.3f}", it->second.lru, it->second.in_step,

@@ -60,6 +60,14 @@ sim::DType sim_dtype(flashlab_dtype dtype) {
   return sim::DType::bf16;
 }
 
+// The naive mirror's dirty cap (Problem::l2_dirty_cap): what the whole L2 holds dirty at most,
+// shared by `heads` heads as the room (problem.l2_bytes, already set) is. A cap of the room or
+// more cannot bind: none, which keeps LRU's steady state (l2_cache.hpp).
+void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes whole_l2_cap, Index heads) {
+  const sim::Bytes share = whole_l2_cap / std::max<Index>(1, heads);
+  problem.l2_dirty_cap = share < problem.l2_bytes ? share : 0;
+}
+
 }  // namespace
 
 CublasTilesFound cublas_tiles(Index n, Index d, Index heads, sim::DType dtype) {
@@ -197,20 +205,13 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
   return mirror;
 }
 
-void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes whole_l2_cap, Index heads) {
-  // The room is the whole L2 shared by the heads; what it holds dirty is shared alike. A cap
-  // of the room or more cannot bind: none, which keeps LRU's steady state (l2_cache.hpp).
-  const sim::Bytes share = whole_l2_cap / std::max<Index>(1, heads);
-  problem.l2_dirty_cap = share < problem.l2_bytes ? share : 0;
-}
-
 void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement) {
   const sim::HardwareProfile& hw = target_profile();
   problem.l2_replacement = replacement;
-  // A line read from DRAM takes room at its home too, and the partitions run alike (each its
-  // half of the rows), so one of the other side's takes room here for each of ours homed
-  // there. Past kNaiveLruFromRoomMultiple, LRU's steady state drops the later passes with or
-  // without those copies.
+  // A line read from DRAM, or written, takes room at its home partition too: half of them,
+  // those homed across from the side that touches them, take room twice in the whole L2.
+  // Past kNaiveLruFromRoomMultiple, LRU's steady state drops the later passes with or without
+  // those copies.
   problem.l2_home_partitions =
       hw.l2_home_copies && replacement == sim::L2Replacement::sets ? hw.l2_partitions : 1;
 }

@@ -86,12 +86,6 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
 // that policy can hold them (hashed sets; Problem::l2_home_partitions). kernel_mirror sets it
 // so; a caller that tries the mirror under another policy sets it here too.
 void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement);
-// The naive mirror's dirty cap (Problem::l2_dirty_cap), from what the whole L2 holds dirty at
-// most (0: no cap), shared by `heads` heads as the room (problem.l2_bytes, already set) is;
-// none where that share is the room or more. kernel_mirror sets the target profile's
-// sim::l2_dirty_room (on the H200 the measured 28.4 MiB); a caller that tries another sets it
-// here.
-void set_naive_l2_dirty_cap(sim::Problem& problem, sim::Bytes whole_l2_cap, Index heads);
 
 // The tiles cuBLAS chose for the naive kernel's GEMMs on the H200 (measured_h200.hpp): at
 // this shape where a run has read them (exact), else at the nearest shape read with the same

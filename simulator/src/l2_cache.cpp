@@ -104,9 +104,9 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
     if (write) write_back_past_cap(tensors);
     return true;
   }
-  // Not here. A line homed elsewhere is held at its home too (partitions alike: the home
-  // copy here stands for it): a read finds it there without DRAM while it lasts, and one
-  // that came from DRAM, or was written, takes room at its home as well.
+  // Not here. A line homed elsewhere than its reader's partition is held at its home too: a
+  // read finds it there without DRAM while it lasts, and one that came from DRAM, or was
+  // written, takes room at its home as well.
   const bool homed_elsewhere = home_partitions_ > 1 && !homed_here(key, j);
   bool from_home = false;
   if (homed_elsewhere && fetch)

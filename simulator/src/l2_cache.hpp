@@ -30,11 +30,11 @@ class L2Cache {
   // replacement: which tile makes room (l2_policy.hpp); random draws from Philox4x32-10
   // keyed by seed, its counter the partition and the evictions so far; sets hashes each line
   // to its set with the seed (and the partition) mixed in.
-  // home_partitions > 1 (sets only): this L2 stands for one of that many partitions alike
+  // home_partitions > 1 (sets only): this L2 stands for that many partitions alike
   // (Problem::l2_home_partitions): a line it reads from DRAM, or writes, whose home is
-  // elsewhere (by hash) is placed twice, itself and its home copy, the other partitions'
-  // line that stands for it there; a read that misses finds the home copy without DRAM
-  // (a far hit) while it lasts. Home copies are clean: the line's own copy writes it back.
+  // another partition than its reader's (by hash) is placed twice, itself and its home copy;
+  // a read that misses finds the home copy without DRAM (a far hit) while it lasts. Home
+  // copies are clean: the line's own copy writes it back.
   // dirty_cap > 0: the most bytes this L2 holds dirty (HardwareProfile::l2_dirty_cap). A
   // write that takes the dirty bytes past it writes the oldest dirty lines back to DRAM, in
   // the order they became dirty (a line written again while dirty keeps its place), until

@@ -69,11 +69,10 @@ inline constexpr Bytes kMaxSetsL2Bytes = Bytes{1} << 30;
 // model (GridProblem::l2_home_copies) places a line's home copy there.
 int l2_line_home(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
                  int partitions);
-// The one-partition models (Problem::l2_home_partitions): whether that line is homed in the
-// partition the L2 stands for, of `partitions` alike (l2_line_home's partition 0: one line
-// in `partitions`). A line homed elsewhere that is read from DRAM or written takes room
-// twice: its own copy and, the partitions being alike, the other side's line that stands
-// for its home copy.
+// The models of one L2 for partitions alike (Problem::l2_home_partitions): whether that line
+// is homed in its reader's partition (l2_line_home's partition 0 standing for it: one line in
+// `partitions`). A line homed elsewhere that is read from DRAM or written takes room twice:
+// its own copy and its home copy.
 bool l2_line_homed_here(int tensor, std::int64_t row0, std::int64_t line, std::uint64_t seed,
                         int partitions);
 

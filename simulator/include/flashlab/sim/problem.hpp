@@ -77,17 +77,17 @@ struct Problem {
   // keys random's draws and the sets' hash.
   L2Replacement l2_replacement = L2Replacement::lru;
   std::uint64_t l2_seed = 0;
-  // Where that L2 is one of this many partitions alike (the naive mirror's share of a GPU
-  // whose SMs on every side run the same traffic), with the sets policy: a line its SMs
-  // read from DRAM, or write, whose home is another partition (all but one line in
-  // l2_home_partitions, by hash) takes room at its home as well; the partitions being
-  // alike, one of theirs takes room here for each of ours, and stands for ours: a home
-  // copy, which a read that misses here finds without DRAM while it lasts (l2_cache.hpp).
-  // 1: every line is homed here.
+  // Where that L2 stands for this many partitions alike, the SMs of each side running their
+  // share of the traffic (one partition with its share, or all of them with all of it: the
+  // same fill; the naive mirror's is the whole L2), with the sets policy: a line read from
+  // DRAM, or written, whose home is another partition than its reader's (all but one line in
+  // l2_home_partitions, by hash) takes room at its home as well: a home copy, which a read
+  // that misses its own copy finds without DRAM while it lasts (l2_cache.hpp). 1: every line
+  // is homed where it is read.
   int l2_home_partitions = 1;
-  // The most bytes that L2 holds dirty (a hardware profile's l2_dirty_cap, scaled as its
-  // l2_bytes is): a write past it writes the oldest dirty lines back to DRAM and keeps them,
-  // clean. 0: no cap. 0 <= l2_dirty_cap <= l2_bytes.
+  // The most bytes that L2 holds dirty (the naive mirror's: what its GPU was measured to
+  // hold, sim::l2_dirty_room, scaled as its l2_bytes is): a write past it writes the oldest
+  // dirty lines back to DRAM and keeps them, clean. 0: no cap. 0 <= l2_dirty_cap <= l2_bytes.
   Bytes l2_dirty_cap = 0;
   // The three-operator kernel as built (Algorithm::naive_kernel; the other programs leave
   // them alone): S lives in HBM in score_dtype and P in weight_dtype (the input dtype when
