@@ -188,21 +188,16 @@ void launch(const Problem& p, cudaStream_t stream) {
   check_launch("tiled_scalar_kernel");
 }
 
-// The head dimensions of kernel_info.hpp's record, each compiled as its own kernel.
-template <class T>
-void launch_for_d(const Problem& p, cudaStream_t stream) {
-  static_assert(find_kernel(FLASHLAB_KERNEL_SCALAR)->head_dims.count == 2 &&
-                find_kernel(FLASHLAB_KERNEL_SCALAR)->head_dims.values[0] == 64 &&
-                find_kernel(FLASHLAB_KERNEL_SCALAR)->head_dims.values[1] == 128,
-                "a head dimension in the table needs its instantiation here");
-  if (p.d == 64) launch<T, 64>(p, stream);
-  else launch<T, 128>(p, stream);
-}
-
 }  // namespace
 
+// Each (element type, head dimension of kernel_info.hpp's record) is a kernel of its own.
 void launch_scalar(const Problem& problem, cudaStream_t stream) {
-  dispatch_dtype(problem.dtype, [&](auto t) { launch_for_d<decltype(t)>(problem, stream); });
+  static_assert(compiled_for_64_and_128(find_kernel(FLASHLAB_KERNEL_SCALAR)->head_dims),
+                "a head dimension in the table needs its instantiation here");
+  dispatch_dtype(problem.dtype, [&](auto t) {
+    dispatch_head_dim(problem.d,
+                      [&](auto d) { launch<decltype(t), decltype(d)::value>(problem, stream); });
+  });
 }
 
 }  // namespace flashlab::gpu

@@ -379,29 +379,20 @@ void launch(const Problem& p, cudaStream_t stream) {
   check_launch("fa2_kernel");
 }
 
-// The head dimensions of kernel_info.hpp's record, each compiled as its own kernel, with and
-// without dropout.
-template <class T, bool kDropout>
-void launch_for_d(const Problem& p, cudaStream_t stream) {
-  static_assert(find_kernel(FLASHLAB_KERNEL_FA2)->head_dims.count == 2 &&
-                find_kernel(FLASHLAB_KERNEL_FA2)->head_dims.values[0] == 64 &&
-                find_kernel(FLASHLAB_KERNEL_FA2)->head_dims.values[1] == 128,
-                "a head dimension in the table needs its instantiation here");
-  if (p.d == 64) launch<T, 64, kDropout>(p, stream);
-  else launch<T, 128, kDropout>(p, stream);
-}
-
 }  // namespace
 
+// Each (element type, dropout or not, head dimension of kernel_info.hpp's record) is a kernel
+// of its own.
 void launch_fa2(const Problem& problem, cudaStream_t stream) {
-  const bool fp16 = problem.dtype == FLASHLAB_FP16;
-  if (problem.dropout.enabled) {
-    if (fp16) launch_for_d<__half, true>(problem, stream);
-    else launch_for_d<__nv_bfloat16, true>(problem, stream);
-  } else {
-    if (fp16) launch_for_d<__half, false>(problem, stream);
-    else launch_for_d<__nv_bfloat16, false>(problem, stream);
-  }
+  static_assert(compiled_for_64_and_128(find_kernel(FLASHLAB_KERNEL_FA2)->head_dims),
+                "a head dimension in the table needs its instantiation here");
+  dispatch_half_dtype(problem.dtype, [&](auto t) {
+    dispatch_flag(problem.dropout.enabled, [&](auto dropout) {
+      dispatch_head_dim(problem.d, [&](auto d) {
+        launch<decltype(t), decltype(d)::value, decltype(dropout)::value>(problem, stream);
+      });
+    });
+  });
 }
 
 }  // namespace flashlab::gpu

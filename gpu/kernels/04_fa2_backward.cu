@@ -398,34 +398,21 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
   check_launch("fa2_backward_kernel");
 }
 
-// dropout_p = 0 runs the instantiation without any dropout code: bit for bit the kernel
-// without dropout.
-template <class T, bool kDropout>
-void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
-  static_assert(fa2_backward::kHeadDims.count == 2 && fa2_backward::kHeadDims.values[0] == 64 &&
-                    fa2_backward::kHeadDims.values[1] == 128,
-                "a head dimension in the table needs its instantiation here");
-  if (bp.fwd.d == 64)
-    launch<T, 64, kDropout>(bp, stream);
-  else
-    launch<T, 128, kDropout>(bp, stream);
-}
-
 }  // namespace
 
+// Each (element type, dropout or not, head dimension of fa2_backward::kHeadDims) is a kernel of
+// its own: dropout_p = 0 runs the instantiation without any dropout code, bit for bit the
+// kernel without dropout.
 void launch_fa2_backward(const BackwardProblem& problem, cudaStream_t stream) {
-  const bool fp16 = problem.fwd.dtype == FLASHLAB_FP16;
-  if (problem.fwd.dropout.enabled) {
-    if (fp16)
-      launch_for_d<__half, true>(problem, stream);
-    else
-      launch_for_d<__nv_bfloat16, true>(problem, stream);
-  } else {
-    if (fp16)
-      launch_for_d<__half, false>(problem, stream);
-    else
-      launch_for_d<__nv_bfloat16, false>(problem, stream);
-  }
+  static_assert(compiled_for_64_and_128(fa2_backward::kHeadDims),
+                "a head dimension in the table needs its instantiation here");
+  dispatch_half_dtype(problem.fwd.dtype, [&](auto t) {
+    dispatch_flag(problem.fwd.dropout.enabled, [&](auto dropout) {
+      dispatch_head_dim(problem.fwd.d, [&](auto d) {
+        launch<decltype(t), decltype(d)::value, decltype(dropout)::value>(problem, stream);
+      });
+    });
+  });
 }
 
 }  // namespace flashlab::gpu

@@ -186,29 +186,20 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
   check_launch("fa2_backward_dq_kernel");
 }
 
-template <class T, bool kDropout>
-void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
-  if (bp.fwd.d == 64)
-    launch<T, 64, kDropout>(bp, stream);
-  else
-    launch<T, 128, kDropout>(bp, stream);
-}
-
 }  // namespace
 
+// Each (element type, dropout or not, head dimension of fa2_backward::kHeadDims) is a kernel of
+// its own.
 void launch_fa2_backward_dq(const BackwardProblem& problem, cudaStream_t stream) {
-  const bool fp16 = problem.fwd.dtype == FLASHLAB_FP16;
-  if (problem.fwd.dropout.enabled) {
-    if (fp16)
-      launch_for_d<__half, true>(problem, stream);
-    else
-      launch_for_d<__nv_bfloat16, true>(problem, stream);
-  } else {
-    if (fp16)
-      launch_for_d<__half, false>(problem, stream);
-    else
-      launch_for_d<__nv_bfloat16, false>(problem, stream);
-  }
+  static_assert(compiled_for_64_and_128(fa2_backward::kHeadDims),
+                "a head dimension in the table needs its instantiation here");
+  dispatch_half_dtype(problem.fwd.dtype, [&](auto t) {
+    dispatch_flag(problem.fwd.dropout.enabled, [&](auto dropout) {
+      dispatch_head_dim(problem.fwd.d, [&](auto d) {
+        launch<decltype(t), decltype(d)::value, decltype(dropout)::value>(problem, stream);
+      });
+    });
+  });
 }
 
 }  // namespace flashlab::gpu

@@ -1258,25 +1258,18 @@ void launch_switched(const Problem& p, const flashlab_fa3_options& o, cudaStream
                   "for bf16 at d = 128 only; at other (d, dtype) both must be 1");
 }
 
-template <class T>
-void launch_for_d(const Problem& p, const flashlab_fa3_options& o, cudaStream_t stream) {
-  static_assert(find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.count == 2 &&
-                    find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.values[0] == 64 &&
-                    find_kernel(FLASHLAB_KERNEL_FA3)->head_dims.values[1] == 128,
-                "a head dimension in the table needs its instantiation here");
-  if (p.d == 64)
-    launch_switched<T, 64>(p, o, stream);
-  else
-    launch_switched<T, 128>(p, o, stream);
-}
-
 }  // namespace
 
+// Each (element type, head dimension of kernel_info.hpp's record) is a family of its own,
+// launch_switched choosing among the switches' instantiations.
 void launch_fa3(const Problem& problem, const flashlab_fa3_options& options, cudaStream_t stream) {
-  if (problem.dtype == FLASHLAB_FP16)
-    launch_for_d<__half>(problem, options, stream);
-  else
-    launch_for_d<__nv_bfloat16>(problem, options, stream);
+  static_assert(compiled_for_64_and_128(find_kernel(FLASHLAB_KERNEL_FA3)->head_dims),
+                "a head dimension in the table needs its instantiation here");
+  dispatch_half_dtype(problem.dtype, [&](auto t) {
+    dispatch_head_dim(problem.d, [&](auto d) {
+      launch_switched<decltype(t), decltype(d)::value>(problem, options, stream);
+    });
+  });
 }
 
 }  // namespace flashlab::gpu

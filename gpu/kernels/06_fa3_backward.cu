@@ -548,24 +548,16 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
   check_launch("fa3_backward_kernel");
 }
 
-template <class T>
-void launch_for_d(const BackwardProblem& bp, cudaStream_t stream) {
-  static_assert(fa2_backward::kHeadDims.count == 2 && fa2_backward::kHeadDims.values[0] == 64 &&
-                    fa2_backward::kHeadDims.values[1] == 128,
-                "a head dimension in the table needs its instantiation here");
-  if (bp.fwd.d == 64)
-    launch<T, 64>(bp, stream);
-  else
-    launch<T, 128>(bp, stream);
-}
-
 }  // namespace
 
+// Each (element type, head dimension of fa2_backward::kHeadDims) is a kernel of its own.
 void launch_fa3_backward(const BackwardProblem& problem, cudaStream_t stream) {
-  if (problem.fwd.dtype == FLASHLAB_FP16)
-    launch_for_d<__half>(problem, stream);
-  else
-    launch_for_d<__nv_bfloat16>(problem, stream);
+  static_assert(compiled_for_64_and_128(fa2_backward::kHeadDims),
+                "a head dimension in the table needs its instantiation here");
+  dispatch_half_dtype(problem.fwd.dtype, [&](auto t) {
+    dispatch_head_dim(problem.fwd.d,
+                      [&](auto d) { launch<decltype(t), decltype(d)::value>(problem, stream); });
+  });
 }
 
 }  // namespace flashlab::gpu

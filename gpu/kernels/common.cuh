@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 namespace flashlab::gpu {
 
@@ -136,6 +137,42 @@ void dispatch_dtype(flashlab_dtype dtype, Fn&& fn) {
     case FLASHLAB_FP16: fn(__half{}); return;
     case FLASHLAB_BF16: fn(__nv_bfloat16{}); return;
   }
+}
+
+// The tensor-core kernels' two element types: calls fn with __half{} for fp16 and
+// __nv_bfloat16{} otherwise (the ABI has refused fp32 before a launch gets here).
+template <class Fn>
+void dispatch_half_dtype(flashlab_dtype dtype, Fn&& fn) {
+  if (dtype == FLASHLAB_FP16)
+    fn(__half{});
+  else
+    fn(__nv_bfloat16{});
+}
+
+// A run-time flag made a template argument: calls fn with std::true_type{} or std::false_type{}.
+template <class Fn>
+void dispatch_flag(bool flag, Fn&& fn) {
+  if (flag)
+    fn(std::true_type{});
+  else
+    fn(std::false_type{});
+}
+
+// Whether a kernel's record lists exactly the head dimensions dispatch_head_dim compiles.
+constexpr bool compiled_for_64_and_128(const HeadDims& dims) {
+  return dims.count == 2 && dims.values[0] == 64 && dims.values[1] == 128;
+}
+
+// The head dimension made a template argument: calls fn with std::integral_constant<int, 64>{}
+// for d = 64 and <int, 128>{} otherwise. Each caller checks its kernel's record with
+// compiled_for_64_and_128, so that a head dimension added there cannot go without its
+// instantiation here.
+template <class Fn>
+void dispatch_head_dim(int64_t d, Fn&& fn) {
+  if (d == 64)
+    fn(std::integral_constant<int, 64>{});
+  else
+    fn(std::integral_constant<int, 128>{});
 }
 
 }  // namespace flashlab::gpu
