@@ -352,6 +352,13 @@ Prediction predict(const KernelRun& run) {
     return p;
   } else {
     p.report = sim::count(*mirror.algorithm, mirror.problem);
+    // One head's count books each tile's L from a sector boundary (a tile starts a whole
+    // number of runs into its head); the heads after it start where the one before ends.
+    if (const auto& store = mirror.problem.l_store) {
+      const sim::Bytes head = run.queries() * sim::bytes_of(sim::kAccumulator);
+      p.sm_written_past_boundaries = double(sim::bytes_out_of_heads(*store, head, run.heads) -
+                                            run.heads * sim::bytes_out(*store, head));
+    }
   }
   if (mirror.blocks_per_sm > 0 && mirror.problem.tiles) {  // a grid built for an occupancy
     // On the profile's GPU: its L2 and replacement, blocks placed on the L2's partitions as
@@ -406,7 +413,7 @@ double Prediction::sm_read() const {
 
 double Prediction::sm_written() const {
   if (pass) return double(pass->bytes_written());
-  return report ? double(report->bytes_written()) * double(heads) : 0;
+  return report ? double(report->bytes_written()) * double(heads) + sm_written_past_boundaries : 0;
 }
 
 double Prediction::sm_written_by_tma() const {

@@ -164,6 +164,11 @@ struct Prediction {
   // The catch_up schedule's draws (kPaceDraws, below): the least and the most bytes into the
   // SMs among them; 0 under any other schedule.
   double sm_read_low = 0, sm_read_high = 0;
+  // What the heads' L stores touch beyond one head's times the heads: each head's L (fp32,
+  // N_q rows) starts where the one before ends, past a sector boundary where 8 does not
+  // divide N_q, and a run of its stores then touches a sector more (sim::bytes_out_of_heads).
+  // 0 for fa3, whose mirror counts every head itself.
+  double sm_written_past_boundaries = 0;
 
   bool modelled() const { return report || pass; }
   // DRAM is predicted by the grid, or by one head's program through the L2.

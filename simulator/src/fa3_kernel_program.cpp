@@ -40,8 +40,10 @@
 // epilogue's stores (finalize, one
 // 32-bit pair per lane and row of the accumulator fragment: 8 rows x 16 bytes a warp
 // instruction, 8 sectors, so O costs 2 B H_q N_q d b; L, 8 consecutive floats by one lane of
-// each quad, costs B H_q 32 ceil(N_q / 8)), when the facts give those stores
-// (bytes_out of warp_store.hpp per head; the heads' L start on a sector when 8 divides N_q).
+// each quad, costs B H_q 32 ceil(N_q / 8) where 8 divides N_q), when the facts give those
+// stores (bytes_out_of_heads of warp_store.hpp: a head's L starts h N_q f bytes into the
+// tensor, past a sector boundary where 8 does not divide N_q, and its runs of 8 rows then
+// touch 2 sectors each: at N_q = 777 and 3 heads, 488 sectors for L where 294 hold it).
 // Work as issued, per (R, Bc) tile a consumer computes (CT of them in all: C times the KV
 // tiles loaded, or fewer where consumers skip): 2 products of 2 R Bc d FLOPs (whole tiles,
 // zero-filled and masked rows included: the tensor cores compute them), R Bc exps and maxima
@@ -169,10 +171,12 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Index KL = cpu::checked_mul(sums.tiles, Bc, "the keys loaded");           // whole boxes
   tensor("K", f.dtype, kv_elems, rows_of(Hq, KL, d, b), 0);
   tensor("V", f.dtype, kv_elems, rows_of(Hq, KL, d, b), 0);
-  // Out of the SMs: the sectors of finalize's stores, head by head (warp_store.hpp).
+  // Out of the SMs: the sectors of finalize's stores, head by head, each head's where it
+  // starts in the tensor (warp_store.hpp).
   const auto out = [&](const std::optional<WarpStore>& store, Index cols, Bytes bytes) {
     const Bytes head = rows_of(1, s.n_q, cols, bytes);
-    return cpu::checked_mul(Hq, store ? bytes_out(*store, head) : head, "the fa3's writes");
+    return store ? bytes_out_of_heads(*store, head, Hq)
+                 : cpu::checked_mul(Hq, head, "the fa3's writes");
   };
   if (f.stages_o) {  // TMA stores of sO: whole rows of O, its bytes of data
     const Bytes o_bytes = rows_of(Hq, s.n_q, d, b);

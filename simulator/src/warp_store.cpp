@@ -43,13 +43,22 @@ Bytes sectors_touched(const WarpStore& s, Bytes offset) {
   return s.runs * sectors_touched(offset, s.run_bytes());
 }
 
-Bytes bytes_out(const WarpStore& s, Bytes data) {
+Bytes bytes_out(const WarpStore& s, Bytes data, Bytes offset) {
   check(s);
   const Bytes run = s.run_bytes(), whole = data / run, rest = data % run;
-  const Bytes sectors =
-      cpu::checked_add(cpu::checked_mul(whole, sectors_touched(0, run), "the sectors of a store"),
-                       sectors_touched(0, rest), "the sectors of a store");
+  const Bytes sectors = cpu::checked_add(
+      cpu::checked_mul(whole, sectors_touched(offset, run), "the sectors of a store"),
+      sectors_touched(offset, rest), "the sectors of a store");
   return cpu::checked_mul(sectors, kSectorBytes, "the bytes of a store");
+}
+
+Bytes bytes_out_of_heads(const WarpStore& s, Bytes data, Bytes heads) {
+  Bytes total = 0;
+  for (Bytes h = 0; h < heads; ++h) {  // head h starts h x data bytes into the tensor
+    const Bytes offset = (h % kSectorBytes) * (data % kSectorBytes) % kSectorBytes;
+    total = cpu::checked_add(total, bytes_out(s, data, offset), "the bytes of a store");
+  }
+  return total;
 }
 
 }  // namespace flashlab::sim

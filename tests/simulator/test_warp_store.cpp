@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace flashlab::sim::test {
@@ -78,6 +79,48 @@ TEST_CASE("warp store: bytes out of a tile's stretch, whole runs and a partial l
   CHECK(bytes_out(WarpStore{4, 32, 32}, 1000 * 4) == 8 * 1000 * 4);
   // Nothing stored costs nothing.
   CHECK(bytes_out(WarpStore{4, 32, 8}, 0) == 0);
+}
+
+TEST_CASE("warp store: runs from an offset, and heads laid end to end") {
+  // fa2's L (8 floats a run) 4 bytes into a sector: each whole run touches 2 sectors; 17 rows
+  // (two runs and a float) 5.
+  CHECK(bytes_out(WarpStore{4, 8, 1}, 17 * 4, 4) == 5 * 32);
+  CHECK(bytes_out(WarpStore{4, 8, 1}, 17 * 4, 0) == bytes_out(WarpStore{4, 8, 1}, 17 * 4));
+  // Three heads of L at N_q = 777 (the rows of one head: 97 runs and one float): head 0 from
+  // the boundary, 98 sectors; head 1 from byte 3108 (4 past a boundary) and head 2 from 6216
+  // (8 past), 97 x 2 + 1 = 195 each: 488 in all, for 9,324 bytes of data (292 sectors' worth).
+  CHECK(bytes_out_of_heads(WarpStore{4, 8, 1}, 777 * 4, 3) == 488 * 32);
+  // Where 8 divides N_q every head starts on a boundary: the heads times one head.
+  CHECK(bytes_out_of_heads(WarpStore{4, 8, 1}, 1024 * 4, 5) == 5 * 128 * 32);
+  CHECK(bytes_out_of_heads(WarpStore{4, 8, 1}, 0, 3) == 0);
+  CHECK(bytes_out_of_heads(WarpStore{4, 8, 1}, 4, 0) == 0);
+}
+
+TEST_CASE("warp store: heads laid end to end, against their lanes' sectors") {
+  // A (heads, n) fp32 tensor whose rows a store pattern writes a run at a time (each run
+  // `rows_per_run` consecutive rows of one head, the last run of a head partial), counted
+  // instruction by instruction from the bytes each lane writes.
+  const auto lanes_sectors = [](const WarpStore& s, Bytes n, Bytes heads) {
+    const Bytes rows_per_run = s.run_bytes() / 4;
+    Bytes total = 0;
+    for (Bytes h = 0; h < heads; ++h)
+      for (Bytes first = 0; first < n; first += rows_per_run) {
+        std::set<Bytes> sectors;
+        for (Bytes row = first; row < std::min(n, first + rows_per_run); ++row)
+          for (Bytes byte = (h * n + row) * 4; byte < (h * n + row + 1) * 4; ++byte)
+            sectors.insert(byte / kSectorBytes);
+        total += Bytes(sectors.size());
+      }
+    return total * kSectorBytes;
+  };
+  for (const WarpStore s : {WarpStore{4, 8, 1}, WarpStore{4, 32, 1}, WarpStore{4, 1, 1}})
+    for (const Bytes n : {1, 7, 8, 97, 777, 1023})
+      for (const Bytes heads : {1, 2, 3, 5, 9}) {
+        CAPTURE(s.threads);
+        CAPTURE(n);
+        CAPTURE(heads);
+        CHECK(bytes_out_of_heads(s, n * 4, heads) == lanes_sectors(s, n, heads));
+      }
 }
 
 TEST_CASE("warp store: impossible patterns are refused with what would be right") {

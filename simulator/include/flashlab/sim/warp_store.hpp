@@ -47,10 +47,17 @@ Bytes sectors_touched(Bytes offset, Bytes bytes);
 // a sector boundary: runs x sectors_touched(offset, run_bytes).
 Bytes sectors_touched(const WarpStore& store, Bytes offset = 0);
 
-// Bytes out of the SMs for `data` bytes stored as consecutive runs of the pattern from a
-// sector boundary on (whole rows of a tile, or a tile's stretch of a vector such as L): 32
-// bytes per sector of each whole run, and the sectors of the partial run at the end (the
-// lanes past the last row store nothing).
-Bytes bytes_out(const WarpStore& store, Bytes data);
+// Bytes out of the SMs for `data` bytes stored as consecutive runs of the pattern, each
+// starting `offset` bytes past a sector boundary (whole rows of a tile, or a tile's stretch
+// of a vector such as L; 0: from the boundary on): 32 bytes per sector of each whole run, and
+// the sectors of the partial run at the end (the lanes past the last row store nothing).
+Bytes bytes_out(const WarpStore& store, Bytes data, Bytes offset = 0);
+
+// Bytes out of the SMs for `heads` heads' `data` bytes each, laid end to end (a (heads, N)
+// tensor such as L, one head's rows after the other's), each head's runs starting where that
+// head does: head h at h x data bytes, past a sector boundary by (h x data) % 32 bytes when
+// data is no multiple of 32 (L in fp32 with N_q not a multiple of 8). A store pattern whose
+// runs are 32 bytes, 8 rows of L, then touches 2 sectors a run in such a head, not 1.
+Bytes bytes_out_of_heads(const WarpStore& store, Bytes data, Bytes heads);
 
 }  // namespace flashlab::sim
