@@ -83,8 +83,11 @@ TEST_CASE("simulate --pass fa3 prints the Hopper kernel's mirror with the table'
   // SMs in TMA's whole boxes: 8 of Bc = 128 keys, one of Br = 128 query rows.
   CHECK(bytes_of(j, "K", "bytes_read") == 2 * 8 * 8 * 128 * 128 * 2);
   CHECK(bytes_of(j, "Q", "bytes_read") == 2 * 8 * 128 * 128 * 2);
-  // L out of the SMs: a sector for each 8 rows (one lane of each quad stores a float).
-  CHECK(bytes_of(j, "L", "bytes_written") == 2 * 8 * ((97 + 7) / 8) * 32);
+  // L out of the SMs: a run of 8 rows a store (one lane of each quad stores a float), from
+  // where each of the 16 heads starts, 388 h bytes in: 4 h bytes past a sector boundary, mod
+  // 32. Heads 0 and 8 start on one, 13 sectors each (12 runs and a float); the other 14 take
+  // 2 sectors a run and 1 for the float, 25 each.
+  CHECK(bytes_of(j, "L", "bytes_written") == (2 * 13 + 14 * 25) * 32);
   CHECK(j["launches"][0]["blocks"] == 2 * 8);
   const auto table = run_flashlab("simulate --pass fa3 --n 4096 --d 64 --heads 4");
   REQUIRE(table.status == 0);
