@@ -386,13 +386,10 @@ void launch(const Problem& p, cudaStream_t stream) {
 void launch_fa2(const Problem& problem, cudaStream_t stream) {
   static_assert(compiled_for_64_and_128(find_kernel(FLASHLAB_KERNEL_FA2)->head_dims),
                 "a head dimension in the table needs its instantiation here");
-  dispatch_half_dtype(problem.dtype, [&](auto t) {
-    dispatch_flag(problem.dropout.enabled, [&](auto dropout) {
-      dispatch_head_dim(problem.d, [&](auto d) {
+  dispatch_half_dtype_dropout_head_dim(
+      problem.dtype, problem.dropout.enabled, problem.d, [&](auto t, auto d, auto dropout) {
         launch<decltype(t), decltype(d)::value, decltype(dropout)::value>(problem, stream);
       });
-    });
-  });
 }
 
 }  // namespace flashlab::gpu

@@ -406,13 +406,11 @@ void launch(const BackwardProblem& bp, cudaStream_t stream) {
 void launch_fa2_backward(const BackwardProblem& problem, cudaStream_t stream) {
   static_assert(compiled_for_64_and_128(fa2_backward::kHeadDims),
                 "a head dimension in the table needs its instantiation here");
-  dispatch_half_dtype(problem.fwd.dtype, [&](auto t) {
-    dispatch_flag(problem.fwd.dropout.enabled, [&](auto dropout) {
-      dispatch_head_dim(problem.fwd.d, [&](auto d) {
+  dispatch_half_dtype_dropout_head_dim(
+      problem.fwd.dtype, problem.fwd.dropout.enabled, problem.fwd.d,
+      [&](auto t, auto d, auto dropout) {
         launch<decltype(t), decltype(d)::value, decltype(dropout)::value>(problem, stream);
       });
-    });
-  });
 }
 
 }  // namespace flashlab::gpu

@@ -175,4 +175,15 @@ void dispatch_head_dim(int64_t d, Fn&& fn) {
     fn(std::integral_constant<int, 128>{});
 }
 
+// The three together, for the kernels compiled with and without dropout (fa2, its backward and
+// the backward's dQ kernel): calls fn(element, head dimension, dropout), each a value of a
+// type as above.
+template <class Fn>
+void dispatch_half_dtype_dropout_head_dim(flashlab_dtype dtype, bool dropout, int64_t d, Fn&& fn) {
+  dispatch_half_dtype(dtype, [&](auto t) {
+    dispatch_flag(dropout,
+                  [&](auto drop) { dispatch_head_dim(d, [&](auto dim) { fn(t, dim, drop); }); });
+  });
+}
+
 }  // namespace flashlab::gpu
