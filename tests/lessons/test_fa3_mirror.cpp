@@ -141,3 +141,30 @@ TEST_CASE("fa3 prediction: the grid runs fa3's own tile order, not the grid orde
   CHECK(p.grid->dram_written() == fa3_order.dram_written());
   CHECK(fa3_order.dram_read() != grid_order.dram_read());
 }
+
+TEST_CASE("fa2, fa3 and the scalar kernel: each head's L stored from where it starts") {
+  // N = 777, 3 heads, d = 64 (measured on an H100: bench/results/2026-12-05-h100-forward-
+  // unseen-d64.csv). Head h's L starts 3108 h bytes into the tensor: heads 1 and 2 start 4 and
+  // 8 bytes past a sector boundary. fa2 and fa3 store L 8 rows a run (32 bytes): head 0 97
+  // runs and a float, 98 sectors; heads 1 and 2 2 sectors a run, 195 each. The scalar kernel
+  // 32 rows a run (128 bytes): head 0 24 x 4 + 2 = 98; heads 1 and 2 24 x 5 + 2 = 122 each.
+  // O: fa2's whole rows and fa3's TMA rows are its data; the scalar kernel's lane a row, one
+  // bf16 a store, a sector an element. fa3's mirror counts each head itself, the others add
+  // the heads past the first to one head's count: the two ways agree.
+  const double o_data = 3 * 777 * 64 * 2;
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    const auto at = [&](const char* kernel) {
+      return app::predict({.kernel = kernel, .n = 777, .d = 64, .heads = 3, .causal = causal});
+    };
+    const app::Prediction fa2 = at("fa2"), fa3 = at("fa3"), scalar = at("scalar");
+    CHECK(fa2.sm_written() == o_data + (98 + 2 * 195) * 32);
+    CHECK(fa3.sm_written() == fa2.sm_written());
+    CHECK(fa3.sm_stores_issued() == (98 + 2 * 195) * 32);
+    CHECK(scalar.sm_written() == 3 * 777 * 64 * 32 + (98 + 2 * 122) * 32);
+    // The first head alone is as before: one head's count, nothing past a boundary.
+    const auto one = app::predict({.kernel = "fa2", .n = 777, .d = 64, .heads = 1});
+    CHECK(one.sm_written_past_boundaries == 0);
+    CHECK(one.sm_written() == 777 * 64 * 2 + 98 * 32);
+  }
+}
