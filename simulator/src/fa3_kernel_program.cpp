@@ -43,7 +43,7 @@
 // each quad, costs B H_q 32 ceil(N_q / 8) where 8 divides N_q), when the facts give those
 // stores (bytes_out_of_heads of warp_store.hpp: a head's L starts h N_q f bytes into the
 // tensor, past a sector boundary where 8 does not divide N_q, and its runs of 8 rows then
-// touch 2 sectors each: at N_q = 777 and 3 heads, 488 sectors for L where 294 hold it).
+// touch 2 sectors each: at N_q = 777 and 3 heads, 488 sectors of L against 294 from boundaries).
 // Work as issued, per (R, Bc) tile a consumer computes (CT of them in all: C times the KV
 // tiles loaded, or fewer where consumers skip): 2 products of 2 R Bc d FLOPs (whole tiles,
 // zero-filled and masked rows included: the tensor cores compute them), R Bc exps and maxima

@@ -54,10 +54,12 @@ Bytes sectors_touched(const WarpStore& store, Bytes offset = 0);
 Bytes bytes_out(const WarpStore& store, Bytes data, Bytes offset = 0);
 
 // Bytes out of the SMs for `heads` heads' `data` bytes each, laid end to end (a (heads, N)
-// tensor such as L, one head's rows after the other's), each head's runs starting where that
-// head does: head h at h x data bytes, past a sector boundary by (h x data) % 32 bytes when
-// data is no multiple of 32 (L in fp32 with N_q not a multiple of 8). A store pattern whose
-// runs are 32 bytes, 8 rows of L, then touches 2 sectors a run in such a head, not 1.
+// tensor such as L, one head's rows after the other's): bytes_out of each head with its runs
+// starting where that head does, h x data bytes in, past a sector boundary by (h x data) % 32
+// bytes when data is no multiple of 32 (L in fp32 with N_q not a multiple of 8). A pattern
+// whose runs are 32 bytes, 8 rows of L, then touches 2 sectors a run in such a head, not 1.
+// Exact where a head's runs all start alike: runs of whole sectors (L's 8 or 32 rows), of one
+// element, or on rows of whole sectors (O, whose every head starts on a boundary).
 Bytes bytes_out_of_heads(const WarpStore& store, Bytes data, Bytes heads);
 
 }  // namespace flashlab::sim
