@@ -209,7 +209,8 @@ TEST_CASE("the mirrors' store sectors are those an H100 issued at N = 777 and 2,
     const app::Prediction p = app::predict(run);
     CHECK(p.sm_stores_issued() == std::stod(at("stores_issued_measured")));
     // Into the SMs: exact for fa2 and the scalar kernel; fa3 read 480 to 1,344 bytes more
-    // than its mirror (under 0.013%), not modelled.
+    // than its mirror (under 0.013%): its work queue's claims, a sector an item, which the
+    // mirror does not model (docs/IO-LEVELS.md, "L's heads past a sector boundary").
     if (run.kernel == "fa3")
       CHECK(p.sm_read() == doctest::Approx(std::stod(at("sm_read_measured"))).epsilon(2e-4));
     else
