@@ -54,7 +54,9 @@ Bytes bytes_out(const WarpStore& s, Bytes data, Bytes offset) {
 
 Bytes bytes_out_of_heads(const WarpStore& s, Bytes data, Bytes heads) {
   Bytes total = 0;
-  for (Bytes h = 0; h < heads; ++h) {  // head h starts h x data bytes into the tensor
+  for (Bytes h = 0; h < heads; ++h) {
+    // Head h starts h x data bytes into the tensor; only that modulo a sector matters, taken
+    // factor by factor so that no product can overflow.
     const Bytes offset = (h % kSectorBytes) * (data % kSectorBytes) % kSectorBytes;
     total = cpu::checked_add(total, bytes_out(s, data, offset), "the bytes of a store");
   }

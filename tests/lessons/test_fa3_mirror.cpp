@@ -4,6 +4,7 @@
 // its row. Then the forward mirrors' L stored from where each head starts, by hand and against
 // the sectors an H100 issued.
 #include "gpu_bridge/kernels.hpp"
+#include "results_csv.hpp"
 #include "run_flashlab.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
@@ -14,12 +15,7 @@
 #include <doctest/doctest.h>
 #include <fmt/core.h>
 
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
-#include <vector>
 
 using namespace flashlab::test;
 namespace app = flashlab::app;
@@ -182,30 +178,17 @@ TEST_CASE("the mirrors' store sectors are those an H100 issued at N = 777 and 2,
   // scalar,fa2,fa3 --sweep n=777,2500 --sweep heads=3 --sweep causal=no,yes --d 64`, store
   // sectors the L1 issued (l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B) and
   // bytes into the SMs, neither of which depends on the card's L2.
-  const std::filesystem::path csv =
-      std::filesystem::path(FLASHLAB_RESULTS_DIR) / "2026-12-05-h100-forward-unseen-d64.csv";
-  std::ifstream in(csv);
-  REQUIRE_MESSAGE(in, csv.string());
-  const auto fields = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::stringstream row(line);
-    for (std::string field; std::getline(row, field, ',');) out.push_back(field);
-    return out;
-  };
-  std::string line;
-  std::getline(in, line);
-  std::map<std::string, std::size_t> column;
-  for (const std::string& name : fields(line)) column.emplace(name, column.size());
   int rows = 0;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> f = fields(line);
-    const auto at = [&](const char* name) { return f.at(column.at(name)); };
+  for (const auto& row : flashlab::test::results_csv("2026-12-05-h100-forward-unseen-d64.csv")) {
+    const auto at = [&](const char* name) { return row.at(name); };
     const app::KernelRun run{.kernel = at("kernel"),
                              .n = std::stoll(at("N")),
                              .d = std::stoll(at("d")),
                              .heads = std::stoll(at("heads")),
                              .causal = at("causal") == "1"};
-    CAPTURE(line);
+    CAPTURE(run.kernel);
+    CAPTURE(run.n);
+    CAPTURE(run.causal);
     const app::Prediction p = app::predict(run);
     CHECK(p.sm_stores_issued() == std::stod(at("stores_issued_measured")));
     // Into the SMs: exact for fa2 and the scalar kernel; fa3 read 480 to 1,344 bytes more

@@ -7,6 +7,7 @@
 #include "08-pipelining/measured_ablation.hpp"
 #include "08-pipelining/measured_item.hpp"
 #include "08-pipelining/timeline.hpp"
+#include "results_csv.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/profiles.hpp"
@@ -15,15 +16,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 
 using namespace flashlab::app::timeline;
 namespace lesson08 = flashlab::app::lesson08;
 namespace sim = flashlab::sim;
+using flashlab::test::results_csv;
 
 namespace {
 
@@ -187,35 +185,6 @@ TEST_CASE("lesson 8's model at the measured shape: what the lesson says of it ho
   const Summary s = summarise(tasks);
   CHECK(s.busy[int(Unit::exp)] / s.seconds == doctest::Approx(1.0 / 3).epsilon(0.2));
 }
-
-namespace {
-
-// The rows of a CSV of bench/results/ as column -> cell.
-std::vector<std::map<std::string, std::string>> results_csv(const std::string& name) {
-  const auto path = std::filesystem::path(FLASHLAB_RESULTS_DIR) / name;
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in, path.string());
-  const auto cells = [](const std::string& line) {
-    std::vector<std::string> out;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
-    return out;
-  };
-  std::string line;
-  std::getline(in, line);
-  const auto header = cells(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    const auto row = cells(line);
-    REQUIRE(row.size() == header.size());
-    std::map<std::string, std::string> r;
-    for (std::size_t k = 0; k < row.size(); ++k) r[header[k]] = row[k];
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-}  // namespace
 
 TEST_CASE("lesson 8's measured item is the pipeline log's, as stored in bench/results") {
   for (const MeasuredItem& m : kMeasuredItems) {
