@@ -219,8 +219,7 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
            ? ", " + ratio_text(m.bytes->dram_read, double(grid->read)) + " of the grid model's"
            : "");
   return {name, time, "-", measured_text(m) + kernels,
-          ratios_text(m, r ? double(r->bytes_read()) : 0,
-                      r ? double(r->bytes_written() - r->bytes_written_by_tma()) : 0,
+          ratios_text(m, r ? double(r->bytes_read()) : 0, r ? double(r->bytes_stores_issued()) : 0,
                       r ? double(r->bytes_written()) : 0) +
               dram_ratio};
 }

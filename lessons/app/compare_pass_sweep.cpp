@@ -44,7 +44,7 @@ Figures figures_of(const Point& p) {
   Figures f;
   if (const auto& r = p.pass.prediction.report) {
     f.sm_read_predicted = double(r->bytes_read());
-    f.stores_predicted = double(r->bytes_written() - r->bytes_written_by_tma());
+    f.stores_predicted = double(r->bytes_stores_issued());
     f.sm_written_predicted = double(r->bytes_written());
   }
   if (const auto dram = compulsory_dram(p.pass.prediction)) {

@@ -4,6 +4,7 @@
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
@@ -52,11 +53,14 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu) {
   return outcome;
 }
 
-// " (of which TMA stores 1.0 MiB)" where some of the writes leave through TMA.
-std::string tma_text(const Prediction& p) {
-  return p.sm_written_by_tma() > 0
-             ? fmt::format(" (of which TMA stores {})", bytes_text(p.sm_written_by_tma()))
-             : std::string();
+// " (of which TMA stores 1.0 MiB, queue claims 480 B)" where some of the writes leave
+// otherwise than by the L1's store instructions.
+std::string not_stores_text(const Prediction& p) {
+  std::vector<std::string> parts;
+  if (p.sm_written_by_tma() > 0) parts.push_back("TMA stores " + bytes_text(p.sm_written_by_tma()));
+  if (p.sm_written_by_atomics() > 0)
+    parts.push_back("queue claims " + bytes_text(p.sm_written_by_atomics()));
+  return parts.empty() ? std::string() : fmt::format(" (of which {})", fmt::join(parts, ", "));
 }
 
 std::string predicted_text(const Prediction& p) {
@@ -64,11 +68,12 @@ std::string predicted_text(const Prediction& p) {
   const std::string assumed = p.assumption.empty() ? "" : "; " + p.assumption;
   if (!p.dram_modelled())
     return fmt::format("SMs read {}, write {}{}; DRAM not modelled (no grid for this kernel){}",
-                       bytes_text(p.sm_read()), bytes_text(p.sm_written()), tma_text(p), assumed);
+                       bytes_text(p.sm_read()), bytes_text(p.sm_written()), not_stores_text(p),
+                       assumed);
   const std::string dirty =
       p.grid ? fmt::format(" (+ {} left dirty)", bytes_text(p.left_dirty())) : "";
   return fmt::format("SMs read {}, write {}{}; DRAM {} read, {} written{}{}",
-                     bytes_text(p.sm_read()), bytes_text(p.sm_written()), tma_text(p),
+                     bytes_text(p.sm_read()), bytes_text(p.sm_written()), not_stores_text(p),
                      bytes_text(p.dram_read()), bytes_text(p.dram_written()), dirty, assumed);
 }
 

@@ -260,7 +260,9 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
               {"dtype", dtype},
               {"causal", cpu::to_string(shape.causal)},
               {"stages", f.facts->stages}};
-    p = {"fa3", sim::count_fa3_kernel(shape, *f.facts), ""};
+    sim::Fa3KernelFacts facts = *f.facts;
+    facts.work_queue = fa3_takes_from_queue(shape, facts);
+    p = {"fa3", sim::count_fa3_kernel(shape, facts), ""};
   } else {
     DecodeRun run = decode_run(a, d, dtype, profile, cmd);
     const std::vector<cpu::Index> splits = splits_of(a.splits);

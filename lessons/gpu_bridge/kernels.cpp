@@ -250,6 +250,14 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
           ""};
 }
 
+bool fa3_takes_from_queue(const sim::Fa3Shape& s, const sim::Fa3KernelFacts& f) {
+  namespace k = gpu::fa3;
+  const k::TileOrder order =
+      k::make_tile_order(s.batch, s.heads_q, s.heads_kv, s.n_q, s.n_k, s.d, sim::bytes_of(f.dtype),
+                         s.causal != cpu::Causal::none, target_profile().l2_bytes);
+  return k::resolve_grid(k::kDefaultGrid, order, f.warp_specialized) == FLASHLAB_FA3_GRID_QUEUE;
+}
+
 std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern) {
   if (pattern.threads == 0) return std::nullopt;
   return sim::WarpStore{.bytes_per_thread = pattern.bytes_per_thread,
@@ -338,14 +346,16 @@ Prediction predict(const KernelRun& run) {
   if (mirror.fa3) {
     p.label = fmt::format("{} (Br {}, Bc {}, {} stages)", run.kernel, mirror.fa3->Br,
                           mirror.fa3->Bc, mirror.fa3->stages);
-    p.pass = sim::count_fa3_kernel({.batch = 1,
-                                    .heads_q = run.heads,
-                                    .heads_kv = run.heads,
-                                    .n_q = run.queries(),
-                                    .n_k = run.n,
-                                    .d = run.d,
-                                    .causal = run.alignment()},
-                                   *mirror.fa3);
+    const sim::Fa3Shape shape{.batch = 1,
+                              .heads_q = run.heads,
+                              .heads_kv = run.heads,
+                              .n_q = run.queries(),
+                              .n_k = run.n,
+                              .d = run.d,
+                              .causal = run.alignment()};
+    sim::Fa3KernelFacts facts = *mirror.fa3;
+    facts.work_queue = fa3_takes_from_queue(shape, facts);
+    p.pass = sim::count_fa3_kernel(shape, facts);
   } else if (run.queries() != run.n && *mirror.algorithm != sim::Algorithm::fa2) {
     p.why_not = fmt::format("not modelled (the {} program takes N_q = N_k)",
                             sim::to_string(*mirror.algorithm));
@@ -418,6 +428,10 @@ double Prediction::sm_written() const {
 
 double Prediction::sm_written_by_tma() const {
   return pass ? double(pass->bytes_written_by_tma()) : 0;
+}
+
+double Prediction::sm_written_by_atomics() const {
+  return pass ? double(pass->bytes_written_by_atomics()) : 0;
 }
 
 double Prediction::dram_read() const {

@@ -108,6 +108,11 @@ struct Fa3Facts {
 };
 Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages = 0);
 
+// Whether fa3's launch with its default options (fa3::kDefaultGrid, resolved for the shape's
+// tile order by fa3::resolve_grid) has its blocks claim their items from the work queue: what
+// sim::Fa3KernelFacts::work_queue books for that shape.
+bool fa3_takes_from_queue(const sim::Fa3Shape& shape, const sim::Fa3KernelFacts& facts);
+
 // A kernel's warp store as the table states it (kernel_info.hpp), in the simulator's terms;
 // nothing where the table describes none (all zero: a library's kernel).
 std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern);
@@ -181,7 +186,11 @@ struct Prediction {
   // Of those, the bytes TMA stores carry from SRAM (fa3's O): outside the L1's store pipe, so
   // not among the store sectors ncu counts there; whole lines, so all of them leave the SMs.
   double sm_written_by_tma() const;
-  double sm_stores_issued() const { return sm_written() - sm_written_by_tma(); }
+  double sm_written_by_atomics() const;  // a work queue's claims (sim::kClaimBytes each)
+  // What the L1's store pipe issues: the writes less TMA's stores and the atomics.
+  double sm_stores_issued() const {
+    return sm_written() - sm_written_by_tma() - sm_written_by_atomics();
+  }
   double dram_read() const;
   double dram_written() const;  // during the kernel
   double left_dirty() const;    // in the L2 at the kernel's end (0 without the grid model)

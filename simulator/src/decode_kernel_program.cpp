@@ -59,12 +59,10 @@
 // split's, the split s of the formulas above the piece, with its own first step (the facts'
 // piece_first_step; W the pieces with keys). Its grid is min(B H_kv R S, persistent_blocks)
 // blocks, all busy; each claims one item at its start and one at the end of every item, an
-// atomic add on a 4-byte counter: B H_kv R S + blocks claims. Each leaves the SMs as a whole
-// sector, 32 bytes (measured on the H200: out of the SMs 16.0 KiB above the store sectors
-// issued for 512 claims, 2026-12-03, bench/results/2026-12-03-h200-decode-queue-compare.txt;
-// an atomic is no store instruction, so the stores issued leave it out), and its 4-byte
-// answer is booked coming back. SRAM: the ring, plus warps x merge_rows_per_pass x (d + 2) f
-// for the merge beside it, plus claim_bytes.
+// atomic add on a 4-byte counter: B H_kv R S + blocks claims, each a sector out of the SMs
+// and a sector back (kClaimBytes, warp_store.hpp; not among the stores issued). SRAM: the
+// ring, plus warps x merge_rows_per_pass x (d + 2) f for the merge beside it, plus
+// claim_bytes.
 //
 // Counts only: the numbers of decode are cpu_reference's (decode.hpp), which splits and
 // merges with the same algebra; the mirror books the bytes and the work.
@@ -89,7 +87,6 @@ constexpr Index kMaxHeadDim = Index{1} << 12;
 constexpr Index kMaxHeads = Index{1} << 12;
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
 constexpr Bytes kTableEntryBytes = 4;     // int32 page index
-constexpr Bytes kCounterBytes = 4;        // the queue's uint32 counter, one atomic add a claim
 constexpr Index kStateFloatsBeyondU = 2;  // m and l beside U's d floats
 constexpr Index kMaxStages = 64;
 constexpr Index kMaxWarps = 32;
@@ -334,8 +331,12 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"LSE", fp32, B * H * rows, 0, lse_written},
   };
   if (queue)
-    r.tensors.push_back({"queue counter", "uint32", 1, bytes({claims, kCounterBytes}),
-                         bytes({claims, kSectorBytes})});
+    r.tensors.push_back({.name = "queue counter",
+                         .type = "uint32",
+                         .elements = 1,
+                         .read = bytes({claims, kClaimBytes}),
+                         .written = bytes({claims, kClaimBytes}),
+                         .written_by_atomics = bytes({claims, kClaimBytes})});
   r.ops = ops.times(H);
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);
   combine += detail::finalize_ops(1, d);

@@ -35,6 +35,10 @@
 //   V  read     B H_q KL d b             shares K and V in HBM and in the L2, not on chip)
 //   O  written  B H_q N_q d b
 //   L  written  B H_q N_q f             (when the caller asks for the LSE)
+//   queue counter  read and written B H_q Tr kClaimBytes  (facts.work_queue: each block's
+//               producer claims its next item after the loads of each item it takes, the
+//               last claim telling it the queue is done; an atomic add, a sector out and a
+//               sector back, no store instruction: warp_store.hpp)
 // Out of the SMs: where O is staged (facts.stages_o), TMA stores carry its rows whole, B H_q
 // N_q d b, outside the L1's store pipe. Otherwise written bytes are the sectors of the
 // epilogue's stores (finalize, one
@@ -157,10 +161,10 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
 
   PassReport r;
   r.pass = "fa3";
-  r.label = fmt::format("Br {} ({} consumer warpgroups), Bc {}, {} stage{}, {}, {} threads, {}", Br,
-                        f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
+  r.label = fmt::format("Br {} ({} consumer warpgroups), Bc {}, {} stage{}, {}{}, {} threads, {}",
+                        Br, f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
                         f.warp_specialized ? "warp-specialised" : "no producer warpgroup",
-                        f.threads, to_string(f.dtype));
+                        f.work_queue ? ", work queue" : "", f.threads, to_string(f.dtype));
   const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written,
                           Bytes by_tma = 0) {
     r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written, by_tma});
@@ -185,6 +189,15 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
     tensor("O", f.dtype, q_elems, 0, out(f.o_store, d, b));
   }
   if (f.writes_lse) tensor("L", kAccumulator, Hq * s.n_q, 0, out(f.lse_store, 1, kFp32));
+  if (f.work_queue) {  // one claim per item: the blocks' first items are their indices
+    const Bytes claims = rows_of(Hq, ceil_div(s.n_q, Br), 1, kClaimBytes);
+    r.tensors.push_back({.name = "queue counter",
+                         .type = "uint64",
+                         .elements = 1,
+                         .read = claims,
+                         .written = claims,
+                         .written_by_atomics = claims});
+  }
 
   // Work as issued: whole (R, Bc) tiles per tile a consumer computes, Br rows per block.
   const Index R = Br / f.consumers;

@@ -50,6 +50,11 @@ Bytes PassReport::bytes_written_by_tma() const {
                          [](Bytes s, const PassTensor& t) { return s + t.written_by_tma; });
 }
 
+Bytes PassReport::bytes_written_by_atomics() const {
+  return std::accumulate(tensors.begin(), tensors.end(), Bytes{0},
+                         [](Bytes s, const PassTensor& t) { return s + t.written_by_atomics; });
+}
+
 const PassTensor& PassReport::tensor(std::string_view name) const {
   for (const auto& t : tensors)
     if (t.name == name) return t;

@@ -159,8 +159,11 @@ TEST_CASE("decode mirror: the queue grid's pieces, claims and blocks match the c
         CHECK(r.tensor("partial state").written == 6 * H * pieces * rows * 130 * 4);
         CHECK(r.launch("queue").blocks == blocks);
         CHECK(r.launch("queue").working == blocks);
-        CHECK(r.tensor("queue counter").read == (items + blocks) * 4);
-        CHECK(r.tensor("queue counter").written == (items + blocks) * 32);  // a sector a claim
+        // A sector out and a sector back a claim, none of them a store instruction.
+        CHECK(r.tensor("queue counter").read == (items + blocks) * 32);
+        CHECK(r.tensor("queue counter").written == (items + blocks) * 32);
+        CHECK(r.tensor("queue counter").written_by_atomics == (items + blocks) * 32);
+        CHECK(r.bytes_stores_issued() == r.bytes_written() - (items + blocks) * 32);
         // The ring of 3 stages of K and V (64 keys x 128 x 2 bytes each), the merge of 8 rows of
         // 4 warps beside it, and the claim.
         CHECK(r.peak_sram == 3 * 2 * 64 * 128 * 2 + 4 * 8 * 130 * 4 + 16);

@@ -306,4 +306,38 @@ TEST_CASE("fa3 mirror: O and L written are the sectors of the epilogue's stores,
     }
 }
 
+TEST_CASE("fa3 mirror: the work queue's claims, a sector out and one back per item") {
+  // Blocks take their first items by their index and claim one more after each item they
+  // load, the last claim telling them the queue is done: one atomic add per item in all,
+  // over every head of the batch, whatever the mask. They are no store instruction.
+  for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left})
+    for (const Index n_q : {1, 97, 1023}) {
+      CAPTURE(n_q);
+      CAPTURE(cpu::to_string(causal));
+      const Fa3Shape s{.batch = 2,
+                       .heads_q = 3,
+                       .heads_kv = 1,
+                       .n_q = n_q,
+                       .n_k = n_q,
+                       .d = 64,
+                       .causal = causal};
+      Fa3KernelFacts f = facts(2, DType::bf16);
+      f.lse_store = WarpStore{4, 8, 1};
+      const PassReport fixed = count_fa3_kernel(s, f);
+      f.work_queue = true;
+      const PassReport queue = count_fa3_kernel(s, f);
+      const Index items = 2 * 3 * ceil_div(n_q, Index{128});
+      CHECK(queue.tensor("queue counter").read == items * 32);
+      CHECK(queue.tensor("queue counter").written == items * 32);
+      CHECK(queue.bytes_written_by_atomics() == items * 32);
+      CHECK(queue.bytes_read() == fixed.bytes_read() + items * 32);
+      CHECK(queue.bytes_written() == fixed.bytes_written() + items * 32);
+      CHECK(queue.bytes_stores_issued() == fixed.bytes_stores_issued());
+      CHECK(fixed.bytes_written_by_atomics() == 0);
+      CHECK_THROWS_AS(static_cast<void>(fixed.tensor("queue counter")), std::out_of_range);
+      CHECK(queue.label.find("work queue") != std::string::npos);
+      CHECK(fixed.label.find("work queue") == std::string::npos);
+    }
+}
+
 }  // namespace flashlab::sim::test

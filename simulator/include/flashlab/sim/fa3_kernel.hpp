@@ -51,6 +51,9 @@ struct Fa3KernelFacts {
   bool stages_o = false;         // O leaves through an SRAM tile sO (Br, d) and TMA stores
   bool skips_unseen = false;     // a consumer computes only the KV tiles its own rows see
                                  // (none where they start past N_q); else all the block loads
+  bool work_queue = false;       // blocks claim their items from a counter after the first,
+                                 // one atomic add per item in all (for a shape: the grid its
+                                 // launch resolves, kernels.hpp's fa3_takes_from_queue)
 };
 
 // Throws cpu::InvalidArgument, saying what was wrong and what would be right, unless every

@@ -61,6 +61,8 @@ struct PassTensor {
   Bytes written = 0;  // SMs -> HBM (L2); an atomic add is a read and a write
   Bytes written_by_tma = 0;  // of written, what TMA stores carry (whole lines, from SRAM:
                              // not through the L1's store pipe)
+  Bytes written_by_atomics = 0;  // of written, what atomic adds with an answer carry (a work
+                                 // queue's claims, kClaimBytes each: no store instruction)
 };
 
 struct PassReport {
@@ -74,6 +76,12 @@ struct PassReport {
   Bytes bytes_read() const;
   Bytes bytes_written() const;
   Bytes bytes_written_by_tma() const;
+  Bytes bytes_written_by_atomics() const;
+  // What the L1's store pipe issues (l1tex__t_sectors_pipe_lsu_mem_global_op_st and _red):
+  // the bytes written less TMA's stores and the atomics.
+  Bytes bytes_stores_issued() const {
+    return bytes_written() - bytes_written_by_tma() - bytes_written_by_atomics();
+  }
   Bytes bytes_total() const { return bytes_read() + bytes_written(); }
   // The traffic of one tensor by name; throws std::out_of_range if the pass has none.
   const PassTensor& tensor(std::string_view name) const;

@@ -21,6 +21,14 @@ namespace flashlab::sim {
 // The unit the L1 and the L2 exchange, and DRAM moves (the grid model's L2 counts in it too).
 inline constexpr Bytes kSectorBytes = 32;
 
+// An atomic add whose answer the thread waits for (a work queue's claim: one lane's atomicAdd
+// on a counter) is no store instruction, so the store sectors issued leave it out; it leaves
+// the SMs as one sector and its answer comes back as one, whatever the counter's width
+// (fa3's 8-byte claims on an H100, 2026-12-05: 15 claims at N = 777 over 3 heads read 480
+// bytes into the SMs beyond the loads, 42 at N = 2,500 read 1,344; decode's 4-byte claims on
+// the H200, 2026-12-03: 16.0 KiB out of the SMs above the stores issued for 512 claims).
+inline constexpr Bytes kClaimBytes = kSectorBytes;
+
 // One warp-level store instruction: `threads` active lanes write `bytes_per_thread` bytes
 // each, and their bytes fall in `runs` runs of contiguous bytes of equal length (a run per
 // row of the tensor the lanes write, or one run when the lanes write consecutive
