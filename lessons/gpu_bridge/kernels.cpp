@@ -434,6 +434,10 @@ double Prediction::sm_written_by_atomics() const {
   return pass ? double(pass->bytes_written_by_atomics()) : 0;
 }
 
+double Prediction::sm_stores_issued() const {
+  return pass ? double(pass->bytes_stores_issued()) : sm_written();
+}
+
 double Prediction::dram_read() const {
   if (grid) return double(grid->dram_read());
   return report ? double(report->dram_read()) * double(heads) : 0;

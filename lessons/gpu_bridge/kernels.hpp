@@ -187,10 +187,9 @@ struct Prediction {
   // not among the store sectors ncu counts there; whole lines, so all of them leave the SMs.
   double sm_written_by_tma() const;
   double sm_written_by_atomics() const;  // a work queue's claims (sim::kClaimBytes each)
-  // What the L1's store pipe issues: the writes less TMA's stores and the atomics.
-  double sm_stores_issued() const {
-    return sm_written() - sm_written_by_tma() - sm_written_by_atomics();
-  }
+  // What the L1's store pipe issues: the writes less TMA's stores and the atomics
+  // (sim::PassReport::bytes_stores_issued); all of them for a one-head mirror.
+  double sm_stores_issued() const;
   double dram_read() const;
   double dram_written() const;  // during the kernel
   double left_dirty() const;    // in the L2 at the kernel's end (0 without the grid model)
