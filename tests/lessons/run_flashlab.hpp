@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <sys/wait.h>
@@ -25,6 +27,32 @@ inline std::filesystem::path scratch_path(const std::string& name) {
   return std::filesystem::temp_directory_path() /
          ("flashlab-" + given.stem().string() + "-" + std::to_string(::getpid()) +
           given.extension().string());
+}
+
+// A test's own folder (scratch_path), made empty at the start and removed afterwards.
+struct Scratch {
+  std::filesystem::path dir;
+  explicit Scratch(const std::string& name) : dir(scratch_path(name)) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  // A path inside, single-quoted for the shell (a quote in it becomes '\'').
+  std::string quoted(const std::string& file) const {
+    std::string q = "'";
+    for (char c : (dir / file).string()) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  }
+};
+
+// A file's bytes as they are (empty where it cannot be read).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 inline bool contains(std::string_view text, std::string_view part) {

@@ -18,29 +18,13 @@
 
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
+using flashlab::test::read_file;
 using flashlab::test::run_flashlab;
+using flashlab::test::Scratch;
 using namespace flashlab::app;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A folder of its own for each test case and process (two builds may test at once), removed
-// afterwards.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name)
-      : dir(flashlab::test::scratch_path(name)) {
-    fs::remove_all(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-};
 
 // The pipe tables of a Markdown text: one separator line (|---|:--:|) each.
 std::size_t markdown_tables(const std::string& text) {
@@ -120,12 +104,12 @@ TEST_CASE("the book has a page for every registered lesson, with its tables and 
   const auto lessons = all_lessons();
   CHECK(summary.pages == int(lessons.size()));
   CHECK(summary.viewers == 2);  // lessons 3 and 4
-  const std::string index = read(site.dir / "index.html");
+  const std::string index = read_file(site.dir / "index.html");
   int figures_linked = 0;
   for (const auto& lesson : lessons) {
     const std::string name = book::lesson_page_name(lesson.number);
     CHECK(contains(index, "href=\"" + name + "\""));
-    const std::string page = read(site.dir / name);
+    const std::string page = read_file(site.dir / name);
     REQUIRE_MESSAGE(!page.empty(), name);
     // Every table the program printed is on the page, as a table.
     LessonRecorder recorder;
@@ -134,7 +118,7 @@ TEST_CASE("the book has a page for every registered lesson, with its tables and 
     std::size_t tables = 0;
     for (const auto& b : recorder.blocks()) tables += b.kind == LessonBlock::Kind::table;
     const std::size_t readme_tables = markdown_tables(
-        read(fs::path(FLASHLAB_SOURCE_DIR) / "lessons" / lesson.folder / "README.md"));
+        read_file(fs::path(FLASHLAB_SOURCE_DIR) / "lessons" / lesson.folder / "README.md"));
     CHECK_MESSAGE(count_of(page, "<table>") == tables + readme_tables, name);
     CHECK_MESSAGE(contains(page, "<h3>Step 1: "), name);
     figures_linked += int(count_of(page, "<figure id="));
@@ -144,11 +128,11 @@ TEST_CASE("the book has a page for every registered lesson, with its tables and 
   CHECK(summary.figures >= 7);
   for (int viewer : {3, 4}) {
     CHECK(fs::is_regular_file(site.dir / book::viewer_page_name(viewer)));
-    CHECK(contains(read(site.dir / book::lesson_page_name(viewer)),
+    CHECK(contains(read_file(site.dir / book::lesson_page_name(viewer)),
                    "href=\"" + book::viewer_page_name(viewer) + "\""));
   }
   // Lesson 5's speed figure carries the measured points from bench/results/.
-  CHECK(contains(read(site.dir / "lesson-05.html"), "measured on an H200"));
+  CHECK(contains(read_file(site.dir / "lesson-05.html"), "measured on an H200"));
 }
 
 TEST_CASE("book: a folder that is a file is refused, and the file is left as it was") {
@@ -159,7 +143,7 @@ TEST_CASE("book: a folder that is a file is refused, and the file is left as it 
   const auto run = run_flashlab("book " + file.string() + " 2>&1");
   CHECK(run.status == kUsageError);
   CHECK(contains(run.output, "is a file, not a folder: give a folder"));
-  CHECK(read(file) == "keep me");
+  CHECK(read_file(file) == "keep me");
 }
 
 TEST_CASE("book: a folder that already holds files needs --force, which keeps other files") {
@@ -175,7 +159,7 @@ TEST_CASE("book: a folder that already holds files needs --force, which keeps ot
   CHECK(forced.status == 0);
   CHECK(contains(forced.output, "wrote the book to"));
   CHECK(fs::is_regular_file(scratch.dir / "index.html"));
-  CHECK(read(scratch.dir / "mine.txt") == "mine");
+  CHECK(read_file(scratch.dir / "mine.txt") == "mine");
 }
 
 TEST_CASE("book: a folder that cannot be created or written is refused with the reason") {

@@ -14,37 +14,10 @@
 
 using flashlab::test::contains;
 using flashlab::test::kUsageError;
+using flashlab::test::read_file;
 using flashlab::test::run_flashlab;
+using flashlab::test::Scratch;
 namespace fs = std::filesystem;
-
-namespace {
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A folder of its own for each test case and process (two builds may test at once), removed
-// afterwards.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name)
-      : dir(flashlab::test::scratch_path(name)) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  // A path inside, single-quoted for the shell (a quote in it becomes '\'').
-  std::string quoted(const std::string& file) const {
-    std::string q = "'";
-    for (char c : (dir / file).string()) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  }
-};
-
-}  // namespace
 
 TEST_CASE("an unknown command is named, with the commands there are") {
   const auto run = run_flashlab("frobnicate 2>&1");
@@ -146,12 +119,12 @@ TEST_CASE(
   const auto bad = run_flashlab("sweep --n 64..32 --csv " + scratch.quoted("kept.csv") + " 2>&1");
   CHECK(bad.status == kUsageError);
   CHECK(contains(bad.output, "needs 1 <= a <= b"));
-  CHECK(read(csv) == "the learner's data\n");
+  CHECK(read_file(csv) == "the learner's data\n");
   const auto same = run_flashlab("sweep --n 64,128 --csv " + scratch.quoted("kept.csv") +
                                  " --plot " + scratch.quoted("./kept.csv") + " 2>&1");
   CHECK(same.status == kUsageError);
   CHECK(contains(same.output, "--csv and --plot both name"));
-  CHECK(read(csv) == "the learner's data\n");
+  CHECK(read_file(csv) == "the learner's data\n");
   const auto pair =
       run_flashlab("trace --n 24 --json " + scratch.quoted("t") + " --html " +
                    scratch.quoted("../" + scratch.dir.filename().string() + "/t") + " 2>&1");
@@ -169,7 +142,7 @@ TEST_CASE("hostile file names are written as names, nothing more") {
     const auto run =
         run_flashlab("trace --n 8 --d 2 --br 4 --bc 4 --json " + scratch.quoted(name) + " 2>&1");
     CHECK(run.status == 0);
-    CHECK(contains(read(scratch.dir / name), "\"event\":\"setup\""));
+    CHECK(contains(read_file(scratch.dir / name), "\"event\":\"setup\""));
   }
   CHECK_FALSE(fs::exists("pwned"));
   CHECK_FALSE(fs::exists(scratch.dir / "pwned"));
@@ -189,8 +162,8 @@ TEST_CASE("a plot path reaches no interpreter: gnuplot draws into exactly that f
     return;
   }
   REQUIRE(run.status == 0);
-  CHECK(read(scratch.dir / hostile).substr(1, 3) == "PNG");
-  CHECK(contains(read(scratch.dir / (hostile + ".gp")), "set output\n"));
+  CHECK(read_file(scratch.dir / hostile).substr(1, 3) == "PNG");
+  CHECK(contains(read_file(scratch.dir / (hostile + ".gp")), "set output\n"));
 }
 
 TEST_CASE("a plot that cannot be drawn is an error, and nothing is half-written") {

@@ -13,13 +13,6 @@
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The 24-token trace prints fp32 values to 6 significant digits; how a compiler contracts
 // a * b + c (one rounding with FMA, two without) can move the last of them by one, which is
 // up to 1e-5 relative for a leading digit of 1. So numbers are equal within 1e-5 relative;
@@ -63,7 +56,7 @@ std::string check_golden(const std::string& name, const std::string& args) {
     std::ofstream(path) << run.output;
     MESSAGE("rewrote " << path);
   }
-  const std::string golden = read_file(path);
+  const std::string golden = flashlab::test::read_file(path);
   INFO("golden file " << path << " (FLASHLAB_UPDATE_GOLDEN=1 rewrites it from the program)");
   CHECK(same_output(run.output, golden));
   return golden;
