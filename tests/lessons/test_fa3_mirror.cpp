@@ -215,34 +215,54 @@ TEST_CASE("fa2, fa3 and the scalar kernel: each head's L stored from where it st
   }
 }
 
-TEST_CASE("the mirrors' store sectors are those an H100 issued at N = 777 and 2,500 over 3 heads") {
-  // bench/results/2026-12-05-h100-forward-unseen-d64.csv: `flashlab compare --kernels
-  // scalar,fa2,fa3 --sweep n=777,2500 --sweep heads=3 --sweep causal=no,yes --d 64`, store
-  // sectors the L1 issued (l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B) and
-  // bytes into the SMs, neither of which depends on the card's L2.
-  int rows = 0;
-  for (const auto& row : flashlab::test::results_csv("2026-12-05-h100-forward-unseen-d64.csv")) {
-    const auto at = [&](const char* name) { return row.at(name); };
-    const app::KernelRun run{.kernel = at("kernel"),
-                             .n = std::stoll(at("N")),
-                             .d = std::stoll(at("d")),
-                             .heads = std::stoll(at("heads")),
-                             .causal = at("causal") == "1"};
-    CAPTURE(run.kernel);
-    CAPTURE(run.n);
-    CAPTURE(run.causal);
-    const app::Prediction p = app::predict(run);
-    CHECK(p.sm_stores_issued() == std::stod(at("stores_issued_measured")));
-    // Into the SMs: exact, fa3's work queue's claims included (a sector back an item: 15
-    // items at N = 777 without the mask, 42 at N = 2,500 with and without it).
-    CHECK(p.sm_read() == std::stod(at("sm_read_measured")));
-    // Out of the SMs fa3's TMA rows of O, L's sectors and the claims' sectors: to the byte
-    // but at N = 777 without the mask, where the H100 sent one sector fewer than 15 claims
-    // (0.01%; docs/IO-LEVELS.md, "fa3's work queue").
-    if (run.kernel == "fa3")
-      CHECK(p.sm_written() ==
-            doctest::Approx(std::stod(at("sm_written_measured"))).epsilon(1.1e-4));
-    ++rows;
+TEST_CASE("the mirrors' bytes in and out of the SMs are those an H100 moved at shapes read once") {
+  // Three runs of `flashlab compare` on an H100 (bench/results/): scalar, fa2 and fa3 at N =
+  // 777 and 2,500 over 3 heads, d = 64, both masks (2026-12-05-h100-forward-unseen-d64.csv);
+  // the same three at N = 1,001 and 2,047 over 2 and 7 heads, d = 128 (2026-12-06-h100-l-
+  // stores-unseen-d128.csv, predicted before it ran: 2026-12-05-l-stores-unseen-d128-
+  // predicted.csv); fa3 at N = 1,500 and 3,000 over 5 heads, both d and masks (2026-12-06-h100-
+  // fa3-claims-unseen.csv, predicted before it ran: 2026-12-06-fa3-claims-predicted.csv).
+  // Store sectors the L1 issued (l1tex__t_sectors_pipe_lsu_mem_global_op_st + _red, x 32 B)
+  // and bytes into and out of the SMs, none of which depends on the card's L2.
+  struct Run {
+    const char* file;
+    int rows;
+  };
+  for (const Run csv : {Run{"2026-12-05-h100-forward-unseen-d64.csv", 12},
+                        Run{"2026-12-06-h100-l-stores-unseen-d128.csv", 12},
+                        Run{"2026-12-06-h100-fa3-claims-unseen.csv", 8}}) {
+    CAPTURE(csv.file);
+    int rows = 0;
+    for (const auto& row : flashlab::test::results_csv(csv.file)) {
+      const auto at = [&](const char* name) { return std::stod(row.at(name)); };
+      const app::KernelRun run{.kernel = row.at("kernel"),
+                               .n = std::stoll(row.at("N")),
+                               .d = std::stoll(row.at("d")),
+                               .heads = std::stoll(row.at("heads")),
+                               .causal = row.at("causal") == "1"};
+      CAPTURE(run.kernel);
+      CAPTURE(run.n);
+      CAPTURE(run.d);
+      CAPTURE(run.heads);
+      CAPTURE(run.causal);
+      const app::Prediction p = app::predict(run);
+      CHECK(p.sm_stores_issued() == at("stores_issued_measured"));
+      // Into the SMs: exact, fa3's work queue's claims included (a sector back an item).
+      CHECK(p.sm_read() == at("sm_read_measured"));
+      // Out of the SMs: fa2's stores to the byte; fa3's TMA rows of O, L's sectors and the
+      // claims' sectors to the byte, or one sector fewer where two of the queue's claims
+      // leave as one, now and then (N = 777, 3 heads: 32 bytes short in one run of three,
+      // docs/IO-LEVELS.md, "fa3's work queue"); the scalar kernel's partly written sectors
+      // are merged on the way by a rule not modelled.
+      const double out = at("sm_written_measured");
+      if (run.kernel == "fa2") CHECK(p.sm_written() == out);
+      if (run.kernel == "fa3") {
+        CHECK(p.sm_written() >= out);
+        CHECK(p.sm_written() <= out + sim::kClaimBytes);
+      }
+      if (run.kernel == "scalar") CHECK(out <= p.sm_written());
+      ++rows;
+    }
+    CHECK(rows == csv.rows);
   }
-  CHECK(rows == 12);
 }
