@@ -25,8 +25,10 @@ inline constexpr Bytes kSectorBytes = 32;
 // on a counter) is no store instruction, so the store sectors issued leave it out; it leaves
 // the SMs as one sector and its answer comes back as one, whatever the counter's width
 // (fa3's 8-byte claims on an H100, 2026-12-05: 15 claims at N = 777 over 3 heads read 480
-// bytes into the SMs beyond the loads, 42 at N = 2,500 read 1,344; decode's 4-byte claims on
-// the H200, 2026-12-03: 16.0 KiB out of the SMs above the stores issued for 512 claims).
+// bytes into the SMs beyond the loads, 42 at N = 2,500 read 1,344, and at eight shapes
+// predicted before the run, to the byte; out of the SMs now and then a sector fewer a run,
+// docs/IO-LEVELS.md, "fa3's work queue: the claims booked"; decode's 4-byte claims on the
+// H200, 2026-12-03: 16.0 KiB out of the SMs above the stores issued for 512 claims).
 inline constexpr Bytes kClaimBytes = kSectorBytes;
 
 // One warp-level store instruction: `threads` active lanes write `bytes_per_thread` bytes
