@@ -183,7 +183,7 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
     errors.emplace_back(name, err);
     const NcuOutcome m = measure(run_of(a, kernel), a.no_ncu);
     rows.push_back({name, num(err, 3), us(run.median_ms), predicted_text(p),
-                    measured_text(m, p.sm_written_by_tma() > 0),
+                    measured_text(m, p.sm_written() > p.sm_stores_issued()),
                     ratios_text(m, p.sm_read(), p.sm_stores_issued(), p.sm_written())});
   }
 }

@@ -218,7 +218,8 @@ Row gpu_pass_row(Pass pass, const ComparePassArgs& a, const CompareProblem& p,
       (m.bytes && grid
            ? ", " + ratio_text(m.bytes->dram_read, double(grid->read)) + " of the grid model's"
            : "");
-  return {name, time, "-", measured_text(m) + kernels,
+  return {name, time, "-",
+          measured_text(m, r && r->bytes_written() > r->bytes_stores_issued()) + kernels,
           ratios_text(m, r ? double(r->bytes_read()) : 0, r ? double(r->bytes_stores_issued()) : 0,
                       r ? double(r->bytes_written()) : 0) +
               dram_ratio};

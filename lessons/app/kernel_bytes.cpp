@@ -77,11 +77,12 @@ std::string predicted_text(const Prediction& p) {
                      bytes_text(p.dram_read()), bytes_text(p.dram_written()), dirty, assumed);
 }
 
-std::string measured_text(const NcuOutcome& o, bool tma_stores) {
+std::string measured_text(const NcuOutcome& o, bool beside_stores) {
   if (!o.bytes) return o.message;
   const auto& m = *o.bytes;
-  // TMA stores leave the SMs beside the store sectors: out over issued is then no merge.
-  const auto merged = tma_stores ? std::nullopt : m.merge_ratio();
+  // TMA stores and atomics leave the SMs beside the store sectors: out over issued is then no
+  // merge.
+  const auto merged = beside_stores ? std::nullopt : m.merge_ratio();
   const auto coalescing = m.coalescing();
   return fmt::format(
       "SMs read {}; store sectors issued {}, out of the SMs {}{}; L2 {}{}; DRAM {} read, {} "

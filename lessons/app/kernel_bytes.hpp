@@ -26,15 +26,16 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu);
 std::string predicted_text(const Prediction& p);
 // "SMs read ...; store sectors issued ..., out of the SMs ... (0.52 of them); L2 ...; DRAM
 // ... read, ... written", or why nothing was measured.
-// tma_stores: the kernel also writes by TMA stores, so out of the SMs over the store sectors
-// issued is no merge ratio and is not shown.
-std::string measured_text(const NcuOutcome& o, bool tma_stores = false);
+// beside_stores: the kernel also writes otherwise than by store instructions (TMA stores, a
+// work queue's claims), so out of the SMs over the store sectors issued is no merge ratio and
+// is not shown.
+std::string measured_text(const NcuOutcome& o, bool beside_stores = false);
 // measured / predicted to three decimals, or "-" when either is missing.
 std::string ratio_text(std::optional<double> measured, double predicted);
 // "read 1.000, stores 1.000": into the SMs, and the store sectors the L1 issued against the
 // bytes the mirror writes (its writes are those sectors); "-" when nothing was measured.
 // "read r, stores s, out o": measured over predicted bytes into the SMs, store sectors the L1
-// issued (the prediction's writes less its TMA stores), and bytes out of the SMs.
+// issued (the prediction's writes less its TMA stores and atomics), and bytes out of the SMs.
 std::string ratios_text(const NcuOutcome& o, double read_predicted, double stores_predicted,
                         double written_predicted);
 
