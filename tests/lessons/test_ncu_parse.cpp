@@ -145,7 +145,16 @@ TEST_CASE("compare's measured text and ratios: the merge shown for store sectors
       MeasuredBytes{.sm_read = 1024 * MiB, .stores_issued = 0.25 * MiB, .sm_written = 16.25 * MiB},
       ""};
   CHECK(flashlab::app::measured_text(fa2).find("(0.56 of them)") != std::string::npos);
-  CHECK(flashlab::app::measured_text(fa3, /*tma_stores=*/true).find("of them") ==
+  CHECK(flashlab::app::measured_text(fa3, /*beside_stores=*/true).find("of them") ==
+        std::string::npos);
+  // A decode on the work queue: 512 claims leave the SMs as 16 KiB beside 609 KiB of store
+  // sectors; the ratio would read as merging where there is none, so it is not shown.
+  const NcuOutcome queue{
+      MeasuredBytes{
+          .sm_read = 128 * MiB, .stores_issued = 609 * 1024.0, .sm_written = 625 * 1024.0},
+      ""};
+  CHECK(flashlab::app::measured_text(queue).find("(1.03 of them)") != std::string::npos);
+  CHECK(flashlab::app::measured_text(queue, /*beside_stores=*/true).find("of them") ==
         std::string::npos);
   // read, stores (the prediction's writes less its TMA stores), out (all its writes).
   CHECK(flashlab::app::ratios_text(fa3, 1024 * MiB, 0.25 * MiB, 16.25 * MiB) ==
