@@ -55,7 +55,7 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu) {
 
 // " (of which TMA stores 1.0 MiB, queue claims 480 B)" where some of the writes leave
 // otherwise than by the L1's store instructions.
-std::string not_stores_text(const Prediction& p) {
+std::string beside_stores_text(const Prediction& p) {
   std::vector<std::string> parts;
   if (p.sm_written_by_tma() > 0) parts.push_back("TMA stores " + bytes_text(p.sm_written_by_tma()));
   if (p.sm_written_by_atomics() > 0)
@@ -68,12 +68,12 @@ std::string predicted_text(const Prediction& p) {
   const std::string assumed = p.assumption.empty() ? "" : "; " + p.assumption;
   if (!p.dram_modelled())
     return fmt::format("SMs read {}, write {}{}; DRAM not modelled (no grid for this kernel){}",
-                       bytes_text(p.sm_read()), bytes_text(p.sm_written()), not_stores_text(p),
+                       bytes_text(p.sm_read()), bytes_text(p.sm_written()), beside_stores_text(p),
                        assumed);
   const std::string dirty =
       p.grid ? fmt::format(" (+ {} left dirty)", bytes_text(p.left_dirty())) : "";
   return fmt::format("SMs read {}, write {}{}; DRAM {} read, {} written{}{}",
-                     bytes_text(p.sm_read()), bytes_text(p.sm_written()), not_stores_text(p),
+                     bytes_text(p.sm_read()), bytes_text(p.sm_written()), beside_stores_text(p),
                      bytes_text(p.dram_read()), bytes_text(p.dram_written()), dirty, assumed);
 }
 

@@ -260,9 +260,7 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
               {"dtype", dtype},
               {"causal", cpu::to_string(shape.causal)},
               {"stages", f.facts->stages}};
-    sim::Fa3KernelFacts facts = *f.facts;
-    facts.work_queue = fa3_takes_from_queue(shape, facts);
-    p = {"fa3", sim::count_fa3_kernel(shape, facts), ""};
+    p = {"fa3", count_fa3_as_launched(shape, *f.facts), ""};
   } else {
     DecodeRun run = decode_run(a, d, dtype, profile, cmd);
     const std::vector<cpu::Index> splits = splits_of(a.splits);

@@ -258,6 +258,11 @@ bool fa3_takes_from_queue(const sim::Fa3Shape& s, const sim::Fa3KernelFacts& f) 
   return k::resolve_grid(k::kDefaultGrid, order, f.warp_specialized) == FLASHLAB_FA3_GRID_QUEUE;
 }
 
+sim::PassReport count_fa3_as_launched(const sim::Fa3Shape& shape, sim::Fa3KernelFacts facts) {
+  facts.work_queue = fa3_takes_from_queue(shape, facts);
+  return sim::count_fa3_kernel(shape, facts);
+}
+
 std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern) {
   if (pattern.threads == 0) return std::nullopt;
   return sim::WarpStore{.bytes_per_thread = pattern.bytes_per_thread,
@@ -353,9 +358,7 @@ Prediction predict(const KernelRun& run) {
                               .n_k = run.n,
                               .d = run.d,
                               .causal = run.alignment()};
-    sim::Fa3KernelFacts facts = *mirror.fa3;
-    facts.work_queue = fa3_takes_from_queue(shape, facts);
-    p.pass = sim::count_fa3_kernel(shape, facts);
+    p.pass = count_fa3_as_launched(shape, *mirror.fa3);
   } else if (run.queries() != run.n && *mirror.algorithm != sim::Algorithm::fa2) {
     p.why_not = fmt::format("not modelled (the {} program takes N_q = N_k)",
                             sim::to_string(*mirror.algorithm));

@@ -113,6 +113,10 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages = 0);
 // sim::Fa3KernelFacts::work_queue books for that shape.
 bool fa3_takes_from_queue(const sim::Fa3Shape& shape, const sim::Fa3KernelFacts& facts);
 
+// fa3's mirror for a shape as its launch runs it: `facts` on the grid the launch resolves
+// (work_queue from fa3_takes_from_queue). What `compare` and `simulate --pass fa3` count.
+sim::PassReport count_fa3_as_launched(const sim::Fa3Shape& shape, sim::Fa3KernelFacts facts);
+
 // A kernel's warp store as the table states it (kernel_info.hpp), in the simulator's terms;
 // nothing where the table describes none (all zero: a library's kernel).
 std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern);

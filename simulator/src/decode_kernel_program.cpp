@@ -330,13 +330,15 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, out(f.stores.o, d * b)})},
       {"LSE", fp32, B * H * rows, 0, lse_written},
   };
-  if (queue)
+  if (queue) {
+    const Bytes claimed = bytes({claims, kClaimBytes});
     r.tensors.push_back({.name = "queue counter",
                          .type = "uint32",
                          .elements = 1,
-                         .read = bytes({claims, kClaimBytes}),
-                         .written = bytes({claims, kClaimBytes}),
-                         .written_by_atomics = bytes({claims, kClaimBytes})});
+                         .read = claimed,
+                         .written = claimed,
+                         .written_by_atomics = claimed});
+  }
   r.ops = ops.times(H);
   OpCounts combine = detail::merge_ops(1, d).times(S - 1);
   combine += detail::finalize_ops(1, d);

@@ -155,6 +155,8 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Index Br = f.Br, Bc = f.Bc, d = s.d, b = bytes_of(f.dtype);
   const Index Hq = s.batch * s.heads_q, Hkv = s.batch * s.heads_kv;  // heads in all
   const TileSums sums = tile_sums(s, f);
+  // A block a query tile of a head; with the work queue, as many items.
+  const Index Tr = ceil_div(s.n_q, Br), blocks = cpu::checked_mul(Hq, Tr, "the blocks");
   const auto rows_of = [](Index heads, Index rows, Index cols, Index bytes) {
     return cpu::checked_product({heads, rows, cols, bytes}, "the fa3 kernel's bytes");
   };
@@ -190,7 +192,7 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   }
   if (f.writes_lse) tensor("L", kAccumulator, Hq * s.n_q, 0, out(f.lse_store, 1, kFp32));
   if (f.work_queue) {  // one claim per item: the blocks' first items are their indices
-    const Bytes claims = rows_of(Hq, ceil_div(s.n_q, Br), 1, kClaimBytes);
+    const Bytes claims = cpu::checked_mul(blocks, kClaimBytes, "the queue's claims");
     r.tensors.push_back({.name = "queue counter",
                          .type = "uint64",
                          .elements = 1,
@@ -203,7 +205,6 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   const Index R = Br / f.consumers;
   const Index tiles = fa3_consumer_tiles(s, f);
   const Index scores = cpu::checked_product({tiles, R, Bc}, "the scores");
-  const Index Tr = ceil_div(s.n_q, Br), blocks = cpu::checked_mul(Hq, Tr, "the blocks");
   r.ops.matrix_flops =
       cpu::checked_product({kFlopsPerMultiplyAdd, kProducts, scores, d}, "the fa3 kernel's FLOPs");
   r.ops.exp = scores + tiles * R + blocks * Br;  // W, alpha per tile; log l per block

@@ -137,7 +137,6 @@ TEST_CASE("the book has a page for every registered lesson, with its tables and 
 
 TEST_CASE("book: a folder that is a file is refused, and the file is left as it was") {
   Scratch scratch("book-file");
-  fs::create_directories(scratch.dir);
   const fs::path file = scratch.dir / "notes.txt";
   std::ofstream(file) << "keep me";
   const auto run = run_flashlab("book " + file.string() + " 2>&1");
@@ -148,7 +147,6 @@ TEST_CASE("book: a folder that is a file is refused, and the file is left as it 
 
 TEST_CASE("book: a folder that already holds files needs --force, which keeps other files") {
   Scratch scratch("book-nonempty");
-  fs::create_directories(scratch.dir);
   std::ofstream(scratch.dir / "mine.txt") << "mine";
   const auto refused = run_flashlab("book " + scratch.dir.string() + " 2>&1");
   CHECK(refused.status == kUsageError);
