@@ -23,6 +23,7 @@
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <stdexcept>
 
@@ -56,7 +57,7 @@ struct CompareArgs {
   int repeats = 10;
   bool no_ncu = false, no_colour = false;
   std::vector<std::string> sweep;  // "n=1024..65536", "d=64,128", "heads=1,16"
-  std::string csv, plot;
+  std::string csv, plot, profile;
   ComparePassArgs pass;
   CLI::App* cmd = nullptr;
 };
@@ -318,6 +319,16 @@ void check_kernels(const CompareArgs& a) {
   }
 }
 
+// The GPU the predictions are for: --profile's, else the device compare runs on where it is
+// one of the targets (target_of_device), else the H200 (target_profile()).
+void choose_target(const CompareArgs& a) {
+  if (!a.profile.empty()) return set_target_profile(a.profile);
+  if (!a.gpu_only.empty()) return;  // the run under Nsight Compute predicts nothing
+  const GpuStatus status = gpu_status();
+  const std::string_view device = target_of_device(status.description);
+  if (status.available && !device.empty()) set_target_profile(device);
+}
+
 void run(const CompareArgs& a) {
   if (a.sweep.empty() && (!a.csv.empty() || !a.plot.empty()))
     throw cpu::InvalidArgument(
@@ -330,6 +341,7 @@ void run(const CompareArgs& a) {
     throw cpu::InvalidArgument(
         "--causal with --sweep causal=...: the sweep's axis says which masks run; give one of "
         "the two");
+  choose_target(a);
   if (const Pass pass = parse_pass(a.pass.pass); pass != Pass::forward) {
     const CompareProblem problem{a.n,         a.n_q,  a.d,       a.heads,  a.dtype,   a.causal,
                                  a.no_colour, a.seed, a.repeats, a.no_ncu, a.gpu_only};
@@ -396,6 +408,10 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--csv", args.csv, "With --sweep: write the rows as CSV");
   cmd->add_option("--plot", args.plot,
                   "With --sweep over n: draw bytes into the SMs against N (PNG, gnuplot)");
+  cmd->add_option(
+      "--profile", args.profile,
+      "The GPU the predictions are for: " + fmt::format("{}", fmt::join(target_names(), " or ")) +
+          " (default: the GPU compare runs on, where it is one of them; else h200)");
   add_compare_pass_options(cmd, args.pass);
   cmd->add_option(
          "--gpu-only", args.gpu_only,

@@ -109,9 +109,9 @@ std::string gpu_line(const GpuStatus& status) {
   std::string line = "GPU: " + status.description + "\n";
   if (!status.available) return line;
   const sim::HardwareProfile& target = target_profile();
+  if (status.description.find(target.device_name) != std::string::npos) return line;
   std::string part(target.name);
   std::ranges::transform(part, part.begin(), [](unsigned char c) { return std::toupper(c); });
-  if (status.description.find(part) != std::string::npos) return line;
   return line + fmt::format(
                     "note: the predictions are for the {} ({} SMs, {} of L2), not this "
                     "device: bytes into and out of the SMs still compare, the L2's and "

@@ -27,8 +27,8 @@ struct GpuStatus {
 GpuStatus gpu_status();
 
 // The line `flashlab compare` prints about the device: "GPU: <name>", and, where the device is
-// not the GPU the kernels' mirrors predict for (target_profile(), matched by its name, "h200",
-// in the device's), a second line saying which figures still compare there and which do not.
+// not the GPU the kernels' mirrors predict for (target_profile(), its device_name, "H200", in
+// the device's), a second line saying which figures still compare there and which do not.
 std::string gpu_line(const GpuStatus& status);
 
 struct GpuRun {

@@ -281,7 +281,45 @@ sim::Problem fa2_kernel_problem(const sim::Problem& problem) {
   return paper;
 }
 
-const sim::HardwareProfile& target_profile() { return sim::find_profile("h200"); }
+namespace {
+
+// The target, once set_target_profile has chosen one; the lessons' H200 before.
+const sim::HardwareProfile* g_target = nullptr;
+
+bool is_target(const sim::HardwareProfile& p) {
+  return !p.first_wave_partitions[0].empty() && !p.device_name.empty();
+}
+
+}  // namespace
+
+const sim::HardwareProfile& target_profile() {
+  return g_target ? *g_target : sim::find_profile("h200");
+}
+
+std::vector<std::string_view> target_names() {
+  std::vector<std::string_view> names;
+  for (const auto& p : sim::profiles())
+    if (is_target(p)) names.push_back(p.name);
+  return names;
+}
+
+void set_target_profile(std::string_view name) {
+  for (const auto& p : sim::profiles())
+    if (p.name == name && is_target(p)) {
+      g_target = &p;
+      return;
+    }
+  throw cpu::InvalidArgument(fmt::format(
+      "--profile {}: the kernels' mirrors predict for a GPU the kernels are built for (sm_90a) "
+      "whose L2 has been measured: {}",
+      name, fmt::join(target_names(), ", ")));
+}
+
+std::string_view target_of_device(std::string_view device) {
+  for (const auto& p : sim::profiles())
+    if (is_target(p) && device.find(p.device_name) != std::string_view::npos) return p.name;
+  return {};
+}
 
 cpu::Causal KernelRun::alignment() const {
   if (!causal) return cpu::Causal::none;

@@ -128,9 +128,24 @@ std::optional<sim::WarpStore> sim_store(const gpu::WarpStorePattern& pattern);
 // dtype.
 sim::Problem fa2_kernel_problem(const sim::Problem& problem);
 
-// The profile of the GPU the kernels are built for (sm_90a) and measured on: the H200. Every
-// prediction of a kernel's mirror is made on its SRAM and its L2.
+// The profile of the GPU the kernels' mirrors predict for: every prediction of a mirror is
+// made on its SRAM, its SMs and its L2. The H200 (the card the kernels are tuned and measured
+// on, and the one the lessons speak of) unless set_target_profile chose another.
 const sim::HardwareProfile& target_profile();
+
+// The targets a mirror can predict for: the profiles of the GPUs the kernels are built for
+// (sm_90a) whose L2 has been measured (a first wave's placement, HardwareProfile::
+// first_wave_partitions): "h100", "h200".
+std::vector<std::string_view> target_names();
+
+// Makes the profile `name` the target for the rest of the process (`flashlab compare
+// --profile`, or the GPU it runs on). Throws cpu::InvalidArgument naming target_names()
+// where `name` is not one of them.
+void set_target_profile(std::string_view name);
+
+// The target whose device_name a CUDA device's name contains ("NVIDIA H100 80GB HBM3" ->
+// "h100"), or "" where none does.
+std::string_view target_of_device(std::string_view device);
 
 // One run of one kernel: batch 1, `heads` heads (copies of the same Q, K, V in memory of
 // their own), N_q queries against N keys.

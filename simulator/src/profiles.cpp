@@ -50,13 +50,15 @@ constexpr SmLimits sm_limits(Bytes shared_bytes, Bytes unified_cache_bytes) {
           .carveout_count = count};
 }
 
-// The H200's first waves, block by block: the partition of the SM each block ran on,
-// measured (the profile's first_wave_partitions).
-constexpr std::string_view kH200FirstWave1 =
+// The GH100's first waves, block by block: the partition of the SM each block ran on,
+// measured (the profiles' first_wave_partitions): on the H200 (bench/results/2026-12-03-h200-
+// l2-partitions.csv) and on an H100 80GB HBM3 (2026-12-06-h100-l2-partitions.csv), the same
+// digits, every SM on the same side: the two parts share the chip and its floorplan.
+constexpr std::string_view kGh100FirstWave1 =
     "0000000000000000111111111111111111111111111111111111111111111111"
     "0000000000000000000000000000000000000000000000000011111111111111"
     "1111";
-constexpr std::string_view kH200FirstWave2 =
+constexpr std::string_view kGh100FirstWave2 =
     "0000000000000000111111111111111111111111111111111111111111111111"
     "0000000000000000000000000000000000000000000000000000000000111111"
     "1111111111110000000011111111111111111111111111111111111111111111"
@@ -67,29 +69,49 @@ constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "a100",
         .description = "NVIDIA A100 SXM4 80GB (datasheet figures)",
-        .sm_count = 108,             // NVIDIA A100 Tensor Core GPU Architecture whitepaper
+        .device_name = "A100-SXM4-80GB",  // its CUDA name: "NVIDIA A100-SXM4-80GB"
+        .sm_count = 108,                  // NVIDIA A100 Tensor Core GPU Architecture whitepaper
         // CUDA Programming Guide, compute capability 8.0: 164 KB per SM, 163 KB per block.
         .sram_per_sm = 163 * kKB,
-        .l2_bytes = 40 * kMB,        // A100 whitepaper: 40 MB L2
-        .hbm_bytes_per_s = 2039 * kGiga,     // A100 datasheet, 80GB SXM: 2,039 GB/s
+        .l2_bytes = 40 * kMB,                               // A100 whitepaper: 40 MB L2
+        .hbm_bytes_per_s = 2039 * kGiga,                    // A100 datasheet, 80GB SXM: 2,039 GB/s
         .l2_bytes_per_s = kL2BytesPerClock * 1.41 * kGiga,  // at the 1410 MHz boost
-        .matrix_flops_per_s = 312 * kTera,   // A100 datasheet: BF16 312 TFLOPS dense
+        .matrix_flops_per_s = 312 * kTera,                  // A100 datasheet: BF16 312 TFLOPS dense
         .exp_per_s = kExpPerClockPerSm * 108 * 1.41 * kGiga,  // 1410 MHz boost (whitepaper)
         .sm = sm_limits(164 * kKB, 192 * kKB)},
     HardwareProfile{
         .name = "h100",
-        .description = "NVIDIA H100 SXM5 80GB (datasheet figures)",
-        .sm_count = 132,             // NVIDIA H100 datasheet / Hopper architecture whitepaper
+        .description = "NVIDIA H100 SXM5 80GB (datasheet ceilings; its L2 measured)",
+        .device_name = "H100 80GB HBM3",  // the SXM5 part's CUDA name ("NVIDIA H100 80GB HBM3")
+        .sm_count = 132,                  // NVIDIA H100 datasheet / Hopper architecture whitepaper
         // CUDA Programming Guide, compute capability 9.0: 228 KB per SM, 227 KB per block.
         .sram_per_sm = 227 * kKB,
-        .l2_bytes = 50 * kMB,        // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5)
+        // Hopper architecture whitepaper: 50 MB L2 (H100 SXM5); measured: 52,428,800 bytes
+        // (cudaDevAttrL2CacheSize, 2026-12-06).
+        .l2_bytes = 50 * kMB,
         // Hopper whitepaper: the L2 is divided into two partitions, each caching data for
         // the GPCs attached to it directly.
         .l2_partitions = 2,
-        .hbm_bytes_per_s = 3.35 * kTera,     // H100 SXM datasheet: 3.35 TB/s
+        // The blocks' paces: the H200's figures (below), not measured on an H100. The two
+        // parts share the chip, its SMs and its block scheduler; their clocks and memory
+        // differ, which these shares of a block's time leave out.
+        .block_time_spread = 0.016,
+        .older_block_lead = 0.05,
+        // As the H200's: the GH100's L2 in hashed sets, each line read or written held at its
+        // home partition too. Home copies measured on an H100 (bench/gpu/NOTES.md, "Do one
+        // side's lines take room on the other?", results/h100/2026-12-05-h100-l2-home.csv).
+        .l2_replacement = L2Replacement::sets,
+        .l2_home_copies = true,
+        .l2_dirty_measured = 2 * kH100MeasuredL2DirtyCap,
+        .first_wave_partitions = {kGh100FirstWave1, kGh100FirstWave2},
+        // H100 SXM datasheet: 3.35 TB/s. Measured on an H100 80GB HBM3 (2026-12-06, torch's
+        // copy of 1 GiB timed by do_bench, bytes read + written): 3.02 TB/s.
+        .hbm_bytes_per_s = 3.35 * kTera,
         .l2_bytes_per_s = kL2BytesPerClock * 1.98 * kGiga,  // an estimate; 1980 MHz boost
         // H100 SXM datasheet: BF16 989 TFLOPS dense, the figure used here (its 1,979
-        // TFLOPS is with 2:4 sparsity, which attention does not use).
+        // TFLOPS is with 2:4 sparsity, which attention does not use). Measured on an H100
+        // 80GB HBM3 (2026-12-06, bf16 GEMM 8192^3 through torch): 684 TFLOP/s. Lesson 15
+        // sets the datasheet's rates of the H100 and the B200 side by side.
         .matrix_flops_per_s = 989 * kTera,
         // FlashAttention-3 (Shah et al., 2024): "989 TFLOPS of FP16 matmul but only 3.9
         // TFLOPS of special functions" on the H100 SXM5.
@@ -98,10 +120,11 @@ constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "h200",
         .description = "NVIDIA H200 SXM 141GB (measured ceilings, ANCHORS.md)",
-        .sm_count = 132,             // the H200 measured in docs/ANCHORS.md
+        .device_name = "H200",
+        .sm_count = 132,  // the H200 measured in docs/ANCHORS.md
         // Measured: 232,448 bytes (227 KiB) per block with the opt-in attribute (DEVICE-NOTES.md).
         .sram_per_sm = 227 * kKB,
-        .l2_bytes = 60 * kMB,        // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
+        .l2_bytes = 60 * kMB,  // measured: 62,914,560 bytes (DEVICE-NOTES.md, ANCHORS.md)
         // The GH100's two partitions (as the H100); the DRAM reads measured past the
         // crossover fit two of 30 MiB, K and V held in both (docs/IO-LEVELS.md).
         .l2_partitions = 2,
@@ -141,7 +164,7 @@ constexpr std::array kProfiles = {
         // bench/results/2026-12-03-h200-l2-partitions.csv (bench_l2_partitions): blocks go to
         // the SMs two at a time, GPC after GPC, so runs of 8 to 58 consecutive blocks share a
         // partition (docs/IO-LEVELS.md, "Where blocks land").
-        .first_wave_partitions = {kH200FirstWave1, kH200FirstWave2},
+        .first_wave_partitions = {kGh100FirstWave1, kGh100FirstWave2},
         // Measured device-to-device copy, bytes read + written (ANCHORS.md); the
         // datasheet says 4.8 TB/s.
         .hbm_bytes_per_s = 4.25 * kTera,
@@ -155,7 +178,8 @@ constexpr std::array kProfiles = {
     HardwareProfile{
         .name = "b200",
         .description = "NVIDIA B200 (datasheet figures; exp throughput estimated)",
-        .sm_count = 148,             // NVIDIA Blackwell architecture technical brief
+        .device_name = "B200",
+        .sm_count = 148,  // NVIDIA Blackwell architecture technical brief
         // CUDA Programming Guide, compute capability 10.0: 228 KB per SM, 227 KB per block.
         .sram_per_sm = 227 * kKB,
         // NVIDIA's datasheets give no L2 size. 126 MB is what Chips and Cheese measured on a
@@ -163,7 +187,7 @@ constexpr std::array kProfiles = {
         // MiB like NVIDIA's own figures. It is split between the two dies, half beside each;
         // the model treats it as one pool, so it errs towards hits where K and V outgrow a half.
         .l2_bytes = 126 * kMB,
-        .hbm_bytes_per_s = 8 * kTera,        // HGX B200 datasheet: 8 TB/s per GPU
+        .hbm_bytes_per_s = 8 * kTera,                      // HGX B200 datasheet: 8 TB/s per GPU
         .l2_bytes_per_s = kL2BytesPerClock * 1.9 * kGiga,  // an estimate, as the H100's
         // HGX B200 datasheet: BF16 4.5 PFLOPS with sparsity, so 2.25 dense; ANCHORS.md's
         // FlashAttention-4 figure (1613 TFLOPS = 71% of peak) agrees.

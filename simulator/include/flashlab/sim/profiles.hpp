@@ -72,10 +72,17 @@ int blocks_by_shared_and_threads(const SmLimits& sm, int threads, Bytes shared_p
 // the two partitions, in 128-byte lines. A figure to set as a profile's l2_dirty_cap; the h200
 // profile leaves it out (profiles.cpp says why).
 inline constexpr Bytes kH200MeasuredL2DirtyCap = 116'276 * kL2LineBytes;
+// The same on an H100 80GB HBM3 (bench/results/h100/2026-12-06-h100-l2-dirty-writes.csv): X less
+// the bytes written 24.18, 24.03, 23.85 and 23.79 MiB at X = 32, 48, 64 and 96, 23.96 MiB on
+// average, so 11.98 MiB a partition (0.84 of the H200's, as its L2 is 0.83 of the H200's).
+inline constexpr Bytes kH100MeasuredL2DirtyCap = 98'143 * kL2LineBytes;
 
 struct HardwareProfile {
   std::string_view name;         // "h200", as the CLI's --profile takes it
   std::string_view description;  // the part and where its figures come from, in brief
+  // What the CUDA device's name contains where it is this part ("H200" in "NVIDIA H200"):
+  // how `flashlab compare` knows the GPU it runs on. Empty where no device has been matched.
+  std::string_view device_name;
   int sm_count = 0;
   Bytes sram_per_sm = 0;         // shared memory one SM offers one thread block (the most
                                  // a block can opt in to, a little below the SM's total)
