@@ -22,6 +22,7 @@ inline std::vector<std::map<std::string, std::string>> results_csv(const std::st
     std::vector<std::string> out;
     std::stringstream ss(line);
     for (std::string c; std::getline(ss, c, ',');) out.push_back(c);
+    if (!line.empty() && line.back() == ',') out.emplace_back();  // an empty last cell
     return out;
   };
   std::string line;

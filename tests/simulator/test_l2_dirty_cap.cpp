@@ -162,43 +162,57 @@ TEST_CASE("dirty cap on a grid: the bytes written are conserved, at most the cap
   }
 }
 
-TEST_CASE("the H200's measured dirty cap: a fill writes back what it writes beyond the cap") {
-  // bench/gpu/l2_dirty_writes.py's fills past 28 MiB, X MiB from every SM after a clean read:
-  // one partition of the profile's L2 (its replacement, its home copies) with the measured cap
-  // takes half of each buffer, as dirty_writes_vs_measured runs it. Within 0.25 MiB of every
-  // measured row: the two runs of the 32 MiB fill differ by 0.22 MiB.
-  const HardwareProfile& h200 = find_profile("h200");
-  constexpr Bytes kMiB = Bytes{1} << 20;
-  constexpr cpu::Index kRowFloats = 16 * 1024;
-  constexpr Bytes kRow = 4 * kRowFloats;
-  const int parts = h200.l2_partitions;
-  std::map<Bytes, std::vector<double>> measured;  // X (MiB): DRAM MiB written during the fill
-  for (const char* name : {"/2026-12-04-h200-l2-dirty-writes.csv",
-                           "/2026-12-04-h200-l2-dirty-writes-repeat.csv"}) {
-    std::ifstream csv(std::string(FLASHLAB_RESULTS_DIR) + name);
-    REQUIRE(csv);
-    std::string line;
-    std::getline(csv, line);
-    while (std::getline(csv, line)) {
-      const auto c1 = line.find(','), c2 = line.find(',', c1 + 1), c3 = line.find(',', c2 + 1);
-      const Bytes x = std::stoll(line.substr(0, c1));
-      if (line.substr(c1 + 1, c2 - c1 - 1) == "fill" && x >= 32)
-        measured[x].push_back(std::stod(line.substr(c2 + 1, c3 - c2 - 1)) / double(kMiB));
+TEST_CASE("the measured dirty caps: a fill writes back what it writes beyond the cap") {
+  // bench/gpu/l2_dirty_writes.py's fills from 32 MiB, X MiB from every SM after a clean read,
+  // on the H200 and on an H100: one partition of the profile's L2 (its replacement, its home
+  // copies) with the measured cap takes half of each buffer, as dirty_writes_vs_measured runs
+  // it. Within 0.25 MiB of every measured row: the two H200 runs of the 32 MiB fill differ by
+  // 0.22 MiB.
+  struct Measured {
+    const char* profile;
+    Bytes cap;
+    std::vector<const char*> csvs;
+  };
+  for (const Measured& gpu :
+       {Measured{"h200",
+                 kH200MeasuredL2DirtyCap,
+                 {"/2026-12-04-h200-l2-dirty-writes.csv",
+                  "/2026-12-04-h200-l2-dirty-writes-repeat.csv"}},
+        Measured{"h100", kH100MeasuredL2DirtyCap, {"/h100/2026-12-06-h100-l2-dirty-writes.csv"}}}) {
+    CAPTURE(gpu.profile);
+    const HardwareProfile& hw = find_profile(gpu.profile);
+    constexpr Bytes kMiB = Bytes{1} << 20;
+    constexpr cpu::Index kRowFloats = 16 * 1024;
+    constexpr Bytes kRow = 4 * kRowFloats;
+    const int parts = hw.l2_partitions;
+    std::map<Bytes, std::vector<double>> measured;  // X (MiB): DRAM MiB written during the fill
+    for (const char* name : gpu.csvs) {
+      std::ifstream csv(std::string(FLASHLAB_RESULTS_DIR) + name);
+      REQUIRE(csv);
+      std::string line;
+      std::getline(csv, line);
+      while (std::getline(csv, line)) {
+        const auto c1 = line.find(','), c2 = line.find(',', c1 + 1), c3 = line.find(',', c2 + 1);
+        const Bytes x = std::stoll(line.substr(0, c1));
+        if (line.substr(c1 + 1, c2 - c1 - 1) == "fill" && x >= 32)
+          measured[x].push_back(std::stod(line.substr(c2 + 1, c3 - c2 - 1)) / double(kMiB));
+      }
     }
-  }
-  REQUIRE(measured.size() == 4);
-  for (const auto& [x, rows] : measured) {
-    Machine m(Machine::kUnbounded, h200.l2_bytes / parts, h200.l2_replacement, 1,
-              h200.l2_home_copies ? parts : 1, kH200MeasuredL2DirtyCap);
-    const Bytes flush_bytes = 2 * h200.l2_bytes / parts, fill_bytes = x * kMiB / parts;
-    const auto flush = m.add_tensor("flush", flush_bytes / kRow, kRowFloats, DType::fp32);
-    const auto fill = m.add_tensor("fill", fill_bytes / kRow, kRowFloats, DType::fp32);
-    for (cpu::Index r = 0; r < flush_bytes / kRow; ++r) m.read_through(flush, r, kRow);
-    for (cpu::Index r = 0; r < fill_bytes / kRow; ++r) m.write_through(fill, r, kRow);
-    const double model = double(parts * m.traffic()[std::size_t(fill)].dram_written) / double(kMiB);
-    for (const double row : rows) {
-      CAPTURE(x);
-      CHECK(std::abs(model - row) <= 0.25);
+    REQUIRE(measured.size() == 4);
+    for (const auto& [x, rows] : measured) {
+      Machine m(Machine::kUnbounded, hw.l2_bytes / parts, hw.l2_replacement, 1,
+                hw.l2_home_copies ? parts : 1, gpu.cap);
+      const Bytes flush_bytes = 2 * hw.l2_bytes / parts, fill_bytes = x * kMiB / parts;
+      const auto flush = m.add_tensor("flush", flush_bytes / kRow, kRowFloats, DType::fp32);
+      const auto fill = m.add_tensor("fill", fill_bytes / kRow, kRowFloats, DType::fp32);
+      for (cpu::Index r = 0; r < flush_bytes / kRow; ++r) m.read_through(flush, r, kRow);
+      for (cpu::Index r = 0; r < fill_bytes / kRow; ++r) m.write_through(fill, r, kRow);
+      const double model =
+          double(parts * m.traffic()[std::size_t(fill)].dram_written) / double(kMiB);
+      for (const double row : rows) {
+        CAPTURE(x);
+        CHECK(std::abs(model - row) <= 0.25);
+      }
     }
   }
 }

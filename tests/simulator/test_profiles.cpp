@@ -27,39 +27,48 @@ TEST_CASE("each profile is found by name and has every figure") {
   }
 }
 
-TEST_CASE("the H200's first waves are the measured placement, block by block") {
-  // The profile's digits against the CSV bench_l2_partitions wrote on the H200: for each
-  // block of each first wave, the partition of the SM it ran on.
-  std::ifstream csv(FLASHLAB_RESULTS_DIR "/2026-12-03-h200-l2-partitions.csv");
-  REQUIRE(csv);
-  std::string line;
-  std::getline(csv, line);
-  REQUIRE(line == "kind,per_sm,index,sm,reference,cycles_after_reference,cycles_again,partition");
-  std::map<int, std::vector<int>> sm_of_block;  // per_sm -> the SM of each block
-  std::map<int, int> partition_of_sm;
-  while (std::getline(csv, line)) {
-    std::vector<std::string> f;
-    std::stringstream fields(line);
-    for (std::string field; std::getline(fields, field, ',');) f.push_back(field);
-    REQUIRE(f.size() >= 4);
-    if (f[0] == "block") sm_of_block[std::stoi(f[1])].push_back(std::stoi(f[3]));
-    if (f[0] == "sm" && f[4] == "0") partition_of_sm[std::stoi(f[3])] = std::stoi(f[7]);
+TEST_CASE("the GH100's first waves are the measured placement, block by block, on both parts") {
+  // The profiles' digits against the CSVs bench_l2_partitions wrote on the H200 and on an H100:
+  // for each block of each first wave, the partition of the SM it ran on.
+  struct Measured {
+    const char* profile;
+    const char* csv;
+  };
+  for (const Measured m : {Measured{"h200", "/2026-12-03-h200-l2-partitions.csv"},
+                           Measured{"h100", "/h100/2026-12-06-h100-l2-partitions.csv"}}) {
+    CAPTURE(m.profile);
+    std::ifstream csv(std::string(FLASHLAB_RESULTS_DIR) + m.csv);
+    REQUIRE(csv);
+    std::string line;
+    std::getline(csv, line);
+    REQUIRE(line == "kind,per_sm,index,sm,reference,cycles_after_reference,cycles_again,partition");
+    std::map<int, std::vector<int>> sm_of_block;  // per_sm -> the SM of each block
+    std::map<int, int> partition_of_sm;
+    while (std::getline(csv, line)) {
+      std::vector<std::string> f;
+      std::stringstream fields(line);
+      for (std::string field; std::getline(fields, field, ',');) f.push_back(field);
+      REQUIRE(f.size() >= 4);
+      if (f[0] == "block") sm_of_block[std::stoi(f[1])].push_back(std::stoi(f[3]));
+      if (f[0] == "sm" && f[4] == "0") partition_of_sm[std::stoi(f[3])] = std::stoi(f[7]);
+    }
+    const HardwareProfile& gpu = find_profile(m.profile);
+    REQUIRE(partition_of_sm.size() == std::size_t(gpu.sm_count));
+    for (const int per_sm : {1, 2}) {
+      CAPTURE(per_sm);
+      const std::vector<cpu::Index> slots = measured_slot_partitions(gpu, per_sm);
+      REQUIRE(slots.size() == std::size_t(gpu.sm_count * per_sm));
+      REQUIRE(sm_of_block[per_sm].size() == slots.size());
+      for (std::size_t b = 0; b < slots.size(); ++b)
+        CHECK(slots[b] == partition_of_sm.at(sm_of_block[per_sm][b]));
+      // Half the SMs on each side.
+      CHECK(std::count(slots.begin(), slots.end(), 1) == gpu.sm_count * per_sm / 2);
+    }
+    // No measurement for other occupancies: the model's own placement.
+    CHECK(measured_slot_partitions(gpu, 3).empty());
+    CHECK(measured_slot_partitions(gpu, 0).empty());
   }
-  const HardwareProfile& h200 = find_profile("h200");
-  REQUIRE(partition_of_sm.size() == std::size_t(h200.sm_count));
-  for (const int per_sm : {1, 2}) {
-    CAPTURE(per_sm);
-    const std::vector<cpu::Index> slots = measured_slot_partitions(h200, per_sm);
-    REQUIRE(slots.size() == std::size_t(h200.sm_count * per_sm));
-    REQUIRE(sm_of_block[per_sm].size() == slots.size());
-    for (std::size_t b = 0; b < slots.size(); ++b)
-      CHECK(slots[b] == partition_of_sm.at(sm_of_block[per_sm][b]));
-    // Half the SMs on each side.
-    CHECK(std::count(slots.begin(), slots.end(), 1) == h200.sm_count * per_sm / 2);
-  }
-  // No measurement for other occupancies or other profiles: the model's own placement.
-  CHECK(measured_slot_partitions(h200, 3).empty());
-  CHECK(measured_slot_partitions(h200, 0).empty());
+  // Nor for a profile whose placement was never measured.
   CHECK(measured_slot_partitions(find_profile("a100"), 1).empty());
 }
 
@@ -96,6 +105,10 @@ TEST_CASE("l2_dirty_room: the cap where the model applies one, else what was mea
   HardwareProfile unmeasured = h200;
   unmeasured.l2_dirty_measured = 0;
   CHECK(l2_dirty_room(unmeasured) == h200.l2_bytes);
+  // The H100: 23.96 MiB measured over both partitions.
+  const HardwareProfile& h100 = find_profile("h100");
+  CHECK(l2_dirty_room(h100) == 2 * kH100MeasuredL2DirtyCap);
+  CHECK(double(l2_dirty_room(h100)) / double(1 << 20) == doctest::Approx(23.96).epsilon(0.001));
 }
 
 TEST_CASE("the bound is the largest of its three terms, and names it") {

@@ -1,0 +1,178 @@
+// The GPU the kernels' mirrors predict for: the H200 by default, the H100 where `flashlab
+// compare` runs on one or is given --profile h100; and the H100 profile's DRAM predictions
+// against what an H100 read and wrote (bench/results/h100/), some predicted before the run.
+#include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/kernels.hpp"
+#include "results_csv.hpp"
+#include "run_flashlab.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+using namespace flashlab::test;
+namespace app = flashlab::app;
+
+namespace {
+
+// Sets the target for one test and puts the lessons' H200 back after it, whatever happens.
+struct TargetFor {
+  explicit TargetFor(std::string_view name) { app::set_target_profile(name); }
+  ~TargetFor() { app::set_target_profile("h200"); }
+  TargetFor(const TargetFor&) = delete;
+  TargetFor& operator=(const TargetFor&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("targets: the measured GH100 parts, matched by the device's name") {
+  CHECK(app::target_profile().name == "h200");
+  CHECK(app::target_names() == std::vector<std::string_view>{"h100", "h200"});
+  CHECK(app::target_of_device("NVIDIA H200") == "h200");
+  CHECK(app::target_of_device("NVIDIA H200 (132 SMs)") == "h200");
+  CHECK(app::target_of_device("NVIDIA H100 80GB HBM3") == "h100");
+  // Other parts of the same names have other SMs and L2s: no target.
+  CHECK(app::target_of_device("NVIDIA H100 PCIe").empty());
+  CHECK(app::target_of_device("NVIDIA H100 NVL").empty());
+  CHECK(app::target_of_device("NVIDIA A100-SXM4-80GB").empty());  // a profile, not measured
+  CHECK(app::target_of_device("no CUDA device is present").empty());
+  // A profile that is no target is refused, naming those that are.
+  for (const char* name : {"a100", "b200", "h300", ""}) {
+    CAPTURE(name);
+    try {
+      app::set_target_profile(name);
+      FAIL("accepted");
+    } catch (const flashlab::cpu::InvalidArgument& e) {
+      CHECK(std::string(e.what()) ==
+            "--profile " + std::string(name) +
+                ": the kernels' mirrors predict for a GPU the kernels are built for (sm_90a) "
+                "whose L2 has been measured: h100, h200");
+    }
+  }
+  CHECK(app::target_profile().name == "h200");  // the refusals changed nothing
+}
+
+TEST_CASE("targets: with the H100 chosen, the mirrors run on its L2 and the GPU line follows") {
+  const TargetFor h100("h100");
+  CHECK(app::target_profile().name == "h100");
+  CHECK(app::target_profile().l2_bytes == 50 << 20);
+  CHECK(app::gpu_line({true, "NVIDIA H100 80GB HBM3 (132 SMs)"}) ==
+        "GPU: NVIDIA H100 80GB HBM3 (132 SMs)\n");
+  CHECK(contains(app::gpu_line({true, "NVIDIA H200 (132 SMs)"}),
+                 "note: the predictions are for the H100 (132 SMs, 50.0 MiB of L2), not this "
+                 "device"));
+  // One head at N = 45,056, d = 128: K and V (22 MiB, with the blocks' Q and O tiles beside
+  // them) stay within one side of the H200's L2 (30 MiB) longer than within the H100's (25
+  // MiB): fa2 reads 46.8 MiB on the H100 against 39.3 on the H200 (Q, K and V once: 33).
+  const app::KernelRun run{.kernel = "fa2", .n = 45056, .d = 128};
+  const double on_h100 = app::predict(run).dram_read();
+  app::set_target_profile("h200");
+  CHECK(on_h100 > 1.15 * app::predict(run).dram_read());
+}
+
+namespace {
+
+struct H100Run {
+  const char* measured;
+  const char* predicted;  // the predictions made before the run, or nullptr
+  int rows;
+};
+
+// `flashlab compare` on an H100 80GB HBM3 (bench/results/h100/2026-12-06-h100-*.csv) against
+// its profile's grid model: DRAM reads within 15% of the measured, except one head at the
+// onset (N = 40,960 to 49,152; the H100's is 41,600 by the closed form), where the model's
+// sharp step meets the hardware's gradual one (within 1.25). Writes during the kernel within
+// 15% or 3 MiB: where a kernel writes a few MiB, the model's are up to 3 MiB short (fa2 at 16
+// heads, N = 4,096: 3.5 MiB against 6.5). Returns how many reads are within 15%.
+int h100_dram_within(std::initializer_list<H100Run> runs) {
+  int within = 0;
+  for (const H100Run csv : runs) {
+    const std::string file = csv.measured;
+    CAPTURE(file);
+    const auto measured = results_csv(csv.measured);
+    CHECK(measured.size() == std::size_t(csv.rows));
+    const auto before = csv.predicted ? results_csv(csv.predicted) : measured;
+    REQUIRE(before.size() == measured.size());
+    for (std::size_t k = 0; k < measured.size(); ++k) {
+      const auto& row = measured[k];
+      const auto at = [&](const char* name) { return std::stod(row.at(name)); };
+      const app::KernelRun run{.kernel = row.at("kernel"),
+                               .n = std::stoll(row.at("N")),
+                               .d = std::stoll(row.at("d")),
+                               .heads = std::stoll(row.at("heads")),
+                               .causal = row.at("causal") == "1"};
+      CAPTURE(run.kernel);
+      CAPTURE(run.n);
+      CAPTURE(run.d);
+      CAPTURE(run.heads);
+      CAPTURE(run.causal);
+      REQUIRE(before[k].at("kernel") == run.kernel);
+      REQUIRE(before[k].at("N") == row.at("N"));
+      const app::Prediction p = app::predict(run);
+      if (csv.predicted) {  // the prediction made before the run, made again
+        CHECK(p.dram_read() == std::stod(before[k].at("dram_read_predicted")));
+        CHECK(p.dram_written() == std::stod(before[k].at("dram_written_predicted")));
+      }
+      const double read = at("dram_read_measured") / p.dram_read();
+      CAPTURE(read);
+      const bool onset = run.heads == 1 && run.n >= 40960 && run.n <= 49152;
+      CHECK(read >= 0.85);
+      CHECK(read <= (onset ? 1.25 : 1.15));
+      within += read >= 0.85 && read <= 1.15;
+      const double written = at("dram_written_measured");
+      CHECK(std::abs(written - p.dram_written()) <=
+            std::max(0.15 * written, 3.0 * double(1 << 20)));
+    }
+  }
+  return within;
+}
+
+}  // namespace
+
+TEST_CASE("targets: an H100's DRAM bytes against its profile, the first run on that card") {
+  // fa2 and fa3 at d = 128, one head N = 16,384 to 65,536 and 16 heads N = 2,048 to 16,384:
+  // the first run on the card after its profile's L2 was measured, nothing of the model
+  // fitted to it. fa3 at one head, N = 49,152 is the miss (1.22).
+  const TargetFor h100("h100");
+  CHECK(h100_dram_within({{"h100/2026-12-06-h100-compare-fa2-fa3-h1.csv", nullptr, 8},
+                          {"h100/2026-12-06-h100-compare-fa2-fa3-h16.csv", nullptr, 8}}) == 15);
+}
+
+TEST_CASE("targets: an H100's DRAM bytes against its profile, predicted before the run") {
+  // Three sets predicted before they ran (the -predicted.csv files): one head at N = 40,960
+  // and 45,056, d = 128 (the onset; fa2 at both and fa3 at 45,056 are the misses, 1.15 to
+  // 1.17); 8 heads at d = 64 for scalar, fa2 and fa3 under both masks; fa2 and fa3 over 4 and
+  // 12 heads at N = 12,288, d = 128, both masks.
+  const TargetFor h100("h100");
+  CHECK(
+      h100_dram_within(
+          {{"h100/2026-12-06-h100-unseen-a.csv", "h100/2026-12-06-h100-unseen-a-predicted.csv", 4},
+           {"h100/2026-12-06-h100-unseen-b.csv", "h100/2026-12-06-h100-unseen-b-predicted.csv", 12},
+           {"h100/2026-12-06-h100-unseen-c.csv", "h100/2026-12-06-h100-unseen-c-predicted.csv",
+            8}}) == 21);
+}
+
+TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
+  const auto h100 =
+      run_flashlab("compare --profile h100 --kernels fa2 --d 128 --sweep n=45056 --no-ncu 2>&1");
+  REQUIRE(h100.status == 0);
+  CHECK(contains(h100.output, "against the 25.00 MiB of one of the L2's 2 partitions"));
+  const auto h200 =
+      run_flashlab("compare --profile h200 --kernels fa2 --d 128 --sweep n=45056 --no-ncu 2>&1");
+  REQUIRE(h200.status == 0);
+  CHECK(contains(h200.output, "against the 30.00 MiB of one of the L2's 2 partitions"));
+  const auto bad = run_flashlab("compare --profile b200 --n 64 2>&1");
+  CHECK(bad.status == kUsageError);
+  CHECK(contains(bad.output,
+                 "--profile b200: the kernels' mirrors predict for a GPU the kernels "
+                 "are built for (sm_90a) whose L2 has been measured: h100, h200"));
+  // The passes take it too.
+  const auto pass = run_flashlab("compare --pass decode --profile a100 --n 64 2>&1");
+  CHECK(pass.status == kUsageError);
+  CHECK(contains(pass.output, "--profile a100: "));
+}
