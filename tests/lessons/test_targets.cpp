@@ -83,12 +83,12 @@ struct H100Run {
   int rows;
 };
 
-// `flashlab compare` on an H100 80GB HBM3 (bench/results/h100/2026-12-06-h100-*.csv) against
-// its profile's grid model: DRAM reads within 15% of the measured, except one head at the
-// onset (N = 40,960 to 49,152; the H100's is 41,600 by the closed form), where the model's
-// sharp step meets the hardware's gradual one (within 1.25). Writes during the kernel within
-// 15% or 3 MiB: where a kernel writes a few MiB, the model's are up to 3 MiB short (fa2 at 16
-// heads, N = 4,096: 3.5 MiB against 6.5). Returns how many reads are within 15%.
+// `flashlab compare` on an H100 80GB HBM3 (bench/results/h100/) against its profile's grid
+// model: DRAM reads within 15% of the measured, except one head at the onset (N = 40,960 to
+// 49,152; the H100's is 41,600 by the closed form), where the model's sharp step meets the
+// hardware's gradual one, and fa3 under the mask at 16 heads (within 1.25 both). Writes during the
+// kernel within 15% or 3 MiB: where a kernel writes a few MiB, the model's are up to 3 MiB short
+// (fa2 at 16 heads, N = 4,096: 3.5 MiB against 6.5). Returns how many reads are within 15%.
 int h100_dram_within(std::initializer_list<H100Run> runs) {
   int within = 0;
   for (const H100Run csv : runs) {
@@ -120,9 +120,12 @@ int h100_dram_within(std::initializer_list<H100Run> runs) {
       }
       const double read = at("dram_read_measured") / p.dram_read();
       CAPTURE(read);
+      // The two misses the H200 has too (docs/IO-LEVELS.md): one head at the onset, and fa3
+      // under the mask at 16 heads.
       const bool onset = run.heads == 1 && run.n >= 40960 && run.n <= 49152;
+      const bool fa3_masked_16 = run.kernel == "fa3" && run.causal && run.heads == 16;
       CHECK(read >= 0.85);
-      CHECK(read <= (onset ? 1.25 : 1.15));
+      CHECK(read <= (onset || fa3_masked_16 ? 1.25 : 1.15));
       within += read >= 0.85 && read <= 1.15;
       const double written = at("dram_written_measured");
       CHECK(std::abs(written - p.dram_written()) <=
@@ -141,6 +144,18 @@ TEST_CASE("targets: an H100's DRAM bytes against its profile, the first run on t
   const TargetFor h100("h100");
   CHECK(h100_dram_within({{"h100/2026-12-06-h100-compare-fa2-fa3-h1.csv", nullptr, 8},
                           {"h100/2026-12-06-h100-compare-fa2-fa3-h16.csv", nullptr, 8}}) == 15);
+}
+
+TEST_CASE("targets: an H100's DRAM bytes against its profile, the runs of the day before") {
+  // Runs of 2026-12-05 on an H100, a day before its profile had a measured L2, with the H200's
+  // predictions beside them then: scalar, fa2 and fa3 at 16 heads, N = 2,048 to 8,192, both
+  // masks (application replay); and at N = 1,000, 3,000, 5,000, one head and 16, d = 128 and
+  // (16 heads) 64, both masks. fa3 under the mask at 16 heads, N = 4,096 is the miss (1.21).
+  const TargetFor h100("h100");
+  CHECK(
+      h100_dram_within({{"h100/2026-12-05-h100-app-replay-compare-h16-both-masks.csv", nullptr, 18},
+                        {"h100/2026-12-05-h100-compare-odd-n-d128.csv", nullptr, 36},
+                        {"h100/2026-12-05-h100-compare-odd-n-d64.csv", nullptr, 12}}) == 65);
 }
 
 TEST_CASE("targets: an H100's DRAM bytes against its profile, predicted before the run") {
