@@ -191,3 +191,62 @@ TEST_CASE("compare --profile: predictions for the part named, and a clear refusa
   CHECK(pass.status == kUsageError);
   CHECK(contains(pass.output, "--profile a100: "));
 }
+
+TEST_CASE("targets: the passes on an H100 against its profile, predicted before the run") {
+  // `flashlab compare --pass` on an H100 (bench/results/h100/2026-12-06-h100-unseen-
+  // {backward,decode}.csv), predicted before it ran (-predicted.csv) and predicted again here
+  // through --profile h100: the backward at N = 4,096 and 8,192 over 4 and 16 heads, d = 128,
+  // both masks; decode at L = 8,192 and 65,536, batch 2, 32 query heads over 8. The store
+  // sectors issued exact; DRAM read by the grid (the backward) or the floor
+  // (decode) within 1%; the backward's writes by the grid within 15% where it writes 1 MiB or
+  // more (8 to 199 MiB; 0.1 to 0.2 MiB at N = 4,096 over 4 heads).
+  struct Pass {
+    const char* args;
+    const char* name;
+  };
+  for (const Pass pass :
+       {Pass{"--pass backward --sweep n=4096,8192 --sweep heads=4,16 --sweep causal=no,yes",
+             "backward"},
+        Pass{"--pass decode --sweep n=8192,65536 --sweep batch=2 --heads 32 --kv-heads 8",
+             "decode"}}) {
+    CAPTURE(pass.name);
+    const auto csv = scratch_path(std::string("h100-unseen-") + pass.name + ".csv");
+    const auto run = run_flashlab("compare --profile h100 " + std::string(pass.args) +
+                                  " --d 128 --no-ncu --csv " + csv.string() + " 2>&1");
+    REQUIRE(run.status == 0);
+    const std::string stem = std::string("h100/2026-12-06-h100-unseen-") + pass.name;
+    const auto now = results_csv(csv.string());
+    const auto before = results_csv(stem + "-predicted.csv");
+    const auto measured = results_csv(stem + ".csv");
+    REQUIRE(now.size() == (pass.name == std::string("backward") ? 8u : 2u));
+    REQUIRE(before.size() == now.size());
+    REQUIRE(measured.size() == now.size());
+    const bool backward = pass.name == std::string("backward");
+    for (std::size_t k = 0; k < now.size(); ++k) {
+      const auto& m = measured[k];
+      CAPTURE(m.at("N"));
+      CAPTURE(m.at("heads"));
+      CAPTURE(m.at("causal"));
+      for (const char* column : {"sm_read_predicted", "stores_predicted", "dram_read_predicted",
+                                 "dram_read_grid", "dram_written_grid"})
+        CHECK(now[k].at(column) == before[k].at(column));
+      const auto at = [](const auto& row, const char* name) { return std::stod(row.at(name)); };
+      // Into the SMs: decode's split blocks read one sector more a block, at most one an SM
+      // (4,224 bytes at 256 blocks: docs/IO-LEVELS.md, "Decode's lengths"); the backward
+      // without the mask at N = 8,192 read 18 and 66 KiB fewer (its L and D, by 4-byte copies
+      // through the L1, docs/IO-LEVELS.md); exact at the other six rows.
+      const double sm_read = at(m, "sm_read_measured"),
+                   sm_read_predicted = at(now[k], "sm_read_predicted");
+      if (backward)
+        CHECK(std::abs(sm_read - sm_read_predicted) <= 2e-5 * sm_read_predicted);
+      else
+        CHECK(sm_read - sm_read_predicted == 132 * 32);
+      CHECK(at(m, "stores_issued_measured") == at(now[k], "stores_predicted"));
+      const double dram = at(now[k], backward ? "dram_read_grid" : "dram_read_predicted");
+      CHECK(at(m, "dram_read_measured") / dram == doctest::Approx(1).epsilon(0.01));
+      if (backward && at(m, "dram_written_measured") >= double(1 << 20))
+        CHECK(at(m, "dram_written_measured") / at(now[k], "dram_written_grid") ==
+              doctest::Approx(1).epsilon(0.15));
+    }
+  }
+}
