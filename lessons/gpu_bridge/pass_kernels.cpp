@@ -132,7 +132,8 @@ DecodeFacts decode_kernel_facts(Index d, sim::DType dtype, Index splits, Index p
                                  .persistent_blocks = queue ? sm_count * k::kBlocksPerSm : 0,
                                  .piece_first_step = queue ? &piece_first_step : nullptr,
                                  .merge_rows_per_pass = queue ? k::kQueuePassRows : 0,
-                                 .claim_bytes = queue ? k::kQueueClaimBytes : 0},
+                                 .claim_bytes = queue ? k::kQueueClaimBytes : 0,
+                                 .sm_count = sm_count},
           ""};
 }
 

@@ -31,6 +31,14 @@
 //                       the combine's loads touch
 //   O          written  H_kv rows d b
 //   LSE        written  H_kv rows f
+// and per sector of the lengths array (8 sequences' int32 lengths; the kernel's seq_lens),
+//   lengths    read     32 min(its blocks, sm_count)   (each block reads its sequence's
+//                       length through its SM's L1, a sector once an SM; its blocks: those
+//                       of its sequences, H_kv R S each on the split grid, at most the
+//                       queue's blocks on the queue grid). Exact where the array is one
+//                       sector (B <= 8: 4,096 bytes for 128 blocks, 4,224 for 256 blocks on
+//                       132 SMs, as measured); beyond, the blocks of a sector are taken to be
+//                       on different SMs, an upper bound
 // With one split on the split grid and split_ends_rows (the kernel as built), the split
 // kernel's merge writes O and LSE itself: no partial state is written or read (the tensor's
 // row is left at 0), each block
@@ -87,6 +95,8 @@ constexpr Index kMaxHeadDim = Index{1} << 12;
 constexpr Index kMaxHeads = Index{1} << 12;
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
 constexpr Bytes kTableEntryBytes = 4;     // int32 page index
+constexpr Bytes kLengthBytes = 4;         // int32 length of a sequence
+constexpr Index kLengthsPerSector = kSectorBytes / kLengthBytes;
 constexpr Index kStateFloatsBeyondU = 2;  // m and l beside U's d floats
 constexpr Index kMaxStages = 64;
 constexpr Index kMaxWarps = 32;
@@ -330,6 +340,15 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, out(f.stores.o, d * b)})},
       {"LSE", fp32, B * H * rows, 0, lse_written},
   };
+  // The lengths, a sector of kLengthsPerSector sequences once an SM that runs a block of them.
+  Bytes lengths_read = 0;
+  for (Index first = 0; first < B; first += kLengthsPerSector) {
+    const Index sequences = std::min(kLengthsPerSector, B - first);
+    Index blocks = bytes({sequences, H, R, S});
+    if (queue) blocks = std::min(blocks, queue_blocks);
+    lengths_read += kSectorBytes * (f.sm_count > 0 ? std::min(blocks, f.sm_count) : blocks);
+  }
+  r.tensors.push_back({"lengths", "int32", B, lengths_read, 0});
   if (queue) {
     const Bytes claimed = bytes({claims, kClaimBytes});
     r.tensors.push_back({.name = "queue counter",
@@ -345,8 +364,8 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   r.ops += combine.times(B * H * rows);
   r.peak_sram = split_block_sram(d, f);
   // Each launch's footprint, every sector once (compulsory_dram): the split kernel reads Q,
-  // every key of K and V and the block table's entries, and writes the states (or, ending its
-  // rows, O and LSE); the combine reads the states and writes O and LSE.
+  // every key of K and V, the lengths' sectors and the block table's entries, and writes the states
+  // (or, ending its rows, O and LSE); the combine reads the states and writes O and LSE.
   const std::vector<Footprint> rows_out = {{"O", bytes({B, H, rows, d, b})},
                                            {"LSE", bytes({B, H, rows, kFp32})}};
   Launch split = queue
@@ -354,7 +373,8 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
                      : Launch{"split", B * H * R * S, H * R * working, f.threads, f.blocks_per_sm};
   split.reads = {{"Q", bytes({B, H, rows, d, b})},
                  {"K", bytes({keys, H, d, b})},
-                 {"V", bytes({keys, H, d, b})}};
+                 {"V", bytes({keys, H, d, b})},
+                 {"lengths", bytes({ceil_div(B, kLengthsPerSector), kSectorBytes})}};
   if (f.page_size > 0) {  // each page's entry once, whichever splits and KV heads read it
     Index pages = 0;
     for (const Index L : s.lengths) pages += ceil_div(L, f.page_size);

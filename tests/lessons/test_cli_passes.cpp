@@ -225,11 +225,12 @@ TEST_CASE("simulate --pass decode --splits 1..64: a row per split count") {
 
 TEST_CASE("simulate --pass: each launch's DRAM floor from a cold L2, where the mirror books it") {
   // Decode, 8 caches of 4096 keys, 32 query heads over 8 KV heads, 4 splits, d = 128: the split
-  // kernel reads Q (8 x 32 rows of 256 bytes) and every key of K and V (8 x 8 x 4096 x 256
-  // bytes each) once; the combine reads the 8 x 32 x 4 states of 136 floats.
+  // kernel reads Q (8 x 32 rows of 256 bytes), every key of K and V (8 x 8 x 4096 x 256
+  // bytes each) and the 8 lengths (a sector) once; the combine reads the 8 x 32 x 4 states of
+  // 136 floats.
   const auto j = json_of(
       "simulate --pass decode --kv-len 4096 --batch 8 --heads 32 --kv-heads 8 --splits 4");
-  CHECK(j["launches"][0]["dram_floor"]["read"] == 8 * 32 * 256 + 2 * 8 * 8 * 4096 * 256);
+  CHECK(j["launches"][0]["dram_floor"]["read"] == 8 * 32 * 256 + 2 * 8 * 8 * 4096 * 256 + 32);
   CHECK(j["launches"][1]["dram_floor"]["read"] == 8 * 32 * 4 * 136 * 4);
   CHECK(j["launches"][0]["dram_floor"]["written"] == 0);  // within the L2's dirty room
   // The backward at 16 heads, N = 4096, d = 128: the pre-kernel writes the accumulator's zeros

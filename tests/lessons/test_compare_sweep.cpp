@@ -246,9 +246,10 @@ TEST_CASE("compare --pass decode --sweep: the mirror's bytes and its DRAM floor 
     CHECK(t.rows[k][t.column("pass")] == "decode");
     CHECK(t.number(k, "heads") == 8);
     CHECK(t.number(k, "kv_heads") == 2);
-    // From a cold L2: every key of K and V once, Q once, and with more than one split the
-    // states, padded to whole sectors, read back by the combine.
-    const double kv = batch * 2 * n * 64 * 2, q = batch * 8 * 64 * 2;
+    // From a cold L2: every key of K and V once, Q once, the lengths' sectors (8 sequences
+    // a sector), and with more than one split the states, padded to whole sectors, read back
+    // by the combine.
+    const double kv = batch * 2 * n * 64 * 2, q = batch * 8 * 64 * 2 + 32 * std::ceil(batch / 8);
     const double states =
         splits > 1 ? batch * 8 * splits * double(flashlab::gpu::decode::state_floats(64)) * 4 : 0;
     CHECK(t.number(k, "dram_read_predicted") == 2 * kv + q + states);

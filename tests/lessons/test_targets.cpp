@@ -227,20 +227,25 @@ TEST_CASE("targets: the passes on an H100 against its profile, predicted before 
       CAPTURE(m.at("N"));
       CAPTURE(m.at("heads"));
       CAPTURE(m.at("causal"));
-      for (const char* column : {"sm_read_predicted", "stores_predicted", "dram_read_predicted",
-                                 "dram_read_grid", "dram_written_grid"})
-        CHECK(now[k].at(column) == before[k].at(column));
       const auto at = [](const auto& row, const char* name) { return std::stod(row.at(name)); };
-      // Into the SMs: decode's split blocks read one sector more a block, at most one an SM
-      // (4,224 bytes at 256 blocks: docs/IO-LEVELS.md, "Decode's lengths"); the backward
-      // without the mask at N = 8,192 read 18 and 66 KiB fewer (its L and D, by 4-byte copies
-      // through the L1, docs/IO-LEVELS.md); exact at the other six rows.
+      for (const char* column : {"stores_predicted", "dram_read_grid", "dram_written_grid"})
+        CHECK(now[k].at(column) == before[k].at(column));
+      // Decode's lengths are booked since this run (found in it: one sector an SM into the
+      // SMs, docs/IO-LEVELS.md, "Decode's lengths"; from DRAM the sector of the batch's 2
+      // lengths); the rest as predicted before.
+      CHECK(at(now[k], "sm_read_predicted") ==
+            at(before[k], "sm_read_predicted") + (backward ? 0 : 132 * 32));
+      CHECK(at(now[k], "dram_read_predicted") ==
+            at(before[k], "dram_read_predicted") + (backward ? 0 : 32));
+      // Into the SMs: decode exact; the backward without the mask at N = 8,192 read 18 and 66
+      // KiB fewer (its L and D, by 4-byte copies through the L1, docs/IO-LEVELS.md), exact at
+      // the other six rows.
       const double sm_read = at(m, "sm_read_measured"),
                    sm_read_predicted = at(now[k], "sm_read_predicted");
       if (backward)
         CHECK(std::abs(sm_read - sm_read_predicted) <= 2e-5 * sm_read_predicted);
       else
-        CHECK(sm_read - sm_read_predicted == 132 * 32);
+        CHECK(sm_read == sm_read_predicted);
       CHECK(at(m, "stores_issued_measured") == at(now[k], "stores_predicted"));
       const double dram = at(now[k], backward ? "dram_read_grid" : "dram_read_predicted");
       CHECK(at(m, "dram_read_measured") / dram == doctest::Approx(1).epsilon(0.01));
@@ -249,4 +254,47 @@ TEST_CASE("targets: the passes on an H100 against its profile, predicted before 
               doctest::Approx(1).epsilon(0.15));
     }
   }
+}
+
+TEST_CASE("decode into the SMs to the byte at every stored row, its lengths booked") {
+  // Every `compare --pass decode` row kept in bench/results (32 query heads over 8, d = 128):
+  // the H200's sweeps of 2026-12-04 (B = 1, L = 1,024 to 131,072; B = 8, L = 1,024 to 65,536;
+  // pages of 64 at L = 4,096 and 32,768), an H100's of 2026-12-05 and 2026-12-06. Before the
+  // lengths were booked each read 512 to 4,224 bytes more than the mirror (one sector a split
+  // block, at most one an SM: docs/IO-LEVELS.md, "Decode's lengths").
+  struct Stored {
+    const char* csv;
+    const char* profile;
+    const char* options;
+    std::size_t rows;
+  };
+  std::size_t rows = 0;
+  for (const Stored stored :
+       {Stored{"2026-12-04-h200-compare-pass-sweep-decode-b1.csv", "h200", "", 8},
+        Stored{"2026-12-04-h200-compare-pass-sweep-decode-b8.csv", "h200", "", 7},
+        Stored{"2026-12-04-h200-compare-pass-sweep-decode-paged.csv", "h200", "--page-size 64", 2},
+        Stored{"h100/2026-12-05-h100-app-replay-compare-decode.csv", "h100", "", 4},
+        Stored{"h100/2026-12-06-h100-unseen-decode.csv", "h100", "", 2}}) {
+    const std::string file = stored.csv;
+    CAPTURE(file);
+    const auto measured = results_csv(stored.csv);
+    CHECK(measured.size() == stored.rows);
+    for (const auto& m : measured) {
+      CAPTURE(m.at("N"));
+      CAPTURE(m.at("batch"));
+      const auto csv = scratch_path("decode-stored-row.csv");
+      const auto run = run_flashlab(
+          "compare --profile " + std::string(stored.profile) +
+          " --pass decode --sweep n=" + m.at("N") + " --sweep batch=" + m.at("batch") +
+          " --heads " + m.at("heads") + " --kv-heads " + m.at("kv_heads") + " --d " + m.at("d") +
+          " " + stored.options + " --no-ncu --csv " + csv.string() + " 2>&1");
+      REQUIRE(run.status == 0);
+      const auto now = results_csv(csv.string());
+      REQUIRE(now.size() == 1);
+      CHECK(now[0].at("splits") == m.at("splits"));
+      CHECK(now[0].at("sm_read_predicted") == m.at("sm_read_measured"));
+      ++rows;
+    }
+  }
+  CHECK(rows == 23);
 }

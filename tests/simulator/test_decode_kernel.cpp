@@ -447,6 +447,36 @@ TEST_CASE("decode mirror: a split block's SRAM is its ring of tiles or its merge
   CHECK(count_decode_kernel(s, {.keys_per_step = 64, .rows_per_block = 16}).peak_sram == 0);
 }
 
+TEST_CASE("decode mirror: the lengths, a sector of 8 sequences once an SM that runs their blocks") {
+  // The split grid: B H_kv R S blocks, each reading its sequence's int32 length through its
+  // SM's L1. Measured (docs/IO-LEVELS.md, "Decode's lengths"): 32 bytes a block while the
+  // blocks fit the SMs, 132 sectors at 256 blocks on 132 SMs.
+  const auto lengths_read = [](Index batch, Index splits, Index sm_count, Index persistent) {
+    DecodeShape s{.heads_kv = 8, .group = 4, .n_q = 1, .d = 128};
+    s.lengths.assign(std::size_t(batch), 4096);
+    const DecodeKernelFacts f{.splits = splits,
+                              .keys_per_step = 64,
+                              .persistent_blocks = persistent,
+                              .sm_count = sm_count};
+    return count_decode_kernel(s, f).tensor("lengths").read;
+  };
+  CHECK(lengths_read(1, 2, 132, 0) == 16 * 32);    // 8 KV heads x 2 splits
+  CHECK(lengths_read(1, 16, 132, 0) == 128 * 32);  // 128 blocks, each on an SM of its own
+  CHECK(lengths_read(8, 2, 132, 0) == 128 * 32);
+  CHECK(lengths_read(8, 4, 132, 0) == 132 * 32);  // 256 blocks: one sector an SM
+  CHECK(lengths_read(2, 16, 132, 0) == 132 * 32);
+  CHECK(lengths_read(8, 4, 0, 0) == 256 * 32);  // no SM count: a sector a block
+  // 20 sequences, three sectors of 8, 8 and 4 sequences: one split, 64, 64 and 32 blocks;
+  // 8 splits, 512, 512 and 256, more than the SMs.
+  CHECK(lengths_read(20, 1, 132, 0) == (64 + 64 + 32) * 32);
+  CHECK(lengths_read(20, 1, 50, 0) == (50 + 50 + 32) * 32);
+  CHECK(lengths_read(20, 8, 132, 0) == 3 * 132 * 32);
+  // The queue grid: a sector's blocks are at most the queue's (min(items, persistent)).
+  CHECK(lengths_read(8, 4, 132, 264) == 132 * 32);
+  CHECK(lengths_read(8, 4, 132, 100) == 100 * 32);
+  CHECK(lengths_read(20, 8, 132, 40) == 3 * 40 * 32);
+}
+
 TEST_CASE("decode mirror: DRAM from a cold L2, launch by launch, worked by hand") {
   // 3 sequences of 0, 97 and 4096 keys, 2 KV heads, a group of 4, one query, d = 128, bf16,
   // 4 splits, pages of 64 tokens, the states padded to 136 floats.
@@ -461,20 +491,21 @@ TEST_CASE("decode mirror: DRAM from a cold L2, launch by launch, worked by hand"
   // The split kernel: Q 3 x 2 x 4 rows of 256 bytes; K and V 4193 keys x 2 heads x 256 bytes
   // each, every key once though the 4 splits read them; the block table 0 + 2 + 64 pages of
   // 4 bytes, once though 2 KV heads and the splits' boundaries read entries again.
-  const Bytes q = 3 * 2 * 4 * 256, kv = 4193 * 2 * 256, table = (0 + 2 + 64) * 4;
+  // The lengths: one sector (3 int32s).
+  const Bytes q = 3 * 2 * 4 * 256, kv = 4193 * 2 * 256, table = (0 + 2 + 64) * 4, lengths = 32;
   // The states: 3 x 2 x 4 splits x 4 rows of 136 floats.
   const Bytes states = 3 * 2 * 4 * 4 * 136 * 4;
-  CHECK(compulsory_dram(r.launch("split"), Bytes{1} << 30).read == q + 2 * kv + table);
+  CHECK(compulsory_dram(r.launch("split"), Bytes{1} << 30).read == q + 2 * kv + lengths + table);
   CHECK(compulsory_dram(r.launch("combine"), Bytes{1} << 30).read == states);
   // Its reads into the SMs are more: Q once a working split, the table's entries again.
-  CHECK(r.launch("split").reads.size() == 4);
+  CHECK(r.launch("split").reads.size() == 5);
   CHECK(r.tensor("Q").read > q);
   CHECK(r.tensor("block table").read > table);
   // O (3 x 2 x 4 rows of 256 bytes) and LSE (24 floats) from the combine.
   const Bytes rows_out = 24 * 256 + 24 * 4;
   const auto all = compulsory_dram(r, Bytes{1} << 30);
   REQUIRE(all);
-  CHECK(all->read == q + 2 * kv + table + states);
+  CHECK(all->read == q + 2 * kv + lengths + table + states);
   CHECK(all->written == 0);  // everything written stays dirty in an L2 that holds it
   // An L2 that holds 1000 bytes dirty: each launch writes back what it writes beyond them.
   const auto small = compulsory_dram(r, 1000);
@@ -489,7 +520,7 @@ TEST_CASE("decode mirror: DRAM from a cold L2, launch by launch, worked by hand"
   lone.page_size = 0;
   const auto one = compulsory_dram(count_decode_kernel(s, lone), 1000);
   REQUIRE(one);
-  CHECK(one->read == q + 2 * kv);
+  CHECK(one->read == q + 2 * kv + lengths);
   CHECK(one->written == rows_out - 1000);
 
   // A pass whose launch books no footprint has no figure.

@@ -80,6 +80,10 @@ struct DecodeKernelFacts {
   cpu::Index (*piece_first_step)(cpu::Index steps, cpu::Index pieces, cpu::Index piece) = nullptr;
   cpu::Index merge_rows_per_pass = 0;
   Bytes claim_bytes = 0;
+  // The SMs the split kernel's blocks run on (0: as many as its blocks). Each block reads its
+  // sequence's length (an int32 of the lengths array) by a plain load, through its SM's L1,
+  // which holds it for the SM's later blocks: a sector of the array comes in once an SM.
+  cpu::Index sm_count = 0;
 };
 
 // Limits of the mirror's inputs, for callers that check their own options against them.
