@@ -253,6 +253,7 @@ void check(const DecodeShape& s, const DecodeKernelFacts& f) {
   check_range("persistent_blocks", f.persistent_blocks, 0, kMaxDecodeBatch * kMaxHeads);
   check_range("merge_rows_per_pass", f.merge_rows_per_pass, 0, kMaxDecodeQueries * kMaxHeads);
   check_range("claim_bytes", f.claim_bytes, 0, kMaxDecodeLength);
+  check_range("sm_count", f.sm_count, 0, kMaxDecodeBatch * kMaxHeads);
   if (f.split_ends_rows && (f.splits != 1 || f.persistent_blocks > 0))
     throw cpu::InvalidArgument(fmt::format(
         "split_ends_rows with {} splits{}: only one split on the split grid ends its rows in "

@@ -6,6 +6,7 @@
 #include "gpu_bridge/kernels.hpp"
 #include "results_csv.hpp"
 #include "run_flashlab.hpp"
+#include "stored_runs.hpp"
 
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/gpu/tile_schedule.hpp"
@@ -235,16 +236,9 @@ TEST_CASE("the mirrors' bytes in and out of the SMs are those an H100 moved at s
     int rows = 0;
     for (const auto& row : flashlab::test::results_csv(csv.file)) {
       const auto at = [&](const char* name) { return std::stod(row.at(name)); };
-      const app::KernelRun run{.kernel = row.at("kernel"),
-                               .n = std::stoll(row.at("N")),
-                               .d = std::stoll(row.at("d")),
-                               .heads = std::stoll(row.at("heads")),
-                               .causal = row.at("causal") == "1"};
-      CAPTURE(run.kernel);
-      CAPTURE(run.n);
-      CAPTURE(run.d);
-      CAPTURE(run.heads);
-      CAPTURE(run.causal);
+      const app::KernelRun run = stored_run(row);
+      const std::string shape = shape_of(run);
+      CAPTURE(shape);
       const app::Prediction p = app::predict(run);
       CHECK(p.sm_stores_issued() == at("stores_issued_measured"));
       // Into the SMs: exact, fa3's work queue's claims included (a sector back an item).

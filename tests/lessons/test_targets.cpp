@@ -5,6 +5,7 @@
 #include "gpu_bridge/kernels.hpp"
 #include "results_csv.hpp"
 #include "run_flashlab.hpp"
+#include "stored_runs.hpp"
 
 #include <doctest/doctest.h>
 
@@ -101,16 +102,9 @@ int h100_dram_within(std::initializer_list<H100Run> runs) {
     for (std::size_t k = 0; k < measured.size(); ++k) {
       const auto& row = measured[k];
       const auto at = [&](const char* name) { return std::stod(row.at(name)); };
-      const app::KernelRun run{.kernel = row.at("kernel"),
-                               .n = std::stoll(row.at("N")),
-                               .d = std::stoll(row.at("d")),
-                               .heads = std::stoll(row.at("heads")),
-                               .causal = row.at("causal") == "1"};
-      CAPTURE(run.kernel);
-      CAPTURE(run.n);
-      CAPTURE(run.d);
-      CAPTURE(run.heads);
-      CAPTURE(run.causal);
+      const app::KernelRun run = stored_run(row);
+      const std::string shape = shape_of(run);
+      CAPTURE(shape);
       REQUIRE(before[k].at("kernel") == run.kernel);
       REQUIRE(before[k].at("N") == row.at("N"));
       const app::Prediction p = app::predict(run);

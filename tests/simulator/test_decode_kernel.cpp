@@ -432,6 +432,8 @@ TEST_CASE("decode mirror: bad inputs are refused with what would be right") {
                  "keys_per_step = 0"));
   CHECK(contains(message_of([&] { count_decode_kernel(s, {.stages = -1}); }), "stages = -1"));
   CHECK(contains(message_of([&] { count_decode_kernel(s, {.warps = 0}); }), "warps = 0"));
+  CHECK(contains(message_of([&] { count_decode_kernel(s, {.keys_per_step = 64, .sm_count = -1}); }),
+                 "sm_count = -1"));
 }
 
 // One block's SRAM: the ring of K and V tiles, or the warps' states at the merge when they
