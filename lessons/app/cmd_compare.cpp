@@ -165,7 +165,7 @@ void simulator_rows(const std::vector<Prediction>& predictions, std::vector<Row>
 void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
               const std::vector<Prediction>& predictions, std::vector<Row>& rows, Errors& errors) {
   const GpuStatus status = gpu_status();
-  std::cout << gpu_line(status);
+  std::cout << target_line() << gpu_line(status);
   for (const auto& p : predictions) {
     const std::string& kernel = p.kernel;
     const std::string name = "GPU " + kernel;

@@ -362,7 +362,7 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   }
   std::cout << c.header << "\n";
   const GpuStatus status = gpu_status();
-  std::cout << gpu_line(status);
+  std::cout << target_line() << gpu_line(status);
   Table table({"executor", "time", "bytes predicted", "bytes measured", "measured/predicted"},
               {true, true, true, true, false});
   for (const Row& r : {simulator_row(c.prediction, !c.resolved.no_grid_model),

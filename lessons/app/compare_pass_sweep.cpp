@@ -271,6 +271,7 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
       r.args.deterministic ? ", deterministic" : "", r.base.seed,
       sim::format_bytes(double(sim::l2_dirty_room(target_profile()))), kNcuReplayMode,
       ncu_levels_text());
+  std::cout << target_line();
   if (!unmeasured.empty())
     std::cout << unmeasured << ".\n";
   else

@@ -380,6 +380,7 @@ void run_compare_sweep(const CompareSweepRequest& r) {
       "store sectors the L1 issued; what left the SMs is those or fewer (merge: their ratio).\n"
       "The counters:\n{}",
       r.base.dtype, causal_text(r.grid.causal), r.base.seed, kNcuReplayMode, ncu_levels_text());
+  std::cout << target_line();
   if (!unmeasured.empty())
     std::cout << unmeasured << ".\n";
   else

@@ -119,6 +119,14 @@ std::string gpu_line(const GpuStatus& status) {
                     part, target.sm_count, sim::format_bytes(double(target.l2_bytes)));
 }
 
+std::string target_line() {
+  const sim::HardwareProfile& target = target_profile();
+  return fmt::format("Predicted for {}: {}, {} SMs, {} of L2 in {} partition{}\n", target.name,
+                     target.description, target.sm_count,
+                     sim::format_bytes(double(target.l2_bytes)), target.l2_partitions,
+                     target.l2_partitions > 1 ? "s" : "");
+}
+
 void run_ncu_first_kernel(std::string_view who) {
   // One query a head against 4096 keys, d = 128, bf16 (2 MiB of K and V a head), in as many
   // heads as K and V of kL2sRead L2s take: a read that leaves nothing of before in the L2.

@@ -31,6 +31,11 @@ GpuStatus gpu_status();
 // the device's), a second line saying which figures still compare there and which do not.
 std::string gpu_line(const GpuStatus& status);
 
+// The line `flashlab compare` prints about the predictions: the target's name, description,
+// SMs and L2 ("Predicted for h200: NVIDIA H200 SXM 141GB (...), 132 SMs, 60.0 MiB of L2 in
+// 2 partitions").
+std::string target_line();
+
 struct GpuRun {
   std::string kernel;  // a name from the kernel table ("naive", "scalar", "fa2", ...)
   bool ran = false;

@@ -170,11 +170,27 @@ TEST_CASE("compare --profile: predictions for the part named, and a clear refusa
   const auto h100 =
       run_flashlab("compare --profile h100 --kernels fa2 --d 128 --sweep n=45056 --no-ncu 2>&1");
   REQUIRE(h100.status == 0);
+  CHECK(contains(h100.output,
+                 "\nPredicted for h100: NVIDIA H100 SXM5 80GB (datasheet ceilings; "
+                 "its L2 measured), 132 SMs, 50.0 MiB of L2 in 2 partitions\n"));
   CHECK(contains(h100.output, "against the 25.00 MiB of one of the L2's 2 partitions"));
   const auto h200 =
       run_flashlab("compare --profile h200 --kernels fa2 --d 128 --sweep n=45056 --no-ncu 2>&1");
   REQUIRE(h200.status == 0);
+  CHECK(contains(h200.output, "\nPredicted for h200: NVIDIA H200 SXM 141GB"));
   CHECK(contains(h200.output, "against the 30.00 MiB of one of the L2's 2 partitions"));
+  // The single comparison and the passes say it too.
+  const auto single = run_flashlab("compare --profile h100 --kernels fa2 --n 64 --no-ncu 2>&1");
+  REQUIRE(single.status == 0);
+  CHECK(contains(single.output, "\nPredicted for h100: "));
+  const auto pass_sweep = run_flashlab(
+      "compare --profile h100 --pass decode --sweep n=256 --heads 4 --kv-heads 1 --no-ncu 2>&1");
+  REQUIRE(pass_sweep.status == 0);
+  CHECK(contains(pass_sweep.output, "\nPredicted for h100: "));
+  const auto pass = run_flashlab(
+      "compare --profile h100 --pass decode --n 256 --heads 4 --kv-heads 1 --no-ncu 2>&1");
+  REQUIRE(pass.status == 0);
+  CHECK(contains(pass.output, "\nPredicted for h100: "));
   const auto bad = run_flashlab("compare --profile b200 --n 64 2>&1");
   CHECK(bad.status == kUsageError);
   CHECK(contains(bad.output,
