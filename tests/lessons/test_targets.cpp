@@ -187,10 +187,10 @@ TEST_CASE("compare --profile: predictions for the part named, and a clear refusa
       "compare --profile h100 --pass decode --sweep n=256 --heads 4 --kv-heads 1 --no-ncu 2>&1");
   REQUIRE(pass_sweep.status == 0);
   CHECK(contains(pass_sweep.output, "\nPredicted for h100: "));
-  const auto pass = run_flashlab(
+  const auto pass_single = run_flashlab(
       "compare --profile h100 --pass decode --n 256 --heads 4 --kv-heads 1 --no-ncu 2>&1");
-  REQUIRE(pass.status == 0);
-  CHECK(contains(pass.output, "\nPredicted for h100: "));
+  REQUIRE(pass_single.status == 0);
+  CHECK(contains(pass_single.output, "\nPredicted for h100: "));
   const auto bad = run_flashlab("compare --profile b200 --n 64 2>&1");
   CHECK(bad.status == kUsageError);
   CHECK(contains(bad.output,
