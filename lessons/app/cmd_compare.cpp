@@ -411,7 +411,8 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option(
       "--profile", args.profile,
       "The GPU the predictions are for: " + fmt::format("{}", fmt::join(target_names(), " or ")) +
-          " (default: the GPU compare runs on, where it is one of them; else h200)");
+          " (default: the GPU compare runs on, where it is one of them; else " +
+          std::string(kDefaultTarget) + ")");
   add_compare_pass_options(cmd, args.pass);
   cmd->add_option(
          "--gpu-only", args.gpu_only,

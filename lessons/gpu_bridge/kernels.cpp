@@ -283,9 +283,11 @@ sim::Problem fa2_kernel_problem(const sim::Problem& problem) {
 
 namespace {
 
-// The target, once set_target_profile has chosen one; the lessons' H200 before.
+// The target, once set_target_profile has chosen one; kDefaultTarget before.
 const sim::HardwareProfile* g_target = nullptr;
 
+// A profile the mirrors can predict for: where its blocks land has been measured (the grid
+// model needs it) and a device's name tells the card.
 bool is_target(const sim::HardwareProfile& p) {
   return !p.first_wave_partitions[0].empty() && !p.device_name.empty();
 }
@@ -293,7 +295,7 @@ bool is_target(const sim::HardwareProfile& p) {
 }  // namespace
 
 const sim::HardwareProfile& target_profile() {
-  return g_target ? *g_target : sim::find_profile("h200");
+  return g_target ? *g_target : sim::find_profile(kDefaultTarget);
 }
 
 std::vector<std::string_view> target_names() {

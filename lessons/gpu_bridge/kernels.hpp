@@ -132,6 +132,7 @@ sim::Problem fa2_kernel_problem(const sim::Problem& problem);
 // made on its SRAM, its SMs and its L2. The H200 (the card the kernels are tuned and measured
 // on, and the one the lessons speak of) unless set_target_profile chose another.
 const sim::HardwareProfile& target_profile();
+inline constexpr std::string_view kDefaultTarget = "h200";
 
 // The targets a mirror can predict for: the profiles of the GPUs the kernels are built for
 // (sm_90a) whose L2 has been measured (a first wave's placement, HardwareProfile::

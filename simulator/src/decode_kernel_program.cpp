@@ -309,7 +309,8 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   };
 
   const bool queue = f.persistent_blocks > 0;
-  const Index items = B * H * R * S;
+  const Index blocks_per_sequence = H * R * S;  // the split grid's blocks, the queue's items
+  const Index items = B * blocks_per_sequence;
   const Index queue_blocks = queue ? std::min(items, f.persistent_blocks) : 0;
   const Index claims = items + queue_blocks;
 
@@ -341,11 +342,12 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"O", in_type, B * H * rows * d, 0, bytes({B, H, rows, out(f.stores.o, d * b)})},
       {"LSE", fp32, B * H * rows, 0, lse_written},
   };
-  // The lengths, a sector of kLengthsPerSector sequences once an SM that runs a block of them.
+  // The lengths: a block reads its sequence's through its SM's L1, so a sector of
+  // kLengthsPerSector sequences comes in once for each SM that runs one of their blocks.
   Bytes lengths_read = 0;
   for (Index first = 0; first < B; first += kLengthsPerSector) {
     const Index sequences = std::min(kLengthsPerSector, B - first);
-    Index blocks = bytes({sequences, H, R, S});
+    Index blocks = sequences * blocks_per_sequence;
     if (queue) blocks = std::min(blocks, queue_blocks);
     lengths_read += kSectorBytes * (f.sm_count > 0 ? std::min(blocks, f.sm_count) : blocks);
   }

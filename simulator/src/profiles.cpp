@@ -50,6 +50,20 @@ constexpr SmLimits sm_limits(Bytes shared_bytes, Bytes unified_cache_bytes) {
           .carveout_count = count};
 }
 
+// How far the H200's blocks drift apart (HardwareProfile::block_time_spread). Fitted on one
+// sweep, bench/results/2026-12-01-h200-crossover_h16.csv (fa2, 16 heads, N = 16384 to 131072):
+// the sigma of 0.012, 0.014, 0.016, 0.018 with the least mean |log(measured / predicted)| of
+// the DRAM reads; checked on the other sweeps in docs/IO-LEVELS.md, where it does not fit
+// everywhere. compare draws the scalar kernel's heads' paces with it (catch_up: in its block
+// logs the first wave's three heads at N = 8192 ran 20.71 to 21.10 ms, about 1% apart); fa2
+// and fa3 run older first (below), without it.
+constexpr double kH200BlockTimeSpread = 0.016;
+// How much faster the older of an SM's blocks runs (HardwareProfile::older_block_lead): fa2's
+// first waves in bench_block_log's logs (bench/results/2026-12-04-h200-fa2-block-log.csv,
+// -first-waves-log.csv.gz), the second 132 blocks 4.5 to 5.7% slower than the first 132; the
+// older_first schedule, which compare runs for fa2.
+constexpr double kH200OlderBlockLead = 0.05;
+
 // The GH100's first waves, block by block: the partition of the SM each block ran on,
 // measured (the profiles' first_wave_partitions): on the H200 (bench/results/2026-12-03-h200-
 // l2-partitions.csv) and on an H100 80GB HBM3 (2026-12-06-h100-l2-partitions.csv), the same
@@ -92,11 +106,11 @@ constexpr std::array kProfiles = {
         // Hopper whitepaper: the L2 is divided into two partitions, each caching data for
         // the GPCs attached to it directly.
         .l2_partitions = 2,
-        // The blocks' paces: the H200's figures (below), not measured on an H100. The two
-        // parts share the chip, its SMs and its block scheduler; their clocks and memory
-        // differ, which these shares of a block's time leave out.
-        .block_time_spread = 0.016,
-        .older_block_lead = 0.05,
+        // The blocks' paces: the H200's figures, not measured on an H100. The two parts share
+        // the chip, its SMs and its block scheduler; their clocks and memory differ, which
+        // these shares of a block's time leave out.
+        .block_time_spread = kH200BlockTimeSpread,
+        .older_block_lead = kH200OlderBlockLead,
         // As the H200's: the GH100's L2 in hashed sets, each line read or written held at its
         // home partition too. Home copies measured on an H100 (bench/gpu/NOTES.md, "Do one
         // side's lines take room on the other?", results/h100/2026-12-05-h100-l2-home.csv).
@@ -128,18 +142,8 @@ constexpr std::array kProfiles = {
         // The GH100's two partitions (as the H100); the DRAM reads measured past the
         // crossover fit two of 30 MiB, K and V held in both (docs/IO-LEVELS.md).
         .l2_partitions = 2,
-        // Fitted on one sweep, bench/results/2026-12-01-h200-crossover_h16.csv (fa2, 16 heads,
-        // N = 16384 to 131072): the sigma of 0.012, 0.014, 0.016, 0.018 with the least mean
-        // |log(measured / predicted)| of the DRAM reads; checked on the other sweeps in
-        // docs/IO-LEVELS.md, where it does not fit everywhere. compare draws the scalar
-        // kernel's heads' paces with it (catch_up: in its block logs the first wave's three
-        // heads at N = 8192 ran 20.71 to 21.10 ms, about 1% apart); fa2 and fa3 run older
-        // first (below), without it.
-        .block_time_spread = 0.016,
-        // fa2's first waves in bench_block_log's logs (bench/results/2026-12-04-h200-fa2-
-        // block-log.csv, -first-waves-log.csv.gz): the second 132 blocks 4.5 to 5.7% slower
-        // than the first 132; the older_first schedule, which compare runs for fa2.
-        .older_block_lead = 0.05,
+        .block_time_spread = kH200BlockTimeSpread,
+        .older_block_lead = kH200OlderBlockLead,
         // 128-byte lines in hashed sets with the measured placement below: every DRAM read of
         // the 2026-12-03 compare sweeps of fa2, fa3 and the scalar kernel within 15% (LRU
         // missed fa3 at 16 heads, N = 8192, by 1.28), fa3's eight sections calls within 8%

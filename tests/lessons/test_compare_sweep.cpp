@@ -2,6 +2,7 @@
 // a CSV and a plot; without a GPU the measured columns say why they are empty.
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/warp_store.hpp"
 #include "run_flashlab.hpp"
 
 #include <doctest/doctest.h>
@@ -249,10 +250,11 @@ TEST_CASE("compare --pass decode --sweep: the mirror's bytes and its DRAM floor 
     // From a cold L2: every key of K and V once, Q once, the lengths' sectors (8 sequences
     // a sector), and with more than one split the states, padded to whole sectors, read back
     // by the combine.
-    const double kv = batch * 2 * n * 64 * 2, q = batch * 8 * 64 * 2 + 32 * std::ceil(batch / 8);
+    const double kv = batch * 2 * n * 64 * 2, q = batch * 8 * 64 * 2;
+    const double lengths = double(flashlab::sim::kSectorBytes) * std::ceil(batch / 8);
     const double states =
         splits > 1 ? batch * 8 * splits * double(flashlab::gpu::decode::state_floats(64)) * 4 : 0;
-    CHECK(t.number(k, "dram_read_predicted") == 2 * kv + q + states);
+    CHECK(t.number(k, "dram_read_predicted") == 2 * kv + q + lengths + states);
     CHECK(t.number(k, "dram_written_predicted") == 0);  // all of it fits the L2's dirty room
     // Into the SMs no less: Q again for every split with keys.
     CHECK(t.number(k, "sm_read_predicted") >= t.number(k, "dram_read_predicted"));

@@ -7,6 +7,9 @@
 #include "run_flashlab.hpp"
 #include "stored_runs.hpp"
 
+#include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/warp_store.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -21,10 +24,13 @@ namespace app = flashlab::app;
 
 namespace {
 
-// Sets the target for one test and puts the lessons' H200 back after it, whatever happens.
+// Sets the target for one test and puts the one before back after it, whatever happens.
 struct TargetFor {
-  explicit TargetFor(std::string_view name) { app::set_target_profile(name); }
-  ~TargetFor() { app::set_target_profile("h200"); }
+  explicit TargetFor(std::string_view name) : before(app::target_profile().name) {
+    app::set_target_profile(name);
+  }
+  ~TargetFor() { app::set_target_profile(before); }
+  std::string_view before;
   TargetFor(const TargetFor&) = delete;
   TargetFor& operator=(const TargetFor&) = delete;
 };
@@ -179,18 +185,16 @@ TEST_CASE("compare --profile: predictions for the part named, and a clear refusa
   REQUIRE(h200.status == 0);
   CHECK(contains(h200.output, "\nPredicted for h200: NVIDIA H200 SXM 141GB"));
   CHECK(contains(h200.output, "against the 30.00 MiB of one of the L2's 2 partitions"));
-  // The single comparison and the passes say it too.
-  const auto single = run_flashlab("compare --profile h100 --kernels fa2 --n 64 --no-ncu 2>&1");
-  REQUIRE(single.status == 0);
-  CHECK(contains(single.output, "\nPredicted for h100: "));
-  const auto pass_sweep = run_flashlab(
-      "compare --profile h100 --pass decode --sweep n=256 --heads 4 --kv-heads 1 --no-ncu 2>&1");
-  REQUIRE(pass_sweep.status == 0);
-  CHECK(contains(pass_sweep.output, "\nPredicted for h100: "));
-  const auto pass_single = run_flashlab(
-      "compare --profile h100 --pass decode --n 256 --heads 4 --kv-heads 1 --no-ncu 2>&1");
-  REQUIRE(pass_single.status == 0);
-  CHECK(contains(pass_single.output, "\nPredicted for h100: "));
+  // The single comparison and the passes, single and swept, say it too.
+  for (const char* compare :
+       {"--kernels fa2 --n 64", "--pass decode --sweep n=256 --heads 4 --kv-heads 1",
+        "--pass decode --n 256 --heads 4 --kv-heads 1"}) {
+    CAPTURE(compare);
+    const auto run =
+        run_flashlab("compare --profile h100 " + std::string(compare) + " --no-ncu 2>&1");
+    REQUIRE(run.status == 0);
+    CHECK(contains(run.output, "\nPredicted for h100: "));
+  }
   const auto bad = run_flashlab("compare --profile b200 --n 64 2>&1");
   CHECK(bad.status == kUsageError);
   CHECK(contains(bad.output,
@@ -243,10 +247,12 @@ TEST_CASE("targets: the passes on an H100 against its profile, predicted before 
       // Decode's lengths are booked since this run (found in it: one sector an SM into the
       // SMs, docs/IO-LEVELS.md, "Decode's lengths"; from DRAM the sector of the batch's 2
       // lengths); the rest as predicted before.
+      const double sector = double(flashlab::sim::kSectorBytes),
+                   sms = flashlab::sim::find_profile("h100").sm_count;
       CHECK(at(now[k], "sm_read_predicted") ==
-            at(before[k], "sm_read_predicted") + (backward ? 0 : 132 * 32));
+            at(before[k], "sm_read_predicted") + (backward ? 0 : sms * sector));
       CHECK(at(now[k], "dram_read_predicted") ==
-            at(before[k], "dram_read_predicted") + (backward ? 0 : 32));
+            at(before[k], "dram_read_predicted") + (backward ? 0 : sector));
       // Into the SMs: decode exact; the backward without the mask at N = 8,192 read 18 and 66
       // KiB fewer (its L and D, by 4-byte copies through the L1, docs/IO-LEVELS.md), exact at
       // the other six rows.
@@ -310,7 +316,7 @@ TEST_CASE("decode into the SMs to the byte at every stored row, its lengths book
         // sectors an upper bound; the H100 read 457 (an SM's blocks shared 55 sectors).
         const double over =
             std::stod(now[0].at("sm_read_predicted")) - std::stod(m.at("sm_read_measured"));
-        CHECK(over == 55 * 32);
+        CHECK(over == 55 * double(flashlab::sim::kSectorBytes));
       } else {
         CHECK(now[0].at("sm_read_predicted") == m.at("sm_read_measured"));
       }
