@@ -76,8 +76,7 @@ def torch_call(torch, backend, q, k, v, causal):
 # defaults), so that both are timed in the same run: on one grid each (flashlab_fa3_grid),
 # persistent in fixed turns, from a work queue, and one block per tile; with
 # FlashAttention-4's software exponentials; and with the consumers running from one work
-# item into the next (overlap_items = 1); with a lone item's tiles left to its first consumer
-# (split_lone_tile = 0); without ping-pong, with 3 stages, with both, and with
+# item into the next (overlap_items = 1); without ping-pong, with 3 stages, with both, and with
 # 2 stages and ping-pong (the last two: d = 64's and d = 128's defaults in 2026-12, see
 # fa3::default_stages): the ablation's run-time switches, for a sweep over N. At d = 64 turning
 # ping-pong on, or running across items, also turns off the consumers' leaving out of the KV
@@ -87,7 +86,6 @@ FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-per-tile": dict(grid=fl.FA3_GRID_PER_TILE),
                 "fa3-sexp2": dict(software_exp2=1),
                 "fa3-across": dict(overlap_items=1),
-                "fa3-nosplit": dict(split_lone_tile=0),
                 "fa3-noping": dict(ping_pong=0),
                 "fa3-3stages": dict(stages=3),
                 "fa3-noping-3st": dict(ping_pong=0, stages=3),
@@ -208,14 +206,13 @@ def ablation_options(fl_lib, d):
     one idea at a time."""
     default = fl_lib.fa3_resolved_options(d, fl_lib.fa3_default_options())
     fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap", "conditional_rescale",
-              "grid", "software_exp2", "overlap_items", "split_lone_tile")
+              "grid", "software_exp2", "overlap_items")
     def variant(**changes):
         return fl.Fa3Options(**{f: changes.get(f, getattr(default, f)) for f in fields})
     # The conditional rule's kernels run items one after the other whatever overlap_items
     # says (fa3.h).
     out = [variant(), variant(conditional_rescale=1 - default.conditional_rescale)]
     out += [variant(overlap_items=1 - default.overlap_items)]
-    out += [variant(split_lone_tile=1 - default.split_lone_tile)]
     # The software exponentials are compiled without the conditional rule: moved alone.
     out += [variant(software_exp2=1 - default.software_exp2, conditional_rescale=0)]
     out += [variant(grid=g)
@@ -256,7 +253,7 @@ def run_ablation(args):
         writer.writerow(["d", "causal", "N", "B", "H", "impl", "warp_specialized", "stages",
                          "ping_pong", "intra_overlap", "conditional_rescale", "ms", "tflops",
                          "ratio_to_cudnn", "max_abs_diff_vs_cudnn", "rescaled", "skipped",
-                         "grid", "software_exp2", "overlap_items", "split_lone_tile"])
+                         "grid", "software_exp2", "overlap_items"])
         for causal in (False, True):
             q, k, v = make_inputs(torch, B, H, N, d)
             o = torch.empty_like(q)
@@ -283,7 +280,7 @@ def run_ablation(args):
             cudnn_tflops = flops(B, H, N, d, causal) / cudnn_ms / 1e9
             writer.writerow([d, int(causal), N, B, H, "cudnn", "", "", "", "", "",
                              f"{cudnn_ms:.4f}", f"{cudnn_tflops:.1f}", "1.000", "0", "", "", "",
-                             "", "", ""])
+                             "", ""])
             print(f"\nd={d} N={N} causal={int(causal)}: cudnn {cudnn_tflops:.1f} TFLOP/s")
             for i, options in variants.items():
                 ms, diff = times[i], diffs[i]
@@ -294,8 +291,7 @@ def run_ablation(args):
                                  options.conditional_rescale, f"{ms:.4f}", f"{tflops:.1f}",
                                  f"{tflops / cudnn_tflops:.3f}", f"{diff:.3e}",
                                  counts.get("rescaled", ""), counts.get("skipped", ""),
-                                 options.grid, options.software_exp2, options.overlap_items,
-                                 options.split_lone_tile])
+                                 options.grid, options.software_exp2, options.overlap_items])
                 f.flush()
                 print(f"  fa3 {options.describe():52s} {tflops:7.1f} TFLOP/s "
                       f"{tflops / cudnn_tflops:6.3f}x cudnn  max|diff| {diff:.2e}"

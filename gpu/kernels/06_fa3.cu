@@ -92,11 +92,7 @@ constexpr int kTurnBarrier0 = 1;
 constexpr int kTurnThreads = 2 * kWarpgroupThreads;
 // The next kMaxConsumerWarpgroups: consumer warpgroup c's 128 threads at its epilogue.
 constexpr int kEpilogueBarrier0 = kTurnBarrier0 + fa3::kMaxConsumerWarpgroups;
-// A lone item's merge (fa3::lone_tile_splits), passed by every consumer thread: "the other
-// consumers' states are in the merge area", then "the first consumer has read them".
-constexpr int kMergeFullBarrier = kEpilogueBarrier0 + fa3::kMaxConsumerWarpgroups;
-constexpr int kMergeFreeBarrier = kMergeFullBarrier + 1;
-static_assert(kMergeFreeBarrier < 16, "16 named barriers a block");
+static_assert(kEpilogueBarrier0 + fa3::kMaxConsumerWarpgroups <= 16, "16 named barriers a block");
 
 template <class T, int D>
 struct Tiles {
@@ -538,9 +534,6 @@ struct Fa3Params {
   unsigned long long* queue;  // the work queue's count of items taken (zeroed), or nullptr:
                               // fixed turns (flashlab_fa3_options.grid)
   bool stage_o;          // O through sO and TMA stores (fa3::stages_o), else from registers
-  bool split_lone;       // lone items' tiles shared among the consumers, where the call asks
-                         // and the block can (fa3::lone_tile_splits); the kernel adds its own
-                         // conditions (consume's split_lone)
 };
 
 // L = m + log l (natural log) of row `row`, by the quad's lane 0; -inf for a row that saw
@@ -573,18 +566,6 @@ __device__ __forceinline__ void finalize(const SoftmaxState& state, const float 
     }
     store_lse(state, p, b, h, row, l_row, lane, scale_log2, r);
   }
-}
-
-// A lone item's merge: each consumer with a state to hand over arrives at "full" once it has
-// written it and waits at "free"; the first consumer waits at "full", reads them, arrives at
-// "free" (the producer-consumer use of named barriers, PTX ISA "bar").
-template <int kBarrier, int kThreads>
-__device__ __forceinline__ void barrier_arrive() {
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(kBarrier), "n"(kThreads) : "memory");
-}
-template <int kBarrier, int kThreads>
-__device__ __forceinline__ void barrier_sync() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kBarrier), "n"(kThreads) : "memory");
 }
 
 __device__ __forceinline__ void epilogue_barrier(int consumer) {
@@ -640,25 +621,12 @@ __device__ __forceinline__ void finalize_staged(const SoftmaxState& state, const
 struct ItemRows {
   WorkTile w;
   Stage q_st;  // the item's Q: its buffer in the Q ring, and the phase
-  int tiles;   // the KV tiles the warpgroup computes: w.Tc, its own_tiles, or its share of a
-               // lone item's (split_tiles, below)
-  bool split;  // a lone item whose tiles the consumers share: every consumer computes the
-               // first consumer's rows against tiles consumer, consumer + C, ...
+  int tiles;   // the KV tiles the warpgroup computes: w.Tc, or its own_tiles (below)
   SoftmaxState state;
 };
 // The warpgroup's first row, and the thread's row g (its other row is g + 8).
 __device__ __forceinline__ int first_row_of(const WorkTile& w, int consumer) {
   return w.q0 + consumer * fa3::kRowsPerConsumer;
-}
-// Whether an item's rows are all the first consumer's (none below N_q from the second
-// consumer's first row on): a lone item.
-__device__ __forceinline__ bool is_lone(const Problem& p, const WorkTile& w) {
-  return first_row_of(w, 1) >= p.n_q;
-}
-// A consumer's share of a split item's Tc tiles: tiles consumer, consumer + C, .. below Tc.
-template <int kConsumers>
-__device__ __forceinline__ int split_tiles(int Tc, int consumer) {
-  return consumer < Tc ? (Tc - consumer + kConsumers - 1) / kConsumers : 0;
 }
 // The KV tiles of an item that a consumer's own 64 rows need: none where they start past
 // N_q (the item's last query tile, partly empty), and under the causal mask those up to its
@@ -669,17 +637,10 @@ __device__ __forceinline__ int own_tiles(const Problem& p, const WorkTile& w, in
   const int first_row = first_row_of(w, consumer);
   return first_row < p.n_q ? kv_tile_count<fa3::kRowsPerConsumer, kBc>(p, first_row) : 0;
 }
-// skip_unseen: the warpgroup computes its own tiles only, else every tile of the item;
-// split_lone (with skip_unseen): a lone item's tiles are shared.
-template <int kConsumers>
+// skip_unseen: the warpgroup computes its own tiles only, else every tile of the item.
 __device__ __forceinline__ ItemRows item_rows(const Problem& p, const WorkTile& w, Stage q_st,
-                                              int consumer, bool skip_unseen, bool split_lone) {
-  const bool split = split_lone && is_lone(p, w);
-  return {w,
-          q_st,
-          split ? split_tiles<kConsumers>(w.Tc, consumer)
-                : (skip_unseen ? own_tiles(p, w, consumer) : w.Tc),
-          split,
+                                              int consumer, bool skip_unseen) {
+  return {w, q_st, skip_unseen ? own_tiles(p, w, consumer) : w.Tc,
           {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {-INFINITY, -INFINITY}}};
 }
 __device__ __forceinline__ int row_g_of(int first_row) {
@@ -718,8 +679,8 @@ template <class T, int D, bool kProducer, bool kIntraOverlap, Rescale kRescale, 
           class NextItem, class StartItem>
 __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D>& sram,
                                         int consumer, const Loader<T, D>& loader, bool issues,
-                                        bool across_items, bool skip_unseen, bool split_lone,
-                                        int64_t item, NextItem next_item, StartItem start_item) {
+                                        bool across_items, bool skip_unseen, int64_t item,
+                                        NextItem next_item, StartItem start_item) {
   const Problem& p = params.p;
   const int stages = params.sw.stages;
   const bool ping_pong = params.sw.ping_pong;
@@ -730,13 +691,11 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // and V rings; buffer i of each is i tiles further on.
   const uint64_t q_desc0 =
       hopper::descriptor_k_major(sram.sQ + consumer * fa3::kRowsPerConsumer * kSlab);
-  const uint64_t q_lone_desc0 = hopper::descriptor_k_major(sram.sQ);  // the first consumer's rows
   const uint64_t k_desc0 = hopper::descriptor_k_major(sram.k_tile(0));
   const uint64_t v_desc0 = hopper::descriptor_mn_major(sram.v_tile(0), kBc);
   const auto q_desc = [&](Stage q_st) {
     return hopper::descriptor_plus(q_desc0, q_st.index * Tiles<T, D>::kQBytes);
   };
-
   const auto k_desc = [&](int index) {
     return hopper::descriptor_plus(k_desc0, index * Tiles<T, D>::kKVBytes);
   };
@@ -762,33 +721,9 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   const auto work_tile_of = [&](int64_t w) {
     return work_tile<Tiles<T, D>::kBr>(p, params.order, w);
   };
-  constexpr int consumers = Tiles<T, D>::kConsumers;
-  // Lone items split only in the kernels that can (a producer, the standard rule: the
-  // counted rule's counts follow each row through every tile in order), where asked.
-  constexpr bool kMaySplit =
-      kProducer && !is_conditional(kRescale) && fa3::skips_unseen_tiles(D) && consumers > 1;
-  const bool split_lone_items = kMaySplit && split_lone;
   const auto rows_of = [&](int64_t w, Stage q_st) {
-    return item_rows<consumers>(p, kProducer ? loader.published_tile(q_st) : work_tile_of(w), q_st,
-                                consumer, skip_unseen, split_lone_items);
-  };
-  // Whether an item is split, known false at compile time in the kernels that never split.
-  const auto split = [&](const ItemRows& rows) { return kMaySplit && rows.split; };
-  // The item's KV tile that the warpgroup's i-th computed tile is.
-  const auto tile_of = [&](const ItemRows& rows, int i) {
-    return split(rows) ? consumer + i * consumers : i;
-  };
-  // The Q rows an item's products read: the warpgroup's own, or a split item's.
-  const auto q_desc_of = [&](const ItemRows& rows) {
-    return hopper::descriptor_plus(split(rows) ? q_lone_desc0 : q_desc0,
-                                   rows.q_st.index * Tiles<T, D>::kQBytes);
-  };
-  // A tile the warpgroup does not compute: released unread once it has landed.
-  const auto pass_tile = [&](Stage st) {
-    k_ring.consumer_wait(st);
-    k_ring.consumer_release(st);
-    v_ring.consumer_wait(st);
-    v_ring.consumer_release(st);
+    return item_rows(p, kProducer ? loader.published_tile(q_st) : work_tile_of(w), q_st, consumer,
+                     skip_unseen);
   };
   ItemRows cur = rows_of(item, at.q_stage(params.q_buffers));
   float rU[D / 2];   // (64, D) of U = sum of W V, not divided by l
@@ -798,6 +733,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // run; they trade places every section. With one (rW_next unused), W_j is packed into rW
   // once U += W_{j-1} V_{j-1} has landed.
   constexpr bool kTwoWBuffers = Tiles<T, D>::kWBuffers == 2;
+  constexpr int consumers = Tiles<T, D>::kConsumers;
   uint32_t rW[kBc / 16][4];
   uint32_t rW_next[kBc / 16][4];
   const auto zero_u = [&] {
@@ -808,8 +744,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   // W_j goes into rW_out (two W buffers) or over S_j (one: pack, below).
   const auto softmax = [&](ItemRows& rows, int k0, float(&alpha)[2],
                            uint32_t(&rW_out)[kBc / 16][4]) {
-    const int first_row = first_row_of(rows.w, split(rows) ? 0 : consumer),
-              row_g = row_g_of(first_row);
+    const int first_row = first_row_of(rows.w, consumer), row_g = row_g_of(first_row);
     const unsigned counted = kRescale == Rescale::counted ? counted_rows(p, row_g) : 0u;
     if (tile_needs_mask(p, first_row, k0)) {
       const int first_key = k0 + 2 * (lane % 4);
@@ -825,8 +760,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   };
   // O = U / l and L = m + log l of the rows, once their last U += W V has landed.
   const auto write_o = [&](const ItemRows& rows) {
-    const int first_row = first_row_of(rows.w, split(rows) ? 0 : consumer),
-              row_g = row_g_of(first_row);
+    const int first_row = first_row_of(rows.w, consumer), row_g = row_g_of(first_row);
     if (kRescale == Rescale::counted) {
       const int key_end[2] = {row_key_end(p, row_g, 0), row_key_end(p, row_g, 1)};
       count_updates(key_end, counted_rows(p, row_g), rows.w.Tc, rule.counts);
@@ -837,82 +771,6 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
                             first_row, t, scale_log2 FLASHLAB_PIPELINE_LOG_ARG(item));
     else
       finalize<T, D>(rows.state, rU, p, rows.w.b, rows.w.h, row_g, lane, scale_log2);
-  };
-
-  // A split item's states merged (flashlab::cpu::merge): m = max over the consumers of m_c,
-  // l = sum of 2^((m_c - m) s) l_c, U = sum of 2^((m_c - m) s) U_c, added in consumer order
-  // (the same bits every run). Thread t of every consumer holds the same elements of U and
-  // the same two rows (wgmma's accumulator layout), so each hands its registers over as they
-  // are: in the merge area (fa3::merge_bytes), consumer c's slot, float4 v of thread t at
-  // v * 128 + t (whole 16-byte words, a quarter warp's 8 on distinct banks). The other
-  // consumers' l is still their thread's share of the row sum, as consumer 0's is: finalize
-  // adds the quad's.
-  const auto merge_lone = [&](ItemRows& rows) {
-    constexpr int kVecs = D / 8 + 1;  // U's D / 2 floats, then (m_0, m_1, l_0, l_1)
-    constexpr int kConsumerThreads = Tiles<T, D>::kConsumerThreads;
-    static_assert(
-        (consumers - 1) * kVecs * kWarpgroupThreads * sizeof(float4) == fa3::merge_bytes(D),
-        "the merge area kernel_info.hpp sets aside");
-    float4* const area = reinterpret_cast<float4*>(sram.sO + fa3::kRowsPerConsumer * D);
-    const auto slot = [&](int c) { return area + (c - 1) * kVecs * kWarpgroupThreads + t; };
-    if (consumer != 0) {
-      // The area covers this warpgroup's sO: its last TMA stores must have read it.
-      if (t == 0) hopper::tma_store_wait_read<0>();
-      epilogue_barrier(consumer);
-      float4* const mine = slot(consumer);
-#pragma unroll
-      for (int v = 0; v < D / 8; ++v)
-        mine[v * kWarpgroupThreads] =
-            make_float4(rU[4 * v], rU[4 * v + 1], rU[4 * v + 2], rU[4 * v + 3]);
-      mine[(D / 8) * kWarpgroupThreads] =
-          make_float4(rows.state.m[0], rows.state.m[1], rows.state.l[0], rows.state.l[1]);
-      barrier_arrive<kMergeFullBarrier, kConsumerThreads>();
-      barrier_sync<kMergeFreeBarrier, kConsumerThreads>();
-      return;
-    }
-    barrier_sync<kMergeFullBarrier, kConsumerThreads>();
-    const int state_at = (D / 8) * kWarpgroupThreads;  // (m_0, m_1, l_0, l_1) in a slot
-    // m over the consumers; a row no consumer saw a key of keeps m = -inf, l = 0 and U = 0:
-    // exponentiate against 0 there (as move_base does), which makes every scale 0.
-    float m[2] = {rows.state.m[0], rows.state.m[1]};
-#pragma unroll 1
-    for (int c = 1; c < consumers; ++c) {
-      const float4 other = slot(c)[state_at];
-      m[0] = fmaxf(m[0], other.x);
-      m[1] = fmaxf(m[1], other.y);
-    }
-    // The difference first, as in move_base: a consumer whose m is the row's gets exactly 1.
-    const float m_finite[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
-    const auto scale_of = [&](float m_c, int r) {
-      return ptx::exp2_approx((m_c - m_finite[r]) * scale_log2);
-    };
-    // Element 4 nt + e of U belongs to row e / 2 (wgmma's accumulator layout).
-    const float own[2] = {scale_of(rows.state.m[0], 0), scale_of(rows.state.m[1], 1)};
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) rU[i] *= own[(i % 4) / 2];
-    float l[2] = {own[0] * rows.state.l[0], own[1] * rows.state.l[1]};
-    // One consumer at a time, so that only one slot's U is in registers.
-#pragma unroll 1
-    for (int c = 1; c < consumers; ++c) {
-      const float4 other = slot(c)[state_at];
-      const float scale[2] = {scale_of(other.x, 0), scale_of(other.y, 1)};
-      l[0] += scale[0] * other.z;
-      l[1] += scale[1] * other.w;
-#pragma unroll
-      for (int v = 0; v < D / 8; ++v) {
-        const float4 u = slot(c)[v * kWarpgroupThreads];
-        rU[4 * v] += scale[0] * u.x;
-        rU[4 * v + 1] += scale[0] * u.y;
-        rU[4 * v + 2] += scale[1] * u.z;
-        rU[4 * v + 3] += scale[1] * u.w;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      rows.state.m[r] = m[r];
-      rows.state.l[r] = l[r];
-    }
-    barrier_arrive<kMergeFreeBarrier, kConsumerThreads>();
   };
 
   // One W buffer: W_j, from rS (where the softmax wrote it over S_j) into rW_to, once nothing
@@ -929,11 +787,6 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
   const auto section = [&](int j, const uint32_t(&rW_prev)[kBc / 16][4],
                            uint32_t(&rW_made)[kBc / 16][4]) {
     const Stage v_st = k_st;  // tile j - 1: the V ring's uses are the K ring's
-    if (split(cur))           // the other consumers' tiles since this warpgroup's last
-      for (int c = 1; c < consumers; ++c) {
-        k_st = k_st.next(stages);
-        pass_tile(k_st);
-      }
     k_st = k_st.next(stages);
     k_ring.consumer_wait(k_st);
     v_ring.consumer_wait(v_st);
@@ -944,11 +797,11 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     }
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
     if (kIntraOverlap) {
-      issue_scores<T, D>(rS, q_desc_of(cur), k_desc(k_st.index));
+      issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
       issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
     } else {
       issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
-      issue_scores<T, D>(rS, q_desc_of(cur), k_desc(k_st.index));
+      issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
     }
     if (ping_pong) pass_turn<consumers>(consumer);
     FLASHLAB_PIPELINE_LOG(kScoresIssued, item, j);
@@ -959,7 +812,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       hopper::fence_registers(rS);
       FLASHLAB_PIPELINE_LOG(kScoresLanded, item, j);
       release_k(k_st, cur, j);
-      softmax(cur, tile_of(cur, j) * kBc, alpha, rW_made);
+      softmax(cur, j * kBc, alpha, rW_made);
       FLASHLAB_PIPELINE_LOG(kSoftmaxDone, item, j);
       hopper::wgmma_wait<0>();  // U += W_{j-1} V_{j-1} has landed: now U may be rescaled
       hopper::fence_registers(rU);
@@ -974,7 +827,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       FLASHLAB_PIPELINE_LOG(kValuesLanded, item, j - 1);
       release_k(k_st, cur, j);
       v_ring.consumer_release(v_st);
-      softmax(cur, tile_of(cur, j) * kBc, alpha, rW_made);
+      softmax(cur, j * kBc, alpha, rW_made);
       pack(rW_made);
       FLASHLAB_PIPELINE_LOG(kSoftmaxDone, item, j);
     }
@@ -1013,11 +866,6 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       if (ping_pong && across_items && consumer == consumers - 1 && Tc > 0)
         pass_turn<consumers>(consumer);
       if (Tc > 0) {
-        if (split(cur))  // the tiles before this warpgroup's first
-          for (int c = 0; c < consumer; ++c) {
-            pass_tile(k_st);
-            k_st = k_st.next(stages);
-          }
         k_ring.consumer_wait(k_st);
         FLASHLAB_PIPELINE_LOG(kDataLanded, item, 0);
         if (ping_pong) {
@@ -1025,7 +873,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
           FLASHLAB_PIPELINE_LOG(kTurn, item, 0);
         }
         hopper::wgmma_fence();
-        issue_scores<T, D>(rS, q_desc_of(cur), k_desc(k_st.index));
+        issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
         if (ping_pong) pass_turn<consumers>(consumer);
         FLASHLAB_PIPELINE_LOG(kScoresIssued, item, 0);
         hopper::wgmma_wait<0>();
@@ -1039,7 +887,7 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
     }
     if (Tc > 0) {
       float alpha[2];  // U is 0: nothing to rescale
-      softmax(cur, tile_of(cur, 0) * kBc, alpha, rW);
+      softmax(cur, 0, alpha, rW);
       pack(rW);  // free: the last item's last U += W V has landed
       FLASHLAB_PIPELINE_LOG(kSoftmaxDone, item, 0);
     }
@@ -1126,17 +974,16 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
         FLASHLAB_PIPELINE_LOG(kValuesLanded, item, Tc - 1);
         v_ring.consumer_release(v_st);
       }
-      // The item's tiles past this warpgroup's last (skip_unseen, split), released unread as
-      // they land.
-      for (int j = !split(cur) ? Tc : Tc > 0 ? tile_of(cur, Tc - 1) + 1 : 0; j < cur.w.Tc; ++j) {
-        pass_tile(k_st);
+      // The item's tiles past this warpgroup's own (skip_unseen), released unread as they land.
+      for (int j = Tc; j < cur.w.Tc; ++j) {
+        k_ring.consumer_wait(k_st);
+        k_ring.consumer_release(k_st);
+        v_ring.consumer_wait(k_st);
+        v_ring.consumer_release(k_st);
         k_st = k_st.next(stages);
       }
-      if (split(cur)) merge_lone(cur);
-      if (!split(cur) || consumer == 0) {
-        write_o(cur);
-        FLASHLAB_PIPELINE_LOG(kOWritten, item, -1);
-      }
+      write_o(cur);
+      FLASHLAB_PIPELINE_LOG(kOWritten, item, -1);
     }
 
     if (!across_items) next = next_item(item, after);
@@ -1252,12 +1099,11 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
           kMayRunAcross && fa3::runs_across_items(params.sw.overlap_items, kWarpSpecialized,
                                                   is_conditional(kRescale), params.q_buffers);
       const int64_t first = params.queue ? loader.wait_item(0) : first_in_turn;
-      const bool skip_unseen =
-          fa3::consumers_skip_unseen(D, kWarpSpecialized, params.sw.ping_pong, across_items);
       if (first >= 0)
         consume<T, D, /*kProducer=*/true, kIntraOverlap, kRescale, kSoftwareExp2>(
-            params, sram, warpgroup - 1, loader, /*issues=*/false, across_items, skip_unseen,
-            skip_unseen && params.split_lone, first, next_item,
+            params, sram, warpgroup - 1, loader, /*issues=*/false, across_items,
+            fa3::consumers_skip_unseen(D, kWarpSpecialized, params.sw.ping_pong, across_items),
+            first, next_item,
             [](int64_t, const WorkTile&, const RingUses&) {});
       finish_o_stores(params);
     }
@@ -1277,7 +1123,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
     if (first_in_turn >= 0)
       consume<T, D, /*kProducer=*/false, kIntraOverlap, kRescale, kSoftwareExp2>(
           params, sram, warpgroup, loader, issues, /*across_items=*/false, /*skip_unseen=*/false,
-          /*split_lone=*/false, first_in_turn,
+          first_in_turn,
           [&](int64_t item, const RingUses&) { return next_in_turn(item); }, start_item);
     finish_o_stores(params);
   }
@@ -1353,14 +1199,12 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
     throw_if_cuda_error(cudaMemsetAsync(queue->get(), 0, sizeof(unsigned long long), stream),
                         "fa3 work queue");
   }
-  const Fa3Params params{
-      p,
-      {options.stages, options.ping_pong != 0, rule, options.overlap_items != 0},
-      order,
-      fa3::q_buffers(D, dtype, options.stages),
-      queue ? static_cast<unsigned long long*>(queue->get()) : nullptr,
-      stage_o,
-      options.split_lone_tile != 0 && fa3::lone_tile_splits(D, dtype, options.stages)};
+  const Fa3Params params{p,
+                         {options.stages, options.ping_pong != 0, rule, options.overlap_items != 0},
+                         order,
+                         fa3::q_buffers(D, dtype, options.stages),
+                         queue ? static_cast<unsigned long long*>(queue->get()) : nullptr,
+                         stage_o};
   const auto blocks =
       unsigned(fa3::grid_blocks(order, grid != FLASHLAB_FA3_GRID_PER_TILE, device.sm_count));
   kernel<<<blocks, fa3::threads(kWarpSpecialized, D), sram_bytes, stream>>>(params, maps);

@@ -74,15 +74,13 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     ": they are for FLASHLAB_KERNEL_FA3 (" + std::to_string(FLASHLAB_KERNEL_FA3) +
                     ") only; call flashlab_forward for the other kernels");
   if (!is_flag(o.warp_specialized) || !is_flag(o.intra_overlap) ||
-      !is_flag(o.conditional_rescale) || !is_flag(o.software_exp2) || !is_flag(o.overlap_items) ||
-      !is_flag(o.split_lone_tile))
+      !is_flag(o.conditional_rescale) || !is_flag(o.software_exp2) || !is_flag(o.overlap_items))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 options warp_specialized = " + std::to_string(o.warp_specialized) +
                     ", intra_overlap = " + std::to_string(o.intra_overlap) +
                     ", conditional_rescale = " + std::to_string(o.conditional_rescale) +
                     ", software_exp2 = " + std::to_string(o.software_exp2) +
                     ", overlap_items = " + std::to_string(o.overlap_items) +
-                    ", split_lone_tile = " + std::to_string(o.split_lone_tile) +
                     ": each must be 0 (off) or 1 (on)");
   if (!is_flag(o.ping_pong) && o.ping_pong != FLASHLAB_FA3_AUTO)
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,

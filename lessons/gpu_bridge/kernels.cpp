@@ -225,13 +225,6 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
   if (stages < 1 || stages > most)
     return {std::nullopt, fmt::format("the fa3 kernel takes 1 to {} stages at d = {}, not {}",
                                       most, d, stages)};
-  // as the default options run it
-  const bool skips = k::consumers_skip_unseen(
-      d, /*warp_specialized=*/true, k::default_ping_pong(d),
-      k::runs_across_items(k::kDefaultOverlapItems != 0, /*warp_specialized=*/true,
-                           /*conditional=*/false, k::q_buffers(d, c_dtype(dtype), int(stages))));
-  const bool splits =
-      skips && k::kDefaultSplitLoneTile != 0 && k::lone_tile_splits(d, c_dtype(dtype), int(stages));
   return {sim::Fa3KernelFacts{.Br = info.config.Br,
                               .Bc = info.config.Bc,
                               .consumers = k::consumer_warpgroups(d),
@@ -246,8 +239,14 @@ Fa3Facts fa3_kernel_facts(Index d, sim::DType dtype, Index stages) {
                               .o_store = sim_store(info.config.o_store),
                               .lse_store = sim_store(info.config.lse_store),
                               .stages_o = k::stages_o(d, c_dtype(dtype), int(stages)),
-                              .skips_unseen = skips,
-                              .merge_bytes = splits ? k::merge_bytes(d) : 0},
+                              // as the default options run it
+                              .skips_unseen = k::consumers_skip_unseen(
+                                  d, /*warp_specialized=*/true, k::default_ping_pong(d),
+                                  k::runs_across_items(k::kDefaultOverlapItems != 0,
+                                                       /*warp_specialized=*/true,
+                                                       /*conditional=*/false,
+                                                       k::q_buffers(d, c_dtype(dtype),
+                                                                    int(stages))))},
           ""};
 }
 

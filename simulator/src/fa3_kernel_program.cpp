@@ -12,12 +12,7 @@
 //               softmax in registers (ping-pong and intra-warpgroup overlap reorder this
 //               work; they move no byte): each consumer every tile the block loads, or
 //               (facts.skips_unseen) only the tiles its own rows see, ceil(n_ic / Bc) with
-//               n_ic the keys of its last row, none where its rows start past N_q;
-//               a lone item (rows for the first consumer only, the last query tile of a
-//               head where N_q - i Br <= R) split (facts.merge_bytes > 0): its Tc tiles
-//               shared among the C consumers, each the same R rows against every C-th tile,
-//               the same CT; then the states merged through SRAM: C R exps (a scale per
-//               state and row) and C R (d + 1) rescales (U and l by it)
+//               n_ic the keys of its last row, none where its rows start past N_q
 //   epilogue    O_i = U / l and L_i = m + log l straight from registers to HBM (no TMA
 //               store, no SRAM staging), only the rows below N_q
 // TMA moves whole boxes: a tile that runs past N_q or N_k is zero-filled on chip, and the
@@ -59,9 +54,7 @@
 // and sums, R exps (alpha) and R (d + 1) rescales (U and l by alpha); per block Br d divides
 // (O = U / l) and Br logs (L).
 // SRAM per block, as the kernel carves it: align_slack + Br d b (sQ) + stages x 2 Bc d b (the
-// K and V rings) + barrier_bytes, + Br d b (sO) where O is staged for its TMA stores; where
-// lone items split, at least up to the merge area's end: the same with R d b of sO (the first
-// consumer's) + merge_bytes.
+// K and V rings) + barrier_bytes, + Br d b (sO) where O is staged for its TMA stores.
 //
 // Counts only: the numbers of the forward are cpu_reference's; the mirror books the bytes
 // and the work the kernel's schedule issues.
@@ -141,7 +134,6 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check_size("consumers", f.consumers, 1, f.Br);
   check_size("align_slack", f.align_slack, 0, kMaxOverhead);
   check_size("barrier_bytes", f.barrier_bytes, 0, kMaxOverhead);
-  check_size("merge_bytes", f.merge_bytes, 0, kMaxOverhead);
   cpu::check_causal(s.causal);
   check_mirror_heads(s.batch, s.heads_q, s.heads_kv);
   if (f.o_store) check(*f.o_store);
@@ -150,12 +142,6 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
     throw cpu::InvalidArgument(fmt::format(
         "Br = {} does not split over {} consumer warpgroups: each takes Br / consumers rows", f.Br,
         f.consumers));
-  if (f.merge_bytes > 0 && (!f.skips_unseen || !f.stages_o || f.consumers < 2))
-    throw cpu::InvalidArgument(fmt::format(
-        "merge_bytes = {}: lone items split only where consumers leave out unseen tiles "
-        "(skips_unseen), O is staged (stages_o) and there are two consumers or more (given {}, "
-        "{}, {}); give merge_bytes = 0",
-        f.merge_bytes, f.skips_unseen, f.stages_o, f.consumers));
 }
 
 Index fa3_consumer_tiles(const Fa3Shape& s, const Fa3KernelFacts& f) {
@@ -177,12 +163,10 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
 
   PassReport r;
   r.pass = "fa3";
-  r.label =
-      fmt::format("Br {} ({} consumer warpgroups), Bc {}, {} stage{}, {}{}{}, {} threads, {}", Br,
-                  f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
-                  f.warp_specialized ? "warp-specialised" : "no producer warpgroup",
-                  f.work_queue ? ", work queue" : "", f.merge_bytes > 0 ? ", lone tiles split" : "",
-                  f.threads, to_string(f.dtype));
+  r.label = fmt::format("Br {} ({} consumer warpgroups), Bc {}, {} stage{}, {}{}, {} threads, {}",
+                        Br, f.consumers, Bc, f.stages, f.stages > 1 ? "s" : "",
+                        f.warp_specialized ? "warp-specialised" : "no producer warpgroup",
+                        f.work_queue ? ", work queue" : "", f.threads, to_string(f.dtype));
   const auto tensor = [&](std::string name, DType dtype, Index n, Bytes read, Bytes written,
                           Bytes by_tma = 0) {
     r.tensors.push_back({std::move(name), std::string(to_string(dtype)), n, read, written, by_tma});
@@ -228,16 +212,10 @@ PassReport count_fa3_kernel(const Fa3Shape& s, const Fa3KernelFacts& f) {
   r.ops.sum = scores;
   r.ops.rescale = cpu::checked_product({tiles, R, d + 1}, "the rescales");
   r.ops.divide = cpu::checked_product({blocks, Br, d}, "the divides");
-  // A split lone item's merge: C states of R rows, each scaled (an exp a row) into the sum.
-  const Index lone = f.merge_bytes > 0 && s.n_q - (Tr - 1) * Br <= R ? Hq : 0;
-  r.ops.exp += cpu::checked_product({lone, f.consumers, R}, "the merges' exps");
-  r.ops.rescale += cpu::checked_product({lone, f.consumers, R, d + 1}, "the merges' rescales");
 
   r.launches.push_back({"fa3", blocks, Hq * sums.working, f.threads});
-  const Bytes rings =
-      f.align_slack + f.q_buffers * Br * d * b + f.stages * 2 * Bc * d * b + f.barrier_bytes;
-  r.peak_sram = std::max(rings + (f.stages_o ? Br * d * b : 0),
-                         f.merge_bytes > 0 ? rings + R * d * b + f.merge_bytes : 0);
+  r.peak_sram = f.align_slack + f.q_buffers * Br * d * b + f.stages * 2 * Bc * d * b +
+                f.barrier_bytes + (f.stages_o ? Br * d * b : 0);
   return r;
 }
 

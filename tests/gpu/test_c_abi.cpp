@@ -100,7 +100,6 @@ TEST_CASE("fa3's options: FLASHLAB_FA3_AUTO by default, resolved per head dimens
     CHECK(out.warp_specialized == defaults.warp_specialized);
     CHECK(out.grid == defaults.grid);
     CHECK(out.overlap_items == defaults.overlap_items);
-    CHECK(out.split_lone_tile == defaults.split_lone_tile);
   }
   flashlab_fa3_options out{};
   CHECK(status_name(flashlab_fa3_resolve_options(96, &defaults, &out)) ==

@@ -220,9 +220,6 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
             const GridShape& shape = kShapes[s];
             flashlab_fa3_options o = fa3_defaults();
             o.overlap_items = 1;
-            // Apart, a lone item (N_q = 1023) would share its tiles among the consumers and
-            // add them in another order (split_lone_tile, tested below).
-            o.split_lone_tile = 0;
             o.grid = grid;
             o.stages = stages;
             o.ping_pong = (stages + s) % 2;  // each stage count with ping-pong on and off
@@ -268,7 +265,6 @@ TEST_CASE("fa3: ping-pong changes no bit at d = 64 (consumers computing every ti
           o.stages = stages;
           o.ping_pong = 0;
           o.overlap_items = overlap_items;
-          o.split_lone_tile = 0;  // (the lone items of N_q = 1024 and 577: tested below)
           expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, 64, causal, o),
                                 [](flashlab_fa3_options& turns) { turns.ping_pong = 1; });
         }
@@ -421,90 +417,6 @@ TEST_CASE("fa3: overlap_items's option is checked") {
     CHECK(message.empty());
   }
   check_flag_refused(call, fa3_defaults(), &flashlab_fa3_options::overlap_items, "overlap_items");
-}
-
-TEST_CASE("fa3: split_lone_tile's option is checked") {
-  CHECK(fa3_defaults().split_lone_tile == fa3::kDefaultSplitLoneTile);
-  const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 64);
-  std::string message;
-  for (int value : {0, 1}) {
-    flashlab_fa3_options o = fa3_defaults();
-    o.split_lone_tile = value;
-    CHECK(call_fa3(call, o, &message) == FLASHLAB_OK);
-    CHECK(message.empty());
-  }
-  check_flag_refused(call, fa3_defaults(), &flashlab_fa3_options::split_lone_tile,
-                     "split_lone_tile");
-}
-
-// Shapes with lone items at d = 64 (Br = 192): a head's last query tile with rows for the
-// first consumer only (N_q = 1, 64, 577: 1 row, 1023: 63, 1024: 64), against 1, 2, 3 and many
-// KV tiles, so that consumers get no tile, one, or several; under the bottom-right mask with
-// N_q > N_k its first rows see no key; GQA and MQA.
-constexpr GridShape kLoneShapes[] = {{1, 2, 1, 1, 1},       {2, 4, 2, 64, 250},
-                                     {1, 3, 1, 577, 1300},  {3, 4, 2, 1023, 300},
-                                     {2, 8, 2, 1024, 1024}, {1, 4, 1, 1023, 113}};
-
-TEST_CASE("fa3: a lone item's tiles shared among the consumers match the reference (d = 64)") {
-  // split_lone_tile on and off, at 3 and 4 stages (as many stages as consumers and more) and at
-  // 2 (too few: the items are not split), on the persistent grid, the work queue and one block
-  // per tile; bf16 and fp16.
-  REQUIRE(fa3::lone_tile_splits(64, FLASHLAB_BF16, 3));
-  REQUIRE(fa3::lone_tile_splits(64, FLASHLAB_BF16, 4));
-  REQUIRE(!fa3::lone_tile_splits(64, FLASHLAB_BF16, 2));
-  REQUIRE(!fa3::lone_tile_splits(128, FLASHLAB_BF16, 2));
-  std::vector<flashlab_fa3_options> each;
-  for (int grid :
-       {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE, FLASHLAB_FA3_GRID_PER_TILE})
-    for (int stages : {2, 3, 4})
-      for (int split : {0, 1}) {
-        flashlab_fa3_options o = fa3_defaults();
-        o.grid = grid;
-        o.stages = stages;
-        o.split_lone_tile = split;
-        each.push_back(o);
-      }
-  for (flashlab_dtype dtype : {FLASHLAB_BF16, FLASHLAB_FP16})
-    for (const GridShape& shape : kLoneShapes)
-      for (flashlab_causal causal :
-           {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
-        expect_each_matches_reference(grid_case(shape, dtype, 64, causal, {}), each);
-}
-
-TEST_CASE("fa3: a split lone item is bitwise deterministic, and changes the output's bits") {
-  // The states are merged in consumer order: the same bits every run. Split, the rows of
-  // N_q = 1024's last tile add their 8 KV tiles in three partial sums rather than one: other
-  // bits than unsplit (so the split ran).
-  constexpr int kRuns = 5;
-  for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_TOP_LEFT}) {
-    flashlab_fa3_options o = fa3_defaults();
-    o.split_lone_tile = 1;
-    Case c = grid_case({2, 8, 2, 1024, 1024}, FLASHLAB_BF16, 64, causal, o);
-    expect_matches_reference(c);
-    const uint64_t seed = fresh_seed();
-    const auto runs = run_repeated(c, seed, kRuns);
-    INFO(c.describe(), " seed=", seed);
-    for (int r = 1; r < kRuns; ++r) CHECK(same_bits(runs[0], runs[r]));
-    c.fa3->split_lone_tile = 0;
-    const auto unsplit = run_repeated(c, seed, 1);
-    CHECK(!same_bits(runs[0], unsplit[0]));
-  }
-}
-
-TEST_CASE("sanitizer: fa3's lone items split among the consumers, d = 64") {
-  // Persistent blocks taking several items, lone ones among them (N_q = 1023: 6 items a head,
-  // the last of 63 rows), the merge area reused from item to item; 3 and 4 stages.
-  std::vector<flashlab_fa3_options> each;
-  for (int grid : {FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
-    for (int stages : {3, 4}) {
-      each.push_back(fa3_defaults());
-      each.back().grid = grid;
-      each.back().stages = stages;
-      each.back().split_lone_tile = 1;
-    }
-  for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
-    expect_each_matches_reference(grid_case({1, 24, 4, 1023, 300}, FLASHLAB_BF16, 64, causal, {}),
-                                  each);
 }
 
 flashlab_fa3_options conditional() {

@@ -236,56 +236,6 @@ TEST_CASE("fa3 mirror: GQA shares K and V in HBM, not on chip, and stages change
   CHECK(across.peak_sram - apart.peak_sram == 128 * 128 * 2);
 }
 
-TEST_CASE("fa3 mirror: a lone item's tiles split among the consumers, and their merge") {
-  Fa3KernelFacts f = facts(4, DType::bf16);
-  f.Br = 192;
-  f.consumers = 3;
-  f.threads = 512;
-  f.q_buffers = 2;
-  f.stages_o = true;
-  f.skips_unseen = true;
-  const Index d = 64, R = 64, b = 2, merge = 2 * 128 * (32 + 4) * 4;  // two states, fp32
-  // Worked by hand: N = 1024 has a lone item (rows 960..1023, the first consumer's only); it
-  // computes as many (R, Bc) tiles split as not (each of its Tc tiles by one consumer), so the
-  // bytes and matmuls stay, and the merge adds 3 states x 64 rows of exps and of (d + 1)
-  // rescales a head. N = 1100 has none (its last tile's 140 rows reach the second consumer).
-  for (const Index heads : {1, 3})
-    for (const auto causal : {cpu::Causal::none, cpu::Causal::top_left}) {
-      const Fa3Shape s{
-          .heads_q = heads, .heads_kv = 1, .n_q = 1024, .n_k = 1024, .d = d, .causal = causal};
-      f.merge_bytes = 0;
-      const PassReport apart = count_fa3_kernel(s, f);
-      f.merge_bytes = merge;
-      const PassReport split = count_fa3_kernel(s, f);
-      CAPTURE(heads);
-      CAPTURE(cpu::to_string(causal));
-      for (const char* name : {"Q", "K", "V", "O", "L"}) {
-        CHECK(split.tensor(name).read == apart.tensor(name).read);
-        CHECK(split.tensor(name).written == apart.tensor(name).written);
-      }
-      CHECK(split.ops.matrix_flops == apart.ops.matrix_flops);
-      CHECK(split.ops.exp - apart.ops.exp == heads * 3 * R);
-      CHECK(split.ops.rescale - apart.ops.rescale == heads * 3 * R * (d + 1));
-      // SRAM: the rings, two Q buffers, the first consumer's sO and the area, past all of sO.
-      const Index rings = 1024 + 2 * 192 * d * b + 4 * 2 * 128 * d * b + 1024;
-      CHECK(apart.peak_sram == rings + 192 * d * b);
-      CHECK(split.peak_sram == rings + R * d * b + merge);
-      CHECK(split.label.find("lone tiles split") != std::string::npos);
-      CHECK(apart.label.find("lone tiles split") == std::string::npos);
-      const Fa3Shape none{.heads_q = heads, .n_q = 1100, .n_k = 1100, .d = d, .causal = causal};
-      f.merge_bytes = 0;
-      const PassReport none_apart = count_fa3_kernel(none, f);
-      f.merge_bytes = merge;
-      CHECK(count_fa3_kernel(none, f).ops.exp == none_apart.ops.exp);
-    }
-  // Split where it cannot be: refused.
-  f.merge_bytes = merge;
-  f.skips_unseen = false;
-  CHECK_THROWS_WITH_AS(count_fa3_kernel({.n_q = 1024, .n_k = 1024, .d = d}, f),
-                       doctest::Contains("merge_bytes = 36864: lone items split only where"),
-                       cpu::InvalidArgument);
-}
-
 TEST_CASE("fa3 mirror: a shape or facts it cannot take is refused with the reason") {
   const Fa3Shape ok{.heads_q = 4, .heads_kv = 2, .n_q = 97, .n_k = 97, .d = 128};
   Fa3Shape bad = ok;

@@ -70,17 +70,6 @@ typedef struct flashlab_fa3_options {
                                (fa3::kDefaultOverlapItems, kernel_info.hpp: measured, it
                                gains at most 2% and loses up to 8% where the next item's
                                Q or K_0 lands late). */
-  int32_t split_lone_tile;  /* 1: a work item whose rows are all the first consumer
-                               warpgroup's (a head's last query tile of 64 rows or fewer,
-                               at d = 64) has its KV tiles shared among the consumers, each
-                               computing the same rows against every C-th tile, their
-                               (m, l, U) merged in SRAM before O; 0: the first consumer
-                               computes them all and the others only release them. It takes
-                               effect where consumers leave out the tiles their rows do not
-                               see (d = 64, warp_specialized = 1, ping_pong = 0, items
-                               apart), under the standard rule, with O staged and at least
-                               as many stages as consumers (fa3::lone_tile_splits,
-                               kernel_info.hpp). Default fa3::kDefaultSplitLoneTile. */
 } flashlab_fa3_options;
 
 /* flashlab_fa3_options.grid. The order of the tiles is the same in every case

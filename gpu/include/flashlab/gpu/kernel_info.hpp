@@ -641,9 +641,7 @@ constexpr int64_t workspace_bytes(int64_t batch, int64_t heads_q, int64_t n_q, i
 //     224 KiB of the H200's 227 KiB per block; 2 stages 160 KiB, + sO (128, 128) 32 KiB for
 //     the epilogue's TMA stores (below: stages_o), + a second sQ 32 KiB (q_buffers): 224 KiB,
 //     226 KiB with the barriers and the alignment slack. At d = 64, 4 stages (default_stages)
-//     of 16 KiB sK and sV, two sQ (192, 64) and sO (192, 64) of 24 KiB: 202 KiB (3: 170);
-//     with the merge area of lone items (lone_tile_splits), which runs 20 KiB past sO's end,
-//     222 KiB (3: 190).
+//     of 16 KiB sK and sV, two sQ (192, 64) and sO (192, 64) of 24 KiB: 202 KiB (3: 170).
 //   Threads: the consumers and a producer warpgroup with warp specialisation (384 at
 //     d = 128, 512 at d = 64: threads); without it (d = 128 only) the consumers alone, the
 //     first consumer thread issuing the copies itself between its tiles.
@@ -707,9 +705,7 @@ constexpr int w_buffers(int64_t d) { return consumer_warpgroups(d) == 2 ? 2 : 1;
 // share of S (64 rows x Bc fp32 over 128 threads), of U (64 rows x d fp32), and of W (64 x Bc
 // in the input dtype, two elements a register), before addresses, m, l and temporaries.
 constexpr int s_registers() { return kRowsPerConsumer * kBc / kWarpgroupThreads; }
-FLASHLAB_HOST_DEVICE constexpr int u_registers(int64_t d) {
-  return int(kRowsPerConsumer * d / kWarpgroupThreads);
-}
+constexpr int u_registers(int64_t d) { return int(kRowsPerConsumer * d / kWarpgroupThreads); }
 constexpr int w_registers() { return s_registers() / 2; }
 constexpr int consumer_data_registers(int64_t d, int buffers) {
   return s_registers() + u_registers(d) + buffers * w_registers();
@@ -826,8 +822,6 @@ inline constexpr int kAutoQueueWithoutMaskMinConsumers = 3;
 // landed by the item's last section (short sections at d = 64; the work queue publishing
 // the next item late), S_0 and O wait for it, which apart they do not (bench/gpu/NOTES.md).
 inline constexpr int kDefaultOverlapItems = 0;
-// flashlab_fa3_options.split_lone_tile's default (lone_tile_splits, below, says where it acts).
-inline constexpr int kDefaultSplitLoneTile = 1;
 // Whether the default kernel (warp specialised, intra-warpgroup overlap, standard rule)
 // carries the code that chains work items, read at run time, or is compiled without it when
 // overlap_items = 0. The work is the same, and so is the main loop's list of instructions;
@@ -854,7 +848,6 @@ constexpr flashlab_fa3_options default_options() {
   o.grid = kDefaultGrid;
   o.software_exp2 = 0;
   o.overlap_items = kDefaultOverlapItems;
-  o.split_lone_tile = kDefaultSplitLoneTile;
   return o;
 }
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
@@ -915,46 +908,12 @@ constexpr int q_buffers(int64_t d, flashlab_dtype dtype, int stages) {
              ? kMaxQBuffers
              : 1;
 }
-// The lone tile's keys shared out (flashlab_fa3_options.split_lone_tile). A work item whose
-// rows are all the first consumer's (a head's last query tile when 64 or fewer of its Br rows
-// lie below N_q: at d = 64, N = 1024, rows 960 .. 1023, which under the mask see all 8 KV
-// tiles, the longest item of the head) leaves the other consumers with no row: they only
-// release its tiles, and the item takes as long as 64 rows against every tile on one
-// warpgroup. Split, every consumer computes the same 64 rows against every C-th KV tile of
-// the item (consumer c the tiles c, c + C, ..., C consumers), keeping its own (m, l, U), and
-// the first consumer merges the states in SRAM before its O (flashlab::cpu::merge: the
-// split-KV of flash-decoding, inside one block). The merge area holds, for each other
-// consumer, each thread's U and the m and l of its two rows, in fp32; it starts at consumer
-// 1's sO, which a lone item does not use, and runs past the end of sO.
-inline constexpr int kMergeStateFloats = 4;  // m and l of the thread's two rows
-FLASHLAB_HOST_DEVICE constexpr int64_t merge_bytes(int64_t d) {
-  return (consumer_warpgroups(d) - 1) * kWarpgroupThreads * (u_registers(d) + kMergeStateFloats) *
-         int64_t(sizeof(float));
-}
-// Where the merge area ends: the ring, the second Q buffer, consumer 0's (64, d) of sO, the area.
-constexpr int64_t merge_sram_end(int64_t d, flashlab_dtype dtype, int stages) {
-  return ring_sram_bytes(d, dtype, stages) +
-         (q_buffers(d, dtype, stages) - 1) * tile_bytes(br(d), d, dtype) +
-         tile_bytes(kRowsPerConsumer, d, dtype) + merge_bytes(d);
-}
-// Whether a block of head dimension d with `stages` can split its lone items: consumers that
-// leave out unseen tiles (skips_unseen_tiles: items apart, no ping-pong), O staged (the area
-// starts in sO), as many stages as consumers (a consumer holds its last V while it waits for
-// its next K, C tiles on: with fewer stages the producer could not load the tiles between),
-// and the area inside the block's SRAM.
-constexpr bool lone_tile_splits(int64_t d, flashlab_dtype dtype, int stages) {
-  return skips_unseen_tiles(d) && stages_o(d, dtype, stages) && stages >= consumer_warpgroups(d) &&
-         merge_sram_end(d, dtype, stages) <= kMaxSramPerBlock;
-}
 constexpr int64_t sram_bytes(int64_t d, flashlab_dtype dtype, int stages) {
-  const int64_t rings_q_o = ring_sram_bytes(d, dtype, stages) +
-                            (stages_o(d, dtype, stages) ? tile_bytes(br(d), d, dtype) : 0) +
-                            (q_buffers(d, dtype, stages) - 1) * tile_bytes(br(d), d, dtype);
-  return lone_tile_splits(d, dtype, stages) && merge_sram_end(d, dtype, stages) > rings_q_o
-             ? merge_sram_end(d, dtype, stages)
-             : rings_q_o;
+  return ring_sram_bytes(d, dtype, stages) +
+         (stages_o(d, dtype, stages) ? tile_bytes(br(d), d, dtype) : 0) +
+         (q_buffers(d, dtype, stages) - 1) * tile_bytes(br(d), d, dtype);
 }
-// The most stages a block of head dimension d holds: kMaxStages at d = 64 (222 KiB), 3 at
+// The most stages a block of head dimension d holds: kMaxStages at d = 64 (202 KiB), 3 at
 // d = 128 (224 KiB; a fourth would need 288). What flashlab_fa3_options.stages may ask for.
 constexpr int max_stages(int64_t d, flashlab_dtype dtype) {
   int stages = kMaxStages;

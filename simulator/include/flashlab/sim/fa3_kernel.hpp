@@ -51,11 +51,6 @@ struct Fa3KernelFacts {
   bool stages_o = false;         // O leaves through an SRAM tile sO (Br, d) and TMA stores
   bool skips_unseen = false;     // a consumer computes only the KV tiles its own rows see
                                  // (none where they start past N_q); else all the block loads
-  Bytes merge_bytes = 0;         // > 0: a lone item (a head's last query tile with rows for the
-                                 // first consumer only) has its KV tiles shared among the
-                                 // consumers, whose states meet in this much SRAM from the
-                                 // second consumer's sO on (needs skips_unseen and stages_o);
-                                 // 0: its first consumer computes them all
   bool work_queue = false;       // blocks claim their items from a counter after the first,
                                  // one atomic add per item in all (for a shape: the grid its
                                  // launch resolves, kernels.hpp's fa3_takes_from_queue)
