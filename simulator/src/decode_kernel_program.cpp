@@ -22,9 +22,17 @@
 // (sequence, KV head) (R = 1 when rows_per_block is 0 or at least rows), page size P:
 //   Q          read     H_kv W rows d b
 //   K, V       read     H_kv R L d b each        (every key once per row block, whatever S)
-//   block table read    H_kv R 4 sum over working splits of the pages the split touches:
-//                       floor((e - 1) / P) - floor(a / P) + 1 for keys [a, e); about
-//                       H_kv 4 (ceil(L / P) + W - 1) when shares do not end on a page
+//   block table read    H_kv R 32 sum over working splits of the sectors of the entries it
+//                       reads: pages floor(a / P) .. floor((e - 1) / P) for keys [a, e),
+//                       4 bytes each, in the sequence's row of the table (row b starts
+//                       4 b ceil(L_max / P) bytes in: the rows as compare lays them out, the
+//                       table sector-aligned); a block reads its entries through its SM's
+//                       L1, so each sector once a block (blocks of other KV heads reading the
+//                       same entries on the same SM are not taken out: an upper bound there).
+//                       Where every split's entries start and end on sectors, 4 bytes an
+//                       entry: H_kv 4 (ceil(L / P) + W - 1) when shares do not end on a page
+//                       (measured on an H100, 2026-12-06: 12 entries a split, 48 bytes,
+//                       always over two sectors, 64 bytes a block)
 //   partial    written  H_kv S rows (d + 2) f    read  the same (by the combine); with the
 //                       states padded to whole sectors (state_floats, the kernel as built)
 //                       both are H_kv S rows state_floats f, the sectors the stores and
@@ -130,7 +138,7 @@ void check_range(std::string_view name, Index value, Index min, Index max) {
 // What one sequence's split-kernel blocks of one KV head move and compute.
 struct SequenceCounts {
   Index working = 0;        // splits with keys (W)
-  Index table_entries = 0;  // block-table entries read
+  Bytes table_read = 0;     // the sectors of the block-table entries the splits read
   OpCounts ops{};
 };
 
@@ -140,7 +148,9 @@ Index first_step(Index steps, Index j, const DecodeKernelFacts& f) {
   return std::min(j * ceil_div(steps, f.splits), steps);  // equal splits
 }
 
-SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelFacts& f) {
+// `table_row`: where the sequence's row of the block table starts, in bytes.
+SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelFacts& f,
+                               Bytes table_row) {
   SequenceCounts c;
   const Index Bc = f.keys_per_step, steps = ceil_div(L, Bc);
   if (steps == 0) return c;
@@ -149,7 +159,11 @@ SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelF
     if (a >= e) continue;  // a split or piece with no keys
     ++c.working;
     const Index t = ceil_div(e - a, Bc);
-    if (f.page_size > 0) c.table_entries += (e - 1) / f.page_size - a / f.page_size + 1;
+    if (f.page_size > 0) {
+      const Bytes first = table_row + a / f.page_size * kTableEntryBytes,
+                  last = table_row + (e - 1) / f.page_size * kTableEntryBytes;
+      c.table_read += (last / kSectorBytes - first / kSectorBytes + 1) * kSectorBytes;
+    }
     c.ops += detail::score_ops(rows, e - a, d);
     c.ops += detail::update_ops(rows, e - a, d);
     c.ops += detail::update_ops(rows, 0, d).times(t - 1);  // the per-step terms, once per step
@@ -281,15 +295,20 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   const Index d = s.d, b = bytes_of(f.dtype), S = f.splits, H = s.heads_kv;
   const Index rows = s.n_q * s.group;  // per (sequence, KV head)
   const Index R = f.rows_per_block > 0 ? ceil_div(rows, f.rows_per_block) : 1;  // row blocks
-  Index keys = 0, working = 0, entries = 0, max_length = 0;
+  const Index max_length = *std::max_element(s.lengths.begin(), s.lengths.end());
+  // The block table's rows: the pages of the longest sequence each.
+  const Index table_row_entries = f.page_size > 0 ? ceil_div(max_length, f.page_size) : 0;
+  Index keys = 0, working = 0;
+  Bytes table_read = 0;
   OpCounts ops;
-  for (const Index L : s.lengths) {
-    const SequenceCounts c = sequence_counts(L, rows, d, f);
+  for (Index seq = 0; seq < s.batch(); ++seq) {
+    const Index L = s.lengths[std::size_t(seq)];
+    const SequenceCounts c =
+        sequence_counts(L, rows, d, f, seq * table_row_entries * kTableEntryBytes);
     keys = cpu::checked_add(keys, L, "the keys");
     working += c.working;
-    entries += c.table_entries;
+    table_read += c.table_read;
     ops += c.ops;
-    max_length = std::max(max_length, L);
   }
   const Index B = s.batch(), state_floats = d + kStateFloatsBeyondU;
   const Index stride = state_stride_floats(d, f);
@@ -335,7 +354,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"K", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
       {"V", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
       {"block table", "int32", f.page_size > 0 ? B * ceil_div(max_length, f.page_size) : 0,
-       bytes({H, R, entries, kTableEntryBytes}), 0},
+       bytes({H, R, table_read}), 0},
       ends_rows ? PassTensor{"partial state", fp32, 0, 0, 0}
                 : PassTensor{"partial state", fp32, B * H * S * rows * state_floats, state_read,
                              states_out(states, d, stride * kFp32, f.stores)},

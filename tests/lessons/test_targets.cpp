@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +91,20 @@ struct H100Run {
   int rows;
 };
 
+using Row = std::map<std::string, std::string>;
+
+// The row of `rows` of the same kernel and shape as `row` (a prediction kept before a run
+// whose rows came back in other files or another order).
+const Row& same_shape(const std::vector<Row>& rows, const Row& row) {
+  const auto found = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+    return r.at("kernel") == row.at("kernel") && r.at("N") == row.at("N") &&
+           r.at("d") == row.at("d") && r.at("heads") == row.at("heads") &&
+           r.at("causal") == row.at("causal");
+  });
+  REQUIRE(found != rows.end());
+  return *found;
+}
+
 // `flashlab compare` on an H100 80GB HBM3 (bench/results/h100/) against its profile's grid
 // model: DRAM reads within 15% of the measured, except one head at the onset (N = 40,960 to
 // 49,152; the H100's is 41,600 by the closed form), where the model's sharp step meets the
@@ -104,19 +119,16 @@ int h100_dram_within(std::initializer_list<H100Run> runs) {
     const auto measured = results_csv(csv.measured);
     CHECK(measured.size() == std::size_t(csv.rows));
     const auto before = csv.predicted ? results_csv(csv.predicted) : measured;
-    REQUIRE(before.size() == measured.size());
-    for (std::size_t k = 0; k < measured.size(); ++k) {
-      const auto& row = measured[k];
+    for (const Row& row : measured) {
       const auto at = [&](const char* name) { return std::stod(row.at(name)); };
       const app::KernelRun run = stored_run(row);
       const std::string shape = shape_of(run);
       CAPTURE(shape);
-      REQUIRE(before[k].at("kernel") == run.kernel);
-      REQUIRE(before[k].at("N") == row.at("N"));
       const app::Prediction p = app::predict(run);
       if (csv.predicted) {  // the prediction made before the run, made again
-        CHECK(p.dram_read() == std::stod(before[k].at("dram_read_predicted")));
-        CHECK(p.dram_written() == std::stod(before[k].at("dram_written_predicted")));
+        const Row& kept = same_shape(before, row);
+        CHECK(p.dram_read() == std::stod(kept.at("dram_read_predicted")));
+        CHECK(p.dram_written() == std::stod(kept.at("dram_written_predicted")));
       }
       const double read = at("dram_read_measured") / p.dram_read();
       CAPTURE(read);
@@ -170,6 +182,50 @@ TEST_CASE("targets: an H100's DRAM bytes against its profile, predicted before t
            {"h100/2026-12-06-h100-unseen-b.csv", "h100/2026-12-06-h100-unseen-b-predicted.csv", 12},
            {"h100/2026-12-06-h100-unseen-c.csv", "h100/2026-12-06-h100-unseen-c-predicted.csv",
             8}}) == 21);
+}
+
+TEST_CASE("targets: an H100 at forward shapes never run, predicted before the run") {
+  // The second set kept before its run (bench/results/h100/2026-12-06-h100-unseen2-*): the
+  // four kernels at N = 3,000 and 6,144 over 2 and 6 heads, d = 64 and 128, both masks; fa2
+  // and fa3 at one head, N = 36,864 and 53,248 (about the onset), and over 4 and 10 heads at
+  // N = 10,240, both masks. Into and out of the SMs flashlab's own kernels to the byte and the
+  // naive kernel (cuBLAS inside) within 10%; DRAM reads within 15% at all 76 rows.
+  const TargetFor h100("h100");
+  const char* const predicted = "h100/2026-12-06-h100-unseen2-fwd-predicted.csv";
+  const std::initializer_list<H100Run> runs = {
+      {"h100/2026-12-06-h100-unseen2-fwd-d128-h2.csv", predicted, 16},
+      {"h100/2026-12-06-h100-unseen2-fwd-d128-h6.csv", predicted, 16},
+      {"h100/2026-12-06-h100-unseen2-fwd-d64-h2.csv", predicted, 16},
+      {"h100/2026-12-06-h100-unseen2-fwd-d64-h6.csv", predicted, 16},
+      {"h100/2026-12-06-h100-unseen2-onset.csv", "h100/2026-12-06-h100-unseen2-onset-predicted.csv",
+       4},
+      {"h100/2026-12-06-h100-unseen2-mid.csv", "h100/2026-12-06-h100-unseen2-mid-predicted.csv",
+       8}};
+  CHECK(h100_dram_within(runs) == 76);
+  int own = 0;
+  for (const H100Run csv : runs) {
+    const std::vector<Row> before = results_csv(csv.predicted);
+    for (const Row& row : results_csv(csv.measured)) {
+      const app::KernelRun run = stored_run(row);
+      const std::string shape = shape_of(run);
+      CAPTURE(shape);
+      const app::Prediction p = app::predict(run);
+      const Row& kept = same_shape(before, row);
+      CHECK(p.sm_read() == std::stod(kept.at("sm_read_predicted")));
+      CHECK(p.sm_written() == std::stod(kept.at("sm_written_predicted")));
+      const double read = std::stod(row.at("sm_read_measured")),
+                   written = std::stod(row.at("sm_written_measured"));
+      if (run.kernel == "naive") {
+        CHECK(std::abs(read / p.sm_read() - 1) <= 0.10);
+        CHECK(std::abs(written / p.sm_written() - 1) <= 0.10);
+      } else {
+        CHECK(read == p.sm_read());
+        CHECK(written == p.sm_written());
+        ++own;
+      }
+    }
+  }
+  CHECK(own == 60);
 }
 
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
@@ -264,16 +320,17 @@ TEST_CASE("targets: the passes on an H100 against its profile, predicted before 
         CHECK(sm_read == sm_read_predicted);
       CHECK(at(m, "stores_issued_measured") == at(now[k], "stores_predicted"));
       const double dram = at(now[k], backward ? "dram_read_grid" : "dram_read_predicted");
-      CHECK(at(m, "dram_read_measured") / dram == doctest::Approx(1).epsilon(0.01));
+      CHECK(std::abs(at(m, "dram_read_measured") / dram - 1) <= 0.01);
       if (backward && at(m, "dram_written_measured") >= double(1 << 20))
-        CHECK(at(m, "dram_written_measured") / at(now[k], "dram_written_grid") ==
-              doctest::Approx(1).epsilon(0.15));
+        CHECK(std::abs(at(m, "dram_written_measured") / at(now[k], "dram_written_grid") - 1) <=
+              0.15);
     }
   }
 }
 
 TEST_CASE("decode into the SMs to the byte at every stored row, its lengths booked") {
-  // Every `compare --pass decode` row kept in bench/results (32 query heads over 8, d = 128):
+  // Every `compare --pass decode` row kept in bench/results (32 query heads over 8, d = 128,
+  // but the last two):
   // the H200's sweeps of 2026-12-04 (B = 1, L = 1,024 to 131,072; B = 8, L = 1,024 to 65,536;
   // pages of 64 at L = 4,096 and 32,768), an H100's of 2026-12-05 and 2026-12-06 (B = 2; B = 16
   // and 64 at L = 4,096, whose lengths are 2 and 8 sectors, predicted before). Before the
@@ -293,7 +350,11 @@ TEST_CASE("decode into the SMs to the byte at every stored row, its lengths book
         Stored{"h100/2026-12-05-h100-app-replay-compare-decode.csv", "h100", "", 4},
         Stored{"h100/2026-12-06-h100-unseen-decode.csv", "h100", "", 2},
         // Past one sector, predicted before the run: B = 16 (two sectors), exact.
-        Stored{"h100/2026-12-06-h100-decode-lengths.csv", "h100", "", 2}}) {
+        Stored{"h100/2026-12-06-h100-decode-lengths.csv", "h100", "", 2},
+        // d = 64, 16 query heads over 4, B = 4, L = 12,288, contiguous and in pages of 64 (whose
+        // block table, 48 bytes a split over two sectors, is booked by its sectors since).
+        Stored{"h100/2026-12-06-h100-unseen2-dec.csv", "h100", "", 1},
+        Stored{"h100/2026-12-06-h100-unseen2-dec-paged.csv", "h100", "--page-size 64", 1}}) {
     const std::string file = stored.csv;
     CAPTURE(file);
     const auto measured = results_csv(stored.csv);
@@ -323,5 +384,5 @@ TEST_CASE("decode into the SMs to the byte at every stored row, its lengths book
       ++rows;
     }
   }
-  CHECK(rows == 25);
+  CHECK(rows == 27);
 }

@@ -1,6 +1,7 @@
 // The mirror of the GPU decode (decode_kernel_program.cpp): every tensor's bytes, the work
 // and the grid against the closed form of its header, with each split's keys and pages
-// found here key by key (not by the program's formula); ragged lengths including 0, every
+// found here key by key (not by the program's formula), the block table's entries as the
+// sectors they lie in; ragged lengths including 0, every
 // split count from 1 to 64, pages of 16, 64 and 256 tokens and a contiguous cache, GQA.
 #include "helpers.hpp"
 
@@ -16,12 +17,26 @@ namespace flashlab::sim::test {
 namespace {
 
 struct PerSequence {
-  Index working = 0, entries = 0, steps = 0;
+  Index working = 0, table_sectors = 0, steps = 0;
 };
+
+// The block table as compare lays it out: a row per sequence of the longest one's pages,
+// from a sector-aligned base. The sectors a split's entries (one int32 per page) lie in,
+// each once (its block reads them through its SM's L1), for sequence `seq`.
+Index table_row_entries(const DecodeShape& s, Index page_size) {
+  Index longest = 0;
+  for (const Index L : s.lengths) longest = std::max(longest, L);
+  return page_size > 0 ? ceil_div(longest, page_size) : 0;
+}
+Index sectors_of(const std::set<Index>& pages, Index seq, Index row_entries) {
+  std::set<Index> sectors;
+  for (const Index page : pages) sectors.insert(((seq * row_entries + page) * 4) / 32);
+  return Index(sectors.size());
+}
 
 // Step t (keys t Bc ..) belongs to split t / q, q = ceil(steps / S); the pages a split
 // touches are those of its keys, collected one key at a time.
-PerSequence brute_force(Index L, const DecodeKernelFacts& f) {
+PerSequence brute_force(Index L, const DecodeKernelFacts& f, Index seq, Index row_entries) {
   const Index Bc = f.keys_per_step, steps = ceil_div(L, Bc);
   PerSequence out;
   if (steps == 0) return out;
@@ -36,7 +51,7 @@ PerSequence brute_force(Index L, const DecodeKernelFacts& f) {
   }
   for (Index s = 0; s < f.splits; ++s) {
     out.working += split_steps[s] > 0;
-    out.entries += Index(pages[s].size());
+    out.table_sectors += sectors_of(pages[s], seq, row_entries);
     out.steps += split_steps[s];
   }
   return out;
@@ -50,18 +65,19 @@ void check_closed_form(const DecodeShape& s, const DecodeKernelFacts& f) {
   const PassReport r = count_decode_kernel(s, f);
   const Index H = s.heads_kv, rows = s.n_q * s.group, d = s.d, b = bytes_of(f.dtype);
   const Index B = s.batch(), S = f.splits;
-  Index keys = 0, working = 0, entries = 0, steps = 0;
-  for (const Index L : s.lengths) {
-    const PerSequence p = brute_force(L, f);
+  Index keys = 0, working = 0, table_sectors = 0, steps = 0;
+  for (Index seq = 0; seq < B; ++seq) {
+    const Index L = s.lengths[std::size_t(seq)];
+    const PerSequence p = brute_force(L, f, seq, table_row_entries(s, f.page_size));
     keys += L;
     working += p.working;
-    entries += p.entries;
+    table_sectors += p.table_sectors;
     steps += p.steps;
   }
   CHECK(r.tensor("Q").read == H * working * rows * d * b);
   CHECK(r.tensor("K").read == H * keys * d * b);
   CHECK(r.tensor("V").read == H * keys * d * b);
-  CHECK(r.tensor("block table").read == H * entries * 4);
+  CHECK(r.tensor("block table").read == H * table_sectors * 32);
   CHECK(r.tensor("partial state").written == B * H * S * rows * (d + 2) * 4);
   CHECK(r.tensor("partial state").read == r.tensor("partial state").written);
   CHECK(r.tensor("O").written == B * H * rows * d * b);
@@ -136,8 +152,9 @@ TEST_CASE("decode mirror: the queue grid's pieces, claims and blocks match the c
                                   .merge_rows_per_pass = 8,
                                   .claim_bytes = 16};
         const PassReport r = count_decode_kernel(s, f);
-        Index working = 0, entries = 0;
-        for (const Index L : s.lengths) {
+        Index working = 0, table_sectors = 0;
+        for (Index seq = 0; seq < 6; ++seq) {
+          const Index L = s.lengths[std::size_t(seq)];
           const Index steps = ceil_div(L, Index{64});
           std::vector<std::set<Index>> pages{std::size_t(pieces)};
           for (Index key = 0; key < L; ++key) {
@@ -149,13 +166,13 @@ TEST_CASE("decode mirror: the queue grid's pieces, claims and blocks match the c
           }
           for (const auto& piece_pages : pages) {
             working += !piece_pages.empty();
-            entries += Index(piece_pages.size());
+            table_sectors += sectors_of(piece_pages, seq, table_row_entries(s, 16));
           }
         }
         const Index H = 2, rows = 4, items = 6 * H * 1 * pieces;
         const Index blocks = std::min(items, persistent);
         CHECK(r.tensor("Q").read == H * working * rows * 128 * 2);
-        CHECK(r.tensor("block table").read == H * entries * 4);
+        CHECK(r.tensor("block table").read == H * table_sectors * 32);
         CHECK(r.tensor("partial state").written == 6 * H * pieces * rows * 130 * 4);
         CHECK(r.launch("queue").blocks == blocks);
         CHECK(r.launch("queue").working == blocks);
@@ -477,6 +494,31 @@ TEST_CASE("decode mirror: the lengths, a sector of 8 sequences once an SM that r
   CHECK(lengths_read(8, 4, 132, 264) == 132 * 32);
   CHECK(lengths_read(8, 4, 132, 100) == 100 * 32);
   CHECK(lengths_read(20, 8, 132, 40) == 3 * 40 * 32);
+}
+
+TEST_CASE("decode mirror: the block table's reads, the sectors of each split's entries") {
+  // Worked by hand, the shape an H100 read (bench/results/h100/2026-12-06-h100-unseen2-dec-
+  // paged.csv): 4 sequences of 12,288 keys in pages of 64, 16 splits of 768 keys, 4 KV heads.
+  // A row of the table is 192 entries (768 bytes, 24 sectors); a split's 12 entries are 48
+  // bytes at 48 s, over two sectors whichever s: 64 bytes a block, 256 blocks, 16,384 bytes
+  // (the H100: 16,384 more into the SMs than the contiguous cache, where 12 x 4 bytes a block
+  // had booked 12,288). With 12 splits (1,024 keys, 16 entries, 64 bytes from 64 s) every
+  // split's entries are two whole sectors: the same as 4 bytes an entry.
+  const DecodeShape s{
+      .lengths = {12288, 12288, 12288, 12288}, .heads_kv = 4, .group = 4, .n_q = 1, .d = 64};
+  CHECK(count_decode_kernel(s, {.splits = 16, .keys_per_step = 64, .page_size = 64})
+            .tensor("block table")
+            .read == 4 * 16 * 4 * 2 * 32);
+  CHECK(count_decode_kernel(s, {.splits = 12, .keys_per_step = 64, .page_size = 64})
+            .tensor("block table")
+            .read == 4 * 12 * 4 * 16 * 4);
+  // A shorter sequence keeps the longest's row: the second sequence's row starts at 768
+  // bytes whatever its own length.
+  const DecodeShape ragged{.lengths = {12288, 64}, .heads_kv = 1, .group = 1, .n_q = 1, .d = 64};
+  // Sequence 0: 16 splits x 2 sectors; sequence 1: one split, one entry, one sector.
+  CHECK(count_decode_kernel(ragged, {.splits = 16, .keys_per_step = 64, .page_size = 64})
+            .tensor("block table")
+            .read == (16 * 2 + 1) * 32);
 }
 
 TEST_CASE("decode mirror: DRAM from a cold L2, launch by launch, worked by hand") {
