@@ -8,6 +8,7 @@
 #include "10-decode/paged_cache.hpp"
 #include "gpu_bridge/block_table.hpp"
 #include "gpu_bridge/measured_h200.hpp"
+#include "gpu_bridge/pass_kernels.hpp"
 #include "gpu_bridge/gpu_step.hpp"
 #include "kit/lesson_context.hpp"
 #include "traces/tile_trace.hpp"
@@ -15,6 +16,7 @@
 #include "flashlab/cpu/decode.hpp"
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/decode_kernel.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
 
@@ -368,12 +370,28 @@ void paged_reads(LessonContext& ctx) {
   const std::int64_t group = kHeadsQ / kHeadsKV;
   const std::int64_t row_blocks = gpu::decode::row_blocks(group, 1);
   const auto& h200 = sim::find_profile("h200");
-  ctx.print("The decode kernel (05_decode_split_kv.cu) copies K and V in tiles of {} keys; each\n"
-            "thread's keys of a tile lie on one page, so it looks up one entry a tile, a tile\n"
-            "ahead of the copy that needs it, and a block reads the entries of the pages its\n"
-            "split touches. Per decoding step of ANCHORS.md's shape (B = {}, {} KV heads, one\n"
-            "token, the split count the kernel picks on {} SMs), table bytes against K and V:\n\n",
-            tile, kBatch, kHeadsKV, h200.sm_count);
+  ctx.print(
+      "The decode kernel (05_decode_split_kv.cu) copies K and V in tiles of {} keys; each\n"
+      "thread's keys of a tile lie on one page, so it looks up one entry a tile, a tile\n"
+      "ahead of the copy that needs it, and a block reads the entries of the pages its\n"
+      "split touches, whole 32-byte sectors of them through its SM's L1. Per decoding\n"
+      "step of ANCHORS.md's shape (B = {}, {} KV heads, one token, the split count the\n"
+      "kernel picks on {} SMs), table bytes into the SMs, as the decode's mirror counts\n"
+      "them, against K and V:\n\n",
+      tile, kBatch, kHeadsKV, h200.sm_count);
+  // The block table's bytes into the SMs by the decode's mirror (the sectors of each split's
+  // entries, simulator/src/decode_kernel_program.cpp), for B sequences of `cache` keys.
+  const auto table_read = [&](std::int64_t batch, std::int64_t cache, int splits,
+                              std::int64_t page) {
+    const DecodeFacts f = decode_kernel_facts(kD, sim::DType::bf16, splits, page);
+    if (!f.facts) throw std::logic_error("lesson 10's decode mirror: " + f.why_not);
+    const sim::DecodeShape shape{.lengths = std::vector<Index>(std::size_t(batch), cache),
+                                 .heads_kv = kHeadsKV,
+                                 .group = group,
+                                 .n_q = 1,
+                                 .d = kD};
+    return double(sim::count_decode_kernel(shape, *f.facts).tensor("block table").read);
+  };
   Table t({"cache L", "page", "splits", "table size", "table bytes read", "K, V bytes",
            "table / K, V"});
   for (const auto& m : measured::kDecodePaged) {
@@ -383,8 +401,7 @@ void paged_reads(LessonContext& ctx) {
     for (const std::int64_t page : {64, 256}) {
       const double entry = sizeof(std::int32_t);
       const double table_size = double(m.batch) * double((m.cache + page - 1) / page) * entry;
-      const double read = double(m.batch) * kHeadsKV * double(row_blocks) *
-                          double(table_reads(m.cache, splits, page, tile)) * entry;
+      const double read = table_read(m.batch, m.cache, splits, page);
       const double kv = double(m.batch) * double(m.cache) * kv_bytes_per_key() * double(row_blocks);
       t.add({fmt::format("{}", m.cache), fmt::format("{}", page), fmt::format("{}", splits),
              sim::format_bytes(table_size), sim::format_bytes(read), sim::format_bytes(kv),

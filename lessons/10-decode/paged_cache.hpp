@@ -5,10 +5,8 @@
 // sequence of len keys holds ceil(len / page_size) pages and wastes less than one page:
 //   contiguous: reserved = max_len,                         wasted = max_len - len
 //   paged:      reserved = ceil(len / page_size) page_size, wasted = (-len) mod page_size
-// And what the table costs the decode kernel (05_decode_split_kv.cu): the sequence is cut
-// into tiles of `tile` keys and split s takes tiles [s q, (s + 1) q), q = ceil(tiles / splits);
-// each thread of the block looks up the entry of its keys once per tile, so the block reads
-// the entries of the pages its split touches (the threads that share a page share its line).
+// What the table costs the decode kernel (05_decode_split_kv.cu) is the decode mirror's to
+// count (simulator/src/decode_kernel_program.cpp: the sectors of each split's entries).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +25,5 @@ struct CacheUse {
 CacheUse contiguous_use(std::span<const std::int64_t> lengths, std::int64_t max_len);
 // Throws std::invalid_argument for a length < 1 or page_size < 1.
 CacheUse paged_use(std::span<const std::int64_t> lengths, std::int64_t page_size);
-
-// Block-table entries one (batch entry, KV head, row block) reads for one decoding step over
-// a sequence of len keys split `splits` ways. Throws std::invalid_argument for len < 1,
-// splits < 1, page_size < 1 or tile < 1.
-std::int64_t table_reads(std::int64_t len, std::int64_t splits, std::int64_t page_size,
-                         std::int64_t tile);
 
 }  // namespace flashlab::app

@@ -373,7 +373,7 @@ TEST_CASE("double buffering: the timeline against its closed form") {
   CHECK_THROWS_AS(draw_timeline(spans, 0.0, 8), std::invalid_argument);
 }
 
-TEST_CASE("paged cache: waste and table reads, key by key") {
+TEST_CASE("paged cache: waste, key by key") {
   const std::vector<std::int64_t> lengths{1, 17, 97, 113, 1023, 1024, 4000, 32768};
   for (std::int64_t page : {1, 16, 64, 256}) {
     std::int64_t reserved = 0;
@@ -389,31 +389,10 @@ TEST_CASE("paged cache: waste and table reads, key by key") {
   CHECK(contiguous_use(lengths, 32768).wasted() ==
         32768 * std::int64_t(lengths.size()) -
             std::accumulate(lengths.begin(), lengths.end(), std::int64_t(0)));
-  for (std::int64_t len : {1, 17, 97, 113, 1023, 4099}) {
-    for (std::int64_t splits : {1, 3, 6}) {
-      for (std::int64_t page : {16, 64}) {
-        for (std::int64_t tile : {32, 64}) {
-          // Each split's pages, from its own keys: key k is in tile k / tile, of split
-          // (k / tile) / q.
-          const std::int64_t q = ((len + tile - 1) / tile + splits - 1) / splits;
-          std::vector<std::set<std::int64_t>> pages(static_cast<std::size_t>(splits));
-          for (std::int64_t key = 0; key < len; ++key)
-            pages[std::size_t(key / tile / q)].insert(key / page);
-          std::int64_t reads = 0;
-          for (const auto& p : pages) reads += std::int64_t(p.size());
-          CAPTURE(len);
-          CAPTURE(splits);
-          CAPTURE(tile);
-          CHECK(table_reads(len, splits, page, tile) == reads);
-        }
-      }
-    }
-  }
   CHECK_THROWS_WITH_AS(contiguous_use(std::vector<std::int64_t>{40000}, 32768),
                        doctest::Contains("raise max_len"), std::invalid_argument);
   CHECK_THROWS_AS(paged_use(std::vector<std::int64_t>{0}, 16), std::invalid_argument);
   CHECK_THROWS_AS(paged_use(std::vector<std::int64_t>{5}, 0), std::invalid_argument);
-  CHECK_THROWS_AS(table_reads(10, 0, 16, 8), std::invalid_argument);
 }
 
 TEST_CASE("lesson 10: the paged steps' waste, from the requests' lengths") {
