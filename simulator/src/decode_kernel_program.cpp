@@ -159,10 +159,10 @@ SequenceCounts sequence_counts(Index L, Index rows, Index d, const DecodeKernelF
     if (a >= e) continue;  // a split or piece with no keys
     ++c.working;
     const Index t = ceil_div(e - a, Bc);
-    if (f.page_size > 0) {
-      const Bytes first = table_row + a / f.page_size * kTableEntryBytes,
-                  last = table_row + (e - 1) / f.page_size * kTableEntryBytes;
-      c.table_read += (last / kSectorBytes - first / kSectorBytes + 1) * kSectorBytes;
+    if (f.page_size > 0) {  // the entries of pages a / P .. (e - 1) / P, whole sectors
+      const Index pages = (e - 1) / f.page_size - a / f.page_size + 1;
+      c.table_read += kSectorBytes * sectors_touched(table_row + a / f.page_size * kTableEntryBytes,
+                                                     pages * kTableEntryBytes);
     }
     c.ops += detail::score_ops(rows, e - a, d);
     c.ops += detail::update_ops(rows, e - a, d);
@@ -353,8 +353,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
       {"Q", in_type, B * H * rows * d, bytes({H, working, rows, d, b}), 0},
       {"K", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
       {"V", in_type, keys * H * d, bytes({H, R, keys, d, b}), 0},
-      {"block table", "int32", f.page_size > 0 ? B * ceil_div(max_length, f.page_size) : 0,
-       bytes({H, R, table_read}), 0},
+      {"block table", "int32", B * table_row_entries, bytes({H, R, table_read}), 0},
       ends_rows ? PassTensor{"partial state", fp32, 0, 0, 0}
                 : PassTensor{"partial state", fp32, B * H * S * rows * state_floats, state_read,
                              states_out(states, d, stride * kFp32, f.stores)},

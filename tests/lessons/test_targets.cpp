@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -111,7 +112,12 @@ const Row& same_shape(const std::vector<Row>& rows, const Row& row) {
 // hardware's gradual one, and fa3 under the mask at 16 heads (within 1.25 both). Writes during the
 // kernel within 15% or 3 MiB: where a kernel writes a few MiB, the model's are up to 3 MiB short
 // (fa2 at 16 heads, N = 4,096: 3.5 MiB against 6.5). Returns how many reads are within 15%.
-int h100_dram_within(std::initializer_list<H100Run> runs) {
+// `also`, where given, checks more of each row against its prediction and the one kept before
+// the run (the row's own where none was).
+constexpr double kWrittenSlack = 3.0 * (1 << 20);
+using RowCheck =
+    std::function<void(const Row& measured, const Row& kept, const app::Prediction& p)>;
+int h100_dram_within(std::initializer_list<H100Run> runs, const RowCheck& also = {}) {
   int within = 0;
   for (const H100Run csv : runs) {
     const std::string file = csv.measured;
@@ -125,8 +131,8 @@ int h100_dram_within(std::initializer_list<H100Run> runs) {
       const std::string shape = shape_of(run);
       CAPTURE(shape);
       const app::Prediction p = app::predict(run);
+      const Row& kept = csv.predicted ? same_shape(before, row) : row;
       if (csv.predicted) {  // the prediction made before the run, made again
-        const Row& kept = same_shape(before, row);
         CHECK(p.dram_read() == std::stod(kept.at("dram_read_predicted")));
         CHECK(p.dram_written() == std::stod(kept.at("dram_written_predicted")));
       }
@@ -140,8 +146,8 @@ int h100_dram_within(std::initializer_list<H100Run> runs) {
       CHECK(read <= (onset || fa3_masked_16 ? 1.25 : 1.15));
       within += read >= 0.85 && read <= 1.15;
       const double written = at("dram_written_measured");
-      CHECK(std::abs(written - p.dram_written()) <=
-            std::max(0.15 * written, 3.0 * double(1 << 20)));
+      CHECK(std::abs(written - p.dram_written()) <= std::max(0.15 * written, kWrittenSlack));
+      if (also) also(row, kept, p);
     }
   }
   return within;
@@ -201,30 +207,22 @@ TEST_CASE("targets: an H100 at forward shapes never run, predicted before the ru
        4},
       {"h100/2026-12-06-h100-unseen2-mid.csv", "h100/2026-12-06-h100-unseen2-mid-predicted.csv",
        8}};
-  CHECK(h100_dram_within(runs) == 76);
   int own = 0;
-  for (const H100Run csv : runs) {
-    const std::vector<Row> before = results_csv(csv.predicted);
-    for (const Row& row : results_csv(csv.measured)) {
-      const app::KernelRun run = stored_run(row);
-      const std::string shape = shape_of(run);
-      CAPTURE(shape);
-      const app::Prediction p = app::predict(run);
-      const Row& kept = same_shape(before, row);
-      CHECK(p.sm_read() == std::stod(kept.at("sm_read_predicted")));
-      CHECK(p.sm_written() == std::stod(kept.at("sm_written_predicted")));
-      const double read = std::stod(row.at("sm_read_measured")),
-                   written = std::stod(row.at("sm_written_measured"));
-      if (run.kernel == "naive") {
-        CHECK(std::abs(read / p.sm_read() - 1) <= 0.10);
-        CHECK(std::abs(written / p.sm_written() - 1) <= 0.10);
-      } else {
-        CHECK(read == p.sm_read());
-        CHECK(written == p.sm_written());
-        ++own;
-      }
+  const auto at_the_sms = [&](const Row& row, const Row& kept, const app::Prediction& p) {
+    CHECK(p.sm_read() == std::stod(kept.at("sm_read_predicted")));
+    CHECK(p.sm_written() == std::stod(kept.at("sm_written_predicted")));
+    const double read = std::stod(row.at("sm_read_measured")),
+                 written = std::stod(row.at("sm_written_measured"));
+    if (row.at("kernel") == "naive") {
+      CHECK(std::abs(read / p.sm_read() - 1) <= 0.10);
+      CHECK(std::abs(written / p.sm_written() - 1) <= 0.10);
+    } else {
+      CHECK(read == p.sm_read());
+      CHECK(written == p.sm_written());
+      ++own;
     }
-  }
+  };
+  CHECK(h100_dram_within(runs, at_the_sms) == 76);
   CHECK(own == 60);
 }
 
@@ -237,15 +235,11 @@ TEST_CASE("targets: the naive kernel's DRAM writes on an H100, predicted before 
   const TargetFor h100("h100");
   const H100Run run{"h100/2026-12-06-h100-naive-writes.csv",
                     "h100/2026-12-06-h100-naive-writes-predicted.csv", 6};
-  CHECK(h100_dram_within({run}) == 6);
-  for (const Row& row : results_csv(run.measured)) {
-    const app::KernelRun k = stored_run(row);
-    const std::string shape = shape_of(k);
-    CAPTURE(shape);
-    const app::Prediction p = app::predict(k);
+  const auto closer = [](const Row& row, const Row&, const app::Prediction& p) {
     CHECK(std::abs(std::stod(row.at("dram_written_measured")) / p.dram_written() - 1) <= 0.05);
     CHECK(std::abs(std::stod(row.at("dram_read_measured")) / p.dram_read() - 1) <= 0.01);
-  }
+  };
+  CHECK(h100_dram_within({run}, closer) == 6);
 }
 
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
@@ -350,11 +344,11 @@ TEST_CASE("targets: the passes on an H100 against its profile, predicted before 
 
 TEST_CASE("decode into the SMs to the byte at every stored row, its lengths booked") {
   // Every `compare --pass decode` row kept in bench/results (32 query heads over 8, d = 128,
-  // but the last two):
-  // the H200's sweeps of 2026-12-04 (B = 1, L = 1,024 to 131,072; B = 8, L = 1,024 to 65,536;
-  // pages of 64 at L = 4,096 and 32,768), an H100's of 2026-12-05 and 2026-12-06 (B = 2; B = 16
-  // and 64 at L = 4,096, whose lengths are 2 and 8 sectors, predicted before). Before the
-  // lengths were booked each read 512 to 4,224 bytes more than the mirror (one sector a split
+  // but the two of d = 64 below): the H200's sweeps of 2026-12-04 (B = 1, L = 1,024 to
+  // 131,072; B = 8, L = 1,024 to 65,536; pages of 64 at L = 4,096 and 32,768), an H100's of
+  // 2026-12-05 and 2026-12-06 (B = 2; B = 16 and 64 at L = 4,096, whose lengths are 2 and 8
+  // sectors; L = 4,096 and 32,768 over B = 1 and 8; the last three sets predicted before). Before
+  // the lengths were booked each read 512 to 4,224 bytes more than the mirror (one sector a split
   // block, at most one an SM: docs/IO-LEVELS.md, "Decode's lengths").
   struct Stored {
     const char* csv;

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <set>
 
 namespace flashlab::sim::test {
@@ -28,9 +29,11 @@ Index table_row_entries(const DecodeShape& s, Index page_size) {
   for (const Index L : s.lengths) longest = std::max(longest, L);
   return page_size > 0 ? ceil_div(longest, page_size) : 0;
 }
+constexpr Index kEntryBytes = sizeof(std::int32_t);  // a page's index in the table
 Index sectors_of(const std::set<Index>& pages, Index seq, Index row_entries) {
   std::set<Index> sectors;
-  for (const Index page : pages) sectors.insert(((seq * row_entries + page) * 4) / 32);
+  for (const Index page : pages)
+    sectors.insert((seq * row_entries + page) * kEntryBytes / kSectorBytes);
   return Index(sectors.size());
 }
 
@@ -77,7 +80,7 @@ void check_closed_form(const DecodeShape& s, const DecodeKernelFacts& f) {
   CHECK(r.tensor("Q").read == H * working * rows * d * b);
   CHECK(r.tensor("K").read == H * keys * d * b);
   CHECK(r.tensor("V").read == H * keys * d * b);
-  CHECK(r.tensor("block table").read == H * table_sectors * 32);
+  CHECK(r.tensor("block table").read == H * table_sectors * kSectorBytes);
   CHECK(r.tensor("partial state").written == B * H * S * rows * (d + 2) * 4);
   CHECK(r.tensor("partial state").read == r.tensor("partial state").written);
   CHECK(r.tensor("O").written == B * H * rows * d * b);
@@ -166,13 +169,13 @@ TEST_CASE("decode mirror: the queue grid's pieces, claims and blocks match the c
           }
           for (const auto& piece_pages : pages) {
             working += !piece_pages.empty();
-            table_sectors += sectors_of(piece_pages, seq, table_row_entries(s, 16));
+            table_sectors += sectors_of(piece_pages, seq, table_row_entries(s, f.page_size));
           }
         }
         const Index H = 2, rows = 4, items = 6 * H * 1 * pieces;
         const Index blocks = std::min(items, persistent);
         CHECK(r.tensor("Q").read == H * working * rows * 128 * 2);
-        CHECK(r.tensor("block table").read == H * table_sectors * 32);
+        CHECK(r.tensor("block table").read == H * table_sectors * kSectorBytes);
         CHECK(r.tensor("partial state").written == 6 * H * pieces * rows * 130 * 4);
         CHECK(r.launch("queue").blocks == blocks);
         CHECK(r.launch("queue").working == blocks);
