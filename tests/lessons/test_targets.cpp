@@ -7,6 +7,7 @@
 #include "run_flashlab.hpp"
 #include "stored_runs.hpp"
 
+#include "flashlab/gpu/tile_schedule.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/warp_store.hpp"
 
@@ -240,6 +241,46 @@ TEST_CASE("targets: the naive kernel's DRAM writes on an H100, predicted before 
     CHECK(std::abs(std::stod(row.at("dram_read_measured")) / p.dram_read() - 1) <= 0.01);
   };
   CHECK(h100_dram_within({run}, closer) == 6);
+}
+
+TEST_CASE("targets: fa3 under the mask on an H100, its sections planned on 25 to 75% of the L2") {
+  // bench/results/h100/2026-12-06-h100-fa3-section-shares.csv: fa3 under the mask at d = 128,
+  // N = 4,096 over 12 and 16 heads (predicted before the run), d = 64, N = 4,096 over 24 and
+  // 32, and d = 128, N = 8,192 over 6 and 8, with the tile order's share of the L2 for K and V
+  // set to 25, 37, 50, 62 and 75% by a build made for the run (main plans on a half under the
+  // mask). The order moves nothing into or out of the SMs: main's mirror predicts every row's
+  // reads to the byte. At main's half the model's DRAM reads are within 15% where the order is
+  // one section of all the heads, and 1.21 to 1.22 short where a partial section comes before
+  // a whole one whose K and V fill a side of the L2 (docs/IO-LEVELS.md, "Sections that fill a
+  // side of the L2").
+  const TargetFor h100("h100");
+  const auto rows = results_csv("h100/2026-12-06-h100-fa3-section-shares.csv");
+  CHECK(rows.size() == 30);
+  int at_main = 0, one_section = 0, within = 0;
+  for (const Row& row : rows) {
+    const app::KernelRun run = stored_run(row);
+    const std::string shape = shape_of(run) + ", share " + row.at("kv_share_pct") + "%";
+    CAPTURE(shape);
+    const app::Prediction p = app::predict(run);
+    CHECK(p.sm_read() == std::stod(row.at("sm_read_measured")));
+    CHECK(p.sm_read() == std::stod(row.at("sm_read_predicted")));
+    if (row.at("kv_share_pct") != "50") continue;
+    ++at_main;
+    CHECK(p.dram_read() == std::stod(row.at("dram_read_predicted")));
+    const auto order =
+        flashlab::gpu::fa3::make_tile_order(1, run.heads, run.heads, run.n, run.n, run.d, 2, true,
+                                            app::target_profile().l2_bytes);
+    const bool whole = order.section_pairs == order.pairs;
+    one_section += whole;
+    const double read = std::stod(row.at("dram_read_measured")) / p.dram_read();
+    CAPTURE(read);
+    CHECK(read >= 0.99);
+    CHECK(read <= (whole ? 1.15 : 1.25));
+    within += read <= 1.15;
+  }
+  CHECK(at_main == 6);
+  CHECK(one_section == 3);
+  CHECK(within == 3);
 }
 
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
