@@ -267,9 +267,8 @@ TEST_CASE("targets: fa3 under the mask on an H100, its sections planned on 25 to
     if (row.at("kv_share_pct") != "50") continue;
     ++at_main;
     CHECK(p.dram_read() == std::stod(row.at("dram_read_predicted")));
-    const auto order =
-        flashlab::gpu::fa3::make_tile_order(1, run.heads, run.heads, run.n, run.n, run.d, 2, true,
-                                            app::target_profile().l2_bytes);
+    const auto order = flashlab::gpu::fa3::make_tile_order(
+        1, run.heads, run.heads, run.n, run.n, run.d, 2, true, app::target_profile().l2_bytes);
     const bool whole = order.section_pairs == order.pairs;
     one_section += whole;
     const double read = std::stod(row.at("dram_read_measured")) / p.dram_read();
