@@ -15,6 +15,7 @@ same tensors, in the same process, and summarises Nsight Compute's byte counts.
   python3 bench.py --lib ... --impls fa3 fa3-persistent fa3-queue fa3-per-tile cudnn   # fa3's grids
   python3 bench.py --lib ... --impls fa3 fa3-sexp2 cudnn            # software exponentials
   python3 bench.py --lib ... --impls fa3 fa3-across cudnn           # consumers across items
+  python3 bench.py --lib ... --impls fa3 fa3-kv37 cudnn             # sections on 37% of the L2
 
 Shapes follow ANCHORS.md: hidden size 2048, so H = 2048 / d and B = 16384 / N; bf16;
 FLOPs = 4 B H N^2 d for the forward, halved when causal. Times are medians of
@@ -94,6 +95,23 @@ FA3_VARIANTS = {"fa3-persistent": dict(grid=fl.FA3_GRID_PERSISTENT),
                 "fa3-ping": dict(ping_pong=1)}
 
 
+# fa3 with its tile order's sections planned on P percent of the L2 (kv_l2_share, flashlab/fa3.h),
+# named fa3-kv<P>: `--impls fa3 fa3-kv37 cudnn` times it beside fa3, and --ncu-one takes the name.
+FA3_SHARE_PREFIX = "fa3-kv"
+
+
+def fa3_share_variant(impl):
+    """The switches of fa3-kv<P>, or None for any other name."""
+    if not impl.startswith(FA3_SHARE_PREFIX) or not impl[len(FA3_SHARE_PREFIX):].isdigit():
+        return None
+    return dict(kv_l2_share=int(impl[len(FA3_SHARE_PREFIX):]))
+
+
+def fa3_variant(impl):
+    """The switches an fa3 variant's name stands for, or None where it names none."""
+    return FA3_VARIANTS.get(impl) or fa3_share_variant(impl)
+
+
 # A kernel from a second library (bench.py --baseline-lib; which one: --baseline-kernel, fa3
 # unless said), with its defaults, timed in turns with this one's as "<kernel>-baseline": two
 # builds of the kernel compared in one process, against the same cuDNN.
@@ -105,16 +123,17 @@ def is_baseline(impl):
 
 
 def is_flashlab(impl):
-    return impl in fl.KERNELS or impl in FA3_VARIANTS or is_baseline(impl)
+    return impl in fl.KERNELS or fa3_variant(impl) is not None or is_baseline(impl)
 
 
 def flashlab_call(lib, kernel, q, k, v, o, lse, causal):
-    """kernel: a name of fl.KERNELS, or of FA3_VARIANTS (fa3 with those switches)."""
+    """kernel: a name of fl.KERNELS, or an fa3 variant's (fa3 with those switches)."""
+    switches = fa3_variant(kernel)
     p = lib.params(q, k, v, o, lse, causal=fl.CAUSAL_TOP_LEFT if causal else fl.CAUSAL_NONE,
-                   kernel=fl.FA3 if kernel in FA3_VARIANTS else fl.KERNELS[kernel])
-    if kernel in FA3_VARIANTS:
+                   kernel=fl.FA3 if switches is not None else fl.KERNELS[kernel])
+    if switches is not None:
         options = lib.fa3_default_options()
-        for field, value in FA3_VARIANTS[kernel].items():
+        for field, value in switches.items():
             setattr(options, field, value)
         return lambda: lib.forward_fa3(p, options)
     return lambda: lib.forward(p)
@@ -126,7 +145,8 @@ def implementations(N, only=None, baseline=None):
     # FLASHLAB_SKIP_FA3=1 leaves fa3 out: a fault on the device ends the process's CUDA
     # context, and with it every later timing of the sweep.
     skip_fa3 = os.environ.get("FLASHLAB_SKIP_FA3", "") not in ("", "0")
-    impls = ([] if skip_fa3 else ["fa3", *FA3_VARIANTS]) + ["fa2", "naive"]
+    shares = [i for i in only or [] if fa3_share_variant(i)]
+    impls = ([] if skip_fa3 else ["fa3", *FA3_VARIANTS, *shares]) + ["fa2", "naive"]
     if baseline and not (skip_fa3 and baseline == "fa3"):
         impls += [baseline + BASELINE_SUFFIX]
     impls += ["scalar"] if N in SCALAR_SEQ_LENS else []
@@ -385,6 +405,15 @@ def summarize_ncu(lib, paths):
               f"{totals[metrics[5]] / 1e6:9.3f}")
 
 
+def one_implementation(name):
+    """--ncu-one's argument: a kernel, an fa3 variant or a torch backend."""
+    if name in fl.KERNELS or fa3_variant(name) is not None or name in TORCH_BACKENDS:
+        return name
+    raise argparse.ArgumentTypeError(
+        f"{name} is not one of {', '.join([*fl.KERNELS, *FA3_VARIANTS, *TORCH_BACKENDS])} "
+        f"or {FA3_SHARE_PREFIX}<P> (fa3's sections on P percent of the L2, 1 to 100)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -406,7 +435,9 @@ def main():
     ap.add_argument("--turns", choices=list(timing.ORDERS), default="balanced",
                     help="the orders of the rounds (timing.py): balanced (every place, every "
                     "predecessor equally often; the default) or rotated (places only)")
-    ap.add_argument("--ncu-one", choices=list(fl.KERNELS) + list(FA3_VARIANTS) + TORCH_BACKENDS)
+    ap.add_argument("--ncu-one", type=one_implementation,
+                    help="one call, for Nsight Compute: " + ", ".join(
+                        [*fl.KERNELS, *FA3_VARIANTS, FA3_SHARE_PREFIX + "<P>", *TORCH_BACKENDS]))
     ap.add_argument("--shape", type=parse_shape, help="with --ncu-one: B,Hq,Hkv,N,d")
     ap.add_argument("--first-read", action="store_true",
                     help="with --ncu-one: start the profiled range with a read of its own "

@@ -22,7 +22,7 @@ DECODE_GRID_AUTO, DECODE_GRID_SPLITS, DECODE_GRID_QUEUE = 0, 1, 2
 FA3_GRID_PER_TILE, FA3_GRID_PERSISTENT, FA3_GRID_AUTO, FA3_GRID_QUEUE = 0, 1, 2, 3
 # FLASHLAB_FA3_AUTO (fa3.h): stages and ping_pong chosen for the call's head dimension
 FA3_AUTO = -1
-ABI_VERSION = 8
+ABI_VERSION = 9
 
 
 class ForwardParams(ctypes.Structure):
@@ -86,7 +86,7 @@ class Fa3Options(ctypes.Structure):
         ("ping_pong", ctypes.c_int32), ("intra_overlap", ctypes.c_int32),
         ("conditional_rescale", ctypes.c_int32), ("rescale_counts", ctypes.c_void_p),
         ("grid", ctypes.c_int32), ("software_exp2", ctypes.c_int32),
-        ("overlap_items", ctypes.c_int32),
+        ("overlap_items", ctypes.c_int32), ("kv_l2_share", ctypes.c_int32),
     ]
 
     def describe(self):
@@ -95,7 +95,8 @@ class Fa3Options(ctypes.Structure):
         return (f"ws={self.warp_specialized} stages={auto(self.stages)} "
                 f"ping_pong={auto(self.ping_pong)} overlap={self.intra_overlap} "
                 f"conditional={self.conditional_rescale} grid={self.grid} "
-                f"sexp2={self.software_exp2} items={self.overlap_items}")
+                f"sexp2={self.software_exp2} items={self.overlap_items} "
+                f"kv_l2_share={auto(self.kv_l2_share)}")
 
 
 class KernelInfo(ctypes.Structure):

@@ -1189,8 +1189,9 @@ void launch(const Problem& p, const flashlab_fa3_options& options, cudaStream_t 
         cudaMemsetAsync(counts, 0, FLASHLAB_RESCALE_COUNTS * sizeof(int64_t), stream),
         "fa3 rescale counts");
   const DeviceFacts& device = current_device_facts();
-  const fa3::TileOrder order = fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D,
-                                                    sizeof(T), p.causal, device.l2_bytes);
+  const fa3::TileOrder order =
+      fa3::make_tile_order(p.batch, p.heads_q, p.heads_kv, p.n_q, p.n_k, D, sizeof(T), p.causal,
+                           device.l2_bytes, options.kv_l2_share);
   const flashlab_fa3_grid grid = fa3::resolve_grid(options.grid, order, kWarpSpecialized);
   // The work queue's count of items taken, zeroed on the stream before the launch.
   std::optional<StreamScratch> queue;

@@ -87,6 +87,13 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                 "fa3 option ping_pong = " + std::to_string(o.ping_pong) +
                     ": it must be 0 (off), 1 (on) or FLASHLAB_FA3_AUTO (" +
                     std::to_string(FLASHLAB_FA3_AUTO) + ": the default for the head dimension)");
+  if (!fa3::is_kv_l2_share(o.kv_l2_share))
+    throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
+                "fa3 option kv_l2_share = " + std::to_string(o.kv_l2_share) +
+                    ": it must be a share of the L2 in percent, 1 to " +
+                    std::to_string(fa3::kMaxKvL2Share) + ", or FLASHLAB_FA3_AUTO (" +
+                    std::to_string(FLASHLAB_FA3_AUTO) +
+                    ": a quarter, and a half under the causal mask)");
   if (!fa3::is_grid(o.grid))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option grid = " + std::to_string(o.grid) + " is unknown: it must be " +

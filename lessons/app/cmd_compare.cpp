@@ -58,12 +58,22 @@ struct CompareArgs {
   bool no_ncu = false, no_colour = false;
   std::vector<std::string> sweep;  // "n=1024..65536", "d=64,128", "heads=1,16"
   std::string csv, plot, profile;
+  std::int32_t fa3_kv_l2_share = FLASHLAB_FA3_AUTO;  // --fa3-kv-l2-share
   ComparePassArgs pass;
   CLI::App* cmd = nullptr;
 };
 
+// The share of the L2 fa3's order plans on, for `kernel` (fa3's alone: the others have no such
+// order, so they run and are predicted as always).
+std::int32_t kv_l2_share_for(const CompareArgs& a, const std::string& kernel) {
+  return kernel == "fa3" ? a.fa3_kv_l2_share : FLASHLAB_FA3_AUTO;
+}
+
 KernelRun run_of(const CompareArgs& a, const std::string& kernel) {
-  return {kernel, a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.seed};
+  KernelRun run{kernel, a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.seed};
+  // The sweep's base ("": every kernel) keeps the share; its runs drop it but fa3's.
+  run.fa3_kv_l2_share = kernel.empty() ? a.fa3_kv_l2_share : kv_l2_share_for(a, kernel);
+  return run;
 }
 
 struct Inputs {
@@ -174,8 +184,9 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
       continue;
     }
     std::cerr << "flashlab: running the " << kernel << " kernel...\n";
-    const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, dtype, in.options.causal,
-                                       /*warmups=*/2, a.repeats, a.heads);
+    const GpuRun run =
+        run_gpu_forward(kernel, in.Q, in.K, in.V, dtype, in.options.causal,
+                        /*warmups=*/2, a.repeats, a.heads, kv_l2_share_for(a, kernel));
     if (!run.ran) {
       rows.push_back({name, "not run: " + run.message, "-", "-", "-"});
       continue;
@@ -277,8 +288,9 @@ template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
   run_ncu_first_kernel(fmt::format("--gpu-only {}", a.gpu_only));
-  const GpuRun run = run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
-                                     /*warmups=*/0, /*repeats=*/1, a.heads);
+  const GpuRun run =
+      run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
+                      /*warmups=*/0, /*repeats=*/1, a.heads, kv_l2_share_for(a, a.gpu_only));
   // Under ncu a kernel that did not run would leave nothing to measure and no word why.
   if (!run.ran)
     throw std::runtime_error(
@@ -413,6 +425,12 @@ void add_compare_command(CLI::App& app) {
       "The GPU the predictions are for: " + fmt::format("{}", fmt::join(target_names(), " or ")) +
           " (default: the GPU compare runs on, where it is one of them; else " +
           std::string(kDefaultTarget) + ")");
+  add_integer_option<std::int32_t>(
+      cmd, "--fa3-kv-l2-share", args.fa3_kv_l2_share,
+      "fa3's tile order: plan its sections' K and V on this percent of the L2 (the kernel's "
+      "flashlab_fa3_options.kv_l2_share; default: a quarter, a half under the mask)",
+      1, gpu::fa3::kMaxKvL2Share)
+      ->default_str("auto");
   add_compare_pass_options(cmd, args.pass);
   cmd->add_option(
          "--gpu-only", args.gpu_only,

@@ -39,7 +39,8 @@ namespace {
 constexpr cpu::Index kMaxHeads = 1024;
 
 // compare's options that only its forward comparison takes, and those only one pass takes.
-constexpr std::array<std::string_view, 2> kForwardOnly = {"--kernels", "--large"};
+constexpr std::array<std::string_view, 3> kForwardOnly = {"--kernels", "--large",
+                                                          "--fa3-kv-l2-share"};
 constexpr std::array<std::string_view, 7> kPassOptions = {
     "--batch",  "--kv-heads",  "--deterministic", "--no-grid-model",
     "--splits", "--page-size", "--grid"};

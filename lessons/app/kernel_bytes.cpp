@@ -37,6 +37,10 @@ std::vector<std::string> gpu_only_command(const KernelRun& r) {
                                 std::to_string(r.seed),
                                 "--large"};
   if (r.causal) argv.push_back("--causal");
+  if (r.fa3_kv_l2_share != FLASHLAB_FA3_AUTO) {
+    argv.push_back("--fa3-kv-l2-share");
+    argv.push_back(std::to_string(r.fa3_kv_l2_share));
+  }
   return argv;
 }
 

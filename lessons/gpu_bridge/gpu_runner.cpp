@@ -144,7 +144,8 @@ void run_ncu_first_kernel(std::string_view who) {
 
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
-                       cpu::Causal causal, int warmups, int repeats, cpu::Index heads) {
+                       cpu::Causal causal, int warmups, int repeats, cpu::Index heads,
+                       std::int32_t fa3_kv_l2_share) {
   GpuRun run{kernel, false, "", {}, 0};
   const GpuStatus status = gpu_status();
   if (!status.available) {
@@ -159,7 +160,7 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
   run.O = cpu::Matrix<float>::Zero(Q.rows(), Q.cols());
   const flashlab_runner_call call{Q.data(), K.data(), V.data(), run.O.data(),   Q.rows(),
                                   K.rows(), Q.cols(), heads,    c_dtype(dtype), c_causal(causal),
-                                  *id,      warmups,  repeats};
+                                  *id,      warmups,  repeats,  fa3_kv_l2_share};
   flashlab_runner_result result{};
   loaded().plugin->forward(&call, &result);
   run.ran = result.ran == 1;

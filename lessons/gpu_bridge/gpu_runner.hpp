@@ -9,6 +9,7 @@
 #include "flashlab/cpu/mask.hpp"
 #include "flashlab/cpu/multihead.hpp"
 #include "flashlab/cpu/types.hpp"
+#include "flashlab/fa3.h"
 #include "flashlab/sim/dtype.hpp"
 
 #include <cstdint>
@@ -47,10 +48,12 @@ struct GpuRun {
 // One forward call of `kernel` on Q (N_q, d), K, V (N_k, d), rounded to dtype on the way in,
 // in batch 1 with `heads` heads (each a copy of the same matrices in memory of its own; O is
 // head 0's). `warmups` untimed calls come first (module loading, cuBLAS set-up), then
-// `repeats` >= 1 timed ones.
+// `repeats` >= 1 timed ones. fa3_kv_l2_share: fa3's tile order's share of the L2 in percent
+// (flashlab_fa3_options.kv_l2_share), or FLASHLAB_FA3_AUTO for its default.
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
-                       cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1);
+                       cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1,
+                       std::int32_t fa3_kv_l2_share = FLASHLAB_FA3_AUTO);
 
 // The kernel a command measured under Nsight Compute runs first, so that the DRAM writes ncu
 // charges the first kernel that reads more than the L2 holds fall on it (ncu_bytes.hpp,

@@ -331,11 +331,12 @@ cpu::Causal KernelRun::alignment() const {
 namespace {
 
 // fa3's blocks take their (head, query tile) from its tile scheduler (tile_schedule.hpp),
-// planned for the L2 of the GPU the mirror runs on: batch 1, heads as the run's.
+// planned for the L2 of the GPU the mirror runs on (on the run's share of it where it gives
+// one, fa3_kv_l2_share): batch 1, heads as the run's.
 std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::GridProblem& g) {
-  const gpu::fa3::TileOrder order =
-      gpu::fa3::make_tile_order(1, g.heads, g.kv_head_count(), run.queries(), run.n, run.d,
-                                sim::bytes_of(g.dtype), g.causal != cpu::Causal::none, g.l2_bytes);
+  const gpu::fa3::TileOrder order = gpu::fa3::make_tile_order(
+      1, g.heads, g.kv_head_count(), run.queries(), run.n, run.d, sim::bytes_of(g.dtype),
+      g.causal != cpu::Causal::none, g.l2_bytes, run.fa3_kv_l2_share);
   return [order](Index block) {
     const gpu::fa3::WorkItem w = gpu::fa3::work_item(order, block);
     return sim::BlockTile{w.b * order.heads_q + w.h, w.tile};
@@ -372,6 +373,11 @@ void predict_from_draws(sim::GridProblem grid, Prediction& p) {
 }  // namespace
 
 Prediction predict(const KernelRun& run) {
+  if (!gpu::fa3::is_kv_l2_share(run.fa3_kv_l2_share))
+    throw cpu::InvalidArgument(
+        fmt::format("fa3's share of the L2 for its order is {}: give a percent from 1 to {}, or "
+                    "FLASHLAB_FA3_AUTO ({}) for the kernel's own",
+                    run.fa3_kv_l2_share, gpu::fa3::kMaxKvL2Share, FLASHLAB_FA3_AUTO));
   const sim::Problem asked{.N = run.n,
                            .N_q = run.queries(),
                            .d = run.d,

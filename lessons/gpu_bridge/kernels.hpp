@@ -161,6 +161,9 @@ struct KernelRun {
   // Where and when a GPU ran each block (one entry per block in grid order): the grid model
   // then replays it (sim::GridSchedule::logged) instead of placing the blocks itself.
   std::vector<sim::LoggedBlock> block_log{};
+  // fa3: its tile order's share of the L2 in percent (flashlab_fa3_options.kv_l2_share), or
+  // FLASHLAB_FA3_AUTO for the kernel's own; the grid model runs the same order.
+  std::int32_t fa3_kv_l2_share = FLASHLAB_FA3_AUTO;
 
   Index queries() const { return n_q > 0 ? n_q : n; }
   // With N_q != N a causal mask must say how queries align with keys: decoding against a

@@ -15,8 +15,8 @@ extern "C" {
 #endif
 
 /* Raised whenever a struct below changes; the program refuses a plugin of another version.
- * 3: the backward and decode calls. 4: the rescale-count call. */
-#define FLASHLAB_RUNNER_VERSION 5
+ * 3: the backward and decode calls. 4: the rescale-count call. 6: fa3_kv_l2_share. */
+#define FLASHLAB_RUNNER_VERSION 6
 
 /* The four counts of the rescale-count call, in flashlab_rescale_count's order (first,
  * rescaled, skipped, kept: flashlab/fa3.h); the plugin checks that the two agree. */
@@ -36,6 +36,9 @@ typedef struct flashlab_runner_call {
   int32_t kernel;  /* flashlab_kernel */
   int32_t warmups; /* untimed calls first (module loading, cuBLAS set-up) */
   int32_t repeats; /* timed calls, >= 1 */
+  int32_t fa3_kv_l2_share; /* fa3: flashlab_fa3_options.kv_l2_share (flashlab/fa3.h), its
+                              tile order's share of the L2 in percent, or -1
+                              (FLASHLAB_FA3_AUTO) for its default; -1 for other kernels */
 } flashlab_runner_call;
 
 typedef struct flashlab_runner_result {

@@ -141,9 +141,20 @@ double time_calls(int warmups, int repeats, Launch launch, AfterEach after_each)
   return ms[ms.size() / 2];
 }
 
+// fa3 with a share of the L2 for its order goes through flashlab_forward_fa3, every other
+// call through flashlab_forward.
 double time_forward(const flashlab_forward_params& p, const flashlab_runner_call& c) {
+  if (c.fa3_kv_l2_share == FLASHLAB_FA3_AUTO)
+    return time_calls(
+        c.warmups, c.repeats, [&] { library(flashlab_forward(&p)); }, [](bool) {});
+  if (c.kernel != FLASHLAB_KERNEL_FA3)
+    throw std::invalid_argument(fmt::format("fa3_kv_l2_share = {} is fa3's; kernel {} takes -1",
+                                            c.fa3_kv_l2_share, c.kernel));
+  flashlab_fa3_options options{};
+  library(flashlab_fa3_default_options(&options));
+  options.kv_l2_share = c.fa3_kv_l2_share;
   return time_calls(
-      c.warmups, c.repeats, [&] { library(flashlab_forward(&p)); }, [](bool) {});
+      c.warmups, c.repeats, [&] { library(flashlab_forward_fa3(&p, &options)); }, [](bool) {});
 }
 
 template <class T>

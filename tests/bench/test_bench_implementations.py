@@ -1,7 +1,8 @@
 """bench/gpu/bench.py's list of what a sweep times at a length, without torch or a GPU: the
 second library's kernel (--baseline-lib, --baseline-kernel) is timed beside --impls' choice
 whenever it is given, never without it, and FLASHLAB_SKIP_FA3 leaves every fa3 out, the
-baseline's fa3 too, but not a baseline of another kernel."""
+baseline's fa3 too, but not a baseline of another kernel; fa3-kv<P> names fa3 with its
+sections on P percent of the L2."""
 import os
 import sys
 import unittest
@@ -31,6 +32,23 @@ class Implementations(unittest.TestCase):
             for name, switches in bench.FA3_VARIANTS.items():
                 self.assertTrue(set(switches) <= fields, name)
                 self.assertEqual(bench.implementations(1024, [name]), [name])
+
+    def test_share_variants_are_named_by_their_percent(self):
+        fields = {f for f, _ in bench.fl.Fa3Options._fields_}
+        self.assertEqual(bench.fa3_variant("fa3-kv37"), {"kv_l2_share": 37})
+        self.assertTrue(set(bench.fa3_variant("fa3-kv37")) <= fields)
+        self.assertTrue(bench.is_flashlab("fa3-kv100"))
+        for name in ("fa3-kv", "fa3-kvx", "fa3-kv-5", "fa3-persistentx"):
+            self.assertIsNone(bench.fa3_variant(name), name)
+            self.assertFalse(bench.is_flashlab(name), name)
+        with mock.patch.dict(os.environ, {"FLASHLAB_SKIP_FA3": ""}):
+            self.assertNotIn("fa3-kv37", bench.implementations(1024))
+            self.assertEqual(bench.implementations(1024, ["fa3", "fa3-kv37", "cudnn"]),
+                             ["fa3", "fa3-kv37", "cudnn"])
+        self.assertEqual(bench.one_implementation("fa3-kv62"), "fa3-kv62")
+        with self.assertRaises(bench.argparse.ArgumentTypeError) as refused:
+            bench.one_implementation("fa3-kvx")
+        self.assertIn("fa3-kv<P>", str(refused.exception))
 
     def test_skip_fa3_leaves_the_baseline_out(self):
         with mock.patch.dict(os.environ, {"FLASHLAB_SKIP_FA3": "1"}):

@@ -278,14 +278,14 @@ std::string Case::describe() const {
                               " seed=" + std::to_string(dropout_seed) +
                               " offset=" + std::to_string(dropout_offset)
                         : "") +
-         (ran ? " fa3{ws=" + std::to_string(ran->warp_specialized) +
-                    " stages=" + std::to_string(ran->stages) +
-                    " ping_pong=" + std::to_string(ran->ping_pong) +
+         (ran ? " fa3{ws=" + std::to_string(ran->warp_specialized) + " stages=" +
+                    std::to_string(ran->stages) + " ping_pong=" + std::to_string(ran->ping_pong) +
                     " intra_overlap=" + std::to_string(ran->intra_overlap) +
                     " conditional_rescale=" + std::to_string(ran->conditional_rescale) +
                     " grid=" + std::to_string(ran->grid) +
                     " software_exp2=" + std::to_string(ran->software_exp2) +
-                    " overlap_items=" + std::to_string(ran->overlap_items) + "}"
+                    " overlap_items=" + std::to_string(ran->overlap_items) +
+                    " kv_l2_share=" + std::to_string(ran->kv_l2_share) + "}"
               : "");
 }
 

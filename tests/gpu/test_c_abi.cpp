@@ -90,6 +90,7 @@ TEST_CASE("fa3's options: FLASHLAB_FA3_AUTO by default, resolved per head dimens
   REQUIRE(flashlab_fa3_default_options(&defaults) == FLASHLAB_OK);
   CHECK(defaults.stages == FLASHLAB_FA3_AUTO);
   CHECK(defaults.ping_pong == FLASHLAB_FA3_AUTO);
+  CHECK(defaults.kv_l2_share == FLASHLAB_FA3_AUTO);
   for (int64_t d : {int64_t{64}, int64_t{128}}) {
     INFO("d = ", d);
     flashlab_fa3_options out{};
@@ -100,6 +101,7 @@ TEST_CASE("fa3's options: FLASHLAB_FA3_AUTO by default, resolved per head dimens
     CHECK(out.warp_specialized == defaults.warp_specialized);
     CHECK(out.grid == defaults.grid);
     CHECK(out.overlap_items == defaults.overlap_items);
+    CHECK(out.kv_l2_share == FLASHLAB_FA3_AUTO);  // the mask's, not d's: it stays
   }
   flashlab_fa3_options out{};
   CHECK(status_name(flashlab_fa3_resolve_options(96, &defaults, &out)) ==
@@ -111,6 +113,20 @@ TEST_CASE("fa3's options: FLASHLAB_FA3_AUTO by default, resolved per head dimens
   CHECK(status_name(flashlab_fa3_resolve_options(64, &defaults, nullptr)) ==
         "FLASHLAB_ERROR_NULL_POINTER");
   CHECK(std::string(flashlab_last_error()).find("out is NULL") == 0);
+}
+
+TEST_CASE("flashlab_forward_fa3: a share of the L2 out of range is refused before device work") {
+  const flashlab_forward_params p = test::valid_call(FLASHLAB_KERNEL_FA3);
+  flashlab_fa3_options o{};
+  REQUIRE(flashlab_fa3_default_options(&o) == FLASHLAB_OK);
+  for (int32_t bad : {0, -2, fa3::kMaxKvL2Share + 1}) {
+    o.kv_l2_share = bad;
+    CHECK(status_name(flashlab_forward_fa3(&p, &o)) == "FLASHLAB_ERROR_BAD_ARGUMENT");
+    CHECK(std::string(flashlab_last_error()) ==
+          "fa3 option kv_l2_share = " + std::to_string(bad) +
+              ": it must be a share of the L2 in percent, 1 to 100, or FLASHLAB_FA3_AUTO (-1: a "
+              "quarter, and a half under the causal mask)");
+  }
 }
 
 TEST_CASE("flashlab_backward_workspace_bytes: kernel_info.hpp's formula through the ABI") {

@@ -73,7 +73,7 @@ std::vector<flashlab_fa3_options> every_combination() {
         for (int overlap : {0, 1})
           out.push_back({ws, stages, ping_pong, overlap, /*conditional_rescale=*/0, nullptr,
                          FLASHLAB_FA3_GRID_PER_TILE, /*software_exp2=*/0,
-                         /*overlap_items=*/1});
+                         /*overlap_items=*/1, /*kv_l2_share=*/FLASHLAB_FA3_AUTO});
   return out;
 }
 
@@ -225,6 +225,25 @@ TEST_CASE("fa3: running across work items changes no bit (overlap_items, persist
             o.ping_pong = (stages + s) % 2;  // each stage count with ping-pong on and off
             expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, d, causal, o),
                                   [](flashlab_fa3_options& apart) { apart.overlap_items = 0; });
+          }
+}
+
+TEST_CASE("fa3: the tile order's share of the L2 changes no bit (kv_l2_share, every grid)") {
+  // The share sets how many (batch, head) pairs a section of the order takes, so which blocks
+  // take which items and when; each item computes the same thing whoever takes it. On these
+  // shapes (32 pairs each, GQA 8 over 2 and 16 over 4) 1% of an H100's or H200's L2 gives
+  // sections of 2 to 32 pairs, with a partial one at most shapes, and 100% one section of all.
+  constexpr GridShape kShapes[] = {{4, 8, 2, 1023, 300}, {2, 16, 4, 700, 1500}};
+  for (int grid :
+       {FLASHLAB_FA3_GRID_PER_TILE, FLASHLAB_FA3_GRID_PERSISTENT, FLASHLAB_FA3_GRID_QUEUE})
+    for (int d : {64, 128})
+      for (flashlab_causal causal : {FLASHLAB_CAUSAL_NONE, FLASHLAB_CAUSAL_BOTTOM_RIGHT})
+        for (const GridShape& shape : kShapes)
+          for (int share : {1, 100}) {
+            flashlab_fa3_options o = fa3_defaults();
+            o.grid = grid;
+            expect_same_bits_when(grid_case(shape, FLASHLAB_BF16, d, causal, o),
+                                  [share](flashlab_fa3_options& s) { s.kv_l2_share = share; });
           }
 }
 
@@ -417,6 +436,26 @@ TEST_CASE("fa3: overlap_items's option is checked") {
     CHECK(message.empty());
   }
   check_flag_refused(call, fa3_defaults(), &flashlab_fa3_options::overlap_items, "overlap_items");
+}
+
+TEST_CASE("fa3: kv_l2_share's option is checked") {
+  CHECK(fa3_defaults().kv_l2_share == FLASHLAB_FA3_AUTO);
+  const ValidCall call(FLASHLAB_KERNEL_FA3, FLASHLAB_BF16, 128);
+  std::string message;
+  for (int share : {1, 50, fa3::kMaxKvL2Share}) {
+    flashlab_fa3_options o = fa3_defaults();
+    o.kv_l2_share = share;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_OK);
+    CHECK(message.empty());
+  }
+  for (int bad : {0, -2, fa3::kMaxKvL2Share + 1}) {
+    flashlab_fa3_options o = fa3_defaults();
+    o.kv_l2_share = bad;
+    CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
+    CHECK(message == "fa3 option kv_l2_share = " + std::to_string(bad) +
+                         ": it must be a share of the L2 in percent, 1 to 100, or "
+                         "FLASHLAB_FA3_AUTO (-1: a quarter, and a half under the causal mask)");
+  }
 }
 
 flashlab_fa3_options conditional() {

@@ -113,6 +113,32 @@ TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large 
     }
 }
 
+TEST_CASE("tile order: kv_l2_share plans the sections on that percent of the L2") {
+  constexpr int64_t l2 = int64_t(60) << 20;
+  for (bool causal : {false, true}) {
+    CHECK(kv_section_budget(l2, causal, FLASHLAB_FA3_AUTO) == kv_section_budget(l2, causal));
+    CHECK(kv_section_budget(l2, causal, 37) == l2 * 37 / 100);
+    CHECK(kv_section_budget(l2, causal, kMaxKvL2Share) == l2);
+  }
+  CHECK(is_kv_l2_share(FLASHLAB_FA3_AUTO));
+  CHECK(is_kv_l2_share(1));
+  CHECK(is_kv_l2_share(kMaxKvL2Share));
+  CHECK_FALSE(is_kv_l2_share(0));
+  CHECK_FALSE(is_kv_l2_share(-2));
+  CHECK_FALSE(is_kv_l2_share(kMaxKvL2Share + 1));
+  // 16 heads of N = 4096 at d = 128: 2 MiB of K and V a head. Under the mask the default plans
+  // on 30 MiB (15 heads: a partial section of 1, then 15); 25% on 15 MiB (7: 2, then 7 and 7);
+  // 100% on all 60 MiB (the 16 heads in one).
+  const auto sections = [&](int32_t share) {
+    return make_tile_order(1, 16, 16, 4096, 4096, 128, 2, true, l2, share).section_pairs;
+  };
+  CHECK(sections(FLASHLAB_FA3_AUTO) == 15);
+  CHECK(sections(50) == 15);
+  CHECK(sections(25) == 7);
+  CHECK(sections(100) == 16);
+  CHECK(sections(1) == 1);  // less than a head's K and V: one head a section
+}
+
 // Whether item w is the first of a section: the partial one (pairs mod G) at 0, then every
 // whole one, G Tr items each.
 bool starts_section(const TileOrder& o, int64_t w) {

@@ -9,6 +9,7 @@
 
 #include "flashlab/gpu/tile_schedule.hpp"
 #include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/units.hpp"
 #include "flashlab/sim/warp_store.hpp"
 
 #include <doctest/doctest.h>
@@ -246,40 +247,39 @@ TEST_CASE("targets: the naive kernel's DRAM writes on an H100, predicted before 
 TEST_CASE("targets: fa3 under the mask on an H100, its sections planned on 25 to 75% of the L2") {
   // bench/results/h100/2026-12-06-h100-fa3-section-shares.csv: fa3 under the mask at d = 128,
   // N = 4,096 over 12 and 16 heads (predicted before the run), d = 64, N = 4,096 over 24 and
-  // 32, and d = 128, N = 8,192 over 6 and 8, with the tile order's share of the L2 for K and V
-  // set to 25, 37, 50, 62 and 75% by a build made for the run (main plans on a half under the
-  // mask). The order moves nothing into or out of the SMs: main's mirror predicts every row's
-  // reads to the byte. At main's half the model's DRAM reads are within 15% where the order is
-  // one section of all the heads, and 1.21 to 1.22 short where a partial section comes before
-  // a whole one whose K and V fill a side of the L2 (docs/IO-LEVELS.md, "Sections that fill a
+  // 32, and d = 128, N = 8,192 over 6 and 8, with flashlab_fa3_options.kv_l2_share 25, 37, 50,
+  // 62 and 75 (main plans on a half under the mask). The order moves nothing into or out of
+  // the SMs: the mirror predicts every row's reads to the byte. DRAM reads within 15% at 25 of
+  // the 30 rows; the five misses (1.21 to 1.43) are all orders whose partial section comes
+  // before a whole one that fills a side of the L2 (docs/IO-LEVELS.md, "Sections that fill a
   // side of the L2").
   const TargetFor h100("h100");
   const auto rows = results_csv("h100/2026-12-06-h100-fa3-section-shares.csv");
   CHECK(rows.size() == 30);
-  int at_main = 0, one_section = 0, within = 0;
+  const double side = double(app::target_profile().l2_bytes) / app::target_profile().l2_partitions;
+  int within = 0;
   for (const Row& row : rows) {
-    const app::KernelRun run = stored_run(row);
+    app::KernelRun run = stored_run(row);
+    run.fa3_kv_l2_share = std::stoi(row.at("kv_share_pct"));
     const std::string shape = shape_of(run) + ", share " + row.at("kv_share_pct") + "%";
     CAPTURE(shape);
     const app::Prediction p = app::predict(run);
     CHECK(p.sm_read() == std::stod(row.at("sm_read_measured")));
     CHECK(p.sm_read() == std::stod(row.at("sm_read_predicted")));
-    if (row.at("kv_share_pct") != "50") continue;
-    ++at_main;
     CHECK(p.dram_read() == std::stod(row.at("dram_read_predicted")));
-    const auto order = flashlab::gpu::fa3::make_tile_order(
-        1, run.heads, run.heads, run.n, run.n, run.d, 2, true, app::target_profile().l2_bytes);
-    const bool whole = order.section_pairs == order.pairs;
-    one_section += whole;
+    CHECK(p.dram_written() == std::stod(row.at("dram_written_predicted")));
+    const auto order =
+        flashlab::gpu::fa3::make_tile_order(1, run.heads, run.heads, run.n, run.n, run.d, 2, true,
+                                            app::target_profile().l2_bytes, run.fa3_kv_l2_share);
+    const double section = 2.0 * double(run.n * run.d) * 2 * order.section_pairs;  // K, V bf16
+    const bool partial_before_full = order.section_pairs < order.pairs && section >= 0.96 * side;
     const double read = std::stod(row.at("dram_read_measured")) / p.dram_read();
     CAPTURE(read);
     CHECK(read >= 0.99);
-    CHECK(read <= (whole ? 1.15 : 1.25));
+    CHECK(read <= (partial_before_full ? 1.45 : 1.15));
     within += read <= 1.15;
   }
-  CHECK(at_main == 6);
-  CHECK(one_section == 3);
-  CHECK(within == 3);
+  CHECK(within == 25);
 }
 
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
@@ -314,6 +314,48 @@ TEST_CASE("compare --profile: predictions for the part named, and a clear refusa
   const auto pass = run_flashlab("compare --pass decode --profile a100 --n 64 2>&1");
   CHECK(pass.status == kUsageError);
   CHECK(contains(pass.output, "--profile a100: "));
+}
+
+TEST_CASE("compare --fa3-kv-l2-share: fa3's order and its prediction on that share, or a refusal") {
+  // 12 heads, N = 4,096, d = 128 under the mask on the H100: its own half plans all 12 heads
+  // in one section (43.3 MiB predicted from DRAM), a quarter sections of 6 (36.0, the floor).
+  const std::string sweep =
+      "compare --profile h100 --kernels fa2,fa3 --d 128 --sweep n=4096 --sweep heads=12 "
+      "--sweep causal=yes --no-ncu --no-color --fa3-kv-l2-share ";
+  const auto quarter = run_flashlab(sweep + "25 2>&1");
+  REQUIRE(quarter.status == 0);
+  const TargetFor h100("h100");
+  app::KernelRun run{.kernel = "fa3", .n = 4096, .d = 128, .heads = 12, .causal = true};
+  const double own = app::predict(run).dram_read();
+  run.fa3_kv_l2_share = 25;
+  const double on_a_quarter = app::predict(run).dram_read();
+  CHECK(on_a_quarter < 0.9 * own);
+  CHECK(contains(quarter.output, "\t" + flashlab::sim::format_bytes(on_a_quarter) + "\t"));
+  CHECK_FALSE(contains(quarter.output, "\t" + flashlab::sim::format_bytes(own) + "\t"));
+  // fa2 has no such order: its row is as without the option.
+  const auto plain = run_flashlab(sweep.substr(0, sweep.find(" --fa3-kv-l2-share")) + " 2>&1");
+  REQUIRE(plain.status == 0);
+  const std::size_t fa2_row = plain.output.find("\nfa2\t");
+  REQUIRE(fa2_row != std::string::npos);
+  CHECK(contains(quarter.output,
+                 plain.output.substr(fa2_row, plain.output.find('\n', fa2_row + 1) - fa2_row)));
+  for (const char* bad : {"0", "101", "x"}) {
+    CAPTURE(bad);
+    const auto refused = run_flashlab(sweep + bad + " 2>&1");
+    CHECK(refused.status == kUsageError);
+    CHECK(contains(refused.output, "--fa3-kv-l2-share: `" + std::string(bad) +
+                                       "` is not a whole number from 1 to 100"));
+  }
+  const auto decode = run_flashlab("compare --pass decode --n 256 --fa3-kv-l2-share 37 2>&1");
+  CHECK(decode.status == kUsageError);
+  CHECK(contains(decode.output,
+                 "--fa3-kv-l2-share is an option of the forward comparison, not of --pass decode"));
+  run.kernel = "fa3";
+  run.fa3_kv_l2_share = 0;
+  CHECK_THROWS_WITH_AS(app::predict(run),
+                       "fa3's share of the L2 for its order is 0: give a percent from 1 to 100, "
+                       "or FLASHLAB_FA3_AUTO (-1) for the kernel's own",
+                       flashlab::cpu::InvalidArgument);
 }
 
 TEST_CASE("targets: the passes on an H100 against its profile, predicted before the run") {

@@ -10,7 +10,8 @@
 extern "C" {
 #endif
 
-/* flashlab_fa3_options.stages and .ping_pong: the kernel's own choice for the head dimension. */
+/* flashlab_fa3_options.stages and .ping_pong: the kernel's own choice for the head dimension;
+ * .kv_l2_share: the tile order's own share of the L2 for the mask. */
 #define FLASHLAB_FA3_AUTO (-1)
 
 typedef struct flashlab_fa3_options {
@@ -70,6 +71,15 @@ typedef struct flashlab_fa3_options {
                                (fa3::kDefaultOverlapItems, kernel_info.hpp: measured, it
                                gains at most 2% and loses up to 8% where the next item's
                                Q or K_0 lands late). */
+  int32_t kv_l2_share;      /* the share of the L2, in percent (1 to 100), that the tile order
+                               plans a section's K and V on (flashlab/gpu/tile_schedule.hpp:
+                               the heads whose K and V fit it go together, so their K and V
+                               stay in the L2 while those heads' query tiles go by), or
+                               FLASHLAB_FA3_AUTO: fa3::kL2ShareForKV (kernel_info.hpp), a
+                               quarter, and a half under the causal mask. The order moves no
+                               bit of the output, only where K and V are found: an experiment
+                               on the L2 (docs/IO-LEVELS.md, "Sections that fill a side of
+                               the L2"). Default FLASHLAB_FA3_AUTO. */
 } flashlab_fa3_options;
 
 /* flashlab_fa3_options.grid. The order of the tiles is the same in every case
@@ -107,7 +117,8 @@ typedef enum flashlab_rescale_count {
 flashlab_status flashlab_fa3_default_options(flashlab_fa3_options* out);
 
 /* Fills *out with *options as a call at head dimension d runs them: FLASHLAB_FA3_AUTO in
- * stages and ping_pong replaced by d's defaults, every other field as given.
+ * stages and ping_pong replaced by d's defaults, every other field as given (kv_l2_share's
+ * FLASHLAB_FA3_AUTO depends on the mask, not on d, and stays).
  * FLASHLAB_ERROR_NULL_POINTER if options or out is NULL, FLASHLAB_ERROR_UNSUPPORTED if fa3
  * does not take d. */
 flashlab_status flashlab_fa3_resolve_options(int64_t d, const flashlab_fa3_options* options,

@@ -25,8 +25,9 @@ extern "C" {
 /* 3: flashlab_backward (backward.h), dropout (dropout.h); 4: flashlab_fa3_options.grid (fa3.h);
  * 5: flashlab_fa3_options.software_exp2, and flashlab_decode_params.kv_l2_policy (decode.h),
  * which was `reserved`; 6: FLASHLAB_FA3_GRID_QUEUE (fa3.h); 7: flashlab_fa3_options.overlap_items;
- * 8: FLASHLAB_FA3_AUTO for flashlab_fa3_options.stages and .ping_pong, their new default */
-#define FLASHLAB_ABI_VERSION 8
+ * 8: FLASHLAB_FA3_AUTO for flashlab_fa3_options.stages and .ping_pong, their new default;
+ * 9: flashlab_fa3_options.kv_l2_share */
+#define FLASHLAB_ABI_VERSION 9
 
 typedef enum flashlab_status {
   FLASHLAB_OK = 0,

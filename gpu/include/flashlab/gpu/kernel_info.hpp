@@ -848,6 +848,7 @@ constexpr flashlab_fa3_options default_options() {
   o.grid = kDefaultGrid;
   o.software_exp2 = 0;
   o.overlap_items = kDefaultOverlapItems;
+  o.kv_l2_share = FLASHLAB_FA3_AUTO;
   return o;
 }
 // The share of the L2 the tile order plans the K and V of the heads in flight to take (the
@@ -869,8 +870,17 @@ constexpr flashlab_fa3_options default_options() {
 // queue, rises from under 1.07 to 1.072 (d = 64, N = 8192) and 1.102 (d = 128, N = 4096)
 // (tests/gpu/test_tile_schedule.cpp); so there the share stays a half.
 inline constexpr int64_t kL2ShareForKV[2][2] = {{1, 4}, {1, 2}};  // [causal]
-// The bytes of K and V one section of the tile order may plan on (make_tile_order).
-constexpr int64_t kv_section_budget(int64_t l2_bytes, bool causal) {
+// flashlab_fa3_options.kv_l2_share: a share of the L2 in percent, 1 to kMaxKvL2Share, for
+// experiments on the order (docs/IO-LEVELS.md, "Sections that fill a side of the L2").
+inline constexpr int kMaxKvL2Share = 100;
+constexpr bool is_kv_l2_share(int32_t share) {
+  return share == FLASHLAB_FA3_AUTO || (share >= 1 && share <= kMaxKvL2Share);
+}
+// The bytes of K and V one section of the tile order may plan on (make_tile_order): the
+// share above, or, with FLASHLAB_FA3_AUTO, kL2ShareForKV's for the mask.
+constexpr int64_t kv_section_budget(int64_t l2_bytes, bool causal,
+                                    int32_t share = FLASHLAB_FA3_AUTO) {
+  if (share != FLASHLAB_FA3_AUTO) return l2_bytes * share / kMaxKvL2Share;
   return l2_bytes * kL2ShareForKV[causal][0] / kL2ShareForKV[causal][1];
 }
 inline constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
