@@ -280,6 +280,23 @@ TEST_CASE("targets: fa3 under the mask on an H100, its sections planned on 25 to
     within += read <= 1.15;
   }
   CHECK(within == 25);
+  // The switch on the device, through `compare --fa3-kv-l2-share 37` (the runner plugin's
+  // flashlab_forward_fa3): the 37% rows again, 12 and 16 heads at d = 128, N = 4,096.
+  const auto again = results_csv("h100/2026-12-06-h100-fa3-kv-l2-share-37-compare.csv");
+  CHECK(again.size() == 2);
+  for (const Row& row : again) {
+    app::KernelRun run = stored_run(row);
+    run.fa3_kv_l2_share = 37;
+    const std::string shape = shape_of(run);
+    CAPTURE(shape);
+    const app::Prediction p = app::predict(run);
+    CHECK(p.sm_read() == std::stod(row.at("sm_read_measured")));
+    CHECK(p.dram_read() == std::stod(row.at("dram_read_predicted")));
+    const double read = std::stod(row.at("dram_read_measured")) / p.dram_read();
+    CAPTURE(read);
+    CHECK(read >= 1.0);
+    CHECK(read <= 1.08);
+  }
 }
 
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
