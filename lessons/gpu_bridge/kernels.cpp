@@ -395,8 +395,11 @@ Prediction predict(const KernelRun& run) {
   if (const auto& t = mirror.problem.tiles)
     p.label = fmt::format("{} (Br {}, Bc {})", run.kernel, t->Br, t->Bc);
   if (mirror.fa3) {
-    p.label = fmt::format("{} (Br {}, Bc {}, {} stages)", run.kernel, mirror.fa3->Br,
-                          mirror.fa3->Bc, mirror.fa3->stages);
+    p.label = fmt::format("{} (Br {}, Bc {}, {} stages{})", run.kernel, mirror.fa3->Br,
+                          mirror.fa3->Bc, mirror.fa3->stages,
+                          run.fa3_kv_l2_share == FLASHLAB_FA3_AUTO
+                              ? std::string()
+                              : fmt::format(", sections on {}% of the L2", run.fa3_kv_l2_share));
     const sim::Fa3Shape shape{.batch = 1,
                               .heads_q = run.heads,
                               .heads_kv = run.heads,

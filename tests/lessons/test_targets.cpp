@@ -363,6 +363,11 @@ TEST_CASE("compare --fa3-kv-l2-share: fa3's order and its prediction on that sha
     CHECK(contains(refused.output, "--fa3-kv-l2-share: `" + std::string(bad) +
                                        "` is not a whole number from 1 to 100"));
   }
+  // The single comparison names the share in fa3's row.
+  const auto single = run_flashlab(
+      "compare --kernels fa3 --n 256 --d 64 --heads 2 --causal --no-ncu --fa3-kv-l2-share 10 2>&1");
+  REQUIRE(single.status == 0);
+  CHECK(contains(single.output, "4 stages, sections on 10% of the L2)"));
   const auto decode = run_flashlab("compare --pass decode --n 256 --fa3-kv-l2-share 37 2>&1");
   CHECK(decode.status == kUsageError);
   CHECK(contains(decode.output,
