@@ -1,7 +1,8 @@
 // Stand-in GPU runner plugins, built three ways:
-//   FAKE_RUNNER_VERSION = 4: the previous version (before the decode call's grid);
-//   FAKE_RUNNER_VERSION = 5 without FAKE_RUNNER_ZEROS: every call but the rescale count;
-//     the program must refuse both;
+//   FAKE_RUNNER_PREVIOUS: the version before this one (runner_abi.h's FLASHLAB_RUNNER_VERSION
+//     less one);
+//   neither define: this version, every call but the rescale count; the program must refuse
+//     both;
 //   FAKE_RUNNER_ZEROS: every call of this version, each "running" on a pretend device and
 //     returning zeros, so that the lessons' GPU steps can be driven end to end without a GPU
 //     (and their checks seen to fail on wrong outputs).
@@ -13,7 +14,11 @@
 extern "C" {
 
 __attribute__((visibility("default"))) int flashlab_runner_version(void) {
-  return FAKE_RUNNER_VERSION;
+#ifdef FAKE_RUNNER_PREVIOUS
+  return FLASHLAB_RUNNER_VERSION - 1;
+#else
+  return FLASHLAB_RUNNER_VERSION;
+#endif
 }
 
 __attribute__((visibility("default"))) int flashlab_runner_device(char* description, size_t size) {
