@@ -93,7 +93,7 @@ void check_fa3_options(const flashlab_forward_params& params, const flashlab_fa3
                     ": it must be a share of the L2 in percent, 1 to " +
                     std::to_string(fa3::kMaxKvL2Share) + ", or FLASHLAB_FA3_AUTO (" +
                     std::to_string(FLASHLAB_FA3_AUTO) +
-                    ": a quarter, and a half under the causal mask)");
+                    ": the kernel's own, fa3::auto_kv_l2_share)");
   if (!fa3::is_grid(o.grid))
     throw Error(FLASHLAB_ERROR_BAD_ARGUMENT,
                 "fa3 option grid = " + std::to_string(o.grid) + " is unknown: it must be " +

@@ -428,7 +428,7 @@ void add_compare_command(CLI::App& app) {
   add_integer_option<std::int32_t>(
       cmd, "--fa3-kv-l2-share", args.fa3_kv_l2_share,
       "fa3's tile order: plan its sections' K and V on this percent of the L2 (the kernel's "
-      "flashlab_fa3_options.kv_l2_share; default: a quarter, a half under the mask)",
+      "flashlab_fa3_options.kv_l2_share; default: the kernel's own, fa3::auto_kv_l2_share)",
       1, gpu::fa3::kMaxKvL2Share)
       ->default_str("auto");
   add_compare_pass_options(cmd, args.pass);

@@ -124,8 +124,8 @@ TEST_CASE("flashlab_forward_fa3: a share of the L2 out of range is refused befor
     CHECK(status_name(flashlab_forward_fa3(&p, &o)) == "FLASHLAB_ERROR_BAD_ARGUMENT");
     CHECK(std::string(flashlab_last_error()) ==
           "fa3 option kv_l2_share = " + std::to_string(bad) +
-              ": it must be a share of the L2 in percent, 1 to 100, or FLASHLAB_FA3_AUTO (-1: a "
-              "quarter, and a half under the causal mask)");
+              ": it must be a share of the L2 in percent, 1 to 100, or FLASHLAB_FA3_AUTO (-1: the "
+              "kernel's own, fa3::auto_kv_l2_share)");
   }
 }
 

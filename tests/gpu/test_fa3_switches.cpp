@@ -454,7 +454,7 @@ TEST_CASE("fa3: kv_l2_share's option is checked") {
     CHECK(call_fa3(call, o, &message) == FLASHLAB_ERROR_BAD_ARGUMENT);
     CHECK(message == "fa3 option kv_l2_share = " + std::to_string(bad) +
                          ": it must be a share of the L2 in percent, 1 to 100, or "
-                         "FLASHLAB_FA3_AUTO (-1: a quarter, and a half under the causal mask)");
+                         "FLASHLAB_FA3_AUTO (-1: the kernel's own, fa3::auto_kv_l2_share)");
   }
 }
 

@@ -104,7 +104,7 @@ TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large 
       const TileOrder o = order_of(s, causal, l2);
       const int64_t group = s.heads_q / s.heads_kv;
       const int64_t kv_per_pair = (2 * s.n_k * s.d * 2 + group - 1) / group;
-      const int64_t budget = kv_section_budget(l2, causal);
+      const int64_t budget = kv_section_budget(l2, causal, auto_kv_l2_share(causal, s.d, o.tiles));
       INFO("heads_q=", s.heads_q, " N_k=", s.n_k, " d=", s.d, " L2=", l2, " causal=", causal);
       CHECK(o.section_pairs >= 1);
       CHECK(o.section_pairs <= o.pairs);
@@ -137,6 +137,24 @@ TEST_CASE("tile order: kv_l2_share plans the sections on that percent of the L2"
   CHECK(sections(25) == 7);
   CHECK(sections(100) == 16);
   CHECK(sections(1) == 1);  // less than a head's K and V: one head a section
+  // FLASHLAB_FA3_AUTO: a quarter under the mask at d = 128 for heads of at most 12 query tiles
+  // (N <= 1,536), the half beyond and at d = 64, a quarter without the mask.
+  for (int64_t d : {64, 128})
+    for (int64_t n : {1, 768, 1536, 1537, 4096})
+      for (bool causal : {false, true}) {
+        const int64_t tiles = (n + br(d) - 1) / br(d);
+        const bool quarter = causal && d == 128 && n <= 1536;
+        INFO("d=", d, " N=", n, " causal=", causal);
+        CHECK(auto_kv_l2_share(causal, d, tiles) ==
+              (quarter ? kMaxKvL2Share / 4 : FLASHLAB_FA3_AUTO));
+      }
+  // B = 16 x H = 16 at N = 1,024, d = 128 (0.5 MiB of K and V a head): 30 heads a section on the
+  // quarter under the mask, as without it, where the half would take 60; d = 64 at N = 2,048
+  // (0.5 MiB a head too) keeps the half under the mask: 60.
+  CHECK(make_tile_order(16, 16, 16, 1024, 1024, 128, 2, true, l2).section_pairs == 30);
+  CHECK(make_tile_order(16, 16, 16, 1024, 1024, 128, 2, false, l2).section_pairs == 30);
+  CHECK(make_tile_order(16, 16, 16, 1024, 1024, 128, 2, true, l2, 50).section_pairs == 60);
+  CHECK(make_tile_order(8, 32, 32, 2048, 2048, 64, 2, true, l2).section_pairs == 60);
 }
 
 // Whether item w is the first of a section: the partial one (pairs mod G) at 0, then every

@@ -868,13 +868,30 @@ constexpr flashlab_fa3_options default_options() {
 // 1.007/1.000 0.959/0.972 0.983/0.998, losing at N = 4096 and 8192 (d = 128) and 8192 and
 // 16384 (d = 64), where the busiest block's share over the mean, dispatched or from the work
 // queue, rises from under 1.07 to 1.072 (d = 64, N = 8192) and 1.102 (d = 128, N = 4096)
-// (tests/gpu/test_tile_schedule.cpp); so there the share stays a half.
+// (tests/gpu/test_tile_schedule.cpp); so there the share stays a half (but at d = 128 for
+// short heads: auto_kv_l2_share, below).
 inline constexpr int64_t kL2ShareForKV[2][2] = {{1, 4}, {1, 2}};  // [causal]
 // flashlab_fa3_options.kv_l2_share: a share of the L2 in percent, 1 to kMaxKvL2Share, for
 // experiments on the order (docs/IO-LEVELS.md, "Sections that fill a side of the L2").
 inline constexpr int kMaxKvL2Share = 100;
 constexpr bool is_kv_l2_share(int32_t share) {
   return share == FLASHLAB_FA3_AUTO || (share >= 1 && share <= kMaxKvL2Share);
+}
+// What FLASHLAB_FA3_AUTO plans on for a problem: kL2ShareForKV's share (FLASHLAB_FA3_AUTO
+// back), except a quarter (25) under the mask at d = 128 while a head has at most
+// kQuarterMaxQueryTiles query tiles. There an item has at most as many KV tiles, each with
+// its Q load and O store, and fa3 is nearest its memory side: with half the L2 the section's
+// K and V fill a side of it (K and V are held on both) and go back to DRAM. Measured on an
+// H100 (2026-12-06, bench/results/h100/2026-12-06-h100-fa3-kv-l2-share-short{,-repeat}.csv,
+// in turns, two runs), a quarter over the half: N = 768 1.069 / 1.065, 1,024 1.071 / 1.067,
+// 1,536 1.030 / 1.029, then 2,048 1.012 / 1.010 and 3,072 0.992 / 0.997; DRAM at N = 1,024,
+// B = 16, H = 16: 193 MiB against 248 (`-n1024-dram.csv`). On the H200 (2026-12-02, above:
+// the fixed turns then) +2.0 / +1.7% at 1,024, -3.5 / -1.6% at 4,096. At d = 64 a quarter is
+// no faster at any N (0.96 to 1.00 on the H100): its time does not follow the bytes.
+inline constexpr int kQuarterMaxQueryTiles = 12;
+constexpr int32_t auto_kv_l2_share(bool causal, int64_t d, int64_t query_tiles) {
+  return causal && d == 128 && query_tiles <= kQuarterMaxQueryTiles ? kMaxKvL2Share / 4
+                                                                    : FLASHLAB_FA3_AUTO;
 }
 // The bytes of K and V one section of the tile order may plan on (make_tile_order): the
 // share above, or, with FLASHLAB_FA3_AUTO, kL2ShareForKV's for the mask.

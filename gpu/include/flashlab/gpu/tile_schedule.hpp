@@ -70,7 +70,7 @@ struct WorkItem {
 
 // The order for a problem of (batch, heads_q, heads_kv, N_q, N_k, d) with elements of
 // elem_bytes, on a GPU with l2_bytes of L2, its sections planned on kv_l2_share percent of it
-// (flashlab_fa3_options.kv_l2_share; FLASHLAB_FA3_AUTO: kL2ShareForKV's). A query head's share
+// (flashlab_fa3_options.kv_l2_share; FLASHLAB_FA3_AUTO: auto_kv_l2_share's). A query head's share
 // of K and V is 2 N_k d elem_bytes / group (the heads of a GQA group read the same KV head).
 constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t n_q,
                                     int64_t n_k, int64_t d, int64_t elem_bytes, bool causal,
@@ -84,7 +84,9 @@ constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t head
   o.items = int64_t(o.pairs) * o.tiles;
   const int64_t group = heads_kv > 0 ? heads_q / heads_kv : 1;
   const int64_t kv_per_pair = (2 * n_k * d * elem_bytes + group - 1) / group;
-  const int64_t budget = kv_section_budget(l2_bytes, causal, kv_l2_share);
+  const int32_t share =
+      kv_l2_share != FLASHLAB_FA3_AUTO ? kv_l2_share : auto_kv_l2_share(causal, d, o.tiles);
+  const int64_t budget = kv_section_budget(l2_bytes, causal, share);
   const int64_t fit = kv_per_pair > 0 ? budget / kv_per_pair : o.pairs;
   o.section_pairs = int(fit < 1 ? 1 : fit > o.pairs ? o.pairs : fit);
   o.longest_first = causal;
