@@ -63,16 +63,9 @@ struct CompareArgs {
   CLI::App* cmd = nullptr;
 };
 
-// The share of the L2 fa3's order plans on, for `kernel` (fa3's alone: the others have no such
-// order, so they run and are predicted as always).
-std::int32_t kv_l2_share_for(const CompareArgs& a, const std::string& kernel) {
-  return kernel == "fa3" ? a.fa3_kv_l2_share : FLASHLAB_FA3_AUTO;
-}
-
 KernelRun run_of(const CompareArgs& a, const std::string& kernel) {
   KernelRun run{kernel, a.n, a.n_q, a.d, a.heads, a.dtype, a.causal, a.seed};
-  // The sweep's base ("": every kernel) keeps the share; its runs drop it but fa3's.
-  run.fa3_kv_l2_share = kernel.empty() ? a.fa3_kv_l2_share : kv_l2_share_for(a, kernel);
+  run.fa3_kv_l2_share = a.fa3_kv_l2_share;  // fa3's order's alone; the other kernels ignore it
   return run;
 }
 
@@ -184,9 +177,8 @@ void gpu_rows(const CompareArgs& a, sim::DType dtype, const Inputs& in,
       continue;
     }
     std::cerr << "flashlab: running the " << kernel << " kernel...\n";
-    const GpuRun run =
-        run_gpu_forward(kernel, in.Q, in.K, in.V, dtype, in.options.causal,
-                        /*warmups=*/2, a.repeats, a.heads, kv_l2_share_for(a, kernel));
+    const GpuRun run = run_gpu_forward(kernel, in.Q, in.K, in.V, dtype, in.options.causal,
+                                       /*warmups=*/2, a.repeats, a.heads, a.fa3_kv_l2_share);
     if (!run.ran) {
       rows.push_back({name, "not run: " + run.message, "-", "-", "-"});
       continue;
@@ -288,9 +280,8 @@ template <class In>
 void gpu_only(const CompareArgs& a, sim::DType dtype) {
   const Inputs in = make_inputs(a, dtype);
   run_ncu_first_kernel(fmt::format("--gpu-only {}", a.gpu_only));
-  const GpuRun run =
-      run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
-                      /*warmups=*/0, /*repeats=*/1, a.heads, kv_l2_share_for(a, a.gpu_only));
+  const GpuRun run = run_gpu_forward(a.gpu_only, in.Q, in.K, in.V, dtype, in.options.causal,
+                                     /*warmups=*/0, /*repeats=*/1, a.heads, a.fa3_kv_l2_share);
   // Under ncu a kernel that did not run would leave nothing to measure and no word why.
   if (!run.ran)
     throw std::runtime_error(

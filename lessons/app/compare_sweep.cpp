@@ -53,7 +53,6 @@ std::vector<KernelRun> runs_of(const CompareSweepRequest& r) {
             KernelRun run = r.base;
             run.kernel = kernel, run.n = n, run.n_q = 0, run.d = d, run.heads = heads;
             run.causal = causal;
-            if (kernel != "fa3") run.fa3_kv_l2_share = FLASHLAB_FA3_AUTO;  // fa3's order's only
             runs.push_back(run);
           }
   return runs;

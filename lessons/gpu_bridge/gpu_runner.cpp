@@ -158,9 +158,10 @@ GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
     return run;
   }
   run.O = cpu::Matrix<float>::Zero(Q.rows(), Q.cols());
+  const std::int32_t share = *id == FLASHLAB_KERNEL_FA3 ? fa3_kv_l2_share : FLASHLAB_FA3_AUTO;
   const flashlab_runner_call call{Q.data(), K.data(), V.data(), run.O.data(),   Q.rows(),
                                   K.rows(), Q.cols(), heads,    c_dtype(dtype), c_causal(causal),
-                                  *id,      warmups,  repeats,  fa3_kv_l2_share};
+                                  *id,      warmups,  repeats,  share};
   flashlab_runner_result result{};
   loaded().plugin->forward(&call, &result);
   run.ran = result.ran == 1;

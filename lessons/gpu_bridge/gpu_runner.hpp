@@ -49,7 +49,8 @@ struct GpuRun {
 // in batch 1 with `heads` heads (each a copy of the same matrices in memory of its own; O is
 // head 0's). `warmups` untimed calls come first (module loading, cuBLAS set-up), then
 // `repeats` >= 1 timed ones. fa3_kv_l2_share: fa3's tile order's share of the L2 in percent
-// (flashlab_fa3_options.kv_l2_share), or FLASHLAB_FA3_AUTO for its default.
+// (flashlab_fa3_options.kv_l2_share), or FLASHLAB_FA3_AUTO for its default; the other
+// kernels have no such order and run as always.
 GpuRun run_gpu_forward(const std::string& kernel, const cpu::Matrix<float>& Q,
                        const cpu::Matrix<float>& K, const cpu::Matrix<float>& V, sim::DType dtype,
                        cpu::Causal causal, int warmups, int repeats, cpu::Index heads = 1,

@@ -22,14 +22,15 @@ struct PerSequence {
 };
 
 // The block table as compare lays it out: a row per sequence of the longest one's pages,
-// from a sector-aligned base. The sectors a split's entries (one int32 per page) lie in,
-// each once (its block reads them through its SM's L1), for sequence `seq`.
+// from a sector-aligned base.
 Index table_row_entries(const DecodeShape& s, Index page_size) {
   Index longest = 0;
   for (const Index L : s.lengths) longest = std::max(longest, L);
   return page_size > 0 ? ceil_div(longest, page_size) : 0;
 }
 constexpr Index kEntryBytes = sizeof(std::int32_t);  // a page's index in the table
+// The sectors a split's entries (one per page it touches) lie in, each once (its block reads
+// them through its SM's L1), in sequence `seq`'s row.
 Index sectors_of(const std::set<Index>& pages, Index seq, Index row_entries) {
   std::set<Index> sectors;
   for (const Index page : pages)

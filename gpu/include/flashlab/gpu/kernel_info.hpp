@@ -890,8 +890,10 @@ constexpr bool is_kv_l2_share(int32_t share) {
 // no faster at any N (0.96 to 1.00 on the H100): its time does not follow the bytes.
 inline constexpr int kQuarterMaxQueryTiles = 12;
 constexpr int32_t auto_kv_l2_share(bool causal, int64_t d, int64_t query_tiles) {
-  return causal && d == 128 && query_tiles <= kQuarterMaxQueryTiles ? kMaxKvL2Share / 4
-                                                                    : FLASHLAB_FA3_AUTO;
+  // The share without the mask (a quarter), in percent.
+  constexpr auto unmasked =
+      int32_t(kMaxKvL2Share * kL2ShareForKV[false][0] / kL2ShareForKV[false][1]);
+  return causal && d == 128 && query_tiles <= kQuarterMaxQueryTiles ? unmasked : FLASHLAB_FA3_AUTO;
 }
 // The bytes of K and V one section of the tile order may plan on (make_tile_order): the
 // share above, or, with FLASHLAB_FA3_AUTO, kL2ShareForKV's for the mask.
