@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <string>
 
 namespace flashlab::app {
 
@@ -66,11 +67,19 @@ void add_check_command(CLI::App& app) {
       std::exit(status);
     }
   });
+  // The numbers as the exercises' table has them, each kind's in its order.
+  std::string cpu, kernel;
+  for (const exercises::ExerciseInfo& e : exercises::all_exercises()) {
+    std::string& list = e.kind == exercises::ExerciseKind::cpu ? cpu : kernel;
+    list += (list.empty() ? "" : ", ") + std::to_string(e.number);
+  }
   add_integer_option(cmd, "N", args.number,
-                     "The exercise (`flashlab exercise` lists them: 1 to 10 on the CPU, 21 to 23 "
-                     "CUDA kernels)",
+                     fmt::format("The exercise (`flashlab exercise` lists them): {} on the CPU, "
+                                 "{} CUDA kernels",
+                                 cpu, kernel),
                      0)
-      ->required();
+      ->required()
+      ->default_str("");
   add_no_color_flag(cmd, args.no_colour);
 }
 

@@ -18,6 +18,7 @@
 #include "flashlab/cpu/correctness.hpp"
 #include "flashlab/cpu/forward.hpp"
 #include "flashlab/cpu/naive.hpp"
+#include "flashlab/sim/limits.hpp"
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/simulate.hpp"
 #include "flashlab/sim/units.hpp"
@@ -39,7 +40,6 @@ namespace flashlab::app {
 namespace {
 
 constexpr int kMaxRepeats = 1000;
-constexpr Index kMaxHeads = 1024;
 // Everything on the CPU side is computed in full: fp64 attention and the naive attention in
 // the input's precision each hold S and P, (N_q, N_k) each, and the tiled forward runs once
 // per repeat. Beyond this many multiply-adds (N_q N_k d per pass; 4096 x 4096 x 128 with the
@@ -305,6 +305,10 @@ void check_cost(const CompareArgs& a) {
         "{:.3g} that finish in about a minute; pass --large to run it anyway, or lower N, d or "
         "--repeats",
         multiply_adds, kMaxMultiplyAdds));
+  double grid_bytes = 0;
+  for (const auto& kernel : split(a.kernels)) grid_bytes += grid_model_bytes(run_of(a, kernel));
+  check_grid_model_time(grid_bytes, kMaxGridModelSeconds, a.large, "this comparison",
+                        "N or --heads");
 }
 
 // Every name in --kernels is a kernel of the ladder, named once.
@@ -312,6 +316,10 @@ void check_kernels(const CompareArgs& a) {
   const auto names = split(a.kernels);
   if (names.empty())
     throw cpu::InvalidArgument("--kernels is empty: give one or more of " + kernel_list());
+  if (a.kernels.back() == ',')
+    throw cpu::InvalidArgument(
+        fmt::format("--kernels {}: a name is missing after the last comma; give one or more of {}",
+                    a.kernels, kernel_list()));
   for (std::size_t k = 0; k < names.size(); ++k) {
     if (!kernel_by_name(names[k]))
       throw cpu::InvalidArgument("--kernels: " + unknown_kernel_message(names[k]));
@@ -332,7 +340,24 @@ void choose_target(const CompareArgs& a) {
   if (status.available && !device.empty()) set_target_profile(device);
 }
 
+// An option that a sweep's axis also sets would be silently overridden at every point.
+void check_sweep_overrides(const CompareArgs& a) {
+  for (const std::string& item : a.sweep) {
+    const std::string axis = item.substr(0, item.find('='));
+    const std::string option = axis == "n"       ? "--n"
+                               : axis == "d"     ? "--d"
+                               : axis == "heads" ? "--heads"
+                               : axis == "batch" ? "--batch"
+                                                 : "";
+    if (!option.empty() && a.cmd->count(option) > 0)
+      throw cpu::InvalidArgument(
+          fmt::format("{} with --sweep {}: the sweep sets {} at every point; give one of the two",
+                      option, item, axis));
+  }
+}
+
 void run(const CompareArgs& a) {
+  check_sweep_overrides(a);
   if (a.sweep.empty() && (!a.csv.empty() || !a.plot.empty()))
     throw cpu::InvalidArgument(
         "--csv and --plot write a sweep's rows: give --sweep n=... with them");
@@ -345,15 +370,16 @@ void run(const CompareArgs& a) {
         "--causal with --sweep causal=...: the sweep's axis says which masks run; give one of "
         "the two");
   choose_target(a);
-  if (const Pass pass = parse_pass(a.pass.pass); pass != Pass::forward) {
-    const CompareProblem problem{a.n,         a.n_q,  a.d,       a.heads,  a.dtype,   a.causal,
-                                 a.no_colour, a.seed, a.repeats, a.no_ncu, a.gpu_only};
+  if (const Pass pass = parse_pass(a.pass.pass, /*takes_fa3=*/false); pass != Pass::forward) {
+    const CompareProblem problem{a.n,         a.n_q,  a.d,       a.heads,  a.dtype,    a.causal,
+                                 a.no_colour, a.seed, a.repeats, a.no_ncu, a.gpu_only, a.large};
     if (a.sweep.empty()) return run_compare_pass(a.cmd, pass, a.pass, problem);
     check_compare_pass_options(a.cmd, pass);
     return run_compare_pass_sweep(
         {pass, a.pass, problem,
-         parse_sweep(a.sweep, {{a.n}, {a.d}, {a.heads}, {a.pass.batch}, {a.causal}},
-                     {.batch = true, .causal = pass == Pass::backward}),
+         parse_sweep(
+             a.sweep, {{a.n}, {a.d}, {a.heads}, {a.pass.batch}, {a.causal}},
+             {.batch = true, .causal = pass == Pass::backward, .max_batch = sim::kMaxDecodeBatch}),
          a.csv, a.plot});
   }
   check_forward_options(a.cmd);
@@ -367,7 +393,7 @@ void run(const CompareArgs& a) {
     return run_compare_sweep(
         {base, split(a.kernels),
          parse_sweep(a.sweep, {{base.n}, {base.d}, {base.heads}, {1}, {base.causal}}), a.no_ncu,
-         a.no_colour, a.csv, a.plot});
+         a.no_colour, a.csv, a.plot, a.large});
   }
   if (a.gpu_only.empty()) check_cost(a);  // --gpu-only computes nothing on the CPU
   const sim::DType dtype = sim::parse_dtype(a.dtype);
@@ -390,9 +416,11 @@ void add_compare_command(CLI::App& app) {
       "compare", "CPU reference, simulator and GPU on the same inputs: error, time, bytes");
   auto& args = arguments_of<CompareArgs>(cmd, run);
   args.cmd = cmd;
-  add_integer_option<Index>(cmd, "--n", args.n, "Keys N (and queries, unless --n-q)", 1);
-  add_integer_option<Index>(cmd, "--n-q", args.n_q, "Query rows N_q (1 for decode); 0 means N", 0);
-  add_integer_option<Index>(cmd, "--d", args.d, "Head dimension d", 1);
+  add_integer_option<Index>(cmd, "--n", args.n, "Keys N (and queries, unless --n-q)", 1,
+                            sim::kMaxLength);
+  add_integer_option<Index>(cmd, "--n-q", args.n_q, "Query rows N_q (1 for decode); 0 means N", 0,
+                            sim::kMaxLength);
+  add_integer_option<Index>(cmd, "--d", args.d, "Head dimension d", 1, sim::kMaxHeadDim);
   cmd->add_flag("--causal", args.causal, "Causal mask (bottom-right aligned when N_q != N)");
   cmd->add_option("--dtype", args.dtype, "fp32, bf16 or fp16")->capture_default_str();
   add_integer_option<std::uint64_t>(cmd, "--seed", args.seed, "Seed of the random inputs", 0);
@@ -402,7 +430,8 @@ void add_compare_command(CLI::App& app) {
                      kMaxRepeats);
   cmd->add_flag("--no-ncu", args.no_ncu, "Do not measure bytes with Nsight Compute");
   add_no_color_flag(cmd, args.no_colour);
-  cmd->add_flag("--large", args.large, "Run a problem above the CPU-time limit anyway");
+  cmd->add_flag("--large", args.large,
+                "Run a problem above the CPU-time limit or the grid models' time limit anyway");
   add_integer_option<Index>(cmd, "--heads", args.heads,
                             "Heads (batch 1), each a copy in memory of its own", 1, kMaxHeads);
   cmd->add_option("--sweep", args.sweep,

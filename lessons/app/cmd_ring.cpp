@@ -12,6 +12,7 @@
 #include "flashlab/gpu/kernel_info.hpp"
 #include "flashlab/sim/ring.hpp"
 #include "flashlab/sim/ring_backward.hpp"
+#include "flashlab/sim/limits.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
@@ -30,7 +31,10 @@ struct RingArgs {
   bool causal = false, no_colour = false;
 };
 
-constexpr std::int64_t kMaxRanks = 1024;  // far more than any machine's ring; keeps P^2 small
+// A ring has at least two ranks (one rank sends nothing). At most 256: more than any machine's
+// ring, and the P^2 pairs of chunks then take some 20 s forward and 50 s backward to count.
+constexpr std::int64_t kMinRanks = 2;
+constexpr std::int64_t kMaxRanks = 256;
 
 cpu::RingLayout parse_layout(const std::string& name) {
   if (name == "contiguous") return cpu::RingLayout::contiguous;
@@ -40,19 +44,18 @@ cpu::RingLayout parse_layout(const std::string& name) {
 
 sim::RingProblem problem_of(const RingArgs& a) {
   sim::RingProblem p;
-  p.ranks = parse_integer("--ranks", a.ranks, 1, kMaxRanks);
-  p.n_per_rank = parse_integer("--n-per-rank", a.n_per_rank, 1, std::int64_t{1} << 22);
-  p.d = parse_integer("--d", a.d, 1, 4096);
+  p.ranks = parse_integer("--ranks", a.ranks, kMinRanks, kMaxRanks);
+  p.n_per_rank = parse_integer("--n-per-rank", a.n_per_rank, 1, sim::kMaxLength);
+  p.d = parse_integer("--d", a.d, 1, sim::kMaxHeadDim);
   p.heads = parse_integer("--heads", a.heads, 1, std::int64_t{1} << 20);
   p.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
   p.layout = parse_layout(a.layout);
   // The tiles of the forward kernel each pair of chunks runs on: fa2's, from its description.
   const auto fa2 = gpu::kernel_config(FLASHLAB_KERNEL_FA2, p.d, FLASHLAB_BF16);
   if (fa2.Br == 0)
-    throw cpu::InvalidArgument(fmt::format(
-        "--d {}: the ring runs fa2 on each pair of chunks, and fa2 does not take d = {} (see "
-        "`flashlab compare --help` for the head dimensions each kernel takes)",
-        p.d, p.d));
+    throw cpu::InvalidArgument(
+        fmt::format("--d {}: the ring runs fa2 on each pair of chunks, and {}", p.d,
+                    gpu::kernel_info(FLASHLAB_KERNEL_FA2, p.d, FLASHLAB_BF16).reason));
   p.tiles = {fa2.Br, fa2.Bc};
   return p;
 }
@@ -122,7 +125,7 @@ void ring_forward(const RingArgs& a, const sim::RingProblem& p, const sim::Hardw
 
 // The backward each pair of chunks runs: flashlab's GPU backward, from its description.
 sim::BackwardKernelFacts backward_facts(const RingArgs& a) {
-  const cpu::Index d = parse_integer("--d", a.d, 1, 4096);
+  const cpu::Index d = parse_integer("--d", a.d, 1, sim::kMaxHeadDim);
   const BackwardFacts f = backward_kernel_facts(d, sim::DType::bf16, /*deterministic=*/false);
   if (!f.facts)
     throw cpu::InvalidArgument(fmt::format(
@@ -200,7 +203,9 @@ void add_ring_command(CLI::App& app) {
   cmd->add_option("--pass", a.pass,
                   "forward (the default) or backward: the ring's forward, or its backward with "
                   "the dK, dV accumulators travelling with K and V");
-  cmd->add_option("--ranks", a.ranks, "P, the GPUs in the ring (default 2)");
+  cmd->add_option(
+      "--ranks", a.ranks,
+      fmt::format("P, the GPUs in the ring, {} to {} (default 2)", kMinRanks, kMaxRanks));
   cmd->add_option("--n-per-rank", a.n_per_rank, "queries and keys each rank holds (default 16384)");
   cmd->add_option("--d", a.d, "head dimension (default 128)");
   cmd->add_option("--heads", a.heads, "batch x heads (default 1)");

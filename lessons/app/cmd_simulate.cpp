@@ -125,7 +125,7 @@ void check_trace_size(const sim::Estimate& e, const SimulateArgs& args) {
 }
 
 void simulate(const SimulateArgs& args) {
-  const Pass pass = parse_pass(args.pass);
+  const Pass pass = parse_pass(args.pass, /*takes_fa3=*/true);
   check_pass_options(args.cmd, pass);
   const sim::HardwareProfile& hw = sim::find_profile(args.profile);
   if (pass != Pass::forward)
@@ -197,10 +197,15 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--profile", args.profile, "a100, h100, h200 or b200")->capture_default_str();
   cmd->add_flag("--causal", args.causal,
                 "causal mask (top-left; backward: bottom-right when N_q != N)");
-  args.br_option =
-      add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);
+  // Unset (0), the tiles come from the SRAM by the paper's rule: no default to show.
+  args.br_option = add_integer_option<cpu::Index>(
+                       cmd, "--br", args.br,
+                       "query rows per tile Br (with --bc; without both, from the SRAM)", 1)
+                       ->default_str("");
   args.bc_option =
-      add_integer_option<cpu::Index>(cmd, "--bc", args.bc, "keys per tile Bc (with --br)", 1);
+      add_integer_option<cpu::Index>(cmd, "--bc", args.bc,
+                                     "keys per tile Bc (with --br; without both, from the SRAM)", 1)
+          ->default_str("");
   cmd->add_flag("--json", args.json, "print the reports as JSON");
   cmd->add_option("--trace", args.trace, "write every step as JSON lines to this file");
   add_integer_option<std::int64_t>(cmd, "--max-trace-bytes", args.max_trace_bytes,

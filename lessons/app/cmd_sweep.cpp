@@ -117,10 +117,15 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--causal", args.causal, "causal mask (top-left)");
   cmd->add_option("--l2", args.l2, "an L2 of this size (e.g. 60MiB): adds DRAM bytes past it");
-  args.br_option =
-      add_integer_option<cpu::Index>(cmd, "--br", args.br, "query rows per tile Br (with --bc)", 1);
+  // Unset (0), the tiles come from the SRAM by the paper's rule: no default to show.
+  args.br_option = add_integer_option<cpu::Index>(
+                       cmd, "--br", args.br,
+                       "query rows per tile Br (with --bc; without both, from the SRAM)", 1)
+                       ->default_str("");
   args.bc_option =
-      add_integer_option<cpu::Index>(cmd, "--bc", args.bc, "keys per tile Bc (with --br)", 1);
+      add_integer_option<cpu::Index>(cmd, "--bc", args.bc,
+                                     "keys per tile Bc (with --br; without both, from the SRAM)", 1)
+          ->default_str("");
   cmd->add_option("--csv", args.csv, "where to write the CSV")->required();
   cmd->add_option("--plot", args.plot, "where to draw the log-log plot (PNG, needs gnuplot)");
 }

@@ -84,6 +84,8 @@ void open_outputs(const TraceArgs& a, Outputs& out) {
   const std::string raise = "--max-file-bytes";
   if (!a.json_path.empty()) out.json.emplace("--json", a.json_path, a.max_file_bytes, raise);
   if (!a.html_path.empty()) out.html.emplace("--html", a.html_path, a.max_file_bytes, raise);
+  // The viewer's own limit, before the trace is printed (the worked example always fits).
+  if (!a.html_path.empty() && a.example.empty()) check_viewer_size(a.setup.N, a.setup.d);
 }
 
 void run(const TraceArgs& a) {

@@ -6,6 +6,17 @@
 
 namespace flashlab::app {
 
+void refuse_empty_values(const CLI::App& cmd) {
+  for (const CLI::Option* option : cmd.get_options()) {
+    if (option->get_type_size_min() == 0 || option->count() == 0) continue;  // a flag, or absent
+    const auto& values = option->results();
+    if (std::any_of(values.begin(), values.end(), [](const std::string& v) { return v.empty(); }))
+      throw CLI::ValidationError(option->get_name(),
+                                 "an empty value: give one, or leave the option out for its "
+                                 "default");
+  }
+}
+
 void add_no_color_flag(CLI::App* cmd, bool& no_colour) {
   cmd->add_flag("--no-color", no_colour, "Plain text even on a terminal");
 }
@@ -49,10 +60,10 @@ std::string flag_message(std::string_view flag, std::string_view value, std::str
   return fmt::format("{} {}: {}", flag, value, what);
 }
 
-std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view list) {
-  return parse_list<std::int64_t>(flag, list, [flag](std::string_view text) {
-    return parse_integer(flag, text, 1, INT64_MAX);
-  });
+std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view list,
+                                          std::int64_t max) {
+  return parse_list<std::int64_t>(
+      flag, list, [flag, max](std::string_view text) { return parse_integer(flag, text, 1, max); });
 }
 
 }  // namespace flashlab::app

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -35,10 +36,15 @@ void add_ring_command(CLI::App& app);
 // which the parser keeps for as long as it lives, so the options can bind to their fields;
 // once parsing succeeds the callback hands them to `run`.
 // (Under the command line's fuzz target, parse_only() in cli.hpp, nothing runs.)
+// An option given an empty value (`--csv ''`) is refused rather than taken for its default.
+// Throws CLI::ValidationError naming the option.
+void refuse_empty_values(const CLI::App& cmd);
+
 template <class Args>
 Args& arguments_of(CLI::App* cmd, std::function<void(const Args&)> run) {
   auto args = std::make_shared<Args>();
-  cmd->callback([args, run = std::move(run)] {
+  cmd->callback([cmd, args, run = std::move(run)] {
+    refuse_empty_values(*cmd);
     if (!parse_only()) run(*args);
   });
   return *args;
@@ -46,6 +52,10 @@ Args& arguments_of(CLI::App* cmd, std::function<void(const Args&)> run) {
 
 // --no-color, the same flag with the same words on every command that prints in colour.
 void add_no_color_flag(CLI::App* cmd, bool& no_colour);
+
+// The most heads (query heads, and KV heads) the comparisons and simulations take: each head
+// of compare's forward is a copy in memory of its own, and the mirrors' times grow with them.
+inline constexpr std::int64_t kMaxHeads = 1024;
 
 // A whole number in [min, max] written in decimal ("010" is ten, never octal; no sign on
 // an unsigned value, no fraction, nothing after the digits); otherwise a message that names
@@ -58,13 +68,15 @@ std::string flag_message(std::string_view flag, std::string_view value, std::str
 
 // A list of values for a sweep: "a,b,c", and "a..b" for a, 2a, 4a, ... up to b; items may be
 // mixed ("96,128..512"). At most kMaxListValues (a doubling range of 64-bit sizes has at most
-// 63); a range needs 1 <= a <= b. Throws cpu::InvalidArgument naming the flag.
+// 63), each value once (a value named twice would run its points twice); a range needs
+// 1 <= a <= b. Throws cpu::InvalidArgument naming the flag.
 inline constexpr std::size_t kMaxListValues = 64;
 template <class T>
 std::vector<T> parse_list(std::string_view flag, std::string_view list,
                           const std::function<T(std::string_view)>& parse_one);
-// A list of sizes (whole numbers >= 1) in that form.
-std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view list);
+// A list of sizes (whole numbers from 1 to max) in that form.
+std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view list,
+                                          std::int64_t max = INT64_MAX);
 
 // An integer option that goes through parse_integer (or parse_unsigned for a seed), with
 // its default shown in --help.
@@ -93,6 +105,9 @@ std::vector<T> parse_list(std::string_view flag, std::string_view list,
       throw cpu::InvalidArgument(flag_message(
           flag, list,
           fmt::format("more than {0} values; a sweep takes at most {0} per list", kMaxListValues)));
+    if (std::find(out.begin(), out.end(), x) != out.end())
+      throw cpu::InvalidArgument(
+          flag_message(flag, list, fmt::format("{} is named twice: name each value once", x)));
     out.push_back(x);
   };
   for (std::size_t start = 0; start <= list.size();) {

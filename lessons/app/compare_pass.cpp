@@ -36,11 +36,8 @@ namespace flashlab::app {
 
 namespace {
 
-constexpr cpu::Index kMaxHeads = 1024;
-
 // compare's options that only its forward comparison takes, and those only one pass takes.
-constexpr std::array<std::string_view, 3> kForwardOnly = {"--kernels", "--large",
-                                                          "--fa3-kv-l2-share"};
+constexpr std::array<std::string_view, 2> kForwardOnly = {"--kernels", "--fa3-kv-l2-share"};
 constexpr std::array<std::string_view, 7> kPassOptions = {
     "--batch",  "--kv-heads",  "--deterministic", "--no-grid-model",
     "--splits", "--page-size", "--grid"};
@@ -288,16 +285,21 @@ std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& predict
   return sim::compulsory_dram(*prediction.report, sim::l2_dirty_room(target_profile()));
 }
 
+bool runs_grid_model(Pass pass, const ComparePassArgs& a) {
+  return pass == Pass::backward && !a.no_grid_model;
+}
+
 std::optional<sim::CompulsoryDram> grid_dram(const PassPrediction& prediction) {
   if (!prediction.report) return std::nullopt;
-  // The grid model moves every tile the blocks move through the L2's sets, line by line: on
-  // the order of a second for each GiB into the SMs (16 heads, N = 16,384: 8.6 GiB, 10 s).
-  constexpr double kNoteBytes = 8.0 * (1 << 30);
-  if (const double bytes = double(prediction.report->bytes_read()); bytes > kNoteBytes)
+  // The grid model moves every tile the blocks move through the L2's sets, line by line
+  // (kGridModelBytesPerSecond): past some 8 s of it, a line says so while it runs.
+  constexpr double kNoteSeconds = 8;
+  if (const double bytes = double(prediction.report->bytes_read());
+      bytes > kNoteSeconds * kGridModelBytesPerSecond)
     std::cerr << fmt::format(
         "flashlab: the grid model runs the pass's {} into the SMs through the L2 line by line "
-        "(about a second a GiB); --no-grid-model leaves it out\n",
-        sim::format_bytes(bytes));
+        "(about {:.0f} s); --no-grid-model leaves it out\n",
+        sim::format_bytes(bytes), bytes / kGridModelBytesPerSecond);
   const auto launches = sim::predicted_dram(*prediction.report, target_profile());
   if (!launches || std::none_of(launches->begin(), launches->end(),
                                 [](const sim::LaunchDram& l) { return l.from_grid; }))
@@ -354,6 +356,9 @@ void run_compare_pass(const CLI::App* cmd, Pass pass, const ComparePassArgs& a,
   // simulate --pass refuses it: there would be nothing to compare.
   if (!c.prediction.report)
     throw cpu::InvalidArgument(fmt::format("--pass {}: {}", to_string(pass), c.prediction.why_not));
+  if (p.gpu_only.empty() && runs_grid_model(pass, c.resolved))
+    check_grid_model_time(double(c.prediction.report->bytes_read()), kMaxGridModelSeconds, p.large,
+                          "this comparison", "N, --heads or --batch, or pass --no-grid-model");
   if (!p.gpu_only.empty()) {  // under ncu: the first kernel, then the pass once; print nothing
     run_ncu_first_kernel(fmt::format("--gpu-only {}", p.gpu_only));
     if (const PassRun run = c.run(/*warmups=*/0, /*repeats=*/1); !run.ran)

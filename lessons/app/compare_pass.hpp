@@ -52,6 +52,7 @@ struct CompareProblem {
   int repeats = 10;
   bool no_ncu = false;
   std::string gpu_only;
+  bool large = false;  // --large: past the grid models' time limit (kernel_bytes.hpp)
 };
 
 // What a pass's GPU run gives: whether it ran (else why not) and its median time.
@@ -85,6 +86,9 @@ std::optional<sim::CompulsoryDram> compulsory_dram(const PassPrediction& predict
 // for a launch without one), or nothing where no launch has a grid (decode). About a second
 // for each GiB the pass moves into the SMs; says so on stderr past 8 GiB.
 std::optional<sim::CompulsoryDram> grid_dram(const PassPrediction& prediction);
+// Whether the pass's DRAM comes from a grid model as well (the backward's, unless
+// --no-grid-model), whose time check_grid_model_time bounds.
+bool runs_grid_model(Pass pass, const ComparePassArgs& a);
 
 // Throws cpu::InvalidArgument for an option given on the command line that the pass does not
 // take; then prints the pass's table: the mirror's row, and the GPU's (the pass run on fresh

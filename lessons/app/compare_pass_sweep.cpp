@@ -11,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -236,6 +237,13 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
         "takes; shorten a list",
         count, kMaxPassSweepPoints));
   std::vector<Point> points = points_of(r);  // every point's options checked before any run
+  if (runs_grid_model(r.pass, r.args)) {
+    double bytes = 0;
+    for (const Point& p : points)
+      if (p.pass.prediction.report) bytes += double(p.pass.prediction.report->bytes_read());
+    check_grid_model_time(bytes, kMaxSweepGridModelSeconds, r.base.large, "this sweep",
+                          "the largest N, heads or batch, or pass --no-grid-model");
+  }
   std::optional<OutputFile> csv;
   std::optional<PlotOutput> plot;
   open_sweep_outputs(r.grid, r.csv, r.plot, csv, plot);
@@ -278,6 +286,10 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
     std::cout << gpu_line(gpu_status());
   std::cout << "\n";
   print_table(r.pass, points, Style::for_stdout(r.base.no_colour));
+  refuse_unpredicted_sweep(
+      std::size_t(std::count_if(points.begin(), points.end(),
+                                [](const Point& p) { return bool(p.pass.prediction.report); })),
+      points.front().pass.prediction.why_not);
   if (csv) {
     write_csv(*csv, r.pass, points);
     fmt::print("wrote {} rows to {}\n", points.size(), csv->path());

@@ -8,6 +8,7 @@
 #include "gpu_bridge/ncu_bytes.hpp"
 #include "kit/terminal.hpp"
 
+#include "flashlab/sim/limits.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
@@ -306,7 +307,11 @@ SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid grid, Swe
       grid.causal = parse_causal_list(item, item.substr(eq + 1));
       continue;
     }
-    auto values = parse_size_list("--sweep " + axis, item.substr(eq + 1));
+    const Index max = axis == "n"       ? sim::kMaxLength
+                      : axis == "d"     ? sim::kMaxHeadDim
+                      : axis == "heads" ? kMaxHeads
+                                        : axes.max_batch;
+    auto values = parse_size_list("--sweep " + axis, item.substr(eq + 1), max);
     (axis == "n"       ? grid.n
      : axis == "d"     ? grid.d
      : axis == "heads" ? grid.heads
@@ -344,6 +349,10 @@ void run_compare_sweep(const CompareSweepRequest& r) {
         fmt::format("--sweep: {} points (kernels x N x d x heads x masks), more than the {} a "
                     "sweep takes; shorten a list",
                     count, kMaxSweepPoints));
+  double grid_bytes = 0;
+  for (const KernelRun& run : runs_of(r)) grid_bytes += grid_model_bytes(run);
+  check_grid_model_time(grid_bytes, kMaxSweepGridModelSeconds, r.large, "this sweep",
+                        "the largest N or heads");
   std::optional<OutputFile> csv;
   std::optional<PlotOutput> plot;
   open_sweep_outputs(r.grid, r.csv, r.plot, csv, plot);
@@ -388,11 +397,23 @@ void run_compare_sweep(const CompareSweepRequest& r) {
   std::cout << "\n";
   print_table(points, Style::for_stdout(r.no_colour));
   print_crossovers(points);
+  refuse_unpredicted_sweep(
+      std::size_t(std::count_if(points.begin(), points.end(),
+                                [](const Point& p) { return p.predicted.modelled(); })),
+      points.front().predicted.why_not);
   if (csv) {
     write_csv(*csv, points);
     fmt::print("wrote {} rows to {}\n", points.size(), csv->path());
   }
   if (plot) draw_sweep_plot(*plot, plot_script(r, points), r.grid);
+}
+
+void refuse_unpredicted_sweep(std::size_t predicted_points, const std::string& first_reason) {
+  if (predicted_points == 0)
+    throw cpu::InvalidArgument(fmt::format(
+        "--sweep: no point of the sweep could be predicted (the first: {}); the table above "
+        "says why at each point, and nothing was written",
+        first_reason));
 }
 
 void draw_sweep_plot(PlotOutput& plot, const std::string& script, const SweepGrid& grid) {

@@ -24,11 +24,14 @@ struct SweepGrid {
 // and the backward's; decode's queries are the last of their sequences).
 struct SweepAxes {
   bool batch = false, causal = true;
+  Index max_batch = 1;  // where batch is an axis: the most --batch takes
 };
 
 // Items "n=LIST", "d=LIST", "heads=LIST" and, where the axes allow, "batch=LIST" (LIST as
-// sweep's: a,b,c or a..b doubling) and "causal=no,yes" (no, yes or both); an axis not named
-// keeps its one value in `defaults`. Throws cpu::InvalidArgument naming the item.
+// sweep's: a,b,c or a..b doubling, each value once) and "causal=no,yes" (no, yes or both); an
+// axis not named keeps its one value in `defaults`. Each value within what the single
+// comparison's option takes (N up to sim::kMaxLength, d up to sim::kMaxHeadDim, heads up to
+// kMaxHeads, batch up to axes.max_batch). Throws cpu::InvalidArgument naming the item.
 SweepGrid parse_sweep(const std::vector<std::string>& items, SweepGrid defaults,
                       SweepAxes axes = {});
 
@@ -50,12 +53,18 @@ void open_sweep_outputs(const SweepGrid& grid, const std::string& csv_path,
 // "" when its points can run under ncu.
 std::string why_unmeasured(bool no_ncu);
 
+// After a sweep's table, before its CSV and plot: where no point could be predicted, the
+// sweep fails (usage status) with the first point's reason, so that an empty table written to a
+// CSV is never taken for a result.
+void refuse_unpredicted_sweep(std::size_t predicted_points, const std::string& first_reason);
+
 struct CompareSweepRequest {
   KernelRun base;                    // dtype, causal, seed; the grid sets n, d and heads
   std::vector<std::string> kernels;  // from the kernel table
   SweepGrid grid;
   bool no_ncu = false, no_colour = false;
   std::string csv, plot;  // empty: not written
+  bool large = false;     // --large: past the grid models' time limit (kernel_bytes.hpp)
 };
 
 void run_compare_sweep(const CompareSweepRequest& request);

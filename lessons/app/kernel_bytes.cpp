@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <iostream>
 
 namespace flashlab::app {
@@ -109,6 +110,30 @@ std::string ratios_text(const NcuOutcome& o, double read_predicted, double store
   return fmt::format("read {}, stores {}, out {}", ratio_text(o.bytes->sm_read, read_predicted),
                      ratio_text(o.bytes->stores_issued, stores_predicted),
                      ratio_text(o.bytes->sm_written, written_predicted));
+}
+
+double grid_model_bytes(const KernelRun& run) {
+  const auto id = kernel_by_name(run.kernel);
+  if (!id || *id == FLASHLAB_KERNEL_NAIVE) return 0;
+  const sim::DType dtype = sim::parse_dtype(run.dtype);
+  const gpu::KernelInfo info = gpu::kernel_info(*id, run.d, c_dtype(dtype));
+  if (!info.supported || info.config.Br <= 0) return 0;
+  const double s = double(sim::bytes_of(dtype)), d = double(run.d), n_q = double(run.queries());
+  const double query_tiles = std::ceil(n_q / double(info.config.Br));
+  const double keys_seen = double(run.n) * (run.causal ? 0.5 : 1.0);
+  return double(run.heads) * (n_q * d * s + query_tiles * 2 * keys_seen * d * s);
+}
+
+void check_grid_model_time(double bytes, double max_seconds, bool large, std::string_view what,
+                           std::string_view smaller) {
+  const double seconds = bytes / kGridModelBytesPerSecond;
+  if (seconds <= max_seconds || large) return;
+  throw cpu::InvalidArgument(fmt::format(
+      "{}'s grid models would move about {} into the SMs through the L2 line by line, about {:.0f} "
+      "s at {} a second, more than the {:.0f} s it takes without --large; pass --large to run it "
+      "anyway, or lower {}",
+      what, bytes_text(bytes), seconds, bytes_text(kGridModelBytesPerSecond), max_seconds,
+      smaller));
 }
 
 }  // namespace flashlab::app

@@ -39,4 +39,25 @@ std::string ratio_text(std::optional<double> measured, double predicted);
 std::string ratios_text(const NcuOutcome& o, double read_predicted, double stores_predicted,
                         double written_predicted);
 
+// The grid models (the scalar kernel's, fa2's, fa3's and the backward's) move every tile the
+// blocks move through the L2's lines: about a second for each GiB into the SMs on a small
+// machine (1,024 heads at N = 4,096, 33 GiB: fa2's in 18 s, fa3's in 30 s; the backward at
+// 16 heads, N = 16,384, 8.6 GiB in 10 s). A comparison asks for --large past about a minute of
+// them, a sweep (which shows its progress) past about half an hour.
+inline constexpr double kGridModelBytesPerSecond = double(std::int64_t{1} << 30);
+inline constexpr double kMaxGridModelSeconds = 60;
+inline constexpr double kMaxSweepGridModelSeconds = 1800;
+
+// The bytes into the SMs a forward kernel's grid model moves, estimated before it runs from the
+// kernel's tiles: each query tile reads its Q and the K and V of the keys it sees (about half
+// of them under the mask), in every head. 0 where no grid model runs (the naive kernel's
+// launches are closed forms) or the kernel does not take the shape.
+double grid_model_bytes(const KernelRun& run);
+
+// Refuses (cpu::InvalidArgument) a run whose grid models would move `bytes` into the SMs for
+// longer than `max_seconds` at kGridModelBytesPerSecond, unless `large`; `what` names the run
+// and `smaller` says what to lower.
+void check_grid_model_time(double bytes, double max_seconds, bool large, std::string_view what,
+                           std::string_view smaller);
+
 }  // namespace flashlab::app

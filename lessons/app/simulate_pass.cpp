@@ -24,7 +24,6 @@ namespace flashlab::app {
 namespace {
 
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "decode", "fa3"};
-constexpr cpu::Index kMaxHeads = 1024;
 // --stages is range-checked against the kernel's own limit by fa3_kernel_facts; this bound
 // only keeps the number an integer the option parser can hold.
 constexpr cpu::Index kMaxStagesOption = 1024;
@@ -164,11 +163,12 @@ void print_splits_table(const DecodeRun& base, const std::vector<cpu::Index>& sp
 
 }  // namespace
 
-Pass parse_pass(std::string_view name) {
+Pass parse_pass(std::string_view name, bool takes_fa3) {
   for (std::size_t p = 0; p < kPassNames.size(); ++p)
     if (kPassNames[p] == name) return Pass(p);
-  throw cpu::InvalidArgument(fmt::format(
-      "unknown pass '{}': --pass takes forward (the default), backward, decode or fa3", name));
+  throw cpu::InvalidArgument(
+      fmt::format("unknown pass '{}': --pass takes forward (the default), backward{}", name,
+                  takes_fa3 ? ", decode or fa3" : " or decode"));
 }
 
 std::string_view to_string(Pass pass) { return kPassNames[std::size_t(pass)]; }
@@ -278,6 +278,17 @@ void simulate_pass(const CLI::App* cmd, Pass pass, const PassArgs& a, cpu::Index
     p = predict(run);
   }
   if (!p.report) throw cpu::InvalidArgument(p.why_not);
+  // A block whose SRAM the profile's SM cannot hold does not launch there (fa3's 226 KiB on
+  // an SM of 164 KiB): there would be nothing to predict.
+  if (const sim::Bytes sram = p.report->peak_sram;
+      sram + profile.sm.shared_reserved_per_block > profile.sm.shared_bytes)
+    throw cpu::InvalidArgument(fmt::format(
+        "--pass {}: its blocks take {} of SRAM each, and an SM of the {} profile holds {} in all "
+        "({} of it kept for each block): they cannot launch there; choose a profile whose SM "
+        "holds them, such as h200",
+        to_string(pass), sim::format_bytes(double(sram)), profile.name,
+        sim::format_bytes(double(profile.sm.shared_bytes)),
+        sim::format_bytes(double(profile.sm.shared_reserved_per_block))));
   std::optional<std::vector<sim::LaunchDram>> grid;
   if (a.grid_model) grid = sim::predicted_dram(*p.report, profile);
   const std::vector<sim::LaunchDram>* grid_rows = grid ? &*grid : nullptr;

@@ -19,7 +19,9 @@ namespace flashlab::app {
 enum class Pass { forward, backward, decode, fa3 };
 
 // "forward", "backward", "decode" or "fa3"; otherwise cpu::InvalidArgument listing them.
-Pass parse_pass(std::string_view name);
+// takes_fa3: the command's --pass takes fa3 too (simulate's; compare runs fa3 as a kernel of
+// its forward comparison), which the message for an unknown name says.
+Pass parse_pass(std::string_view name, bool takes_fa3);
 std::string_view to_string(Pass pass);
 
 struct PassArgs {

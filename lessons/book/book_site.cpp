@@ -13,7 +13,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <system_error>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -91,9 +93,14 @@ void check_book_options(const BookOptions& options) {
 BookSummary write_book(const BookOptions& options) {
   check_book_options(options);
   const fs::path& folder = options.folder;
-  fs::create_directories(folder / "figures");
+  // What the pages take from the source is read before the first file is written: a source
+  // that lacks a lesson's text leaves the folder as empty as it was, for a second try.
   const MeasuredResults measured = read_measured_results(options.source_root);
   const auto lessons = all_lessons();
+  std::vector<std::string> texts;
+  for (const LessonInfo& lesson : lessons)
+    texts.push_back(read_text(options.source_root / "lessons" / lesson.folder / "README.md"));
+  fs::create_directories(folder / "figures");
   BookSummary summary;
   write_file(folder / "index.html", index_page(lessons));
   for (std::size_t k = 0; k < lessons.size(); ++k) {
@@ -102,8 +109,7 @@ BookSummary write_book(const BookOptions& options) {
     LessonPage page{.lesson = &lesson,
                     .previous = k > 0 ? &lessons[k - 1] : nullptr,
                     .next = k + 1 < lessons.size() ? &lessons[k + 1] : nullptr,
-                    .text_html = markdown_to_html(
-                        read_text(options.source_root / "lessons" / lesson.folder / "README.md")),
+                    .text_html = markdown_to_html(texts[k]),
                     .output = run_recorded(lesson),
                     .figures = std::move(extras.figures),
                     .viewer = extras.viewer.has_value()};

@@ -87,6 +87,7 @@
 #include "program.hpp"
 
 #include "flashlab/cpu/checked.hpp"
+#include "flashlab/sim/limits.hpp"
 
 #include <fmt/format.h>
 
@@ -99,7 +100,6 @@ namespace {
 
 using cpu::Index;
 
-constexpr Index kMaxHeadDim = Index{1} << 12;
 constexpr Index kMaxHeads = Index{1} << 12;
 constexpr Bytes kFp32 = bytes_of(kAccumulator);
 constexpr Bytes kTableEntryBytes = 4;     // int32 page index
@@ -384,7 +384,8 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   combine += detail::finalize_ops(1, d);
   r.ops += combine.times(B * H * rows);
   r.peak_sram = split_block_sram(d, f);
-  // Each launch's footprint, every sector once (compulsory_dram): the split kernel reads Q,
+  // Each launch's footprint, every sector once (compulsory_dram): the split kernel reads Q
+  // (of the sequences with keys),
   // every key of K and V, the lengths' sectors and the block table's entries, and writes the states
   // (or, ending its rows, O and LSE); the combine reads the states and writes O and LSE.
   const std::vector<Footprint> rows_out = {{"O", bytes({B, H, rows, d, b})},
@@ -392,7 +393,10 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   Launch split = queue
                      ? Launch{"queue", queue_blocks, queue_blocks, f.threads, f.blocks_per_sm}
                      : Launch{"split", B * H * R * S, H * R * working, f.threads, f.blocks_per_sm};
-  split.reads = {{"Q", bytes({B, H, rows, d, b})},
+  // Q of the sequences with keys: a split with none reads nothing (O = 0, LSE = -inf).
+  const Index reading = Index(
+      std::count_if(s.lengths.begin(), s.lengths.end(), [](Index length) { return length > 0; }));
+  split.reads = {{"Q", bytes({reading, H, rows, d, b})},
                  {"K", bytes({keys, H, d, b})},
                  {"V", bytes({keys, H, d, b})},
                  {"lengths", bytes({ceil_div(B, kLengthsPerSector), kSectorBytes})}};

@@ -124,9 +124,9 @@ void check(const Fa3Shape& s, const Fa3KernelFacts& f) {
   check_size("batch", s.batch, 1, kMirrorMaxHeadsInAll);
   check_size("heads_q", s.heads_q, 1, kMirrorMaxHeadsInAll);
   check_size("heads_kv", s.heads_kv, 1, s.heads_q);
-  check_size("N_q", s.n_q, 1, kMirrorMaxLength);
-  check_size("N_k", s.n_k, 1, kMirrorMaxLength);
-  check_size("d", s.d, 1, kMirrorMaxHeadDim);
+  check_size("N_q", s.n_q, 1, kMaxLength);
+  check_size("N_k", s.n_k, 1, kMaxLength);
+  check_size("d", s.d, 1, kMaxHeadDim);
   check_size("Br", f.Br, 1, kMaxTile);
   check_size("Bc", f.Bc, 1, kMaxTile);
   check_size("stages", f.stages, 1, kMaxStages);

@@ -3,7 +3,9 @@
 // forward and the deterministic dQ kernel through K and V, the backward's main kernel through
 // its group's query tiles), and every tile they move goes through the L2.
 #include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/limits.hpp"
 #include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/units.hpp"
 
 #include "flashlab/cpu/checked.hpp"
 #include "flashlab/cpu/options.hpp"
@@ -28,11 +30,8 @@ namespace {
 
 using cpu::Index;
 
-constexpr Index kMaxN = Index{1} << 22;
-constexpr Index kMaxD = Index{1} << 12;
 constexpr Index kMaxHeads = Index{1} << 16;
 constexpr Index kMaxSms = Index{1} << 16;
-constexpr Bytes kMaxL2 = Bytes{1} << 50;
 constexpr Index kMaxPartitions = 64;
 constexpr Bytes kMaxL1 = Bytes{1} << 30;       // an L1 per SM: 1 GiB is far past any GPU's
 constexpr Index kMaxL1Slots = Index{1} << 20;  // blocks placed on SMs one by one (the L1)
@@ -743,9 +742,9 @@ void check_pass(const GridProblem& p) {
 
 void check(const GridProblem& p) {
   check_pass(p);
-  check_range("N", p.N, 1, kMaxN, "keys per head, and queries unless N_q");
-  check_range("N_q", p.N_q, 0, kMaxN, "queries per head, 0 for as many as the keys");
-  check_range("d", p.d, 1, kMaxD, "the head dimension");
+  check_range("N", p.N, 1, kMaxLength, "keys per head, and queries unless N_q");
+  check_range("N_q", p.N_q, 0, kMaxLength, "queries per head, 0 for as many as the keys");
+  check_range("d", p.d, 1, kMaxHeadDim, "the head dimension");
   check_range("heads", p.heads, 1, kMaxHeads, "query heads times batch");
   check_range("kv_heads", p.kv_heads, 0, p.heads, "0 for as many as the query heads");
   if (p.kv_heads > 0 && p.heads % p.kv_heads != 0)
@@ -753,11 +752,11 @@ void check(const GridProblem& p) {
         "kv_heads = {} does not divide heads = {}: each KV head serves the same number of "
         "query heads",
         p.kv_heads, p.heads));
-  check_range("Br", p.Br, 1, kMaxN, "query rows per block");
-  check_range("Bc", p.Bc, 1, kMaxN, "keys per K/V tile");
+  check_range("Br", p.Br, 1, kMaxLength, "query rows per block");
+  check_range("Bc", p.Bc, 1, kMaxLength, "keys per K/V tile");
   check_range("blocks_per_sm", p.blocks_per_sm, 1, 1024, "the kernel's occupancy");
   check_range("sm_count", p.sm_count, 1, kMaxSms, "the GPU's SMs");
-  if (p.l2_bytes < 1 || p.l2_bytes > kMaxL2)
+  if (p.l2_bytes < 1 || p.l2_bytes > kMaxCapacityBytes)
     throw cpu::InvalidArgument(
         fmt::format("an L2 of {} bytes: give 1 byte to 1 PiB (the H200's is 60 MiB)", p.l2_bytes));
   check_range("l2_partitions", p.l2_partitions, 1, kMaxPartitions,

@@ -5,6 +5,7 @@
 // smallest N at which it exceeds one partition of the L2 (L2 / P). Arithmetic over the waves'
 // block ranges; nothing is simulated.
 #include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/limits.hpp"
 
 #include "flashlab/cpu/checked.hpp"
 
@@ -106,7 +107,6 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
   p.N = 1;
   p.N_q = 0;
   check(p);
-  constexpr Index kMaxN = Index{1} << 22;
   // From one_head_N on, live(N) > L2 / P whenever some KV head spans two full waves; above
   // 2 R Br (Tr > 2 R) every head does. The scan for the first crossing can stop past both.
   const Bytes s = bytes_of(p.dtype);
@@ -123,11 +123,12 @@ std::optional<L2Crossover> l2_crossover(const GridProblem& problem) {
   const Index one_head =
       std::max<Index>(0, p.partition_bytes() - wave_tiles) / (2 * p.d * s) / p.Bc * p.Bc + p.Bc;
   const Index last =
-      std::min(kMaxN, std::max(one_head, cpu::checked_product({2, R, p.Br}, "2 R Br") + p.Bc));
+      std::min(kMaxLength, std::max(one_head, cpu::checked_product({2, R, p.Br}, "2 R Br") + p.Bc));
   for (p.N = p.Bc; p.N <= last; p.N += p.Bc) {
     const Live live = worst_pair(p);
     if (live.bytes > p.partition_bytes())
-      return L2Crossover{p.N, live.heads, live.bytes, std::max(p.N, std::min(one_head, kMaxN))};
+      return L2Crossover{p.N, live.heads, live.bytes,
+                         std::max(p.N, std::min(one_head, kMaxLength))};
   }
   return std::nullopt;
 }

@@ -1,5 +1,6 @@
 #include "flashlab/sim/problem.hpp"
 
+#include "flashlab/sim/limits.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include "program.hpp"
@@ -11,10 +12,6 @@
 namespace flashlab::sim {
 
 namespace {
-
-// Counts stay within 64 bits: 4 N^2 d < 2^63 with room to spare at these limits.
-constexpr cpu::Index kMaxN = cpu::Index{1} << 22;
-constexpr cpu::Index kMaxD = cpu::Index{1} << 12;
 
 // The paper's M / 4d: four (Bc, d) tiles (K_j, V_j, Q_i, O_i) in M elements.
 constexpr cpu::Index kPaperTilesInM = 4;
@@ -91,17 +88,18 @@ void check(const Problem& p) {
         "l2_home_partitions = {} with the {} policy: lines go home only in an L2 of hashed "
         "sets (l2_replacement sets), which knows each line's home",
         p.l2_home_partitions, to_string(p.l2_replacement)));
-  if (p.N < 1 || p.N > kMaxN)
+  if (p.N < 1 || p.N > kMaxLength)
     throw cpu::InvalidArgument(fmt::format(
         "N = {}: the sequence length must be between 1 and {} (larger counts would overflow "
-        "64-bit integers)", p.N, kMaxN));
-  if (p.N_q < 0 || p.N_q > kMaxN)
+        "64-bit integers)",
+        p.N, kMaxLength));
+  if (p.N_q < 0 || p.N_q > kMaxLength)
     throw cpu::InvalidArgument(fmt::format(
         "N_q = {}: the query rows must be between 1 and {}, or 0 for as many as the keys' N", p.N_q,
-        kMaxN));
-  if (p.d < 1 || p.d > kMaxD)
+        kMaxLength));
+  if (p.d < 1 || p.d > kMaxHeadDim)
     throw cpu::InvalidArgument(
-        fmt::format("d = {}: the head dimension must be between 1 and {}", p.d, kMaxD));
+        fmt::format("d = {}: the head dimension must be between 1 and {}", p.d, kMaxHeadDim));
   if (p.sram_bytes < 1 || p.sram_bytes > kMaxCapacityBytes)
     throw cpu::InvalidArgument(fmt::format(
         "SRAM of {} bytes: the SRAM must hold between 1 byte and {} bytes (1 PiB)",

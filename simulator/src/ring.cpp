@@ -1,6 +1,7 @@
 #include "flashlab/sim/ring.hpp"
 
 #include "flashlab/cpu/checked.hpp"
+#include "flashlab/sim/limits.hpp"
 #include "flashlab/sim/simulate.hpp"
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 namespace flashlab::sim {
 
 namespace {
-constexpr cpu::Index kMaxPairN = cpu::Index{1} << 22;  // the most rows sim::check allows
 
 // The fa2 program's count for one square pair of chunks of `rows` rows.
 Report pair_report(const RingProblem& p, cpu::Index rows, cpu::Causal causal,
@@ -31,8 +31,8 @@ void check_ring(const RingProblem& p) {
   std::ostringstream why;
   if (p.ranks < 1)
     why << "ring of P = " << p.ranks << " ranks: P must be at least 1";
-  else if (p.n_per_rank < 1 || p.n_per_rank > kMaxPairN)
-    why << "N per rank = " << p.n_per_rank << ": it must be between 1 and " << kMaxPairN;
+  else if (p.n_per_rank < 1 || p.n_per_rank > kMaxLength)
+    why << "N per rank = " << p.n_per_rank << ": it must be between 1 and " << kMaxLength;
   else if (p.layout == cpu::RingLayout::zigzag && p.n_per_rank % 2 != 0)
     why << "N per rank = " << p.n_per_rank
         << " in the zigzag layout: each rank holds two equal chunks, so it must be even";
@@ -119,7 +119,7 @@ std::optional<cpu::Index> smallest_hiding_n(const RingProblem& p,
                                             double sure_from) {
   const cpu::Index step = p.layout == cpu::RingLayout::zigzag ? 2 : 1;
   if (p.ranks == 1) return step;  // nothing is sent
-  const cpu::Index top = kMaxPairN / step * step;
+  const cpu::Index top = kMaxLength / step * step;
   // The first multiple of step at or above sure_from, or the search's bound.
   cpu::Index n =
       sure_from >= double(top)

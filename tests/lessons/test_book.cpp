@@ -181,3 +181,15 @@ TEST_CASE("book: a source without lessons and a missing folder are refused") {
   CHECK(no_folder.status == kUsageError);
   CHECK(contains(no_folder.output, "DIR is required"));
 }
+
+TEST_CASE("book: a source missing a lesson's text leaves the folder empty for a second try") {
+  Scratch scratch("book-partial");
+  fs::create_directories(scratch.dir / "source" / "lessons");  // a lessons/ folder, no lessons
+  const std::string command =
+      "book " + scratch.quoted("site") + " --source " + scratch.quoted("source") + " 2>&1";
+  const auto run = run_flashlab(command);
+  CHECK(run.status != 0);
+  REQUIRE(fs::is_directory(scratch.dir / "site"));
+  CHECK(fs::is_empty(scratch.dir / "site"));  // no index.html, no figures/ half-written
+  CHECK_FALSE(contains(run_flashlab(command).output, "already holds files"));
+}

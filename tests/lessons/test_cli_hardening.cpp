@@ -45,7 +45,8 @@ TEST_CASE("compare's kernels are the ladder's, each named once") {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"--kernels foo", "unknown GPU kernel `foo`: the kernels are naive, scalar, fa2, fa3"},
            {"--kernels fa2,fa2", "names fa2 twice"},
-           {"--kernels ''", "--kernels is empty"}}) {
+           {"--kernels ''", "--kernels: an empty value"},
+           {"--kernels fa2,", "a name is missing after the last comma"}}) {
     CAPTURE(args);
     const auto run = run_flashlab("compare --n 64 " + args + " 2>&1");
     CHECK(run.status == kUsageError);
@@ -83,6 +84,122 @@ TEST_CASE("requests that would exhaust the machine are refused before they start
   CHECK(contains(range.output, "the sequence length must be between 1 and"));
   CHECK_FALSE(contains(range.output, "sweep point"));  // refused before the first point ran
   CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));
+}
+
+TEST_CASE("an option given an empty value is refused, not taken for its default") {
+  for (const char* args : {"trace --example ''", "trace --n 8 --json ''", "simulate --sram ''",
+                           "simulate --pass decode --splits ''", "sweep --n 64,128 --csv ''",
+                           "compare --n 64 --profile ''"}) {
+    CAPTURE(args);
+    const auto run = run_flashlab(std::string(args) + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, "an empty value: give one, or leave the option out"));
+  }
+}
+
+TEST_CASE("compare's sizes are the simulator's, checked before any work") {
+  // With one kernel as with all: d past the simulator's 4096, N past its 2^22.
+  for (const char* args : {"--d 4097", "--kernels fa2 --d 4097", "--n 1 --d 100000000",
+                           "--n 4194305", "--sweep n=4194305", "--kernels fa2 --sweep d=5000"}) {
+    CAPTURE(args);
+    const auto run = run_flashlab("compare --no-ncu " + std::string(args) + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, "is not a whole number from 1 to 4"));
+    CHECK_FALSE(contains(run.output, "errors are max"));  // nothing computed
+  }
+}
+
+TEST_CASE("a sweep names each value once, within the single comparison's limits") {
+  Scratch scratch("sweep-lists");
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"compare --sweep d=64,64", "64 is named twice: name each value once"},
+           {"compare --sweep n=512,1024,512", "512 is named twice"},
+           {"sweep --n 5,5 --csv " + scratch.quoted("s.csv"), "5 is named twice"},
+           {"compare --kernels fa2 --sweep heads=1025", "is not a whole number from 1 to 1024"},
+           {"compare --pass decode --sweep batch=70000", "is not a whole number from 1 to 65536"},
+           {"compare --sweep n=1024,2048 --n 4096",
+            "--n with --sweep n=1024,2048: the sweep sets n"},
+           {"compare --sweep d=64,128 --d 128", "--d with --sweep d=64,128"},
+           {"compare --pass backward --sweep heads=2,4 --heads 4", "--heads with --sweep"}}) {
+    CAPTURE(args);
+    const auto run = run_flashlab(args + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, message));
+  }
+  CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));
+}
+
+TEST_CASE("a sweep none of whose points could be predicted fails and writes nothing") {
+  Scratch scratch("sweep-none");
+  for (const char* args : {"compare --kernels fa3 --sweep d=63 --sweep n=256,512",
+                           "compare --pass backward --sweep d=63"}) {
+    CAPTURE(args);
+    const auto run =
+        run_flashlab(std::string(args) + " --no-ncu --csv " + scratch.quoted("s.csv") + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, "no point of the sweep could be predicted (the first: d = 63"));
+    CHECK(contains(run.output, "nothing was written"));
+    CHECK_FALSE(fs::exists(scratch.dir / "s.csv"));
+  }
+  // One point predicted is a result: the others' rows say why they have none.
+  const auto some = run_flashlab(
+      "compare --kernels fa3 --sweep d=63,64 --sweep n=256 --no-ncu "
+      "--csv " +
+      scratch.quoted("s.csv") + " 2>&1");
+  CHECK(some.status == 0);
+  CHECK(fs::exists(scratch.dir / "s.csv"));
+}
+
+TEST_CASE("grid models past their time limit ask for --large before they start") {
+  // About a second a GiB into the SMs (kernel_bytes.hpp): 1,024 heads at N = 4,096 is some two
+  // minutes of them, past the minute a comparison takes; a sweep to N = 2^22, days.
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"compare --n 4096 --heads 1024 --repeats 1", "this comparison's grid models"},
+           {"compare --sweep n=4194304", "this sweep's grid models"},
+           {"compare --pass backward --n 1000000", "or pass --no-grid-model"},
+           {"compare --pass backward --sweep n=1000000,2000000", "this sweep's grid models"}}) {
+    CAPTURE(args);
+    const auto run = run_flashlab(args + " --no-ncu 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, message));
+    CHECK(contains(run.output, "pass --large to run it anyway"));
+  }
+  // --large is the passes' too now, and below the limits nothing asks for it.
+  const auto pass = run_flashlab("compare --pass decode --n 4096 --large --no-ncu 2>&1");
+  CHECK(pass.status == 0);
+  CHECK_FALSE(contains(pass.output, "is an option of the forward comparison"));
+  const auto small = run_flashlab("compare --kernels fa2 --sweep n=1024,2048 --no-ncu 2>&1");
+  CHECK(small.status == 0);
+}
+
+TEST_CASE("simulate refuses a kernel whose blocks the profile's SM cannot hold") {
+  for (const char* d : {"64", "128"}) {
+    CAPTURE(d);
+    const auto run =
+        run_flashlab(std::string("simulate --pass fa3 --profile a100 --d ") + d + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, "cannot launch there"));
+    CHECK(contains(run.output, "an SM of the a100 profile holds 164.0 KiB"));
+  }
+  CHECK(run_flashlab("simulate --pass fa3 --profile h100 2>&1").status == 0);
+}
+
+TEST_CASE("a ring has two ranks or more, and few enough to count quickly") {
+  for (const char* ranks : {"1", "257"}) {
+    CAPTURE(ranks);
+    const auto run = run_flashlab(std::string("ring --ranks ") + ranks + " 2>&1");
+    CHECK(run.status == kUsageError);
+    CHECK(contains(run.output, "is not a whole number from 2 to 256"));
+  }
+}
+
+TEST_CASE("trace --html refuses a trace too large for the viewer before printing it") {
+  Scratch scratch("html-size");
+  const auto run = run_flashlab("trace --n 1000 --html " + scratch.quoted("t.html") + " 2>&1");
+  CHECK(run.status == kUsageError);
+  CHECK(contains(run.output, "--html embeds every number of the trace"));
+  CHECK_FALSE(contains(run.output, "query tile"));  // no trace printed first
+  CHECK_FALSE(fs::exists(scratch.dir / "t.html"));
 }
 
 TEST_CASE("a long run shows its progress on stderr") {

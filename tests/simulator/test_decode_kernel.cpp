@@ -233,6 +233,8 @@ TEST_CASE("decode mirror: every sequence empty reads no cache and still writes O
   CHECK(r.launch("split").working == 0);
   CHECK(r.launch("split").busy_sms(132) == 0);
   CHECK(r.tensor("O").written == 3 * 2 * 2 * 2 * 64 * 2);
+  // From DRAM too: the lengths' one sector, and no Q that no block reads.
+  CHECK(compulsory_dram(r.launch("split"), Bytes{1} << 30).read == 32);
 }
 
 namespace {
@@ -536,11 +538,12 @@ TEST_CASE("decode mirror: DRAM from a cold L2, launch by launch, worked by hand"
                             .stores = kAsBuilt};
   const PassReport r = count_decode_kernel(s, f);
   REQUIRE(r.launches.size() == 2);
-  // The split kernel: Q 3 x 2 x 4 rows of 256 bytes; K and V 4193 keys x 2 heads x 256 bytes
+  // The split kernel: Q of the 2 sequences with keys, 2 x 2 x 4 rows of 256 bytes (the empty
+  // one's splits read nothing); K and V 4193 keys x 2 heads x 256 bytes
   // each, every key once though the 4 splits read them; the block table 0 + 2 + 64 pages of
   // 4 bytes, once though 2 KV heads and the splits' boundaries read entries again.
   // The lengths: one sector (3 int32s).
-  const Bytes q = 3 * 2 * 4 * 256, kv = 4193 * 2 * 256, table = (0 + 2 + 64) * 4, lengths = 32;
+  const Bytes q = 2 * 2 * 4 * 256, kv = 4193 * 2 * 256, table = (0 + 2 + 64) * 4, lengths = 32;
   // The states: 3 x 2 x 4 splits x 4 rows of 136 floats.
   const Bytes states = 3 * 2 * 4 * 4 * 136 * 4;
   CHECK(compulsory_dram(r.launch("split"), Bytes{1} << 30).read == q + 2 * kv + lengths + table);

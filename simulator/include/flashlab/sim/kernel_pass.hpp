@@ -8,6 +8,7 @@
 //   r.tensor("dQ accumulator").read;   r.bytes_total();   r.launches[1].blocks;
 #pragma once
 
+#include "flashlab/sim/limits.hpp"
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/machine.hpp"
 #include "flashlab/sim/profiles.hpp"
@@ -138,8 +139,7 @@ std::string format_pass_table(const PassReport& report, const HardwareProfile& p
 
 // What every mirror takes, and the checks the mirrors share (each throws
 // cpu::InvalidArgument saying what would be right).
-inline constexpr cpu::Index kMirrorMaxLength = cpu::Index{1} << 22;      // N_q, N_k
-inline constexpr cpu::Index kMirrorMaxHeadDim = cpu::Index{1} << 12;     // d
+// (N_q, N_k and d: kMaxLength and kMaxHeadDim, limits.hpp.)
 inline constexpr cpu::Index kMirrorMaxHeadsInAll = cpu::Index{1} << 20;  // batch x heads_q
 // low <= value <= max, else "name = value is out of range: the <mirror> mirror takes ...".
 void check_mirror_size(std::string_view mirror, std::string_view name, cpu::Index value,
