@@ -379,9 +379,11 @@ if want sweep; then
   # heads resident at once stop fitting the 60 MiB L2 (the run prints the predicted N per
   # heads). The CSV puts the grid model's DRAM read, write and left-dirty bytes beside
   # dram__bytes_read/write and lts__t_bytes for every row, and the predicted crossover N.
-  # 64 heads at N = 262144: Q, K, V and O take 16 GiB; the kernel about 6 s per ncu pass.
+  # 64 heads at N = 262144: Q, K, V and O take 16 GiB; the kernel about 6 s per ncu pass. The
+  # grid model, which now moves every line through hashed sets, takes hours of CPU at the
+  # largest points (compare's estimate, about a second a GiB into the SMs, asks for --large).
   step "flashlab compare --sweep: DRAM bytes across the L2 crossover, fa2, 16, 32 and 64 heads"
-  "$BUILD/lessons/app/flashlab" compare --kernels fa2 --d 128 --no-color \
+  "$BUILD/lessons/app/flashlab" compare --kernels fa2 --d 128 --no-color --large \
     --sweep n=16384,32768,49152,65536,98304,131072,196608,262144 --sweep heads=16,32,64 \
     --csv "$OUT/compare_sweep_crossover.csv" 2>&1 | tail -32 || status=1
   # The passes (docs/IO-LEVELS.md, "The passes from a cold L2"): the backward (one head and 16,
