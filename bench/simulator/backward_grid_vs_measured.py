@@ -47,7 +47,7 @@ def predict(flashlab, row):
         out = os.path.join(scratch, "p.csv")
         cmd = [flashlab, "compare", "--pass", "backward", "--sweep", "n=" + row["N"], "--d",
                row["d"], "--heads", row["heads"], "--kv-heads", row["kv_heads"], "--batch",
-               row["batch"], "--dtype", row["dtype"], "--no-ncu", "--csv", out]
+               row["batch"], "--dtype", row["dtype"], "--no-ncu", "--large", "--csv", out]
         if row["causal"] == "1":
             cmd.append("--causal")
         if row["deterministic"]:
