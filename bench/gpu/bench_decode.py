@@ -7,8 +7,9 @@ ANCHORS.md's shape: bf16, d = 128, 32 query heads over 8 KV heads, one new token
 Bandwidth = bytes of K and V read / time = 2 B Hkv L d 2 / t. L sweeps 1024 .. 131072 at
 B = 8, and B sweeps 1 .. 64 at L = 32768 (with B L capped so K and V fit memory). The split
 count the library chose is printed beside each point. `flashlab` runs with the library's
-default L2 policy for K and V (kv_l2_policy = 0), `evict1st` the same kernel with its K and
-V copies marked evict-first (decode.h says why that can matter). Times are medians of
+default L2 policy for K and V (kv_l2_policy = 0: evict-first for caches of at most a few
+times the L2, decode::auto_kv_l2_policy), `plain` and `evict1st` the same kernel with each
+policy forced (decode.h says why the hint can matter). Times are medians of
 triton.testing.do_bench (which clears the L2 before every run, leaving it dirty), and, in
 the columns marked clean, medians of CUDA events after a clean flush (timing.py says why:
 at short caches the dirty flush's write-back is a tenth of the call); a point's
@@ -100,11 +101,12 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
     splits = lib.decode_num_splits(params)
     record("flashlab", lambda: lib.decode(params), o, splits)
     lib.decode_check(params)
-    eparams, ework = lib.decode_params(q, k, v, o, lens, L, lse=lse,
-                                       kv_l2_policy=fl.DECODE_L2_EVICT_FIRST)
-    record("evict1st", lambda: lib.decode(eparams), o, splits)
-    lib.decode_check(eparams)
-    kept.append(ework)
+    for name, policy in (("plain", fl.DECODE_L2_EVICT_NORMAL),
+                         ("evict1st", fl.DECODE_L2_EVICT_FIRST)):
+        pparams, pwork = lib.decode_params(q, k, v, o, lens, L, lse=lse, kv_l2_policy=policy)
+        record(name, lambda pparams=pparams: lib.decode(pparams), o, splits)
+        lib.decode_check(pparams)
+        kept.append(pwork)
     for page_size in PAGE_SIZES:
         if L % page_size:
             continue
@@ -135,9 +137,10 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
 def print_row(B, L, rows):
     tbs = lambda name, i=1: f"{rows[name][i]:6.2f}" if name in rows else f"{'-':>6}"  # noqa: E731
     sp = rows["flashlab"][3] if "flashlab" in rows else "-"
-    print(f"{B:4d} {L:7d} {sp!s:>6} | {tbs('flashlab')} {tbs('evict1st')} {tbs('paged64')} "
-          f"{tbs('paged256')} | {tbs('flash')} {tbs('cudnn')} | {tbs('flashlab', 5)} "
-          f"{tbs('evict1st', 5)} {tbs('cudnn', 5)}", flush=True)
+    print(f"{B:4d} {L:7d} {sp!s:>6} | {tbs('flashlab')} {tbs('plain')} {tbs('evict1st')} "
+          f"{tbs('paged64')} {tbs('paged256')} | {tbs('flash')} {tbs('cudnn')} | "
+          f"{tbs('flashlab', 5)} {tbs('plain', 5)} {tbs('evict1st', 5)} {tbs('cudnn', 5)}",
+          flush=True)
 
 
 def decode_points(lengths, batches):
@@ -156,9 +159,11 @@ def run_decode_sweep(args):
     lib = fl.Flashlab(args.lib)
     points = decode_points(args.decode_lengths, args.decode_batches)
     print("TB/s of K and V read (bf16, d = 128, 32 query heads over 8 KV heads, N_q = 1)")
-    print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'evict1':>6} {'pg64':>6} "
-          f"{'pg256':>6} | {'flash':>6} {'cudnn':>6} | {'clean:':>6} {'evict1':>6} {'cudnn':>6}")
-    print(f"{'':>20} (do_bench){'':>40}(after a clean flush: flashlab, evict1st, cuDNN)")
+    print(f"{'B':>4} {'L':>7} {'splits':>6} | {'flashl':>6} {'plain':>6} {'evict1':>6} "
+          f"{'pg64':>6} {'pg256':>6} | {'flash':>6} {'cudnn':>6} | {'clean:':>6} {'plain':>6} "
+          f"{'evict1':>6} {'cudnn':>6}")
+    print(f"{'':>20} (do_bench){'':>47}(after a clean flush: flashlab, plain, evict1st, "
+          f"cuDNN)")
     with open(args.csv, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["B", "L", "impl", "splits", "ms", "tb_per_s", "max_abs_diff_vs_cudnn",

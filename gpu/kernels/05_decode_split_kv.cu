@@ -29,7 +29,7 @@
 // A paged cache: a thread's keys of a tile are consecutive and lie on one page, so it reads
 // one block-table entry per tile, one tile ahead of the copy that needs it.
 // With kv_l2_policy evict-first the K and V copies carry that L2 policy (cp.async's
-// L2::cache_hint; decode.h says what for, decode::kDefaultKvL2Policy the default).
+// L2::cache_hint; decode.h says what for, decode::auto_kv_l2_policy the default).
 // Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
 // (d + 2) x 4 written, each row's state in whole sectors of its own (decode::state_floats: U
 // by whole sectors, then m and l in one store); a split with no keys (more splits than

@@ -30,7 +30,7 @@ struct DecodeProblem {
   int splits = 1;
   float scale = 0.0f;
   flashlab_dtype dtype = FLASHLAB_BF16;
-  bool kv_evict_first = false;  // decode::kv_evict_first(kv_l2_policy): K and V loads' L2 hint
+  bool kv_evict_first = false;  // decode::kv_evict_first(kv_l2_policy, ...): K and V loads' L2 hint
   bool queue = false;           // decode::uses_queue(grid): persistent blocks (05_decode_queue.cu)
   // The workspace: the error word (4 x uint32: bits, bad-length entry + 1, bad-page entry +
   // 1, the bad page index) and the queue's counter (1 x uint32, the items claimed so far), all

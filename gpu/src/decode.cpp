@@ -56,7 +56,10 @@ DecodeProblem make_problem(const flashlab_decode_params& p, int splits) {
   problem.splits = splits;
   problem.scale = p.scale > 0 ? float(p.scale) : float(1.0 / std::sqrt(double(p.d)));
   problem.dtype = flashlab_dtype(p.dtype);
-  problem.kv_evict_first = decode::kv_evict_first(p.kv_l2_policy);
+  problem.kv_evict_first = decode::kv_evict_first(
+      p.kv_l2_policy,
+      decode::cache_kv_bytes(p.batch, p.max_seq_len, p.heads_kv, p.d, flashlab_dtype(p.dtype)),
+      current_l2_bytes());
   problem.queue = decode::uses_queue(p.grid);
   problem.error_word = static_cast<uint32_t*>(p.workspace);
   problem.states =
@@ -65,6 +68,13 @@ DecodeProblem make_problem(const flashlab_decode_params& p, int splits) {
 }
 
 }  // namespace
+
+int64_t current_l2_bytes() {
+  int bytes = 0;
+  throw_if(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, current_device()),
+           "cudaDeviceGetAttribute(L2CacheSize)");
+  return bytes;
+}
 
 int64_t current_sm_count() {
   int sms = 0;

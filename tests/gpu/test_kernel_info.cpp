@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace flashlab::gpu {
 namespace {
@@ -441,13 +442,31 @@ namespace flashlab::gpu {
 namespace {
 
 TEST_CASE("decode's kv_l2_policy: which copies carry the evict-first hint") {
-  static_assert(decode::is_kv_l2_policy(decode::kDefaultKvL2Policy) &&
-                    decode::kDefaultKvL2Policy != FLASHLAB_DECODE_L2_AUTO,
-                "the default is one of the two policies, not `automatic` again");
-  CHECK(decode::kv_evict_first(FLASHLAB_DECODE_L2_EVICT_FIRST));
-  CHECK_FALSE(decode::kv_evict_first(FLASHLAB_DECODE_L2_EVICT_NORMAL));
-  CHECK(decode::kv_evict_first(FLASHLAB_DECODE_L2_AUTO) ==
-        (decode::kDefaultKvL2Policy == FLASHLAB_DECODE_L2_EVICT_FIRST));
+  constexpr int64_t kH200L2 = 62914560, kH100L2 = 52428800;  // cudaDevAttrL2CacheSize
+  // A call's own policy whatever its cache.
+  for (int64_t kv : {int64_t{1}, kH200L2 * 100}) {
+    CHECK(decode::kv_evict_first(FLASHLAB_DECODE_L2_EVICT_FIRST, kv, kH200L2));
+    CHECK_FALSE(decode::kv_evict_first(FLASHLAB_DECODE_L2_EVICT_NORMAL, kv, kH200L2));
+  }
+  // Automatic: evict-first up to kEvictFirstMaxL2Multiple L2s of K and V, plain past them.
+  const int64_t edge = decode::kEvictFirstMaxL2Multiple * kH200L2;
+  CHECK(decode::kv_evict_first(FLASHLAB_DECODE_L2_AUTO, edge, kH200L2));
+  CHECK_FALSE(decode::kv_evict_first(FLASHLAB_DECODE_L2_AUTO, edge + 1, kH200L2));
+  // The shapes measured: 32 query heads over 8 KV heads, d = 128, bf16. B = 8 at L = 4,096
+  // (134 MB: 2.1 and 2.6 L2s) and B = 1 at 32,768 (the same bytes) take the hint on both cards;
+  // B = 8 at 8,192 (4.3 and 5.1 L2s) and the goal's B = 8 at L = 32,768 and 131,072 do not.
+  const auto bytes = [](int64_t batch, int64_t length) {
+    return decode::cache_kv_bytes(batch, length, 8, 128, FLASHLAB_BF16);
+  };
+  CHECK(bytes(8, 4096) == 134217728);
+  for (int64_t l2 : {kH200L2, kH100L2}) {
+    CAPTURE(l2);
+    CHECK(decode::auto_kv_l2_policy(bytes(8, 4096), l2) == FLASHLAB_DECODE_L2_EVICT_FIRST);
+    CHECK(decode::auto_kv_l2_policy(bytes(1, 32768), l2) == FLASHLAB_DECODE_L2_EVICT_FIRST);
+    for (const auto& [batch, length] :
+         {std::pair<int64_t, int64_t>{8, 8192}, {8, 32768}, {8, 131072}, {2, 32768}})
+      CHECK(decode::auto_kv_l2_policy(bytes(batch, length), l2) == FLASHLAB_DECODE_L2_EVICT_NORMAL);
+  }
   for (int32_t policy : {-1, 3, 100}) CHECK_FALSE(decode::is_kv_l2_policy(policy));
 }
 

@@ -59,10 +59,11 @@ extern "C" {
  * reuse in the call. Marked evict-first, they are meant to be the first victims of their L2
  * set, so that they replace one another rather than the lines other work left there
  * (weights, activations, or lines still dirty from an earlier kernel, whose write-back to
- * HBM would otherwise be paid during the decode). Measured on the H200 (bench/gpu/NOTES.md,
- * seventh run): the dirty lines do stay, but that saves under 1 us of a 43 us decode; the
- * hinted copies cost 2% on long caches; the default is plain loads. */
-#define FLASHLAB_DECODE_L2_AUTO 0         /* the library's choice (decode::kDefaultKvL2Policy) */
+ * HBM would otherwise be paid during the decode). The dirty lines do stay (bench/gpu/NOTES.md,
+ * seventh run), a fixed saving of a few us; the hinted copies cost 2% on long caches. So the
+ * library's choice is evict-first for caches of at most a few times the L2, plain loads for
+ * longer ones (decode::auto_kv_l2_policy). */
+#define FLASHLAB_DECODE_L2_AUTO 0         /* the library's choice (decode::auto_kv_l2_policy) */
 #define FLASHLAB_DECODE_L2_EVICT_NORMAL 1 /* plain loads: the L2's usual replacement */
 #define FLASHLAB_DECODE_L2_EVICT_FIRST 2  /* K and V lines are the first to be replaced */
 

@@ -24,6 +24,8 @@ void validate_decode(const flashlab_decode_params& params, int64_t sm_count);
 
 // The current device's SM count (CUDA). Throws Error.
 int64_t current_sm_count();
+// The current device's L2 in bytes (decode::auto_kv_l2_policy weighs the cache against it).
+int64_t current_l2_bytes();
 
 // Validates (with the current device's SM count and pointer checks), clears the
 // workspace's error word and enqueues the split and combine kernels on params.stream.

@@ -452,18 +452,33 @@ inline constexpr uint32_t kDtypeBits = dtype_bit(FLASHLAB_FP16) | dtype_bit(FLAS
 constexpr bool supports_head_dim(int64_t d) { return d == kHeadDims[0] || d == kHeadDims[1]; }
 constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.contains(dtype); }
 // flashlab_decode_params.kv_l2_policy: what FLASHLAB_DECODE_L2_AUTO means (decode.h says
-// what evict-first is for). Plain loads: on the H200 evict-first saved 2 us at L <= 4096
-// after do_bench's flush and cost 2 to 20 us past it (bench.py --decode times `flashlab`
-// and `evict1st` in one run; bench/gpu/NOTES.md, seventh run, has the figures and why).
-inline constexpr int32_t kDefaultKvL2Policy = FLASHLAB_DECODE_L2_EVICT_NORMAL;
+// what evict-first is for). The hint keeps the L2's dirty lines from an earlier kernel, whose
+// write-back a call would otherwise pay, a fixed saving; its copies cost a little on every
+// line, a cost that grows with the cache. So evict-first where the call's K and V (the cache's
+// capacity, batch x max_seq_len x KV heads x d x 2) are at most kEvictFirstMaxL2Multiple times
+// the L2, plain loads past that. Measured after do_bench's flush, B = 8 and B = 1 to 4 at
+// L = 32,768, evict-first over plain loads (bench/gpu/NOTES.md, "Decode's L2 hint by the
+// cache's size"): an H100 (50 MiB of L2) +14% at 1.3 L2s, +7% at 2.6, +2% at 3.8, level at 5.1,
+// -1.5 to -2% from 7.7; the H200 (60 MiB) +4% at 2.1 L2s, -2% at 4.3.
+inline constexpr int64_t kEvictFirstMaxL2Multiple = 3;
+constexpr int32_t auto_kv_l2_policy(int64_t kv_bytes, int64_t l2_bytes) {
+  return kv_bytes <= kEvictFirstMaxL2Multiple * l2_bytes ? FLASHLAB_DECODE_L2_EVICT_FIRST
+                                                         : FLASHLAB_DECODE_L2_EVICT_NORMAL;
+}
 constexpr bool is_kv_l2_policy(int32_t policy) {
   return policy == FLASHLAB_DECODE_L2_AUTO || policy == FLASHLAB_DECODE_L2_EVICT_NORMAL ||
          policy == FLASHLAB_DECODE_L2_EVICT_FIRST;
 }
-// The policy a call runs with: its own, or the default for FLASHLAB_DECODE_L2_AUTO.
-constexpr bool kv_evict_first(int32_t policy) {
-  return (policy == FLASHLAB_DECODE_L2_AUTO ? kDefaultKvL2Policy : policy) ==
+// The policy a call runs with: its own, or for FLASHLAB_DECODE_L2_AUTO the rule above for its
+// K and V against the device's L2.
+constexpr bool kv_evict_first(int32_t policy, int64_t kv_bytes, int64_t l2_bytes) {
+  return (policy == FLASHLAB_DECODE_L2_AUTO ? auto_kv_l2_policy(kv_bytes, l2_bytes) : policy) ==
          FLASHLAB_DECODE_L2_EVICT_FIRST;
+}
+// The bytes of K and V a call's cache holds: every sequence at its capacity.
+constexpr int64_t cache_kv_bytes(int64_t batch, int64_t max_seq_len, int64_t heads_kv, int64_t d,
+                                 flashlab_dtype dtype) {
+  return 2 * batch * max_seq_len * heads_kv * d * dtype_bytes(dtype);
 }
 constexpr bool is_page_size(int64_t page_size) {
   return page_size >= kMinPageSize && page_size <= kMaxPageSize &&
