@@ -449,16 +449,22 @@ TEST_CASE("decode's kv_l2_policy: which copies carry the evict-first hint") {
     CHECK_FALSE(decode::kv_evict_first(FLASHLAB_DECODE_L2_EVICT_NORMAL, kv, kH200L2));
   }
   // Automatic: evict-first up to kEvictFirstMaxL2Multiple L2s of K and V, plain past them.
-  const int64_t edge = decode::kEvictFirstMaxL2Multiple * kH200L2;
+  const double edge = double(decode::kEvictFirstMaxL2Multiple * kH200L2);
   CHECK(decode::kv_evict_first(FLASHLAB_DECODE_L2_AUTO, edge, kH200L2));
   CHECK_FALSE(decode::kv_evict_first(FLASHLAB_DECODE_L2_AUTO, edge + 1, kH200L2));
+  // A cache past 2^63 bytes (no memory holds it, but the parameters' ranges allow it) is
+  // weighed as such, not wrapped around to a small one.
+  CHECK(decode::cache_kv_bytes(65536, int64_t{1} << 31, 1 << 20, 128, FLASHLAB_BF16) > 9.2e18);
+  CHECK_FALSE(decode::kv_evict_first(
+      FLASHLAB_DECODE_L2_AUTO,
+      decode::cache_kv_bytes(65536, int64_t{1} << 31, 1 << 20, 128, FLASHLAB_BF16), kH200L2));
   // The shapes measured: 32 query heads over 8 KV heads, d = 128, bf16. B = 8 at L = 4,096
   // (134 MB: 2.1 and 2.6 L2s) and B = 1 at 32,768 (the same bytes) take the hint on both cards;
   // B = 8 at 8,192 (4.3 and 5.1 L2s) and the goal's B = 8 at L = 32,768 and 131,072 do not.
   const auto bytes = [](int64_t batch, int64_t length) {
     return decode::cache_kv_bytes(batch, length, 8, 128, FLASHLAB_BF16);
   };
-  CHECK(bytes(8, 4096) == 134217728);
+  CHECK(bytes(8, 4096) == 134217728.0);
   for (int64_t l2 : {kH200L2, kH100L2}) {
     CAPTURE(l2);
     CHECK(decode::auto_kv_l2_policy(bytes(8, 4096), l2) == FLASHLAB_DECODE_L2_EVICT_FIRST);

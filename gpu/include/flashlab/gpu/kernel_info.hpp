@@ -461,9 +461,9 @@ constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.conta
 // cache's size"): an H100 (50 MiB of L2) +14% at 1.3 L2s, +7% at 2.6, +2% at 3.8, level at 5.1,
 // -1.5 to -2% from 7.7; the H200 (60 MiB) +4% at 2.1 L2s, -2% at 4.3.
 inline constexpr int64_t kEvictFirstMaxL2Multiple = 3;
-constexpr int32_t auto_kv_l2_policy(int64_t kv_bytes, int64_t l2_bytes) {
-  return kv_bytes <= kEvictFirstMaxL2Multiple * l2_bytes ? FLASHLAB_DECODE_L2_EVICT_FIRST
-                                                         : FLASHLAB_DECODE_L2_EVICT_NORMAL;
+constexpr int32_t auto_kv_l2_policy(double kv_bytes, int64_t l2_bytes) {
+  return kv_bytes <= double(kEvictFirstMaxL2Multiple * l2_bytes) ? FLASHLAB_DECODE_L2_EVICT_FIRST
+                                                                 : FLASHLAB_DECODE_L2_EVICT_NORMAL;
 }
 constexpr bool is_kv_l2_policy(int32_t policy) {
   return policy == FLASHLAB_DECODE_L2_AUTO || policy == FLASHLAB_DECODE_L2_EVICT_NORMAL ||
@@ -471,14 +471,16 @@ constexpr bool is_kv_l2_policy(int32_t policy) {
 }
 // The policy a call runs with: its own, or for FLASHLAB_DECODE_L2_AUTO the rule above for its
 // K and V against the device's L2.
-constexpr bool kv_evict_first(int32_t policy, int64_t kv_bytes, int64_t l2_bytes) {
+constexpr bool kv_evict_first(int32_t policy, double kv_bytes, int64_t l2_bytes) {
   return (policy == FLASHLAB_DECODE_L2_AUTO ? auto_kv_l2_policy(kv_bytes, l2_bytes) : policy) ==
          FLASHLAB_DECODE_L2_EVICT_FIRST;
 }
-// The bytes of K and V a call's cache holds: every sequence at its capacity.
-constexpr int64_t cache_kv_bytes(int64_t batch, int64_t max_seq_len, int64_t heads_kv, int64_t d,
-                                 flashlab_dtype dtype) {
-  return 2 * batch * max_seq_len * heads_kv * d * dtype_bytes(dtype);
+// The bytes of K and V a call's cache holds: every sequence at its capacity (in double: a
+// product of the parameters' ranges may pass 2^63 where no memory could hold it).
+constexpr double cache_kv_bytes(int64_t batch, int64_t max_seq_len, int64_t heads_kv, int64_t d,
+                                flashlab_dtype dtype) {
+  return 2.0 * double(batch) * double(max_seq_len) * double(heads_kv) * double(d) *
+         double(dtype_bytes(dtype));
 }
 constexpr bool is_page_size(int64_t page_size) {
   return page_size >= kMinPageSize && page_size <= kMaxPageSize &&
