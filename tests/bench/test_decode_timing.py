@@ -127,7 +127,7 @@ class DecodeTable(unittest.TestCase):
         cells = out.getvalue().split()
         self.assertEqual(cells[:3], ["8", "4096", "4"])
         self.assertEqual([c for c in cells if c != "|"][3:],
-                         ["2.71", "-", "-", "-", "-", "2.73", "3.39", "-", "3.38"])
+                         ["2.71", "-", "-", "-", "-", "-", "2.73", "3.39", "-", "-", "3.38"])
 
 
 class DecodePoints(unittest.TestCase):
