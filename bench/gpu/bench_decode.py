@@ -104,6 +104,7 @@ def bench_point(torch, do_bench, flusher, lib, B, L, writer):
     for name, policy in (("plain", fl.DECODE_L2_EVICT_NORMAL),
                          ("evict1st", fl.DECODE_L2_EVICT_FIRST)):
         pparams, pwork = lib.decode_params(q, k, v, o, lens, L, lse=lse, kv_l2_policy=policy)
+        # pparams=pparams binds this policy's parameters now, not the loop's last ones.
         record(name, lambda pparams=pparams: lib.decode(pparams), o, splits)
         lib.decode_check(pparams)
         kept.append(pwork)

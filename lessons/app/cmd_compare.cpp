@@ -150,10 +150,13 @@ std::string bound_of(const Prediction& p) {
   return fmt::format(" (bound {})", us(seconds * 1e3));
 }
 
+// The comma-separated names of a list, empty ones included ("fa2," is "fa2" and ""), so that
+// check_kernels sees a name missing anywhere; "" is no name at all.
 std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream s(list);
   for (std::string item; std::getline(s, item, ',');) out.push_back(item);
+  if (!list.empty() && list.back() == ',') out.emplace_back();
   return out;
 }
 
@@ -316,11 +319,14 @@ void check_kernels(const CompareArgs& a) {
   const auto names = split(a.kernels);
   if (names.empty())
     throw cpu::InvalidArgument("--kernels is empty: give one or more of " + kernel_list());
-  if (a.kernels.back() == ',')
-    throw cpu::InvalidArgument(
-        fmt::format("--kernels {}: a name is missing after the last comma; give one or more of {}",
-                    a.kernels, kernel_list()));
   for (std::size_t k = 0; k < names.size(); ++k) {
+    if (names[k].empty())
+      throw cpu::InvalidArgument(
+          fmt::format("--kernels {}: a name is missing {}; give one or more of {}", a.kernels,
+                      k == 0                  ? "before the first comma"
+                      : k + 1 == names.size() ? "after the last comma"
+                                              : "between two commas",
+                      kernel_list()));
     if (!kernel_by_name(names[k]))
       throw cpu::InvalidArgument("--kernels: " + unknown_kernel_message(names[k]));
     if (std::find(names.begin(), names.begin() + std::ptrdiff_t(k), names[k]) !=

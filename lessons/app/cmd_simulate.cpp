@@ -39,12 +39,10 @@ struct SimulateArgs {
   std::string dtype = "bf16", sram, l2, algorithms = "naive,fa1,fa2", profile = "h200", trace;
   std::int64_t max_trace_bytes = kDefaultMaxTraceBytes;
   bool causal = false, json = false, full = false;
-  cpu::Index br = 0, bc = 0;
+  TileOptions tile_options;
   std::string pass = "forward";
   PassArgs pass_args;
   CLI::App* cmd = nullptr;
-  CLI::Option* br_option = nullptr;
-  CLI::Option* bc_option = nullptr;
 };
 
 sim::Problem problem_of(const SimulateArgs& a, const sim::HardwareProfile& hw) {
@@ -55,11 +53,7 @@ sim::Problem problem_of(const SimulateArgs& a, const sim::HardwareProfile& hw) {
   p.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
   p.sram_bytes = a.sram.empty() ? hw.sram_per_sm : sim::parse_capacity(a.sram, p.dtype);
   if (!a.l2.empty()) p.l2_bytes = sim::parse_capacity(a.l2, p.dtype);
-  if (a.br_option->count() != a.bc_option->count())
-    throw cpu::InvalidArgument(
-        "give both --br and --bc, or neither (then the paper's rule "
-        "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
-  if (a.br_option->count()) p.tiles = cpu::TileSizes{a.br, a.bc};
+  p.tiles = a.tile_options.tiles();
   sim::check(p);
   return p;
 }
@@ -197,15 +191,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--profile", args.profile, "a100, h100, h200 or b200")->capture_default_str();
   cmd->add_flag("--causal", args.causal,
                 "causal mask (top-left; backward: bottom-right when N_q != N)");
-  // Unset (0), the tiles come from the SRAM by the paper's rule: no default to show.
-  args.br_option = add_integer_option<cpu::Index>(
-                       cmd, "--br", args.br,
-                       "query rows per tile Br (with --bc; without both, from the SRAM)", 1)
-                       ->default_str("");
-  args.bc_option =
-      add_integer_option<cpu::Index>(cmd, "--bc", args.bc,
-                                     "keys per tile Bc (with --br; without both, from the SRAM)", 1)
-          ->default_str("");
+  args.tile_options.add_to(cmd);
   cmd->add_flag("--json", args.json, "print the reports as JSON");
   cmd->add_option("--trace", args.trace, "write every step as JSON lines to this file");
   add_integer_option<std::int64_t>(cmd, "--max-trace-bytes", args.max_trace_bytes,

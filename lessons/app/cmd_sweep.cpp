@@ -25,9 +25,7 @@ struct SweepArgs {
   std::string n = "1024..65536", d = "128", sram, algorithms = "naive,fa1,fa2";
   std::string dtype = "bf16", profile = "h200", l2, csv, plot;
   bool causal = false;
-  cpu::Index br = 0, bc = 0;
-  CLI::Option* br_option = nullptr;
-  CLI::Option* bc_option = nullptr;
+  TileOptions tile_options;
 };
 
 // A sweep counts every combination of its N, d and SRAM values: this many at most.
@@ -46,11 +44,7 @@ sim::SweepSpec spec_of(const SweepArgs& a, const sim::HardwareProfile& hw) {
                           });
   spec.algorithms = sim::parse_algorithms(a.algorithms);
   spec.causal = a.causal ? cpu::Causal::top_left : cpu::Causal::none;
-  if (a.br_option->count() != a.bc_option->count())
-    throw cpu::InvalidArgument(
-        "give both --br and --bc, or neither (then the paper's rule "
-        "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
-  if (a.br_option->count()) spec.tiles = cpu::TileSizes{a.br, a.bc};
+  spec.tiles = a.tile_options.tiles();
   if (!a.l2.empty()) spec.l2_bytes = sim::parse_capacity(a.l2, spec.dtype);
   const std::size_t points = spec.N.size() * spec.d.size() * spec.sram_bytes.size();
   if (points > kMaxPoints)
@@ -117,15 +111,7 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--causal", args.causal, "causal mask (top-left)");
   cmd->add_option("--l2", args.l2, "an L2 of this size (e.g. 60MiB): adds DRAM bytes past it");
-  // Unset (0), the tiles come from the SRAM by the paper's rule: no default to show.
-  args.br_option = add_integer_option<cpu::Index>(
-                       cmd, "--br", args.br,
-                       "query rows per tile Br (with --bc; without both, from the SRAM)", 1)
-                       ->default_str("");
-  args.bc_option =
-      add_integer_option<cpu::Index>(cmd, "--bc", args.bc,
-                                     "keys per tile Bc (with --br; without both, from the SRAM)", 1)
-          ->default_str("");
+  args.tile_options.add_to(cmd);
   cmd->add_option("--csv", args.csv, "where to write the CSV")->required();
   cmd->add_option("--plot", args.plot, "where to draw the log-log plot (PNG, needs gnuplot)");
 }

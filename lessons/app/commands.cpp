@@ -17,6 +17,25 @@ void refuse_empty_values(const CLI::App& cmd) {
   }
 }
 
+void TileOptions::add_to(CLI::App* cmd) {
+  br_option =
+      add_integer_option<cpu::Index>(
+          cmd, "--br", br, "query rows per tile Br (with --bc; without both, from the SRAM)", 1)
+          ->default_str("");
+  bc_option = add_integer_option<cpu::Index>(
+                  cmd, "--bc", bc, "keys per tile Bc (with --br; without both, from the SRAM)", 1)
+                  ->default_str("");
+}
+
+std::optional<cpu::TileSizes> TileOptions::tiles() const {
+  if (br_option->count() != bc_option->count())
+    throw cpu::InvalidArgument(
+        "give both --br and --bc, or neither (then the paper's rule "
+        "Bc = ceil(M/4d), Br = min(Bc, d) chooses them)");
+  if (br_option->count() == 0) return std::nullopt;
+  return cpu::TileSizes{br, bc};
+}
+
 void add_no_color_flag(CLI::App* cmd, bool& no_colour) {
   cmd->add_flag("--no-color", no_colour, "Plain text even on a terminal");
 }

@@ -3,6 +3,7 @@
 
 #include "cli.hpp"
 
+#include "flashlab/cpu/options.hpp"
 #include "flashlab/cpu/types.hpp"
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -52,6 +54,18 @@ Args& arguments_of(CLI::App* cmd, std::function<void(const Args&)> run) {
 
 // --no-color, the same flag with the same words on every command that prints in colour.
 void add_no_color_flag(CLI::App* cmd, bool& no_colour);
+
+// --br and --bc of simulate and sweep: both or neither. Unset, the paper's rule chooses the
+// tiles from the SRAM, so --help shows no default.
+struct TileOptions {
+  cpu::Index br = 0, bc = 0;
+  CLI::Option* br_option = nullptr;
+  CLI::Option* bc_option = nullptr;
+
+  void add_to(CLI::App* cmd);
+  // The tiles given, or none; cpu::InvalidArgument when only one of the two is.
+  std::optional<cpu::TileSizes> tiles() const;
+};
 
 // The most heads (query heads, and KV heads) the comparisons and simulations take: each head
 // of compare's forward is a copy in memory of its own, and the mirrors' times grow with them.

@@ -299,6 +299,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   // The block table's rows: the pages of the longest sequence each.
   const Index table_row_entries = f.page_size > 0 ? ceil_div(max_length, f.page_size) : 0;
   Index keys = 0, working = 0;
+  Index sequences_with_keys = 0;  // the others' splits read nothing, not even Q
   Bytes table_read = 0;
   OpCounts ops;
   for (Index seq = 0; seq < s.batch(); ++seq) {
@@ -306,6 +307,7 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
     const SequenceCounts c =
         sequence_counts(L, rows, d, f, seq * table_row_entries * kTableEntryBytes);
     keys = cpu::checked_add(keys, L, "the keys");
+    sequences_with_keys += L > 0;
     working += c.working;
     table_read += c.table_read;
     ops += c.ops;
@@ -384,19 +386,16 @@ PassReport count_decode_kernel(const DecodeShape& s, const DecodeKernelFacts& f)
   combine += detail::finalize_ops(1, d);
   r.ops += combine.times(B * H * rows);
   r.peak_sram = split_block_sram(d, f);
-  // Each launch's footprint, every sector once (compulsory_dram): the split kernel reads Q
-  // (of the sequences with keys),
-  // every key of K and V, the lengths' sectors and the block table's entries, and writes the states
-  // (or, ending its rows, O and LSE); the combine reads the states and writes O and LSE.
+  // Each launch's footprint, every sector once (compulsory_dram): the split kernel reads the
+  // Q of the sequences with keys (an empty one's O = 0 and LSE = -inf need none), every key of
+  // K and V, the lengths' sectors and the block table's entries, and writes the states (or,
+  // ending its rows, O and LSE); the combine reads the states and writes O and LSE.
   const std::vector<Footprint> rows_out = {{"O", bytes({B, H, rows, d, b})},
                                            {"LSE", bytes({B, H, rows, kFp32})}};
   Launch split = queue
                      ? Launch{"queue", queue_blocks, queue_blocks, f.threads, f.blocks_per_sm}
                      : Launch{"split", B * H * R * S, H * R * working, f.threads, f.blocks_per_sm};
-  // Q of the sequences with keys: a split with none reads nothing (O = 0, LSE = -inf).
-  const Index reading = Index(
-      std::count_if(s.lengths.begin(), s.lengths.end(), [](Index length) { return length > 0; }));
-  split.reads = {{"Q", bytes({reading, H, rows, d, b})},
+  split.reads = {{"Q", bytes({sequences_with_keys, H, rows, d, b})},
                  {"K", bytes({keys, H, d, b})},
                  {"V", bytes({keys, H, d, b})},
                  {"lengths", bytes({ceil_div(B, kLengthsPerSector), kSectorBytes})}};
