@@ -95,7 +95,7 @@ TEST_CASE("tile order: more items than an int holds are taken in 64-bit integers
   }
 }
 
-TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large as fits") {
+TEST_CASE("tile order: a section's K and V fit the L2 share, in as few sections as fit") {
   // The shares: a quarter without the mask, a half under it (kernel_info.hpp says why).
   CHECK(kv_section_budget(int64_t(60) << 20, false) == int64_t(15) << 20);
   CHECK(kv_section_budget(int64_t(60) << 20, true) == int64_t(30) << 20);
@@ -109,7 +109,18 @@ TEST_CASE("tile order: a section's K and V fit the L2 share, and it is as large 
       CHECK(o.section_pairs >= 1);
       CHECK(o.section_pairs <= o.pairs);
       if (o.section_pairs > 1) CHECK(o.section_pairs * kv_per_pair <= budget);
-      if (o.section_pairs < o.pairs) CHECK((o.section_pairs + 1) * kv_per_pair > budget);
+      // The most pairs whose K and V fit the budget (one at least).
+      const int64_t most = std::clamp<int64_t>(budget / kv_per_pair, 1, o.pairs);
+      const int64_t sections = (o.pairs + o.section_pairs - 1) / o.section_pairs;
+      CHECK(sections == (o.pairs + most - 1) / most);  // no more sections than fit needs
+      if (!causal) {
+        CHECK(o.section_pairs == most);  // without the mask: as large as fits
+      } else {
+        // Under the mask evened out: the partial section, first, is within `sections` pairs
+        // of a whole one.
+        const int64_t partial = o.pairs % o.section_pairs;
+        CHECK((partial == 0 || partial > o.section_pairs - sections));
+      }
     }
 }
 
@@ -127,12 +138,14 @@ TEST_CASE("tile order: kv_l2_share plans the sections on that percent of the L2"
   CHECK_FALSE(is_kv_l2_share(-2));
   CHECK_FALSE(is_kv_l2_share(kMaxKvL2Share + 1));
   // 16 heads of N = 4096 at d = 128: 2 MiB of K and V a head. Under the mask the default plans
-  // on 30 MiB (15 heads: a partial section of 1, then 15); 25% on 15 MiB (7: 2, then 7 and 7);
+  // on 30 MiB (room for 15 heads: two sections, evened out to 8 and 8); a share given takes as
+  // many as fit: 50% 15 (a partial section of 1, then 15), 25% on 15 MiB 7 (2, then 7 and 7),
   // 100% on all 60 MiB (the 16 heads in one).
   const auto sections = [&](int32_t share) {
     return make_tile_order(1, 16, 16, 4096, 4096, 128, 2, true, l2, share).section_pairs;
   };
-  CHECK(sections(FLASHLAB_FA3_AUTO) == 15);
+  CHECK(sections(FLASHLAB_FA3_AUTO) == 8);
+  CHECK(sections(50) == 15);
   CHECK(sections(50) == 15);
   CHECK(sections(25) == 7);
   CHECK(sections(100) == 16);
@@ -148,13 +161,14 @@ TEST_CASE("tile order: kv_l2_share plans the sections on that percent of the L2"
         CHECK(auto_kv_l2_share(causal, d, tiles) ==
               (quarter ? kMaxKvL2Share / 4 : FLASHLAB_FA3_AUTO));
       }
-  // B = 16 x H = 16 at N = 1,024, d = 128 (0.5 MiB of K and V a head): 30 heads a section on the
-  // quarter under the mask, as without it, where the half would take 60; d = 64 at N = 2,048
-  // (0.5 MiB a head too) keeps the half under the mask: 60.
-  CHECK(make_tile_order(16, 16, 16, 1024, 1024, 128, 2, true, l2).section_pairs == 30);
+  // B = 16 x H = 16 at N = 1,024, d = 128 (0.5 MiB of K and V a head): room for 30 heads on the
+  // quarter under the mask, so 9 sections of 256 pairs, evened out to 29 (a partial 24 first);
+  // without the mask 30, as large as fits; the half given would take 60. d = 64 at N = 2,048
+  // (0.5 MiB a head too) keeps the half under the mask: room for 60, 5 sections of 52.
+  CHECK(make_tile_order(16, 16, 16, 1024, 1024, 128, 2, true, l2).section_pairs == 29);
   CHECK(make_tile_order(16, 16, 16, 1024, 1024, 128, 2, false, l2).section_pairs == 30);
   CHECK(make_tile_order(16, 16, 16, 1024, 1024, 128, 2, true, l2, 50).section_pairs == 60);
-  CHECK(make_tile_order(8, 32, 32, 2048, 2048, 64, 2, true, l2).section_pairs == 60);
+  CHECK(make_tile_order(8, 32, 32, 2048, 2048, 64, 2, true, l2).section_pairs == 52);
 }
 
 // Whether item w is the first of a section: the partial one (pairs mod G) at 0, then every

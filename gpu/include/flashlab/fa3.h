@@ -77,7 +77,9 @@ typedef struct flashlab_fa3_options {
                                stay in the L2 while those heads' query tiles go by), or
                                FLASHLAB_FA3_AUTO: fa3::auto_kv_l2_share (kernel_info.hpp), a
                                quarter, and a half under the causal mask but at d = 128 for
-                               heads of at most 12 query tiles. The order moves no
+                               heads of at most 12 query tiles; under the mask the automatic
+                               plan evens its sections out (as few as fit, of equal size),
+                               while a share given takes as many heads as fit. The order moves no
                                bit of the output, only where K and V are found: an experiment
                                on the L2 (docs/IO-LEVELS.md, "Sections that fill a side of
                                the L2"). Default FLASHLAB_FA3_AUTO. */

@@ -20,7 +20,8 @@
 // varies fastest and the query tile slowest, so the blocks in flight at one time read the K
 // and V of a section's few heads, which stay in the L2 while every query tile of those heads
 // goes by. Under the causal mask the query tiles are taken from the last (it sees the most
-// keys: the longest) to the first, so the short ones fill the end of the section. And under
+// keys: the longest) to the first, so the short ones fill the end of the section, and G is
+// evened out over the sections (even_section_pairs, below). And under
 // the mask the sections are whole (G pairs) but the first, which takes the P = pairs mod G
 // left over, so that the grid ends on a whole section: its G Tr items, longest first, leave
 // the blocks less uneven at the end than a last section of P pairs' few long items would
@@ -68,6 +69,19 @@ struct WorkItem {
   int tile = 0;      // query tile: rows [tile Br, tile Br + Br)
 };
 
+// Under the mask the automatic plan takes as few sections as hold at most `most` pairs each,
+// and evens them out: G = ceil(pairs / ceil(pairs / most)), so the partial section that comes
+// first is nearly as large as the whole ones (16 heads on an L2 room of 15: 8 and 8, not 1 and
+// 15). A whole section that fills a side of the L2 after a small partial one is where the
+// hardware re-read K and V that the model kept (1.21 to 1.23 of its DRAM bytes on both cards;
+// docs/IO-LEVELS.md, "Sections that fill a side of the L2"); evened out, the same number of
+// sections each fill less of it. An explicit share (kv_l2_share) takes as many as fit, the
+// experiment's plan.
+constexpr int even_section_pairs(int pairs, int most) {
+  const int sections = (pairs + most - 1) / most;
+  return (pairs + sections - 1) / sections;
+}
+
 // The order for a problem of (batch, heads_q, heads_kv, N_q, N_k, d) with elements of
 // elem_bytes, on a GPU with l2_bytes of L2, its sections planned on kv_l2_share percent of it
 // (flashlab_fa3_options.kv_l2_share; FLASHLAB_FA3_AUTO: auto_kv_l2_share's). A query head's share
@@ -88,7 +102,9 @@ constexpr TileOrder make_tile_order(int64_t batch, int64_t heads_q, int64_t head
       kv_l2_share != FLASHLAB_FA3_AUTO ? kv_l2_share : auto_kv_l2_share(causal, d, o.tiles);
   const int64_t budget = kv_section_budget(l2_bytes, causal, share);
   const int64_t fit = kv_per_pair > 0 ? budget / kv_per_pair : o.pairs;
-  o.section_pairs = int(fit < 1 ? 1 : fit > o.pairs ? o.pairs : fit);
+  const int most = int(fit < 1 ? 1 : fit > o.pairs ? o.pairs : fit);
+  o.section_pairs = causal && kv_l2_share == FLASHLAB_FA3_AUTO ? even_section_pairs(o.pairs, most)
+                                                              : most;
   o.longest_first = causal;
   return o;
 }
