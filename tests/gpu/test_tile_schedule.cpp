@@ -146,7 +146,6 @@ TEST_CASE("tile order: kv_l2_share plans the sections on that percent of the L2"
   };
   CHECK(sections(FLASHLAB_FA3_AUTO) == 8);
   CHECK(sections(50) == 15);
-  CHECK(sections(50) == 15);
   CHECK(sections(25) == 7);
   CHECK(sections(100) == 16);
   CHECK(sections(1) == 1);  // less than a head's K and V: one head a section
