@@ -35,9 +35,9 @@
 //   pair = first pair + r % g;  step = r / g;  tile = causal ? Tr - 1 - step : step.
 // Static round robin, not a queue: fine where every item has the same work (no causal
 // mask). Causal items differ in length, and fixed turns share them unevenly: on ANCHORS.md's
-// shapes the busiest persistent block gets 4% to 21% more than the mean (counted by
-// tests/gpu/test_tile_schedule.cpp), against 0% to 6% for blocks dispatched by the hardware
-// as SMs free up, longest first. The work queue balances causal tiles as dispatch does, and
+// shapes the busiest persistent block gets 6% to 25% more than the mean (tile_balance.hpp
+// counts it; `flashlab lesson 12` prints the table), against 0% to 2% for blocks dispatched
+// by the hardware as SMs free up, longest first. The work queue balances causal tiles as dispatch does, and
 // keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE). FLASHLAB_FA3_GRID_AUTO (resolve_grid
 // below; kernel_info.hpp has the measured figures): under the causal mask the work queue,
 // without it the work queue with three consumers (d = 64), else the persistent turns up to
