@@ -330,13 +330,28 @@ cpu::Causal KernelRun::alignment() const {
 
 namespace {
 
-// fa3's blocks take their (head, query tile) from its tile scheduler (tile_schedule.hpp),
-// planned for the L2 of the GPU the mirror runs on (on the run's share of it where it gives
-// one, fa3_kv_l2_share): batch 1, heads as the run's.
+// fa3's tile scheduler's order for the run (tile_schedule.hpp), planned for an L2 of l2_bytes
+// (on the run's share of it where it gives one, fa3_kv_l2_share): batch 1, heads as the run's.
+gpu::fa3::TileOrder fa3_tile_order(const KernelRun& run, Index heads_kv, sim::DType dtype,
+                                   std::int64_t l2_bytes) {
+  return gpu::fa3::make_tile_order(1, run.heads, heads_kv, run.queries(), run.n, run.d,
+                                   sim::bytes_of(dtype), run.causal, l2_bytes, run.fa3_kv_l2_share);
+}
+
+// The sections of that order in words, for fa3's row: ", sections of 8 heads", and the share
+// where the run gives one.
+std::string fa3_sections(const KernelRun& run, const gpu::fa3::TileOrder& order) {
+  std::string s = fmt::format(", sections of {} head{}", order.section_pairs,
+                              order.section_pairs == 1 ? "" : "s");
+  if (run.fa3_kv_l2_share != FLASHLAB_FA3_AUTO)
+    s += fmt::format(" on {}% of the L2", run.fa3_kv_l2_share);
+  return s;
+}
+
+// fa3's blocks take their (head, query tile) from that order, on the L2 of the GPU the mirror
+// runs on.
 std::function<sim::BlockTile(Index)> fa3_order(const KernelRun& run, const sim::GridProblem& g) {
-  const gpu::fa3::TileOrder order = gpu::fa3::make_tile_order(
-      1, g.heads, g.kv_head_count(), run.queries(), run.n, run.d, sim::bytes_of(g.dtype),
-      g.causal != cpu::Causal::none, g.l2_bytes, run.fa3_kv_l2_share);
+  const gpu::fa3::TileOrder order = fa3_tile_order(run, g.kv_head_count(), g.dtype, g.l2_bytes);
   return [order](Index block) {
     const gpu::fa3::WorkItem w = gpu::fa3::work_item(order, block);
     return sim::BlockTile{w.b * order.heads_q + w.h, w.tile};
@@ -395,11 +410,10 @@ Prediction predict(const KernelRun& run) {
   if (const auto& t = mirror.problem.tiles)
     p.label = fmt::format("{} (Br {}, Bc {})", run.kernel, t->Br, t->Bc);
   if (mirror.fa3) {
+    const gpu::fa3::TileOrder order =
+        fa3_tile_order(run, run.heads, asked.dtype, target_profile().l2_bytes);
     p.label = fmt::format("{} (Br {}, Bc {}, {} stages{})", run.kernel, mirror.fa3->Br,
-                          mirror.fa3->Bc, mirror.fa3->stages,
-                          run.fa3_kv_l2_share == FLASHLAB_FA3_AUTO
-                              ? std::string()
-                              : fmt::format(", sections on {}% of the L2", run.fa3_kv_l2_share));
+                          mirror.fa3->Bc, mirror.fa3->stages, fa3_sections(run, order));
     const sim::Fa3Shape shape{.batch = 1,
                               .heads_q = run.heads,
                               .heads_kv = run.heads,

@@ -145,8 +145,10 @@ TEST_CASE("fa3 prediction with N_q != N_k: the SMs' bytes, and DRAM from its gri
       "compare --kernels fa3 --n 1023 --n-q 97 --d 64 --heads 2 "
       "--causal --repeats 1 --no-ncu --no-color");
   REQUIRE(out.status == 0);
-  CHECK(contains(out.output, fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages)", k::br(64), k::kBc,
-                                         k::default_stages(64))));
+  // Two heads' K and V fit the L2 many times over: one section of both.
+  CHECK(contains(out.output,
+                 fmt::format("simulator: fa3 (Br {}, Bc {}, {} stages, sections of 2 heads)",
+                             k::br(64), k::kBc, k::default_stages(64))));
   CHECK(
       contains(out.output, "DRAM " + sim::format_bytes(2 * (97 * row + 2 * 1023 * row)) + " read"));
   CHECK(!contains(out.output, "not modelled"));

@@ -375,6 +375,12 @@ TEST_CASE("targets: fa3's sections evened out under the mask, on an H100, predic
     }
   }
   CHECK(rows == 6);
+  // compare names the plan in fa3's row.
+  const auto sixteen = run_flashlab(
+      "compare --profile h100 --kernels fa3 --d 128 --n 4096 --heads 16 --causal --no-ncu "
+      "--no-color 2>&1");
+  REQUIRE(sixteen.status == 0);
+  CHECK(contains(sixteen.output, "stages, sections of 8 heads)"));
 }
 
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
@@ -441,11 +447,11 @@ TEST_CASE("compare --fa3-kv-l2-share: fa3's order and its prediction on that sha
     CHECK(contains(refused.output, "--fa3-kv-l2-share: `" + std::string(bad) +
                                        "` is not a whole number from 1 to 100"));
   }
-  // The single comparison names the share in fa3's row.
+  // The single comparison names the sections and the share in fa3's row.
   const auto single = run_flashlab(
       "compare --kernels fa3 --n 256 --d 64 --heads 2 --causal --no-ncu --fa3-kv-l2-share 10 2>&1");
   REQUIRE(single.status == 0);
-  CHECK(contains(single.output, "4 stages, sections on 10% of the L2)"));
+  CHECK(contains(single.output, "4 stages, sections of 2 heads on 10% of the L2)"));
   const auto decode = run_flashlab("compare --pass decode --n 256 --fa3-kv-l2-share 37 2>&1");
   CHECK(decode.status == kUsageError);
   CHECK(contains(decode.output,
