@@ -75,24 +75,25 @@ std::vector<Row> read_rows(const std::filesystem::path& dir) {
         r.share_num = std::stoll(f[share].substr(0, slash));
         r.share_den = std::stoll(f[share].substr(slash + 1));
       }
-      if (r.share_num < 1 || r.share_den < r.share_num)
-        throw std::runtime_error(file.string() + ": share " + f[share] + ": give a/b, 0 < a <= b");
+      if (r.share_num < 1 || r.share_den < r.share_num ||
+          fa3::kMaxKvL2Share * r.share_num % r.share_den != 0)
+        throw std::runtime_error(file.string() + ": share " + f[share] +
+                                 ": give a/b, 0 < a <= b, a whole percent of the L2");
       rows.push_back(r);
     }
   }
   return rows;
 }
 
-// The model's DRAM read for a row: fa3's order with the row's share (the L2 handed to the
-// scheduler scaled so that its own share of it is the row's), on the H200 profile's grid.
+// The model's DRAM read for a row: fa3's order with the row's share given explicitly (the
+// plan the row ran: each section as many heads as fit), on the H200 profile's grid.
 enum class Placement { alternate, scattered, measured };
 
 double predicted(const Row& r, const sim::HardwareProfile& gpu, Placement placement,
                  sim::L2Replacement replacement, bool homes, std::uint64_t seed) {
-  const std::int64_t* own = fa3::kL2ShareForKV[r.causal];
-  const std::int64_t l2_for_order = gpu.l2_bytes * r.share_num * own[1] / (r.share_den * own[0]);
-  const fa3::TileOrder order = fa3::make_tile_order(r.B, r.H, r.H, r.N, r.N, r.d, 2, r.causal,
-                                                    l2_for_order);
+  const auto share = std::int32_t(fa3::kMaxKvL2Share * r.share_num / r.share_den);
+  const fa3::TileOrder order =
+      fa3::make_tile_order(r.B, r.H, r.H, r.N, r.N, r.d, 2, r.causal, gpu.l2_bytes, share);
   sim::GridProblem g = sim::on_gpu(gpu, {.N = r.N,
                                          .d = r.d,
                                          .heads = r.B * r.H,

@@ -21,10 +21,7 @@ inline std::int32_t fa3_filled_share(const app::KernelRun& run) {
   namespace fa3 = gpu::fa3;
   const std::int64_t tiles = (run.n + fa3::br(run.d) - 1) / fa3::br(run.d);
   const std::int32_t share = fa3::auto_kv_l2_share(true, run.d, tiles);
-  return share != FLASHLAB_FA3_AUTO
-             ? share
-             : std::int32_t(fa3::kMaxKvL2Share * fa3::kL2ShareForKV[true][0] /
-                            fa3::kL2ShareForKV[true][1]);
+  return share != FLASHLAB_FA3_AUTO ? share : fa3::kv_l2_share_percent(true);
 }
 
 inline app::KernelRun stored_run(const std::map<std::string, std::string>& row) {

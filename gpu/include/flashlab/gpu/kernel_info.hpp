@@ -894,6 +894,10 @@ inline constexpr int kMaxKvL2Share = 100;
 constexpr bool is_kv_l2_share(int32_t share) {
   return share == FLASHLAB_FA3_AUTO || (share >= 1 && share <= kMaxKvL2Share);
 }
+// kL2ShareForKV's share in percent, as kv_l2_share gives one.
+constexpr int32_t kv_l2_share_percent(bool causal) {
+  return int32_t(kMaxKvL2Share * kL2ShareForKV[causal][0] / kL2ShareForKV[causal][1]);
+}
 // What FLASHLAB_FA3_AUTO plans on for a problem: kL2ShareForKV's share (FLASHLAB_FA3_AUTO
 // back), except a quarter (25) under the mask at d = 128 while a head has at most
 // kQuarterMaxQueryTiles query tiles. There an item has at most as many KV tiles, each with
@@ -907,10 +911,8 @@ constexpr bool is_kv_l2_share(int32_t share) {
 // no faster at any N (0.96 to 1.00 on the H100): its time does not follow the bytes.
 inline constexpr int kQuarterMaxQueryTiles = 12;
 constexpr int32_t auto_kv_l2_share(bool causal, int64_t d, int64_t query_tiles) {
-  // The share without the mask (a quarter), in percent.
-  constexpr auto unmasked =
-      int32_t(kMaxKvL2Share * kL2ShareForKV[false][0] / kL2ShareForKV[false][1]);
-  return causal && d == 128 && query_tiles <= kQuarterMaxQueryTiles ? unmasked : FLASHLAB_FA3_AUTO;
+  return causal && d == 128 && query_tiles <= kQuarterMaxQueryTiles ? kv_l2_share_percent(false)
+                                                                    : FLASHLAB_FA3_AUTO;
 }
 // The bytes of K and V one section of the tile order may plan on (make_tile_order): the
 // share above, or, with FLASHLAB_FA3_AUTO, kL2ShareForKV's for the mask.

@@ -20,12 +20,12 @@
 // varies fastest and the query tile slowest, so the blocks in flight at one time read the K
 // and V of a section's few heads, which stay in the L2 while every query tile of those heads
 // goes by. Under the causal mask the query tiles are taken from the last (it sees the most
-// keys: the longest) to the first, so the short ones fill the end of the section, and G is
-// evened out over the sections (even_section_pairs, below). And under
-// the mask the sections are whole (G pairs) but the first, which takes the P = pairs mod G
-// left over, so that the grid ends on a whole section: its G Tr items, longest first, leave
-// the blocks less uneven at the end than a last section of P pairs' few long items would
-// (measured: +1.3 to 2.6% at d = 128, N = 2048 and 4096, and at d = 64, N = 4096; NOTES.md).
+// keys: the longest) to the first, so the short ones fill the end of the section; G is evened
+// out over the sections (even_section_pairs, below), and the sections are whole (G pairs) but
+// the first, which takes the P = pairs mod G left over, so that the grid ends on a whole
+// section: its G Tr items, longest first, leave the blocks less uneven at the end than a last
+// section of P pairs' few long items would (measured: +1.3 to 2.6% at d = 128, N = 2048 and
+// 4096, and at d = 64, N = 4096; NOTES.md).
 // Without the mask, where every item is equal, the last section is the partial one (P = 0
 // below; the partial first measured 0.9 to 1.9% slower at d = 128, N = 1024):
 //   G = section_pairs, Tr = tiles per pair, P = causal ? pairs mod G : 0;
@@ -37,9 +37,10 @@
 // mask). Causal items differ in length, and fixed turns share them unevenly: on ANCHORS.md's
 // shapes the busiest persistent block gets 6% to 25% more than the mean (tile_balance.hpp
 // counts it; `flashlab lesson 12` prints the table), against 0% to 2% for blocks dispatched
-// by the hardware as SMs free up, longest first. The work queue balances causal tiles as dispatch does, and
-// keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE). FLASHLAB_FA3_GRID_AUTO (resolve_grid
-// below; kernel_info.hpp has the measured figures): under the causal mask the work queue,
+// by the hardware as SMs free up, longest first. The work queue balances causal tiles as
+// dispatch does, and keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE).
+// FLASHLAB_FA3_GRID_AUTO (resolve_grid below; kernel_info.hpp has the measured figures):
+// under the causal mask the work queue,
 // without it the work queue with three consumers (d = 64), else the persistent turns up to
 // fa3::kAutoPersistentMaxTiles query tiles a head and one block per tile beyond.
 #pragma once
