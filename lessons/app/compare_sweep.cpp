@@ -214,36 +214,68 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
   out.commit();
 }
 
-// Bytes into the SMs against N on log-log axes, at the grid's first d and heads: per kernel
-// the prediction as a line and the measurement as points, in the same colour.
+// The levels the plot draws, a panel each: what a point predicts and measures there.
+struct PlotLevel {
+  const char* title;
+  std::optional<double> Figures::*predicted;
+  std::optional<double> Figures::*measured;
+};
+constexpr PlotLevel kPlotLevels[] = {
+    {"into the SMs (l1tex__m_xbar2l1tex_read_bytes)", &Figures::sm_read_predicted,
+     &Figures::sm_read_measured},
+    // The mirror books the sectors its stores touch; what leaves the SMs is those or fewer
+    // (partly written sectors may merge after the L1's store pipe: docs/IO-LEVELS.md).
+    {"out of the SMs (l1tex__m_l1tex2xbar_write_bytes)", &Figures::sm_written_predicted,
+     &Figures::sm_written_measured},
+    {"DRAM read (dram__bytes_read)", &Figures::dram_read_predicted, &Figures::dram_read_measured},
+    {"DRAM written during the kernel (dram__bytes_write)", &Figures::dram_written_predicted,
+     &Figures::dram_written_measured}};
+
+// Bytes against N on log-log axes at the grid's first d, heads and mask, a panel per level
+// (kPlotLevels): per kernel the prediction as a line and the measurement as points, in the
+// same colour. A log axis has no place for 0 bytes (a kernel that writes nothing to DRAM
+// while it runs), so those points are left out, and a panel with no point at all says so.
 std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& points) {
-  std::string out, plots;
-  for (std::size_t k = 0; k < r.kernels.size(); ++k) {
-    const std::string& kernel = r.kernels[k];
-    out += fmt::format("$predicted_{0} << EOD\n", k);
-    std::string measured = fmt::format("$measured_{0} << EOD\n", k);
-    for (const Point& p : points) {
-      if (p.run.kernel != kernel || p.run.d != r.grid.d.front() ||
-          p.run.heads != r.grid.heads.front() || p.run.causal != r.grid.causal.front())
-        continue;
-      if (p.predicted.modelled()) out += fmt::format("{} {:.0f}\n", p.run.n, p.predicted.sm_read());
-      if (p.measured) measured += fmt::format("{} {:.0f}\n", p.run.n, p.measured->sm_read);
+  std::string data, panels;
+  for (std::size_t level = 0; level < std::size(kPlotLevels); ++level) {
+    const PlotLevel& l = kPlotLevels[level];
+    std::string plots;
+    for (std::size_t k = 0; k < r.kernels.size(); ++k) {
+      std::string predicted, measured;
+      for (const Point& p : points) {
+        if (p.run.kernel != r.kernels[k] || p.run.d != r.grid.d.front() ||
+            p.run.heads != r.grid.heads.front() || p.run.causal != r.grid.causal.front())
+          continue;
+        const Figures f = figures_of(p);
+        if (const auto v = f.*l.predicted; v && *v > 0)
+          predicted += fmt::format("{} {:.0f}\n", p.run.n, *v);
+        if (const auto v = f.*l.measured; v && *v > 0)
+          measured += fmt::format("{} {:.0f}\n", p.run.n, *v);
+      }
+      const auto series = [&](const std::string& rows, const char* kind, const char* style) {
+        if (rows.empty()) return;
+        const std::string name = fmt::format("{}_{}_{}", kind, level, k);
+        data += fmt::format("${} << EOD\n{}EOD\n", name, rows);
+        plots += fmt::format("{}${} using 1:2 with {} lc {} title '{} {}'",
+                             plots.empty() ? "" : ", ", name, style, k + 1, r.kernels[k], kind);
+      };
+      series(predicted, "predicted", "lines");
+      series(measured, "measured", "points pt 7");
     }
-    out += "EOD\n" + measured + "EOD\n";
-    plots += fmt::format(
-        "{}$predicted_{} using 1:2 with lines lc {} title '{} predicted', "
-        "$measured_{} using 1:2 with points pt 7 lc {} title '{} measured'",
-        k ? ", " : "", k, k + 1, kernel, k, k + 1, kernel);
+    panels += fmt::format("set title '{}' noenhanced\n", l.title);
+    panels += plots.empty() ? "set label 1 'no bytes at this level' at graph 0.5, 0.5 center\n"
+                              "plot [1:2] [1:2] NaN notitle\nunset label 1\n"
+                            : "plot " + plots + "\n";
   }
-  return out + fmt::format(
-                   "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\nset format "
-                   "x '2^{{%L}}'\n"
-                   "set format y '%.0b %BB'\nset xlabel 'N'\nset ylabel 'bytes into the SMs "
-                   "(l1tex__m_xbar2l1tex_read_bytes)' noenhanced\n"
-                   "set title 'd = {}, heads = {}, causal = {}, {}'\nset key top left\nset "
-                   "grid\nplot {}\n",
-                   r.grid.d.front(), r.grid.heads.front(), causal_text({r.grid.causal.front()}),
-                   r.base.dtype, plots);
+  return data + fmt::format(
+                    "set terminal pngcairo size 1200,900\nset output\n"
+                    "set multiplot layout 2, 2 title 'd = {}, heads = {}, causal = {}, {}: "
+                    "predicted (lines) against measured (points)'\n"
+                    "set logscale xy 2\nset format x '2^{{%L}}'\nset format y '%.0b %BB'\n"
+                    "set xlabel 'N'\nset ylabel 'bytes'\nset key top left\nset grid\n{}"
+                    "unset multiplot\n",
+                    r.grid.d.front(), r.grid.heads.front(), causal_text({r.grid.causal.front()}),
+                    r.base.dtype, panels);
 }
 
 }  // namespace
