@@ -446,8 +446,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--csv", args.csv, "With --sweep: write the rows as CSV");
   cmd->add_option("--plot", args.plot,
                   "With --sweep over n: draw bytes against N, predicted and measured, a panel per "
-                  "level (into and out of the SMs, DRAM read and written; with --pass, into the "
-                  "SMs and DRAM read in one; PNG, gnuplot)");
+                  "level (into and out of the SMs, DRAM read and written; PNG, gnuplot)");
   cmd->add_option(
       "--profile", args.profile,
       "The GPU the predictions are for: " + fmt::format("{}", fmt::join(target_names(), " or ")) +

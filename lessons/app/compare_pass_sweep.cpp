@@ -2,6 +2,7 @@
 
 #include "kernel_bytes.hpp"
 #include "progress.hpp"
+#include "sweep_plot.hpp"
 
 #include "gpu_bridge/gpu_runner.hpp"
 #include "gpu_bridge/ncu_bytes.hpp"
@@ -185,45 +186,43 @@ void write_csv(OutputFile& out, Pass pass, const std::vector<Point>& points) {
   out.commit();
 }
 
-// Bytes against N on log-log axes, at the grid's first d, heads and batch: into the SMs and
-// read from DRAM, each predicted as a line and measured as points, the two levels in two
-// colours (the DRAM floor dashed: where the points leave it, lines the L2 dropped are read
-// again; the grid model's DRAM, where it runs the pass, dotted).
+// Bytes against N at the grid's first d, heads, batch and mask, a panel per level: into and
+// out of the SMs, each predicted as a line and measured as points; DRAM read and written, the
+// cold-L2 floor dashed (where the points leave it, lines the L2 dropped are read again, or
+// written back early), the grid model's dotted where it runs the pass, the measured points.
 std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& points) {
-  struct Series {
-    const char* name;
-    std::optional<double> Figures::*value;
-  };
-  constexpr Series kSeries[] = {{"sm_pred", &Figures::sm_read_predicted},
-                                {"sm_meas", &Figures::sm_read_measured},
-                                {"dram_pred", &Figures::dram_read_predicted},
-                                {"dram_grid", &Figures::dram_read_grid},
-                                {"dram_meas", &Figures::dram_read_measured}};
-  std::string out;
-  for (const Series& s : kSeries) {
-    out += fmt::format("${} << EOD\n", s.name);
+  using Value = std::optional<double> Figures::*;
+  const auto series = [&](const char* title, const char* style, int colour, Value value) {
+    PlotSeries s{title, style, colour, {}};
     for (const Point& p : points) {
       if (p.problem.d != r.grid.d.front() || p.problem.heads != r.grid.heads.front() ||
           p.pass.resolved.batch != r.grid.batch.front() ||
           p.problem.causal != r.grid.causal.front())
         continue;
-      if (const auto v = figures_of(p).*s.value) out += fmt::format("{} {:.0f}\n", p.problem.n, *v);
+      if (const auto v = figures_of(p).*value) s.points.emplace_back(p.problem.n, *v);
     }
-    out += "EOD\n";
-  }
-  return out + fmt::format(
-                   "set terminal pngcairo size 800,560\nset output\nset logscale xy 2\n"
-                   "set format x '2^{{%L}}'\nset format y '%.0b %BB'\nset xlabel 'N'\n"
-                   "set ylabel 'bytes read'\nset title '{} pass, d = {}, heads = {}, batch = {}, "
-                   "causal = {}, {}'\n"
-                   "set key top left\nset grid\n"
-                   "plot $sm_pred using 1:2 with lines lc 1 title 'into the SMs, predicted', "
-                   "$sm_meas using 1:2 with points pt 7 lc 1 title 'into the SMs, measured', "
-                   "$dram_pred using 1:2 with lines dt 2 lc 2 title 'DRAM read, cold-L2 floor', "
-                   "$dram_grid using 1:2 with lines dt 3 lc 3 title 'DRAM read, the grid model', "
-                   "$dram_meas using 1:2 with points pt 5 lc 2 title 'DRAM read, measured'\n",
-                   to_string(r.pass), r.grid.d.front(), r.grid.heads.front(), r.grid.batch.front(),
-                   causal_text({r.grid.causal.front()}), r.base.dtype);
+    return s;
+  };
+  const std::vector<PlotPanel> panels = {
+      {"into the SMs (l1tex__m_xbar2l1tex_read_bytes)",
+       {series("predicted", "lines", 1, &Figures::sm_read_predicted),
+        series("measured", "points pt 7", 1, &Figures::sm_read_measured)}},
+      {"out of the SMs (l1tex__m_l1tex2xbar_write_bytes)",
+       {series("predicted", "lines", 1, &Figures::sm_written_predicted),
+        series("measured", "points pt 7", 1, &Figures::sm_written_measured)}},
+      {"DRAM read (dram__bytes_read)",
+       {series("cold-L2 floor", "lines dt 2", 2, &Figures::dram_read_predicted),
+        series("the grid model", "lines dt 3", 3, &Figures::dram_read_grid),
+        series("measured", "points pt 5", 2, &Figures::dram_read_measured)}},
+      {"DRAM written (dram__bytes_write)",
+       {series("cold-L2 floor", "lines dt 2", 2, &Figures::dram_written_predicted),
+        series("the grid model", "lines dt 3", 3, &Figures::dram_written_grid),
+        series("measured", "points pt 5", 2, &Figures::dram_written_measured)}}};
+  return sweep_plot_script(
+      fmt::format("{} pass, d = {}, heads = {}, batch = {}, causal = {}, {}", to_string(r.pass),
+                  r.grid.d.front(), r.grid.heads.front(), r.grid.batch.front(),
+                  causal_text({r.grid.causal.front()}), r.base.dtype),
+      panels);
 }
 
 }  // namespace

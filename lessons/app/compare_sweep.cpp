@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 #include "progress.hpp"
+#include "sweep_plot.hpp"
 
 #include "gpu_bridge/gpu_runner.hpp"
 #include "gpu_bridge/kernels.hpp"
@@ -231,51 +232,35 @@ constexpr PlotLevel kPlotLevels[] = {
     {"DRAM written during the kernel (dram__bytes_write)", &Figures::dram_written_predicted,
      &Figures::dram_written_measured}};
 
-// Bytes against N on log-log axes at the grid's first d, heads and mask, a panel per level
-// (kPlotLevels): per kernel the prediction as a line and the measurement as points, in the
-// same colour. A log axis has no place for 0 bytes (a kernel that writes nothing to DRAM
-// while it runs), so those points are left out, and a panel with no point at all says so.
+// Bytes against N at the grid's first d, heads and mask, a panel per level (kPlotLevels): per
+// kernel the prediction as a line and the measurement as points, in the kernel's colour.
 std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& points) {
-  std::string data, panels;
-  for (std::size_t level = 0; level < std::size(kPlotLevels); ++level) {
-    const PlotLevel& l = kPlotLevels[level];
-    std::string plots;
+  std::vector<PlotPanel> panels;
+  for (const PlotLevel& level : kPlotLevels) {
+    PlotPanel panel{level.title, {}};
     for (std::size_t k = 0; k < r.kernels.size(); ++k) {
-      std::string predicted, measured;
+      const int colour = int(k) + 1;
+      PlotSeries predicted{r.kernels[k] + " predicted", "lines", colour, {}};
+      PlotSeries measured{r.kernels[k] + " measured", "points pt 7", colour, {}};
       for (const Point& p : points) {
         if (p.run.kernel != r.kernels[k] || p.run.d != r.grid.d.front() ||
             p.run.heads != r.grid.heads.front() || p.run.causal != r.grid.causal.front())
           continue;
         const Figures f = figures_of(p);
-        if (const auto v = f.*l.predicted; v && *v > 0)
-          predicted += fmt::format("{} {:.0f}\n", p.run.n, *v);
-        if (const auto v = f.*l.measured; v && *v > 0)
-          measured += fmt::format("{} {:.0f}\n", p.run.n, *v);
+        if (const auto v = f.*level.predicted) predicted.points.emplace_back(p.run.n, *v);
+        if (const auto v = f.*level.measured) measured.points.emplace_back(p.run.n, *v);
       }
-      const auto series = [&](const std::string& rows, const char* kind, const char* style) {
-        if (rows.empty()) return;
-        const std::string name = fmt::format("{}_{}_{}", kind, level, k);
-        data += fmt::format("${} << EOD\n{}EOD\n", name, rows);
-        plots += fmt::format("{}${} using 1:2 with {} lc {} title '{} {}'",
-                             plots.empty() ? "" : ", ", name, style, k + 1, r.kernels[k], kind);
-      };
-      series(predicted, "predicted", "lines");
-      series(measured, "measured", "points pt 7");
+      panel.series.push_back(std::move(predicted));
+      panel.series.push_back(std::move(measured));
     }
-    panels += fmt::format("set title '{}' noenhanced\n", l.title);
-    panels += plots.empty() ? "set label 1 'no bytes at this level' at graph 0.5, 0.5 center\n"
-                              "plot [1:2] [1:2] NaN notitle\nunset label 1\n"
-                            : "plot " + plots + "\n";
+    panels.push_back(std::move(panel));
   }
-  return data + fmt::format(
-                    "set terminal pngcairo size 1200,900\nset output\n"
-                    "set multiplot layout 2, 2 title 'd = {}, heads = {}, causal = {}, {}: "
-                    "predicted (lines) against measured (points)'\n"
-                    "set logscale xy 2\nset format x '2^{{%L}}'\nset format y '%.0b %BB'\n"
-                    "set xlabel 'N'\nset ylabel 'bytes'\nset key top left\nset grid\n{}"
-                    "unset multiplot\n",
-                    r.grid.d.front(), r.grid.heads.front(), causal_text({r.grid.causal.front()}),
-                    r.base.dtype, panels);
+  return sweep_plot_script(
+      fmt::format("d = {}, heads = {}, causal = {}, {}: predicted (lines) against measured "
+                  "(points)",
+                  r.grid.d.front(), r.grid.heads.front(), causal_text({r.grid.causal.front()}),
+                  r.base.dtype),
+      panels);
 }
 
 }  // namespace

@@ -356,9 +356,13 @@ TEST_CASE("compare --pass --sweep: a plot, and every bad request refused") {
   } else {
     REQUIRE(drawn.status == 0);
     CHECK(fs::file_size(png) > 0);
-    std::ifstream script(png.string() + ".gp");
-    const std::string text((std::istreambuf_iterator<char>(script)), {});
-    CHECK(contains(text, "DRAM read, cold-L2 floor"));
+    // A panel per level: the SMs' two, DRAM's two with the cold-L2 floor in each.
+    const std::string text = read_file(png.string() + ".gp");
+    CHECK(contains(text, "set multiplot layout 2, 2"));
+    for (const char* level : {"into the SMs", "out of the SMs", "DRAM read", "DRAM written"})
+      CHECK_MESSAGE(contains(text, std::string("set title '") + level), level);
+    CHECK(contains(text, "title 'cold-L2 floor'"));
+    CHECK_FALSE(contains(text, "title 'measured'"));  // no GPU here
     fs::remove(png);
     fs::remove(png.string() + ".gp");
   }
