@@ -4,6 +4,7 @@
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/warp_store.hpp"
 #include "run_flashlab.hpp"
+#include "sweep_plot.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,6 +24,14 @@ using flashlab::test::run_flashlab;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The lines of a text that hold `part`.
+std::size_t count_lines_with(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) n += line.find(part) != std::string::npos;
+  return n;
+}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
   std::vector<std::vector<std::string>> rows;
@@ -168,6 +177,27 @@ TEST_CASE(
   } else {
     CHECK(pass.output.empty());
   }
+}
+
+TEST_CASE("the sweeps' plot script: zero bytes left out, empty series and panels said so") {
+  using flashlab::app::PlotPanel;
+  using flashlab::app::PlotSeries;
+  const std::vector<PlotPanel> panels = {
+      {"into the SMs", {{"fa2 predicted", "lines", 1, {{1024, 4.0e6}, {2048, 0.0}}}}},
+      {"DRAM written", {{"fa2 predicted", "lines", 1, {{1024, 0.0}, {2048, 0.0}}}}},
+      {"DRAM read", {}}};
+  const std::string script = flashlab::app::sweep_plot_script("a sweep", panels);
+  // Two panels a row: three take two rows.
+  CHECK(contains(script, "set multiplot layout 2, 2 title 'a sweep'"));
+  // The point at 0 bytes is left out; the point beside it stays.
+  CHECK(contains(script, "$series_0_0 << EOD\n1024 4000000\nEOD\n"));
+  CHECK_FALSE(contains(script, "2048 0"));
+  // A series with no point left is not drawn, and its panel, like one with no series, says so.
+  CHECK_FALSE(contains(script, "$series_1_0"));
+  CHECK(count_lines_with(script, "'no bytes at this level'") == 2);
+  CHECK(contains(script, "unset multiplot"));
+  CHECK(contains(flashlab::app::sweep_plot_script("one", {panels[0]}),
+                 "set multiplot layout 1, 1 title 'one'"));
 }
 
 TEST_CASE("compare --sweep: a plot of bytes against N, and every bad request refused") {
