@@ -3,7 +3,14 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 namespace flashlab::app {
+
+namespace {
+constexpr std::size_t kPanelsPerRow = 2;
+constexpr std::size_t kPanelWidth = 600, kPanelHeight = 450;  // pixels of the PNG
+}  // namespace
 
 std::string sweep_plot_script(const std::string& title, const std::vector<PlotPanel>& panels) {
   std::string data, body;
@@ -26,7 +33,7 @@ std::string sweep_plot_script(const std::string& title, const std::vector<PlotPa
                             "unset label 1\nset xtics\nset ytics\n"
                           : "plot " + plots + "\n";
   }
-  const std::size_t columns = panels.size() > 1 ? 2 : 1;
+  const std::size_t columns = std::clamp<std::size_t>(panels.size(), 1, kPanelsPerRow);
   const std::size_t rows = (panels.size() + columns - 1) / columns;
   return data + fmt::format(
                     "set terminal pngcairo size {},{}\nset output\n"
@@ -34,7 +41,7 @@ std::string sweep_plot_script(const std::string& title, const std::vector<PlotPa
                     "set logscale xy 2\nset format x '2^{{%L}}'\nset format y '%.0b %BB'\n"
                     "set xlabel 'N'\nset ylabel 'bytes'\nset key top left\nset grid\n{}"
                     "unset multiplot\n",
-                    600 * columns, 450 * rows, rows, columns, title, body);
+                    kPanelWidth * columns, kPanelHeight * rows, rows, columns, title, body);
 }
 
 }  // namespace flashlab::app
