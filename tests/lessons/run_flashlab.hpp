@@ -59,6 +59,13 @@ inline bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
+// How many times `part` stands in `text` (overlapping ones counted).
+inline std::size_t count_of(std::string_view text, std::string_view part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string_view::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 struct Run {
   int status = -1;     // the exit status
   std::string output;  // stdout, and stderr when the command line redirects it

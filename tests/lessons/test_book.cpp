@@ -17,6 +17,7 @@
 #include <sstream>
 
 using flashlab::test::contains;
+using flashlab::test::count_of;
 using flashlab::test::kUsageError;
 using flashlab::test::read_file;
 using flashlab::test::run_flashlab;
@@ -33,12 +34,6 @@ std::size_t markdown_tables(const std::string& text) {
   for (std::string line; std::getline(lines, line);)
     n += line.size() > 1 && line[0] == '|' && line.find('-') != std::string::npos &&
          line.find_first_not_of("|-: ") == std::string::npos;
-  return n;
-}
-
-std::size_t count_of(const std::string& text, const std::string& part) {
-  std::size_t n = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
   return n;
 }
 

@@ -18,20 +18,13 @@
 #include <vector>
 
 using flashlab::test::contains;
+using flashlab::test::count_of;
 using flashlab::test::kUsageError;
 using flashlab::test::read_file;
 using flashlab::test::run_flashlab;
 namespace fs = std::filesystem;
 
 namespace {
-
-// The lines of a text that hold `part`.
-std::size_t count_lines_with(const std::string& text, const std::string& part) {
-  std::size_t n = 0;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) n += line.find(part) != std::string::npos;
-  return n;
-}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
   std::vector<std::vector<std::string>> rows;
@@ -194,7 +187,7 @@ TEST_CASE("the sweeps' plot script: zero bytes left out, empty series and panels
   CHECK_FALSE(contains(script, "2048 0"));
   // A series with no point left is not drawn, and its panel, like one with no series, says so.
   CHECK_FALSE(contains(script, "$series_1_0"));
-  CHECK(count_lines_with(script, "'no bytes at this level'") == 2);
+  CHECK(count_of(script, "'no bytes at this level'") == 2);
   CHECK(contains(script, "unset multiplot"));
   CHECK(contains(flashlab::app::sweep_plot_script("one", {panels[0]}),
                  "set multiplot layout 1, 1 title 'one'"));
