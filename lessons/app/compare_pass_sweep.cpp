@@ -204,17 +204,17 @@ std::string plot_script(const PassSweepRequest& r, const std::vector<Point>& poi
     return s;
   };
   const std::vector<PlotPanel> panels = {
-      {"into the SMs (l1tex__m_xbar2l1tex_read_bytes)",
+      {plot_level_title(PlotLevel::into_sms),
        {series("predicted", "lines", 1, &Figures::sm_read_predicted),
         series("measured", "points pt 7", 1, &Figures::sm_read_measured)}},
-      {"out of the SMs (l1tex__m_l1tex2xbar_write_bytes)",
+      {plot_level_title(PlotLevel::out_of_sms),
        {series("predicted", "lines", 1, &Figures::sm_written_predicted),
         series("measured", "points pt 7", 1, &Figures::sm_written_measured)}},
-      {"DRAM read (dram__bytes_read)",
+      {plot_level_title(PlotLevel::dram_read),
        {series("cold-L2 floor", "lines dt 2", 2, &Figures::dram_read_predicted),
         series("the grid model", "lines dt 3", 3, &Figures::dram_read_grid),
         series("measured", "points pt 5", 2, &Figures::dram_read_measured)}},
-      {"DRAM written (dram__bytes_write)",
+      {plot_level_title(PlotLevel::dram_written),
        {series("cold-L2 floor", "lines dt 2", 2, &Figures::dram_written_predicted),
         series("the grid model", "lines dt 3", 3, &Figures::dram_written_grid),
         series("measured", "points pt 5", 2, &Figures::dram_written_measured)}}};

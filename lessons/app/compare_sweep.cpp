@@ -215,29 +215,26 @@ void write_csv(OutputFile& out, const std::vector<Point>& points) {
   out.commit();
 }
 
-// The levels the plot draws, a panel each: what a point predicts and measures there.
-struct PlotLevel {
-  const char* title;
+// What a point predicts and measures at each level the plot draws, a panel each.
+struct LevelFigures {
+  PlotLevel level;
   std::optional<double> Figures::*predicted;
   std::optional<double> Figures::*measured;
 };
-constexpr PlotLevel kPlotLevels[] = {
-    {"into the SMs (l1tex__m_xbar2l1tex_read_bytes)", &Figures::sm_read_predicted,
-     &Figures::sm_read_measured},
+constexpr LevelFigures kLevelFigures[] = {
+    {PlotLevel::into_sms, &Figures::sm_read_predicted, &Figures::sm_read_measured},
     // The mirror books the sectors its stores touch; what leaves the SMs is those or fewer
     // (partly written sectors may merge after the L1's store pipe: docs/IO-LEVELS.md).
-    {"out of the SMs (l1tex__m_l1tex2xbar_write_bytes)", &Figures::sm_written_predicted,
-     &Figures::sm_written_measured},
-    {"DRAM read (dram__bytes_read)", &Figures::dram_read_predicted, &Figures::dram_read_measured},
-    {"DRAM written during the kernel (dram__bytes_write)", &Figures::dram_written_predicted,
-     &Figures::dram_written_measured}};
+    {PlotLevel::out_of_sms, &Figures::sm_written_predicted, &Figures::sm_written_measured},
+    {PlotLevel::dram_read, &Figures::dram_read_predicted, &Figures::dram_read_measured},
+    {PlotLevel::dram_written, &Figures::dram_written_predicted, &Figures::dram_written_measured}};
 
-// Bytes against N at the grid's first d, heads and mask, a panel per level (kPlotLevels): per
+// Bytes against N at the grid's first d, heads and mask, a panel per level (kLevelFigures): per
 // kernel the prediction as a line and the measurement as points, in the kernel's colour.
 std::string plot_script(const CompareSweepRequest& r, const std::vector<Point>& points) {
   std::vector<PlotPanel> panels;
-  for (const PlotLevel& level : kPlotLevels) {
-    PlotPanel panel{level.title, {}};
+  for (const LevelFigures& level : kLevelFigures) {
+    PlotPanel panel{plot_level_title(level.level), {}};
     for (std::size_t k = 0; k < r.kernels.size(); ++k) {
       const int colour = int(k) + 1;
       PlotSeries predicted{r.kernels[k] + " predicted", "lines", colour, {}};

@@ -1,16 +1,47 @@
 // The sweeps' plot script: sweep_plot.hpp.
 #include "sweep_plot.hpp"
 
+#include "gpu_bridge/ncu_bytes.hpp"
+
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string_view>
 
 namespace flashlab::app {
 
 namespace {
 constexpr std::size_t kPanelsPerRow = 2;
 constexpr std::size_t kPanelWidth = 600, kPanelHeight = 450;  // pixels of the PNG
+
+// The counter that measures `field`, without the ".sum" that ncu's query adds.
+std::string_view counter_of(double MeasuredBytes::*field) {
+  for (const NcuMetric& m : kNcuMetrics)
+    if (m.field == field) {
+      std::string_view name = m.name;
+      if (name.ends_with(".sum")) name.remove_suffix(4);
+      return name;
+    }
+  throw std::logic_error("no Nsight Compute metric for a plotted level");
+}
+
 }  // namespace
+
+std::string plot_level_title(PlotLevel level) {
+  switch (level) {
+    case PlotLevel::into_sms:
+      return fmt::format("into the SMs ({})", counter_of(&MeasuredBytes::sm_read));
+    case PlotLevel::out_of_sms:
+      return fmt::format("out of the SMs ({})", counter_of(&MeasuredBytes::sm_written));
+    case PlotLevel::dram_read:
+      return fmt::format("DRAM read ({})", counter_of(&MeasuredBytes::dram_read));
+    case PlotLevel::dram_written:
+      return fmt::format("DRAM written during the run ({})",
+                         counter_of(&MeasuredBytes::dram_written));
+  }
+  throw std::logic_error("an unknown plot level");
+}
 
 std::string sweep_plot_script(const std::string& title, const std::vector<PlotPanel>& panels) {
   std::string data, body;

@@ -12,6 +12,13 @@
 
 namespace flashlab::app {
 
+// The levels a sweep's plot draws, a panel each.
+enum class PlotLevel { into_sms, out_of_sms, dram_read, dram_written };
+// A level's panel title: the level and the Nsight Compute counter that measures it, named as
+// gpu_bridge/ncu_bytes.hpp's kNcuMetrics names it ("into the SMs
+// (l1tex__m_xbar2l1tex_read_bytes)").
+std::string plot_level_title(PlotLevel level);
+
 struct PlotSeries {
   std::string title;  // in the panel's key: "fa2 predicted"
   std::string style;  // gnuplot's "with ...": "lines", "lines dt 2", "points pt 7"
