@@ -225,10 +225,13 @@ def ablation_options(fl_lib, d):
     moved away from its default alone, then everything off: the FlashAttention-3 ablation,
     one idea at a time."""
     default = fl_lib.fa3_resolved_options(d, fl_lib.fa3_default_options())
-    fields = ("warp_specialized", "stages", "ping_pong", "intra_overlap", "conditional_rescale",
-              "grid", "software_exp2", "overlap_items")
     def variant(**changes):
-        return fl.Fa3Options(**{f: changes.get(f, getattr(default, f)) for f in fields})
+        # Every field as the default has it (a field added to flashlab_fa3_options later
+        # included), then the changes.
+        options = fl.Fa3Options.from_buffer_copy(default)
+        for field, value in changes.items():
+            setattr(options, field, value)
+        return options
     # The conditional rule's kernels run items one after the other whatever overlap_items
     # says (fa3.h).
     out = [variant(), variant(conditional_rescale=1 - default.conditional_rescale)]

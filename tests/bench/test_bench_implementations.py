@@ -2,7 +2,8 @@
 second library's kernel (--baseline-lib, --baseline-kernel) is timed beside --impls' choice
 whenever it is given, never without it, and FLASHLAB_SKIP_FA3 leaves every fa3 out, the
 baseline's fa3 too, but not a baseline of another kernel; fa3-kv<P> names fa3 with its
-sections on P percent of the L2."""
+sections on P percent of the L2; --ablation's variants carry every field of the default
+options and move only the switches each names."""
 import os
 import sys
 import unittest
@@ -49,6 +50,37 @@ class Implementations(unittest.TestCase):
         with self.assertRaises(bench.argparse.ArgumentTypeError) as refused:
             bench.one_implementation("fa3-kvx")
         self.assertIn("fa3-kv<P>", str(refused.exception))
+
+    def test_ablation_variants_keep_every_default_field(self):
+        # A library whose resolved defaults set every field to a value of its own (as the
+        # kernel's d = 128 defaults would, kv_l2_share included): each variant must carry the
+        # default in every field it does not move, a field added to the options later too.
+        class FakeLibrary:
+            def fa3_default_options(self):
+                return bench.fl.Fa3Options()
+
+            def fa3_resolved_options(self, d, options):
+                resolved = bench.fl.Fa3Options.from_buffer_copy(options)
+                resolved.warp_specialized, resolved.stages, resolved.ping_pong = 1, 2, 1
+                resolved.intra_overlap, resolved.grid, resolved.kv_l2_share = 1, 2, 37
+                return resolved
+
+        fields = [f for f, _ in bench.fl.Fa3Options._fields_]
+        variants = bench.ablation_options(FakeLibrary(), 128)
+        default = variants[0]
+        self.assertEqual(default.kv_l2_share, 37)
+        moved = set()
+        for v in variants[1:]:
+            changed = {f for f in fields if getattr(v, f) != getattr(default, f)}
+            self.assertTrue(changed, v.describe())
+            self.assertNotIn("kv_l2_share", changed, v.describe())
+            self.assertNotIn("rescale_counts", changed, v.describe())
+            moved |= changed
+        self.assertTrue({"warp_specialized", "stages", "ping_pong", "intra_overlap",
+                         "conditional_rescale"} <= moved)
+        last = variants[-1]  # everything off
+        self.assertEqual((last.warp_specialized, last.ping_pong, last.intra_overlap,
+                          last.stages), (0, 0, 0, 1))
 
     def test_skip_fa3_leaves_the_baseline_out(self):
         with mock.patch.dict(os.environ, {"FLASHLAB_SKIP_FA3": "1"}):
