@@ -4,7 +4,8 @@
 // laid out differently on the GPU:
 //   - The work items are (piece, KV head x row block, batch entry): each sequence is cut into
 //     `splits` pieces that shrink along it (decode::piece_first_tile), and the queue lists them
-//     piece-major, every sequence's piece 0 first. The grid is sm_count x kBlocksPerSm blocks;
+//     piece-major, every sequence's piece 0 first. The grid is sm_count x the blocks an SM holds
+//     (kBlocksPerSm by design; the occupancy query's answer), or the items if fewer;
 //     block k starts on item k, and whenever it ends an item, its thread 0 claims the next one
 //     with an atomic add on the queue's counter in the workspace. SMs that stream faster (the
 //     split grid's equal blocks ended up to a fifth apart, by the SM they ran on) take more

@@ -33,7 +33,8 @@
 // Bytes per working split: Q's rows x d x 2 and its keys x 2 (K, V) x d x 2 read, rows x
 // (d + 2) x 4 written, each row's state in whole sectors of its own (decode::state_floats: U
 // by whole sectors, then m and l in one store); a split with no keys (more splits than
-// tiles) reads nothing.
+// tiles) reads nothing. With one split (decode::split_kernel_ends_rows) no state is written:
+// O (rows x d x 2) and LSE (rows x 4) instead.
 #include "decode_steps.cuh"
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // split; 05_decode_queue.cu, persistent blocks taking pieces from a queue): a warp's online
 // softmax over its 16 keys of a tile on the tensor cores, the copy of one tile's K and V into
 // the ring, and the merge of the block's four warp states into one state per query row,
-// written to the workspace for 05_decode_combine.cu.
+// written to the workspace for 05_decode_combine.cu (or, with one split, the rows ended
+// there: O and LSE, merge_warps's ends_rows).
 //
 // The block's query rows are the N_q rows of every query head that reads its KV head, packed
 // row p = (head in group) * N_q + i, up to 16 of them: the M of an mma.sync m16n8k16 tile,

@@ -1,5 +1,6 @@
 // The host side of split-KV decode: the SM count, validation, the problem the kernels see,
-// the two launches, and the read-back of the error word the split kernel may set.
+// the launches (the split or queue kernel, then the combine unless one split ends the rows),
+// and the read-back of the error word the split kernel may set.
 #include "flashlab/gpu/decode.hpp"
 
 #include "../kernels/decode_problem.hpp"

@@ -1,10 +1,13 @@
 #include "10-decode/gpu_decode.hpp"
 
 #include "gpu_bridge/gpu_runner.hpp"
+#include "gpu_bridge/measured_h200.hpp"
 
+#include "flashlab/cpu/correctness.hpp"
 #include "flashlab/cpu/decode.hpp"
 #include "flashlab/cpu/naive.hpp"
 #include "flashlab/gpu/kernel_info.hpp"
+#include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
 
 #include <fmt/core.h>
@@ -20,13 +23,11 @@ namespace {
 using cpu::Index;
 namespace dec = gpu::decode;
 constexpr int kBf16Bytes = 2, kFp32Bytes = 4;
-// ANCHORS.md's decode shape: batch 8, 32 query heads over 8 KV heads, d = 128, one new token,
-// a cache of 32768 keys per sequence; bf16.
-constexpr Index kBatch = 8, kHeadsQ = 32, kHeadsKV = 8, kD = 128, kNq = 1, kCache = 32768;
+using namespace decode_shape;
+constexpr Index kCache = 32768;  // keys per sequence, ANCHORS.md's second length
 constexpr std::uint64_t kSeed = 1010;
 constexpr int kWarmups = 3, kRepeats = 20;
 constexpr int kAutomatic = 0;  // num_splits = 0: the library's heuristic chooses
-constexpr Index kPageSizes[] = {16, 64, 256};
 
 // Uniform in [-1, 1), rounded to bf16 (the GPU's input), from splitmix64: fast enough for
 // the 2 x 268M numbers of the cache.
@@ -56,9 +57,10 @@ struct Problem {
   double naive_err = 0;          // max |O - O_ref| of the naive attention computed in bf16
 };
 
-// The rule of ANCHORS.md for the forward: a kernel's error against the reference at most 2x
-// the error of the naive three-operator attention computed in the same low precision.
-constexpr double kForwardRule = 2;
+// The rule of ANCHORS.md for the forward: a kernel's error against the reference at most
+// cpu::kOutputErrorFactor times the error of the naive three-operator attention computed in
+// the same low precision.
+constexpr double kForwardRule = cpu::kOutputErrorFactor;
 
 // The naive attention in bf16 (each operator rounding its output) on every query head, and
 // its largest error against the reference: the baseline of the rule.
@@ -113,7 +115,7 @@ void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
   }
   const Index blocks_per_split = kBatch * kHeadsKV * dec::row_blocks(kHeadsQ / kHeadsKV, kNq);
   Table t({"num_splits", "blocks", "partial states", "time", "TB/s of K and V", "max |O - O_ref|",
-           "within 2x"});
+           fmt::format("within {:.0f}x", kForwardRule)});
   for (std::size_t i = 0; i < splits.size(); ++i) {
     const int used = run.splits_used[i];
     t.add({splits[i] == kAutomatic ? fmt::format("auto: {}", used) : fmt::format("{}", used),
@@ -124,13 +126,20 @@ void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
            within_rule(max_error(run.O[i], p.O_ref), p.naive_err)});
   }
   ctx.table(t);
+  const auto& anchor = measured::anchor_decode(kCache);
   ctx.print(
       "One split is the unsplit sweep of the step above: {} blocks for the SMs. More splits\n"
       "fill the GPU until the blocks pass one wave; past that they only add partial states\n"
       "and a longer combine. `auto` is the library's choice (kernel_info.hpp's\n"
-      "decode::auto_splits: as many blocks as one wave holds). ANCHORS.md: torch's flash\n"
-      "decode 4.10 TB/s and cuDNN's 4.14 TB/s at this shape; the copy ceiling 4.25 TB/s.\n\n",
-      blocks_per_split);
+      "decode::auto_splits): one split where one block an SM already fills {}% of the SMs\n"
+      "(no combine at all; contiguous caches); else the fewest splits that keep {}% of a wave\n"
+      "of {} blocks an SM busy, held to the {} states the combine loads at once where that\n"
+      "still fills one block an SM (step 6 says why each). {}: torch's flash decode {:.2f}\n"
+      "TB/s and cuDNN's {:.2f} at this shape; a device-to-device copy {:.2f}, bytes read +\n"
+      "written.\n\n",
+      blocks_per_split, dec::min_wave_share_percent(), dec::min_wave_share_percent(), dec::kBlocksPerSm,
+      dec::kCombineSplitsInFlight, measured::kAnchorDecodeSource.run, anchor.flash, anchor.cudnn,
+      sim::find_profile("h200").hbm_bytes_per_s / 1e12);
 }
 
 void paged_layouts(LessonContext& ctx, const Problem& p, double kv) {
@@ -139,7 +148,7 @@ void paged_layouts(LessonContext& ctx, const Problem& p, double kv) {
       "keys in pages of page_size keys, found through a block table whose pages are shuffled\n"
       "in memory (block_table.hpp). The automatic split count each time:\n\n");
   Table t({"layout", "splits", "time", "TB/s of K and V", "vs contiguous", "max |O - O_ref|",
-           "within 2x"});
+           fmt::format("within {:.0f}x", kForwardRule)});
   double contiguous_ms = 0;
   const auto add = [&](const std::string& layout, const GpuDecodeRun& run) {
     if (!run.ran) {

@@ -20,6 +20,15 @@
 
 namespace flashlab::app {
 
+// ANCHORS.md's decode shape, which the lesson's steps share: batch 8, 32 query heads over 8 KV
+// heads, d = 128, one new token, bf16. (Each step chooses its own cache length.)
+namespace decode_shape {
+inline constexpr cpu::Index kBatch = 8, kHeadsQ = 32, kHeadsKV = 8, kD = 128, kNq = 1;
+inline constexpr cpu::Index kGroup = kHeadsQ / kHeadsKV;  // query heads a KV head serves
+// The pages a serving engine's allocator might use, in keys (decode.h's range holds them).
+inline constexpr cpu::Index kPageSizes[] = {16, 64, 256};
+}  // namespace decode_shape
+
 double kv_bytes(cpu::Index heads_kv, cpu::Index d, const std::vector<cpu::Index>& seq_lens,
                 int element_bytes);
 double state_bytes(cpu::Index batch, cpu::Index heads_q, cpu::Index n_q, cpu::Index d, int splits);

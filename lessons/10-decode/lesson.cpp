@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <functional>
 #include <queue>
 #include <vector>
@@ -31,14 +32,13 @@ namespace flashlab::app {
 namespace {
 
 constexpr std::uint64_t kSeed = 10;
-// ANCHORS.md's decode shape: batch 8, 32 query heads over 8 KV heads, d = 128, bf16.
-constexpr Index kBatch = 8, kHeadsQ = 32, kHeadsKV = 8, kD = 128;
-constexpr double kBf16 = 2, kFp32 = 4;
+using namespace decode_shape;
+constexpr double kBf16 = 2;
 
 void parallelism(LessonContext& ctx) {
   ctx.step("One query leaves the GPU idle");
   const auto& h200 = sim::find_profile("h200");
-  constexpr Index kBr = 128, kPrefillN = 8192;
+  constexpr Index kBr = gpu::fa2::kBr, kPrefillN = 8192;
   const Index prefill_units = kBatch * kHeadsQ * (kPrefillN / kBr);
   const Index decode_units = kBatch * kHeadsKV;  // a KV head's query heads share one block
   ctx.print("In prefill (N = {} queries) the FA2 loop has one independent query tile per\n"
@@ -49,13 +49,14 @@ void parallelism(LessonContext& ctx) {
             "blocks, then a small combine step merges the n_splits states.\n\n",
             kPrefillN, kBr, prefill_units, h200.sm_count, decode_units,
             h200.sm_count - std::min<Index>(decode_units, h200.sm_count), h200.sm_count);
-  Table t({"n_splits", "blocks", "blocks per SM", "partial state bytes (fp32)"});
+  Table t({"n_splits", "blocks", "blocks per SM", "partial states written and read (fp32)"});
   for (Index n_splits : {1, 2, 4, 8, 16, 32}) {
     const Index blocks = decode_units * n_splits;
-    // Each block writes (m, l, U) for each of its query heads: d + 2 fp32 numbers per head.
-    const double partial = double(kBatch * kHeadsQ * n_splits) * (kD + 2) * kFp32;
+    // Each block writes (m, l, U) for each of its query heads, d + 2 fp32 numbers padded to
+    // whole sectors, and the combine reads them back: as step 5 counts them on the GPU.
     t.add({fmt::format("{}", n_splits), fmt::format("{}", blocks),
-           fmt::format("{:.2f}", double(blocks) / h200.sm_count), num(partial, 3)});
+           fmt::format("{:.2f}", double(blocks) / h200.sm_count),
+           num(state_bytes(kBatch, kHeadsQ, kNq, kD, int(n_splits)), 3)});
   }
   ctx.table(t);
 }
@@ -98,9 +99,11 @@ void bytes_per_token(LessonContext& ctx) {
   const auto& h200 = sim::find_profile("h200");
   ctx.print("Each new token reads the whole K and V cache once: 2 N_k H_kv d bf16 numbers per\n"
             "batch entry, and does about 4 N_k d FLOPs per query head with them. B = {}, {}\n"
-            "query heads over {} KV heads, d = {}; the bound is bytes / {:.2f} TB/s:\n\n",
+            "query heads over {} KV heads, d = {}; the time at the pace of a measured\n"
+            "device-to-device copy, bytes / {:.2f} TB/s (its bytes read + written, ANCHORS.md):\n\n",
             kBatch, kHeadsQ, kHeadsKV, kD, h200.hbm_bytes_per_s / 1e12);
-  Table t({"cache N_k", "KV bytes read", "FLOPs", "FLOPs per byte", "time bound", "steps/s bound"});
+  Table t({"cache N_k", "KV bytes read", "FLOPs", "FLOPs per byte", "time at a copy's pace",
+           "steps/s"});
   for (Index N_k : {4096, 32768, 131072}) {
     const double bytes = 2.0 * double(N_k) * kHeadsKV * kD * kBf16 * kBatch;
     const double flops = 4.0 * double(N_k) * kD * kHeadsQ * kBatch;
@@ -109,13 +112,18 @@ void bytes_per_token(LessonContext& ctx) {
            fmt::format("{:.1f} us", seconds * 1e6), num(1.0 / seconds, 4)});
   }
   ctx.table(t);
+  const auto& longest = measured::kAnchorDecode.back();
   ctx.print("A step produces one token per batch entry. {} FLOPs per byte, against the {:.0f} an\n"
             "H200 can do per byte it reads: the matrix units wait on memory. GQA helps directly:\n"
             "{} query heads share each KV head, so the cache is read once for all of them.\n"
-            "ANCHORS.md measured flash-attn's decode at 4.1 TB/s for N_k = 32768 on the H200:\n"
-            "close to the bound, which is all decode can hope for.\n\n",
+            "A copy's pace is a guide, not a wall: a copy reads and writes at once, and a kernel\n"
+            "that only reads goes faster. At N_k = {} torch's flash decode read {:.2f} TB/s and\n"
+            "cuDNN's {:.2f}\n  ({}),\n"
+            "flashlab's split-KV decode {:.2f} (step 8's table).\n\n",
             num(4.0 * kHeadsQ / (2.0 * kHeadsKV * kBf16), 3),
-            h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kHeadsQ / kHeadsKV);
+            h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kGroup, longest.length,
+            longest.flash, longest.cudnn, measured::kAnchorDecodeSource.run,
+            measured::decode_contiguous(longest.length));
 }
 
 // Bytes of K and V a key costs in one layer's cache: K and V, H_kv heads of d, bf16.
@@ -126,7 +134,7 @@ void paged_memory(LessonContext& ctx) {
   constexpr std::int64_t kMaxLen = 32768;
   // A batch of requests as a server sees them: short chats, long documents, one at the limit.
   const std::vector<std::int64_t> lengths{1, 17, 97, 113, 1023, 4000, 12345, kMaxLen};
-  const std::vector<std::int64_t> pages{16, 64, 256};
+  const std::span<const Index> pages(kPageSizes);
   ctx.print("A server that keeps each request's cache in one contiguous piece must reserve, when\n"
             "the request arrives, room for the longest it may become: max_len = {} keys here.\n"
             "PagedAttention (Kwon et al. 2023, vLLM) gives out pages of a few keys as the\n"
@@ -283,25 +291,42 @@ void little_to_merge(LessonContext& ctx) {
            fmt::format("{:.2f}", m.ends_rows), fmt::format("{:.2f}", m.through_combine),
            fmt::format("{:.3f}", m.ends_rows / m.through_combine)});
   ctx.table(t);
+  namespace dk = gpu::decode;
+  const auto& h200 = sim::find_profile("h200");
+  const std::int64_t wave = h200.sm_count * dk::kBlocksPerSm;
+  // The split counts at B sequences of the longest measured cache: the wave rule's alone
+  // (dk::fewest_filling_splits) and the rule's as it stands (dk::auto_splits).
+  const std::int64_t length = measured::kDecodeCombineGroups.back().length;
+  const auto blocks_a_split = [](std::int64_t batch) {
+    return batch * kHeadsKV * dk::row_blocks(kGroup, kNq);
+  };
+  const auto wave_rule = [&](std::int64_t batch) {
+    return dk::fewest_filling_splits(blocks_a_split(batch), wave, dk::split_cap(length));
+  };
+  const std::int64_t wave1 = wave_rule(1);
+  const int rule1 = dk::auto_splits(1, kHeadsKV, kGroup, kNq, length, false, h200.sm_count);
   const auto& groups = measured::kDecodeCombineGroupsSource;
   ctx.print("\nThe gain is the combine's fixed cost, a launch and a round trip to the L2, about\n"
             "2 us: a share of a short call, nothing of a long one. The same cost grows with the\n"
             "splits: the combine loads the states of {} splits of a row at once, and each group\n"
             "beyond the first is one more round trip for every row. At B = 1 the wave rule asks\n"
-            "for 32 splits (256 blocks, two an SM); 16 fill one block an SM in one group.\n"
+            "for {} splits ({} blocks, {} an SM); {} fill one block an SM in one group.\n"
             "Measured ({}),\n{}, TB/s:\n\n",
-            gpu::decode::kCombineSplitsInFlight, groups.shape, groups.tool);
-  Table g({"cache L", "16 splits (one group)", "32 splits (two)", "ratio", "cuDNN"});
+            dk::kCombineSplitsInFlight, wave1, wave1 * blocks_a_split(1), dk::kBlocksPerSm, rule1,
+            groups.shape, groups.tool);
+  Table g({"cache L", fmt::format("{} splits (one group)", rule1),
+           fmt::format("{} splits (two)", wave1), "ratio", "cuDNN"});
   for (const auto& m : measured::kDecodeCombineGroups)
     g.add({fmt::format("{}", m.length), fmt::format("{:.2f}", m.one_group),
            fmt::format("{:.2f}", m.two_groups), fmt::format("{:.3f}", m.one_group / m.two_groups),
            fmt::format("{:.2f}", m.cudnn)});
   ctx.table(g);
-  ctx.say("\nSo the rule (decode::auto_splits) keeps to one group where one block an SM fills\n"
-          "95% of the SMs, and takes the wave's count only where it cannot. Exercise: at B = 2\n"
-          "the wave rule takes 16 splits, one group already. What would one block an SM ask\n"
-          "for? Predict its time against 16 splits, then read what it measured (bench/RESULTS.md,\n"
-          "the tenth run, \"Split counts by batch\").\n\n");
+  ctx.print("\nSo the rule (decode::auto_splits) keeps to one group where one block an SM fills\n"
+            "{}% of the SMs, and takes the wave's count only where it cannot. Exercise: at B = 2\n"
+            "the wave rule takes {} splits, one group already. What would one block an SM ask\n"
+            "for? Predict its time against {} splits, then read what it measured\n"
+            "(bench/RESULTS.md, the tenth run, \"Split counts by batch\").\n\n",
+            dk::min_wave_share_percent(), wave_rule(2), wave_rule(2));
 }
 
 void unequal_sms(LessonContext& ctx) {

@@ -7,6 +7,7 @@
 #include "flashlab/sim/problem.hpp"
 
 #include <array>
+#include <stdexcept>
 #include <string_view>
 
 namespace flashlab::app::measured {
@@ -30,6 +31,26 @@ inline constexpr WarpState kFa2WarpState{
      "B = 1, H = 16, N = 8192, d = 128, bf16, non-causal", "Nsight Compute, scheduler section"},
     0.59};
 
+// torch's decode on the same GPU, as docs/ANCHORS.md has it: scaled_dot_product_attention
+// through its flash and cuDNN backends, one query token against a cache of L keys. TB/s = bytes
+// of K and V read / time.
+struct AnchorDecode {
+  std::int64_t length;  // L
+  double flash, cudnn;
+};
+inline constexpr Source kAnchorDecodeSource{
+    "docs/ANCHORS.md, Decode (2026-11-29)",
+    "B = 8, 32 query heads over 8 KV heads, d = 128, bf16", "triton.testing.do_bench medians"};
+inline constexpr std::array kAnchorDecode = {AnchorDecode{4096, 2.55, 2.71},
+                                             AnchorDecode{32768, 4.10, 4.14},
+                                             AnchorDecode{131072, 4.09, 4.42}};
+// The row of kAnchorDecode at cache length L (a lesson quotes only lengths it has).
+constexpr const AnchorDecode& anchor_decode(std::int64_t length) {
+  for (const auto& a : kAnchorDecode)
+    if (a.length == length) return a;
+  throw std::logic_error("docs/ANCHORS.md has no decode row at this length");
+}
+
 // The split-KV decode kernel (05_decode_split_kv.cu, v3: the tensor cores, a cp.async ring;
 // the combine as a dependent launch) on a contiguous cache and on paged ones, pages placed
 // through a shuffled block table. TB/s = bytes of K and V read / time. (v2, which copied K
@@ -48,6 +69,12 @@ inline constexpr std::array kDecodePaged = {
     DecodePaged{8, 32768, 4.171, 4.102, 4.127},
     DecodePaged{8, 131072, 4.423, 4.369, 4.381},
 };
+// The contiguous cache's TB/s at cache length L, from kDecodePaged.
+constexpr double decode_contiguous(std::int64_t length) {
+  for (const auto& r : kDecodePaged)
+    if (r.cache == length) return r.contiguous;
+  throw std::logic_error("kDecodePaged has no row at this length");
+}
 
 // Where the decode's split blocks end: the split kernel built with a block log (each block's
 // SM, its start and the end of its last tile, %globaltimer), one call at L = 131072 after

@@ -524,6 +524,74 @@ TEST_CASE("lesson 10: a lone split and the combine's one group, as stored in ben
   CHECK(gpu::decode::split_kernel_ends_rows(1, false));
 }
 
+TEST_CASE("lesson 10: the split counts it names are the rule's, at every batch it names") {
+  namespace dk = flashlab::gpu::decode;
+  namespace m = flashlab::app::measured;
+  const std::string out = lesson_output(10);
+  const auto sms = flashlab::sim::find_profile("h200").sm_count;
+  const std::int64_t length = m::kDecodeCombineGroups.back().length;
+  // At B = 1 (8 KV heads, 4 query heads each: 8 blocks a split) two blocks an SM would take 32
+  // splits, 256 blocks, and the rule takes 16; at B = 2 the wave alone takes 16.
+  CHECK(dk::split_cap(length) == dk::kMaxSplits);
+  CHECK(dk::split_cap(1) == 1);
+  CHECK(dk::split_cap(dk::kMinKeysPerSplit + 1) == 2);
+  CHECK(dk::fewest_filling_splits(8, sms * dk::kBlocksPerSm, dk::split_cap(length)) == 32);
+  CHECK(dk::fewest_filling_splits(16, sms * dk::kBlocksPerSm, dk::split_cap(length)) == 16);
+  CHECK(contains(out, "for 32 splits (256 blocks, 2 an SM); 16 fill one block an SM"));
+  CHECK(contains(out, "16 splits (one group)\t32 splits (two)"));
+  CHECK(contains(out, "the wave rule takes 16 splits, one group already"));
+  CHECK(dk::min_wave_share_percent() == 95);
+  CHECK(contains(out, "fills\n95% of the SMs"));
+}
+
+namespace {
+
+// The decode table of docs/ANCHORS.md: its rows "| L | flash TB/s | cudnn TB/s | ... |".
+std::vector<std::array<double, 3>> anchors_decode_rows() {
+  const auto path = std::filesystem::path(FLASHLAB_DOCS_DIR) / "ANCHORS.md";
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, path.string());
+  std::vector<std::array<double, 3>> rows;
+  bool in_decode = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) in_decode = line.find("Decode") != std::string::npos;
+    if (!in_decode || line.rfind("| ", 0) != 0) continue;
+    std::istringstream cells(line);
+    std::string bar, unit;
+    double length = 0, flash = 0, cudnn = 0;
+    if (!(cells >> bar >> length)) continue;  // the header and the rule under it
+    const bool read = bool(cells >> bar >> flash >> unit >> bar >> cudnn);
+    REQUIRE_MESSAGE(read, line);
+    rows.push_back({length, flash, cudnn});
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("lesson 10: ANCHORS.md's decode figures, written once, as docs/ANCHORS.md has them") {
+  namespace m = flashlab::app::measured;
+  const auto rows = anchors_decode_rows();
+  REQUIRE(rows.size() == m::kAnchorDecode.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CAPTURE(i);
+    CHECK(double(m::kAnchorDecode[i].length) == rows[i][0]);
+    CHECK(m::kAnchorDecode[i].flash == rows[i][1]);
+    CHECK(m::kAnchorDecode[i].cudnn == rows[i][2]);
+  }
+  CHECK(m::anchor_decode(32768).cudnn == rows[1][2]);
+  CHECK_THROWS_AS(m::anchor_decode(1000), std::logic_error);
+  CHECK(m::decode_contiguous(131072) == m::kDecodePaged.back().contiguous);
+  CHECK_THROWS_AS(m::decode_contiguous(1000), std::logic_error);
+  // The lesson quotes them from there, beside the copy's pace the H200 profile holds.
+  const std::string out = lesson_output(10);
+  const auto& last = m::kAnchorDecode.back();
+  CHECK(contains(out, fmt::format("torch's flash decode read {:.2f} TB/s and\ncuDNN's {:.2f}",
+                                  last.flash, last.cudnn)));
+  CHECK(contains(out, fmt::format("bytes / {:.2f} TB/s",
+                                  flashlab::sim::find_profile("h200").hbm_bytes_per_s / 1e12)));
+}
+
 TEST_CASE("lesson 10: where the splits merge, the combine kernel or the last block, measured") {
   namespace m = flashlab::app::measured;
   const std::string out = lesson_output(10);

@@ -4,13 +4,17 @@
  * flashlab.h; the conventions there hold (strides in elements, the last dimension
  * contiguous, a status per call, flashlab_last_error() for the message).
  *
- * The two kernels (gpu/kernels/05_decode_split_kv.cu, 05_decode_combine.cu):
+ * The kernels (gpu/kernels/05_decode_split_kv.cu, 05_decode_combine.cu; 05_decode_queue.cu):
  *   split:   grid (split, KV head x row block, batch entry). A block takes the query rows of
  *            every query head that reads its KV head (GQA packing: each byte of K and V is
  *            read once per step) over the keys of its split, and writes that split's state
- *            (m, l, U), fp32, U unnormalised, to the workspace.
+ *            (m, l, U), fp32, U unnormalised, to the workspace. With one split it ends the
+ *            rows itself (O and LSE, as the combine would) and no combine is launched.
  *   combine: merges the splits' states of each query row with the reference's merge, then
  *            O = U / l (in the input dtype) and LSE = m + log l (fp32, natural log).
+ *   queue:   with grid = FLASHLAB_DECODE_GRID_QUEUE, in place of the split kernel: persistent
+ *            blocks that take pieces of the sequences from a queue, each piece's state for
+ *            the combine.
  * Why (m, l, U) and not (O_split, LSE_split): it is the reference's state, merged by the
  * reference's algebra without a division per split; O_split and its LSE carry the same
  * information but cost a division in every split and a multiplication back in the combine.
@@ -60,7 +64,8 @@ extern "C" {
  * set, so that they replace one another rather than the lines other work left there
  * (weights, activations, or lines still dirty from an earlier kernel, whose write-back to
  * HBM would otherwise be paid during the decode). The dirty lines do stay (bench/gpu/NOTES.md,
- * seventh run), a fixed saving of a few us; the hinted copies cost 2% on long caches. So the
+ * "Decode's L2 hint by the cache's size"), a fixed saving of a few us; the hinted copies cost
+ * about 2% on long caches. So the
  * library's choice is evict-first for caches of at most a few times the L2, plain loads for
  * longer ones (decode::auto_kv_l2_policy). */
 #define FLASHLAB_DECODE_L2_AUTO 0         /* the library's choice (decode::auto_kv_l2_policy) */
@@ -121,7 +126,8 @@ flashlab_status flashlab_decode_num_splits(const flashlab_decode_params* params,
 flashlab_status flashlab_decode_workspace_bytes(const flashlab_decode_params* params,
                                                 int64_t* out);
 
-/* Validates and enqueues the split and combine kernels on params->stream. */
+/* Validates and enqueues the decode on params->stream: the split kernel (or the queue's, with
+ * grid = FLASHLAB_DECODE_GRID_QUEUE), then the combine, which one split does without. */
 flashlab_status flashlab_decode(const flashlab_decode_params* params);
 
 /* Waits for params->stream and reads the workspace's error word: FLASHLAB_OK when the last

@@ -456,8 +456,8 @@ constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.conta
 // write-back a call would otherwise pay, a fixed saving; its copies cost a little on every
 // line, a cost that grows with the cache. So evict-first where the call's K and V (the cache's
 // capacity, batch x max_seq_len x KV heads x d x 2) are at most kEvictFirstMaxL2Multiple times
-// the L2, plain loads past that. Measured after do_bench's flush, B = 8 and B = 1 to 4 at
-// L = 32,768, evict-first over plain loads (bench/gpu/NOTES.md, "Decode's L2 hint by the
+// the L2, plain loads past that. Measured after do_bench's flush, B = 8 at L = 2,048 to 12,288
+// and B = 1 to 4 at L = 32,768, evict-first over plain loads (bench/gpu/NOTES.md, "Decode's L2 hint by the
 // cache's size"): an H100 (50 MiB of L2) +14% at 1.3 L2s, +7% at 2.6, +2% at 3.8, level at 5.1,
 // -1.5 to -2% from 7.7; the H200 (60 MiB) +4% at 2.1 L2s, -2% at 4.3.
 inline constexpr int64_t kEvictFirstMaxL2Multiple = 3;
@@ -505,6 +505,7 @@ constexpr bool is_page_size(int64_t page_size) {
 // ends its rows"). So where the wave rule asks for more, the fewest splits within one group
 // that fill one block an SM (fills_one_block_an_sm) win, if any do.
 inline constexpr int64_t kMinWaveShare = 19, kWaveShareDen = 20;  // 95%
+constexpr int min_wave_share_percent() { return int(100 * kMinWaveShare / kWaveShareDen); }
 inline constexpr int kCombineSplitsInFlight = 16;  // the combine's states loaded at once
 // Whether `blocks` blocks are one wave of one block an SM with at least 95% of the SMs busy:
 // at most sm_count of them (past that, two share an SM and the wave is two blocks an SM).
@@ -526,6 +527,12 @@ constexpr int64_t fewest_filling_splits(int64_t blocks, int64_t wave, int64_t ca
   }
   return best;
 }
+// The most splits a cache of max_seq_len keys takes: none shorter than kMinKeysPerSplit keys,
+// at most kMaxSplits.
+constexpr int64_t split_cap(int64_t max_seq_len) {
+  const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  return by_length < kMaxSplits ? by_length : kMaxSplits;
+}
 // And first of all, on a contiguous cache: where one split alone fills one block an SM (126
 // to 132 blocks on the H200), one split, which ends its rows in the split kernel with no
 // combine at all (split_kernel_ends_rows): at B = 16 (128 blocks) it measured 2 to 4% faster
@@ -538,8 +545,7 @@ constexpr int auto_splits(int64_t batch, int64_t heads_kv, int64_t group_size, i
                           int64_t max_seq_len, bool paged, int64_t sm_count) {
   const int64_t blocks = batch * heads_kv * row_blocks(group_size, n_q);
   const int64_t wave = sm_count * kBlocksPerSm;
-  const int64_t by_length = (max_seq_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
-  const int64_t cap = by_length < kMaxSplits ? by_length : kMaxSplits;
+  const int64_t cap = split_cap(max_seq_len);
   if (cap < 1 || blocks <= 0 || wave <= 0) return 1;
   if (!paged && fills_one_block_an_sm(blocks, sm_count)) return 1;  // no combine
   const int64_t splits = fewest_filling_splits(blocks, wave, cap);
@@ -770,7 +776,7 @@ inline constexpr int kMaxStages = 4;
 // over both 1.008 to 1.053; the ablation run of the same build (N = 8192) read 2 stages 5.6%
 // and 2.9% ahead instead, a spread between runs that the sweep's 12 points outweigh. At d = 128 the
 // matmuls are twice as long and the turns pay (ablation, N = 8192: off 0.985 and 0.952 of on,
-// non-causal and causal), and a
+// non-causal and causal; bench/results/2026-12-02-h200-fa3-ablation-across.csv), and a
 // third stage would take the SRAM of the second Q buffer and of sO (stages_o, q_buffers).
 constexpr int default_stages(int64_t d) { return d < 128 ? 4 : 2; }
 constexpr bool default_ping_pong(int64_t d) { return d >= 128; }
@@ -945,9 +951,10 @@ constexpr bool stages_o(int64_t d, flashlab_dtype dtype, int stages) {
   return ring_sram_bytes(d, dtype, stages) + tile_bytes(br(d), d, dtype) <= kMaxSramPerBlock;
 }
 // Q's buffers. Two where a second Q tile fits beside the ring and sO: the producer loads the
-// next work item's Q while the consumers still read this one's, and the consumers issue the
-// next item's S_0 = Q K_0^T under this item's last U += W V (06_fa3.cu, "across work items":
-// the item's first and last sections then overlap as every other section does). Every
+// next work item's Q while the consumers still read this one's, and, with overlap_items on
+// (off by default, kDefaultOverlapItems), the consumers issue the next item's S_0 = Q K_0^T
+// under this item's last U += W V (06_fa3.cu, "across work items": the item's first and last
+// sections then overlap as every other section does). Every
 // setting but 3 stages at d = 128 (224 KiB of ring and no sO), which keeps one.
 inline constexpr int kMaxQBuffers = 2;
 constexpr int q_buffers(int64_t d, flashlab_dtype dtype, int stages) {
