@@ -137,9 +137,9 @@ void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
       "still fills one block an SM (step 6 says why each). {}: torch's flash decode {:.2f}\n"
       "TB/s and cuDNN's {:.2f} at this shape; a device-to-device copy {:.2f}, bytes read +\n"
       "written.\n\n",
-      blocks_per_split, dec::min_wave_share_percent(), dec::min_wave_share_percent(), dec::kBlocksPerSm,
-      dec::kCombineSplitsInFlight, measured::kAnchorDecodeSource.run, anchor.flash, anchor.cudnn,
-      sim::find_profile("h200").hbm_bytes_per_s / 1e12);
+      blocks_per_split, dec::min_wave_share_percent(), dec::min_wave_share_percent(),
+      dec::kBlocksPerSm, dec::kCombineSplitsInFlight, measured::kAnchorDecodeSource.run,
+      anchor.flash, anchor.cudnn, sim::find_profile("h200").hbm_bytes_per_s / 1e12);
 }
 
 void paged_layouts(LessonContext& ctx, const Problem& p, double kv) {

@@ -97,11 +97,12 @@ void exact_merge(LessonContext& ctx) {
 void bytes_per_token(LessonContext& ctx) {
   ctx.step("Bytes per token: decode is a memory-bound read of the cache");
   const auto& h200 = sim::find_profile("h200");
-  ctx.print("Each new token reads the whole K and V cache once: 2 N_k H_kv d bf16 numbers per\n"
-            "batch entry, and does about 4 N_k d FLOPs per query head with them. B = {}, {}\n"
-            "query heads over {} KV heads, d = {}; the time at the pace of a measured\n"
-            "device-to-device copy, bytes / {:.2f} TB/s (its bytes read + written, ANCHORS.md):\n\n",
-            kBatch, kHeadsQ, kHeadsKV, kD, h200.hbm_bytes_per_s / 1e12);
+  ctx.print(
+      "Each new token reads the whole K and V cache once: 2 N_k H_kv d bf16 numbers per\n"
+      "batch entry, and does about 4 N_k d FLOPs per query head with them. B = {}, {}\n"
+      "query heads over {} KV heads, d = {}; the time at the pace of a measured\n"
+      "device-to-device copy, bytes / {:.2f} TB/s (its bytes read + written, ANCHORS.md):\n\n",
+      kBatch, kHeadsQ, kHeadsKV, kD, h200.hbm_bytes_per_s / 1e12);
   Table t({"cache N_k", "KV bytes read", "FLOPs", "FLOPs per byte", "time at a copy's pace",
            "steps/s"});
   for (Index N_k : {4096, 32768, 131072}) {
@@ -113,17 +114,18 @@ void bytes_per_token(LessonContext& ctx) {
   }
   ctx.table(t);
   const auto& longest = measured::kAnchorDecode.back();
-  ctx.print("A step produces one token per batch entry. {} FLOPs per byte, against the {:.0f} an\n"
-            "H200 can do per byte it reads: the matrix units wait on memory. GQA helps directly:\n"
-            "{} query heads share each KV head, so the cache is read once for all of them.\n"
-            "A copy's pace is a guide, not a wall: a copy reads and writes at once, and a kernel\n"
-            "that only reads goes faster. At N_k = {} torch's flash decode read {:.2f} TB/s and\n"
-            "cuDNN's {:.2f}\n  ({}),\n"
-            "flashlab's split-KV decode {:.2f} (step 8's table).\n\n",
-            num(4.0 * kHeadsQ / (2.0 * kHeadsKV * kBf16), 3),
-            h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kGroup, longest.length,
-            longest.flash, longest.cudnn, measured::kAnchorDecodeSource.run,
-            measured::decode_contiguous(longest.length));
+  ctx.print(
+      "A step produces one token per batch entry. {} FLOPs per byte, against the {:.0f} an\n"
+      "H200 can do per byte it reads: the matrix units wait on memory. GQA helps directly:\n"
+      "{} query heads share each KV head, so the cache is read once for all of them.\n"
+      "A copy's pace is a guide, not a wall: a copy reads and writes at once, and a kernel\n"
+      "that only reads goes faster. At N_k = {} torch's flash decode read {:.2f} TB/s and\n"
+      "cuDNN's {:.2f}\n  ({}),\n"
+      "flashlab's split-KV decode {:.2f} (step 8's table).\n\n",
+      num(4.0 * kHeadsQ / (2.0 * kHeadsKV * kBf16), 3),
+      h200.matrix_flops_per_s / h200.hbm_bytes_per_s, kGroup, longest.length, longest.flash,
+      longest.cudnn, measured::kAnchorDecodeSource.run,
+      measured::decode_contiguous(longest.length));
 }
 
 // Bytes of K and V a key costs in one layer's cache: K and V, H_kv heads of d, bf16.
@@ -306,14 +308,15 @@ void little_to_merge(LessonContext& ctx) {
   const std::int64_t wave1 = wave_rule(1);
   const int rule1 = dk::auto_splits(1, kHeadsKV, kGroup, kNq, length, false, h200.sm_count);
   const auto& groups = measured::kDecodeCombineGroupsSource;
-  ctx.print("\nThe gain is the combine's fixed cost, a launch and a round trip to the L2, about\n"
-            "2 us: a share of a short call, nothing of a long one. The same cost grows with the\n"
-            "splits: the combine loads the states of {} splits of a row at once, and each group\n"
-            "beyond the first is one more round trip for every row. At B = 1 the wave rule asks\n"
-            "for {} splits ({} blocks, {} an SM); {} fill one block an SM in one group.\n"
-            "Measured ({}),\n{}, TB/s:\n\n",
-            dk::kCombineSplitsInFlight, wave1, wave1 * blocks_a_split(1), dk::kBlocksPerSm, rule1,
-            groups.shape, groups.tool);
+  ctx.print(
+      "\nThe gain is the combine's fixed cost, a launch and a round trip to the L2, about\n"
+      "2 us: a share of a short call, nothing of a long one. The same cost grows with the\n"
+      "splits: the combine loads the states of {} splits of a row at once, and each group\n"
+      "beyond the first is one more round trip for every row. At B = 1 the wave rule asks\n"
+      "for {} splits ({} blocks, {} an SM); {} fill one block an SM in one group.\n"
+      "Measured ({}),\n{}, TB/s:\n\n",
+      dk::kCombineSplitsInFlight, wave1, wave1 * blocks_a_split(1), dk::kBlocksPerSm, rule1,
+      groups.shape, groups.tool);
   Table g({"cache L", fmt::format("{} splits (one group)", rule1),
            fmt::format("{} splits (two)", wave1), "ratio", "cuDNN"});
   for (const auto& m : measured::kDecodeCombineGroups)
@@ -321,12 +324,13 @@ void little_to_merge(LessonContext& ctx) {
            fmt::format("{:.2f}", m.two_groups), fmt::format("{:.3f}", m.one_group / m.two_groups),
            fmt::format("{:.2f}", m.cudnn)});
   ctx.table(g);
-  ctx.print("\nSo the rule (decode::auto_splits) keeps to one group where one block an SM fills\n"
-            "{}% of the SMs, and takes the wave's count only where it cannot. Exercise: at B = 2\n"
-            "the wave rule takes {} splits, one group already. What would one block an SM ask\n"
-            "for? Predict its time against {} splits, then read what it measured\n"
-            "(bench/RESULTS.md, the tenth run, \"Split counts by batch\").\n\n",
-            dk::min_wave_share_percent(), wave_rule(2), wave_rule(2));
+  ctx.print(
+      "\nSo the rule (decode::auto_splits) keeps to one group where one block an SM fills\n"
+      "{}% of the SMs, and takes the wave's count only where it cannot. Exercise: at B = 2\n"
+      "the wave rule takes {} splits, one group already. What would one block an SM ask\n"
+      "for? Predict its time against {} splits, then read what it measured\n"
+      "(bench/RESULTS.md, the tenth run, \"Split counts by batch\").\n\n",
+      dk::min_wave_share_percent(), wave_rule(2), wave_rule(2));
 }
 
 void unequal_sms(LessonContext& ctx) {

@@ -38,9 +38,9 @@ struct AnchorDecode {
   std::int64_t length;  // L
   double flash, cudnn;
 };
-inline constexpr Source kAnchorDecodeSource{
-    "docs/ANCHORS.md, Decode (2026-11-29)",
-    "B = 8, 32 query heads over 8 KV heads, d = 128, bf16", "triton.testing.do_bench medians"};
+inline constexpr Source kAnchorDecodeSource{"docs/ANCHORS.md, Decode (2026-11-29)",
+                                            "B = 8, 32 query heads over 8 KV heads, d = 128, bf16",
+                                            "triton.testing.do_bench medians"};
 inline constexpr std::array kAnchorDecode = {AnchorDecode{4096, 2.55, 2.71},
                                              AnchorDecode{32768, 4.10, 4.14},
                                              AnchorDecode{131072, 4.09, 4.42}};
