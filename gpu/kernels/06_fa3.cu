@@ -28,9 +28,9 @@
 //     1 in fa3::kSoftwareExp2Period of W's k16 slices is exponentiated on the FMA pipe
 //     (flashlab/gpu/exp2_software.hpp) rather than by ex2.approx on the special-function
 //     unit, whose 16 a clock per SM at d = 64 take as long as the matmuls.
-// Each consumer's loop is cut into sections: section 0 computes S_0 and its softmax;
-// section j (1 <= j <= Tc) issues U += W_{j-1} V_{j-1} and, when j < Tc, S_j, then runs the
-// softmax of S_j. In a persistent block the consumers may run across work items (switch
+// Each consumer's mainloop (consume) is cut into sections: section 0 computes S_0 and its
+// softmax; section j (1 <= j <= Tc) issues U += W_{j-1} V_{j-1} and, when j < Tc, S_j, then
+// runs the softmax of S_j. In a persistent block the consumers may run across work items (switch
 // overlap_items, off by default; with a producer, two Q buffers and the standard rule):
 // the last section of an item issues the next item's S_0, whose Q the producer has loaded
 // into a second buffer, so that item starts at its section 1. The per-tile algebra and its
@@ -536,8 +536,8 @@ struct Fa3Params {
   bool stage_o;          // O through sO and TMA stores (fa3::stages_o), else from registers
 };
 
-// L = m + log l (natural log) of row `row`, by the quad's lane 0; -inf for a row that saw
-// no key.
+// The LSE, L = m + log l (natural log) of row `row`, by the quad's lane 0; -inf for a row that
+// saw no key.
 __device__ __forceinline__ void store_lse(const SoftmaxState& state, const Problem& p, int b, int h,
                                           int row, float l_row, int lane, float scale_log2, int r) {
   if (p.lse != nullptr && lane % 4 == 0)
@@ -656,8 +656,9 @@ __device__ __forceinline__ int row_key_end(const Problem& p, int row_g, int r) {
   return p.causal ? min(p.n_k, row_g + 8 * r + p.causal_offset + 1) : p.n_k;
 }
 
-// One consumer warpgroup's 64 rows of each of a block's work items, from `item` on, each from
-// its first tile to O. `skip_unseen` (a producer, no ping-pong, items apart): the warpgroup
+// The consumer's mainloop: one consumer warpgroup's 64 rows of each of a block's work items,
+// from `item` on, each from its first tile to O. `skip_unseen` (a producer, no ping-pong, items
+// apart, d = 64: fa3::skips_unseen_tiles): the warpgroup
 // computes only the KV tiles its own rows see (own_tiles), releasing the item's others unread
 // as they land, before its O; the producer loads every tile the item's rows need, and the
 // other consumers compute them. (Ping-pong's turns need every consumer to take as many as the
@@ -796,6 +797,8 @@ __device__ __forceinline__ void consume(const Fa3Params& params, const Sram<T, D
       FLASHLAB_PIPELINE_LOG(kTurn, item, j);
     }
     hopper::wgmma_fence();  // rU was rescaled and rW written by ordinary instructions
+    // Intra-warpgroup overlap (kIntraOverlap): S_j is issued before U += W_{j-1} V_{j-1}, so
+    // that S_j's softmax below runs while the tensor cores still compute that product.
     if (kIntraOverlap) {
       issue_scores<T, D>(rS, q_desc(cur.q_st), k_desc(k_st.index));
       issue_values<T, D>(rU, rW_prev, v_desc(v_st.index));
@@ -1047,8 +1050,8 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
   };
   if constexpr (kWarpSpecialized) {
     if (warpgroup == 0) {  // the producer
-      // Registers per thread (fa3::producer_registers, consumer_registers): the producer
-      // gives most of its share to the consumers, which only compute.
+      // Register reallocation (setmaxnreg; fa3::producer_registers, consumer_registers): the
+      // producer gives most of its share to the consumers, which only compute.
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tiles<T, D>::kProducerRegisters));
       if (threadIdx.x / kWarpSize == 0) {  // one warp; its elected lane issues the copies
         FLASHLAB_PIPELINE_LOG_WRITER(0, threadIdx.x == 0);
@@ -1084,6 +1087,7 @@ __global__ void __launch_bounds__(fa3::threads(kWarpSpecialized, D), 1)
         }
       }
     } else {
+      // Register reallocation's other side: the consumers take what the producer gave up.
       asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tiles<T, D>::kConsumerRegisters));
       // The consumers' items: their fixed turns, which they know, or the queue's, which they
       // read from the slot of the Q buffer that the item's use takes (-1: the end).

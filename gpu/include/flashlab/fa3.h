@@ -16,8 +16,9 @@ extern "C" {
 
 typedef struct flashlab_fa3_options {
   int32_t warp_specialized; /* 1: a producer warpgroup issues every TMA load and gives its
-                               registers to the two consumer warpgroups (setmaxnreg);
-                               0: no producer, the first consumer thread issues the loads
+                               registers to the consumer warpgroups (setmaxnreg; two at
+                               d = 128, three at d = 64: fa3::consumer_warpgroups);
+                               0: no producer, the first consumer warp issues the loads
                                itself between its tiles. Default 1. */
   int32_t stages;           /* K and V buffers in SRAM: 1 to 4 at d = 64, 1 to 3 at d = 128
                                (fa3::max_stages), or FLASHLAB_FA3_AUTO:
@@ -31,9 +32,10 @@ typedef struct flashlab_fa3_options {
                                own rows see (fa3::consumers_skip_unseen, kernel_info.hpp);
                                FLASHLAB_FA3_AUTO: the default for the call's head dimension
                                (fa3::default_ping_pong). Default FLASHLAB_FA3_AUTO. */
-  int32_t intra_overlap;    /* 1: S_{j+1} = Q K_{j+1}^T is issued before the softmax of S_j
-                               and runs under it; 0: one softmax, then the next matmuls.
-                               Default 1. */
+  int32_t intra_overlap;    /* 1: S_j = Q K_j^T is issued before U += W_{j-1} V_{j-1}, and
+                               the softmax of S_j runs while that product is still on the
+                               tensor cores; 0: U += W_{j-1} V_{j-1}, then S_j, and the
+                               softmax only once both have landed. Default 1. */
   int32_t conditional_rescale; /* 1: FlashAttention-4's rule: a row keeps its base m until
                                its max outgrows it by more than tau = 8 in log2 units
                                (flashlab/cpu/rescale_rule.hpp), so most tiles multiply

@@ -7,16 +7,19 @@
 // K and V have rings of their own because they are done with at different times: K_j after
 // S_j = Q K_j^T, V_j only after U += W_j V_j, one softmax later. With one ring for both, a
 // single stage could never hold K_{j+1} while V_j is still being read.
-// Tile j lives in buffer j % stages, and it is that buffer's (j / stages)-th use, so the
-// phase to wait for has parity (j / stages) % 2. The producer's first pass over a ring
-// waits on the empty barriers with the opposite parity, which an mbarrier counts as the
-// phase just before its first one and reports complete: the buffers start out free.
+// The ring's use j (a block's running count of the tiles it has loaded, kept modulo 2 stages;
+// 06_fa3.cu's RingUses: an item's tile j is use `kv + j`) lives in buffer j % stages, and it
+// is that buffer's (j / stages)-th use, so the phase to wait for has parity (j / stages) % 2.
+// The producer's first pass over a ring waits on the empty barriers with the opposite parity,
+// which an mbarrier counts as the phase just before its first one and reports complete: the
+// buffers start out free.
 // Q has a ring of its own, of one or two buffers (fa3::q_buffers), used once per work item:
 // item u's Q takes buffer u % q_buffers, parity (u / q_buffers) % 2. The producer loads it
 // once every consumer has released the Q of the item that last used that buffer (its last
 // S = Q K^T has landed). With two, a persistent block's next Q comes in while the consumers
-// still work on this item. Beside each Q buffer the kernel keeps a slot for the item's index
-// (the work queue hands items over in it), published by the same full barrier.
+// still work on this item. Beside each Q buffer the kernel keeps a slot for the item (its index
+// and the tile worked out from it, 06_fa3.cu's ItemSlot), published by the same full barrier:
+// the consumers read their item there on every grid with a producer, the work queue's too.
 #pragma once
 
 #include "mbarrier.cuh"
@@ -39,7 +42,7 @@ __device__ __forceinline__ bool elect_one_lane() {
   return elected != 0;
 }
 
-// Where tile j sits in a ring and which phase of its barriers belongs to it.
+// Where the ring's use j sits and which phase of its barriers belongs to it.
 struct Stage {
   int index;        // the buffer: j % stages
   uint32_t parity;  // (j / stages) % 2

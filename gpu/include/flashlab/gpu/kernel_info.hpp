@@ -457,9 +457,9 @@ constexpr bool supports_dtype(int32_t dtype) { return DtypeSet{kDtypeBits}.conta
 // line, a cost that grows with the cache. So evict-first where the call's K and V (the cache's
 // capacity, batch x max_seq_len x KV heads x d x 2) are at most kEvictFirstMaxL2Multiple times
 // the L2, plain loads past that. Measured after do_bench's flush, B = 8 at L = 2,048 to 12,288
-// and B = 1 to 4 at L = 32,768, evict-first over plain loads (bench/gpu/NOTES.md, "Decode's L2 hint by the
-// cache's size"): an H100 (50 MiB of L2) +14% at 1.3 L2s, +7% at 2.6, +2% at 3.8, level at 5.1,
-// -1.5 to -2% from 7.7; the H200 (60 MiB) +4% at 2.1 L2s, -2% at 4.3.
+// and B = 1 to 4 at L = 32,768, evict-first over plain loads (bench/gpu/NOTES.md, "Decode's
+// L2 hint by the cache's size"): an H100 (50 MiB of L2) +14% at 1.3 L2s, +7% at 2.6, +2% at
+// 3.8, level at 5.1, -1.5 to -2% from 7.7; the H200 (60 MiB) +4% at 2.1 L2s, -2% at 4.3.
 inline constexpr int64_t kEvictFirstMaxL2Multiple = 3;
 constexpr int32_t auto_kv_l2_policy(double kv_bytes, int64_t l2_bytes) {
   return kv_bytes <= double(kEvictFirstMaxL2Multiple * l2_bytes) ? FLASHLAB_DECODE_L2_EVICT_FIRST

@@ -39,10 +39,11 @@
 // counts it; `flashlab lesson 12` prints the table), against 0% to 2% for blocks dispatched
 // by the hardware as SMs free up, longest first. The work queue balances causal tiles as
 // dispatch does, and keeps the persistent set-up (FLASHLAB_FA3_GRID_QUEUE).
-// FLASHLAB_FA3_GRID_AUTO (resolve_grid below; kernel_info.hpp has the measured figures):
-// under the causal mask the work queue,
-// without it the work queue with three consumers (d = 64), else the persistent turns up to
-// fa3::kAutoPersistentMaxTiles query tiles a head and one block per tile beyond.
+// FLASHLAB_FA3_GRID_AUTO (resolve_grid below; kernel_info.hpp has the measured figures): with
+// a producer warp, the work queue under the causal mask (heads of at least
+// fa3::kAutoQueueMinTiles query tiles) and, without the mask, with three consumers (d = 64);
+// else the persistent turns up to fa3::kAutoPersistentMaxTiles query tiles a head and one
+// block per tile beyond.
 #pragma once
 
 #include "flashlab/gpu/host_device.hpp"
