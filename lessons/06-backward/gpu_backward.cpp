@@ -308,13 +308,13 @@ void dram_reads_measured(LessonContext& ctx) {
       "again; at N = {}, {}: the second wave runs ahead, and every visit hits.\n"
       "With {} query heads over each KV head the live tiles at N = {} fit the L2 as a whole\n"
       "but not set by set: the same grid in an L2 kept exactly least-recently-used, whole\n"
-      "tiles, reads {} there, {:.3f} of the floor, while 16-way sets that draw more\n"
+      "tiles, reads {} there, {:.3f} of the floor, while {}-way sets that draw more\n"
       "lines than they hold lose them. The grid model, which hashes each 128-byte line to\n"
       "its set, reads within {:.0f}% of the H200 there.\n\n",
       sim::format_bytes(step), R, a, lag(long_n), long_n, lag(long_n),
       sim::format_bytes(double(lag(long_n)) * step), sim::format_bytes(partition), short_n,
       lag(short_n), gqa.heads_q / gqa.heads_kv, gqa.n, sim::format_bytes(double(lru.read)),
-      double(lru.read) / double(lru_floor),
+      double(lru.read) / double(lru_floor), h200.l2_ways,
       std::ceil(100 * std::abs(gqa.read_bytes / gqa.grid_bytes - 1)));
 }
 

@@ -119,7 +119,7 @@ class GridRun {
     }
     for (Index part = 0; part < p.l2_partitions; ++part) {
       l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed,
-                       /*home_partitions=*/1, p.l2_dirty_cap);
+                       /*home_partitions=*/1, p.l2_dirty_cap, p.l2_ways);
       if (observer) l2_.back().set_observer(&observer);
     }
     if (p.l1_bytes > 0) {  // grid.hpp, "The L1": an LRU per SM, and the slots blocks take
@@ -781,6 +781,7 @@ void check(const GridProblem& p) {
         "time per tile: give schedule drift, or a spread of 0",
         p.block_time_spread));
   check(p.replacement);
+  check_l2_ways(p.l2_ways);
   if (p.l2_home_copies && p.replacement != L2Replacement::sets)
     throw cpu::InvalidArgument(fmt::format(
         "l2_home_copies with the {} policy: a line's home copy is a line of an L2 in hashed "

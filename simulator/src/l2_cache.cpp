@@ -36,14 +36,16 @@ int home_by_key(std::uint64_t key, std::int64_t line, std::uint64_t seed, int pa
 }  // namespace
 
 L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::uint64_t seed,
-                 int home_partitions, Bytes dirty_cap)
+                 int home_partitions, Bytes dirty_cap, int ways)
     : capacity_(capacity),
       partition_(partition),
       replacement_(replacement),
       seed_(seed),
       home_partitions_(home_partitions),
+      set_ways_(ways),
       dirty_cap_(dirty_cap) {
   check(replacement);
+  check_l2_ways(ways);
   if (dirty_cap_ < 0 || dirty_cap_ > capacity_)
     throw cpu::InvalidArgument(fmt::format(
         "a dirty cap of {} bytes on an L2 (partition) of {} bytes: give 0 for no cap, or 1 to "
@@ -57,8 +59,8 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
           "an L2 of {} bytes in hashed sets: the model keeps a record of every line, give at "
           "most {} bytes (a GPU's L2 is tens of MiB), or the lru policy",
           capacity_, kMaxSetsL2Bytes));
-    sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (kL2Ways * kL2LineBytes)));
-    ways_.assign(sets_ * kL2Ways, Way{});
+    sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (set_ways_ * kL2LineBytes)));
+    ways_.assign(sets_ * std::size_t(set_ways_), Way{});
     tags_.assign(ways_.size(), 0);
     used_.assign(ways_.size(), 0);
   }
@@ -71,9 +73,9 @@ std::size_t L2Cache::set_of(std::uint64_t key, std::int64_t line) const {
 }
 
 const L2Cache::Way* L2Cache::find_line(std::uint64_t key, std::int64_t line) const {
-  const std::size_t first = set_of(key, line) * kL2Ways;
+  const std::size_t first = set_of(key, line) * std::size_t(set_ways_);
   const std::uint32_t tag = tag_of(key, line);
-  for (std::size_t w = first; w < first + kL2Ways; ++w) {
+  for (std::size_t w = first; w < first + std::size_t(set_ways_); ++w) {
     if (tags_[w] != tag) continue;  // the tags filter; the way itself decides
     const Way& way = ways_[w];
     if (way.tensor >= 0 && way.key == key && way.line == line) return &way;
@@ -123,11 +125,11 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
 }
 
 void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
-  const std::size_t first = set_of(way.key, way.line) * kL2Ways;
+  const std::size_t first = set_of(way.key, way.line) * std::size_t(set_ways_);
   // The victim: an empty way if there is one (used 0), else the least recently used; the
   // set's stamps alone are read to find it.
   std::size_t v = first;
-  for (std::size_t w = first + 1; w < first + kL2Ways && used_[v] != 0; ++w)
+  for (std::size_t w = first + 1; w < first + std::size_t(set_ways_) && used_[v] != 0; ++w)
     if (used_[w] < used_[v]) v = w;
   Way* victim = &ways_[v];
   if (victim->tensor >= 0) {

@@ -41,9 +41,10 @@ class L2Cache {
   // they are within it; those lines stay resident, clean. 0: no cap, a dirty line stays
   // dirty until it is evicted or flushed. Throws cpu::InvalidArgument unless
   // 0 <= dirty_cap <= capacity.
+  // `ways`: the lines of a set (sets policy only; kL2Ways unless a hardware profile says).
   explicit L2Cache(Bytes capacity, int partition = 0,
                    L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
-                   int home_partitions = 1, Bytes dirty_cap = 0);
+                   int home_partitions = 1, Bytes dirty_cap = 0, int ways = kL2Ways);
 
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
@@ -169,16 +170,17 @@ class L2Cache {
   std::vector<std::list<Line>::iterator> resident_;  // every line, in no order: random draws
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;
   const L2Observer* observer_ = nullptr;
-  std::size_t sets_ = 0;                  // sets policy: S sets of kL2Ways ways
-  std::vector<Way> ways_;                 // set s is ways_[s kL2Ways .. (s + 1) kL2Ways)
-  // Beside each way, a 32-bit tag of its (key, line) (tag_of): a lookup scans a set's 16 tags,
-  // one cache line of the host's, and reads a way only where its tag matches (with the stamps
+  int set_ways_;                          // sets policy: the lines of a set, W
+  std::size_t sets_ = 0;                  // sets policy: S sets of W ways
+  std::vector<Way> ways_;                 // set s is ways_[s W .. (s + 1) W)
+  // Beside each way, a 32-bit tag of its (key, line) (tag_of): a lookup scans a set's W tags
+  // (16 of them are one cache line of the host's), and reads a way only where its tag matches (with the stamps
   // below, 0.86 of the time the backward's main kernel at 16 heads, N = 8,192 took without).
   // A filter for speed: the way's own fields decide (an empty way's tag is 0, which a line's
   // may also be).
   std::vector<std::uint32_t> tags_;
   // Beside each way too, when it was last touched (the set's LRU order; 0: empty), so that
-  // finding a victim reads the set's 16 stamps and not its ways.
+  // finding a victim reads the set's W stamps and not its ways.
   std::vector<std::uint64_t> used_;
   std::size_t index_of(const Way* way) const { return std::size_t(way - ways_.data()); }
   static std::uint32_t tag_of(std::uint64_t key, std::int64_t line) {

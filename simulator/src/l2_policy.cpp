@@ -31,6 +31,14 @@ std::vector<std::string> l2_replacement_names() {
   return names;
 }
 
+void check_l2_ways(int ways) {
+  if (ways < 1 || ways > kMaxL2Ways)
+    throw cpu::InvalidArgument(fmt::format(
+        "an L2 of {} ways a set: give 1 to {} (a GPU's L2 has tens; kL2Ways = {} when no "
+        "profile says)",
+        ways, kMaxL2Ways, kL2Ways));
+}
+
 void check(L2Replacement replacement) {
   if (std::find(kL2Replacements.begin(), kL2Replacements.end(), replacement) ==
       kL2Replacements.end()) {

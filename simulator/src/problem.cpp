@@ -78,6 +78,7 @@ std::vector<Algorithm> parse_algorithms(std::string_view list) {
 
 void check(const Problem& p) {
   check(p.l2_replacement);
+  check_l2_ways(p.l2_ways);
   if (p.l2_home_partitions < 1)
     throw cpu::InvalidArgument(fmt::format(
         "l2_home_partitions = {}: the L2 is one of at least 1 partition (1: every line is "

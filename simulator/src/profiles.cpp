@@ -68,6 +68,17 @@ constexpr double kH200OlderBlockLead = 0.05;
 // measured (the profiles' first_wave_partitions): on the H200 (bench/results/2026-12-03-h200-
 // l2-partitions.csv) and on an H100 80GB HBM3 (2026-12-06-h100-l2-partitions.csv), the same
 // digits, every SM on the same side: the two parts share the chip and its floorplan.
+// The ways of the GH100's L2 sets (HardwareProfile::l2_ways). NVIDIA publishes no
+// associativity, and the edges measured say more than kL2Ways' 16: SM 0's chain walked
+// through a 30 MiB partition of the H200 lost 0.6% of its lines at 24 MiB, 13% at 28, 67% at
+// 32 and 98% at 36, the edge of balls in bins over 64 to 128 ways (16 would lose 22, 43, 63
+// and 80%; bench/gpu/NOTES.md, "The room one side of the L2 has"); fa2's and fa3's DRAM reads
+// at one head on an H100, N = 32,768 to 53,248 in steps of 2,048, climb as the grid model
+// climbs with 64 ways (every row within 15%) and not as with 16 (16 of 22); and every stored
+// forward row of both cards fits 64 as well or better ("Ways from the edges"). Still 16 here:
+// the backward's stored grid predictions (measured_h200.hpp's kBackwardDramRead, 45 rows) are
+// the 16-way model's and have not been run again with 64.
+constexpr int kGh100L2Ways = kL2Ways;
 constexpr std::string_view kGh100FirstWave1 =
     "0000000000000000111111111111111111111111111111111111111111111111"
     "0000000000000000000000000000000000000000000000000011111111111111"
@@ -115,6 +126,7 @@ constexpr std::array kProfiles = {
         // home partition too. Home copies measured on an H100 (bench/gpu/NOTES.md, "Do one
         // side's lines take room on the other?", results/h100/2026-12-05-h100-l2-home.csv).
         .l2_replacement = L2Replacement::sets,
+        .l2_ways = kGh100L2Ways,
         .l2_home_copies = true,
         .l2_dirty_measured = 2 * kH100MeasuredL2DirtyCap,
         .first_wave_partitions = {kGh100FirstWave1, kGh100FirstWave2},
@@ -150,6 +162,7 @@ constexpr std::array kProfiles = {
         // (fa3_dram_vs_measured), fa2's stored rows 72 of 76 (grid_vs_measured; LRU with blocks
         // alternating, 71).
         .l2_replacement = L2Replacement::sets,
+        .l2_ways = kGh100L2Ways,
         // A line one side reads from DRAM is held at its home partition too: SM 0's own chain
         // of 36 to 56 MiB, lost from its partition, came half from the other one and half from
         // DRAM, and all from DRAM from 64 MiB, where its half homed across outgrows that side's
@@ -274,6 +287,7 @@ GridProblem on_gpu(const HardwareProfile& gpu, GridProblem g) {
   g.l2_bytes = gpu.l2_bytes;
   g.l2_partitions = gpu.l2_partitions;
   g.replacement = gpu.l2_replacement;
+  g.l2_ways = gpu.l2_ways;
   g.l2_home_copies = gpu.l2_home_copies;
   g.l2_dirty_cap = gpu.l2_dirty_cap;
   g.slot_partitions = measured_slot_partitions(gpu, int(g.blocks_per_sm));

@@ -36,7 +36,7 @@ Report run(Algorithm algorithm, const Problem& p, const TraceSink& trace, const 
   report.problem = p;
   if (!untiled(algorithm)) report.tiles = choose_tiles(algorithm, p);
   Machine machine(p.sram_bytes, p.l2_bytes, p.l2_replacement, p.l2_seed, p.l2_home_partitions,
-                  p.l2_dirty_cap);
+                  p.l2_dirty_cap, p.l2_ways);
   machine.set_trace(trace);
   switch (algorithm) {
     case Algorithm::naive: detail::run_naive<In>(machine, p, inputs, outputs); break;

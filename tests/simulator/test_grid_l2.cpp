@@ -632,6 +632,15 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   refuses({.sm_count = -1}, "sm_count = -1");
   refuses({.l2_bytes = 0}, "an L2 of 0 bytes");
   refuses({.l2_partitions = 0}, "l2_partitions = 0: give 1 to 64");
+  refuses({.replacement = L2Replacement::sets, .l2_ways = 0}, "0 ways a set: give 1 to");
+  // The ways are the profile's: on_gpu gives the grid what the profile says, and a grid of
+  // other ways runs (and reads other bytes where a stream nearly fills the L2).
+  for (const char* name : {"h100", "h200"})
+    CHECK(on_gpu(find_profile(name), GridProblem{}).l2_ways == find_profile(name).l2_ways);
+  GridProblem near_full = small_grid();
+  near_full.replacement = L2Replacement::sets;
+  near_full.l2_ways = 4;
+  CHECK_NOTHROW(run_grid(near_full));
   refuses({.l2_bytes = 3, .l2_partitions = 4}, "a byte per partition");
   refuses({.causal = static_cast<cpu::Causal>(7)}, "causal");
   refuses({.N_q = -1}, "N_q = -1: give 0 to");

@@ -279,6 +279,7 @@ struct GridProblem {
   Bytes l2_bytes = 60 * 1024 * 1024;  // all partitions together
   cpu::Index l2_partitions = 1;       // the hardware profile's l2_partitions
   L2Replacement replacement = L2Replacement::lru;  // the hardware profile's l2_replacement
+  int l2_ways = kL2Ways;  // sets: the lines of a set, the hardware profile's l2_ways
   // Home copies (the hardware profile's l2_home_copies; sets only): reads go line by line,
   // and a line read from DRAM, or written, is held at its home partition too (the header,
   // "Home copies").

@@ -74,10 +74,11 @@ class Machine {
   // l2_capacity = 0: no L2, the paper's two-level model.
   // An L2 of l2_capacity bytes (0: none) that makes room by `replacement` (l2_policy.hpp),
   // one of home_partitions alike (Problem::l2_home_partitions), holding at most l2_dirty_cap
-  // bytes dirty (0: no cap; Problem::l2_dirty_cap).
+  // bytes dirty (0: no cap; Problem::l2_dirty_cap), in sets of l2_ways lines (the sets policy;
+  // Problem::l2_ways).
   explicit Machine(Bytes sram_capacity, Bytes l2_capacity = 0,
                    L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
-                   int home_partitions = 1, Bytes l2_dirty_cap = 0);
+                   int home_partitions = 1, Bytes l2_dirty_cap = 0, int l2_ways = kL2Ways);
   ~Machine();
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;

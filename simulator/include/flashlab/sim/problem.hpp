@@ -77,6 +77,7 @@ struct Problem {
   // keys random's draws and the sets' hash.
   L2Replacement l2_replacement = L2Replacement::lru;
   std::uint64_t l2_seed = 0;
+  int l2_ways = kL2Ways;  // sets: the lines of a set (the hardware profile's l2_ways)
   // Where that L2 stands for this many partitions alike, the SMs of each side running their
   // share of the traffic (one partition with its share, or all of them with all of it: the
   // same fill; the naive mirror's is the whole L2), with the sets policy: a line read from
@@ -133,7 +134,8 @@ struct Problem {
 // kMaxCapacityBytes (1 PiB), d <= M (the paper's analysis assumes d <= M <= Nd; below d not even
 // one row of K fits), any given Br, Bc are >= 1, causal and the dtypes hold valid values, 1 <=
 // score_reads <= kMaxScoreReads, the GEMM tiles are >= 0, softmax_rows_in_flight >= 1,
-// l2_replacement is one of l2_policy.hpp's and 0 <= l2_dirty_cap <= l2_bytes.
+// l2_replacement is one of l2_policy.hpp's, 1 <= l2_ways <= kMaxL2Ways and 0 <= l2_dirty_cap
+// <= l2_bytes.
 void check(const Problem& problem);
 
 // How the block sizes of a tiled program were chosen.

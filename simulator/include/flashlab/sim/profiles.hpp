@@ -100,6 +100,9 @@ struct HardwareProfile {
   double older_block_lead = 0;
   // Which tile a full L2 partition drops (sim::GridProblem::replacement; grid.hpp).
   L2Replacement l2_replacement = L2Replacement::lru;
+  // The lines of a set of that L2 under the sets policy (sim::GridProblem::l2_ways,
+  // Problem::l2_ways); kL2Ways where nothing was measured.
+  int l2_ways = kL2Ways;
   // Whether a line that SMs of one partition read from DRAM (or write) is held at its home
   // partition too, where it serves their later reads once their own copy is gone
   // (Problem::l2_home_partitions for the naive mirror; GridProblem::l2_home_copies for the
