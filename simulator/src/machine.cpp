@@ -31,10 +31,10 @@ OpCounts OpCounts::times(std::int64_t k) const {
 Machine::Machine(Bytes sram_capacity, Bytes l2_capacity, L2Replacement replacement,
                  std::uint64_t seed, int home_partitions, Bytes l2_dirty_cap, int l2_ways)
     : capacity_(sram_capacity),
-      l2_(l2_capacity > 0 ? std::make_unique<detail::L2Cache>(l2_capacity, 0, replacement, seed,
-                                                              home_partitions, l2_dirty_cap,
-                                                              l2_ways)
-                          : nullptr) {}
+      l2_(l2_capacity > 0
+              ? std::make_unique<detail::L2Cache>(l2_capacity, 0, replacement, seed,
+                                                  home_partitions, l2_dirty_cap, l2_ways)
+              : nullptr) {}
 
 Machine::~Machine() = default;
 

@@ -180,11 +180,11 @@ TEST_CASE("sets: bad input is refused, saying what would be right") {
   for (const int ways : {0, -1, kMaxL2Ways + 1}) {
     CAPTURE(ways);
     p.l2_ways = ways;
-    CHECK_THROWS_WITH_AS(count(Algorithm::naive_kernel, p), doctest::Contains("ways a set: give 1 to"),
-                         cpu::InvalidArgument);
-    CHECK_THROWS_WITH_AS(Machine(Machine::kUnbounded, 1024 * kLine, L2Replacement::sets, 0, 1, 0,
-                                 ways),
+    CHECK_THROWS_WITH_AS(count(Algorithm::naive_kernel, p),
                          doctest::Contains("ways a set: give 1 to"), cpu::InvalidArgument);
+    CHECK_THROWS_WITH_AS(
+        Machine(Machine::kUnbounded, 1024 * kLine, L2Replacement::sets, 0, 1, 0, ways),
+        doctest::Contains("ways a set: give 1 to"), cpu::InvalidArgument);
   }
   p.l2_ways = kL2Ways;
   CHECK(to_string(L2Replacement::sets) == "sets");
