@@ -66,12 +66,11 @@ constexpr double kForwardRule = cpu::kOutputErrorFactor;
 // its largest error against the reference: the baseline of the rule.
 double naive_bf16_error(const Problem& p, const cpu::AttentionOptions& options) {
   double err = 0;
-  const Index group = kHeadsQ / kHeadsKV;
   for (Index b = 0; b < kBatch; ++b)
     for (Index kv = 0; kv < kHeadsKV; ++kv) {
       const cpu::Matrix<cpu::bf16> K = p.K.head(b, kv).cast<cpu::bf16>(),
                                    V = p.V.head(b, kv).cast<cpu::bf16>();
-      for (Index h = kv * group; h < (kv + 1) * group; ++h) {
+      for (Index h = kv * kGroup; h < (kv + 1) * kGroup; ++h) {
         const cpu::Matrix<cpu::bf16> q = p.Q.head(b, h).cast<cpu::bf16>();
         const auto naive = cpu::naive_attention<cpu::bf16>(q, K, V, options);
         err = std::max(err,
@@ -113,7 +112,7 @@ void splits_sweep(LessonContext& ctx, const Problem& p, double kv) {
     ctx.print("The split-KV decode did not run: {}.\n\n", run.message);
     return;
   }
-  const Index blocks_per_split = kBatch * kHeadsKV * dec::row_blocks(kHeadsQ / kHeadsKV, kNq);
+  const Index blocks_per_split = blocks_a_split(kBatch);
   Table t({"num_splits", "blocks", "partial states", "time", "TB/s of K and V", "max |O - O_ref|",
            fmt::format("within {:.0f}x", kForwardRule)});
   for (std::size_t i = 0; i < splits.size(); ++i) {

@@ -15,6 +15,7 @@
 #include "kit/lesson_context.hpp"
 
 #include "flashlab/cpu/types.hpp"
+#include "flashlab/gpu/kernel_info.hpp"
 
 #include <vector>
 
@@ -27,6 +28,11 @@ inline constexpr cpu::Index kBatch = 8, kHeadsQ = 32, kHeadsKV = 8, kD = 128, kN
 inline constexpr cpu::Index kGroup = kHeadsQ / kHeadsKV;  // query heads a KV head serves
 // The pages a serving engine's allocator might use, in keys (decode.h's range holds them).
 inline constexpr cpu::Index kPageSizes[] = {16, 64, 256};
+// The split kernel's blocks for one split of `batch` sequences: one per (sequence, KV head,
+// row block of the KV head's packed query rows).
+constexpr cpu::Index blocks_a_split(cpu::Index batch) {
+  return batch * kHeadsKV * gpu::decode::row_blocks(kGroup, kNq);
+}
 }  // namespace decode_shape
 
 double kv_bytes(cpu::Index heads_kv, cpu::Index d, const std::vector<cpu::Index>& seq_lens,

@@ -211,11 +211,10 @@ void queue_for_unequal_sms(LessonContext& ctx) {
   namespace dk = gpu::decode;
   const auto& h200 = sim::find_profile("h200");
   const std::int64_t slots = h200.sm_count * dk::kBlocksPerSm;
-  const std::int64_t sequences = kBatch * kHeadsKV * dk::row_blocks(kHeadsQ / kHeadsKV, 1);
+  const std::int64_t sequences = blocks_a_split(kBatch);
   const std::int64_t tiles = (measured::kDecodeQueueLength + dk::kBc - 1) / dk::kBc;
-  const int splits = dk::auto_splits(kBatch, kHeadsKV, kHeadsQ / kHeadsKV, 1,
-                                     measured::kDecodeQueueLength, /*paged=*/false,
-                                     h200.sm_count);
+  const int splits = dk::auto_splits(kBatch, kHeadsKV, kGroup, kNq, measured::kDecodeQueueLength,
+                                     /*paged=*/false, h200.sm_count);
   const std::vector<std::int64_t> split_blocks =
       work_items(sequences, tiles, splits, dk::split_first_tile);
   ctx.print("The queue grid (05_decode_queue.cu, grid = queue) is that: {} blocks, {} an SM, each\n"
@@ -299,9 +298,6 @@ void little_to_merge(LessonContext& ctx) {
   // The split counts at B sequences of the longest measured cache: the wave rule's alone
   // (dk::fewest_filling_splits) and the rule's as it stands (dk::auto_splits).
   const std::int64_t length = measured::kDecodeCombineGroups.back().length;
-  const auto blocks_a_split = [](std::int64_t batch) {
-    return batch * kHeadsKV * dk::row_blocks(kGroup, kNq);
-  };
   const auto wave_rule = [&](std::int64_t batch) {
     return dk::fewest_filling_splits(blocks_a_split(batch), wave, dk::split_cap(length));
   };
@@ -364,9 +360,7 @@ void unequal_sms(LessonContext& ctx) {
             "free. Measured ({}), TB/s of K and V:\n\n",
             src.tool);
   Table m({"num_splits", "blocks", "TB/s", "vs cuDNN"});
-  // A split's blocks: one per (batch entry, KV head, row block), the kernel's grid.
-  const std::int64_t per_split =
-      kBatch * kHeadsKV * gpu::decode::row_blocks(kHeadsQ / kHeadsKV, /*n_q=*/1);
+  const std::int64_t per_split = blocks_a_split(kBatch);
   for (const auto& r : measured::kDecodeManySplits)
     m.add({r.automatic ? fmt::format("auto: {}", r.splits) : fmt::format("{}", r.splits),
            fmt::format("{}", per_split * r.splits),
@@ -396,8 +390,7 @@ void paged_reads(LessonContext& ctx) {
             "sequence 0's first {} pages live at pages {} of the pool.\n\n",
             kExampleLen, kExamplePage, kShown, row);
   const int tile = gpu::decode::bc(kD);
-  const std::int64_t group = kHeadsQ / kHeadsKV;
-  const std::int64_t row_blocks = gpu::decode::row_blocks(group, 1);
+  const std::int64_t row_blocks = gpu::decode::row_blocks(kGroup, kNq);
   const auto& h200 = sim::find_profile("h200");
   ctx.print(
       "The decode kernel (05_decode_split_kv.cu) copies K and V in tiles of {} keys; each\n"
@@ -416,17 +409,16 @@ void paged_reads(LessonContext& ctx) {
     if (!f.facts) throw std::logic_error("lesson 10's decode mirror: " + f.why_not);
     const sim::DecodeShape shape{.lengths = std::vector<Index>(std::size_t(batch), cache),
                                  .heads_kv = kHeadsKV,
-                                 .group = group,
-                                 .n_q = 1,
+                                 .group = kGroup,
+                                 .n_q = kNq,
                                  .d = kD};
     return double(sim::count_decode_kernel(shape, *f.facts).tensor("block table").read);
   };
   Table t({"cache L", "page", "splits", "table size", "table bytes read", "K, V bytes",
            "table / K, V"});
   for (const auto& m : measured::kDecodePaged) {
-    const int splits =
-        gpu::decode::auto_splits(m.batch, kHeadsKV, group, 1, m.cache, /*paged=*/true,
-                                 h200.sm_count);
+    const int splits = gpu::decode::auto_splits(m.batch, kHeadsKV, kGroup, kNq, m.cache,
+                                                /*paged=*/true, h200.sm_count);
     for (const std::int64_t page : {64, 256}) {
       const double entry = sizeof(std::int32_t);
       const double table_size = double(m.batch) * double((m.cache + page - 1) / page) * entry;

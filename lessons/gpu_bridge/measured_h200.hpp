@@ -31,6 +31,14 @@ inline constexpr WarpState kFa2WarpState{
      "B = 1, H = 16, N = 8192, d = 128, bf16, non-causal", "Nsight Compute, scheduler section"},
     0.59};
 
+// The row of `rows` whose `key` is `value` (a lesson quotes only rows a table has).
+template <class Row, std::size_t N, class Key>
+constexpr const Row& row_where(const std::array<Row, N>& rows, Key Row::*key, std::int64_t value) {
+  for (const Row& r : rows)
+    if (r.*key == value) return r;
+  throw std::logic_error("a measured table has no row at this value");
+}
+
 // torch's decode on the same GPU, as docs/ANCHORS.md has it: scaled_dot_product_attention
 // through its flash and cuDNN backends, one query token against a cache of L keys. TB/s = bytes
 // of K and V read / time.
@@ -44,11 +52,9 @@ inline constexpr Source kAnchorDecodeSource{"docs/ANCHORS.md, Decode (2026-11-29
 inline constexpr std::array kAnchorDecode = {AnchorDecode{4096, 2.55, 2.71},
                                              AnchorDecode{32768, 4.10, 4.14},
                                              AnchorDecode{131072, 4.09, 4.42}};
-// The row of kAnchorDecode at cache length L (a lesson quotes only lengths it has).
+// The row of kAnchorDecode at cache length L.
 constexpr const AnchorDecode& anchor_decode(std::int64_t length) {
-  for (const auto& a : kAnchorDecode)
-    if (a.length == length) return a;
-  throw std::logic_error("docs/ANCHORS.md has no decode row at this length");
+  return row_where(kAnchorDecode, &AnchorDecode::length, length);
 }
 
 // The split-KV decode kernel (05_decode_split_kv.cu, v3: the tensor cores, a cp.async ring;
@@ -71,9 +77,7 @@ inline constexpr std::array kDecodePaged = {
 };
 // The contiguous cache's TB/s at cache length L, from kDecodePaged.
 constexpr double decode_contiguous(std::int64_t length) {
-  for (const auto& r : kDecodePaged)
-    if (r.cache == length) return r.contiguous;
-  throw std::logic_error("kDecodePaged has no row at this length");
+  return row_where(kDecodePaged, &DecodePaged::cache, length).contiguous;
 }
 
 // Where the decode's split blocks end: the split kernel built with a block log (each block's

@@ -64,10 +64,6 @@ constexpr double kH200BlockTimeSpread = 0.016;
 // older_first schedule, which compare runs for fa2.
 constexpr double kH200OlderBlockLead = 0.05;
 
-// The GH100's first waves, block by block: the partition of the SM each block ran on,
-// measured (the profiles' first_wave_partitions): on the H200 (bench/results/2026-12-03-h200-
-// l2-partitions.csv) and on an H100 80GB HBM3 (2026-12-06-h100-l2-partitions.csv), the same
-// digits, every SM on the same side: the two parts share the chip and its floorplan.
 // The ways of the GH100's L2 sets (HardwareProfile::l2_ways). NVIDIA publishes no
 // associativity, and the edges measured say more than kL2Ways' 16: SM 0's chain walked
 // through a 30 MiB partition of the H200 lost 0.6% of its lines at 24 MiB, 13% at 28, 67% at
@@ -79,6 +75,11 @@ constexpr double kH200OlderBlockLead = 0.05;
 // the backward's stored grid predictions (measured_h200.hpp's kBackwardDramRead, 45 rows) are
 // the 16-way model's and have not been run again with 64.
 constexpr int kGh100L2Ways = kL2Ways;
+
+// The GH100's first waves, block by block: the partition of the SM each block ran on,
+// measured (the profiles' first_wave_partitions): on the H200 (bench/results/2026-12-03-h200-
+// l2-partitions.csv) and on an H100 80GB HBM3 (2026-12-06-h100-l2-partitions.csv), the same
+// digits, every SM on the same side: the two parts share the chip and its floorplan.
 constexpr std::string_view kGh100FirstWave1 =
     "0000000000000000111111111111111111111111111111111111111111111111"
     "0000000000000000000000000000000000000000000000000011111111111111"

@@ -9,19 +9,19 @@
 //         the seed). A line survives m misses in an L2 of C lines with probability about
 //         exp(-m / C): no step, but also part of every stream kept, however large.
 // sets    Set-associative, as a hardware L2 is: 128-byte lines (kL2LineBytes, four 32-byte
-//         sectors), W lines a set (kL2Ways, or the profile's l2_ways), LRU within a set. A tile is
-//         cut into its lines and each line is placed in a set by a hash of (tensor, tile, line,
-//         seed), which stands for the L2's hashed set index over physical addresses the model does
-//         not know: the lines of a stream of L lines land in S sets as balls in bins, so a set
-//         holds about Poisson(L / S) of them. A set keeps a stream's lines while it holds at most
-//         W of them (LRU within it) and loses them all, as LRU does, once it holds
-//         more. With C = S W lines and L = f C, p_k the Poisson(f W)
-//         probabilities, the share of a stream's lines that sit in overfull sets, and so
-//         are re-read when it comes round again, is
+//         sectors), W lines a set (kL2Ways, or the profile's l2_ways), LRU within a set. A
+//         tile is cut into its lines and each line is placed in a set by a hash of (tensor,
+//         tile, line, seed), which stands for the L2's hashed set index over physical
+//         addresses the model does not know: the lines of a stream of L lines land in S sets
+//         as balls in bins, so a set holds about Poisson(L / S) of them. A set keeps a
+//         stream's lines while it holds at most W of them (LRU within it) and loses them all,
+//         as LRU does, once it holds more. With C = S W lines and L = f C, p_k the
+//         Poisson(f W) probabilities, the share of a stream's lines that sit in overfull sets,
+//         and so are re-read when it comes round again, is
 //             sum_{k > W} k p_k / (f W) = P(Poisson(f W) >= W):
 //         with W = 16, 0.13% at f = 0.41, 25% at f = 0.82, 53% at f = 1, 97% at f = 1.5; with
-//         W = 64, about 0, 7%, 52% and 100% (LRU: 0, 0, 0 and 100%). The L2 holds S W lines, S =
-//         floor(its bytes / (W kL2LineBytes)), at least 1.
+//         W = 64, about 0, 7%, 52% and 100% (LRU: 0, 0, 0 and 100%). More ways, a sharper
+//         edge. The L2 holds S W lines, S = floor(its bytes / (W kL2LineBytes)), at least 1.
 #pragma once
 
 #include "flashlab/sim/warp_store.hpp"
