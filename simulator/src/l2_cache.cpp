@@ -42,7 +42,7 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
       replacement_(replacement),
       seed_(seed),
       home_partitions_(home_partitions),
-      set_ways_(ways),
+      set_ways_(static_cast<std::size_t>(ways)),
       dirty_cap_(dirty_cap) {
   check(replacement);
   check_l2_ways(ways);
@@ -59,8 +59,8 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
           "an L2 of {} bytes in hashed sets: the model keeps a record of every line, give at "
           "most {} bytes (a GPU's L2 is tens of MiB), or the lru policy",
           capacity_, kMaxSetsL2Bytes));
-    sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (set_ways_ * kL2LineBytes)));
-    ways_.assign(sets_ * std::size_t(set_ways_), Way{});
+    sets_ = static_cast<std::size_t>(std::max<Bytes>(1, capacity_ / (ways * kL2LineBytes)));
+    ways_.assign(sets_ * set_ways_, Way{});
     tags_.assign(ways_.size(), 0);
     used_.assign(ways_.size(), 0);
   }
@@ -73,9 +73,9 @@ std::size_t L2Cache::set_of(std::uint64_t key, std::int64_t line) const {
 }
 
 const L2Cache::Way* L2Cache::find_line(std::uint64_t key, std::int64_t line) const {
-  const std::size_t first = set_of(key, line) * std::size_t(set_ways_);
+  const std::size_t first = set_of(key, line) * set_ways_;
   const std::uint32_t tag = tag_of(key, line);
-  for (std::size_t w = first; w < first + std::size_t(set_ways_); ++w) {
+  for (std::size_t w = first; w < first + set_ways_; ++w) {
     if (tags_[w] != tag) continue;  // the tags filter; the way itself decides
     const Way& way = ways_[w];
     if (way.tensor >= 0 && way.key == key && way.line == line) return &way;
@@ -125,11 +125,11 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
 }
 
 void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
-  const std::size_t first = set_of(way.key, way.line) * std::size_t(set_ways_);
+  const std::size_t first = set_of(way.key, way.line) * set_ways_;
   // The victim: an empty way if there is one (used 0), else the least recently used; the
   // set's stamps alone are read to find it.
   std::size_t v = first;
-  for (std::size_t w = first + 1; w < first + std::size_t(set_ways_) && used_[v] != 0; ++w)
+  for (std::size_t w = first + 1; w < first + set_ways_ && used_[v] != 0; ++w)
     if (used_[w] < used_[v]) v = w;
   Way* victim = &ways_[v];
   if (victim->tensor >= 0) {

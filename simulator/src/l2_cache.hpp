@@ -170,14 +170,14 @@ class L2Cache {
   std::vector<std::list<Line>::iterator> resident_;  // every line, in no order: random draws
   std::unordered_map<std::uint64_t, std::list<Line>::iterator> where_;
   const L2Observer* observer_ = nullptr;
-  int set_ways_;           // sets policy: the lines of a set, W
+  std::size_t set_ways_;   // sets policy: the lines of a set, W
   std::size_t sets_ = 0;   // sets policy: S sets of W ways
   std::vector<Way> ways_;  // set s is ways_[s W .. (s + 1) W)
   // Beside each way, a 32-bit tag of its (key, line) (tag_of): a lookup scans a set's W tags
-  // (16 of them are one cache line of the host's), and reads a way only where its tag matches (with
-  // the stamps below, 0.86 of the time the backward's main kernel at 16 heads, N = 8,192 took
-  // without). A filter for speed: the way's own fields decide (an empty way's tag is 0, which a
-  // line's may also be).
+  // (16 of them are one cache line of the host's) and reads a way only where its tag matches
+  // (with the stamps below, 0.86 of the time the backward's main kernel at 16 heads, N = 8,192
+  // took without). A filter for speed: the way's own fields decide (an empty way's tag is 0,
+  // which a line's may also be).
   std::vector<std::uint32_t> tags_;
   // Beside each way too, when it was last touched (the set's LRU order; 0: empty), so that
   // finding a victim reads the set's W stamps and not its ways.

@@ -633,8 +633,8 @@ TEST_CASE("grid L2: bad problems are refused with what would be right") {
   refuses({.l2_bytes = 0}, "an L2 of 0 bytes");
   refuses({.l2_partitions = 0}, "l2_partitions = 0: give 1 to 64");
   refuses({.replacement = L2Replacement::sets, .l2_ways = 0}, "0 ways a set: give 1 to");
-  // The ways are the profile's: on_gpu gives the grid what the profile says, and a grid of
-  // other ways runs (and reads other bytes where a stream nearly fills the L2).
+  // The ways are the profile's: on_gpu gives the grid what the profile says; a grid of other
+  // ways than kL2Ways runs.
   for (const char* name : {"h100", "h200"})
     CHECK(on_gpu(find_profile(name), GridProblem{}).l2_ways == find_profile(name).l2_ways);
   GridProblem near_full = small_grid();
