@@ -95,9 +95,9 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
                          bool fetch, std::vector<TensorTraffic>& tensors) {
   const std::uint64_t key = key_of(tensor, row0);
   if (Way* way = find_way(key, j)) {  // a hit
-    const Bytes grown = std::max(way->bytes, bytes) - way->bytes;
+    const Bytes grown = std::max<Bytes>(way->bytes, bytes) - way->bytes;
     if (way->dirty) dirty_bytes_ += grown;
-    way->bytes += grown;
+    way->bytes += static_cast<std::int32_t>(grown);
     if (write && !way->dirty) {
       way->dirty = true;
       way->dirtied = became_dirty(key, j, way->bytes);
@@ -117,9 +117,9 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
       from_home = true;
     }
   if (fetch && !from_home) tensors[tensor].dram_read += bytes;
-  place_way({key, j, tensor, write, bytes, 0}, tensors);
+  place_way(way_of(key, j, tensor, bytes, write), tensors);
   if (homed_elsewhere && !from_home && (fetch || write))
-    place_way({key | kHomeCopy, j, tensor, /*dirty=*/false, bytes, 0}, tensors);
+    place_way(way_of(key | kHomeCopy, j, tensor, bytes, /*dirty=*/false), tensors);
   if (write) write_back_past_cap(tensors);
   return false;
 }
