@@ -530,6 +530,83 @@ TEST_CASE("targets: the passes on an H100 against its profile, predicted before 
   }
 }
 
+TEST_CASE(
+    "targets: the backward's crossover on an H100, predicted before the run with 16 and 64 ways a "
+    "set") {
+  // `flashlab compare --pass backward` on an H100, causal, d = 128: GQA 16 / 4 at N = 6,144 to
+  // 12,288 (twice) and 16 heads at N = 40,960, 49,152 and 57,344
+  // (bench/results/h100/2026-12-07-h100-backward-*crossover*.csv), both predicted before the
+  // run by the grid model with 16 ways a set, the profile's, and with 64, the ways the
+  // forward's onset reads (-predicted-16-ways.csv, -predicted.csv; docs/IO-LEVELS.md, "Ways
+  // from the edges"). With GQA the H100 reads 1.29 to 2.05 of the floor: 0.95 to 1.17 of the
+  // 16-way grid, 7 of the 8 within 15%, and 1.22 to 1.75 of the 64-way one, none within. At
+  // 16 heads both within 4%.
+  const auto& h100 = flashlab::sim::find_profile("h100");
+  CHECK(h100.l2_ways == 16);
+  const std::string stem = "h100/2026-12-07-h100-backward-";
+  struct Set {
+    std::string measured, predicted;
+  };
+  int gqa_rows = 0, gqa_within = 0;
+  for (const Set& set : {Set{"gqa-crossover-1", "gqa-crossover-predicted"},
+                         Set{"gqa-crossover-2", "gqa-crossover-predicted"},
+                         Set{"crossover", "crossover-predicted"}}) {
+    const auto measured = results_csv(stem + set.measured + ".csv");
+    const auto sixteen = results_csv(stem + set.predicted + "-16-ways.csv");
+    const auto sixty_four = results_csv(stem + set.predicted + ".csv");
+    REQUIRE(measured.size() == sixteen.size());
+    REQUIRE(measured.size() == sixty_four.size());
+    for (std::size_t k = 0; k < measured.size(); ++k) {
+      const Row& m = measured[k];
+      CAPTURE(set.measured);
+      CAPTURE(m.at("N"));
+      REQUIRE(m.at("N") == sixteen[k].at("N"));
+      REQUIRE(m.at("N") == sixty_four[k].at("N"));
+      // Into the SMs to the byte with GQA; at 16 heads 0.4 to 1.5 MiB of 52 to 101 GiB fewer
+      // (L and D by 4-byte copies through the L1, as in the passes' test above).
+      const double sm_read = std::stod(m.at("sm_read_measured")),
+                   sm_predicted = std::stod(sixteen[k].at("sm_read_predicted"));
+      if (m.at("kv_heads") == "4")
+        CHECK(sm_read == sm_predicted);
+      else
+        CHECK(std::abs(sm_read - sm_predicted) <= 2e-5 * sm_predicted);
+      const double read = std::stod(m.at("dram_read_measured"));
+      const double by16 = read / std::stod(sixteen[k].at("dram_read_grid")),
+                   by64 = read / std::stod(sixty_four[k].at("dram_read_grid"));
+      CAPTURE(by16);
+      CAPTURE(by64);
+      if (m.at("kv_heads") == "4") {
+        ++gqa_rows;
+        CHECK(by16 >= 0.95);
+        CHECK(by16 <= 1.17);
+        gqa_within += by16 <= 1.15;
+        CHECK(by64 >= 1.22);
+      } else {
+        CHECK(std::abs(by16 - 1) <= 0.03);
+        CHECK(std::abs(by64 - 1) <= 0.04);
+      }
+    }
+  }
+  CHECK(gqa_rows == 8);
+  CHECK(gqa_within == 7);
+  // The stored 16-way predictions are the profile's: the two shorter GQA rows again (seconds).
+  const auto csv = scratch_path("h100-backward-gqa-again.csv");
+  const auto run = run_flashlab(
+      "compare --profile h100 --pass backward --sweep n=6144,8192 --d 128 --heads 16 "
+      "--kv-heads 4 --causal --no-ncu --csv " +
+      csv.string() + " 2>&1");
+  REQUIRE(run.status == 0);
+  const auto again = results_csv(csv.string());
+  const auto kept = results_csv(stem + "gqa-crossover-predicted-16-ways.csv");
+  REQUIRE(again.size() == 2);
+  for (std::size_t k = 0; k < again.size(); ++k) {
+    CAPTURE(again[k].at("N"));
+    CHECK(again[k].at("N") == kept[k].at("N"));
+    CHECK(again[k].at("dram_read_grid") == kept[k].at("dram_read_grid"));
+    CHECK(again[k].at("dram_written_grid") == kept[k].at("dram_written_grid"));
+  }
+}
+
 TEST_CASE("decode into the SMs to the byte at every stored row, its lengths booked") {
   // Every `compare --pass decode` row kept in bench/results (32 query heads over 8, d = 128,
   // but the two of d = 64 below): the H200's sweeps of 2026-12-04 (B = 1, L = 1,024 to
