@@ -589,6 +589,34 @@ TEST_CASE(
   }
   CHECK(gqa_rows == 8);
   CHECK(gqa_within == 7);
+  // Other groups, predicted before the run with the profile alone
+  // (-gqa-groups-predicted.csv): 8 query heads a KV head (16 / 2) at N = 8,192 and 12,288
+  // (twice), 4 over 8 KV heads (32 / 8) at 4,096 and 8,192. Into the SMs to the byte; DRAM read
+  // 1.3 to 9.4 times the floor, within 15% of the grid at three of the five: 16 / 2 at 12,288
+  // reads 0.697 and 0.792 of it (two runs 14% apart: the card's own spread there is wide).
+  const auto groups = results_csv(stem + "gqa-groups-predicted.csv");
+  int group_rows = 0, group_within = 0;
+  for (const char* name : {"gqa-16-2", "gqa-16-2-again", "gqa-32-8"}) {
+    for (const Row& m : results_csv(stem + name + ".csv")) {
+      CAPTURE(name);
+      CAPTURE(m.at("N"));
+      const auto kept = std::find_if(groups.begin(), groups.end(), [&](const Row& r) {
+        return r.at("N") == m.at("N") && r.at("heads") == m.at("heads") &&
+               r.at("kv_heads") == m.at("kv_heads");
+      });
+      REQUIRE(kept != groups.end());
+      CHECK(m.at("sm_read_measured") == kept->at("sm_read_predicted"));
+      const double by16 =
+          std::stod(m.at("dram_read_measured")) / std::stod(kept->at("dram_read_grid"));
+      CAPTURE(by16);
+      CHECK(by16 >= 0.69);
+      CHECK(by16 <= 1.14);
+      group_within += std::abs(by16 - 1) <= 0.15;
+      ++group_rows;
+    }
+  }
+  CHECK(group_rows == 5);
+  CHECK(group_within == 3);
   // The stored 16-way predictions are the profile's: the two shorter GQA rows again (seconds).
   const auto csv = scratch_path("h100-backward-gqa-again.csv");
   const auto run = run_flashlab(
