@@ -539,7 +539,7 @@ TEST_CASE(
   // run by the grid model with 16 ways a set, the profile's, and with 64, the ways the
   // forward's onset reads (-predicted-16-ways.csv, -predicted.csv; docs/IO-LEVELS.md, "Ways
   // from the edges"). With GQA the H100 reads 1.29 to 2.05 of the floor: 0.95 to 1.17 of the
-  // 16-way grid, 7 of the 8 within 15%, and 1.22 to 1.75 of the 64-way one, none within. At
+  // 16-way grid, 7 of the 8 within 15%, and 1.23 to 1.75 of the 64-way one, none within. At
   // 16 heads both within 4%.
   const auto& h100 = flashlab::sim::find_profile("h100");
   CHECK(h100.l2_ways == 16);
