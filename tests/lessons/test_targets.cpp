@@ -543,6 +543,14 @@ TEST_CASE(
   // 16 heads both within 4%.
   const auto& h100 = flashlab::sim::find_profile("h100");
   CHECK(h100.l2_ways == 16);
+  // The row of `rows` whose cells in `columns` are those of `row`.
+  const auto row_alike = [](const std::vector<Row>& rows, const Row& row,
+                            std::initializer_list<const char*> columns) {
+    return std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+      return std::all_of(columns.begin(), columns.end(),
+                         [&](const char* c) { return r.at(c) == row.at(c); });
+    });
+  };
   const std::string stem = "h100/2026-12-07-h100-backward-";
   struct Set {
     std::string measured, predicted;
@@ -600,10 +608,7 @@ TEST_CASE(
     for (const Row& m : results_csv(stem + name + ".csv")) {
       CAPTURE(name);
       CAPTURE(m.at("N"));
-      const auto kept = std::find_if(groups.begin(), groups.end(), [&](const Row& r) {
-        return r.at("N") == m.at("N") && r.at("heads") == m.at("heads") &&
-               r.at("kv_heads") == m.at("kv_heads");
-      });
+      const auto kept = row_alike(groups, m, {"N", "heads", "kv_heads"});
       REQUIRE(kept != groups.end());
       CHECK(m.at("sm_read_measured") == kept->at("sm_read_predicted"));
       const double by16 =
@@ -626,10 +631,7 @@ TEST_CASE(
     for (const Row& m : results_csv(stem + name + ".csv")) {
       CAPTURE(name);
       CAPTURE(m.at("N"));
-      const auto kept = std::find_if(more.begin(), more.end(), [&](const Row& r) {
-        return r.at("N") == m.at("N") && r.at("d") == m.at("d") &&
-               r.at("deterministic") == m.at("deterministic");
-      });
+      const auto kept = row_alike(more, m, {"N", "d", "deterministic"});
       REQUIRE(kept != more.end());
       CHECK(m.at("sm_read_measured") == kept->at("sm_read_predicted"));
       CHECK(std::abs(std::stod(m.at("dram_read_measured")) / std::stod(kept->at("dram_read_grid")) -
