@@ -208,12 +208,13 @@ KernelMirror kernel_mirror(std::string_view kernel, const sim::Problem& problem,
 void set_naive_l2_policy(sim::Problem& problem, sim::L2Replacement replacement) {
   const sim::HardwareProfile& hw = target_profile();
   problem.l2_replacement = replacement;
-  // Its sets keep kL2Ways (16) lines, whatever the profile's l2_ways (profiles.cpp's
-  // kGh100L2Ways: the GH100's measured edges say 64). Why: the naive mirror's one L2 stands
-  // for both partitions and every SM's rows at once, drifting apart, and a wider spread of the
-  // sets stands for that; with 64 ways its DRAM reads were within 15% at 36 of 47 stored rows
-  // against 40 with 16 (docs/IO-LEVELS.md, "The room one side's reads have"). The grid model,
-  // which runs the partitions and the SMs' blocks themselves, takes the profile's ways.
+  // Its sets keep kL2Ways (16) lines, whatever the profile's l2_ways (16 on the GH100 today,
+  // though its measured edges alone would say 64: profiles.cpp's kGh100L2Ways). Why: the naive
+  // mirror's one L2 stands for both partitions and every SM's rows at once, drifting apart,
+  // and a wider spread of the sets stands for that; with 64 ways its DRAM reads were within 15%
+  // at 36 of 47 stored rows against 40 with 16 (docs/IO-LEVELS.md, "The room one side's reads
+  // have"). The grid model, which runs the partitions and the SMs' blocks themselves, takes
+  // the profile's ways.
   problem.l2_ways = sim::kL2Ways;
   // A line read from DRAM, or written, takes room at its home partition too: half of them,
   // those homed across from the side that touches them, take room twice in the whole L2.

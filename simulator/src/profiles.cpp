@@ -74,8 +74,10 @@ constexpr double kH200OlderBlockLead = 0.05;
 // forward row without the mask fits 64 as well or better ("Ways from the edges"). Yet 16 here:
 // the backward with GQA, run again with 64 (and 32), says 16. On the H200 at 16 / 4 heads, N
 // = 10,240 to 14,336, the DRAM reads measured are 0.98 to 1.01 of the 16-way grid, 1.16 to
-// 1.18 of the 32-way and 1.22 to 1.31 of the 64-way ("The backward's grid with 64 ways").
-// What the sets of 16 stand for there is not associativity alone.
+// 1.18 of the 32-way and 1.22 to 1.31 of the 64-way ("The backward's grid with 64 ways"); an
+// H100 at N = 6,144 to 12,288, predicted before the run with both, read 0.95 to 1.17 of the
+// 16-way grid and 1.23 to 1.75 of the 64-way ("The backward's crossover on an H100"). What
+// the sets of 16 stand for there is not associativity alone.
 constexpr int kGh100L2Ways = kL2Ways;
 
 // The GH100's first waves, block by block: the partition of the SM each block ran on,

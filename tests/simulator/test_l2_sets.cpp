@@ -102,8 +102,10 @@ TEST_CASE("sets: a stream re-read misses the lines of its overfull sets, as ball
   // The same with the ways a hardware profile may give (HardwareProfile::l2_ways): 64, which
   // the GH100's measured edges fit, keeps more of a stream a little under the L2 and loses
   // more of one a little over it.
+  // The L2 of every case: 2,048 sets of kL2Ways lines (4 MiB), or as many lines in wider sets.
+  constexpr Index kCaseL2Lines = 2048 * kL2Ways;
   for (const int ways : {kL2Ways, 64}) {
-    const Index sets = 2048 * kL2Ways / ways;
+    const Index sets = kCaseL2Lines / ways;
     for (const double f : {0.5, 0.8, 1.0, 1.5}) {
       CAPTURE(ways);
       CAPTURE(f);
@@ -115,12 +117,12 @@ TEST_CASE("sets: a stream re-read misses the lines of its overfull sets, as ball
       CHECK(std::abs(missed - expected) <= 4 * sd);
     }
   }
-  const Index lines_under = 2048 * kL2Ways * 8 / 10, lines_over = 2048 * kL2Ways * 12 / 10;
-  CHECK(second_pass_missed(2048 * kL2Ways / 64, lines_under, 3, 64) <
-        second_pass_missed(2048, lines_under, 3));
-  CHECK(second_pass_missed(2048 * kL2Ways / 64, lines_over, 3, 64) >
-        second_pass_missed(2048, lines_over, 3));
-  const Index sets = 2048;
+  const Index lines_under = kCaseL2Lines * 8 / 10, lines_over = kCaseL2Lines * 12 / 10;
+  CHECK(second_pass_missed(kCaseL2Lines / 64, lines_under, 3, 64) <
+        second_pass_missed(kCaseL2Lines / kL2Ways, lines_under, 3));
+  CHECK(second_pass_missed(kCaseL2Lines / 64, lines_over, 3, 64) >
+        second_pass_missed(kCaseL2Lines / kL2Ways, lines_over, 3));
+  const Index sets = kCaseL2Lines / kL2Ways;
   // LRU over the same lines: nothing re-read while they fit, all of them once they do not.
   Machine lru(Machine::kUnbounded, sets * kOneSet);
   const auto t = lru.add_tensor("K", sets * kL2Ways + 1, kLine / 2, DType::bf16);

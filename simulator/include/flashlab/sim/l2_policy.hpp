@@ -60,8 +60,8 @@ constexpr Bytes l2_line_bytes(Bytes bytes, std::int64_t line) {
 // The lines of a set where no hardware profile says (HardwareProfile::l2_ways). NVIDIA
 // publishes no associativity; 16 is the figure third-party descriptions give for Volta's L2
 // (measured there, estimated for later parts). The sets policy's spread narrows as
-// 1 / sqrt(ways); the GH100's measured edges fit 64 (profiles.cpp, kGh100L2Ways, says why its
-// profiles still take 16).
+// 1 / sqrt(ways). The GH100's profiles take 16 too: its measured edges fit 64, its backward
+// with GQA only 16 (profiles.cpp's kGh100L2Ways says why).
 inline constexpr int kL2Ways = 16;
 inline constexpr int kMaxL2Ways = 1024;
 // Throws cpu::InvalidArgument unless 1 <= ways <= kMaxL2Ways.
