@@ -1,10 +1,12 @@
 // The CSVs of measured figures in a results folder (bench/results), for the programs that set
 // the simulator's predictions beside them (grid_vs_measured, naive_vs_measured,
-// fa3_dram_vs_measured), and their lines' fields.
+// fa3_dram_vs_measured, the block-log replays), their lines' fields, and their rows by column.
 #pragma once
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,5 +43,37 @@ inline std::vector<std::string> csv_fields(const std::string& line) {
   }
   return out;
 }
+
+// A CSV file read row by row after its header (the block logs, their bytes and step logs).
+class CsvRows {
+ public:
+  explicit CsvRows(const std::filesystem::path& path) : path_(path), in_(path) {
+    std::string line;
+    std::getline(in_, line);
+    header_ = csv_fields(line);
+  }
+  // The column `name`, or none where the header lacks it.
+  std::optional<std::size_t> find(const std::string& name) const {
+    const auto at = std::find(header_.begin(), header_.end(), name);
+    if (at == header_.end()) return std::nullopt;
+    return std::size_t(at - header_.begin());
+  }
+  // The column `name`, or an error that names the file.
+  std::size_t column(const std::string& name) const {
+    if (const auto at = find(name)) return *at;
+    throw std::runtime_error(path_.string() + ": no column " + name);
+  }
+  // The next row with a field for every column; false at the end.
+  bool next(std::vector<std::string>& fields) {
+    for (std::string line; std::getline(in_, line);)
+      if ((fields = csv_fields(line)).size() == header_.size()) return true;
+    return false;
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::ifstream in_;
+  std::vector<std::string> header_;
+};
 
 }  // namespace flashlab::bench

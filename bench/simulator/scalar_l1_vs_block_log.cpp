@@ -85,39 +85,7 @@ WidestCatchUp widest_catch_up(const Call& c) {
   return widest;
 }
 
-using bench::csv_fields;
-
-// A CSV file read row by row after its header: the logs, their bytes and step logs.
-class CsvRows {
- public:
-  explicit CsvRows(const std::filesystem::path& path) : path_(path), in_(path) {
-    std::string line;
-    std::getline(in_, line);
-    header_ = csv_fields(line);
-  }
-  // The column `name`, or none where the header lacks it.
-  std::optional<std::size_t> find(const std::string& name) const {
-    const auto at = std::find(header_.begin(), header_.end(), name);
-    if (at == header_.end()) return std::nullopt;
-    return std::size_t(at - header_.begin());
-  }
-  // The column `name`, or an error that names the file.
-  std::size_t column(const std::string& name) const {
-    if (const auto at = find(name)) return *at;
-    throw std::runtime_error(path_.string() + ": no column " + name);
-  }
-  // The next row with a field for every column; false at the end.
-  bool next(std::vector<std::string>& fields) {
-    for (std::string line; std::getline(in_, line);)
-      if ((fields = csv_fields(line)).size() == header_.size()) return true;
-    return false;
-  }
-
- private:
-  std::filesystem::path path_;
-  std::ifstream in_;
-  std::vector<std::string> header_;
-};
+using bench::CsvRows;
 
 // The logged calls of one log (bench_scalar_block_log's rows, or the older build's without
 // the causal column), in (N, causal, call) order, their bytes not yet read.

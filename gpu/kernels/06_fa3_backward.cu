@@ -42,6 +42,7 @@
 // (fa3_backward::takes); the others run v2. d = 64 and 128, bf16 and fp16, GQA/MQA, any
 // N_q and N_k, causal in both alignments, strides as TMA takes them (multiples of 16 bytes).
 #include "backward_steps.cuh"
+#include "block_log.cuh"
 #include "common.cuh"
 #include "hopper/mbarrier.cuh"
 #include "hopper/pipeline.cuh"
@@ -381,6 +382,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
     fa3_backward_kernel(const __grid_constant__ BackwardProblem bp,
                         const __grid_constant__ TensorMaps maps) {
+  FLASHLAB_BLOCK_LOG_BEGIN;  // block_log.cuh: nothing unless a bench program asks for the log
   extern __shared__ __align__(128) unsigned char raw_sram[];
   const Sram<T, D> sram(raw_sram);
   const Problem& p = bp.fwd;
@@ -439,6 +441,7 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
   const float scale_log2 = p.scale * kLog2e;
 
   for (int s = 0; s < steps; ++s) {
+    FLASHLAB_BLOCK_LOG_STEP(s);  // block_log.cuh: nothing unless a bench program asks
     const int buf = s % kBuffers;
     const Step step = backward_steps::step_of<kBr>(tiles_i, hk, p.group_size, s);
     // One barrier: step s's L_i and D_i have landed for every thread, and every warpgroup
@@ -518,6 +521,7 @@ __global__ void __launch_bounds__(kThreads, fa3_backward::kBlocksPerSm)
     }
   }
   write_dk_dv<T, D>(bp, rdK, rdV, b, hk, key_g, lane);
+  FLASHLAB_BLOCK_LOG_END;
 }
 
 template <class T, int D>

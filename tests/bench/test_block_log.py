@@ -29,6 +29,7 @@ class BlockLog(unittest.TestCase):
         # per metric for each of LAUNCHES launches, the read bytes 1000 x heads + launch.
         executable(os.path.join(d, "ncu"), """\
             #!/bin/sh
+            echo "$@" > "$(dirname "$0")/ncu-args"
             while [ "$1" != "--metrics" ]; do shift; done; shift 2
             "$@" > /dev/null || exit 7
             heads=$3
@@ -46,12 +47,15 @@ class BlockLog(unittest.TestCase):
         # its tile column 9 where it was asked for the mask, to show that it was.
         executable(os.path.join(d, "log"), """\
             #!/bin/sh
+            # The head column: the --kv-heads given (last), to show it was passed on; else 0.
             tile=1; [ "$9" = "--causal" ] && tile=9
+            kv=0; prev=
+            for a in "$@"; do [ "$prev" = "--kv-heads" ] && kv=$a; prev=$a; done
             echo "N,d,dtype,heads,call,block,head,tile,sm,start_ns,end_ns" > "$8"
             c=0
             while [ $c -lt "$6" ]; do
-              echo "$4,128,bf16,$2,$c,0,0,0,3,0,10" >> "$8"
-              echo "$4,128,bf16,$2,$c,1,0,$tile,4,0,12" >> "$8"
+              echo "$4,128,bf16,$2,$c,0,$kv,0,3,0,10" >> "$8"
+              echo "$4,128,bf16,$2,$c,1,$kv,$tile,4,0,12" >> "$8"
               c=$((c + 1))
             done
             # --steps-csv FILE (after the others): two steps of block 0, the second at 5 + heads.
@@ -74,10 +78,11 @@ class BlockLog(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
-    def run_script(self, *shapes, launches=2, steps=False):
+    def run_script(self, *shapes, launches=2, steps=False, extra=()):
         args = [sys.executable, SCRIPT, "--program", os.path.join(self.dir.name, "log"),
                 "--partitions-program", os.path.join(self.dir.name, "partitions"),
                 "--calls", "2", "--prefix", self.prefix] + (["--steps"] if steps else [])
+        args += list(extra)
         for s in shapes:
             args += ["--shape", s]
         return subprocess.run(args, env=dict(self.env, LAUNCHES=str(launches)),
@@ -118,6 +123,41 @@ class BlockLog(unittest.TestCase):
             tiles = [r["tile"] for r in csv.DictReader(f) if r["block"] == "1"]
         self.assertEqual(tiles, ["1", "1", "9", "9"])
 
+    def test_gqa_shape(self):
+        # HEADS/KV_HEADS passes --kv-heads on (the backward's program) and keys its bytes by
+        # both; a plain shape's bytes say as many KV heads as heads.
+        run = self.run_script("16/2:10240:causal", "16/4:10240:causal", "8:4096")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(self.prefix + ".csv") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([r["head"] for r in rows], ["2"] * 4 + ["4"] * 4 + ["0"] * 4)
+        self.assertEqual([r["tile"] for r in rows if r["block"] == "1"], ["9"] * 4 + ["1"] * 2)
+        with open(self.prefix + "-bytes.csv") as f:
+            calls = [(r["heads"], r["kv_heads"], r["N"], r["causal"], r["call"],
+                      r["dram_read_bytes"]) for r in csv.DictReader(f)]
+        self.assertEqual(calls, [("16", "2", "10240", "1", "0", "16000"),
+                                 ("16", "2", "10240", "1", "1", "16001"),
+                                 ("16", "4", "10240", "1", "0", "16000"),
+                                 ("16", "4", "10240", "1", "1", "16001"),
+                                 ("8", "8", "4096", "0", "0", "8000"),
+                                 ("8", "8", "4096", "0", "1", "8001")])
+        with open(self.prefix + "-ncu.txt") as f:
+            self.assertTrue(f.readline().startswith('16/2,10240,1,"ID"'))
+
+    def test_clock_control(self):
+        # Nsight Compute's base clocks unless --clock-control none asks for the card's own.
+        ncu_args = os.path.join(self.dir.name, "ncu-args")
+        self.assertEqual(self.run_script("16:4096").returncode, 0)
+        with open(ncu_args) as f:
+            self.assertIn("--clock-control base", f.read())
+        run = self.run_script("16:4096", extra=["--clock-control", "none"])
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(ncu_args) as f:
+            self.assertIn("--clock-control none", f.read())
+        run = self.run_script("16:4096", extra=["--clock-control", "boost"])
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("invalid choice", run.stderr)
+
     def test_launches_not_the_logged_calls(self):
         run = self.run_script("16:65536", launches=3)
         self.assertNotEqual(run.returncode, 0)
@@ -131,6 +171,10 @@ class BlockLog(unittest.TestCase):
         self.assertIn("give HEADS:N or HEADS:N:causal", run.stderr)
         run = self.run_script("0:1024")
         self.assertIn("heads and N are at least 1", run.stderr)
+        run = self.run_script("16/3:1024")
+        self.assertIn("KV heads divide the heads", run.stderr)
+        run = self.run_script("16/x:1024")
+        self.assertIn("HEADS/KV_HEADS for GQA", run.stderr)
 
 
 if __name__ == "__main__":

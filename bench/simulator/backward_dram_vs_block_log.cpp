@@ -1,0 +1,222 @@
+// The backward's main kernel: its DRAM reads beside its block log. bench_backward_block_log
+// (the v3 main kernel built with its block and step log, gpu/kernels/block_log.cuh) ran under
+// Nsight Compute through bench/gpu/block_log.py, so every logged call has its own
+// dram__bytes_read.sum (the main kernel alone, from a cold L2). This program reads the logs
+// (*-backward-block-log.csv: per block its SM, start and end; -steps.csv: when it began each
+// (query head, query tile) step), the bytes (-bytes.csv) and the partition each SM reads
+// through (-l2-partitions.csv), and predicts each call's main kernel with the profile's grid
+// model three ways:
+//   compare:  as `flashlab compare --pass backward` runs it (sim::paced_on_gpu: the blocks in
+//             step, each SM's older block ahead, where an SM holds several)
+//   drift:    each block at its own pace, drawn with the profile's block_time_spread (seed 1)
+//   replayed: the log (sim::GridSchedule::logged): each block on its logged SM and that SM's
+//             partition, each step when the block began it.
+// bench/gpu/NOTES.md, "The backward's blocks logged", reads the table.
+//
+//   ./build/bench/simulator/backward_dram_vs_block_log --profile h100 --results bench/results/h100
+#include "gpu_bridge/pass_kernels.hpp"
+
+#include "flashlab/sim/grid.hpp"
+#include "flashlab/sim/profiles.hpp"
+#include "measured_csvs.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace flashlab;
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGoal = 0.15;       // DRAM bytes within 15%
+constexpr double kNotLogged = -1.0;  // a step no row gave (the log's times are never negative)
+
+using bench::CsvRows;
+using Key =
+    std::tuple<cpu::Index, cpu::Index, cpu::Index, bool, cpu::Index>;  // heads, KV, N, causal, call
+
+struct Call {
+  cpu::Index heads = 0, kv_heads = 0, N = 0, d = 0, call = 0;
+  bool causal = false;
+  std::vector<sim::LoggedBlock> blocks;   // in block order
+  double read = 0;                        // measured DRAM bytes read
+  std::vector<cpu::Index> sm_partitions;  // of the GPU it ran on
+  std::string log;                        // its file
+};
+
+// The block logs in `dir`: block_log.py's PREFIX.csv of each prefix naming
+// "-backward-block-log", beside its -steps, -bytes and -l2-partitions CSVs.
+std::vector<std::filesystem::path> block_logs(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> logs;
+  for (const auto& path : bench::measured_csvs(dir, "-backward-block-log")) {
+    const std::string name = path.filename().string();
+    const auto ends = [&](const std::string& tail) {
+      return name.size() >= tail.size() &&
+             name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (!ends("-steps.csv") && !ends("-bytes.csv") && !ends("-l2-partitions.csv"))
+      logs.push_back(path);
+  }
+  return logs;
+}
+
+// The partition of each SM of the GPU a log ran on: bench_l2_partitions' verdicts against
+// reference SM 0, beside the log.
+std::vector<cpu::Index> read_sm_partitions(const std::string& stem, cpu::Index sms) {
+  std::vector<cpu::Index> part(std::size_t(sms), -1);
+  CsvRows rows(stem + "-l2-partitions.csv");
+  const std::size_t kind = rows.column("kind"), reference = rows.column("reference"),
+                    sm = rows.column("sm"), partition = rows.column("partition");
+  for (std::vector<std::string> f; rows.next(f);)
+    if (f[kind] == "sm" && f[reference] == "0")
+      part.at(std::size_t(std::stoll(f[sm]))) = std::stoll(f[partition]);
+  for (const cpu::Index p : part)
+    if (p < 0) throw std::runtime_error(stem + "-l2-partitions.csv: an SM without a partition");
+  return part;
+}
+
+// Every logged call of one log, with its blocks, their steps, its bytes and its GPU's
+// partitions.
+std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms) {
+  std::map<Key, Call> calls;
+  {
+    CsvRows rows(log);
+    const std::size_t N = rows.column("N"), d = rows.column("d"), heads = rows.column("heads"),
+                      kv = rows.column("kv_heads"), call = rows.column("call"),
+                      block = rows.column("block"), sm = rows.column("sm"),
+                      start = rows.column("start_ns"), end = rows.column("end_ns"),
+                      causal = rows.column("causal");
+    for (std::vector<std::string> f; rows.next(f);) {
+      const Key key{std::stoll(f[heads]), std::stoll(f[kv]), std::stoll(f[N]), f[causal] == "1",
+                    std::stoll(f[call])};
+      Call& c = calls[key];
+      std::tie(c.heads, c.kv_heads, c.N, c.causal, c.call) = key;
+      c.log = log.filename().string();
+      c.d = std::stoll(f[d]);
+      const auto b = std::size_t(std::stoll(f[block]));
+      if (c.blocks.size() <= b) c.blocks.resize(b + 1);
+      c.blocks[b] = {std::stoll(f[sm]), std::stod(f[start]), std::stod(f[end])};
+    }
+    const std::string stem = log.string().substr(0, log.string().size() - 4);
+    CsvRows steps(stem + "-steps.csv");
+    const std::size_t sN = steps.column("N"), sh = steps.column("heads"),
+                      skv = steps.column("kv_heads"), sc = steps.column("causal"),
+                      scall = steps.column("call"), sb = steps.column("block"),
+                      sj = steps.column("step"), ss = steps.column("start_ns");
+    for (std::vector<std::string> f; steps.next(f);) {
+      const auto it = calls.find({std::stoll(f[sh]), std::stoll(f[skv]), std::stoll(f[sN]),
+                                  f[sc] == "1", std::stoll(f[scall])});
+      const auto b = std::size_t(std::stoll(f[sb])), j = std::size_t(std::stoll(f[sj]));
+      if (it == calls.end() || b >= it->second.blocks.size())
+        throw std::runtime_error(stem + "-steps.csv: a step of a block the log beside it lacks");
+      auto& starts = it->second.blocks[b].step_starts;
+      if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
+      starts[j] = std::stod(f[ss]);
+    }
+    CsvRows bytes(stem + "-bytes.csv");
+    const std::size_t bN = bytes.column("N"), bh = bytes.column("heads"),
+                      bkv = bytes.column("kv_heads"), bc = bytes.column("causal"),
+                      bcall = bytes.column("call"), read = bytes.column("dram_read_bytes");
+    for (std::vector<std::string> f; bytes.next(f);) {
+      const auto it = calls.find({std::stoll(f[bh]), std::stoll(f[bkv]), std::stoll(f[bN]),
+                                  f[bc] == "1", std::stoll(f[bcall])});
+      if (it != calls.end()) it->second.read = std::stod(f[read]);
+    }
+    const std::vector<cpu::Index> partitions = read_sm_partitions(stem, sms);
+    for (auto& [key, c] : calls) c.sm_partitions = partitions;
+  }
+  for (const auto& [key, c] : calls)
+    for (const auto& b : c.blocks)
+      if (std::ranges::find(b.step_starts, kNotLogged) != b.step_starts.end())
+        throw std::runtime_error("a logged block with a step missing before its last");
+  return calls;
+}
+
+// The main kernel's grid, as the backward's mirror gives it for the call.
+sim::GridProblem main_grid(const Call& c) {
+  const app::PassPrediction p = app::predict(app::BackwardRun{.batch = 1,
+                                                              .heads = c.heads,
+                                                              .kv_heads = c.kv_heads,
+                                                              .n = c.N,
+                                                              .d = c.d,
+                                                              .causal = c.causal});
+  if (!p.report) throw std::runtime_error("no backward mirror for a logged call: " + p.why_not);
+  for (const sim::Launch& l : p.report->launches)
+    if (l.grid && l.grid->pass == sim::GridPass::backward_main) return *l.grid;
+  throw std::runtime_error("the backward's mirror gave no main kernel's grid");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "The backward's main kernel: DRAM reads beside its block logs, the grid model in "
+      "step, drifting and replayed"};
+  std::string results = "bench/results", profile = "h200";
+  app.add_option("--results", results, "the folder of the logs and their bytes")
+      ->capture_default_str();
+  app.add_option("--profile", profile, "the GPU the logs ran on (its profile)")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    app::set_target_profile(profile);
+    const sim::HardwareProfile& gpu = app::target_profile();
+    const auto logs = block_logs(results);
+    if (logs.empty()) throw std::runtime_error("no backward block log in " + results);
+    fmt::print(
+        "The main kernel's DRAM read, MiB; ratios measured / predicted; {} profile\n\n"
+        "| log | heads / KV, N, call | measured | compare | ratio | drift | ratio | replayed "
+        "| ratio |\n|---|---|---|---|---|---|---|---|---|\n",
+        gpu.name);
+    std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, bool>, std::pair<double, double>> model;
+    int within[3] = {0, 0, 0}, rows = 0;
+    for (const auto& log : logs)
+      for (const auto& [key, c] : read_calls(log, gpu.sm_count)) {
+        if (c.read <= 0) continue;
+        const sim::GridProblem g = main_grid(c);
+        auto& [paced, drift] = model[{c.heads, c.kv_heads, c.N, c.causal}];
+        if (paced == 0) {
+          paced = double(sim::run_grid(sim::paced_on_gpu(gpu, g)).dram_read());
+          sim::GridProblem d = sim::on_gpu(gpu, g);
+          d.schedule = sim::GridSchedule::drift;
+          d.block_time_spread = gpu.block_time_spread;
+          d.seed = 1;
+          drift = double(sim::run_grid(d).dram_read());
+        }
+        sim::GridProblem r = sim::on_gpu(gpu, g);
+        r.schedule = sim::GridSchedule::logged;
+        r.block_log = c.blocks;
+        r.sm_partitions = c.sm_partitions;
+        const double replayed = double(sim::run_grid(r).dram_read());
+        fmt::print(
+            "| {} | {} / {}, {}{}, {} | {:.1f} | {:.1f} | {:.3f} | {:.1f} | {:.3f} | {:.1f} | "
+            "{:.3f} |\n",
+            c.log, c.heads, c.kv_heads, c.N, c.causal ? " causal" : "", c.call, c.read / kMiB,
+            paced / kMiB, c.read / paced, drift / kMiB, c.read / drift, replayed / kMiB,
+            c.read / replayed);
+        std::fflush(stdout);
+        ++rows;
+        within[0] += std::abs(c.read / paced - 1) <= kGoal;
+        within[1] += std::abs(c.read / drift - 1) <= kGoal;
+        within[2] += std::abs(c.read / replayed - 1) <= kGoal;
+      }
+    if (rows == 0) throw std::runtime_error("no logged call with its bytes in " + results);
+    fmt::print("\nwithin 15%: compare {} of {}, drift {} of {}, replayed {} of {}\n", within[0],
+               rows, within[1], rows, within[2], rows);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "backward_dram_vs_block_log: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
