@@ -10,7 +10,8 @@
 //             step, each SM's older block ahead, where an SM holds several)
 //   drift:    each block at its own pace, drawn with the profile's block_time_spread (seed 1)
 //   replayed: the log (sim::GridSchedule::logged): each block on its logged SM and that SM's
-//             partition, each step when the block began it.
+//             partition, each step when the block began it (with --even-pace, or where the
+//             log has no -steps.csv, its steps evenly between its start and end).
 // bench/gpu/NOTES.md, "The backward's blocks logged", reads the table.
 //
 //   ./build/bench/simulator/backward_dram_vs_block_log --profile h100 --results bench/results/h100
@@ -86,9 +87,9 @@ std::vector<cpu::Index> read_sm_partitions(const std::string& stem, cpu::Index s
   return part;
 }
 
-// Every logged call of one log, with its blocks, their steps, its bytes and its GPU's
-// partitions.
-std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms) {
+// Every logged call of one log, with its blocks, their steps (where `step_log` and the log has
+// a -steps.csv beside it; else each block at an even pace), its bytes and its GPU's partitions.
+std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms, bool step_log) {
   std::map<Key, Call> calls;
   {
     CsvRows rows(log);
@@ -109,20 +110,22 @@ std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms)
       c.blocks[b] = {std::stoll(f[sm]), std::stod(f[start]), std::stod(f[end])};
     }
     const std::string stem = log.string().substr(0, log.string().size() - 4);
-    CsvRows steps(stem + "-steps.csv");
-    const std::size_t sN = steps.column("N"), sh = steps.column("heads"),
-                      skv = steps.column("kv_heads"), sc = steps.column("causal"),
-                      scall = steps.column("call"), sb = steps.column("block"),
-                      sj = steps.column("step"), ss = steps.column("start_ns");
-    for (std::vector<std::string> f; steps.next(f);) {
-      const auto it = calls.find({std::stoll(f[sh]), std::stoll(f[skv]), std::stoll(f[sN]),
-                                  f[sc] == "1", std::stoll(f[scall])});
-      const auto b = std::size_t(std::stoll(f[sb])), j = std::size_t(std::stoll(f[sj]));
-      if (it == calls.end() || b >= it->second.blocks.size())
-        throw std::runtime_error(stem + "-steps.csv: a step of a block the log beside it lacks");
-      auto& starts = it->second.blocks[b].step_starts;
-      if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
-      starts[j] = std::stod(f[ss]);
+    if (std::filesystem::exists(stem + "-steps.csv") && step_log) {
+      CsvRows steps(stem + "-steps.csv");
+      const std::size_t sN = steps.column("N"), sh = steps.column("heads"),
+                        skv = steps.column("kv_heads"), sc = steps.column("causal"),
+                        scall = steps.column("call"), sb = steps.column("block"),
+                        sj = steps.column("step"), ss = steps.column("start_ns");
+      for (std::vector<std::string> f; steps.next(f);) {
+        const auto it = calls.find({std::stoll(f[sh]), std::stoll(f[skv]), std::stoll(f[sN]),
+                                    f[sc] == "1", std::stoll(f[scall])});
+        const auto b = std::size_t(std::stoll(f[sb])), j = std::size_t(std::stoll(f[sj]));
+        if (it == calls.end() || b >= it->second.blocks.size())
+          throw std::runtime_error(stem + "-steps.csv: a step of a block the log beside it lacks");
+        auto& starts = it->second.blocks[b].step_starts;
+        if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
+        starts[j] = std::stod(f[ss]);
+      }
     }
     CsvRows bytes(stem + "-bytes.csv");
     const std::size_t bN = bytes.column("N"), bh = bytes.column("heads"),
@@ -137,9 +140,12 @@ std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms)
     for (auto& [key, c] : calls) c.sm_partitions = partitions;
   }
   for (const auto& [key, c] : calls)
-    for (const auto& b : c.blocks)
-      if (std::ranges::find(b.step_starts, kNotLogged) != b.step_starts.end())
-        throw std::runtime_error("a logged block with a step missing before its last");
+    for (std::size_t b = 0; b < c.blocks.size(); ++b)
+      if (std::ranges::find(c.blocks[b].step_starts, kNotLogged) != c.blocks[b].step_starts.end())
+        throw std::runtime_error(fmt::format(
+            "{}: block {} of call {} has a step missing before its last: give every step it "
+            "began, or no step log",
+            log.filename().string(), b, c.call));
   return calls;
 }
 
@@ -168,6 +174,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--profile", profile, "the GPU the logs ran on (its profile)")
       ->capture_default_str();
+  bool even_pace = false;
+  app.add_flag("--even-pace", even_pace,
+               "replay each block at an even pace between its logged start and end, its step "
+               "log left out (a log stored without one replays so anyway)");
   CLI11_PARSE(app, argc, argv);
   try {
     app::set_target_profile(profile);
@@ -182,7 +192,7 @@ int main(int argc, char** argv) {
     std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, bool>, std::pair<double, double>> model;
     int within[3] = {0, 0, 0}, rows = 0;
     for (const auto& log : logs)
-      for (const auto& [key, c] : read_calls(log, gpu.sm_count)) {
+      for (const auto& [key, c] : read_calls(log, gpu.sm_count, !even_pace)) {
         if (c.read <= 0) continue;
         const sim::GridProblem g = main_grid(c);
         auto& [paced, drift] = model[{c.heads, c.kv_heads, c.N, c.causal}];
