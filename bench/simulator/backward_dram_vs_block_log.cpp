@@ -15,6 +15,7 @@
 // bench/gpu/NOTES.md, "The backward's blocks logged", reads the table.
 //
 //   ./build/bench/simulator/backward_dram_vs_block_log --profile h100 --results bench/results/h100
+//       [--kv-heads 2] [--n 10240] [--even-pace]
 #include "gpu_bridge/pass_kernels.hpp"
 
 #include "flashlab/sim/grid.hpp"
@@ -174,6 +175,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--profile", profile, "the GPU the logs ran on (its profile)")
       ->capture_default_str();
+  cpu::Index kv_heads = 0, n = 0;
+  app.add_option("--kv-heads", kv_heads, "only the calls of this many KV heads");
+  app.add_option("--n", n, "only the calls of this N");
   bool even_pace = false;
   app.add_flag("--even-pace", even_pace,
                "replay each block at an even pace between its logged start and end, its step "
@@ -193,7 +197,7 @@ int main(int argc, char** argv) {
     int within[3] = {0, 0, 0}, rows = 0;
     for (const auto& log : logs)
       for (const auto& [key, c] : read_calls(log, gpu.sm_count, !even_pace)) {
-        if (c.read <= 0) continue;
+        if (c.read <= 0 || (kv_heads && c.kv_heads != kv_heads) || (n && c.N != n)) continue;
         const sim::GridProblem g = main_grid(c);
         auto& [paced, drift] = model[{c.heads, c.kv_heads, c.N, c.causal}];
         if (paced == 0) {
@@ -221,7 +225,11 @@ int main(int argc, char** argv) {
         within[1] += std::abs(c.read / drift - 1) <= kGoal;
         within[2] += std::abs(c.read / replayed - 1) <= kGoal;
       }
-    if (rows == 0) throw std::runtime_error("no logged call with its bytes in " + results);
+    if (rows == 0)
+      throw std::runtime_error(fmt::format(
+          "no logged call with its bytes at {} KV heads, N = {} in {}: give a shape the logs "
+          "hold (0 for any)",
+          kv_heads, n, results));
     fmt::print("\nwithin 15%: compare {} of {}, drift {} of {}, replayed {} of {}\n", within[0],
                rows, within[1], rows, within[2], rows);
   } catch (const std::exception& e) {
