@@ -88,57 +88,59 @@ std::vector<cpu::Index> read_sm_partitions(const std::string& stem, cpu::Index s
   return part;
 }
 
-// Every logged call of one log, with its blocks, their steps (where `step_log` and the log has
-// a -steps.csv beside it; else each block at an even pace), its bytes and its GPU's partitions.
-std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms, bool step_log) {
+// A call's key in any of a log's CSVs: their heads, kv_heads, N, causal and call columns.
+class KeyColumns {
+ public:
+  explicit KeyColumns(const CsvRows& rows)
+      : heads_(rows.column("heads")),
+        kv_(rows.column("kv_heads")),
+        n_(rows.column("N")),
+        causal_(rows.column("causal")),
+        call_(rows.column("call")) {}
+  Key operator()(const std::vector<std::string>& f) const {
+    return {std::stoll(f[heads_]), std::stoll(f[kv_]), std::stoll(f[n_]), f[causal_] == "1",
+            std::stoll(f[call_])};
+  }
+
+ private:
+  std::size_t heads_, kv_, n_, causal_, call_;
+};
+
+// The calls of one log (PREFIX.csv): each block's SM, start and end, in block order.
+std::map<Key, Call> read_blocks(const std::filesystem::path& log) {
   std::map<Key, Call> calls;
-  {
-    CsvRows rows(log);
-    const std::size_t N = rows.column("N"), d = rows.column("d"), heads = rows.column("heads"),
-                      kv = rows.column("kv_heads"), call = rows.column("call"),
-                      block = rows.column("block"), sm = rows.column("sm"),
-                      start = rows.column("start_ns"), end = rows.column("end_ns"),
-                      causal = rows.column("causal");
-    for (std::vector<std::string> f; rows.next(f);) {
-      const Key key{std::stoll(f[heads]), std::stoll(f[kv]), std::stoll(f[N]), f[causal] == "1",
-                    std::stoll(f[call])};
-      Call& c = calls[key];
-      std::tie(c.heads, c.kv_heads, c.N, c.causal, c.call) = key;
-      c.log = log.filename().string();
-      c.d = std::stoll(f[d]);
-      const auto b = std::size_t(std::stoll(f[block]));
-      if (c.blocks.size() <= b) c.blocks.resize(b + 1);
-      c.blocks[b] = {std::stoll(f[sm]), std::stod(f[start]), std::stod(f[end])};
-    }
-    const std::string stem = log.string().substr(0, log.string().size() - 4);
-    if (std::filesystem::exists(stem + "-steps.csv") && step_log) {
-      CsvRows steps(stem + "-steps.csv");
-      const std::size_t sN = steps.column("N"), sh = steps.column("heads"),
-                        skv = steps.column("kv_heads"), sc = steps.column("causal"),
-                        scall = steps.column("call"), sb = steps.column("block"),
-                        sj = steps.column("step"), ss = steps.column("start_ns");
-      for (std::vector<std::string> f; steps.next(f);) {
-        const auto it = calls.find({std::stoll(f[sh]), std::stoll(f[skv]), std::stoll(f[sN]),
-                                    f[sc] == "1", std::stoll(f[scall])});
-        const auto b = std::size_t(std::stoll(f[sb])), j = std::size_t(std::stoll(f[sj]));
-        if (it == calls.end() || b >= it->second.blocks.size())
-          throw std::runtime_error(stem + "-steps.csv: a step of a block the log beside it lacks");
-        auto& starts = it->second.blocks[b].step_starts;
-        if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
-        starts[j] = std::stod(f[ss]);
-      }
-    }
-    CsvRows bytes(stem + "-bytes.csv");
-    const std::size_t bN = bytes.column("N"), bh = bytes.column("heads"),
-                      bkv = bytes.column("kv_heads"), bc = bytes.column("causal"),
-                      bcall = bytes.column("call"), read = bytes.column("dram_read_bytes");
-    for (std::vector<std::string> f; bytes.next(f);) {
-      const auto it = calls.find({std::stoll(f[bh]), std::stoll(f[bkv]), std::stoll(f[bN]),
-                                  f[bc] == "1", std::stoll(f[bcall])});
-      if (it != calls.end()) it->second.read = std::stod(f[read]);
-    }
-    const std::vector<cpu::Index> partitions = read_sm_partitions(stem, sms);
-    for (auto& [key, c] : calls) c.sm_partitions = partitions;
+  CsvRows rows(log);
+  const KeyColumns key_of(rows);
+  const std::size_t d = rows.column("d"), block = rows.column("block"), sm = rows.column("sm"),
+                    start = rows.column("start_ns"), end = rows.column("end_ns");
+  for (std::vector<std::string> f; rows.next(f);) {
+    const Key key = key_of(f);
+    Call& c = calls[key];
+    std::tie(c.heads, c.kv_heads, c.N, c.causal, c.call) = key;
+    c.log = log.filename().string();
+    c.d = std::stoll(f[d]);
+    const auto b = std::size_t(std::stoll(f[block]));
+    if (c.blocks.size() <= b) c.blocks.resize(b + 1);
+    c.blocks[b] = {std::stoll(f[sm]), std::stod(f[start]), std::stod(f[end])};
+  }
+  return calls;
+}
+
+// Each block's step starts from the step log beside the log (PREFIX-steps.csv), every step
+// from the first to its last.
+void add_step_starts(std::map<Key, Call>& calls, const std::string& steps_csv) {
+  CsvRows rows(steps_csv);
+  const KeyColumns key_of(rows);
+  const std::size_t block = rows.column("block"), step = rows.column("step"),
+                    start = rows.column("start_ns");
+  for (std::vector<std::string> f; rows.next(f);) {
+    const auto it = calls.find(key_of(f));
+    const auto b = std::size_t(std::stoll(f[block])), j = std::size_t(std::stoll(f[step]));
+    if (it == calls.end() || b >= it->second.blocks.size())
+      throw std::runtime_error(steps_csv + ": a step of a block the log beside it lacks");
+    auto& starts = it->second.blocks[b].step_starts;
+    if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
+    starts[j] = std::stod(f[start]);
   }
   for (const auto& [key, c] : calls)
     for (std::size_t b = 0; b < c.blocks.size(); ++b)
@@ -146,7 +148,25 @@ std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms,
         throw std::runtime_error(fmt::format(
             "{}: block {} of call {} has a step missing before its last: give every step it "
             "began, or no step log",
-            log.filename().string(), b, c.call));
+            c.log, b, c.call));
+}
+
+// Every logged call of one log, with its blocks, their steps (where `step_log` and the log has
+// a -steps.csv beside it; else each block at an even pace), its DRAM bytes read (-bytes.csv)
+// and its GPU's partitions (-l2-partitions.csv).
+std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms, bool step_log) {
+  std::map<Key, Call> calls = read_blocks(log);
+  const std::string stem = log.string().substr(0, log.string().size() - 4);
+  if (step_log && std::filesystem::exists(stem + "-steps.csv"))
+    add_step_starts(calls, stem + "-steps.csv");
+  CsvRows bytes(stem + "-bytes.csv");
+  const KeyColumns key_of(bytes);
+  const std::size_t read = bytes.column("dram_read_bytes");
+  for (std::vector<std::string> f; bytes.next(f);)
+    if (const auto it = calls.find(key_of(f)); it != calls.end())
+      it->second.read = std::stod(f[read]);
+  const std::vector<cpu::Index> partitions = read_sm_partitions(stem, sms);
+  for (auto& [key, c] : calls) c.sm_partitions = partitions;
   return calls;
 }
 
