@@ -57,7 +57,7 @@ struct CompareArgs {
   int repeats = 10;
   bool no_ncu = false, no_colour = false;
   std::vector<std::string> sweep;  // "n=1024..65536", "d=64,128", "heads=1,16"
-  std::string csv, plot, profile;
+  std::string csv, plot, profile, ncu_clocks = "own";
   std::int32_t fa3_kv_l2_share = FLASHLAB_FA3_AUTO;  // --fa3-kv-l2-share
   ComparePassArgs pass;
   CLI::App* cmd = nullptr;
@@ -376,6 +376,7 @@ void run(const CompareArgs& a) {
         "--causal with --sweep causal=...: the sweep's axis says which masks run; give one of "
         "the two");
   choose_target(a);
+  set_ncu_clocks(*parse_ncu_clocks(a.ncu_clocks));  // CLI11 took only its names
   if (const Pass pass = parse_pass(a.pass.pass, /*takes_fa3=*/false); pass != Pass::forward) {
     const CompareProblem problem{a.n,         a.n_q,  a.d,       a.heads,  a.dtype,    a.causal,
                                  a.no_colour, a.seed, a.repeats, a.no_ncu, a.gpu_only, a.large};
@@ -435,6 +436,11 @@ void add_compare_command(CLI::App& app) {
   add_integer_option(cmd, "--repeats", args.repeats, "Timed runs; the median is shown", 1,
                      kMaxRepeats);
   cmd->add_flag("--no-ncu", args.no_ncu, "Do not measure bytes with Nsight Compute");
+  cmd->add_option("--ncu-clocks", args.ncu_clocks,
+                  "The clocks Nsight Compute measures at: own (the card's, as a program runs) "
+                  "or base (locked at its base clock; the GQA backward reads apart at the two)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"own", "base"}));
   add_no_color_flag(cmd, args.no_colour);
   cmd->add_flag("--large", args.large,
                 "Run a problem above the CPU-time limit or the grid models' time limit anyway");

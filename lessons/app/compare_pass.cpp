@@ -271,8 +271,8 @@ NcuOutcome measure_pass(Pass pass, const ComparePassArgs& a, const CompareProble
   if (p.no_ncu) return {std::nullopt, "not measured (--no-ncu)"};
   const auto ncu = find_ncu();
   if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
-  std::cerr << "flashlab: measuring the " << to_string(pass)
-            << " pass's bytes with Nsight Compute...\n";
+  std::cerr << "flashlab: measuring the " << to_string(pass) << " pass's bytes with Nsight Compute "
+            << describe(ncu_clocks()) << "...\n";
   // The backward's forward, which makes its O and LSE, is left out of the sums too.
   const int forward = pass == Pass::backward ? 1 : 0;
   NcuOutcome outcome = measure_with_ncu(*ncu, gpu_only_command(pass, a, p), forward);

@@ -270,14 +270,14 @@ void run_compare_pass_sweep(const PassSweepRequest& r) {
       "lines\nthe L2 drops and reads again add to it; and where the grid model runs a launch "
       "(the backward's\nkernels), its blocks through "
       "the L2's partitions\nas the GPU places them (DRAM grid). Measured by Nsight Compute, which "
-      "empties the L2 before each kernel,\nin {} replay after a kernel of compare's own that "
-      "the sums leave out (docs/IO-LEVELS.md\nsays which counter is which level, and why). "
-      "The counters:\n{}",
+      "empties the L2 before each kernel,\nin {} replay {}, after a kernel of compare's own "
+      "that the sums leave out\n(docs/IO-LEVELS.md says which counter is which level, and "
+      "why). The counters:\n{}",
       to_string(r.pass), r.base.dtype, causal_text(r.grid.causal),
       r.base.n_q > 0 ? fmt::format(", N_q = {}", r.base.n_q) : "",
       r.args.deterministic ? ", deterministic" : "", r.base.seed,
       sim::format_bytes(double(sim::l2_dirty_room(target_profile()))), kNcuReplayMode,
-      ncu_levels_text());
+      describe(ncu_clocks()), ncu_levels_text());
   std::cout << target_line();
   if (!unmeasured.empty())
     std::cout << unmeasured << ".\n";

@@ -398,11 +398,12 @@ void run_compare_sweep(const CompareSweepRequest& r) {
       "predicted by the simulator's mirror of each kernel (per head, times the heads; fa3's\n"
       "mirror counts every head; DRAM for fa2 and fa3 by the whole grid through the shared L2,\n"
       "DRAM writes as the kernel's counter sees them, without what it leaves dirty), measured\n"
-      "by Nsight Compute in {} replay, after a kernel of compare's own that the sums leave\n"
-      "out (docs/IO-LEVELS.md says which counter is which level, and why). SM writes are the\n"
-      "store sectors the L1 issued; what left the SMs is those or fewer (merge: their ratio).\n"
-      "The counters:\n{}",
-      r.base.dtype, causal_text(r.grid.causal), r.base.seed, kNcuReplayMode, ncu_levels_text());
+      "by Nsight Compute in {} replay {}, after a kernel of compare's own that the sums\n"
+      "leave out (docs/IO-LEVELS.md says which counter is which level, and why). SM writes are\n"
+      "the store sectors the L1 issued; what left the SMs is those or fewer (merge: their\n"
+      "ratio). The counters:\n{}",
+      r.base.dtype, causal_text(r.grid.causal), r.base.seed, kNcuReplayMode, describe(ncu_clocks()),
+      ncu_levels_text());
   std::cout << target_line();
   if (!unmeasured.empty())
     std::cout << unmeasured << ".\n";

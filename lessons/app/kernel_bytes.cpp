@@ -51,8 +51,8 @@ NcuOutcome measure(const KernelRun& run, bool no_ncu) {
   if (no_ncu) return {std::nullopt, "not measured (--no-ncu)"};
   const auto ncu = find_ncu();
   if (!ncu) return {std::nullopt, "unavailable: ncu (Nsight Compute) is not installed"};
-  std::cerr << "flashlab: measuring the " << run.kernel
-            << " kernel's bytes with Nsight Compute...\n";
+  std::cerr << "flashlab: measuring the " << run.kernel << " kernel's bytes with Nsight Compute "
+            << describe(ncu_clocks()) << "...\n";
   NcuOutcome outcome = measure_with_ncu(*ncu, gpu_only_command(run));
   if (!outcome.bytes) outcome.message = "unavailable: " + outcome.message;
   return outcome;

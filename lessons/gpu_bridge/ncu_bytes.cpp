@@ -131,13 +131,41 @@ std::optional<MeasuredBytes> parse_ncu_csv(const std::string& csv, int skip_kern
   return m;
 }
 
+namespace {
+NcuClocks g_ncu_clocks = NcuClocks::own;
+}  // namespace
+
+void set_ncu_clocks(NcuClocks clocks) { g_ncu_clocks = clocks; }
+NcuClocks ncu_clocks() { return g_ncu_clocks; }
+
+const char* ncu_clock_control(NcuClocks clocks) {
+  return clocks == NcuClocks::base ? "base" : "none";
+}
+
+const char* describe(NcuClocks clocks) {
+  return clocks == NcuClocks::base ? "at Nsight Compute's base clock" : "at the card's own clocks";
+}
+
+std::optional<NcuClocks> parse_ncu_clocks(std::string_view text) {
+  if (text == "own") return NcuClocks::own;
+  if (text == "base") return NcuClocks::base;
+  return std::nullopt;
+}
+
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
                             int setup_kernels) {
   // Base units: bytes and sectors as counted, not rescaled to Kbyte or Msector. Application
   // replay: the whole command runs again for each pass the metrics need (kNcuReplayMode).
-  std::vector<std::string> argv{
-      ncu,    "--csv",         "--clock-control", "none",      "--print-units",
-      "base", "--replay-mode", kNcuReplayMode,    "--metrics", metric_list()};
+  std::vector<std::string> argv{ncu,
+                                "--csv",
+                                "--clock-control",
+                                ncu_clock_control(g_ncu_clocks),
+                                "--print-units",
+                                "base",
+                                "--replay-mode",
+                                kNcuReplayMode,
+                                "--metrics",
+                                metric_list()};
   argv.insert(argv.end(), command.begin(), command.end());
   const ProcessResult run = run_program(argv);
   if (!run.started) return {std::nullopt, run.message};

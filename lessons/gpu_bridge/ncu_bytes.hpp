@@ -18,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace flashlab::app {
@@ -94,10 +95,26 @@ inline constexpr int kNcuFirstKernels = 1;
 // process whose first kernel takes them.
 inline constexpr const char* kNcuReplayMode = "application";
 
-// Runs `ncu --csv --metrics ... <command...>` (no shell: each word is one argument) and sums
-// the metrics over the kernels the command measures. The command runs run_ncu_first_kernel
-// first (kNcuFirstKernels, above), then `setup_kernels` kernels that make its inputs (the
-// backward's forward), then what is measured: the sums leave out the first two.
+// The clocks the GPU runs at while Nsight Compute measures (its --clock-control): the card's
+// own (none: the boost any program gets; the default) or Nsight Compute's base clock (base:
+// locked there, ncu's own default). Most kernels move the same bytes either way; the GQA
+// backward does not: on an H100 its main kernel at 16 / 2, N = 10,240 reads 2.26 to 2.37 GB at
+// its own clocks and 2.95 to 3.09 at the base clock, its blocks keeping step only at the latter
+// (docs/IO-LEVELS.md, "The backward's blocks logged"). `flashlab compare --ncu-clocks` sets it.
+enum class NcuClocks { own, base };
+void set_ncu_clocks(NcuClocks clocks);
+NcuClocks ncu_clocks();
+// ncu's --clock-control value for `clocks` ("none", "base"), and the words the reports use.
+const char* ncu_clock_control(NcuClocks clocks);
+const char* describe(NcuClocks clocks);
+// "own" or "base" (compare's option), or nothing.
+std::optional<NcuClocks> parse_ncu_clocks(std::string_view text);
+
+// Runs `ncu --csv --metrics ... <command...>` (no shell: each word is one argument), at the
+// clocks set_ncu_clocks chose, and sums the metrics over the kernels the command measures.
+// The command runs run_ncu_first_kernel first (kNcuFirstKernels, above), then `setup_kernels`
+// kernels that make its inputs (the backward's forward), then what is measured: the sums
+// leave out the first two.
 NcuOutcome measure_with_ncu(const std::string& ncu, const std::vector<std::string>& command,
                             int setup_kernels = 0);
 

@@ -54,6 +54,15 @@ TEST_CASE("compare's kernels are the ladder's, each named once") {
   }
 }
 
+TEST_CASE("compare's --ncu-clocks takes own or base, nothing else") {
+  const auto run = run_flashlab("compare --n 64 --no-ncu --ncu-clocks boost 2>&1");
+  CHECK(run.status == kUsageError);
+  CHECK(contains(run.output, "--ncu-clocks: boost not in {own,base}"));
+  const auto base = run_flashlab("compare --n 64 --kernels naive --no-ncu --ncu-clocks base 2>&1");
+  CHECK(base.status == 0);
+  CHECK(contains(base.output, "CPU tiled (FA2 order)"));
+}
+
 TEST_CASE("options that a mode would ignore are refused") {
   const auto run = run_flashlab("trace --example 49-15 --n 100 2>&1");
   CHECK(run.status == kUsageError);

@@ -228,6 +228,31 @@ TEST_CASE("ncu: a measured command runs in application replay, its first kernel 
   REQUIRE(argv.size() >= 3);
   CHECK(argv[argv.size() - 3] == "flashlab");
   CHECK(argv.back() == "--gpu-only");
+  // At the card's own clocks unless set_ncu_clocks (compare's --ncu-clocks) says base.
+  const auto clock_control = [&] {
+    std::ifstream given(args);
+    std::vector<std::string> words;
+    for (std::string line; std::getline(given, line);) words.push_back(line);
+    const auto c = std::find(words.begin(), words.end(), "--clock-control");
+    return c == words.end() || std::next(c) == words.end() ? std::string() : *std::next(c);
+  };
+  CHECK(clock_control() == "none");
+  flashlab::app::set_ncu_clocks(flashlab::app::NcuClocks::base);
+  REQUIRE(flashlab::app::measure_with_ncu(script.string(), {"flashlab"}).bytes);
+  CHECK(clock_control() == "base");
+  flashlab::app::set_ncu_clocks(flashlab::app::NcuClocks::own);
+  REQUIRE(flashlab::app::measure_with_ncu(script.string(), {"flashlab"}).bytes);
+  CHECK(clock_control() == "none");
   std::filesystem::remove(script);
   std::filesystem::remove(args);
+}
+
+TEST_CASE("ncu: compare's --ncu-clocks names, and no others") {
+  using flashlab::app::NcuClocks;
+  CHECK(flashlab::app::parse_ncu_clocks("own") == NcuClocks::own);
+  CHECK(flashlab::app::parse_ncu_clocks("base") == NcuClocks::base);
+  CHECK_FALSE(flashlab::app::parse_ncu_clocks("boost"));
+  CHECK_FALSE(flashlab::app::parse_ncu_clocks(""));
+  CHECK(std::string(flashlab::app::ncu_clock_control(NcuClocks::own)) == "none");
+  CHECK(std::string(flashlab::app::ncu_clock_control(NcuClocks::base)) == "base");
 }
