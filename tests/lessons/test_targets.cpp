@@ -663,7 +663,6 @@ TEST_CASE(
   }
 }
 
-
 TEST_CASE("targets: the GQA backward at Nsight Compute's base clock on an H100, predicted before") {
   // `flashlab compare --pass backward --ncu-clocks base`, causal, d = 128: 16 / 2 at N =
   // 10,240 and 12,288 twice, 16 / 4 at N = 6,144 to 12,288 once
