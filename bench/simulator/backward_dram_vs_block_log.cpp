@@ -12,6 +12,7 @@
 //   replayed: the log (sim::GridSchedule::logged): each block on its logged SM and that SM's
 //             partition, each step when the block began it (with --even-pace, or where the
 //             log has no -steps.csv, its steps evenly between its start and end).
+// With --tensors, what each tensor read from DRAM, in step and replayed, under each call.
 // bench/gpu/NOTES.md, "The backward's blocks logged", reads the table.
 //
 //   ./build/bench/simulator/backward_dram_vs_block_log --profile h100 --results bench/results/h100
@@ -20,6 +21,7 @@
 
 #include "flashlab/sim/grid.hpp"
 #include "flashlab/sim/profiles.hpp"
+#include "flashlab/sim/units.hpp"
 #include "measured_csvs.hpp"
 
 #include <CLI/CLI.hpp>
@@ -198,6 +200,9 @@ int main(int argc, char** argv) {
   cpu::Index kv_heads = 0, n = 0;
   app.add_option("--kv-heads", kv_heads, "only the calls of this many KV heads");
   app.add_option("--n", n, "only the calls of this N");
+  bool tensors = false;
+  app.add_flag("--tensors", tensors,
+               "after each call, the DRAM bytes each tensor read, in step and replayed");
   bool even_pace = false;
   app.add_flag("--even-pace", even_pace,
                "replay each block at an even pace between its logged start and end, its step "
@@ -232,13 +237,21 @@ int main(int argc, char** argv) {
         r.schedule = sim::GridSchedule::logged;
         r.block_log = c.blocks;
         r.sm_partitions = c.sm_partitions;
-        const double replayed = double(sim::run_grid(r).dram_read());
+        const sim::GridReport replay = sim::run_grid(r);
+        const double replayed = double(replay.dram_read());
         fmt::print(
             "| {} | {} / {}, {}{}, {} | {:.1f} | {:.1f} | {:.3f} | {:.1f} | {:.3f} | {:.1f} | "
             "{:.3f} |\n",
             c.log, c.heads, c.kv_heads, c.N, c.causal ? " causal" : "", c.call, c.read / kMiB,
             paced / kMiB, c.read / paced, drift / kMiB, c.read / drift, replayed / kMiB,
             c.read / replayed);
+        if (tensors) {
+          const sim::GridReport in_step = sim::run_grid(sim::paced_on_gpu(gpu, g));
+          for (const sim::TensorTraffic& t : replay.tensors)
+            fmt::print("|   {} | | {} | | | | {} | |\n", t.name,
+                       sim::format_bytes(double(in_step.tensor(t.name).dram_read)),
+                       sim::format_bytes(double(t.dram_read)));
+        }
         std::fflush(stdout);
         ++rows;
         within[0] += std::abs(c.read / paced - 1) <= kGoal;
