@@ -23,6 +23,7 @@
 #include "flashlab/sim/profiles.hpp"
 #include "flashlab/sim/units.hpp"
 #include "measured_csvs.hpp"
+#include "step_logs.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -43,8 +44,7 @@ using namespace flashlab;
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGoal = 0.15;       // DRAM bytes within 15%
-constexpr double kNotLogged = -1.0;  // a step no row gave (the log's times are never negative)
+constexpr double kGoal = 0.15;  // DRAM bytes within 15%
 
 using bench::CsvRows;
 using Key =
@@ -140,17 +140,14 @@ void add_step_starts(std::map<Key, Call>& calls, const std::string& steps_csv) {
     const auto b = std::size_t(std::stoll(f[block])), j = std::size_t(std::stoll(f[step]));
     if (it == calls.end() || b >= it->second.blocks.size())
       throw std::runtime_error(steps_csv + ": a step of a block the log beside it lacks");
-    auto& starts = it->second.blocks[b].step_starts;
-    if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
-    starts[j] = std::stod(f[start]);
+    bench::set_step_start(it->second.blocks[b], j, std::stod(f[start]));
   }
   for (const auto& [key, c] : calls)
-    for (std::size_t b = 0; b < c.blocks.size(); ++b)
-      if (std::ranges::find(c.blocks[b].step_starts, kNotLogged) != c.blocks[b].step_starts.end())
-        throw std::runtime_error(fmt::format(
-            "{}: block {} of call {} has a step missing before its last: give every step it "
-            "began, or no step log",
-            c.log, b, c.call));
+    if (const auto b = bench::block_with_gap(c.blocks))
+      throw std::runtime_error(fmt::format(
+          "{}: block {} of call {} has a step missing before its last: give every step it "
+          "began, or no step log",
+          c.log, *b, c.call));
 }
 
 // Every logged call of one log, with its blocks, their steps (where `step_log` and the log has

@@ -22,6 +22,7 @@
 #include "gpu_bridge/kernels.hpp"
 #include "gpu_bridge/measured_h200.hpp"
 #include "measured_csvs.hpp"
+#include "step_logs.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -164,7 +165,6 @@ std::vector<Call> with_call_bytes(std::map<CallKey, Call> calls, const std::file
 // Puts each block's step starts into its call's log, for the replay to take each step when
 // the block began it (sim::LoggedBlock::step_starts).
 void with_step_starts(std::map<CallKey, Call>& calls, const std::filesystem::path& steps) {
-  constexpr double kNotLogged = -1.0;  // a step no row gave (the log's times are never negative)
   CsvRows rows(steps);
   const std::size_t N = rows.column("N"), causal = rows.column("causal"),
                     call = rows.column("call"), block = rows.column("block"),
@@ -174,15 +174,12 @@ void with_step_starts(std::map<CallKey, Call>& calls, const std::filesystem::pat
     const auto b = std::size_t(std::stoll(f[block])), j = std::size_t(std::stoll(f[step]));
     if (it == calls.end() || b >= it->second.blocks.size())
       throw std::runtime_error(steps.string() + ": a step of a block the log beside it lacks");
-    auto& starts = it->second.blocks[b].step_starts;
-    if (starts.size() <= j) starts.resize(j + 1, kNotLogged);
-    starts[j] = std::stod(f[start]);
+    bench::set_step_start(it->second.blocks[b], j, std::stod(f[start]));
   }
   for (const auto& [key, c] : calls)
-    for (std::size_t b = 0; b < c.blocks.size(); ++b)
-      if (std::ranges::find(c.blocks[b].step_starts, kNotLogged) != c.blocks[b].step_starts.end())
-        throw std::runtime_error(steps.string() + ": block " + std::to_string(b) +
-                                 " of a call has a step missing before its last");
+    if (const auto b = bench::block_with_gap(c.blocks))
+      throw std::runtime_error(steps.string() + ": block " + std::to_string(*b) +
+                               " of a call has a step missing before its last");
 }
 
 // The SMs' reads of one call, as the mirror predicts them with or without its log.
