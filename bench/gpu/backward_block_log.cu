@@ -8,16 +8,17 @@
 // neighbouring blocks read a tile 2 (h + 1) steps apart in the group's h-th query head; with
 // the blocks' paces drawn apart (the drift schedule) the model reads 30 to 50% less at 16 / 4
 // and 16 / 2 past N = 10,240 (bench/gpu/NOTES.md, "The backward's blocks logged"). The log
-// says which the GPU does.
+// says which the GPU does: on an H100, in step at Nsight Compute's base clock, scattered at the
+// card's own (block_log.py --clock-control none), where 16 / 2 reads a quarter less.
 //
 // The main kernel alone runs here, on random bf16 Q, K, V, O and dO, L set to ln N + 1 and D
 // to 0 (the values do not change the work a step does), with the dQ accumulator zeroed before
 // each call as the library's pre-kernel zeroes it (--accumulator kept: zeroed once, before the
-// warm-up, and summed into by every call after). B = 1. The CSV has a row per block and call: N, d,
-// dtype, heads, kv_heads, call, block (the grid model's: KV head x Tc + blockIdx.x), kv_head, tile
-// (its KV tile), sm, start_ns, end_ns, causal; the step log a row per step a block began: N, heads,
-// kv_heads, causal, call, block, step, start_ns. bench/gpu/block_log.py runs it under Nsight
-// Compute.
+// warm-up, and summed into by every call after). B = 1. The CSV has a row per block and call:
+// N, d, dtype, heads, kv_heads, call, block (the grid model's: KV head x Tc + blockIdx.x),
+// kv_head, tile (its KV tile), sm, start_ns, end_ns, causal; the step log a row per step a
+// block began: N, heads, kv_heads, causal, call, block, step, start_ns.
+// bench/gpu/block_log.py runs it under Nsight Compute.
 //
 //   bench_backward_block_log --heads 16 --kv-heads 2 --n 10240 --causal [--calls 2] --csv log.csv
 //       [--steps-csv steps.csv]
