@@ -70,6 +70,12 @@ def shape(text):
     return heads, kv_heads, n, causal
 
 
+def shape_label(heads, kv_heads):
+    """HEADS, or HEADS/KV_HEADS where they differ: how the messages and PREFIX-ncu.txt name a
+    shape's heads."""
+    return f"{heads}/{kv_heads}" if kv_heads != heads else f"{heads}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,12 +91,13 @@ def main():
                          "every log stored up to 2026-12-07) or none (the card's own boost, as "
                          "`flashlab compare` measures)")
     args = ap.parse_args()
-    ncu_lines = []
+    ncu_lines = []  # every shape's, each prefixed with its label, N and causal
+    by_shape = collections.OrderedDict()  # (heads, kv_heads, N, causal): Nsight Compute's lines
     logs = [(".csv", "log.csv")] + ([("-steps.csv", "steps.csv")] if args.steps else [])
     with tempfile.TemporaryDirectory() as tmp:
         outs = {suffix: open(args.prefix + suffix, "w") for suffix, _ in logs}
         for i, (heads, kv_heads, n, causal) in enumerate(args.shape):
-            label = f"{heads}/{kv_heads}" if kv_heads else f"{heads}"
+            label = shape_label(heads, kv_heads or heads)
             log, steps = os.path.join(tmp, "log.csv"), os.path.join(tmp, "steps.csv")
             run = subprocess.run(
                 ["ncu", "--csv", "--profile-from-start", "off", "--clock-control",
@@ -102,8 +109,9 @@ def main():
                 capture_output=True, text=True)
             if run.returncode != 0:
                 sys.exit(f"block_log: {label}:{n}: exit {run.returncode}\n{run.stderr[-2000:]}")
-            ncu_lines += [f"{label},{n},{int(causal)},{line}" for line in run.stdout.splitlines()
-                          if line.startswith('"')]
+            lines = [line for line in run.stdout.splitlines() if line.startswith('"')]
+            by_shape.setdefault((heads, kv_heads or heads, n, int(causal)), []).extend(lines)
+            ncu_lines += [f"{label},{n},{int(causal)},{line}" for line in lines]
             for suffix, name in logs:  # each shape's rows under the first shape's header
                 with open(os.path.join(tmp, name)) as f:
                     header = f.readline()
@@ -116,16 +124,12 @@ def main():
     with open(args.prefix + "-ncu.txt", "w") as f:
         f.writelines(line + "\n" for line in ncu_lines)
     # A row a call: the profiled launches of a shape are its logged calls, in order.
-    by_shape = collections.OrderedDict()
-    for line in ncu_lines:
-        heads, n, causal, rest = line.split(",", 3)
-        by_shape.setdefault((heads, n, causal), []).append(rest)
     with open(args.prefix + "-bytes.csv", "w") as f:
         out = csv.writer(f, lineterminator="\n")
         out.writerow(["heads", "N", "causal", "call", "dram_read_bytes", "dram_written_bytes",
                       "time_ns", "sm_read_bytes", "kv_heads"])
-        for (label, n, causal), lines in by_shape.items():
-            heads, _, kv_heads = label.partition("/")
+        for (heads, kv_heads, n, causal), lines in by_shape.items():
+            label = shape_label(heads, kv_heads)
             calls = collections.OrderedDict()
             for row in ncu_csv.metric_rows(lines):
                 calls.setdefault(row["ID"], {})[row["Metric Name"]] = row["Metric Value"]
@@ -135,7 +139,7 @@ def main():
             for call, m in enumerate(calls.values()):
                 out.writerow([heads, n, causal, call, int(m["dram__bytes_read.sum"]),
                               int(m["dram__bytes_write.sum"]), int(m["gpu__time_duration.sum"]),
-                              int(m["l1tex__m_xbar2l1tex_read_bytes.sum"]), kv_heads or heads])
+                              int(m["l1tex__m_xbar2l1tex_read_bytes.sum"]), kv_heads])
     run = subprocess.run([args.partitions_program, "--csv", args.prefix + "-l2-partitions.csv"],
                          capture_output=True, text=True)
     if run.returncode != 0:

@@ -97,8 +97,8 @@ inline constexpr const char* kNcuReplayMode = "application";
 
 // The clocks the GPU runs at while Nsight Compute measures (its --clock-control): the card's
 // own (none: the boost any program gets; the default) or Nsight Compute's base clock (base:
-// locked there, ncu's own default). Most kernels move the same bytes either way; the GQA
-// backward does not: on an H100 its main kernel at 16 / 2, N = 10,240 reads 2.26 to 2.37 GB at
+// locked there, ncu's own default). fa2 and fa3 at one head past the L2 read within 3% of
+// each other at the two; the GQA backward does not: on an H100 its main kernel at 16 / 2, N = 10,240 reads 2.26 to 2.37 GB at
 // its own clocks and 2.95 to 3.09 at the base clock, its blocks keeping step only at the latter
 // (docs/IO-LEVELS.md, "The backward's blocks logged"). `flashlab compare --ncu-clocks` sets it.
 enum class NcuClocks { own, base };
