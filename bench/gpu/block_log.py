@@ -9,7 +9,8 @@ HEADS:N, or HEADS:N:causal for the causal mask; HEADS/KV_HEADS:N for a program o
 
   PREFIX.csv                  the blocks (the program's rows, every shape and call)
   PREFIX-bytes.csv            heads, N, causal, call, dram_read_bytes, dram_written_bytes,
-                              time_ns, sm_read_bytes (into the SMs), kv_heads
+                              time_ns, sm_read_bytes (into the SMs), kv_heads; with
+                              --by-operation also l2_reduction_miss_sectors
   PREFIX-l2-partitions.csv    bench_l2_partitions' placement and per-SM verdicts
   PREFIX-ncu.txt              Nsight Compute's lines, each prefixed with heads (HEADS/KV_HEADS
                               for GQA), N and causal
@@ -45,6 +46,12 @@ import ncu_csv  # noqa: E402
 
 METRICS = ("dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,"
            "l1tex__m_xbar2l1tex_read_bytes.sum")
+# --by-operation: the L2's sectors of reductions that missed. Each such miss is a sector the L2
+# fetched from DRAM to add into (the backward's dQ accumulator; on an H100 at 16 query heads
+# over 16 KV heads, N = 8,192, where the accumulator is read once, it counted exactly its 64
+# MiB), so the DRAM read splits into the reductions' and the loads' (docs/IO-LEVELS.md, "The
+# backward's DRAM reads by operation").
+REDUCTION_MISSES = "lts__t_sectors_op_red_lookup_miss.sum"
 
 
 def shape(text):
@@ -90,7 +97,11 @@ def main():
                     help="Nsight Compute's clocks: base (its default, locked at the base clock; "
                          "every log stored up to 2026-12-07) or none (the card's own boost, as "
                          "`flashlab compare` measures)")
+    ap.add_argument("--by-operation", action="store_true",
+                    help="also count the L2's reduction sectors that missed "
+                         "(l2_reduction_miss_sectors): the DRAM reads of the reductions")
     args = ap.parse_args()
+    metrics = METRICS + ("," + REDUCTION_MISSES if args.by_operation else "")
     ncu_lines = []  # every shape's, each prefixed with its label, N and causal
     by_shape = collections.OrderedDict()  # (heads, kv_heads, N, causal): Nsight Compute's lines
     logs = [(".csv", "log.csv")] + ([("-steps.csv", "steps.csv")] if args.steps else [])
@@ -101,7 +112,7 @@ def main():
             log, steps = os.path.join(tmp, "log.csv"), os.path.join(tmp, "steps.csv")
             run = subprocess.run(
                 ["ncu", "--csv", "--profile-from-start", "off", "--clock-control",
-                 args.clock_control, "--metrics", METRICS,
+                 args.clock_control, "--metrics", metrics,
                  args.program, "--heads", str(heads), "--n", str(n), "--calls", str(args.calls),
                  "--csv", log] + (["--causal"] if causal else [])
                 + (["--steps-csv", steps] if args.steps else [])
@@ -127,7 +138,8 @@ def main():
     with open(args.prefix + "-bytes.csv", "w") as f:
         out = csv.writer(f, lineterminator="\n")
         out.writerow(["heads", "N", "causal", "call", "dram_read_bytes", "dram_written_bytes",
-                      "time_ns", "sm_read_bytes", "kv_heads"])
+                      "time_ns", "sm_read_bytes", "kv_heads"]
+                     + (["l2_reduction_miss_sectors"] if args.by_operation else []))
         for (heads, kv_heads, n, causal), lines in by_shape.items():
             label = shape_label(heads, kv_heads)
             calls = collections.OrderedDict()
@@ -139,7 +151,8 @@ def main():
             for call, m in enumerate(calls.values()):
                 out.writerow([heads, n, causal, call, int(m["dram__bytes_read.sum"]),
                               int(m["dram__bytes_write.sum"]), int(m["gpu__time_duration.sum"]),
-                              int(m["l1tex__m_xbar2l1tex_read_bytes.sum"]), kv_heads])
+                              int(m["l1tex__m_xbar2l1tex_read_bytes.sum"]), kv_heads]
+                             + ([int(m[REDUCTION_MISSES])] if args.by_operation else []))
     run = subprocess.run([args.partitions_program, "--csv", args.prefix + "-l2-partitions.csv"],
                          capture_output=True, text=True)
     if run.returncode != 0:

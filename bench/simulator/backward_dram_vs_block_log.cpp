@@ -55,6 +55,9 @@ struct Call {
   bool causal = false;
   std::vector<sim::LoggedBlock> blocks;   // in block order
   double read = 0;                        // measured DRAM bytes read
+  // The L2's reduction sectors that missed (block_log.py --by-operation), each a sector read
+  // from DRAM to add into; negative where the bytes were counted without them.
+  double reduction_misses = -1;
   std::vector<cpu::Index> sm_partitions;  // of the GPU it ran on
   std::string log;                        // its file
 };
@@ -161,9 +164,12 @@ std::map<Key, Call> read_calls(const std::filesystem::path& log, cpu::Index sms,
   CsvRows bytes(stem + "-bytes.csv");
   const KeyColumns key_of(bytes);
   const std::size_t read = bytes.column("dram_read_bytes");
+  const auto misses = bytes.find("l2_reduction_miss_sectors");
   for (std::vector<std::string> f; bytes.next(f);)
-    if (const auto it = calls.find(key_of(f)); it != calls.end())
+    if (const auto it = calls.find(key_of(f)); it != calls.end()) {
       it->second.read = std::stod(f[read]);
+      if (misses) it->second.reduction_misses = std::stod(f[*misses]);
+    }
   const std::vector<cpu::Index> partitions = read_sm_partitions(stem, sms);
   for (auto& [key, c] : calls) c.sm_partitions = partitions;
   return calls;
@@ -181,6 +187,26 @@ sim::GridProblem main_grid(const Call& c) {
   for (const sim::Launch& l : p.report->launches)
     if (l.grid && l.grid->pass == sim::GridPass::backward_main) return *l.grid;
   throw std::runtime_error("the backward's mirror gave no main kernel's grid");
+}
+
+// The DRAM read split by operation, measured beside the model: the reductions' (the L2's
+// reduction sectors that missed, each read from DRAM to add into: the dQ accumulator) and the
+// loads' (the rest of the DRAM read: Q, dO, L, D, K and V).
+void print_by_operation(const Call& c, const sim::GridReport& in_step,
+                        const sim::GridReport& replay) {
+  const double reductions = c.reduction_misses * double(sim::kSectorBytes);
+  const auto accumulator = [](const sim::GridReport& r) {
+    return double(r.tensor("dQ accumulator").dram_read);
+  };
+  const double step_acc = accumulator(in_step), replay_acc = accumulator(replay);
+  const double step_loads = double(in_step.dram_read()) - step_acc;
+  const double replay_loads = double(replay.dram_read()) - replay_acc;
+  fmt::print("|   measured: reductions | {:.1f} | {:.1f} | {:.3f} | | | {:.1f} | {:.3f} |\n",
+             reductions / kMiB, step_acc / kMiB, reductions / step_acc, replay_acc / kMiB,
+             reductions / replay_acc);
+  fmt::print("|   measured: loads | {:.1f} | {:.1f} | {:.3f} | | | {:.1f} | {:.3f} |\n",
+             (c.read - reductions) / kMiB, step_loads / kMiB, (c.read - reductions) / step_loads,
+             replay_loads / kMiB, (c.read - reductions) / replay_loads);
 }
 
 }  // namespace
@@ -250,11 +276,13 @@ int main(int argc, char** argv) {
             c.log, c.heads, c.kv_heads, c.N, c.causal ? " causal" : "", c.call, c.read / kMiB,
             paced / kMiB, c.read / paced, drift / kMiB, c.read / drift, replayed / kMiB,
             c.read / replayed);
-        if (tensors)
+        if (tensors) {
           for (const sim::TensorTraffic& t : replay.tensors)
             fmt::print("|   {} | | {} | | | | {} | |\n", t.name,
                        sim::format_bytes(double(unlogged.in_step.tensor(t.name).dram_read)),
                        sim::format_bytes(double(t.dram_read)));
+          if (c.reduction_misses >= 0) print_by_operation(c, unlogged.in_step, replay);
+        }
         std::fflush(stdout);
         ++rows;
         within_step += std::abs(c.read / paced - 1) <= kGoal;

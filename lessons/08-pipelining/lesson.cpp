@@ -14,6 +14,10 @@
 
 #include <fmt/core.h>
 
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
 namespace flashlab::app {
 
 namespace {
@@ -75,10 +79,10 @@ void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardw
   }
   ctx.table(table);
   ctx.print(
-      "Measured on the H200: {}, run of {}\n(d = {}, N = {}, B = {}, H = {}, bf16, "
-      "non-causal). A ratio above 1 is what the idea\nbuys: the default's speed over the speed "
-      "without it.\n\n",
-      m.source, m.date, m.d, m.N, m.batch, m.heads);
+      "Measured on the H200: bench/results/{} (bench.py --ablation), run of {}\n(d = {}, N = "
+      "{}, B = {}, H = {}, bf16, non-causal). A ratio above 1 is what the idea\nbuys: the "
+      "default's speed over the speed without it.\n\n",
+      m.csv, m.date, m.d, m.N, m.batch, m.heads);
   const auto& spread = measured::kTimedLater;
   ctx.print(
       "These runs were timed one after the other: cuDNN, the default, then each variant. In a\n"
@@ -89,29 +93,52 @@ void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardw
       100 * (spread.largest - 1), 100 * (spread.median - 1), spread.source.run);
 }
 
-void disagreement_step(LessonContext& ctx) {
+// The measured run named `name` (kMeasuredAblation's first is the default).
+const tl::MeasuredRun& measured_run(std::string_view name) {
+  for (const auto& run : tl::kMeasuredAblation)
+    if (run.name == name) return run;
+  throw std::logic_error("lesson 8: no measured run named " + std::string(name));
+}
+// What an idea buys on the H200: the default's measured speed over that of the run `name`.
+double measured_gain(std::string_view name) {
+  return tl::kMeasuredAblation[0].tflops / measured_run(name).tflops;
+}
+
+void disagreement_step(LessonContext& ctx, const tl::StageTimes& t, const sim::HardwareProfile& p) {
   ctx.step("Where the model and the H200 disagree, and why");
+  const auto model_gain = [&](std::string_view name) {  // the same in the model
+    return lesson08::predicted_tflops(tl::kMeasuredAblation[0].switches, t, p) /
+           lesson08::predicted_tflops(measured_run(name).switches, t, p);
+  };
   ctx.say(
       "- The level. The model's block keeps the tensor cores busy nearly all the time and\n"
       "  predicts over 600 TFLOP/s; the kernel reaches the table's default. Nsight Compute on\n"
-      "  the kernel (bench/gpu/NOTES.md, fa3 v2) finds the tensor pipe active 64% of the time\n"
-      "  and the issue slots 45% busy: the consumers' own instructions (the softmax's maxima,\n"
-      "  sums, scaling and conversions, the waits around each wgmma) still take time the\n"
-      "  model does not charge, since its softmax is its exps alone. (Before a per-score branch\n"
-      "  was taken out of the kernel's softmax, the pipe was active 27% of the time and the\n"
-      "  kernel reached 250 TFLOP/s: the model's level is where the instruction stream allows.)\n"
+      "  an earlier build (bench/gpu/NOTES.md, fa3 v2, 575 TFLOP/s) found the tensor pipe\n"
+      "  active 64% of the time and the issue slots 45% busy: the consumers' own instructions\n"
+      "  (the softmax's maxima, sums, scaling and conversions, the waits around each wgmma)\n"
+      "  take time the model does not charge, since its softmax is its exps alone. (Before a\n"
+      "  per-score branch was taken out of the kernel's softmax, the pipe was active 27% of the\n"
+      "  time and the kernel reached 250 TFLOP/s: the model's level is where the instruction\n"
+      "  stream allows.)\n"
       "- One stage. Both find it the costliest single switch: with one K and one V buffer the\n"
       "  load of tile j + 1 cannot start before both consumers are done with tile j, so the\n"
-      "  load's time is exposed at every tile. The model's loss is larger than the measured one:\n"
-      "  in the model nothing else is slow, so the exposed load is a larger share of the tile.\n"
-      "- A third stage buys nothing in either: two stages already hide the loads.\n"
+      "  load's time is exposed at every tile.\n");
+  ctx.print(
+      "  The model loses less than the H200 ({:.3f} against {:.3f}): it prices a load by its\n"
+      "  share of the L2's bandwidth alone, while the kernel also waits out each copy's round\n"
+      "  trip to the L2 and back, which a second buffer hides and one exposes.\n"
+      "- A third stage buys nothing in either: two stages already hide the loads.\n",
+      model_gain("1 stage"), measured_gain("1 stage"));
+  ctx.print(
       "- Ping-pong and intra-warpgroup overlap. The model finds them worth nothing: with two\n"
       "  consumers, one's softmax runs while the other's products occupy the tensor cores, turns\n"
-      "  or not, and its exp unit has time to spare. The H200 finds both worth something, the\n"
-      "  overlap the most: on the real kernel the softmax costs nearly as much as the products\n"
-      "  (its instructions, not only its exps), so hiding the wait for S_j's product behind the\n"
-      "  softmax, and keeping the two consumers out of each other's way, is what FlashAttention-3\n"
-      "  says it is. A model that charged the softmax's instructions would see it (exercise 2).\n"
+      "  or not, and its exp unit has time to spare. The H200 agrees on ping-pong (the default\n"
+      "  over the kernel without it: {:.3f}) but finds the overlap worth {:.0f}%: on the real\n"
+      "  kernel the softmax costs nearly as much as the products (its instructions, not only its\n"
+      "  exps), so hiding the wait for S_j's product behind the softmax is what FlashAttention-3\n"
+      "  says it is. A model that charged the softmax's instructions would see it (exercise 2).\n",
+      measured_gain("no ping-pong"), 100 * (measured_gain("no intra-warpgroup overlap") - 1));
+  ctx.say(
       "- Warp specialisation. The model sees only that consumer 0 must wait, before it refills a\n"
       "  buffer, for consumer 1 to release it; the H200 loses more without it: there consumer 0\n"
       "  also spends its own issue slots on the copies and the barrier waits, and nobody hands\n"
@@ -213,7 +240,7 @@ void run_lesson_08(LessonContext& ctx) {
   const auto t = lesson08::stage_times(h200, dram_share);
   tasks_step(ctx, t, h200, dram_share);
   ablation_step(ctx, t, h200);
-  disagreement_step(ctx);
+  disagreement_step(ctx, t, h200);
   item_step(ctx);
   pictures(ctx, t);
   ctx.finish("lesson 9: FlashAttention-4's conditional rescaling.");

@@ -30,7 +30,7 @@ class BlockLog(unittest.TestCase):
         executable(os.path.join(d, "ncu"), """\
             #!/bin/sh
             echo "$@" > "$(dirname "$0")/ncu-args"
-            while [ "$1" != "--metrics" ]; do shift; done; shift 2
+            while [ "$1" != "--metrics" ]; do shift; done; metrics=$2; shift 2
             "$@" > /dev/null || exit 7
             heads=$3
             echo '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
@@ -40,6 +40,9 @@ class BlockLog(unittest.TestCase):
               echo "\\"$i\\",\\"fa2_kernel\\",\\"dram__bytes_write.sum\\",\\"byte\\",\\"1,024\\""
               echo "\\"$i\\",\\"fa2_kernel\\",\\"gpu__time_duration.sum\\",\\"ns\\",\\"5\\""
               echo "\\"$i\\",\\"fa2_kernel\\",\\"l1tex__m_xbar2l1tex_read_bytes.sum\\",\\"byte\\",\\"$((7000 + i))\\""
+              case "$metrics" in *lts__t_sectors_op_red_lookup_miss.sum*)
+                echo "\\"$i\\",\\"fa2_kernel\\",\\"lts__t_sectors_op_red_lookup_miss.sum\\",\\"sector\\",\\"2,00$i\\"";;
+              esac
               i=$((i + 1))
             done
             """)
@@ -157,6 +160,24 @@ class BlockLog(unittest.TestCase):
         run = self.run_script("16:4096", extra=["--clock-control", "boost"])
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("invalid choice", run.stderr)
+
+    def test_by_operation(self):
+        # --by-operation asks Nsight Compute for the L2's reduction misses and writes them a
+        # call; without it neither the metric nor the column.
+        ncu_args = os.path.join(self.dir.name, "ncu-args")
+        self.assertEqual(self.run_script("16/4:10240:causal").returncode, 0)
+        with open(ncu_args) as f:
+            self.assertNotIn("op_red_lookup_miss", f.read())
+        with open(self.prefix + "-bytes.csv") as f:
+            self.assertNotIn("l2_reduction_miss_sectors", f.readline())
+        run = self.run_script("16/4:10240:causal", extra=["--by-operation"])
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(ncu_args) as f:
+            self.assertIn("lts__t_sectors_op_red_lookup_miss.sum", f.read())
+        with open(self.prefix + "-bytes.csv") as f:
+            calls = [(r["call"], r["dram_read_bytes"], r["l2_reduction_miss_sectors"])
+                     for r in csv.DictReader(f)]
+        self.assertEqual(calls, [("0", "16000", "2000"), ("1", "16001", "2001")])
 
     def test_launches_not_the_logged_calls(self):
         run = self.run_script("16:65536", launches=3)

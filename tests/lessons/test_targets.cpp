@@ -338,21 +338,18 @@ TEST_CASE("targets: fa3 under the mask on an H100, its sections planned on 25 to
         1.2 * std::stod(short_n[1].at("dram_read_measured")));
 }
 
-TEST_CASE("targets: fa3's sections evened out under the mask, on an H100, predicted before the run") {
-  // bench/results/h100/2026-12-06-h100-fa3-even-sections-d{128,64}.csv: `flashlab compare` of
-  // fa3 under the mask at N = 4,096 over 12, 16, 20 and 24 heads (d = 128) and 32 and 40 (d =
-  // 64), run after the automatic order began to even its sections out (tile_schedule.hpp,
-  // even_section_pairs: 8 and 8 at 16 heads, 16 and 16 at 32), its predictions kept before the
-  // run (-predicted.csv). Into the SMs to the byte, out of them to the byte or a claim's sector
-  // over; DRAM reads within 15% at all six: 16 heads 1.015 and 32 heads 0.995, where the plans
-  // that filled a section first (4 and 12; 7 and 25) read 1.21 and 1.22 of the model (the
-  // shares' test above); 12 heads (one section, as before) 1.125.
-  const TargetFor h100("h100");
+namespace {
+
+// fa3 under the mask at N = 4,096 with the evened sections (tile_schedule.hpp,
+// even_section_pairs), each measured row of `measured` + d + ".csv" beside the prediction kept
+// before the run in `kept` + d + "-predicted.csv", d = 128 and 64: into the SMs to the byte, out
+// of them to the byte or a claim's sector over, DRAM reads within [0.98, 1.15] of the model.
+// Returns the rows checked.
+int check_even_sections(const std::string& measured_stem, const std::string& kept_stem) {
   int rows = 0;
   for (const std::string d : {"128", "64"}) {
-    const std::string file = "h100/2026-12-06-h100-fa3-even-sections-d" + d;
-    const auto measured = results_csv(file + ".csv");
-    const auto kept = results_csv(file + "-predicted.csv");
+    const auto measured = results_csv(measured_stem + d + ".csv");
+    const auto kept = results_csv(kept_stem + d + "-predicted.csv");
     REQUIRE(measured.size() == kept.size());
     for (std::size_t i = 0; i < measured.size(); ++i) {
       const Row& row = measured[i];
@@ -374,13 +371,39 @@ TEST_CASE("targets: fa3's sections evened out under the mask, on an H100, predic
       ++rows;
     }
   }
-  CHECK(rows == 6);
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "targets: fa3's sections evened out under the mask, on an H100, predicted before the run") {
+  // bench/results/h100/2026-12-06-h100-fa3-even-sections-d{128,64}.csv: `flashlab compare` of
+  // fa3 under the mask at N = 4,096 over 12, 16, 20 and 24 heads (d = 128) and 32 and 40 (d =
+  // 64), run after the automatic order began to even its sections out (8 and 8 at 16 heads, 16
+  // and 16 at 32), its predictions kept before the run (-predicted.csv). DRAM reads within 15%
+  // at all six: 16 heads 1.015 and 32 heads 0.995, where the plans that filled a section first
+  // (4 and 12; 7 and 25) read 1.21 and 1.22 of the model (the shares' test above); 12 heads
+  // (one section, as before) 1.125.
+  const TargetFor h100("h100");
+  CHECK(check_even_sections("h100/2026-12-06-h100-fa3-even-sections-d",
+                            "h100/2026-12-06-h100-fa3-even-sections-d") == 6);
   // compare names the plan in fa3's row.
   const auto sixteen = run_flashlab(
       "compare --profile h100 --kernels fa3 --d 128 --n 4096 --heads 16 --causal --no-ncu "
       "--no-color 2>&1");
   REQUIRE(sixteen.status == 0);
   CHECK(contains(sixteen.output, "stages, sections of 8 heads)"));
+}
+
+TEST_CASE(
+    "targets: fa3's sections evened out under the mask, on the H200, predicted before the run") {
+  // The same six shapes on the H200 (bench/results/2026-12-07-h200-fa3-even-sections-d{128,64}
+  // .csv), whose predictions were kept the day before (2026-12-06-h200-...-predicted.csv): 16
+  // heads, which the filled plan ran as 1 and 15 (the model 55.2 MiB), now 8 and 8, read 1.004
+  // of the model; the six from 1.002 to 1.074.
+  CHECK(check_even_sections("2026-12-07-h200-fa3-even-sections-d",
+                            "2026-12-06-h200-fa3-even-sections-d") == 6);
 }
 
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
