@@ -124,9 +124,10 @@ void disagreement_step(LessonContext& ctx, const tl::StageTimes& t, const sim::H
       "  load of tile j + 1 cannot start before both consumers are done with tile j, so the\n"
       "  load's time is exposed at every tile.\n");
   ctx.print(
-      "  The model loses less than the H200 ({:.3f} against {:.3f}): it prices a load by its\n"
-      "  share of the L2's bandwidth alone, while the kernel also waits out each copy's round\n"
-      "  trip to the L2 and back, which a second buffer hides and one exposes.\n"
+      "  The model loses less than the H200 ({:.3f} against {:.3f}). It prices a load by its\n"
+      "  share of the L2's bandwidth alone; the lesson's reading (not measured here) is that the\n"
+      "  kernel also waits out each copy's round trip to the L2 and back, which a second buffer\n"
+      "  hides and one exposes.\n"
       "- A third stage buys nothing in either: two stages already hide the loads.\n",
       model_gain("1 stage"), measured_gain("1 stage"));
   ctx.print(
