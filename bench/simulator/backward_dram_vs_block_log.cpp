@@ -12,11 +12,14 @@
 //   replayed: the log (sim::GridSchedule::logged): each block on its logged SM and that SM's
 //             partition, each step when the block began it (with --even-pace, or where the
 //             log has no -steps.csv, its steps evenly between its start and end).
-// With --tensors, what each tensor read from DRAM, in step and replayed, under each call.
+// With --tensors, what each tensor read from DRAM, in step and replayed, under each call, and
+// where the log's bytes hold the L2's reduction misses (block_log.py --by-operation), the
+// measured DRAM read split into the reductions' and the loads' beside the model's. With
+// --home-copies off every schedule runs without the profile's home copies (grid.hpp).
 // bench/gpu/NOTES.md, "The backward's blocks logged", reads the table.
 //
 //   ./build/bench/simulator/backward_dram_vs_block_log --profile h100 --results bench/results/h100
-//       [--kv-heads 2] [--n 10240] [--even-pace]
+//       [--kv-heads 2] [--n 10240] [--even-pace] [--tensors] [--home-copies off]
 #include "gpu_bridge/pass_kernels.hpp"
 
 #include "flashlab/sim/grid.hpp"
@@ -226,6 +229,12 @@ int main(int argc, char** argv) {
   bool tensors = false;
   app.add_flag("--tensors", tensors,
                "after each call, the DRAM bytes each tensor read, in step and replayed");
+  std::string homes = "on";
+  app.add_option("--home-copies", homes,
+                 "the L2's home copies in every schedule: on (the profile's) or off (a line read "
+                 "across is held where it was read alone)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   bool even_pace = false;
   app.add_flag("--even-pace", even_pace,
                "replay each block at an even pace between its logged start and end, its step "
@@ -254,17 +263,22 @@ int main(int argc, char** argv) {
         if (c.read <= 0 || (kv_heads && c.kv_heads != kv_heads) || (n && c.N != n)) continue;
         const sim::GridProblem g = main_grid(c);
         const auto shape = std::tuple{c.heads, c.kv_heads, c.N, c.causal};
+        // The profile's grid, or with --home-copies off the same without home copies.
+        const auto homed = [&](sim::GridProblem p) {
+          p.l2_home_copies = p.l2_home_copies && homes == "on";
+          return p;
+        };
         if (!model.contains(shape)) {
-          sim::GridProblem d = sim::on_gpu(gpu, g);
+          sim::GridProblem d = homed(sim::on_gpu(gpu, g));
           d.schedule = sim::GridSchedule::drift;
           d.block_time_spread = gpu.block_time_spread;
           d.seed = 1;
-          model[shape] = {sim::run_grid(sim::paced_on_gpu(gpu, g)),
+          model[shape] = {sim::run_grid(homed(sim::paced_on_gpu(gpu, g))),
                           double(sim::run_grid(d).dram_read())};
         }
         const Unlogged& unlogged = model.at(shape);
         const double paced = double(unlogged.in_step.dram_read()), drift = unlogged.drift;
-        sim::GridProblem r = sim::on_gpu(gpu, g);
+        sim::GridProblem r = homed(sim::on_gpu(gpu, g));
         r.schedule = sim::GridSchedule::logged;
         r.block_log = c.blocks;
         r.sm_partitions = c.sm_partitions;
