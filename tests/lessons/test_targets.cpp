@@ -406,6 +406,37 @@ TEST_CASE(
                             "2026-12-06-h200-fa3-even-sections-d") == 6);
 }
 
+TEST_CASE("targets: the one-head onset on the H200 in steps of 2,048, predicted before the run") {
+  // bench/results/2026-12-07-h200-onset-ramp.csv: fa2 and fa3 at one head, d = 128, N = 32,768
+  // to 53,248 in steps of 2,048, against the profile's predictions kept before the run
+  // (-predicted.csv). Into the SMs to the byte; DRAM reads within 15% at 19 of 22 rows, the
+  // misses at the ramp's top: fa2 at N = 51,200 (1.152), fa3 at 51,200 and 53,248 (1.215,
+  // 1.170).
+  const auto measured = results_csv("2026-12-07-h200-onset-ramp.csv");
+  const auto kept = results_csv("2026-12-07-h200-onset-ramp-predicted.csv");
+  REQUIRE(measured.size() == 22);
+  int within = 0;
+  std::vector<std::string> misses;
+  for (const Row& row : measured) {
+    const app::KernelRun run = stored_run(row);
+    const std::string shape = shape_of(run);
+    CAPTURE(shape);
+    const app::Prediction p = app::predict(run);
+    CHECK(p.dram_read() == std::stod(same_shape(kept, row).at("dram_read_predicted")));
+    CHECK(p.sm_read() == std::stod(row.at("sm_read_measured")));
+    const double read = std::stod(row.at("dram_read_measured")) / p.dram_read();
+    CAPTURE(read);
+    CHECK(read >= 0.9);
+    CHECK(read <= 1.25);
+    if (std::abs(read - 1) <= 0.15)
+      ++within;
+    else
+      misses.push_back(row.at("kernel") + " " + row.at("N"));
+  }
+  CHECK(within == 19);
+  CHECK(misses == std::vector<std::string>{"fa2 51200", "fa3 51200", "fa3 53248"});
+}
+
 TEST_CASE("compare --profile: predictions for the part named, and a clear refusal") {
   const auto h100 =
       run_flashlab("compare --profile h100 --kernels fa2 --d 128 --sweep n=45056 --no-ncu 2>&1");
