@@ -149,6 +149,10 @@ def main():
                 sys.exit(f"block_log: {label}:{n}: Nsight Compute read {len(calls)} launches, "
                          f"not the {args.calls} logged calls")
             for call, m in enumerate(calls.values()):
+                if args.by_operation and REDUCTION_MISSES not in m:
+                    sys.exit(f"block_log: {label}:{n}: Nsight Compute gave no {REDUCTION_MISSES} "
+                             "for --by-operation: run an ncu that knows the metric "
+                             "(`ncu --query-metrics`), or leave --by-operation out")
                 out.writerow([heads, n, causal, call, int(m["dram__bytes_read.sum"]),
                               int(m["dram__bytes_write.sum"]), int(m["gpu__time_duration.sum"]),
                               int(m["l1tex__m_xbar2l1tex_read_bytes.sum"]), kv_heads]

@@ -204,12 +204,13 @@ void print_by_operation(const Call& c, const sim::GridReport& in_step,
   const double step_acc = accumulator(in_step), replay_acc = accumulator(replay);
   const double step_loads = double(in_step.dram_read()) - step_acc;
   const double replay_loads = double(replay.dram_read()) - replay_acc;
-  fmt::print("|   measured: reductions | {:.1f} | {:.1f} | {:.3f} | | | {:.1f} | {:.3f} |\n",
+  const double loads = c.read - reductions;
+  fmt::print("|   measured: reductions | | {:.1f} | {:.1f} | {:.3f} | | | {:.1f} | {:.3f} |\n",
              reductions / kMiB, step_acc / kMiB, reductions / step_acc, replay_acc / kMiB,
              reductions / replay_acc);
-  fmt::print("|   measured: loads | {:.1f} | {:.1f} | {:.3f} | | | {:.1f} | {:.3f} |\n",
-             (c.read - reductions) / kMiB, step_loads / kMiB, (c.read - reductions) / step_loads,
-             replay_loads / kMiB, (c.read - reductions) / replay_loads);
+  fmt::print("|   measured: loads | | {:.1f} | {:.1f} | {:.3f} | | | {:.1f} | {:.3f} |\n",
+             loads / kMiB, step_loads / kMiB, loads / step_loads, replay_loads / kMiB,
+             loads / replay_loads);
 }
 
 }  // namespace
@@ -229,8 +230,8 @@ int main(int argc, char** argv) {
   bool tensors = false;
   app.add_flag("--tensors", tensors,
                "after each call, the DRAM bytes each tensor read, in step and replayed");
-  std::string homes = "on";
-  app.add_option("--home-copies", homes,
+  std::string home_copies = "on";
+  app.add_option("--home-copies", home_copies,
                  "the L2's home copies in every schedule: on (the profile's) or off (a line read "
                  "across is held where it was read alone)")
       ->capture_default_str()
@@ -246,10 +247,10 @@ int main(int argc, char** argv) {
     const auto logs = block_logs(results);
     if (logs.empty()) throw std::runtime_error("no backward block log in " + results);
     fmt::print(
-        "The main kernel's DRAM read, MiB; ratios measured / predicted; {} profile\n\n"
+        "The main kernel's DRAM read, MiB; ratios measured / predicted; {} profile{}\n\n"
         "| log | heads / KV, N, call | measured | compare | ratio | drift | ratio | replayed "
         "| ratio |\n|---|---|---|---|---|---|---|---|---|\n",
-        gpu.name);
+        gpu.name, home_copies == "on" ? "" : ", its home copies off");
     // The two schedules that take no log, run once a shape: in step (its report, for
     // --tensors too) and drifting.
     struct Unlogged {
@@ -265,7 +266,7 @@ int main(int argc, char** argv) {
         const auto shape = std::tuple{c.heads, c.kv_heads, c.N, c.causal};
         // The profile's grid, or with --home-copies off the same without home copies.
         const auto homed = [&](sim::GridProblem p) {
-          p.l2_home_copies = p.l2_home_copies && homes == "on";
+          p.l2_home_copies = p.l2_home_copies && home_copies == "on";
           return p;
         };
         if (!model.contains(shape)) {
@@ -292,7 +293,7 @@ int main(int argc, char** argv) {
             c.read / replayed);
         if (tensors) {
           for (const sim::TensorTraffic& t : replay.tensors)
-            fmt::print("|   {} | | {} | | | | {} | |\n", t.name,
+            fmt::print("|   {} | | | {} | | | | {} | |\n", t.name,
                        sim::format_bytes(double(unlogged.in_step.tensor(t.name).dram_read)),
                        sim::format_bytes(double(t.dram_read)));
           if (c.reduction_misses >= 0) print_by_operation(c, unlogged.in_step, replay);

@@ -179,6 +179,19 @@ class BlockLog(unittest.TestCase):
                      for r in csv.DictReader(f)]
         self.assertEqual(calls, [("0", "16000", "2000"), ("1", "16001", "2001")])
 
+    def test_by_operation_without_the_metric(self):
+        # An ncu that does not give the reduction misses: a clear refusal, not a KeyError.
+        ncu = os.path.join(self.dir.name, "ncu")
+        with open(ncu) as f:
+            text = f.read()
+        with open(ncu, "w") as f:
+            f.write(text.replace("*lts__t_sectors_op_red_lookup_miss.sum*)", "*no-such-metric*)"))
+        run = self.run_script("16/4:10240:causal", extra=["--by-operation"])
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("gave no lts__t_sectors_op_red_lookup_miss.sum for --by-operation",
+                      run.stderr)
+        self.assertNotIn("KeyError", run.stderr)
+
     def test_launches_not_the_logged_calls(self):
         run = self.run_script("16:65536", launches=3)
         self.assertNotEqual(run.returncode, 0)
