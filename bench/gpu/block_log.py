@@ -107,8 +107,9 @@ def main():
     logs = [(".csv", "log.csv")] + ([("-steps.csv", "steps.csv")] if args.steps else [])
     with tempfile.TemporaryDirectory() as tmp:
         outs = {suffix: open(args.prefix + suffix, "w") for suffix, _ in logs}
-        for i, (heads, kv_heads, n, causal) in enumerate(args.shape):
-            label = shape_label(heads, kv_heads or heads)
+        for i, (heads, kv_given, n, causal) in enumerate(args.shape):
+            kv_heads = kv_given or heads
+            label = shape_label(heads, kv_heads)
             log, steps = os.path.join(tmp, "log.csv"), os.path.join(tmp, "steps.csv")
             run = subprocess.run(
                 ["ncu", "--csv", "--profile-from-start", "off", "--clock-control",
@@ -116,12 +117,12 @@ def main():
                  args.program, "--heads", str(heads), "--n", str(n), "--calls", str(args.calls),
                  "--csv", log] + (["--causal"] if causal else [])
                 + (["--steps-csv", steps] if args.steps else [])
-                + (["--kv-heads", str(kv_heads)] if kv_heads else []),
+                + (["--kv-heads", str(kv_given)] if kv_given else []),
                 capture_output=True, text=True)
             if run.returncode != 0:
                 sys.exit(f"block_log: {label}:{n}: exit {run.returncode}\n{run.stderr[-2000:]}")
             lines = [line for line in run.stdout.splitlines() if line.startswith('"')]
-            by_shape.setdefault((heads, kv_heads or heads, n, int(causal)), []).extend(lines)
+            by_shape.setdefault((heads, kv_heads, n, int(causal)), []).extend(lines)
             ncu_lines += [f"{label},{n},{int(causal)},{line}" for line in lines]
             for suffix, name in logs:  # each shape's rows under the first shape's header
                 with open(os.path.join(tmp, name)) as f:

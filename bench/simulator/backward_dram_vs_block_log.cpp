@@ -37,6 +37,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -59,8 +60,8 @@ struct Call {
   std::vector<sim::LoggedBlock> blocks;   // in block order
   double read = 0;                        // measured DRAM bytes read
   // The L2's reduction sectors that missed (block_log.py --by-operation), each a sector read
-  // from DRAM to add into; negative where the bytes were counted without them.
-  double reduction_misses = -1;
+  // from DRAM to add into; none where the bytes were counted without them.
+  std::optional<double> reduction_misses;
   std::vector<cpu::Index> sm_partitions;  // of the GPU it ran on
   std::string log;                        // its file
 };
@@ -197,7 +198,7 @@ sim::GridProblem main_grid(const Call& c) {
 // loads' (the rest of the DRAM read: Q, dO, L, D, K and V).
 void print_by_operation(const Call& c, const sim::GridReport& in_step,
                         const sim::GridReport& replay) {
-  const double reductions = c.reduction_misses * double(sim::kSectorBytes);
+  const double reductions = *c.reduction_misses * double(sim::kSectorBytes);
   const auto accumulator = [](const sim::GridReport& r) {
     return double(r.tensor("dQ accumulator").dram_read);
   };
@@ -259,16 +260,16 @@ int main(int argc, char** argv) {
     };
     std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, bool>, Unlogged> model;
     int within_step = 0, within_drift = 0, within_replay = 0, rows = 0;
+    // The profile's grid, or with --home-copies off the same without home copies.
+    const auto homed = [&](sim::GridProblem p) {
+      p.l2_home_copies = p.l2_home_copies && home_copies == "on";
+      return p;
+    };
     for (const auto& log : logs)
       for (const auto& [key, c] : read_calls(log, gpu.sm_count, !even_pace)) {
         if (c.read <= 0 || (kv_heads && c.kv_heads != kv_heads) || (n && c.N != n)) continue;
         const sim::GridProblem g = main_grid(c);
         const auto shape = std::tuple{c.heads, c.kv_heads, c.N, c.causal};
-        // The profile's grid, or with --home-copies off the same without home copies.
-        const auto homed = [&](sim::GridProblem p) {
-          p.l2_home_copies = p.l2_home_copies && home_copies == "on";
-          return p;
-        };
         if (!model.contains(shape)) {
           sim::GridProblem d = homed(sim::on_gpu(gpu, g));
           d.schedule = sim::GridSchedule::drift;
@@ -296,7 +297,7 @@ int main(int argc, char** argv) {
             fmt::print("|   {} | | | {} | | | | {} | |\n", t.name,
                        sim::format_bytes(double(unlogged.in_step.tensor(t.name).dram_read)),
                        sim::format_bytes(double(t.dram_read)));
-          if (c.reduction_misses >= 0) print_by_operation(c, unlogged.in_step, replay);
+          if (c.reduction_misses) print_by_operation(c, unlogged.in_step, replay);
         }
         std::fflush(stdout);
         ++rows;

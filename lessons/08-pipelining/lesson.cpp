@@ -14,8 +14,6 @@
 
 #include <fmt/core.h>
 
-#include <stdexcept>
-#include <string>
 #include <string_view>
 
 namespace flashlab::app {
@@ -93,36 +91,22 @@ void ablation_step(LessonContext& ctx, const tl::StageTimes& t, const sim::Hardw
       100 * (spread.largest - 1), 100 * (spread.median - 1), spread.source.run);
 }
 
-// The measured run named `name` (kMeasuredAblation's first is the default).
-const tl::MeasuredRun& measured_run(std::string_view name) {
-  for (const auto& run : tl::kMeasuredAblation)
-    if (run.name == name) return run;
-  throw std::logic_error("lesson 8: no measured run named " + std::string(name));
-}
-// What an idea buys on the H200: the default's measured speed over that of the run `name`.
-double measured_gain(std::string_view name) {
-  return tl::kMeasuredAblation[0].tflops / measured_run(name).tflops;
-}
-
 void disagreement_step(LessonContext& ctx, const tl::StageTimes& t, const sim::HardwareProfile& p) {
   ctx.step("Where the model and the H200 disagree, and why");
-  const auto model_gain = [&](std::string_view name) {  // the same in the model
-    return lesson08::predicted_tflops(tl::kMeasuredAblation[0].switches, t, p) /
-           lesson08::predicted_tflops(measured_run(name).switches, t, p);
-  };
-
   const double model_default = lesson08::predicted_tflops(tl::kMeasuredAblation[0].switches, t, p);
+  const auto model_gain = [&](std::string_view name) {  // measured_gain, in the model
+    return model_default / lesson08::predicted_tflops(tl::measured_run(name).switches, t, p);
+  };
   ctx.print(
       "- The level. The model's block keeps the tensor cores busy nearly all the time and\n"
       "  predicts {:.0f} TFLOP/s; the kernel reaches {:.0f}, {:.1f}% below. The gap was wider\n"
-      "  once: an earlier build (bench/gpu/NOTES.md, fa3 v2) reached 575, and Nsight Compute "
-      "found\n"
-      "  its tensor pipe active 64% of the time and its issue slots 45% busy, the consumers' own\n"
-      "  instructions (the softmax's maxima, sums, scaling and conversions, the waits around each\n"
-      "  wgmma) taking time the model does not charge, since its softmax is its exps alone; "
-      "before\n"
-      "  a per-score branch was taken out of the softmax, the pipe was active 27% of the time and\n"
-      "  the kernel reached 250. The model's level is where the instruction stream allows.\n",
+      "  once: an earlier build (bench/gpu/NOTES.md, fa3 v2) reached 575, and Nsight Compute\n"
+      "  found its tensor pipe active 64% of the time and its issue slots 45% busy, the\n"
+      "  consumers' own instructions (the softmax's maxima, sums, scaling and conversions, the\n"
+      "  waits around each wgmma) taking time the model does not charge, since its softmax is\n"
+      "  its exps alone; before a per-score branch was taken out of the softmax, the pipe was\n"
+      "  active 27% of the time and the kernel reached 250. The model's level is where the\n"
+      "  instruction stream allows.\n",
       model_default, tl::kMeasuredAblation[0].tflops,
       100 * (1 - tl::kMeasuredAblation[0].tflops / model_default));
   ctx.say(
@@ -135,7 +119,7 @@ void disagreement_step(LessonContext& ctx, const tl::StageTimes& t, const sim::H
       "  kernel also waits out each copy's round trip to the L2 and back, which a second buffer\n"
       "  hides and one exposes.\n"
       "- A third stage buys nothing in either: two stages already hide the loads.\n",
-      model_gain("1 stage"), measured_gain("1 stage"));
+      model_gain("1 stage"), tl::measured_gain("1 stage"));
   ctx.print(
       "- Ping-pong and intra-warpgroup overlap. The model finds them worth nothing: with two\n"
       "  consumers, one's softmax runs while the other's products occupy the tensor cores, turns\n"
@@ -144,7 +128,8 @@ void disagreement_step(LessonContext& ctx, const tl::StageTimes& t, const sim::H
       "  kernel the softmax costs nearly as much as the products (its instructions, not only its\n"
       "  exps), so hiding the wait for S_j's product behind the softmax is what FlashAttention-3\n"
       "  says it is. A model that charged the softmax's instructions would see it (exercise 2).\n",
-      measured_gain("no ping-pong"), 100 * (measured_gain("no intra-warpgroup overlap") - 1));
+      tl::measured_gain("no ping-pong"),
+      100 * (tl::measured_gain("no intra-warpgroup overlap") - 1));
   ctx.say(
       "- Warp specialisation. The model sees only that consumer 0 must wait, before it refills a\n"
       "  buffer, for consumer 1 to release it; the H200 loses more without it: there consumer 0\n"

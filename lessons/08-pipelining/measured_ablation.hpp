@@ -11,6 +11,8 @@
 #include "timeline.hpp"
 
 #include <array>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace flashlab::app::timeline {
@@ -38,5 +40,17 @@ inline constexpr std::array kMeasuredAblation = {
     MeasuredRun{"no intra-warpgroup overlap", {true, 2, true, false}, 590.9},
     MeasuredRun{"everything off", {false, 1, false, false}, 349.5},
 };
+
+// The measured run named `name` (kMeasuredAblation's first is the default); a name the table
+// lacks is the caller's mistake.
+inline const MeasuredRun& measured_run(std::string_view name) {
+  for (const auto& run : kMeasuredAblation)
+    if (run.name == name) return run;
+  throw std::logic_error("lesson 8: no measured run named " + std::string(name));
+}
+// What an idea buys on the H200: the default's measured speed over the run `name`'s.
+inline double measured_gain(std::string_view name) {
+  return kMeasuredAblation[0].tflops / measured_run(name).tflops;
+}
 
 }  // namespace flashlab::app::timeline
