@@ -15,11 +15,13 @@
 // With --tensors, what each tensor read from DRAM, in step and replayed, under each call, and
 // where the log's bytes hold the L2's reduction misses (block_log.py --by-operation), the
 // measured DRAM read split into the reductions' and the loads' beside the model's. With
-// --home-copies off every schedule runs without the profile's home copies (grid.hpp).
-// bench/gpu/NOTES.md, "The backward's blocks logged", reads the table.
+// --home-copies off every schedule runs without the profile's home copies (grid.hpp); with
+// --reduced-window W > 1, with reduced lines kept among a set's W least recently used
+// (l2_policy.hpp). bench/gpu/NOTES.md, "The backward's blocks logged", reads the table.
 //
 //   ./build/bench/simulator/backward_dram_vs_block_log --profile h100 --results bench/results/h100
 //       [--kv-heads 2] [--n 10240] [--even-pace] [--tensors] [--home-copies off]
+//       [--reduced-window 3]
 #include "gpu_bridge/pass_kernels.hpp"
 
 #include "flashlab/sim/grid.hpp"
@@ -237,6 +239,12 @@ int main(int argc, char** argv) {
                  "across is held where it was read alone)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  int reduced_window = 1;
+  app.add_option("--reduced-window", reduced_window,
+                 "reduced lines kept in every schedule: a set's victim is the least recently used "
+                 "line not reduced into among its this many least recently used (1: the "
+                 "profile's plain LRU)")
+      ->capture_default_str();
   bool even_pace = false;
   app.add_flag("--even-pace", even_pace,
                "replay each block at an even pace between its logged start and end, its step "
@@ -245,13 +253,17 @@ int main(int argc, char** argv) {
   try {
     app::set_target_profile(profile);
     const sim::HardwareProfile& gpu = app::target_profile();
+    sim::check_l2_reduced_window(reduced_window, gpu.l2_ways, gpu.l2_replacement);
     const auto logs = block_logs(results);
     if (logs.empty()) throw std::runtime_error("no backward block log in " + results);
     fmt::print(
-        "The main kernel's DRAM read, MiB; ratios measured / predicted; {} profile{}\n\n"
+        "The main kernel's DRAM read, MiB; ratios measured / predicted; {} profile{}{}\n\n"
         "| log | heads / KV, N, call | measured | compare | ratio | drift | ratio | replayed "
         "| ratio |\n|---|---|---|---|---|---|---|---|---|\n",
-        gpu.name, home_copies == "on" ? "" : ", its home copies off");
+        gpu.name, home_copies == "on" ? "" : ", its home copies off",
+        reduced_window == 1
+            ? ""
+            : fmt::format(", reduced lines kept among a set's {} oldest", reduced_window));
     // The two schedules that take no log, run once a shape: in step (its report, for
     // --tensors too) and drifting.
     struct Unlogged {
@@ -263,6 +275,7 @@ int main(int argc, char** argv) {
     // The profile's grid, or with --home-copies off the same without home copies.
     const auto homed = [&](sim::GridProblem p) {
       p.l2_home_copies = p.l2_home_copies && home_copies == "on";
+      p.l2_reduced_window = reduced_window;
       return p;
     };
     for (const auto& log : logs)

@@ -119,7 +119,7 @@ class GridRun {
     }
     for (Index part = 0; part < p.l2_partitions; ++part) {
       l2_.emplace_back(p.partition_bytes(), static_cast<int>(part), p.replacement, p.seed,
-                       /*home_partitions=*/1, p.l2_dirty_cap, p.l2_ways);
+                       /*home_partitions=*/1, p.l2_dirty_cap, p.l2_ways, p.l2_reduced_window);
       if (observer) l2_.back().set_observer(&observer);
     }
     if (p.l1_bytes > 0) {  // grid.hpp, "The L1": an LRU per SM, and the slots blocks take
@@ -516,8 +516,7 @@ class GridRun {
     tensors_[t].written += rows * row_bytes_[t];
     detail::L2Cache& home = l2_[reduction_home(t, row0)];
     const Bytes bytes = sector_bytes(t, row0, rows);
-    home.access(t, row0, bytes, /*write=*/false, tensors_);
-    home.access(t, row0, bytes, /*write=*/true, tensors_);
+    home.reduce(t, row0, bytes, tensors_);
     ++accesses_;
   }
   Index reduction_home(int t, Index row0) const {
@@ -782,6 +781,7 @@ void check(const GridProblem& p) {
         p.block_time_spread));
   check(p.replacement);
   check_l2_ways(p.l2_ways);
+  check_l2_reduced_window(p.l2_reduced_window, p.l2_ways, p.replacement);
   if (p.l2_home_copies && p.replacement != L2Replacement::sets)
     throw cpu::InvalidArgument(fmt::format(
         "l2_home_copies with the {} policy: a line's home copy is a line of an L2 in hashed "

@@ -36,7 +36,7 @@ int home_by_key(std::uint64_t key, std::int64_t line, std::uint64_t seed, int pa
 }  // namespace
 
 L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::uint64_t seed,
-                 int home_partitions, Bytes dirty_cap, int ways)
+                 int home_partitions, Bytes dirty_cap, int ways, int reduced_window)
     : capacity_(capacity),
       partition_(partition),
       replacement_(replacement),
@@ -46,6 +46,8 @@ L2Cache::L2Cache(Bytes capacity, int partition, L2Replacement replacement, std::
       dirty_cap_(dirty_cap) {
   check(replacement);
   check_l2_ways(ways);
+  check_l2_reduced_window(reduced_window, ways, replacement);
+  reduced_window_ = static_cast<std::size_t>(reduced_window);
   if (dirty_cap_ < 0 || dirty_cap_ > capacity_)
     throw cpu::InvalidArgument(fmt::format(
         "a dirty cap of {} bytes on an L2 (partition) of {} bytes: give 0 for no cap, or 1 to "
@@ -103,6 +105,7 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
       way->dirtied = became_dirty(key, j, way->bytes);
     }
     used_[index_of(way)] = ++clock_;
+    if (reducing_) way->reduced = true;
     if (write) write_back_past_cap(tensors);
     return true;
   }
@@ -117,7 +120,9 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
       from_home = true;
     }
   if (fetch && !from_home) tensors[tensor].dram_read += bytes;
-  place_way(way_of(key, j, tensor, bytes, write), tensors);
+  Way placed = way_of(key, j, tensor, bytes, write);
+  placed.reduced = reducing_;
+  place_way(placed, tensors);
   if (homed_elsewhere && !from_home && (fetch || write))
     place_way(way_of(key | kHomeCopy, j, tensor, bytes, /*dirty=*/false), tensors);
   if (write) write_back_past_cap(tensors);
@@ -126,11 +131,7 @@ bool L2Cache::touch_line(int tensor, std::int64_t row0, std::int64_t j, Bytes by
 
 void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
   const std::size_t first = set_of(way.key, way.line) * set_ways_;
-  // The victim: an empty way if there is one (used 0), else the least recently used; the
-  // set's stamps alone are read to find it.
-  std::size_t v = first;
-  for (std::size_t w = first + 1; w < first + set_ways_ && used_[v] != 0; ++w)
-    if (used_[w] < used_[v]) v = w;
+  const std::size_t v = victim_way(first);
   Way* victim = &ways_[v];
   if (victim->tensor >= 0) {
     ++evictions_;
@@ -145,6 +146,33 @@ void L2Cache::place_way(const Way& way, std::vector<TensorTraffic>& tensors) {
   used_[v] = ++clock_;
   if (way.dirty) victim->dirtied = became_dirty(way.key, way.line, way.bytes);
   in_use_ += way.bytes;
+}
+
+std::size_t L2Cache::victim_way(std::size_t first) const {
+  // An empty way if there is one (used 0), else the least recently used; the set's stamps
+  // alone are read to find it.
+  std::size_t v = first;
+  for (std::size_t w = first + 1; w < first + set_ways_ && used_[v] != 0; ++w)
+    if (used_[w] < used_[v]) v = w;
+  if (reduced_window_ == 1 || used_[v] == 0 || !ways_[v].reduced) return v;
+  // Reduced lines kept: the least recently used line not reduced into, if it is among the
+  // reduced_window_ least recently used (fewer than that many lines of the set are older).
+  std::size_t best = v;
+  for (std::size_t w = first; w < first + set_ways_; ++w) {
+    if (ways_[w].reduced || (best != v && used_[w] >= used_[best])) continue;
+    std::size_t older = 0;
+    for (std::size_t u = first; u < first + set_ways_; ++u) older += used_[u] < used_[w];
+    if (older < reduced_window_) best = w;
+  }
+  return best;
+}
+
+void L2Cache::reduce(int tensor, std::int64_t row0, Bytes bytes,
+                     std::vector<TensorTraffic>& tensors) {
+  access(tensor, row0, bytes, /*write=*/false, tensors);
+  reducing_ = true;
+  access(tensor, row0, bytes, /*write=*/true, tensors);
+  reducing_ = false;
 }
 
 void L2Cache::access_lines(int tensor, std::int64_t row0, Bytes bytes, bool write,

@@ -42,9 +42,15 @@ class L2Cache {
   // dirty until it is evicted or flushed. Throws cpu::InvalidArgument unless
   // 0 <= dirty_cap <= capacity.
   // `ways`: the lines of a set (sets policy only; kL2Ways unless a hardware profile says).
+  // `reduced_window` (sets only; l2_policy.hpp, "Reduced lines kept"): where a set's least
+  // recently used line was last reduced into, the victim is the least recently used line not
+  // reduced into among the set's `reduced_window` least recently used, if there is one. 1:
+  // plain LRU. Throws cpu::InvalidArgument unless 1 <= reduced_window <= ways, and 1 unless
+  // the policy is sets.
   explicit L2Cache(Bytes capacity, int partition = 0,
                    L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
-                   int home_partitions = 1, Bytes dirty_cap = 0, int ways = kL2Ways);
+                   int home_partitions = 1, Bytes dirty_cap = 0, int ways = kL2Ways,
+                   int reduced_window = 1);
 
   // A tile of a tensor, rows from row0 on, `bytes` long, moving between the L2 and SRAM.
   // Tiles are the units the programs move, and each program cuts a tensor into the same
@@ -58,6 +64,10 @@ class L2Cache {
   // the first access it is resident, so the rest hit, unless it is larger than the L2.
   void access(int tensor, std::int64_t row0, Bytes bytes, bool write,
               std::vector<TensorTraffic>& tensors, std::int64_t times = 1);
+  // A reduction into a tile (an atomic add the L2 performs): read where absent, then written,
+  // as access() read then wrote it; under the sets policy its lines are marked reduced into
+  // (the victim rule of reduced_window).
+  void reduce(int tensor, std::int64_t row0, Bytes bytes, std::vector<TensorTraffic>& tensors);
 
   // A read of a tile that this L2 does not hold but another partition does: placed here,
   // clean, copied from there without a DRAM read (L2EventKind::copy). The caller has
@@ -127,6 +137,7 @@ class L2Cache {
     std::int32_t tensor = -1;   // -1: empty
     std::int32_t bytes = 0;     // at most kL2LineBytes
     bool dirty = false;
+    bool reduced = false;  // reduced into (reduce()) since it was placed
   };
   static_assert(sizeof(Way) == 32);
   static Way way_of(std::uint64_t key, std::int64_t line, int tensor, Bytes bytes, bool dirty) {
@@ -192,6 +203,11 @@ class L2Cache {
   // Beside each way too, when it was last touched (the set's LRU order; 0: empty), so that
   // finding a victim reads the set's W stamps and not its ways.
   std::vector<std::uint64_t> used_;
+  std::size_t reduced_window_;  // sets: see the constructor
+  bool reducing_ = false;       // within reduce(): the lines it touches are marked reduced
+  // The way that makes room in the set whose first way is `first` (none empty): the least
+  // recently used, or under reduced_window_ the one its rule picks.
+  std::size_t victim_way(std::size_t first) const;
   std::size_t index_of(const Way* way) const { return std::size_t(way - ways_.data()); }
   static std::uint32_t tag_of(std::uint64_t key, std::int64_t line) {
     return static_cast<std::uint32_t>(

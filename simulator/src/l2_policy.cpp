@@ -39,6 +39,19 @@ void check_l2_ways(int ways) {
         ways, kMaxL2Ways, kL2Ways));
 }
 
+void check_l2_reduced_window(int window, int ways, L2Replacement replacement) {
+  if (window < 1 || window > ways)
+    throw cpu::InvalidArgument(fmt::format(
+        "reduced lines kept among a set's {} least recently used: give 1 (plain LRU) to {}, "
+        "the ways of a set",
+        window, ways));
+  if (window > 1 && replacement != L2Replacement::sets)
+    throw cpu::InvalidArgument(fmt::format(
+        "reduced lines kept among a set's {} least recently used under the {} policy: a set's "
+        "lines are the sets policy's, give 1 or that policy",
+        window, to_string(replacement)));
+}
+
 void check(L2Replacement replacement) {
   if (std::find(kL2Replacements.begin(), kL2Replacements.end(), replacement) ==
       kL2Replacements.end()) {

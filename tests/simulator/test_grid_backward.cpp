@@ -146,6 +146,47 @@ TEST_CASE("backward grid: an L2 of a few tiles, event by event: evictions, write
   CHECK(r.left_dirty() == 3 * 128);    // its tile 1, dK and dV, after
 }
 
+TEST_CASE("backward grid: reduced lines kept, in one set of 4 lines, worked by hand") {
+  // The grid above in an L2 of one hashed set of 4 lines (512 bytes, sets policy): every tile
+  // is one line. Plain LRU (window 1), oldest first: K V, then Q_0 dO_0; L_0 evicts K, D_0 V,
+  // the accumulator's tile 0 Q_0: dO_0 L_0 D_0 A_0. Step 1: Q_1, dO_1, L_1 and D_1 evict
+  // dO_0, L_0, D_0 and A_0, which is written back; A_1 evicts Q_1; dK and dV evict dO_1 and
+  // L_1. With a window of 2 the step goes alike until D_1, where A_0 is the oldest, reduced
+  // into, and Q_1 beside it is not: Q_1 goes; A_1 evicts dO_1, dK L_1, dV D_1. A_0 stays to
+  // the end, dirty. The reads are the same: nothing is read twice.
+  GridProblem p{.pass = GridPass::backward_main,
+                .N = 4,
+                .d = 16,
+                .Br = 2,
+                .Bc = 4,
+                .blocks_per_sm = 1,
+                .sm_count = 1,
+                .l2_bytes = 4 * kL2LineBytes,
+                .replacement = L2Replacement::sets,
+                .l2_ways = 4};
+  const GridReport lru = run_grid(p);
+  CHECK(lru.dram_written() == 128);    // A_0, while it ran
+  CHECK(lru.left_dirty() == 3 * 128);  // A_1, dK, dV
+  p.l2_reduced_window = 2;
+  const GridReport kept = run_grid(p);
+  CHECK(kept.dram_written() == 0);
+  CHECK(kept.left_dirty() == 4 * 128);  // A_0, A_1, dK, dV
+  CHECK(kept.dram_read() == lru.dram_read());
+  // A window as wide as the set keeps them too; one wider, or any window but 1 outside the
+  // sets policy, is refused.
+  p.l2_reduced_window = 4;
+  CHECK(run_grid(p).dram_written() == 0);
+  p.l2_reduced_window = 5;
+  CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains("give 1 (plain LRU) to 4, the ways of a set"),
+                       cpu::InvalidArgument);
+  p.l2_reduced_window = 0;
+  CHECK_THROWS_AS(run_grid(p), cpu::InvalidArgument);
+  p.l2_reduced_window = 2;
+  p.replacement = L2Replacement::lru;
+  CHECK_THROWS_WITH_AS(run_grid(p), doctest::Contains("under the lru policy"),
+                       cpu::InvalidArgument);
+}
+
 TEST_CASE("backward grid: a second wave reads its query tiles again when a sweep outgrows the L2") {
   // One head, N = 8 in tiles of 2 (Tr = Tc = 4), d = 16 bf16, no mask, 2 SMs of one block: 2
   // waves of 2 blocks, each sweeping query tiles 0..3. A step moves Q, dO (64 bytes each), L,
