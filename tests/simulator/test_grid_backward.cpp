@@ -60,6 +60,19 @@ Bytes footprint(const std::vector<Footprint>& f) {
   return total;
 }
 
+// One block of the main kernel (N = 4, one KV tile of 4 keys, two query tiles of 2 rows,
+// d = 16 in bf16) on one SM, through an L2 of `l2_bytes`.
+GridProblem one_block_grid(Bytes l2_bytes) {
+  return {.pass = GridPass::backward_main,
+          .N = 4,
+          .d = 16,
+          .Br = 2,
+          .Bc = 4,
+          .blocks_per_sm = 1,
+          .sm_count = 1,
+          .l2_bytes = l2_bytes};
+}
+
 }  // namespace
 
 TEST_CASE("backward grid: the main kernel's causal walk over its GQA group, event by event") {
@@ -115,14 +128,7 @@ TEST_CASE("backward grid: an L2 of a few tiles, event by event: evictions, write
   // One block (N = 4, one KV tile of 4 keys, two query tiles of 2 rows), d = 16 in bf16, one
   // LRU L2 of 384 bytes. K and V tiles are 128 bytes, Q and dO 64, L and D 8 (one 32-byte
   // sector), the accumulator's 128 (2 rows of 16 floats).
-  const GridProblem p{.pass = GridPass::backward_main,
-                      .N = 4,
-                      .d = 16,
-                      .Br = 2,
-                      .Bc = 4,
-                      .blocks_per_sm = 1,
-                      .sm_count = 1,
-                      .l2_bytes = 384};
+  const GridProblem p = one_block_grid(384);
   // An access that needs room evicts the least recently used tiles first, then misses.
   const std::vector<std::string> expected = {
       // its start: K and V, 256 bytes held
@@ -154,16 +160,9 @@ TEST_CASE("backward grid: reduced lines kept, in one set of 4 lines, worked by h
   // L_1. With a window of 2 the step goes alike until D_1, where A_0 is the oldest, reduced
   // into, and Q_1 beside it is not: Q_1 goes; A_1 evicts dO_1, dK L_1, dV D_1. A_0 stays to
   // the end, dirty. The reads are the same: nothing is read twice.
-  GridProblem p{.pass = GridPass::backward_main,
-                .N = 4,
-                .d = 16,
-                .Br = 2,
-                .Bc = 4,
-                .blocks_per_sm = 1,
-                .sm_count = 1,
-                .l2_bytes = 4 * kL2LineBytes,
-                .replacement = L2Replacement::sets,
-                .l2_ways = 4};
+  GridProblem p = one_block_grid(4 * kL2LineBytes);
+  p.replacement = L2Replacement::sets;
+  p.l2_ways = 4;
   const GridReport lru = run_grid(p);
   CHECK(lru.dram_written() == 128);    // A_0, while it ran
   CHECK(lru.left_dirty() == 3 * 128);  // A_1, dK, dV
