@@ -272,7 +272,8 @@ int main(int argc, char** argv) {
     };
     std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, bool>, Unlogged> model;
     int within_step = 0, within_drift = 0, within_replay = 0, rows = 0;
-    // The profile's grid, or with --home-copies off the same without home copies.
+    // The profile's grid, or with --home-copies off the same without home copies; with
+    // --reduced-window, reduced lines kept.
     const auto homed = [&](sim::GridProblem p) {
       p.l2_home_copies = p.l2_home_copies && home_copies == "on";
       p.l2_reduced_window = reduced_window;

@@ -43,7 +43,7 @@ class L2Cache {
   // 0 <= dirty_cap <= capacity.
   // `ways`: the lines of a set (sets policy only; kL2Ways unless a hardware profile says).
   // `reduced_window` (sets only; l2_policy.hpp, "Reduced lines kept"): where a set's least
-  // recently used line was last reduced into, the victim is the least recently used line not
+  // recently used line has been reduced into, the victim is the least recently used line not
   // reduced into among the set's `reduced_window` least recently used, if there is one. 1:
   // plain LRU. Throws cpu::InvalidArgument unless 1 <= reduced_window <= ways, and 1 unless
   // the policy is sets.

@@ -69,10 +69,11 @@ void check_l2_ways(int ways);
 // Reduced lines kept (the sets policy; GridProblem::l2_reduced_window): where a set's least
 // recently used line has been reduced into (an atomic add the L2 performed: the backward's dQ
 // accumulator), the victim is the least recently used line not reduced into among the set's
-// `window` least recently used, where there is one; 1 is plain LRU. A rule that fits the
-// backward's DRAM reads split by operation, not a published policy (docs/IO-LEVELS.md, "The
-// backward's DRAM reads by operation"). Throws cpu::InvalidArgument unless 1 <= window <= ways,
-// and unless window is 1 where the policy is not sets.
+// `window` least recently used, where there is one; 1 is plain LRU. Not a published policy: a
+// rule tried against the backward's DRAM reads split by operation, which with a window of 3
+// fits the calls it was chosen on and fails the calls held out from it, so no profile takes
+// it (docs/IO-LEVELS.md, "The backward's DRAM reads by operation"). Throws cpu::InvalidArgument
+// unless 1 <= window <= ways, and unless window is 1 where the policy is not sets.
 void check_l2_reduced_window(int window, int ways, L2Replacement replacement);
 // The largest L2 the sets policy takes (it keeps a record of every line): 1 GiB.
 inline constexpr Bytes kMaxSetsL2Bytes = Bytes{1} << 30;
