@@ -272,9 +272,9 @@ int main(int argc, char** argv) {
     };
     std::map<std::tuple<cpu::Index, cpu::Index, cpu::Index, bool>, Unlogged> model;
     int within_step = 0, within_drift = 0, within_replay = 0, rows = 0;
-    // The profile's grid, or with --home-copies off the same without home copies; with
-    // --reduced-window, reduced lines kept.
-    const auto homed = [&](sim::GridProblem p) {
+    // The profile's grid as the options ask: without home copies (--home-copies off), with
+    // reduced lines kept (--reduced-window).
+    const auto as_asked = [&](sim::GridProblem p) {
       p.l2_home_copies = p.l2_home_copies && home_copies == "on";
       p.l2_reduced_window = reduced_window;
       return p;
@@ -285,16 +285,16 @@ int main(int argc, char** argv) {
         const sim::GridProblem g = main_grid(c);
         const auto shape = std::tuple{c.heads, c.kv_heads, c.N, c.causal};
         if (!model.contains(shape)) {
-          sim::GridProblem d = homed(sim::on_gpu(gpu, g));
+          sim::GridProblem d = as_asked(sim::on_gpu(gpu, g));
           d.schedule = sim::GridSchedule::drift;
           d.block_time_spread = gpu.block_time_spread;
           d.seed = 1;
-          model[shape] = {sim::run_grid(homed(sim::paced_on_gpu(gpu, g))),
+          model[shape] = {sim::run_grid(as_asked(sim::paced_on_gpu(gpu, g))),
                           double(sim::run_grid(d).dram_read())};
         }
         const Unlogged& unlogged = model.at(shape);
         const double paced = double(unlogged.in_step.dram_read()), drift = unlogged.drift;
-        sim::GridProblem r = homed(sim::on_gpu(gpu, g));
+        sim::GridProblem r = as_asked(sim::on_gpu(gpu, g));
         r.schedule = sim::GridSchedule::logged;
         r.block_log = c.blocks;
         r.sm_partitions = c.sm_partitions;

@@ -155,16 +155,15 @@ std::size_t L2Cache::victim_way(std::size_t first) const {
   for (std::size_t w = first + 1; w < first + set_ways_ && used_[v] != 0; ++w)
     if (used_[w] < used_[v]) v = w;
   if (reduced_window_ == 1 || used_[v] == 0 || !ways_[v].reduced) return v;
-  // Reduced lines kept: the least recently used line not reduced into, if it is among the
-  // reduced_window_ least recently used (fewer than that many lines of the set are older).
-  std::size_t best = v;
-  for (std::size_t w = first; w < first + set_ways_; ++w) {
-    if (ways_[w].reduced || (best != v && used_[w] >= used_[best])) continue;
-    std::size_t older = 0;
-    for (std::size_t u = first; u < first + set_ways_; ++u) older += used_[u] < used_[w];
-    if (older < reduced_window_) best = w;
-  }
-  return best;
+  // Reduced lines kept: the least recently used line not reduced into, if fewer than
+  // reduced_window_ lines of the set are older than it.
+  std::size_t kept = v;  // none found yet
+  for (std::size_t w = first; w < first + set_ways_; ++w)
+    if (!ways_[w].reduced && (kept == v || used_[w] < used_[kept])) kept = w;
+  if (kept == v) return v;
+  std::size_t older = 0;
+  for (std::size_t w = first; w < first + set_ways_; ++w) older += used_[w] < used_[kept];
+  return older < reduced_window_ ? kept : v;
 }
 
 void L2Cache::reduce(int tensor, std::int64_t row0, Bytes bytes,

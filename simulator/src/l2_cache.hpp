@@ -42,11 +42,9 @@ class L2Cache {
   // dirty until it is evicted or flushed. Throws cpu::InvalidArgument unless
   // 0 <= dirty_cap <= capacity.
   // `ways`: the lines of a set (sets policy only; kL2Ways unless a hardware profile says).
-  // `reduced_window` (sets only; l2_policy.hpp, "Reduced lines kept"): where a set's least
-  // recently used line has been reduced into, the victim is the least recently used line not
-  // reduced into among the set's `reduced_window` least recently used, if there is one. 1:
-  // plain LRU. Throws cpu::InvalidArgument unless 1 <= reduced_window <= ways, and 1 unless
-  // the policy is sets.
+  // `reduced_window`: reduced lines kept among a set's that many least recently used (sets
+  // only; l2_policy.hpp's check_l2_reduced_window says the rule and what it refuses). 1: plain
+  // LRU.
   explicit L2Cache(Bytes capacity, int partition = 0,
                    L2Replacement replacement = L2Replacement::lru, std::uint64_t seed = 0,
                    int home_partitions = 1, Bytes dirty_cap = 0, int ways = kL2Ways,

@@ -288,10 +288,9 @@ struct GridProblem {
   // a partition writes its oldest dirty lines back, keeping them, clean. 0: no cap.
   // 0 <= l2_dirty_cap <= partition_bytes().
   Bytes l2_dirty_cap = 0;
-  // Reduced lines kept (sets only; l2_policy.hpp): a set's victim is the least recently used
-  // line no reduction touched among its l2_reduced_window least recently used, where its least
-  // recently used was reduced into. 1: plain LRU (every profile). 1 <= l2_reduced_window <=
-  // l2_ways.
+  // Reduced lines kept among a set's l2_reduced_window least recently used (sets only; the
+  // rule: l2_policy.hpp's check_l2_reduced_window). 1: plain LRU, every profile's.
+  // 1 <= l2_reduced_window <= l2_ways.
   int l2_reduced_window = 1;
   GridSchedule schedule = GridSchedule::lockstep;
   // drift, older_first and catch_up: sigma, the standard deviation of log(a block's time per
