@@ -54,6 +54,18 @@ def to_pages(torch, x, page_size, order):
     return pages.transpose(1, 2)
 
 
+def parse_points(ap, texts):
+    """The (B, L) points of a script's --points ("B:L" each); a bad one stops the script with
+    ap.error, saying what a point is."""
+    try:
+        points = [tuple(int(x) for x in text.split(":")) for text in texts]
+    except ValueError:
+        ap.error(f"--points {texts}: give B:L pairs, e.g. 8:4096")
+    if any(len(p) != 2 or min(p) < 1 for p in points):
+        ap.error(f"--points {texts}: give B:L pairs of positive integers, e.g. 8:4096")
+    return points
+
+
 def decode_generator(torch, B, L):
     """The random generator of the point (B, L), seeded by B and L so that every script reads
     the same inputs."""

@@ -37,12 +37,7 @@ def main():
                          "balanced rounds, at least timing.MIN_ROUND_CLEAN_REPS a round")
     ap.add_argument("--csv", help="write one row per (B, L, implementation, flush, wait)")
     args = ap.parse_args()
-    try:
-        points = [tuple(int(x) for x in p.split(":")) for p in args.points]
-    except ValueError:
-        ap.error(f"--points {args.points}: give B:L pairs, e.g. 8:4096")
-    if any(len(p) != 2 or min(p) < 1 for p in points):
-        ap.error(f"--points {args.points}: give B:L pairs of positive integers, e.g. 8:4096")
+    points = bd.parse_points(ap, args.points)
     if any(w < 0 for w in args.waits):
         ap.error(f"--waits {args.waits}: a wait is 0 us or more")
     import torch

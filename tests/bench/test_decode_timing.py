@@ -1,9 +1,9 @@
 """bench/gpu/timing.py and the decode benchmark's printing, without torch or a GPU: the clean
 flush writes do_bench's 256 MB and then reads another 256 MB before each timed call (the
 dirty one only writes), a wait spins outside the timed events, the median of the events'
-times is returned, decode_flush_wait.py refuses bad points and waits, and the decode table
-prints flashlab's and cuDNN's TB/s after the clean flush beside do_bench's; the sweep times
-each (B, L) point once. Every script of bench/gpu also compiles."""
+times is returned, decode_flush_wait.py refuses bad points and waits and
+decode_read_ceiling.py bad points, and the decode table prints flashlab's and cuDNN's TB/s
+after the clean flush beside do_bench's; the sweep times each (B, L) point once. Every script of bench/gpu also compiles."""
 import io
 import os
 import py_compile
@@ -97,24 +97,31 @@ class CleanFlush(unittest.TestCase):
         self.assertEqual(torch.log, [("write", "dirty"), ("read", "clean")])  # no spin at 0
 
 
-class FlushWaitScript(unittest.TestCase):
-    """decode_flush_wait.py refuses bad points and waits before it needs torch."""
+class PointScripts(unittest.TestCase):
+    """decode_flush_wait.py and decode_read_ceiling.py refuse bad points (and the first bad
+    waits) before they need torch."""
+    BAD_POINTS = [(["--points", "8x4096"], "give B:L pairs"),
+                  (["--points", "8:0"], "positive integers"),
+                  (["--points", "8:4096:2"], "give B:L pairs")]
 
-    def run_script(self, *args):
+    def run_script(self, script, *args):
         import subprocess
-        return subprocess.run([sys.executable, os.path.join(GPU, "decode_flush_wait.py"),
+        return subprocess.run([sys.executable, os.path.join(GPU, script),
                                "libflashlab.so", *args], capture_output=True, text=True)
 
-    def test_bad_points_and_waits_are_refused(self):
-        cases = [(["--points", "8x4096"], "give B:L pairs"),
-                 (["--points", "8:0"], "positive integers"),
-                 (["--points", "8:4096:2"], "give B:L pairs"),
-                 (["--waits", "-5"], "a wait is 0 us or more")]
+    def refused(self, script, cases):
         for args, message in cases:
-            with self.subTest(args=args):
-                r = self.run_script(*args)
-                self.assertEqual(r.returncode, 2)
+            with self.subTest(script=script, args=args):
+                r = self.run_script(script, *args)
+                self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(message, r.stderr)
+
+    def test_flush_wait_refuses_bad_points_and_waits(self):
+        self.refused("decode_flush_wait.py",
+                     self.BAD_POINTS + [(["--waits", "-5"], "a wait is 0 us or more")])
+
+    def test_read_ceiling_refuses_bad_points(self):
+        self.refused("decode_read_ceiling.py", self.BAD_POINTS)
 
 
 class DecodeTable(unittest.TestCase):
