@@ -476,9 +476,13 @@ if want ring; then
 fi
 
 if want decode; then
-  step "decode: split-KV against torch SDPA decode, contiguous and paged"
+  step "decode: split-KV against torch SDPA decode, contiguous and paged; a read of its bytes"
   PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/bench.py" --lib "$BUILD/gpu/libflashlab.so" \
     --decode --csv "$OUT/bench_decode.csv" || status=1
+  # What a kernel that only reads the same K and V gets under the same timings: the decode's
+  # ceiling at each cache (bench/gpu/NOTES.md, "What a read alone gets").
+  PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/decode_read_ceiling.py" \
+    "$BUILD/gpu/libflashlab.so" --csv "$OUT/decode_read_ceiling.csv" || status=1
 fi
 
 if want ablation; then
