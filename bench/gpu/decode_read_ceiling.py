@@ -36,7 +36,7 @@ import flashlab_ctypes as fl  # noqa: E402
 import timing  # noqa: E402
 
 POINTS = [(8, 1024), (8, 2048), (8, 4096), (8, 8192), (8, 32768), (8, 131072)]
-READ_BLOCK = 1024       # int32 words a program loads a step (4 KiB; 4 warps: two 16-byte loads a lane)
+READ_BLOCK = 1024  # int32 words a program loads a step: 4 KiB, two 16-byte loads a lane of 4 warps
 READ_WORDS_PER_PROGRAM = 32 * READ_BLOCK   # 128 KiB a program
 
 try:
