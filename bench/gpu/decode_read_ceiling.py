@@ -143,14 +143,15 @@ def main():
         print(f"{B:3d} {L:7d} {blocks:6d} | " + " ".join(f"{tbs(dirty[n]):7.2f}" for n in names) +
               " | " + " ".join(f"{tbs(clean[n]):7.2f}" for n in names), flush=True)
         for n in names:
-            rows.append([B, L, n, blocks, f"{dirty[n]:.4f}", f"{tbs(dirty[n]):.3f}", f"{clean[n]:.4f}",
-                         f"{tbs(clean[n]):.3f}"])
+            rows.append([B, L, n, blocks, f"{dirty[n]:.4f}", f"{tbs(dirty[n]):.3f}",
+                         f"{clean[n]:.4f}", f"{tbs(clean[n]):.3f}"])
         del q, k, v, kv, o, lse, workspace, fns
         torch.cuda.empty_cache()
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["B", "L", "impl", "decode_blocks", "ms", "tb_per_s", "ms_clean", "tb_per_s_clean"])
+            w.writerow(["B", "L", "impl", "decode_blocks", "ms", "tb_per_s", "ms_clean",
+                        "tb_per_s_clean"])
             w.writerows(rows)
 
 

@@ -3,7 +3,8 @@ flush writes do_bench's 256 MB and then reads another 256 MB before each timed c
 dirty one only writes), a wait spins outside the timed events, the median of the events'
 times is returned, decode_flush_wait.py refuses bad points and waits and
 decode_read_ceiling.py bad points, and the decode table prints flashlab's and cuDNN's TB/s
-after the clean flush beside do_bench's; the sweep times each (B, L) point once. Every script of bench/gpu also compiles."""
+after the clean flush beside do_bench's; the sweep times each (B, L) point once. Every script
+of bench/gpu also compiles."""
 import io
 import os
 import py_compile
