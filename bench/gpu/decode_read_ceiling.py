@@ -38,6 +38,9 @@ import timing  # noqa: E402
 POINTS = [(8, 1024), (8, 2048), (8, 4096), (8, 8192), (8, 32768), (8, 131072)]
 READ_BLOCK = 1024  # int32 words a program loads a step: 4 KiB, two 16-byte loads a lane of 4 warps
 READ_WORDS_PER_PROGRAM = 32 * READ_BLOCK   # 128 KiB a program
+# The reads timed beside the two decodes: name, evict-first loads, cut as the split grid.
+READS = (("read", False, False), ("read-ef", True, False), ("read-grid", False, True))
+CALLS = ["flashlab", "cudnn"] + [name for name, _, _ in READS]  # the table's columns, in order
 
 try:
     import triton
@@ -109,20 +112,20 @@ def main():
     flusher = timing.CleanFlush(torch)
     rows = []
     print("TB/s of K and V (bf16, d = 128, 8 KV heads): do_bench | after a clean flush")
-    heads = ["flashl", "cudnn", "read", "read-ef", "rd-grid"]
-    print(f"{'B':>3} {'L':>7} {'blocks':>6} | " + " ".join(f"{h:>7}" for h in heads) + " | " +
-          " ".join(f"{h:>7}" for h in heads))
+    columns = " ".join(f"{name:>9}" for name in CALLS)
+    print(f"{'B':>3} {'L':>7} {'blocks':>6} | {columns} | {columns}")
     for B, L in points:
         q, k, v, o, lse, lens = bd.decode_inputs(torch, B, L)
         k, v, kv = kv_together(torch, k, v)
         params, workspace = lib.decode_params(q, k, v, o, lens, L, lse=lse)
         fns = {"flashlab": lambda: lib.decode(params),
                "cudnn": bd.torch_decode(torch, "cudnn", q, k, v)}
-        blocks = lib.decode_num_splits(params) * B * bd.HEADS_KV  # the split grid's blocks
+        # The split grid's blocks: splits x B x KV heads, one row block each (a KV head's 4
+        # query rows fit the 16 of decode::row_blocks in kernel_info.hpp).
+        blocks = lib.decode_num_splits(params) * B * bd.HEADS_KV
         expected = None
-        for name, evict_first, programs in (("read", False, None), ("read-ef", True, None),
-                                            ("read-grid", False, blocks)):
-            fn, out = reader(torch, kv, evict_first, programs)
+        for name, evict_first, as_split_grid in READS:
+            fn, out = reader(torch, kv, evict_first, blocks if as_split_grid else None)
             fn()
             torch.cuda.synchronize()
             # The reads load the same words: the XOR of each one's sums is the same, which
@@ -139,10 +142,9 @@ def main():
         dirty = timing.interleaved_medians(do_bench, fns)
         clean = timing.interleaved_clean_medians(flusher, fns)
         tbs = lambda ms: bd.kv_bytes(B, L) / (ms * 1e-3) / 1e12  # noqa: E731
-        names = list(fns)
-        print(f"{B:3d} {L:7d} {blocks:6d} | " + " ".join(f"{tbs(dirty[n]):7.2f}" for n in names) +
-              " | " + " ".join(f"{tbs(clean[n]):7.2f}" for n in names), flush=True)
-        for n in names:
+        print(f"{B:3d} {L:7d} {blocks:6d} | " + " ".join(f"{tbs(dirty[n]):9.2f}" for n in CALLS) +
+              " | " + " ".join(f"{tbs(clean[n]):9.2f}" for n in CALLS), flush=True)
+        for n in CALLS:
             rows.append([B, L, n, blocks, f"{dirty[n]:.4f}", f"{tbs(dirty[n]):.3f}",
                          f"{clean[n]:.4f}", f"{tbs(clean[n]):.3f}"])
         del q, k, v, kv, o, lse, workspace, fns
