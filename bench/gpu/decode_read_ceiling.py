@@ -5,7 +5,7 @@ the timing leaves a decode to reach: the launch, the ramp of the first loads, an
 do_bench the write-back of the flush's dirty lines are in its time as in the decode's.
 
 At each point (B sequences of L keys; bf16, d = 128, 8 KV heads: bench_decode.py's shape)
-five calls are timed in turns, under do_bench (which writes 256 MB before every call and
+four calls are timed in turns, under do_bench (which writes 256 MB before every call and
 leaves the L2 full of dirty lines) and after a clean flush (timing.CleanFlush):
   flashlab   the library's decode (its automatic split count and L2 policy);
   cudnn      torch's SDPA decode on its cuDNN backend;
@@ -13,11 +13,8 @@ leaves the L2 full of dirty lines) and after a clean flush (timing.CleanFlush):
              them, 16 bytes a lane a load, into one word, so every byte is loaded once,
              and writes 4 bytes); K and V lie in one allocation, K's bytes then V's, for
              every call;
-  read-ef    the same read with Triton's evict_first eviction policy on its loads;
-  read-grid  the plain read cut into as many programs as the decode's split grid has
-             blocks (its split count x B x 8), each a contiguous share: the decode's grid
-             without its arithmetic, its merge or its combine.
-TB/s = bytes of K and V / time, for all five. Where even the read stays below a goal under
+  read-ef    the same read with Triton's evict_first eviction policy on its loads.
+TB/s = bytes of K and V / time, for all four. Where even the read stays below a goal under
 do_bench, the goal asks more of the decode than a kernel that only reads gets.
 
   python3 bench/gpu/decode_read_ceiling.py build/gpu/libflashlab.so [--points 8:4096 ...]
@@ -38,9 +35,10 @@ import timing  # noqa: E402
 POINTS = [(8, 1024), (8, 2048), (8, 4096), (8, 8192), (8, 32768), (8, 131072)]
 READ_BLOCK = 1024  # int32 words a program loads a step: 4 KiB, two 16-byte loads a lane of 4 warps
 READ_WORDS_PER_PROGRAM = 32 * READ_BLOCK   # 128 KiB a program
-# The reads timed beside the two decodes: name, evict-first loads, cut as the split grid.
-READS = (("read", False, False), ("read-ef", True, False), ("read-grid", False, True))
-CALLS = ["flashlab", "cudnn"] + [name for name, _, _ in READS]  # the table's columns, in order
+# The reads timed beside the two decodes: name, evict-first loads. (A read cut into the split
+# grid's blocks was timed too, and dropped: bench/gpu/NOTES.md, "The decode's fixed cost".)
+READS = (("read", False), ("read-ef", True))
+CALLS = ["flashlab", "cudnn"] + [name for name, _ in READS]  # the table's columns, in order
 
 try:
     import triton
@@ -72,14 +70,12 @@ def kv_together(torch, k, v):
     return kv[0], kv[1], kv
 
 
-def reader(torch, kv, evict_first, programs=None):
-    """A call that reads every byte of kv (contiguous) once, in `programs` equal shares
-    (READ_WORDS_PER_PROGRAM words each by default); its per-program sums."""
+def reader(torch, kv, evict_first):
+    """A call that reads every byte of kv (contiguous) once, READ_WORDS_PER_PROGRAM words a
+    program; its per-program sums."""
     words = kv.numel() * kv.element_size() // 4
     x = kv.view(-1).view(torch.int32)
     per_program = READ_WORDS_PER_PROGRAM
-    if programs is not None:  # whole load steps, the last program's share the shorter
-        per_program = triton.cdiv(triton.cdiv(words, programs), READ_BLOCK) * READ_BLOCK
     programs = triton.cdiv(words, per_program)
     out = torch.empty(programs, device="cuda", dtype=torch.int32)
 
@@ -124,8 +120,8 @@ def main():
         # query rows fit the 16 of decode::row_blocks in kernel_info.hpp).
         blocks = lib.decode_num_splits(params) * B * bd.HEADS_KV
         expected = None
-        for name, evict_first, as_split_grid in READS:
-            fn, out = reader(torch, kv, evict_first, blocks if as_split_grid else None)
+        for name, evict_first in READS:
+            fn, out = reader(torch, kv, evict_first)
             fn()
             torch.cuda.synchronize()
             # The reads load the same words: the XOR of each one's sums is the same, which
