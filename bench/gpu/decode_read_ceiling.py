@@ -36,7 +36,8 @@ POINTS = [(8, 1024), (8, 2048), (8, 4096), (8, 8192), (8, 32768), (8, 131072)]
 READ_BLOCK = 1024  # int32 words a program loads a step: 4 KiB, two 16-byte loads a lane of 4 warps
 READ_WORDS_PER_PROGRAM = 32 * READ_BLOCK   # 128 KiB a program
 # The reads timed beside the two decodes: name, evict-first loads. (A read cut into the split
-# grid's blocks was timed too, and dropped: bench/gpu/NOTES.md, "The decode's fixed cost".)
+# grid's blocks was timed too, and dropped: bench/gpu/NOTES.md, "The decode's fixed cost, part
+# by part".)
 READS = (("read", False), ("read-ef", True))
 CALLS = ["flashlab", "cudnn"] + [name for name, _ in READS]  # the table's columns, in order
 
