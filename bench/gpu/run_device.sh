@@ -629,7 +629,8 @@ fi
 if want profile; then
   # Nsight Compute's full sections for one call of the kernels whose speed is being worked on
   # (fa3's forward, the backward, the decode): warp states, pipe use, and stall samples per
-  # SASS instruction (the source page), written as text to read off-line.
+  # SASS instruction (the source page, and its sums by class of instruction), written as text
+  # to read off-line.
   for run in fa3:fa3_kernel backward:fa3_backward_kernel decode:decode_split_kv_kernel; do
     what=${run%%:*} kernel=${run#*:}
     step "profile: $what ($kernel)"
@@ -640,6 +641,9 @@ if want profile; then
         > "$OUT/prof_$what.txt" 2>&1 || status=1
     ncu -i "$BUILD.prof_$what.ncu-rep" --page source --csv --print-source sass \
         --kernel-name "regex:$kernel" > "$OUT/prof_${what}_sass.csv" 2>&1 || status=1
+    # Where its warps wait, by class of instruction (bench/gpu/stall_classes.py).
+    python3 "$ROOT/bench/gpu/stall_classes.py" "$OUT/prof_${what}_sass.csv" --top 8 \
+        > "$OUT/prof_${what}_stall_classes.txt" 2>&1 || status=1
     grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occ" \
         "$OUT/prof_$what.txt" | head -12
   done

@@ -53,9 +53,10 @@ def class_of(op):
 
 
 def read_rows(path):
-    """The instruction rows of one kernel's source page: dicts of COLUMNS' keys. Nsight
-    Compute's own lines (==PROF==, ==WARNING==) and the kernel-name line before the header
-    are skipped; a file without the columns is refused with what it lacks."""
+    """The instruction rows of the file's first kernel's source page: dicts of COLUMNS' keys.
+    Nsight Compute's own lines (==PROF==, ==WARNING==) and the kernel-name line before the
+    header are skipped, and a second kernel's page (its header again) ends the reading; a file
+    without the columns is refused with what it lacks."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", newline="") as f:
         lines = [line for line in f if not line.startswith("==")]
@@ -76,10 +77,15 @@ def read_rows(path):
     index = {k: header.index(c) for k, c in COLUMNS.items()}
     rows = []
     for row in reader:
+        if row == header:
+            break  # the next kernel's page: only the first is read
         if len(row) < len(header):
-            continue
-        rows.append({"source": row[index["source"]].strip(),
-                     **{k: int(row[index[k]] or 0) for k in ("executed", "samples", "not_issued")}})
+            continue  # a kernel's name line, or a short line
+        try:
+            counts = {k: int(row[index[k]] or 0) for k in ("executed", "samples", "not_issued")}
+        except ValueError:
+            raise ValueError(f"{path}: a row whose counts are not whole numbers: {row[:6]}")
+        rows.append({"source": row[index["source"]].strip(), **counts})
     if not rows:
         raise ValueError(f"{path}: the source page has no instruction rows")
     return rows

@@ -102,6 +102,17 @@ class Sums(unittest.TestCase):
         self.assertIn("0    200         10  @!P0  BRA", out.getvalue())
 
 
+class Pages(unittest.TestCase):
+    def test_only_the_first_kernels_page_is_read(self):
+        first = page([("MUFU.EX2 R1, R1", 5, 2, 7)])
+        second = page([("@!P0  BRA 0x7f3c", 50, 20, 70)])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(tmp, "pages.csv", first + second)
+            rows = sc.read_rows(path)
+        self.assertEqual(rows, [{"source": "MUFU.EX2 R1, R1", "executed": 7, "samples": 5,
+                                 "not_issued": 2}])
+
+
 class Refusals(unittest.TestCase):
     def refused(self, argv):
         err = io.StringIO()
@@ -128,6 +139,12 @@ class Refusals(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             path = write(tmp, "page.csv", page([]))
             self.assertIn("no instruction rows", self.refused([path]))
+
+    def test_counts_that_are_no_numbers(self):
+        text = page([("MUFU.EX2 R1, R1", "n/a", 1, 1)])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(tmp, "page.csv", text)
+            self.assertIn("counts are not whole numbers", self.refused([path]))
 
     def test_a_negative_top(self):
         with tempfile.TemporaryDirectory() as tmp:
