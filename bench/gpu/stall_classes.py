@@ -19,8 +19,11 @@ parked on a barrier is counted there more than at the SYNCS.
 import argparse
 import csv
 import gzip
-import re
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sass_registers import PREDICATE  # noqa: E402  (SASS's `@P0 ` and the like)
 
 CLASSES = {
     "tensor cores": ("HGMMA", "HMMA", "WARPGROUP"),
@@ -36,13 +39,14 @@ OTHER = "integer, uniform and the rest"  # IMAD, ISETP, LEA, the U... datapath, 
 COLUMNS = {"source": "Source", "executed": "Instructions Executed",
            "samples": "Warp Stall Sampling (All Samples)",
            "not_issued": "Warp Stall Sampling (Not-issued Samples)"}
-OPCODE = re.compile(r"^(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
 
 
 def opcode(source):
-    """The opcode of one SASS line, or None for a line that is no instruction."""
-    m = OPCODE.match(source.strip())
-    return m.group(1) if m else None
+    """The opcode of one SASS line without its predicate and suffixes, or None for a line
+    that is no instruction."""
+    words = PREDICATE.sub("", source.strip()).split()
+    op = words[0].split(".")[0] if words else ""
+    return op if op[:1].isupper() else None
 
 
 def class_of(op):
